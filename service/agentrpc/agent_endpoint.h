@@ -1,0 +1,35 @@
+// The agent protocol's two transports, one logic: a gRPC bidirectional
+// stream per task (AgentService.Connect), and the same messages as JSON
+// (protobuf's JSON mapping) over plain HTTP under /agent/v1/, so a task can
+// register with curl. Both hand every message to core's Experiments.
+#pragma once
+
+#include <httplib.h>
+
+#include <memory>
+#include <string>
+
+#include "service/core/experiments.h"
+#include "service/core/status.h"
+
+namespace tfslurm::agentrpc {
+
+class AgentGrpcServer {
+ public:
+  virtual ~AgentGrpcServer() = default;
+  virtual int port() const = 0;
+  virtual void Shutdown() = 0;
+};
+
+// Listens on `address` ("host:port", port 0 picks one).
+StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(Experiments& experiments,
+                                                                 const std::string& address);
+
+// POST /agent/v1/message: body AgentMessage (JSON); answers ServiceMessage
+// (JSON). A register waits up to ?wait_s= seconds (default 30, at most 120)
+// for the assignment and answers 202 {} if the barrier is not complete yet;
+// registering again is how a curl client keeps waiting. Heartbeats answer a
+// pending Shutdown, if any.
+void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments);
+
+}  // namespace tfslurm::agentrpc

@@ -1,0 +1,45 @@
+#include "service/agentrpc/convert.h"
+
+namespace tfslurm::agentrpc {
+
+TaskRef FromProto(const agent::v1::TaskRef& ref) {
+  return {ref.experiment_id(), ref.attempt(), ref.secret(), ref.proc_id()};
+}
+
+RegisterInfo FromProto(const agent::v1::Register& reg) {
+  RegisterInfo info;
+  info.slurm_job_id = reg.slurm_job_id();
+  info.node_id = reg.node_id();
+  info.local_id = reg.local_id();
+  info.node_name = reg.node_name();
+  info.address = reg.address();
+  info.port = reg.port();
+  info.reconnect = reg.reconnect();
+  return info;
+}
+
+agent::v1::ServiceMessage ToProto(const ServiceMsg& message) {
+  agent::v1::ServiceMessage out;
+  if (const auto* a = std::get_if<AssignmentMsg>(&message)) {
+    auto* p = out.mutable_assignment();
+    p->set_role(a->role);
+    p->set_index(a->index);
+    p->set_tf_config(a->tf_config);
+    for (const auto& arg : a->command) p->add_command(arg);
+    p->set_workdir(a->workdir);
+    for (const auto& [k, v] : a->env) (*p->mutable_env())[k] = v;
+    p->set_model_dir(a->model_dir);
+    p->set_heartbeat_interval_ms(a->heartbeat_interval_ms);
+    p->set_shutdown_grace_ms(a->shutdown_grace_ms);
+    p->set_report_checkpoints(a->report_checkpoints);
+  } else if (const auto* s = std::get_if<ShutdownMsg>(&message)) {
+    out.mutable_shutdown()->set_reason(s->reason);
+    out.mutable_shutdown()->set_grace_ms(s->grace_ms);
+  } else if (const auto* r = std::get_if<RefusedMsg>(&message)) {
+    out.mutable_refused()->set_reason(r->reason);
+    out.mutable_refused()->set_permanent(r->permanent);
+  }
+  return out;
+}
+
+}  // namespace tfslurm::agentrpc

@@ -1,0 +1,17 @@
+// The transport-independent part of the agent protocol: what each message
+// means to core. Both transports call this, so their behaviour cannot drift.
+#pragma once
+
+#include <memory>
+
+#include "agent.pb.h"
+#include "service/core/experiments.h"
+
+namespace tfslurm::agentrpc {
+
+// Heartbeat, Progress, Exited. Register needs a channel: see DispatchRegister.
+Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& message);
+void DispatchRegister(Experiments& experiments, const agent::v1::AgentMessage& message,
+                      std::shared_ptr<TaskChannel> channel);
+
+}  // namespace tfslurm::agentrpc

@@ -1,0 +1,192 @@
+// AgentService over gRPC's callback API: no thread per stream, so thousands
+// of agents cost memory, not threads.
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <mutex>
+
+#include "agent.grpc.pb.h"
+#include "service/agentrpc/agent_endpoint.h"
+#include "service/agentrpc/convert.h"
+#include "service/agentrpc/dispatch.h"
+
+namespace tfslurm::agentrpc {
+namespace {
+
+using agent::v1::AgentMessage;
+using agent::v1::ServiceMessage;
+
+class ConnectReactor;
+
+// The TaskChannel core holds for a stream. It outlives the reactor when core
+// keeps it longer; Detach makes later sends no-ops.
+class StreamChannel final : public TaskChannel {
+ public:
+  explicit StreamChannel(ConnectReactor* reactor) : reactor_(reactor) {}
+  void Send(const ServiceMsg& message) override;
+  void Detach() {
+    std::lock_guard lock(mu_);
+    reactor_ = nullptr;
+  }
+
+ private:
+  std::mutex mu_;
+  ConnectReactor* reactor_;
+};
+
+class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
+ public:
+  explicit ConnectReactor(Experiments& experiments)
+      : experiments_(experiments), channel_(std::make_shared<StreamChannel>(this)) {
+    StartRead(&in_);
+  }
+
+  // Called from core (under its lock): queue and return.
+  void Enqueue(ServiceMessage message, bool finish_after) {
+    std::lock_guard lock(mu_);
+    if (finished_) return;
+    queue_.push_back(std::move(message));
+    if (finish_after) finish_after_writes_ = true;
+    if (!writing_) WriteNextLocked();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      // The agent closed its side (after Exited) or the stream broke.
+      if (registered_) experiments_.OnDisconnect(ref_, channel_.get());
+      FinishWhenWritten(grpc::Status::OK);
+      return;
+    }
+    if (!registered_) {
+      if (in_.body_case() != AgentMessage::kRegister) {
+        FinishWhenWritten(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"));
+        return;
+      }
+      registered_ = true;
+      ref_ = FromProto(in_.task());
+      DispatchRegister(experiments_, in_, channel_);
+    } else if (in_.body_case() == AgentMessage::kRegister) {
+      DispatchRegister(experiments_, in_, channel_);
+    } else {
+      // Reports carry their own identity; it must be the stream's.
+      Status s = in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
+                     ? DispatchReport(experiments_, in_)
+                     : InvalidArgument("a stream speaks for one task only");
+      if (!s.ok()) {
+        bool permanent = s.code() != StatusCode::kUnavailable;
+        channel_->Send(RefusedMsg{s.message(), permanent});
+      }
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard lock(mu_);
+    writing_ = false;
+    if (!queue_.empty()) queue_.pop_front();
+    if (!ok) {
+      queue_.clear();
+    }
+    WriteNextLocked();
+  }
+
+  void OnDone() override {
+    channel_->Detach();
+    delete this;
+  }
+
+  void OnCancel() override {
+    if (registered_) experiments_.OnDisconnect(ref_, channel_.get());
+  }
+
+ private:
+  void WriteNextLocked() {
+    if (!queue_.empty()) {
+      writing_ = true;
+      StartWrite(&queue_.front());
+    } else if ((finish_after_writes_ || pending_finish_) && !finished_) {
+      finished_ = true;
+      Finish(pending_finish_ ? *pending_finish_ : grpc::Status::OK);
+    }
+  }
+
+  void FinishWhenWritten(grpc::Status status) {
+    std::lock_guard lock(mu_);
+    if (finished_) return;
+    pending_finish_ = std::move(status);
+    if (!writing_) WriteNextLocked();
+  }
+
+  Experiments& experiments_;
+  std::shared_ptr<StreamChannel> channel_;
+  AgentMessage in_;
+  bool registered_ = false;
+  TaskRef ref_;
+
+  std::mutex mu_;
+  std::deque<ServiceMessage> queue_;
+  bool writing_ = false;
+  bool finished_ = false;
+  bool finish_after_writes_ = false;
+  std::optional<grpc::Status> pending_finish_;
+};
+
+void StreamChannel::Send(const ServiceMsg& message) {
+  std::lock_guard lock(mu_);
+  if (!reactor_) return;
+  // A permanent refusal ends the stream once it is written.
+  const auto* refused = std::get_if<RefusedMsg>(&message);
+  reactor_->Enqueue(ToProto(message), refused && refused->permanent);
+}
+
+class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
+ public:
+  explicit AgentServiceImpl(Experiments& experiments) : experiments_(experiments) {}
+  grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(grpc::CallbackServerContext*) override {
+    return new ConnectReactor(experiments_);
+  }
+
+ private:
+  Experiments& experiments_;
+};
+
+class GrpcServer final : public AgentGrpcServer {
+ public:
+  GrpcServer(std::unique_ptr<AgentServiceImpl> service, std::unique_ptr<grpc::Server> server, int port)
+      : service_(std::move(service)), server_(std::move(server)), port_(port) {}
+  ~GrpcServer() override { Shutdown(); }
+  int port() const override { return port_; }
+  void Shutdown() override {
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+      server_.reset();
+    }
+  }
+
+ private:
+  std::unique_ptr<AgentServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(Experiments& experiments,
+                                                                 const std::string& address) {
+  auto service = std::make_unique<AgentServiceImpl>(experiments);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service.get());
+  // Agents keep one stream each for hours; keepalive pings find dead peers
+  // (a node that vanished) without waiting for TCP's timeouts.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) return Unavailable("cannot listen for agents on " + address);
+  return std::unique_ptr<AgentGrpcServer>(new GrpcServer(std::move(service), std::move(server), port));
+}
+
+}  // namespace tfslurm::agentrpc

@@ -1,0 +1,15 @@
+// The one place where a Status becomes an HTTP answer. Every error the API
+// returns is JSON: {"error": {"code", "message", "fields": [{field, reason}],
+// "retryable"}}.
+#pragma once
+
+#include <httplib.h>
+
+#include "service/core/status.h"
+
+namespace tfslurm::api {
+
+int HttpStatusFor(StatusCode code);
+void ReplyError(httplib::Response& res, const Status& status);
+
+}  // namespace tfslurm::api

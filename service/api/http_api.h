@@ -1,0 +1,26 @@
+// The REST API: HTTP handlers only. Each handler parses the request, calls
+// core/, and maps the result (errors through errors.h). Routes:
+//   GET    /healthz
+//   POST   /experiments                 (?dry_run=true: validate and render only)
+//   GET    /experiments                 (?state=running,queued&limit=&offset=)
+//   GET    /experiments/{id}
+//   GET    /experiments/{id}/sbatch     (?attempt=N)
+//   DELETE /experiments/{id}
+#pragma once
+
+#include <httplib.h>
+
+#include "service/core/experiments.h"
+
+namespace tfslurm::api {
+
+struct ApiOptions {
+  size_t max_body_bytes = 1 << 20;
+};
+
+// Installs the routes, JSON error pages for unknown routes and a JSON 500
+// for exceptions on `server`.
+void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments, Clock& clock,
+                              const ApiOptions& options);
+
+}  // namespace tfslurm::api

@@ -1,0 +1,65 @@
+// The agent protocol as core/ sees it: plain structs, so core never includes
+// protobuf or gRPC. agentrpc/ converts from and to schema/agent.proto.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace tfslurm {
+
+struct TaskRef {
+  std::string experiment_id;
+  int attempt = 0;
+  std::string secret;
+  int proc_id = 0;
+};
+
+struct RegisterInfo {
+  int64_t slurm_job_id = 0;
+  int node_id = 0;
+  int local_id = 0;
+  std::string node_name;
+  std::string address;
+  int port = 0;
+  bool reconnect = false;
+};
+
+struct AssignmentMsg {
+  std::string role;
+  int index = 0;
+  std::string tf_config;
+  std::vector<std::string> command;
+  std::string workdir;
+  std::map<std::string, std::string> env;
+  std::string model_dir;
+  int heartbeat_interval_ms = 0;
+  int shutdown_grace_ms = 0;
+  bool report_checkpoints = false;
+};
+
+struct ShutdownMsg {
+  std::string reason;
+  int grace_ms = 0;
+};
+
+struct RefusedMsg {
+  std::string reason;
+  bool permanent = true;
+};
+
+using ServiceMsg = std::variant<AssignmentMsg, ShutdownMsg, RefusedMsg>;
+
+// Where core sends messages for one connected task: a gRPC stream or a
+// waiting HTTP request. Send must not block (implementations queue).
+class TaskChannel {
+ public:
+  virtual ~TaskChannel() = default;
+  virtual void Send(const ServiceMsg& message) = 0;
+};
+
+}  // namespace tfslurm

@@ -1,0 +1,165 @@
+#include "service/core/attempt_run.h"
+
+#include "service/core/tf_config.h"
+
+namespace tfslurm {
+
+bool IsRetryableExit(std::optional<int> exit_code, std::optional<int> signal) {
+  if (signal && *signal != 0) return true;
+  return exit_code && (*exit_code == 137 || *exit_code == 143);
+}
+
+AttemptRun::AttemptRun(const ExperimentSpec& spec, int attempt) : spec_(spec), attempt_(attempt) {
+  for (const TaskRole& r : AssignRoles(spec)) tasks_.push_back(TaskSlot{r});
+}
+
+bool AttemptRun::Register(int proc, const std::string& node, const std::string& address, int local_id) {
+  TaskSlot& t = tasks_[proc];
+  t.node = node;
+  t.address = address;
+  t.local_id = local_id;
+  if (!t.registered) {
+    t.registered = true;
+    if (t.state == "pending") t.state = "registered";
+  }
+  return !assignments_sent_ && AllRegistered();
+}
+
+bool AttemptRun::AllRegistered() const {
+  for (const TaskSlot& t : tasks_)
+    if (!t.registered) return false;
+  return true;
+}
+
+void AttemptRun::MarkAssigned() {
+  assignments_sent_ = true;
+  for (TaskSlot& t : tasks_) {
+    t.assigned = true;
+    if (t.state == "registered") t.state = "running";
+  }
+}
+
+std::string AttemptRun::TfConfig(int proc) const {
+  std::vector<TaskRole> roles;
+  std::vector<std::string> addresses;
+  for (const TaskSlot& t : tasks_) {
+    roles.push_back(t.role);
+    addresses.push_back(t.address);
+  }
+  return BuildTfConfig(roles, addresses, proc);
+}
+
+int AttemptRun::CheckpointingTask() const {
+  int worker0 = -1;
+  for (int i = 0; i < size(); ++i) {
+    if (tasks_[i].role.role == "chief") return i;
+    if (tasks_[i].role.role == "worker" && tasks_[i].role.index == 0) worker0 = i;
+  }
+  return worker0;
+}
+
+std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(int proc,
+                                                                      const std::string& model_dir) const {
+  const TaskSlot& t = tasks_[proc];
+  std::vector<std::pair<std::string, std::string>> env(spec_.env.begin(), spec_.env.end());
+  env.emplace_back("TF_CONFIG", TfConfig(proc));
+  env.emplace_back("EXPERIMENT_ID", spec_.id);
+  env.emplace_back("MODEL_DIR", model_dir);
+  env.emplace_back("TFSLURM_ROLE", t.role.role);
+  env.emplace_back("TFSLURM_INDEX", std::to_string(t.role.index));
+  env.emplace_back("TFSLURM_ATTEMPT", std::to_string(attempt_));
+  auto colon = t.address.rfind(':');
+  if (colon != std::string::npos) env.emplace_back("TFSLURM_PORT", t.address.substr(colon + 1));
+  // With GPUs per node shared by several tasks, each task sees its own
+  // slice, by local slot: gpus_per_node / tasks_per_node each.
+  const Resources& r = spec_.resources;
+  if (r.gpus_per_node > 0 && r.tasks_per_node > 1) {
+    int per_task = r.gpus_per_node / r.tasks_per_node;
+    std::string devices;
+    if (per_task > 0) {
+      for (int g = 0; g < per_task; ++g)
+        devices += (g ? "," : "") + std::to_string(t.local_id * per_task + g);
+    } else {
+      // More tasks than GPUs: tasks share GPUs round-robin.
+      devices = std::to_string(t.local_id % r.gpus_per_node);
+    }
+    env.emplace_back("CUDA_VISIBLE_DEVICES", devices);
+  }
+  return env;
+}
+
+bool AttemptRun::IsTracked(int proc) const {
+  const TaskRole& r = tasks_[proc].role;
+  switch (spec_.success) {
+    case SuccessPolicy::kAuto:
+      return spec_.cluster.chief > 0 ? r.role == "chief" : r.role == "worker";
+    case SuccessPolicy::kChief: return r.role == "chief";
+    case SuccessPolicy::kWorker0: return r.role == "worker" && r.index == 0;
+    case SuccessPolicy::kAllWorkers: return r.role == "worker";
+  }
+  return false;
+}
+
+Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal, bool reaped) {
+  TaskSlot& t = tasks_[proc];
+  if (t.exited) return outcome_;
+  t.exited = true;
+  t.exit_code = exit_code;
+  t.signal = signal;
+  t.reaped = reaped;
+  bool ok = !signal.value_or(0) && exit_code.value_or(-1) == 0;
+  t.state = reaped ? "reaped" : ok ? "succeeded" : "failed";
+  if (outcome_.kind == Outcome::kUndecided) outcome_ = Evaluate(proc);
+  return outcome_;
+}
+
+void AttemptRun::Decide(Outcome outcome) {
+  if (outcome_.kind == Outcome::kUndecided) outcome_ = std::move(outcome);
+}
+
+Outcome AttemptRun::Evaluate(int proc) {
+  const TaskSlot& t = tasks_[proc];
+  std::string who = t.role.role + ":" + std::to_string(t.role.index) + " (task " + std::to_string(proc) +
+                    (t.node.empty() ? "" : " on " + t.node) + ")";
+  if (t.state == "failed" && (IsTracked(proc) || t.role.role == "chief" || t.role.role == "ps")) {
+    std::string how = t.signal.value_or(0) ? "was killed by signal " + std::to_string(*t.signal)
+                                           : "exited with code " + std::to_string(t.exit_code.value_or(-1));
+    return {Outcome::kFailed, who + " " + how, IsRetryableExit(t.exit_code, t.signal)};
+  }
+  // Success: every tracked task exited 0.
+  for (int i = 0; i < size(); ++i)
+    if (IsTracked(i) && tasks_[i].state != "succeeded") return {};
+  std::string what;
+  switch (spec_.success) {
+    case SuccessPolicy::kAuto:
+      what = spec_.cluster.chief > 0 ? "the chief exited 0" : "every worker exited 0";
+      break;
+    case SuccessPolicy::kChief: what = "the chief exited 0"; break;
+    case SuccessPolicy::kWorker0: what = "worker 0 exited 0"; break;
+    case SuccessPolicy::kAllWorkers: what = "every worker exited 0"; break;
+  }
+  return {Outcome::kSucceeded, what + std::string(" (success: ") + SuccessPolicyName(spec_.success) + ")"};
+}
+
+std::vector<int> AttemptRun::TasksToReap() const {
+  std::vector<int> out;
+  for (int i = 0; i < size(); ++i)
+    if (tasks_[i].registered && !tasks_[i].exited && !tasks_[i].shutdown_sent) out.push_back(i);
+  return out;
+}
+
+std::vector<int> AttemptRun::UnconfirmedShutdowns() const {
+  std::vector<int> out;
+  for (int i = 0; i < size(); ++i)
+    if (tasks_[i].shutdown_sent && !tasks_[i].exited) out.push_back(i);
+  return out;
+}
+
+std::vector<int> AttemptRun::MissingRegistrations() const {
+  std::vector<int> out;
+  for (int i = 0; i < size(); ++i)
+    if (!tasks_[i].registered) out.push_back(i);
+  return out;
+}
+
+}  // namespace tfslurm

@@ -1,0 +1,96 @@
+// The tasks of one attempt: rendezvous (barrier), success policy and what to
+// reap. Pure logic over task events; the caller (Experiments) persists,
+// talks to agents and to Slurm. Not thread-safe: the caller serializes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "service/core/placement.h"
+#include "service/core/spec.h"
+
+namespace tfslurm {
+
+struct TaskSlot {
+  TaskRole role;
+  bool registered = false;
+  bool assigned = false;
+  bool exited = false;
+  bool shutdown_sent = false;
+  std::string node;
+  std::string address;  // host:port
+  int local_id = 0;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  bool reaped = false;
+  // Task state as shown to users: pending, registered, running, succeeded,
+  // failed, reaped, lost.
+  std::string state = "pending";
+};
+
+// What the exits so far decide about the attempt.
+struct Outcome {
+  enum Kind { kUndecided, kSucceeded, kFailed } kind = kUndecided;
+  std::string reason;
+  // Failed only: whether the exit that decided it is worth a restart
+  // (killed by a signal, 137, 143) or not (1, 2, 126, 127, ...).
+  bool retryable = false;
+};
+
+class AttemptRun {
+ public:
+  AttemptRun(const ExperimentSpec& spec, int attempt);
+
+  int attempt() const { return attempt_; }
+  int size() const { return static_cast<int>(tasks_.size()); }
+  const TaskSlot& task(int proc) const { return tasks_[proc]; }
+  TaskSlot& mutable_task(int proc) { return tasks_[proc]; }
+
+  // Records a registration. Returns true when this one completed the barrier:
+  // every task has registered and assignments can go out.
+  bool Register(int proc, const std::string& node, const std::string& address, int local_id);
+  bool AllRegistered() const;
+  bool assignments_sent() const { return assignments_sent_; }
+  void MarkAssigned();
+
+  // TF_CONFIG and the extra environment for task `proc` (after the barrier).
+  std::string TfConfig(int proc) const;
+  std::vector<std::pair<std::string, std::string>> TaskEnv(int proc, const std::string& model_dir) const;
+  // The task that checkpoints: the chief, else worker 0.
+  int CheckpointingTask() const;
+
+  // Records a task's exit and returns the attempt's outcome so far. Once
+  // decided, the outcome does not change.
+  Outcome OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal, bool reaped);
+  const Outcome& outcome() const { return outcome_; }
+  // Decides from outside the tasks (barrier timeout, job ended, cancel).
+  void Decide(Outcome outcome);
+
+  // Tasks that are running (registered and not exited) and have not been
+  // sent a Shutdown; the caller sends one and calls MarkShutdownSent.
+  std::vector<int> TasksToReap() const;
+  void MarkShutdownSent(int proc) { tasks_[proc].shutdown_sent = true; }
+  // Tasks sent a Shutdown that have not confirmed their exit.
+  std::vector<int> UnconfirmedShutdowns() const;
+  std::vector<int> MissingRegistrations() const;
+
+  // True for the exits success waits for under the spec's policy.
+  bool IsTracked(int proc) const;
+
+ private:
+  Outcome Evaluate(int proc);
+
+  ExperimentSpec spec_;
+  int attempt_;
+  std::vector<TaskSlot> tasks_;
+  bool assignments_sent_ = false;
+  Outcome outcome_;
+};
+
+// 137 and 143 are SIGKILL and SIGTERM seen through a shell; a signal means
+// the task was killed from outside (OOM killer, node trouble, preemption).
+bool IsRetryableExit(std::optional<int> exit_code, std::optional<int> signal);
+
+}  // namespace tfslurm

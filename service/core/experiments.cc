@@ -1,0 +1,893 @@
+#include "service/core/experiments.h"
+
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <ctime>
+#include <filesystem>
+#include <unordered_map>
+
+#include "service/core/checkpoint_state.h"
+
+namespace tfslurm {
+
+namespace {
+
+class SystemClock final : public Clock {
+ public:
+  int64_t NowMs() override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
+std::string Hex(const unsigned char* data, size_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += kDigits[data[i] >> 4];
+    out += kDigits[data[i] & 15];
+  }
+  return out;
+}
+
+class SystemRandomness final : public Randomness {
+ public:
+  std::string NewSecret() override { return RandomHex(32); }
+  std::string NewExperimentId() override {
+    std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm);
+    return std::string("exp-") + buf + "-" + RandomHex(3);
+  }
+
+ private:
+  static std::string RandomHex(size_t bytes) {
+    std::vector<unsigned char> buf(bytes);
+    if (RAND_bytes(buf.data(), static_cast<int>(bytes)) != 1) {
+      // Without randomness, secrets would be guessable: stop loudly.
+      fprintf(stderr, "tfslurmd: RAND_bytes failed\n");
+      abort();
+    }
+    return Hex(buf.data(), bytes);
+  }
+};
+
+std::string TaskName(const TaskSlot& t, int proc) {
+  return t.role.role + ":" + std::to_string(t.role.index) + " (task " + std::to_string(proc) +
+         (t.node.empty() ? "" : " on " + t.node) + ")";
+}
+
+std::string Seconds(int64_t ms) { return std::to_string((ms + 500) / 1000) + " s"; }
+
+}  // namespace
+
+std::unique_ptr<Clock> NewSystemClock() { return std::make_unique<SystemClock>(); }
+std::unique_ptr<Randomness> NewSystemRandomness() { return std::make_unique<SystemRandomness>(); }
+
+std::string Sha256Hex(const std::string& data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), digest, &len, EVP_sha256(), nullptr);
+  return Hex(digest, len);
+}
+
+// An open experiment in memory: its records, the current attempt's tasks and
+// the channels of the agents connected for them.
+struct Experiments::Active {
+  ExperimentRecord record;
+  ExperimentSpec spec;
+  AttemptRecord attempt;
+  std::unique_ptr<AttemptRun> run;
+  std::vector<TaskRecord> tasks;
+  std::map<int, std::shared_ptr<TaskChannel>> channels;
+  std::set<int> heartbeat_dirty;  // tasks whose heartbeat is not persisted yet
+  bool user_cancelled = false;
+  int64_t job_started_ms = 0;
+  int64_t reap_deadline_ms = 0;
+  bool step_killed = false;
+  bool job_cancel_sent = false;
+};
+
+struct Experiments::Actions {
+  std::vector<int64_t> cancel_jobs;
+  std::vector<int64_t> kill_steps;
+  std::vector<std::string> restarts;
+};
+
+Experiments::Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& clock, Randomness& random,
+                         LifecycleConfig config)
+    : store_(store), slurm_(slurm), clock_(clock), random_(random), config_(std::move(config)) {}
+
+Experiments::~Experiments() = default;
+
+void Experiments::SetLaunch(const slurm::AgentLaunch& launch) {
+  std::lock_guard lock(mu_);
+  config_.launch = launch;
+}
+
+void Experiments::Event(store::Changes& c, const Active& a, const std::string& what, const std::string& why) {
+  c.events.push_back({0, a.record.id, a.attempt.number, clock_.NowMs(), what, why});
+}
+
+void Experiments::SetState(store::Changes& c, Active& a, ExperimentState state, const std::string& why) {
+  if (a.record.state == state && a.record.reason == why) return;
+  std::string from = ExperimentStateName(a.record.state);
+  a.record.state = state;
+  a.record.reason = why;
+  a.record.updated_at = clock_.NowMs();
+  c.experiment = a.record;
+  Event(c, a, "state", from + " -> " + ExperimentStateName(state) + (why.empty() ? "" : ": " + why));
+}
+
+void Experiments::Commit(store::Changes& c) {
+  if (c.empty()) return;
+  // Attempt and experiment changes are taken from memory at commit time so
+  // the last write wins within one batch.
+  if (Status s = store_.Apply(c); !s.ok())
+    fprintf(stderr, "tfslurmd: could not persist changes: %s\n", s.message().c_str());
+  c = store::Changes{};
+}
+
+StatusOr<PartitionShape> Experiments::Partition(const std::string& name) {
+  int64_t now = clock_.NowMs();
+  {
+    std::lock_guard lock(partition_mu_);
+    auto it = partition_cache_.find(name);
+    if (it != partition_cache_.end() && now - it->second.first < config_.partition_cache_ms)
+      return it->second.second;
+  }
+  auto shape = slurm_.GetPartition(name);
+  if (!shape.ok()) return shape.status();
+  std::lock_guard lock(partition_mu_);
+  partition_cache_[name] = {now, *shape};
+  return shape;
+}
+
+StatusOr<SubmitResult> Experiments::Submit(const nlohmann::json& input, const std::string& owner, bool dry_run) {
+  auto parsed = ParseSpec(input, config_.limits);
+  if (!parsed.ok()) return parsed.status();
+  ExperimentSpec spec = std::move(parsed).value();
+  if (spec.id.empty()) spec.id = random_.NewExperimentId();
+
+  if (auto existing = store_.GetExperiment(spec.id); existing.ok()) {
+    return Status(StatusCode::kAlreadyExists,
+                  "experiment '" + spec.id + "' exists (state " + ExperimentStateName(existing->state) +
+                      "); to run it again from its checkpoints: POST /experiments/" + spec.id +
+                      "/resume (tfctl resume " + spec.id + "), or choose another id",
+                  {{"id", "'" + spec.id + "' is taken"}});
+  }
+
+  auto partition = Partition(spec.resources.partition);
+  if (!partition.ok()) return partition.status();
+  spec.resources.partition = partition->name;  // the default, made explicit
+  auto memory = ComputeMemPerTask(*partition, spec.resources);
+  if (!memory.ok()) return memory.status();
+
+  int64_t now = clock_.NowMs();
+  auto a = std::make_unique<Active>();
+  a->spec = spec;
+  ExperimentRecord& e = a->record;
+  e.id = spec.id;
+  e.owner = owner;
+  e.spec_json = spec.ToJson().dump();
+  e.state = ExperimentState::kQueued;
+  e.current_attempt = 1;
+  e.model_dir = spec.model_dir.empty() ? config_.output_root + "/" + spec.id : spec.model_dir;
+  e.mem_per_task_mb = memory->mem_per_task_mb;
+  e.mem_explanation = memory->explanation;
+  e.created_at = e.updated_at = now;
+
+  if (dry_run) {
+    AttemptRecord attempt;
+    attempt.experiment_id = spec.id;
+    attempt.number = 1;
+    attempt.job_name = slurm::JobName(spec.id, 1);
+    slurm::AttemptPaths paths{config_.output_root + "/" + spec.id + "/logs/attempt-1"};
+    attempt.sbatch_script = slurm::BuildSubmitRequest(spec, *memory, 1, paths, config_.launch, "",
+                                                      config_.job_environment)
+                                .script;
+    return SubmitResult{e, attempt, *memory};
+  }
+
+  auto submitted = SubmitAttempt(*a, 1, /*create=*/true);
+  if (!submitted.ok()) return submitted.status();
+  SubmitResult result{a->record, a->attempt, *memory};
+  std::lock_guard lock(mu_);
+  active_[spec.id] = std::move(a);
+  return result;
+}
+
+// Records the intent, then submits. For attempt 1 the experiment row is
+// created in the same transaction as the intent; if Slurm refuses, the rows
+// are removed again so a refused submission leaves nothing behind. For later
+// attempts a refusal ends the experiment with Slurm's reason.
+StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool create) {
+  const std::string& id = a.record.id;
+  std::string log_dir = config_.output_root + "/" + id + "/logs/attempt-" + std::to_string(number);
+  std::error_code ec;
+  std::filesystem::create_directories(log_dir, ec);
+  if (!ec) std::filesystem::create_directories(a.record.model_dir, ec);
+  if (ec) return Unavailable("cannot create " + log_dir + " or " + a.record.model_dir + ": " + ec.message());
+
+  auto partition = Partition(a.spec.resources.partition);
+  if (!partition.ok()) return partition.status();
+  auto memory = ComputeMemPerTask(*partition, a.spec.resources);
+  if (!memory.ok()) return memory.status();
+
+  std::string secret = random_.NewSecret();
+  slurm::SubmitRequest request = slurm::BuildSubmitRequest(a.spec, *memory, number, {log_dir}, config_.launch,
+                                                           secret, config_.job_environment);
+  int64_t now = clock_.NowMs();
+  AttemptRecord attempt;
+  attempt.experiment_id = id;
+  attempt.number = number;
+  attempt.secret_sha256 = Sha256Hex(secret);
+  attempt.job_name = request.job_name;
+  attempt.state = "submitting";
+  attempt.sbatch_script = request.script;
+  attempt.submitted_at = now;
+  if (auto cp = ReadCheckpointState(a.record.model_dir)) attempt.start_step = cp->step;
+
+  a.record.current_attempt = number;
+  a.record.state = number == 1 ? ExperimentState::kQueued : a.record.state;
+  a.record.updated_at = now;
+  a.attempt = attempt;
+  a.run = std::make_unique<AttemptRun>(a.spec, number);
+  a.tasks.clear();
+  for (int i = 0; i < a.run->size(); ++i) {
+    TaskRecord t;
+    t.experiment_id = id;
+    t.attempt = number;
+    t.proc_id = i;
+    t.role = a.run->task(i).role.role;
+    t.index = a.run->task(i).role.index;
+    a.tasks.push_back(t);
+  }
+  a.channels.clear();
+  a.job_started_ms = a.reap_deadline_ms = 0;
+  a.step_killed = a.job_cancel_sent = false;
+
+  store::Changes intent;
+  intent.experiment = a.record;
+  intent.create_experiment = create;
+  intent.attempts.push_back(attempt);
+  intent.tasks = a.tasks;
+  Event(intent, a, "submitting",
+        "attempt " + std::to_string(number) + " as Slurm job " + request.job_name + "; memory per task " +
+            std::to_string(memory->mem_per_task_mb) + " MB (" + memory->explanation + ")" +
+            (attempt.start_step ? "; resumes from checkpoint step " + std::to_string(*attempt.start_step) : ""));
+  if (Status s = store_.Apply(intent); !s.ok()) {
+    if (s.code() == StatusCode::kAlreadyExists)
+      return Status(StatusCode::kAlreadyExists,
+                    "experiment '" + id + "' exists; to run it again: POST /experiments/" + id + "/resume",
+                    {{"id", "'" + id + "' is taken"}});
+    return s;
+  }
+
+  auto job = slurm_.Submit(request);
+  store::Changes after;
+  if (!job.ok()) {
+    if (create) {
+      // Nothing half-way: the experiment disappears with the refusal.
+      store::Changes undo;
+      undo.delete_experiment = id;
+      store_.Apply(undo);
+      return job.status();
+    }
+    a.attempt.state = "ended";
+    a.attempt.end_reason = EndReasonName(EndReason::kStartFailed);
+    a.attempt.reason = job.status().message();
+    a.attempt.ended_at = clock_.NowMs();
+    after.attempts.push_back(a.attempt);
+    SetState(after, a, ExperimentState::kFailed, "submission of attempt " + std::to_string(number) +
+                                                     " failed: " + job.status().message());
+    Commit(after);
+    return job.status();
+  }
+  a.attempt.slurm_job_id = *job;
+  a.attempt.state = "pending";
+  after.attempts.push_back(a.attempt);
+  Event(after, a, "submitted", "Slurm job " + std::to_string(*job) + " (" + request.job_name + ")");
+  Commit(after);
+  return a.attempt;
+}
+
+StatusOr<ExperimentView> Experiments::Get(const std::string& id) {
+  auto e = store_.GetExperiment(id);
+  if (!e.ok()) return e.status();
+  ExperimentView v;
+  v.experiment = std::move(e).value();
+  auto attempts = store_.ListAttempts(id);
+  if (!attempts.ok()) return attempts.status();
+  v.attempts = std::move(attempts).value();
+  auto tasks = store_.ListTasks(id, v.experiment.current_attempt);
+  if (!tasks.ok()) return tasks.status();
+  v.tasks = std::move(tasks).value();
+  auto events = store_.ListEvents(id, 500);
+  if (!events.ok()) return events.status();
+  v.events = std::move(events).value();
+  return v;
+}
+
+Status Experiments::Cancel(const std::string& id, const std::string& why) {
+  int64_t job = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it == active_.end() || IsTerminal(it->second->record.state)) {
+      auto e = store_.GetExperiment(id);
+      if (!e.ok()) return e.status();
+      return FailedPrecondition("experiment '" + id + "' has already ended (" +
+                                ExperimentStateName(e->state) + "); nothing to cancel");
+    }
+    Active& a = *it->second;
+    a.user_cancelled = true;
+    store::Changes c;
+    a.run->Decide({Outcome::kFailed, "cancelled"});
+    SetState(c, a, ExperimentState::kCancelled, why);
+    if (a.attempt.end_reason.empty()) {
+      a.attempt.end_reason = EndReasonName(EndReason::kCancelled);
+      a.attempt.reason = why;
+      c.attempts.push_back(a.attempt);
+    }
+    Commit(c);
+    job = a.attempt.slurm_job_id;
+    a.job_cancel_sent = true;
+  }
+  if (job > 0) return slurm_.CancelJob(job, SIGKILL);
+  return Status::Ok();
+}
+
+StatusOr<Experiments::Active*> Experiments::FindTask(const TaskRef& ref) {
+  auto it = active_.find(ref.experiment_id);
+  if (it == active_.end()) {
+    auto e = store_.GetExperiment(ref.experiment_id);
+    if (!e.ok()) return NotFound("no experiment '" + ref.experiment_id + "'");
+    return FailedPrecondition("experiment '" + ref.experiment_id + "' has ended (" +
+                              ExperimentStateName(e->state) + ")");
+  }
+  Active& a = *it->second;
+  if (ref.attempt != a.attempt.number)
+    return FailedPrecondition("attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
+                              "' is not current (current: " + std::to_string(a.attempt.number) + ")");
+  if (Sha256Hex(ref.secret) != a.attempt.secret_sha256)
+    return Status(StatusCode::kUnauthenticated,
+                  "wrong attempt secret for '" + ref.experiment_id + "' attempt " + std::to_string(ref.attempt));
+  if (ref.proc_id < 0 || ref.proc_id >= a.run->size())
+    return InvalidArgument("task " + std::to_string(ref.proc_id) + " is out of range: the attempt has " +
+                           std::to_string(a.run->size()) + " tasks");
+  return &a;
+}
+
+void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel) {
+  std::lock_guard lock(mu_);
+  auto found = FindTask(ref);
+  if (!found.ok()) {
+    // Not yet in memory (submission still being recorded) is worth a retry;
+    // everything else is final for this agent.
+    channel->Send(RefusedMsg{found.status().message(), found.status().code() != StatusCode::kNotFound});
+    return;
+  }
+  Active& a = **found;
+  const int proc = ref.proc_id;
+  int64_t now = clock_.NowMs();
+  store::Changes c;
+  TaskSlot& slot = a.run->mutable_task(proc);
+  std::string address = info.address + ":" + std::to_string(info.port);
+  if (a.run->outcome().kind != Outcome::kUndecided && !slot.registered) {
+    channel->Send(RefusedMsg{"attempt " + std::to_string(a.attempt.number) + " has already ended: " +
+                                 a.run->outcome().reason,
+                             true});
+    return;
+  }
+  bool was_registered = slot.registered;
+  bool barrier_complete = a.run->Register(proc, info.node_name, address, info.local_id);
+  a.channels[proc] = channel;
+  TaskRecord& t = a.tasks[proc];
+  t.node = info.node_name;
+  t.address = address;
+  if (!t.registered_at) t.registered_at = now;
+  t.last_heartbeat = now;
+  t.state = slot.state;
+  c.tasks.push_back(t);
+  if (a.record.state == ExperimentState::kQueued) SetState(c, a, ExperimentState::kStarting, "tasks registering");
+  if (was_registered)
+    Event(c, a, "reconnected", TaskName(slot, proc) + " reconnected from " + address);
+
+  if (barrier_complete) {
+    SendAssignments(a, c);
+  } else if (a.run->assignments_sent()) {
+    // A reconnecting agent already holds its assignment and ignores a second
+    // one; an agent that lost it (restarted) needs it again.
+    if (!info.reconnect) SendAssignments(a, c);
+    if (slot.shutdown_sent && !slot.exited)
+      channel->Send(ShutdownMsg{a.run->outcome().reason, config_.shutdown_grace_ms});
+  }
+  Commit(c);
+}
+
+void Experiments::SendAssignments(Active& a, store::Changes& c) {
+  bool first = !a.run->assignments_sent();
+  a.run->MarkAssigned();
+  int checkpointing = a.run->CheckpointingTask();
+  for (int i = 0; i < a.run->size(); ++i) {
+    auto ch = a.channels.find(i);
+    if (ch == a.channels.end() || !ch->second) continue;
+    const TaskSlot& slot = a.run->task(i);
+    AssignmentMsg m;
+    m.role = slot.role.role;
+    m.index = slot.role.index;
+    m.tf_config = a.run->TfConfig(i);
+    m.command = a.spec.command;
+    m.workdir = a.spec.workdir.empty() ? a.record.model_dir : a.spec.workdir;
+    for (auto& [k, v] : a.run->TaskEnv(i, a.record.model_dir)) m.env[k] = v;
+    m.model_dir = a.record.model_dir;
+    m.heartbeat_interval_ms = config_.heartbeat_interval_ms;
+    m.shutdown_grace_ms = config_.shutdown_grace_ms;
+    m.report_checkpoints = i == checkpointing;
+    if (first || a.tasks[i].state == "registered") {
+      a.tasks[i].state = slot.state;
+      c.tasks.push_back(a.tasks[i]);
+    }
+    ch->second->Send(m);
+  }
+  if (first) {
+    Event(c, a, "assigned",
+          "all " + std::to_string(a.run->size()) + " tasks registered; roles and TF_CONFIG sent");
+    SetState(c, a, ExperimentState::kRunning, "training");
+  }
+}
+
+Status Experiments::OnHeartbeat(const TaskRef& ref) {
+  std::lock_guard lock(mu_);
+  auto found = FindTask(ref);
+  if (!found.ok()) return found.status();
+  Active& a = **found;
+  a.tasks[ref.proc_id].last_heartbeat = clock_.NowMs();
+  a.heartbeat_dirty.insert(ref.proc_id);
+  if (a.tasks[ref.proc_id].state == "lost") {
+    const TaskSlot& slot = a.run->task(ref.proc_id);
+    store::Changes c;
+    a.tasks[ref.proc_id].state = slot.state;
+    c.tasks.push_back(a.tasks[ref.proc_id]);
+    Event(c, a, "heartbeat", TaskName(slot, ref.proc_id) + " is back");
+    Commit(c);
+  }
+  return Status::Ok();
+}
+
+Status Experiments::OnProgress(const TaskRef& ref, int64_t step, const std::string& path) {
+  std::lock_guard lock(mu_);
+  auto found = FindTask(ref);
+  if (!found.ok()) return found.status();
+  Active& a = **found;
+  if (a.record.checkpoint_step && *a.record.checkpoint_step == step) return Status::Ok();
+  store::Changes c;
+  a.record.checkpoint_step = step;
+  a.record.checkpoint_path = path;
+  a.record.updated_at = clock_.NowMs();
+  c.experiment = a.record;
+  Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
+  Commit(c);
+  return Status::Ok();
+}
+
+Status Experiments::OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
+                             bool reaped) {
+  std::lock_guard lock(mu_);
+  auto found = FindTask(ref);
+  if (!found.ok()) return found.status();
+  Active& a = **found;
+  const int proc = ref.proc_id;
+  if (a.run->task(proc).exited) return Status::Ok();  // a re-sent report
+  bool decided_before = a.run->outcome().kind != Outcome::kUndecided;
+  a.run->OnExit(proc, exit_code, signal, reaped);
+  const TaskSlot& slot = a.run->task(proc);
+  store::Changes c;
+  TaskRecord& t = a.tasks[proc];
+  t.state = slot.state;
+  t.exit_code = exit_code;
+  t.signal = signal;
+  t.ended_at = clock_.NowMs();
+  c.tasks.push_back(t);
+  std::string how = signal.value_or(0) ? "was killed by signal " + std::to_string(*signal)
+                                       : "exited with code " + std::to_string(exit_code.value_or(-1));
+  Event(c, a, reaped ? "reaped" : "exited", TaskName(slot, proc) + " " + how);
+  if (!decided_before && a.run->outcome().kind != Outcome::kUndecided) OnOutcome(a, c);
+  Commit(c);
+  return Status::Ok();
+}
+
+void Experiments::OnDisconnect(const TaskRef& ref, const TaskChannel* channel) {
+  std::lock_guard lock(mu_);
+  auto it = active_.find(ref.experiment_id);
+  if (it == active_.end() || it->second->attempt.number != ref.attempt) return;
+  Active& a = *it->second;
+  auto ch = a.channels.find(ref.proc_id);
+  // A newer stream may already have replaced this one.
+  if (ch != a.channels.end() && ch->second.get() == channel) a.channels.erase(ch);
+}
+
+void Experiments::OnOutcome(Active& a, store::Changes& c) {
+  const Outcome& o = a.run->outcome();
+  if (o.kind == Outcome::kSucceeded) {
+    a.attempt.end_reason = EndReasonName(EndReason::kSucceeded);
+    a.attempt.reason = o.reason;
+    c.attempts.push_back(a.attempt);
+    SetState(c, a, ExperimentState::kSucceeded, o.reason);
+    ReapRemaining(a, c, "training succeeded: " + o.reason);
+  } else if (o.kind == Outcome::kFailed) {
+    ReapRemaining(a, c, "attempt failed: " + o.reason);
+    FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit, o.reason, c);
+  }
+}
+
+void Experiments::ReapRemaining(Active& a, store::Changes& c, const std::string& reason) {
+  std::vector<int> to_reap = a.run->TasksToReap();
+  if (to_reap.empty()) return;
+  std::string names;
+  for (int proc : to_reap) {
+    a.run->MarkShutdownSent(proc);
+    auto ch = a.channels.find(proc);
+    if (ch != a.channels.end()) ch->second->Send(ShutdownMsg{reason, config_.shutdown_grace_ms});
+    names += (names.empty() ? "" : ", ") + TaskName(a.run->task(proc), proc);
+  }
+  a.reap_deadline_ms = clock_.NowMs() + config_.shutdown_grace_ms + config_.reap_timeout_margin_ms;
+  Event(c, a, "reaping", "Shutdown sent to " + names);
+}
+
+// Ends the current attempt for the restart policy's purposes (the Slurm job
+// may still be finishing) and decides what the experiment does next.
+void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& why, store::Changes& c) {
+  if (!a.attempt.end_reason.empty() && reason != EndReason::kSucceeded) {
+    // Decided already (by the agents, or a cancel); the job's end only
+    // confirms it.
+    return;
+  }
+  a.attempt.end_reason = EndReasonName(reason);
+  a.attempt.reason = why;
+  c.attempts.push_back(a.attempt);
+  if (a.user_cancelled) return;  // already cancelled
+  if (reason == EndReason::kSucceeded) {
+    SetState(c, a, ExperimentState::kSucceeded, why);
+    return;
+  }
+  const RestartPolicy& p = a.spec.restart;
+  std::string attempt_n = "attempt " + std::to_string(a.attempt.number);
+  if (!p.on.count(reason)) {
+    SetState(c, a, ExperimentState::kFailed,
+             attempt_n + " " + EndReasonName(reason) + ": " + why + " (not restarted: " +
+                 EndReasonName(reason) + " is not in restart.on)");
+    return;
+  }
+  if (a.record.restarts >= p.max_restarts) {
+    SetState(c, a, ExperimentState::kFailed,
+             attempt_n + " " + EndReasonName(reason) + ": " + why + " (max_restarts " +
+                 std::to_string(p.max_restarts) + " reached)");
+    return;
+  }
+  // Backoff doubles per restart: a crash loop must not hammer the cluster.
+  int64_t delay_ms = int64_t{p.backoff_s} * 1000 << std::min(a.record.restarts, 6);
+  delay_ms = std::min<int64_t>(delay_ms, 10 * 60 * 1000);
+  a.record.restarts++;
+  a.record.next_attempt_at = clock_.NowMs() + delay_ms;
+  SetState(c, a, ExperimentState::kRestarting,
+           attempt_n + " " + EndReasonName(reason) + ": " + why + "; restart " + std::to_string(a.record.restarts) +
+               " of " + std::to_string(p.max_restarts) + " in " + Seconds(delay_ms));
+}
+
+void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Changes& c, Actions& actions) {
+  if (a.attempt.state == "ended" || a.attempt.state == "submitting") return;
+  int64_t now = clock_.NowMs();
+  if (!job) {
+    a.attempt.state = "ended";
+    a.attempt.ended_at = now;
+    a.attempt.slurm_state = "UNKNOWN";
+    c.attempts.push_back(a.attempt);
+    Event(c, a, "job", "Slurm no longer knows job " + std::to_string(a.attempt.slurm_job_id));
+    if (a.run->outcome().kind == Outcome::kSucceeded)
+      FinishAttempt(a, EndReason::kSucceeded, a.run->outcome().reason, c);
+    else
+      FinishAttempt(a, EndReason::kNodeFail, "job " + std::to_string(a.attempt.slurm_job_id) + " vanished from Slurm", c);
+    return;
+  }
+  std::string state = slurm::JobStateName(job->state);
+  bool changed = state != a.attempt.slurm_state || job->nodes != a.attempt.nodes;
+  a.attempt.slurm_state = state;
+  a.attempt.nodes = job->nodes;
+  if (job->state == slurm::JobState::kRunning && !a.job_started_ms) {
+    a.job_started_ms = now;
+    a.attempt.state = "running";
+    a.attempt.started_at = now;
+    changed = true;
+    for (int i = 0; i < a.run->size(); ++i) {
+      int node = i / a.spec.resources.tasks_per_node;
+      if (node < static_cast<int>(job->node_names.size()) && a.tasks[i].node.empty())
+        a.run->mutable_task(i).node = job->node_names[node];
+    }
+    Event(c, a, "job", "Slurm job " + std::to_string(job->job_id) + " started on " + job->nodes);
+    if (a.record.state == ExperimentState::kQueued)
+      SetState(c, a, ExperimentState::kStarting, "job running on " + job->nodes + "; tasks registering");
+  }
+  if (!slurm::IsFinished(job->state) || job->completing) {
+    if (changed) c.attempts.push_back(a.attempt);
+    return;
+  }
+
+  a.attempt.state = "ended";
+  a.attempt.ended_at = now;
+  a.attempt.exit_code = job->exit_signal ? 128 + job->exit_signal : job->exit_code;
+  c.attempts.push_back(a.attempt);
+  Event(c, a, "job", "Slurm job " + std::to_string(job->job_id) + " ended " + state +
+                         (job->reason.empty() || job->reason == "None" ? "" : " (" + job->reason + ")"));
+  for (int i = 0; i < a.run->size(); ++i) {
+    TaskSlot& slot = a.run->mutable_task(i);
+    if (!slot.exited && a.tasks[i].state != "pending") {
+      slot.state = "lost";
+      a.tasks[i].state = "lost";
+      c.tasks.push_back(a.tasks[i]);
+    }
+  }
+  const Outcome& o = a.run->outcome();
+  if (o.kind == Outcome::kSucceeded) {
+    FinishAttempt(a, EndReason::kSucceeded, o.reason, c);
+    return;
+  }
+  if (a.user_cancelled || o.kind == Outcome::kFailed) return;  // decided already
+  std::string why = "Slurm job " + std::to_string(job->job_id) + " " + state;
+  switch (job->state) {
+    case slurm::JobState::kCompleted:
+      FinishAttempt(a, EndReason::kSucceeded, why, c);
+      break;
+    case slurm::JobState::kTimeout:
+    case slurm::JobState::kDeadline:
+      FinishAttempt(a, EndReason::kTimeout, why + " at its time limit", c);
+      break;
+    case slurm::JobState::kNodeFail:
+    case slurm::JobState::kBootFail:
+      FinishAttempt(a, EndReason::kNodeFail, why + " (" + job->reason + ")", c);
+      break;
+    case slurm::JobState::kPreempted:
+      FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job", c);
+      break;
+    case slurm::JobState::kCancelled:
+      a.user_cancelled = true;
+      SetState(c, a, ExperimentState::kCancelled, why + " outside tfslurm (scancel or an admin)");
+      break;
+    case slurm::JobState::kOutOfMemory:
+      FinishAttempt(a, EndReason::kPermanentExit, why + ": out of memory", c);
+      break;
+    default: {
+      std::optional<int> code = job->exit_code, sig;
+      if (job->exit_signal) sig = job->exit_signal;
+      FinishAttempt(a, IsRetryableExit(code, sig) ? EndReason::kRetryableExit : EndReason::kPermanentExit,
+                    why + " with exit code " + std::to_string(a.attempt.exit_code), c);
+    }
+  }
+  (void)actions;
+}
+
+void Experiments::CheckTimers(Active& a, store::Changes& c, Actions& actions) {
+  int64_t now = clock_.NowMs();
+  AttemptRun& run = *a.run;
+
+  // The barrier: every task must register within the timeout of the job's start.
+  if (a.job_started_ms && !run.assignments_sent() && run.outcome().kind == Outcome::kUndecided &&
+      a.attempt.state == "running" && now - a.job_started_ms > config_.barrier_timeout_ms) {
+    std::vector<int> missing = run.MissingRegistrations();
+    std::string names;
+    for (size_t i = 0; i < missing.size() && i < 20; ++i)
+      names += (i ? ", " : "") + TaskName(run.task(missing[i]), missing[i]);
+    if (missing.size() > 20) names += ", ...";
+    std::string why = "barrier timeout after " + Seconds(config_.barrier_timeout_ms) + ": " +
+                      std::to_string(missing.size()) + " of " + std::to_string(run.size()) +
+                      " tasks never registered: " + names;
+    run.Decide({Outcome::kFailed, why});
+    ReapRemaining(a, c, why);
+    FinishAttempt(a, EndReason::kStartFailed, why, c);
+    if (!a.job_cancel_sent && a.attempt.slurm_job_id) {
+      actions.cancel_jobs.push_back(a.attempt.slurm_job_id);
+      a.job_cancel_sent = true;
+    }
+  }
+
+  // Reaping: tasks that did not confirm within the grace are ended by Slurm.
+  if (a.reap_deadline_ms && now >= a.reap_deadline_ms && !a.step_killed && a.attempt.state != "ended") {
+    std::vector<int> unconfirmed = run.UnconfirmedShutdowns();
+    if (!unconfirmed.empty()) {
+      std::string names;
+      for (int proc : unconfirmed) names += (names.empty() ? "" : ", ") + TaskName(run.task(proc), proc);
+      Event(c, a, "reaping",
+            names + " did not confirm the Shutdown; ending step " + std::to_string(a.attempt.slurm_job_id) +
+                ".0 through Slurm");
+      actions.kill_steps.push_back(a.attempt.slurm_job_id);
+    }
+    a.step_killed = true;
+    // A failed attempt's job has nothing left to do.
+    if (run.outcome().kind == Outcome::kFailed && !a.job_cancel_sent) {
+      actions.cancel_jobs.push_back(a.attempt.slurm_job_id);
+      a.job_cancel_sent = true;
+    }
+  }
+
+  // Heartbeats: a task silent for several intervals is lost (it may come back).
+  int64_t lost_after = int64_t{config_.heartbeat_interval_ms} * config_.lost_after_missed_heartbeats;
+  for (int i = 0; i < run.size(); ++i) {
+    TaskRecord& t = a.tasks[i];
+    // Agents heartbeat once they run their program; at the barrier the
+    // barrier timeout watches them instead.
+    if (t.state != "running") continue;
+    if (now - t.last_heartbeat > lost_after) {
+      t.state = "lost";
+      a.heartbeat_dirty.erase(i);
+      c.tasks.push_back(t);
+      Event(c, a, "lost", TaskName(run.task(i), i) + " sent no heartbeat for " + Seconds(now - t.last_heartbeat));
+    }
+  }
+  for (int i : a.heartbeat_dirty) c.tasks.push_back(a.tasks[i]);
+  a.heartbeat_dirty.clear();
+
+  if (a.record.state == ExperimentState::kRestarting && a.attempt.state == "ended" &&
+      now >= a.record.next_attempt_at)
+    actions.restarts.push_back(a.record.id);
+}
+
+void Experiments::Tick() {
+  int64_t now = clock_.NowMs();
+  std::optional<std::unordered_map<int64_t, const slurm::JobInfo*>> by_id;
+  StatusOr<std::vector<slurm::JobInfo>> jobs = std::vector<slurm::JobInfo>{};
+  bool poll = now - last_poll_ms_ >= config_.poll_interval_ms;
+  if (poll) {
+    last_poll_ms_ = now;
+    bool any_open = false;
+    {
+      std::lock_guard lock(mu_);
+      any_open = !active_.empty();
+    }
+    if (any_open) {
+      jobs = slurm_.LoadJobs();
+      if (jobs.ok()) {
+        by_id.emplace();
+        for (const auto& j : *jobs) (*by_id)[j.job_id] = &j;
+      } else {
+        fprintf(stderr, "tfslurmd: poll failed: %s\n", jobs.status().message().c_str());
+      }
+    }
+  }
+
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = active_.begin(); it != active_.end();) {
+      Active& a = *it->second;
+      store::Changes c;
+      if (by_id && a.attempt.slurm_job_id) {
+        auto j = by_id->find(a.attempt.slurm_job_id);
+        OnJobUpdate(a, j == by_id->end() ? nullptr : j->second, c, actions);
+      }
+      CheckTimers(a, c, actions);
+      Commit(c);
+      // Done when the experiment is final and its last job has left Slurm.
+      if (IsTerminal(a.record.state) && a.attempt.state == "ended")
+        it = active_.erase(it);
+      else
+        ++it;
+    }
+  }
+  RunActions(actions);
+}
+
+void Experiments::RunActions(Actions& actions) {
+  for (int64_t job : actions.kill_steps) slurm_.SignalStep(job, 0, SIGKILL);
+  for (int64_t job : actions.cancel_jobs) slurm_.CancelJob(job, SIGKILL);
+  for (const std::string& id : actions.restarts) {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it == active_.end() || it->second->record.state != ExperimentState::kRestarting) continue;
+    Active& a = *it->second;
+    store::Changes c;
+    SetState(c, a, ExperimentState::kQueued, "attempt " + std::to_string(a.attempt.number + 1) + " submitted");
+    Commit(c);
+    SubmitAttempt(a, a.attempt.number + 1, /*create=*/false);
+  }
+}
+
+StatusOr<std::unique_ptr<Experiments::Active>> Experiments::Load(const ExperimentRecord& record) {
+  auto spec_json = nlohmann::json::parse(record.spec_json, nullptr, false);
+  auto spec = ParseSpec(spec_json, SpecLimits{1 << 20, 1 << 20, 1 << 30, 1 << 20, 1 << 30});
+  if (!spec.ok()) return Internal("stored spec of '" + record.id + "' no longer parses: " + spec.status().message());
+  auto a = std::make_unique<Active>();
+  a->record = record;
+  a->spec = std::move(spec).value();
+  auto attempts = store_.ListAttempts(record.id);
+  if (!attempts.ok()) return attempts.status();
+  if (attempts->empty()) return Internal("experiment '" + record.id + "' has no attempt");
+  a->attempt = attempts->back();
+  a->run = std::make_unique<AttemptRun>(a->spec, a->attempt.number);
+  auto tasks = store_.ListTasks(record.id, a->attempt.number);
+  if (!tasks.ok()) return tasks.status();
+  a->tasks = std::move(tasks).value();
+  a->tasks.resize(a->run->size());
+  bool assigned = false;
+  for (int i = 0; i < a->run->size(); ++i) {
+    TaskRecord& t = a->tasks[i];
+    TaskSlot& slot = a->run->mutable_task(i);
+    t.experiment_id = record.id;
+    t.attempt = a->attempt.number;
+    t.proc_id = i;
+    t.role = slot.role.role;
+    t.index = slot.role.index;
+    if (t.state == "pending") continue;
+    slot.registered = true;
+    slot.node = t.node;
+    slot.address = t.address;
+    slot.state = t.state;
+    if (t.state == "running" || t.state == "succeeded" || t.state == "failed" || t.state == "reaped") assigned = true;
+    if (t.state == "succeeded" || t.state == "failed" || t.state == "reaped") {
+      slot.exited = true;
+      slot.exit_code = t.exit_code;
+      slot.signal = t.signal;
+      slot.reaped = t.state == "reaped";
+    }
+    // Agents get a fresh window to reconnect after a service restart.
+    t.last_heartbeat = clock_.NowMs();
+  }
+  if (assigned) a->run->MarkAssigned();
+  if (a->attempt.state == "running") a->job_started_ms = clock_.NowMs();
+  if (record.state == ExperimentState::kCancelled) a->user_cancelled = true;
+  return a;
+}
+
+Status Experiments::Recover() {
+  auto open = store_.ListOpenExperiments();
+  if (!open.ok()) return open.status();
+  std::vector<Active*> submitting;
+  {
+    std::lock_guard lock(mu_);
+    for (const ExperimentRecord& r : *open) {
+      auto a = Load(r);
+      if (!a.ok()) {
+        fprintf(stderr, "tfslurmd: %s\n", a.status().message().c_str());
+        continue;
+      }
+      if ((*a)->attempt.state == "submitting") submitting.push_back(a->get());
+      active_[r.id] = std::move(a).value();
+    }
+  }
+  if (submitting.empty()) return Status::Ok();
+  // Submissions interrupted by a crash: Slurm may or may not have the job.
+  // One query finds them by name, so none is submitted twice.
+  auto jobs = slurm_.LoadJobs();
+  if (!jobs.ok()) return jobs.status();
+  for (Active* a : submitting) {
+    const slurm::JobInfo* match = nullptr;
+    for (const auto& j : *jobs)
+      if (j.name == a->attempt.job_name && (!match || j.job_id > match->job_id)) match = &j;
+    store::Changes c;
+    if (match) {
+      std::lock_guard lock(mu_);
+      a->attempt.slurm_job_id = match->job_id;
+      a->attempt.state = "pending";
+      c.attempts.push_back(a->attempt);
+      Event(c, *a, "recovered", "found Slurm job " + std::to_string(match->job_id) + " (" +
+                                    a->attempt.job_name + ") submitted before the service restarted");
+      Commit(c);
+    } else {
+      std::lock_guard lock(mu_);
+      Event(c, *a, "recovered", "submission of " + a->attempt.job_name +
+                                    " was interrupted before Slurm had it; submitting now");
+      Commit(c);
+      SubmitAttempt(*a, a->attempt.number, /*create=*/false);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace tfslurm

@@ -1,0 +1,92 @@
+#include "service/core/memory.h"
+
+#include <algorithm>
+
+namespace tfslurm {
+namespace {
+
+std::string N(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Resources& r) {
+  std::vector<FieldError> errors;
+  const std::string where = "partition " + partition.name;
+  if (partition.nodes.empty()) {
+    return InvalidArgument(where + " has no nodes",
+                           {{"resources.partition", where + " has no nodes to run on"}});
+  }
+
+  MemoryPlan plan;
+  if (r.mem_per_task_mb) {
+    // Slurm is asked per CPU; round up so each task gets at least what it asked.
+    plan.mem_per_cpu_mb = (*r.mem_per_task_mb + r.cpus_per_task - 1) / r.cpus_per_task;
+    plan.explanation = "mem_per_task_mb " + N(*r.mem_per_task_mb) + " given in the spec; " +
+                       N(plan.mem_per_cpu_mb) + " MB per CPU x " + N(r.cpus_per_task) + " CPUs";
+  } else if (partition.def_mem_per_cpu_mb) {
+    plan.mem_per_cpu_mb = *partition.def_mem_per_cpu_mb;
+    plan.explanation = "auto: " + where + " DefMemPerCPU=" + N(plan.mem_per_cpu_mb) + " MB x " +
+                       N(r.cpus_per_task) + " CPUs per task";
+  } else {
+    auto smallest = std::min_element(
+        partition.nodes.begin(), partition.nodes.end(), [](const NodeShape& a, const NodeShape& b) {
+          return a.real_memory_mb * std::max(b.cpus, 1) < b.real_memory_mb * std::max(a.cpus, 1);
+        });
+    plan.mem_per_cpu_mb = smallest->real_memory_mb / std::max(smallest->cpus, 1);
+    plan.explanation = "auto: smallest RealMemory/CPUs in " + where + " is " + smallest->name +
+                       " (" + N(smallest->real_memory_mb) + " MB / " + N(smallest->cpus) +
+                       " CPUs = " + N(plan.mem_per_cpu_mb) + " MB per CPU) x " + N(r.cpus_per_task) +
+                       " CPUs per task";
+  }
+  plan.mem_per_task_mb = plan.mem_per_cpu_mb * r.cpus_per_task;
+  plan.explanation += " = " + N(plan.mem_per_task_mb) + " MB per task";
+
+  // A node fits when it holds every task of its share at once.
+  const int64_t cpus_needed = int64_t{r.tasks_per_node} * r.cpus_per_task;
+  const int64_t mem_needed = int64_t{r.tasks_per_node} * plan.mem_per_task_mb;
+  int cpu_fit = 0, mem_fit = 0, both_fit = 0;
+  int most_cpus = 0;
+  int64_t most_mem = 0;
+  for (const NodeShape& n : partition.nodes) {
+    bool cpu_ok = n.cpus >= cpus_needed, mem_ok = n.real_memory_mb >= mem_needed;
+    cpu_fit += cpu_ok;
+    mem_fit += mem_ok;
+    both_fit += cpu_ok && mem_ok;
+    most_cpus = std::max(most_cpus, n.cpus);
+    most_mem = std::max(most_mem, n.real_memory_mb);
+  }
+  const std::string nodes_needed = N(r.nodes) + " node" + (r.nodes == 1 ? "" : "s");
+  if (static_cast<int>(partition.nodes.size()) < r.nodes) {
+    errors.push_back({"resources.nodes", "asks for " + nodes_needed + " but " + where + " has " +
+                                             N(partition.nodes.size())});
+  } else {
+    if (cpu_fit < r.nodes)
+      errors.push_back({"resources.tasks_per_node",
+                        N(r.tasks_per_node) + " tasks x " + N(r.cpus_per_task) +
+                            " cpus_per_task = " + N(cpus_needed) + " CPUs per node, but only " +
+                            N(cpu_fit) + " nodes of " + where + " have that many (most: " +
+                            N(most_cpus) + "); " + nodes_needed + " needed"});
+    if (mem_fit < r.nodes)
+      errors.push_back({"resources.mem_per_task_mb",
+                        N(r.tasks_per_node) + " tasks x " + N(plan.mem_per_task_mb) + " MB = " +
+                            N(mem_needed) + " MB per node, but only " + N(mem_fit) + " nodes of " +
+                            where + " have that much RealMemory (most: " + N(most_mem) + " MB); " +
+                            nodes_needed + " needed"});
+    if (cpu_fit >= r.nodes && mem_fit >= r.nodes && both_fit < r.nodes)
+      errors.push_back({"resources", "only " + N(both_fit) + " nodes of " + where + " have both " +
+                                         N(cpus_needed) + " CPUs and " + N(mem_needed) + " MB; " +
+                                         nodes_needed + " needed"});
+  }
+  if (partition.max_time_minutes && r.time_limit_minutes > *partition.max_time_minutes) {
+    errors.push_back({"resources.time_limit",
+                      FormatSlurmTime(r.time_limit_minutes) + " exceeds " + where + " MaxTime " +
+                          FormatSlurmTime(*partition.max_time_minutes) +
+                          "; ask for at most MaxTime (a longer training runs as a chain of attempts "
+                          "with restart.on: [timeout])"});
+  }
+  if (!errors.empty())
+    return InvalidArgument("the experiment does not fit " + where, std::move(errors));
+  return plan;
+}
+
+}  // namespace tfslurm

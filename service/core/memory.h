@@ -1,0 +1,42 @@
+// Memory per task and the fit check: the rule sites apply by hand
+// ("MEMPERTASK"), done once, with the reasoning kept for the sbatch script.
+// Pure logic: the partition shape comes from slurm/ (or a test).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "service/core/spec.h"
+#include "service/core/status.h"
+
+namespace tfslurm {
+
+struct NodeShape {
+  std::string name;
+  int cpus = 0;
+  int64_t real_memory_mb = 0;
+};
+
+struct PartitionShape {
+  std::string name;
+  // DefMemPerCPU when the partition sets one (shared partitions).
+  std::optional<int64_t> def_mem_per_cpu_mb;
+  std::optional<int> max_time_minutes;  // nullopt: INFINITE
+  std::vector<NodeShape> nodes;
+};
+
+struct MemoryPlan {
+  int64_t mem_per_cpu_mb = 0;   // what the job asks Slurm for (--mem-per-cpu)
+  int64_t mem_per_task_mb = 0;  // mem_per_cpu_mb * cpus_per_task
+  std::string explanation;      // one line, for the script's comment and the API
+};
+
+// Computes memory per task for `resources` on `partition` and checks that the
+// job fits: `nodes` nodes that each hold tasks_per_node tasks' CPUs and
+// memory, and a time limit within MaxTime. A spec that cannot run is refused
+// with the numbers (InvalidArgument naming resources.* fields).
+StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Resources& resources);
+
+}  // namespace tfslurm

@@ -1,0 +1,28 @@
+// Roles and indexes of the tasks of one attempt, from the spec's placement.
+// Tasks are ordered node by node, as Slurm numbers them with
+// --ntasks-per-node: task i (SLURM_PROCID i) runs on node i / tasks_per_node.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "service/core/spec.h"
+
+namespace tfslurm {
+
+struct TaskRole {
+  std::string role;  // chief | ps | worker | evaluator
+  int index = 0;     // index within the role, in task order
+};
+
+// One entry per task, element i for SLURM_PROCID i.
+//  - pack: roles in order chief, ps, worker, evaluator, filling node 0 first
+//    (the ps share the first nodes);
+//  - spread: the same order dealt across nodes slot by slot (first slot of
+//    every node, then the second slot...), so ps land on different nodes and
+//    the chief on node 0;
+//  - explicit: the list as given.
+// Indexes within a role follow task order in all three.
+std::vector<TaskRole> AssignRoles(const ExperimentSpec& spec);
+
+}  // namespace tfslurm

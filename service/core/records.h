@@ -1,0 +1,88 @@
+// The persistent shapes of the service: experiments, attempts, tasks and
+// events, as core/ reasons about them and store/ keeps them. Times are Unix
+// milliseconds; 0 means "not yet".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tfslurm {
+
+// queued -> starting -> running -> succeeded | failed | cancelled, with
+// restarting between attempts.
+enum class ExperimentState { kQueued, kStarting, kRunning, kRestarting, kSucceeded, kFailed, kCancelled };
+
+const char* ExperimentStateName(ExperimentState state);
+std::optional<ExperimentState> ParseExperimentState(const std::string& name);
+bool IsTerminal(ExperimentState state);
+
+struct ExperimentRecord {
+  std::string id;
+  std::string owner;
+  std::string spec_json;  // canonical form (ExperimentSpec::ToJson)
+  ExperimentState state = ExperimentState::kQueued;
+  std::string reason;  // why it is in this state, for people
+  int current_attempt = 0;
+  int restarts = 0;  // automatic restarts so far
+  std::string model_dir;
+  int64_t mem_per_task_mb = 0;
+  std::string mem_explanation;
+  std::optional<int64_t> checkpoint_step;
+  std::string checkpoint_path;
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+  int64_t next_attempt_at = 0;  // restarting: when the next attempt is submitted
+};
+
+// An attempt is one Slurm job. `state` is the service's view:
+//   submitting: intent recorded, Slurm has not confirmed a job id yet
+//   pending, running: as Slurm says
+//   ended: final; end_reason classifies why
+struct AttemptRecord {
+  std::string experiment_id;
+  int number = 0;
+  std::string secret_sha256;
+  std::string job_name;  // tfx-<id>-a<number>: how reconciliation finds the job
+  int64_t slurm_job_id = 0;
+  std::string state = "submitting";
+  std::string slurm_state;
+  std::string end_reason;  // EndReasonName, when ended
+  std::string reason;
+  std::string nodes;  // Slurm's node list, compressed (node[1-3])
+  std::string sbatch_script;
+  std::optional<int64_t> start_step;  // checkpoint step the attempt started from
+  int exit_code = 0;                  // the batch script's, when Slurm reports it
+  int64_t submitted_at = 0;
+  int64_t started_at = 0;
+  int64_t ended_at = 0;
+};
+
+// registered -> running -> succeeded | failed | reaped | lost
+struct TaskRecord {
+  std::string experiment_id;
+  int attempt = 0;
+  int proc_id = 0;
+  std::string role;
+  int index = 0;
+  std::string node;
+  std::string address;  // host:port
+  std::string state = "pending";
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  int64_t registered_at = 0;
+  int64_t last_heartbeat = 0;
+  int64_t ended_at = 0;
+};
+
+struct EventRecord {
+  int64_t id = 0;  // assigned by the store
+  std::string experiment_id;
+  int attempt = 0;
+  int64_t at = 0;
+  std::string what;  // short code: submitted, state, registered, reaped ...
+  std::string why;   // sentence for people
+};
+
+}  // namespace tfslurm

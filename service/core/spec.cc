@@ -1,0 +1,520 @@
+#include "service/core/spec.h"
+
+#include <algorithm>
+#include <regex>
+
+namespace tfslurm {
+namespace {
+
+using nlohmann::json;
+
+const std::regex kIdPattern("[a-z0-9][a-z0-9._-]{0,62}");
+const std::regex kEnvNamePattern("[A-Za-z_][A-Za-z0-9_]*");
+const std::regex kPartitionPattern("[A-Za-z0-9_.-]{1,64}");
+const std::regex kInterfacePattern("[A-Za-z0-9_.:-]{1,32}");
+
+std::string TypeName(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// Short rendering of a bad value for messages; long values are cut.
+std::string Show(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+std::string Join(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+// Collects FieldErrors while walking the input. Each accessor reports the
+// field's path, what it got and what is allowed.
+class Checker {
+ public:
+  std::vector<FieldError> errors;
+
+  void Fail(const std::string& field, std::string reason) {
+    errors.push_back({field, std::move(reason)});
+  }
+
+  // Refuses keys not in `allowed`: a typo must not silently become a default.
+  void OnlyKeys(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) {
+    for (const auto& [key, _] : obj.items()) {
+      if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; })) {
+        std::string list;
+        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        Fail(Join(path, key), "unknown field; allowed here: " + list);
+      }
+    }
+  }
+
+  bool IsObject(const json& v, const std::string& path) {
+    if (v.is_object()) return true;
+    Fail(path, "must be an object, got " + TypeName(v));
+    return false;
+  }
+
+  std::optional<int64_t> Int(const json& v, const std::string& path, int64_t min, int64_t max) {
+    if (!v.is_number_integer() && !v.is_number_unsigned()) {
+      Fail(path, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got " + TypeName(v) + " " + Show(v));
+      return std::nullopt;
+    }
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      Fail(path, "must be from " + std::to_string(min) + " to " + std::to_string(max) + ", got " +
+                     Show(v));
+      return std::nullopt;
+    }
+    int64_t n = v.get<int64_t>();
+    if (n < min || n > max) {
+      Fail(path, "must be from " + std::to_string(min) + " to " + std::to_string(max) + ", got " +
+                     std::to_string(n));
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  std::optional<std::string> String(const json& v, const std::string& path, size_t max_bytes = 4096) {
+    if (!v.is_string()) {
+      Fail(path, "must be a string, got " + TypeName(v) + " " + Show(v));
+      return std::nullopt;
+    }
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.find('\0') != std::string::npos) {
+      Fail(path, "must not contain NUL bytes");
+      return std::nullopt;
+    }
+    if (s.size() > max_bytes) {
+      Fail(path, "is " + std::to_string(s.size()) + " bytes; at most " + std::to_string(max_bytes) +
+                     " allowed");
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  std::optional<std::string> OneOf(const json& v, const std::string& path,
+                                   std::initializer_list<const char*> choices) {
+    std::string list;
+    for (const char* c : choices) list += (list.empty() ? "" : " | ") + std::string(c);
+    if (v.is_string()) {
+      const auto& s = v.get_ref<const std::string&>();
+      for (const char* c : choices)
+        if (s == c) return s;
+    }
+    Fail(path, "must be one of " + list + ", got " + Show(v));
+    return std::nullopt;
+  }
+
+  std::optional<std::string> AbsolutePath(const json& v, const std::string& path) {
+    auto s = String(v, path);
+    if (!s) return std::nullopt;
+    if (s->empty() || (*s)[0] != '/') {
+      Fail(path, "must be an absolute path (starting with /), got " + Show(v));
+      return std::nullopt;
+    }
+    return s;
+  }
+};
+
+void ParseCluster(Checker& c, const json& v, ClusterShape& out) {
+  if (!c.IsObject(v, "cluster")) return;
+  c.OnlyKeys(v, "cluster", {"chief", "ps", "worker", "evaluator"});
+  auto field = [&](const char* name, int max, int& target) {
+    if (!v.contains(name)) return;
+    if (auto n = c.Int(v[name], std::string("cluster.") + name, 0, max)) target = static_cast<int>(*n);
+  };
+  out = ClusterShape{};
+  field("chief", 1, out.chief);
+  field("ps", 4096, out.ps);
+  field("worker", 4096, out.worker);
+  field("evaluator", 1, out.evaluator);
+}
+
+void ParseResources(Checker& c, const json& v, Resources& out) {
+  if (!c.IsObject(v, "resources")) return;
+  c.OnlyKeys(v, "resources",
+             {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
+              "mem_per_task_mb", "time_limit"});
+  if (v.contains("partition")) {
+    if (auto s = c.String(v["partition"], "resources.partition")) {
+      if (std::regex_match(*s, kPartitionPattern))
+        out.partition = *s;
+      else
+        c.Fail("resources.partition",
+               "must be a Slurm partition name (letters, digits, _ . -), got " + Show(v["partition"]));
+    }
+  }
+  auto count = [&](const char* name, int64_t min, int64_t max, int& target) {
+    if (!v.contains(name)) return;
+    if (auto n = c.Int(v[name], std::string("resources.") + name, min, max))
+      target = static_cast<int>(*n);
+  };
+  count("nodes", 1, 10000, out.nodes);
+  count("tasks_per_node", 1, 1024, out.tasks_per_node);
+  count("cpus_per_task", 1, 1024, out.cpus_per_task);
+  count("gpus_per_node", 0, 64, out.gpus_per_node);
+  if (v.contains("mem_per_task_mb")) {
+    const json& m = v["mem_per_task_mb"];
+    if (m.is_string() && m.get<std::string>() == "auto") {
+      out.mem_per_task_mb.reset();
+    } else if (m.is_number_integer() || m.is_number_unsigned()) {
+      if (auto n = c.Int(m, "resources.mem_per_task_mb", 1, int64_t{1} << 40)) out.mem_per_task_mb = *n;
+    } else {
+      c.Fail("resources.mem_per_task_mb", "must be \"auto\" or a whole number of MB, got " + Show(m));
+    }
+  }
+  if (v.contains("time_limit")) {
+    auto s = c.String(v["time_limit"], "resources.time_limit", 32);
+    std::optional<int> minutes = s ? ParseSlurmTimeMinutes(*s) : std::nullopt;
+    if (s && (!minutes || *minutes < 1)) {
+      c.Fail("resources.time_limit",
+             "must be a Slurm time of at least one minute: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
+             "D-HH:MM:SS, got " + Show(v["time_limit"]));
+    } else if (minutes) {
+      out.time_limit_minutes = *minutes;
+    }
+  }
+}
+
+void ParseRestart(Checker& c, const json& v, RestartPolicy& out) {
+  if (!c.IsObject(v, "restart")) return;
+  c.OnlyKeys(v, "restart", {"max_restarts", "on", "backoff_s"});
+  if (v.contains("max_restarts"))
+    if (auto n = c.Int(v["max_restarts"], "restart.max_restarts", 0, 100)) out.max_restarts = static_cast<int>(*n);
+  if (v.contains("backoff_s"))
+    if (auto n = c.Int(v["backoff_s"], "restart.backoff_s", 0, 3600)) out.backoff_s = static_cast<int>(*n);
+  if (v.contains("on")) {
+    const json& on = v["on"];
+    if (!on.is_array()) {
+      c.Fail("restart.on", "must be an array of: preempted, timeout, node_fail, retryable_exit");
+      return;
+    }
+    out.on.clear();
+    for (size_t i = 0; i < on.size(); ++i) {
+      std::string path = "restart.on[" + std::to_string(i) + "]";
+      auto s = c.OneOf(on[i], path, {"preempted", "timeout", "node_fail", "retryable_exit"});
+      if (s) out.on.insert(*ParseEndReason(*s));
+    }
+  }
+}
+
+// Roles of an explicit placement must be exactly the cluster's roles.
+void CheckExplicitPlacement(Checker& c, const ExperimentSpec& spec) {
+  const auto& roles = spec.placement.roles;
+  int total = spec.resources.Tasks();
+  if (static_cast<int>(roles.size()) != total) {
+    c.Fail("placement", "lists " + std::to_string(roles.size()) + " roles but the job has " +
+                            std::to_string(total) + " tasks (resources.nodes " +
+                            std::to_string(spec.resources.nodes) + " x tasks_per_node " +
+                            std::to_string(spec.resources.tasks_per_node) + "); give one role per task");
+    return;
+  }
+  std::map<std::string, int> counts;
+  for (const auto& r : roles) counts[r]++;
+  const std::pair<const char*, int> expected[] = {{"chief", spec.cluster.chief},
+                                                  {"ps", spec.cluster.ps},
+                                                  {"worker", spec.cluster.worker},
+                                                  {"evaluator", spec.cluster.evaluator}};
+  for (const auto& [role, want] : expected) {
+    if (counts[role] != want)
+      c.Fail("placement", std::string("has ") + std::to_string(counts[role]) + " x " + role +
+                              " but cluster." + role + " is " + std::to_string(want));
+  }
+}
+
+}  // namespace
+
+bool IsRole(const std::string& role) {
+  return role == "chief" || role == "ps" || role == "worker" || role == "evaluator";
+}
+
+bool IsValidExperimentId(const std::string& id) { return std::regex_match(id, kIdPattern); }
+
+const char* EndReasonName(EndReason reason) {
+  switch (reason) {
+    case EndReason::kSucceeded: return "succeeded";
+    case EndReason::kCancelled: return "cancelled";
+    case EndReason::kPreempted: return "preempted";
+    case EndReason::kTimeout: return "timeout";
+    case EndReason::kNodeFail: return "node_fail";
+    case EndReason::kRetryableExit: return "retryable_exit";
+    case EndReason::kPermanentExit: return "permanent_exit";
+    case EndReason::kStartFailed: return "start_failed";
+  }
+  return "unknown";
+}
+
+std::optional<EndReason> ParseEndReason(const std::string& name) {
+  for (EndReason r : {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted,
+                      EndReason::kTimeout, EndReason::kNodeFail, EndReason::kRetryableExit,
+                      EndReason::kPermanentExit, EndReason::kStartFailed})
+    if (name == EndReasonName(r)) return r;
+  return std::nullopt;
+}
+
+const char* SuccessPolicyName(SuccessPolicy policy) {
+  switch (policy) {
+    case SuccessPolicy::kAuto: return "auto";
+    case SuccessPolicy::kChief: return "chief";
+    case SuccessPolicy::kWorker0: return "worker0";
+    case SuccessPolicy::kAllWorkers: return "all_workers";
+  }
+  return "auto";
+}
+
+std::optional<int> ParseSlurmTimeMinutes(const std::string& text) {
+  static const std::regex kTime(R"((?:(\d{1,4})-)?(\d{1,6})(?::(\d{1,2}))?(?::(\d{1,2}))?)");
+  std::smatch m;
+  if (!std::regex_match(text, m, kTime)) return std::nullopt;
+  auto num = [&](int i) { return m[i].matched ? std::stol(m[i].str()) : 0L; };
+  long days = num(1), a = num(2), b = num(3), c = num(4);
+  long seconds;
+  if (m[1].matched) {
+    // D-HH, D-HH:MM, D-HH:MM:SS
+    seconds = ((days * 24 + a) * 60 + b) * 60 + c;
+  } else if (m[4].matched) {
+    seconds = (a * 60 + b) * 60 + c;  // HH:MM:SS
+  } else if (m[3].matched) {
+    seconds = a * 60 + b;  // MM:SS
+  } else {
+    seconds = a * 60;  // MM
+  }
+  long minutes = (seconds + 59) / 60;
+  if (minutes > 365L * 24 * 60) return std::nullopt;
+  return static_cast<int>(minutes);
+}
+
+std::string FormatSlurmTime(int minutes) {
+  char buf[32];
+  int days = minutes / (24 * 60), hours = (minutes / 60) % 24, mins = minutes % 60;
+  if (days > 0)
+    std::snprintf(buf, sizeof buf, "%d-%02d:%02d:00", days, hours, mins);
+  else
+    std::snprintf(buf, sizeof buf, "%02d:%02d:00", hours, mins);
+  return buf;
+}
+
+StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) {
+  Checker c;
+  ExperimentSpec spec;
+  if (!input.is_object()) {
+    return InvalidArgument("the experiment spec must be a JSON object",
+                           {{"", "must be an object, got " + TypeName(input)}});
+  }
+  c.OnlyKeys(input, "",
+             {"id", "command", "workdir", "env", "cluster", "placement", "resources", "network",
+              "success", "restart", "checkpoint", "model_dir"});
+
+  if (input.contains("id")) {
+    if (auto s = c.String(input["id"], "id", 256)) {
+      if (IsValidExperimentId(*s))
+        spec.id = *s;
+      else
+        c.Fail("id", "must match [a-z0-9][a-z0-9._-]{0,62} (lower case, digits, . _ -; at most 63), got " +
+                         Show(input["id"]));
+    }
+  }
+
+  if (!input.contains("command")) {
+    c.Fail("command", "is required: the program and its arguments, e.g. [\"python3\", \"train.py\"]");
+  } else if (!input["command"].is_array() || input["command"].empty()) {
+    c.Fail("command", "must be a non-empty array of strings (argv), got " + Show(input["command"]));
+  } else {
+    const json& cmd = input["command"];
+    if (static_cast<int>(cmd.size()) > limits.max_command_args)
+      c.Fail("command", "has " + std::to_string(cmd.size()) + " arguments; at most " +
+                            std::to_string(limits.max_command_args) + " allowed");
+    size_t bytes = 0;
+    for (size_t i = 0; i < cmd.size() && static_cast<int>(i) < limits.max_command_args; ++i) {
+      std::string path = "command[" + std::to_string(i) + "]";
+      if (auto s = c.String(cmd[i], path, limits.max_command_bytes)) {
+        if (i == 0 && s->empty()) c.Fail(path, "the program name must not be empty");
+        bytes += s->size();
+        spec.command.push_back(*s);
+      }
+    }
+    if (bytes > limits.max_command_bytes)
+      c.Fail("command", "is " + std::to_string(bytes) + " bytes in all; at most " +
+                            std::to_string(limits.max_command_bytes) + " allowed");
+  }
+
+  if (input.contains("workdir"))
+    if (auto s = c.AbsolutePath(input["workdir"], "workdir")) spec.workdir = *s;
+
+  if (input.contains("env")) {
+    const json& env = input["env"];
+    if (c.IsObject(env, "env")) {
+      if (static_cast<int>(env.size()) > limits.max_env_entries)
+        c.Fail("env", "has " + std::to_string(env.size()) + " entries; at most " +
+                          std::to_string(limits.max_env_entries) + " allowed");
+      size_t bytes = 0;
+      for (const auto& [key, value] : env.items()) {
+        std::string path = "env." + key;
+        if (!std::regex_match(key, kEnvNamePattern) || key.size() > 256) {
+          c.Fail(path, "is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
+          continue;
+        }
+        if (key == "TF_CONFIG" || key == "EXPERIMENT_ID" || key == "MODEL_DIR" ||
+            key == "CUDA_VISIBLE_DEVICES" || key.rfind("TFSLURM_", 0) == 0 || key.rfind("SLURM_", 0) == 0) {
+          c.Fail(path, "is set by tfslurm for every task and cannot be overridden");
+          continue;
+        }
+        if (auto s = c.String(value, path, limits.max_env_bytes)) {
+          bytes += key.size() + s->size();
+          spec.env[key] = *s;
+        }
+      }
+      if (bytes > limits.max_env_bytes)
+        c.Fail("env", "is " + std::to_string(bytes) + " bytes in all; at most " +
+                          std::to_string(limits.max_env_bytes) + " allowed");
+    }
+  }
+
+  bool cluster_given = input.contains("cluster");
+  if (cluster_given)
+    ParseCluster(c, input["cluster"], spec.cluster);
+  else
+    c.Fail("cluster", "is required, e.g. {\"ps\": 2, \"worker\": 4}");
+  if (input.contains("resources")) ParseResources(c, input["resources"], spec.resources);
+
+  if (cluster_given && input["cluster"].is_object()) {
+    const ClusterShape& k = spec.cluster;
+    if (k.chief + k.worker < 1)
+      c.Fail("cluster", "needs at least one chief or worker to train");
+    if (k.Total() > limits.max_tasks)
+      c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks; at most " +
+                            std::to_string(limits.max_tasks) + " allowed");
+    if (k.Total() != spec.resources.Tasks())
+      c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks (chief " + std::to_string(k.chief) +
+                            " + ps " + std::to_string(k.ps) + " + worker " + std::to_string(k.worker) +
+                            " + evaluator " + std::to_string(k.evaluator) +
+                            ") but resources give " + std::to_string(spec.resources.Tasks()) +
+                            " (nodes " + std::to_string(spec.resources.nodes) + " x tasks_per_node " +
+                            std::to_string(spec.resources.tasks_per_node) +
+                            "); every task needs exactly one role");
+  }
+
+  if (input.contains("placement")) {
+    const json& p = input["placement"];
+    if (p.is_array()) {
+      spec.placement.kind = PlacementKind::kExplicit;
+      bool ok = true;
+      for (size_t i = 0; i < p.size(); ++i) {
+        auto s = c.OneOf(p[i], "placement[" + std::to_string(i) + "]", {"chief", "ps", "worker", "evaluator"});
+        if (s)
+          spec.placement.roles.push_back(*s);
+        else
+          ok = false;
+      }
+      if (ok && c.errors.empty()) CheckExplicitPlacement(c, spec);
+    } else if (auto s = c.OneOf(p, "placement", {"spread", "pack"})) {
+      spec.placement.kind = *s == "spread" ? PlacementKind::kSpread : PlacementKind::kPack;
+    }
+  }
+
+  if (input.contains("network")) {
+    const json& n = input["network"];
+    if (c.IsObject(n, "network")) {
+      c.OnlyKeys(n, "network", {"address"});
+      if (n.contains("address")) {
+        auto s = c.String(n["address"], "network.address", 64);
+        if (s) {
+          bool iface = s->rfind("interface:", 0) == 0 &&
+                       std::regex_match(s->substr(10), kInterfacePattern);
+          if (*s == "hostname" || *s == "fqdn" || iface)
+            spec.network_address = *s;
+          else
+            c.Fail("network.address", "must be hostname | fqdn | interface:NAME (e.g. interface:ib0), got " +
+                                          Show(n["address"]));
+        }
+      }
+    }
+  }
+
+  if (input.contains("success")) {
+    if (auto s = c.OneOf(input["success"], "success", {"auto", "chief", "worker0", "all_workers"})) {
+      if (*s == "chief") spec.success = SuccessPolicy::kChief;
+      if (*s == "worker0") spec.success = SuccessPolicy::kWorker0;
+      if (*s == "all_workers") spec.success = SuccessPolicy::kAllWorkers;
+      if (spec.success == SuccessPolicy::kChief && spec.cluster.chief == 0)
+        c.Fail("success", "is chief but cluster.chief is 0; add a chief or use auto");
+      if ((spec.success == SuccessPolicy::kWorker0 || spec.success == SuccessPolicy::kAllWorkers) &&
+          spec.cluster.worker == 0)
+        c.Fail("success", "is " + *s + " but cluster.worker is 0");
+    }
+  }
+
+  if (input.contains("restart")) ParseRestart(c, input["restart"], spec.restart);
+
+  if (input.contains("checkpoint")) {
+    const json& cp = input["checkpoint"];
+    if (c.IsObject(cp, "checkpoint")) {
+      c.OnlyKeys(cp, "checkpoint", {"signal_grace_s"});
+      if (cp.contains("signal_grace_s"))
+        if (auto n = c.Int(cp["signal_grace_s"], "checkpoint.signal_grace_s", 0, 3600))
+          spec.signal_grace_s = static_cast<int>(*n);
+    }
+  }
+  // Slurm's warning signal must come before the end, or it never comes.
+  if (spec.signal_grace_s >= spec.resources.time_limit_minutes * 60)
+    c.Fail("checkpoint.signal_grace_s",
+           "is " + std::to_string(spec.signal_grace_s) + " s, not shorter than resources.time_limit (" +
+               std::to_string(spec.resources.time_limit_minutes * 60) +
+               " s); the checkpoint signal would come before the job starts");
+
+  if (input.contains("model_dir")) {
+    const json& m = input["model_dir"];
+    if (!(m.is_string() && m.get<std::string>() == "auto"))
+      if (auto s = c.AbsolutePath(m, "model_dir")) spec.model_dir = *s;
+  }
+
+  if (!c.errors.empty()) {
+    size_t n = c.errors.size();
+    return InvalidArgument("the experiment spec has " + std::to_string(n) + " invalid field" +
+                               (n == 1 ? "" : "s"),
+                           std::move(c.errors));
+  }
+  return spec;
+}
+
+nlohmann::json ExperimentSpec::ToJson() const {
+  json j;
+  j["id"] = id;
+  j["command"] = command;
+  if (!workdir.empty()) j["workdir"] = workdir;
+  j["env"] = env;
+  j["cluster"] = {{"chief", cluster.chief}, {"ps", cluster.ps}, {"worker", cluster.worker},
+                  {"evaluator", cluster.evaluator}};
+  if (placement.kind == PlacementKind::kExplicit)
+    j["placement"] = placement.roles;
+  else
+    j["placement"] = placement.kind == PlacementKind::kSpread ? "spread" : "pack";
+  json res = {{"nodes", resources.nodes},
+              {"tasks_per_node", resources.tasks_per_node},
+              {"cpus_per_task", resources.cpus_per_task},
+              {"gpus_per_node", resources.gpus_per_node},
+              {"time_limit", FormatSlurmTime(resources.time_limit_minutes)}};
+  if (!resources.partition.empty()) res["partition"] = resources.partition;
+  if (resources.mem_per_task_mb)
+    res["mem_per_task_mb"] = *resources.mem_per_task_mb;
+  else
+    res["mem_per_task_mb"] = "auto";
+  j["resources"] = res;
+  j["network"] = {{"address", network_address}};
+  j["success"] = SuccessPolicyName(success);
+  json on = json::array();
+  for (EndReason r : restart.on) on.push_back(EndReasonName(r));
+  j["restart"] = {{"max_restarts", restart.max_restarts}, {"on", on}, {"backoff_s", restart.backoff_s}};
+  j["checkpoint"] = {{"signal_grace_s", signal_grace_s}};
+  j["model_dir"] = model_dir.empty() ? json("auto") : json(model_dir);
+  return j;
+}
+
+}  // namespace tfslurm

@@ -1,0 +1,110 @@
+// The experiment spec: what a user asks for, validated. ParseSpec is the only
+// way to get an ExperimentSpec, so every spec in the service has passed every
+// check in spec.cc. The documented shape is schema/experiment-spec.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "service/core/status.h"
+
+namespace tfslurm {
+
+struct ClusterShape {
+  int chief = 0;
+  int ps = 0;
+  int worker = 0;
+  int evaluator = 0;
+  int Total() const { return chief + ps + worker + evaluator; }
+};
+
+enum class PlacementKind { kSpread, kPack, kExplicit };
+
+struct Placement {
+  PlacementKind kind = PlacementKind::kSpread;
+  std::vector<std::string> roles;  // kExplicit only: role of task i
+};
+
+struct Resources {
+  std::string partition;  // empty: the cluster's default partition
+  int nodes = 1;
+  int tasks_per_node = 1;
+  int cpus_per_task = 1;
+  int gpus_per_node = 0;
+  std::optional<int64_t> mem_per_task_mb;  // nullopt: auto
+  int time_limit_minutes = 60;
+  int Tasks() const { return nodes * tasks_per_node; }
+};
+
+enum class SuccessPolicy { kAuto, kChief, kWorker0, kAllWorkers };
+
+// Why an attempt ended, as far as the restart policy is concerned.
+enum class EndReason {
+  kSucceeded,
+  kCancelled,      // by the user
+  kPreempted,
+  kTimeout,
+  kNodeFail,
+  kRetryableExit,  // killed by a signal, 137, 143
+  kPermanentExit,  // 1, 2, 126, 127 and anything else
+  kStartFailed,    // barrier timeout, submission refused
+};
+
+struct RestartPolicy {
+  int max_restarts = 3;
+  std::set<EndReason> on = {EndReason::kPreempted, EndReason::kTimeout, EndReason::kNodeFail,
+                            EndReason::kRetryableExit};
+  int backoff_s = 10;  // first delay; doubles per restart, capped at 10 min
+};
+
+struct ExperimentSpec {
+  std::string id;
+  std::vector<std::string> command;
+  std::string workdir;  // empty: MODEL_DIR
+  std::map<std::string, std::string> env;
+  ClusterShape cluster;
+  Placement placement;
+  Resources resources;
+  std::string network_address = "hostname";  // hostname | fqdn | interface:NAME
+  SuccessPolicy success = SuccessPolicy::kAuto;
+  RestartPolicy restart;
+  int signal_grace_s = 120;
+  std::string model_dir;  // empty: auto (<output_root>/<id>)
+
+  // The canonical JSON form, with every default spelled out. ParseSpec of
+  // ToJson() gives the same spec back.
+  nlohmann::json ToJson() const;
+};
+
+// Limits that keep one spec from exhausting the service or Slurm.
+struct SpecLimits {
+  int max_tasks = 4096;
+  int max_command_args = 1024;
+  size_t max_command_bytes = 64 * 1024;
+  int max_env_entries = 256;
+  size_t max_env_bytes = 64 * 1024;
+};
+
+// Validates `input` and, when it is valid, returns the spec. Every problem is
+// reported at once as a FieldError, so a user fixes a spec in one round trip.
+// An absent id stays empty; the caller generates one.
+StatusOr<ExperimentSpec> ParseSpec(const nlohmann::json& input, const SpecLimits& limits = {});
+
+// "chief" | "ps" | "worker" | "evaluator".
+bool IsRole(const std::string& role);
+const char* EndReasonName(EndReason reason);
+std::optional<EndReason> ParseEndReason(const std::string& name);
+const char* SuccessPolicyName(SuccessPolicy policy);
+// Slurm's time formats: "MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM",
+// "D-HH:MM:SS". Seconds round up to whole minutes, as Slurm does.
+std::optional<int> ParseSlurmTimeMinutes(const std::string& text);
+std::string FormatSlurmTime(int minutes);
+bool IsValidExperimentId(const std::string& id);
+
+}  // namespace tfslurm

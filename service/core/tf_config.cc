@@ -1,0 +1,29 @@
+#include "service/core/tf_config.h"
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+namespace tfslurm {
+
+std::string BuildTfConfig(const std::vector<TaskRole>& roles,
+                          const std::vector<std::string>& addresses, int task) {
+  // Place each address at its index within the role; indexes follow task
+  // order, so this is the same as appending in task order.
+  std::map<std::string, std::vector<std::string>> cluster;
+  for (size_t i = 0; i < roles.size(); ++i) {
+    if (roles[i].role == "evaluator") continue;
+    auto& list = cluster[roles[i].role];
+    if (list.size() <= static_cast<size_t>(roles[i].index)) list.resize(roles[i].index + 1);
+    list[roles[i].index] = addresses[i];
+  }
+  nlohmann::ordered_json config;
+  nlohmann::ordered_json c = nlohmann::ordered_json::object();
+  for (const char* role : {"chief", "ps", "worker"})
+    if (cluster.count(role)) c[role] = cluster[role];
+  config["cluster"] = c;
+  config["task"] = {{"type", roles[task].role}, {"index", roles[task].index}};
+  return config.dump();
+}
+
+}  // namespace tfslurm

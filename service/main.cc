@@ -1,0 +1,171 @@
+// tfslurmd: the tfslurm service. Wires the store, Slurm, the lifecycle and
+// the two listeners (REST + agents), then runs until SIGTERM/SIGINT.
+#include <httplib.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "service/agentrpc/agent_endpoint.h"
+#include "service/api/http_api.h"
+#include "service/core/experiments.h"
+#include "service/slurm/slurm_client.h"
+#include "service/store/store.h"
+
+namespace {
+
+// "host:port" -> {host, port}; port must be 0..65535.
+bool SplitHostPort(const std::string& s, std::string* host, int* port) {
+  auto colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  *host = s.substr(0, colon);
+  try {
+    size_t used = 0;
+    *port = std::stoi(s.substr(colon + 1), &used);
+    return used == s.size() - colon - 1 && *port >= 0 && *port <= 65535;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+std::string SelfDirectory() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : exe.parent_path().string();
+}
+
+std::vector<std::string> JobEnvironment() {
+  std::vector<std::string> env;
+  for (const char* name : {"PATH", "HOME", "LANG", "USER", "SLURM_CONF", "LD_LIBRARY_PATH"}) {
+    if (const char* v = getenv(name)) env.push_back(std::string(name) + "=" + v);
+  }
+  return env;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tfslurmd: runs distributed TensorFlow experiments on Slurm"};
+  std::string listen = "127.0.0.1:8080", agent_listen, db = "tfslurm.db", output_root = "tfslurm-output";
+  std::string agent_path, advertise, ready_file, log_level = "info";
+  int64_t poll_ms = 2000, barrier_s = 300;
+  int heartbeat_ms = 5000, grace_ms = 10000;
+  app.add_option("--listen", listen, "REST API address HOST:PORT (port 0: any free port)")->capture_default_str();
+  app.add_option("--agent-listen", agent_listen,
+                 "agent endpoint (gRPC) HOST:PORT; default: the REST host, any free port");
+  app.add_option("--db", db, "SQLite database file")->capture_default_str();
+  app.add_option("--output-root", output_root, "directory for experiments' model dirs and logs")
+      ->capture_default_str();
+  app.add_option("--agent-path", agent_path, "tfslurm-agent as the compute nodes see it; default: next to tfslurmd");
+  app.add_option("--advertise", advertise,
+                 "host the agents use to reach the service; default: the agent listen host");
+  app.add_option("--ready-file", ready_file, "write {\"http_port\", \"agent_port\"} here once listening");
+  app.add_option("--poll-interval-ms", poll_ms, "how often Slurm is polled (one RPC per poll)")->capture_default_str();
+  app.add_option("--barrier-timeout-s", barrier_s, "time for every task to register after the job starts")
+      ->capture_default_str();
+  app.add_option("--heartbeat-ms", heartbeat_ms, "agents' heartbeat interval")->capture_default_str();
+  app.add_option("--shutdown-grace-ms", grace_ms, "SIGTERM -> SIGKILL grace when reaping tasks")->capture_default_str();
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  std::string http_host, agent_host;
+  int http_port = 0, agent_port = 0;
+  if (!SplitHostPort(listen, &http_host, &http_port)) {
+    spdlog::error("--listen must be HOST:PORT, got '{}'", listen);
+    return 2;
+  }
+  if (agent_listen.empty()) agent_listen = http_host + ":0";
+  if (!SplitHostPort(agent_listen, &agent_host, &agent_port)) {
+    spdlog::error("--agent-listen must be HOST:PORT, got '{}'", agent_listen);
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(output_root, ec);
+  output_root = std::filesystem::absolute(output_root).lexically_normal().string();
+  if (!output_root.empty() && output_root.size() > 1 && output_root.back() == '/') output_root.pop_back();
+  if (agent_path.empty()) agent_path = SelfDirectory() + "/tfslurm-agent";
+
+  // Signals are taken by a dedicated thread; block them everywhere else.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto store = tfslurm::store::OpenSqliteStore(db);
+  if (!store.ok()) {
+    spdlog::error("{}", store.status().message());
+    return 1;
+  }
+  auto slurm = tfslurm::slurm::NewLibslurmClient();
+  auto clock = tfslurm::NewSystemClock();
+  auto random = tfslurm::NewSystemRandomness();
+
+  tfslurm::LifecycleConfig config;
+  config.output_root = output_root;
+  config.launch.agent_path = agent_path;
+  config.job_environment = JobEnvironment();
+  config.poll_interval_ms = poll_ms;
+  config.barrier_timeout_ms = barrier_s * 1000;
+  config.heartbeat_interval_ms = heartbeat_ms;
+  config.shutdown_grace_ms = grace_ms;
+
+  // The lifecycle names the agent endpoint in every script, and the gRPC
+  // service hands messages to the lifecycle: start the lifecycle, then the
+  // endpoint, then tell the lifecycle where the endpoint is, all before the
+  // first submission can happen.
+  std::unique_ptr<tfslurm::Experiments> experiments;
+  experiments = std::make_unique<tfslurm::Experiments>(**store, *slurm, *clock, *random, config);
+  auto grpc_server = tfslurm::agentrpc::StartAgentGrpcServer(*experiments, agent_listen);
+  if (!grpc_server.ok()) {
+    spdlog::error("{}", grpc_server.status().message());
+    return 1;
+  }
+  agent_port = (*grpc_server)->port();
+  config.launch.service_address = (advertise.empty() ? agent_host : advertise) + ":" + std::to_string(agent_port);
+  experiments->SetLaunch(config.launch);
+
+  if (auto s = experiments->Recover(); !s.ok()) spdlog::warn("recovery incomplete: {}", s.message());
+
+  httplib::Server http;
+  tfslurm::api::RegisterExperimentRoutes(http, *experiments, *clock, {});
+  tfslurm::agentrpc::RegisterAgentHttpRoutes(http, *experiments);
+  int bound = http_port == 0 ? http.bind_to_any_port(http_host) : (http.bind_to_port(http_host, http_port) ? http_port : -1);
+  if (bound <= 0) {
+    spdlog::error("cannot listen on {}: {}", listen, strerror(errno));
+    return 1;
+  }
+  spdlog::info("REST API listening on http://{}:{}", http_host, bound);
+  spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)", config.launch.service_address,
+               http_host, bound);
+  spdlog::info("database {}, output root {}, agent {}", db, output_root, agent_path);
+  if (!ready_file.empty()) {
+    std::ofstream(ready_file) << nlohmann::json{{"http_port", bound}, {"agent_port", agent_port}}.dump() << "\n";
+  }
+
+  std::atomic<bool> stopping{false};
+  std::thread ticker([&] {
+    while (!stopping) {
+      experiments->Tick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::thread http_thread([&] { http.listen_after_bind(); });
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("signal {}: stopping; running jobs go on and are picked up at the next start", sig);
+  stopping = true;
+  http.stop();
+  http_thread.join();
+  ticker.join();
+  (*grpc_server)->Shutdown();
+  return 0;
+}

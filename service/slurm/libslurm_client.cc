@@ -1,0 +1,235 @@
+// SlurmClient over libslurm: the only file that includes slurm.h. Every call
+// is one RPC to slurmctld (partition shape is two: partitions and nodes).
+#include <slurm/slurm.h>
+#include <slurm/slurm_errno.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "service/slurm/slurm_client.h"
+
+// Exported by libslurm but not declared in slurm.h.
+extern "C" char* slurm_job_reason_string(enum job_state_reason inx);
+
+namespace tfslurm::slurm {
+namespace {
+
+std::string SlurmError(const std::string& what) {
+  int err = slurm_get_errno();
+  return what + ": " + slurm_strerror(err) + " (errno " + std::to_string(err) + ")";
+}
+
+JobState FromSlurm(uint32_t state) {
+  switch (state & JOB_STATE_BASE) {
+    case JOB_PENDING: return JobState::kPending;
+    case JOB_RUNNING: return JobState::kRunning;
+    case JOB_SUSPENDED: return JobState::kSuspended;
+    case JOB_COMPLETE: return JobState::kCompleted;
+    case JOB_CANCELLED: return JobState::kCancelled;
+    case JOB_FAILED: return JobState::kFailed;
+    case JOB_TIMEOUT: return JobState::kTimeout;
+    case JOB_NODE_FAIL: return JobState::kNodeFail;
+    case JOB_PREEMPTED: return JobState::kPreempted;
+    case JOB_BOOT_FAIL: return JobState::kBootFail;
+    case JOB_DEADLINE: return JobState::kDeadline;
+    case JOB_OOM: return JobState::kOutOfMemory;
+    default: return JobState::kUnknown;
+  }
+}
+
+// libslurm keeps process-wide state (the config, the auth plugin); one
+// initialization for the process, and calls are serialized because not every
+// path through the library is documented as thread-safe.
+std::once_flag g_init_once;
+
+class LibslurmClient final : public SlurmClient {
+ public:
+  LibslurmClient() {
+    std::call_once(g_init_once, [] { slurm_init(nullptr); });
+  }
+
+  StatusOr<PartitionShape> GetPartition(const std::string& name) override {
+    std::lock_guard lock(mu_);
+    partition_info_msg_t* parts = nullptr;
+    if (slurm_load_partitions(0, &parts, SHOW_ALL) != SLURM_SUCCESS)
+      return Unavailable(SlurmError("loading partitions from slurmctld"));
+    PartitionShape shape;
+    std::string node_list;
+    bool found = false;
+    std::string known;
+    for (uint32_t i = 0; i < parts->record_count; ++i) {
+      partition_info_t& p = parts->partition_array[i];
+      std::string pname = p.name ? p.name : "";
+      known += (known.empty() ? "" : ", ") + pname;
+      bool match = name.empty() ? (p.flags & PART_FLAG_DEFAULT) : pname == name;
+      if (!match || found) continue;
+      found = true;
+      shape.name = pname;
+      if (p.def_mem_per_cpu & MEM_PER_CPU) {
+        uint64_t mb = p.def_mem_per_cpu & ~MEM_PER_CPU;
+        if (mb > 0 && mb != (NO_VAL64 & ~MEM_PER_CPU)) shape.def_mem_per_cpu_mb = static_cast<int64_t>(mb);
+      }
+      if (p.max_time != INFINITE && p.max_time != NO_VAL) shape.max_time_minutes = static_cast<int>(p.max_time);
+      node_list = p.nodes ? p.nodes : "";
+    }
+    slurm_free_partition_info_msg(parts);
+    if (!found) {
+      std::string what = name.empty() ? "no default partition is set" : "no partition named '" + name + "'";
+      return InvalidArgument(what + " in this cluster",
+                             {{"resources.partition", what + "; partitions: " + known}});
+    }
+
+    node_info_msg_t* nodes = nullptr;
+    if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS)
+      return Unavailable(SlurmError("loading nodes from slurmctld"));
+    std::vector<std::string> members = ExpandHostlist(node_list);
+    for (uint32_t i = 0; i < nodes->record_count; ++i) {
+      node_info_t& n = nodes->node_array[i];
+      if (!n.name) continue;
+      for (const std::string& m : members) {
+        if (m == n.name) {
+          shape.nodes.push_back({n.name, n.cpus, static_cast<int64_t>(n.real_memory)});
+          break;
+        }
+      }
+    }
+    slurm_free_node_info_msg(nodes);
+    return shape;
+  }
+
+  StatusOr<int64_t> Submit(const SubmitRequest& r) override {
+    job_desc_msg_t desc;
+    slurm_init_job_desc_msg(&desc);
+    // libslurm takes char*; the strings outlive the call.
+    std::string name = r.job_name, partition = r.partition, script = r.script, work_dir = r.work_dir,
+                out = r.batch_output, gres;
+    std::vector<char*> env;
+    for (const std::string& e : r.environment) env.push_back(const_cast<char*>(e.c_str()));
+    desc.name = name.data();
+    if (!partition.empty()) desc.partition = partition.data();
+    desc.script = script.data();
+    desc.work_dir = work_dir.data();
+    desc.std_out = out.data();
+    desc.environment = env.data();
+    desc.env_size = static_cast<uint32_t>(env.size());
+    desc.min_nodes = desc.max_nodes = static_cast<uint32_t>(r.nodes);
+    desc.ntasks_per_node = static_cast<uint16_t>(r.tasks_per_node);
+    desc.num_tasks = static_cast<uint32_t>(r.nodes * r.tasks_per_node);
+    desc.cpus_per_task = static_cast<uint16_t>(r.cpus_per_task);
+    desc.pn_min_memory = static_cast<uint64_t>(r.mem_per_cpu_mb) | MEM_PER_CPU;
+    desc.time_limit = static_cast<uint32_t>(r.time_limit_minutes);
+    if (r.gpus_per_node > 0) {
+      gres = "gres:gpu:" + std::to_string(r.gpus_per_node);
+      desc.tres_per_node = gres.data();
+    }
+    if (r.warn_signal) {
+      desc.warn_signal = static_cast<uint16_t>(r.warn_signal);
+      desc.warn_time = static_cast<uint16_t>(r.warn_time_s);
+    }
+    desc.user_id = getuid();
+    desc.group_id = getgid();
+
+    submit_response_msg_t* resp = nullptr;
+    int rc;
+    {
+      std::lock_guard lock(mu_);
+      rc = slurm_submit_batch_job(&desc, &resp);
+    }
+    if (rc != SLURM_SUCCESS) {
+      int err = slurm_get_errno();
+      std::string msg = SlurmError("slurmctld refused job " + r.job_name);
+      // Errors about the request itself are the user's to fix; the rest
+      // (slurmctld down, timeouts) are worth retrying.
+      if (err == ESLURM_INVALID_PARTITION_NAME || err == ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE ||
+          err == ESLURM_INVALID_TIME_LIMIT || err == ESLURM_TOO_MANY_REQUESTED_CPUS ||
+          err == ESLURM_INVALID_NODE_COUNT || err == ESLURM_INVALID_TASK_MEMORY ||
+          err == ESLURM_PARTITION_NOT_AVAIL || err == ESLURM_INVALID_GRES)
+        return InvalidArgument(msg, {{"resources", msg}});
+      return Unavailable(msg);
+    }
+    int64_t id = resp->job_id;
+    slurm_free_submit_response_response_msg(resp);
+    return id;
+  }
+
+  StatusOr<std::vector<JobInfo>> LoadJobs() override {
+    job_info_msg_t* msg = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      if (slurm_load_jobs(0, &msg, SHOW_ALL) != SLURM_SUCCESS)
+        return Unavailable(SlurmError("loading jobs from slurmctld"));
+    }
+    std::vector<JobInfo> jobs;
+    jobs.reserve(msg->record_count);
+    for (uint32_t i = 0; i < msg->record_count; ++i) {
+      slurm_job_info_t& j = msg->job_array[i];
+      JobInfo info;
+      info.job_id = j.job_id;
+      info.name = j.name ? j.name : "";
+      info.state = FromSlurm(j.job_state);
+      info.completing = j.job_state & JOB_COMPLETING;
+      if (j.state_desc && *j.state_desc)
+        info.reason = j.state_desc;
+      else
+        info.reason = slurm_job_reason_string(static_cast<job_state_reason>(j.state_reason));
+      info.nodes = j.nodes ? j.nodes : "";
+      info.node_names = ExpandHostlist(info.nodes);
+      // exit_code is a wait() status.
+      if (WIFEXITED(j.exit_code)) info.exit_code = WEXITSTATUS(j.exit_code);
+      if (WIFSIGNALED(j.exit_code)) info.exit_signal = WTERMSIG(j.exit_code);
+      info.restart_count = j.restart_cnt;
+      info.start_time = j.start_time;
+      info.end_time = j.end_time;
+      if (j.pn_min_memory & MEM_PER_CPU) info.mem_per_cpu_mb = static_cast<int64_t>(j.pn_min_memory & ~MEM_PER_CPU);
+      jobs.push_back(std::move(info));
+    }
+    slurm_free_job_info_msg(msg);
+    return jobs;
+  }
+
+  Status CancelJob(int64_t job_id, int signal) override {
+    std::lock_guard lock(mu_);
+    if (slurm_kill_job(static_cast<uint32_t>(job_id), static_cast<uint16_t>(signal), 0) != SLURM_SUCCESS) {
+      int err = slurm_get_errno();
+      // Already gone is what we wanted.
+      if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
+      return Unavailable(SlurmError("cancelling job " + std::to_string(job_id)));
+    }
+    return Status::Ok();
+  }
+
+  Status SignalStep(int64_t job_id, int step_id, int signal) override {
+    std::lock_guard lock(mu_);
+    if (slurm_kill_job_step(static_cast<uint32_t>(job_id), static_cast<uint32_t>(step_id),
+                            static_cast<uint16_t>(signal)) != SLURM_SUCCESS) {
+      int err = slurm_get_errno();
+      if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
+      return Unavailable(SlurmError("signalling step " + std::to_string(job_id) + "." +
+                                    std::to_string(step_id)));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::mutex mu_;
+};
+
+}  // namespace
+
+std::unique_ptr<SlurmClient> NewLibslurmClient() { return std::make_unique<LibslurmClient>(); }
+
+std::vector<std::string> ExpandHostlist(const std::string& hostlist) {
+  std::vector<std::string> out;
+  if (hostlist.empty()) return out;
+  hostlist_t hl = slurm_hostlist_create(hostlist.c_str());
+  if (!hl) return out;
+  while (char* host = slurm_hostlist_shift(hl)) {
+    out.emplace_back(host);
+    free(host);
+  }
+  slurm_hostlist_destroy(hl);
+  return out;
+}
+
+}  // namespace tfslurm::slurm

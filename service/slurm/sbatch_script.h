@@ -1,0 +1,38 @@
+// The sbatch script: readable, inspectable before submission and safe.
+// Nothing from a spec reaches shell text unquoted; the user's command is not
+// in the script at all (the agent receives it from the service) except in a
+// comment, JSON-encoded so no byte of it can end the comment.
+#pragma once
+
+#include <string>
+
+#include "service/core/memory.h"
+#include "service/core/spec.h"
+#include "service/slurm/slurm_client.h"
+
+namespace tfslurm::slurm {
+
+// How tasks reach the service: the agent's path and the service's address.
+struct AgentLaunch {
+  std::string agent_path;       // absolute path of tfslurm-agent on the nodes
+  std::string service_address;  // host:port of the agent endpoint (gRPC)
+};
+
+struct AttemptPaths {
+  std::string log_dir;  // per attempt: batch.out and task-<procid>.out
+};
+
+// The SubmitRequest for `attempt` of `spec`; its script is rendered too.
+// `secret` goes to the environment only.
+SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& memory, int attempt,
+                                 const AttemptPaths& paths, const AgentLaunch& launch,
+                                 const std::string& secret,
+                                 const std::vector<std::string>& base_environment);
+
+std::string JobName(const std::string& experiment_id, int attempt);
+
+// Quotes `s` for bash so that it is one word whose value is `s`, byte for
+// byte: single quotes, with ' written as '\''.
+std::string ShellQuote(const std::string& s);
+
+}  // namespace tfslurm::slurm

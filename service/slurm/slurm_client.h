@@ -1,0 +1,93 @@
+// What tfslurmd asks of Slurm, as an interface: core/ depends on this, the
+// libslurm implementation (libslurm_client.cc, the only code including
+// slurm.h) does the RPCs, and tests swap in a fake.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "service/core/memory.h"
+#include "service/core/status.h"
+
+namespace tfslurm::slurm {
+
+enum class JobState {
+  kPending,
+  kRunning,
+  kSuspended,
+  kCompleted,
+  kCancelled,
+  kFailed,
+  kTimeout,
+  kNodeFail,
+  kPreempted,
+  kBootFail,
+  kDeadline,
+  kOutOfMemory,
+  kUnknown,
+};
+
+const char* JobStateName(JobState state);
+bool IsFinished(JobState state);
+
+struct JobInfo {
+  int64_t job_id = 0;
+  std::string name;
+  JobState state = JobState::kUnknown;
+  std::string reason;  // Slurm's state reason / description
+  std::string nodes;   // compressed node list, e.g. node[1-3]
+  std::vector<std::string> node_names;  // expanded, in allocation order
+  int exit_code = 0;   // of the batch script, when it exited
+  int exit_signal = 0;  // when a signal ended it
+  int restart_count = 0;  // bumped by each requeue (preemption, node failure)
+  int64_t start_time = 0;  // Unix seconds
+  int64_t end_time = 0;
+  int64_t mem_per_cpu_mb = 0;  // as Slurm recorded the request
+  bool completing = false;
+};
+
+// Everything Slurm needs for one batch job. The sbatch script's #SBATCH
+// header is rendered from the same request, so what a user inspects is what
+// was submitted.
+struct SubmitRequest {
+  std::string job_name;
+  std::string partition;  // empty: Slurm's default partition
+  int nodes = 1;
+  int tasks_per_node = 1;
+  int cpus_per_task = 1;
+  int gpus_per_node = 0;
+  int64_t mem_per_cpu_mb = 0;
+  int time_limit_minutes = 60;
+  int warn_signal = 0;  // e.g. SIGUSR1, sent to every step warn_time_s before the end
+  int warn_time_s = 0;
+  std::string work_dir;
+  std::string batch_output;  // the batch script's own stdout/stderr file
+  std::string script;
+  // KEY=VALUE; the job's environment. Carries the attempt secret, which must
+  // never be written into the script.
+  std::vector<std::string> environment;
+};
+
+class SlurmClient {
+ public:
+  virtual ~SlurmClient() = default;
+  // `name` empty: the default partition.
+  virtual StatusOr<PartitionShape> GetPartition(const std::string& name) = 0;
+  virtual StatusOr<int64_t> Submit(const SubmitRequest& request) = 0;
+  // Every job slurmctld knows, in one RPC: a poll cycle costs one call
+  // whatever the number of experiments.
+  virtual StatusOr<std::vector<JobInfo>> LoadJobs() = 0;
+  // Signals every step and the batch script; SIGKILL cancels the job.
+  virtual Status CancelJob(int64_t job_id, int signal) = 0;
+  virtual Status SignalStep(int64_t job_id, int step_id, int signal) = 0;
+};
+
+// Uses SLURM_CONF (or Slurm's default path) to find the cluster.
+std::unique_ptr<SlurmClient> NewLibslurmClient();
+
+// node[1-3],gpu01 -> node1 node2 node3 gpu01, through libslurm's hostlist.
+std::vector<std::string> ExpandHostlist(const std::string& hostlist);
+
+}  // namespace tfslurm::slurm

@@ -1,0 +1,396 @@
+// SQLite implementation of Store. One connection guarded by a mutex: SQLite
+// serializes writers anyway, and a single connection keeps prepared
+// statements simple. WAL lets a reader (sqlite3 CLI, a backup) look while
+// the service writes.
+#include <sqlite3.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "service/store/migrations.h"
+#include "service/store/store.h"
+
+namespace tfslurm::store {
+namespace {
+
+// RAII for one prepared statement, with typed binding and reading.
+class Statement {
+ public:
+  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
+  ~Statement() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
+  template <typename T>
+  Statement& Bind(int i, const std::optional<T>& v) {
+    if (v) return Bind(i, static_cast<int64_t>(*v));
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
+
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int Step() { return sqlite3_step(stmt_); }
+
+  std::string Text(int col) {
+    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, sqlite3_column_bytes(stmt_, col)) : std::string();
+  }
+  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
+  std::optional<int64_t> OptInt(int col) {
+    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
+    return Int(col);
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_;
+};
+
+constexpr const char* kExperimentColumns =
+    "id, owner, spec, state, reason, current_attempt, restarts, model_dir, mem_per_task_mb, "
+    "mem_explanation, checkpoint_step, checkpoint_path, created_at, updated_at, next_attempt_at";
+
+ExperimentRecord ReadExperiment(Statement& s) {
+  ExperimentRecord e;
+  e.id = s.Text(0);
+  e.owner = s.Text(1);
+  e.spec_json = s.Text(2);
+  e.state = ParseExperimentState(s.Text(3)).value_or(ExperimentState::kFailed);
+  e.reason = s.Text(4);
+  e.current_attempt = static_cast<int>(s.Int(5));
+  e.restarts = static_cast<int>(s.Int(6));
+  e.model_dir = s.Text(7);
+  e.mem_per_task_mb = s.Int(8);
+  e.mem_explanation = s.Text(9);
+  e.checkpoint_step = s.OptInt(10);
+  e.checkpoint_path = s.Text(11);
+  e.created_at = s.Int(12);
+  e.updated_at = s.Int(13);
+  e.next_attempt_at = s.Int(14);
+  return e;
+}
+
+class SqliteStore final : public Store {
+ public:
+  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  ~SqliteStore() override {
+    for (auto& [_, stmt] : statements_) sqlite3_finalize(stmt);
+    sqlite3_close(db_);
+  }
+
+  Status Migrate(const std::string& path) {
+    std::lock_guard lock(mu_);
+    for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                               "PRAGMA foreign_keys=ON", "PRAGMA busy_timeout=5000"}) {
+      if (Status s = Exec(pragma); !s.ok()) return s;
+    }
+    int64_t current = 0;
+    {
+      Statement s = Prepare("PRAGMA user_version");
+      if (s.Step() == SQLITE_ROW) current = s.Int(0);
+    }
+    const auto& migrations = EmbeddedMigrations();
+    int latest = migrations.empty() ? 0 : migrations.back().version;
+    if (current > latest) {
+      return FailedPrecondition("database " + path + " has schema version " +
+                                std::to_string(current) + ", newer than this tfslurmd knows (" +
+                                std::to_string(latest) +
+                                "); run a newer tfslurmd, or restore a backup taken before the "
+                                "upgrade");
+    }
+    for (const Migration& m : migrations) {
+      if (m.version <= current) continue;
+      // Each migration and its version bump commit together, so a crash
+      // leaves the database at one version or the next.
+      std::string sql = std::string("BEGIN IMMEDIATE;\n") + m.sql + "\nPRAGMA user_version=" +
+                        std::to_string(m.version) + ";\nCOMMIT;";
+      if (Status s = Exec(sql.c_str()); !s.ok()) {
+        Exec("ROLLBACK");
+        return Internal(std::string("migration ") + m.name + " failed: " + s.message());
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status Apply(const Changes& c) override {
+    if (c.empty()) return Status::Ok();
+    std::lock_guard lock(mu_);
+    if (Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    Status s = ApplyLocked(c);
+    if (!s.ok()) {
+      Exec("ROLLBACK");
+      return s;
+    }
+    return Exec("COMMIT");
+  }
+
+  StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    Statement s = Prepare(std::string("SELECT ") + kExperimentColumns + " FROM experiments WHERE id=?");
+    s.Bind(1, id);
+    int rc = s.Step();
+    if (rc == SQLITE_ROW) return ReadExperiment(s);
+    if (rc == SQLITE_DONE) return NotFound("no experiment with id '" + id + "'");
+    return Error("reading experiment");
+  }
+
+  StatusOr<std::vector<ExperimentRecord>> ListExperiments(const ListQuery& q) override {
+    std::lock_guard lock(mu_);
+    std::string sql = std::string("SELECT ") + kExperimentColumns + " FROM experiments" + Where(q) +
+                      " ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?";
+    Statement s = Prepare(sql);
+    int n = BindWhere(s, q);
+    s.Bind(n++, q.limit).Bind(n++, q.offset);
+    std::vector<ExperimentRecord> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadExperiment(s));
+    if (rc != SQLITE_DONE) return Error("listing experiments");
+    return out;
+  }
+
+  StatusOr<int64_t> CountExperiments(const ListQuery& q) override {
+    std::lock_guard lock(mu_);
+    Statement s = Prepare("SELECT count(*) FROM experiments" + Where(q));
+    BindWhere(s, q);
+    if (s.Step() != SQLITE_ROW) return Error("counting experiments");
+    return s.Int(0);
+  }
+
+  StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() override {
+    std::lock_guard lock(mu_);
+    Statement s = Prepare(std::string("SELECT ") + kExperimentColumns +
+                          " FROM experiments WHERE state NOT IN ('succeeded','failed','cancelled')"
+                          " ORDER BY created_at");
+    std::vector<ExperimentRecord> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadExperiment(s));
+    if (rc != SQLITE_DONE) return Error("listing open experiments");
+    return out;
+  }
+
+  StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) override {
+    std::lock_guard lock(mu_);
+    Statement s = Prepare(
+        "SELECT experiment_id, number, secret_sha256, job_name, slurm_job_id, state, slurm_state, "
+        "end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, started_at, "
+        "ended_at FROM attempts WHERE experiment_id=? ORDER BY number");
+    s.Bind(1, id);
+    std::vector<AttemptRecord> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      AttemptRecord a;
+      a.experiment_id = s.Text(0);
+      a.number = static_cast<int>(s.Int(1));
+      a.secret_sha256 = s.Text(2);
+      a.job_name = s.Text(3);
+      a.slurm_job_id = s.Int(4);
+      a.state = s.Text(5);
+      a.slurm_state = s.Text(6);
+      a.end_reason = s.Text(7);
+      a.reason = s.Text(8);
+      a.nodes = s.Text(9);
+      a.sbatch_script = s.Text(10);
+      a.start_step = s.OptInt(11);
+      a.exit_code = static_cast<int>(s.Int(12));
+      a.submitted_at = s.Int(13);
+      a.started_at = s.Int(14);
+      a.ended_at = s.Int(15);
+      out.push_back(std::move(a));
+    }
+    if (rc != SQLITE_DONE) return Error("listing attempts");
+    return out;
+  }
+
+  StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt) override {
+    std::lock_guard lock(mu_);
+    Statement s = Prepare(
+        "SELECT experiment_id, attempt, proc_id, role, role_index, node, address, state, exit_code, "
+        "signal, registered_at, last_heartbeat, ended_at FROM tasks WHERE experiment_id=? AND "
+        "attempt=? ORDER BY proc_id");
+    s.Bind(1, id).Bind(2, attempt);
+    std::vector<TaskRecord> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      TaskRecord t;
+      t.experiment_id = s.Text(0);
+      t.attempt = static_cast<int>(s.Int(1));
+      t.proc_id = static_cast<int>(s.Int(2));
+      t.role = s.Text(3);
+      t.index = static_cast<int>(s.Int(4));
+      t.node = s.Text(5);
+      t.address = s.Text(6);
+      t.state = s.Text(7);
+      if (auto v = s.OptInt(8)) t.exit_code = static_cast<int>(*v);
+      if (auto v = s.OptInt(9)) t.signal = static_cast<int>(*v);
+      t.registered_at = s.Int(10);
+      t.last_heartbeat = s.Int(11);
+      t.ended_at = s.Int(12);
+      out.push_back(std::move(t));
+    }
+    if (rc != SQLITE_DONE) return Error("listing tasks");
+    return out;
+  }
+
+  StatusOr<std::vector<EventRecord>> ListEvents(const std::string& id, int limit) override {
+    std::lock_guard lock(mu_);
+    Statement s = Prepare(
+        "SELECT id, experiment_id, attempt, at, what, why FROM (SELECT * FROM events WHERE "
+        "experiment_id=? ORDER BY id DESC LIMIT ?) ORDER BY id");
+    s.Bind(1, id).Bind(2, limit);
+    std::vector<EventRecord> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      out.push_back({s.Int(0), s.Text(1), static_cast<int>(s.Int(2)), s.Int(3), s.Text(4), s.Text(5)});
+    }
+    if (rc != SQLITE_DONE) return Error("listing events");
+    return out;
+  }
+
+ private:
+  Status ApplyLocked(const Changes& c) {
+    if (c.delete_experiment) {
+      // Foreign keys cascade to attempts, tasks and events.
+      Statement s = Prepare("DELETE FROM experiments WHERE id=?");
+      s.Bind(1, *c.delete_experiment);
+      if (s.Step() != SQLITE_DONE) return Error("deleting experiment");
+    }
+    if (c.experiment) {
+      const ExperimentRecord& e = *c.experiment;
+      // An upsert, not REPLACE: REPLACE deletes first, cascading to attempts.
+      std::string sql = std::string("INSERT INTO experiments (") + kExperimentColumns +
+                        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+      if (!c.create_experiment)
+        sql += " ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, spec=excluded.spec, "
+               "state=excluded.state, reason=excluded.reason, current_attempt=excluded.current_attempt, "
+               "restarts=excluded.restarts, model_dir=excluded.model_dir, "
+               "mem_per_task_mb=excluded.mem_per_task_mb, mem_explanation=excluded.mem_explanation, "
+               "checkpoint_step=excluded.checkpoint_step, checkpoint_path=excluded.checkpoint_path, "
+               "updated_at=excluded.updated_at, next_attempt_at=excluded.next_attempt_at";
+      Statement s = Prepare(sql);
+      s.Bind(1, e.id).Bind(2, e.owner).Bind(3, e.spec_json).Bind(4, std::string(ExperimentStateName(e.state)));
+      s.Bind(5, e.reason).Bind(6, e.current_attempt).Bind(7, e.restarts).Bind(8, e.model_dir);
+      s.Bind(9, e.mem_per_task_mb).Bind(10, e.mem_explanation).Bind(11, e.checkpoint_step);
+      s.Bind(12, e.checkpoint_path).Bind(13, e.created_at).Bind(14, e.updated_at).Bind(15, e.next_attempt_at);
+      int rc = s.Step();
+      if (rc == SQLITE_CONSTRAINT && c.create_experiment)
+        return {StatusCode::kAlreadyExists, "an experiment with id '" + e.id + "' exists"};
+      if (rc != SQLITE_DONE) return Error("writing experiment");
+    }
+    for (const AttemptRecord& a : c.attempts) {
+      // Upsert rather than REPLACE: REPLACE deletes the row first, which would
+      // cascade to the attempt's tasks.
+      Statement s = Prepare(
+          "INSERT INTO attempts (experiment_id, number, secret_sha256, job_name, slurm_job_id, state, "
+          "slurm_state, end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, "
+          "started_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(experiment_id, "
+          "number) DO UPDATE SET secret_sha256=excluded.secret_sha256, job_name=excluded.job_name, "
+          "slurm_job_id=excluded.slurm_job_id, state=excluded.state, slurm_state=excluded.slurm_state, "
+          "end_reason=excluded.end_reason, reason=excluded.reason, nodes=excluded.nodes, "
+          "sbatch_script=excluded.sbatch_script, start_step=excluded.start_step, "
+          "exit_code=excluded.exit_code, submitted_at=excluded.submitted_at, "
+          "started_at=excluded.started_at, ended_at=excluded.ended_at");
+      s.Bind(1, a.experiment_id).Bind(2, a.number).Bind(3, a.secret_sha256).Bind(4, a.job_name);
+      s.Bind(5, a.slurm_job_id).Bind(6, a.state).Bind(7, a.slurm_state).Bind(8, a.end_reason);
+      s.Bind(9, a.reason).Bind(10, a.nodes).Bind(11, a.sbatch_script).Bind(12, a.start_step);
+      s.Bind(13, a.exit_code).Bind(14, a.submitted_at).Bind(15, a.started_at).Bind(16, a.ended_at);
+      if (s.Step() != SQLITE_DONE) return Error("writing attempt");
+    }
+    for (const TaskRecord& t : c.tasks) {
+      Statement s = Prepare(
+          "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
+          "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at) VALUES "
+          "(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      s.Bind(1, t.experiment_id).Bind(2, t.attempt).Bind(3, t.proc_id).Bind(4, t.role).Bind(5, t.index);
+      s.Bind(6, t.node).Bind(7, t.address).Bind(8, t.state).Bind(9, t.exit_code).Bind(10, t.signal);
+      s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
+      if (s.Step() != SQLITE_DONE) return Error("writing task");
+    }
+    for (const EventRecord& ev : c.events) {
+      Statement s = Prepare("INSERT INTO events (experiment_id, attempt, at, what, why) VALUES (?,?,?,?,?)");
+      s.Bind(1, ev.experiment_id).Bind(2, ev.attempt).Bind(3, ev.at).Bind(4, ev.what).Bind(5, ev.why);
+      if (s.Step() != SQLITE_DONE) return Error("writing event");
+    }
+    return Status::Ok();
+  }
+
+  static std::string Where(const ListQuery& q) {
+    std::string where;
+    if (!q.states.empty()) {
+      where += " WHERE state IN (";
+      for (size_t i = 0; i < q.states.size(); ++i) where += i ? ",?" : "?";
+      where += ")";
+    }
+    if (!q.owner.empty()) where += where.empty() ? " WHERE owner=?" : " AND owner=?";
+    return where;
+  }
+
+  static int BindWhere(Statement& s, const ListQuery& q) {
+    int n = 1;
+    for (ExperimentState st : q.states) s.Bind(n++, std::string(ExperimentStateName(st)));
+    if (!q.owner.empty()) s.Bind(n++, q.owner);
+    return n;
+  }
+
+  // Statements are cached by their SQL text; the caller holds mu_.
+  Statement Prepare(const std::string& sql) {
+    auto it = statements_.find(sql);
+    if (it == statements_.end()) {
+      sqlite3_stmt* stmt = nullptr;
+      if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+        // Our SQL is fixed text: failing to prepare it is a bug, not input.
+        fprintf(stderr, "tfslurmd: cannot prepare SQL (%s): %s\n", sqlite3_errmsg(db_), sql.c_str());
+        abort();
+      }
+      it = statements_.emplace(sql, stmt).first;
+    }
+    return Statement(db_, it->second);
+  }
+
+  Status Exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      return Unavailable("database: " + msg);
+    }
+    return Status::Ok();
+  }
+
+  Status Error(const std::string& what) {
+    return Unavailable("database error while " + what + ": " + sqlite3_errmsg(db_));
+  }
+
+  std::mutex mu_;
+  sqlite3* db_;
+  std::unordered_map<std::string, sqlite3_stmt*> statements_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
+  sqlite3* db = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  if (rc != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return Unavailable("cannot open database " + path + ": " + msg);
+  }
+  auto store = std::make_unique<SqliteStore>(db);
+  if (Status s = store->Migrate(path); !s.ok()) return s;
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace tfslurm::store

@@ -1,0 +1,63 @@
+// The store: every experiment, attempt, task and event, durably. The
+// interface is all core/ sees; sqlite_store.cc is the only code that
+// includes sqlite3.h. Thread-safe: every method may be called from any
+// thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "service/core/records.h"
+#include "service/core/status.h"
+
+namespace tfslurm::store {
+
+// A set of writes applied in one transaction: all or none.
+struct Changes {
+  std::optional<ExperimentRecord> experiment;
+  bool create_experiment = false;  // insert; AlreadyExists when the id is taken
+  std::vector<AttemptRecord> attempts;  // upserted by (experiment_id, number)
+  std::vector<TaskRecord> tasks;        // upserted by (experiment_id, attempt, proc_id)
+  std::vector<EventRecord> events;      // appended
+  // Removes an experiment with its attempts, tasks and events (a submission
+  // Slurm refused leaves nothing behind). Applied first.
+  std::optional<std::string> delete_experiment;
+  bool empty() const {
+    return !experiment && attempts.empty() && tasks.empty() && events.empty() && !delete_experiment;
+  }
+};
+
+struct ListQuery {
+  std::vector<ExperimentState> states;  // empty: all
+  std::string owner;                    // empty: all owners
+  int limit = 50;
+  int offset = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual Status Apply(const Changes& changes) = 0;
+
+  virtual StatusOr<ExperimentRecord> GetExperiment(const std::string& id) = 0;
+  // Newest first.
+  virtual StatusOr<std::vector<ExperimentRecord>> ListExperiments(const ListQuery& query) = 0;
+  virtual StatusOr<int64_t> CountExperiments(const ListQuery& query) = 0;
+  // Experiments not in a terminal state, for the lifecycle to pick up at start.
+  virtual StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() = 0;
+
+  virtual StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& experiment_id) = 0;
+  virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& experiment_id, int attempt) = 0;
+  // The newest `limit` events, oldest first.
+  virtual StatusOr<std::vector<EventRecord>> ListEvents(const std::string& experiment_id, int limit) = 0;
+};
+
+// Opens (creating if needed) the SQLite database at `path`, in WAL mode, and
+// brings its schema up to date with the embedded migrations. A database
+// written by a newer tfslurmd is refused with FailedPrecondition.
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path);
+
+}  // namespace tfslurm::store

@@ -1,0 +1,122 @@
+#include "service/core/attempt_run.h"
+
+#include <gtest/gtest.h>
+
+namespace tfslurm {
+namespace {
+
+ExperimentSpec PsSpec(SuccessPolicy policy = SuccessPolicy::kAuto, int chief = 0) {
+  ExperimentSpec s;
+  s.id = "exp";
+  s.cluster = {chief, 2, 4 - chief, 0};
+  s.resources.nodes = 3;
+  s.resources.tasks_per_node = 2;
+  s.placement.kind = PlacementKind::kPack;  // [chief] ps0 ps1 workers...
+  s.success = policy;
+  return s;
+}
+
+void RegisterAll(AttemptRun& run) {
+  for (int i = 0; i < run.size(); ++i) {
+    bool done = run.Register(i, "node" + std::to_string(i / 2 + 1), "h:" + std::to_string(1000 + i), i % 2);
+    EXPECT_EQ(done, i == run.size() - 1);
+  }
+  run.MarkAssigned();
+}
+
+TEST(AttemptRun, BarrierCompletesOnLastRegistrationOnly) {
+  AttemptRun run(PsSpec(), 1);
+  EXPECT_EQ(run.MissingRegistrations().size(), 6u);
+  RegisterAll(run);
+  EXPECT_TRUE(run.MissingRegistrations().empty());
+  // Registering again (a reconnect) does not complete the barrier again.
+  EXPECT_FALSE(run.Register(3, "node2", "h:1003", 1));
+}
+
+TEST(AttemptRun, AutoWithoutChiefNeedsEveryWorker) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  for (int w = 2; w < 5; ++w) EXPECT_EQ(run.OnExit(w, 0, std::nullopt, false).kind, Outcome::kUndecided);
+  Outcome o = run.OnExit(5, 0, std::nullopt, false);
+  EXPECT_EQ(o.kind, Outcome::kSucceeded);
+  // The ps are still running: they are what is reaped.
+  EXPECT_EQ(run.TasksToReap(), (std::vector<int>{0, 1}));
+}
+
+TEST(AttemptRun, AutoWithChiefWaitsForChiefOnly) {
+  AttemptRun run(PsSpec(SuccessPolicy::kAuto, 1), 1);
+  RegisterAll(run);
+  EXPECT_EQ(run.task(0).role.role, "chief");
+  EXPECT_EQ(run.OnExit(4, 1, std::nullopt, false).kind, Outcome::kUndecided) << "worker under auto+chief";
+  EXPECT_EQ(run.OnExit(0, 0, std::nullopt, false).kind, Outcome::kSucceeded);
+  EXPECT_EQ(run.TasksToReap().size(), 4u);
+}
+
+TEST(AttemptRun, Worker0Policy) {
+  AttemptRun run(PsSpec(SuccessPolicy::kWorker0), 1);
+  RegisterAll(run);
+  EXPECT_EQ(run.OnExit(3, 0, std::nullopt, false).kind, Outcome::kUndecided);  // worker1
+  EXPECT_EQ(run.OnExit(2, 0, std::nullopt, false).kind, Outcome::kSucceeded);  // worker0
+}
+
+TEST(AttemptRun, PsFailureFailsFastAndIsNotRetryableForExitOne) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  Outcome o = run.OnExit(0, 1, std::nullopt, false);
+  EXPECT_EQ(o.kind, Outcome::kFailed);
+  EXPECT_FALSE(o.retryable);
+  EXPECT_NE(o.reason.find("ps:0"), std::string::npos) << o.reason;
+  EXPECT_NE(o.reason.find("exited with code 1"), std::string::npos) << o.reason;
+  EXPECT_EQ(run.TasksToReap().size(), 5u);
+}
+
+TEST(AttemptRun, KilledTaskIsRetryable) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  Outcome o = run.OnExit(4, std::nullopt, 9, false);
+  EXPECT_EQ(o.kind, Outcome::kFailed);
+  EXPECT_TRUE(o.retryable);
+  EXPECT_TRUE(IsRetryableExit(137, std::nullopt));
+  EXPECT_TRUE(IsRetryableExit(143, std::nullopt));
+  for (int code : {1, 2, 126, 127}) EXPECT_FALSE(IsRetryableExit(code, std::nullopt)) << code;
+}
+
+TEST(AttemptRun, UntrackedWorkerFailureUnderChiefPolicyIsTolerated) {
+  AttemptRun run(PsSpec(SuccessPolicy::kChief, 1), 1);
+  RegisterAll(run);
+  EXPECT_EQ(run.OnExit(4, 1, std::nullopt, false).kind, Outcome::kUndecided);
+  EXPECT_EQ(run.OnExit(0, 0, std::nullopt, false).kind, Outcome::kSucceeded);
+}
+
+TEST(AttemptRun, ReapedExitsDoNotChangeTheOutcome) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  for (int w = 2; w < 6; ++w) run.OnExit(w, 0, std::nullopt, false);
+  for (int p : run.TasksToReap()) run.MarkShutdownSent(p);
+  EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(run.OnExit(0, std::nullopt, 15, true).kind, Outcome::kSucceeded);
+  EXPECT_EQ(run.task(0).state, "reaped");
+  EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{1}));
+}
+
+TEST(AttemptRun, TaskEnvCarriesIdentityAndGpuSlices) {
+  ExperimentSpec s = PsSpec();
+  s.env = {{"DATA", "x"}};
+  s.resources.gpus_per_node = 4;
+  AttemptRun run(s, 2);
+  RegisterAll(run);
+  std::map<std::string, std::string> env;
+  for (auto& [k, v] : run.TaskEnv(3, "/out/exp")) env[k] = v;
+  EXPECT_EQ(env["DATA"], "x");
+  EXPECT_EQ(env["MODEL_DIR"], "/out/exp");
+  EXPECT_EQ(env["EXPERIMENT_ID"], "exp");
+  EXPECT_EQ(env["TFSLURM_ATTEMPT"], "2");
+  EXPECT_EQ(env["TFSLURM_ROLE"], "worker");
+  EXPECT_EQ(env["TFSLURM_INDEX"], "1");
+  EXPECT_EQ(env["TFSLURM_PORT"], "1003");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "2,3");  // local slot 1 of 2, 4 GPUs
+  EXPECT_EQ(run.CheckpointingTask(), 2);           // worker 0 without a chief
+}
+
+}  // namespace
+}  // namespace tfslurm

@@ -1,0 +1,341 @@
+#include "service/core/experiments.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/unit/fakes.h"
+
+namespace tfslurm {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::FakeClock;
+using testing::FakeRandomness;
+using testing::FakeSlurm;
+using testing::RecordingChannel;
+
+json PsSpec(const std::string& id) {
+  return {{"id", id},
+          {"command", {"python3", "train.py"}},
+          {"cluster", {{"ps", 2}, {"worker", 4}}},
+          {"resources", {{"partition", "debug"}, {"nodes", 3}, {"tasks_per_node", 2}}},
+          {"restart", {{"max_restarts", 1}, {"on", {"retryable_exit"}}, {"backoff_s", 5}}}};
+}
+
+class ExperimentsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("experiments-test-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
+    config_.output_root = (dir_ / "out").string();
+    config_.launch = {"/opt/tfslurm-agent", "svc:1"};
+    config_.poll_interval_ms = 1000;
+    config_.barrier_timeout_ms = 60000;
+    config_.shutdown_grace_ms = 2000;
+    config_.reap_timeout_margin_ms = 1000;
+    Restart();
+  }
+  void TearDown() override {
+    experiments_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+  // A new service process on the same database (and the same Slurm).
+  void Restart() { experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, config_); }
+
+  void Poll() {
+    clock_.Advance(config_.poll_interval_ms);
+    experiments_->Tick();
+  }
+
+  TaskRef Ref(const std::string& id, int proc, int attempt = 1) {
+    return {id, attempt, FakeSlurm::SecretOf(slurm_.submitted.at(attempt - 1 + attempt_offset_)), proc};
+  }
+
+  // Registers every task of the job; returns their channels.
+  std::vector<std::shared_ptr<RecordingChannel>> RegisterAll(const std::string& id, int attempt = 1) {
+    std::vector<std::shared_ptr<RecordingChannel>> channels;
+    for (int p = 0; p < 6; ++p) {
+      auto ch = std::make_shared<RecordingChannel>();
+      RegisterInfo info;
+      info.node_name = "node" + std::to_string(p / 2 + 1);
+      info.address = "host" + std::to_string(p / 2 + 1);
+      info.port = 5000 + p;
+      info.local_id = p % 2;
+      experiments_->OnRegister(Ref(id, p, attempt), info, ch);
+      channels.push_back(ch);
+    }
+    return channels;
+  }
+
+  ExperimentView View(const std::string& id) { return experiments_->Get(id).value(); }
+
+  fs::path dir_;
+  std::unique_ptr<store::Store> store_;
+  FakeSlurm slurm_;
+  FakeClock clock_;
+  FakeRandomness random_;
+  LifecycleConfig config_;
+  std::unique_ptr<Experiments> experiments_;
+  int attempt_offset_ = 0;
+};
+
+TEST_F(ExperimentsTest, SubmitStoresAndSubmitsWithComputedMemory) {
+  auto r = experiments_->Submit(PsSpec("a"), "alice", false);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(slurm_.submitted.size(), 1u);
+  EXPECT_EQ(slurm_.submitted[0].job_name, "tfx-a-a1");
+  EXPECT_EQ(slurm_.submitted[0].mem_per_cpu_mb, 2000);
+  EXPECT_EQ(r->attempt.slurm_job_id, 100);
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
+  EXPECT_EQ(v.experiment.mem_per_task_mb, 2000);
+  EXPECT_EQ(v.attempts.at(0).slurm_job_id, 100);
+  EXPECT_EQ(v.tasks.size(), 6u);
+  EXPECT_TRUE(fs::is_directory(dir_ / "out" / "a" / "logs" / "attempt-1"));
+  // The secret is not stored, only its hash.
+  EXPECT_EQ(v.attempts[0].secret_sha256, Sha256Hex(FakeSlurm::SecretOf(slurm_.submitted[0])));
+}
+
+TEST_F(ExperimentsTest, InvalidOrTooLargeSpecsStoreAndSubmitNothing) {
+  json bad = PsSpec("b");
+  bad["resources"]["nodes"] = "three";
+  auto r = experiments_->Submit(bad, "alice", false);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  json big = PsSpec("c");
+  big["resources"]["mem_per_task_mb"] = 6000;
+  auto r2 = experiments_->Submit(big, "alice", false);
+  ASSERT_EQ(r2.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r2.status().fields().at(0).field, "resources.mem_per_task_mb");
+  EXPECT_TRUE(slurm_.submitted.empty());
+  EXPECT_EQ(*store_->CountExperiments({}), 0);
+}
+
+TEST_F(ExperimentsTest, DuplicateIdIsConflictWithResumeHint) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  auto r = experiments_->Submit(PsSpec("a"), "alice", false);
+  EXPECT_EQ(r.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(r.status().message().find("/experiments/a/resume"), std::string::npos);
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+}
+
+TEST_F(ExperimentsTest, RefusedSubmissionLeavesNothing) {
+  slurm_.refuse_submit = Unavailable("slurmctld down");
+  auto r = experiments_->Submit(PsSpec("a"), "alice", false);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(store_->GetExperiment("a").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ExperimentsTest, DryRunRendersWithoutStoringOrSubmitting) {
+  auto r = experiments_->Submit(PsSpec("a"), "alice", true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->attempt.sbatch_script.find("#SBATCH --mem-per-cpu=2000"), std::string::npos);
+  EXPECT_TRUE(slurm_.submitted.empty());
+  EXPECT_EQ(*store_->CountExperiments({}), 0);
+}
+
+TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kStarting);
+
+  auto ch = RegisterAll("a");
+  for (int p = 0; p < 6; ++p) {
+    auto a = ch[p]->All<AssignmentMsg>();
+    ASSERT_EQ(a.size(), 1u) << "task " << p;
+    auto tf = json::parse(a[0].tf_config);
+    EXPECT_EQ(tf["cluster"]["ps"], json({"host1:5000", "host2:5002"}));
+    EXPECT_EQ(tf["cluster"]["worker"], json({"host1:5001", "host2:5003", "host3:5004", "host3:5005"}));
+    EXPECT_EQ(a[0].command, (std::vector<std::string>{"python3", "train.py"}));
+    EXPECT_EQ(a[0].env.at("MODEL_DIR"), (dir_ / "out" / "a").string());
+    EXPECT_EQ(a[0].report_checkpoints, p == 1);  // worker 0 checkpoints
+  }
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+
+  // Workers finish; the ps are told to shut down.
+  for (int p : {1, 3, 4, 5}) ASSERT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kSucceeded);
+  for (int p : {0, 2}) EXPECT_EQ(ch[p]->All<ShutdownMsg>().size(), 1u);
+  EXPECT_TRUE(ch[1]->All<ShutdownMsg>().empty());
+  for (int p : {0, 2}) ASSERT_TRUE(experiments_->OnExited(Ref("a", p), std::nullopt, 15, true).ok());
+  auto v = View("a");
+  EXPECT_EQ(v.tasks[0].state, "reaped");
+  EXPECT_EQ(v.tasks[1].state, "succeeded");
+
+  slurm_.SetState(100, slurm::JobState::kCompleted);
+  Poll();
+  v = View("a");
+  EXPECT_EQ(v.attempts[0].state, "ended");
+  EXPECT_EQ(v.attempts[0].slurm_state, "COMPLETED");
+  EXPECT_TRUE(slurm_.signalled_steps.empty()) << "every reaped task confirmed";
+}
+
+TEST_F(ExperimentsTest, RefusesWrongSecretAndStaleAttempt) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  auto ch = std::make_shared<RecordingChannel>();
+  TaskRef bad = Ref("a", 0);
+  bad.secret = "guess";
+  experiments_->OnRegister(bad, {}, ch);
+  auto refused = ch->All<RefusedMsg>();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_TRUE(refused[0].permanent);
+  EXPECT_NE(refused[0].reason.find("wrong attempt secret"), std::string::npos);
+  TaskRef stale = Ref("a", 0);
+  stale.attempt = 7;
+  experiments_->OnRegister(stale, {}, ch);
+  EXPECT_NE(ch->All<RefusedMsg>().at(1).reason.find("not current"), std::string::npos);
+  EXPECT_EQ(experiments_->OnHeartbeat(bad).code(), StatusCode::kUnauthenticated);
+}
+
+TEST_F(ExperimentsTest, BarrierTimeoutNamesMissingTasksAndCancels) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  for (int p = 0; p < 5; ++p) {
+    RegisterInfo info{0, 0, 0, "node1", "h", 1, false};
+    experiments_->OnRegister(Ref("a", p), info, std::make_shared<RecordingChannel>());
+  }
+  clock_.Advance(config_.barrier_timeout_ms);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_NE(v.experiment.reason.find("barrier timeout"), std::string::npos) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("worker:3 (task 5 on node3)"), std::string::npos) << v.experiment.reason;
+  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{100}));
+}
+
+TEST_F(ExperimentsTest, UnconfirmedReapEndsTheStepThroughSlurm) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  for (int p : {1, 3, 4, 5}) experiments_->OnExited(Ref("a", p), 0, std::nullopt, false);
+  Poll();
+  EXPECT_TRUE(slurm_.signalled_steps.empty());
+  clock_.Advance(config_.shutdown_grace_ms + config_.reap_timeout_margin_ms);
+  Poll();
+  EXPECT_EQ(slurm_.signalled_steps, (std::vector<int64_t>{100}));
+}
+
+TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  experiments_->OnExited(Ref("a", 3), 137, std::nullopt, false);
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  slurm_.SetState(100, slurm::JobState::kFailed, 137);
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 1u) << "backoff first";
+  clock_.Advance(5000);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(slurm_.submitted[1].job_name, "tfx-a-a2");
+  v = View("a");
+  EXPECT_EQ(v.experiment.current_attempt, 2);
+  EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
+
+  // Attempt 2 fails the same way: max_restarts (1) reached.
+  slurm_.SetState(101, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a", 2);
+  experiments_->OnExited(Ref("a", 3, 2), 137, std::nullopt, false);
+  v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_NE(v.experiment.reason.find("max_restarts 1 reached"), std::string::npos) << v.experiment.reason;
+}
+
+TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_NE(v.experiment.reason.find("exited with code 1"), std::string::npos) << v.experiment.reason;
+}
+
+TEST_F(ExperimentsTest, JobStateWithoutAgentsDecides) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+}
+
+TEST_F(ExperimentsTest, CancelKillsTheJob) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  ASSERT_TRUE(experiments_->Cancel("a", "cancelled by the user").ok());
+  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{100}));
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kCancelled);
+  slurm_.SetState(100, slurm::JobState::kCancelled);
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kCancelled);
+  EXPECT_EQ(experiments_->Cancel("a", "again").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(experiments_->Cancel("nope", "x").code(), StatusCode::kNotFound);
+}
+
+TEST_F(ExperimentsTest, RecoverAdoptsAnInterruptedSubmissionWithoutResubmitting) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  // Simulate a crash between Slurm's answer and recording it.
+  auto attempts = *store_->ListAttempts("a");
+  attempts[0].state = "submitting";
+  attempts[0].slurm_job_id = 0;
+  store::Changes c;
+  c.attempts = attempts;
+  ASSERT_TRUE(store_->Apply(c).ok());
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).slurm_job_id, 100);
+}
+
+TEST_F(ExperimentsTest, RecoverSubmitsWhenSlurmNeverGotTheJob) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  auto attempts = *store_->ListAttempts("a");
+  attempts[0].state = "submitting";
+  attempts[0].slurm_job_id = 0;
+  store::Changes c;
+  c.attempts = attempts;
+  ASSERT_TRUE(store_->Apply(c).ok());
+  slurm_.jobs.clear();
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).slurm_job_id, 101);
+}
+
+TEST_F(ExperimentsTest, AgentsReconnectAfterServiceRestart) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  auto ch = std::make_shared<RecordingChannel>();
+  RegisterInfo info{100, 0, 0, "node1", "host1", 5000, /*reconnect=*/true};
+  experiments_->OnRegister(Ref("a", 0), info, ch);
+  EXPECT_TRUE(ch->All<RefusedMsg>().empty());
+  EXPECT_TRUE(ch->All<AssignmentMsg>().empty()) << "a reconnecting agent keeps its assignment";
+  for (int p : {1, 3, 4, 5}) ASSERT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kSucceeded);
+  EXPECT_EQ(ch->All<ShutdownMsg>().size(), 1u) << "the reconnected ps is reaped";
+}
+
+TEST_F(ExperimentsTest, OnePollIsOneSlurmQueryWhateverTheNumberOfExperiments) {
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(experiments_->Submit(PsSpec("e" + std::to_string(i)), "a", false).ok());
+  int before = slurm_.load_jobs_calls;
+  Poll();
+  EXPECT_EQ(slurm_.load_jobs_calls - before, 1);
+}
+
+}  // namespace
+}  // namespace tfslurm

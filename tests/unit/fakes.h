@@ -1,0 +1,106 @@
+// Fakes for unit tests of core: a Slurm that records what it is asked and
+// reports jobs the test sets, a clock the test moves, predictable randomness
+// and a channel that keeps what the service sends to one agent.
+#pragma once
+
+#include <csignal>
+#include <map>
+#include <mutex>
+
+#include "service/core/experiments.h"
+
+namespace tfslurm::testing {
+
+class FakeClock final : public Clock {
+ public:
+  int64_t NowMs() override { return now_ms; }
+  void Advance(int64_t ms) { now_ms += ms; }
+  int64_t now_ms = 1'700'000'000'000;
+};
+
+class FakeRandomness final : public Randomness {
+ public:
+  std::string NewSecret() override { return "secret-" + std::to_string(++secrets); }
+  std::string NewExperimentId() override { return "generated-" + std::to_string(++ids); }
+  int secrets = 0, ids = 0;
+};
+
+class FakeSlurm final : public slurm::SlurmClient {
+ public:
+  FakeSlurm() {
+    partition.name = "debug";
+    for (int i = 1; i <= 3; ++i) partition.nodes.push_back({"node" + std::to_string(i), 4, 8000});
+  }
+
+  StatusOr<PartitionShape> GetPartition(const std::string& name) override {
+    if (!name.empty() && name != partition.name)
+      return InvalidArgument("no partition named '" + name + "'", {{"resources.partition", "unknown"}});
+    return partition;
+  }
+  StatusOr<int64_t> Submit(const slurm::SubmitRequest& r) override {
+    if (!refuse_submit.ok()) return refuse_submit;
+    submitted.push_back(r);
+    int64_t id = next_job_id++;
+    slurm::JobInfo j;
+    j.job_id = id;
+    j.name = r.job_name;
+    j.state = slurm::JobState::kPending;
+    jobs[id] = j;
+    return id;
+  }
+  StatusOr<std::vector<slurm::JobInfo>> LoadJobs() override {
+    ++load_jobs_calls;
+    std::vector<slurm::JobInfo> out;
+    for (auto& [_, j] : jobs) out.push_back(j);
+    return out;
+  }
+  Status CancelJob(int64_t job_id, int signal) override {
+    cancelled.push_back(job_id);
+    return Status::Ok();
+  }
+  Status SignalStep(int64_t job_id, int step_id, int signal) override {
+    signalled_steps.push_back(job_id);
+    return Status::Ok();
+  }
+
+  void SetState(int64_t job, slurm::JobState state, int exit_code = 0) {
+    jobs[job].state = state;
+    jobs[job].exit_code = exit_code;
+    jobs[job].nodes = "node[1-3]";
+    jobs[job].node_names = {"node1", "node2", "node3"};
+  }
+  // The secret the job's environment carries, as the agents would see it.
+  static std::string SecretOf(const slurm::SubmitRequest& r) {
+    for (const auto& e : r.environment)
+      if (e.rfind("TFSLURM_SECRET=", 0) == 0) return e.substr(15);
+    return "";
+  }
+
+  PartitionShape partition;
+  Status refuse_submit;
+  std::vector<slurm::SubmitRequest> submitted;
+  std::map<int64_t, slurm::JobInfo> jobs;
+  std::vector<int64_t> cancelled, signalled_steps;
+  int64_t next_job_id = 100;
+  int load_jobs_calls = 0;
+};
+
+class RecordingChannel final : public TaskChannel {
+ public:
+  void Send(const ServiceMsg& m) override {
+    std::lock_guard lock(mu);
+    messages.push_back(m);
+  }
+  template <typename T>
+  std::vector<T> All() {
+    std::lock_guard lock(mu);
+    std::vector<T> out;
+    for (auto& m : messages)
+      if (auto* p = std::get_if<T>(&m)) out.push_back(*p);
+    return out;
+  }
+  std::mutex mu;
+  std::vector<ServiceMsg> messages;
+};
+
+}  // namespace tfslurm::testing

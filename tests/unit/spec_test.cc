@@ -1,0 +1,195 @@
+#include "service/core/spec.h"
+
+#include <gtest/gtest.h>
+
+namespace tfslurm {
+namespace {
+
+using nlohmann::json;
+
+json ValidSpec() {
+  return json::parse(R"({
+    "id": "mnist-ps-01",
+    "command": ["python3", "train.py", "--steps", "20000"],
+    "cluster": {"ps": 2, "worker": 4},
+    "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 2, "time_limit": "02:00:00"}
+  })");
+}
+
+// The errors of parsing `spec`, as "field: reason" strings for readable failures.
+std::vector<FieldError> Errors(const json& spec) {
+  auto r = ParseSpec(spec);
+  EXPECT_FALSE(r.ok()) << "expected errors for " << spec.dump();
+  if (!r.ok()) EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  return r.ok() ? std::vector<FieldError>{} : r.status().fields();
+}
+
+bool HasError(const std::vector<FieldError>& errors, const std::string& field, const std::string& needle) {
+  for (const auto& e : errors)
+    if (e.field == field && e.reason.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+std::string Dump(const std::vector<FieldError>& errors) {
+  std::string s;
+  for (const auto& e : errors) s += e.field + ": " + e.reason + "\n";
+  return s;
+}
+
+TEST(ParseSpec, AcceptsValidSpecWithDefaults) {
+  auto r = ParseSpec(ValidSpec());
+  ASSERT_TRUE(r.ok()) << Dump(r.status().fields());
+  EXPECT_EQ(r->id, "mnist-ps-01");
+  EXPECT_EQ(r->resources.Tasks(), 6);
+  EXPECT_EQ(r->resources.time_limit_minutes, 120);
+  EXPECT_FALSE(r->resources.mem_per_task_mb.has_value());
+  EXPECT_EQ(r->placement.kind, PlacementKind::kSpread);
+  EXPECT_EQ(r->success, SuccessPolicy::kAuto);
+  EXPECT_EQ(r->restart.max_restarts, 3);
+}
+
+TEST(ParseSpec, RoundTripsThroughCanonicalJson) {
+  json in = ValidSpec();
+  in["env"] = {{"DATA_DIR", "/scratch/x"}};
+  in["placement"] = json::array({"ps", "worker", "ps", "worker", "worker", "worker"});
+  in["restart"] = {{"max_restarts", 1}, {"on", {"timeout"}}};
+  in["resources"]["mem_per_task_mb"] = 1500;
+  auto first = ParseSpec(in);
+  ASSERT_TRUE(first.ok()) << Dump(first.status().fields());
+  auto second = ParseSpec(first->ToJson());
+  ASSERT_TRUE(second.ok()) << Dump(second.status().fields());
+  EXPECT_EQ(first->ToJson(), second->ToJson());
+}
+
+TEST(ParseSpec, RefusesUnknownFieldsAtEveryLevel) {
+  json s = ValidSpec();
+  s["comand"] = {"x"};
+  s["resources"]["node"] = 3;
+  auto errors = Errors(s);
+  EXPECT_TRUE(HasError(errors, "comand", "unknown field")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "resources.node", "unknown field")) << Dump(errors);
+}
+
+TEST(ParseSpec, ReportsEveryBadFieldAtOnceWithValue) {
+  json s = ValidSpec();
+  s["id"] = "Bad ID!";
+  s["resources"]["nodes"] = 0;
+  s["resources"]["time_limit"] = "soon";
+  s["success"] = "whenever";
+  auto errors = Errors(s);
+  EXPECT_TRUE(HasError(errors, "id", "\"Bad ID!\"")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "resources.nodes", "got 0")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "resources.time_limit", "\"soon\"")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "success", "auto | chief | worker0 | all_workers")) << Dump(errors);
+}
+
+TEST(ParseSpec, CommandMustBeNonEmptyArgvOfStrings) {
+  json s = ValidSpec();
+  s["command"] = "python3 train.py";
+  EXPECT_TRUE(HasError(Errors(s), "command", "non-empty array"));
+  s["command"] = json::array({"python3", 7});
+  EXPECT_TRUE(HasError(Errors(s), "command[1]", "must be a string"));
+  s["command"] = json::array({""});
+  EXPECT_TRUE(HasError(Errors(s), "command[0]", "must not be empty"));
+  s.erase("command");
+  EXPECT_TRUE(HasError(Errors(s), "command", "is required"));
+}
+
+TEST(ParseSpec, RefusesNulBytesAndOversizedCommands) {
+  json s = ValidSpec();
+  s["command"] = json::array({"python3", std::string("a\0b", 3)});
+  EXPECT_TRUE(HasError(Errors(s), "command[1]", "NUL"));
+  s["command"] = json::array({"python3", std::string(70000, 'x')});
+  EXPECT_TRUE(HasError(Errors(s), "command[1]", "at most"));
+}
+
+TEST(ParseSpec, EnvNamesMustBeValidAndNotReserved) {
+  json s = ValidSpec();
+  s["env"] = {{"1BAD", "x"}, {"TF_CONFIG", "{}"}, {"SLURM_JOB_ID", "1"}, {"OK", 5}};
+  auto errors = Errors(s);
+  EXPECT_TRUE(HasError(errors, "env.1BAD", "not a valid environment variable name")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "env.TF_CONFIG", "set by tfslurm")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "env.SLURM_JOB_ID", "set by tfslurm")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "env.OK", "must be a string")) << Dump(errors);
+}
+
+TEST(ParseSpec, ClusterMustMatchTaskCount) {
+  json s = ValidSpec();
+  s["cluster"] = {{"ps", 2}, {"worker", 3}};
+  EXPECT_TRUE(HasError(Errors(s), "cluster", "has 5 tasks"));
+  s["cluster"] = {{"ps", 6}};
+  EXPECT_TRUE(HasError(Errors(s), "cluster", "at least one chief or worker"));
+  s["cluster"] = {{"chief", 2}, {"worker", 4}};
+  EXPECT_TRUE(HasError(Errors(s), "cluster.chief", "from 0 to 1"));
+}
+
+TEST(ParseSpec, ExplicitPlacementMustMatchCluster) {
+  json s = ValidSpec();
+  s["placement"] = json::array({"ps", "ps", "worker"});
+  EXPECT_TRUE(HasError(Errors(s), "placement", "lists 3 roles but the job has 6 tasks"));
+  s["placement"] = json::array({"ps", "worker", "worker", "worker", "worker", "worker"});
+  EXPECT_TRUE(HasError(Errors(s), "placement", "has 1 x ps but cluster.ps is 2"));
+  s["placement"] = json::array({"ps", "boss", "ps", "worker", "worker", "worker"});
+  EXPECT_TRUE(HasError(Errors(s), "placement[1]", "\"boss\""));
+}
+
+TEST(ParseSpec, SuccessPolicyMustFitCluster) {
+  json s = ValidSpec();
+  s["success"] = "chief";
+  EXPECT_TRUE(HasError(Errors(s), "success", "cluster.chief is 0"));
+}
+
+TEST(ParseSpec, MemoryAndNetworkAndPaths) {
+  json s = ValidSpec();
+  s["resources"]["mem_per_task_mb"] = "lots";
+  s["network"] = {{"address", "interface:ib0; rm -rf /"}};
+  s["workdir"] = "relative/dir";
+  s["model_dir"] = 3;
+  auto errors = Errors(s);
+  EXPECT_TRUE(HasError(errors, "resources.mem_per_task_mb", "\"auto\" or a whole number")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "network.address", "interface:NAME")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "workdir", "absolute path")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "model_dir", "must be a string")) << Dump(errors);
+}
+
+TEST(ParseSpec, SignalGraceMustComeBeforeTheEnd) {
+  json s = ValidSpec();
+  s["resources"]["time_limit"] = "1";
+  EXPECT_TRUE(HasError(Errors(s), "checkpoint.signal_grace_s", "not shorter than resources.time_limit"));
+  s["checkpoint"] = {{"signal_grace_s", 30}};
+  EXPECT_TRUE(ParseSpec(s).ok());
+}
+
+TEST(ParseSpec, RestartPolicy) {
+  json s = ValidSpec();
+  s["restart"] = {{"max_restarts", 101}, {"on", {"preempted", "sunspots"}}};
+  auto errors = Errors(s);
+  EXPECT_TRUE(HasError(errors, "restart.max_restarts", "from 0 to 100")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "restart.on[1]", "\"sunspots\"")) << Dump(errors);
+}
+
+TEST(ParseSpec, WrongTypesEverywhereGiveErrorsNotCrashes) {
+  for (const char* text : {R"([])", R"("x")", R"(null)", R"({"cluster": []})", R"({"resources": 5})",
+                           R"({"cluster": {"ps": 1.5}})", R"({"cluster": {"worker": 99999999999999999999}})",
+                           R"({"env": []})", R"({"restart": {"on": "timeout"}})"}) {
+    auto r = ParseSpec(json::parse(text));
+    EXPECT_FALSE(r.ok()) << text;
+    EXPECT_FALSE(r.status().fields().empty()) << text;
+  }
+}
+
+TEST(SlurmTime, ParsesSlurmFormats) {
+  EXPECT_EQ(ParseSlurmTimeMinutes("90"), 90);
+  EXPECT_EQ(ParseSlurmTimeMinutes("10:30"), 11);  // MM:SS rounds up
+  EXPECT_EQ(ParseSlurmTimeMinutes("02:00:00"), 120);
+  EXPECT_EQ(ParseSlurmTimeMinutes("1-00"), 24 * 60);
+  EXPECT_EQ(ParseSlurmTimeMinutes("1-02:30"), 24 * 60 + 150);
+  EXPECT_EQ(ParseSlurmTimeMinutes("1-02:30:01"), 24 * 60 + 151);
+  EXPECT_FALSE(ParseSlurmTimeMinutes("soon").has_value());
+  EXPECT_FALSE(ParseSlurmTimeMinutes("-5").has_value());
+  EXPECT_EQ(FormatSlurmTime(125), "02:05:00");
+  EXPECT_EQ(FormatSlurmTime(24 * 60 + 1), "1-00:01:00");
+}
+
+}  // namespace
+}  // namespace tfslurm
