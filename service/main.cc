@@ -13,6 +13,7 @@
 
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/api/http_api.h"
+#include "service/api/web_assets.h"
 #include "service/core/experiments.h"
 #include "service/slurm/slurm_client.h"
 #include "service/store/store.h"
@@ -136,6 +137,7 @@ int main(int argc, char** argv) {
 
   httplib::Server http;
   tfslurm::api::RegisterExperimentRoutes(http, *experiments, *clock, {});
+  tfslurm::api::RegisterWebAssetRoutes(http);
   tfslurm::agentrpc::RegisterAgentHttpRoutes(http, *experiments);
   int bound = http_port == 0 ? http.bind_to_any_port(http_host) : (http.bind_to_port(http_host, http_port) ? http_port : -1);
   if (bound <= 0) {

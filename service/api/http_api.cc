@@ -160,6 +160,15 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
     ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
   });
 
+  server.Post(std::string("/experiments/") + kIdPattern + "/resume",
+              [&](const httplib::Request& req, httplib::Response& res) {
+                auto attempt = experiments.Resume(req.matches[1]);
+                if (!attempt.ok()) return ReplyError(res, attempt.status());
+                auto view = experiments.Get(req.matches[1]);
+                if (!view.ok()) return ReplyError(res, view.status());
+                ReplyJson(res, 202, ExperimentViewJson(*view, clock.NowMs()));
+              });
+
   // Errors httplib raises itself (unknown route, body too large) get the same
   // JSON shape; responses a handler already wrote are left alone.
   server.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,

@@ -6,6 +6,7 @@
 //   GET    /experiments/{id}
 //   GET    /experiments/{id}/sbatch     (?attempt=N)
 //   DELETE /experiments/{id}
+//   POST   /experiments/{id}/resume
 #pragma once
 
 #include <httplib.h>

@@ -345,6 +345,38 @@ Status Experiments::Cancel(const std::string& id, const std::string& why) {
   return Status::Ok();
 }
 
+StatusOr<AttemptRecord> Experiments::Resume(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = active_.find(id);
+  if (it != active_.end()) {
+    const Active& a = *it->second;
+    if (!IsTerminal(a.record.state))
+      return FailedPrecondition("experiment '" + id + "' is " + ExperimentStateName(a.record.state) +
+                                "; cancel it first (DELETE /experiments/" + id + ") or wait for it to end");
+    return Status(StatusCode::kUnavailable, "experiment '" + id + "' has ended but its Slurm job " +
+                                                std::to_string(a.attempt.slurm_job_id) +
+                                                " is still finishing; retry in a few seconds");
+  }
+  auto record = store_.GetExperiment(id);
+  if (!record.ok()) return record.status();
+  auto loaded = Load(*record);
+  if (!loaded.ok()) return loaded.status();
+  std::unique_ptr<Active> a = std::move(loaded).value();
+  store::Changes c;
+  a->record.restarts = 0;
+  a->record.next_attempt_at = 0;
+  a->user_cancelled = false;
+  auto checkpoint = ReadCheckpointState(a->record.model_dir);
+  SetState(c, *a, ExperimentState::kQueued,
+           "resumed by the user" + (checkpoint ? " from checkpoint step " + std::to_string(checkpoint->step)
+                                                : std::string(" (no checkpoint in ") + a->record.model_dir + ")"));
+  Commit(c);
+  auto attempt = SubmitAttempt(*a, a->attempt.number + 1, /*create=*/false);
+  if (!attempt.ok()) return attempt.status();
+  active_[id] = std::move(a);
+  return attempt;
+}
+
 StatusOr<Experiments::Active*> Experiments::FindTask(const TaskRef& ref) {
   auto it = active_.find(ref.experiment_id);
   if (it == active_.end()) {

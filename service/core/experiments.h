@@ -94,6 +94,10 @@ class Experiments {
   // only: nothing is stored or submitted.
   StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner, bool dry_run);
   Status Cancel(const std::string& id, const std::string& why);
+  // Starts a new attempt of a finished experiment with the same MODEL_DIR, so
+  // the program restores its latest checkpoint. The restart budget starts
+  // over. FailedPrecondition while the experiment still runs.
+  StatusOr<AttemptRecord> Resume(const std::string& id);
   StatusOr<ExperimentView> Get(const std::string& id);
 
   // Agent protocol. Register attaches `channel` for the task; the reply

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "tests/unit/fakes.h"
 
@@ -328,6 +329,31 @@ TEST_F(ExperimentsTest, AgentsReconnectAfterServiceRestart) {
   for (int p : {1, 3, 4, 5}) ASSERT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kSucceeded);
   EXPECT_EQ(ch->All<ShutdownMsg>().size(), 1u) << "the reconnected ps is reaped";
+}
+
+TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
+  EXPECT_EQ(experiments_->Resume("nope").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  EXPECT_EQ(experiments_->Resume("a").status().code(), StatusCode::kFailedPrecondition);
+  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+  std::ofstream(dir_ / "out" / "a" / "checkpoint") << "model_checkpoint_path: \"model.ckpt-1200\"\n";
+  auto attempt = experiments_->Resume("a");
+  ASSERT_TRUE(attempt.ok()) << attempt.status().message();
+  EXPECT_EQ(attempt->number, 2);
+  EXPECT_EQ(attempt->start_step, 1200);
+  EXPECT_EQ(slurm_.submitted.back().job_name, "tfx-a-a2");
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
+  EXPECT_NE(v.experiment.reason.find("checkpoint step 1200"), std::string::npos) << v.experiment.reason;
+  EXPECT_EQ(v.attempts.size(), 2u);
+  // Agents of the old attempt are refused; the new attempt's secret works.
+  auto ch = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister({"a", 1, FakeSlurm::SecretOf(slurm_.submitted[0]), 0}, {}, ch);
+  EXPECT_NE(ch->All<RefusedMsg>().at(0).reason.find("not current"), std::string::npos);
+  EXPECT_EQ(experiments_->OnHeartbeat({"a", 2, FakeSlurm::SecretOf(slurm_.submitted[0]), 0}).code(),
+            StatusCode::kUnauthenticated);
 }
 
 TEST_F(ExperimentsTest, OnePollIsOneSlurmQueryWhateverTheNumberOfExperiments) {

@@ -1,0 +1,114 @@
+#include "agent/agent.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "agent/address.h"
+#include "agent/child_env.h"
+#include "agent/port_reservation.h"
+#include "agent/session.h"
+#include "agent/signals.h"
+
+namespace tfslurm::agent {
+namespace {
+
+// spdlog patterns treat '%' as a flag.
+std::string EscapePattern(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    out.push_back(c);
+    if (c == '%') out.push_back('%');
+  }
+  return out;
+}
+
+std::chrono::milliseconds Seconds(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000)));
+}
+
+}  // namespace
+
+void SetUpLogging(const std::string& experiment_id, int attempt, const std::string& proc_id) {
+  auto logger = spdlog::get("tfslurm-agent");
+  if (!logger) logger = spdlog::stderr_logger_mt("tfslurm-agent");
+  logger->set_pattern(EscapePattern("[tfslurm-agent exp=" + experiment_id + " attempt=" +
+                                    std::to_string(attempt) + " proc=" + proc_id + "] ") +
+                      "%Y-%m-%dT%H:%M:%S.%e %l: %v");
+  logger->flush_on(spdlog::level::trace);  // the output file is read live, and we may be killed
+  spdlog::set_default_logger(logger);
+}
+
+int RunAgent(const AgentOptions& options, const EnvLookup& env) {
+  const std::optional<std::string> proc = env("SLURM_PROCID");
+  SetUpLogging(options.experiment_id, options.attempt, proc.value_or("?"));
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
+
+  StatusOr<TaskIdentity> identity = ReadTaskIdentity(env);
+  if (!identity.ok()) {
+    spdlog::error("{}", identity.status().message());
+    return kExitUsage;
+  }
+  if (options.experiment_id.empty() || options.attempt < 1) {
+    spdlog::error("--experiment must be non-empty and --attempt at least 1 (got '{}' and {})",
+                  options.experiment_id, options.attempt);
+    return kExitUsage;
+  }
+  const std::optional<std::string> secret = env(kSecretVariable);
+  if (!secret || secret->empty()) {
+    spdlog::error(
+        "{} is not set: the job script passes the attempt secret to the agent "
+        "through the environment (never on the command line)",
+        kSecretVariable);
+    return kExitUsage;
+  }
+  for (double value : {options.exit_ack_timeout_s, options.exit_report_timeout_s}) {
+    if (!(value > 0)) {
+      spdlog::error("--exit-ack-timeout and --exit-report-timeout must be positive");
+      return kExitUsage;
+    }
+  }
+
+  StatusOr<AddressSpec> spec = ParseAddressSpec(options.address);
+  if (!spec.ok()) {
+    spdlog::error("{}", spec.status().message());
+    return kExitUsage;
+  }
+  StatusOr<std::string> address = ResolveAddress(*spec);
+  if (!address.ok()) {
+    spdlog::error("{}", address.status().message());
+    return kExitUsage;
+  }
+  StatusOr<PortReservation> port = PortReservation::Reserve();
+  if (!port.ok()) {
+    spdlog::error("{}", port.status().message());
+    return kExitUsage;
+  }
+  StatusOr<int> signal_fd = OpenSignalFd();
+  if (!signal_fd.ok()) {
+    spdlog::error("{}", signal_fd.status().message());
+    return kExitUsage;
+  }
+
+  spdlog::info("Slurm job {} task {} (node {} '{}', local task {}); program address {}:{}",
+               identity->slurm_job_id, identity->proc_id, identity->node_id, identity->node_name,
+               identity->local_id, *address, port->port());
+
+  SessionOptions session_options;
+  session_options.stream.target = options.service;
+  session_options.stream.keepalive_time = Seconds(options.keepalive_s);
+  session_options.experiment_id = options.experiment_id;
+  session_options.attempt = options.attempt;
+  session_options.secret = *secret;
+  session_options.address = *address;
+  session_options.port = port->port();
+  session_options.exit_ack_timeout = Seconds(options.exit_ack_timeout_s);
+  session_options.exit_report_timeout = Seconds(options.exit_report_timeout_s);
+  // `port` stays bound until we return: the program's lifetime.
+  Session session(std::move(session_options), std::move(identity).value(), *signal_fd);
+  return session.Run();
+}
+
+}  // namespace tfslurm::agent

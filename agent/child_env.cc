@@ -1,0 +1,72 @@
+#include "agent/child_env.h"
+
+#include <map>
+#include <string_view>
+
+extern char** environ;
+
+namespace tfslurm::agent {
+namespace {
+
+bool IsValidName(std::string_view name) {
+  return !name.empty() && name.find('=') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+}  // namespace
+
+ChildEnv BuildChildEnv(const ChildEnvInputs& inputs) {
+  std::map<std::string, std::string> vars;
+  for (const std::string& entry : inputs.inherited) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) continue;
+    vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+
+  ChildEnv result;
+  if (inputs.assignment != nullptr) {
+    const auto& assignment = *inputs.assignment;
+    // Sorted, so rejected names are logged in a stable order.
+    std::map<std::string, std::string> assigned(assignment.env().begin(), assignment.env().end());
+    for (const auto& [name, value] : assigned) {
+      if (!IsValidName(name) || value.find('\0') != std::string::npos) {
+        result.rejected.push_back(name);
+        continue;
+      }
+      vars[name] = value;
+    }
+    auto fill = [&](const char* name, const std::string& value) {
+      if (!value.empty() && !assigned.contains(name)) vars[name] = value;
+    };
+    fill("TF_CONFIG", assignment.tf_config());
+    fill("MODEL_DIR", assignment.model_dir());
+    fill("TFSLURM_ROLE", assignment.role());
+    if (!assignment.role().empty()) fill("TFSLURM_INDEX", std::to_string(assignment.index()));
+  }
+  auto fill_if_absent = [&](const char* name, const std::string& value) {
+    if (!value.empty() && !vars.contains(name)) vars[name] = value;
+  };
+  // Not from the inherited environment: an agent started by hand inside
+  // another tfslurm task must not pass that task's values on.
+  for (const char* name : {"EXPERIMENT_ID", "TFSLURM_ATTEMPT", "TFSLURM_PORT"}) {
+    bool assigned = inputs.assignment != nullptr && inputs.assignment->env().contains(name);
+    if (!assigned) vars.erase(name);
+  }
+  fill_if_absent("EXPERIMENT_ID", inputs.experiment_id);
+  if (inputs.attempt > 0) fill_if_absent("TFSLURM_ATTEMPT", std::to_string(inputs.attempt));
+  if (inputs.port > 0) fill_if_absent("TFSLURM_PORT", std::to_string(inputs.port));
+
+  vars.erase(kSecretVariable);
+
+  result.entries.reserve(vars.size());
+  for (const auto& [name, value] : vars) result.entries.push_back(name + "=" + value);
+  return result;
+}
+
+std::vector<std::string> CurrentEnvironment() {
+  std::vector<std::string> entries;
+  for (char** it = environ; it != nullptr && *it != nullptr; ++it) entries.emplace_back(*it);
+  return entries;
+}
+
+}  // namespace tfslurm::agent

@@ -1,0 +1,53 @@
+// Builds the environment of the user's program.
+//
+// The service computes what the program needs (TF_CONFIG, EXPERIMENT_ID,
+// MODEL_DIR, TFSLURM_ROLE/INDEX/ATTEMPT/PORT, CUDA_VISIBLE_DEVICES, the spec's
+// env) and sends it in Assignment.env; the agent applies it on top of its own
+// environment (so PATH, HOME, SLURM_* and the site's modules carry over).
+// Values are passed as bytes through execve, never through a shell, so quotes,
+// `$(...)`, newlines and unicode arrive unchanged.
+//
+// The attempt secret (TFSLURM_SECRET) authenticates the agent to the service;
+// the program has no use for it, so it never reaches the program's
+// environment, not even when the assignment names it.
+//
+// Where the Assignment carries a value in a field of its own and env lacks
+// the variable, the field fills it (TF_CONFIG, MODEL_DIR, TFSLURM_ROLE,
+// TFSLURM_INDEX); so do the agent's own --experiment/--attempt and the port it
+// reserved (EXPERIMENT_ID, TFSLURM_ATTEMPT, TFSLURM_PORT). A variable in
+// Assignment.env always wins.
+#ifndef TFSLURM_AGENT_CHILD_ENV_H_
+#define TFSLURM_AGENT_CHILD_ENV_H_
+
+#include <string>
+#include <vector>
+
+#include "agent.pb.h"
+
+namespace tfslurm::agent {
+
+inline constexpr char kSecretVariable[] = "TFSLURM_SECRET";
+
+struct ChildEnvInputs {
+  std::vector<std::string> inherited;  // "NAME=value" entries, e.g. CurrentEnvironment()
+  const tfslurm::agent::v1::Assignment* assignment = nullptr;
+  std::string experiment_id;
+  int attempt = 0;
+  int port = 0;
+};
+
+struct ChildEnv {
+  std::vector<std::string> entries;  // "NAME=value", sorted by name
+  // Assignment variables that cannot be put in an environment (empty name,
+  // '=' in the name, NUL byte anywhere), for the log.
+  std::vector<std::string> rejected;
+};
+
+ChildEnv BuildChildEnv(const ChildEnvInputs& inputs);
+
+// This process's environment as "NAME=value" entries.
+std::vector<std::string> CurrentEnvironment();
+
+}  // namespace tfslurm::agent
+
+#endif  // TFSLURM_AGENT_CHILD_ENV_H_

@@ -1,0 +1,46 @@
+// tfslurm-agent: started by srun once per Slurm task from the job script
+// tfslurmd generates. Everything but the command line lives in
+// tfslurm_agent_lib (agent/agent.h).
+#include <CLI/CLI.hpp>
+
+#include "agent/agent.h"
+#include "agent/signals.h"
+
+int main(int argc, char** argv) {
+  namespace agent = tfslurm::agent;
+  // Before anything can start a thread.
+  agent::BlockAgentSignals();
+
+  agent::AgentOptions options;
+  CLI::App app{
+      "tfslurm-agent: runs one task of a tfslurm experiment under Slurm.\n"
+      "Reads SLURM_JOB_ID, SLURM_PROCID, SLURM_NODEID, SLURM_LOCALID, SLURMD_NODENAME and\n"
+      "the attempt secret TFSLURM_SECRET from the environment."};
+  app.add_option("--service", options.service, "tfslurmd's agent endpoint, HOST:PORT")->required();
+  app.add_option("--experiment", options.experiment_id, "experiment id")->required();
+  app.add_option("--attempt", options.attempt, "attempt number")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--address", options.address,
+                 "address other tasks use to reach this one: hostname | fqdn | interface:NAME")
+      ->capture_default_str();
+  app.add_option("--exit-ack-timeout", options.exit_ack_timeout_s,
+                 "seconds to wait for the service to acknowledge the exit report")
+      ->capture_default_str();
+  app.add_option("--exit-report-timeout", options.exit_report_timeout_s,
+                 "seconds to keep trying to report the program's exit (reconnecting)")
+      ->capture_default_str();
+  app.add_option("--keepalive", options.keepalive_s,
+                 "seconds between HTTP/2 keepalive pings to the service (0: off)")
+      ->capture_default_str();
+  app.add_option("--log-level", options.log_level, "trace | debug | info | warn | error")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : agent::kExitUsage;
+  }
+  return agent::RunAgent(options, agent::ProcessEnvironment());
+}

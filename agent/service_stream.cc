@@ -1,0 +1,103 @@
+#include "agent/service_stream.h"
+
+#include <grpcpp/support/channel_arguments.h>
+
+namespace tfslurm::agent {
+
+namespace v1 = tfslurm::agent::v1;
+
+ServiceStream::ServiceStream(const StreamOptions& options, uint64_t id, Sink sink)
+    : id_(id), sink_(std::move(sink)), reader_([this, options] { ReadLoop(options); }) {}
+
+ServiceStream::~ServiceStream() {
+  Cancel();
+  if (reader_.joinable()) reader_.join();
+}
+
+void ServiceStream::Send(v1::AgentMessage message) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (close_writes_ || stop_writer_) return;
+  // While a stuck service holds up the queue, heartbeats would only pile up
+  // behind messages that already show the agent is alive.
+  if (message.has_heartbeat() && !outbox_.empty()) return;
+  outbox_.push_back(std::move(message));
+  cv_.notify_all();
+}
+
+void ServiceStream::CloseWrites() {
+  std::lock_guard<std::mutex> lock(mu_);
+  close_writes_ = true;
+  cv_.notify_all();
+}
+
+void ServiceStream::Cancel() {
+  // Thread-safe in gRPC, also before the call has started (it is then
+  // cancelled as soon as it starts).
+  context_.TryCancel();
+}
+
+void ServiceStream::ReadLoop(StreamOptions options) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  if (options.keepalive_time.count() > 0) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time.count()));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(options.keepalive_timeout.count()));
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+  std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
+  // Not wait_for_ready: when the service is down the call fails at once and
+  // the agent's own backoff decides when to try again.
+  std::unique_ptr<ReaderWriter> stream = stub->Connect(&context_);
+
+  std::thread writer([this, s = stream.get()] { WriteLoop(s); });
+  v1::ServiceMessage message;
+  while (stream->Read(&message)) {
+    StreamEvent event;
+    event.stream_id = id_;
+    event.message = std::move(message);
+    sink_(std::move(event));
+    message.Clear();
+  }
+  // Finish must not run concurrently with Write: stop the writer first. A
+  // Write still blocked returns now that the call is over.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_writer_ = true;
+    cv_.notify_all();
+  }
+  writer.join();
+  grpc::Status status = stream->Finish();
+  StreamEvent event;
+  event.stream_id = id_;
+  event.ended = std::move(status);
+  sink_(std::move(event));
+}
+
+void ServiceStream::WriteLoop(ReaderWriter* stream) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_writer_ || !outbox_.empty() || close_writes_; });
+    if (stop_writer_) return;
+    if (!outbox_.empty()) {
+      v1::AgentMessage message = std::move(outbox_.front());
+      outbox_.pop_front();
+      lock.unlock();
+      const bool ok = stream->Write(message);
+      lock.lock();
+      if (!ok) {
+        // The call is broken; the reader sees it end and reports the status.
+        stop_writer_ = true;
+        outbox_.clear();
+        return;
+      }
+      continue;
+    }
+    // close_writes_ with an empty outbox.
+    lock.unlock();
+    stream->WritesDone();
+    return;
+  }
+}
+
+}  // namespace tfslurm::agent

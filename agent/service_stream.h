@@ -1,0 +1,95 @@
+// One AgentService.Connect call: the agent's side of the bidirectional
+// stream, run on threads of its own so that the agent's main loop never
+// blocks on the network.
+//
+// A reader thread opens a fresh channel and the call, hands every
+// ServiceMessage to the sink, and finally the call's status. A writer thread
+// sends queued AgentMessages one at a time (a slow or stuck service blocks
+// only this thread; flow control bounds what gRPC buffers). Each stream gets
+// a fresh channel with a private subchannel pool, so a reconnect attempt
+// really dials the service again instead of waiting out the gRPC channel's
+// own reconnect backoff (up to two minutes) after the service came back.
+//
+// Thread safety: Send, CloseWrites and Cancel may be called from any thread.
+// The sink is called from the reader thread, never after the destructor has
+// returned; it must not block and must not destroy the stream.
+#ifndef TFSLURM_AGENT_SERVICE_STREAM_H_
+#define TFSLURM_AGENT_SERVICE_STREAM_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "agent.grpc.pb.h"
+#include "agent.pb.h"
+
+namespace tfslurm::agent {
+
+struct StreamEvent {
+  uint64_t stream_id = 0;
+  // Exactly one of the two.
+  std::optional<tfslurm::agent::v1::ServiceMessage> message;
+  std::optional<grpc::Status> ended;  // the call is over; no event follows
+};
+
+struct StreamOptions {
+  std::string target;  // HOST:PORT of tfslurmd's agent endpoint
+  // HTTP/2 keepalive, to notice a service host that vanished without closing
+  // the connection. The default stays above gRPC servers' default minimum
+  // ping interval (5 min): pinging more often than the server allows makes it
+  // drop the connection ("too_many_pings").
+  std::chrono::milliseconds keepalive_time{std::chrono::minutes(6)};
+  std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(20)};
+};
+
+class ServiceStream {
+ public:
+  using Sink = std::function<void(StreamEvent)>;
+
+  // Starts connecting at once, in the background.
+  ServiceStream(const StreamOptions& options, uint64_t id, Sink sink);
+  // Cancels the call if it is still open and waits for the threads.
+  ~ServiceStream();
+  ServiceStream(const ServiceStream&) = delete;
+  ServiceStream& operator=(const ServiceStream&) = delete;
+
+  uint64_t id() const { return id_; }
+
+  // Queues a message. Messages after CloseWrites, or after the stream broke,
+  // are dropped.
+  void Send(tfslurm::agent::v1::AgentMessage message);
+  // Half-closes the stream (WritesDone) once the queue is sent.
+  void CloseWrites();
+  // Aborts the call; the sink then gets `ended` with CANCELLED.
+  void Cancel();
+
+ private:
+  using ReaderWriter = grpc::ClientReaderWriter<tfslurm::agent::v1::AgentMessage,
+                                                tfslurm::agent::v1::ServiceMessage>;
+  void ReadLoop(StreamOptions options);
+  void WriteLoop(ReaderWriter* stream);
+
+  const uint64_t id_;
+  const Sink sink_;
+  grpc::ClientContext context_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<tfslurm::agent::v1::AgentMessage> outbox_;  // guarded by mu_
+  bool close_writes_ = false;                            // guarded by mu_
+  bool stop_writer_ = false;                             // guarded by mu_
+
+  std::thread reader_;  // last member: starts after everything above exists
+};
+
+}  // namespace tfslurm::agent
+
+#endif  // TFSLURM_AGENT_SERVICE_STREAM_H_

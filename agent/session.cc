@@ -1,0 +1,475 @@
+#include "agent/session.h"
+
+#include <fmt/ranges.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <random>
+
+#include "agent/child_env.h"
+
+namespace tfslurm::agent {
+
+namespace v1 = tfslurm::agent::v1;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr milliseconds kDefaultHeartbeat{5000};
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
+std::string DescribeStatus(const grpc::Status& status) {
+  if (status.ok()) return "OK";
+  return "code " + std::to_string(static_cast<int>(status.error_code())) + ": " +
+         status.error_message();
+}
+
+// Logs the first few failures of a series, then one in twelve (once a minute
+// at the 5 s backoff cap), so an outage of the service does not flood the
+// task's output file.
+bool WorthLogging(int failures) { return failures <= 3 || failures % 12 == 0; }
+
+}  // namespace
+
+Session::Session(SessionOptions options, TaskIdentity identity, int signal_fd)
+    : options_(std::move(options)),
+      identity_(std::move(identity)),
+      signal_fd_(signal_fd),
+      backoff_(options_.reconnect_initial, options_.reconnect_max, std::random_device{}()) {
+  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd_ < 0) {
+    // Without it the main loop cannot hear the stream: nothing sensible is left.
+    spdlog::critical("eventfd: {}", std::strerror(errno));
+    std::abort();
+  }
+}
+
+Session::~Session() {
+  stream_.reset();  // joins its threads before event_fd_ goes away
+  if (event_fd_ >= 0) close(event_fd_);
+}
+
+int Session::Run() {
+  Connect();
+  while (!exit_status_) {
+    RunDueTimers();
+    if (exit_status_) break;
+    pollfd fds[2] = {{signal_fd_, POLLIN, 0}, {event_fd_, POLLIN, 0}};
+    int n = poll(fds, 2, PollTimeoutMs());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      spdlog::critical("poll: {}", std::strerror(errno));
+      std::abort();
+    }
+    if (fds[0].revents & POLLIN) HandleSignals();
+    if (!exit_status_ && (fds[1].revents & POLLIN)) HandleStreamEvents();
+  }
+  stream_.reset();
+  return *exit_status_;
+}
+
+// ---------------------------------------------------------------- stream
+
+v1::AgentMessage Session::NewMessage() const {
+  v1::AgentMessage message;
+  v1::TaskRef* task = message.mutable_task();
+  task->set_experiment_id(options_.experiment_id);
+  task->set_attempt(options_.attempt);
+  task->set_secret(options_.secret);
+  task->set_proc_id(identity_.proc_id);
+  return message;
+}
+
+void Session::Send(v1::AgentMessage message) {
+  if (stream_) stream_->Send(std::move(message));
+}
+
+void Session::Connect() {
+  reconnect_at_.reset();
+  const bool reconnect = assignment_.has_value();
+  stream_ = std::make_unique<ServiceStream>(options_.stream, ++last_stream_id_,
+                                            [this](StreamEvent e) { PostEvent(std::move(e)); });
+  stream_opened_at_ = Clock::now();
+
+  v1::AgentMessage message = NewMessage();
+  v1::Register* reg = message.mutable_register_();
+  reg->set_slurm_job_id(identity_.slurm_job_id);
+  reg->set_node_id(identity_.node_id);
+  reg->set_local_id(identity_.local_id);
+  reg->set_node_name(identity_.node_name);
+  reg->set_address(options_.address);
+  reg->set_port(options_.port);
+  reg->set_reconnect(reconnect);
+  if (child_) reg->set_child_pid(child_->pid());
+  Send(std::move(message));
+  if (WorthLogging(failed_connections_ + 1)) {
+    spdlog::info("{} with the service at {}", reconnect ? "re-registering" : "registering",
+                 options_.stream.target);
+  }
+
+  if (phase_ == Phase::kRunning) {
+    // The service may have restarted: tell it the latest checkpoint again.
+    if (checkpoints_ && checkpoints_->latest()) SendProgress(*checkpoints_->latest());
+    heartbeat_at_ = Clock::now() + heartbeat_interval_;
+  } else if (phase_ == Phase::kReporting) {
+    SendExitReport();
+  }
+}
+
+void Session::PostEvent(StreamEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    events_.push_back(std::move(event));
+  }
+  const uint64_t one = 1;
+  ssize_t ignored = write(event_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void Session::HandleStreamEvents() {
+  uint64_t count;
+  ssize_t ignored = read(event_fd_, &count, sizeof(count));
+  (void)ignored;
+  std::deque<StreamEvent> events;
+  {
+    std::lock_guard<std::mutex> lock(events_mu_);
+    events.swap(events_);
+  }
+  for (StreamEvent& event : events) {
+    if (exit_status_) return;
+    // Events of a stream already replaced are stale.
+    if (!stream_ || event.stream_id != stream_->id()) continue;
+    if (event.message) {
+      OnServiceMessage(*event.message);
+    } else if (event.ended) {
+      OnStreamEnded(*event.ended);
+    }
+  }
+}
+
+void Session::OnStreamEnded(const grpc::Status& status) {
+  const uint64_t id = stream_->id();
+  const bool lived_long = Clock::now() - stream_opened_at_ >= options_.reconnect_max;
+  stream_.reset();  // its reader thread has posted its last event
+
+  if (phase_ == Phase::kReporting && exit_reported_on_ == id) {
+    exit_reported_on_.reset();
+    ack_deadline_.reset();
+    if (status.ok()) {
+      spdlog::info("the service acknowledged the exit report");
+      Finish(FinalExitStatus());
+      return;
+    }
+    spdlog::warn(
+        "the stream ended before the service acknowledged the exit report ({}); "
+        "sending it again after reconnecting",
+        DescribeStatus(status));
+  }
+  if (!reconnect_allowed_) return;
+
+  if (lived_long) {
+    backoff_.Reset();
+    failed_connections_ = 0;
+  }
+  ++failed_connections_;
+  if (WorthLogging(failed_connections_)) {
+    spdlog::warn("stream to the service at {} ended ({}){}", options_.stream.target,
+                 DescribeStatus(status),
+                 phase_ == Phase::kRunning ? "; the program keeps running" : "");
+  }
+  ScheduleReconnect();
+}
+
+void Session::ScheduleReconnect() {
+  milliseconds delay = backoff_.Next();
+  reconnect_at_ = Clock::now() + delay;
+  if (WorthLogging(failed_connections_)) {
+    spdlog::info("reconnecting in {} ms (attempt {})", delay.count(), failed_connections_);
+  }
+}
+
+// ---------------------------------------------------------------- messages
+
+void Session::OnServiceMessage(const v1::ServiceMessage& message) {
+  switch (message.body_case()) {
+    case v1::ServiceMessage::kAssignment:
+      if (phase_ != Phase::kAwaitingAssignment) {
+        spdlog::debug("ignoring a repeated Assignment");
+        return;
+      }
+      backoff_.Reset();
+      failed_connections_ = 0;
+      StartProgram(message.assignment());
+      return;
+    case v1::ServiceMessage::kShutdown:
+      OnShutdown(message.shutdown());
+      return;
+    case v1::ServiceMessage::kRefused:
+      OnRefused(message.refused());
+      return;
+    case v1::ServiceMessage::BODY_NOT_SET:
+      break;
+  }
+  spdlog::warn("ignoring a message from the service without a known body (newer service?)");
+}
+
+void Session::OnShutdown(const v1::Shutdown& shutdown) {
+  if (phase_ == Phase::kAwaitingAssignment) {
+    spdlog::info("the service asked to shut down before any assignment (reason: {}); exiting",
+                 shutdown.reason());
+    Finish(0);
+    return;
+  }
+  if (phase_ != Phase::kRunning || shutdown_requested_) {
+    spdlog::info("ignoring Shutdown (reason: {}): the program is already {}", shutdown.reason(),
+                 phase_ == Phase::kRunning ? "being stopped" : "gone");
+    return;
+  }
+  shutdown_requested_ = true;
+  const milliseconds grace(shutdown.grace_ms() > 0 ? shutdown.grace_ms()
+                                                   : assignment_->shutdown_grace_ms());
+  spdlog::info(
+      "the service asked to shut down the program (reason: {}): SIGTERM now, "
+      "SIGKILL after {} ms",
+      shutdown.reason(), grace.count());
+  StopProgram(grace);
+}
+
+void Session::OnRefused(const v1::Refused& refused) {
+  if (!refused.permanent()) {
+    spdlog::warn("the service refused this task for now: {}; retrying", refused.reason());
+    stream_->Cancel();  // its end schedules the reconnect
+    return;
+  }
+  spdlog::error("the service refused this task: {}", refused.reason());
+  refused_permanently_ = true;
+  reconnect_allowed_ = false;
+  stream_->Cancel();
+  switch (phase_) {
+    case Phase::kAwaitingAssignment:
+      Finish(kExitRefused);
+      return;
+    case Phase::kRunning:
+      // The service no longer accepts this attempt; a newer one may already
+      // be writing the same MODEL_DIR, so the program must not go on.
+      spdlog::error("stopping the program: the service no longer accepts this task");
+      if (!shutdown_requested_ && !kill_at_) {
+        StopProgram(milliseconds(assignment_->shutdown_grace_ms()));
+      }
+      return;
+    case Phase::kReporting:
+      spdlog::error("exiting without an acknowledged exit report");
+      Finish(FinalExitStatus());
+      return;
+  }
+}
+
+// ---------------------------------------------------------------- program
+
+void Session::StartProgram(const v1::Assignment& assignment) {
+  assignment_ = assignment;
+  phase_ = Phase::kRunning;
+  heartbeat_interval_ = assignment.heartbeat_interval_ms() > 0
+                            ? milliseconds(assignment.heartbeat_interval_ms())
+                            : kDefaultHeartbeat;
+
+  ChildEnvInputs env_inputs;
+  env_inputs.inherited = CurrentEnvironment();
+  env_inputs.assignment = &assignment;
+  env_inputs.experiment_id = options_.experiment_id;
+  env_inputs.attempt = options_.attempt;
+  env_inputs.port = options_.port;
+  ChildEnv env = BuildChildEnv(env_inputs);
+  for (const std::string& name : env.rejected) {
+    spdlog::warn(
+        "not setting environment variable '{}' from the assignment: a name must be "
+        "non-empty without '=', and names and values cannot hold NUL bytes",
+        name);
+  }
+
+  ChildSpec spec;
+  spec.argv.assign(assignment.command().begin(), assignment.command().end());
+  spec.workdir = assignment.workdir();
+  spec.env = std::move(env.entries);
+  spdlog::info("assigned role={} index={}; starting {} in {}", assignment.role(),
+               assignment.index(), spec.argv,
+               spec.workdir.empty() ? std::string("the current directory") : spec.workdir);
+
+  if (spec.argv.empty()) {
+    spdlog::error("the assignment has no command to run (exit code 127)");
+    OnProgramEnded(ExitStatus{.exit_code = 127});
+    return;
+  }
+  StatusOr<ChildProcess> child = ChildProcess::Start(spec);
+  if (!child.ok()) {
+    spdlog::error("{} (exit code 126)", child.status().message());
+    OnProgramEnded(ExitStatus{.exit_code = 126});
+    return;
+  }
+  child_.emplace(std::move(child).value());
+  if (child_->launch_error()) {
+    // The child exits 126/127 on its own; SIGCHLD reports it like any exit.
+    spdlog::error("{}", *child_->launch_error());
+  } else {
+    spdlog::info("program started: pid {} (its own process group)", child_->pid());
+  }
+
+  if (assignment.report_checkpoints()) {
+    std::string model_dir = assignment.model_dir();
+    if (model_dir.empty() && assignment.env().contains("MODEL_DIR")) {
+      model_dir = assignment.env().at("MODEL_DIR");
+    }
+    if (model_dir.empty()) {
+      spdlog::warn("asked to report checkpoints but the assignment names no model_dir");
+    } else {
+      if (model_dir.front() != '/' && !spec.workdir.empty()) {
+        model_dir = spec.workdir + "/" + model_dir;
+      }
+      checkpoints_.emplace(model_dir);
+      spdlog::info("watching {} for checkpoints", checkpoints_->state_file());
+      PollCheckpoint();  // a resumed attempt starts from one
+    }
+  }
+  heartbeat_at_ = Clock::now() + heartbeat_interval_;
+}
+
+void Session::StopProgram(milliseconds grace) {
+  if (Status s = child_->Signal(SIGTERM); !s.ok()) spdlog::warn("{}", s.message());
+  kill_at_ = Clock::now() + std::max(grace, milliseconds(0));
+}
+
+void Session::ReapProgram() {
+  if (!child_ || child_->reaped()) return;
+  std::optional<ExitStatus> status = child_->TryWait();
+  if (!status) return;
+  child_->KillLeftovers();
+  OnProgramEnded(*status);
+}
+
+void Session::OnProgramEnded(const ExitStatus& status) {
+  phase_ = Phase::kReporting;
+  program_status_ = status;
+  kill_at_.reset();
+  heartbeat_at_.reset();
+  spdlog::info("the program {}{}", status.Describe(),
+               shutdown_requested_ ? " (shut down by the service)" : "");
+  if (refused_permanently_) {
+    Finish(kExitRefused);
+    return;
+  }
+  PollCheckpoint();  // a checkpoint written just before exiting
+  report_deadline_ = Clock::now() + options_.exit_report_timeout;
+  if (stream_) SendExitReport();  // otherwise after reconnecting
+}
+
+void Session::PollCheckpoint() {
+  if (!checkpoints_) return;
+  if (std::optional<CheckpointState> state = checkpoints_->Poll()) {
+    spdlog::info("new checkpoint: step {} ({})", state->step, state->path);
+    SendProgress(*state);
+  }
+}
+
+void Session::SendProgress(const CheckpointState& state) {
+  v1::AgentMessage message = NewMessage();
+  message.mutable_progress()->set_checkpoint_step(state.step);
+  message.mutable_progress()->set_checkpoint_path(state.path);
+  Send(std::move(message));
+}
+
+void Session::SendExitReport() {
+  v1::AgentMessage message = NewMessage();
+  v1::Exited* exited = message.mutable_exited();
+  if (program_status_->signal != 0) {
+    exited->set_signal(program_status_->signal);
+  } else {
+    exited->set_exit_code(program_status_->exit_code);
+  }
+  exited->set_reaped(shutdown_requested_);
+  Send(std::move(message));
+  stream_->CloseWrites();
+  exit_reported_on_ = stream_->id();
+  ack_deadline_ = Clock::now() + options_.exit_ack_timeout;
+}
+
+// ---------------------------------------------------------------- signals, timers
+
+void Session::HandleSignals() {
+  signalfd_siginfo info;
+  while (read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) {
+      ReapProgram();
+    } else if (child_ && !child_->reaped()) {
+      spdlog::info("forwarding {} to the program", SignalName(sig));
+      if (Status s = child_->Signal(sig); !s.ok()) spdlog::warn("{}", s.message());
+    } else if (phase_ == Phase::kAwaitingAssignment && (sig == SIGTERM || sig == SIGINT)) {
+      spdlog::warn("received {} before the program started; exiting", SignalName(sig));
+      Finish(128 + sig);
+    } else {
+      spdlog::info("received {}; no program running, ignored", SignalName(sig));
+    }
+    if (exit_status_) return;
+  }
+}
+
+void Session::RunDueTimers() {
+  auto due = [](const std::optional<Clock::time_point>& t) {
+    return t.has_value() && Clock::now() >= *t;
+  };
+  if (due(kill_at_)) {
+    kill_at_.reset();
+    spdlog::warn("the program is still running after the grace period; sending SIGKILL");
+    if (Status s = child_->Signal(SIGKILL); !s.ok()) spdlog::warn("{}", s.message());
+  }
+  if (due(heartbeat_at_)) {
+    heartbeat_at_ = Clock::now() + heartbeat_interval_;
+    v1::AgentMessage message = NewMessage();
+    message.mutable_heartbeat();
+    Send(std::move(message));
+    PollCheckpoint();
+  }
+  if (due(ack_deadline_)) {
+    spdlog::warn("the service did not acknowledge the exit report within {} ms; exiting",
+                 options_.exit_ack_timeout.count());
+    Finish(FinalExitStatus());
+    return;
+  }
+  if (due(report_deadline_)) {
+    spdlog::error(
+        "could not report the program's exit to the service at {} within {} ms; "
+        "exiting with the program's status",
+        options_.stream.target, options_.exit_report_timeout.count());
+    Finish(FinalExitStatus());
+    return;
+  }
+  if (due(reconnect_at_) && !stream_) Connect();
+}
+
+int Session::PollTimeoutMs() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& t : {reconnect_at_, heartbeat_at_, kill_at_, ack_deadline_, report_deadline_}) {
+    if (t && (!next || *t < *next)) next = t;
+  }
+  if (!next) return -1;
+  auto wait = std::chrono::ceil<milliseconds>(*next - Clock::now()).count();
+  return static_cast<int>(std::clamp<int64_t>(wait, 0, 60'000));
+}
+
+int Session::FinalExitStatus() const {
+  if (shutdown_requested_) return 0;
+  return program_status_ ? program_status_->ShellStatus() : 0;
+}
+
+}  // namespace tfslurm::agent

@@ -1,0 +1,146 @@
+// The agent's life with the service: register, run the assigned program,
+// heartbeat, report checkpoints, obey Shutdown, report the exit, and keep all
+// of that going across broken streams.
+//
+//   AwaitingAssignment --Assignment--> Running --program ends--> Reporting --ack--> exit
+//
+// - AwaitingAssignment: Register (reconnect=false) on every new stream until
+//   an Assignment arrives. A permanent Refused ends the agent (exit 3); a
+//   temporary one, or a broken stream, means registering again after a
+//   backoff.
+// - Running: the program runs whatever happens to the stream. A broken stream
+//   is reopened with backoff and Register(reconnect=true, child_pid); a
+//   repeated Assignment is ignored. Heartbeat every heartbeat_interval_ms;
+//   Progress for every new checkpoint step when asked to. Shutdown: SIGTERM
+//   to the program's group, SIGKILL after the grace. A permanent Refused
+//   (the attempt is no longer current: another attempt may be writing the
+//   same MODEL_DIR) stops the program the same way and ends with exit 3.
+// - Reporting: Exited, then WritesDone; the service finishing the stream with
+//   OK is the acknowledgment. A stream that breaks first is reopened and the
+//   report sent again, until --exit-report-timeout. A stream that stays open
+//   without the acknowledgment is given up after --exit-ack-timeout.
+//
+// Exit status of the agent: 0 when the program was reaped by a Shutdown (ps
+// tasks never end on their own; being reaped is their normal end, and the
+// Slurm step must end COMPLETED), otherwise the program's own status (its
+// exit code, or 128 + signal).
+//
+// Everything runs on the thread calling Run; stream threads only post events.
+#ifndef TFSLURM_AGENT_SESSION_H_
+#define TFSLURM_AGENT_SESSION_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "agent.pb.h"
+#include "agent/backoff.h"
+#include "agent/checkpoint_watch.h"
+#include "agent/child_process.h"
+#include "agent/service_stream.h"
+#include "agent/slurm_env.h"
+
+namespace tfslurm::agent {
+
+inline constexpr int kExitRefused = 3;
+
+struct SessionOptions {
+  StreamOptions stream;
+  std::string experiment_id;
+  int attempt = 0;
+  std::string secret;
+  std::string address;  // reported in Register
+  int port = 0;         // the reserved port, reported in Register
+  std::chrono::milliseconds exit_ack_timeout{std::chrono::seconds(30)};
+  std::chrono::milliseconds exit_report_timeout{std::chrono::seconds(120)};
+  std::chrono::milliseconds reconnect_initial{200};
+  std::chrono::milliseconds reconnect_max{std::chrono::seconds(5)};
+};
+
+class Session {
+ public:
+  // `signal_fd` comes from OpenSignalFd; the session does not own it.
+  Session(SessionOptions options, TaskIdentity identity, int signal_fd);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Runs until the agent is done; returns the agent's exit status.
+  int Run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  enum class Phase { kAwaitingAssignment, kRunning, kReporting };
+
+  // Stream lifecycle.
+  void Connect();
+  void PostEvent(StreamEvent event);  // any thread
+  void HandleStreamEvents();
+  void OnStreamEnded(const grpc::Status& status);
+  void ScheduleReconnect();
+  tfslurm::agent::v1::AgentMessage NewMessage() const;
+  void Send(tfslurm::agent::v1::AgentMessage message);
+
+  // Messages from the service.
+  void OnServiceMessage(const tfslurm::agent::v1::ServiceMessage& message);
+  void OnShutdown(const tfslurm::agent::v1::Shutdown& shutdown);
+  void OnRefused(const tfslurm::agent::v1::Refused& refused);
+
+  // The program.
+  void StartProgram(const tfslurm::agent::v1::Assignment& assignment);
+  void StopProgram(std::chrono::milliseconds grace);
+  void ReapProgram();
+  void OnProgramEnded(const ExitStatus& status);
+  void PollCheckpoint();
+  void SendProgress(const CheckpointState& state);
+  void SendExitReport();
+
+  void HandleSignals();
+  void RunDueTimers();
+  int PollTimeoutMs() const;
+  int FinalExitStatus() const;
+  void Finish(int exit_status) { exit_status_ = exit_status; }
+
+  const SessionOptions options_;
+  const TaskIdentity identity_;
+  const int signal_fd_;
+  int event_fd_ = -1;
+
+  Phase phase_ = Phase::kAwaitingAssignment;
+  std::optional<int> exit_status_;
+
+  // The stream, and what the stream threads post to the main loop.
+  std::unique_ptr<ServiceStream> stream_;
+  uint64_t last_stream_id_ = 0;
+  Clock::time_point stream_opened_at_;
+  int failed_connections_ = 0;  // since the last stream that worked, for the log
+  bool reconnect_allowed_ = true;
+  Backoff backoff_;
+  std::mutex events_mu_;
+  std::deque<StreamEvent> events_;  // guarded by events_mu_
+
+  // The program.
+  std::optional<tfslurm::agent::v1::Assignment> assignment_;
+  std::optional<ChildProcess> child_;
+  std::optional<ExitStatus> program_status_;
+  std::optional<CheckpointWatch> checkpoints_;
+  std::chrono::milliseconds heartbeat_interval_{5000};
+  bool shutdown_requested_ = false;  // the program is being reaped
+  bool refused_permanently_ = false;
+  std::optional<uint64_t> exit_reported_on_;  // stream that carries Exited
+
+  // Timers; unset when not armed.
+  std::optional<Clock::time_point> reconnect_at_;
+  std::optional<Clock::time_point> heartbeat_at_;
+  std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> ack_deadline_;
+  std::optional<Clock::time_point> report_deadline_;
+};
+
+}  // namespace tfslurm::agent
+
+#endif  // TFSLURM_AGENT_SESSION_H_

@@ -1,0 +1,38 @@
+// Reads the task's identity from the variables srun sets for every task.
+//
+// The agent is only meaningful as a Slurm task: without these variables the
+// service cannot tell which task registers, so a missing or malformed one is a
+// configuration error reported with every offending name at once.
+#ifndef TFSLURM_AGENT_SLURM_ENV_H_
+#define TFSLURM_AGENT_SLURM_ENV_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "agent/status.h"
+
+namespace tfslurm::agent {
+
+struct TaskIdentity {
+  int64_t slurm_job_id = 0;  // SLURM_JOB_ID
+  int proc_id = 0;           // SLURM_PROCID: rank of the task in the job
+  int node_id = 0;           // SLURM_NODEID: index of the node in the job
+  int local_id = 0;          // SLURM_LOCALID: index of the task on its node
+  std::string node_name;     // SLURMD_NODENAME
+};
+
+// Looks a variable up; injected so tests need not touch the process
+// environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+// getenv(3) of this process.
+EnvLookup ProcessEnvironment();
+
+// Fails naming every missing or non-numeric variable.
+StatusOr<TaskIdentity> ReadTaskIdentity(const EnvLookup& lookup);
+
+}  // namespace tfslurm::agent
+
+#endif  // TFSLURM_AGENT_SLURM_ENV_H_

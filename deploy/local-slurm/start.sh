@@ -1,0 +1,285 @@
+#!/usr/bin/env bash
+# start.sh DIR: runs a real Slurm cluster (munged, slurmctld, three slurmd)
+# on this machine with all config, state, sockets and logs under DIR.
+#
+# Prints exactly one line on stdout, SLURM_CONF=DIR/etc/slurm.conf, so that
+#   eval "export $(deploy/local-slurm/start.sh DIR)"
+# works; everything else goes to stderr. Idempotent: daemons already running
+# from DIR (pid file + live process of the right name) are left alone.
+# See README.md beside this file.
+set -euo pipefail
+
+here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$here/common.sh"
+
+# Keep the real stdout on fd 3 for the single result line; any tool that
+# prints to stdout below lands on stderr and cannot break the caller's eval.
+exec 3>&1 1>&2
+
+[[ $# -eq 1 ]] || die "usage: $0 DIR"
+[[ $(id -u) -eq 0 ]] || die "must run as root (slurmd launches jobs for any user)"
+for tool in munged mungekey munge unmunge slurmctld slurmd sinfo scontrol python3 runuser; do
+  command -v "$tool" >/dev/null || die "$tool not found; run deploy/install-deps.sh"
+done
+
+DIR="$(resolve_dir "$1" create)"
+CONF="$DIR/etc/slurm.conf"
+MUNGE_DIR="$DIR/munge"
+MUNGE_SOCKET="$MUNGE_DIR/munge.socket.2"
+PORTS_FILE="$DIR/etc/ports"
+HOST="$(hostname -s)"
+DEADLINE_SECONDS=60
+
+# Unix socket paths are limited to 108 bytes. slurmd's step sockets are the
+# longest: SPOOL/node1/HOST_JOBID.STEPID with 10-digit ids.
+longest="$DIR/spool/node1/${HOST}_4294967295.4294967295"
+((${#longest} < 108)) || die "DIR is too long for unix socket paths ($longest); use a shorter DIR"
+
+export SLURM_CONF="$CONF"
+
+mkdir -p "$DIR/etc" "$DIR/log" "$DIR/run" "$DIR/state" "$MUNGE_DIR"
+for n in "${LOCAL_SLURM_NODES[@]}"; do mkdir -p "$DIR/spool/$n"; done
+
+# ---------------------------------------------------------------- munge ----
+# munged refuses to run with insecure paths: its key, socket, pid and seed
+# directory must belong to the munge user and not be group/world writable,
+# and every ancestor of DIR must be searchable by that user.
+chown munge:munge "$MUNGE_DIR"
+chmod 0711 "$MUNGE_DIR" # 0711: other users' Slurm clients must reach the socket
+runuser -u munge -- test -x "$MUNGE_DIR" ||
+  die "user munge cannot reach $MUNGE_DIR; every parent of DIR needs o+x (e.g. not under /root)"
+
+if [[ ! -s "$MUNGE_DIR/munge.key" ]]; then
+  # Own key per cluster: nothing under /etc/munge is read or needed.
+  log "creating munge key $MUNGE_DIR/munge.key"
+  rm -f "$MUNGE_DIR/munge.key"
+  mungekey --create --keyfile="$MUNGE_DIR/munge.key" 2>/dev/null ||
+    dd if=/dev/urandom of="$MUNGE_DIR/munge.key" bs=1024 count=1 status=none
+fi
+chown munge:munge "$MUNGE_DIR/munge.key"
+chmod 0400 "$MUNGE_DIR/munge.key"
+
+# munged opens its log file as the munge user, which cannot create files in
+# root's DIR/log: create the file ahead, owned by munge, not world-writable.
+touch "$DIR/log/munged.log"
+chown munge:munge "$DIR/log/munged.log"
+chmod 0640 "$DIR/log/munged.log"
+
+munge_ok() {
+  munge -n -S "$MUNGE_SOCKET" 2>/dev/null | unmunge -S "$MUNGE_SOCKET" >/dev/null 2>&1
+}
+
+if [[ -n "$(daemon_pid "$MUNGE_DIR/munged.pid" munged)" ]]; then
+  log "munged already running"
+else
+  # A stale socket or pid file from a crash makes munged refuse to start.
+  rm -f "$MUNGE_DIR/munged.pid" "$MUNGE_SOCKET" "$MUNGE_SOCKET.lock"
+  log "starting munged"
+  # munged daemonizes only after it is initialised and exits non-zero if
+  # initialisation failed, so its exit status is meaningful here.
+  if ! detached runuser -u munge -- munged \
+    --socket="$MUNGE_SOCKET" \
+    --key-file="$MUNGE_DIR/munge.key" \
+    --pid-file="$MUNGE_DIR/munged.pid" \
+    --seed-file="$MUNGE_DIR/munged.seed" \
+    --log-file="$DIR/log/munged.log" >>"$DIR/log/munged.out" 2>&1; then
+    tail -n 20 "$DIR/log/munged.log" >&2 || true
+    die "munged failed to start"
+  fi
+fi
+munge_ok || {
+  tail -n 20 "$DIR/log/munged.log" >&2 || true
+  die "munge round trip over $MUNGE_SOCKET failed"
+}
+
+# ---------------------------------------------------------- slurm.conf ----
+ctld_pid="$(daemon_pid "$DIR/run/slurmctld.pid" slurmctld)"
+any_slurm_running="$ctld_pid"
+for n in "${LOCAL_SLURM_NODES[@]}"; do
+  if [[ -n "$(daemon_pid "$DIR/run/slurmd-$n.pid" slurmd)" ]]; then any_slurm_running=yes; fi
+done
+
+if [[ -n "$any_slurm_running" && -s "$CONF" && -s "$PORTS_FILE" ]]; then
+  # Daemons already use this config and its ports: rewriting it now would
+  # split the cluster between old and new ports.
+  log "keeping existing $CONF (daemons running)"
+else
+  # Fresh ports on every cold start so that a second cluster (another DIR)
+  # or any other service never silently shares ours. They are picked below
+  # the kernel's ephemeral range (32768+) so outgoing connections (srun,
+  # slurmd replies) cannot grab them between now and the daemons binding.
+  read -r ctld_port node1_port node2_port node3_port < <(python3 - <<'EOF'
+import random, socket
+chosen, socks = [], []
+while len(chosen) < 4:
+    port = random.randint(20000, 32000)
+    if port in chosen:
+        continue
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("0.0.0.0", port))
+    except OSError:
+        s.close()
+        continue
+    socks.append(s)  # keep bound so the next pick cannot return it
+    chosen.append(port)
+print(*chosen)
+EOF
+  ) || true
+  [[ -n "${node3_port:-}" ]] || die "could not pick free ports"
+  cat >"$PORTS_FILE" <<EOF
+SlurmctldPort=$ctld_port
+node1=$node1_port
+node2=$node2_port
+node3=$node3_port
+EOF
+  log "ports: slurmctld=$ctld_port node1=$node1_port node2=$node2_port node3=$node3_port"
+
+  # Empty plugstack so a system /etc/slurm/plugstack.conf (SPANK plugins) is
+  # never loaded: the cluster must not depend on /etc/slurm.
+  : >"$DIR/etc/plugstack.conf"
+
+  cat >"$CONF.tmp" <<EOF
+# Generated by deploy/local-slurm/start.sh; rewritten on every cold start.
+ClusterName=tfslurm-local
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldPort=$ctld_port
+# Every node overrides it with Port= (three slurmd share one host).
+SlurmdPort=$node1_port
+SlurmUser=root
+SlurmdUser=root
+
+# All clients (sbatch, squeue, libslurm via SLURM_CONF) and the daemons talk
+# to our own munged. cred_expire also sets how long a requeued (preempted)
+# job waits before it may start again (default 120 s: too slow for tests).
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$MUNGE_SOCKET,cred_expire=30
+
+StateSaveLocation=$DIR/state
+SlurmctldPidFile=$DIR/run/slurmctld.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdSpoolDir=$DIR/spool/%n
+SlurmdPidFile=$DIR/run/slurmd-%n.pid
+SlurmdLogFile=$DIR/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+PlugStackConfig=$DIR/etc/plugstack.conf
+# The node sizes below are fiction (this host has fewer cores); trust them.
+SlurmdParameters=config_overrides
+
+# No systemd and no cgroups here: track processes by parent pid, bind nothing.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=none
+SwitchType=switch/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+# The default /usr/bin/mail is absent; slurmctld logs an error without this.
+MailProg=/bin/true
+
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+# Without a default a job that does not ask for memory gets a whole node's,
+# and then no two jobs can share a node. 4 CPUs x 2000 MB = RealMemory.
+DefMemPerCPU=2000
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=2,sched_interval=5,batch_sched_delay=1
+
+# Jobs in partition urgent (PriorityTier 10) requeue jobs in debug (1).
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+JobRequeue=1
+
+ReturnToService=2
+# Keep finished jobs visible to slurm_load_jobs/scontrol for an hour.
+MinJobAge=3600
+# Short grace between SIGTERM and SIGKILL so signal tests are quick.
+KillWait=5
+OverTimeLimit=0
+InactiveLimit=0
+
+NodeName=node1 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node1_port CPUs=4 RealMemory=8000 State=UNKNOWN
+NodeName=node2 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node2_port CPUs=4 RealMemory=8000 State=UNKNOWN
+NodeName=node3 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node3_port CPUs=4 RealMemory=8000 State=UNKNOWN
+
+PartitionName=debug Nodes=node[1-3] Default=YES MaxTime=INFINITE PriorityTier=1 State=UP
+PartitionName=urgent Nodes=node[1-3] Default=NO MaxTime=INFINITE PriorityTier=10 PreemptMode=OFF State=UP
+EOF
+  mv "$CONF.tmp" "$CONF"
+fi
+
+cat >"$DIR/env.sh" <<EOF
+# Source this to point Slurm clients at the local cluster in $DIR.
+export SLURM_CONF=$CONF
+EOF
+
+# ---------------------------------------------------------- daemons ----
+print_logs() {
+  local f
+  for f in "$DIR/log/munged.log" "$DIR/log/slurmctld.log" "$DIR"/log/slurmd-node*.log "$DIR"/log/*.out; do
+    [[ -s "$f" ]] || continue
+    printf '==> %s <==\n' "$f" >&2
+    tail -n 25 "$f" >&2
+  done
+}
+fail() {
+  print_logs
+  die "$* (logs above; deploy/local-slurm/stop.sh $DIR cleans up)"
+}
+
+# Slurm daemons daemonize themselves and write their pid files. They also
+# kill whatever pid an old pid file names, so stale files are removed first.
+if [[ -n "$ctld_pid" ]]; then
+  log "slurmctld already running (pid $ctld_pid)"
+else
+  rm -f "$DIR/run/slurmctld.pid"
+  log "starting slurmctld"
+  detached slurmctld -f "$CONF" >>"$DIR/log/slurmctld.out" 2>&1 || fail "slurmctld exited with $?"
+fi
+
+for n in "${LOCAL_SLURM_NODES[@]}"; do
+  if [[ -n "$(daemon_pid "$DIR/run/slurmd-$n.pid" slurmd)" ]]; then
+    log "slurmd $n already running"
+    continue
+  fi
+  rm -f "$DIR/run/slurmd-$n.pid"
+  log "starting slurmd $n"
+  detached slurmd -N "$n" -f "$CONF" >>"$DIR/log/slurmd-$n.out" 2>&1 || fail "slurmd $n exited with $?"
+done
+
+started=$SECONDS
+
+# ------------------------------------------------------------- wait ----
+# Ready = slurmctld answers and every node is registered and usable. A node
+# already running jobs (second start on a busy cluster) counts as ready too.
+deadline=$((SECONDS + DEADLINE_SECONDS))
+while :; do
+  states="$(sinfo -h -N -p debug -o '%N %T' 2>/dev/null || true)"
+  ready=0
+  while read -r _ state; do
+    case "$state" in
+      idle | mixed | allocated | completing) ready=$((ready + 1)) ;;
+    esac
+  done <<<"$states"
+  ((ready == ${#LOCAL_SLURM_NODES[@]})) && break
+  if ((SECONDS >= deadline)); then
+    printf 'sinfo:\n%s\n' "$states" >&2
+    fail "nodes not ready after ${DEADLINE_SECONDS}s"
+  fi
+  # A daemon that died will never become ready: fail now, not at the
+  # deadline. Slurm daemons write their pid file right after forking, so
+  # only a missing file older than a couple of seconds means death.
+  if ((SECONDS >= started + 3)); then
+    [[ -n "$(daemon_pid "$DIR/run/slurmctld.pid" slurmctld)" ]] || fail "slurmctld is not running (died or never started)"
+    for n in "${LOCAL_SLURM_NODES[@]}"; do
+      [[ -n "$(daemon_pid "$DIR/run/slurmd-$n.pid" slurmd)" ]] || fail "slurmd $n is not running (died or never started)"
+    done
+  fi
+  sleep 0.5
+done
+log "cluster ready in $DIR: $(tr '\n' ' ' <<<"$states")"
+
+printf 'SLURM_CONF=%s\n' "$CONF" >&3

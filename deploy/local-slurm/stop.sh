@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# stop.sh DIR: stops the local Slurm cluster started by start.sh DIR: the
+# slurmd and slurmctld daemons, the job steps (slurmstepd and their tasks)
+# they left behind, and munged. Only processes named in DIR's pid files, or
+# job steps holding DIR's slurmd logs open, are touched. Safe when nothing
+# runs.
+# State, config and logs stay in DIR for the next start and for debugging.
+set -euo pipefail
+
+here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source-path=SCRIPTDIR source=common.sh
+source "$here/common.sh"
+
+[[ $# -eq 1 ]] || die "usage: $0 DIR"
+if ! DIR="$(resolve_dir "$1")"; then
+  log "nothing to stop: $1 does not exist"
+  exit 0
+fi
+
+# wait_gone SECONDS PID...: true once none of the pids exists.
+wait_gone() {
+  local deadline=$((SECONDS + $1)) p alive
+  shift
+  while :; do
+    alive=0
+    for p in "$@"; do
+      if running "$p"; then alive=1; fi
+    done
+    ((alive)) || return 0
+    ((SECONDS < deadline)) || return 1
+    sleep 0.2
+  done
+}
+
+# stop_pids NAME PID...: SIGTERM, wait, then SIGKILL what is left.
+stop_pids() {
+  local name="$1"
+  shift
+  (($#)) || return 0
+  log "stopping $name (pid $*)"
+  kill -TERM "$@" 2>/dev/null || true
+  if ! wait_gone 20 "$@"; then
+    log "$name ignored SIGTERM; sending SIGKILL"
+    kill -KILL "$@" 2>/dev/null || true
+    wait_gone 10 "$@" || die "$name (pid $*) still alive after SIGKILL"
+  fi
+}
+
+export SLURM_CONF="$DIR/etc/slurm.conf"
+
+# End the jobs through Slurm first, while slurmctld and slurmd still run.
+# Killing their processes behind Slurm's back instead leaves slurmctld's saved
+# state saying RUNNING, and after the next start those ghost jobs hold their
+# nodes' CPUs indefinitely (slurmctld does not notice the steps are gone).
+# Pending jobs stay queued for the next start, as on a real cluster restart.
+if [[ -n "$(daemon_pid "$DIR/run/slurmctld.pid" slurmctld)" ]] && scontrol ping >/dev/null 2>&1; then
+  active="$(squeue -h -t RUNNING,SUSPENDED,CONFIGURING,COMPLETING -o %i 2>/dev/null || true)"
+  if [[ -n "$active" ]]; then
+    log "cancelling running jobs: $(tr '\n' ' ' <<<"$active")"
+    for state in RUNNING SUSPENDED CONFIGURING; do
+      scancel --state="$state" 2>/dev/null || true
+    done
+    # KillWait=5 bounds how long a step may ignore SIGTERM.
+    deadline=$((SECONDS + 30))
+    while [[ -n "$(squeue -h -t RUNNING,SUSPENDED,CONFIGURING,COMPLETING -o %i 2>/dev/null || true)" ]]; do
+      if ((SECONDS >= deadline)); then
+        log "jobs still active after 30s; killing their processes below"
+        break
+      fi
+      sleep 0.5
+    done
+  fi
+fi
+
+# Then the Slurm daemons, before the leftover steps: a running slurmd would
+# report the steps we kill as failed and slurmctld would requeue their jobs.
+pids=()
+for n in "${LOCAL_SLURM_NODES[@]}"; do
+  p="$(daemon_pid "$DIR/run/slurmd-$n.pid" slurmd)"
+  if [[ -n "$p" ]]; then pids+=("$p"); fi
+done
+stop_pids slurmd "${pids[@]+"${pids[@]}"}"
+
+p="$(daemon_pid "$DIR/run/slurmctld.pid" slurmctld)"
+stop_pids slurmctld ${p:+"$p"}
+
+# Job steps survive their slurmd (a safety net: normally none are left after
+# the scancel above, unless slurmctld was already dead). Without cgroups, their tasks are only
+# findable as descendants of slurmstepd, so collect the whole tree before
+# killing anything (killed parents orphan their children to init).
+mapfile -t steps < <(stepd_pids "$DIR")
+if ((${#steps[@]})); then
+  mapfile -t tree < <(
+    printf '%s\n' "${steps[@]}"
+    descendants "${steps[@]}"
+  )
+  log "killing ${#steps[@]} job step(s) and their tasks (pid ${tree[*]})"
+  kill -KILL "${tree[@]}" 2>/dev/null || true
+  wait_gone 10 "${tree[@]}" || die "job step processes still alive: ${tree[*]}"
+fi
+
+# munged last: every Slurm daemon above needed it to shut down cleanly.
+p="$(daemon_pid "$DIR/munge/munged.pid" munged)"
+stop_pids munged ${p:+"$p"}
+
+rm -f "$DIR/run/slurmctld.pid" "$DIR"/run/slurmd-*.pid "$DIR/munge/munged.pid"
+log "stopped cluster in $DIR"

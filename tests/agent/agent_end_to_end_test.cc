@@ -1,0 +1,581 @@
+// End-to-end tests of the real tfslurm-agent binary against an in-process
+// fake AgentService: the agent runs as a separate process with a Slurm-like
+// environment, and its program is /bin/sh scripts that write what they saw
+// into a temp directory.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/agent/fake_agent_service.h"
+#include "tests/agent/temp_dir.h"
+
+#ifndef TFSLURM_AGENT_BINARY
+#error "TFSLURM_AGENT_BINARY must name the tfslurm-agent binary under test"
+#endif
+
+extern char** environ;
+
+namespace tfslurm::agent::testing {
+namespace {
+
+using std::chrono::milliseconds;
+constexpr milliseconds kTimeout = std::chrono::seconds(30);
+constexpr char kSecret[] = "s3cret-attempt-2";
+
+// Polls `condition` every few milliseconds until it holds or `timeout` passes.
+// For conditions no one can notify us of (a file another process writes).
+template <typename Condition>
+bool Eventually(Condition condition, milliseconds timeout = kTimeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return true;
+}
+
+bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+// True once `pid` is gone or a zombie.
+bool ProcessIsDead(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  if (stat.empty()) return true;
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+}
+
+// The agent as a child process of the test, its stdout and stderr in a file.
+class AgentProcess {
+ public:
+  AgentProcess(const std::vector<std::string>& args, const std::map<std::string, std::string>& env,
+               std::string log_path)
+      : log_path_(std::move(log_path)) {
+    std::vector<std::string> argv_strings = {TFSLURM_AGENT_BINARY};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<std::string> env_strings;
+    for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
+    auto pointers = [](std::vector<std::string>& strings) {
+      std::vector<char*> out;
+      for (auto& s : strings) out.push_back(s.data());
+      out.push_back(nullptr);
+      return out;
+    };
+    std::vector<char*> argv = pointers(argv_strings);
+    std::vector<char*> envp = pointers(env_strings);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, log_path_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 2, 1);
+    int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) throw std::runtime_error("posix_spawn " + argv_strings[0]);
+  }
+
+  ~AgentProcess() {
+    if (!status_) {
+      ::kill(pid_, SIGKILL);
+      int ignored;
+      ::waitpid(pid_, &ignored, 0);
+    }
+  }
+
+  pid_t pid() const { return pid_; }
+  std::string Log() const { return ReadFile(log_path_); }
+
+  // The agent's exit status (128 + signal when killed), or nullopt when it
+  // is still running after `timeout`.
+  std::optional<int> WaitForExit(milliseconds timeout = kTimeout) {
+    if (status_) return status_;
+    Eventually(
+        [&] {
+          int wait_status;
+          if (::waitpid(pid_, &wait_status, WNOHANG) != pid_) return false;
+          status_ = WIFEXITED(wait_status) ? WEXITSTATUS(wait_status) : 128 + WTERMSIG(wait_status);
+          return true;
+        },
+        timeout);
+    return status_;
+  }
+
+ private:
+  std::string log_path_;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+std::map<std::string, std::string> ParseEnvDump(const std::string& dump) {
+  std::map<std::string, std::string> vars;
+  size_t start = 0;
+  while (start < dump.size()) {
+    size_t end = dump.find('\0', start);
+    if (end == std::string::npos) end = dump.size();
+    std::string entry = dump.substr(start, end - start);
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+    start = end + 1;
+  }
+  return vars;
+}
+
+class AgentEndToEndTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    // TFSLURM_TEST_SHOW_AGENT_LOG=1 shows it for passing tests too.
+    if (agent_ && (HasFailure() || std::getenv("TFSLURM_TEST_SHOW_AGENT_LOG") != nullptr)) {
+      std::cerr << "---- tfslurm-agent output ----\n" << agent_->Log() << "------\n";
+    }
+    agent_.reset();
+  }
+
+  FakeAgentService& service() { return server_->service(); }
+
+  std::map<std::string, std::string> AgentEnv() const {
+    return {
+        {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+        {"SLURM_JOB_ID", "4242"},
+        {"SLURM_PROCID", "3"},
+        {"SLURM_NODEID", "1"},
+        {"SLURM_LOCALID", "0"},
+        {"SLURMD_NODENAME", "node1"},
+        {"TFSLURM_SECRET", kSecret},
+        {"TFSLURM_TEST_INHERITED", "from the agent"},
+        {"TFSLURM_TEST_OVERRIDDEN", "from the agent"},
+    };
+  }
+
+  // Starts the agent with flags for the fake service; `flags` override or
+  // add to them.
+  void StartAgent(const std::map<std::string, std::string>& flags = {},
+                  std::optional<std::map<std::string, std::string>> env = std::nullopt) {
+    std::map<std::string, std::string> all = {
+        {"--service", server_->target()},
+        {"--experiment", "exp-e2e"},
+        {"--attempt", "2"},
+        {"--address", "interface:lo"},
+        {"--exit-ack-timeout", "10"},
+        {"--exit-report-timeout", "30"},
+        {"--log-level", "debug"},
+    };
+    for (const auto& [flag, value] : flags) all[flag] = value;
+    std::vector<std::string> args;
+    for (const auto& [flag, value] : all) {
+      args.push_back(flag);
+      args.push_back(value);
+    }
+    agent_ = std::make_unique<AgentProcess>(args, env.value_or(AgentEnv()), dir_.Path("agent.log"));
+  }
+
+  // A program: `/bin/sh -c script`, run in the temp dir, which it finds in
+  // $TEST_DIR.
+  v1::Assignment ShellAssignment(const std::string& script) const {
+    v1::Assignment assignment;
+    assignment.set_role("worker");
+    assignment.set_index(1);
+    assignment.add_command("/bin/sh");
+    assignment.add_command("-c");
+    assignment.add_command(script);
+    assignment.set_workdir(dir_.path());
+    (*assignment.mutable_env())["TEST_DIR"] = dir_.path();
+    assignment.set_heartbeat_interval_ms(100);
+    assignment.set_shutdown_grace_ms(5000);
+    return assignment;
+  }
+
+  // Answers the first Register of every stream with `assignment`, like the
+  // service does (a repeat after a reconnect must be ignored by the agent).
+  void AssignOnRegister(const v1::Assignment& assignment) {
+    service().SetRegisterReply([assignment](const v1::AgentMessage&, int) {
+      return std::vector<v1::ServiceMessage>{AssignmentMessage(assignment)};
+    });
+  }
+
+  std::vector<v1::AgentMessage> Messages(v1::AgentMessage::BodyCase body) const {
+    std::vector<v1::AgentMessage> out;
+    for (const auto& received : server_->service().received()) {
+      if (received.message.body_case() == body) out.push_back(received.message);
+    }
+    return out;
+  }
+
+  bool WaitForBody(v1::AgentMessage::BodyCase body, size_t count = 1) {
+    return service().WaitUntil(
+        [&](const std::vector<FakeAgentService::Received>& received) {
+          return static_cast<size_t>(std::count_if(received.begin(), received.end(), [&](auto& r) {
+                   return r.message.body_case() == body;
+                 })) >= count;
+        },
+        kTimeout);
+  }
+
+  // The Exited the agent reported; fails the test when there is none.
+  v1::Exited ReportedExit() {
+    EXPECT_TRUE(WaitForBody(v1::AgentMessage::kExited));
+    auto exits = Messages(v1::AgentMessage::kExited);
+    EXPECT_EQ(exits.size(), 1u);
+    return exits.empty() ? v1::Exited() : exits.back().exited();
+  }
+
+  TempDir dir_;
+  std::unique_ptr<FakeServer> server_ = std::make_unique<FakeServer>();
+  std::unique_ptr<AgentProcess> agent_;
+};
+
+TEST_F(AgentEndToEndTest, RegistersAndPassesTheEnvironmentByteForByte) {
+  const std::string tf_config =
+      R"({"cluster": {"chief": ["node1:2222"], "ps": ["node1:2223"], "worker": ["node2:2224", "node2:2225"]}, )"
+      R"("task": {"type": "worker", "index": 1}})";
+  const std::map<std::string, std::string> assigned = {
+      {"TF_CONFIG", tf_config},
+      {"EXPERIMENT_ID", "exp-e2e"},
+      {"MODEL_DIR", dir_.Path("model dir with spaces")},
+      {"TFSLURM_ROLE", "worker"},
+      {"TFSLURM_INDEX", "1"},
+      {"TFSLURM_ATTEMPT", "2"},
+      {"CUDA_VISIBLE_DEVICES", "1"},
+      {"HOSTILE_QUOTES", R"(it's "quoted" `uname` $(touch /tmp/tfslurm-pwned) ${HOME} \ end)"},
+      {"HOSTILE_NEWLINES", "line one\nline two\n\nTF_CONFIG=injected\n"},
+      {"HOSTILE_UNICODE", "ünïcödé ✓ 日本語 🚀"},
+      {"EMPTY_VALUE", ""},
+      {"TFSLURM_TEST_OVERRIDDEN", "from the service"},
+  };
+  const std::string hostile_arg = "arg with 'single' \"double\" $(id) `id` ; | & * \n ünï";
+
+  v1::Assignment assignment = ShellAssignment(
+      R"(env -0 > "$TEST_DIR/env"; pwd -P > "$TEST_DIR/cwd"; printf '%s' "$1" > "$TEST_DIR/arg")");
+  assignment.add_command("sh");  // $0
+  assignment.add_command(hostile_arg);
+  for (const auto& [name, value] : assigned) (*assignment.mutable_env())[name] = value;
+  // Even when the service names it, the secret must not reach the program.
+  (*assignment.mutable_env())["TFSLURM_SECRET"] = "must not pass";
+  AssignOnRegister(assignment);
+
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+
+  auto registers = Messages(v1::AgentMessage::kRegister);
+  ASSERT_EQ(registers.size(), 1u);
+  const v1::AgentMessage& reg = registers[0];
+  EXPECT_EQ(reg.task().experiment_id(), "exp-e2e");
+  EXPECT_EQ(reg.task().attempt(), 2);
+  EXPECT_EQ(reg.task().secret(), kSecret);
+  EXPECT_EQ(reg.task().proc_id(), 3);
+  EXPECT_EQ(reg.register_().slurm_job_id(), 4242);
+  EXPECT_EQ(reg.register_().node_id(), 1);
+  EXPECT_EQ(reg.register_().local_id(), 0);
+  EXPECT_EQ(reg.register_().node_name(), "node1");
+  EXPECT_EQ(reg.register_().address(), "127.0.0.1");
+  EXPECT_GT(reg.register_().port(), 0);
+  EXPECT_FALSE(reg.register_().reconnect());
+  EXPECT_EQ(reg.register_().child_pid(), 0);
+
+  std::map<std::string, std::string> env = ParseEnvDump(ReadFile(dir_.Path("env")));
+  for (const auto& [name, value] : assigned) {
+    EXPECT_TRUE(env.contains(name)) << name;
+    EXPECT_EQ(env[name], value) << name;
+  }
+  EXPECT_FALSE(env.contains("TFSLURM_SECRET"));
+  EXPECT_EQ(env["TFSLURM_PORT"], std::to_string(reg.register_().port()));
+  EXPECT_EQ(env["TFSLURM_TEST_INHERITED"], "from the agent");
+  EXPECT_EQ(ReadFile(dir_.Path("arg")), hostile_arg);
+  EXPECT_EQ(ReadFile(dir_.Path("cwd")), std::filesystem::canonical(dir_.path()).string() + "\n");
+  EXPECT_FALSE(Exists("/tmp/tfslurm-pwned"));
+
+  v1::Exited exited = ReportedExit();
+  EXPECT_EQ(exited.exit_code(), 0);
+  EXPECT_EQ(exited.signal(), 0);
+  EXPECT_FALSE(exited.reaped());
+  // Every message carries the task's identity.
+  for (const auto& received : service().received()) {
+    EXPECT_EQ(received.message.task().secret(), kSecret);
+    EXPECT_EQ(received.message.task().proc_id(), 3);
+  }
+}
+
+TEST_F(AgentEndToEndTest, ProgramExitCodeIsReportedAndMirrored) {
+  // The program also leaves a process behind, which must not outlive it.
+  AssignOnRegister(ShellAssignment(R"(sleep 1000 & echo $! > "$TEST_DIR/leftover"; exit 3)"));
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 3);
+  v1::Exited exited = ReportedExit();
+  EXPECT_EQ(exited.exit_code(), 3);
+  EXPECT_EQ(exited.signal(), 0);
+  EXPECT_FALSE(exited.reaped());
+  pid_t leftover = std::stoi(ReadFile(dir_.Path("leftover")));
+  EXPECT_TRUE(Eventually([&] { return ProcessIsDead(leftover); }));
+}
+
+TEST_F(AgentEndToEndTest, ShutdownKillsAProgramThatIgnoresSigtermAfterTheGrace) {
+  v1::Assignment assignment = ShellAssignment(R"(
+    trap '' TERM
+    sleep 1000 & echo $! > "$TEST_DIR/grandchild"
+    touch "$TEST_DIR/ready"
+    while :; do sleep 0.05; done)");
+  assignment.set_shutdown_grace_ms(300);  // used: the Shutdown below has no grace
+  AssignOnRegister(assignment);
+  StartAgent();
+  ASSERT_TRUE(Eventually([&] { return Exists(dir_.Path("ready")); }));
+
+  const auto sent = std::chrono::steady_clock::now();
+  service().Send(ShutdownMessage("success decided", 0));
+  ASSERT_EQ(agent_->WaitForExit(), 0);  // reaped is the normal end
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, milliseconds(300));
+
+  v1::Exited exited = ReportedExit();
+  EXPECT_EQ(exited.signal(), SIGKILL);
+  EXPECT_EQ(exited.exit_code(), 0);
+  EXPECT_TRUE(exited.reaped());
+  // The whole process group got the signals, not just the shell.
+  pid_t grandchild = std::stoi(ReadFile(dir_.Path("grandchild")));
+  EXPECT_TRUE(Eventually([&] { return ProcessIsDead(grandchild); }));
+  EXPECT_NE(agent_->Log().find("SIGKILL"), std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, ShutdownOfACooperativeProgramReportsReaped) {
+  AssignOnRegister(ShellAssignment(R"(
+    trap 'exit 0' TERM
+    touch "$TEST_DIR/ready"
+    while :; do sleep 0.05; done)"));
+  StartAgent();
+  ASSERT_TRUE(Eventually([&] { return Exists(dir_.Path("ready")); }));
+  service().Send(ShutdownMessage("attempt failed", 20000));
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  v1::Exited exited = ReportedExit();
+  EXPECT_EQ(exited.exit_code(), 0);
+  EXPECT_EQ(exited.signal(), 0);
+  EXPECT_TRUE(exited.reaped());
+}
+
+TEST_F(AgentEndToEndTest, ForwardsSigusr1ToTheProgram) {
+  AssignOnRegister(ShellAssignment(R"(
+    trap 'echo usr1 > "$TEST_DIR/got"; exit 5' USR1
+    touch "$TEST_DIR/ready"
+    while :; do sleep 0.05; done)"));
+  StartAgent();
+  ASSERT_TRUE(Eventually([&] { return Exists(dir_.Path("ready")); }));
+  ASSERT_EQ(::kill(agent_->pid(), SIGUSR1), 0);
+  ASSERT_EQ(agent_->WaitForExit(), 5);
+  EXPECT_EQ(ReadFile(dir_.Path("got")), "usr1\n");
+  EXPECT_EQ(ReportedExit().exit_code(), 5);
+}
+
+TEST_F(AgentEndToEndTest, SigtermBeforeTheAssignmentEndsTheAgent) {
+  StartAgent();  // the service never answers
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kRegister));
+  ASSERT_EQ(::kill(agent_->pid(), SIGTERM), 0);
+  EXPECT_EQ(agent_->WaitForExit(), 128 + SIGTERM);
+}
+
+TEST_F(AgentEndToEndTest, ReconnectsAfterTheServiceRestartsAndReportsTheExit) {
+  v1::Assignment assignment = ShellAssignment(R"(
+    echo started >> "$TEST_DIR/starts"
+    echo $$ > "$TEST_DIR/pid"
+    while [ ! -e "$TEST_DIR/go" ]; do sleep 0.05; done
+    exit 4)");
+  AssignOnRegister(assignment);
+  StartAgent();
+  ASSERT_TRUE(Eventually([&] { return Exists(dir_.Path("pid")); }));
+  const int first_port = Messages(v1::AgentMessage::kRegister).at(0).register_().port();
+
+  // The service restarts on the same port while the program runs.
+  const int service_port = server_->port();
+  server_.reset();
+  server_ = std::make_unique<FakeServer>(service_port);
+  AssignOnRegister(assignment);  // a repeated Assignment must be ignored
+
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kRegister));
+  v1::AgentMessage reg = Messages(v1::AgentMessage::kRegister).at(0);
+  EXPECT_TRUE(reg.register_().reconnect());
+  EXPECT_EQ(reg.register_().child_pid(), std::stoi(ReadFile(dir_.Path("pid"))));
+  EXPECT_EQ(reg.register_().port(), first_port);
+  EXPECT_EQ(reg.task().secret(), kSecret);
+
+  WriteFile(dir_.Path("go"), "");
+  ASSERT_EQ(agent_->WaitForExit(), 4);
+  EXPECT_EQ(ReportedExit().exit_code(), 4);
+  EXPECT_EQ(ReadFile(dir_.Path("starts")), "started\n");  // never started twice
+}
+
+TEST_F(AgentEndToEndTest, ResendsTheExitReportWhenTheServiceComesBack) {
+  v1::Assignment assignment = ShellAssignment(R"(
+    touch "$TEST_DIR/ready"
+    while [ ! -e "$TEST_DIR/go" ]; do sleep 0.05; done
+    exit 6)");
+  AssignOnRegister(assignment);
+  StartAgent();
+  ASSERT_TRUE(Eventually([&] { return Exists(dir_.Path("ready")); }));
+
+  const int service_port = server_->port();
+  server_.reset();
+  WriteFile(dir_.Path("go"), "");
+  // The program ends while the service is away.
+  ASSERT_TRUE(Eventually(
+      [&] { return agent_->Log().find("the program exited with code 6") != std::string::npos; }));
+  // ...and the agent fails to reconnect at least twice.
+  ASSERT_TRUE(Eventually([&] { return agent_->Log().find("(attempt 2)") != std::string::npos; }));
+  ASSERT_EQ(agent_->WaitForExit(milliseconds(0)), std::nullopt);
+
+  server_ = std::make_unique<FakeServer>(service_port);
+  ASSERT_EQ(agent_->WaitForExit(), 6);
+  auto registers = Messages(v1::AgentMessage::kRegister);
+  ASSERT_FALSE(registers.empty());
+  EXPECT_TRUE(registers[0].register_().reconnect());
+  EXPECT_EQ(ReportedExit().exit_code(), 6);
+}
+
+TEST_F(AgentEndToEndTest, ResendsAnExitReportTheServiceDidNotAcknowledge) {
+  service().SetAcknowledgeExit(false);
+  AssignOnRegister(ShellAssignment("exit 8"));
+  StartAgent();
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kExited));
+
+  // The service goes away after receiving the report but before recording it.
+  const int service_port = server_->port();
+  server_.reset();
+  server_ = std::make_unique<FakeServer>(service_port);
+  ASSERT_EQ(agent_->WaitForExit(), 8);
+  auto registers = Messages(v1::AgentMessage::kRegister);
+  ASSERT_EQ(registers.size(), 1u);
+  EXPECT_TRUE(registers[0].register_().reconnect());
+  EXPECT_EQ(ReportedExit().exit_code(), 8);
+}
+
+TEST_F(AgentEndToEndTest, GivesUpWaitingForAnAcknowledgmentAfterTheDeadline) {
+  service().SetAcknowledgeExit(false);
+  AssignOnRegister(ShellAssignment("exit 7"));
+  StartAgent({{"--exit-ack-timeout", "0.3"}});
+  ASSERT_EQ(agent_->WaitForExit(), 7);
+  EXPECT_EQ(ReportedExit().exit_code(), 7);
+  EXPECT_NE(agent_->Log().find("did not acknowledge"), std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, PermanentRefusalExits3) {
+  service().SetRegisterReply([](const v1::AgentMessage&, int) {
+    return std::vector<v1::ServiceMessage>{RefusedMessage("wrong attempt secret", true)};
+  });
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 3);
+  EXPECT_NE(agent_->Log().find("wrong attempt secret"), std::string::npos);
+  EXPECT_EQ(Messages(v1::AgentMessage::kRegister).size(), 1u);
+}
+
+TEST_F(AgentEndToEndTest, TemporaryRefusalIsRetried) {
+  v1::Assignment assignment = ShellAssignment("exit 0");
+  service().SetRegisterReply([assignment](const v1::AgentMessage&, int stream) {
+    if (stream == 0) return std::vector<v1::ServiceMessage>{RefusedMessage("busy", false)};
+    return std::vector<v1::ServiceMessage>{AssignmentMessage(assignment)};
+  });
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  auto registers = Messages(v1::AgentMessage::kRegister);
+  ASSERT_EQ(registers.size(), 2u);
+  EXPECT_FALSE(registers[1].register_().reconnect());  // no assignment yet
+  EXPECT_EQ(ReportedExit().exit_code(), 0);
+}
+
+TEST_F(AgentEndToEndTest, ProgramNotFoundExits127) {
+  v1::Assignment assignment = ShellAssignment("");
+  assignment.clear_command();
+  assignment.add_command("tfslurm-no-such-program");
+  assignment.add_command("--flag");
+  AssignOnRegister(assignment);
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 127);
+  EXPECT_EQ(ReportedExit().exit_code(), 127);
+  const std::string log = agent_->Log();
+  EXPECT_NE(log.find("cannot run 'tfslurm-no-such-program': No such file or directory"),
+            std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, ProgramNotExecutableExits126) {
+  WriteFile(dir_.Path("not-executable"), "#!/bin/sh\nexit 0\n");
+  ASSERT_EQ(::chmod(dir_.Path("not-executable").c_str(), 0644), 0);
+  v1::Assignment assignment = ShellAssignment("");
+  assignment.clear_command();
+  assignment.add_command(dir_.Path("not-executable"));
+  AssignOnRegister(assignment);
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 126);
+  EXPECT_EQ(ReportedExit().exit_code(), 126);
+  EXPECT_NE(agent_->Log().find("Permission denied"), std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, HeartbeatsAndReportsCheckpoints) {
+  const std::string model_dir = dir_.Path("model");
+  std::filesystem::create_directory(model_dir);
+  WriteFile(model_dir + "/checkpoint",
+            "model_checkpoint_path: \"model.ckpt-100\"\n"
+            "all_model_checkpoint_paths: \"model.ckpt-100\"\n");
+  v1::Assignment assignment = ShellAssignment(R"(
+    while [ ! -e "$TEST_DIR/go" ]; do sleep 0.05; done)");
+  assignment.set_heartbeat_interval_ms(50);
+  assignment.set_report_checkpoints(true);
+  assignment.set_model_dir(model_dir);
+  AssignOnRegister(assignment);
+  StartAgent();
+
+  // The checkpoint a resumed attempt starts from, right after the start.
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kProgress));
+  auto progress = Messages(v1::AgentMessage::kProgress);
+  EXPECT_EQ(progress[0].progress().checkpoint_step(), 100);
+  EXPECT_EQ(progress[0].progress().checkpoint_path(), model_dir + "/model.ckpt-100");
+
+  // TensorFlow replaces the file atomically; here with an absolute path.
+  WriteFile(model_dir + "/checkpoint.tmp",
+            "model_checkpoint_path: \"/elsewhere/model.ckpt-200\"\n");
+  std::filesystem::rename(model_dir + "/checkpoint.tmp", model_dir + "/checkpoint");
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kProgress, 2));
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kHeartbeat, 3));
+
+  WriteFile(dir_.Path("go"), "");
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  progress = Messages(v1::AgentMessage::kProgress);
+  ASSERT_EQ(progress.size(), 2u);  // each step once
+  EXPECT_EQ(progress[1].progress().checkpoint_step(), 200);
+  EXPECT_EQ(progress[1].progress().checkpoint_path(), "/elsewhere/model.ckpt-200");
+}
+
+TEST_F(AgentEndToEndTest, MissingSlurmVariableExits2) {
+  auto env = AgentEnv();
+  env.erase("SLURM_NODEID");
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 2);
+  EXPECT_NE(agent_->Log().find("SLURM_NODEID"), std::string::npos);
+  EXPECT_EQ(service().streams(), 0);
+}
+
+TEST_F(AgentEndToEndTest, MissingSecretExits2) {
+  auto env = AgentEnv();
+  env.erase("TFSLURM_SECRET");
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 2);
+  EXPECT_NE(agent_->Log().find("TFSLURM_SECRET is not set"), std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, UnknownInterfaceExits2) {
+  StartAgent({{"--address", "interface:tfslurm-no-such-if0"}});
+  ASSERT_EQ(agent_->WaitForExit(), 2);
+  EXPECT_NE(agent_->Log().find("no network interface named 'tfslurm-no-such-if0'"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tfslurm::agent::testing

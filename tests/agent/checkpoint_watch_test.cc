@@ -1,0 +1,113 @@
+#include "agent/checkpoint_watch.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/agent/temp_dir.h"
+
+namespace tfslurm::agent {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+
+TEST(ParseCheckpointStateTest, RelativePathIsResolvedAgainstModelDir) {
+  auto state = ParseCheckpointState(
+      "model_checkpoint_path: \"model.ckpt-1200\"\n"
+      "all_model_checkpoint_paths: \"model.ckpt-1000\"\n"
+      "all_model_checkpoint_paths: \"model.ckpt-1200\"\n",
+      "/scratch/exp");
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 1200);
+  EXPECT_EQ(state->path, "/scratch/exp/model.ckpt-1200");
+}
+
+TEST(ParseCheckpointStateTest, ModelDirWithTrailingSlash) {
+  auto state = ParseCheckpointState("model_checkpoint_path: \"ckpt-5\"\n", "/scratch/exp/");
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 5);  // TF2 CheckpointManager naming
+  EXPECT_EQ(state->path, "/scratch/exp/ckpt-5");
+}
+
+TEST(ParseCheckpointStateTest, AbsolutePathIsKept) {
+  auto state =
+      ParseCheckpointState("model_checkpoint_path: \"/old/place/model.ckpt-7\"\n", "/scratch/exp");
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 7);
+  EXPECT_EQ(state->path, "/old/place/model.ckpt-7");
+}
+
+TEST(ParseCheckpointStateTest, FieldOrderWhitespaceAndNoTrailingNewline) {
+  auto state = ParseCheckpointState(
+      "all_model_checkpoint_paths: \"model.ckpt-1\"\r\n"
+      "  model_checkpoint_path :   'sub/dir/model.ckpt-42'",
+      "/m");
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 42);
+  EXPECT_EQ(state->path, "/m/sub/dir/model.ckpt-42");
+}
+
+TEST(ParseCheckpointStateTest, EscapesInThePath) {
+  auto state = ParseCheckpointState(
+      R"(model_checkpoint_path: "/data/a \"quoted\" dir\\x/caf\303\251/m\x2dx.ckpt-9")", "/m");
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 9);
+  EXPECT_EQ(state->path, "/data/a \"quoted\" dir\\x/café/m-x.ckpt-9");
+}
+
+TEST(ParseCheckpointStateTest, DirectoryDashesDoNotCount) {
+  auto state = ParseCheckpointState("model_checkpoint_path: \"run-3/model.ckpt-15\"\n", "/m");
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 15);
+}
+
+TEST(ParseCheckpointStateTest, NoUsableState) {
+  EXPECT_FALSE(ParseCheckpointState("", "/m"));
+  EXPECT_FALSE(ParseCheckpointState("all_model_checkpoint_paths: \"model.ckpt-1\"\n", "/m"));
+  EXPECT_FALSE(ParseCheckpointState("model_checkpoint_path: \"model.ckpt\"\n", "/m"));
+  EXPECT_FALSE(ParseCheckpointState("model_checkpoint_path: \"model.ckpt-\"\n", "/m"));
+  EXPECT_FALSE(ParseCheckpointState("model_checkpoint_path: \"model.ckpt-12a\"\n", "/m"));
+  EXPECT_FALSE(ParseCheckpointState("model_checkpoint_path: \"model.ckpt-12\n", "/m"));
+  EXPECT_FALSE(ParseCheckpointState("model_checkpoint_path: model.ckpt-12\n", "/m"));
+  EXPECT_FALSE(ParseCheckpointState("model_checkpoint_paths_v2: \"model.ckpt-12\"\n", "/m"));
+}
+
+TEST(CheckpointWatchTest, ReportsEachNewStepOnce) {
+  TempDir dir;
+  CheckpointWatch watch(dir.path());
+  EXPECT_FALSE(watch.Poll());  // no file yet
+
+  WriteFile(dir.Path("checkpoint"), "model_checkpoint_path: \"model.ckpt-100\"\n");
+  auto first = watch.Poll();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->step, 100);
+  EXPECT_EQ(first->path, dir.path() + "/model.ckpt-100");
+  EXPECT_FALSE(watch.Poll());  // unchanged
+
+  // Rewritten with the same step (e.g. all_model_checkpoint_paths pruned).
+  WriteFile(dir.Path("checkpoint.tmp"),
+            "model_checkpoint_path: \"model.ckpt-100\"\nall_model_checkpoint_paths: "
+            "\"model.ckpt-100\"\n");
+  std::filesystem::rename(dir.Path("checkpoint.tmp"), dir.Path("checkpoint"));
+  EXPECT_FALSE(watch.Poll());
+
+  WriteFile(dir.Path("checkpoint.tmp"), "model_checkpoint_path: \"model.ckpt-200\"\n");
+  std::filesystem::rename(dir.Path("checkpoint.tmp"), dir.Path("checkpoint"));
+  auto second = watch.Poll();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->step, 200);
+  ASSERT_TRUE(watch.latest().has_value());
+  EXPECT_EQ(watch.latest()->step, 200);
+}
+
+TEST(CheckpointWatchTest, UnparsableFileIsSkipped) {
+  TempDir dir;
+  CheckpointWatch watch(dir.path());
+  WriteFile(dir.Path("checkpoint"), "garbage\n");
+  EXPECT_FALSE(watch.Poll());
+  EXPECT_FALSE(watch.latest().has_value());
+}
+
+}  // namespace
+}  // namespace tfslurm::agent

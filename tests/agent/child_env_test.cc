@@ -1,0 +1,113 @@
+#include "agent/child_env.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace tfslurm::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+std::map<std::string, std::string> AsMap(const std::vector<std::string>& entries) {
+  std::map<std::string, std::string> vars;
+  for (const std::string& entry : entries) {
+    size_t eq = entry.find('=');
+    EXPECT_NE(eq, std::string::npos) << entry;
+    EXPECT_FALSE(vars.contains(entry.substr(0, eq))) << "duplicate " << entry;
+    vars[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return vars;
+}
+
+ChildEnvInputs Inputs(const v1::Assignment* assignment) {
+  ChildEnvInputs inputs;
+  inputs.inherited = {"PATH=/usr/bin:/bin", "HOME=/home/alice",          "TFSLURM_SECRET=hunter2",
+                      "SLURM_PROCID=3",     "WEIRD==starts with equals", "=no name",
+                      "TFSLURM_PORT=1111",  "EXPERIMENT_ID=stale"};
+  inputs.assignment = assignment;
+  inputs.experiment_id = "exp-1";
+  inputs.attempt = 2;
+  inputs.port = 40000;
+  return inputs;
+}
+
+TEST(BuildChildEnvTest, AssignmentOverlaysTheAgentEnvironment) {
+  v1::Assignment assignment;
+  (*assignment.mutable_env())["TF_CONFIG"] = R"({"cluster": {}, "task": {"type": "ps"}})";
+  (*assignment.mutable_env())["HOME"] = "/scratch/alice";
+  (*assignment.mutable_env())["MULTI"] = "a\nb $(x) 'q' \"d\" ünï";
+  ChildEnv env = BuildChildEnv(Inputs(&assignment));
+  auto vars = AsMap(env.entries);
+  EXPECT_EQ(vars["PATH"], "/usr/bin:/bin");
+  EXPECT_EQ(vars["HOME"], "/scratch/alice");
+  EXPECT_EQ(vars["SLURM_PROCID"], "3");
+  EXPECT_EQ(vars["WEIRD"], "=starts with equals");
+  EXPECT_EQ(vars["TF_CONFIG"], R"({"cluster": {}, "task": {"type": "ps"}})");
+  EXPECT_EQ(vars["MULTI"], "a\nb $(x) 'q' \"d\" ünï");
+  EXPECT_THAT(env.rejected, IsEmpty());
+  EXPECT_TRUE(std::is_sorted(env.entries.begin(), env.entries.end()));
+}
+
+TEST(BuildChildEnvTest, SecretNeverReachesTheProgram) {
+  v1::Assignment assignment;
+  (*assignment.mutable_env())["TFSLURM_SECRET"] = "from the service";
+  auto vars = AsMap(BuildChildEnv(Inputs(&assignment)).entries);
+  EXPECT_FALSE(vars.contains("TFSLURM_SECRET"));
+  EXPECT_FALSE(AsMap(BuildChildEnv(Inputs(nullptr)).entries).contains("TFSLURM_SECRET"));
+}
+
+TEST(BuildChildEnvTest, AgentFillsWhatTheAssignmentLacks) {
+  v1::Assignment assignment;
+  assignment.set_tf_config(R"({"task": {"type": "chief", "index": 0}})");
+  assignment.set_model_dir("/out/exp-1");
+  assignment.set_role("chief");
+  assignment.set_index(0);
+  auto vars = AsMap(BuildChildEnv(Inputs(&assignment)).entries);
+  EXPECT_EQ(vars["TF_CONFIG"], R"({"task": {"type": "chief", "index": 0}})");
+  EXPECT_EQ(vars["MODEL_DIR"], "/out/exp-1");
+  EXPECT_EQ(vars["TFSLURM_ROLE"], "chief");
+  EXPECT_EQ(vars["TFSLURM_INDEX"], "0");
+  EXPECT_EQ(vars["TFSLURM_PORT"], "40000");  // the reserved port, not the inherited one
+  EXPECT_EQ(vars["EXPERIMENT_ID"], "exp-1");
+  EXPECT_EQ(vars["TFSLURM_ATTEMPT"], "2");
+}
+
+TEST(BuildChildEnvTest, AssignmentEnvWinsOverFields) {
+  v1::Assignment assignment;
+  assignment.set_tf_config("from the field");
+  (*assignment.mutable_env())["TF_CONFIG"] = "from env";
+  (*assignment.mutable_env())["TFSLURM_PORT"] = "5555";
+  (*assignment.mutable_env())["EXPERIMENT_ID"] = "exp-from-service";
+  auto vars = AsMap(BuildChildEnv(Inputs(&assignment)).entries);
+  EXPECT_EQ(vars["TF_CONFIG"], "from env");
+  EXPECT_EQ(vars["TFSLURM_PORT"], "5555");
+  EXPECT_EQ(vars["EXPERIMENT_ID"], "exp-from-service");
+}
+
+TEST(BuildChildEnvTest, EmptyValuesAreKept) {
+  v1::Assignment assignment;
+  (*assignment.mutable_env())["CUDA_VISIBLE_DEVICES"] = "";
+  auto vars = AsMap(BuildChildEnv(Inputs(&assignment)).entries);
+  ASSERT_TRUE(vars.contains("CUDA_VISIBLE_DEVICES"));
+  EXPECT_EQ(vars["CUDA_VISIBLE_DEVICES"], "");
+}
+
+TEST(BuildChildEnvTest, UnrepresentableVariablesAreRejected) {
+  v1::Assignment assignment;
+  (*assignment.mutable_env())[""] = "no name";
+  (*assignment.mutable_env())["A=B"] = "equals in name";
+  (*assignment.mutable_env())["NUL"] = std::string("a\0b", 3);
+  (*assignment.mutable_env())["GOOD"] = "yes";
+  ChildEnv env = BuildChildEnv(Inputs(&assignment));
+  EXPECT_THAT(env.rejected, ElementsAre("", "A=B", "NUL"));
+  auto vars = AsMap(env.entries);
+  EXPECT_EQ(vars["GOOD"], "yes");
+  EXPECT_FALSE(vars.contains("NUL"));
+  EXPECT_FALSE(vars.contains("A"));
+}
+
+}  // namespace
+}  // namespace tfslurm::agent

@@ -1,0 +1,182 @@
+"""Fixtures for tests against real parts: a local Slurm cluster started by
+deploy/local-slurm/start.sh and real tfslurmd processes.
+
+The cluster is started once per test session (it takes a few seconds) in a
+short temp directory (unix socket paths are limited to 108 bytes), and
+stopped at the end. Each test gets its own tfslurmd with its own database,
+output root and ports chosen by the OS.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.environ.get("TFSLURM_BUILD", os.path.join(REPO, "build"))
+BIN = os.path.join(BUILD, "bin")
+
+
+def wait_for(predicate, timeout, what, interval=0.1):
+    """Polls predicate() until it returns a truthy value; fails naming `what`."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A running local Slurm cluster; yields the SLURM_CONF path."""
+    if os.environ.get("TFSLURM_SLURM_CONF"):
+        # A cluster the caller already started (tests/run.sh does this).
+        yield os.environ["TFSLURM_SLURM_CONF"]
+        return
+    d = tempfile.mkdtemp(prefix="tfs-", dir="/tmp")
+    out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), d],
+                         stdout=subprocess.PIPE, check=True, text=True)
+    conf = out.stdout.strip().split("=", 1)[1]
+    try:
+        yield conf
+    finally:
+        subprocess.run([os.path.join(REPO, "deploy/local-slurm/stop.sh"), d], check=False)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+class Service:
+    """One tfslurmd process and a small JSON client for it."""
+
+    def __init__(self, slurm_conf, workdir, extra_args=()):
+        self.slurm_conf = slurm_conf
+        self.workdir = workdir
+        self.db = os.path.join(workdir, "tfslurm.db")
+        self.output_root = os.path.join(workdir, "out")
+        self.log_path = os.path.join(workdir, "tfslurmd.log")
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.url = None
+
+    def start(self):
+        ready = os.path.join(self.workdir, "ready.json")
+        if os.path.exists(ready):
+            os.unlink(ready)
+        env = dict(os.environ, SLURM_CONF=self.slurm_conf)
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [os.path.join(BIN, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
+             "--output-root", self.output_root, "--ready-file", ready, "--poll-interval-ms", "500",
+             "--heartbeat-ms", "1000", "--shutdown-grace-ms", "3000"] + self.extra_args,
+            env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0 or self._died(), 20,
+                 "tfslurmd to listen")
+        if self.proc.poll() is not None:
+            raise AssertionError("tfslurmd exited at start:\n" + open(self.log_path).read())
+        ports = json.load(open(ready))
+        self.url = f"http://127.0.0.1:{ports['http_port']}"
+        self.agent_port = ports["agent_port"]
+        return self
+
+    def _died(self):
+        return self.proc.poll() is not None
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+    def request(self, method, path, body=None, headers=None, raw=False):
+        data = None
+        hdrs = dict(headers or {})
+        if body is not None:
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            hdrs.setdefault("Content-Type", "application/json")
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=hdrs)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                payload = resp.read()
+                status = resp.status
+        except urllib.error.HTTPError as e:
+            payload = e.read()
+            status = e.code
+        if raw:
+            return status, payload.decode()
+        return status, (json.loads(payload) if payload else None)
+
+    def get(self, path):
+        return self.request("GET", path)
+
+    def post(self, path, body):
+        return self.request("POST", path, body)
+
+    def experiment(self, exp_id):
+        status, body = self.get(f"/experiments/{exp_id}")
+        assert status == 200, body
+        return body
+
+    def wait_state(self, exp_id, states, timeout=120):
+        states = {states} if isinstance(states, str) else set(states)
+        return wait_for(lambda: (lambda e: e if e["state"] in states else None)(self.experiment(exp_id)),
+                        timeout, f"{exp_id} to reach {states}", interval=0.25)
+
+
+@pytest.fixture
+def service_factory(slurm_cluster):
+    services = []
+    dirs = []
+
+    def make(extra_args=(), workdir=None):
+        if workdir is None:
+            workdir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
+            dirs.append(workdir)
+        s = Service(slurm_cluster, workdir, extra_args).start()
+        services.append(s)
+        return s
+
+    yield make
+    for s in services:
+        s.stop()
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture
+def service(service_factory):
+    return service_factory()
+
+
+def slurm_env(conf):
+    return dict(os.environ, SLURM_CONF=conf)
+
+
+def scontrol_job(conf, job_id):
+    """scontrol's view of a job as a dict of its Key=Value fields (for assertions only)."""
+    out = subprocess.run(["scontrol", "-o", "show", "job", str(job_id)], env=slurm_env(conf),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if out.returncode != 0:
+        return {}
+    fields = {}
+    for token in out.stdout.split():
+        if "=" in token:
+            k, v = token.split("=", 1)
+            fields[k] = v
+    return fields
+
+
+def squeue_ids(conf):
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm_env(conf), stdout=subprocess.PIPE, text=True)
+    return {int(x) for x in out.stdout.split()}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# tests/run.sh: installs what is needed, builds, and runs every test:
+#   1. unit tests (gtest, via ctest)
+#   2. the same unit tests built with ASan + UBSan
+#   3. integration tests (pytest) against a real local Slurm cluster
+#   4. end-to-end dashboard tests in headless Chromium
+# Works on a fresh Debian machine; CI runs it through .ci/run.
+#
+# Environment:
+#   TFSLURM_SKIP_SANITIZERS=1   skip step 2 (local iterations)
+#   TFSLURM_SKIP_E2E=1          skip step 4
+#   PYTEST_ARGS="-k resume"     passed to pytest
+set -euo pipefail
+
+repo="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+jobs=2
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+declare -A passed failed
+record() { passed[$1]=$2; failed[$1]=$3; }
+
+step "install dependencies"
+deploy/install-deps.sh
+if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -x tests/e2e/install.sh ]]; then
+  tests/e2e/install.sh
+fi
+
+step "build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build -j"$jobs"
+
+# ctest's summary line: "100% tests passed, 0 tests failed out of 68".
+ctest_counts() {
+  local log=$1 total fails
+  total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
+  fails=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$log" | tail -1)
+  echo "$((total - fails)) $fails"
+}
+
+step "unit tests"
+set +e
+ctest --test-dir build --output-on-failure -j"$jobs" 2>&1 | tee build/unit.log
+unit_rc=${PIPESTATUS[0]}
+set -e
+read -r p f < <(ctest_counts build/unit.log)
+record unit "$p" "$f"
+
+if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  step "unit tests under ASan + UBSan"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTFSLURM_SANITIZE=ON >/dev/null
+  ninja -C build-asan -j"$jobs" service_unit_tests $(ninja -C build-asan -t targets all | sed -n 's/^\(agent_[a-z_]*tests\):.*/\1/p')
+  set +e
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" 2>&1 | tee build-asan/unit.log
+  asan_rc=${PIPESTATUS[0]}
+  set -e
+  read -r p f < <(ctest_counts build-asan/unit.log)
+  record asan "$p" "$f"
+else
+  asan_rc=0
+fi
+
+step "local Slurm cluster"
+cluster_dir="$(mktemp -d /tmp/tfs-ci-XXXX)"
+cleanup() { deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true; rm -rf "$cluster_dir"; }
+trap cleanup EXIT
+conf_line="$(deploy/local-slurm/start.sh "$cluster_dir")"
+export TFSLURM_SLURM_CONF="${conf_line#SLURM_CONF=}"
+echo "cluster: $TFSLURM_SLURM_CONF"
+
+step "integration tests (real Slurm)"
+set +e
+# Debian's python3 has pytest; a python3 earlier on PATH (pyenv) may not.
+/usr/bin/python3 -m pytest tests/integration -v -p no:cacheprovider ${PYTEST_ARGS:-} 2>&1 | tee build/integration.log
+integration_rc=${PIPESTATUS[0]}
+set -e
+p=$(grep -Eo '[0-9]+ passed' build/integration.log | tail -1 | grep -Eo '[0-9]+' || echo 0)
+f=$(grep -Eo '[0-9]+ (failed|error)' build/integration.log | tail -1 | grep -Eo '[0-9]+' || echo 0)
+record integration "$p" "$f"
+
+e2e_rc=0
+if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -d tests/e2e ]]; then
+  step "end-to-end dashboard tests (headless Chromium)"
+  set +e
+  (cd tests/e2e && node --test 2>&1) | tee build/e2e.log
+  e2e_rc=${PIPESTATUS[0]}
+  set -e
+  p=$(sed -n 's/^# pass \([0-9]*\)/\1/p' build/e2e.log | tail -1)
+  f=$(sed -n 's/^# fail \([0-9]*\)/\1/p' build/e2e.log | tail -1)
+  record e2e "${p:-0}" "${f:-0}"
+fi
+
+step "summary"
+total_p=0 total_f=0
+for k in "${!passed[@]}"; do
+  printf '%-12s %4s passed, %s failed\n' "$k" "${passed[$k]}" "${failed[$k]}"
+  total_p=$((total_p + passed[$k])); total_f=$((total_f + failed[$k]))
+done
+rc=0
+for r in $unit_rc $asan_rc $integration_rc $e2e_rc; do [[ $r -eq 0 ]] || rc=1; done
+if [[ $rc -ne 0 && $total_f -eq 0 ]]; then total_f=1; fi
+echo "summary: $total_p passed, $total_f failed"
+exit $rc

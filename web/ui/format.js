@@ -1,0 +1,146 @@
+// Pure formatting helpers: no DOM, no fetch, so node's test runner can import
+// them (tests/e2e/format.test.mjs). Every state is spelled with an icon *and*
+// a word, so a color never carries meaning alone.
+
+// Experiment states (service/core/records.h).
+export const EXPERIMENT_STATES = ['queued', 'starting', 'running', 'restarting', 'succeeded', 'failed', 'cancelled'];
+export const OPEN_STATES = ['queued', 'starting', 'running', 'restarting'];
+
+const STATE_ICONS = {
+  // experiments
+  queued: '◷', starting: '◔', running: '▶', restarting: '↻', succeeded: '✓', failed: '✗', cancelled: '⊘',
+  // tasks
+  pending: '·', registered: '●', reaped: '■', lost: '⚠',
+  // attempts
+  submitting: '◷', ended: '■',
+};
+
+// What kind of state it is, for styling and for "needs attention".
+export function stateTone(state) {
+  switch (state) {
+    case 'succeeded': return 'ok';
+    case 'failed': case 'lost': return 'bad';
+    case 'restarting': return 'warn';
+    case 'running': case 'registered': return 'live';
+    case 'cancelled': case 'reaped': case 'ended': return 'done';
+    default: return 'wait';
+  }
+}
+
+export function stateIcon(state) {
+  return STATE_ICONS[state] ?? '•';
+}
+
+export function isOpen(state) {
+  return OPEN_STATES.includes(state);
+}
+
+// Roles in the order TensorFlow's cluster spec uses, unknown ones after.
+const ROLE_ORDER = ['chief', 'ps', 'worker', 'evaluator'];
+export function sortRoles(roles) {
+  return [...roles].sort((a, b) => {
+    const ia = ROLE_ORDER.indexOf(a), ib = ROLE_ORDER.indexOf(b);
+    return (ia < 0 ? 99 : ia) - (ib < 0 ? 99 : ib) || a.localeCompare(b);
+  });
+}
+
+// Tasks by role, then index.
+export function sortTasks(tasks) {
+  const order = new Map(sortRoles([...new Set(tasks.map((t) => t.role))]).map((r, i) => [r, i]));
+  return [...tasks].sort((a, b) => order.get(a.role) - order.get(b.role) || a.index - b.index);
+}
+
+// "5 s", "3 min", "2 h 05 min", "3 d 4 h". Negative or missing: "—".
+export function formatDuration(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds) || seconds < 0) return '—';
+  if (seconds < 10) return `${seconds.toFixed(1)} s`;
+  if (seconds < 60) return `${Math.floor(seconds)} s`;
+  const m = Math.floor(seconds / 60);
+  if (m < 60) return `${m} min`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h} h ${String(m % 60).padStart(2, '0')} min`;
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
+}
+
+// Seconds from an ISO timestamp (as the API writes them) to `nowMs`.
+export function ageSeconds(iso, nowMs) {
+  if (!iso) return null;
+  const t = Date.parse(iso);
+  return Number.isNaN(t) ? null : Math.max(0, (nowMs - t) / 1000);
+}
+
+// "14:03:07" when `iso` is today (local time), else "2024-05-01 14:03".
+export function formatTime(iso, nowMs = Date.now()) {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return String(iso);
+  const now = new Date(nowMs);
+  const p = (n) => String(n).padStart(2, '0');
+  const hms = `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+  if (d.toDateString() === now.toDateString()) return hms;
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${hms.slice(0, 5)}`;
+}
+
+const SIGNALS = { 1: 'SIGHUP', 2: 'SIGINT', 6: 'SIGABRT', 9: 'SIGKILL', 10: 'SIGUSR1', 11: 'SIGSEGV', 12: 'SIGUSR2', 15: 'SIGTERM' };
+export function signalName(n) {
+  return SIGNALS[n] ?? `signal ${n}`;
+}
+
+// How a task ended, for the exit column: {text, bad}.
+//   exit 0 -> "0"; exit 1 -> "1" (bad); killed by 15 -> "SIGTERM"; 143 -> "143 (SIGTERM)"
+export function describeExit(task) {
+  if (task.signal !== null && task.signal !== undefined) {
+    return { text: `killed by ${signalName(task.signal)}`, bad: task.state === 'failed' || task.state === 'lost' };
+  }
+  if (task.exit_code === null || task.exit_code === undefined) return { text: '—', bad: false };
+  const code = task.exit_code;
+  let text = String(code);
+  if (code > 128 && code < 160) text += ` (${signalName(code - 128)})`;
+  return { text, bad: code !== 0 && task.state !== 'reaped' };
+}
+
+// Counts per role, as GET /experiments gives them, in role order:
+// [{role, total, registered, running, done, failed}].
+export function roleCounts(taskCounts) {
+  if (!taskCounts) return [];
+  return sortRoles(Object.keys(taskCounts)).map((role) => ({ role, ...taskCounts[role] }));
+}
+
+// The same counts from a task list (the experiment page has the tasks).
+export function countTasks(tasks) {
+  const out = {};
+  for (const t of tasks) {
+    const c = (out[t.role] ??= { total: 0, registered: 0, running: 0, done: 0, failed: 0 });
+    c.total++;
+    if (t.state !== 'pending') c.registered++;
+    if (t.state === 'running') c.running++;
+    if (['succeeded', 'failed', 'reaped', 'lost'].includes(t.state)) c.done++;
+    if (t.state === 'failed' || t.state === 'lost') c.failed++;
+  }
+  return out;
+}
+
+// Events whose code says something went wrong.
+export function eventTone(what) {
+  if (/fail|lost|error|refused|timeout|preempt|node_fail/i.test(what)) return 'bad';
+  if (/cancel|reap|restart|retry/i.test(what)) return 'warn';
+  if (/succeed|done|complete/i.test(what)) return 'ok';
+  return 'info';
+}
+
+// The dashboard's hash routes:
+//   #/                         running + all experiments
+//   #/?state=failed&offset=25  the same, filtered / paged
+//   #/experiments/ID           one experiment
+export function parseRoute(hash) {
+  const h = (hash || '').replace(/^#/, '') || '/';
+  const [path, query = ''] = h.split('?', 2);
+  const params = Object.fromEntries(new URLSearchParams(query));
+  const m = path.match(/^\/experiments\/([^/]+)\/?$/);
+  if (m) return { view: 'experiment', id: decodeURIComponent(m[1]), params };
+  return { view: 'list', params };
+}
+
+export function experimentHref(id) {
+  return `#/experiments/${encodeURIComponent(id)}`;
+}

@@ -1,0 +1,503 @@
+// One experiment: what it is, where it runs, how each task is doing, what
+// happened, and its logs. Route: #/experiments/ID
+import { ApiError, getJson, getText, request } from '../api.js';
+import { confirmAction } from '../dialogs.js';
+import { fill, h, renderIfChanged } from '../dom.js';
+import {
+  ageSeconds,
+  countTasks,
+  describeExit,
+  eventTone,
+  formatDuration,
+  formatTime,
+  isOpen,
+  sortTasks,
+  stateIcon,
+  stateTone,
+} from '../format.js';
+import { emptyRow, errorNotice, roleCountsList, stateBadge } from '../widgets.js';
+
+const LOG_TAIL_LINES = 200;
+const STALE_HEARTBEAT_S = 15;
+
+export class ExperimentView {
+  constructor(id) {
+    this.id = id;
+    this.path = `/experiments/${encodeURIComponent(id)}`;
+    this.logTask = ''; // "role:index" shown in the log panel
+    this.sbatchFor = 0; // attempt whose script is shown
+    this.lastLogFetch = null;
+  }
+
+  mount(root) {
+    document.title = `${this.id} · tfslurm`;
+    this.badge = h('span', { 'data-testid': 'exp-state' });
+    this.cancelButton = h(
+      'button',
+      { class: 'btn btn-danger', hidden: true, 'data-testid': 'cancel', onclick: () => this.cancel() },
+      '⊘ Cancel…',
+    );
+    this.resumeButton = h(
+      'button',
+      { class: 'btn btn-primary', hidden: true, 'data-testid': 'resume', onclick: () => this.resume() },
+      '↻ Resume…',
+    );
+    this.actionStatus = h('div', { class: 'action-status', 'aria-live': 'polite' });
+    this.banner = h('div', { 'data-testid': 'banner' });
+    this.facts = h('div');
+    this.taskCounts = h('div', { class: 'task-counts-line' });
+    this.tasksBody = h('tbody');
+    this.logSelect = h('select', { id: 'log-task', onchange: () => this.selectLog(this.logSelect.value) });
+    this.logMeta = h('span', { class: 'muted small' });
+    this.logPre = h('pre', { class: 'log', tabindex: '0', 'data-testid': 'log' });
+    this.attemptsBody = h('tbody');
+    this.events = h('ol', { class: 'timeline', 'data-testid': 'events' });
+    this.specPre = h('pre', { class: 'code', 'data-testid': 'spec' });
+    this.sbatchPre = h('pre', { class: 'code', 'data-testid': 'sbatch' }, 'loading…');
+    this.sbatchTitle = h('span', null, 'sbatch script');
+    this.loadError = h('div');
+
+    fill(
+      root,
+      h(
+        'div',
+        { class: 'page-head' },
+        h('a', { href: '#/', class: 'back' }, '← All experiments'),
+        h('div', { class: 'title-row' }, h('h1', { class: 'exp-id' }, this.id), this.badge),
+        h('div', { class: 'actions' }, this.cancelButton, this.resumeButton),
+      ),
+      this.actionStatus,
+      this.loadError,
+      this.banner,
+      h('section', { class: 'card', 'aria-label': 'Summary' }, this.facts),
+      h(
+        'section',
+        { class: 'card', 'aria-labelledby': 'tasks-title', 'data-testid': 'tasks' },
+        h('div', { class: 'card-head' }, h('h2', { id: 'tasks-title' }, 'Tasks'), this.taskCounts),
+        h(
+          'div',
+          { class: 'table-wrap' },
+          h(
+            'table',
+            { class: 'responsive tasks-table' },
+            h(
+              'thead',
+              null,
+              h(
+                'tr',
+                null,
+                h('th', null, 'Task'),
+                h('th', { class: 'num' }, 'Proc'),
+                h('th', null, 'Node'),
+                h('th', null, 'Address'),
+                h('th', null, 'State'),
+                h('th', null, 'Exit'),
+                h('th', null, 'Heartbeat'),
+                h('th', null, h('span', { class: 'sr-only' }, 'Log')),
+              ),
+            ),
+            this.tasksBody,
+          ),
+        ),
+        h(
+          'div',
+          { class: 'log-panel', 'data-testid': 'log-panel' },
+          h(
+            'div',
+            { class: 'log-head' },
+            h('label', { for: 'log-task' }, 'Log tail of '),
+            this.logSelect,
+            this.logMeta,
+          ),
+          this.logPre,
+        ),
+      ),
+      h(
+        'div',
+        { class: 'two-col' },
+        h(
+          'section',
+          { class: 'card', 'aria-labelledby': 'events-title' },
+          h('h2', { id: 'events-title' }, 'Events ', h('span', { class: 'th-note' }, 'newest first')),
+          this.events,
+        ),
+        h(
+          'section',
+          { class: 'card', 'aria-labelledby': 'attempts-title', 'data-testid': 'attempts' },
+          h('h2', { id: 'attempts-title' }, 'Attempts'),
+          h(
+            'div',
+            { class: 'table-wrap' },
+            h(
+              'table',
+              { class: 'responsive attempts-table' },
+              h(
+                'thead',
+                null,
+                h(
+                  'tr',
+                  null,
+                  h('th', { class: 'num' }, '#'),
+                  h('th', null, 'Slurm job'),
+                  h('th', null, 'State'),
+                  h('th', null, 'Reason'),
+                  h('th', null, 'Nodes'),
+                  h('th', null, 'Times'),
+                ),
+              ),
+              this.attemptsBody,
+            ),
+          ),
+        ),
+      ),
+      h(
+        'div',
+        { class: 'two-col' },
+        h(
+          'section',
+          { class: 'card' },
+          h('details', { open: true }, h('summary', null, h('h2', null, 'Spec')), this.specPre),
+        ),
+        h(
+          'section',
+          { class: 'card' },
+          h('details', { open: true }, h('summary', null, h('h2', null, this.sbatchTitle)), this.sbatchPre),
+        ),
+      ),
+    );
+  }
+
+  async refresh() {
+    let exp;
+    try {
+      exp = await getJson(this.path);
+    } catch (e) {
+      if (this.disposed) return;
+      if (e instanceof ApiError && e.status === 404) {
+        renderIfChanged(this.loadError, e.message, () =>
+          errorNotice(e, { prefix: `No experiment "${this.id}". ` }),
+        );
+        return;
+      }
+      throw e;
+    }
+    if (this.disposed) return;
+    renderIfChanged(this.loadError, '', () => []);
+    this.show(exp);
+    await Promise.all([this.refreshSbatch(exp), this.refreshLog(exp)]);
+  }
+
+  show(exp) {
+    this.exp = exp;
+    const now = Date.now();
+    renderIfChanged(this.badge, exp.state, () => stateBadge(exp.state));
+    this.cancelButton.hidden = !isOpen(exp.state);
+    this.resumeButton.hidden = isOpen(exp.state);
+    renderIfChanged(this.banner, [exp.state, exp.reason, exp.next_attempt_at], () => banner(exp, now));
+    renderIfChanged(this.facts, factsData(exp), () => facts(exp, now));
+    renderIfChanged(this.taskCounts, exp.task_counts, () => roleCountsList(exp.task_counts ?? countTasks(exp.tasks)));
+    fill(this.tasksBody, taskRows(exp, this.logTask, (key) => this.selectLog(key)));
+    renderIfChanged(this.attemptsBody, exp.attempts, () => attemptRows(exp.attempts, now));
+    renderIfChanged(this.events, exp.events, () => eventItems(exp.events, now));
+    renderIfChanged(this.specPre, exp.spec, () => JSON.stringify(exp.spec, null, 2));
+    this.updateLogChoices(exp);
+  }
+
+  async refreshSbatch(exp) {
+    if (!exp.attempts.length) {
+      this.sbatchPre.textContent = 'No attempt yet.';
+      return;
+    }
+    const n = exp.attempts[exp.attempts.length - 1].number;
+    if (n === this.sbatchFor) return;
+    try {
+      const script = await getText(`${this.path}/sbatch?attempt=${n}`);
+      if (this.disposed) return;
+      this.sbatchPre.textContent = script;
+      this.sbatchTitle.textContent = `sbatch script (attempt ${n})`;
+      this.sbatchFor = n;
+    } catch (e) {
+      this.sbatchPre.textContent = `✗ The script could not be loaded: ${e.message}`;
+    }
+  }
+
+  // The log panel offers every task; the default is the chief, else worker 0.
+  updateLogChoices(exp) {
+    const tasks = sortTasks(exp.tasks);
+    const keys = tasks.map((t) => `${t.role}:${t.index}`);
+    if (!this.logTask || !keys.includes(this.logTask)) {
+      this.logTask = keys.find((k) => k === 'chief:0') || keys.find((k) => k === 'worker:0') || keys[0] || '';
+    }
+    renderIfChanged(this.logSelect, [keys, this.logTask], () =>
+      tasks.map((t) => {
+        const key = `${t.role}:${t.index}`;
+        return h('option', { value: key, selected: key === this.logTask }, `${t.role} ${t.index}`);
+      }),
+    );
+  }
+
+  selectLog(key) {
+    if (key === this.logTask) return;
+    this.logTask = key;
+    this.logSelect.value = key;
+    this.lastLogFetch = null;
+    this.logPre.textContent = 'loading…';
+    if (this.exp) {
+      this.show(this.exp);
+      this.refreshLog(this.exp);
+    }
+  }
+
+  async refreshLog(exp) {
+    const key = this.logTask;
+    if (!key) {
+      this.logPre.textContent = 'No tasks yet.';
+      return;
+    }
+    const task = exp.tasks.find((t) => `${t.role}:${t.index}` === key);
+    // A finished task's log no longer changes: fetch it once more, then stop.
+    const settled = task && !['pending', 'registered', 'running'].includes(task.state);
+    const stamp = `${key}|${exp.attempt}|${task ? task.state : ''}`;
+    if (settled && this.lastLogFetch === stamp) return;
+    const url = `${this.path}/logs?task=${encodeURIComponent(key)}&tail=${LOG_TAIL_LINES}`;
+    let text;
+    let failure = null;
+    try {
+      text = await getText(url);
+    } catch (e) {
+      failure = e;
+    }
+    if (this.disposed || key !== this.logTask) return;
+    this.lastLogFetch = stamp;
+    const atBottom = this.logPre.scrollHeight - this.logPre.scrollTop - this.logPre.clientHeight < 24;
+    if (failure) {
+      this.logPre.classList.add('log-missing');
+      this.logMeta.textContent = '';
+      this.logPre.textContent = logUnavailable(failure, key, task);
+      return;
+    }
+    this.logPre.classList.remove('log-missing');
+    this.logMeta.textContent = ` last ${LOG_TAIL_LINES} lines · attempt ${exp.attempt}`;
+    if (this.logPre.textContent !== text) {
+      this.logPre.textContent = text || `(the log of ${key} is empty so far)`;
+      if (atBottom) this.logPre.scrollTop = this.logPre.scrollHeight;
+    }
+  }
+
+  async cancel() {
+    const exp = this.exp;
+    const ok = await confirmAction({
+      title: `Cancel ${this.id}?`,
+      body: [
+        h(
+          'p',
+          null,
+          exp && exp.slurm_job_id
+            ? `Slurm job ${exp.slurm_job_id} is cancelled and every task of attempt ${exp.attempt} stops.`
+            : 'The experiment is stopped before it runs.',
+        ),
+        h('p', null, 'Checkpoints stay in the model directory; Resume starts a new attempt from the latest one.'),
+      ],
+      confirm: '⊘ Cancel experiment',
+      cancel: 'Keep running',
+      danger: true,
+    });
+    if (ok) await this.act('DELETE', this.path, 'Cancelled');
+  }
+
+  async resume() {
+    const exp = this.exp;
+    const ok = await confirmAction({
+      title: `Resume ${this.id}?`,
+      body: [
+        h('p', null, `A new Slurm job (attempt ${exp ? exp.attempt + 1 : ''}) is submitted with the same model directory.`),
+        h(
+          'p',
+          null,
+          exp && exp.checkpoint
+            ? `Training continues from the checkpoint at step ${exp.checkpoint.step}.`
+            : 'No checkpoint was found: training starts from the beginning.',
+        ),
+      ],
+      confirm: '↻ Resume',
+      cancel: 'Back',
+    });
+    if (ok) await this.act('POST', `${this.path}/resume`, 'Resumed');
+  }
+
+  async act(method, url, done) {
+    this.cancelButton.disabled = this.resumeButton.disabled = true;
+    fill(this.actionStatus, h('div', { class: 'notice' }, '… working'));
+    try {
+      const exp = await request(method, url);
+      if (this.disposed) return;
+      fill(this.actionStatus, h('div', { class: 'notice notice-ok', role: 'status' }, `✓ ${done}: ${exp.state}${exp.reason ? ` — ${exp.reason}` : ''}`));
+      if (exp && exp.id) this.show(exp);
+    } catch (e) {
+      fill(this.actionStatus, errorNotice(e, { prefix: `${done === 'Cancelled' ? 'Cancel' : 'Resume'} failed: ` }));
+    } finally {
+      this.cancelButton.disabled = this.resumeButton.disabled = false;
+    }
+  }
+
+  dispose() {
+    this.disposed = true;
+  }
+}
+
+function logUnavailable(e, key, task) {
+  if (e.status === 404 && /no route/i.test(e.message)) {
+    return `Logs are not available: this tfslurmd has no log endpoint (${e.message}).`;
+  }
+  if (e.status === 0) return `Log not loaded: ${e.message}`;
+  const pending = task && task.state === 'pending' ? ' The task has not started yet.' : '';
+  return `No log for ${key}: ${e.message}.${pending}`;
+}
+
+function banner(exp, now) {
+  const reason = exp.reason || '';
+  const tone = stateTone(exp.state);
+  const text = {
+    failed: 'Failed',
+    cancelled: 'Cancelled',
+    restarting: 'Restarting',
+    succeeded: 'Succeeded',
+  }[exp.state];
+  if (!text && !reason) return [];
+  const extra =
+    exp.state === 'restarting' && exp.next_attempt_at ? ` Next attempt at ${formatTime(exp.next_attempt_at, now)}.` : '';
+  return h(
+    'div',
+    {
+      class: `notice notice-${tone}`,
+      role: tone === 'bad' ? 'alert' : 'status',
+      'data-testid': 'reason',
+    },
+    h('strong', null, `${stateIcon(exp.state)} ${text || exp.state}`),
+    reason ? ` — ${reason}` : '',
+    extra,
+  );
+}
+
+// What the summary shows, minus fields that move every second.
+function factsData(exp) {
+  const { tasks, events, attempts, task_counts, ...rest } = exp;
+  return [rest, Math.floor(Date.now() / 30000)];
+}
+
+function facts(exp, now) {
+  const spec = exp.spec || {};
+  const res = spec.resources || {};
+  const cluster = Object.entries(spec.cluster || {})
+    .filter(([, n]) => n > 0)
+    .map(([r, n]) => `${n} ${r}`)
+    .join(', ');
+  const item = (label, value, cls) => [h('dt', null, label), h('dd', { class: cls }, value ?? '—')];
+  return h(
+    'dl',
+    { class: 'facts' },
+    item('Attempt', [String(exp.attempt), exp.restarts ? ` (${exp.restarts} automatic restarts)` : '']),
+    item('Slurm job', exp.slurm_job_id ? [String(exp.slurm_job_id), exp.slurm_state ? ` · ${exp.slurm_state}` : ''] : '—', 'mono'),
+    item('Nodes', exp.nodes || '—', 'mono'),
+    item('Checkpoint', exp.checkpoint ? [`step ${exp.checkpoint.step} `, h('span', { class: 'muted mono small' }, exp.checkpoint.path)] : 'none yet'),
+    item('Cluster', [cluster || '—', spec.placement ? ` · placement ${Array.isArray(spec.placement) ? 'explicit' : spec.placement}` : '', spec.success ? ` · success ${spec.success}` : '']),
+    item('Resources', `${res.partition ? `partition ${res.partition} · ` : ''}${res.nodes ?? '?'} nodes × ${res.tasks_per_node ?? '?'} tasks · ${res.cpus_per_task ?? '?'} cpu/task · time ${res.time_limit ?? '?'}`),
+    item('Memory per task', [exp.mem_per_task_mb ? `${exp.mem_per_task_mb} MB` : '—', exp.mem_explanation ? h('div', { class: 'small muted' }, exp.mem_explanation) : null]),
+    item('Command', spec.command ? spec.command.join(' ') : '—', 'mono wrap'),
+    item('Model dir', exp.model_dir, 'mono wrap'),
+    item('Owner', exp.owner),
+    item('Created', [formatTime(exp.created_at, now), h('span', { class: 'muted' }, ` (${formatDuration(ageSeconds(exp.created_at, now))} ago)`)]),
+  );
+}
+
+function taskRows(exp, logTask, onLog) {
+  const tasks = sortTasks(exp.tasks);
+  if (!tasks.length) return emptyRow(8, isOpen(exp.state) ? 'Waiting for Slurm to start the job…' : 'No tasks.');
+  return tasks.map((t) => {
+    const key = `${t.role}:${t.index}`;
+    const exit = describeExit(t);
+    const tone = stateTone(t.state);
+    const hb = t.heartbeat_age_s;
+    const stale = hb !== null && hb !== undefined && hb > STALE_HEARTBEAT_S;
+    return h(
+      'tr',
+      {
+        class: [`tone-row-${tone}`, key === logTask && 'selected'],
+        'data-task': key,
+        'data-state': t.state,
+      },
+      h('td', { 'data-label': 'Task' }, h('span', { class: 'role' }, t.role), ` ${t.index}`),
+      h('td', { 'data-label': 'Proc', class: 'num' }, t.proc_id),
+      h('td', { 'data-label': 'Node', class: 'mono' }, t.node || '—'),
+      h('td', { 'data-label': 'Address', class: 'mono' }, t.address || '—'),
+      h('td', { 'data-label': 'State' }, stateBadge(t.state)),
+      h('td', { 'data-label': 'Exit', class: exit.bad ? 'mono exit-bad' : 'mono' }, exit.bad ? `✗ ${exit.text}` : exit.text),
+      h(
+        'td',
+        { 'data-label': 'Heartbeat', class: stale ? 'stale' : null },
+        hb === null || hb === undefined ? '—' : `${stale ? '⚠ ' : ''}${formatDuration(hb)} ago`,
+      ),
+      h(
+        'td',
+        { 'data-label': 'Log' },
+        h(
+          'button',
+          {
+            class: 'btn btn-small',
+            'aria-pressed': key === logTask ? 'true' : 'false',
+            onclick: () => onLog(key),
+            title: `Show the end of ${t.role} ${t.index}'s log`,
+          },
+          'log',
+        ),
+      ),
+    );
+  });
+}
+
+function attemptRows(attempts, now) {
+  if (!attempts.length) return emptyRow(6, 'Not submitted yet.');
+  return [...attempts].reverse().map((a) => {
+    const state = a.state === 'ended' ? a.end_reason || 'ended' : a.state;
+    const bad = a.state === 'ended' && a.end_reason && a.end_reason !== 'succeeded';
+    return h(
+      'tr',
+      { class: bad ? 'tone-row-bad' : null, 'data-attempt': a.number },
+      h('td', { 'data-label': '#', class: 'num' }, a.number),
+      h('td', { 'data-label': 'Slurm job', class: 'mono' }, a.slurm_job_id ?? '—', h('div', { class: 'small muted' }, a.job_name)),
+      h(
+        'td',
+        { 'data-label': 'State' },
+        h('span', { class: bad ? 'exit-bad' : null }, `${bad ? '✗ ' : ''}${state}`),
+        a.slurm_state ? h('div', { class: 'small muted' }, `Slurm: ${a.slurm_state}`) : null,
+      ),
+      h('td', { 'data-label': 'Reason', class: 'reason' }, a.reason || '—', a.start_step !== null && a.start_step !== undefined ? h('div', { class: 'small muted' }, `started from step ${a.start_step}`) : null),
+      h('td', { 'data-label': 'Nodes', class: 'mono' }, a.nodes || '—'),
+      h(
+        'td',
+        { 'data-label': 'Times', class: 'small' },
+        `submitted ${formatTime(a.submitted_at, now)}`,
+        a.started_at ? h('div', null, `started ${formatTime(a.started_at, now)}`) : null,
+        a.ended_at ? h('div', null, `ended ${formatTime(a.ended_at, now)}`) : null,
+      ),
+    );
+  });
+}
+
+const EVENT_ICONS = { bad: '✗', warn: '!', ok: '✓', info: '•' };
+
+function eventItems(events, now) {
+  if (!events.length) return h('li', { class: 'muted' }, 'No events yet.');
+  return [...events].reverse().map((e) => {
+    const tone = eventTone(e.what);
+    return h(
+      'li',
+      { class: `ev ev-${tone}`, 'data-what': e.what },
+      h('span', { class: 'ev-icon', 'aria-hidden': 'true' }, EVENT_ICONS[tone]),
+      h('time', { datetime: e.at, title: e.at }, formatTime(e.at, now)),
+      h('span', { class: 'ev-what' }, e.what),
+      e.attempt ? h('span', { class: 'ev-attempt', title: `attempt ${e.attempt}` }, `a${e.attempt}`) : null,
+      h('span', { class: 'ev-why' }, e.why),
+    );
+  });
+}
