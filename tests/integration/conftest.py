@@ -43,6 +43,7 @@ def slurm_cluster():
         yield os.environ["TFSLURM_SLURM_CONF"]
         return
     d = tempfile.mkdtemp(prefix="tfs-", dir="/tmp")
+    os.chmod(d, 0o755)  # munged runs as the munge user and must reach its socket dir
     out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), d],
                          stdout=subprocess.PIPE, check=True, text=True)
     conf = out.stdout.strip().split("=", 1)[1]
