@@ -29,6 +29,16 @@ std::chrono::milliseconds Seconds(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(std::llround(s * 1000)));
 }
 
+// A typo here would otherwise only show as endless reconnect attempts.
+bool LooksLikeHostPort(const std::string& target) {
+  const size_t colon = target.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == target.size()) return false;
+  const std::string port = target.substr(colon + 1);
+  if (port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return false;
+  const int number = std::stoi(port);
+  return number > 0 && number <= 65535;
+}
+
 }  // namespace
 
 void SetUpLogging(const std::string& experiment_id, int attempt, const std::string& proc_id) {
@@ -46,6 +56,11 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
   SetUpLogging(options.experiment_id, options.attempt, proc.value_or("?"));
   spdlog::set_level(spdlog::level::from_str(options.log_level));
 
+  if (!LooksLikeHostPort(options.service)) {
+    spdlog::error("--service '{}' is not HOST:PORT (e.g. tfslurmd.example.org:7070)",
+                  options.service);
+    return kExitUsage;
+  }
   StatusOr<TaskIdentity> identity = ReadTaskIdentity(env);
   if (!identity.ok()) {
     spdlog::error("{}", identity.status().message());

@@ -27,7 +27,7 @@ struct AgentOptions {
   std::string address = "hostname";
   double exit_ack_timeout_s = 30;
   double exit_report_timeout_s = 120;
-  double keepalive_s = 360;
+  double keepalive_s = 60;
   std::string log_level = "info";
 };
 

@@ -43,10 +43,10 @@ struct StreamEvent {
 struct StreamOptions {
   std::string target;  // HOST:PORT of tfslurmd's agent endpoint
   // HTTP/2 keepalive, to notice a service host that vanished without closing
-  // the connection. The default stays above gRPC servers' default minimum
-  // ping interval (5 min): pinging more often than the server allows makes it
-  // drop the connection ("too_many_pings").
-  std::chrono::milliseconds keepalive_time{std::chrono::minutes(6)};
+  // the connection. tfslurmd accepts pings every 10 s or more; a gRPC server
+  // left at its defaults drops clients that ping more often than every 5 min
+  // ("too_many_pings"), so 0 (off) or a longer interval suits those.
+  std::chrono::milliseconds keepalive_time{std::chrono::seconds(60)};
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(20)};
 };
 

@@ -13,6 +13,7 @@
 
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/api/http_api.h"
+#include "service/api/logs_api.h"
 #include "service/api/web_assets.h"
 #include "service/core/experiments.h"
 #include "service/slurm/slurm_client.h"
@@ -58,7 +59,8 @@ int main(int argc, char** argv) {
   int heartbeat_ms = 5000, grace_ms = 10000;
   app.add_option("--listen", listen, "REST API address HOST:PORT (port 0: any free port)")->capture_default_str();
   app.add_option("--agent-listen", agent_listen,
-                 "agent endpoint (gRPC) HOST:PORT; default: the REST host, any free port");
+                 "agent endpoint (gRPC) HOST:PORT; default: the REST host, port 8081. Keep it fixed: "
+                 "running jobs reconnect to it after a restart of the service");
   app.add_option("--db", db, "SQLite database file")->capture_default_str();
   app.add_option("--output-root", output_root, "directory for experiments' model dirs and logs")
       ->capture_default_str();
@@ -81,7 +83,7 @@ int main(int argc, char** argv) {
     spdlog::error("--listen must be HOST:PORT, got '{}'", listen);
     return 2;
   }
-  if (agent_listen.empty()) agent_listen = http_host + ":0";
+  if (agent_listen.empty()) agent_listen = http_host + ":8081";
   if (!SplitHostPort(agent_listen, &agent_host, &agent_port)) {
     spdlog::error("--agent-listen must be HOST:PORT, got '{}'", agent_listen);
     return 2;
@@ -137,6 +139,7 @@ int main(int argc, char** argv) {
 
   httplib::Server http;
   tfslurm::api::RegisterExperimentRoutes(http, *experiments, *clock, {});
+  tfslurm::api::RegisterLogRoutes(http, *experiments, {output_root});
   tfslurm::api::RegisterWebAssetRoutes(http);
   tfslurm::agentrpc::RegisterAgentHttpRoutes(http, *experiments);
   int bound = http_port == 0 ? http.bind_to_any_port(http_host) : (http.bind_to_port(http_host, http_port) ? http_port : -1);

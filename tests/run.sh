@@ -64,6 +64,7 @@ fi
 
 step "local Slurm cluster"
 cluster_dir="$(mktemp -d /tmp/tfs-ci-XXXX)"
+chmod 755 "$cluster_dir" # munged runs as the munge user and must reach its socket
 cleanup() { deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true; rm -rf "$cluster_dir"; }
 trap cleanup EXIT
 conf_line="$(deploy/local-slurm/start.sh "$cluster_dir")"

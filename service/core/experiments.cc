@@ -93,6 +93,9 @@ struct Experiments::Active {
   int64_t reap_deadline_ms = 0;
   bool step_killed = false;
   bool job_cancel_sent = false;
+  // Set when the service itself ended the attempt (barrier timeout), so the
+  // job's CANCELLED state is not taken for a user's scancel.
+  std::optional<EndReason> decided_reason;
 };
 
 struct Experiments::Actions {
@@ -253,6 +256,7 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool c
   a.channels.clear();
   a.job_started_ms = a.reap_deadline_ms = 0;
   a.step_killed = a.job_cancel_sent = false;
+  a.decided_reason.reset();
 
   store::Changes intent;
   intent.experiment = a.record;
@@ -556,8 +560,14 @@ void Experiments::OnOutcome(Active& a, store::Changes& c) {
     SetState(c, a, ExperimentState::kSucceeded, o.reason);
     ReapRemaining(a, c, "training succeeded: " + o.reason);
   } else if (o.kind == Outcome::kFailed) {
+    // What the failure means for a restart is decided when the job has
+    // ended: a task killed by SIGTERM may be the symptom of a preemption or
+    // the time limit, which Slurm's final state tells apart.
     ReapRemaining(a, c, "attempt failed: " + o.reason);
-    FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit, o.reason, c);
+    a.record.reason = "attempt " + std::to_string(a.attempt.number) + " failed: " + o.reason +
+                      "; ending its Slurm job";
+    a.record.updated_at = clock_.NowMs();
+    c.experiment = a.record;
   }
 }
 
@@ -578,11 +588,9 @@ void Experiments::ReapRemaining(Active& a, store::Changes& c, const std::string&
 // Ends the current attempt for the restart policy's purposes (the Slurm job
 // may still be finishing) and decides what the experiment does next.
 void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& why, store::Changes& c) {
-  if (!a.attempt.end_reason.empty() && reason != EndReason::kSucceeded) {
-    // Decided already (by the agents, or a cancel); the job's end only
-    // confirms it.
-    return;
-  }
+  // Decided already (success by the agents, or a cancel): the job's end
+  // only confirms it.
+  if (!a.attempt.end_reason.empty()) return;
   a.attempt.end_reason = EndReasonName(reason);
   a.attempt.reason = why;
   c.attempts.push_back(a.attempt);
@@ -615,7 +623,7 @@ void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& 
                " of " + std::to_string(p.max_restarts) + " in " + Seconds(delay_ms));
 }
 
-void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Changes& c, Actions& actions) {
+void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Changes& c) {
   if (a.attempt.state == "ended" || a.attempt.state == "submitting") return;
   int64_t now = clock_.NowMs();
   if (!job) {
@@ -667,43 +675,42 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Chang
       c.tasks.push_back(a.tasks[i]);
     }
   }
+  if (a.user_cancelled) return;  // the experiment is cancelled already
   const Outcome& o = a.run->outcome();
-  if (o.kind == Outcome::kSucceeded) {
-    FinishAttempt(a, EndReason::kSucceeded, o.reason, c);
-    return;
-  }
-  if (a.user_cancelled || o.kind == Outcome::kFailed) return;  // decided already
   std::string why = "Slurm job " + std::to_string(job->job_id) + " " + state;
+  // Success decided by the tasks stands, whatever the reaping did to the job.
+  if (o.kind == Outcome::kSucceeded) return FinishAttempt(a, EndReason::kSucceeded, o.reason, c);
   switch (job->state) {
-    case slurm::JobState::kCompleted:
-      FinishAttempt(a, EndReason::kSucceeded, why, c);
-      break;
     case slurm::JobState::kTimeout:
     case slurm::JobState::kDeadline:
-      FinishAttempt(a, EndReason::kTimeout, why + " at its time limit", c);
-      break;
+      return FinishAttempt(a, EndReason::kTimeout, why + " at its time limit", c);
     case slurm::JobState::kNodeFail:
     case slurm::JobState::kBootFail:
-      FinishAttempt(a, EndReason::kNodeFail, why + " (" + job->reason + ")", c);
-      break;
+      return FinishAttempt(a, EndReason::kNodeFail, why + " (" + job->reason + ")", c);
     case slurm::JobState::kPreempted:
-      FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job", c);
+      return FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job", c);
+    default:
       break;
+  }
+  if (a.decided_reason) return FinishAttempt(a, *a.decided_reason, o.reason, c);
+  if (o.kind == Outcome::kFailed)
+    return FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit, o.reason, c);
+  switch (job->state) {
+    case slurm::JobState::kCompleted:
+      return FinishAttempt(a, EndReason::kSucceeded, why, c);
     case slurm::JobState::kCancelled:
       a.user_cancelled = true;
       SetState(c, a, ExperimentState::kCancelled, why + " outside tfslurm (scancel or an admin)");
-      break;
+      return;
     case slurm::JobState::kOutOfMemory:
-      FinishAttempt(a, EndReason::kPermanentExit, why + ": out of memory", c);
-      break;
+      return FinishAttempt(a, EndReason::kPermanentExit, why + ": out of memory", c);
     default: {
       std::optional<int> code = job->exit_code, sig;
       if (job->exit_signal) sig = job->exit_signal;
-      FinishAttempt(a, IsRetryableExit(code, sig) ? EndReason::kRetryableExit : EndReason::kPermanentExit,
-                    why + " with exit code " + std::to_string(a.attempt.exit_code), c);
+      return FinishAttempt(a, IsRetryableExit(code, sig) ? EndReason::kRetryableExit : EndReason::kPermanentExit,
+                           why + " with exit code " + std::to_string(a.attempt.exit_code), c);
     }
   }
-  (void)actions;
 }
 
 void Experiments::CheckTimers(Active& a, store::Changes& c, Actions& actions) {
@@ -722,8 +729,10 @@ void Experiments::CheckTimers(Active& a, store::Changes& c, Actions& actions) {
                       std::to_string(missing.size()) + " of " + std::to_string(run.size()) +
                       " tasks never registered: " + names;
     run.Decide({Outcome::kFailed, why});
+    a.decided_reason = EndReason::kStartFailed;
     ReapRemaining(a, c, why);
-    FinishAttempt(a, EndReason::kStartFailed, why, c);
+    a.record.reason = why + "; cancelling the job";
+    c.experiment = a.record;
     if (!a.job_cancel_sent && a.attempt.slurm_job_id) {
       actions.cancel_jobs.push_back(a.attempt.slurm_job_id);
       a.job_cancel_sent = true;
@@ -802,7 +811,7 @@ void Experiments::Tick() {
       store::Changes c;
       if (by_id && a.attempt.slurm_job_id) {
         auto j = by_id->find(a.attempt.slurm_job_id);
-        OnJobUpdate(a, j == by_id->end() ? nullptr : j->second, c, actions);
+        OnJobUpdate(a, j == by_id->end() ? nullptr : j->second, c);
       }
       CheckTimers(a, c, actions);
       Commit(c);

@@ -130,7 +130,7 @@ class Experiments {
   void SendAssignments(Active& a, store::Changes& c);
   void ReapRemaining(Active& a, store::Changes& c, const std::string& reason);
   void OnOutcome(Active& a, store::Changes& c);
-  void OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Changes& c, Actions& actions);
+  void OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Changes& c);
   void FinishAttempt(Active& a, EndReason reason, const std::string& why, store::Changes& c);
   void CheckTimers(Active& a, store::Changes& c, Actions& actions);
   StatusOr<AttemptRecord> SubmitAttempt(Active& a, int number, bool create);

@@ -127,6 +127,10 @@ class LibslurmClient final : public SlurmClient {
       desc.warn_signal = static_cast<uint16_t>(r.warn_signal);
       desc.warn_time = static_cast<uint16_t>(r.warn_time_s);
     }
+    // tfslurm restarts a preempted or failed job itself, as a new attempt
+    // with a new secret; Slurm requeueing the same job would run the old
+    // attempt a second time next to it.
+    desc.requeue = 0;
     desc.user_id = getuid();
     desc.group_id = getgid();
 

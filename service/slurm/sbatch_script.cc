@@ -26,6 +26,7 @@ std::string RenderScript(const ExperimentSpec& spec, const MemoryPlan& memory, i
   if (r.gpus_per_node > 0) s += "#SBATCH --gpus-per-node=" + std::to_string(r.gpus_per_node) + "\n";
   s += "#SBATCH --time=" + FormatSlurmTime(r.time_limit_minutes) + "\n";
   if (r.warn_signal) s += "#SBATCH --signal=USR1@" + std::to_string(r.warn_time_s) + "\n";
+  s += "#SBATCH --no-requeue\n";
   s += "#SBATCH --chdir=" + r.work_dir + "\n";
   s += "#SBATCH --output=" + r.batch_output + "\n";
   s += "#\n";
@@ -37,7 +38,8 @@ std::string RenderScript(const ExperimentSpec& spec, const MemoryPlan& memory, i
   if (!spec.workdir.empty()) s += "#   workdir: " + CommentSafe(spec.workdir) + "\n";
   if (!spec.env.empty()) s += "#   env: " + CommentSafe(spec.env) + "\n";
   s += "# The attempt secret reaches the agents through the job's environment\n";
-  s += "# (TFSLURM_SECRET), never through this file.\n";
+  s += "# (TFSLURM_SECRET), never through this file. --no-requeue: after a preemption or\n";
+  s += "# a node failure tfslurm starts a new attempt itself (see restart in the spec).\n";
   if (r.warn_signal)
     s += "# Slurm sends SIGUSR1 to every task " + std::to_string(r.warn_time_s) +
          " s before the time limit; the agent forwards it so the program can checkpoint.\n";

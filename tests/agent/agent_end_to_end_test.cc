@@ -71,6 +71,12 @@ class AgentProcess {
     argv_strings.insert(argv_strings.end(), args.begin(), args.end());
     std::vector<std::string> env_strings;
     for (const auto& [name, value] : env) env_strings.push_back(name + "=" + value);
+    // Sanitizer builds: the agent honours the same options as the test.
+    for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"}) {
+      if (const char* value = std::getenv(name); value != nullptr && !env.contains(name)) {
+        env_strings.push_back(std::string(name) + "=" + value);
+      }
+    }
     auto pointers = [](std::vector<std::string>& strings) {
       std::vector<char*> out;
       for (auto& s : strings) out.push_back(s.data());
@@ -575,6 +581,12 @@ TEST_F(AgentEndToEndTest, UnknownInterfaceExits2) {
   ASSERT_EQ(agent_->WaitForExit(), 2);
   EXPECT_NE(agent_->Log().find("no network interface named 'tfslurm-no-such-if0'"),
             std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, MalformedServiceExits2) {
+  StartAgent({{"--service", "tfslurmd.example.org"}});
+  ASSERT_EQ(agent_->WaitForExit(), 2);
+  EXPECT_NE(agent_->Log().find("is not HOST:PORT"), std::string::npos);
 }
 
 }  // namespace

@@ -144,9 +144,11 @@ TEST(ChildProcessTest, RunsInItsOwnGroupWithDefaultSignals) {
   ignore.sa_handler = SIG_IGN;
   sigaction(SIGPIPE, &ignore, &old_pipe);
 
-  // Field 5 of /proc/PID/stat is the process group.
+  // Field 5 of /proc/PID/stat is the process group. The status is read by
+  // `cat` exec'd in place of the shell (a shell blocks signals while it forks).
   auto child = ChildProcess::Start(Shell(
-      R"(cat /proc/$$/status > "$OUT/status"; cut -d' ' -f5 /proc/$$/stat > "$OUT/pgid")", dir));
+      R"(cut -d' ' -f5 /proc/$$/stat > "$OUT/pgid"; exec cat /proc/self/status > "$OUT/status")",
+      dir));
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   sigaction(SIGPIPE, &old_pipe, nullptr);
   ASSERT_TRUE(child.ok());

@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -71,12 +73,21 @@ class Service:
         ready = os.path.join(self.workdir, "ready.json")
         if os.path.exists(ready):
             os.unlink(ready)
+        # The agent endpoint's address is written into every job's script:
+        # it must stay the same when the service restarts on this workdir.
+        port_file = os.path.join(self.workdir, "agent_port")
+        if not os.path.exists(port_file):
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                open(port_file, "w").write(str(sock.getsockname()[1]))
+        agent_listen = "127.0.0.1:" + open(port_file).read().strip()
         env = dict(os.environ, SLURM_CONF=self.slurm_conf)
         self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
             [os.path.join(BIN, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
              "--output-root", self.output_root, "--ready-file", ready, "--poll-interval-ms", "500",
-             "--heartbeat-ms", "1000", "--shutdown-grace-ms", "3000"] + self.extra_args,
+             "--heartbeat-ms", "1000", "--shutdown-grace-ms", "3000", "--agent-listen", agent_listen]
+            + self.extra_args,
             env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0 or self._died(), 20,
                  "tfslurmd to listen")
@@ -151,6 +162,16 @@ def service_factory(slurm_cluster):
     yield make
     for s in services:
         s.stop()
+    # Jobs a test leaves behind (a killed service, a failed assertion) must
+    # not hold the shared cluster's nodes for the tests after it.
+    job_ids = set()
+    for s in services:
+        if os.path.exists(s.db):
+            db = sqlite3.connect(f"file:{s.db}?mode=ro", uri=True)
+            job_ids |= {str(r[0]) for r in db.execute("SELECT slurm_job_id FROM attempts WHERE slurm_job_id > 0")}
+            db.close()
+    if job_ids:
+        subprocess.run(["scancel"] + sorted(job_ids), env=slurm_env(slurm_cluster), check=False)
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
 

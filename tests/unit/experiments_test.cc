@@ -205,11 +205,14 @@ TEST_F(ExperimentsTest, BarrierTimeoutNamesMissingTasksAndCancels) {
   }
   clock_.Advance(config_.barrier_timeout_ms);
   Poll();
+  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{100}));
+  slurm_.SetState(100, slurm::JobState::kCancelled);
+  Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
   EXPECT_NE(v.experiment.reason.find("barrier timeout"), std::string::npos) << v.experiment.reason;
   EXPECT_NE(v.experiment.reason.find("worker:3 (task 5 on node3)"), std::string::npos) << v.experiment.reason;
-  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{100}));
+  EXPECT_NE(v.experiment.reason.find("start_failed"), std::string::npos) << v.experiment.reason;
 }
 
 TEST_F(ExperimentsTest, UnconfirmedReapEndsTheStepThroughSlurm) {
@@ -232,9 +235,12 @@ TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
   RegisterAll("a");
   experiments_->OnExited(Ref("a", 3), 137, std::nullopt, false);
   auto v = View("a");
-  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << "decided when the job has ended";
+  EXPECT_NE(v.experiment.reason.find("ending its Slurm job"), std::string::npos) << v.experiment.reason;
   slurm_.SetState(100, slurm::JobState::kFailed, 137);
   Poll();
+  v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   EXPECT_EQ(slurm_.submitted.size(), 1u) << "backoff first";
   clock_.Advance(5000);
   Poll();
@@ -249,6 +255,8 @@ TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
   Poll();
   RegisterAll("a", 2);
   experiments_->OnExited(Ref("a", 3, 2), 137, std::nullopt, false);
+  slurm_.SetState(101, slurm::JobState::kFailed, 137);
+  Poll();
   v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
   EXPECT_NE(v.experiment.reason.find("max_restarts 1 reached"), std::string::npos) << v.experiment.reason;
@@ -260,9 +268,27 @@ TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
   Poll();
   RegisterAll("a");
   experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
+  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
   EXPECT_NE(v.experiment.reason.find("exited with code 1"), std::string::npos) << v.experiment.reason;
+}
+
+TEST_F(ExperimentsTest, SigtermFromPreemptionIsClassifiedByTheJobState) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  // Slurm's SIGTERM reaches the tasks before the job shows PREEMPTED.
+  experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false);
+  slurm_.SetState(100, slurm::JobState::kPreempted);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.attempts[0].end_reason, "preempted");
+  // preempted is not in this spec's restart.on.
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("preempted is not in restart.on"), std::string::npos) << v.experiment.reason;
 }
 
 TEST_F(ExperimentsTest, JobStateWithoutAgentsDecides) {

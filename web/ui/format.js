@@ -120,11 +120,18 @@ export function countTasks(tasks) {
   return out;
 }
 
-// Events whose code says something went wrong.
-export function eventTone(what) {
-  if (/fail|lost|error|refused|timeout|preempt|node_fail/i.test(what)) return 'bad';
-  if (/cancel|reap|restart|retry/i.test(what)) return 'warn';
-  if (/succeed|done|complete/i.test(what)) return 'ok';
+// How an event reads: 'bad' (something failed), 'warn', 'ok' or 'info', from
+// its code and, for generic codes (state, job, exited), its sentence.
+export function eventTone(what, why = '') {
+  if (/fail|lost|error|refused|timeout|preempt/i.test(what)) return 'bad';
+  if (/cancel|restart|retry/i.test(what)) return 'warn';
+  if (/succeed|complete/i.test(what)) return 'ok';
+  if (what === 'state' || what === 'job') {
+    if (/-> failed|ended (FAILED|NODE_FAIL|TIMEOUT|OUT_OF_MEMORY|PREEMPTED|BOOT_FAIL|DEADLINE)/.test(why)) return 'bad';
+    if (/-> (cancelled|restarting)|ended CANCELLED/.test(why)) return 'warn';
+    if (/-> succeeded|ended COMPLETED/.test(why)) return 'ok';
+  }
+  if (what === 'exited' && /(code [1-9]\d*|signal)/.test(why)) return 'bad';
   return 'info';
 }
 

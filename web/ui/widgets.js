@@ -1,6 +1,6 @@
 // Small pieces shared by the views.
 import { h } from './dom.js';
-import { roleCounts, stateIcon, stateTone } from './format.js';
+import { ageSeconds, formatDuration, roleCounts, stateIcon, stateTone } from './format.js';
 
 // "✗ failed" as a pill; the icon and the word carry the meaning, the color
 // only repeats it.
@@ -61,4 +61,17 @@ export function errorNotice(err, { prefix = '' } = {}) {
 
 export function emptyRow(cols, text) {
   return h('tr', { class: 'empty' }, h('td', { colspan: cols }, text));
+}
+
+// An age that ticks without re-rendering what is around it: the span carries
+// its timestamp, tickAges() rewrites the text on every poll.
+export function ageSpan(iso, { suffix = '', parens = false } = {}) {
+  return h('span', { 'data-age-of': iso || '', 'data-age-suffix': suffix, 'data-age-parens': parens ? '1' : null });
+}
+
+export function tickAges(root, nowMs) {
+  for (const el of root.querySelectorAll('[data-age-of]')) {
+    const text = `${formatDuration(ageSeconds(el.dataset.ageOf || null, nowMs))}${el.dataset.ageSuffix || ''}`;
+    el.textContent = el.dataset.ageParens ? `(${text})` : text;
+  }
 }

@@ -4,7 +4,6 @@ import { ApiError, getJson, getText, request } from '../api.js';
 import { confirmAction } from '../dialogs.js';
 import { fill, h, renderIfChanged } from '../dom.js';
 import {
-  ageSeconds,
   countTasks,
   describeExit,
   eventTone,
@@ -15,7 +14,7 @@ import {
   stateIcon,
   stateTone,
 } from '../format.js';
-import { emptyRow, errorNotice, roleCountsList, stateBadge } from '../widgets.js';
+import { ageSpan, emptyRow, errorNotice, roleCountsList, stateBadge, tickAges } from '../widgets.js';
 
 const LOG_TAIL_LINES = 200;
 const STALE_HEARTBEAT_S = 15;
@@ -113,42 +112,40 @@ export class ExperimentView {
         ),
       ),
       h(
-        'div',
-        { class: 'two-col' },
+        'section',
+        { class: 'card', 'aria-labelledby': 'attempts-title', 'data-testid': 'attempts' },
+        h('h2', { id: 'attempts-title' }, 'Attempts'),
         h(
-          'section',
-          { class: 'card', 'aria-labelledby': 'events-title' },
-          h('h2', { id: 'events-title' }, 'Events ', h('span', { class: 'th-note' }, 'newest first')),
-          this.events,
-        ),
-        h(
-          'section',
-          { class: 'card', 'aria-labelledby': 'attempts-title', 'data-testid': 'attempts' },
-          h('h2', { id: 'attempts-title' }, 'Attempts'),
+          'div',
+          { class: 'table-wrap' },
           h(
-            'div',
-            { class: 'table-wrap' },
+            'table',
+            { class: 'responsive attempts-table' },
             h(
-              'table',
-              { class: 'responsive attempts-table' },
+              'thead',
+              null,
               h(
-                'thead',
+                'tr',
                 null,
-                h(
-                  'tr',
-                  null,
-                  h('th', { class: 'num' }, '#'),
-                  h('th', null, 'Slurm job'),
-                  h('th', null, 'State'),
-                  h('th', null, 'Reason'),
-                  h('th', null, 'Nodes'),
-                  h('th', null, 'Times'),
-                ),
+                h('th', { class: 'num' }, '#'),
+                h('th', null, 'Slurm job'),
+                h('th', null, 'State'),
+                h('th', null, 'Reason'),
+                h('th', null, 'Nodes'),
+                h('th', null, 'Submitted'),
+                h('th', null, 'Started'),
+                h('th', null, 'Ended'),
               ),
-              this.attemptsBody,
             ),
+            this.attemptsBody,
           ),
         ),
+      ),
+      h(
+        'section',
+        { class: 'card', 'aria-labelledby': 'events-title' },
+        h('h2', { id: 'events-title' }, 'Events ', h('span', { class: 'th-note' }, 'newest first')),
+        this.events,
       ),
       h(
         'div',
@@ -195,8 +192,19 @@ export class ExperimentView {
     this.resumeButton.hidden = isOpen(exp.state);
     renderIfChanged(this.banner, [exp.state, exp.reason, exp.next_attempt_at], () => banner(exp, now));
     renderIfChanged(this.facts, factsData(exp), () => facts(exp, now));
+    // Ages tick every poll without re-rendering (and unselecting) the rest.
+    tickAges(this.facts, now);
     renderIfChanged(this.taskCounts, exp.task_counts, () => roleCountsList(exp.task_counts ?? countTasks(exp.tasks)));
-    fill(this.tasksBody, taskRows(exp, this.logTask, (key) => this.selectLog(key)));
+    // Task rows are rebuilt when a task changes; heartbeat ages, which move
+    // every poll, are written in place (a click on "log" is never lost).
+    const shape = exp.tasks.map(({ heartbeat_age_s, ...t }) => [t, heartbeat_age_s > STALE_HEARTBEAT_S]);
+    renderIfChanged(this.tasksBody, [shape, this.logTask, exp.state], () =>
+      taskRows(exp, this.logTask, (key) => this.selectLog(key)),
+    );
+    for (const t of exp.tasks) {
+      const cell = this.tasksBody.querySelector(`tr[data-task="${t.role}:${t.index}"] [data-label=Heartbeat]`);
+      if (cell) cell.textContent = heartbeatText(t.heartbeat_age_s);
+    }
     renderIfChanged(this.attemptsBody, exp.attempts, () => attemptRows(exp.attempts, now));
     renderIfChanged(this.events, exp.events, () => eventItems(exp.events, now));
     renderIfChanged(this.specPre, exp.spec, () => JSON.stringify(exp.spec, null, 2));
@@ -259,6 +267,8 @@ export class ExperimentView {
     const settled = task && !['pending', 'registered', 'running'].includes(task.state);
     const stamp = `${key}|${exp.attempt}|${task ? task.state : ''}`;
     if (settled && this.lastLogFetch === stamp) return;
+    // A service without the logs endpoint is asked again only every 30 s.
+    if (this.noLogEndpointUntil > Date.now() && this.lastLogFetch !== null) return;
     const url = `${this.path}/logs?task=${encodeURIComponent(key)}&tail=${LOG_TAIL_LINES}`;
     let text;
     let failure = null;
@@ -271,6 +281,7 @@ export class ExperimentView {
     this.lastLogFetch = stamp;
     const atBottom = this.logPre.scrollHeight - this.logPre.scrollTop - this.logPre.clientHeight < 24;
     if (failure) {
+      if (failure.status === 404 && /no route/i.test(failure.message)) this.noLogEndpointUntil = Date.now() + 30000;
       this.logPre.classList.add('log-missing');
       this.logMeta.textContent = '';
       this.logPre.textContent = logUnavailable(failure, key, task);
@@ -331,7 +342,9 @@ export class ExperimentView {
     try {
       const exp = await request(method, url);
       if (this.disposed) return;
-      fill(this.actionStatus, h('div', { class: 'notice notice-ok', role: 'status' }, `✓ ${done}: ${exp.state}${exp.reason ? ` — ${exp.reason}` : ''}`));
+      const note = h('div', { class: 'notice notice-ok', role: 'status' }, `✓ ${done}: the experiment is now ${exp.state}.`);
+      fill(this.actionStatus, note);
+      setTimeout(() => note.remove(), 15000);
       if (exp && exp.id) this.show(exp);
     } catch (e) {
       fill(this.actionStatus, errorNotice(e, { prefix: `${done === 'Cancelled' ? 'Cancel' : 'Resume'} failed: ` }));
@@ -379,10 +392,10 @@ function banner(exp, now) {
   );
 }
 
-// What the summary shows, minus fields that move every second.
+// What the summary shows, minus what moves every second.
 function factsData(exp) {
   const { tasks, events, attempts, task_counts, ...rest } = exp;
-  return [rest, Math.floor(Date.now() / 30000)];
+  return rest;
 }
 
 function facts(exp, now) {
@@ -406,7 +419,7 @@ function facts(exp, now) {
     item('Command', spec.command ? spec.command.join(' ') : '—', 'mono wrap'),
     item('Model dir', exp.model_dir, 'mono wrap'),
     item('Owner', exp.owner),
-    item('Created', [formatTime(exp.created_at, now), h('span', { class: 'muted' }, ` (${formatDuration(ageSeconds(exp.created_at, now))} ago)`)]),
+    item('Created', [formatTime(exp.created_at, now), ' ', h('span', { class: 'muted' }, ageSpan(exp.created_at, { suffix: ' ago', parens: true }))]),
   );
 }
 
@@ -432,11 +445,7 @@ function taskRows(exp, logTask, onLog) {
       h('td', { 'data-label': 'Address', class: 'mono' }, t.address || '—'),
       h('td', { 'data-label': 'State' }, stateBadge(t.state)),
       h('td', { 'data-label': 'Exit', class: exit.bad ? 'mono exit-bad' : 'mono' }, exit.bad ? `✗ ${exit.text}` : exit.text),
-      h(
-        'td',
-        { 'data-label': 'Heartbeat', class: stale ? 'stale' : null },
-        hb === null || hb === undefined ? '—' : `${stale ? '⚠ ' : ''}${formatDuration(hb)} ago`,
-      ),
+      h('td', { 'data-label': 'Heartbeat', class: stale ? 'stale' : null }, heartbeatText(hb)),
       h(
         'td',
         { 'data-label': 'Log' },
@@ -455,8 +464,13 @@ function taskRows(exp, logTask, onLog) {
   });
 }
 
+function heartbeatText(ageS) {
+  if (ageS === null || ageS === undefined) return '—';
+  return `${ageS > STALE_HEARTBEAT_S ? '⚠ ' : ''}${formatDuration(ageS)} ago`;
+}
+
 function attemptRows(attempts, now) {
-  if (!attempts.length) return emptyRow(6, 'Not submitted yet.');
+  if (!attempts.length) return emptyRow(8, 'Not submitted yet.');
   return [...attempts].reverse().map((a) => {
     const state = a.state === 'ended' ? a.end_reason || 'ended' : a.state;
     const bad = a.state === 'ended' && a.end_reason && a.end_reason !== 'succeeded';
@@ -473,13 +487,9 @@ function attemptRows(attempts, now) {
       ),
       h('td', { 'data-label': 'Reason', class: 'reason' }, a.reason || '—', a.start_step !== null && a.start_step !== undefined ? h('div', { class: 'small muted' }, `started from step ${a.start_step}`) : null),
       h('td', { 'data-label': 'Nodes', class: 'mono' }, a.nodes || '—'),
-      h(
-        'td',
-        { 'data-label': 'Times', class: 'small' },
-        `submitted ${formatTime(a.submitted_at, now)}`,
-        a.started_at ? h('div', null, `started ${formatTime(a.started_at, now)}`) : null,
-        a.ended_at ? h('div', null, `ended ${formatTime(a.ended_at, now)}`) : null,
-      ),
+      h('td', { 'data-label': 'Submitted', title: a.submitted_at }, formatTime(a.submitted_at, now)),
+      h('td', { 'data-label': 'Started', title: a.started_at }, formatTime(a.started_at, now)),
+      h('td', { 'data-label': 'Ended', title: a.ended_at }, formatTime(a.ended_at, now)),
     );
   });
 }
@@ -489,7 +499,7 @@ const EVENT_ICONS = { bad: '✗', warn: '!', ok: '✓', info: '•' };
 function eventItems(events, now) {
   if (!events.length) return h('li', { class: 'muted' }, 'No events yet.');
   return [...events].reverse().map((e) => {
-    const tone = eventTone(e.what);
+    const tone = eventTone(e.what, e.why);
     return h(
       'li',
       { class: `ev ev-${tone}`, 'data-what': e.what },

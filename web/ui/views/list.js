@@ -2,8 +2,8 @@
 // experiment with a state filter and paging. Route: #/?state=failed&offset=25
 import { getJson } from '../api.js';
 import { fill, h, renderIfChanged } from '../dom.js';
-import { ageSeconds, experimentHref, formatDuration, formatTime, OPEN_STATES, stateTone } from '../format.js';
-import { emptyRow, errorNotice, roleCountsList, stateBadge } from '../widgets.js';
+import { experimentHref, formatTime, OPEN_STATES, stateTone } from '../format.js';
+import { ageSpan, emptyRow, errorNotice, roleCountsList, stateBadge, tickAges } from '../widgets.js';
 
 const PAGE = 25;
 const FILTERS = [
@@ -135,13 +135,14 @@ export class ListView {
     renderIfChanged(this.runningError, '', () => []);
     const items = result.value.experiments;
     this.runningCount.textContent = `(${items.length})`;
-    // Ages move every poll; re-render rows on any change.
-    fill(
-      this.runningBody,
+    // Rows are rebuilt only when their data changed (a click is never lost
+    // to a re-render); ages tick in place.
+    renderIfChanged(this.runningBody, items, () =>
       items.length
         ? items.map((e) => runningRow(e, now))
         : emptyRow(8, 'Nothing is queued or running. Submit an experiment with tfctl submit SPEC.'),
     );
+    tickAges(this.runningBody, now);
   }
 
   showAll(result, now) {
@@ -151,12 +152,12 @@ export class ListView {
     }
     renderIfChanged(this.allError, '', () => []);
     const { experiments, total, offset, limit } = result.value;
-    fill(
-      this.allBody,
+    renderIfChanged(this.allBody, experiments, () =>
       experiments.length
         ? experiments.map((e) => allRow(e, now))
         : emptyRow(7, this.filter.states ? `No ${this.filter.key} experiments.` : 'No experiments yet.'),
     );
+    tickAges(this.allBody, now);
     const base = this.filter.key ? `#/?state=${this.filter.key}&` : '#/?';
     const to = Math.min(total, offset + experiments.length);
     fill(
@@ -204,7 +205,7 @@ function runningRow(e, now) {
     h('td', { 'data-label': 'Nodes', class: 'mono' }, e.nodes || '—'),
     h('td', { 'data-label': 'Tasks' }, roleCountsList(e.task_counts)),
     h('td', { 'data-label': 'Checkpoint', class: 'num' }, checkpointText(e)),
-    h('td', { 'data-label': 'Age', class: 'num', title: e.created_at }, formatDuration(ageSeconds(e.created_at, now))),
+    h('td', { 'data-label': 'Age', class: 'num', title: e.created_at }, ageSpan(e.created_at)),
   );
 }
 
@@ -219,6 +220,6 @@ function allRow(e, now) {
     h('td', { 'data-label': 'Attempt', class: 'num' }, e.attempt),
     h('td', { 'data-label': 'Checkpoint', class: 'num' }, checkpointText(e)),
     h('td', { 'data-label': 'Created', title: e.created_at }, formatTime(e.created_at, now)),
-    h('td', { 'data-label': 'Updated', title: e.updated_at }, `${formatDuration(ageSeconds(e.updated_at, now))} ago`),
+    h('td', { 'data-label': 'Updated', title: e.updated_at }, ageSpan(e.updated_at, { suffix: ' ago' })),
   );
 }

@@ -1,0 +1,214 @@
+// bench_http_rate: HTTP/1.1 requests at a fixed rate over keep-alive
+// connections, with latency measured from each request's scheduled time (as
+// wrk2 does; wrk2 is not in Debian and plain wrk only measures at
+// saturation), so a slow answer also counts against the requests queued
+// behind it.
+//
+//   bench_http_rate --port P --path /experiments/ID --rate 2000 --connections 8
+//                   --duration 10 [--warmup 2] [--host 127.0.0.1]
+//
+// Each connection is one thread sending every C/R seconds, one request in
+// flight. Prints one line of key=value: target and achieved rate, requests,
+// errors (non-2xx, broken connections), reconnects (the server closed the
+// connection: cpp-httplib closes a keep-alive connection after 5 requests
+// unless told otherwise), latency p50/p90/p99/p99.9/max in ms from the
+// scheduled time, and the same from the actual send ("service").
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+int64_t NowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+void SleepUntil(int64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) == EINTR) {
+  }
+}
+
+double Percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+struct Options {
+  std::string host = "127.0.0.1", path = "/", method = "GET";
+  int port = 0, connections = 8;
+  double rate = 1000, duration_s = 10, warmup_s = 2;
+};
+
+class Connection {
+ public:
+  Connection(const Options& o) : o_(o) {}
+  ~Connection() { Close(); }
+
+  // Sends one request and reads the whole answer; false on a broken
+  // connection. `status` gets the HTTP status.
+  bool RoundTrip(const std::string& request, int* status, bool* server_closed) {
+    if (fd_ < 0 && !Connect()) return false;
+    if (!WriteAll(request)) {
+      Close();
+      return false;
+    }
+    // Headers.
+    size_t header_end;
+    while ((header_end = buf_.find("\r\n\r\n")) == std::string::npos)
+      if (!ReadMore()) return false;
+    std::string head = buf_.substr(0, header_end);
+    *status = 0;
+    sscanf(head.c_str(), "HTTP/1.%*d %d", status);
+    size_t length = 0;
+    std::string lower = head;
+    std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+    if (auto p = lower.find("\r\ncontent-length:"); p != std::string::npos)
+      length = std::strtoul(lower.c_str() + p + 17, nullptr, 10);
+    *server_closed = lower.find("\r\nconnection: close") != std::string::npos;
+    size_t total = header_end + 4 + length;
+    while (buf_.size() < total)
+      if (!ReadMore()) return false;
+    buf_.erase(0, total);
+    if (*server_closed) Close();
+    return true;
+  }
+
+  void Close() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+    buf_.clear();
+  }
+
+ private:
+  bool Connect() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(o_.port);
+    inet_pton(AF_INET, o_.host.c_str(), &addr.sin_addr);
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      Close();
+      return false;
+    }
+    return true;
+  }
+  bool WriteAll(const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+      ssize_t n = send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += n;
+    }
+    return true;
+  }
+  bool ReadMore() {
+    char tmp[65536];
+    ssize_t n = recv(fd_, tmp, sizeof tmp, 0);
+    if (n <= 0) {
+      Close();
+      return false;
+    }
+    buf_.append(tmp, n);
+    return true;
+  }
+
+  const Options& o_;
+  int fd_ = -1;
+  std::string buf_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i], v = argv[i + 1];
+    if (a == "--host") o.host = v;
+    else if (a == "--port") o.port = std::stoi(v);
+    else if (a == "--path") o.path = v;
+    else if (a == "--rate") o.rate = std::stod(v);
+    else if (a == "--connections") o.connections = std::stoi(v);
+    else if (a == "--duration") o.duration_s = std::stod(v);
+    else if (a == "--warmup") o.warmup_s = std::stod(v);
+    else {
+      fprintf(stderr, "usage: %s --port P --path PATH --rate R [--connections C] [--duration S] [--warmup S]\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  if (!o.port) {
+    fprintf(stderr, "--port is required\n");
+    return 2;
+  }
+  std::string request = o.method + " " + o.path + " HTTP/1.1\r\nHost: " + o.host + "\r\nAccept: application/json\r\n\r\n";
+
+  std::mutex mu;
+  std::vector<double> latency, service;
+  long errors = 0, reconnects = 0, measured = 0;
+  const int64_t interval = static_cast<int64_t>(1e9 * o.connections / o.rate);
+  const int64_t start = NowNs() + 50'000'000;
+  const int64_t measure_from = start + static_cast<int64_t>(o.warmup_s * 1e9);
+  const int64_t end = measure_from + static_cast<int64_t>(o.duration_s * 1e9);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < o.connections; ++c) {
+    threads.emplace_back([&, c] {
+      Connection conn(o);
+      std::vector<double> lat, svc;
+      long errs = 0, recs = 0, count = 0;
+      // Connections are staggered over one interval so the rate is smooth.
+      for (int64_t k = 0;; ++k) {
+        int64_t scheduled = start + k * interval + c * interval / o.connections;
+        if (scheduled >= end) break;
+        SleepUntil(scheduled);
+        int64_t sent = NowNs();
+        int status = 0;
+        bool closed = false;
+        bool ok = conn.RoundTrip(request, &status, &closed);
+        int64_t done = NowNs();
+        if (closed) ++recs;
+        if (scheduled < measure_from) continue;
+        ++count;
+        if (!ok || status < 200 || status >= 300) {
+          ++errs;
+          continue;
+        }
+        lat.push_back((done - scheduled) / 1e6);
+        svc.push_back((done - sent) / 1e6);
+      }
+      std::lock_guard lock(mu);
+      latency.insert(latency.end(), lat.begin(), lat.end());
+      service.insert(service.end(), svc.begin(), svc.end());
+      errors += errs;
+      reconnects += recs;
+      measured += count;
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::sort(latency.begin(), latency.end());
+  std::sort(service.begin(), service.end());
+  printf("target_rate=%.0f achieved_rate=%.0f requests=%ld errors=%ld reconnects=%ld "
+         "p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f service_p50_ms=%.3f service_p99_ms=%.3f\n",
+         o.rate, latency.size() / o.duration_s, measured, errors, reconnects, Percentile(latency, 50),
+         Percentile(latency, 90), Percentile(latency, 99), Percentile(latency, 99.9),
+         latency.empty() ? 0 : latency.back(), Percentile(service, 50), Percentile(service, 99));
+  return errors ? 1 : 0;
+}

@@ -1,0 +1,142 @@
+# Shared by the bench/*.sh scripts: paths, building, the local Slurm cluster,
+# tfslurmd, and appending figures to RESULTS.md. Source it; do not run it.
+# shellcheck shell=bash
+
+BENCH_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+REPO="$(cd -- "$BENCH_DIR/.." && pwd)"
+BUILD="${TFSLURM_BUILD:-$REPO/build}"
+# Bench binaries: in the main build once the top-level CMakeLists.txt has
+# add_subdirectory(bench), else in a standalone build (see README.md).
+BENCH_BUILD="${TFSLURM_BENCH_BUILD:-/tmp/bench-build}"
+RESULTS="${TFSLURM_BENCH_RESULTS:-$BENCH_DIR/RESULTS.md}"
+
+log() { printf 'bench: %s\n' "$*" >&2; }
+die() {
+  log "error: $*"
+  exit 1
+}
+
+# Builds tfslurmd, the agent and the bench binaries (2 jobs: the machines
+# this runs on are small). Sets BENCH_BIN.
+build_all() {
+  if [[ ! -f "$BUILD/build.ninja" ]]; then
+    cmake -S "$REPO" -B "$BUILD" -G Ninja >&2 || die "cmake failed"
+  fi
+  ninja -C "$BUILD" -j2 tfslurmd tfslurm-agent >&2 || die "building tfslurmd failed"
+  if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^bench_rendezvous_server:'; then
+    ninja -C "$BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate >&2 ||
+      die "building the bench binaries failed"
+    BENCH_BIN="$BUILD/bin"
+  else
+    if [[ ! -f "$BENCH_BUILD/build.ninja" ]]; then
+      cmake -S "$REPO" -B "$BENCH_BUILD" -G Ninja -DCMAKE_PROJECT_INCLUDE="$BENCH_DIR/standalone.cmake" >&2 ||
+        die "cmake (standalone bench build) failed"
+    fi
+    ninja -C "$BENCH_BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate >&2 ||
+      die "building the bench binaries failed"
+    BENCH_BIN="$BENCH_BUILD/bin"
+  fi
+  export BENCH_BIN
+}
+
+# Benchmarks on a shared 2-core machine are only as good as its idleness:
+# wait (up to $1 s, default 600) for the 1-minute load average to drop below
+# BENCH_MAX_LOAD (default 1.0), and say what it was.
+wait_quiet() {
+  local max_wait="${1:-600}" limit="${BENCH_MAX_LOAD:-1.0}" waited=0 load
+  while :; do
+    load="$(cut -d' ' -f1 /proc/loadavg)"
+    if awk -v l="$load" -v m="$limit" 'BEGIN{exit !(l < m)}'; then break; fi
+    if ((waited >= max_wait)); then
+      log "warning: load average still $load after ${waited}s (limit $limit); measuring anyway"
+      break
+    fi
+    ((waited == 0)) && log "waiting for the machine to quieten (load $load, limit $limit)"
+    sleep 10
+    waited=$((waited + 10))
+  done
+  BENCH_LOAD_AT_START="$load"
+}
+
+machine_line() {
+  printf '%s, %s CPUs, %s MB RAM; load average at start %s; tree %s%s' \
+    "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" "$(nproc)" \
+    "$(awk '/MemTotal/ {printf "%d", $2/1024}' /proc/meminfo)" "${BENCH_LOAD_AT_START:-?}" \
+    "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')" \
+    "$(git -C "$REPO" diff --quiet HEAD -- service agent schema 2>/dev/null || echo ' + uncommitted changes in service/agent/schema')"
+}
+
+# results_append TITLE COMMAND FILE: appends a section to RESULTS.md with the
+# date, the command that produced it, the machine, and FILE's contents.
+results_append() {
+  local title="$1" command="$2" body="$3"
+  {
+    printf '\n## %s\n\n' "$title"
+    printf -- '- date: %s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+    printf -- '- command: `%s`\n' "$command"
+    printf -- '- machine: %s\n\n' "$(machine_line)"
+    cat "$body"
+  } >>"$RESULTS"
+  log "appended \"$title\" to $RESULTS"
+}
+
+# ------------------------------------------------------------ cluster ----
+
+# Starts a local Slurm cluster in a new short directory; exports SLURM_CONF
+# and CLUSTER_DIR. stop_cluster (registered by the caller's trap) ends it.
+start_cluster() {
+  CLUSTER_DIR="$(mktemp -d /tmp/tfs-bench-XXXX)"
+  chmod 755 "$CLUSTER_DIR"
+  local line
+  line="$("$REPO/deploy/local-slurm/start.sh" "$CLUSTER_DIR")" || die "local Slurm did not start"
+  export "${line?}"
+  export CLUSTER_DIR
+  log "Slurm cluster in $CLUSTER_DIR ($line)"
+}
+
+stop_cluster() {
+  if [[ -n "${CLUSTER_DIR:-}" ]]; then
+    "$REPO/deploy/local-slurm/stop.sh" "$CLUSTER_DIR" >&2 || true
+    rm -rf "$CLUSTER_DIR"
+    CLUSTER_DIR=""
+  fi
+}
+
+# ----------------------------------------------------------- tfslurmd ----
+
+# start_tfslurmd WORKDIR [extra args...]: starts tfslurmd against SLURM_CONF;
+# sets TFSLURMD_PID, HTTP_PORT, AGENT_PORT, API.
+start_tfslurmd() {
+  local dir="$1"
+  shift
+  mkdir -p "$dir"
+  rm -f "$dir/ready.json"
+  "$BUILD/bin/tfslurmd" --listen 127.0.0.1:0 --db "$dir/tfslurm.db" --output-root "$dir/out" \
+    --ready-file "$dir/ready.json" "$@" >>"$dir/tfslurmd.log" 2>&1 &
+  TFSLURMD_PID=$!
+  local i
+  for ((i = 0; i < 200; i++)); do
+    [[ -s "$dir/ready.json" ]] && break
+    kill -0 "$TFSLURMD_PID" 2>/dev/null || die "tfslurmd exited at start: $(tail -5 "$dir/tfslurmd.log")"
+    sleep 0.1
+  done
+  [[ -s "$dir/ready.json" ]] || die "tfslurmd did not write $dir/ready.json"
+  HTTP_PORT="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["http_port"])' "$dir/ready.json")"
+  AGENT_PORT="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["agent_port"])' "$dir/ready.json")"
+  API="http://127.0.0.1:$HTTP_PORT"
+  export TFSLURMD_PID HTTP_PORT AGENT_PORT API
+  log "tfslurmd pid $TFSLURMD_PID, REST $API, agents :$AGENT_PORT"
+}
+
+stop_tfslurmd() {
+  if [[ -n "${TFSLURMD_PID:-}" ]]; then
+    kill -TERM "$TFSLURMD_PID" 2>/dev/null || true
+    wait "$TFSLURMD_PID" 2>/dev/null || true
+    TFSLURMD_PID=""
+  fi
+}
+
+# Cancels every job of the local cluster (benchmarks leave nothing queued).
+cancel_all_jobs() {
+  [[ -n "${SLURM_CONF:-}" ]] && scancel --user="$(id -un)" 2>/dev/null || true
+}

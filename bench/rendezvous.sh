@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Rendezvous storm (issue 3): N simulated agents register at once; figures
+# per N over several runs. See README.md, "Rendezvous storm".
+#
+#   bench/rendezvous.sh [--sizes 64,512,4096] [--runs 20] [--runs-4096 10] [--warmup 2]
+#                       [-- extra bench_rendezvous_storm arguments]
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+sizes="64,512,4096" runs=20 runs_big=10 warmup=2
+while (($#)); do
+  case "$1" in
+    --sizes) sizes="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
+    --runs-4096) runs_big="$2"; shift 2 ;;
+    --warmup) warmup="$2"; shift 2 ;;
+    --) shift; break ;;
+    *) die "unknown argument $1" ;;
+  esac
+done
+command_line="bench/rendezvous.sh --sizes $sizes --runs $runs --runs-4096 $runs_big --warmup $warmup${*:+ -- $*}"
+
+build_all
+work="$(mktemp -d /tmp/bench-rdv-XXXX)"
+trap 'rm -rf "$work"' EXIT
+
+table="$work/table.md"
+: >"$table"
+IFS=, read -r -a size_list <<<"$sizes"
+first=1
+for n in "${size_list[@]}"; do
+  r=$runs
+  ((n >= 4096)) && r=$runs_big
+  wait_quiet 600
+  log "storm of $n agents, $r runs (+$warmup warm-up)"
+  "$BENCH_BIN/bench_rendezvous_storm" --server "$BENCH_BIN/bench_rendezvous_server" --sizes "$n" \
+    --runs "$r" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/runs-$n.csv" "$@" >"$work/out-$n.md"
+  if ((first)); then cat "$work/out-$n.md" >>"$table"; first=0; else tail -n +3 "$work/out-$n.md" >>"$table"; fi
+  cat "$work/out-$n.md" >&2
+done
+
+{
+  cat "$table"
+  cat <<EOF
+
+Per run, N = agents: "last reg -> last assignment" is, at the load generator,
+the time from the last Register handed to gRPC (OnWriteDone) to the last
+Assignment received; "whole storm" from the first stream opened to the last
+Assignment; registrations/s = N / whole storm. Percentiles over the runs are
+nearest-rank (with 10-20 runs p99 is the slowest run). "per agent" pools
+every agent of every run. Connections (one TCP connection per agent) are
+opened before the storm and timed apart ("connect"). Threads and RSS are the
+server process's (/proc/PID/status sampled every 2 ms; VmHWM after the run),
+one fresh server per N. Server and load generator share the machine's CPUs.
+EOF
+  echo
+  echo "Per-run rows (CSV):"
+  echo
+  echo '```'
+  for n in "${size_list[@]}"; do cat "$work/runs-$n.csv"; done | awk 'NR==1 || !/^n,/'
+  echo '```'
+} >"$work/section.md"
+results_append "Rendezvous storm (issue 3)" "$command_line" "$work/section.md"
+cat "$table"

@@ -1,0 +1,474 @@
+// bench_rendezvous_storm: N simulated agents registering at once.
+//
+// For each size N it starts a fresh bench_rendezvous_server (so the server's
+// peak RSS belongs to that size), then runs the storm `--warmup + --runs`
+// times. One run:
+//   1. asks the server for a new experiment of N tasks (and its secret);
+//   2. opens N gRPC channels, one TCP connection each as N agents on N hosts
+//      would, and waits until all are connected (timed apart: "connect");
+//   3. "go": starts N Connect streams whose first message is Register, as
+//      fast as one thread can (agents started by one srun);
+//   4. waits for every Assignment. Per agent it records when its Register
+//      was handed to the transport (OnWriteDone) and when its Assignment
+//      arrived (OnReadDone);
+//   5. closes the streams and cancels the experiment.
+// Figures per run: last registration -> last assignment, whole storm (go ->
+// last assignment), registrations per second (N / storm), and per agent
+// register -> assignment. While the storm runs, a sampler reads the server's
+// /proc/PID/status every 2 ms (Threads, VmRSS); VmHWM is read after the run.
+//
+// Prints a Markdown summary (one row per N) on stdout; per-run rows go to
+// stderr, and with --runs-csv FILE to FILE.
+#include <absl/synchronization/mutex.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent.grpc.pb.h"
+
+namespace {
+
+using tfslurm::agent::v1::AgentMessage;
+using tfslurm::agent::v1::AgentService;
+using tfslurm::agent::v1::ServiceMessage;
+using Clock = std::chrono::steady_clock;
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// Nearest-rank percentile of `v` (p in 0..100).
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+// ---------------------------------------------------------------- server --
+
+struct ProcStatus {
+  long threads = 0, vm_rss_kb = 0, vm_hwm_kb = 0;
+};
+
+ProcStatus ReadProcStatus(pid_t pid) {
+  ProcStatus s;
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("Threads:", 0) == 0) s.threads = std::atol(line.c_str() + 8);
+    else if (line.rfind("VmRSS:", 0) == 0) s.vm_rss_kb = std::atol(line.c_str() + 6);
+    else if (line.rfind("VmHWM:", 0) == 0) s.vm_hwm_kb = std::atol(line.c_str() + 6);
+  }
+  return s;
+}
+
+// utime + stime of `pid`, in milliseconds.
+double CpuMs(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(f)), {});
+  auto close = stat.rfind(')');
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return (utime + stime) * 1000.0 / sysconf(_SC_CLK_TCK);
+}
+
+class ServerProcess {
+ public:
+  ServerProcess(const std::string& binary, const std::string& dir, const std::vector<std::string>& extra) {
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) Die("pipe");
+    pid_ = fork();
+    if (pid_ < 0) Die("fork");
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      close(in[1]);
+      close(out[0]);
+      std::vector<std::string> args = {binary, "--dir", dir};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      perror(binary.c_str());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = fdopen(in[1], "w");
+    from_ = fdopen(out[0], "r");
+    std::string ready = ReadLine();
+    if (sscanf(ready.c_str(), "ready agent_port=%d", &agent_port_) != 1) Die("server did not start: " + ready);
+  }
+  ~ServerProcess() {
+    Command("quit", /*answer=*/false);
+    fclose(to_);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    fclose(from_);
+  }
+
+  std::string Command(const std::string& line, bool answer = true) {
+    fprintf(to_, "%s\n", line.c_str());
+    fflush(to_);
+    return answer ? ReadLine() : "";
+  }
+  pid_t pid() const { return pid_; }
+  int agent_port() const { return agent_port_; }
+
+  [[noreturn]] static void Die(const std::string& why) {
+    fprintf(stderr, "bench_rendezvous_storm: %s\n", why.c_str());
+    exit(1);
+  }
+
+ private:
+  std::string ReadLine() {
+    char buf[4096];
+    if (!fgets(buf, sizeof buf, from_)) Die("the server exited");
+    std::string s(buf);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    return s;
+  }
+
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+  int agent_port_ = 0;
+};
+
+// ----------------------------------------------------------------- agents --
+
+struct Storm {
+  Clock::time_point go;
+  std::mutex mu;
+  std::condition_variable cv;
+  int answered = 0;  // assignments + refusals + broken streams
+  int done = 0;      // streams finished (OnDone)
+  int refused = 0, broken = 0;
+  std::string first_error;
+};
+
+class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, ServiceMessage> {
+ public:
+  SimulatedAgent(AgentService::Stub* stub, Storm* storm, int proc, const std::string& experiment,
+                 const std::string& secret, int64_t job_id, int tasks_per_node)
+      : storm_(storm) {
+    auto* task = register_.mutable_task();
+    task->set_experiment_id(experiment);
+    task->set_attempt(1);
+    task->set_secret(secret);
+    task->set_proc_id(proc);
+    auto* r = register_.mutable_register_();
+    r->set_slurm_job_id(job_id);
+    int node = proc / tasks_per_node;
+    r->set_node_id(node);
+    r->set_local_id(proc % tasks_per_node);
+    char name[16];
+    snprintf(name, sizeof name, "node%04d", node);
+    r->set_node_name(name);
+    r->set_address(name);
+    r->set_port(40000 + proc % tasks_per_node);
+    stub->async()->Connect(&context_, this);
+    StartWrite(&register_);
+    StartRead(&reply_);
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!registered_at_.time_since_epoch().count()) registered_at_ = Clock::now();
+  }
+
+  void OnReadDone(bool ok) override {
+    auto now = Clock::now();
+    std::lock_guard lock(storm_->mu);
+    if (ok && reply_.has_assignment()) {
+      assigned_at_ = now;
+      tf_config_bytes_ = reply_.assignment().tf_config().size();
+    } else if (ok && reply_.has_refused()) {
+      ++storm_->refused;
+      if (storm_->first_error.empty()) storm_->first_error = "refused: " + reply_.refused().reason();
+    } else {
+      ++storm_->broken;
+      if (storm_->first_error.empty()) storm_->first_error = "stream ended before an assignment";
+    }
+    reply_.Clear();  // the assignment holds the whole cluster; keep memory flat
+    ++storm_->answered;
+    storm_->cv.notify_all();
+  }
+
+  void OnDone(const grpc::Status&) override {
+    std::lock_guard lock(storm_->mu);
+    ++storm_->done;
+    storm_->cv.notify_all();
+  }
+
+  void Close() { StartWritesDone(); }
+
+  Clock::time_point registered_at_{}, assigned_at_{};
+  size_t tf_config_bytes_ = 0;
+
+ private:
+  Storm* storm_;
+  grpc::ClientContext context_;
+  AgentMessage register_;
+  ServiceMessage reply_;
+};
+
+// ------------------------------------------------------------------- runs --
+
+struct RunResult {
+  int n = 0;
+  double connect_ms = 0, first_reg_ms = 0, last_reg_ms = 0, last_assign_ms = 0;
+  double gap_ms = 0;  // last registration -> last assignment
+  std::vector<double> per_agent_ms;  // register -> assignment
+  int refused = 0, broken = 0, missing = 0;
+  long max_threads = 0, max_rss_kb = 0, hwm_kb = 0;
+  double server_cpu_ms = 0, client_cpu_ms = 0;
+  size_t tf_config_bytes = 0;
+};
+
+// Starts `command` (through sh, "{pid}" replaced by the server's pid) in its
+// own process group, e.g. a profiler attached to the storm only.
+pid_t StartProfiler(std::string command, pid_t server) {
+  if (command.empty()) return -1;
+  for (size_t p; (p = command.find("{pid}")) != std::string::npos;) command.replace(p, 5, std::to_string(server));
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl("/bin/sh", "sh", "-c", command.c_str(), nullptr);
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // let it attach
+  return pid;
+}
+
+void StopProfiler(pid_t pid) {
+  if (pid <= 0) return;
+  kill(-pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+double SelfCpuMs() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+}
+
+RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::string& profile_cmd) {
+  RunResult res;
+  res.n = n;
+  std::string answer = server.Command("new " + std::to_string(n));
+  char exp[256], secret[256];
+  long long job = 0;
+  if (sscanf(answer.c_str(), "exp %255s %255s %lld", exp, secret, &job) != 3)
+    ServerProcess::Die("cannot create the experiment: " + answer);
+
+  // One connection per agent: a local subchannel pool stops gRPC from sharing
+  // one TCP connection among channels with equal arguments.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  std::string target = "127.0.0.1:" + std::to_string(server.agent_port());
+  auto c0 = Clock::now();
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<AgentService::Stub>> stubs;
+  for (int i = 0; i < n; ++i) {
+    channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    channels.back()->GetState(/*try_to_connect=*/true);
+  }
+  for (auto& ch : channels) {
+    if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)))
+      ServerProcess::Die("a channel did not connect within 60 s");
+    stubs.push_back(AgentService::NewStub(ch));
+  }
+  res.connect_ms = Ms(Clock::now() - c0);
+
+  // Sample the server while the storm runs.
+  std::atomic<bool> sampling{true};
+  std::thread sampler([&] {
+    while (sampling) {
+      ProcStatus s = ReadProcStatus(server.pid());
+      res.max_threads = std::max(res.max_threads, s.threads);
+      res.max_rss_kb = std::max(res.max_rss_kb, s.vm_rss_kb);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+
+  pid_t profiler = StartProfiler(profile_cmd, server.pid());
+  double cpu0 = CpuMs(server.pid()), self0 = SelfCpuMs();
+  Storm storm;
+  std::vector<std::unique_ptr<SimulatedAgent>> agents;
+  agents.reserve(n);
+  storm.go = Clock::now();
+  for (int i = 0; i < n; ++i)
+    agents.push_back(std::make_unique<SimulatedAgent>(stubs[i].get(), &storm, i, exp, secret, job, tasks_per_node));
+  {
+    std::unique_lock lock(storm.mu);
+    storm.cv.wait_for(lock, std::chrono::seconds(120), [&] { return storm.answered == n; });
+    res.missing = n - storm.answered;
+    res.refused = storm.refused;
+    res.broken = storm.broken;
+    if (!storm.first_error.empty()) fprintf(stderr, "  N=%d: %s\n", n, storm.first_error.c_str());
+  }
+  res.server_cpu_ms = CpuMs(server.pid()) - cpu0;
+  res.client_cpu_ms = SelfCpuMs() - self0;
+  StopProfiler(profiler);
+  sampling = false;
+  sampler.join();
+  res.hwm_kb = ReadProcStatus(server.pid()).vm_hwm_kb;
+
+  bool first = true;
+  for (auto& a : agents) {
+    std::lock_guard lock(storm.mu);
+    double reg = Ms(a->registered_at_ - storm.go);
+    if (a->registered_at_.time_since_epoch().count()) {
+      res.first_reg_ms = first ? reg : std::min(res.first_reg_ms, reg);
+      res.last_reg_ms = std::max(res.last_reg_ms, reg);
+      first = false;
+    }
+    if (a->assigned_at_.time_since_epoch().count()) {
+      double got = Ms(a->assigned_at_ - storm.go);
+      res.last_assign_ms = std::max(res.last_assign_ms, got);
+      res.per_agent_ms.push_back(got - reg);
+      res.tf_config_bytes = std::max(res.tf_config_bytes, a->tf_config_bytes_);
+    }
+  }
+  res.gap_ms = res.last_assign_ms - res.last_reg_ms;
+
+  for (auto& a : agents) a->Close();
+  {
+    std::unique_lock lock(storm.mu);
+    storm.cv.wait_for(lock, std::chrono::seconds(60), [&] { return storm.done == n; });
+  }
+  server.Command(std::string("cancel ") + exp);
+  agents.clear();
+  stubs.clear();
+  channels.clear();
+  return res;
+}
+
+std::vector<int> ParseSizes(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(std::stoi(item));
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string server_bin, dir = "/tmp/bench-rendezvous", sizes_arg = "64,512,4096", runs_csv, profile_cmd;
+  int runs = 20, warmup = 2, tasks_per_node = 32;
+  std::vector<std::string> server_args;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) ServerProcess::Die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--server") server_bin = next();
+    else if (a == "--dir") dir = next();
+    else if (a == "--sizes") sizes_arg = next();
+    else if (a == "--runs") runs = std::stoi(next());
+    else if (a == "--warmup") warmup = std::stoi(next());
+    else if (a == "--runs-csv") runs_csv = next();
+    else if (a == "--server-arg") server_args.push_back(next());
+    else if (a == "--profile-cmd") profile_cmd = next();
+    else {
+      fprintf(stderr,
+              "usage: %s --server PATH [--sizes 64,512,4096] [--runs 20] [--warmup 2] [--dir D]\n"
+              "          [--runs-csv FILE] [--server-arg ARG]... [--profile-cmd 'perf record -g -p {pid} -o F']\n",
+              argv[0]);
+      return 2;
+    }
+  }
+  if (server_bin.empty()) ServerProcess::Die("--server PATH (bench_rendezvous_server) is required");
+  rlimit r{};
+  getrlimit(RLIMIT_NOFILE, &r);
+  r.rlim_cur = r.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &r);
+  signal(SIGPIPE, SIG_IGN);
+  // Debian builds abseil without NDEBUG, so every absl::Mutex (all of gRPC's
+  // locks) runs deadlock detection; the load generator shares the machine
+  // with the server and must stay light.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+
+  FILE* csv = runs_csv.empty() ? nullptr : fopen(runs_csv.c_str(), "w");
+  if (csv)
+    fprintf(csv, "n,run,connect_ms,first_reg_ms,last_reg_ms,last_assign_ms,gap_ms,agent_p50_ms,agent_p99_ms,"
+                 "refused,broken,missing,max_threads,max_rss_mb,hwm_mb,server_cpu_ms,client_cpu_ms,tf_config_bytes\n");
+
+  printf("| agents | runs | last reg -> last assignment p50 / p99 / max (ms) | whole storm p50 / p99 / max (ms) "
+         "| registrations/s (p50) | per agent reg -> assignment p50 / p99 (ms) | connect (ms, p50) "
+         "| server threads (max) | server RSS peak VmHWM (MB) | server CPU per storm (ms, p50) | errors |\n");
+  printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fflush(stdout);
+  for (int n : ParseSizes(sizes_arg)) {
+    std::string run_dir = dir + "/n" + std::to_string(n);
+    std::string cmd = "rm -rf '" + run_dir + "'";
+    if (system(cmd.c_str()) != 0) ServerProcess::Die("cannot clear " + run_dir);
+    ServerProcess server(server_bin, run_dir, server_args);
+    std::vector<double> gaps, storms, rates, agent_all, connects, cpus;
+    long threads = 0, hwm = 0;
+    int errors = 0;
+    for (int run = 0; run < warmup + runs; ++run) {
+      RunResult res = RunStorm(server, n, std::min(n, tasks_per_node), run < warmup ? "" : profile_cmd);
+      double p50 = Percentile(res.per_agent_ms, 50), p99 = Percentile(res.per_agent_ms, 99);
+      fprintf(stderr,
+              "  N=%d run %d%s: connect %.1f ms, registers handed over %.1f..%.1f ms, last assignment %.1f ms, "
+              "gap %.1f ms, per agent p50 %.1f p99 %.1f ms, threads %ld, RSS %.0f MB (HWM %.0f), server CPU %.0f "
+              "ms, load generator CPU %.0f ms, TF_CONFIG %zu B, refused %d broken %d missing %d\n",
+              n, run, run < warmup ? " (warm-up)" : "", res.connect_ms, res.first_reg_ms, res.last_reg_ms,
+              res.last_assign_ms, res.gap_ms, p50, p99, res.max_threads, res.max_rss_kb / 1024.0,
+              res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms, res.tf_config_bytes, res.refused, res.broken,
+              res.missing);
+      if (csv)
+        fprintf(csv, "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d,%ld,%.1f,%.1f,%.0f,%.0f,%zu\n", n, run,
+                res.connect_ms, res.first_reg_ms, res.last_reg_ms, res.last_assign_ms, res.gap_ms, p50, p99,
+                res.refused, res.broken, res.missing, res.max_threads, res.max_rss_kb / 1024.0,
+                res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms, res.tf_config_bytes);
+      threads = std::max(threads, res.max_threads);
+      hwm = std::max(hwm, res.hwm_kb);
+      if (run < warmup) continue;
+      errors += res.refused + res.broken + res.missing;
+      gaps.push_back(res.gap_ms);
+      storms.push_back(res.last_assign_ms);
+      rates.push_back(n / (res.last_assign_ms / 1000.0));
+      agent_all.insert(agent_all.end(), res.per_agent_ms.begin(), res.per_agent_ms.end());
+      connects.push_back(res.connect_ms);
+      cpus.push_back(res.server_cpu_ms);
+    }
+    printf("| %d | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.0f | %.1f / %.1f | %.0f | %ld | %.0f | %.0f | %d |\n",
+           n, runs, Percentile(gaps, 50), Percentile(gaps, 99), Percentile(gaps, 100), Percentile(storms, 50),
+           Percentile(storms, 99), Percentile(storms, 100), Percentile(rates, 50), Percentile(agent_all, 50),
+           Percentile(agent_all, 99), Percentile(connects, 50), threads, hwm / 1024.0, Percentile(cpus, 50),
+           errors);
+    fflush(stdout);
+  }
+  if (csv) fclose(csv);
+  return 0;
+}

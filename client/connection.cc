@@ -1,0 +1,155 @@
+#include "client/connection.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+namespace tfslurm::client {
+namespace {
+
+struct ConfigFile {
+  std::optional<std::string> url;
+  std::optional<std::string> token;
+};
+
+Error ConfigError(const std::string& where, const std::string& what) {
+  return Error{where + ": " + what};
+}
+
+// Stores `value` under `key`, or says which keys exist.
+std::optional<Error> SetConfigKey(ConfigFile& config, const std::string& key, std::string value,
+                                  const std::string& where) {
+  if (value.empty()) return std::nullopt;
+  if (key == "url") {
+    config.url = std::move(value);
+  } else if (key == "token") {
+    config.token = std::move(value);
+  } else {
+    return ConfigError(where, "unknown key '" + key + "'; the known keys are url and token");
+  }
+  return std::nullopt;
+}
+
+// `key = value` lines; a value may be quoted. nullopt when some line is not
+// of that form (the file is then read as YAML).
+std::optional<Result<ConfigFile>> ParseKeyValueLines(const std::string& text,
+                                                     const std::string& path) {
+  static const std::regex kLine(R"(\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*)");
+  static const std::regex kBlankOrComment(R"(\s*(#.*)?)");
+  ConfigFile config;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (std::regex_match(line, kBlankOrComment)) continue;
+    std::smatch m;
+    if (!std::regex_match(line, m, kLine)) return std::nullopt;
+    std::string value = m[2];
+    if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+        value.back() == value.front())
+      value = value.substr(1, value.size() - 2);
+    if (auto error = SetConfigKey(config, m[1], value, path + ":" + std::to_string(number)))
+      return Result<ConfigFile>(*error);
+  }
+  return Result<ConfigFile>(config);
+}
+
+Result<ConfigFile> ParseYamlConfig(const std::string& text, const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return ConfigError(path + ":" + std::to_string(e.mark.line + 1),
+                       "neither `key = value` lines nor YAML: " + e.msg);
+  }
+  ConfigFile config;
+  if (root.IsNull()) return config;
+  if (!root.IsMap())
+    return ConfigError(path, "must hold `url = ...` and `token = ...` lines, or a YAML mapping");
+  for (const auto& entry : root) {
+    std::string key = entry.first.as<std::string>();
+    std::string where = path + ":" + std::to_string(entry.first.Mark().line + 1);
+    if (!entry.second.IsScalar() && !entry.second.IsNull())
+      return ConfigError(where, "the value of '" + key + "' must be a single string");
+    std::string value = entry.second.IsNull() ? "" : entry.second.as<std::string>();
+    if (auto error = SetConfigKey(config, key, value, where)) return *error;
+  }
+  return config;
+}
+
+Result<ConfigFile> ReadConfigFile(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec)) return ConfigFile{};
+  std::ifstream in(path);
+  if (!in) return ConfigError(path, std::string("cannot read the config file: ") + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (auto lines = ParseKeyValueLines(text.str(), path)) return *lines;
+  return ParseYamlConfig(text.str(), path);
+}
+
+// "http://host:8080/" -> "http://host:8080"; anything with a path, query or
+// another scheme is refused, since every request path is appended to it.
+Result<std::string> NormalizeUrl(std::string url, const std::string& origin) {
+  static const std::regex kUrl(R"(https?://[^/\s?#@]+)");
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  if (!std::regex_match(url, kUrl))
+    return Error{origin + ": '" + url + "' is not a service URL; expected http://HOST:PORT, e.g. " +
+                 kDefaultUrl};
+  return url;
+}
+
+}  // namespace
+
+EnvLookup ProcessEnvironment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (!value) return std::nullopt;
+    return std::string(value);
+  };
+}
+
+std::string DefaultConfigPath(const EnvLookup& env) {
+  if (auto xdg = env("XDG_CONFIG_HOME"); xdg && !xdg->empty()) return *xdg + "/tfslurm/config";
+  if (auto home = env("HOME"); home && !home->empty()) return *home + "/.config/tfslurm/config";
+  return "";
+}
+
+Result<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLookup& env,
+                                     const std::string& config_path) {
+  auto config = ReadConfigFile(config_path);
+  if (!config.ok()) return config.error();
+  auto present = [](const std::optional<std::string>& v) { return v && !v->empty(); };
+
+  Connection c;
+  std::string url = kDefaultUrl;
+  c.url_origin = "default";
+  if (auto from_env = env("TFSLURM_URL"); present(flags.url)) {
+    url = *flags.url;
+    c.url_origin = "--url";
+  } else if (present(from_env)) {
+    url = *from_env;
+    c.url_origin = "TFSLURM_URL";
+  } else if (present(config->url)) {
+    url = *config->url;
+    c.url_origin = config_path;
+  }
+  auto normalized = NormalizeUrl(url, c.url_origin);
+  if (!normalized.ok()) return normalized.error();
+  c.url = *normalized;
+
+  if (auto from_env = env("TFSLURM_TOKEN"); present(flags.token))
+    c.token = *flags.token;
+  else if (present(from_env))
+    c.token = *from_env;
+  else if (present(config->token))
+    c.token = *config->token;
+  return c;
+}
+
+}  // namespace tfslurm::client

@@ -1,0 +1,48 @@
+// Where tfctl finds tfslurmd and the token to send: each of the URL and the
+// token comes from the first of flags (--url, --token), the environment
+// (TFSLURM_URL, TFSLURM_TOKEN), the config file (~/.config/tfslurm/config),
+// or the default (http://127.0.0.1:8080, no token).
+//
+// The config file holds `url = ...` and `token = ...` lines (# starts a
+// comment line), or the same keys as YAML (`url: ...`).
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "client/result.h"
+
+namespace tfslurm::client {
+
+inline constexpr const char* kDefaultUrl = "http://127.0.0.1:8080";
+
+struct Connection {
+  std::string url;    // http(s)://HOST[:PORT], without a trailing slash
+  std::string token;  // empty: no Authorization header is sent
+  // Where `url` came from ("--url", "TFSLURM_URL", the config file's path or
+  // "default"), so that a message about an unreachable service can say.
+  std::string url_origin;
+};
+
+struct ConnectionFlags {
+  std::optional<std::string> url;
+  std::optional<std::string> token;
+};
+
+// Reads an environment variable; nullopt when unset. Injected so tests do
+// not depend on the process environment.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+EnvLookup ProcessEnvironment();
+
+// $XDG_CONFIG_HOME/tfslurm/config, else $HOME/.config/tfslurm/config; empty
+// when neither variable is set.
+std::string DefaultConfigPath(const EnvLookup& env);
+
+// Empty values (TFSLURM_TOKEN= or `token =`) count as unset. A missing config
+// file is fine; an unreadable or malformed one, or a URL that is not
+// http(s)://HOST[:PORT], is an error naming where the bad value came from.
+Result<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLookup& env,
+                                     const std::string& config_path);
+
+}  // namespace tfslurm::client

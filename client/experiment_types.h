@@ -1,0 +1,110 @@
+// The REST API's experiment shapes as the client sees them (the service's
+// side is service/api/experiments_json.cc). Parsing is lenient about absent
+// and null fields, so a newer service with more fields still works; `raw`
+// keeps the service's JSON as received for `-o json|yaml`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tfslurm::client {
+
+struct Task {
+  int proc_id = 0;
+  std::string role;
+  int index = 0;
+  std::string node;
+  std::string address;
+  std::string state;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<double> heartbeat_age_s;  // only while running
+};
+
+struct Attempt {
+  int number = 0;
+  std::optional<int64_t> slurm_job_id;
+  std::string job_name;
+  std::string state;  // submitting | pending | running | ended
+  std::string slurm_state;
+  std::string end_reason;
+  std::string reason;
+  std::string nodes;
+  std::optional<int64_t> start_step;
+  std::string submitted_at;
+  std::string started_at;
+  std::string ended_at;
+};
+
+struct Event {
+  int64_t id = 0;
+  std::string at;
+  int attempt = 0;
+  std::string what;
+  std::string why;
+};
+
+struct TaskCounts {
+  int total = 0;
+  int registered = 0;
+  int running = 0;
+  int done = 0;
+  int failed = 0;
+};
+
+// GET /experiments/{id} fills everything; list items have no attempts,
+// tasks or events.
+struct Experiment {
+  std::string id;
+  std::string owner;
+  std::string state;
+  std::string reason;
+  int attempt = 0;
+  int restarts = 0;
+  std::string model_dir;
+  int64_t mem_per_task_mb = 0;
+  std::string mem_explanation;
+  std::optional<int64_t> checkpoint_step;
+  std::string checkpoint_path;
+  std::string created_at;
+  std::optional<int64_t> slurm_job_id;
+  std::string nodes;
+  std::string slurm_state;
+  std::map<std::string, TaskCounts> task_counts;  // by role
+  std::vector<Attempt> attempts;
+  std::vector<Task> tasks;
+  std::vector<Event> events;
+  nlohmann::json raw;
+
+  bool Finished() const { return state == "succeeded" || state == "failed" || state == "cancelled"; }
+};
+
+struct ExperimentList {
+  std::vector<Experiment> experiments;
+  int64_t total = 0;
+  nlohmann::json raw;
+};
+
+// POST /experiments?dry_run=true: what would be submitted.
+struct DryRun {
+  std::string id;
+  int64_t mem_per_task_mb = 0;
+  int64_t mem_per_cpu_mb = 0;
+  std::string mem_explanation;
+  std::string job_name;
+  std::string sbatch;
+  nlohmann::json raw;
+};
+
+// Throw nlohmann::json::exception only when a present field has an
+// impossible type (the response is then not the service's).
+Experiment ExperimentFromJson(const nlohmann::json& j);
+ExperimentList ExperimentListFromJson(const nlohmann::json& j);
+DryRun DryRunFromJson(const nlohmann::json& j);
+
+}  // namespace tfslurm::client

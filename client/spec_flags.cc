@@ -1,0 +1,78 @@
+#include "client/spec_flags.h"
+
+namespace tfslurm::client {
+namespace {
+
+using nlohmann::json;
+
+// The object at spec[key], created when absent; an error when the spec holds
+// something else there, since a flag cannot be merged into it.
+Result<json*> ObjectField(json& spec, const char* key) {
+  json& field = spec[key];
+  if (field.is_null()) field = json::object();
+  if (!field.is_object())
+    return Error{std::string("the spec's `") + key + "` must be a mapping to combine it with flags",
+                 {{key, "must be an object, got " + field.dump()}}};
+  return &field;
+}
+
+// The cluster's task count, when every role count is a non-negative integer.
+std::optional<int64_t> ClusterTasks(const json& spec) {
+  auto cluster = spec.find("cluster");
+  if (cluster == spec.end() || !cluster->is_object()) return std::nullopt;
+  int64_t total = 0;
+  for (const auto& [role, count] : cluster->items()) {
+    if (!count.is_number_integer() || count.get<int64_t>() < 0) return std::nullopt;
+    total += count.get<int64_t>();
+  }
+  return total;
+}
+
+void FillTaskLayout(json& spec) {
+  auto tasks = ClusterTasks(spec);
+  if (!tasks || *tasks < 1) return;
+  auto resources = spec.find("resources");
+  if (resources != spec.end() && !resources->is_object()) return;
+  json& r = spec["resources"];
+  if (r.is_null()) r = json::object();
+  bool has_nodes = r.contains("nodes"), has_per_node = r.contains("tasks_per_node");
+  if (!has_nodes && !has_per_node) {
+    r["nodes"] = *tasks;
+    r["tasks_per_node"] = 1;
+  } else if (has_nodes != has_per_node) {
+    const json& given = has_nodes ? r["nodes"] : r["tasks_per_node"];
+    if (!given.is_number_integer() || given.get<int64_t>() < 1 || *tasks % given.get<int64_t>() != 0)
+      return;
+    r[has_nodes ? "tasks_per_node" : "nodes"] = *tasks / given.get<int64_t>();
+  }
+}
+
+}  // namespace
+
+Result<json> ComposeSpec(json spec, const SpecFlags& flags) {
+  if (spec.is_null()) spec = json::object();
+  if (!spec.is_object())
+    return Error{"the experiment spec must be a mapping of fields (id, command, cluster, ...)",
+                 {{"", "must be an object, got " + std::string(spec.type_name())}}};
+  if (flags.id) spec["id"] = *flags.id;
+  if (!flags.command.empty()) spec["command"] = flags.command;
+  if (flags.ps || flags.workers) {
+    auto cluster = ObjectField(spec, "cluster");
+    if (!cluster.ok()) return cluster.error();
+    if (flags.ps) (**cluster)["ps"] = *flags.ps;
+    if (flags.workers) (**cluster)["worker"] = *flags.workers;
+  }
+  if (flags.nodes || flags.tasks_per_node || flags.partition || flags.time_limit) {
+    auto resources = ObjectField(spec, "resources");
+    if (!resources.ok()) return resources.error();
+    json& r = **resources;
+    if (flags.nodes) r["nodes"] = *flags.nodes;
+    if (flags.tasks_per_node) r["tasks_per_node"] = *flags.tasks_per_node;
+    if (flags.partition) r["partition"] = *flags.partition;
+    if (flags.time_limit) r["time_limit"] = *flags.time_limit;
+  }
+  FillTaskLayout(spec);
+  return spec;
+}
+
+}  // namespace tfslurm::client

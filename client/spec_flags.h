@@ -1,0 +1,34 @@
+// The spec fields `tfctl submit` takes as flags. A flag overrides the same
+// field of a spec file; without a file the flags alone make the spec.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "client/result.h"
+
+namespace tfslurm::client {
+
+struct SpecFlags {
+  std::optional<std::string> id;
+  std::optional<int> ps;
+  std::optional<int> workers;
+  std::optional<int> nodes;
+  std::optional<int> tasks_per_node;
+  std::optional<std::string> partition;
+  std::optional<std::string> time_limit;
+  std::vector<std::string> command;  // the arguments after `--`; empty: keep the file's
+};
+
+// Writes the flags into `spec` (an object, or null for "no file"). Then, as
+// a convenience for specs written by hand, fills in the task layout when it
+// is missing: with neither resources.nodes nor resources.tasks_per_node, one
+// task per node; with one of them, the other when the cluster's task count
+// divides evenly. Everything else is left for the service to check, so
+// every remaining problem is reported once, by field, by the service.
+Result<nlohmann::json> ComposeSpec(nlohmann::json spec, const SpecFlags& flags);
+
+}  // namespace tfslurm::client

@@ -1,0 +1,52 @@
+#include "client/tfctl/command.h"
+
+#include <iostream>
+#include <regex>
+
+namespace tfslurm::tfctl {
+
+void PrintError(const client::Error& error, std::ostream& out) {
+  out << "tfctl: " << error.message << "\n";
+  for (const client::FieldError& f : error.fields)
+    out << "  " << (f.field.empty() ? "(the spec)" : f.field) << ": " << f.reason << "\n";
+}
+
+int Fail(const client::Error& error) {
+  PrintError(error, std::cerr);
+  return kExitError;
+}
+
+std::optional<client::Client> Connect(const GlobalOptions& options) {
+  client::EnvLookup env = client::ProcessEnvironment();
+  auto connection =
+      client::ResolveConnection(options.connection, env, client::DefaultConfigPath(env));
+  if (!connection.ok()) {
+    Fail(connection.error());
+    return std::nullopt;
+  }
+  return client::Client(std::move(connection).value());
+}
+
+void AddExperimentIdArgument(CLI::App* app, std::string& id) {
+  static const std::regex kId("[a-z0-9][a-z0-9._-]{0,62}");
+  app->add_option("id", id, "experiment id")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& value) -> std::string {
+            if (std::regex_match(value, kId)) return "";
+            return "'" + value +
+                   "' is not an experiment id: ids are 1-63 characters of a-z 0-9 . _ -, "
+                   "starting with a letter or digit";
+          },
+          "ID"));
+}
+
+void AddOutputOption(CLI::App* app, OutputFormat& format) {
+  static const std::map<std::string, OutputFormat> kFormats = {
+      {"table", OutputFormat::kTable}, {"json", OutputFormat::kJson}, {"yaml", OutputFormat::kYaml}};
+  app->add_option("-o,--output", format, "output format: table (default), json or yaml")
+      ->transform(CLI::CheckedTransformer(kFormats))
+      ->option_text("table|json|yaml");
+}
+
+}  // namespace tfslurm::tfctl

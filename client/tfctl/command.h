@@ -1,0 +1,59 @@
+// What every tfctl subcommand shares: exit codes, the global options, the
+// connection to the service, and how errors are shown. Each subcommand lives
+// in its own file (submit.cc, status.cc, ...) and registers itself with one
+// Add...Command function.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "client/tfctl/output.h"
+#include "client/tfslurm_client.h"
+
+namespace tfslurm::tfctl {
+
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,  // the service refused, failed or could not be reached; an experiment failed
+  kExitUsage = 2,  // bad command line
+};
+
+struct GlobalOptions {
+  client::ConnectionFlags connection;
+};
+
+// A registered subcommand and what runs when it was chosen.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// "tfctl: MESSAGE" and one indented "FIELD: REASON" line per field.
+void PrintError(const client::Error& error, std::ostream& out);
+// Prints the error to stderr; returns kExitError.
+int Fail(const client::Error& error);
+
+// A client for the service named by the flags, the environment or the
+// config file; nullopt after printing why there is none.
+std::optional<client::Client> Connect(const GlobalOptions& options);
+
+// The positional ID, checked against the service's id pattern so that a
+// mistyped id is a usage error, not a request.
+void AddExperimentIdArgument(CLI::App* app, std::string& id);
+// -o/--output table|json|yaml.
+void AddOutputOption(CLI::App* app, OutputFormat& format);
+
+Command AddSubmitCommand(CLI::App& app, const GlobalOptions& global,
+                         const std::vector<std::string>& command_after_dashes);
+Command AddStatusCommand(CLI::App& app, const GlobalOptions& global);
+Command AddListCommand(CLI::App& app, const GlobalOptions& global);
+Command AddResumeCommand(CLI::App& app, const GlobalOptions& global);
+Command AddCancelCommand(CLI::App& app, const GlobalOptions& global);
+Command AddEventsCommand(CLI::App& app, const GlobalOptions& global);
+Command AddLogsCommand(CLI::App& app, const GlobalOptions& global);
+
+}  // namespace tfslurm::tfctl

@@ -1,0 +1,71 @@
+// tfctl: the command-line client of tfslurmd.
+#include <algorithm>
+#include <iostream>
+
+#include "client/tfctl/command.h"
+
+namespace {
+
+constexpr const char* kOverview =
+    "tfctl: submit, watch, resume and debug distributed TensorFlow experiments on Slurm";
+
+constexpr const char* kFooter =
+    "The service is found through --url, then TFSLURM_URL, then `url = ...` in\n"
+    "~/.config/tfslurm/config, then http://127.0.0.1:8080; the token likewise through\n"
+    "--token, TFSLURM_TOKEN and `token = ...`.\n"
+    "Exit codes: 0 ok, 1 error (or, with --wait, an experiment that did not succeed), 2 usage.\n\n"
+    "Examples:\n"
+    "  tfctl submit experiment.yaml --wait\n"
+    "  tfctl list --state running\n"
+    "  tfctl status mnist-ps-01 --watch\n"
+    "  tfctl logs mnist-ps-01 --task worker:1 -f\n"
+    "Run `tfctl COMMAND --help` for a command's options and examples.";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace tfslurm::tfctl;
+
+  // Everything after the first `--` is the experiment's command (submit's):
+  // CLI11 would otherwise hand its first word to submit's spec argument.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> command_after_dashes;
+  auto dashes = std::find(args.begin(), args.end(), "--");
+  bool has_dashes = dashes != args.end();
+  if (has_dashes) {
+    command_after_dashes.assign(dashes + 1, args.end());
+    args.erase(dashes, args.end());
+  }
+
+  CLI::App app{kOverview, "tfctl"};
+  app.footer(kFooter);
+  app.require_subcommand(1);
+  app.fallthrough();  // --url and --token may follow the subcommand too
+  GlobalOptions global;
+  app.add_option("--url", global.connection.url, "tfslurmd's URL, e.g. http://127.0.0.1:8080");
+  app.add_option("--token", global.connection.token, "API token, sent as Authorization: Bearer");
+  std::vector<Command> commands = {
+      AddSubmitCommand(app, global, command_after_dashes),
+      AddStatusCommand(app, global),
+      AddListCommand(app, global),
+      AddEventsCommand(app, global),
+      AddLogsCommand(app, global),
+      AddCancelCommand(app, global),
+      AddResumeCommand(app, global),
+  };
+
+  std::reverse(args.begin(), args.end());  // CLI11 takes the vector back to front
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  const Command& submit = commands.front();
+  if (has_dashes && !submit.app->parsed()) {
+    std::cerr << "tfctl: only `tfctl submit` takes a command after --\n";
+    return kExitUsage;
+  }
+  for (const Command& c : commands)
+    if (c.app->parsed()) return c.run();
+  return kExitUsage;
+}

@@ -1,0 +1,22 @@
+// Plain-text tables with aligned columns, as squeue and kubectl print them.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tfslurm::tfctl {
+
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header);
+  // A row shorter than the header is padded with empty cells.
+  void AddRow(std::vector<std::string> cells);
+  // Columns are separated by two spaces; the last one is not padded, so
+  // lines carry no trailing blanks.
+  std::string Render() const;
+
+ private:
+  std::vector<std::vector<std::string>> rows_;  // rows_[0] is the header
+};
+
+}  // namespace tfslurm::tfctl

@@ -1,0 +1,195 @@
+#include "client/tfslurm_client.h"
+
+#include <httplib.h>
+
+#include <cctype>
+#include <charconv>
+
+namespace tfslurm::client {
+namespace {
+
+using nlohmann::json;
+
+// Requests other than log follows get an answer within this; a submission
+// waits for slurmctld, which can be slow on a busy cluster.
+constexpr int kReadTimeoutS = 60;
+// Longer than the service's follow window, in which it either sends output
+// or ends the response.
+constexpr int kFollowReadTimeoutS = 300;
+constexpr const char* kLogOffsetHeader = "X-Tfslurm-Log-Offset";
+
+// Percent-encodes everything but RFC 3986's unreserved characters, so that a
+// value can never change the shape of the path or query it is put in.
+std::string Encode(std::string_view s) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string ExperimentPath(const std::string& id) { return "/experiments/" + Encode(id); }
+
+// httplib names its errors in one word ("Connection"); say what happened.
+std::string Describe(httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection:
+      return "could not connect (connection refused, or no route to the host)";
+    case httplib::Error::ConnectionTimeout:
+      return "timed out while connecting";
+    case httplib::Error::Read:
+      return "no complete answer (the connection broke or timed out)";
+    case httplib::Error::Write:
+      return "could not send the request";
+    default:
+      return httplib::to_string(error);
+  }
+}
+
+Error Unreachable(const Connection& c, httplib::Error error) {
+  std::string origin = c.url_origin == "default" ? "the default" : "from " + c.url_origin;
+  return Error{"cannot reach tfslurmd at " + c.url + " (" + origin + "): " + Describe(error) +
+               ". Is the service running there? Set the URL with --url, TFSLURM_URL or `url = ...` "
+               "in ~/.config/tfslurm/config."};
+}
+
+// The service's error body ({"error": {code, message, fields, retryable}}),
+// or, for anything else that answers, its status and the start of the body.
+Error ServiceError(int status, const std::string& body, const std::string& url) {
+  json j = json::parse(body, nullptr, false);
+  if (j.is_object() && j.contains("error") && j["error"].is_object()) {
+    const json& e = j["error"];
+    Error error;
+    error.http_status = status;
+    error.message = e.value("message", "HTTP " + std::to_string(status));
+    error.code = e.value("code", "");
+    error.retryable = e.value("retryable", false);
+    for (const json& f : e.value("fields", json::array()))
+      error.fields.push_back({f.value("field", ""), f.value("reason", "")});
+    return error;
+  }
+  std::string excerpt = body.substr(0, 200);
+  Error error(url + " answered HTTP " + std::to_string(status) +
+              ", which is not tfslurmd's error format" + (excerpt.empty() ? "" : ": " + excerpt));
+  error.http_status = status;
+  return error;
+}
+
+template <typename T>
+Result<T> Convert(Result<json> body, T (*from_json)(const json&), const std::string& url) {
+  if (!body.ok()) return body.error();
+  try {
+    return from_json(*body);
+  } catch (const json::exception& e) {
+    return Error{url + " answered with JSON of an unexpected shape: " + e.what()};
+  }
+}
+
+}  // namespace
+
+Client::Client(Connection connection)
+    : connection_(std::move(connection)), http_(std::make_unique<httplib::Client>(connection_.url)) {
+  http_->set_connection_timeout(5);
+  http_->set_read_timeout(kReadTimeoutS);
+  if (!connection_.token.empty()) http_->set_bearer_token_auth(connection_.token);
+}
+
+Client::~Client() = default;
+Client::Client(Client&&) noexcept = default;
+Client& Client::operator=(Client&&) noexcept = default;
+
+Result<json> Client::Call(const std::string& method, const std::string& path, const json* body) {
+  httplib::Headers headers = {{"Accept", "application/json"}};
+  httplib::Result res = method == "GET"      ? http_->Get(path, headers)
+                        : method == "DELETE" ? http_->Delete(path, headers)
+                        : body ? http_->Post(path, headers, body->dump(), "application/json")
+                               : http_->Post(path, headers);
+  if (!res) return Unreachable(connection_, res.error());
+  if (res->status < 200 || res->status >= 300)
+    return ServiceError(res->status, res->body, connection_.url);
+  json j = json::parse(res->body, nullptr, false);
+  if (j.is_discarded())
+    return Error{connection_.url + path + " answered HTTP " + std::to_string(res->status) +
+                 " without a JSON body; is this tfslurmd?"};
+  return j;
+}
+
+Result<Experiment> Client::Submit(const json& spec) {
+  return Convert(Call("POST", "/experiments", &spec), ExperimentFromJson, connection_.url);
+}
+
+Result<DryRun> Client::SubmitDryRun(const json& spec) {
+  return Convert(Call("POST", "/experiments?dry_run=true", &spec), DryRunFromJson, connection_.url);
+}
+
+Result<Experiment> Client::GetExperiment(const std::string& id) {
+  return Convert(Call("GET", ExperimentPath(id), nullptr), ExperimentFromJson, connection_.url);
+}
+
+Result<ExperimentList> Client::ListExperiments(const ListQuery& query) {
+  std::string path = "/experiments?limit=" + std::to_string(query.limit);
+  if (!query.states.empty()) {
+    std::string states;
+    for (const std::string& s : query.states) states += (states.empty() ? "" : ",") + s;
+    path += "&state=" + Encode(states);
+  }
+  return Convert(Call("GET", path, nullptr), ExperimentListFromJson, connection_.url);
+}
+
+Result<Experiment> Client::CancelExperiment(const std::string& id) {
+  return Convert(Call("DELETE", ExperimentPath(id), nullptr), ExperimentFromJson, connection_.url);
+}
+
+Result<Experiment> Client::ResumeExperiment(const std::string& id) {
+  return Convert(Call("POST", ExperimentPath(id) + "/resume", nullptr), ExperimentFromJson,
+                 connection_.url);
+}
+
+Result<int64_t> Client::ReadLogs(const LogQuery& query,
+                                 const std::function<void(std::string_view)>& sink) {
+  std::string path = ExperimentPath(query.experiment_id) + "/logs?";
+  if (!query.task.empty()) path += "task=" + Encode(query.task) + "&";
+  if (query.attempt) path += "attempt=" + std::to_string(*query.attempt) + "&";
+  if (query.tail) path += "tail=" + std::to_string(*query.tail) + "&";
+  if (query.offset) path += "offset=" + std::to_string(*query.offset) + "&";
+  if (query.follow) path += "follow=true&";
+  path.pop_back();
+
+  int status = 0;
+  int64_t offset = 0;
+  std::string error_body;
+  if (query.follow) http_->set_read_timeout(kFollowReadTimeoutS);
+  httplib::Result res = http_->Get(
+      path, httplib::Headers{},
+      [&](const httplib::Response& response) {
+        status = response.status;
+        std::string start = response.get_header_value(kLogOffsetHeader);
+        std::from_chars(start.data(), start.data() + start.size(), offset);
+        return true;
+      },
+      [&](const char* data, size_t length) {
+        if (status == 200) {
+          sink(std::string_view(data, length));
+          offset += static_cast<int64_t>(length);
+        } else {
+          error_body.append(data, length);
+        }
+        return true;
+      });
+  http_->set_read_timeout(kReadTimeoutS);
+  if (!res && status == 0) return Unreachable(connection_, res.error());
+  if (!res)
+    return Error{"the log stream from " + connection_.url + " broke after byte " +
+                 std::to_string(offset) + ": " + Describe(res.error())};
+  if (status != 200) return ServiceError(status, error_body, connection_.url);
+  return offset;
+}
+
+}  // namespace tfslurm::client

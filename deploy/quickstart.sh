@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# deploy/quickstart.sh: from a fresh Debian machine to a finished
+# distributed-training experiment on a real (local) Slurm cluster.
+#   1. installs the dependencies        (deploy/install-deps.sh)
+#   2. builds tfslurmd, tfslurm-agent, tfctl into build/bin
+#   3. starts a 3-node Slurm cluster     (deploy/local-slurm/start.sh)
+#   4. starts tfslurmd
+#   5. runs examples/linear_ps (2 ps + 4 workers) to the end
+#   6. prints where to look
+# Everything it starts lives under $TFSLURM_QUICKSTART_DIR (default
+# /tmp/tfslurm-quickstart); deploy/quickstart.sh --stop stops it.
+set -euo pipefail
+
+repo="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
+dir="${TFSLURM_QUICKSTART_DIR:-/tmp/tfslurm-quickstart}"
+port="${TFSLURM_PORT:-8080}"
+url="http://127.0.0.1:$port"
+
+say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+if [[ "${1:-}" == "--stop" ]]; then
+  if [[ -f "$dir/tfslurmd.pid" ]]; then kill "$(cat "$dir/tfslurmd.pid")" 2>/dev/null || true; fi
+  "$repo/deploy/local-slurm/stop.sh" "$dir/slurm"
+  echo "stopped; state is kept in $dir"
+  exit 0
+fi
+
+say "installing dependencies (Debian packages)"
+"$repo/deploy/install-deps.sh"
+
+say "building"
+cmake -S "$repo" -B "$repo/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C "$repo/build" -j2 tfslurmd tfslurm-agent tfctl
+
+say "starting a local Slurm cluster (munged, slurmctld, slurmd node1..node3)"
+mkdir -p "$dir"
+chmod 755 "$dir"
+conf_line="$("$repo/deploy/local-slurm/start.sh" "$dir/slurm")"
+export "${conf_line?}"
+sinfo
+
+say "starting tfslurmd on $url"
+if [[ -f "$dir/tfslurmd.pid" ]] && kill -0 "$(cat "$dir/tfslurmd.pid")" 2>/dev/null; then
+  echo "already running (pid $(cat "$dir/tfslurmd.pid"))"
+else
+  rm -f "$dir/ready.json"
+  nohup "$repo/build/bin/tfslurmd" --listen "127.0.0.1:$port" --db "$dir/tfslurm.db" \
+    --output-root "$dir/output" --ready-file "$dir/ready.json" >>"$dir/tfslurmd.log" 2>&1 &
+  echo $! >"$dir/tfslurmd.pid"
+  for _ in $(seq 100); do [[ -s "$dir/ready.json" ]] && break; sleep 0.1; done
+  [[ -s "$dir/ready.json" ]] || { tail "$dir/tfslurmd.log"; echo "tfslurmd did not start" >&2; exit 1; }
+fi
+curl -fsS "$url/healthz"; echo
+
+say "submitting examples/linear_ps: 2 parameter servers + 4 workers on 3 nodes"
+id="linear-ps-quickstart-$(date +%s)"
+sed -e "s|@REPO@|$repo|g" -e "s|\"linear-ps-demo\"|\"$id\"|" "$repo/examples/linear_ps/experiment.json.in" >"$dir/experiment.json"
+curl -fsS -X POST "$url/experiments" -H 'Content-Type: application/json' -d @"$dir/experiment.json" >/dev/null
+echo "submitted $id; following it with tfctl:"
+"$repo/build/bin/tfctl" --url "$url" status "$id"
+
+deadline=$((SECONDS + 300))
+while :; do
+  state="$(curl -fsS "$url/experiments/$id" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')"
+  case "$state" in succeeded | failed | cancelled) break ;; esac
+  ((SECONDS < deadline)) || { echo "timed out waiting for $id (state $state)" >&2; exit 1; }
+  printf '  %s\n' "$state"
+  sleep 2
+done
+"$repo/build/bin/tfctl" --url "$url" status "$id"
+
+say "done: $id $state"
+cat <<INFO
+Where to look:
+  dashboard         $url/
+  REST API          curl $url/experiments/$id
+  CLI               $repo/build/bin/tfctl --url $url status $id
+  task logs         $dir/output/$id/logs/attempt-1/task-*.out
+  checkpoints       $dir/output/$id/
+  sbatch script     curl $url/experiments/$id/sbatch
+  service log       $dir/tfslurmd.log
+  Slurm             SLURM_CONF=$SLURM_CONF squeue / scontrol show job
+Stop everything:    $repo/deploy/quickstart.sh --stop
+INFO
+[[ "$state" == succeeded ]]

@@ -1,0 +1,295 @@
+#include "service/api/logs_api.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <regex>
+#include <thread>
+
+#include "service/api/errors.h"
+
+namespace tfslurm::api {
+namespace {
+
+constexpr const char* kIdPattern = "([a-z0-9][a-z0-9._-]{0,62})";
+constexpr const char* kOffsetHeader = "X-Tfslurm-Log-Offset";
+constexpr size_t kChunkBytes = 64 * 1024;
+constexpr auto kFollowPollInterval = std::chrono::milliseconds(250);
+constexpr int kMaxTailLines = 1000000;
+
+// A request value as it may appear in a message: cut short, since it is
+// whatever the client sent.
+std::string Shown(const std::string& value) {
+  return value.size() <= 64 ? value : value.substr(0, 61) + "...";
+}
+
+StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_t fallback,
+                           int64_t min, int64_t max) {
+  if (!req.has_param(name)) return fallback;
+  std::string v = req.get_param_value(name);
+  static const std::regex kInteger("0|[1-9][0-9]{0,17}");
+  if (std::regex_match(v, kInteger)) {
+    int64_t n = std::stoll(v);
+    if (n >= min && n <= max) return n;
+  }
+  std::string allowed = "must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  return InvalidArgument(std::string("query parameter ") + name + " " + allowed + ", got '" + Shown(v) + "'",
+                         {{name, allowed + ", got '" + Shown(v) + "'"}});
+}
+
+struct TaskName {
+  std::string role;
+  int index = 0;
+};
+
+// ROLE:INDEX, strictly: the value selects a task record, and nothing else.
+StatusOr<TaskName> ParseTask(const std::string& value) {
+  static const std::regex kTask("(chief|ps|worker|evaluator):(0|[1-9][0-9]{0,5})");
+  std::smatch m;
+  if (!std::regex_match(value, m, kTask)) {
+    std::string allowed =
+        "must be ROLE:INDEX with ROLE one of chief, ps, worker, evaluator and INDEX a number, "
+        "e.g. worker:1";
+    return InvalidArgument("task " + allowed + "; got '" + Shown(value) + "'",
+                           {{"task", allowed + "; got '" + Shown(value) + "'"}});
+  }
+  return TaskName{m[1], std::stoi(m[2])};
+}
+
+// "ps:0-1, worker:0-3": the tasks an attempt has, for a message.
+std::string DescribeTasks(const std::vector<TaskRecord>& tasks) {
+  std::map<std::string, int> count;
+  for (const TaskRecord& t : tasks) count[t.role]++;
+  std::string out;
+  for (const auto& [role, n] : count)
+    out += (out.empty() ? "" : ", ") + role + ":0" + (n > 1 ? "-" + std::to_string(n - 1) : "");
+  return out;
+}
+
+StatusOr<int> ProcIdOf(Experiments& experiments, const std::string& id, int attempt,
+                       const TaskName& task) {
+  auto tasks = experiments.store().ListTasks(id, attempt);
+  if (!tasks.ok()) return tasks.status();
+  for (const TaskRecord& t : *tasks)
+    if (t.role == task.role && t.index == task.index) return t.proc_id;
+  std::string name = task.role + ":" + std::to_string(task.index);
+  std::string has = "attempt " + std::to_string(attempt) + " has " + DescribeTasks(*tasks);
+  return InvalidArgument("experiment '" + id + "' has no task " + name + "; " + has,
+                         {{"task", "no task " + name + "; " + has}});
+}
+
+bool AttemptEnded(Experiments& experiments, const std::string& id, int attempt) {
+  auto attempts = experiments.store().ListAttempts(id);
+  if (!attempts.ok()) return false;  // unknown now; the follow window still ends the response
+  for (const AttemptRecord& a : *attempts)
+    if (a.number == attempt) return a.state == "ended";
+  return true;
+}
+
+// Opens `path` for reading, and keeps it only if it is a regular file whose
+// real location is inside `allowed_dir` (itself canonical): the check is
+// made on the file actually opened, so a symlink swapped in between cannot
+// slip past it. NotFound when there is no file (yet).
+StatusOr<int> OpenInside(const std::string& allowed_dir, const std::string& path) {
+  // O_NONBLOCK: a FIFO planted under the name must not block the open.
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound("no such log file");
+    return Unavailable(std::string("cannot open the log file: ") + strerror(errno));
+  }
+  std::error_code ec;
+  std::string real = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec).string();
+  struct stat st {};
+  bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (ec || !regular || real.compare(0, allowed_dir.size() + 1, allowed_dir + "/") != 0) {
+    close(fd);
+    return Status(StatusCode::kPermissionDenied,
+                  "refused: the log file is not a regular file inside the experiment's log directory");
+  }
+  return fd;
+}
+
+// Where the last `lines` lines of the file start. A newline that ends the
+// file ends the last line rather than starting an empty one.
+int64_t TailOffset(int fd, int64_t size, int64_t lines) {
+  char buf[kChunkBytes];
+  int64_t end = size;
+  int64_t seen = 0;
+  bool skip_final_newline = true;
+  while (end > 0) {
+    int64_t start = std::max<int64_t>(0, end - static_cast<int64_t>(sizeof buf));
+    ssize_t n = pread(fd, buf, static_cast<size_t>(end - start), start);
+    if (n <= 0) return 0;
+    for (int64_t i = n - 1; i >= 0; --i) {
+      if (buf[i] != '\n') {
+        skip_final_newline = false;
+        continue;
+      }
+      if (skip_final_newline) {
+        skip_final_newline = false;
+        continue;
+      }
+      if (++seen == lines) return start + i + 1;
+    }
+    end = start;
+  }
+  return 0;
+}
+
+// Holds one of the max_followers slots while a follow response lives.
+class FollowerSlot {
+ public:
+  explicit FollowerSlot(std::shared_ptr<std::atomic<int>> count) : count_(std::move(count)) {}
+  ~FollowerSlot() {
+    if (count_) --*count_;
+  }
+  FollowerSlot(const FollowerSlot&) = delete;
+  FollowerSlot& operator=(const FollowerSlot&) = delete;
+
+ private:
+  std::shared_ptr<std::atomic<int>> count_;
+};
+
+// One log response in progress: the chunked content provider's state.
+struct LogStream {
+  Experiments* experiments = nullptr;
+  std::string id;
+  int attempt = 0;
+  std::string allowed_dir;
+  std::string path;
+  int fd = -1;  // -1 until the file exists (a follower may wait for it)
+  int64_t offset = 0;
+  bool follow = false;
+  bool attempt_ended = false;
+  std::chrono::steady_clock::time_point deadline;
+  std::unique_ptr<FollowerSlot> slot;
+
+  ~LogStream() {
+    if (fd >= 0) close(fd);
+  }
+
+  // Bytes read into `buf`: 0 at the end of the file or while it does not
+  // exist; -1 when it cannot be read.
+  ssize_t Read(char* buf, size_t size) {
+    if (fd < 0) {
+      auto opened = OpenInside(allowed_dir, path);
+      if (!opened.ok()) return opened.status().code() == StatusCode::kNotFound ? 0 : -1;
+      fd = *opened;
+    }
+    ssize_t n = pread(fd, buf, size, offset);
+    if (n > 0) offset += n;
+    return n;
+  }
+
+  // The content provider: sends what is there; a follower then waits for
+  // more until the attempt has ended (and its output is drained) or the
+  // window is over.
+  bool Provide(httplib::DataSink& sink) {
+    char buf[kChunkBytes];
+    ssize_t n = Read(buf, sizeof buf);
+    if (n < 0) return false;
+    if (n > 0) return sink.write(buf, static_cast<size_t>(n));
+    if (!follow || attempt_ended || std::chrono::steady_clock::now() >= deadline) {
+      sink.done();
+      return true;
+    }
+    // Slurm has written everything once the job has ended: one more pass
+    // to the end of the file and the response is complete.
+    attempt_ended = AttemptEnded(*experiments, id, attempt);
+    if (!attempt_ended) std::this_thread::sleep_for(kFollowPollInterval);
+    return true;
+  }
+};
+
+bool IsTrue(const httplib::Request& req, const char* name) {
+  if (!req.has_param(name)) return false;
+  std::string v = req.get_param_value(name);
+  return v.empty() || v == "1" || v == "true" || v == "yes";
+}
+
+}  // namespace
+
+void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, const LogOptions& options) {
+  std::error_code ec;
+  // Canonical, so that it compares with the real path of an opened file.
+  std::string root = std::filesystem::weakly_canonical(options.output_root, ec).string();
+  if (ec) root = options.output_root;
+  auto followers = std::make_shared<std::atomic<int>>(0);
+
+  server.Get(std::string("/experiments/") + kIdPattern + "/logs",
+             [&experiments, options, root, followers](const httplib::Request& req, httplib::Response& res) {
+               const std::string id = req.matches[1];
+               auto experiment = experiments.store().GetExperiment(id);
+               if (!experiment.ok()) return ReplyError(res, experiment.status());
+               auto attempt = IntParam(req, "attempt", experiment->current_attempt, 1,
+                                       std::max(experiment->current_attempt, 1));
+               if (!attempt.ok()) return ReplyError(res, attempt.status());
+               auto tail = IntParam(req, "tail", 0, 1, kMaxTailLines);
+               if (!tail.ok()) return ReplyError(res, tail.status());
+               auto offset = IntParam(req, "offset", 0, 0, INT64_MAX / 2);
+               if (!offset.ok()) return ReplyError(res, offset.status());
+               if (req.has_param("tail") && req.has_param("offset"))
+                 return ReplyError(res, InvalidArgument("give tail or offset, not both",
+                                                        {{"offset", "cannot be combined with tail"}}));
+
+               std::string file = "batch.out";
+               std::string what = "the batch script";
+               if (req.has_param("task")) {
+                 auto task = ParseTask(req.get_param_value("task"));
+                 if (!task.ok()) return ReplyError(res, task.status());
+                 auto proc_id = ProcIdOf(experiments, id, static_cast<int>(*attempt), *task);
+                 if (!proc_id.ok()) return ReplyError(res, proc_id.status());
+                 file = "task-" + std::to_string(*proc_id) + ".out";
+                 what = task->role + ":" + std::to_string(task->index);
+               }
+
+               auto stream = std::make_shared<LogStream>();
+               stream->experiments = &experiments;
+               stream->id = id;
+               stream->attempt = static_cast<int>(*attempt);
+               stream->allowed_dir = root + "/" + id + "/logs";
+               stream->path = stream->allowed_dir + "/attempt-" + std::to_string(*attempt) + "/" + file;
+               stream->follow = IsTrue(req, "follow");
+               stream->deadline = std::chrono::steady_clock::now() + options.follow_window;
+
+               auto opened = OpenInside(stream->allowed_dir, stream->path);
+               if (opened.ok()) {
+                 stream->fd = *opened;
+               } else if (opened.status().code() != StatusCode::kNotFound) {
+                 return ReplyError(res, opened.status());
+               } else if (!stream->follow) {
+                 // A follower waits for the file; a plain read has nothing to show.
+                 return ReplyError(res, NotFound("attempt " + std::to_string(*attempt) + " of '" + id +
+                                                 "' has no output from " + what +
+                                                 " yet: it has not started, or wrote nothing"));
+               }
+               if (stream->fd >= 0) {
+                 struct stat st {};
+                 fstat(stream->fd, &st);
+                 stream->offset = req.has_param("tail") ? TailOffset(stream->fd, st.st_size, *tail)
+                                                        : std::min<int64_t>(*offset, st.st_size);
+               }
+
+               if (stream->follow) {
+                 if (followers->fetch_add(1) >= options.max_followers) {
+                   --*followers;
+                   return ReplyError(res, Status(StatusCode::kResourceExhausted,
+                                                 "too many logs are being followed at once (" +
+                                                     std::to_string(options.max_followers) +
+                                                     "); try again later, or read without follow"));
+                 }
+                 stream->slot = std::make_unique<FollowerSlot>(followers);
+               }
+               res.set_header(kOffsetHeader, std::to_string(stream->offset));
+               res.set_chunked_content_provider(
+                   "text/plain; charset=utf-8",
+                   [stream](size_t, httplib::DataSink& sink) { return stream->Provide(sink); });
+             });
+}
+
+}  // namespace tfslurm::api

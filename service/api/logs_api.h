@@ -1,0 +1,39 @@
+// GET /experiments/{id}/logs: what an experiment's tasks wrote, as text.
+//   ?task=ROLE:INDEX  one task of the attempt (ROLE chief|ps|worker|evaluator);
+//                     without it, the batch script's own output (batch.out)
+//   ?attempt=N        default: the current attempt
+//   ?tail=N           only the last N lines
+//   ?offset=BYTES     from this byte on, for a follower going on; not with tail
+//   ?follow=true      keep sending new output (chunked) until the attempt's job
+//                     has ended, for at most LogOptions::follow_window
+// The X-Tfslurm-Log-Offset response header says at which byte the body starts.
+//
+// Logs are served only from <output_root>/<id>/logs: the file's path is built
+// from the validated id and integers (the attempt, and the proc id the task
+// records give for ROLE:INDEX), never from request text, and the file actually
+// opened must lie inside that directory once symlinks are resolved.
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <string>
+
+#include "service/core/experiments.h"
+
+namespace tfslurm::api {
+
+struct LogOptions {
+  std::string output_root;  // where the lifecycle writes <id>/logs/attempt-<N>/
+  // A follow response ends after this even while the attempt runs on, and the
+  // client asks again from its offset: a client that vanished without a word
+  // holds a server thread for no longer than this.
+  std::chrono::milliseconds follow_window = std::chrono::seconds(30);
+  // Follow responses at once; more get 429, so followers can never occupy
+  // every server thread.
+  int max_followers = 4;
+};
+
+void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, const LogOptions& options);
+
+}  // namespace tfslurm::api

@@ -1,0 +1,46 @@
+#include "client/tfctl/output.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "client/spec_file.h"
+
+namespace tfslurm::tfctl {
+namespace {
+
+using nlohmann::json;
+
+TEST(ToYamlTest, QuotesStringsAYamlReaderWouldTakeForOtherTypes) {
+  json value = {{"state", "running"},  {"on", "on"},   {"yes", "yes"},  {"number", "12"},
+                {"time", "02:00:00"},  {"empty", ""},  {"null", "null"}, {"path", "/m/model.ckpt-1"},
+                {"sentence", "a: b"}, {"step", 1200}, {"age", 0.8},     {"done", true},
+                {"nothing", nullptr}};
+  std::string yaml = ToYaml(value);
+  EXPECT_NE(yaml.find("state: running\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("\"on\": \"on\"\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("number: \"12\"\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("time: \"02:00:00\"\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("age: 0.8\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("path: /m/model.ckpt-1\n"), std::string::npos) << yaml;
+}
+
+TEST(ToYamlTest, ReadsBackAsTheSameJson) {
+  json value = json::parse(R"({
+    "id": "x", "tasks": [{"role": "worker", "index": 0, "exit_code": null, "heartbeat_age_s": 1.25}],
+    "empty_list": [], "empty_map": {}, "env": {"A": "true", "B": "line1\nline2", "C": "~"},
+    "big": 12345678901, "negative": -3, "flag": false
+  })");
+  auto back = client::YamlToJson(ToYaml(value), "out.yaml");
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, value);
+}
+
+TEST(PrintStructuredTest, PrettyJsonEndsWithNewline) {
+  std::ostringstream out;
+  PrintStructured(json{{"a", 1}}, OutputFormat::kJson, out);
+  EXPECT_EQ(out.str(), "{\n  \"a\": 1\n}\n");
+}
+
+}  // namespace
+}  // namespace tfslurm::tfctl

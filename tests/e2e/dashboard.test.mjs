@@ -1,0 +1,451 @@
+// End-to-end tests of the dashboard (issue 6): a real local Slurm cluster, a
+// real tfslurmd with the linear_ps example, and Debian's headless Chromium.
+// Screenshots land in tests/e2e/screenshots/.
+//
+//   node --test tests/e2e/         (tests/e2e/install.sh first)
+//   TFSLURM_SLURM_CONF=... to use a running cluster instead of starting one.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import {
+  api,
+  launchBrowser,
+  linearPsSpec,
+  screenshotPath,
+  slurmJob,
+  squeueState,
+  startCluster,
+  startService,
+  waitFor,
+} from './harness.mjs';
+
+let cluster;
+let svc;
+let browser;
+const pageErrors = [];
+
+before(
+  async () => {
+    cluster = await startCluster();
+    svc = await startService(cluster.conf);
+    browser = await launchBrowser();
+  },
+  { timeout: 240000 },
+);
+
+after(
+  async () => {
+    // Nothing may keep running on the cluster after the tests.
+    if (svc) {
+      const open = await api(svc.base, 'GET', '/experiments?state=queued,starting,running,restarting').catch(() => null);
+      for (const e of open?.body?.experiments ?? []) await api(svc.base, 'DELETE', `/experiments/${e.id}`).catch(() => {});
+    }
+    await browser?.close();
+    await svc?.stop();
+    await cluster?.stop();
+  },
+  { timeout: 180000 },
+);
+
+// A page that records script errors (failed requests are fine: the logs
+// endpoint may not exist yet, and the token test answers 401 on purpose).
+async function newPage({ width = 1360, height = 900 } = {}) {
+  const page = await browser.context.newPage();
+  await page.setViewportSize({ width, height });
+  page.on('pageerror', (e) => pageErrors.push(`${page.url()}: ${e.message}`));
+  // Console errors other than failed fetches (a CSP refusal, say) count too.
+  page.on('console', (m) => {
+    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`${page.url()}: ${m.text()}`);
+  });
+  return page;
+}
+
+async function experiment(id) {
+  const r = await api(svc.base, 'GET', `/experiments/${id}`);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body;
+}
+
+async function submit(spec) {
+  const r = await api(svc.base, 'POST', '/experiments', spec);
+  assert.equal(r.status, 201, `submit ${spec.id}: ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+// The task table as the page shows it: [{task, state, node, address, exit}].
+function taskTable(page) {
+  return page.$$eval('[data-testid=tasks] tbody tr[data-task]', (rows) =>
+    rows.map((r) => ({
+      task: r.dataset.task,
+      state: r.dataset.state,
+      node: r.querySelector('[data-label=Node]').textContent.trim(),
+      address: r.querySelector('[data-label=Address]').textContent.trim(),
+      exit: r.querySelector('[data-label=Exit]').textContent.trim(),
+    })),
+  );
+}
+
+const badgeState = (page) =>
+  page.$eval('[data-testid=exp-state] .badge', (b) => b.dataset.state).catch(() => '');
+
+test('tfslurmd serves the dashboard with content types and caching headers', async () => {
+  const index = await fetch(`${svc.base}/`);
+  assert.equal(index.status, 200);
+  assert.match(index.headers.get('content-type'), /^text\/html/);
+  assert.equal(index.headers.get('cache-control'), 'no-cache');
+  assert.match(index.headers.get('content-security-policy'), /default-src 'self'/);
+  const html = await index.text();
+  assert.match(html, /<script type="module" src="\/ui\/app.js">/);
+  assert.doesNotMatch(html, /https?:\/\//, 'the page must not load anything from elsewhere');
+
+  const js = await fetch(`${svc.base}/ui/app.js`);
+  assert.equal(js.status, 200);
+  assert.match(js.headers.get('content-type'), /^text\/javascript/);
+  assert.equal(js.headers.get('x-content-type-options'), 'nosniff');
+  const etag = js.headers.get('etag');
+  assert.match(etag, /^"[0-9a-f]{32}"$/);
+  const again = await fetch(`${svc.base}/ui/app.js`, { headers: { 'If-None-Match': etag } });
+  assert.equal(again.status, 304);
+
+  for (const [file, type] of [['style.css', /^text\/css/], ['favicon.svg', /^image\/svg\+xml/], ['views/list.js', /^text\/javascript/]]) {
+    const r = await fetch(`${svc.base}/ui/${file}`);
+    assert.equal(r.status, 200, file);
+    assert.match(r.headers.get('content-type'), type, file);
+  }
+  const missing = await api(svc.base, 'GET', '/ui/no-such-file.js');
+  assert.equal(missing.status, 404);
+  assert.equal(missing.body.error.code, 'not_found');
+
+  // The API's routes are untouched.
+  assert.deepEqual((await api(svc.base, 'GET', '/healthz')).body, { status: 'ok' });
+  assert.ok(Array.isArray((await api(svc.base, 'GET', '/experiments')).body.experiments));
+});
+
+test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded without a reload', { timeout: 240000 }, async () => {
+  const id = 'e2e-linear-ps';
+  const list = await newPage();
+  await list.goto(`${svc.base}/`);
+  await list.locator('[data-testid=running] tbody').waitFor();
+  await list.evaluate(() => (window.__sameDocument = true));
+
+  await submit(linearPsSpec(id, { steps: 400, stepSleep: 0.15 }));
+
+  // The experiment page, opened before the tasks register, samples its task
+  // table every 200 ms to prove that it fills in live.
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/${id}`);
+  await page.locator('[data-testid=exp-state] .badge').waitFor();
+  await page.evaluate(() => {
+    window.__sameDocument = true;
+    window.__samples = [];
+    setInterval(() => {
+      const rows = [...document.querySelectorAll('[data-testid=tasks] tbody tr[data-task]')];
+      window.__samples.push(rows.map((r) => r.dataset.state));
+    }, 200);
+  });
+
+  // The running view lists it, with its Slurm job and live counts per role.
+  const row = list.locator(`[data-testid=running] tr[data-id="${id}"]`);
+  await row.waitFor({ timeout: 30000 });
+  await list.waitForFunction(
+    (id) => {
+      const r = document.querySelector(`[data-testid=running] tr[data-id="${id}"]`);
+      return r && r.dataset.state === 'running' && r.querySelector('[data-role=worker] .n-running')?.textContent === '4';
+    },
+    id,
+    { timeout: 90000 },
+  );
+  const cells = await row.locator('td').allInnerTexts();
+  const exp = await experiment(id);
+  assert.ok(exp.slurm_job_id, 'the API knows the Slurm job');
+  assert.ok(cells.some((c) => c.includes(String(exp.slurm_job_id))), `Slurm job id in ${cells}`);
+  assert.ok(cells.some((c) => c.includes('node[1-3]')), `nodes in ${cells}`);
+  assert.ok(cells.some((c) => /ps\s*2\/2\/0/.test(c)), `ps counts in ${cells}`);
+  await list.screenshot({ path: screenshotPath('running-view.png') });
+
+  // The task table fills in: every task with its node and address, running.
+  await page.waitForFunction(
+    () => {
+      const rows = [...document.querySelectorAll('[data-testid=tasks] tbody tr[data-task]')];
+      return rows.length === 6 && rows.every((r) => r.dataset.state === 'running');
+    },
+    null,
+    { timeout: 60000 },
+  );
+  const running = await taskTable(page);
+  for (const t of running) {
+    assert.match(t.node, /^node[1-3]$/, `${t.task} node`);
+    assert.match(t.address, /:\d+$/, `${t.task} address`);
+  }
+  assert.deepEqual(running.map((t) => t.task).sort(), ['ps:0', 'ps:1', 'worker:0', 'worker:1', 'worker:2', 'worker:3']);
+  // A checkpoint and a log line or two, for the pictures.
+  await page
+    .waitForFunction(() => /step \d+/.test(document.querySelector('.facts')?.textContent ?? ''), null, { timeout: 15000 })
+    .catch(() => {});
+  await page.waitForTimeout(1000);
+  await page.screenshot({ path: screenshotPath('experiment-running.png'), fullPage: true });
+  await page.screenshot({ path: screenshotPath('dashboard.png') }); // the README's picture (docs/dashboard.png)
+
+  // Succeeded, without a reload; the ps were reaped, the workers exited 0.
+  await page.waitForFunction(
+    () => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'succeeded',
+    null,
+    { timeout: 150000 },
+  );
+  await page.waitForFunction(
+    () => document.querySelectorAll('[data-testid=tasks] tbody tr[data-state=reaped]').length === 2,
+    null,
+    { timeout: 30000 },
+  );
+  const done = await taskTable(page);
+  for (const t of done) {
+    if (t.task.startsWith('ps:')) {
+      assert.equal(t.state, 'reaped', `${t.task}: ${JSON.stringify(t)}`);
+      const badge = await page.locator(`tr[data-task="${t.task}"] .badge`).innerText();
+      assert.match(badge, /reaped/);
+    } else {
+      assert.equal(t.state, 'succeeded', `${t.task}: ${JSON.stringify(t)}`);
+      assert.equal(t.exit, '0');
+    }
+  }
+  const samples = await page.evaluate(() => window.__samples);
+  const first = samples.find((s) => s.length) ?? [];
+  assert.ok(
+    samples[0].length === 0 || first.some((s) => s !== 'running'),
+    `the table was already full when the page opened: ${JSON.stringify(samples.slice(0, 3))}`,
+  );
+  assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the experiment page was reloaded');
+  assert.match(await page.locator('[data-testid=reason]').innerText(), /Succeeded/);
+  // The Slurm job completes once the reaped ps have exited.
+  await page.waitForFunction(() => /COMPLETED/.test(document.querySelector('[data-testid=attempts]').textContent), null, {
+    timeout: 60000,
+  });
+  assert.match(await page.locator('[data-testid=sbatch]').innerText(), /#SBATCH --job-name=tfx-e2e-linear-ps-a1/);
+  assert.match(await page.locator('[data-testid=spec]').innerText(), /"worker": 4/);
+  const events = await page.locator('[data-testid=events] li').allInnerTexts();
+  assert.ok(events.some((e) => /reaped/.test(e)), `a reaped event in ${events.join(' | ')}`);
+  // The log panel shows the tail or says plainly why it cannot.
+  await page.waitForFunction(() => {
+    const t = document.querySelector('[data-testid=log]')?.textContent ?? '';
+    return t && t !== 'loading…';
+  });
+  const log = await page.locator('[data-testid=log]').innerText();
+  assert.ok(/linear_ps:/.test(log) || /not available|No log for/.test(log), `log panel: ${log.slice(0, 300)}`);
+  await page.screenshot({ path: screenshotPath('experiment-succeeded.png'), fullPage: true });
+
+  // The front page moved it from "Running now" to the finished ones.
+  await list.waitForFunction(
+    (id) =>
+      !document.querySelector(`[data-testid=running] tr[data-id="${id}"]`) &&
+      document.querySelector(`[data-testid=all] tr[data-id="${id}"]`)?.dataset.state === 'succeeded',
+    id,
+    { timeout: 15000 },
+  );
+  assert.equal(await list.evaluate(() => window.__sameDocument), true, 'the front page was reloaded');
+  await list.close();
+  await page.close();
+});
+
+test('cancel from the UI asks first, then cancels the Slurm job', { timeout: 180000 }, async () => {
+  const id = 'e2e-cancel';
+  await submit(linearPsSpec(id, { steps: 1000000, stepSleep: 0.2 }));
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/${id}`);
+  await page.waitForFunction(
+    () => document.querySelectorAll('[data-testid=tasks] tbody tr[data-state=running]').length === 6,
+    null,
+    { timeout: 90000 },
+  );
+  const jobId = (await experiment(id)).slurm_job_id;
+  assert.ok(jobId);
+  assert.equal((await slurmJob(cluster.conf, jobId))?.JobState, 'RUNNING');
+
+  // Backing out of the confirmation changes nothing.
+  await page.click('[data-testid=cancel]');
+  const dialog = page.locator('[data-testid=confirm-dialog]');
+  await dialog.waitFor();
+  assert.match(await dialog.innerText(), new RegExp(`Slurm job ${jobId} is cancelled`));
+  await dialog.locator('button[value=cancel]').click();
+  await dialog.waitFor({ state: 'detached' });
+  await page.waitForTimeout(1000);
+  assert.equal((await experiment(id)).state, 'running');
+
+  await page.click('[data-testid=cancel]');
+  await dialog.locator('button[value=confirm]').click();
+  await page.waitForFunction(
+    () => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'cancelled',
+    null,
+    { timeout: 30000 },
+  );
+  assert.match(await page.locator('.action-status').innerText(), /Cancelled/);
+  assert.equal(await page.locator('[data-testid=cancel]').isVisible(), false);
+  assert.equal(await page.locator('[data-testid=resume]').isVisible(), true);
+
+  // Slurm agrees: the job is CANCELLED (or already forgotten).
+  const final = await waitFor(
+    `Slurm job ${jobId} to be cancelled`,
+    async () => {
+      const job = await slurmJob(cluster.conf, jobId);
+      if (job === null) return 'gone';
+      return job.JobState === 'CANCELLED' ? job.JobState : null;
+    },
+    { timeout: 60000 },
+  );
+  assert.ok(['CANCELLED', 'gone'].includes(final));
+  assert.ok(['CANCELLED', ''].includes(await squeueState(cluster.conf, jobId)));
+  await page.screenshot({ path: screenshotPath('experiment-cancelled.png'), fullPage: true });
+
+  // Resume asks first, then either starts attempt 2 or shows the service's
+  // answer (POST /experiments/{id}/resume may not exist in this build).
+  await page.click('[data-testid=resume]');
+  await dialog.waitFor();
+  assert.match(await dialog.innerText(), /Resume e2e-cancel\?/);
+  await dialog.locator('button[value=confirm]').click();
+  const outcome = await waitFor('the resume outcome', async () => {
+    const text = await page.locator('.action-status').innerText();
+    return /✓ Resumed|Resume failed/.test(text) ? text : null;
+  });
+  if (/✓ Resumed/.test(outcome)) {
+    await waitFor('attempt 2', async () => (await experiment(id)).attempt === 2);
+    await api(svc.base, 'DELETE', `/experiments/${id}`);
+  } else {
+    assert.match(outcome, /✗/);
+  }
+  await page.close();
+});
+
+test('a failed experiment shows its reason on both pages', { timeout: 180000 }, async () => {
+  const id = 'e2e-failed';
+  await submit(linearPsSpec(id, { steps: 2000, stepSleep: 0.05, extra: ['--fail-at-step', '30', '--fail-task', 'worker:1', '--fail-code', '1'] }));
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/${id}`);
+  await page.waitForFunction(
+    () => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'failed',
+    null,
+    { timeout: 120000 },
+  );
+  const exp = await experiment(id);
+  assert.equal(exp.state, 'failed');
+  assert.ok(exp.reason, 'the API gives a reason');
+  const banner = page.locator('[data-testid=reason]');
+  assert.equal(await banner.getAttribute('role'), 'alert');
+  const bannerText = await banner.innerText();
+  assert.match(bannerText, /✗ Failed/);
+  assert.ok(bannerText.includes(exp.reason), `banner "${bannerText}" lacks "${exp.reason}"`);
+  // The failed task is marked with an icon and words, not only a color.
+  const worker1 = page.locator('[data-testid=tasks] tr[data-task="worker:1"]');
+  await page.waitForFunction(() => document.querySelector('tr[data-task="worker:1"]')?.dataset.state === 'failed');
+  assert.match(await worker1.innerText(), /✗ failed/);
+  assert.match(await worker1.locator('[data-label=Exit]').innerText(), /✗ 1/);
+  await page.waitForTimeout(1500);
+  await page.screenshot({ path: screenshotPath('experiment-failed.png'), fullPage: true });
+
+  await page.goto(`${svc.base}/#/?state=failed`);
+  const row = page.locator(`[data-testid=all] tr[data-id="${id}"]`);
+  await row.waitFor();
+  assert.match(await row.innerText(), /✗ failed/);
+  assert.ok((await row.innerText()).includes(exp.reason));
+  await page.screenshot({ path: screenshotPath('list-failed.png') });
+  await page.close();
+});
+
+test('narrow window: no sideways scrolling, tables turn into cards', async () => {
+  const wide = await newPage();
+  await wide.goto(`${svc.base}/`);
+  await wide.locator('[data-testid=all] tr[data-id]').first().waitFor();
+  await wide.waitForTimeout(1000);
+  await wide.screenshot({ path: screenshotPath('list-all.png') });
+  await wide.close();
+
+  const page = await newPage({ width: 420, height: 900 });
+  for (const hash of ['#/', '#/experiments/e2e-linear-ps', '#/experiments/e2e-failed']) {
+    await page.goto(`${svc.base}/${hash}`);
+    await page.locator('main table tbody tr').first().waitFor();
+    await page.waitForTimeout(1200);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 1, `${hash} scrolls sideways by ${overflow}px`);
+  }
+  await page.screenshot({ path: screenshotPath('narrow-experiment-failed.png'), fullPage: true });
+  await page.close();
+});
+
+test('polling stops while the tab is hidden and resumes when shown', async () => {
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/e2e-linear-ps`);
+  await page.locator('[data-testid=tasks] tbody tr[data-task]').first().waitFor();
+  let calls = 0;
+  page.on('request', (r) => r.url().includes('/experiments/') && calls++);
+  const setHidden = (hidden) =>
+    page.evaluate((hidden) => {
+      Object.defineProperty(document, 'hidden', { configurable: true, get: () => hidden });
+      Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => (hidden ? 'hidden' : 'visible') });
+      document.dispatchEvent(new Event('visibilitychange'));
+    }, hidden);
+  await setHidden(true);
+  await page.waitForTimeout(500);
+  calls = 0;
+  await page.waitForTimeout(4000);
+  assert.equal(calls, 0, 'requests while hidden');
+  assert.match(await page.locator('#live-status').innerText(), /paused/);
+  await setHidden(false);
+  await page.waitForTimeout(3500);
+  assert.ok(calls >= 2, `only ${calls} requests after the tab came back`);
+  await page.close();
+});
+
+test('a 401 asks for the token once; it is kept and sent on every call', async () => {
+  const page = await newPage();
+  const authSeen = [];
+  let refused = 0;
+  await page.route(/\/experiments(\?|\/|$)/, (route) => {
+    const auth = route.request().headers().authorization;
+    if (auth !== 'Bearer e2e-token') {
+      refused++;
+      return route.fulfill({
+        status: 401,
+        contentType: 'application/json',
+        headers: { 'WWW-Authenticate': 'Bearer' },
+        body: JSON.stringify({ error: { code: 'unauthenticated', message: 'a bearer token is required', fields: [] } }),
+      });
+    }
+    authSeen.push(auth);
+    return route.continue();
+  });
+  await page.goto(`${svc.base}/`);
+  const form = page.locator('[data-testid=token-dialog]');
+  await form.waitFor();
+  await page.waitForTimeout(500);
+  // Two calls were refused at once; one form is open.
+  assert.ok(refused >= 2, `refused ${refused}`);
+  assert.equal(await page.locator('[data-testid=token-dialog]').count(), 1);
+
+  // A wrong token is refused and the form says so.
+  await form.locator('input').fill('wrong');
+  await form.locator('button[value=save]').click();
+  await page.waitForFunction(() => /refused/.test(document.querySelector('[data-testid=token-dialog]')?.textContent ?? ''));
+  await form.locator('input').fill('e2e-token');
+  await form.locator('button[value=save]').click();
+  await page.locator('[data-testid=all] tr[data-id]').first().waitFor();
+  assert.equal(await page.evaluate(() => localStorage.getItem('tfslurm.token')), 'e2e-token');
+  assert.match(await page.locator('#token-area').innerText(), /token set/);
+
+  // After a reload the stored token goes with every call: no form.
+  await page.reload();
+  await page.locator('[data-testid=all] tr[data-id]').first().waitFor();
+  await page.waitForTimeout(2000);
+  assert.equal(await form.count(), 0);
+  const before = authSeen.length;
+  await page.click(`a.exp-link >> nth=0`);
+  await page.locator('[data-testid=tasks] tbody tr').first().waitFor();
+  await page.waitForTimeout(2000);
+  assert.ok(authSeen.length > before);
+  assert.ok(authSeen.every((a) => a === 'Bearer e2e-token'));
+
+  // "forget" drops it.
+  await page.click('#token-area button');
+  assert.equal(await page.evaluate(() => localStorage.getItem('tfslurm.token')), null);
+  await page.close();
+});
+
+test('no script errors on any page', () => {
+  assert.deepEqual(pageErrors, []);
+});

@@ -1,0 +1,85 @@
+// Unit tests of the dashboard's pure helpers (web/ui/format.js): no browser.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+  ageSeconds,
+  countTasks,
+  describeExit,
+  eventTone,
+  experimentHref,
+  formatDuration,
+  parseRoute,
+  roleCounts,
+  sortTasks,
+  stateIcon,
+  stateTone,
+} from '../../web/ui/format.js';
+
+test('every state has an icon of its own, so color is never alone', () => {
+  const states = ['queued', 'starting', 'running', 'restarting', 'succeeded', 'failed', 'cancelled',
+    'pending', 'registered', 'reaped', 'lost'];
+  const icons = states.map(stateIcon);
+  assert.ok(icons.every((i) => i && i !== '•'));
+  assert.equal(stateTone('failed'), 'bad');
+  assert.equal(stateTone('lost'), 'bad');
+  assert.equal(stateTone('succeeded'), 'ok');
+  assert.equal(stateTone('reaped'), 'done');
+});
+
+test('durations read naturally', () => {
+  assert.equal(formatDuration(0.42), '0.4 s');
+  assert.equal(formatDuration(42), '42 s');
+  assert.equal(formatDuration(125), '2 min');
+  assert.equal(formatDuration(3 * 3600 + 5 * 60), '3 h 05 min');
+  assert.equal(formatDuration(3 * 86400 + 4 * 3600), '3 d 4 h');
+  assert.equal(formatDuration(null), '—');
+  assert.equal(formatDuration(-1), '—');
+  assert.equal(ageSeconds('2024-01-01T00:00:10.000Z', Date.parse('2024-01-01T00:00:40.000Z')), 30);
+  assert.equal(ageSeconds(null, 0), null);
+});
+
+test('exits: codes, signals, and reaped tasks are not failures', () => {
+  assert.deepEqual(describeExit({ state: 'succeeded', exit_code: 0, signal: null }), { text: '0', bad: false });
+  assert.deepEqual(describeExit({ state: 'failed', exit_code: 1, signal: null }), { text: '1', bad: true });
+  assert.deepEqual(describeExit({ state: 'reaped', exit_code: 143, signal: null }), { text: '143 (SIGTERM)', bad: false });
+  assert.deepEqual(describeExit({ state: 'failed', exit_code: null, signal: 9 }), { text: 'killed by SIGKILL', bad: true });
+  assert.deepEqual(describeExit({ state: 'running', exit_code: null, signal: null }), { text: '—', bad: false });
+});
+
+test('roles in TensorFlow order, tasks by role then index', () => {
+  const tasks = [
+    { role: 'worker', index: 1, state: 'running' },
+    { role: 'evaluator', index: 0, state: 'pending' },
+    { role: 'ps', index: 1, state: 'failed' },
+    { role: 'worker', index: 0, state: 'succeeded' },
+    { role: 'chief', index: 0, state: 'reaped' },
+  ];
+  assert.deepEqual(sortTasks(tasks).map((t) => `${t.role}:${t.index}`), ['chief:0', 'ps:1', 'worker:0', 'worker:1', 'evaluator:0']);
+  const counts = countTasks(tasks);
+  assert.deepEqual(counts.worker, { total: 2, registered: 2, running: 1, done: 1, failed: 0 });
+  assert.deepEqual(counts.ps, { total: 1, registered: 1, running: 0, done: 1, failed: 1 });
+  assert.deepEqual(counts.evaluator, { total: 1, registered: 0, running: 0, done: 0, failed: 0 });
+  assert.deepEqual(roleCounts(counts).map((c) => c.role), ['chief', 'ps', 'worker', 'evaluator']);
+});
+
+test('event codes that mean trouble stand out', () => {
+  assert.equal(eventTone('lost'), 'bad');
+  assert.equal(eventTone('barrier_timeout'), 'bad');
+  assert.equal(eventTone('cancelled'), 'warn');
+  assert.equal(eventTone('registered'), 'info');
+  assert.equal(eventTone('reaped', 'ps:0 (task 0 on node1) exited with code 143'), 'info');
+  assert.equal(eventTone('state', 'running -> failed: attempt 1 permanent_exit'), 'bad');
+  assert.equal(eventTone('state', 'running -> succeeded: every worker exited 0'), 'ok');
+  assert.equal(eventTone('job', 'Slurm job 16 ended FAILED (NonZeroExitCode)'), 'bad');
+  assert.equal(eventTone('job', 'Slurm job 3 ended COMPLETED'), 'ok');
+  assert.equal(eventTone('exited', 'worker:1 (task 3 on node2) exited with code 1'), 'bad');
+  assert.equal(eventTone('exited', 'worker:0 (task 1 on node1) exited with code 0'), 'info');
+});
+
+test('hash routes', () => {
+  assert.deepEqual(parseRoute(''), { view: 'list', params: {} });
+  assert.deepEqual(parseRoute('#/?state=failed&offset=25'), { view: 'list', params: { state: 'failed', offset: '25' } });
+  assert.deepEqual(parseRoute('#/experiments/mnist-ps.01'), { view: 'experiment', id: 'mnist-ps.01', params: {} });
+  assert.equal(experimentHref('a.b_c-1'), '#/experiments/a.b_c-1');
+  assert.deepEqual(parseRoute(experimentHref('x y')), { view: 'experiment', id: 'x y', params: {} });
+});

@@ -1,0 +1,220 @@
+// Shared pieces of the dashboard's end-to-end tests: a real local Slurm
+// cluster, a real tfslurmd, Debian's headless Chromium through playwright-core,
+// and small REST/Slurm helpers. Everything lives in fresh temp directories and
+// binds to 127.0.0.1 port 0.
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { chromium } from 'playwright-core';
+
+const execFileAsync = promisify(execFile);
+
+export const HERE = path.dirname(fileURLToPath(import.meta.url));
+export const REPO = path.resolve(HERE, '..', '..');
+export const SCREENSHOTS = path.join(HERE, 'screenshots');
+const BIN = process.env.TFSLURM_BIN_DIR || path.join(REPO, 'build', 'bin');
+const CHROMIUM = process.env.TFSLURM_CHROMIUM || '/usr/bin/chromium';
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Polls `probe` until it returns a truthy value; throws with `what` and the
+// last value seen after `timeoutMs`.
+export async function waitFor(what, probe, { timeoutMs = 60000, intervalMs = 500 } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      last = await probe();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last: ${describe(last)}`);
+    }
+    await sleep(intervalMs);
+  }
+}
+
+function describe(v) {
+  if (v instanceof Error) return v.message;
+  try {
+    return JSON.stringify(v).slice(0, 800);
+  } catch {
+    return String(v);
+  }
+}
+
+// A local Slurm cluster: TFSLURM_SLURM_CONF when set (tests/run.sh starts
+// one), else deploy/local-slurm/start.sh in a short temp dir (unix socket
+// paths under it must stay short), stopped again by stop().
+export async function startCluster() {
+  if (process.env.TFSLURM_SLURM_CONF) {
+    return { conf: process.env.TFSLURM_SLURM_CONF, stop: async () => {} };
+  }
+  const dir = mkdtempSync('/tmp/tfs-e2e-');
+  chmodSync(dir, 0o755); // munged runs as its own user and must reach DIR/munge
+  const { stdout } = await execFileAsync(path.join(REPO, 'deploy/local-slurm/start.sh'), [dir], {
+    timeout: 120000,
+  });
+  const m = stdout.match(/^SLURM_CONF=(.+)$/m);
+  if (!m) throw new Error(`start.sh printed no SLURM_CONF line: ${stdout}`);
+  return {
+    conf: m[1].trim(),
+    stop: async () => {
+      await execFileAsync(path.join(REPO, 'deploy/local-slurm/stop.sh'), [dir], { timeout: 120000 }).catch(() => {});
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// tfslurmd on 127.0.0.1:0 with its own database and output root.
+export async function startService(slurmConf) {
+  const tfslurmd = path.join(BIN, 'tfslurmd');
+  if (!existsSync(tfslurmd)) throw new Error(`${tfslurmd} is missing: build with ninja -C build tfslurmd tfslurm-agent`);
+  if (!existsSync(path.join(BIN, 'tfslurm-agent'))) throw new Error(`${BIN}/tfslurm-agent is missing: tasks cannot start`);
+  const dir = mkdtempSync(path.join(tmpdir(), 'tfslurm-e2e-svc-'));
+  const ready = path.join(dir, 'ready.json');
+  const logPath = path.join(dir, 'tfslurmd.log');
+  const out = openSync(logPath, 'a');
+  const child = spawn(
+    tfslurmd,
+    [
+      '--listen', '127.0.0.1:0',
+      '--db', path.join(dir, 'tfslurm.db'),
+      '--output-root', path.join(dir, 'output'),
+      '--ready-file', ready,
+      '--poll-interval-ms', '500',
+      '--heartbeat-ms', '1000',
+      '--shutdown-grace-ms', '3000',
+    ],
+    { env: { ...process.env, SLURM_CONF: slurmConf }, stdio: ['ignore', out, out] },
+  );
+  let exited = null;
+  child.on('exit', (code, signal) => (exited = { code, signal }));
+  const ports = await waitFor(
+    'tfslurmd to write its ready file',
+    () => {
+      if (exited) throw new Error(`tfslurmd exited ${JSON.stringify(exited)}: ${readFileSync(logPath, 'utf8').slice(-2000)}`);
+      return existsSync(ready) && readFileSync(ready, 'utf8').trim() ? JSON.parse(readFileSync(ready, 'utf8')) : null;
+    },
+    { timeoutMs: 30000, intervalMs: 100 },
+  );
+  const base = `http://127.0.0.1:${ports.http_port}`;
+  return {
+    base,
+    dir,
+    logPath,
+    log: () => readFileSync(logPath, 'utf8'),
+    // Stops tfslurmd; its log is kept as screenshots/tfslurmd.log, the rest
+    // (database, model dirs, task logs) only with TFSLURM_E2E_KEEP=1.
+    stop: async () => {
+      if (!exited) {
+        child.kill('SIGTERM');
+        await waitFor('tfslurmd to stop', () => exited, { timeoutMs: 15000, intervalMs: 100 }).catch(() => child.kill('SIGKILL'));
+      }
+      copyFileSync(logPath, screenshotPath('tfslurmd.log'));
+      if (process.env.TFSLURM_E2E_KEEP === '1') console.log(`# kept ${dir}`);
+      else rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+// REST call; returns {status, body} with body parsed when JSON.
+export async function api(base, method, urlPath, body) {
+  const res = await fetch(base + urlPath, {
+    method,
+    headers: body ? { 'Content-Type': 'application/json' } : {},
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  let parsed = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {}
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+// The linear_ps example's spec (examples/linear_ps/experiment.json.in) with
+// this checkout's path, a given id and extra train.py arguments. `steps` and
+// `stepSleep` set how long training takes: 4 workers share the global step.
+export function linearPsSpec(id, { steps = 300, stepSleep = 0.1, extra = [], command = null } = {}) {
+  const text = readFileSync(path.join(REPO, 'examples/linear_ps/experiment.json.in'), 'utf8').replaceAll('@REPO@', REPO);
+  const spec = JSON.parse(text);
+  spec.id = id;
+  if (command) {
+    spec.command = command;
+  } else {
+    const i = spec.command.indexOf('--steps');
+    spec.command[i + 1] = String(steps);
+    spec.command.push('--step-sleep', String(stepSleep), '--checkpoint-every', '40', '--log-every', '40', ...extra);
+  }
+  spec.restart = { max_restarts: 0 };
+  return spec;
+}
+
+// scontrol's view of a job: {JobState, Reason, ...}, or null once slurmctld
+// has forgotten it.
+export async function slurmJob(slurmConf, jobId) {
+  try {
+    const { stdout } = await execFileAsync('scontrol', ['show', 'job', '-o', String(jobId)], {
+      env: { ...process.env, SLURM_CONF: slurmConf },
+      timeout: 15000,
+    });
+    const fields = {};
+    for (const m of stdout.matchAll(/(\w+)=(\S*)/g)) fields[m[1]] ??= m[2];
+    return fields;
+  } catch (e) {
+    if (/Invalid job id/i.test(`${e.stderr}${e.stdout}`)) return null;
+    throw e;
+  }
+}
+
+// squeue's state of a job ("RUNNING", "CANCELLED"...), '' when not listed.
+export async function squeueState(slurmConf, jobId) {
+  const { stdout } = await execFileAsync('squeue', ['-h', '-t', 'all', '-j', String(jobId), '-o', '%T'], {
+    env: { ...process.env, SLURM_CONF: slurmConf },
+    timeout: 15000,
+  }).catch((e) => ({ stdout: '' }));
+  return stdout.trim();
+}
+
+// Debian's Chromium, headless, with a fresh profile; never a downloaded
+// browser. Returns a persistent context (playwright wants the profile dir as
+// an argument rather than --user-data-dir) and a cleanup.
+export async function launchBrowser() {
+  const profile = mkdtempSync(path.join(tmpdir(), 'tfslurm-e2e-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+    viewport: { width: 1360, height: 900 },
+    deviceScaleFactor: 1,
+    locale: 'en-GB',
+    timezoneId: 'UTC',
+  });
+  return {
+    context,
+    close: async () => {
+      await context.close().catch(() => {});
+      rmSync(profile, { recursive: true, force: true });
+    },
+  };
+}
+
+export function screenshotPath(name) {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  return path.join(SCREENSHOTS, name);
+}

@@ -1,0 +1,226 @@
+"""Issue 4: resume from checkpoints, automatic restarts, preemption, time
+limits and crash safety, on the real local Slurm cluster."""
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+
+from conftest import REPO, scontrol_job, slurm_env, squeue_ids, wait_for
+
+TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
+
+
+def spec(exp_id, steps, step_sleep, restart, extra_args=(), time_limit="00:10:00", grace=30, cluster=None,
+         nodes=3, tasks_per_node=2):
+    return {
+        "id": exp_id,
+        "command": ["python3", TRAIN, "--steps", str(steps), "--checkpoint-every", "10",
+                    "--step-sleep", str(step_sleep)] + list(extra_args),
+        "workdir": os.path.join(REPO, "examples/linear_ps"),
+        "cluster": cluster or {"ps": 2, "worker": 4},
+        "resources": {"partition": "debug", "nodes": nodes, "tasks_per_node": tasks_per_node,
+                      "time_limit": time_limit},
+        "restart": restart,
+        "checkpoint": {"signal_grace_s": grace},
+    }
+
+
+def log(exp, attempt, proc):
+    path = os.path.join(exp["model_dir"], "logs", f"attempt-{attempt}", f"task-{proc}.out")
+    return open(path, errors="replace").read() if os.path.exists(path) else ""
+
+
+def start_steps(exp, attempt):
+    """start_step printed by the workers of an attempt."""
+    steps = set()
+    for proc in range(6):
+        steps |= {int(m) for m in re.findall(r"linear_ps: role=\w+ index=\d+ attempt=\d+ start_step=(\d+)",
+                                             log(exp, attempt, proc))}
+    return steps
+
+
+def program_pid(exp_id, role, index):
+    """The pid of the user program of one task, found by its environment."""
+    want = {f"EXPERIMENT_ID={exp_id}", f"TFSLURM_ROLE={role}", f"TFSLURM_INDEX={index}"}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = set(open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0"))
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if want <= env and "train.py" in cmd:
+            return int(pid)
+    return None
+
+
+def checkpoint_at_least(service, exp_id, step):
+    e = service.experiment(exp_id)
+    return e if e["checkpoint"] and e["checkpoint"]["step"] >= step else None
+
+
+def jobs_named(conf, name, service):
+    """This service's jobs with that name (the shared cluster keeps other tests' jobs too)."""
+    out = subprocess.run(["scontrol", "-o", "show", "job"], env=slurm_env(conf), stdout=subprocess.PIPE, text=True)
+    return [line for line in out.stdout.splitlines()
+            if f"JobName={name} " in line and f"WorkDir={service.output_root}/" in line]
+
+
+def test_kill9_of_a_worker_restarts_from_the_last_checkpoint(service):
+    s = spec("rs-kill9", steps=300, step_sleep=0.1, restart={"max_restarts": 2, "on": ["retryable_exit"],
+                                                             "backoff_s": 1})
+    assert service.post("/experiments", s)[0] == 201
+    wait_for(lambda: checkpoint_at_least(service, "rs-kill9", 30), 120, "a checkpoint reported as progress")
+    pid = wait_for(lambda: program_pid("rs-kill9", "worker", 1), 30, "worker 1's program")
+    os.kill(pid, signal.SIGKILL)
+    done = service.wait_state("rs-kill9", ("succeeded", "failed"), timeout=240)
+    assert done["state"] == "succeeded", done["reason"]
+    assert len(done["attempts"]) == 2, done["attempts"]
+    first, second = done["attempts"]
+    assert first["end_reason"] == "retryable_exit" and "signal 9" in first["reason"], first
+    assert second["start_step"] and second["start_step"] > 0, second
+    assert min(start_steps(done, 2)) > 0, start_steps(done, 2)
+    assert done["checkpoint"]["step"] >= 300
+    assert any(e["what"] == "state" and "restart 1 of 2" in e["why"] for e in done["events"])
+
+
+def test_real_preemption_comes_back_and_finishes_from_checkpoint(service, slurm_cluster):
+    s = spec("rs-preempt", steps=400, step_sleep=0.1, restart={"max_restarts": 2, "on": ["preempted"],
+                                                               "backoff_s": 1})
+    status, body = service.post("/experiments", s)
+    assert status == 201, body
+    wait_for(lambda: checkpoint_at_least(service, "rs-preempt", 20), 120, "training to checkpoint")
+    # A high-priority job that needs every CPU of every node.
+    urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-N3", "--ntasks-per-node=4",
+                             "--mem-per-cpu=100", "--wrap", "sleep 5"], env=slurm_env(slurm_cluster),
+                            stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    try:
+        e = wait_for(lambda: (lambda x: x if x["attempts"][0]["end_reason"] else None)(service.experiment("rs-preempt")),
+                     120, "attempt 1 to end")
+        assert e["attempts"][0]["end_reason"] == "preempted", e["attempts"][0]
+        assert e["attempts"][0]["slurm_state"] == "PREEMPTED", e["attempts"][0]
+        done = service.wait_state("rs-preempt", ("succeeded", "failed"), timeout=300)
+        assert done["state"] == "succeeded", done["reason"]
+        assert done["attempts"][1]["start_step"] > 0
+        assert min(start_steps(done, 2)) > 0
+    finally:
+        subprocess.run(["scancel", urgent], env=slurm_env(slurm_cluster))
+
+
+def test_time_limit_runs_as_a_chain_of_attempts_checkpointing_on_the_signal(service):
+    # One-minute attempts; SIGUSR1 20 s before the end; about 100 s of training.
+    s = spec("rs-timelimit", steps=1000, step_sleep=0.4, time_limit="1", grace=20,
+             restart={"max_restarts": 5, "on": ["timeout"], "backoff_s": 1})
+    assert service.post("/experiments", s)[0] == 201
+    done = service.wait_state("rs-timelimit", ("succeeded", "failed"), timeout=420)
+    assert done["state"] == "succeeded", done["reason"]
+    attempts = done["attempts"]
+    assert len(attempts) >= 2, attempts
+    for a in attempts[:-1]:
+        assert a["end_reason"] == "timeout" and a["slurm_state"] == "TIMEOUT", a
+    for n in range(2, len(attempts) + 1):
+        previous_chief_log = log(done, n - 1, 1)  # worker 0 checkpoints (task 1 under spread)
+        on_signal = [int(x) for x in re.findall(r"checkpoint on signal step=(\d+)", previous_chief_log)]
+        assert on_signal, f"attempt {n - 1} wrote no checkpoint on the signal:\n{previous_chief_log[-1500:]}"
+        assert attempts[n - 1]["start_step"] >= max(on_signal) > 0, (attempts[n - 1], on_signal)
+    assert done["checkpoint"]["step"] >= 1000
+
+
+def test_max_restarts_reached_fails_with_that_reason(service):
+    s = spec("rs-max", steps=100000, step_sleep=0.01,
+             restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1},
+             extra_args=["--fail-at-step", "20", "--fail-task", "worker:1", "--fail-code", "137",
+                         "--fail-every-attempt"])
+    assert service.post("/experiments", s)[0] == 201
+    failed = service.wait_state("rs-max", "failed", timeout=240)
+    assert "max_restarts 1 reached" in failed["reason"], failed["reason"]
+    assert len(failed["attempts"]) == 2
+
+
+def test_permanent_exit_code_is_not_restarted(service):
+    s = spec("rs-permanent", steps=100000, step_sleep=0.01,
+             restart={"max_restarts": 3, "on": ["retryable_exit", "preempted"], "backoff_s": 1},
+             extra_args=["--fail-at-step", "20", "--fail-task", "worker:0", "--fail-code", "2"])
+    assert service.post("/experiments", s)[0] == 201
+    failed = service.wait_state("rs-permanent", "failed", timeout=180)
+    assert "permanent_exit is not in restart.on" in failed["reason"], failed["reason"]
+    assert len(failed["attempts"]) == 1
+
+
+def test_resume_of_a_finished_experiment_starts_at_its_checkpoint(service):
+    s = spec("rs-resume", steps=60, step_sleep=0.01, restart={"max_restarts": 0})
+    assert service.post("/experiments", s)[0] == 201
+    first = service.wait_state("rs-resume", ("succeeded", "failed"), timeout=180)
+    assert first["state"] == "succeeded", first["reason"]
+    step = first["checkpoint"]["step"]
+    assert step >= 60
+    assert service.post("/experiments/rs-unknown/resume", {})[0] == 404
+    wait_for(lambda: (lambda st: st if st[0] == 202 else None)(service.post("/experiments/rs-resume/resume", {})),
+             30, "resume to be accepted once the job has left Slurm")
+    running = service.experiment("rs-resume")
+    assert running["attempt"] == 2 and running["attempts"][1]["start_step"] == step
+    assert service.post("/experiments/rs-resume/resume", {})[0] in (409, 503)
+    done = service.wait_state("rs-resume", ("succeeded", "failed"), timeout=180)
+    assert done["state"] == "succeeded", done["reason"]
+    assert start_steps(done, 2) == {step}
+
+
+def test_service_killed_while_tasks_run_is_down_30s_and_the_experiment_completes(service_factory, slurm_cluster):
+    first = service_factory()
+    s = spec("rs-crash", steps=150, step_sleep=0.15, restart={"max_restarts": 0})
+    assert first.post("/experiments", s)[0] == 201
+    first.wait_state("rs-crash", "running", timeout=120)
+    first.stop(signal.SIGKILL)
+    time.sleep(30)  # the outage itself is what is tested: agents must ride it out
+    second = service_factory(workdir=first.workdir)
+    done = second.wait_state("rs-crash", ("succeeded", "failed"), timeout=240)
+    assert done["state"] == "succeeded", done["reason"]
+    done = wait_for(lambda: (lambda e: e if all(t["state"] != "running" for t in e["tasks"]) else None)(
+        second.experiment("rs-crash")), 60, "the ps to be reaped")
+    assert [t["state"] for t in done["tasks"] if t["role"] == "ps"] == ["reaped", "reaped"]
+    assert len(jobs_named(slurm_cluster, "tfx-rs-crash-a1", second)) == 1
+    job = wait_for(lambda: (lambda j: j if j.get("JobState") == "COMPLETED" else None)(
+        scontrol_job(slurm_cluster, done["slurm_job_id"])), 60, "the job to complete")
+    assert job["JobState"] == "COMPLETED"
+
+
+def test_service_killed_during_a_submission_leaves_exactly_one_job(service_factory, slurm_cluster):
+    first = service_factory()
+    ctld = int(subprocess.run(["pgrep", "-f", f"slurmctld.*{os.path.dirname(os.path.dirname(slurm_cluster))}"],
+                              stdout=subprocess.PIPE, text=True).stdout.split()[0])
+    s = spec("rs-midsubmit", steps=40, step_sleep=0.01, restart={"max_restarts": 0})
+    # A dry run first, so the partition's shape is cached and the real
+    # submission goes straight to recording its intent and calling Slurm.
+    assert first.request("POST", "/experiments?dry_run=true", s)[0] == 200
+    # slurmctld frozen: the submission RPC is sent and waits for its answer.
+    os.kill(ctld, signal.SIGSTOP)
+    try:
+        def submit():
+            try:
+                first.post("/experiments", s)
+            except OSError:
+                pass  # the service is killed mid-request: that is the point
+
+        t = threading.Thread(target=submit, daemon=True)
+        t.start()
+
+        def intent_recorded():
+            db = sqlite3.connect(f"file:{first.db}?mode=ro", uri=True)
+            try:
+                row = db.execute("SELECT state FROM attempts WHERE experiment_id='rs-midsubmit'").fetchone()
+            finally:
+                db.close()
+            return row and row[0] == "submitting"
+
+        wait_for(intent_recorded, 30, "the intent to be recorded")
+        time.sleep(0.5)  # let the request reach slurmctld's socket
+        first.stop(signal.SIGKILL)
+    finally:
+        os.kill(ctld, signal.SIGCONT)
+    second = service_factory(workdir=first.workdir)
+    done = second.wait_state("rs-midsubmit", ("succeeded", "failed"), timeout=180)
+    assert done["state"] == "succeeded", done["reason"]
+    assert len(jobs_named(slurm_cluster, "tfx-rs-midsubmit-a1", second)) == 1
+    assert any(e["what"] == "recovered" for e in done["events"]), done["events"]

@@ -1,0 +1,375 @@
+"""tfctl against a real tfslurmd and the local Slurm cluster: submit, status,
+logs, cancel, resume, --wait, errors and output formats, as a user runs them.
+
+Every call runs the built tfctl binary with HOME and XDG_CONFIG_HOME pointing
+at an empty directory, so a developer's own ~/.config/tfslurm/config cannot
+change the outcome; the service URL comes through TFSLURM_URL unless a test
+is about where the URL comes from.
+"""
+import http.server
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import urllib.request
+
+import pytest
+import yaml
+
+from conftest import BIN, REPO, wait_for
+
+TFCTL = os.path.join(BIN, "tfctl")
+
+
+@pytest.fixture
+def home(tmp_path):
+    """An empty home directory for tfctl's config file lookup."""
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+def run_tfctl(home, *args, url=None, env=None, timeout=180):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    e.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+    if url:
+        e["TFSLURM_URL"] = url
+    e.update(env or {})
+    return subprocess.run([TFCTL, *args], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, timeout=timeout)
+
+
+def ok(result):
+    assert result.returncode == 0, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    return result.stdout
+
+
+def hello_spec(exp_id, then="", workers=2):
+    """Every worker says hello with its role and index, then runs `then`."""
+    script = "echo hello from $TFSLURM_ROLE $TFSLURM_INDEX" + (f"; {then}" if then else "")
+    return {"id": exp_id, "command": ["/bin/sh", "-c", script], "cluster": {"worker": workers},
+            "resources": {"partition": "debug", "nodes": workers, "tasks_per_node": 1,
+                          "time_limit": "00:10:00"}}
+
+
+def write_yaml(tmp_path, spec, name="spec.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(spec))
+    return str(path)
+
+
+def status_json(home, service, exp_id):
+    return json.loads(ok(run_tfctl(home, "status", exp_id, "-o", "json", url=service.url)))
+
+
+def table_after(text, header_start):
+    """Rows of the table whose header line starts with `header_start`, as lists of cells."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        rows.append(re.split(r"\s{2,}", line.strip()))
+    return rows
+
+
+def unused_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_submit_status_logs_cancel(service, home, tmp_path):
+    spec = write_yaml(tmp_path, hello_spec("tfctl-flow", then="exec sleep 300"))
+    out = ok(run_tfctl(home, "submit", spec, url=service.url))
+    assert "submitted tfctl-flow: attempt 1, Slurm job" in out
+
+    wait_for(lambda: all(t["state"] == "running" for t in status_json(home, service, "tfctl-flow")["tasks"]),
+             120, "every task running")
+    table = ok(run_tfctl(home, "status", "tfctl-flow", url=service.url))
+    assert re.search(r"^state\s+running", table, re.M), table
+    assert re.search(r"^slurm job\s+\d+ RUNNING on node", table, re.M), table
+
+    logs = wait_for(lambda: (lambda r: r.stdout if "hello from worker 1" in r.stdout else None)(
+        run_tfctl(home, "logs", "tfctl-flow", "--task", "worker:1", url=service.url)), 60, "worker 1's output")
+    assert logs == "hello from worker 1\n"
+    tail = ok(run_tfctl(home, "logs", "tfctl-flow", "--task", "worker:0", "--tail", "1", url=service.url))
+    assert tail == "hello from worker 0\n"
+
+    out = ok(run_tfctl(home, "cancel", "tfctl-flow", url=service.url))
+    assert out.startswith("cancelled tfctl-flow")
+    service.wait_state("tfctl-flow", "cancelled")
+    events = ok(run_tfctl(home, "events", "tfctl-flow", url=service.url))
+    assert "cancelled by the user" in events
+    listed = ok(run_tfctl(home, "list", url=service.url))
+    assert table_after(listed, "ID")[0][:2] == ["tfctl-flow", "cancelled"]
+
+
+def test_status_json_and_yaml_carry_the_facts_of_the_table(service, home, tmp_path):
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-json", then="exec sleep 300")),
+                 url=service.url))
+    wait_for(lambda: all(t["state"] == "running" for t in status_json(home, service, "tfctl-json")["tasks"]),
+             120, "every task running")
+    as_json = status_json(home, service, "tfctl-json")
+    as_table = ok(run_tfctl(home, "status", "tfctl-json", url=service.url))
+    as_yaml = yaml.safe_load(ok(run_tfctl(home, "status", "tfctl-json", "-o", "yaml", url=service.url)))
+
+    rows = table_after(as_table, "ROLE")
+    assert len(rows) == len(as_json["tasks"]) == 2
+    for row, task in zip(rows, as_json["tasks"]):
+        exit_text = "-" if task["exit_code"] is None else str(task["exit_code"])
+        assert row[:6] == [task["role"], str(task["index"]), task["node"], task["address"], task["state"],
+                           exit_text]
+        assert row[6].endswith("s ago")
+    attempt_rows = table_after(as_table, "ATTEMPT")
+    assert attempt_rows[0][:4] == ["1", str(as_json["attempts"][0]["slurm_job_id"]), "running", "RUNNING"]
+    assert re.search(rf"^experiment\s+{as_json['id']}$", as_table, re.M)
+    assert re.search(rf"^memory\s+{as_json['mem_per_task_mb']} MB per task", as_table, re.M)
+
+    # The YAML is the same document as the JSON (heartbeat ages move on).
+    for doc in (as_json, as_yaml):
+        for task in doc["tasks"]:
+            task.pop("heartbeat_age_s")
+        doc.pop("updated_at")
+    assert as_yaml == as_json
+    ok(run_tfctl(home, "cancel", "tfctl-json", url=service.url))
+
+
+def test_submit_wait_returns_0_after_success(service, home):
+    out = ok(run_tfctl(home, "submit", "--id", "tfctl-wait", "--workers", "2", "--partition", "debug",
+                       "--time", "00:10:00", "--wait", "--",
+                       "/bin/sh", "-c", "echo hello from $TFSLURM_ROLE $TFSLURM_INDEX", url=service.url))
+    assert out.rstrip().splitlines()[-1].startswith("tfctl-wait succeeded"), out
+    assert "attempt 1  submitted: Slurm job" in out  # events were followed as they came
+    logs = ok(run_tfctl(home, "logs", "tfctl-wait", "--task", "worker:0", url=service.url))
+    assert logs == "hello from worker 0\n"
+
+
+def test_submit_wait_returns_1_when_the_experiment_fails(service, home, tmp_path):
+    spec = hello_spec("tfctl-fails", then="exit 3")
+    spec["restart"] = {"max_restarts": 0}
+    r = run_tfctl(home, "submit", write_yaml(tmp_path, spec), "--wait", url=service.url)
+    assert r.returncode == 1, r
+    assert r.stdout.rstrip().splitlines()[-1].startswith("tfctl-fails failed"), r.stdout
+
+
+def test_resume_starts_a_new_attempt_from_the_checkpoint(service, home):
+    ok(run_tfctl(home, "submit", "--id", "tfctl-resume", "--workers", "1", "--wait", "--",
+                 "/bin/true", url=service.url))
+    model_dir = status_json(home, service, "tfctl-resume")["model_dir"]
+    # TensorFlow's checkpoint state file, as the training would have left it.
+    with open(os.path.join(model_dir, "checkpoint"), "w") as f:
+        f.write('model_checkpoint_path: "model.ckpt-1200"\nall_model_checkpoint_paths: "model.ckpt-1200"\n')
+    out = ok(run_tfctl(home, "resume", "tfctl-resume", "--wait", url=service.url))
+    assert re.search(r"^resumed tfctl-resume: attempt 2, Slurm job \d+, from checkpoint step 1200$", out, re.M), out
+    assert out.rstrip().splitlines()[-1].startswith("tfctl-resume succeeded"), out
+    view = status_json(home, service, "tfctl-resume")
+    assert [a["number"] for a in view["attempts"]] == [1, 2]
+    assert view["attempts"][1]["start_step"] == 1200
+
+
+def test_list_puts_running_experiments_first_and_filters_by_state(service, home, tmp_path):
+    failing = hello_spec("tfctl-list-done", then="exit 3", workers=1)
+    failing["restart"] = {"max_restarts": 0}
+    assert run_tfctl(home, "submit", write_yaml(tmp_path, failing, "a.yaml"), "--wait",
+                     url=service.url).returncode == 1
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-list-run", "exec sleep 300", 1), "b.yaml"),
+                 url=service.url))
+    service.wait_state("tfctl-list-run", "running")
+    # The finished experiment is the older one, but the running one is listed first.
+    rows = table_after(ok(run_tfctl(home, "list", url=service.url)), "ID")
+    assert [r[:2] for r in rows] == [["tfctl-list-run", "running"], ["tfctl-list-done", "failed"]]
+    assert rows[0][3] == "1/1"  # TASKS: running/total
+
+    failed_only = json.loads(ok(run_tfctl(home, "list", "--state", "failed", "-o", "json", url=service.url)))
+    assert [e["id"] for e in failed_only["experiments"]] == ["tfctl-list-done"]
+    r = run_tfctl(home, "list", "--state", "sleeping", url=service.url)
+    assert r.returncode == 1 and "unknown state 'sleeping'" in r.stderr
+    ok(run_tfctl(home, "cancel", "tfctl-list-run", url=service.url))
+
+
+def test_logs_follow_goes_on_past_the_follow_window_and_ends_with_the_attempt(service, home, tmp_path):
+    # 35 s of output: longer than the service's 30 s follow window, so tfctl
+    # must ask again from its offset, without losing or repeating a line.
+    spec = hello_spec("tfctl-follow", then="for i in $(seq 1 35); do echo line $i; sleep 1; done", workers=1)
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, spec), url=service.url))
+    out = ok(run_tfctl(home, "logs", "tfctl-follow", "--task", "worker:0", "-f", url=service.url, timeout=180))
+    assert out == "hello from worker 0\n" + "".join(f"line {i}\n" for i in range(1, 36))
+    assert service.experiment("tfctl-follow")["attempts"][0]["state"] == "ended"
+
+    # Reading on from a byte offset, as the follower does, and the last lines.
+    req = f"{service.url}/experiments/tfctl-follow/logs?task=worker:0"
+    with urllib.request.urlopen(req + "&offset=20") as resp:
+        assert resp.headers["X-Tfslurm-Log-Offset"] == "20"
+        assert resp.read().decode() == out[20:]
+    with urllib.request.urlopen(req + "&tail=2") as resp:
+        assert resp.read().decode() == "line 34\nline 35\n"
+        assert resp.headers["X-Tfslurm-Log-Offset"] == str(len(out) - len("line 34\nline 35\n"))
+
+
+def test_dry_run_prints_the_script_and_memory_and_submits_nothing(service, home, tmp_path):
+    r = run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-dry")), "--dry-run", url=service.url)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("#!/bin/bash\n")
+    assert "#SBATCH --job-name=tfx-tfctl-dry-a1" in r.stdout
+    assert re.search(r"^memory: \d+ MB per task, \d+ MB per CPU \(", r.stderr, re.M), r.stderr
+    missing = run_tfctl(home, "status", "tfctl-dry", url=service.url)
+    assert missing.returncode == 1 and "tfctl-dry" in missing.stderr
+
+
+def test_a_bad_spec_file_names_each_field(service, home, tmp_path):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("id: tfctl-bad\ncluster: {worker: -1}\nresources: {nodes: 0}\n")
+    r = run_tfctl(home, "submit", str(spec), url=service.url)
+    assert r.returncode == 1
+    assert "invalid field" in r.stderr
+    assert re.search(r"^  cluster\.worker: must be from 0 to 4096, got -1$", r.stderr, re.M), r.stderr
+    assert re.search(r"^  command: is required", r.stderr, re.M), r.stderr
+    assert re.search(r"^  resources\.nodes: ", r.stderr, re.M), r.stderr
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("id: x\ncluster: {worker: 2\n")
+    r = run_tfctl(home, "submit", str(broken), url=service.url)
+    assert r.returncode == 1 and f"{broken}:" in r.stderr and "not valid YAML" in r.stderr
+
+
+def test_logs_refuse_task_values_that_are_not_role_index(service, home, tmp_path):
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-logs", then="exec sleep 300")),
+                 url=service.url))
+    for bad in ["../../etc/passwd", "worker:../../etc/passwd", "worker:1/../../../x", "/etc/passwd",
+                "worker:-1", "worker:01", "worker:1\n", "WORKER:1", "worker:1 ", "worker"]:
+        r = run_tfctl(home, "logs", "tfctl-logs", "--task", bad, url=service.url)
+        assert r.returncode == 1, (bad, r)
+        assert "must be ROLE:INDEX" in r.stderr, (bad, r.stderr)
+        assert "root:" not in r.stdout
+    r = run_tfctl(home, "logs", "tfctl-logs", "--task", "chief:0", url=service.url)
+    assert r.returncode == 1 and "has no task chief:0; attempt 1 has worker:0-1" in r.stderr, r.stderr
+
+    # The same over plain HTTP, including values only a hand-made request can carry.
+    for query in ["task=..%2F..%2Fetc%2Fpasswd", "task=worker%3A1%00", "attempt=..%2F1", "attempt=2",
+                  "tail=-1", "tail=1&offset=0"]:
+        status, body = service.get(f"/experiments/tfctl-logs/logs?{query}")
+        assert status == 400 and body["error"]["fields"], (query, status, body)
+    status, body = service.get("/experiments/..%2F..%2Fetc/logs")
+    assert status == 404, body
+    status, body = service.get("/experiments/no-such/logs?task=worker:0")
+    assert status == 404 and "no-such" in body["error"]["message"]
+    ok(run_tfctl(home, "cancel", "tfctl-logs", url=service.url))
+
+
+def test_logs_refuse_files_that_lead_outside_the_log_directory(service, home):
+    ok(run_tfctl(home, "submit", "--id", "tfctl-link", "--workers", "2", "--wait", "--", "/bin/true",
+                 url=service.url))
+    secret = os.path.join(service.workdir, "secret.txt")
+    with open(secret, "w") as f:
+        f.write("SECRET\n")
+    attempt_dir = os.path.join(service.output_root, "tfctl-link", "logs", "attempt-1")
+    # The attempt has ended, so nothing writes here any more: plant symlinks
+    # where the task logs and the batch output were.
+    for name in os.listdir(attempt_dir):
+        os.unlink(os.path.join(attempt_dir, name))
+        os.symlink(secret, os.path.join(attempt_dir, name))
+    for args in (["--task", "worker:0"], ["--task", "worker:1"], []):
+        r = run_tfctl(home, "logs", "tfctl-link", *args, url=service.url)
+        assert r.returncode == 1 and "SECRET" not in r.stdout, (args, r)
+        assert "refused" in r.stderr, r.stderr
+    # Regular files again: served.
+    for name in os.listdir(attempt_dir):
+        os.unlink(os.path.join(attempt_dir, name))
+        with open(os.path.join(attempt_dir, name), "w") as f:
+            f.write("REAL\n")
+    assert ok(run_tfctl(home, "logs", "tfctl-link", "--task", "worker:0", url=service.url)) == "REAL\n"
+    # A log directory that is itself a link elsewhere is refused.
+    logs_dir = os.path.join(service.output_root, "tfctl-link", "logs")
+    os.rename(logs_dir, logs_dir + ".moved")
+    os.symlink(logs_dir + ".moved", logs_dir)
+    r = run_tfctl(home, "logs", "tfctl-link", "--task", "worker:0", url=service.url)
+    assert r.returncode == 1 and "refused" in r.stderr, r
+
+
+def test_unreachable_service_names_the_url(home):
+    url = f"http://127.0.0.1:{unused_port()}"
+    r = run_tfctl(home, "list", url=url)
+    assert r.returncode == 1
+    assert f"cannot reach tfslurmd at {url} (from TFSLURM_URL)" in r.stderr, r.stderr
+    r = run_tfctl(home, "status", "x", "--url", url)
+    assert r.returncode == 1 and f"{url} (from --url)" in r.stderr
+
+
+def test_url_comes_from_flag_then_environment_then_config_file(service, home):
+    config = home / ".config" / "tfslurm" / "config"
+    config.parent.mkdir(parents=True)
+    config.write_text(f"# written by the test\nurl = {service.url}\n")
+    ok(run_tfctl(home, "list"))
+    dead = f"http://127.0.0.1:{unused_port()}"
+    r = run_tfctl(home, "list", url=dead)
+    assert r.returncode == 1 and f"{dead} (from TFSLURM_URL)" in r.stderr
+    ok(run_tfctl(home, "list", "--url", service.url, url=dead))
+    config.write_text("url: [not, a, url]\n")
+    r = run_tfctl(home, "list")
+    assert r.returncode == 1 and str(config) in r.stderr
+
+
+def test_token_is_sent_as_a_bearer_header_only_when_configured(home):
+    seen = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.headers.get("Authorization"))
+            body = json.dumps({"experiments": [], "total": 0}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        run_tfctl(home, "list", "--state", "running", url=url)
+        run_tfctl(home, "list", "--state", "running", url=url, env={"TFSLURM_TOKEN": "from-env"})
+        run_tfctl(home, "list", "--state", "running", "--token", "from-flag", url=url,
+                  env={"TFSLURM_TOKEN": "from-env"})
+    finally:
+        server.shutdown()
+    assert seen == [None, "Bearer from-env", "Bearer from-flag"]
+
+
+@pytest.mark.parametrize("command", ["submit", "status", "list", "events", "logs", "cancel", "resume"])
+def test_every_subcommand_has_help_with_an_example(home, command):
+    out = ok(run_tfctl(home, command, "--help"))
+    assert re.search(r"^Examples?:\n  tfctl " + command, out, re.M), out
+
+
+def test_usage_errors_exit_2(home):
+    assert run_tfctl(home).returncode == 2
+    assert run_tfctl(home, "status").returncode == 2
+    assert run_tfctl(home, "status", "Not/An/Id").returncode == 2
+    assert run_tfctl(home, "frobnicate").returncode == 2
+    assert run_tfctl(home, "list", "-o", "xml").returncode == 2
+    assert run_tfctl(home, "logs", "x", "--", "echo").returncode == 2
+
+
+def test_bash_completion_offers_subcommands_flags_and_tasks(home):
+    script = os.path.join(REPO, "client", "completion", "tfctl.bash")
+
+    def complete(line):
+        words = line.split(" ")
+        prog = (f"source {script}; COMP_WORDS=({' '.join(repr(w) for w in words)}); "
+                f"COMP_CWORD={len(words) - 1}; _tfctl; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+        out = subprocess.run(["bash", "-c", prog], stdout=subprocess.PIPE, text=True, check=True,
+                             env=dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], HOME=str(home)))
+        return out.stdout.split()
+
+    assert complete("tfctl s") == ["submit", "status"]
+    assert "--tasks-per-node" in complete("tfctl submit --t")
+    assert complete("tfctl logs x --task w") == ["worker:"]
+    assert complete("tfctl list --state r") == ["running", "restarting"]
+    assert complete("tfctl status x -o ") == ["table", "json", "yaml"]
