@@ -24,19 +24,21 @@ build_all() {
   fi
   ninja -C "$BUILD" -j2 tfslurmd tfslurm-agent >&2 || die "building tfslurmd failed"
   if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^bench_rendezvous_server:'; then
-    ninja -C "$BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate >&2 ||
+    ninja -C "$BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay >&2 ||
       die "building the bench binaries failed"
     BENCH_BIN="$BUILD/bin"
+    BENCH_LIB="$BUILD/lib"
   else
     if [[ ! -f "$BENCH_BUILD/build.ninja" ]]; then
       cmake -S "$REPO" -B "$BENCH_BUILD" -G Ninja -DCMAKE_PROJECT_INCLUDE="$BENCH_DIR/standalone.cmake" >&2 ||
         die "cmake (standalone bench build) failed"
     fi
-    ninja -C "$BENCH_BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate >&2 ||
+    ninja -C "$BENCH_BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay >&2 ||
       die "building the bench binaries failed"
     BENCH_BIN="$BENCH_BUILD/bin"
+    BENCH_LIB="$BENCH_BUILD/lib"
   fi
-  export BENCH_BIN
+  export BENCH_BIN BENCH_LIB
 }
 
 # Benchmarks on a shared 2-core machine are only as good as its idleness:
@@ -105,14 +107,29 @@ stop_cluster() {
 # ----------------------------------------------------------- tfslurmd ----
 
 # start_tfslurmd WORKDIR [extra args...]: starts tfslurmd against SLURM_CONF;
-# sets TFSLURMD_PID, HTTP_PORT, AGENT_PORT, API.
+# sets TFSLURMD_PID, HTTP_PORT, AGENT_PORT, API. TFSLURMD_PRELOAD: a library
+# to LD_PRELOAD into it (bench_tcp_nodelay).
 start_tfslurmd() {
   local dir="$1"
   shift
   mkdir -p "$dir"
   rm -f "$dir/ready.json"
-  "$BUILD/bin/tfslurmd" --listen 127.0.0.1:0 --db "$dir/tfslurm.db" --output-root "$dir/out" \
-    --ready-file "$dir/ready.json" "$@" >>"$dir/tfslurmd.log" 2>&1 &
+  # Authentication: with TFSLURMD_AUTH=token an admin token is created first
+  # (exported as TOKEN, with AUTH_HEADER="Authorization: Bearer ..."), as a
+  # deployment would run; otherwise --no-auth (one local user, loopback only).
+  local auth=(--no-auth)
+  AUTH_HEADER="X-No-Auth: 1"
+  if [[ "${TFSLURMD_AUTH:-}" == token ]]; then
+    TOKEN="$("$BUILD/bin/tfslurmd" token create --user bench --admin --db "$dir/tfslurm.db" 2>/dev/null)" ||
+      die "tfslurmd token create failed"
+    AUTH_HEADER="Authorization: Bearer $TOKEN"
+    auth=()
+  fi
+  export TOKEN AUTH_HEADER
+  # Agent port 0: the default fixed port (8081) may be taken by another
+  # tfslurmd on this machine.
+  ${TFSLURMD_PRELOAD:+env LD_PRELOAD="$TFSLURMD_PRELOAD"} "$BUILD/bin/tfslurmd" --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0 "${auth[@]}" --db "$dir/tfslurm.db" \
+    --output-root "$dir/out" --ready-file "$dir/ready.json" "$@" >>"$dir/tfslurmd.log" 2>&1 &
   TFSLURMD_PID=$!
   local i
   for ((i = 0; i < 200; i++)); do

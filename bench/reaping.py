@@ -20,6 +20,7 @@ too; they share the clock (CLOCK_REALTIME) with this script.
 Prints a Markdown table of runs and a summary; exits 1 if a run went wrong.
 """
 import argparse
+import calendar
 import json
 import os
 import subprocess
@@ -66,6 +67,13 @@ def job_state(job_id):
         if tok.startswith("JobState="):
             return tok.split("=", 1)[1]
     return None
+
+
+def epoch(ts):
+    """The API's "2024-01-02T03:04:05.678Z" as Unix seconds; None stays None."""
+    if not ts:
+        return None
+    return calendar.timegm(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S")) + int(ts[20:23]) / 1000.0
 
 
 def percentile(values, p):
@@ -137,8 +145,8 @@ def one_run(api, spec, timeout):
             break
         time.sleep(0.1)
     tasks = view.get("tasks", [])
-    svc_worker_end = max((t.get("ended_at") or 0) for t in tasks if t["role"] == "worker") / 1000.0
-    svc_ps_end = max((t.get("ended_at") or 0) for t in tasks if t["role"] == "ps") / 1000.0
+    svc_worker_end = max((epoch(t.get("ended_at")) or float("nan")) for t in tasks if t["role"] == "worker")
+    svc_ps_end = max((epoch(t.get("ended_at")) or float("nan")) for t in tasks if t["role"] == "ps")
     ps_states = sorted(t["state"] for t in tasks if t["role"] == "ps")
     problems = []
     if view["state"] != "succeeded":

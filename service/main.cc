@@ -2,6 +2,10 @@
 // the two listeners (REST + agents), then runs until SIGTERM/SIGINT.
 #include <httplib.h>
 #include <signal.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -12,6 +16,7 @@
 #include <thread>
 
 #include "service/agentrpc/agent_endpoint.h"
+#include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
 #include "service/api/logs_api.h"
 #include "service/api/web_assets.h"
@@ -41,6 +46,24 @@ std::string SelfDirectory() {
   return ec ? "." : exe.parent_path().string();
 }
 
+// cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (a
+// dashboard per user, many curls) then waits for SYN retries of a second or
+// more. Listening again on the bound socket raises the backlog; the socket
+// is found among our descriptors by its port.
+void RaiseListenBacklog(int port) {
+  for (int fd = 3; fd < 1024; ++fd) {
+    int accepting = 0;
+    socklen_t len = sizeof accepting;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int p = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                       : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (p == port) listen(fd, SOMAXCONN);
+  }
+}
+
 std::vector<std::string> JobEnvironment() {
   std::vector<std::string> env;
   for (const char* name : {"PATH", "HOME", "LANG", "USER", "SLURM_CONF", "LD_LIBRARY_PATH"}) {
@@ -55,6 +78,8 @@ int main(int argc, char** argv) {
   CLI::App app{"tfslurmd: runs distributed TensorFlow experiments on Slurm"};
   std::string listen = "127.0.0.1:8080", agent_listen, db = "tfslurm.db", output_root = "tfslurm-output";
   std::string agent_path, advertise, ready_file, log_level = "info";
+  bool no_auth = false;
+  size_t max_connections = 2048;
   int64_t poll_ms = 2000, barrier_s = 300;
   int heartbeat_ms = 5000, grace_ms = 10000;
   app.add_option("--listen", listen, "REST API address HOST:PORT (port 0: any free port)")->capture_default_str();
@@ -74,7 +99,40 @@ int main(int argc, char** argv) {
   app.add_option("--heartbeat-ms", heartbeat_ms, "agents' heartbeat interval")->capture_default_str();
   app.add_option("--shutdown-grace-ms", grace_ms, "SIGTERM -> SIGKILL grace when reaping tasks")->capture_default_str();
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
+  app.add_flag("--no-auth", no_auth,
+               "single-user mode: no tokens, every caller is the local admin; only with a loopback --listen");
+  app.add_option("--max-connections", max_connections, "connections served at once (one thread each)")
+      ->capture_default_str();
+
+  // tfslurmd token create --user NAME [--admin]: prints a new API token once.
+  auto* token_cmd = app.add_subcommand("token", "manage API tokens");
+  auto* create_cmd = token_cmd->add_subcommand("create", "create a token; it is printed once, only its hash is kept");
+  std::string token_user;
+  bool token_admin = false;
+  create_cmd->add_option("--user", token_user, "the user the token acts as")->required();
+  create_cmd->add_flag("--admin", token_admin, "may see and change every user's experiments");
+  token_cmd->require_subcommand(1);
+  // `tfslurmd token create --user alice --db FILE`: --db is the parent's.
+  token_cmd->fallthrough();
+  create_cmd->fallthrough();
   CLI11_PARSE(app, argc, argv);
+
+  if (create_cmd->parsed()) {
+    auto store = tfslurm::store::OpenSqliteStore(db);
+    if (!store.ok()) {
+      fprintf(stderr, "tfslurmd: %s\n", store.status().message().c_str());
+      return 1;
+    }
+    auto token = tfslurm::api::CreateToken(**store, token_user, token_admin, tfslurm::NewSystemClock()->NowMs());
+    if (!token.ok()) {
+      fprintf(stderr, "tfslurmd: %s\n", token.status().message().c_str());
+      return 1;
+    }
+    printf("%s\n", token->c_str());
+    fprintf(stderr, "token for %s%s created; it is shown only now\n", token_user.c_str(),
+            token_admin ? " (admin)" : "");
+    return 0;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   std::string http_host, agent_host;
@@ -86,6 +144,11 @@ int main(int argc, char** argv) {
   if (agent_listen.empty()) agent_listen = http_host + ":8081";
   if (!SplitHostPort(agent_listen, &agent_host, &agent_port)) {
     spdlog::error("--agent-listen must be HOST:PORT, got '{}'", agent_listen);
+    return 2;
+  }
+  if (no_auth && http_host != "127.0.0.1" && http_host != "localhost" && http_host != "::1" &&
+      http_host.rfind("127.", 0) != 0) {
+    spdlog::error("--no-auth is only allowed on a loopback address; --listen is {}", listen);
     return 2;
   }
   std::error_code ec;
@@ -101,6 +164,13 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  // One descriptor per connection and per agent stream: the soft limit
+  // (often 1024) would cap both long before memory does.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   auto store = tfslurm::store::OpenSqliteStore(db);
   if (!store.ok()) {
@@ -137,9 +207,24 @@ int main(int argc, char** argv) {
 
   if (auto s = experiments->Recover(); !s.ok()) spdlog::warn("recovery incomplete: {}", s.message());
 
+  std::unique_ptr<tfslurm::api::Authenticator> auth;
+  if (no_auth) {
+    spdlog::warn("--no-auth: every caller on {} acts as the local admin; use tokens on a shared machine", listen);
+    auth = tfslurm::api::NewOpenAuthenticator();
+  } else {
+    auth = tfslurm::api::NewTokenAuthenticator(**store);
+  }
+
   httplib::Server http;
-  tfslurm::api::RegisterExperimentRoutes(http, *experiments, *clock, {});
-  tfslurm::api::RegisterLogRoutes(http, *experiments, {output_root});
+  http.new_task_queue = [max_connections] { return new tfslurm::api::OnDemandThreads(max_connections); };
+  // A request must arrive within the read timeout of its previous byte;
+  // idle keep-alive connections are closed after 5 s.
+  http.set_read_timeout(10, 0);
+  http.set_write_timeout(10, 0);
+  http.set_keep_alive_timeout(5);
+  http.set_keep_alive_max_count(10000);
+  tfslurm::api::RegisterExperimentRoutes(http, *experiments, *clock, *auth, {});
+  tfslurm::api::RegisterLogRoutes(http, *experiments, *auth, {output_root});
   tfslurm::api::RegisterWebAssetRoutes(http);
   tfslurm::agentrpc::RegisterAgentHttpRoutes(http, *experiments);
   int bound = http_port == 0 ? http.bind_to_any_port(http_host) : (http.bind_to_port(http_host, http_port) ? http_port : -1);
@@ -147,6 +232,7 @@ int main(int argc, char** argv) {
     spdlog::error("cannot listen on {}: {}", listen, strerror(errno));
     return 1;
   }
+  RaiseListenBacklog(bound);
   spdlog::info("REST API listening on http://{}:{}", http_host, bound);
   spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)", config.launch.service_address,
                http_host, bound);

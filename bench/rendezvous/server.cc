@@ -1,6 +1,7 @@
-// bench_rendezvous_server: tfslurmd as main.cc wires it (SQLite store, the
-// lifecycle, the gRPC agent endpoint, the REST listener with the agent JSON
-// routes, the 200 ms ticker), with one difference: Slurm is an in-process
+// bench_rendezvous_server: tfslurmd as service/main.cc wires it (SQLite
+// store, the lifecycle, the gRPC agent endpoint, the REST listener with the
+// agent JSON routes, the 200 ms ticker; keep it in step with main.cc), with
+// one difference: Slurm is an in-process
 // stand-in that starts every job at once on as many nodes as it asks for. A
 // job of 4,096 tasks cannot run on the local cluster (12 CPUs), and the
 // attempt secret only exists in the job's environment; here the stand-in
@@ -26,6 +27,8 @@
 #include <thread>
 
 #include "service/agentrpc/agent_endpoint.h"
+#include "service/api/auth.h"
+#include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
 #include "service/core/experiments.h"
 #include "service/slurm/slurm_client.h"
@@ -119,6 +122,7 @@ int main(int argc, char** argv) {
   std::string dir = "/tmp/bench-rendezvous";
   int64_t poll_ms = 2000;
   int heartbeat_ms = 5000;
+  bool tcp_nodelay = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     bool has_value = i + 1 < argc;
@@ -126,6 +130,9 @@ int main(int argc, char** argv) {
       // What tfslurmd would do with the change proposed in bench/README.md:
       // Debian's abseil runs deadlock detection in every gRPC lock.
       absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+    } else if (a == "--http-tcp-nodelay") {
+      // The change proposed in bench/README.md for tfslurmd's REST listener.
+      tcp_nodelay = true;
     } else if (a == "--dir" && has_value) {
       dir = argv[++i];
     } else if (a == "--poll-interval-ms" && has_value) {
@@ -133,7 +140,8 @@ int main(int argc, char** argv) {
     } else if (a == "--heartbeat-ms" && has_value) {
       heartbeat_ms = std::stoi(argv[++i]);
     } else {
-      fprintf(stderr, "usage: %s [--dir D] [--poll-interval-ms N] [--heartbeat-ms N] [--no-absl-deadlock-detection]\n",
+      fprintf(stderr, "usage: %s [--dir D] [--poll-interval-ms N] [--heartbeat-ms N] [--no-absl-deadlock-detection]\n"
+              "          [--http-tcp-nodelay]\n",
               argv[0]);
       return 2;
     }
@@ -165,8 +173,16 @@ int main(int argc, char** argv) {
   config.launch.service_address = "127.0.0.1:" + std::to_string((*grpc_server)->port());
   experiments.SetLaunch(config.launch);
 
+  // As service/main.cc sets up its REST listener (with --no-auth).
+  auto auth = tfslurm::api::NewOpenAuthenticator();
   httplib::Server http;
-  tfslurm::api::RegisterExperimentRoutes(http, experiments, *clock, {});
+  http.new_task_queue = [] { return new tfslurm::api::OnDemandThreads(2048); };
+  http.set_read_timeout(10, 0);
+  http.set_write_timeout(10, 0);
+  http.set_keep_alive_timeout(5);
+  http.set_keep_alive_max_count(10000);
+  if (tcp_nodelay) http.set_tcp_nodelay(true);
+  tfslurm::api::RegisterExperimentRoutes(http, experiments, *clock, *auth, {});
   tfslurm::agentrpc::RegisterAgentHttpRoutes(http, experiments);
   int http_port = http.bind_to_any_port("127.0.0.1");
   std::thread http_thread([&] { http.listen_after_bind(); });

@@ -9,6 +9,9 @@ void PrintError(const client::Error& error, std::ostream& out) {
   out << "tfctl: " << error.message << "\n";
   for (const client::FieldError& f : error.fields)
     out << "  " << (f.field.empty() ? "(the spec)" : f.field) << ": " << f.reason << "\n";
+  if (error.http_status == 401)
+    out << "tfctl sends the token given with --token, in TFSLURM_TOKEN or as `token = ...` in "
+           "~/.config/tfslurm/config\n";
 }
 
 int Fail(const client::Error& error) {

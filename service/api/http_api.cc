@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "service/api/auth.h"
 #include "service/api/errors.h"
 #include "service/api/experiments_json.h"
 
@@ -18,8 +19,11 @@ void ReplyJson(httplib::Response& res, int status, const json& body) {
 }
 
 // Parses the body as JSON; a syntax error names where it is.
+Status CheckNesting(const std::string& body, int max_depth);
+
 StatusOr<json> ParseBody(const httplib::Request& req) {
   if (req.body.empty()) return InvalidArgument("the request body is empty; send the experiment spec as JSON");
+  if (Status s = CheckNesting(req.body, 64); !s.ok()) return s;
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded()) {
     try {
@@ -54,21 +58,52 @@ bool IsTrue(const httplib::Request& req, const char* name) {
   return v.empty() || v == "1" || v == "true" || v == "yes";
 }
 
+// Loads experiment `id` and checks that `p` may touch it.
+Status Authorize(Experiments& experiments, const Principal& p, const std::string& id) {
+  auto e = experiments.store().GetExperiment(id);
+  if (!e.ok()) return e.status();
+  return CheckAccess(p, *e);
+}
+
+// Rejects JSON nested deeper than `max_depth` before parsing it: the parser
+// recurses, and a body of a million '[' must not exhaust the stack.
+Status CheckNesting(const std::string& body, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        return InvalidArgument("the request body nests deeper than " + std::to_string(max_depth) + " levels",
+                               {{"", "nested deeper than " + std::to_string(max_depth) + " levels"}});
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments, Clock& clock,
-                              const ApiOptions& options) {
+                              Authenticator& auth, const ApiOptions& options) {
   server.set_payload_max_length(options.max_body_bytes);
 
   server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     ReplyJson(res, 200, {{"status", "ok"}});
   });
 
-  server.Post("/experiments", [&](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/experiments", Guard(auth, [&](const httplib::Request& req, httplib::Response& res,
+                                              const Principal& who) {
     auto body = ParseBody(req);
     if (!body.ok()) return ReplyError(res, body.status());
     bool dry_run = IsTrue(req, "dry_run");
-    auto result = experiments.Submit(*body, "local", dry_run);
+    auto result = experiments.Submit(*body, who.user, dry_run);
     if (!result.ok()) return ReplyError(res, result.status());
     if (dry_run) {
       return ReplyJson(res, 200,
@@ -84,10 +119,13 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
     if (!view.ok()) return ReplyError(res, view.status());
     res.set_header("Location", "/experiments/" + result->experiment.id);
     ReplyJson(res, 201, ExperimentViewJson(*view, clock.NowMs()));
-  });
+  }));
 
-  server.Get("/experiments", [&](const httplib::Request& req, httplib::Response& res) {
+  server.Get("/experiments", Guard(auth, [&](const httplib::Request& req, httplib::Response& res,
+                                             const Principal& who) {
     store::ListQuery q;
+    // Users see their own experiments; admins all, or one owner's with ?owner=.
+    q.owner = who.admin ? req.get_param_value("owner") : who.user;
     if (req.has_param("state")) {
       std::string states = req.get_param_value("state");
       size_t start = 0;
@@ -133,16 +171,19 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
       items.push_back(std::move(item));
     }
     ReplyJson(res, 200, {{"experiments", items}, {"total", *total}, {"limit", q.limit}, {"offset", q.offset}});
-  });
+  }));
 
-  server.Get(std::string("/experiments/") + kIdPattern, [&](const httplib::Request& req, httplib::Response& res) {
-    auto view = experiments.Get(req.matches[1]);
-    if (!view.ok()) return ReplyError(res, view.status());
-    ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
-  });
+  server.Get(std::string("/experiments/") + kIdPattern,
+             Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+               auto view = experiments.Get(req.matches[1]);
+               if (!view.ok()) return ReplyError(res, view.status());
+               if (Status s = CheckAccess(who, view->experiment); !s.ok()) return ReplyError(res, s);
+               ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
+             }));
 
   server.Get(std::string("/experiments/") + kIdPattern + "/sbatch",
-             [&](const httplib::Request& req, httplib::Response& res) {
+             Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+               if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok()) return ReplyError(res, s);
                auto attempts = experiments.store().ListAttempts(req.matches[1]);
                if (!attempts.ok()) return ReplyError(res, attempts.status());
                if (attempts->empty())
@@ -150,24 +191,27 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                auto n = IntParam(req, "attempt", attempts->back().number, 1, attempts->back().number);
                if (!n.ok()) return ReplyError(res, n.status());
                res.set_content((*attempts)[*n - 1].sbatch_script, "text/x-shellscript; charset=utf-8");
-             });
+             }));
 
-  server.Delete(std::string("/experiments/") + kIdPattern, [&](const httplib::Request& req, httplib::Response& res) {
-    Status s = experiments.Cancel(req.matches[1], "cancelled by the user");
+  server.Delete(std::string("/experiments/") + kIdPattern,
+                Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+    if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok()) return ReplyError(res, s);
+    Status s = experiments.Cancel(req.matches[1], "cancelled by " + who.user);
     if (!s.ok()) return ReplyError(res, s);
     auto view = experiments.Get(req.matches[1]);
     if (!view.ok()) return ReplyError(res, view.status());
     ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
-  });
+  }));
 
   server.Post(std::string("/experiments/") + kIdPattern + "/resume",
-              [&](const httplib::Request& req, httplib::Response& res) {
+              Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+                if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok()) return ReplyError(res, s);
                 auto attempt = experiments.Resume(req.matches[1]);
                 if (!attempt.ok()) return ReplyError(res, attempt.status());
                 auto view = experiments.Get(req.matches[1]);
                 if (!view.ok()) return ReplyError(res, view.status());
                 ReplyJson(res, 202, ExperimentViewJson(*view, clock.NowMs()));
-              });
+              }));
 
   // Errors httplib raises itself (unknown route, body too large) get the same
   // JSON shape; responses a handler already wrote are left alone.

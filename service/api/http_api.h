@@ -1,4 +1,5 @@
-// The REST API: HTTP handlers only. Each handler parses the request, calls
+// The REST API: HTTP handlers only. Every route but /healthz authenticates
+// (auth.h) and checks ownership. Each handler parses the request, calls
 // core/, and maps the result (errors through errors.h). Routes:
 //   GET    /healthz
 //   POST   /experiments                 (?dry_run=true: validate and render only)
@@ -11,6 +12,7 @@
 
 #include <httplib.h>
 
+#include "service/api/auth.h"
 #include "service/core/experiments.h"
 
 namespace tfslurm::api {
@@ -22,6 +24,6 @@ struct ApiOptions {
 // Installs the routes, JSON error pages for unknown routes and a JSON 500
 // for exceptions on `server`.
 void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments, Clock& clock,
-                              const ApiOptions& options);
+                              Authenticator& auth, const ApiOptions& options);
 
 }  // namespace tfslurm::api

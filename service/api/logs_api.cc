@@ -214,7 +214,8 @@ bool IsTrue(const httplib::Request& req, const char* name) {
 
 }  // namespace
 
-void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, const LogOptions& options) {
+void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, Authenticator& auth,
+                       const LogOptions& options) {
   std::error_code ec;
   // Canonical, so that it compares with the real path of an opened file.
   std::string root = std::filesystem::weakly_canonical(options.output_root, ec).string();
@@ -222,10 +223,12 @@ void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, const 
   auto followers = std::make_shared<std::atomic<int>>(0);
 
   server.Get(std::string("/experiments/") + kIdPattern + "/logs",
-             [&experiments, options, root, followers](const httplib::Request& req, httplib::Response& res) {
+             Guard(auth, [&experiments, options, root, followers](const httplib::Request& req,
+                                                                  httplib::Response& res, const Principal& who) {
                const std::string id = req.matches[1];
                auto experiment = experiments.store().GetExperiment(id);
                if (!experiment.ok()) return ReplyError(res, experiment.status());
+               if (Status s = CheckAccess(who, *experiment); !s.ok()) return ReplyError(res, s);
                auto attempt = IntParam(req, "attempt", experiment->current_attempt, 1,
                                        std::max(experiment->current_attempt, 1));
                if (!attempt.ok()) return ReplyError(res, attempt.status());
@@ -289,7 +292,7 @@ void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, const 
                res.set_chunked_content_provider(
                    "text/plain; charset=utf-8",
                    [stream](size_t, httplib::DataSink& sink) { return stream->Provide(sink); });
-             });
+             }));
 }
 
 }  // namespace tfslurm::api

@@ -8,7 +8,8 @@
 //                     has ended, for at most LogOptions::follow_window
 // The X-Tfslurm-Log-Offset response header says at which byte the body starts.
 //
-// Logs are served only from <output_root>/<id>/logs: the file's path is built
+// The caller must own the experiment or be an admin (auth.h), as for
+// GET /experiments/{id}. Logs are served only from <output_root>/<id>/logs: the file's path is built
 // from the validated id and integers (the attempt, and the proc id the task
 // records give for ROLE:INDEX), never from request text, and the file actually
 // opened must lie inside that directory once symlinks are resolved.
@@ -19,6 +20,7 @@
 #include <chrono>
 #include <string>
 
+#include "service/api/auth.h"
 #include "service/core/experiments.h"
 
 namespace tfslurm::api {
@@ -29,11 +31,12 @@ struct LogOptions {
   // client asks again from its offset: a client that vanished without a word
   // holds a server thread for no longer than this.
   std::chrono::milliseconds follow_window = std::chrono::seconds(30);
-  // Follow responses at once; more get 429, so followers can never occupy
-  // every server thread.
-  int max_followers = 4;
+  // Follow responses at once; more get 429, so followers can never take up
+  // the service's connections.
+  int max_followers = 64;
 };
 
-void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, const LogOptions& options);
+void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, Authenticator& auth,
+                       const LogOptions& options);
 
 }  // namespace tfslurm::api

@@ -85,4 +85,12 @@ struct EventRecord {
   std::string why;   // sentence for people
 };
 
+// An API token. Only its SHA-256 is kept; the token itself is shown once.
+struct TokenRecord {
+  std::string sha256;
+  std::string user;
+  bool admin = false;
+  int64_t created_at = 0;
+};
+
 }  // namespace tfslurm

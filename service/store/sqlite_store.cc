@@ -258,6 +258,24 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  Status PutToken(const TokenRecord& t) override {
+    std::lock_guard lock(mu_);
+    Statement s = Prepare("INSERT INTO tokens (sha256, user, admin, created_at) VALUES (?,?,?,?)");
+    s.Bind(1, t.sha256).Bind(2, t.user).Bind(3, t.admin ? 1 : 0).Bind(4, t.created_at);
+    if (s.Step() != SQLITE_DONE) return Error("writing token");
+    return Status::Ok();
+  }
+
+  StatusOr<TokenRecord> GetToken(const std::string& sha256) override {
+    std::lock_guard lock(mu_);
+    Statement s = Prepare("SELECT sha256, user, admin, created_at FROM tokens WHERE sha256=?");
+    s.Bind(1, sha256);
+    int rc = s.Step();
+    if (rc == SQLITE_DONE) return NotFound("unknown token");
+    if (rc != SQLITE_ROW) return Error("reading token");
+    return TokenRecord{s.Text(0), s.Text(1), s.Int(2) != 0, s.Int(3)};
+  }
+
  private:
   Status ApplyLocked(const Changes& c) {
     if (c.delete_experiment) {

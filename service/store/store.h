@@ -53,6 +53,10 @@ class Store {
   virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& experiment_id, int attempt) = 0;
   // The newest `limit` events, oldest first.
   virtual StatusOr<std::vector<EventRecord>> ListEvents(const std::string& experiment_id, int limit) = 0;
+
+  virtual Status PutToken(const TokenRecord& token) = 0;
+  // NotFound for an unknown hash.
+  virtual StatusOr<TokenRecord> GetToken(const std::string& sha256) = 0;
 };
 
 // Opens (creating if needed) the SQLite database at `path`, in WAL mode, and

@@ -84,6 +84,8 @@ export async function startService(slurmConf) {
     tfslurmd,
     [
       '--listen', '127.0.0.1:0',
+      '--agent-listen', '127.0.0.1:0',
+      '--no-auth',
       '--db', path.join(dir, 'tfslurm.db'),
       '--output-root', path.join(dir, 'output'),
       '--ready-file', ready,

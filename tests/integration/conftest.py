@@ -59,13 +59,15 @@ def slurm_cluster():
 class Service:
     """One tfslurmd process and a small JSON client for it."""
 
-    def __init__(self, slurm_conf, workdir, extra_args=()):
+    def __init__(self, slurm_conf, workdir, extra_args=(), auth=False):
         self.slurm_conf = slurm_conf
         self.workdir = workdir
         self.db = os.path.join(workdir, "tfslurm.db")
         self.output_root = os.path.join(workdir, "out")
         self.log_path = os.path.join(workdir, "tfslurmd.log")
-        self.extra_args = list(extra_args)
+        # Most tests run single-user (--no-auth on loopback); test_security
+        # runs with tokens.
+        self.extra_args = list(extra_args) + ([] if auth else ["--no-auth"])
         self.proc = None
         self.url = None
 
@@ -151,11 +153,11 @@ def service_factory(slurm_cluster):
     services = []
     dirs = []
 
-    def make(extra_args=(), workdir=None):
+    def make(extra_args=(), workdir=None, auth=False):
         if workdir is None:
             workdir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
             dirs.append(workdir)
-        s = Service(slurm_cluster, workdir, extra_args).start()
+        s = Service(slurm_cluster, workdir, extra_args, auth).start()
         services.append(s)
         return s
 

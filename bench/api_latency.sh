@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# API latency (issue 8) over keep-alive connections:
+#   POST /experiments with real submission (partition debug set DOWN, so the
+#   jobs stay pending), with wrk at saturation, 1 and 4 connections;
+#   GET /experiments/{id} at rising fixed rates (bench_http_rate, latency
+#   from each request's scheduled time) and with wrk at saturation;
+#   GET /experiments?limit=1000 (the whole list of 1,000) and the default
+#   page (50) with 1,000 experiments in the store, the same way.
+# Starts its own Slurm cluster and tfslurmd; cancels every job at the end.
+#
+#   bench/api_latency.sh [--rates 250,500,1000,2000,4000,8000] [--connections 8] [--duration 10]
+#                        [--tcp-nodelay]
+# --tcp-nodelay runs tfslurmd with bench_tcp_nodelay preloaded: tfslurmd as it
+# would be with set_tcp_nodelay(true) on its REST listener (see README.md).
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+rates="250,500,1000,2000,4000,8000" list_rates="25,50,100,200" page_rates="500,1000,2000,4000" conns=8 duration=10
+experiments=1000 nodelay=0
+while (($#)); do
+  case "$1" in
+    --rates) rates="$2"; shift 2 ;;
+    --list-rates) list_rates="$2"; shift 2 ;;
+    --page-rates) page_rates="$2"; shift 2 ;;
+    --connections) conns="$2"; shift 2 ;;
+    --duration) duration="$2"; shift 2 ;;
+    --experiments) experiments="$2"; shift 2 ;;
+    --tcp-nodelay) nodelay=1; shift ;;
+    *) die "unknown argument $1" ;;
+  esac
+done
+command_line="bench/api_latency.sh --rates $rates --list-rates $list_rates --page-rates $page_rates --connections $conns --duration $duration --experiments $experiments$( ((nodelay)) && echo " --tcp-nodelay")"
+command -v wrk >/dev/null || die "wrk not found (apt-get install -y wrk; bench/run.sh does it)"
+
+build_all
+work="$(mktemp -d /tmp/bench-api-XXXX)"
+chmod 755 "$work"
+cleanup() {
+  stop_tfslurmd
+  cancel_all_jobs
+  stop_cluster
+  rm -rf "$work"
+}
+trap cleanup EXIT
+start_cluster
+scontrol update PartitionName=debug State=DOWN
+variant="tfslurmd as built"
+if ((nodelay)); then
+  export TFSLURMD_PRELOAD="$BENCH_LIB/libbench_tcp_nodelay.so"
+  variant="tfslurmd with TCP_NODELAY on its REST connections (bench_tcp_nodelay preloaded)"
+fi
+TFSLURMD_AUTH=token start_tfslurmd "$work/svc"
+export BENCH_DIR
+
+# The spec: examples/hello.json (2 ps + 4 workers on 3 nodes).
+cp "$REPO/examples/hello.json" "$work/spec.json"
+export WRK_SPEC="$work/spec.json"
+
+out="$work/section.md"
+svc_status() { awk '/^(Threads|VmRSS|VmHWM)/ {printf "%s %s %s  ", $1, $2, $3}' "/proc/$TFSLURMD_PID/status"; }
+kv() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+row_wrk() { # label line
+  local l="$2"
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(kv rps "$l")" "$(kv p50_ms "$l")" "$(kv p90_ms "$l")" \
+    "$(kv p99_ms "$l")" "$(kv max_ms "$l")" "$(($(kv socket_errors "$l") + $(kv non2xx "$l")))"
+}
+row_rate() { # line
+  local l="$1"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$(kv target_rate "$l")" "$(kv achieved_rate "$l")" \
+    "$(kv unsent "$l")" "$(kv p50_ms "$l")" "$(kv p90_ms "$l")" "$(kv p99_ms "$l")" "$(kv max_ms "$l")" "$(kv errors "$l")" \
+    "$(kv reconnects "$l")"
+}
+count_experiments() { curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["total"])'; }
+
+wait_quiet 600
+{
+  echo "### POST /experiments (real submission to a DOWN partition), wrk at saturation"
+  echo
+  echo "| connections | requests/s | p50 ms | p90 ms | p99 ms | max ms | errors |"
+  echo "|---|---|---|---|---|---|---|"
+} >"$out"
+# 1 connection: 400 experiments; 4 connections (2 threads): 2 x 300.
+for c in 1 4; do
+  line="$(WRK_ID_PREFIX="post-c$c" WRK_MAX_PER_THREAD=$((c < 2 ? 400 : 300)) wrk -t"$((c < 2 ? 1 : 2))" -c"$c" -d60s -H "$AUTH_HEADER" -s "$BENCH_DIR/wrk/post_experiment.lua" "$API" | grep '^wrk:')"
+  log "POST c=$c: $line"
+  row_wrk "$c" "$line" >>"$out"
+done
+have="$(count_experiments)"
+if ((have < experiments)); then
+  log "topping up to $experiments experiments (have $have)"
+  python3 - "$API" "$WRK_SPEC" "$((experiments - have))" "$TOKEN" <<'EOF'
+import json, sys, urllib.request
+api, spec_file, n, token = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+spec = json.load(open(spec_file))
+for i in range(n):
+    spec["id"] = f"fill-{i}"
+    req = urllib.request.Request(api + "/experiments", data=json.dumps(spec).encode(), method="POST",
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
+    urllib.request.urlopen(req).read()
+EOF
+fi
+total="$(count_experiments)"
+pending="$(squeue -h -t PD | wc -l)"
+{
+  echo
+  echo "Store after the POST phase: $total experiments; Slurm: $pending pending jobs (partition debug DOWN)."
+  echo "tfslurmd: $(svc_status)"
+  echo
+} >>"$out"
+
+id="$(curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["experiments"][0]["id"])')"
+bytes_one="$(curl -sf -H "$AUTH_HEADER" "$API/experiments/$id" | wc -c)"
+bytes_list="$(curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1000" | wc -c)"
+bytes_page="$(curl -sf -H "$AUTH_HEADER" "$API/experiments" | wc -c)"
+
+measure() { # title path rates
+  local title="$1" path="$2" rates_csv="$3" r line
+  {
+    echo "### $title"
+    echo
+    echo "Fixed rates, $conns keep-alive connections, ${duration} s each after 2 s of warm-up (bench_http_rate; latency from each request's scheduled time):"
+    echo
+    echo "| target req/s | achieved req/s | unsent (behind schedule at the end) | p50 ms | p90 ms | p99 ms | max ms | errors | server-closed connections |"
+    echo "|---|---|---|---|---|---|---|---|---|"
+  } >>"$out"
+  IFS=, read -r -a rl <<<"$rates_csv"
+  for r in "${rl[@]}"; do
+    line="$("$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --path "$path" --rate "$r" --connections "$conns" \
+      --duration "$duration" --warmup 2 --header "$AUTH_HEADER" || true)"
+    log "$path @ $r/s: $line"
+    row_rate "$line" >>"$out"
+  done
+  {
+    echo
+    echo "wrk at saturation (${duration} s):"
+    echo
+    echo "| connections | requests/s | p50 ms | p90 ms | p99 ms | max ms | errors |"
+    echo "|---|---|---|---|---|---|---|"
+  } >>"$out"
+  for c in 1 "$conns"; do
+    line="$(wrk -t"$((c < 2 ? 1 : 2))" -c"$c" -d"${duration}s" -H "$AUTH_HEADER" -s "$BENCH_DIR/wrk/get.lua" "$API$path" | grep '^wrk:')"
+    log "$path wrk c=$c: $line"
+    row_wrk "$c" "$line" >>"$out"
+  done
+  echo "" >>"$out"
+  echo "tfslurmd after: $(svc_status)" >>"$out"
+  echo "" >>"$out"
+}
+
+wait_quiet 300
+measure "GET /experiments/{id} ($bytes_one bytes: one experiment, 1 attempt, 6 tasks, its events)" "/experiments/$id" "$rates"
+wait_quiet 300
+measure "GET /experiments?limit=1000 (the whole list: $bytes_list bytes, $total experiments in the store)" "/experiments?limit=1000" "$list_rates"
+wait_quiet 300
+measure "GET /experiments (default page of 50: $bytes_page bytes, $total experiments in the store)" "/experiments" "$page_rates"
+
+cat >>"$out" <<'EOF'
+tfslurmd runs with its defaults and an admin API token (every request is
+authenticated, as in a deployment). The load generators run on the
+same machine as tfslurmd. Targets (issue 8): GET /experiments/{id} p99 <= 2 ms
+at 2,000 req/s; list of 1,000 p99 <= 10 ms.
+EOF
+results_append "API latency (issue 8): $variant" "$command_line" "$out"
+cat "$out"

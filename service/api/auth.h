@@ -1,0 +1,44 @@
+// Who is calling, and whether they may touch an experiment. Bearer tokens:
+// owners see and change their own experiments, admins all. tfslurmd
+// --no-auth (loopback only) makes every caller the local admin.
+#pragma once
+
+#include <httplib.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "service/core/records.h"
+#include "service/core/status.h"
+#include "service/store/store.h"
+
+namespace tfslurm::api {
+
+struct Principal {
+  std::string user;
+  bool admin = false;
+};
+
+class Authenticator {
+ public:
+  virtual ~Authenticator() = default;
+  // Unauthenticated (401) for a missing or unknown token.
+  virtual StatusOr<Principal> Authenticate(const httplib::Request& req) = 0;
+};
+
+std::unique_ptr<Authenticator> NewTokenAuthenticator(store::Store& store);
+// --no-auth: every request is the local admin.
+std::unique_ptr<Authenticator> NewOpenAuthenticator();
+
+// A new random token for `user`; stores only its hash. Returns the token.
+StatusOr<std::string> CreateToken(store::Store& store, const std::string& user, bool admin, int64_t now_ms);
+
+// PermissionDenied (403) unless `p` owns `e` or is an admin.
+Status CheckAccess(const Principal& p, const ExperimentRecord& e);
+
+using AuthedHandler = std::function<void(const httplib::Request&, httplib::Response&, const Principal&)>;
+// Authenticates, then calls `handler`; answers 401 itself otherwise.
+httplib::Server::Handler Guard(Authenticator& auth, AuthedHandler handler);
+
+}  // namespace tfslurm::api

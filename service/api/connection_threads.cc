@@ -1,0 +1,84 @@
+#include "service/api/connection_threads.h"
+
+#include <pthread.h>
+
+namespace tfslurm::api {
+namespace {
+
+struct Start {
+  OnDemandThreads* self;
+  std::function<void()> fn;
+  void (OnDemandThreads::*run)(std::function<void()>);
+};
+
+// 256 KiB is plenty for a handler; 8 MiB default stacks would make a
+// thousand connections cost 8 GiB of address space.
+constexpr size_t kStackBytes = 256 * 1024;
+
+}  // namespace
+
+OnDemandThreads::OnDemandThreads(size_t max_threads) : max_threads_(max_threads) {}
+
+OnDemandThreads::~OnDemandThreads() { shutdown(); }
+
+size_t OnDemandThreads::active() const {
+  std::lock_guard lock(mu_);
+  return active_;
+}
+
+void OnDemandThreads::enqueue(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mu_);
+    if (shutting_down_) return;
+    if (active_ >= max_threads_) {
+      // The closure owns the accepted socket and closes it when it runs, so
+      // it is kept (a few bytes) until a thread frees up.
+      queue_.push_back(std::move(fn));
+      return;
+    }
+    ++active_;
+  }
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, kStackBytes);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  auto* start = new Start{this, std::move(fn), &OnDemandThreads::Run};
+  pthread_t thread;
+  int rc = pthread_create(
+      &thread, &attr,
+      [](void* arg) -> void* {
+        auto* s = static_cast<Start*>(arg);
+        (s->self->*(s->run))(std::move(s->fn));
+        delete s;
+        return nullptr;
+      },
+      start);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    // Out of threads: serve it here rather than drop the connection.
+    Run(std::move(start->fn));
+    delete start;
+  }
+}
+
+void OnDemandThreads::Run(std::function<void()> fn) {
+  for (;;) {
+    fn();
+    std::lock_guard lock(mu_);
+    if (queue_.empty() || shutting_down_) {
+      --active_;
+      if (active_ == 0) idle_.notify_all();
+      return;
+    }
+    fn = std::move(queue_.front());
+    queue_.pop_front();
+  }
+}
+
+void OnDemandThreads::shutdown() {
+  std::unique_lock lock(mu_);
+  shutting_down_ = true;
+  idle_.wait_for(lock, std::chrono::seconds(10), [&] { return active_ == 0; });
+}
+
+}  // namespace tfslurm::api

@@ -1,0 +1,379 @@
+// Experiments (service/core) driven from many threads at once, as the REST
+// handlers, the agent endpoint and the ticker drive it: hundreds of tasks
+// registering, heartbeating and exiting, Tick() polling, readers, cancels,
+// bad agents. Real SQLite store; Slurm, clock and randomness are fakes. The
+// end state is checked exactly; tests/run.sh also runs this under TSan.
+#include <latch>
+#include <map>
+#include <set>
+
+#include "tests/concurrency/harness.h"
+
+namespace tfslurm::concurrency {
+namespace {
+
+using nlohmann::json;
+using testing::RecordingChannel;
+
+constexpr int kChief = 1, kPs = 4, kWorkers = 59, kTasks = kChief + kPs + kWorkers;  // 16 nodes x 4
+
+json LoadSpec(const std::string& id, bool spread) {
+  return {{"id", id},
+          {"command", {"python3", "train.py"}},
+          {"cluster", {{"chief", kChief}, {"ps", kPs}, {"worker", kWorkers}}},
+          {"resources", {{"nodes", 16}, {"tasks_per_node", 4}}},
+          {"placement", spread ? "spread" : "pack"},
+          {"success", "all_workers"}};
+}
+
+class ExperimentsConcurrencyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(store::OpenSqliteStore((dir_.path() / "db").string())).value();
+    LifecycleConfig config;
+    config.output_root = (dir_.path() / "out").string();
+    config.launch = {"/opt/tfslurm-agent", "svc:1"};
+    config.poll_interval_ms = 10;
+    // Fake time runs fast (the ticker advances it); nothing here should
+    // time out or go lost.
+    config.barrier_timeout_ms = 24 * 3600 * 1000;
+    config.heartbeat_interval_ms = 3600 * 1000;
+    config.shutdown_grace_ms = 3600 * 1000;
+    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, config);
+  }
+  void TearDown() override {
+    StopBackground();
+    experiments_.reset();
+  }
+
+  // The ticker, as tfslurmd runs it (one thread), with fake time moving.
+  void StartTicker() {
+    background_.emplace_back([this] {
+      while (!stop_) {
+        clock_.Advance(5);
+        experiments_->Tick();
+        std::this_thread::yield();
+      }
+    });
+  }
+  void StopBackground() {
+    stop_ = true;
+    for (auto& t : background_) t.join();
+    background_.clear();
+  }
+
+  TaskRef Ref(const std::string& id, int proc, int attempt = 1) {
+    std::string secret;
+    slurm_.JobOf(slurm::JobName(id, attempt), &secret);
+    return {id, attempt, secret, proc};
+  }
+
+  TempDir dir_;
+  AtomicClock clock_;
+  LockedRandomness random_;
+  LockedSlurm slurm_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Experiments> experiments_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> background_;
+};
+
+// What one simulated task holds.
+struct SimTask {
+  std::string id;
+  int proc = 0;
+  bool cancelled_experiment = false;
+  std::vector<std::shared_ptr<RecordingChannel>> channels;  // in order of (re)connection
+  bool refused = false;
+};
+
+TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEverythingRunsAtOnce) {
+  constexpr int kExperiments = 8, kCancelled = 2, kAgentThreads = 16;
+  std::vector<std::string> ids;
+  for (int e = 0; e < kExperiments; ++e) ids.push_back("load-" + std::to_string(e));
+  auto cancelled = [&](const std::string& id) { return id == "load-6" || id == "load-7"; };
+  std::map<std::string, std::atomic<bool>> submitted;
+  std::map<std::string, std::atomic<int>> registered;
+  for (const auto& id : ids) submitted[id] = false, registered[id] = 0;
+  std::atomic<int> violations{0};
+  auto violation = [&](const std::string& what) {
+    ++violations;
+    ADD_FAILURE() << what;
+  };
+
+  StartTicker();
+  // Readers: the REST API's GETs.
+  for (int r = 0; r < 3; ++r) {
+    background_.emplace_back([&, r] {
+      for (int i = 0; !stop_; ++i) {
+        const std::string& id = ids[(i + r) % ids.size()];
+        auto v = experiments_->Get(id);
+        if (v.ok() && v->tasks.size() != static_cast<size_t>(kTasks))
+          violation(id + ": view with " + std::to_string(v->tasks.size()) + " tasks");
+        if (!v.ok() && v.status().code() != StatusCode::kNotFound) violation("Get: " + v.status().message());
+        store::ListQuery q;
+        q.limit = 5;
+        if (!experiments_->store().ListExperiments(q).ok() || !experiments_->store().CountExperiments(q).ok())
+          violation("listing failed");
+      }
+    });
+  }
+  // A bad agent: wrong secret, wrong attempt, out-of-range task, all refused.
+  background_.emplace_back([&] {
+    for (int i = 0; !stop_; ++i) {
+      const std::string& id = ids[i % ids.size()];
+      TaskRef ref = Ref(id, i % kTasks);
+      if (ref.secret.empty()) continue;
+      TaskRef wrong = ref;
+      wrong.secret = "guessed";
+      Status s = experiments_->OnHeartbeat(wrong);
+      if (s.code() != StatusCode::kUnauthenticated && s.code() != StatusCode::kFailedPrecondition)
+        violation("wrong secret: " + s.message());
+      wrong = ref;
+      wrong.attempt = 2;
+      if (experiments_->OnExited(wrong, 0, std::nullopt, false).ok()) violation("attempt 2 accepted");
+      wrong = ref;
+      wrong.proc_id = kTasks + i % 3;
+      if (experiments_->OnProgress(wrong, 1, "/x").ok()) violation("task out of range accepted");
+      auto ch = std::make_shared<RecordingChannel>();
+      wrong = ref;
+      wrong.secret = "guessed";
+      experiments_->OnRegister(wrong, {}, ch);
+      auto refused = ch->All<RefusedMsg>();
+      if (refused.size() != 1 || !refused[0].permanent || !ch->All<AssignmentMsg>().empty())
+        violation("registration with a wrong secret not refused permanently");
+    }
+  });
+  // Slurm: starts each job once its submission has returned.
+  background_.emplace_back([&] {
+    std::set<std::string> running;
+    while (!stop_ && running.size() < ids.size()) {
+      for (const auto& id : ids) {
+        if (running.count(id) || !submitted[id]) continue;
+        if (int64_t job = slurm_.JobOf(slurm::JobName(id, 1)); job) {
+          slurm_.SetState(job, slurm::JobState::kRunning);
+          running.insert(id);
+        }
+      }
+      std::this_thread::yield();
+    }
+  });
+
+  // Every experiment is submitted at once.
+  std::latch start(kExperiments);
+  std::vector<std::thread> submitters;
+  for (int e = 0; e < kExperiments; ++e) {
+    submitters.emplace_back([&, e] {
+      start.arrive_and_wait();
+      auto r = experiments_->Submit(LoadSpec(ids[e], e % 2), e % 2 ? "alice" : "bob", false);
+      if (!r.ok()) violation("submit " + ids[e] + ": " + r.status().message());
+      submitted[ids[e]] = true;
+    });
+  }
+  // Cancels: load-6 right after its submission, load-7 in mid-registration.
+  std::thread canceller([&] {
+    for (const auto& [id, after] : {std::pair<std::string, int>{"load-6", 0}, {"load-7", kTasks / 2}}) {
+      if (!WaitFor([&] { return submitted[id] && registered[id] >= after; }))
+        return violation("cancel: " + id + " never reached " + std::to_string(after) + " registrations");
+      if (Status s = experiments_->Cancel(id, "cancelled by the test"); !s.ok()) violation("cancel: " + s.message());
+    }
+  });
+
+  // The agents: thread k plays every task with (experiment * kTasks + proc) % kAgentThreads == k.
+  std::vector<SimTask> tasks;
+  for (const auto& id : ids)
+    for (int p = 0; p < kTasks; ++p) tasks.push_back({id, p, cancelled(id), {}, false});
+  std::vector<std::thread> agents;
+  for (int k = 0; k < kAgentThreads; ++k) {
+    agents.emplace_back([&, k] {
+      std::vector<SimTask*> mine;
+      for (size_t i = k; i < tasks.size(); i += kAgentThreads) mine.push_back(&tasks[i]);
+      auto job_of = [&](const SimTask& t) { return slurm_.JobOf(slurm::JobName(t.id, 1)); };
+      // An agent starts when its job runs, and registers.
+      for (SimTask* t : mine) {
+        if (!WaitFor([&] {
+              int64_t job = job_of(*t);
+              return job && slurm_.StateOf(job) != slurm::JobState::kPending;
+            }))
+          return violation(t->id + ": job never started");
+        RegisterInfo info;
+        info.slurm_job_id = job_of(*t);
+        info.node_name = "node" + std::to_string(t->proc / 4 + 1);
+        info.address = "10.0.0." + std::to_string(t->proc / 4 + 1);
+        info.port = 20000 + t->proc;
+        info.local_id = t->proc % 4;
+        t->channels.push_back(std::make_shared<RecordingChannel>());
+        experiments_->OnRegister(Ref(t->id, t->proc), info, t->channels.back());
+        ++registered[t->id];
+      }
+      // The barrier: every task of a running experiment gets its assignment;
+      // a cancelled one's tasks are refused or killed with the job.
+      for (SimTask* t : mine) {
+        auto& ch = *t->channels.back();
+        bool ok = WaitFor([&] {
+          if (!ch.All<AssignmentMsg>().empty()) return true;
+          if (!ch.All<RefusedMsg>().empty()) return t->refused = true;
+          return t->cancelled_experiment && slurm_.StateOf(job_of(*t)) == slurm::JobState::kCancelled;
+        });
+        if (!ok) return violation(t->id + " task " + std::to_string(t->proc) + ": no assignment");
+        if (t->refused && !t->cancelled_experiment) violation(t->id + ": refused " + ch.All<RefusedMsg>()[0].reason);
+      }
+      for (SimTask* t : mine) {
+        if (t->cancelled_experiment) continue;
+        TaskRef ref = Ref(t->id, t->proc);
+        for (int i = 0; i < 3; ++i)
+          if (Status s = experiments_->OnHeartbeat(ref); !s.ok()) violation("heartbeat: " + s.message());
+        if (t->proc % 8 == 3) {
+          // A network blink: the agent reconnects on a new stream, then the
+          // old stream's end is noticed. The new stream must stay attached.
+          RegisterInfo info;
+          info.reconnect = true;
+          info.node_name = "node" + std::to_string(t->proc / 4 + 1);
+          info.address = "10.0.0." + std::to_string(t->proc / 4 + 1);
+          info.port = 20000 + t->proc;
+          auto old = t->channels.back();
+          t->channels.push_back(std::make_shared<RecordingChannel>());
+          experiments_->OnRegister(ref, info, t->channels.back());
+          experiments_->OnDisconnect(ref, old.get());
+        }
+        if (auto a = t->channels.front()->All<AssignmentMsg>(); !a.empty() && a[0].report_checkpoints)
+          if (Status s = experiments_->OnProgress(ref, 1000 + k, "/ckpt/model-" + std::to_string(k)); !s.ok())
+            violation("progress: " + s.message());
+      }
+      // Workers finish; the others wait for their Shutdown and confirm it.
+      for (SimTask* t : mine) {
+        if (t->cancelled_experiment) continue;
+        auto a = t->channels.front()->All<AssignmentMsg>();
+        if (a.empty() || a[0].role != "worker") continue;
+        if (Status s = experiments_->OnExited(Ref(t->id, t->proc), 0, std::nullopt, false); !s.ok())
+          violation("exit: " + s.message());
+      }
+      for (SimTask* t : mine) {
+        if (t->cancelled_experiment) continue;
+        auto a = t->channels.front()->All<AssignmentMsg>();
+        if (a.empty() || a[0].role == "worker") continue;
+        auto& ch = *t->channels.back();
+        if (!WaitFor([&] { return !ch.All<ShutdownMsg>().empty(); }))
+          return violation(t->id + " task " + std::to_string(t->proc) + " (" + a[0].role + "): no shutdown");
+        if (Status s = experiments_->OnExited(Ref(t->id, t->proc), std::nullopt, SIGTERM, true); !s.ok())
+          violation("reaped exit: " + s.message());
+      }
+    });
+  }
+  for (auto& t : submitters) t.join();
+  for (auto& t : agents) t.join();
+  canceller.join();
+  ASSERT_EQ(violations, 0);
+
+  // The batch scripts end; Tick closes every experiment.
+  for (const auto& id : ids)
+    if (!cancelled(id)) slurm_.SetState(slurm_.JobOf(slurm::JobName(id, 1)), slurm::JobState::kCompleted);
+  EXPECT_TRUE(WaitFor([&] {
+    auto open = store_->ListOpenExperiments();
+    return open.ok() && open->empty();
+  })) << "experiments still open";
+  StopBackground();
+  ASSERT_EQ(violations, 0);
+
+  // The end state, exactly.
+  EXPECT_EQ(slurm_.With([](auto& f) { return f.submitted.size(); }), ids.size()) << "a job was submitted twice";
+  for (const auto& id : ids) {
+    SCOPED_TRACE(id);
+    ExperimentView v = experiments_->Get(id).value();
+    ASSERT_EQ(v.tasks.size(), static_cast<size_t>(kTasks));
+    int assigned_events = 0;
+    for (const auto& e : v.events) assigned_events += e.what == "assigned";
+    if (cancelled(id)) {
+      EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled) << v.experiment.reason;
+      int64_t job = slurm_.JobOf(slurm::JobName(id, 1));
+      EXPECT_TRUE(slurm_.With([&](auto& f) {
+        return std::count(f.cancelled.begin(), f.cancelled.end(), job) >= 1;
+      }));
+      EXPECT_LE(assigned_events, 1);
+      continue;
+    }
+    EXPECT_EQ(v.experiment.state, ExperimentState::kSucceeded) << v.experiment.reason;
+    EXPECT_EQ(assigned_events, 1);
+    EXPECT_TRUE(v.experiment.checkpoint_step.has_value());
+    std::map<std::string, std::set<int>> roles;
+    for (const SimTask& t : tasks) {
+      if (t.id != id) continue;
+      int assignments = 0, shutdowns = 0;
+      for (const auto& ch : t.channels) {
+        assignments += static_cast<int>(ch->All<AssignmentMsg>().size());
+        shutdowns += static_cast<int>(ch->All<ShutdownMsg>().size());
+      }
+      EXPECT_EQ(assignments, 1) << "task " << t.proc << " assigned " << assignments << " times";
+      auto a = t.channels.front()->All<AssignmentMsg>().at(0);
+      EXPECT_TRUE(roles[a.role].insert(a.index).second) << a.role << ":" << a.index << " assigned twice";
+      const TaskRecord& rec = v.tasks[t.proc];
+      EXPECT_EQ(rec.state, a.role == "worker" ? "succeeded" : "reaped") << "task " << t.proc;
+      EXPECT_EQ(shutdowns, a.role == "worker" ? 0 : 1) << "task " << t.proc;
+      if (t.channels.size() > 1)
+        EXPECT_EQ(t.channels.back()->All<ShutdownMsg>().size(), a.role == "worker" ? 0u : 1u)
+            << "task " << t.proc << ": the Shutdown missed the reconnected stream";
+    }
+    EXPECT_EQ(roles["chief"].size(), size_t{kChief});
+    EXPECT_EQ(roles["ps"].size(), size_t{kPs});
+    EXPECT_EQ(roles["worker"].size(), size_t{kWorkers});
+    EXPECT_EQ(*roles["worker"].rbegin(), kWorkers - 1);
+  }
+}
+
+TEST_F(ExperimentsConcurrencyTest, ConcurrentSubmitsOfOneIdCreateOneExperiment) {
+  constexpr int kThreads = 12;
+  std::latch start(kThreads);
+  std::atomic<int> created{0}, conflicts{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      auto r = experiments_->Submit(LoadSpec("same", true), "alice", false);
+      if (r.ok())
+        ++created;
+      else if (r.status().code() == StatusCode::kAlreadyExists)
+        ++conflicts;
+      else
+        ADD_FAILURE() << r.status().message();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(conflicts, kThreads - 1);
+  EXPECT_EQ(slurm_.With([](auto& f) { return f.submitted.size(); }), 1u);
+  EXPECT_EQ(experiments_->Get("same").value().attempts.size(), 1u);
+}
+
+TEST_F(ExperimentsConcurrencyTest, ConcurrentResumesStartOneAttempt) {
+  ASSERT_TRUE(experiments_->Submit(LoadSpec("r", true), "alice", false).ok());
+  ASSERT_TRUE(experiments_->Cancel("r", "test").ok());
+  StartTicker();
+  ASSERT_TRUE(WaitFor([&] {
+    auto open = store_->ListOpenExperiments();
+    return open.ok() && open->empty();
+  }));
+  constexpr int kThreads = 8;
+  std::latch start(kThreads);
+  std::atomic<int> resumed{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      auto r = experiments_->Resume("r");
+      if (r.ok()) {
+        ++resumed;
+      } else if (r.status().code() != StatusCode::kFailedPrecondition &&
+                 r.status().code() != StatusCode::kUnavailable) {
+        ADD_FAILURE() << r.status().message();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  StopBackground();
+  EXPECT_EQ(resumed, 1);
+  EXPECT_EQ(slurm_.With([](auto& f) { return f.submitted.size(); }), 2u);
+  EXPECT_EQ(experiments_->Get("r").value().attempts.size(), 2u);
+}
+
+}  // namespace
+}  // namespace tfslurm::concurrency

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang (build dir BUILD, default build-fuzz)
+# and runs each for SECONDS, JOBS at a time, starting from the corpus in the
+# tree. The tree is never written: new inputs go to BUILD/fuzz-corpus/TARGET,
+# crashes to BUILD/fuzz-artifacts/TARGET/. One line per target:
+#   fuzz TARGET: ok|FAILED execs=N cov=N ft=N corpus=N
+# and the crash log when one fails. Exit status 1 when any target failed.
+#
+#   tests/fuzz/run-fuzzers.sh [-t SECONDS] [-j JOBS] [-b BUILD] [TARGET...]
+#   TARGET: spec sbatch agent_json agent_proto (default: all)
+set -euo pipefail
+
+fuzz_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd -- "$fuzz_dir/../.." && pwd)"
+seconds=60 jobs=2 build="$repo/build-fuzz"
+while getopts "t:j:b:" opt; do
+  case $opt in
+    t) seconds=$OPTARG ;;
+    j) jobs=$OPTARG ;;
+    b) build=$OPTARG ;;
+    *) sed -n '2,10p' "$0" >&2; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+targets=("$@")
+((${#targets[@]})) || targets=(spec sbatch agent_json agent_proto)
+
+cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_FUZZ=ON >/dev/null
+ninja -C "$build" -j"$jobs" "${targets[@]/%/_fuzzer}"
+
+dict_of() {
+  case $1 in
+    spec | sbatch) echo "-dict=$fuzz_dir/spec.dict" ;;
+    agent_json) echo "-dict=$fuzz_dir/agent_json.dict" ;;
+  esac
+}
+
+run_one() {
+  local t=$1 work="$build/fuzz-corpus/$1" art="$build/fuzz-artifacts/$1/" log="$build/fuzz-$1.log"
+  mkdir -p "$work" "$art"
+  # -timeout: one input taking 10 s is a hang. -rss_limit_mb: a blow-up.
+  # -max_len: room for deep nesting and long strings.
+  "$build/bin/${t}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+    -print_final_stats=1 -artifact_prefix="$art" $(dict_of "$t") "$work" "$fuzz_dir/corpus/$t" >"$log" 2>&1
+}
+
+declare -A pid
+failed=0
+running=0
+for t in "${targets[@]}"; do
+  run_one "$t" &
+  pid[$t]=$!
+  running=$((running + 1))
+  if ((running >= jobs)); then wait -n || true; running=$((running - 1)); fi
+done
+for t in "${targets[@]}"; do
+  rc=0
+  wait "${pid[$t]}" || rc=$?
+  log="$build/fuzz-$t.log"
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+  cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
+  ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
+  corp=$(sed -n 's/.* corp: \([0-9]*\).*/\1/p' <<<"$last")
+  if [[ $rc -eq 0 ]]; then
+    echo "fuzz $t: ok execs=${execs:-?} cov=${cov:-?} ft=${ft:-?} corpus=${corp:-?}"
+  else
+    failed=1
+    echo "fuzz $t: FAILED execs=${execs:-?} cov=${cov:-?} (exit $rc); log: $log"
+    grep -E 'INVARIANT VIOLATED|ERROR: |SUMMARY|Test unit written|#[0-9]+ in ' "$log" | head -40 || true
+  fi
+done
+exit $failed

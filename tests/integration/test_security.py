@@ -1,0 +1,178 @@
+"""Issue 7: tokens and ownership, agents bound to their attempt's secret,
+and limits that keep bad input and slow clients from hurting the service."""
+import json
+import os
+import resource
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import BIN, wait_for
+
+
+def token(service, user, admin=False):
+    args = [os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user", user]
+    out = subprocess.run(args + (["--admin"] if admin else []), stdout=subprocess.PIPE, text=True, check=True)
+    return out.stdout.strip()
+
+
+def as_user(service, tok):
+    def call(method, path, body=None):
+        headers = {"Authorization": f"Bearer {tok}"} if tok else {}
+        return service.request(method, path, body, headers)
+    return call
+
+
+SLEEPER = {"command": ["sleep", "600"], "cluster": {"worker": 1},
+           "resources": {"nodes": 1, "tasks_per_node": 1, "time_limit": "00:05:00"},
+           "checkpoint": {"signal_grace_s": 10}, "restart": {"max_restarts": 0}}
+
+
+@pytest.fixture
+def secured(service_factory):
+    service = service_factory(auth=True)
+    users = {"alice": token(service, "alice"), "bob": token(service, "bob"),
+             "root": token(service, "root", admin=True)}
+    return service, {name: as_user(service, t) for name, t in users.items()}
+
+
+def test_authorization_matrix(secured):
+    service, u = secured
+    alice, bob, admin, nobody = u["alice"], u["bob"], u["root"], as_user(service, None)
+    status, body = alice("POST", "/experiments", dict(SLEEPER, id="sec-alice"))
+    assert status == 201 and body["owner"] == "alice", body
+
+    # No token, or a bad one: 401 everywhere but /healthz.
+    for method, path in [("GET", "/experiments"), ("GET", "/experiments/sec-alice"),
+                         ("GET", "/experiments/sec-alice/sbatch"), ("GET", "/experiments/sec-alice/logs"),
+                         ("DELETE", "/experiments/sec-alice"), ("POST", "/experiments/sec-alice/resume"),
+                         ("POST", "/experiments")]:
+        status, body = nobody(method, path, {} if method == "POST" else None)
+        assert status == 401, (method, path, body)
+        assert body["error"]["code"] == "unauthenticated"
+    assert as_user(service, "tfs_forged")("GET", "/experiments")[0] == 401
+    assert nobody("GET", "/healthz")[0] == 200
+
+    # Bob: cannot see, read, cancel, resume or read the logs of alice's experiment.
+    assert bob("GET", "/experiments")[1]["experiments"] == []
+    for method, path in [("GET", "/experiments/sec-alice"), ("GET", "/experiments/sec-alice/sbatch"),
+                         ("GET", "/experiments/sec-alice/logs"), ("DELETE", "/experiments/sec-alice"),
+                         ("POST", "/experiments/sec-alice/resume")]:
+        status, body = bob(method, path, {} if method == "POST" else None)
+        assert status == 403, (method, path, body)
+        assert "belongs to another user" in body["error"]["message"]
+
+    # Admin sees all and may cancel.
+    assert [e["id"] for e in admin("GET", "/experiments")[1]["experiments"]] == ["sec-alice"]
+    assert admin("GET", "/experiments/sec-alice")[0] == 200
+    assert alice("GET", "/experiments/sec-alice/sbatch")[0] == 200
+    assert admin("DELETE", "/experiments/sec-alice")[0] == 200
+
+
+def test_no_auth_is_refused_off_loopback(tmp_path):
+    out = subprocess.run([os.path.join(BIN, "tfslurmd"), "--listen", "0.0.0.0:0", "--no-auth", "--db",
+                          str(tmp_path / "db")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         timeout=20)
+    assert out.returncode == 2 and "only allowed on a loopback address" in out.stdout
+
+
+def test_an_attempt_1_secret_cannot_act_on_attempt_2(service_factory, tmp_path):
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(secrets, 0o777)
+    wrapper = tmp_path / "agent"
+    wrapper.write_text("#!/bin/sh\n# Keeps each attempt's secret for the test, then runs the real agent.\n"
+                       f'printf %s "$TFSLURM_SECRET" > {secrets}/job-"$SLURM_JOB_ID"\n'
+                       f'exec {os.path.join(BIN, "tfslurm-agent")} "$@"\n')
+    os.chmod(wrapper, 0o755)
+    service = service_factory(["--agent-path", str(wrapper)])
+    spec = dict(SLEEPER, id="sec-secret", command=["true"])
+    assert service.post("/experiments", spec)[0] == 201
+    service.wait_state("sec-secret", "succeeded", timeout=120)
+    first_secret_files = list(secrets.iterdir())
+    assert len(first_secret_files) == 1
+    old_secret = first_secret_files[0].read_text()
+    assert len(old_secret) == 64
+    wait_for(lambda: service.post("/experiments/sec-secret/resume", {})[0] == 202, 30, "resume")
+    msg = {"task": {"experiment_id": "sec-secret", "attempt": 2, "secret": old_secret, "proc_id": 0},
+           "register": {"node_name": "node1", "address": "x", "port": 1}}
+    status, reply = service.request("POST", "/agent/v1/message?wait_s=1", msg)
+    assert status == 200 and reply["refused"]["permanent"], reply
+    assert "wrong attempt secret" in reply["refused"]["reason"]
+    msg["task"]["attempt"] = 1
+    status, reply = service.request("POST", "/agent/v1/message?wait_s=1", msg)
+    assert "not current" in reply["refused"]["reason"], reply
+    status, reply = service.request("POST", "/agent/v1/message",
+                                    {"task": msg["task"], "exited": {"exit_code": 0}})
+    assert status == 409, reply
+
+
+def test_a_100_mb_body_is_refused_quickly(service):
+    host, port = service.url.replace("http://", "").split(":")
+    body = b"[" * (100 * 1024 * 1024)
+    start = time.monotonic()
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(b"POST /experiments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body))
+        try:
+            s.sendall(body)
+        except OSError:
+            pass  # the server may answer and close before taking it all
+        reply = b""
+        while b"resource_exhausted" not in reply:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+        reply = reply.decode(errors="replace")
+    elapsed = time.monotonic() - start
+    assert reply.startswith("HTTP/1.1 413"), reply[:200]
+    assert '"resource_exhausted"' in reply
+    assert elapsed < 2.0, elapsed
+    assert service.get("/healthz")[0] == 200
+
+
+@pytest.mark.parametrize("body,needle", ids=["syntax", "types", "deep-arrays", "deep-objects", "not-object"], argvalues=[
+    (b"{not json", "not valid JSON"),
+    (b'{"command": 5, "cluster": "many"}', "invalid field"),
+    (b"[" * 100000 + b"]" * 100000, "nests deeper than 64"),
+    (b'{"a":' * 5000 + b"1" + b"}" * 5000, "nests deeper than 64"),
+    (b'"just a string"', "must be a JSON object"),
+])
+def test_malformed_bodies_get_400(service, body, needle):
+    status, reply = service.request("POST", "/experiments", body, {"Content-Type": "application/json"})
+    assert status == 400, reply
+    assert needle in json.dumps(reply), reply
+
+
+def test_thousand_slow_connections_do_not_starve_a_normal_get(service):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
+    host, port = service.url.replace("http://", "").split(":")
+
+    def timed_get():
+        start = time.monotonic()
+        with urllib.request.urlopen(service.url + "/experiments", timeout=30) as r:
+            assert r.status == 200
+        return time.monotonic() - start
+
+    baseline = min(timed_get() for _ in range(5))
+    slow = []
+    try:
+        for _ in range(1000):
+            s = socket.create_connection((host, int(port)), timeout=10)
+            s.sendall(b"GET /experiments HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # never finished
+            slow.append(s)
+        # Keep them trickling, as a slow-loris does, while normal requests run.
+        for s in slow:
+            s.sendall(b"a")
+        during = sorted(timed_get() for _ in range(10))
+    finally:
+        for s in slow:
+            s.close()
+    p90 = during[8]
+    assert p90 < max(0.25, 20 * baseline), (baseline, during)
