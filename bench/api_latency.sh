@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # API latency (issue 8) over keep-alive connections:
 #   POST /experiments with real submission (partition debug set DOWN, so the
-#   jobs stay pending), with wrk at saturation, 1 and 4 connections;
+#   jobs stay pending), closed loop on 1 and 4 connections, creating the
+#   1,000 experiments the list needs;
 #   GET /experiments/{id} at rising fixed rates (bench_http_rate, latency
 #   from each request's scheduled time) and with wrk at saturation;
 #   GET /experiments?limit=1000 (the whole list of 1,000) and the default
@@ -53,9 +54,9 @@ fi
 TFSLURMD_AUTH=token start_tfslurmd "$work/svc"
 export BENCH_DIR
 
-# The spec: examples/hello.json (2 ps + 4 workers on 3 nodes).
-cp "$REPO/examples/hello.json" "$work/spec.json"
-export WRK_SPEC="$work/spec.json"
+# The spec: examples/hello.json (2 ps + 4 workers on 3 nodes), a new id each.
+sed 's/"id": *"hello"/"id": "@ID@"/' "$REPO/examples/hello.json" >"$work/spec.json"
+grep -q '@ID@' "$work/spec.json" || die "examples/hello.json has no \"id\": \"hello\" to replace"
 
 out="$work/section.md"
 svc_status() { awk '/^(Threads|VmRSS|VmHWM)/ {printf "%s %s %s  ", $1, $2, $3}' "/proc/$TFSLURMD_PID/status"; }
@@ -75,31 +76,24 @@ count_experiments() { curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1" | py
 
 wait_quiet 600
 {
-  echo "### POST /experiments (real submission to a DOWN partition), wrk at saturation"
+  echo "### POST /experiments (real submission to a DOWN partition), closed loop"
   echo
-  echo "| connections | requests/s | p50 ms | p90 ms | p99 ms | max ms | errors |"
-  echo "|---|---|---|---|---|---|---|"
+  echo "bench_http_rate --rate 0: each connection sends its next POST when the last is answered."
+  echo
+  echo "| connections | experiments created | submissions/s | p50 ms | p90 ms | p99 ms | max ms | errors |"
+  echo "|---|---|---|---|---|---|---|---|"
 } >"$out"
-# 1 connection: 400 experiments; 4 connections (2 threads): 2 x 300.
+# 1 connection: 40% of the experiments; 4 connections: the rest.
+first=$((experiments * 2 / 5))
 for c in 1 4; do
-  line="$(WRK_ID_PREFIX="post-c$c" WRK_MAX_PER_THREAD=$((c < 2 ? 400 : 300)) wrk -t"$((c < 2 ? 1 : 2))" -c"$c" -d60s -H "$AUTH_HEADER" -s "$BENCH_DIR/wrk/post_experiment.lua" "$API" | grep '^wrk:')"
+  n=$((c < 2 ? first : experiments - first))
+  line="$("$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --path /experiments --method POST \
+    --body-file "$work/spec.json" --id-prefix "post-c$c" --count "$n" --connections "$c" --rate 0 \
+    --header "$AUTH_HEADER" || true)"
   log "POST c=$c: $line"
-  row_wrk "$c" "$line" >>"$out"
+  printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$c" "$(kv requests "$line")" "$(kv achieved_rate "$line")" \
+    "$(kv p50_ms "$line")" "$(kv p90_ms "$line")" "$(kv p99_ms "$line")" "$(kv max_ms "$line")" "$(kv errors "$line")" >>"$out"
 done
-have="$(count_experiments)"
-if ((have < experiments)); then
-  log "topping up to $experiments experiments (have $have)"
-  python3 - "$API" "$WRK_SPEC" "$((experiments - have))" "$TOKEN" <<'EOF'
-import json, sys, urllib.request
-api, spec_file, n, token = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-spec = json.load(open(spec_file))
-for i in range(n):
-    spec["id"] = f"fill-{i}"
-    req = urllib.request.Request(api + "/experiments", data=json.dumps(spec).encode(), method="POST",
-                                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + token})
-    urllib.request.urlopen(req).read()
-EOF
-fi
 total="$(count_experiments)"
 pending="$(squeue -h -t PD | wc -l)"
 {

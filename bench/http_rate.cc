@@ -6,6 +6,15 @@
 //
 //   bench_http_rate --port P --path /experiments/ID --rate 2000 --connections 8
 //                   --duration 10 [--warmup 2] [--host 127.0.0.1] [--header "K: V"]...
+//   bench_http_rate --port P --path /experiments --method POST --body-file spec.json
+//                   --id-prefix sub --count 500 --connections 1 --rate 0
+//
+// --rate 0 is a closed loop instead: every connection sends its next request
+// as soon as the answer to the last one arrived, until --count requests
+// (total) were answered; the rate is count / elapsed. With --body-file,
+// "@ID@" in the body is replaced by --id-prefix and a sequence number, so
+// each POST creates a new experiment. --log FILE writes one line per request:
+// "SENT_NS DONE_NS HTTP_STATUS CONNECTION" (CLOCK_MONOTONIC).
 //
 // Each connection is one thread sending every C/R seconds, one request in
 // flight; a connection behind schedule sends at once, and stops at the end
@@ -53,9 +62,10 @@ double Percentile(std::vector<double>& v, double p) {
 }
 
 struct Options {
-  std::string host = "127.0.0.1", path = "/", method = "GET";
+  std::string host = "127.0.0.1", path = "/", method = "GET", body, id_prefix = "req", log;
   std::vector<std::string> headers;
   int port = 0, connections = 8;
+  long count = 0;
   double rate = 1000, duration_s = 10, warmup_s = 2;
 };
 
@@ -148,65 +158,109 @@ int main(int argc, char** argv) {
     if (a == "--host") o.host = v;
     else if (a == "--port") o.port = std::stoi(v);
     else if (a == "--path") o.path = v;
+    else if (a == "--method") o.method = v;
+    else if (a == "--body-file") {
+      FILE* f = fopen(v.c_str(), "r");
+      if (!f) {
+        perror(v.c_str());
+        return 2;
+      }
+      char buf[65536];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, f)) > 0) o.body.append(buf, n);
+      fclose(f);
+    } else if (a == "--id-prefix") o.id_prefix = v;
+    else if (a == "--count") o.count = std::stol(v);
     else if (a == "--rate") o.rate = std::stod(v);
     else if (a == "--connections") o.connections = std::stoi(v);
     else if (a == "--duration") o.duration_s = std::stod(v);
     else if (a == "--warmup") o.warmup_s = std::stod(v);
     else if (a == "--header") o.headers.push_back(v);
+    else if (a == "--log") o.log = v;
     else {
-      fprintf(stderr, "usage: %s --port P --path PATH --rate R [--connections C] [--duration S] [--warmup S] [--header H]\n",
+      fprintf(stderr,
+              "usage: %s --port P --path PATH --rate R [--connections C] [--duration S] [--warmup S] [--header H]\n"
+              "          [--method M] [--body-file F] [--id-prefix P] [--count N] [--log FILE]\n",
               argv[0]);
       return 2;
     }
   }
-  if (!o.port) {
-    fprintf(stderr, "--port is required\n");
+  if (!o.port || (o.rate <= 0 && o.count <= 0)) {
+    fprintf(stderr, "--port is required, and --count with --rate 0\n");
     return 2;
   }
-  std::string request = o.method + " " + o.path + " HTTP/1.1\r\nHost: " + o.host + "\r\nAccept: application/json\r\n";
-  for (const auto& h : o.headers) request += h + "\r\n";
-  request += "\r\n";
+  std::string head = o.method + " " + o.path + " HTTP/1.1\r\nHost: " + o.host + "\r\nAccept: application/json\r\n";
+  for (const auto& h : o.headers) head += h + "\r\n";
+  std::atomic<long> sequence{0};
+  // The request to send next: a fixed GET, or the body with a new id.
+  auto next_request = [&]() -> std::string {
+    if (o.body.empty()) return head + "\r\n";
+    std::string body = o.body;
+    std::string id = o.id_prefix + "-" + std::to_string(sequence++);
+    for (size_t p; (p = body.find("@ID@")) != std::string::npos;) body.replace(p, 4, id);
+    return head + "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+           body;
+  };
 
   std::mutex mu;
   std::vector<double> latency, service;
+  std::vector<std::string> log_lines;
   long errors = 0, reconnects = 0, measured = 0, unsent = 0;
-  const int64_t interval = static_cast<int64_t>(1e9 * o.connections / o.rate);
+  const bool closed_loop = o.rate <= 0;
+  const int64_t interval = closed_loop ? 0 : static_cast<int64_t>(1e9 * o.connections / o.rate);
   const int64_t start = NowNs() + 50'000'000;
-  const int64_t measure_from = start + static_cast<int64_t>(o.warmup_s * 1e9);
+  const int64_t measure_from = closed_loop ? start : start + static_cast<int64_t>(o.warmup_s * 1e9);
   const int64_t end = measure_from + static_cast<int64_t>(o.duration_s * 1e9);
+  std::atomic<long> claimed{0};
+  std::atomic<int64_t> last_done{start};
   std::vector<std::thread> threads;
   for (int c = 0; c < o.connections; ++c) {
     threads.emplace_back([&, c] {
       Connection conn(o);
       std::vector<double> lat, svc;
+      std::vector<std::string> lines;
       long errs = 0, recs = 0, count = 0, late = 0;
-      // Connections are staggered over one interval so the rate is smooth.
       for (int64_t k = 0;; ++k) {
-        int64_t scheduled = start + k * interval + c * interval / o.connections;
-        if (scheduled >= end) break;
-        if (NowNs() >= end) {
-          for (int64_t kk = k;; ++kk) {
-            int64_t s = start + kk * interval + c * interval / o.connections;
-            if (s >= end) break;
-            if (s >= measure_from) ++late;
+        int64_t scheduled;
+        if (closed_loop) {
+          if (claimed++ >= o.count) break;
+          scheduled = k == 0 ? start : NowNs();
+          SleepUntil(scheduled);
+        } else {
+          // Connections are staggered over one interval so the rate is smooth.
+          scheduled = start + k * interval + c * interval / o.connections;
+          if (scheduled >= end) break;
+          if (NowNs() >= end) {
+            for (int64_t kk = k;; ++kk) {
+              int64_t s = start + kk * interval + c * interval / o.connections;
+              if (s >= end) break;
+              if (s >= measure_from) ++late;
+            }
+            break;
           }
-          break;
+          SleepUntil(scheduled);
         }
-        SleepUntil(scheduled);
+        std::string request = next_request();
         int64_t sent = NowNs();
         int status = 0;
         bool closed = false;
         bool ok = conn.RoundTrip(request, &status, &closed);
         int64_t done = NowNs();
         if (closed) ++recs;
+        if (!o.log.empty())
+          lines.push_back(std::to_string(sent) + " " + std::to_string(done) + " " + std::to_string(status) + " " +
+                          std::to_string(c));
         if (scheduled < measure_from) continue;
-        if (done > end) {  // answered after the window: not in the rate
+        if (!closed_loop && done > end) {  // answered after the window: not in the rate
           ++late;
           continue;
         }
+        for (int64_t prev = last_done.load(); done > prev && !last_done.compare_exchange_weak(prev, done);) {
+        }
         ++count;
         if (!ok || status < 200 || status >= 300) {
-          ++errs;
+          if (errs++ == 0 && !ok) fprintf(stderr, "bench_http_rate: connection failed\n");
+          else if (errs == 1) fprintf(stderr, "bench_http_rate: HTTP %d\n", status);
           continue;
         }
         lat.push_back((done - scheduled) / 1e6);
@@ -215,6 +269,7 @@ int main(int argc, char** argv) {
       std::lock_guard lock(mu);
       latency.insert(latency.end(), lat.begin(), lat.end());
       service.insert(service.end(), svc.begin(), svc.end());
+      log_lines.insert(log_lines.end(), lines.begin(), lines.end());
       errors += errs;
       reconnects += recs;
       measured += count;
@@ -222,11 +277,17 @@ int main(int argc, char** argv) {
     });
   }
   for (auto& t : threads) t.join();
+  if (!o.log.empty()) {
+    FILE* f = fopen(o.log.c_str(), "w");
+    for (const auto& l : log_lines) fprintf(f, "%s\n", l.c_str());
+    if (f) fclose(f);
+  }
+  double window_s = closed_loop ? (last_done - start) / 1e9 : o.duration_s;
   std::sort(latency.begin(), latency.end());
   std::sort(service.begin(), service.end());
-  printf("target_rate=%.0f achieved_rate=%.0f requests=%ld unsent=%ld errors=%ld reconnects=%ld "
+  printf("target_rate=%.0f achieved_rate=%.1f requests=%ld seconds=%.3f unsent=%ld errors=%ld reconnects=%ld "
          "p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f service_p50_ms=%.3f service_p99_ms=%.3f\n",
-         o.rate, latency.size() / o.duration_s, measured, unsent, errors, reconnects, Percentile(latency, 50),
+         o.rate, latency.size() / window_s, measured, window_s, unsent, errors, reconnects, Percentile(latency, 50),
          Percentile(latency, 90), Percentile(latency, 99), Percentile(latency, 99.9),
          latency.empty() ? 0 : latency.back(), Percentile(service, 50), Percentile(service, 99));
   return errors ? 1 : 0;

@@ -24,7 +24,7 @@ build_all() {
   fi
   ninja -C "$BUILD" -j2 tfslurmd tfslurm-agent >&2 || die "building tfslurmd failed"
   if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^bench_rendezvous_server:'; then
-    ninja -C "$BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay >&2 ||
+    ninja -C "$BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay bench_slurm_timing >&2 ||
       die "building the bench binaries failed"
     BENCH_BIN="$BUILD/bin"
     BENCH_LIB="$BUILD/lib"
@@ -33,7 +33,7 @@ build_all() {
       cmake -S "$REPO" -B "$BENCH_BUILD" -G Ninja -DCMAKE_PROJECT_INCLUDE="$BENCH_DIR/standalone.cmake" >&2 ||
         die "cmake (standalone bench build) failed"
     fi
-    ninja -C "$BENCH_BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay >&2 ||
+    ninja -C "$BENCH_BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay bench_slurm_timing >&2 ||
       die "building the bench binaries failed"
     BENCH_BIN="$BENCH_BUILD/bin"
     BENCH_LIB="$BENCH_BUILD/lib"

@@ -86,7 +86,8 @@ Result<ConfigFile> ReadConfigFile(const std::string& path) {
   std::error_code ec;
   if (path.empty() || !std::filesystem::exists(path, ec)) return ConfigFile{};
   std::ifstream in(path);
-  if (!in) return ConfigError(path, std::string("cannot read the config file: ") + std::strerror(errno));
+  if (!in)
+    return ConfigError(path, std::string("cannot read the config file: ") + std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
   if (auto lines = ParseKeyValueLines(text.str(), path)) return *lines;

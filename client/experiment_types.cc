@@ -79,8 +79,8 @@ Experiment ExperimentFromJson(const json& j) {
   e.slurm_state = Get<std::string>(j, "slurm_state");
   if (auto counts = j.find("task_counts"); counts != j.end() && counts->is_object()) {
     for (const auto& [role, c] : counts->items())
-      e.task_counts[role] = {Get<int>(c, "total"), Get<int>(c, "registered"), Get<int>(c, "running"),
-                             Get<int>(c, "done"), Get<int>(c, "failed")};
+      e.task_counts[role] = {Get<int>(c, "total"), Get<int>(c, "registered"),
+                             Get<int>(c, "running"), Get<int>(c, "done"), Get<int>(c, "failed")};
   }
   for (const json& a : j.value("attempts", json::array())) e.attempts.push_back(AttemptFromJson(a));
   for (const json& t : j.value("tasks", json::array())) e.tasks.push_back(TaskFromJson(t));

@@ -81,7 +81,9 @@ struct Experiment {
   std::vector<Event> events;
   nlohmann::json raw;
 
-  bool Finished() const { return state == "succeeded" || state == "failed" || state == "cancelled"; }
+  bool Finished() const {
+    return state == "succeeded" || state == "failed" || state == "cancelled";
+  }
 };
 
 struct ExperimentList {

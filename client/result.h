@@ -35,7 +35,7 @@ struct Error {
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}      // NOLINT: implicit by design
   Result(Error error) : value_(std::move(error)) {}  // NOLINT
 
   bool ok() const { return std::holds_alternative<T>(value_); }

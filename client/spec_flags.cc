@@ -41,7 +41,8 @@ void FillTaskLayout(json& spec) {
     r["tasks_per_node"] = 1;
   } else if (has_nodes != has_per_node) {
     const json& given = has_nodes ? r["nodes"] : r["tasks_per_node"];
-    if (!given.is_number_integer() || given.get<int64_t>() < 1 || *tasks % given.get<int64_t>() != 0)
+    if (!given.is_number_integer() || given.get<int64_t>() < 1 ||
+        *tasks % given.get<int64_t>() != 0)
       return;
     r[has_nodes ? "tasks_per_node" : "nodes"] = *tasks / given.get<int64_t>();
   }

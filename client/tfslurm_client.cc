@@ -95,7 +95,8 @@ Result<T> Convert(Result<json> body, T (*from_json)(const json&), const std::str
 }  // namespace
 
 Client::Client(Connection connection)
-    : connection_(std::move(connection)), http_(std::make_unique<httplib::Client>(connection_.url)) {
+    : connection_(std::move(connection)),
+      http_(std::make_unique<httplib::Client>(connection_.url)) {
   http_->set_connection_timeout(5);
   http_->set_read_timeout(kReadTimeoutS);
   if (!connection_.token.empty()) http_->set_bearer_token_auth(connection_.token);

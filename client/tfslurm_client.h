@@ -34,9 +34,9 @@ struct ListQuery {
 
 struct LogQuery {
   std::string experiment_id;
-  std::string task;            // ROLE:INDEX; empty: the batch script's output
-  std::optional<int> attempt;  // empty: the current attempt
-  std::optional<int> tail;     // only the last N lines
+  std::string task;               // ROLE:INDEX; empty: the batch script's output
+  std::optional<int> attempt;     // empty: the current attempt
+  std::optional<int> tail;        // only the last N lines
   std::optional<int64_t> offset;  // start at this byte (a follower going on)
   bool follow = false;
 };
@@ -63,7 +63,8 @@ class Client {
   // after the last byte received; a follow request ends when the attempt
   // ends or after the service's follow window, and the caller goes on from
   // that offset while the attempt runs.
-  Result<int64_t> ReadLogs(const LogQuery& query, const std::function<void(std::string_view)>& sink);
+  Result<int64_t> ReadLogs(const LogQuery& query,
+                           const std::function<void(std::string_view)>& sink);
 
  private:
   Result<nlohmann::json> Call(const std::string& method, const std::string& path,

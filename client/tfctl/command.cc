@@ -45,8 +45,9 @@ void AddExperimentIdArgument(CLI::App* app, std::string& id) {
 }
 
 void AddOutputOption(CLI::App* app, OutputFormat& format) {
-  static const std::map<std::string, OutputFormat> kFormats = {
-      {"table", OutputFormat::kTable}, {"json", OutputFormat::kJson}, {"yaml", OutputFormat::kYaml}};
+  static const std::map<std::string, OutputFormat> kFormats = {{"table", OutputFormat::kTable},
+                                                               {"json", OutputFormat::kJson},
+                                                               {"yaml", OutputFormat::kYaml}};
   app->add_option("-o,--output", format, "output format: table (default), json or yaml")
       ->transform(CLI::CheckedTransformer(kFormats))
       ->option_text("table|json|yaml");

@@ -92,8 +92,8 @@ std::string FormatTaskTable(const std::vector<client::Task>& tasks) {
 }
 
 std::string FormatAttemptTable(const std::vector<client::Attempt>& attempts) {
-  Table table({"ATTEMPT", "JOB", "STATE", "SLURM", "NODES", "FROM STEP", "SUBMITTED", "ENDED",
-               "END"});
+  Table table(
+      {"ATTEMPT", "JOB", "STATE", "SLURM", "NODES", "FROM STEP", "SUBMITTED", "ENDED", "END"});
   for (const client::Attempt& a : attempts) {
     std::string end = a.end_reason;
     if (!a.reason.empty()) end += (end.empty() ? "" : ": ") + a.reason;
@@ -116,10 +116,12 @@ std::string FormatStatus(const client::Experiment& e) {
           std::to_string(*e.slurm_job_id) + " " + OrDash(e.slurm_state) +
               (e.nodes.empty() ? "" : " on " + e.nodes));
   Field(out, "checkpoint",
-        e.checkpoint_step ? "step " + std::to_string(*e.checkpoint_step) + " (" + e.checkpoint_path + ")"
-                          : "none yet");
+        e.checkpoint_step
+            ? "step " + std::to_string(*e.checkpoint_step) + " (" + e.checkpoint_path + ")"
+            : "none yet");
   Field(out, "model dir", e.model_dir);
-  Field(out, "memory", std::to_string(e.mem_per_task_mb) + " MB per task (" + e.mem_explanation + ")");
+  Field(out, "memory",
+        std::to_string(e.mem_per_task_mb) + " MB per task (" + e.mem_explanation + ")");
   Field(out, "created", ShortTime(e.created_at));
   if (!e.attempts.empty()) out += "\n" + FormatAttemptTable(e.attempts);
   if (!e.tasks.empty()) out += "\n" + FormatTaskTable(e.tasks);

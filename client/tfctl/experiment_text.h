@@ -26,8 +26,7 @@ std::string FormatStatus(const client::Experiment& experiment);
 // Open experiments (running, starting, restarting, queued) first, then
 // finished ones; the service's order (newest first) within each group.
 std::vector<client::Experiment> RunningFirst(std::vector<client::Experiment> experiments);
-std::string FormatExperimentList(const std::vector<client::Experiment>& experiments,
-                                 int64_t now_s);
+std::string FormatExperimentList(const std::vector<client::Experiment>& experiments, int64_t now_s);
 
 std::string FormatEventTable(const std::vector<client::Event>& events);
 // One event on one line, as `submit --wait` prints them while following.

@@ -27,8 +27,8 @@ bool AttemptEnded(const client::Experiment& e, int attempt) {
 int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
   auto client = Connect(global);
   if (!client) return kExitError;
-  client::LogQuery query{options.id, options.task, options.attempt, options.tail, std::nullopt,
-                         options.follow};
+  client::LogQuery query{options.id,   options.task, options.attempt,
+                         options.tail, std::nullopt, options.follow};
   auto print = [](std::string_view data) {
     std::fwrite(data.data(), 1, data.size(), stdout);
     std::fflush(stdout);

@@ -13,8 +13,7 @@ using nlohmann::json;
 // time or syntax; otherwise double-quoted.
 bool CanBePlain(const std::string& s) {
   static const std::regex kPlain(R"([A-Za-z_/][A-Za-z0-9_./ -]*[A-Za-z0-9_./-]|[A-Za-z_/])");
-  static const std::regex kReserved(
-      "(y|n|yes|no|on|off|true|false|null)", std::regex::icase);
+  static const std::regex kReserved("(y|n|yes|no|on|off|true|false|null)", std::regex::icase);
   return std::regex_match(s, kPlain) && !std::regex_match(s, kReserved);
 }
 

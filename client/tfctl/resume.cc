@@ -60,7 +60,8 @@ int RunResume(const GlobalOptions& global, const ResumeOptions& options) {
 Command AddResumeCommand(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<ResumeOptions>();
   CLI::App* sub = app.add_subcommand(
-      "resume", "run an experiment again from its latest checkpoint (a new attempt, same MODEL_DIR)");
+      "resume",
+      "run an experiment again from its latest checkpoint (a new attempt, same MODEL_DIR)");
   AddExperimentIdArgument(sub, options->id);
   sub->add_flag("--wait", options->wait,
                 "follow the new attempt to the experiment's end; exit 0 if it succeeded");

@@ -84,7 +84,8 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
 Command AddSubmitCommand(CLI::App& app, const GlobalOptions& global,
                          const std::vector<std::string>& command_after_dashes) {
   auto options = std::make_shared<SubmitOptions>();
-  CLI::App* sub = app.add_subcommand("submit", "submit an experiment from a spec file and/or flags");
+  CLI::App* sub =
+      app.add_subcommand("submit", "submit an experiment from a spec file and/or flags");
   sub->add_option("spec", options->spec_file, "experiment spec, YAML or JSON (.json)")
       ->check(CLI::ExistingFile);
   auto& f = options->flags;
@@ -92,7 +93,8 @@ Command AddSubmitCommand(CLI::App& app, const GlobalOptions& global,
   sub->add_option("--ps", f.ps, "number of parameter servers (cluster.ps)");
   sub->add_option("--workers", f.workers, "number of workers (cluster.worker)");
   sub->add_option("--nodes", f.nodes, "number of nodes (resources.nodes)");
-  sub->add_option("--tasks-per-node", f.tasks_per_node, "tasks per node (resources.tasks_per_node)");
+  sub->add_option("--tasks-per-node", f.tasks_per_node,
+                  "tasks per node (resources.tasks_per_node)");
   sub->add_option("--partition", f.partition, "Slurm partition (resources.partition)");
   sub->add_option("--time", f.time_limit, "time limit, e.g. 02:00:00 (resources.time_limit)");
   sub->add_flag("--dry-run", options->dry_run,

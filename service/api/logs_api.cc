@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -37,9 +39,11 @@ StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_
     int64_t n = std::stoll(v);
     if (n >= min && n <= max) return n;
   }
-  std::string allowed = "must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
-  return InvalidArgument(std::string("query parameter ") + name + " " + allowed + ", got '" + Shown(v) + "'",
-                         {{name, allowed + ", got '" + Shown(v) + "'"}});
+  std::string allowed =
+      "must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  return InvalidArgument(
+      std::string("query parameter ") + name + " " + allowed + ", got '" + Shown(v) + "'",
+      {{name, allowed + ", got '" + Shown(v) + "'"}});
 }
 
 struct TaskName {
@@ -103,13 +107,15 @@ StatusOr<int> OpenInside(const std::string& allowed_dir, const std::string& path
     return Unavailable(std::string("cannot open the log file: ") + strerror(errno));
   }
   std::error_code ec;
-  std::string real = std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec).string();
+  std::string real =
+      std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec).string();
   struct stat st {};
   bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   if (ec || !regular || real.compare(0, allowed_dir.size() + 1, allowed_dir + "/") != 0) {
     close(fd);
-    return Status(StatusCode::kPermissionDenied,
-                  "refused: the log file is not a regular file inside the experiment's log directory");
+    return Status(
+        StatusCode::kPermissionDenied,
+        "refused: the log file is not a regular file inside the experiment's log directory");
   }
   return fd;
 }
@@ -222,77 +228,78 @@ void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, Authen
   if (ec) root = options.output_root;
   auto followers = std::make_shared<std::atomic<int>>(0);
 
-  server.Get(std::string("/experiments/") + kIdPattern + "/logs",
-             Guard(auth, [&experiments, options, root, followers](const httplib::Request& req,
-                                                                  httplib::Response& res, const Principal& who) {
-               const std::string id = req.matches[1];
-               auto experiment = experiments.store().GetExperiment(id);
-               if (!experiment.ok()) return ReplyError(res, experiment.status());
-               if (Status s = CheckAccess(who, *experiment); !s.ok()) return ReplyError(res, s);
-               auto attempt = IntParam(req, "attempt", experiment->current_attempt, 1,
-                                       std::max(experiment->current_attempt, 1));
-               if (!attempt.ok()) return ReplyError(res, attempt.status());
-               auto tail = IntParam(req, "tail", 0, 1, kMaxTailLines);
-               if (!tail.ok()) return ReplyError(res, tail.status());
-               auto offset = IntParam(req, "offset", 0, 0, INT64_MAX / 2);
-               if (!offset.ok()) return ReplyError(res, offset.status());
-               if (req.has_param("tail") && req.has_param("offset"))
-                 return ReplyError(res, InvalidArgument("give tail or offset, not both",
-                                                        {{"offset", "cannot be combined with tail"}}));
+  server.Get(
+      std::string("/experiments/") + kIdPattern + "/logs",
+      Guard(auth, [&experiments, options, root, followers](
+                      const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        const std::string id = req.matches[1];
+        auto experiment = experiments.store().GetExperiment(id);
+        if (!experiment.ok()) return ReplyError(res, experiment.status());
+        if (Status s = CheckAccess(who, *experiment); !s.ok()) return ReplyError(res, s);
+        auto attempt = IntParam(req, "attempt", experiment->current_attempt, 1,
+                                std::max(experiment->current_attempt, 1));
+        if (!attempt.ok()) return ReplyError(res, attempt.status());
+        auto tail = IntParam(req, "tail", 0, 1, kMaxTailLines);
+        if (!tail.ok()) return ReplyError(res, tail.status());
+        auto offset = IntParam(req, "offset", 0, 0, INT64_MAX / 2);
+        if (!offset.ok()) return ReplyError(res, offset.status());
+        if (req.has_param("tail") && req.has_param("offset"))
+          return ReplyError(res, InvalidArgument("give tail or offset, not both",
+                                                 {{"offset", "cannot be combined with tail"}}));
 
-               std::string file = "batch.out";
-               std::string what = "the batch script";
-               if (req.has_param("task")) {
-                 auto task = ParseTask(req.get_param_value("task"));
-                 if (!task.ok()) return ReplyError(res, task.status());
-                 auto proc_id = ProcIdOf(experiments, id, static_cast<int>(*attempt), *task);
-                 if (!proc_id.ok()) return ReplyError(res, proc_id.status());
-                 file = "task-" + std::to_string(*proc_id) + ".out";
-                 what = task->role + ":" + std::to_string(task->index);
-               }
+        std::string file = "batch.out";
+        std::string what = "the batch script";
+        if (req.has_param("task")) {
+          auto task = ParseTask(req.get_param_value("task"));
+          if (!task.ok()) return ReplyError(res, task.status());
+          auto proc_id = ProcIdOf(experiments, id, static_cast<int>(*attempt), *task);
+          if (!proc_id.ok()) return ReplyError(res, proc_id.status());
+          file = "task-" + std::to_string(*proc_id) + ".out";
+          what = task->role + ":" + std::to_string(task->index);
+        }
 
-               auto stream = std::make_shared<LogStream>();
-               stream->experiments = &experiments;
-               stream->id = id;
-               stream->attempt = static_cast<int>(*attempt);
-               stream->allowed_dir = root + "/" + id + "/logs";
-               stream->path = stream->allowed_dir + "/attempt-" + std::to_string(*attempt) + "/" + file;
-               stream->follow = IsTrue(req, "follow");
-               stream->deadline = std::chrono::steady_clock::now() + options.follow_window;
+        auto stream = std::make_shared<LogStream>();
+        stream->experiments = &experiments;
+        stream->id = id;
+        stream->attempt = static_cast<int>(*attempt);
+        stream->allowed_dir = root + "/" + id + "/logs";
+        stream->path = stream->allowed_dir + "/attempt-" + std::to_string(*attempt) + "/" + file;
+        stream->follow = IsTrue(req, "follow");
+        stream->deadline = std::chrono::steady_clock::now() + options.follow_window;
 
-               auto opened = OpenInside(stream->allowed_dir, stream->path);
-               if (opened.ok()) {
-                 stream->fd = *opened;
-               } else if (opened.status().code() != StatusCode::kNotFound) {
-                 return ReplyError(res, opened.status());
-               } else if (!stream->follow) {
-                 // A follower waits for the file; a plain read has nothing to show.
-                 return ReplyError(res, NotFound("attempt " + std::to_string(*attempt) + " of '" + id +
-                                                 "' has no output from " + what +
-                                                 " yet: it has not started, or wrote nothing"));
-               }
-               if (stream->fd >= 0) {
-                 struct stat st {};
-                 fstat(stream->fd, &st);
-                 stream->offset = req.has_param("tail") ? TailOffset(stream->fd, st.st_size, *tail)
-                                                        : std::min<int64_t>(*offset, st.st_size);
-               }
+        auto opened = OpenInside(stream->allowed_dir, stream->path);
+        if (opened.ok()) {
+          stream->fd = *opened;
+        } else if (opened.status().code() != StatusCode::kNotFound) {
+          return ReplyError(res, opened.status());
+        } else if (!stream->follow) {
+          // A follower waits for the file; a plain read has nothing to show.
+          return ReplyError(res, NotFound("attempt " + std::to_string(*attempt) + " of '" + id +
+                                          "' has no output from " + what +
+                                          " yet: it has not started, or wrote nothing"));
+        }
+        if (stream->fd >= 0) {
+          struct stat st {};
+          fstat(stream->fd, &st);
+          stream->offset = req.has_param("tail") ? TailOffset(stream->fd, st.st_size, *tail)
+                                                 : std::min<int64_t>(*offset, st.st_size);
+        }
 
-               if (stream->follow) {
-                 if (followers->fetch_add(1) >= options.max_followers) {
-                   --*followers;
-                   return ReplyError(res, Status(StatusCode::kResourceExhausted,
-                                                 "too many logs are being followed at once (" +
-                                                     std::to_string(options.max_followers) +
-                                                     "); try again later, or read without follow"));
-                 }
-                 stream->slot = std::make_unique<FollowerSlot>(followers);
-               }
-               res.set_header(kOffsetHeader, std::to_string(stream->offset));
-               res.set_chunked_content_provider(
-                   "text/plain; charset=utf-8",
-                   [stream](size_t, httplib::DataSink& sink) { return stream->Provide(sink); });
-             }));
+        if (stream->follow) {
+          if (followers->fetch_add(1) >= options.max_followers) {
+            --*followers;
+            return ReplyError(res, Status(StatusCode::kResourceExhausted,
+                                          "too many logs are being followed at once (" +
+                                              std::to_string(options.max_followers) +
+                                              "); try again later, or read without follow"));
+          }
+          stream->slot = std::make_unique<FollowerSlot>(followers);
+        }
+        res.set_header(kOffsetHeader, std::to_string(stream->offset));
+        res.set_chunked_content_provider(
+            "text/plain; charset=utf-8",
+            [stream](size_t, httplib::DataSink& sink) { return stream->Provide(sink); });
+      }));
 }
 
 }  // namespace tfslurm::api

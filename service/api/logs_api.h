@@ -9,10 +9,10 @@
 // The X-Tfslurm-Log-Offset response header says at which byte the body starts.
 //
 // The caller must own the experiment or be an admin (auth.h), as for
-// GET /experiments/{id}. Logs are served only from <output_root>/<id>/logs: the file's path is built
-// from the validated id and integers (the attempt, and the proc id the task
-// records give for ROLE:INDEX), never from request text, and the file actually
-// opened must lie inside that directory once symlinks are resolved.
+// GET /experiments/{id}. Logs are served only from <output_root>/<id>/logs: the file's path is
+// built from the validated id and integers (the attempt, and the proc id the task records give for
+// ROLE:INDEX), never from request text, and the file actually opened must lie inside that directory
+// once symlinks are resolved.
 #pragma once
 
 #include <httplib.h>

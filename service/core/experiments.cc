@@ -524,6 +524,9 @@ Status Experiments::OnExited(const TaskRef& ref, std::optional<int> exit_code, s
   const int proc = ref.proc_id;
   if (a.run->task(proc).exited) return Status::Ok();  // a re-sent report
   bool decided_before = a.run->outcome().kind != Outcome::kUndecided;
+  // A task that ends after the user cancelled, or after it was told to shut
+  // down, was ended by us: reaped, not failed, whatever its exit code.
+  reaped = reaped || a.user_cancelled || a.run->task(proc).shutdown_sent;
   a.run->OnExit(proc, exit_code, signal, reaped);
   const TaskSlot& slot = a.run->task(proc);
   store::Changes c;

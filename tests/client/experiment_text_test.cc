@@ -109,7 +109,8 @@ TEST(FormatEventsTest, TableAndSingleLine) {
   EXPECT_EQ(FormatEventTable({e}),
             "TIME                  ATTEMPT  WHAT       WHY\n"
             "1970-01-01T00:00:05Z  2        submitted  Slurm job 9 (tfx-x-a2)\n");
-  EXPECT_EQ(FormatEventLine(e), "1970-01-01T00:00:05Z  attempt 2  submitted: Slurm job 9 (tfx-x-a2)");
+  EXPECT_EQ(FormatEventLine(e),
+            "1970-01-01T00:00:05Z  attempt 2  submitted: Slurm job 9 (tfx-x-a2)");
 }
 
 }  // namespace

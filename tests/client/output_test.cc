@@ -12,8 +12,8 @@ namespace {
 using nlohmann::json;
 
 TEST(ToYamlTest, QuotesStringsAYamlReaderWouldTakeForOtherTypes) {
-  json value = {{"state", "running"},  {"on", "on"},   {"yes", "yes"},  {"number", "12"},
-                {"time", "02:00:00"},  {"empty", ""},  {"null", "null"}, {"path", "/m/model.ckpt-1"},
+  json value = {{"state", "running"}, {"on", "on"},   {"yes", "yes"},   {"number", "12"},
+                {"time", "02:00:00"}, {"empty", ""},  {"null", "null"}, {"path", "/m/model.ckpt-1"},
                 {"sentence", "a: b"}, {"step", 1200}, {"age", 0.8},     {"done", true},
                 {"nothing", nullptr}};
   std::string yaml = ToYaml(value);

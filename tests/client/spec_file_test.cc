@@ -86,7 +86,8 @@ TEST(YamlToJsonTest, RefusesEmptyAndMultiDocumentFiles) {
 }
 
 TEST(LoadSpecFileTest, ReadsJsonByExtensionAndYamlOtherwise) {
-  auto dir = std::filesystem::temp_directory_path() / ("spec_file_test_" + std::to_string(getpid()));
+  auto dir =
+      std::filesystem::temp_directory_path() / ("spec_file_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "s.json") << R"({"cluster": {"worker": 2}})";
   std::ofstream(dir / "s.yml") << "cluster: {worker: 2}\n";

@@ -55,17 +55,20 @@ TEST(ComposeSpecTest, CommandAfterDashesReplacesTheFilesCommand) {
 }
 
 TEST(ComposeSpecTest, DerivesTheMissingHalfOfTheLayoutWhenTasksDivideEvenly) {
-  auto per_node = ComposeSpec(json::parse(R"({"cluster": {"ps": 2, "worker": 4}, "resources": {"nodes": 3}})"), {});
+  auto per_node = ComposeSpec(
+      json::parse(R"({"cluster": {"ps": 2, "worker": 4}, "resources": {"nodes": 3}})"), {});
   ASSERT_TRUE(per_node.ok());
   EXPECT_EQ((*per_node)["resources"]["tasks_per_node"], 2);
 
-  auto nodes = ComposeSpec(json::parse(R"({"cluster": {"worker": 4}, "resources": {"tasks_per_node": 2}})"), {});
+  auto nodes = ComposeSpec(
+      json::parse(R"({"cluster": {"worker": 4}, "resources": {"tasks_per_node": 2}})"), {});
   ASSERT_TRUE(nodes.ok());
   EXPECT_EQ((*nodes)["resources"]["nodes"], 2);
 }
 
 TEST(ComposeSpecTest, LeavesAnUnevenOrInvalidLayoutForTheServiceToReport) {
-  auto uneven = ComposeSpec(json::parse(R"({"cluster": {"worker": 5}, "resources": {"nodes": 2}})"), {});
+  auto uneven =
+      ComposeSpec(json::parse(R"({"cluster": {"worker": 5}, "resources": {"nodes": 2}})"), {});
   ASSERT_TRUE(uneven.ok());
   EXPECT_FALSE((*uneven)["resources"].contains("tasks_per_node"));
 

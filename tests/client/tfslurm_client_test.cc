@@ -1,7 +1,7 @@
 #include "client/tfslurm_client.h"
 
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -136,15 +136,18 @@ TEST(ClientTest, ListSendsStatesAndLimit) {
 TEST(ClientTest, PathAndQueryValuesAreEncoded) {
   FakeService fake;
   std::string task;
-  fake.server().Get("/experiments/a/logs", [&](const httplib::Request& req, httplib::Response& res) {
-    task = req.get_param_value("task");
-    res.set_content("", "text/plain");
-  });
-  fake.server().Get(R"(/experiments/(.*))", [&](const httplib::Request& req, httplib::Response& res) {
-    res.status = 404;
-    res.set_content(R"({"error": {"code": "not_found", "message": "raw path )" + req.target + R"("}})",
-                    "application/json");
-  });
+  fake.server().Get("/experiments/a/logs",
+                    [&](const httplib::Request& req, httplib::Response& res) {
+                      task = req.get_param_value("task");
+                      res.set_content("", "text/plain");
+                    });
+  fake.server().Get(
+      R"(/experiments/(.*))", [&](const httplib::Request& req, httplib::Response& res) {
+        res.status = 404;
+        res.set_content(
+            R"({"error": {"code": "not_found", "message": "raw path )" + req.target + R"("}})",
+            "application/json");
+      });
   Client client(fake.connection());
   auto get = client.GetExperiment("../x?y");
   ASSERT_FALSE(get.ok());

@@ -310,6 +310,18 @@ TEST_F(ExperimentsTest, CancelKillsTheJob) {
   EXPECT_EQ(experiments_->Cancel("nope", "x").code(), StatusCode::kNotFound);
 }
 
+TEST_F(ExperimentsTest, TasksEndingAfterACancelAreReapedNotFailed) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 1), 143, std::nullopt, false).ok());
+  auto v = View("a");
+  EXPECT_EQ(v.tasks[1].state, "reaped");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled);
+}
+
 TEST_F(ExperimentsTest, RecoverAdoptsAnInterruptedSubmissionWithoutResubmitting) {
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
   // Simulate a crash between Slurm's answer and recording it.

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Submissions side by side (issue 8), one run, one cluster, one script:
+#   - a loop of `sbatch SCRIPT` (what users do without tfslurm);
+#   - bench_submit_libslurm: a bare slurm_submit_batch_job() loop, the job
+#     description filled as tfslurmd fills it;
+#   - POST /experiments to tfslurmd, one connection, each POST sent when the
+#     last was answered; tfslurmd as built, and tfslurmd with TCP_NODELAY on
+#     its REST connections (bench_tcp_nodelay preloaded; see README.md).
+# The script is the one tfslurmd renders for the spec (POST ?dry_run=true).
+# The partition is DOWN, so jobs stay pending. Methods take turns, ROUNDS
+# rounds of COUNT jobs each, so the growing job count affects all alike.
+# tfslurmd's own time per submission: POST latency minus the time spent
+# inside libslurm for it (bench_slurm_timing preloaded; submit_analyze.py).
+#
+#   bench/submit.sh [--count 200] [--rounds 3]
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+count=200 rounds=3
+while (($#)); do
+  case "$1" in
+    --count) count="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    *) die "unknown argument $1" ;;
+  esac
+done
+command_line="bench/submit.sh --count $count --rounds $rounds"
+
+build_all
+work="$(mktemp -d /tmp/bench-sub-XXXX)"
+chmod 755 "$work"
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  cancel_all_jobs
+  stop_cluster
+  rm -rf "$work"
+}
+trap cleanup EXIT
+start_cluster
+scontrol update PartitionName=debug State=DOWN
+
+# Two tfslurmd, both with the RPC timing shim; B also with TCP_NODELAY.
+declare -A port
+for variant in asbuilt nodelay; do
+  preload="$BENCH_LIB/libbench_slurm_timing.so"
+  [[ $variant == nodelay ]] && preload="$preload $BENCH_LIB/libbench_tcp_nodelay.so"
+  BENCH_SLURM_TIMING_LOG="$work/rpc-$variant.log" TFSLURMD_PRELOAD="$preload" TFSLURMD_AUTH=token \
+    start_tfslurmd "$work/svc-$variant"
+  export BENCH_SLURM_TIMING_LOG=""
+  pids+=("$TFSLURMD_PID")
+  port[$variant]=$HTTP_PORT
+  declare "header_$variant=$AUTH_HEADER"
+done
+
+# The spec and the script tfslurmd renders for it.
+sed 's/"id": *"hello"/"id": "@ID@"/' "$REPO/examples/hello.json" >"$work/spec.json"
+sed 's/@ID@/render/' "$work/spec.json" |
+  curl -sf -H "$header_asbuilt" -H 'Content-Type: application/json' --data-binary @- \
+    "http://127.0.0.1:${port[asbuilt]}/experiments?dry_run=true" >"$work/dry.json" || die "dry run failed"
+python3 - "$work" <<'EOF'
+import json, sys
+w = sys.argv[1]
+d = json.load(open(f"{w}/dry.json"))
+open(f"{w}/job.sh", "w").write(d["sbatch"])
+r = d["spec"]["resources"]
+h, m, s = r["time_limit"].split(":")  # HH:MM:SS, as the spec's canonical form has it
+minutes = int(h) * 60 + int(m) + (1 if int(s) else 0)
+out = next((l.split("=", 1)[1] for l in d["sbatch"].splitlines() if l.startswith("#SBATCH --output=")), "/dev/null")
+args = ["--name", d["job_name"], "--partition", r["partition"], "--nodes", str(r["nodes"]),
+        "--ntasks-per-node", str(r["tasks_per_node"]), "--cpus-per-task", str(r["cpus_per_task"]),
+        "--mem-per-cpu", str(d["mem_per_cpu_mb"]), "--time", str(minutes), "--workdir", w, "--output", out]
+open(f"{w}/libslurm.args", "w").write("\n".join(args) + "\n")
+EOF
+mapfile -t lib_args <"$work/libslurm.args"
+secret="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+for v in PATH HOME LANG USER SLURM_CONF; do [[ -n "${!v:-}" ]] && lib_args+=(--env "$v=${!v}"); done
+lib_args+=(--env "TFSLURM_SECRET=$secret")
+
+kv() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+wait_quiet 600
+declare -A secs jobs
+for m in sbatch libslurm post_asbuilt post_nodelay; do secs[$m]=0; jobs[$m]=0; done
+: >"$work/lib-lat.txt"
+for ((r = 0; r < rounds; r++)); do
+  log "round $((r + 1))/$rounds: $count jobs per method ($(squeue -h | wc -l) jobs in Slurm)"
+  # sbatch loop
+  t0=$(date +%s%N)
+  for ((i = 0; i < count; i++)); do sbatch --parsable "$work/job.sh" >/dev/null; done
+  t1=$(date +%s%N)
+  secs[sbatch]=$(awk -v a="${secs[sbatch]}" -v d=$((t1 - t0)) 'BEGIN{print a + d/1e9}')
+  jobs[sbatch]=$((jobs[sbatch] + count))
+  # bare libslurm loop
+  line="$("$BENCH_BIN/bench_submit_libslurm" --count "$count" --script "$work/job.sh" "${lib_args[@]}" \
+    --latencies "$work/lib-lat-$r.txt")"
+  cat "$work/lib-lat-$r.txt" >>"$work/lib-lat.txt"
+  secs[libslurm]=$(awk -v a="${secs[libslurm]}" -v d="$(kv seconds "$line")" 'BEGIN{print a + d}')
+  jobs[libslurm]=$((jobs[libslurm] + count))
+  # tfslurmd POST loops
+  for variant in asbuilt nodelay; do
+    h="header_$variant"
+    line="$("$BENCH_BIN/bench_http_rate" --port "${port[$variant]}" --path /experiments --method POST \
+      --body-file "$work/spec.json" --id-prefix "sub-$variant-r$r" --count "$count" --connections 1 --rate 0 \
+      --header "${!h}" --log "$work/posts-$variant-$r.log" || true)"
+    grep -q ' errors=0 ' <<<"$line" || log "warning: POST errors: $line"
+    cat "$work/posts-$variant-$r.log" >>"$work/posts-$variant.log"
+    s="$(kv seconds "$line")"
+    secs[post_$variant]=$(awk -v a="${secs[post_$variant]}" -v d="$s" 'BEGIN{print a + d}')
+    jobs[post_$variant]=$((jobs[post_$variant] + $(kv requests "$line")))
+  done
+done
+in_slurm="$(squeue -h | wc -l)"
+
+rate() { awk -v n="${jobs[$1]}" -v s="${secs[$1]}" 'BEGIN{printf "%.1f", n/s}'; }
+ratio() { awk -v a="$(rate "$1")" -v b="$(rate "$2")" 'BEGIN{printf "%.2f", a/b}'; }
+lat() { sort -n "$1" | awk -v p="$2" '{v[NR]=$1} END{r=int((p*NR+99)/100); if(r<1)r=1; printf "%.2f", v[r]}'; }
+post_lat() { awk '{print ($2-$1)/1e6}' "$work/posts-$1.log" >"$work/post-lat-$1.txt"; lat "$work/post-lat-$1.txt" "$2"; }
+own_asbuilt="$(python3 "$BENCH_DIR/submit_analyze.py" --requests "$work/posts-asbuilt.log" --rpcs "$work/rpc-asbuilt.log")"
+own_nodelay="$(python3 "$BENCH_DIR/submit_analyze.py" --requests "$work/posts-nodelay.log" --rpcs "$work/rpc-nodelay.log")"
+{
+  echo "$rounds rounds x $count jobs per method, taking turns; $in_slurm jobs pending in Slurm at the end."
+  echo
+  echo "| method | jobs | seconds | jobs/s | per job p50 ms | per job p99 ms | vs sbatch loop | vs bare libslurm |"
+  echo "|---|---|---|---|---|---|---|---|"
+  printf '| `sbatch` loop | %s | %.2f | %s | %s | - | 1.00 | %s |\n' "${jobs[sbatch]}" "${secs[sbatch]}" "$(rate sbatch)" \
+    "$(awk -v n="${jobs[sbatch]}" -v s="${secs[sbatch]}" 'BEGIN{printf "%.2f (mean)", 1000*s/n}')" "$(ratio sbatch libslurm)"
+  printf '| bare libslurm loop | %s | %.2f | %s | %s | %s | %s | 1.00 |\n' "${jobs[libslurm]}" "${secs[libslurm]}" \
+    "$(rate libslurm)" "$(lat "$work/lib-lat.txt" 50)" "$(lat "$work/lib-lat.txt" 99)" "$(ratio libslurm sbatch)"
+  for variant in asbuilt nodelay; do
+    label="tfslurmd POST (as built)"
+    [[ $variant == nodelay ]] && label="tfslurmd POST (+TCP_NODELAY)"
+    printf '| %s | %s | %.2f | %s | %s | %s | %s | %s |\n' "$label" "${jobs[post_$variant]}" "${secs[post_$variant]}" \
+      "$(rate "post_$variant")" "$(post_lat "$variant" 50)" "$(post_lat "$variant" 99)" "$(ratio "post_$variant" sbatch)" \
+      "$(ratio "post_$variant" libslurm)"
+  done
+  echo
+  echo "tfslurmd's own time per submission (POST latency minus its time inside libslurm for that POST):"
+  echo
+  echo "| tfslurmd | POSTs | POST p50 / p99 ms | inside libslurm p50 / p99 ms | own time p50 / p99 / max ms |"
+  echo "|---|---|---|---|---|"
+  for variant in asbuilt nodelay; do
+    o="own_$variant"
+    printf '| %s | %s | %s / %s | %s / %s | %s / %s / %s |\n' "$variant" "$(kv posts "${!o}")" \
+      "$(kv total_p50_ms "${!o}")" "$(kv total_p99_ms "${!o}")" "$(kv libslurm_p50_ms "${!o}")" \
+      "$(kv libslurm_p99_ms "${!o}")" "$(kv own_p50_ms "${!o}")" "$(kv own_p99_ms "${!o}")" "$(kv own_max_ms "${!o}")"
+  done
+  cat <<'EOF'
+
+sbatch: `sbatch --parsable SCRIPT` per job, from a bash loop (per job = loop
+time / jobs). Bare libslurm: bench_submit_libslurm, one process per round,
+slurm_submit_batch_job() per job. tfslurmd: bench_http_rate --rate 0
+--connections 1, every POST a new experiment (validation, intent in SQLite,
+submission, answer with the experiment's view), with an API token. Own time
+includes the loopback HTTP round trip and any wait for tfslurmd's libslurm
+lock (held by its 2 s poll). Targets (issue 8): own time <= 2 ms p99;
+jobs/s >= 2x the sbatch loop and >= 0.5x the bare libslurm loop.
+EOF
+} >"$work/section.md"
+results_append "Submissions side by side (issue 8)" "$command_line" "$work/section.md"
+cat "$work/section.md"

@@ -1,0 +1,439 @@
+// The REST API (httplib, with tfslurmd's connection threads and token auth)
+// and both agent transports (gRPC streams and JSON over HTTP) serving many
+// clients at once, over one Experiments: users submit, list, read, cancel
+// and poke at each other's experiments while agents rendezvous, heartbeat
+// and exit. Every answer is checked, then the end state. tests/run.sh also
+// runs this under TSan.
+#include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "agent.grpc.pb.h"
+#include "service/agentrpc/agent_endpoint.h"
+#include "service/api/auth.h"
+#include "service/api/connection_threads.h"
+#include "service/api/http_api.h"
+#include "tests/concurrency/harness.h"
+
+namespace tfslurm::concurrency {
+namespace {
+
+using nlohmann::json;
+namespace pb = agent::v1;
+
+constexpr int kTasks = 8;  // chief, ps, 6 workers on 2 nodes x 4
+
+json SmallSpec(const std::string& id) {
+  return {{"id", id},
+          {"command", {"python3", "train.py", "it's $(not) run"}},
+          {"cluster", {{"chief", 1}, {"ps", 1}, {"worker", 6}}},
+          {"resources", {{"nodes", 2}, {"tasks_per_node", 4}}},
+          {"success", "all_workers"}};
+}
+
+// What an agent learned, for the end-state checks.
+struct AgentLog {
+  std::vector<pb::Assignment> assignments;
+  bool shutdown = false;
+  bool refused = false;
+};
+
+class ApiConcurrencyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(store::OpenSqliteStore((dir_.path() / "db").string())).value();
+    LifecycleConfig config;
+    config.output_root = (dir_.path() / "out").string();
+    config.poll_interval_ms = 10;
+    config.barrier_timeout_ms = 24 * 3600 * 1000;
+    config.heartbeat_interval_ms = 3600 * 1000;
+    config.shutdown_grace_ms = 3600 * 1000;
+    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, config);
+    auto grpc = agentrpc::StartAgentGrpcServer(*experiments_, "127.0.0.1:0");
+    ASSERT_TRUE(grpc.ok()) << grpc.status().message();
+    grpc_ = std::move(grpc).value();
+    experiments_->SetLaunch({"/opt/tfslurm-agent", "127.0.0.1:" + std::to_string(grpc_->port())});
+
+    for (auto [user, admin] : {std::pair<std::string, bool>{"alice", false}, {"bob", false}, {"root", true}})
+      tokens_[user] = api::CreateToken(*store_, user, admin, clock_.NowMs()).value();
+    auth_ = api::NewTokenAuthenticator(*store_);
+    // As tfslurmd sets up its listener.
+    http_.new_task_queue = [] { return new api::OnDemandThreads(256); };
+    http_.set_read_timeout(10, 0);
+    http_.set_write_timeout(10, 0);
+    api::RegisterExperimentRoutes(http_, *experiments_, clock_, *auth_, {});
+    agentrpc::RegisterAgentHttpRoutes(http_, *experiments_);
+    port_ = http_.bind_to_any_port("127.0.0.1");
+    ASSERT_GT(port_, 0);
+    background_.emplace_back([this] { http_.listen_after_bind(); });
+    background_.emplace_back([this] {
+      while (!stop_) {
+        clock_.Advance(5);
+        experiments_->Tick();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+    ASSERT_TRUE(WaitFor([&] { return http_.is_running(); }));
+  }
+
+  void TearDown() override {
+    stop_ = true;
+    http_.stop();
+    for (auto& t : background_) t.join();
+    if (grpc_) grpc_->Shutdown();
+    grpc_.reset();
+    experiments_.reset();
+  }
+
+  httplib::Client Client(const std::string& user) {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    if (!user.empty()) c.set_bearer_token_auth(tokens_[user].c_str());
+    return c;
+  }
+
+  pb::TaskRef Ref(const std::string& id, int proc) {
+    std::string secret;
+    slurm_.JobOf(slurm::JobName(id, 1), &secret);
+    pb::TaskRef ref;
+    ref.set_experiment_id(id);
+    ref.set_attempt(1);
+    ref.set_secret(secret);
+    ref.set_proc_id(proc);
+    return ref;
+  }
+
+  pb::AgentMessage Register(const std::string& id, int proc) {
+    pb::AgentMessage m;
+    *m.mutable_task() = Ref(id, proc);
+    auto* r = m.mutable_register_();
+    r->set_slurm_job_id(slurm_.JobOf(slurm::JobName(id, 1)));
+    r->set_node_name("node" + std::to_string(proc / 4 + 1));
+    r->set_address("10.0.0." + std::to_string(proc / 4 + 1));
+    r->set_port(30000 + proc);
+    r->set_local_id(proc % 4);
+    return m;
+  }
+
+  // One task over gRPC, as tfslurm-agent does it; violations are reported.
+  void GrpcAgent(const std::string& id, int proc, bool cancelled, AgentLog* log,
+                 std::shared_ptr<grpc::Channel> channel) {
+    auto stub = pb::AgentService::NewStub(channel);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(cancelled ? 10 : 120));
+    auto stream = stub->Connect(&ctx);
+    // A cancelled job's agents die with the job: Slurm kills them.
+    std::atomic<bool> done{false};
+    std::thread killer;
+    if (cancelled) {
+      killer = std::thread([&] {
+        int64_t job = slurm_.JobOf(slurm::JobName(id, 1));
+        WaitFor([&] { return done || slurm_.StateOf(job) == slurm::JobState::kCancelled; });
+        ctx.TryCancel();
+      });
+    }
+    struct Join {
+      std::atomic<bool>& done;
+      std::thread& t;
+      ~Join() {
+        done = true;
+        if (t.joinable()) t.join();
+      }
+    } join{done, killer};
+    ASSERT_TRUE(stream->Write(Register(id, proc)));
+    pb::ServiceMessage in;
+    // Until the assignment: a cancelled experiment's tasks are refused, or
+    // wait until Slurm would kill them (the deadline stands in).
+    while (log->assignments.empty()) {
+      if (!stream->Read(&in)) {
+        EXPECT_TRUE(cancelled) << id << " task " << proc << ": stream ended before the assignment";
+        stream->Finish();
+        return;
+      }
+      if (in.has_refused()) {
+        log->refused = true;
+        EXPECT_TRUE(cancelled) << id << " task " << proc << ": refused: " << in.refused().reason();
+        stream->WritesDone();
+        stream->Finish();
+        return;
+      }
+      if (in.has_assignment()) log->assignments.push_back(in.assignment());
+    }
+    if (cancelled) {
+      ctx.TryCancel();  // killed with the job
+      stream->Finish();
+      return;
+    }
+    pb::AgentMessage m;
+    *m.mutable_task() = Ref(id, proc);
+    m.mutable_heartbeat();
+    EXPECT_TRUE(stream->Write(m));
+    if (log->assignments[0].report_checkpoints()) {
+      m.mutable_progress()->set_checkpoint_step(500);
+      m.mutable_progress()->set_checkpoint_path("/ckpt/500");
+      EXPECT_TRUE(stream->Write(m));
+    }
+    if (log->assignments[0].role() != "worker") {
+      while (stream->Read(&in)) {
+        if (in.has_assignment()) log->assignments.push_back(in.assignment());  // re-sent; ignored
+        if (in.has_shutdown()) {
+          log->shutdown = true;
+          break;
+        }
+        EXPECT_FALSE(in.has_refused()) << in.refused().reason();
+      }
+      EXPECT_TRUE(log->shutdown) << id << " task " << proc << ": no shutdown";
+      m.mutable_exited()->set_signal(SIGTERM);
+      m.mutable_exited()->set_reaped(true);
+    } else {
+      m.mutable_exited()->set_exit_code(0);
+    }
+    EXPECT_TRUE(stream->Write(m));
+    stream->WritesDone();
+    while (stream->Read(&in))
+      if (in.has_assignment()) log->assignments.push_back(in.assignment());
+    grpc::Status s = stream->Finish();
+    EXPECT_TRUE(s.ok()) << id << " task " << proc << ": " << s.error_message();
+  }
+
+  // One task over JSON/HTTP, as a curl client would: registering again on
+  // 202 until the assignment comes.
+  void HttpAgent(const std::string& id, int proc, bool cancelled, AgentLog* log) {
+    httplib::Client c = Client("");
+    auto post = [&](const pb::AgentMessage& m, const char* query, pb::ServiceMessage* reply) -> int {
+      std::string body;
+      EXPECT_TRUE(google::protobuf::util::MessageToJsonString(m, &body).ok());
+      auto res = c.Post(std::string("/agent/v1/message") + query, body, "application/json");
+      if (!res) return -1;
+      reply->Clear();
+      if (res->status == 200 && res->body != "{}")
+        EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(res->body, reply).ok()) << res->body;
+      return res->status;
+    };
+    pb::ServiceMessage reply;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cancelled ? 10 : 120);
+    int64_t job = slurm_.JobOf(slurm::JobName(id, 1));
+    while (log->assignments.empty()) {
+      if (cancelled && slurm_.StateOf(job) == slurm::JobState::kCancelled) return;  // killed with the job
+      int status = post(Register(id, proc), "?wait_s=1", &reply);
+      if (reply.has_refused() || status >= 400) {
+        log->refused = true;
+        EXPECT_TRUE(cancelled) << id << " task " << proc << ": HTTP " << status << " " << reply.refused().reason();
+        return;
+      }
+      if (reply.has_assignment()) log->assignments.push_back(reply.assignment());
+      if (std::chrono::steady_clock::now() > deadline) {
+        EXPECT_TRUE(cancelled) << id << " task " << proc << ": no assignment over HTTP";
+        return;
+      }
+    }
+    if (cancelled) return;
+    pb::AgentMessage m;
+    *m.mutable_task() = Ref(id, proc);
+    bool worker = log->assignments[0].role() == "worker";
+    while (!worker && !log->shutdown) {
+      m.mutable_heartbeat();
+      int status = post(m, "", &reply);
+      EXPECT_EQ(status, 200);
+      if (reply.has_assignment()) log->assignments.push_back(reply.assignment());
+      if (reply.has_shutdown()) log->shutdown = true;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << id << " task " << proc << ": no shutdown over HTTP";
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (worker) {
+      m.mutable_exited()->set_exit_code(0);
+    } else {
+      m.mutable_exited()->set_signal(SIGTERM);
+      m.mutable_exited()->set_reaped(true);
+    }
+    EXPECT_EQ(post(m, "", &reply), 200);
+  }
+
+  TempDir dir_;
+  AtomicClock clock_;
+  LockedRandomness random_;
+  LockedSlurm slurm_{4, 16};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
+  std::map<std::string, std::string> tokens_;
+  std::unique_ptr<api::Authenticator> auth_;
+  httplib::Server http_;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> background_;
+};
+
+TEST_F(ApiConcurrencyTest, UsersAndAgentsOnBothTransportsAtOnce) {
+  // alice-0..2 and bob-0..2 run to success; alice-c is cancelled by alice
+  // while its tasks register.
+  const std::vector<std::string> ids = {"alice-0", "alice-1", "alice-2", "bob-0", "bob-1", "bob-2", "alice-c"};
+  auto owner = [](const std::string& id) { return id.substr(0, id.find('-')); };
+  auto cancelled = [](const std::string& id) { return id == "alice-c"; };
+  std::map<std::string, std::atomic<bool>> created;
+  for (const auto& id : ids) created[id] = false;
+  std::atomic<bool> users_done{false};
+
+  std::vector<std::thread> threads;
+  // Submissions, each from its owner's client, all at once.
+  for (const auto& id : ids) {
+    threads.emplace_back([&, id] {
+      auto c = Client(owner(id));
+      auto res = c.Post("/experiments", SmallSpec(id).dump(), "application/json");
+      ASSERT_TRUE(res);
+      EXPECT_EQ(res->status, 201) << res->body;
+      created[id] = true;
+    });
+  }
+  // Slurm starts each job once submitted.
+  threads.emplace_back([&] {
+    std::set<std::string> running;
+    while (running.size() < ids.size() && !stop_) {
+      for (const auto& id : ids)
+        if (!running.count(id) && created[id])
+          if (int64_t job = slurm_.JobOf(slurm::JobName(id, 1))) {
+            slurm_.SetState(job, slurm::JobState::kRunning);
+            running.insert(id);
+          }
+      std::this_thread::yield();
+    }
+  });
+  // Users reading, listing and trespassing while it all runs.
+  for (const std::string user : {"alice", "bob", "root", ""}) {
+    threads.emplace_back([&, user] {
+      auto c = Client(user);
+      for (int i = 0; !users_done; ++i) {
+        const std::string& id = ids[i % ids.size()];
+        bool mine = user == "root" || user == owner(id);
+        auto res = c.Get("/experiments/" + id);
+        ASSERT_TRUE(res);
+        if (user.empty())
+          EXPECT_EQ(res->status, 401);
+        else if (res->status != 404)  // not created yet
+          EXPECT_EQ(res->status, mine ? 200 : 403) << user << " GET " << id << ": " << res->body;
+        res = c.Get("/experiments/" + id + "/sbatch");
+        ASSERT_TRUE(res);
+        if (res->status == 200) {
+          EXPECT_TRUE(mine) << user << " read the script of " << id;
+          // The user's command is in a comment only.
+          std::istringstream lines(res->body);
+          for (std::string line; std::getline(lines, line);)
+            if (line.find("$(not)") != std::string::npos) EXPECT_EQ(line.rfind("#   command: ", 0), 0u) << line;
+        }
+        if (!mine && !user.empty()) {
+          res = c.Delete("/experiments/" + id);
+          ASSERT_TRUE(res);
+          EXPECT_TRUE(res->status == 403 || res->status == 404) << user << " DELETE " << id << ": " << res->status;
+          res = c.Post("/experiments/" + id + "/resume", "", "application/json");
+          ASSERT_TRUE(res);
+          EXPECT_TRUE(res->status == 403 || res->status == 404) << user << " resume " << id << ": " << res->status;
+        }
+        res = c.Get("/experiments?limit=100");
+        ASSERT_TRUE(res);
+        if (user.empty()) {
+          EXPECT_EQ(res->status, 401);
+        } else {
+          EXPECT_EQ(res->status, 200);
+          for (const auto& e : json::parse(res->body)["experiments"])
+            EXPECT_TRUE(user == "root" || e["owner"] == user) << user << " sees " << e["id"];
+        }
+        res = c.Post("/experiments?dry_run=true", SmallSpec("dry-" + user).dump(), "application/json");
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, user.empty() ? 401 : 200) << res->body;
+        res = c.Post("/experiments", "{\"command\": [", "application/json");
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, user.empty() ? 401 : 400);
+        res = c.Get("/healthz");
+        ASSERT_TRUE(res);
+        EXPECT_EQ(res->status, 200);
+      }
+    });
+  }
+  // alice cancels alice-c once some of its tasks have registered.
+  threads.emplace_back([&] {
+    ASSERT_TRUE(WaitFor([&] {
+      auto tasks = store_->ListTasks("alice-c", 1);
+      return tasks.ok() && std::any_of(tasks->begin(), tasks->end(),
+                                       [](const TaskRecord& t) { return t.state != "pending"; });
+    }));
+    auto res = Client("alice").Delete("/experiments/alice-c");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+  });
+
+  // The agents: tasks 0-3 of each job over gRPC, 4-7 over HTTP.
+  auto grpc_channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_->port()),
+                                          grpc::InsecureChannelCredentials());
+  std::map<std::pair<std::string, int>, AgentLog> logs;
+  for (const auto& id : ids)
+    for (int p = 0; p < kTasks; ++p) logs[{id, p}];
+  std::vector<std::thread> agents;
+  for (const auto& id : ids) {
+    for (int p = 0; p < kTasks; ++p) {
+      agents.emplace_back([&, id, p] {
+        // An agent starts when its job runs.
+        ASSERT_TRUE(WaitFor([&] {
+          int64_t job = slurm_.JobOf(slurm::JobName(id, 1));
+          return job && slurm_.StateOf(job) != slurm::JobState::kPending;
+        }));
+        AgentLog* log = &logs.at({id, p});
+        if (p < 4)
+          GrpcAgent(id, p, cancelled(id), log, grpc_channel);
+        else
+          HttpAgent(id, p, cancelled(id), log);
+      });
+    }
+  }
+  for (auto& t : agents) t.join();
+
+  // The batch scripts end; every experiment closes.
+  for (const auto& id : ids)
+    if (!cancelled(id)) slurm_.SetState(slurm_.JobOf(slurm::JobName(id, 1)), slurm::JobState::kCompleted);
+  EXPECT_TRUE(WaitFor([&] {
+    auto open = store_->ListOpenExperiments();
+    return open.ok() && open->empty();
+  }));
+  users_done = true;
+  for (auto& t : threads) t.join();
+
+  auto root = Client("root");
+  for (const auto& id : ids) {
+    SCOPED_TRACE(id);
+    auto res = root.Get("/experiments/" + id);
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200);
+    json v = json::parse(res->body);
+    EXPECT_EQ(v["owner"], owner(id));
+    if (cancelled(id)) {
+      EXPECT_EQ(v["state"], "cancelled");
+      continue;
+    }
+    EXPECT_EQ(v["state"], "succeeded") << v["reason"];
+    // Every task got its role; a re-sent assignment is the same one.
+    std::map<std::string, std::set<int>> roles;
+    for (int p = 0; p < kTasks; ++p) {
+      const AgentLog& log = logs.at({id, p});
+      ASSERT_FALSE(log.assignments.empty()) << "task " << p;
+      const pb::Assignment& a = log.assignments[0];
+      for (const auto& again : log.assignments)
+        EXPECT_EQ(again.SerializeAsString(), a.SerializeAsString()) << "task " << p << ": a different assignment";
+      EXPECT_TRUE(roles[a.role()].insert(a.index()).second) << a.role() << ":" << a.index() << " twice";
+      EXPECT_EQ(log.shutdown, a.role() != "worker") << "task " << p;
+      EXPECT_EQ(a.command(2), "it's $(not) run");
+    }
+    EXPECT_EQ(roles["chief"].size(), 1u);
+    EXPECT_EQ(roles["ps"].size(), 1u);
+    EXPECT_EQ(roles["worker"].size(), 6u);
+  }
+  EXPECT_EQ(slurm_.With([](auto& f) { return f.submitted.size(); }), ids.size());
+}
+
+}  // namespace
+}  // namespace tfslurm::concurrency
