@@ -52,32 +52,40 @@ else
 fi
 curl -fsS "$url/healthz"; echo
 
+# Every route but /healthz needs a token; the quickstart makes one admin
+# token for you and keeps it (mode 600) in $dir/token.
+if [[ ! -s "$dir/token" ]]; then
+  (umask 077 && "$repo/build/bin/tfslurmd" --db "$dir/tfslurm.db" token create --user "$(id -un)" --admin >"$dir/token")
+fi
+export TFSLURM_URL="$url" TFSLURM_TOKEN="$(cat "$dir/token")"
+auth=(-H "Authorization: Bearer $TFSLURM_TOKEN")
+
 say "submitting examples/linear_ps: 2 parameter servers + 4 workers on 3 nodes"
 id="linear-ps-quickstart-$(date +%s)"
 sed -e "s|@REPO@|$repo|g" -e "s|\"linear-ps-demo\"|\"$id\"|" "$repo/examples/linear_ps/experiment.json.in" >"$dir/experiment.json"
-curl -fsS -X POST "$url/experiments" -H 'Content-Type: application/json' -d @"$dir/experiment.json" >/dev/null
+curl -fsS "${auth[@]}" -X POST "$url/experiments" -H 'Content-Type: application/json' -d @"$dir/experiment.json" >/dev/null
 echo "submitted $id; following it with tfctl:"
-"$repo/build/bin/tfctl" --url "$url" status "$id"
+"$repo/build/bin/tfctl" status "$id"
 
 deadline=$((SECONDS + 300))
 while :; do
-  state="$(curl -fsS "$url/experiments/$id" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')"
+  state="$(curl -fsS "${auth[@]}" "$url/experiments/$id" | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])')"
   case "$state" in succeeded | failed | cancelled) break ;; esac
   ((SECONDS < deadline)) || { echo "timed out waiting for $id (state $state)" >&2; exit 1; }
   printf '  %s\n' "$state"
   sleep 2
 done
-"$repo/build/bin/tfctl" --url "$url" status "$id"
+"$repo/build/bin/tfctl" status "$id"
 
 say "done: $id $state"
 cat <<INFO
-Where to look:
-  dashboard         $url/
-  REST API          curl $url/experiments/$id
-  CLI               $repo/build/bin/tfctl --url $url status $id
+Where to look (your token is in $dir/token):
+  dashboard         $url/   (paste the token when it asks)
+  REST API          curl -H "Authorization: Bearer \$(cat $dir/token)" $url/experiments/$id
+  CLI               TFSLURM_URL=$url TFSLURM_TOKEN=\$(cat $dir/token) $repo/build/bin/tfctl status $id
   task logs         $dir/output/$id/logs/attempt-1/task-*.out
   checkpoints       $dir/output/$id/
-  sbatch script     curl $url/experiments/$id/sbatch
+  sbatch script     curl -H "Authorization: Bearer \$(cat $dir/token)" $url/experiments/$id/sbatch
   service log       $dir/tfslurmd.log
   Slurm             SLURM_CONF=$SLURM_CONF squeue / scontrol show job
 Stop everything:    $repo/deploy/quickstart.sh --stop
