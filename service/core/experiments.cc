@@ -386,6 +386,9 @@ StatusOr<Experiments::Active*> Experiments::FindTask(const TaskRef& ref) {
   if (it == active_.end()) {
     auto e = store_.GetExperiment(ref.experiment_id);
     if (!e.ok()) return NotFound("no experiment '" + ref.experiment_id + "'");
+    // Stored but not yet in memory: its submission is still being recorded.
+    if (!IsTerminal(e->state))
+      return Unavailable("experiment '" + ref.experiment_id + "' is still being set up; retry");
     return FailedPrecondition("experiment '" + ref.experiment_id + "' has ended (" +
                               ExperimentStateName(e->state) + ")");
   }
@@ -406,9 +409,9 @@ void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info, std::
   std::lock_guard lock(mu_);
   auto found = FindTask(ref);
   if (!found.ok()) {
-    // Not yet in memory (submission still being recorded) is worth a retry;
+    // Unavailable (the submission is still being recorded) is worth a retry;
     // everything else is final for this agent.
-    channel->Send(RefusedMsg{found.status().message(), found.status().code() != StatusCode::kNotFound});
+    channel->Send(RefusedMsg{found.status().message(), found.status().code() != StatusCode::kUnavailable});
     return;
   }
   Active& a = **found;
@@ -440,20 +443,21 @@ void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info, std::
   if (barrier_complete) {
     SendAssignments(a, c);
   } else if (a.run->assignments_sent()) {
-    // A reconnecting agent already holds its assignment and ignores a second
-    // one; an agent that lost it (restarted) needs it again.
-    if (!info.reconnect) SendAssignments(a, c);
+    // A reconnecting agent already holds its assignment; one that never got
+    // it (its stream broke first, or the service restarted) needs it now.
+    if (!info.reconnect) SendAssignments(a, c, proc);
     if (slot.shutdown_sent && !slot.exited)
       channel->Send(ShutdownMsg{a.run->outcome().reason, config_.shutdown_grace_ms});
   }
   Commit(c);
 }
 
-void Experiments::SendAssignments(Active& a, store::Changes& c) {
+void Experiments::SendAssignments(Active& a, store::Changes& c, int only_proc) {
   bool first = !a.run->assignments_sent();
   a.run->MarkAssigned();
   int checkpointing = a.run->CheckpointingTask();
   for (int i = 0; i < a.run->size(); ++i) {
+    if (only_proc >= 0 && i != only_proc) continue;
     auto ch = a.channels.find(i);
     if (ch == a.channels.end() || !ch->second) continue;
     const TaskSlot& slot = a.run->task(i);

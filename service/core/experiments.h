@@ -127,7 +127,8 @@ class Experiments {
   void Event(store::Changes& c, const Active& a, const std::string& what, const std::string& why);
   void SetState(store::Changes& c, Active& a, ExperimentState state, const std::string& why);
   void Commit(store::Changes& c);
-  void SendAssignments(Active& a, store::Changes& c);
+  // To every connected task, or only to `only_proc`.
+  void SendAssignments(Active& a, store::Changes& c, int only_proc = -1);
   void ReapRemaining(Active& a, store::Changes& c, const std::string& reason);
   void OnOutcome(Active& a, store::Changes& c);
   void OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Changes& c);

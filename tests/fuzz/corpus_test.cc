@@ -47,7 +47,7 @@ TEST(FuzzCorpus, AgentJson) { ReplayCorpus("agent_json", CheckAgentJsonInput); }
 TEST(FuzzCorpus, AgentProto) { ReplayCorpus("agent_proto", CheckAgentBinaryInput); }
 
 // Runs `argv` with `env` added; returns the exit status (-1: not run).
-int Run(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& cwd) {
+int RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& cwd) {
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -96,10 +96,10 @@ class BashTest : public ::testing::Test {
     fs::path script = dir_ / "job.sh", out = dir_ / "argv";
     std::ofstream(script, std::ios::binary) << r.script;
     fs::remove(out);
-    ASSERT_EQ(Run({"bash", "-n", script}, {}, dir_ / "cwd"), 0) << what << "\n" << r.script;
+    ASSERT_EQ(RunProcess({"bash", "-n", script}, {}, dir_ / "cwd"), 0) << what << "\n" << r.script;
     std::string path_env = "PATH=" + (dir_ / "bin").string() + ":/usr/bin:/bin";
     std::string out_env = "ARGV_OUT=" + out.string();
-    ASSERT_EQ(Run({"bash", script}, {path_env, out_env}, dir_ / "cwd"), 0) << what << "\n" << r.script;
+    ASSERT_EQ(RunProcess({"bash", script}, {path_env, out_env}, dir_ / "cwd"), 0) << what << "\n" << r.script;
     std::vector<std::string> srun_args(argv.begin() + 2, argv.end());  // after "exec", "srun"
     EXPECT_EQ(SplitNul(Slurp(out)), srun_args) << what << "\n" << r.script;
     EXPECT_TRUE(fs::is_empty(dir_ / "cwd")) << what << ": the script created files\n" << r.script;
@@ -136,7 +136,7 @@ TEST_F(BashTest, ShellQuoteRoundTripsThroughBash) {
     fs::path script = dir_ / "quote.sh", out = dir_ / "quoted";
     std::ofstream(script, std::ios::binary) << "printf '%s' " << slurm::ShellQuote(s) << " > "
                                             << slurm::ShellQuote(out.string()) << "\n";
-    ASSERT_EQ(Run({"bash", script}, {}, dir_ / "cwd"), 0) << s;
+    ASSERT_EQ(RunProcess({"bash", script}, {}, dir_ / "cwd"), 0) << s;
     EXPECT_EQ(Slurp(out), s);
   }
   EXPECT_TRUE(fs::is_empty(dir_ / "cwd"));
