@@ -14,7 +14,9 @@
 // (total) were answered; the rate is count / elapsed. With --body-file,
 // "@ID@" in the body is replaced by --id-prefix and a sequence number, so
 // each POST creates a new experiment. --log FILE writes one line per request:
-// "SENT_NS DONE_NS HTTP_STATUS CONNECTION" (CLOCK_MONOTONIC).
+// "SENT_NS DONE_NS HTTP_STATUS CONNECTION" (CLOCK_MONOTONIC). --unix SOCKET
+// talks to a unix socket instead of --host/--port; --paths-file F cycles
+// through the paths in F (one a line) instead of --path.
 //
 // Each connection is one thread sending every C/R seconds, one request in
 // flight; a connection behind schedule sends at once, and stops at the end
@@ -28,6 +30,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -62,8 +65,8 @@ double Percentile(std::vector<double>& v, double p) {
 }
 
 struct Options {
-  std::string host = "127.0.0.1", path = "/", method = "GET", body, id_prefix = "req", log;
-  std::vector<std::string> headers;
+  std::string host = "127.0.0.1", path = "/", method = "GET", body, id_prefix = "req", log, unix_socket;
+  std::vector<std::string> headers, paths;
   int port = 0, connections = 8;
   long count = 0;
   double rate = 1000, duration_s = 10, warmup_s = 2;
@@ -111,6 +114,17 @@ class Connection {
 
  private:
   bool Connect() {
+    if (!o_.unix_socket.empty()) {
+      fd_ = socket(AF_UNIX, SOCK_STREAM, 0);
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      snprintf(addr.sun_path, sizeof addr.sun_path, "%s", o_.unix_socket.c_str());
+      if (connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        Close();
+        return false;
+      }
+      return true;
+    }
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
@@ -177,23 +191,42 @@ int main(int argc, char** argv) {
     else if (a == "--warmup") o.warmup_s = std::stod(v);
     else if (a == "--header") o.headers.push_back(v);
     else if (a == "--log") o.log = v;
+    else if (a == "--unix") o.unix_socket = v;
+    else if (a == "--paths-file") {
+      FILE* f = fopen(v.c_str(), "r");
+      if (!f) {
+        perror(v.c_str());
+        return 2;
+      }
+      char line[4096];
+      while (fgets(line, sizeof line, f)) {
+        std::string p(line);
+        while (!p.empty() && (p.back() == '\n' || p.back() == '\r')) p.pop_back();
+        if (!p.empty()) o.paths.push_back(p);
+      }
+      fclose(f);
+    }
     else {
       fprintf(stderr,
               "usage: %s --port P --path PATH --rate R [--connections C] [--duration S] [--warmup S] [--header H]\n"
-              "          [--method M] [--body-file F] [--id-prefix P] [--count N] [--log FILE]\n",
+              "          [--method M] [--body-file F] [--id-prefix P] [--count N] [--log FILE]\n"
+              "          [--unix SOCKET] [--paths-file F]\n",
               argv[0]);
       return 2;
     }
   }
-  if (!o.port || (o.rate <= 0 && o.count <= 0)) {
-    fprintf(stderr, "--port is required, and --count with --rate 0\n");
+  if ((!o.port && o.unix_socket.empty()) || (o.rate <= 0 && o.count <= 0)) {
+    fprintf(stderr, "--port or --unix is required, and --count with --rate 0\n");
     return 2;
   }
-  std::string head = o.method + " " + o.path + " HTTP/1.1\r\nHost: " + o.host + "\r\nAccept: application/json\r\n";
-  for (const auto& h : o.headers) head += h + "\r\n";
-  std::atomic<long> sequence{0};
-  // The request to send next: a fixed GET, or the body with a new id.
+  if (o.paths.empty()) o.paths.push_back(o.path);
+  std::string headers = " HTTP/1.1\r\nHost: " + o.host + "\r\nAccept: application/json\r\n";
+  for (const auto& h : o.headers) headers += h + "\r\n";
+  std::atomic<long> sequence{0}, path_index{0};
+  // The request to send next: a GET (of the next path in turn), or the body
+  // with a new id.
   auto next_request = [&]() -> std::string {
+    std::string head = o.method + " " + o.paths[path_index++ % o.paths.size()] + headers;
     if (o.body.empty()) return head + "\r\n";
     std::string body = o.body;
     std::string id = o.id_prefix + "-" + std::to_string(sequence++);

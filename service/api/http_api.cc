@@ -222,7 +222,12 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
     switch (res.status) {
       case 404: s = NotFound("no route for " + req.method + " " + req.path); break;
       case 413: s = Status(StatusCode::kResourceExhausted, "the request body is larger than the limit"); break;
-      case 405: s = InvalidArgument("method " + req.method + " is not allowed on " + req.path); break;
+      case 400:
+        // httplib refuses a malformed request before routing, most often a
+        // POST without Content-Length (curl -X POST with no -d).
+        s = InvalidArgument("malformed HTTP request for " + req.method + " " + req.path +
+                            " (a POST needs a body or Content-Length: 0, e.g. curl -X POST -d '')");
+        break;
       default: s = InvalidArgument("the request could not be handled (HTTP " + std::to_string(res.status) + ")");
     }
     int status = res.status;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -151,9 +152,7 @@ int64_t TailOffset(int fd, int64_t size, int64_t lines) {
 class FollowerSlot {
  public:
   explicit FollowerSlot(std::shared_ptr<std::atomic<int>> count) : count_(std::move(count)) {}
-  ~FollowerSlot() {
-    if (count_) --*count_;
-  }
+  ~FollowerSlot() { --*count_; }
   FollowerSlot(const FollowerSlot&) = delete;
   FollowerSlot& operator=(const FollowerSlot&) = delete;
 
@@ -218,6 +217,82 @@ bool IsTrue(const httplib::Request& req, const char* name) {
   return v.empty() || v == "1" || v == "true" || v == "yes";
 }
 
+// What a request asks for, checked against the experiment.
+struct LogRequest {
+  std::string id;
+  int attempt = 0;
+  std::string file;  // batch.out or task-<proc id>.out: built from integers only
+  std::string what;  // "the batch script" or "worker:1", for messages
+  std::optional<int64_t> tail;
+  int64_t offset = 0;
+  bool follow = false;
+};
+
+StatusOr<LogRequest> ParseLogRequest(const httplib::Request& req, Experiments& experiments,
+                                     const Principal& who) {
+  LogRequest r;
+  r.id = req.matches[1];
+  auto experiment = experiments.store().GetExperiment(r.id);
+  if (!experiment.ok()) return experiment.status();
+  if (Status s = CheckAccess(who, *experiment); !s.ok()) return s;
+  auto attempt = IntParam(req, "attempt", experiment->current_attempt, 1,
+                          std::max(experiment->current_attempt, 1));
+  if (!attempt.ok()) return attempt.status();
+  r.attempt = static_cast<int>(*attempt);
+  auto tail = IntParam(req, "tail", 0, 1, kMaxTailLines);
+  if (!tail.ok()) return tail.status();
+  if (req.has_param("tail")) r.tail = *tail;
+  auto offset = IntParam(req, "offset", 0, 0, INT64_MAX / 2);
+  if (!offset.ok()) return offset.status();
+  r.offset = *offset;
+  if (r.tail && req.has_param("offset"))
+    return InvalidArgument("give tail or offset, not both",
+                           {{"offset", "cannot be combined with tail"}});
+  r.follow = IsTrue(req, "follow");
+
+  r.file = "batch.out";
+  r.what = "the batch script";
+  if (req.has_param("task")) {
+    auto task = ParseTask(req.get_param_value("task"));
+    if (!task.ok()) return task.status();
+    auto proc_id = ProcIdOf(experiments, r.id, r.attempt, *task);
+    if (!proc_id.ok()) return proc_id.status();
+    r.file = "task-" + std::to_string(*proc_id) + ".out";
+    r.what = task->role + ":" + std::to_string(task->index);
+  }
+  return r;
+}
+
+// Opens the log and finds where the response starts. A follower may wait
+// for a file that does not exist yet; a plain read has nothing to show.
+StatusOr<std::shared_ptr<LogStream>> StartLogStream(const LogRequest& r, Experiments& experiments,
+                                                    const std::string& root,
+                                                    std::chrono::milliseconds follow_window) {
+  auto stream = std::make_shared<LogStream>();
+  stream->experiments = &experiments;
+  stream->id = r.id;
+  stream->attempt = r.attempt;
+  stream->allowed_dir = root + "/" + r.id + "/logs";
+  stream->path = stream->allowed_dir + "/attempt-" + std::to_string(r.attempt) + "/" + r.file;
+  stream->follow = r.follow;
+  stream->deadline = std::chrono::steady_clock::now() + follow_window;
+
+  auto opened = OpenInside(stream->allowed_dir, stream->path);
+  if (!opened.ok()) {
+    if (opened.status().code() != StatusCode::kNotFound) return opened.status();
+    if (r.follow) return stream;
+    return NotFound("attempt " + std::to_string(r.attempt) + " of '" + r.id +
+                    "' has no output from " + r.what +
+                    " yet: it has not started, or wrote nothing");
+  }
+  stream->fd = *opened;
+  struct stat st {};
+  fstat(stream->fd, &st);
+  stream->offset = r.tail ? TailOffset(stream->fd, st.st_size, *r.tail)
+                          : std::min<int64_t>(r.offset, st.st_size);
+  return stream;
+}
+
 }  // namespace
 
 void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, Authenticator& auth,
@@ -228,78 +303,28 @@ void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, Authen
   if (ec) root = options.output_root;
   auto followers = std::make_shared<std::atomic<int>>(0);
 
-  server.Get(
-      std::string("/experiments/") + kIdPattern + "/logs",
-      Guard(auth, [&experiments, options, root, followers](
-                      const httplib::Request& req, httplib::Response& res, const Principal& who) {
-        const std::string id = req.matches[1];
-        auto experiment = experiments.store().GetExperiment(id);
-        if (!experiment.ok()) return ReplyError(res, experiment.status());
-        if (Status s = CheckAccess(who, *experiment); !s.ok()) return ReplyError(res, s);
-        auto attempt = IntParam(req, "attempt", experiment->current_attempt, 1,
-                                std::max(experiment->current_attempt, 1));
-        if (!attempt.ok()) return ReplyError(res, attempt.status());
-        auto tail = IntParam(req, "tail", 0, 1, kMaxTailLines);
-        if (!tail.ok()) return ReplyError(res, tail.status());
-        auto offset = IntParam(req, "offset", 0, 0, INT64_MAX / 2);
-        if (!offset.ok()) return ReplyError(res, offset.status());
-        if (req.has_param("tail") && req.has_param("offset"))
-          return ReplyError(res, InvalidArgument("give tail or offset, not both",
-                                                 {{"offset", "cannot be combined with tail"}}));
-
-        std::string file = "batch.out";
-        std::string what = "the batch script";
-        if (req.has_param("task")) {
-          auto task = ParseTask(req.get_param_value("task"));
-          if (!task.ok()) return ReplyError(res, task.status());
-          auto proc_id = ProcIdOf(experiments, id, static_cast<int>(*attempt), *task);
-          if (!proc_id.ok()) return ReplyError(res, proc_id.status());
-          file = "task-" + std::to_string(*proc_id) + ".out";
-          what = task->role + ":" + std::to_string(task->index);
-        }
-
-        auto stream = std::make_shared<LogStream>();
-        stream->experiments = &experiments;
-        stream->id = id;
-        stream->attempt = static_cast<int>(*attempt);
-        stream->allowed_dir = root + "/" + id + "/logs";
-        stream->path = stream->allowed_dir + "/attempt-" + std::to_string(*attempt) + "/" + file;
-        stream->follow = IsTrue(req, "follow");
-        stream->deadline = std::chrono::steady_clock::now() + options.follow_window;
-
-        auto opened = OpenInside(stream->allowed_dir, stream->path);
-        if (opened.ok()) {
-          stream->fd = *opened;
-        } else if (opened.status().code() != StatusCode::kNotFound) {
-          return ReplyError(res, opened.status());
-        } else if (!stream->follow) {
-          // A follower waits for the file; a plain read has nothing to show.
-          return ReplyError(res, NotFound("attempt " + std::to_string(*attempt) + " of '" + id +
-                                          "' has no output from " + what +
-                                          " yet: it has not started, or wrote nothing"));
-        }
-        if (stream->fd >= 0) {
-          struct stat st {};
-          fstat(stream->fd, &st);
-          stream->offset = req.has_param("tail") ? TailOffset(stream->fd, st.st_size, *tail)
-                                                 : std::min<int64_t>(*offset, st.st_size);
-        }
-
-        if (stream->follow) {
-          if (followers->fetch_add(1) >= options.max_followers) {
-            --*followers;
-            return ReplyError(res, Status(StatusCode::kResourceExhausted,
-                                          "too many logs are being followed at once (" +
-                                              std::to_string(options.max_followers) +
-                                              "); try again later, or read without follow"));
-          }
-          stream->slot = std::make_unique<FollowerSlot>(followers);
-        }
-        res.set_header(kOffsetHeader, std::to_string(stream->offset));
-        res.set_chunked_content_provider(
-            "text/plain; charset=utf-8",
-            [stream](size_t, httplib::DataSink& sink) { return stream->Provide(sink); });
-      }));
+  auto handler = [&experiments, options, root, followers](
+                     const httplib::Request& req, httplib::Response& res, const Principal& who) {
+    auto request = ParseLogRequest(req, experiments, who);
+    if (!request.ok()) return ReplyError(res, request.status());
+    auto stream = StartLogStream(*request, experiments, root, options.follow_window);
+    if (!stream.ok()) return ReplyError(res, stream.status());
+    if (request->follow) {
+      if (followers->fetch_add(1) >= options.max_followers) {
+        --*followers;
+        return ReplyError(res, Status(StatusCode::kResourceExhausted,
+                                      "too many logs are being followed at once (" +
+                                          std::to_string(options.max_followers) +
+                                          "); try again later, or read without follow"));
+      }
+      (*stream)->slot = std::make_unique<FollowerSlot>(followers);
+    }
+    res.set_header(kOffsetHeader, std::to_string((*stream)->offset));
+    res.set_chunked_content_provider(
+        "text/plain; charset=utf-8",
+        [stream = *stream](size_t, httplib::DataSink& sink) { return stream->Provide(sink); });
+  };
+  server.Get(std::string("/experiments/") + kIdPattern + "/logs", Guard(auth, handler));
 }
 
 }  // namespace tfslurm::api

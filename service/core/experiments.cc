@@ -96,6 +96,8 @@ struct Experiments::Active {
   // Set when the service itself ended the attempt (barrier timeout), so the
   // job's CANCELLED state is not taken for a user's scancel.
   std::optional<EndReason> decided_reason;
+  int64_t cancel_sent_at_ms = 0;
+  bool start_seen_in_slurm = false;
 };
 
 struct Experiments::Actions {
@@ -257,6 +259,7 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool c
   a.job_started_ms = a.reap_deadline_ms = 0;
   a.step_killed = a.job_cancel_sent = false;
   a.decided_reason.reset();
+  a.start_seen_in_slurm = false;
 
   store::Changes intent;
   intent.experiment = a.record;
@@ -344,8 +347,11 @@ Status Experiments::Cancel(const std::string& id, const std::string& why) {
     Commit(c);
     job = a.attempt.slurm_job_id;
     a.job_cancel_sent = true;
+    a.cancel_sent_at_ms = clock_.NowMs();
   }
-  if (job > 0) return slurm_.CancelJob(job, SIGKILL);
+  // If this fails, Tick tries again while the job runs: the experiment is
+  // cancelled either way.
+  if (job > 0) slurm_.CancelJob(job, SIGKILL);
   return Status::Ok();
 }
 
@@ -436,6 +442,14 @@ void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info, std::
   t.last_heartbeat = now;
   t.state = slot.state;
   c.tasks.push_back(t);
+  if (a.attempt.state == "pending") {
+    // An agent registering proves the job runs, before the next poll says so.
+    a.attempt.state = "running";
+    a.attempt.slurm_state = "RUNNING";
+    a.attempt.started_at = now;
+    a.job_started_ms = now;
+    c.attempts.push_back(a.attempt);
+  }
   if (a.record.state == ExperimentState::kQueued) SetState(c, a, ExperimentState::kStarting, "tasks registering");
   if (was_registered)
     Event(c, a, "reconnected", TaskName(slot, proc) + " reconnected from " + address);
@@ -649,10 +663,11 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Chang
   bool changed = state != a.attempt.slurm_state || job->nodes != a.attempt.nodes;
   a.attempt.slurm_state = state;
   a.attempt.nodes = job->nodes;
-  if (job->state == slurm::JobState::kRunning && !a.job_started_ms) {
-    a.job_started_ms = now;
+  if (job->state == slurm::JobState::kRunning && !a.start_seen_in_slurm) {
+    a.start_seen_in_slurm = true;
+    if (!a.job_started_ms) a.job_started_ms = now;
     a.attempt.state = "running";
-    a.attempt.started_at = now;
+    if (!a.attempt.started_at) a.attempt.started_at = now;
     changed = true;
     for (int i = 0; i < a.run->size(); ++i) {
       int node = i / a.spec.resources.tasks_per_node;
@@ -707,7 +722,10 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Chang
       return FinishAttempt(a, EndReason::kSucceeded, why, c);
     case slurm::JobState::kCancelled:
       a.user_cancelled = true;
-      SetState(c, a, ExperimentState::kCancelled, why + " outside tfslurm (scancel or an admin)");
+      a.attempt.end_reason = EndReasonName(EndReason::kCancelled);
+      a.attempt.reason = why + " outside tfslurm (scancel or an admin)";
+      c.attempts.push_back(a.attempt);
+      SetState(c, a, ExperimentState::kCancelled, a.attempt.reason);
       return;
     case slurm::JobState::kOutOfMemory:
       return FinishAttempt(a, EndReason::kPermanentExit, why + ": out of memory", c);
@@ -763,6 +781,14 @@ void Experiments::CheckTimers(Active& a, store::Changes& c, Actions& actions) {
       actions.cancel_jobs.push_back(a.attempt.slurm_job_id);
       a.job_cancel_sent = true;
     }
+  }
+
+  // A cancel Slurm did not act on (slurmctld down, a lost RPC) is repeated
+  // while the job is still there.
+  if (a.user_cancelled && a.attempt.slurm_job_id && a.attempt.state != "ended" &&
+      now - a.cancel_sent_at_ms > 10 * config_.poll_interval_ms) {
+    actions.cancel_jobs.push_back(a.attempt.slurm_job_id);
+    a.cancel_sent_at_ms = now;
   }
 
   // Heartbeats: a task silent for several intervals is lost (it may come back).

@@ -397,9 +397,12 @@ TEST_F(ApiConcurrencyTest, UsersAndAgentsOnBothTransportsAtOnce) {
   for (const auto& id : ids)
     if (!cancelled(id)) slurm_.SetState(slurm_.JobOf(slurm::JobName(id, 1)), slurm::JobState::kCompleted);
   EXPECT_TRUE(WaitFor([&] {
-    auto open = store_->ListOpenExperiments();
-    return open.ok() && open->empty();
-  }));
+    for (const auto& id : ids) {
+      auto v = experiments_->Get(id);
+      if (!v.ok() || !IsTerminal(v->experiment.state) || v->attempts.back().state != "ended") return false;
+    }
+    return true;
+  })) << "experiments or their jobs still open";
   users_done = true;
   for (auto& t : threads) t.join();
 
