@@ -19,24 +19,27 @@ die() {
 # Builds tfslurmd, the agent and the bench binaries (2 jobs: the machines
 # this runs on are small). Sets BENCH_BIN.
 build_all() {
+  local blog="${TMPDIR:-/tmp}/bench-build.log"
+  log "building (log: $blog)"
+  : >"$blog"
   if [[ ! -f "$BUILD/build.ninja" ]]; then
-    cmake -S "$REPO" -B "$BUILD" -G Ninja >&2 || die "cmake failed"
+    cmake -S "$REPO" -B "$BUILD" -G Ninja >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "cmake failed"; }
   fi
-  ninja -C "$BUILD" -j2 tfslurmd tfslurm-agent >&2 || die "building tfslurmd failed"
+  ninja -C "$BUILD" -j2 tfslurmd tfslurm-agent >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "building tfslurmd failed"; }
+  local targets=(bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay
+    bench_slurm_timing)
   if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^bench_rendezvous_server:'; then
-    ninja -C "$BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay bench_slurm_timing >&2 ||
-      die "building the bench binaries failed"
     BENCH_BIN="$BUILD/bin"
     BENCH_LIB="$BUILD/lib"
+    ninja -C "$BUILD" -j2 "${targets[@]}" >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "building the bench binaries failed"; }
   else
     if [[ ! -f "$BENCH_BUILD/build.ninja" ]]; then
-      cmake -S "$REPO" -B "$BENCH_BUILD" -G Ninja -DCMAKE_PROJECT_INCLUDE="$BENCH_DIR/standalone.cmake" >&2 ||
-        die "cmake (standalone bench build) failed"
+      cmake -S "$REPO" -B "$BENCH_BUILD" -G Ninja -DCMAKE_PROJECT_INCLUDE="$BENCH_DIR/standalone.cmake" >>"$blog" 2>&1 ||
+        { tail -30 "$blog" >&2; die "cmake (standalone bench build) failed"; }
     fi
-    ninja -C "$BENCH_BUILD" -j2 bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay bench_slurm_timing >&2 ||
-      die "building the bench binaries failed"
     BENCH_BIN="$BENCH_BUILD/bin"
     BENCH_LIB="$BENCH_BUILD/lib"
+    ninja -C "$BENCH_BUILD" -j2 "${targets[@]}" >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "building the bench binaries failed"; }
   fi
   export BENCH_BIN BENCH_LIB
 }

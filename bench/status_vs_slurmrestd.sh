@@ -54,13 +54,14 @@ import json, sys
 items = json.load(sys.stdin)["experiments"]
 with open(sys.argv[1], "w") as a, open(sys.argv[2], "w") as b:
     for e in items:
-        a.write(f"/experiments/{e[\"id\"]}\n")
-        b.write(f"/slurm/v0.0.38/job/{e[\"slurm_job_id\"]}\n")
+        a.write("/experiments/%s\n" % e["id"])
+        b.write("/slurm/v0.0.38/job/%s\n" % e["slurm_job_id"])
 ' "$work/paths-tfslurmd.txt" "$work/paths-restd.txt"
 chmod 644 "$work"/paths-*.txt
 
 # slurmrestd as nobody on a unix socket in a directory nobody can reach.
 mkdir -p "$work/restd"
+chown nobody "$work/restd"  # slurmrestd binds its socket after setuid
 slurmrestd -f "$SLURM_CONF" -a rest_auth/local -s openapi/v0.0.38 -u nobody "unix:$work/restd/sock" \
   >"$work/restd.log" 2>&1 &
 restd_pid=$!

@@ -72,11 +72,12 @@ Result<ConfigFile> ParseYamlConfig(const std::string& text, const std::string& p
   if (!root.IsMap())
     return ConfigError(path, "must hold `url = ...` and `token = ...` lines, or a YAML mapping");
   for (const auto& entry : root) {
-    std::string key = entry.first.as<std::string>();
     std::string where = path + ":" + std::to_string(entry.first.Mark().line + 1);
+    if (!entry.first.IsScalar()) return ConfigError(where, "keys must be plain names: url, token");
+    std::string key = entry.first.Scalar();
     if (!entry.second.IsScalar() && !entry.second.IsNull())
       return ConfigError(where, "the value of '" + key + "' must be a single string");
-    std::string value = entry.second.IsNull() ? "" : entry.second.as<std::string>();
+    std::string value = entry.second.IsNull() ? "" : entry.second.Scalar();
     if (auto error = SetConfigKey(config, key, value, where)) return *error;
   }
   return config;

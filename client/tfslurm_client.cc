@@ -106,10 +106,10 @@ Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 
-Result<json> Client::Call(const std::string& method, const std::string& path, const json* body) {
+Result<json> Client::Call(Method method, const std::string& path, const json* body) {
   httplib::Headers headers = {{"Accept", "application/json"}};
-  httplib::Result res = method == "GET"      ? http_->Get(path, headers)
-                        : method == "DELETE" ? http_->Delete(path, headers)
+  httplib::Result res = method == Method::kGet      ? http_->Get(path, headers)
+                        : method == Method::kDelete ? http_->Delete(path, headers)
                         : body ? http_->Post(path, headers, body->dump(), "application/json")
                                : http_->Post(path, headers);
   if (!res) return Unreachable(connection_, res.error());
@@ -123,15 +123,17 @@ Result<json> Client::Call(const std::string& method, const std::string& path, co
 }
 
 Result<Experiment> Client::Submit(const json& spec) {
-  return Convert(Call("POST", "/experiments", &spec), ExperimentFromJson, connection_.url);
+  return Convert(Call(Method::kPost, "/experiments", &spec), ExperimentFromJson, connection_.url);
 }
 
 Result<DryRun> Client::SubmitDryRun(const json& spec) {
-  return Convert(Call("POST", "/experiments?dry_run=true", &spec), DryRunFromJson, connection_.url);
+  return Convert(Call(Method::kPost, "/experiments?dry_run=true", &spec), DryRunFromJson,
+                 connection_.url);
 }
 
 Result<Experiment> Client::GetExperiment(const std::string& id) {
-  return Convert(Call("GET", ExperimentPath(id), nullptr), ExperimentFromJson, connection_.url);
+  return Convert(Call(Method::kGet, ExperimentPath(id), nullptr), ExperimentFromJson,
+                 connection_.url);
 }
 
 Result<ExperimentList> Client::ListExperiments(const ListQuery& query) {
@@ -141,15 +143,16 @@ Result<ExperimentList> Client::ListExperiments(const ListQuery& query) {
     for (const std::string& s : query.states) states += (states.empty() ? "" : ",") + s;
     path += "&state=" + Encode(states);
   }
-  return Convert(Call("GET", path, nullptr), ExperimentListFromJson, connection_.url);
+  return Convert(Call(Method::kGet, path, nullptr), ExperimentListFromJson, connection_.url);
 }
 
 Result<Experiment> Client::CancelExperiment(const std::string& id) {
-  return Convert(Call("DELETE", ExperimentPath(id), nullptr), ExperimentFromJson, connection_.url);
+  return Convert(Call(Method::kDelete, ExperimentPath(id), nullptr), ExperimentFromJson,
+                 connection_.url);
 }
 
 Result<Experiment> Client::ResumeExperiment(const std::string& id) {
-  return Convert(Call("POST", ExperimentPath(id) + "/resume", nullptr), ExperimentFromJson,
+  return Convert(Call(Method::kPost, ExperimentPath(id) + "/resume", nullptr), ExperimentFromJson,
                  connection_.url);
 }
 

@@ -67,8 +67,9 @@ class Client {
                            const std::function<void(std::string_view)>& sink);
 
  private:
-  Result<nlohmann::json> Call(const std::string& method, const std::string& path,
-                              const nlohmann::json* body);
+  enum class Method { kGet, kPost, kDelete };
+  // One JSON request; `body` only for kPost (nullptr: an empty body).
+  Result<nlohmann::json> Call(Method method, const std::string& path, const nlohmann::json* body);
 
   Connection connection_;
   std::unique_ptr<httplib::Client> http_;

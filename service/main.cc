@@ -1,12 +1,12 @@
 // tfslurmd: the tfslurm service. Wires the store, Slurm, the lifecycle and
 // the two listeners (REST + agents), then runs until SIGTERM/SIGINT.
-#include <httplib.h>
-#include <signal.h>
 #include <arpa/inet.h>
+#include <httplib.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -76,37 +76,49 @@ std::vector<std::string> JobEnvironment() {
 
 int main(int argc, char** argv) {
   CLI::App app{"tfslurmd: runs distributed TensorFlow experiments on Slurm"};
-  std::string listen = "127.0.0.1:8080", agent_listen, db = "tfslurm.db", output_root = "tfslurm-output";
+  std::string listen = "127.0.0.1:8080", agent_listen, db = "tfslurm.db",
+              output_root = "tfslurm-output";
   std::string agent_path, advertise, ready_file, log_level = "info";
   bool no_auth = false;
   size_t max_connections = 2048;
   int64_t poll_ms = 2000, barrier_s = 300;
   int heartbeat_ms = 5000, grace_ms = 10000;
-  app.add_option("--listen", listen, "REST API address HOST:PORT (port 0: any free port)")->capture_default_str();
-  app.add_option("--agent-listen", agent_listen,
-                 "agent endpoint (gRPC) HOST:PORT; default: the REST host, port 8081. Keep it fixed: "
-                 "running jobs reconnect to it after a restart of the service");
+  app.add_option("--listen", listen, "REST API address HOST:PORT (port 0: any free port)")
+      ->capture_default_str();
+  app.add_option(
+      "--agent-listen", agent_listen,
+      "agent endpoint (gRPC) HOST:PORT; default: the REST host, port 8081. Keep it fixed: "
+      "running jobs reconnect to it after a restart of the service");
   app.add_option("--db", db, "SQLite database file")->capture_default_str();
   app.add_option("--output-root", output_root, "directory for experiments' model dirs and logs")
       ->capture_default_str();
-  app.add_option("--agent-path", agent_path, "tfslurm-agent as the compute nodes see it; default: next to tfslurmd");
+  app.add_option("--agent-path", agent_path,
+                 "tfslurm-agent as the compute nodes see it; default: next to tfslurmd");
   app.add_option("--advertise", advertise,
                  "host the agents use to reach the service; default: the agent listen host");
-  app.add_option("--ready-file", ready_file, "write {\"http_port\", \"agent_port\"} here once listening");
-  app.add_option("--poll-interval-ms", poll_ms, "how often Slurm is polled (one RPC per poll)")->capture_default_str();
-  app.add_option("--barrier-timeout-s", barrier_s, "time for every task to register after the job starts")
+  app.add_option("--ready-file", ready_file,
+                 "write {\"http_port\", \"agent_port\"} here once listening");
+  app.add_option("--poll-interval-ms", poll_ms, "how often Slurm is polled (one RPC per poll)")
       ->capture_default_str();
-  app.add_option("--heartbeat-ms", heartbeat_ms, "agents' heartbeat interval")->capture_default_str();
-  app.add_option("--shutdown-grace-ms", grace_ms, "SIGTERM -> SIGKILL grace when reaping tasks")->capture_default_str();
+  app.add_option("--barrier-timeout-s", barrier_s,
+                 "time for every task to register after the job starts")
+      ->capture_default_str();
+  app.add_option("--heartbeat-ms", heartbeat_ms, "agents' heartbeat interval")
+      ->capture_default_str();
+  app.add_option("--shutdown-grace-ms", grace_ms, "SIGTERM -> SIGKILL grace when reaping tasks")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_flag("--no-auth", no_auth,
-               "single-user mode: no tokens, every caller is the local admin; only with a loopback --listen");
-  app.add_option("--max-connections", max_connections, "connections served at once (one thread each)")
+               "single-user mode: no tokens, every caller is the local admin; only with a loopback "
+               "--listen");
+  app.add_option("--max-connections", max_connections,
+                 "connections served at once (one thread each)")
       ->capture_default_str();
 
   // tfslurmd token create --user NAME [--admin]: prints a new API token once.
   auto* token_cmd = app.add_subcommand("token", "manage API tokens");
-  auto* create_cmd = token_cmd->add_subcommand("create", "create a token; it is printed once, only its hash is kept");
+  auto* create_cmd = token_cmd->add_subcommand(
+      "create", "create a token; it is printed once, only its hash is kept");
   std::string token_user;
   bool token_admin = false;
   create_cmd->add_option("--user", token_user, "the user the token acts as")->required();
@@ -123,7 +135,8 @@ int main(int argc, char** argv) {
       fprintf(stderr, "tfslurmd: %s\n", store.status().message().c_str());
       return 1;
     }
-    auto token = tfslurm::api::CreateToken(**store, token_user, token_admin, tfslurm::NewSystemClock()->NowMs());
+    auto token = tfslurm::api::CreateToken(**store, token_user, token_admin,
+                                           tfslurm::NewSystemClock()->NowMs());
     if (!token.ok()) {
       fprintf(stderr, "tfslurmd: %s\n", token.status().message().c_str());
       return 1;
@@ -154,7 +167,8 @@ int main(int argc, char** argv) {
   std::error_code ec;
   std::filesystem::create_directories(output_root, ec);
   output_root = std::filesystem::absolute(output_root).lexically_normal().string();
-  if (!output_root.empty() && output_root.size() > 1 && output_root.back() == '/') output_root.pop_back();
+  if (!output_root.empty() && output_root.size() > 1 && output_root.back() == '/')
+    output_root.pop_back();
   if (agent_path.empty()) agent_path = SelfDirectory() + "/tfslurm-agent";
 
   // Signals are taken by a dedicated thread; block them everywhere else.
@@ -202,21 +216,27 @@ int main(int argc, char** argv) {
     return 1;
   }
   agent_port = (*grpc_server)->port();
-  config.launch.service_address = (advertise.empty() ? agent_host : advertise) + ":" + std::to_string(agent_port);
+  config.launch.service_address =
+      (advertise.empty() ? agent_host : advertise) + ":" + std::to_string(agent_port);
   experiments->SetLaunch(config.launch);
 
-  if (auto s = experiments->Recover(); !s.ok()) spdlog::warn("recovery incomplete: {}", s.message());
+  if (auto s = experiments->Recover(); !s.ok())
+    spdlog::warn("recovery incomplete: {}", s.message());
 
   std::unique_ptr<tfslurm::api::Authenticator> auth;
   if (no_auth) {
-    spdlog::warn("--no-auth: every caller on {} acts as the local admin; use tokens on a shared machine", listen);
+    spdlog::warn(
+        "--no-auth: every caller on {} acts as the local admin; use tokens on a shared machine",
+        listen);
     auth = tfslurm::api::NewOpenAuthenticator();
   } else {
     auth = tfslurm::api::NewTokenAuthenticator(**store);
   }
 
   httplib::Server http;
-  http.new_task_queue = [max_connections] { return new tfslurm::api::OnDemandThreads(max_connections); };
+  http.new_task_queue = [max_connections] {
+    return new tfslurm::api::OnDemandThreads(max_connections);
+  };
   // A request must arrive within the read timeout of its previous byte;
   // idle keep-alive connections are closed after 5 s.
   http.set_read_timeout(10, 0);
@@ -227,18 +247,20 @@ int main(int argc, char** argv) {
   tfslurm::api::RegisterLogRoutes(http, *experiments, *auth, {output_root});
   tfslurm::api::RegisterWebAssetRoutes(http);
   tfslurm::agentrpc::RegisterAgentHttpRoutes(http, *experiments);
-  int bound = http_port == 0 ? http.bind_to_any_port(http_host) : (http.bind_to_port(http_host, http_port) ? http_port : -1);
+  int bound = http_port == 0 ? http.bind_to_any_port(http_host)
+                             : (http.bind_to_port(http_host, http_port) ? http_port : -1);
   if (bound <= 0) {
     spdlog::error("cannot listen on {}: {}", listen, strerror(errno));
     return 1;
   }
   RaiseListenBacklog(bound);
   spdlog::info("REST API listening on http://{}:{}", http_host, bound);
-  spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)", config.launch.service_address,
-               http_host, bound);
+  spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)",
+               config.launch.service_address, http_host, bound);
   spdlog::info("database {}, output root {}, agent {}", db, output_root, agent_path);
   if (!ready_file.empty()) {
-    std::ofstream(ready_file) << nlohmann::json{{"http_port", bound}, {"agent_port", agent_port}}.dump() << "\n";
+    std::ofstream(ready_file)
+        << nlohmann::json{{"http_port", bound}, {"agent_port", agent_port}}.dump() << "\n";
   }
 
   std::atomic<bool> stopping{false};

@@ -93,6 +93,40 @@ if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -d tests/e2e ]]; then
   record e2e "${p:-0}" "${f:-0}"
 fi
 
+# Issue 7: fuzzing and ThreadSanitizer. Fuzzing runs each libFuzzer target
+# (tests/fuzz, clang) for TFSLURM_FUZZ_SECONDS (default 40), two at a time;
+# TFSLURM_SKIP_FUZZ=1 skips it, TFSLURM_SKIP_SANITIZERS=1 skips both.
+# Longer runs: tests/fuzz/run-long.sh.
+fuzz_rc=0 tsan_rc=0
+if [[ "${TFSLURM_SKIP_FUZZ:-0}" != 1 && "${TFSLURM_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  step "fuzzing (libFuzzer + ASan + UBSan, ${TFSLURM_FUZZ_SECONDS:-40} s per target)"
+  set +e
+  tests/fuzz/run-fuzzers.sh -t "${TFSLURM_FUZZ_SECONDS:-40}" -j "$jobs" 2>&1 | tee build/fuzz.log
+  fuzz_rc=${PIPESTATUS[0]}
+  set -e
+  p=$(grep -c '^fuzz [a-z_]*: ok' build/fuzz.log || true)
+  f=$(grep -c '^fuzz [a-z_]*: FAILED' build/fuzz.log || true)
+  if [[ $fuzz_rc -ne 0 && $f -eq 0 ]]; then f=1; fi # the build failed
+  record fuzz "$p" "$f"
+fi
+if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" != 1 ]]; then
+  step "unit, agent and concurrency tests under TSan"
+  set +e
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
+    ninja -C build-tsan -j"$jobs" service_unit_tests agent_unit_tests agent_end_to_end_test \
+      experiments_concurrency_test api_concurrency_test
+  tsan_rc=$?
+  p=0 f=1
+  if [[ $tsan_rc -eq 0 ]]; then
+    # Test programs not built here are listed by ctest as *_NOT_BUILT.
+    ctest --test-dir build-tsan --output-on-failure -j"$jobs" -E _NOT_BUILT 2>&1 | tee build-tsan/tsan.log
+    tsan_rc=${PIPESTATUS[0]}
+    read -r p f < <(ctest_counts build-tsan/tsan.log)
+  fi
+  set -e
+  record tsan "$p" "$f"
+fi
+
 step "summary"
 total_p=0 total_f=0
 for k in "${!passed[@]}"; do

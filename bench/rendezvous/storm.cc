@@ -119,7 +119,9 @@ class ServerProcess {
     close(out[1]);
     to_ = fdopen(in[1], "w");
     from_ = fdopen(out[0], "r");
-    std::string ready = ReadLine();
+    // Skip what a wrapper (heaptrack, perf) may print first.
+    std::string ready;
+    for (int i = 0; i < 20 && ready.rfind("ready ", 0) != 0; ++i) ready = ReadLine();
     if (sscanf(ready.c_str(), "ready agent_port=%d", &agent_port_) != 1) Die("server did not start: " + ready);
   }
   ~ServerProcess() {

@@ -23,7 +23,7 @@ class AgentGrpcServer {
 
 // Listens on `address` ("host:port", port 0 picks one).
 StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(Experiments& experiments,
-                                                                 const std::string& address);
+                                                                const std::string& address);
 
 // POST /agent/v1/message: body AgentMessage (JSON); answers ServiceMessage
 // (JSON). A register waits up to ?wait_s= seconds (default 30, at most 120)

@@ -10,7 +10,8 @@ Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m
     case agent::v1::AgentMessage::kHeartbeat:
       return experiments.OnHeartbeat(ref);
     case agent::v1::AgentMessage::kProgress:
-      return experiments.OnProgress(ref, m.progress().checkpoint_step(), m.progress().checkpoint_path());
+      return experiments.OnProgress(ref, m.progress().checkpoint_step(),
+                                    m.progress().checkpoint_path());
     case agent::v1::AgentMessage::kExited: {
       std::optional<int> code, signal;
       if (m.exited().signal() != 0)
@@ -24,7 +25,8 @@ Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m
     case agent::v1::AgentMessage::BODY_NOT_SET:
       break;
   }
-  return InvalidArgument("the message has no body: set one of register, heartbeat, progress, exited");
+  return InvalidArgument(
+      "the message has no body: set one of register, heartbeat, progress, exited");
 }
 
 void DispatchRegister(Experiments& experiments, const agent::v1::AgentMessage& m,

@@ -59,7 +59,8 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     }
     if (!registered_) {
       if (in_.body_case() != AgentMessage::kRegister) {
-        FinishWhenWritten(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"));
+        FinishWhenWritten(
+            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"));
         return;
       }
       registered_ = true;
@@ -69,9 +70,10 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
       DispatchRegister(experiments_, in_, channel_);
     } else {
       // Reports carry their own identity; it must be the stream's.
-      Status s = in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
-                     ? DispatchReport(experiments_, in_)
-                     : InvalidArgument("a stream speaks for one task only");
+      Status s =
+          in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
+              ? DispatchReport(experiments_, in_)
+              : InvalidArgument("a stream speaks for one task only");
       if (!s.ok()) {
         bool permanent = s.code() != StatusCode::kUnavailable;
         channel_->Send(RefusedMsg{s.message(), permanent});
@@ -142,7 +144,8 @@ void StreamChannel::Send(const ServiceMsg& message) {
 class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
  public:
   explicit AgentServiceImpl(Experiments& experiments) : experiments_(experiments) {}
-  grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(grpc::CallbackServerContext*) override {
+  grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
+      grpc::CallbackServerContext*) override {
     return new ConnectReactor(experiments_);
   }
 
@@ -152,7 +155,8 @@ class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
 
 class GrpcServer final : public AgentGrpcServer {
  public:
-  GrpcServer(std::unique_ptr<AgentServiceImpl> service, std::unique_ptr<grpc::Server> server, int port)
+  GrpcServer(std::unique_ptr<AgentServiceImpl> service, std::unique_ptr<grpc::Server> server,
+             int port)
       : service_(std::move(service)), server_(std::move(server)), port_(port) {}
   ~GrpcServer() override { Shutdown(); }
   int port() const override { return port_; }
@@ -172,7 +176,7 @@ class GrpcServer final : public AgentGrpcServer {
 }  // namespace
 
 StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(Experiments& experiments,
-                                                                 const std::string& address) {
+                                                                const std::string& address) {
   auto service = std::make_unique<AgentServiceImpl>(experiments);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -186,7 +190,8 @@ StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(Experiments& exp
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) return Unavailable("cannot listen for agents on " + address);
-  return std::unique_ptr<AgentGrpcServer>(new GrpcServer(std::move(service), std::move(server), port));
+  return std::unique_ptr<AgentGrpcServer>(
+      new GrpcServer(std::move(service), std::move(server), port));
 }
 
 }  // namespace tfslurm::agentrpc

@@ -75,7 +75,8 @@ void ReplyMessage(httplib::Response& res, int status, const ServiceMessage& m) {
 
 void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments) {
   auto boxes = std::make_shared<Mailboxes>();
-  server.Post("/agent/v1/message", [&experiments, boxes](const httplib::Request& req, httplib::Response& res) {
+  server.Post("/agent/v1/message", [&experiments, boxes](const httplib::Request& req,
+                                                         httplib::Response& res) {
     AgentMessage m;
     google::protobuf::util::JsonParseOptions opts;
     auto parsed = google::protobuf::util::JsonStringToMessage(req.body, &m, opts);
@@ -86,7 +87,8 @@ void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments) 
                                {{"", std::string(parsed.message())}}));
     }
     int wait_s = 30;
-    if (req.has_param("wait_s")) wait_s = std::clamp(std::atoi(req.get_param_value("wait_s").c_str()), 0, 120);
+    if (req.has_param("wait_s"))
+      wait_s = std::clamp(std::atoi(req.get_param_value("wait_s").c_str()), 0, 120);
 
     if (m.body_case() == AgentMessage::kRegister) {
       auto box = boxes->Get(m.task(), /*create=*/true);
@@ -104,7 +106,8 @@ void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments) 
     if (!s.ok()) return api::ReplyError(res, s);
     // Deliver what core queued for this task (a Shutdown), without waiting.
     if (auto box = boxes->Get(m.task(), /*create=*/false)) {
-      if (auto pending = box->Take(std::chrono::milliseconds(0))) return ReplyMessage(res, 200, ToProto(*pending));
+      if (auto pending = box->Take(std::chrono::milliseconds(0)))
+        return ReplyMessage(res, 200, ToProto(*pending));
     }
     res.status = 200;
     res.set_content("{}", "application/json");

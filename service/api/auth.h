@@ -32,12 +32,14 @@ std::unique_ptr<Authenticator> NewTokenAuthenticator(store::Store& store);
 std::unique_ptr<Authenticator> NewOpenAuthenticator();
 
 // A new random token for `user`; stores only its hash. Returns the token.
-StatusOr<std::string> CreateToken(store::Store& store, const std::string& user, bool admin, int64_t now_ms);
+StatusOr<std::string> CreateToken(store::Store& store, const std::string& user, bool admin,
+                                  int64_t now_ms);
 
 // PermissionDenied (403) unless `p` owns `e` or is an admin.
 Status CheckAccess(const Principal& p, const ExperimentRecord& e);
 
-using AuthedHandler = std::function<void(const httplib::Request&, httplib::Response&, const Principal&)>;
+using AuthedHandler =
+    std::function<void(const httplib::Request&, httplib::Response&, const Principal&)>;
 // Authenticates, then calls `handler`; answers 401 itself otherwise.
 httplib::Server::Handler Guard(Authenticator& auth, AuthedHandler handler);
 

@@ -44,8 +44,9 @@ json ExperimentSummaryJson(const ExperimentRecord& e, const AttemptRecord* curre
             {"model_dir", e.model_dir},
             {"mem_per_task_mb", e.mem_per_task_mb},
             {"mem_explanation", e.mem_explanation},
-            {"checkpoint", e.checkpoint_step ? json{{"step", *e.checkpoint_step}, {"path", e.checkpoint_path}}
-                                             : json(nullptr)},
+            {"checkpoint", e.checkpoint_step
+                               ? json{{"step", *e.checkpoint_step}, {"path", e.checkpoint_path}}
+                               : json(nullptr)},
             {"created_at", Timestamp(e.created_at)},
             {"updated_at", Timestamp(e.updated_at)},
             {"next_attempt_at", Timestamp(e.next_attempt_at)},
@@ -66,13 +67,17 @@ json TaskCountsJson(const std::vector<TaskRecord>& tasks) {
     c["total"]++;
     if (t.state != "pending") c["registered"]++;
     if (t.state == "running") c["running"]++;
-    if (t.state == "succeeded" || t.state == "failed" || t.state == "reaped" || t.state == "lost") c["done"]++;
+    if (t.state == "succeeded" || t.state == "failed" || t.state == "reaped" || t.state == "lost")
+      c["done"]++;
     if (t.state == "failed" || t.state == "lost") c["failed"]++;
   }
   json out = json::object();
   for (auto& [role, c] : counts)
-    out[role] = {{"total", c["total"]}, {"registered", c["registered"]}, {"running", c["running"]},
-                 {"done", c["done"]}, {"failed", c["failed"]}};
+    out[role] = {{"total", c["total"]},
+                 {"registered", c["registered"]},
+                 {"running", c["running"]},
+                 {"done", c["done"]},
+                 {"failed", c["failed"]}};
   return out;
 }
 
@@ -103,7 +108,11 @@ json ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
   j["task_counts"] = TaskCountsJson(v.tasks);
   json events = json::array();
   for (const EventRecord& e : v.events)
-    events.push_back({{"id", e.id}, {"at", Timestamp(e.at)}, {"attempt", e.attempt}, {"what", e.what}, {"why", e.why}});
+    events.push_back({{"id", e.id},
+                      {"at", Timestamp(e.at)},
+                      {"attempt", e.attempt},
+                      {"what", e.what},
+                      {"why", e.why}});
   j["events"] = events;
   return j;
 }

@@ -4,6 +4,7 @@
 
 #include "service/api/auth.h"
 #include "service/api/errors.h"
+#include "service/api/request_params.h"
 #include "service/api/experiments_json.h"
 
 namespace tfslurm::api {
@@ -11,7 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kIdPattern = "([a-z0-9][a-z0-9._-]{0,62})";
 
 void ReplyJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -22,7 +22,8 @@ void ReplyJson(httplib::Response& res, int status, const json& body) {
 Status CheckNesting(const std::string& body, int max_depth);
 
 StatusOr<json> ParseBody(const httplib::Request& req) {
-  if (req.body.empty()) return InvalidArgument("the request body is empty; send the experiment spec as JSON");
+  if (req.body.empty())
+    return InvalidArgument("the request body is empty; send the experiment spec as JSON");
   if (Status s = CheckNesting(req.body, 64); !s.ok()) return s;
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded()) {
@@ -37,26 +38,7 @@ StatusOr<json> ParseBody(const httplib::Request& req) {
   return body;
 }
 
-// Query parameter `name` as an integer in [min, max], or `fallback`.
-StatusOr<int> IntParam(const httplib::Request& req, const char* name, int fallback, int min, int max) {
-  if (!req.has_param(name)) return fallback;
-  std::string v = req.get_param_value(name);
-  try {
-    size_t used = 0;
-    long n = std::stol(v, &used);
-    if (used == v.size() && n >= min && n <= max) return static_cast<int>(n);
-  } catch (const std::exception&) {
-  }
-  return InvalidArgument(std::string("query parameter ") + name + " must be an integer from " +
-                             std::to_string(min) + " to " + std::to_string(max) + ", got '" + v + "'",
-                         {{name, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max)}});
-}
 
-bool IsTrue(const httplib::Request& req, const char* name) {
-  if (!req.has_param(name)) return false;
-  std::string v = req.get_param_value(name);
-  return v.empty() || v == "1" || v == "true" || v == "yes";
-}
 
 // Loads experiment `id` and checks that `p` may touch it.
 Status Authorize(Experiments& experiments, const Principal& p, const std::string& id) {
@@ -72,15 +54,19 @@ Status CheckNesting(const std::string& body, int max_depth) {
   bool in_string = false, escaped = false;
   for (char c : body) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
       if (++depth > max_depth)
-        return InvalidArgument("the request body nests deeper than " + std::to_string(max_depth) + " levels",
-                               {{"", "nested deeper than " + std::to_string(max_depth) + " levels"}});
+        return InvalidArgument(
+            "the request body nests deeper than " + std::to_string(max_depth) + " levels",
+            {{"", "nested deeper than " + std::to_string(max_depth) + " levels"}});
     } else if (c == ']' || c == '}') {
       --depth;
     }
@@ -100,118 +86,133 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
 
   server.Post("/experiments", Guard(auth, [&](const httplib::Request& req, httplib::Response& res,
                                               const Principal& who) {
-    auto body = ParseBody(req);
-    if (!body.ok()) return ReplyError(res, body.status());
-    bool dry_run = IsTrue(req, "dry_run");
-    auto result = experiments.Submit(*body, who.user, dry_run);
-    if (!result.ok()) return ReplyError(res, result.status());
-    if (dry_run) {
-      return ReplyJson(res, 200,
-                       {{"id", result->experiment.id},
-                        {"spec", json::parse(result->experiment.spec_json)},
-                        {"mem_per_task_mb", result->memory.mem_per_task_mb},
-                        {"mem_per_cpu_mb", result->memory.mem_per_cpu_mb},
-                        {"mem_explanation", result->memory.explanation},
-                        {"job_name", result->attempt.job_name},
-                        {"sbatch", result->attempt.sbatch_script}});
-    }
-    auto view = experiments.Get(result->experiment.id);
-    if (!view.ok()) return ReplyError(res, view.status());
-    res.set_header("Location", "/experiments/" + result->experiment.id);
-    ReplyJson(res, 201, ExperimentViewJson(*view, clock.NowMs()));
-  }));
-
-  server.Get("/experiments", Guard(auth, [&](const httplib::Request& req, httplib::Response& res,
-                                             const Principal& who) {
-    store::ListQuery q;
-    // Users see their own experiments; admins all, or one owner's with ?owner=.
-    q.owner = who.admin ? req.get_param_value("owner") : who.user;
-    if (req.has_param("state")) {
-      std::string states = req.get_param_value("state");
-      size_t start = 0;
-      while (start <= states.size()) {
-        size_t comma = states.find(',', start);
-        std::string s = states.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        if (!s.empty()) {
-          auto st = ParseExperimentState(s);
-          if (!st)
-            return ReplyError(res, InvalidArgument("unknown state '" + s + "'",
-                                                   {{"state", "must be a comma-separated list of queued, "
-                                                              "starting, running, restarting, succeeded, "
-                                                              "failed, cancelled; got '" + s + "'"}}));
-          q.states.push_back(*st);
-        }
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    }
-    auto limit = IntParam(req, "limit", 50, 1, 1000);
-    if (!limit.ok()) return ReplyError(res, limit.status());
-    auto offset = IntParam(req, "offset", 0, 0, 1 << 30);
-    if (!offset.ok()) return ReplyError(res, offset.status());
-    q.limit = *limit;
-    q.offset = *offset;
-    auto list = experiments.store().ListExperiments(q);
-    if (!list.ok()) return ReplyError(res, list.status());
-    auto total = experiments.store().CountExperiments(q);
-    if (!total.ok()) return ReplyError(res, total.status());
-    json items = json::array();
-    for (const ExperimentRecord& e : *list) {
-      json item;
-      if (!IsTerminal(e.state)) {
-        // Open experiments show their live task counts; finished ones are
-        // summarized by their state.
-        auto attempts = experiments.store().ListAttempts(e.id);
-        auto tasks = experiments.store().ListTasks(e.id, e.current_attempt);
-        item = ExperimentSummaryJson(e, attempts.ok() && !attempts->empty() ? &attempts->back() : nullptr);
-        if (tasks.ok()) item["task_counts"] = TaskCountsJson(*tasks);
-      } else {
-        item = ExperimentSummaryJson(e, nullptr);
-      }
-      items.push_back(std::move(item));
-    }
-    ReplyJson(res, 200, {{"experiments", items}, {"total", *total}, {"limit", q.limit}, {"offset", q.offset}});
-  }));
-
-  server.Get(std::string("/experiments/") + kIdPattern,
-             Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
-               auto view = experiments.Get(req.matches[1]);
-               if (!view.ok()) return ReplyError(res, view.status());
-               if (Status s = CheckAccess(who, view->experiment); !s.ok()) return ReplyError(res, s);
-               ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
-             }));
-
-  server.Get(std::string("/experiments/") + kIdPattern + "/sbatch",
-             Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
-               if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok()) return ReplyError(res, s);
-               auto attempts = experiments.store().ListAttempts(req.matches[1]);
-               if (!attempts.ok()) return ReplyError(res, attempts.status());
-               if (attempts->empty())
-                 return ReplyError(res, NotFound("no experiment '" + req.matches[1].str() + "'"));
-               auto n = IntParam(req, "attempt", attempts->back().number, 1, attempts->back().number);
-               if (!n.ok()) return ReplyError(res, n.status());
-               res.set_content((*attempts)[*n - 1].sbatch_script, "text/x-shellscript; charset=utf-8");
-             }));
-
-  server.Delete(std::string("/experiments/") + kIdPattern,
-                Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
-    if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok()) return ReplyError(res, s);
-    Status s = experiments.Cancel(req.matches[1], "cancelled by " + who.user);
-    if (!s.ok()) return ReplyError(res, s);
-    auto view = experiments.Get(req.matches[1]);
-    if (!view.ok()) return ReplyError(res, view.status());
-    ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
-  }));
-
-  server.Post(std::string("/experiments/") + kIdPattern + "/resume",
-              Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
-                if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok()) return ReplyError(res, s);
-                auto attempt = experiments.Resume(req.matches[1]);
-                if (!attempt.ok()) return ReplyError(res, attempt.status());
-                auto view = experiments.Get(req.matches[1]);
+                auto body = ParseBody(req);
+                if (!body.ok()) return ReplyError(res, body.status());
+                bool dry_run = IsTrue(req, "dry_run");
+                auto result = experiments.Submit(*body, who.user, dry_run);
+                if (!result.ok()) return ReplyError(res, result.status());
+                if (dry_run) {
+                  return ReplyJson(res, 200,
+                                   {{"id", result->experiment.id},
+                                    {"spec", json::parse(result->experiment.spec_json)},
+                                    {"mem_per_task_mb", result->memory.mem_per_task_mb},
+                                    {"mem_per_cpu_mb", result->memory.mem_per_cpu_mb},
+                                    {"mem_explanation", result->memory.explanation},
+                                    {"job_name", result->attempt.job_name},
+                                    {"sbatch", result->attempt.sbatch_script}});
+                }
+                auto view = experiments.Get(result->experiment.id);
                 if (!view.ok()) return ReplyError(res, view.status());
-                ReplyJson(res, 202, ExperimentViewJson(*view, clock.NowMs()));
+                res.set_header("Location", "/experiments/" + result->experiment.id);
+                ReplyJson(res, 201, ExperimentViewJson(*view, clock.NowMs()));
               }));
+
+  server.Get(
+      "/experiments",
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        store::ListQuery q;
+        // Users see their own experiments; admins all, or one owner's with ?owner=.
+        q.owner = who.admin ? req.get_param_value("owner") : who.user;
+        if (req.has_param("state")) {
+          std::string states = req.get_param_value("state");
+          size_t start = 0;
+          while (start <= states.size()) {
+            size_t comma = states.find(',', start);
+            std::string s = states.substr(
+                start, comma == std::string::npos ? std::string::npos : comma - start);
+            if (!s.empty()) {
+              auto st = ParseExperimentState(s);
+              if (!st)
+                return ReplyError(res,
+                                  InvalidArgument("unknown state '" + s + "'",
+                                                  {{"state",
+                                                    "must be a comma-separated list of queued, "
+                                                    "starting, running, restarting, succeeded, "
+                                                    "failed, cancelled; got '" +
+                                                        s + "'"}}));
+              q.states.push_back(*st);
+            }
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+          }
+        }
+        auto limit = IntParam(req, "limit", 50, 1, 1000);
+        if (!limit.ok()) return ReplyError(res, limit.status());
+        auto offset = IntParam(req, "offset", 0, 0, 1 << 30);
+        if (!offset.ok()) return ReplyError(res, offset.status());
+        q.limit = static_cast<int>(*limit);
+        q.offset = static_cast<int>(*offset);
+        auto list = experiments.store().ListExperiments(q);
+        if (!list.ok()) return ReplyError(res, list.status());
+        auto total = experiments.store().CountExperiments(q);
+        if (!total.ok()) return ReplyError(res, total.status());
+        json items = json::array();
+        for (const ExperimentRecord& e : *list) {
+          json item;
+          if (!IsTerminal(e.state)) {
+            // Open experiments show their live task counts; finished ones are
+            // summarized by their state.
+            auto attempts = experiments.store().ListAttempts(e.id);
+            auto tasks = experiments.store().ListTasks(e.id, e.current_attempt);
+            item = ExperimentSummaryJson(
+                e, attempts.ok() && !attempts->empty() ? &attempts->back() : nullptr);
+            if (tasks.ok()) item["task_counts"] = TaskCountsJson(*tasks);
+          } else {
+            item = ExperimentSummaryJson(e, nullptr);
+          }
+          items.push_back(std::move(item));
+        }
+        ReplyJson(
+            res, 200,
+            {{"experiments", items}, {"total", *total}, {"limit", q.limit}, {"offset", q.offset}});
+      }));
+
+  server.Get(
+      std::string("/experiments/") + kIdPattern,
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        auto view = experiments.Get(req.matches[1]);
+        if (!view.ok()) return ReplyError(res, view.status());
+        if (Status s = CheckAccess(who, view->experiment); !s.ok()) return ReplyError(res, s);
+        ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
+      }));
+
+  server.Get(
+      std::string("/experiments/") + kIdPattern + "/sbatch",
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok())
+          return ReplyError(res, s);
+        auto attempts = experiments.store().ListAttempts(req.matches[1]);
+        if (!attempts.ok()) return ReplyError(res, attempts.status());
+        if (attempts->empty())
+          return ReplyError(res, NotFound("no experiment '" + req.matches[1].str() + "'"));
+        auto n = IntParam(req, "attempt", attempts->back().number, 1, attempts->back().number);
+        if (!n.ok()) return ReplyError(res, n.status());
+        res.set_content((*attempts)[*n - 1].sbatch_script, "text/x-shellscript; charset=utf-8");
+      }));
+
+  server.Delete(
+      std::string("/experiments/") + kIdPattern,
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok())
+          return ReplyError(res, s);
+        Status s = experiments.Cancel(req.matches[1], "cancelled by " + who.user);
+        if (!s.ok()) return ReplyError(res, s);
+        auto view = experiments.Get(req.matches[1]);
+        if (!view.ok()) return ReplyError(res, view.status());
+        ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
+      }));
+
+  server.Post(
+      std::string("/experiments/") + kIdPattern + "/resume",
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok())
+          return ReplyError(res, s);
+        auto attempt = experiments.Resume(req.matches[1]);
+        if (!attempt.ok()) return ReplyError(res, attempt.status());
+        auto view = experiments.Get(req.matches[1]);
+        if (!view.ok()) return ReplyError(res, view.status());
+        ReplyJson(res, 202, ExperimentViewJson(*view, clock.NowMs()));
+      }));
 
   // Errors httplib raises itself (unknown route, body too large) get the same
   // JSON shape; responses a handler already wrote are left alone.
@@ -220,31 +221,38 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     Status s;
     switch (res.status) {
-      case 404: s = NotFound("no route for " + req.method + " " + req.path); break;
-      case 413: s = Status(StatusCode::kResourceExhausted, "the request body is larger than the limit"); break;
+      case 404:
+        s = NotFound("no route for " + req.method + " " + req.path);
+        break;
+      case 413:
+        s = Status(StatusCode::kResourceExhausted, "the request body is larger than the limit");
+        break;
       case 400:
         // httplib refuses a malformed request before routing, most often a
         // POST without Content-Length (curl -X POST with no -d).
         s = InvalidArgument("malformed HTTP request for " + req.method + " " + req.path +
                             " (a POST needs a body or Content-Length: 0, e.g. curl -X POST -d '')");
         break;
-      default: s = InvalidArgument("the request could not be handled (HTTP " + std::to_string(res.status) + ")");
+      default:
+        s = InvalidArgument("the request could not be handled (HTTP " + std::to_string(res.status) +
+                            ")");
     }
     int status = res.status;
     ReplyError(res, s);
     res.status = status;
     return httplib::Server::HandlerResponse::Handled;
   }));
-  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    ReplyError(res, Internal("internal error: " + what));
-  });
+  server.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        ReplyError(res, Internal("internal error: " + what));
+      });
 }
 
 }  // namespace tfslurm::api

@@ -15,11 +15,11 @@
 #include <thread>
 
 #include "service/api/errors.h"
+#include "service/api/request_params.h"
 
 namespace tfslurm::api {
 namespace {
 
-constexpr const char* kIdPattern = "([a-z0-9][a-z0-9._-]{0,62})";
 constexpr const char* kOffsetHeader = "X-Tfslurm-Log-Offset";
 constexpr size_t kChunkBytes = 64 * 1024;
 constexpr auto kFollowPollInterval = std::chrono::milliseconds(250);
@@ -27,25 +27,7 @@ constexpr int kMaxTailLines = 1000000;
 
 // A request value as it may appear in a message: cut short, since it is
 // whatever the client sent.
-std::string Shown(const std::string& value) {
-  return value.size() <= 64 ? value : value.substr(0, 61) + "...";
-}
 
-StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_t fallback,
-                           int64_t min, int64_t max) {
-  if (!req.has_param(name)) return fallback;
-  std::string v = req.get_param_value(name);
-  static const std::regex kInteger("0|[1-9][0-9]{0,17}");
-  if (std::regex_match(v, kInteger)) {
-    int64_t n = std::stoll(v);
-    if (n >= min && n <= max) return n;
-  }
-  std::string allowed =
-      "must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
-  return InvalidArgument(
-      std::string("query parameter ") + name + " " + allowed + ", got '" + Shown(v) + "'",
-      {{name, allowed + ", got '" + Shown(v) + "'"}});
-}
 
 struct TaskName {
   std::string role;
@@ -60,8 +42,8 @@ StatusOr<TaskName> ParseTask(const std::string& value) {
     std::string allowed =
         "must be ROLE:INDEX with ROLE one of chief, ps, worker, evaluator and INDEX a number, "
         "e.g. worker:1";
-    return InvalidArgument("task " + allowed + "; got '" + Shown(value) + "'",
-                           {{"task", allowed + "; got '" + Shown(value) + "'"}});
+    return InvalidArgument("task " + allowed + "; got '" + ShortForError(value) + "'",
+                           {{"task", allowed + "; got '" + ShortForError(value) + "'"}});
   }
   return TaskName{m[1], std::stoi(m[2])};
 }
@@ -211,11 +193,6 @@ struct LogStream {
   }
 };
 
-bool IsTrue(const httplib::Request& req, const char* name) {
-  if (!req.has_param(name)) return false;
-  std::string v = req.get_param_value(name);
-  return v.empty() || v == "1" || v == "true" || v == "yes";
-}
 
 // What a request asks for, checked against the experiment.
 struct LogRequest {

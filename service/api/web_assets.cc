@@ -28,7 +28,8 @@ bool NotModified(const httplib::Request& req, std::string_view etag) {
   size_t start = 0;
   while (start < tags.size()) {
     size_t comma = tags.find(',', start);
-    std::string_view tag(tags.data() + start, (comma == std::string::npos ? tags.size() : comma) - start);
+    std::string_view tag(tags.data() + start,
+                         (comma == std::string::npos ? tags.size() : comma) - start);
     while (!tag.empty() && tag.front() == ' ') tag.remove_prefix(1);
     while (!tag.empty() && tag.back() == ' ') tag.remove_suffix(1);
     if (tag.starts_with("W/")) tag.remove_prefix(2);  // weak comparison is right for GET
@@ -52,7 +53,8 @@ void ServeAsset(const WebAsset& asset, const httplib::Request& req, httplib::Res
     res.status = 304;
     return;
   }
-  res.set_content(asset.content.data(), asset.content.size(), std::string(ContentTypeFor(asset.path)));
+  res.set_content(asset.content.data(), asset.content.size(),
+                  std::string(ContentTypeFor(asset.path)));
 }
 
 }  // namespace
@@ -83,16 +85,18 @@ void RegisterWebAssetRoutes(httplib::Server& server, std::span<const WebAsset> a
   server.Get("/", [by_path](const httplib::Request& req, httplib::Response& res) {
     auto it = by_path->find("index.html");
     if (it == by_path->end())
-      return ReplyError(res, NotFound("this tfslurmd was built without the dashboard (web/ui/index.html)"));
+      return ReplyError(
+          res, NotFound("this tfslurmd was built without the dashboard (web/ui/index.html)"));
     ServeAsset(*it->second, req, res);
   });
-  server.Get(R"(/ui/([A-Za-z0-9._/-]+))", [by_path](const httplib::Request& req, httplib::Response& res) {
-    auto it = by_path->find(req.matches[1].str());
-    if (it == by_path->end())
-      return ReplyError(res, NotFound("no dashboard file '" + req.matches[1].str() +
-                                      "'; the dashboard starts at /"));
-    ServeAsset(*it->second, req, res);
-  });
+  server.Get(R"(/ui/([A-Za-z0-9._/-]+))",
+             [by_path](const httplib::Request& req, httplib::Response& res) {
+               auto it = by_path->find(req.matches[1].str());
+               if (it == by_path->end())
+                 return ReplyError(res, NotFound("no dashboard file '" + req.matches[1].str() +
+                                                 "'; the dashboard starts at /"));
+               ServeAsset(*it->second, req, res);
+             });
 }
 
 }  // namespace tfslurm::api

@@ -37,6 +37,7 @@ std::string_view ContentTypeFor(std::string_view path);
 
 // Installs GET / and GET /ui/<path> for `assets` (which must outlive
 // `server`). An unknown /ui/ path answers the API's JSON 404.
-void RegisterWebAssetRoutes(httplib::Server& server, std::span<const WebAsset> assets = EmbeddedWebAssets());
+void RegisterWebAssetRoutes(httplib::Server& server,
+                            std::span<const WebAsset> assets = EmbeddedWebAssets());
 
 }  // namespace tfslurm::api

@@ -13,7 +13,8 @@ AttemptRun::AttemptRun(const ExperimentSpec& spec, int attempt) : spec_(spec), a
   for (const TaskRole& r : AssignRoles(spec)) tasks_.push_back(TaskSlot{r});
 }
 
-bool AttemptRun::Register(int proc, const std::string& node, const std::string& address, int local_id) {
+bool AttemptRun::Register(int proc, const std::string& node, const std::string& address,
+                          int local_id) {
   TaskSlot& t = tasks_[proc];
   t.node = node;
   t.address = address;
@@ -58,8 +59,8 @@ int AttemptRun::CheckpointingTask() const {
   return worker0;
 }
 
-std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(int proc,
-                                                                      const std::string& model_dir) const {
+std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
+    int proc, const std::string& model_dir) const {
   const TaskSlot& t = tasks_[proc];
   std::vector<std::pair<std::string, std::string>> env(spec_.env.begin(), spec_.env.end());
   env.emplace_back("TF_CONFIG", TfConfig(proc));
@@ -93,14 +94,18 @@ bool AttemptRun::IsTracked(int proc) const {
   switch (spec_.success) {
     case SuccessPolicy::kAuto:
       return spec_.cluster.chief > 0 ? r.role == "chief" : r.role == "worker";
-    case SuccessPolicy::kChief: return r.role == "chief";
-    case SuccessPolicy::kWorker0: return r.role == "worker" && r.index == 0;
-    case SuccessPolicy::kAllWorkers: return r.role == "worker";
+    case SuccessPolicy::kChief:
+      return r.role == "chief";
+    case SuccessPolicy::kWorker0:
+      return r.role == "worker" && r.index == 0;
+    case SuccessPolicy::kAllWorkers:
+      return r.role == "worker";
   }
   return false;
 }
 
-Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal, bool reaped) {
+Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal,
+                           bool reaped) {
   TaskSlot& t = tasks_[proc];
   if (t.exited) return outcome_;
   t.exited = true;
@@ -119,11 +124,12 @@ void AttemptRun::Decide(Outcome outcome) {
 
 Outcome AttemptRun::Evaluate(int proc) {
   const TaskSlot& t = tasks_[proc];
-  std::string who = t.role.role + ":" + std::to_string(t.role.index) + " (task " + std::to_string(proc) +
-                    (t.node.empty() ? "" : " on " + t.node) + ")";
+  std::string who = t.role.role + ":" + std::to_string(t.role.index) + " (task " +
+                    std::to_string(proc) + (t.node.empty() ? "" : " on " + t.node) + ")";
   if (t.state == "failed" && (IsTracked(proc) || t.role.role == "chief" || t.role.role == "ps")) {
-    std::string how = t.signal.value_or(0) ? "was killed by signal " + std::to_string(*t.signal)
-                                           : "exited with code " + std::to_string(t.exit_code.value_or(-1));
+    std::string how = t.signal.value_or(0)
+                          ? "was killed by signal " + std::to_string(*t.signal)
+                          : "exited with code " + std::to_string(t.exit_code.value_or(-1));
     return {Outcome::kFailed, who + " " + how, IsRetryableExit(t.exit_code, t.signal)};
   }
   // Success: every tracked task exited 0.
@@ -134,11 +140,18 @@ Outcome AttemptRun::Evaluate(int proc) {
     case SuccessPolicy::kAuto:
       what = spec_.cluster.chief > 0 ? "the chief exited 0" : "every worker exited 0";
       break;
-    case SuccessPolicy::kChief: what = "the chief exited 0"; break;
-    case SuccessPolicy::kWorker0: what = "worker 0 exited 0"; break;
-    case SuccessPolicy::kAllWorkers: what = "every worker exited 0"; break;
+    case SuccessPolicy::kChief:
+      what = "the chief exited 0";
+      break;
+    case SuccessPolicy::kWorker0:
+      what = "worker 0 exited 0";
+      break;
+    case SuccessPolicy::kAllWorkers:
+      what = "every worker exited 0";
+      break;
   }
-  return {Outcome::kSucceeded, what + std::string(" (success: ") + SuccessPolicyName(spec_.success) + ")"};
+  return {Outcome::kSucceeded,
+          what + std::string(" (success: ") + SuccessPolicyName(spec_.success) + ")"};
 }
 
 std::vector<int> AttemptRun::TasksToReap() const {

@@ -57,7 +57,8 @@ class AttemptRun {
 
   // TF_CONFIG and the extra environment for task `proc` (after the barrier).
   std::string TfConfig(int proc) const;
-  std::vector<std::pair<std::string, std::string>> TaskEnv(int proc, const std::string& model_dir) const;
+  std::vector<std::pair<std::string, std::string>> TaskEnv(int proc,
+                                                           const std::string& model_dir) const;
   // The task that checkpoints: the chief, else worker 0.
   int CheckpointingTask() const;
 

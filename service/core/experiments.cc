@@ -98,6 +98,9 @@ struct Experiments::Active {
   std::optional<EndReason> decided_reason;
   int64_t cancel_sent_at_ms = 0;
   bool start_seen_in_slurm = false;
+  // When Slurm's answer named this attempt's job, in submission order: a
+  // poll whose snapshot began before it cannot have seen the job.
+  int64_t job_known_seq = 0;
 };
 
 struct Experiments::Actions {
@@ -106,8 +109,8 @@ struct Experiments::Actions {
   std::vector<std::string> restarts;
 };
 
-Experiments::Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& clock, Randomness& random,
-                         LifecycleConfig config)
+Experiments::Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& clock,
+                         Randomness& random, LifecycleConfig config)
     : store_(store), slurm_(slurm), clock_(clock), random_(random), config_(std::move(config)) {}
 
 Experiments::~Experiments() = default;
@@ -117,18 +120,21 @@ void Experiments::SetLaunch(const slurm::AgentLaunch& launch) {
   config_.launch = launch;
 }
 
-void Experiments::Event(store::Changes& c, const Active& a, const std::string& what, const std::string& why) {
+void Experiments::Event(store::Changes& c, const Active& a, const std::string& what,
+                        const std::string& why) {
   c.events.push_back({0, a.record.id, a.attempt.number, clock_.NowMs(), what, why});
 }
 
-void Experiments::SetState(store::Changes& c, Active& a, ExperimentState state, const std::string& why) {
+void Experiments::SetState(store::Changes& c, Active& a, ExperimentState state,
+                           const std::string& why) {
   if (a.record.state == state && a.record.reason == why) return;
   std::string from = ExperimentStateName(a.record.state);
   a.record.state = state;
   a.record.reason = why;
   a.record.updated_at = clock_.NowMs();
   c.experiment = a.record;
-  Event(c, a, "state", from + " -> " + ExperimentStateName(state) + (why.empty() ? "" : ": " + why));
+  Event(c, a, "state",
+        from + " -> " + ExperimentStateName(state) + (why.empty() ? "" : ": " + why));
 }
 
 void Experiments::Commit(store::Changes& c) {
@@ -155,7 +161,8 @@ StatusOr<PartitionShape> Experiments::Partition(const std::string& name) {
   return shape;
 }
 
-StatusOr<SubmitResult> Experiments::Submit(const nlohmann::json& input, const std::string& owner, bool dry_run) {
+StatusOr<SubmitResult> Experiments::Submit(const nlohmann::json& input, const std::string& owner,
+                                           bool dry_run) {
   auto parsed = ParseSpec(input, config_.limits);
   if (!parsed.ok()) return parsed.status();
   ExperimentSpec spec = std::move(parsed).value();
@@ -163,7 +170,8 @@ StatusOr<SubmitResult> Experiments::Submit(const nlohmann::json& input, const st
 
   if (auto existing = store_.GetExperiment(spec.id); existing.ok()) {
     return Status(StatusCode::kAlreadyExists,
-                  "experiment '" + spec.id + "' exists (state " + ExperimentStateName(existing->state) +
+                  "experiment '" + spec.id + "' exists (state " +
+                      ExperimentStateName(existing->state) +
                       "); to run it again from its checkpoints: POST /experiments/" + spec.id +
                       "/resume (tfctl resume " + spec.id + "), or choose another id",
                   {{"id", "'" + spec.id + "' is taken"}});
@@ -219,7 +227,9 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool c
   std::error_code ec;
   std::filesystem::create_directories(log_dir, ec);
   if (!ec) std::filesystem::create_directories(a.record.model_dir, ec);
-  if (ec) return Unavailable("cannot create " + log_dir + " or " + a.record.model_dir + ": " + ec.message());
+  if (ec)
+    return Unavailable("cannot create " + log_dir + " or " + a.record.model_dir + ": " +
+                       ec.message());
 
   auto partition = Partition(a.spec.resources.partition);
   if (!partition.ok()) return partition.status();
@@ -227,8 +237,8 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool c
   if (!memory.ok()) return memory.status();
 
   std::string secret = random_.NewSecret();
-  slurm::SubmitRequest request = slurm::BuildSubmitRequest(a.spec, *memory, number, {log_dir}, config_.launch,
-                                                           secret, config_.job_environment);
+  slurm::SubmitRequest request = slurm::BuildSubmitRequest(
+      a.spec, *memory, number, {log_dir}, config_.launch, secret, config_.job_environment);
   int64_t now = clock_.NowMs();
   AttemptRecord attempt;
   attempt.experiment_id = id;
@@ -267,14 +277,18 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool c
   intent.attempts.push_back(attempt);
   intent.tasks = a.tasks;
   Event(intent, a, "submitting",
-        "attempt " + std::to_string(number) + " as Slurm job " + request.job_name + "; memory per task " +
-            std::to_string(memory->mem_per_task_mb) + " MB (" + memory->explanation + ")" +
-            (attempt.start_step ? "; resumes from checkpoint step " + std::to_string(*attempt.start_step) : ""));
+        "attempt " + std::to_string(number) + " as Slurm job " + request.job_name +
+            "; memory per task " + std::to_string(memory->mem_per_task_mb) + " MB (" +
+            memory->explanation + ")" +
+            (attempt.start_step
+                 ? "; resumes from checkpoint step " + std::to_string(*attempt.start_step)
+                 : ""));
   if (Status s = store_.Apply(intent); !s.ok()) {
     if (s.code() == StatusCode::kAlreadyExists)
-      return Status(StatusCode::kAlreadyExists,
-                    "experiment '" + id + "' exists; to run it again: POST /experiments/" + id + "/resume",
-                    {{"id", "'" + id + "' is taken"}});
+      return Status(
+          StatusCode::kAlreadyExists,
+          "experiment '" + id + "' exists; to run it again: POST /experiments/" + id + "/resume",
+          {{"id", "'" + id + "' is taken"}});
     return s;
   }
 
@@ -293,13 +307,15 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool c
     a.attempt.reason = job.status().message();
     a.attempt.ended_at = clock_.NowMs();
     after.attempts.push_back(a.attempt);
-    SetState(after, a, ExperimentState::kFailed, "submission of attempt " + std::to_string(number) +
-                                                     " failed: " + job.status().message());
+    SetState(
+        after, a, ExperimentState::kFailed,
+        "submission of attempt " + std::to_string(number) + " failed: " + job.status().message());
     Commit(after);
     return job.status();
   }
   a.attempt.slurm_job_id = *job;
   a.attempt.state = "pending";
+  a.job_known_seq = ++job_seq_;
   after.attempts.push_back(a.attempt);
   Event(after, a, "submitted", "Slurm job " + std::to_string(*job) + " (" + request.job_name + ")");
   Commit(after);
@@ -361,8 +377,9 @@ StatusOr<AttemptRecord> Experiments::Resume(const std::string& id) {
   if (it != active_.end()) {
     const Active& a = *it->second;
     if (!IsTerminal(a.record.state))
-      return FailedPrecondition("experiment '" + id + "' is " + ExperimentStateName(a.record.state) +
-                                "; cancel it first (DELETE /experiments/" + id + ") or wait for it to end");
+      return FailedPrecondition(
+          "experiment '" + id + "' is " + ExperimentStateName(a.record.state) +
+          "; cancel it first (DELETE /experiments/" + id + ") or wait for it to end");
     return Status(StatusCode::kUnavailable, "experiment '" + id + "' has ended but its Slurm job " +
                                                 std::to_string(a.attempt.slurm_job_id) +
                                                 " is still finishing; retry in a few seconds");
@@ -378,8 +395,9 @@ StatusOr<AttemptRecord> Experiments::Resume(const std::string& id) {
   a->user_cancelled = false;
   auto checkpoint = ReadCheckpointState(a->record.model_dir);
   SetState(c, *a, ExperimentState::kQueued,
-           "resumed by the user" + (checkpoint ? " from checkpoint step " + std::to_string(checkpoint->step)
-                                                : std::string(" (no checkpoint in ") + a->record.model_dir + ")"));
+           "resumed by the user" +
+               (checkpoint ? " from checkpoint step " + std::to_string(checkpoint->step)
+                           : std::string(" (no checkpoint in ") + a->record.model_dir + ")"));
   Commit(c);
   auto attempt = SubmitAttempt(*a, a->attempt.number + 1, /*create=*/false);
   if (!attempt.ok()) return attempt.status();
@@ -400,24 +418,28 @@ StatusOr<Experiments::Active*> Experiments::FindTask(const TaskRef& ref) {
   }
   Active& a = *it->second;
   if (ref.attempt != a.attempt.number)
-    return FailedPrecondition("attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
-                              "' is not current (current: " + std::to_string(a.attempt.number) + ")");
+    return FailedPrecondition(
+        "attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
+        "' is not current (current: " + std::to_string(a.attempt.number) + ")");
   if (Sha256Hex(ref.secret) != a.attempt.secret_sha256)
-    return Status(StatusCode::kUnauthenticated,
-                  "wrong attempt secret for '" + ref.experiment_id + "' attempt " + std::to_string(ref.attempt));
+    return Status(StatusCode::kUnauthenticated, "wrong attempt secret for '" + ref.experiment_id +
+                                                    "' attempt " + std::to_string(ref.attempt));
   if (ref.proc_id < 0 || ref.proc_id >= a.run->size())
-    return InvalidArgument("task " + std::to_string(ref.proc_id) + " is out of range: the attempt has " +
-                           std::to_string(a.run->size()) + " tasks");
+    return InvalidArgument("task " + std::to_string(ref.proc_id) +
+                           " is out of range: the attempt has " + std::to_string(a.run->size()) +
+                           " tasks");
   return &a;
 }
 
-void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel) {
+void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info,
+                             std::shared_ptr<TaskChannel> channel) {
   std::lock_guard lock(mu_);
   auto found = FindTask(ref);
   if (!found.ok()) {
     // Unavailable (the submission is still being recorded) is worth a retry;
     // everything else is final for this agent.
-    channel->Send(RefusedMsg{found.status().message(), found.status().code() != StatusCode::kUnavailable});
+    channel->Send(
+        RefusedMsg{found.status().message(), found.status().code() != StatusCode::kUnavailable});
     return;
   }
   Active& a = **found;
@@ -427,8 +449,8 @@ void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info, std::
   TaskSlot& slot = a.run->mutable_task(proc);
   std::string address = info.address + ":" + std::to_string(info.port);
   if (a.run->outcome().kind != Outcome::kUndecided && !slot.registered) {
-    channel->Send(RefusedMsg{"attempt " + std::to_string(a.attempt.number) + " has already ended: " +
-                                 a.run->outcome().reason,
+    channel->Send(RefusedMsg{"attempt " + std::to_string(a.attempt.number) +
+                                 " has already ended: " + a.run->outcome().reason,
                              true});
     return;
   }
@@ -450,7 +472,8 @@ void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info, std::
     a.job_started_ms = now;
     c.attempts.push_back(a.attempt);
   }
-  if (a.record.state == ExperimentState::kQueued) SetState(c, a, ExperimentState::kStarting, "tasks registering");
+  if (a.record.state == ExperimentState::kQueued)
+    SetState(c, a, ExperimentState::kStarting, "tasks registering");
   if (was_registered)
     Event(c, a, "reconnected", TaskName(slot, proc) + " reconnected from " + address);
 
@@ -533,8 +556,8 @@ Status Experiments::OnProgress(const TaskRef& ref, int64_t step, const std::stri
   return Status::Ok();
 }
 
-Status Experiments::OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
-                             bool reaped) {
+Status Experiments::OnExited(const TaskRef& ref, std::optional<int> exit_code,
+                             std::optional<int> signal, bool reaped) {
   std::lock_guard lock(mu_);
   auto found = FindTask(ref);
   if (!found.ok()) return found.status();
@@ -554,8 +577,9 @@ Status Experiments::OnExited(const TaskRef& ref, std::optional<int> exit_code, s
   t.signal = signal;
   t.ended_at = clock_.NowMs();
   c.tasks.push_back(t);
-  std::string how = signal.value_or(0) ? "was killed by signal " + std::to_string(*signal)
-                                       : "exited with code " + std::to_string(exit_code.value_or(-1));
+  std::string how = signal.value_or(0)
+                        ? "was killed by signal " + std::to_string(*signal)
+                        : "exited with code " + std::to_string(exit_code.value_or(-1));
   Event(c, a, reaped ? "reaped" : "exited", TaskName(slot, proc) + " " + how);
   if (!decided_before && a.run->outcome().kind != Outcome::kUndecided) OnOutcome(a, c);
   Commit(c);
@@ -608,7 +632,8 @@ void Experiments::ReapRemaining(Active& a, store::Changes& c, const std::string&
 
 // Ends the current attempt for the restart policy's purposes (the Slurm job
 // may still be finishing) and decides what the experiment does next.
-void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& why, store::Changes& c) {
+void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& why,
+                                store::Changes& c) {
   // Decided already (success by the agents, or a cancel): the job's end
   // only confirms it.
   if (!a.attempt.end_reason.empty()) return;
@@ -624,8 +649,8 @@ void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& 
   std::string attempt_n = "attempt " + std::to_string(a.attempt.number);
   if (!p.on.count(reason)) {
     SetState(c, a, ExperimentState::kFailed,
-             attempt_n + " " + EndReasonName(reason) + ": " + why + " (not restarted: " +
-                 EndReasonName(reason) + " is not in restart.on)");
+             attempt_n + " " + EndReasonName(reason) + ": " + why +
+                 " (not restarted: " + EndReasonName(reason) + " is not in restart.on)");
     return;
   }
   if (a.record.restarts >= p.max_restarts) {
@@ -640,13 +665,17 @@ void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& 
   a.record.restarts++;
   a.record.next_attempt_at = clock_.NowMs() + delay_ms;
   SetState(c, a, ExperimentState::kRestarting,
-           attempt_n + " " + EndReasonName(reason) + ": " + why + "; restart " + std::to_string(a.record.restarts) +
-               " of " + std::to_string(p.max_restarts) + " in " + Seconds(delay_ms));
+           attempt_n + " " + EndReasonName(reason) + ": " + why + "; restart " +
+               std::to_string(a.record.restarts) + " of " + std::to_string(p.max_restarts) +
+               " in " + Seconds(delay_ms));
 }
 
-void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Changes& c) {
+void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, int64_t poll_seq, store::Changes& c) {
   if (a.attempt.state == "ended" || a.attempt.state == "submitting") return;
   int64_t now = clock_.NowMs();
+  // Submitted while this poll's snapshot was being taken: absent from it,
+  // not gone.
+  if (!job && a.job_known_seq > poll_seq) return;
   if (!job) {
     a.attempt.state = "ended";
     a.attempt.ended_at = now;
@@ -656,7 +685,8 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Chang
     if (a.run->outcome().kind == Outcome::kSucceeded)
       FinishAttempt(a, EndReason::kSucceeded, a.run->outcome().reason, c);
     else
-      FinishAttempt(a, EndReason::kNodeFail, "job " + std::to_string(a.attempt.slurm_job_id) + " vanished from Slurm", c);
+      FinishAttempt(a, EndReason::kNodeFail,
+                    "job " + std::to_string(a.attempt.slurm_job_id) + " vanished from Slurm", c);
     return;
   }
   std::string state = slurm::JobStateName(job->state);
@@ -676,7 +706,8 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Chang
     }
     Event(c, a, "job", "Slurm job " + std::to_string(job->job_id) + " started on " + job->nodes);
     if (a.record.state == ExperimentState::kQueued)
-      SetState(c, a, ExperimentState::kStarting, "job running on " + job->nodes + "; tasks registering");
+      SetState(c, a, ExperimentState::kStarting,
+               "job running on " + job->nodes + "; tasks registering");
   }
   if (!slurm::IsFinished(job->state) || job->completing) {
     if (changed) c.attempts.push_back(a.attempt);
@@ -687,8 +718,9 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Chang
   a.attempt.ended_at = now;
   a.attempt.exit_code = job->exit_signal ? 128 + job->exit_signal : job->exit_code;
   c.attempts.push_back(a.attempt);
-  Event(c, a, "job", "Slurm job " + std::to_string(job->job_id) + " ended " + state +
-                         (job->reason.empty() || job->reason == "None" ? "" : " (" + job->reason + ")"));
+  Event(c, a, "job",
+        "Slurm job " + std::to_string(job->job_id) + " ended " + state +
+            (job->reason.empty() || job->reason == "None" ? "" : " (" + job->reason + ")"));
   for (int i = 0; i < a.run->size(); ++i) {
     TaskSlot& slot = a.run->mutable_task(i);
     if (!slot.exited && a.tasks[i].state != "pending") {
@@ -710,13 +742,15 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Chang
     case slurm::JobState::kBootFail:
       return FinishAttempt(a, EndReason::kNodeFail, why + " (" + job->reason + ")", c);
     case slurm::JobState::kPreempted:
-      return FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job", c);
+      return FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job",
+                           c);
     default:
       break;
   }
   if (a.decided_reason) return FinishAttempt(a, *a.decided_reason, o.reason, c);
   if (o.kind == Outcome::kFailed)
-    return FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit, o.reason, c);
+    return FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit,
+                         o.reason, c);
   switch (job->state) {
     case slurm::JobState::kCompleted:
       return FinishAttempt(a, EndReason::kSucceeded, why, c);
@@ -732,8 +766,9 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Chang
     default: {
       std::optional<int> code = job->exit_code, sig;
       if (job->exit_signal) sig = job->exit_signal;
-      return FinishAttempt(a, IsRetryableExit(code, sig) ? EndReason::kRetryableExit : EndReason::kPermanentExit,
-                           why + " with exit code " + std::to_string(a.attempt.exit_code), c);
+      return FinishAttempt(
+          a, IsRetryableExit(code, sig) ? EndReason::kRetryableExit : EndReason::kPermanentExit,
+          why + " with exit code " + std::to_string(a.attempt.exit_code), c);
     }
   }
 }
@@ -765,14 +800,16 @@ void Experiments::CheckTimers(Active& a, store::Changes& c, Actions& actions) {
   }
 
   // Reaping: tasks that did not confirm within the grace are ended by Slurm.
-  if (a.reap_deadline_ms && now >= a.reap_deadline_ms && !a.step_killed && a.attempt.state != "ended") {
+  if (a.reap_deadline_ms && now >= a.reap_deadline_ms && !a.step_killed &&
+      a.attempt.state != "ended") {
     std::vector<int> unconfirmed = run.UnconfirmedShutdowns();
     if (!unconfirmed.empty()) {
       std::string names;
-      for (int proc : unconfirmed) names += (names.empty() ? "" : ", ") + TaskName(run.task(proc), proc);
+      for (int proc : unconfirmed)
+        names += (names.empty() ? "" : ", ") + TaskName(run.task(proc), proc);
       Event(c, a, "reaping",
-            names + " did not confirm the Shutdown; ending step " + std::to_string(a.attempt.slurm_job_id) +
-                ".0 through Slurm");
+            names + " did not confirm the Shutdown; ending step " +
+                std::to_string(a.attempt.slurm_job_id) + ".0 through Slurm");
       actions.kill_steps.push_back(a.attempt.slurm_job_id);
     }
     a.step_killed = true;
@@ -792,7 +829,8 @@ void Experiments::CheckTimers(Active& a, store::Changes& c, Actions& actions) {
   }
 
   // Heartbeats: a task silent for several intervals is lost (it may come back).
-  int64_t lost_after = int64_t{config_.heartbeat_interval_ms} * config_.lost_after_missed_heartbeats;
+  int64_t lost_after =
+      int64_t{config_.heartbeat_interval_ms} * config_.lost_after_missed_heartbeats;
   for (int i = 0; i < run.size(); ++i) {
     TaskRecord& t = a.tasks[i];
     // Agents heartbeat once they run their program; at the barrier the
@@ -802,7 +840,8 @@ void Experiments::CheckTimers(Active& a, store::Changes& c, Actions& actions) {
       t.state = "lost";
       a.heartbeat_dirty.erase(i);
       c.tasks.push_back(t);
-      Event(c, a, "lost", TaskName(run.task(i), i) + " sent no heartbeat for " + Seconds(now - t.last_heartbeat));
+      Event(c, a, "lost",
+            TaskName(run.task(i), i) + " sent no heartbeat for " + Seconds(now - t.last_heartbeat));
     }
   }
   for (int i : a.heartbeat_dirty) c.tasks.push_back(a.tasks[i]);
@@ -818,6 +857,7 @@ void Experiments::Tick() {
   std::optional<std::unordered_map<int64_t, const slurm::JobInfo*>> by_id;
   StatusOr<std::vector<slurm::JobInfo>> jobs = std::vector<slurm::JobInfo>{};
   bool poll = now - last_poll_ms_ >= config_.poll_interval_ms;
+  const int64_t poll_seq = job_seq_.load();
   if (poll) {
     last_poll_ms_ = now;
     bool any_open = false;
@@ -844,7 +884,7 @@ void Experiments::Tick() {
       store::Changes c;
       if (by_id && a.attempt.slurm_job_id) {
         auto j = by_id->find(a.attempt.slurm_job_id);
-        OnJobUpdate(a, j == by_id->end() ? nullptr : j->second, c);
+        OnJobUpdate(a, j == by_id->end() ? nullptr : j->second, poll_seq, c);
       }
       CheckTimers(a, c, actions);
       Commit(c);
@@ -867,7 +907,8 @@ void Experiments::RunActions(Actions& actions) {
     if (it == active_.end() || it->second->record.state != ExperimentState::kRestarting) continue;
     Active& a = *it->second;
     store::Changes c;
-    SetState(c, a, ExperimentState::kQueued, "attempt " + std::to_string(a.attempt.number + 1) + " submitted");
+    SetState(c, a, ExperimentState::kQueued,
+             "attempt " + std::to_string(a.attempt.number + 1) + " submitted");
     Commit(c);
     SubmitAttempt(a, a.attempt.number + 1, /*create=*/false);
   }
@@ -876,7 +917,9 @@ void Experiments::RunActions(Actions& actions) {
 StatusOr<std::unique_ptr<Experiments::Active>> Experiments::Load(const ExperimentRecord& record) {
   auto spec_json = nlohmann::json::parse(record.spec_json, nullptr, false);
   auto spec = ParseSpec(spec_json, SpecLimits{1 << 20, 1 << 20, 1 << 30, 1 << 20, 1 << 30});
-  if (!spec.ok()) return Internal("stored spec of '" + record.id + "' no longer parses: " + spec.status().message());
+  if (!spec.ok())
+    return Internal("stored spec of '" + record.id +
+                    "' no longer parses: " + spec.status().message());
   auto a = std::make_unique<Active>();
   a->record = record;
   a->spec = std::move(spec).value();
@@ -903,7 +946,9 @@ StatusOr<std::unique_ptr<Experiments::Active>> Experiments::Load(const Experimen
     slot.node = t.node;
     slot.address = t.address;
     slot.state = t.state;
-    if (t.state == "running" || t.state == "succeeded" || t.state == "failed" || t.state == "reaped") assigned = true;
+    if (t.state == "running" || t.state == "succeeded" || t.state == "failed" ||
+        t.state == "reaped")
+      assigned = true;
     if (t.state == "succeeded" || t.state == "failed" || t.state == "reaped") {
       slot.exited = true;
       slot.exit_code = t.exit_code;
@@ -949,14 +994,17 @@ Status Experiments::Recover() {
       std::lock_guard lock(mu_);
       a->attempt.slurm_job_id = match->job_id;
       a->attempt.state = "pending";
+      a->job_known_seq = ++job_seq_;
       c.attempts.push_back(a->attempt);
-      Event(c, *a, "recovered", "found Slurm job " + std::to_string(match->job_id) + " (" +
-                                    a->attempt.job_name + ") submitted before the service restarted");
+      Event(c, *a, "recovered",
+            "found Slurm job " + std::to_string(match->job_id) + " (" + a->attempt.job_name +
+                ") submitted before the service restarted");
       Commit(c);
     } else {
       std::lock_guard lock(mu_);
-      Event(c, *a, "recovered", "submission of " + a->attempt.job_name +
-                                    " was interrupted before Slurm had it; submitting now");
+      Event(c, *a, "recovered",
+            "submission of " + a->attempt.job_name +
+                " was interrupted before Slurm had it; submitting now");
       Commit(c);
       SubmitAttempt(*a, a->attempt.number, /*create=*/false);
     }

@@ -8,6 +8,7 @@
 // outside it.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -38,8 +39,8 @@ class Clock {
 class Randomness {
  public:
   virtual ~Randomness() = default;
-  virtual std::string NewSecret() = 0;          // 32 random bytes, hex
-  virtual std::string NewExperimentId() = 0;    // matches the id pattern
+  virtual std::string NewSecret() = 0;        // 32 random bytes, hex
+  virtual std::string NewExperimentId() = 0;  // matches the id pattern
 };
 
 std::unique_ptr<Clock> NewSystemClock();
@@ -103,10 +104,12 @@ class Experiments {
   // Agent protocol. Register attaches `channel` for the task; the reply
   // (Assignment or Refused) arrives through it, now or when the barrier
   // completes.
-  void OnRegister(const TaskRef& ref, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel);
+  void OnRegister(const TaskRef& ref, const RegisterInfo& info,
+                  std::shared_ptr<TaskChannel> channel);
   Status OnHeartbeat(const TaskRef& ref);
   Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path);
-  Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal, bool reaped);
+  Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
+                  bool reaped);
   // The stream of `channel` broke; the agent may reconnect.
   void OnDisconnect(const TaskRef& ref, const TaskChannel* channel);
 
@@ -117,7 +120,7 @@ class Experiments {
   store::Store& store() { return store_; }
 
  private:
-  struct Active;  // an open experiment in memory
+  struct Active;   // an open experiment in memory
   struct Actions;  // Slurm calls to make after releasing the lock
 
   StatusOr<std::unique_ptr<Active>> Load(const ExperimentRecord& record);
@@ -131,7 +134,7 @@ class Experiments {
   void SendAssignments(Active& a, store::Changes& c, int only_proc = -1);
   void ReapRemaining(Active& a, store::Changes& c, const std::string& reason);
   void OnOutcome(Active& a, store::Changes& c);
-  void OnJobUpdate(Active& a, const slurm::JobInfo* job, store::Changes& c);
+  void OnJobUpdate(Active& a, const slurm::JobInfo* job, int64_t poll_seq, store::Changes& c);
   void FinishAttempt(Active& a, EndReason reason, const std::string& why, store::Changes& c);
   void CheckTimers(Active& a, store::Changes& c, Actions& actions);
   StatusOr<AttemptRecord> SubmitAttempt(Active& a, int number, bool create);
@@ -146,6 +149,8 @@ class Experiments {
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Active>> active_;
   int64_t last_poll_ms_ = 0;
+  // Counts jobs as Slurm accepts them; see Active::job_known_seq.
+  std::atomic<int64_t> job_seq_{0};
 
   std::mutex partition_mu_;
   std::map<std::string, std::pair<int64_t, PartitionShape>> partition_cache_;

@@ -35,8 +35,8 @@ StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Re
     plan.mem_per_cpu_mb = smallest->real_memory_mb / std::max(smallest->cpus, 1);
     plan.explanation = "auto: smallest RealMemory/CPUs in " + where + " is " + smallest->name +
                        " (" + N(smallest->real_memory_mb) + " MB / " + N(smallest->cpus) +
-                       " CPUs = " + N(plan.mem_per_cpu_mb) + " MB per CPU) x " + N(r.cpus_per_task) +
-                       " CPUs per task";
+                       " CPUs = " + N(plan.mem_per_cpu_mb) + " MB per CPU) x " +
+                       N(r.cpus_per_task) + " CPUs per task";
   }
   plan.mem_per_task_mb = plan.mem_per_cpu_mb * r.cpus_per_task;
   plan.explanation += " = " + N(plan.mem_per_task_mb) + " MB per task";
@@ -78,11 +78,12 @@ StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Re
                                          nodes_needed + " needed"});
   }
   if (partition.max_time_minutes && r.time_limit_minutes > *partition.max_time_minutes) {
-    errors.push_back({"resources.time_limit",
-                      FormatSlurmTime(r.time_limit_minutes) + " exceeds " + where + " MaxTime " +
-                          FormatSlurmTime(*partition.max_time_minutes) +
-                          "; ask for at most MaxTime (a longer training runs as a chain of attempts "
-                          "with restart.on: [timeout])"});
+    errors.push_back(
+        {"resources.time_limit",
+         FormatSlurmTime(r.time_limit_minutes) + " exceeds " + where + " MaxTime " +
+             FormatSlurmTime(*partition.max_time_minutes) +
+             "; ask for at most MaxTime (a longer training runs as a chain of attempts "
+             "with restart.on: [timeout])"});
   }
   if (!errors.empty())
     return InvalidArgument("the experiment does not fit " + where, std::move(errors));

@@ -4,21 +4,28 @@ namespace tfslurm {
 
 const char* ExperimentStateName(ExperimentState state) {
   switch (state) {
-    case ExperimentState::kQueued: return "queued";
-    case ExperimentState::kStarting: return "starting";
-    case ExperimentState::kRunning: return "running";
-    case ExperimentState::kRestarting: return "restarting";
-    case ExperimentState::kSucceeded: return "succeeded";
-    case ExperimentState::kFailed: return "failed";
-    case ExperimentState::kCancelled: return "cancelled";
+    case ExperimentState::kQueued:
+      return "queued";
+    case ExperimentState::kStarting:
+      return "starting";
+    case ExperimentState::kRunning:
+      return "running";
+    case ExperimentState::kRestarting:
+      return "restarting";
+    case ExperimentState::kSucceeded:
+      return "succeeded";
+    case ExperimentState::kFailed:
+      return "failed";
+    case ExperimentState::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
 
 std::optional<ExperimentState> ParseExperimentState(const std::string& name) {
   for (auto s : {ExperimentState::kQueued, ExperimentState::kStarting, ExperimentState::kRunning,
-                 ExperimentState::kRestarting, ExperimentState::kSucceeded, ExperimentState::kFailed,
-                 ExperimentState::kCancelled})
+                 ExperimentState::kRestarting, ExperimentState::kSucceeded,
+                 ExperimentState::kFailed, ExperimentState::kCancelled})
     if (name == ExperimentStateName(s)) return s;
   return std::nullopt;
 }

@@ -12,7 +12,15 @@ namespace tfslurm {
 
 // queued -> starting -> running -> succeeded | failed | cancelled, with
 // restarting between attempts.
-enum class ExperimentState { kQueued, kStarting, kRunning, kRestarting, kSucceeded, kFailed, kCancelled };
+enum class ExperimentState {
+  kQueued,
+  kStarting,
+  kRunning,
+  kRestarting,
+  kSucceeded,
+  kFailed,
+  kCancelled
+};
 
 const char* ExperimentStateName(ExperimentState state);
 std::optional<ExperimentState> ParseExperimentState(const std::string& name);

@@ -45,7 +45,8 @@ class Checker {
   }
 
   // Refuses keys not in `allowed`: a typo must not silently become a default.
-  void OnlyKeys(const json& obj, const std::string& path, std::initializer_list<const char*> allowed) {
+  void OnlyKeys(const json& obj, const std::string& path,
+                std::initializer_list<const char*> allowed) {
     for (const auto& [key, _] : obj.items()) {
       if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; })) {
         std::string list;
@@ -81,7 +82,8 @@ class Checker {
     return n;
   }
 
-  std::optional<std::string> String(const json& v, const std::string& path, size_t max_bytes = 4096) {
+  std::optional<std::string> String(const json& v, const std::string& path,
+                                    size_t max_bytes = 4096) {
     if (!v.is_string()) {
       Fail(path, "must be a string, got " + TypeName(v) + " " + Show(v));
       return std::nullopt;
@@ -128,7 +130,8 @@ void ParseCluster(Checker& c, const json& v, ClusterShape& out) {
   c.OnlyKeys(v, "cluster", {"chief", "ps", "worker", "evaluator"});
   auto field = [&](const char* name, int max, int& target) {
     if (!v.contains(name)) return;
-    if (auto n = c.Int(v[name], std::string("cluster.") + name, 0, max)) target = static_cast<int>(*n);
+    if (auto n = c.Int(v[name], std::string("cluster.") + name, 0, max))
+      target = static_cast<int>(*n);
   };
   out = ClusterShape{};
   field("chief", 1, out.chief);
@@ -147,8 +150,9 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
       if (std::regex_match(*s, kPartitionPattern))
         out.partition = *s;
       else
-        c.Fail("resources.partition",
-               "must be a Slurm partition name (letters, digits, _ . -), got " + Show(v["partition"]));
+        c.Fail(
+            "resources.partition",
+            "must be a Slurm partition name (letters, digits, _ . -), got " + Show(v["partition"]));
     }
   }
   auto count = [&](const char* name, int64_t min, int64_t max, int& target) {
@@ -165,9 +169,11 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
     if (m.is_string() && m.get<std::string>() == "auto") {
       out.mem_per_task_mb.reset();
     } else if (m.is_number_integer() || m.is_number_unsigned()) {
-      if (auto n = c.Int(m, "resources.mem_per_task_mb", 1, int64_t{1} << 40)) out.mem_per_task_mb = *n;
+      if (auto n = c.Int(m, "resources.mem_per_task_mb", 1, int64_t{1} << 40))
+        out.mem_per_task_mb = *n;
     } else {
-      c.Fail("resources.mem_per_task_mb", "must be \"auto\" or a whole number of MB, got " + Show(m));
+      c.Fail("resources.mem_per_task_mb",
+             "must be \"auto\" or a whole number of MB, got " + Show(m));
     }
   }
   if (v.contains("time_limit")) {
@@ -176,7 +182,8 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
     if (s && (!minutes || *minutes < 1)) {
       c.Fail("resources.time_limit",
              "must be a Slurm time of at least one minute: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
-             "D-HH:MM:SS, got " + Show(v["time_limit"]));
+             "D-HH:MM:SS, got " +
+                 Show(v["time_limit"]));
     } else if (minutes) {
       out.time_limit_minutes = *minutes;
     }
@@ -187,9 +194,11 @@ void ParseRestart(Checker& c, const json& v, RestartPolicy& out) {
   if (!c.IsObject(v, "restart")) return;
   c.OnlyKeys(v, "restart", {"max_restarts", "on", "backoff_s"});
   if (v.contains("max_restarts"))
-    if (auto n = c.Int(v["max_restarts"], "restart.max_restarts", 0, 100)) out.max_restarts = static_cast<int>(*n);
+    if (auto n = c.Int(v["max_restarts"], "restart.max_restarts", 0, 100))
+      out.max_restarts = static_cast<int>(*n);
   if (v.contains("backoff_s"))
-    if (auto n = c.Int(v["backoff_s"], "restart.backoff_s", 0, 3600)) out.backoff_s = static_cast<int>(*n);
+    if (auto n = c.Int(v["backoff_s"], "restart.backoff_s", 0, 3600))
+      out.backoff_s = static_cast<int>(*n);
   if (v.contains("on")) {
     const json& on = v["on"];
     if (!on.is_array()) {
@@ -213,7 +222,8 @@ void CheckExplicitPlacement(Checker& c, const ExperimentSpec& spec) {
     c.Fail("placement", "lists " + std::to_string(roles.size()) + " roles but the job has " +
                             std::to_string(total) + " tasks (resources.nodes " +
                             std::to_string(spec.resources.nodes) + " x tasks_per_node " +
-                            std::to_string(spec.resources.tasks_per_node) + "); give one role per task");
+                            std::to_string(spec.resources.tasks_per_node) +
+                            "); give one role per task");
     return;
   }
   std::map<std::string, int> counts;
@@ -239,14 +249,22 @@ bool IsValidExperimentId(const std::string& id) { return std::regex_match(id, kI
 
 const char* EndReasonName(EndReason reason) {
   switch (reason) {
-    case EndReason::kSucceeded: return "succeeded";
-    case EndReason::kCancelled: return "cancelled";
-    case EndReason::kPreempted: return "preempted";
-    case EndReason::kTimeout: return "timeout";
-    case EndReason::kNodeFail: return "node_fail";
-    case EndReason::kRetryableExit: return "retryable_exit";
-    case EndReason::kPermanentExit: return "permanent_exit";
-    case EndReason::kStartFailed: return "start_failed";
+    case EndReason::kSucceeded:
+      return "succeeded";
+    case EndReason::kCancelled:
+      return "cancelled";
+    case EndReason::kPreempted:
+      return "preempted";
+    case EndReason::kTimeout:
+      return "timeout";
+    case EndReason::kNodeFail:
+      return "node_fail";
+    case EndReason::kRetryableExit:
+      return "retryable_exit";
+    case EndReason::kPermanentExit:
+      return "permanent_exit";
+    case EndReason::kStartFailed:
+      return "start_failed";
   }
   return "unknown";
 }
@@ -261,10 +279,14 @@ std::optional<EndReason> ParseEndReason(const std::string& name) {
 
 const char* SuccessPolicyName(SuccessPolicy policy) {
   switch (policy) {
-    case SuccessPolicy::kAuto: return "auto";
-    case SuccessPolicy::kChief: return "chief";
-    case SuccessPolicy::kWorker0: return "worker0";
-    case SuccessPolicy::kAllWorkers: return "all_workers";
+    case SuccessPolicy::kAuto:
+      return "auto";
+    case SuccessPolicy::kChief:
+      return "chief";
+    case SuccessPolicy::kWorker0:
+      return "worker0";
+    case SuccessPolicy::kAllWorkers:
+      return "all_workers";
   }
   return "auto";
 }
@@ -317,13 +339,16 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
       if (IsValidExperimentId(*s))
         spec.id = *s;
       else
-        c.Fail("id", "must match [a-z0-9][a-z0-9._-]{0,62} (lower case, digits, . _ -; at most 63), got " +
-                         Show(input["id"]));
+        c.Fail(
+            "id",
+            "must match [a-z0-9][a-z0-9._-]{0,62} (lower case, digits, . _ -; at most 63), got " +
+                Show(input["id"]));
     }
   }
 
   if (!input.contains("command")) {
-    c.Fail("command", "is required: the program and its arguments, e.g. [\"python3\", \"train.py\"]");
+    c.Fail("command",
+           "is required: the program and its arguments, e.g. [\"python3\", \"train.py\"]");
   } else if (!input["command"].is_array() || input["command"].empty()) {
     c.Fail("command", "must be a non-empty array of strings (argv), got " + Show(input["command"]));
   } else {
@@ -362,7 +387,8 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
           continue;
         }
         if (key == "TF_CONFIG" || key == "EXPERIMENT_ID" || key == "MODEL_DIR" ||
-            key == "CUDA_VISIBLE_DEVICES" || key.rfind("TFSLURM_", 0) == 0 || key.rfind("SLURM_", 0) == 0) {
+            key == "CUDA_VISIBLE_DEVICES" || key.rfind("TFSLURM_", 0) == 0 ||
+            key.rfind("SLURM_", 0) == 0) {
           c.Fail(path, "is set by tfslurm for every task and cannot be overridden");
           continue;
         }
@@ -386,17 +412,17 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
 
   if (cluster_given && input["cluster"].is_object()) {
     const ClusterShape& k = spec.cluster;
-    if (k.chief + k.worker < 1)
-      c.Fail("cluster", "needs at least one chief or worker to train");
+    if (k.chief + k.worker < 1) c.Fail("cluster", "needs at least one chief or worker to train");
     if (k.Total() > limits.max_tasks)
       c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks; at most " +
                             std::to_string(limits.max_tasks) + " allowed");
     if (k.Total() != spec.resources.Tasks())
-      c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks (chief " + std::to_string(k.chief) +
-                            " + ps " + std::to_string(k.ps) + " + worker " + std::to_string(k.worker) +
-                            " + evaluator " + std::to_string(k.evaluator) +
-                            ") but resources give " + std::to_string(spec.resources.Tasks()) +
-                            " (nodes " + std::to_string(spec.resources.nodes) + " x tasks_per_node " +
+      c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks (chief " +
+                            std::to_string(k.chief) + " + ps " + std::to_string(k.ps) +
+                            " + worker " + std::to_string(k.worker) + " + evaluator " +
+                            std::to_string(k.evaluator) + ") but resources give " +
+                            std::to_string(spec.resources.Tasks()) + " (nodes " +
+                            std::to_string(spec.resources.nodes) + " x tasks_per_node " +
                             std::to_string(spec.resources.tasks_per_node) +
                             "); every task needs exactly one role");
   }
@@ -407,7 +433,8 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
       spec.placement.kind = PlacementKind::kExplicit;
       bool ok = true;
       for (size_t i = 0; i < p.size(); ++i) {
-        auto s = c.OneOf(p[i], "placement[" + std::to_string(i) + "]", {"chief", "ps", "worker", "evaluator"});
+        auto s = c.OneOf(p[i], "placement[" + std::to_string(i) + "]",
+                         {"chief", "ps", "worker", "evaluator"});
         if (s)
           spec.placement.roles.push_back(*s);
         else
@@ -426,20 +453,22 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
       if (n.contains("address")) {
         auto s = c.String(n["address"], "network.address", 64);
         if (s) {
-          bool iface = s->rfind("interface:", 0) == 0 &&
-                       std::regex_match(s->substr(10), kInterfacePattern);
+          bool iface =
+              s->rfind("interface:", 0) == 0 && std::regex_match(s->substr(10), kInterfacePattern);
           if (*s == "hostname" || *s == "fqdn" || iface)
             spec.network_address = *s;
           else
-            c.Fail("network.address", "must be hostname | fqdn | interface:NAME (e.g. interface:ib0), got " +
-                                          Show(n["address"]));
+            c.Fail("network.address",
+                   "must be hostname | fqdn | interface:NAME (e.g. interface:ib0), got " +
+                       Show(n["address"]));
         }
       }
     }
   }
 
   if (input.contains("success")) {
-    if (auto s = c.OneOf(input["success"], "success", {"auto", "chief", "worker0", "all_workers"})) {
+    if (auto s =
+            c.OneOf(input["success"], "success", {"auto", "chief", "worker0", "all_workers"})) {
       if (*s == "chief") spec.success = SuccessPolicy::kChief;
       if (*s == "worker0") spec.success = SuccessPolicy::kWorker0;
       if (*s == "all_workers") spec.success = SuccessPolicy::kAllWorkers;
@@ -465,7 +494,8 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   // Slurm's warning signal must come before the end, or it never comes.
   if (spec.signal_grace_s >= spec.resources.time_limit_minutes * 60)
     c.Fail("checkpoint.signal_grace_s",
-           "is " + std::to_string(spec.signal_grace_s) + " s, not shorter than resources.time_limit (" +
+           "is " + std::to_string(spec.signal_grace_s) +
+               " s, not shorter than resources.time_limit (" +
                std::to_string(spec.resources.time_limit_minutes * 60) +
                " s); the checkpoint signal would come before the job starts");
 
@@ -477,9 +507,9 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
 
   if (!c.errors.empty()) {
     size_t n = c.errors.size();
-    return InvalidArgument("the experiment spec has " + std::to_string(n) + " invalid field" +
-                               (n == 1 ? "" : "s"),
-                           std::move(c.errors));
+    return InvalidArgument(
+        "the experiment spec has " + std::to_string(n) + " invalid field" + (n == 1 ? "" : "s"),
+        std::move(c.errors));
   }
   return spec;
 }
@@ -490,7 +520,9 @@ nlohmann::json ExperimentSpec::ToJson() const {
   j["command"] = command;
   if (!workdir.empty()) j["workdir"] = workdir;
   j["env"] = env;
-  j["cluster"] = {{"chief", cluster.chief}, {"ps", cluster.ps}, {"worker", cluster.worker},
+  j["cluster"] = {{"chief", cluster.chief},
+                  {"ps", cluster.ps},
+                  {"worker", cluster.worker},
                   {"evaluator", cluster.evaluator}};
   if (placement.kind == PlacementKind::kExplicit)
     j["placement"] = placement.roles;
@@ -511,7 +543,8 @@ nlohmann::json ExperimentSpec::ToJson() const {
   j["success"] = SuccessPolicyName(success);
   json on = json::array();
   for (EndReason r : restart.on) on.push_back(EndReasonName(r));
-  j["restart"] = {{"max_restarts", restart.max_restarts}, {"on", on}, {"backoff_s", restart.backoff_s}};
+  j["restart"] = {
+      {"max_restarts", restart.max_restarts}, {"on", on}, {"backoff_s", restart.backoff_s}};
   j["checkpoint"] = {{"signal_grace_s", signal_grace_s}};
   j["model_dir"] = model_dir.empty() ? json("auto") : json(model_dir);
   return j;

@@ -47,7 +47,7 @@ enum class SuccessPolicy { kAuto, kChief, kWorker0, kAllWorkers };
 // Why an attempt ended, as far as the restart policy is concerned.
 enum class EndReason {
   kSucceeded,
-  kCancelled,      // by the user
+  kCancelled,  // by the user
   kPreempted,
   kTimeout,
   kNodeFail,

@@ -22,19 +22,32 @@ std::string SlurmError(const std::string& what) {
 
 JobState FromSlurm(uint32_t state) {
   switch (state & JOB_STATE_BASE) {
-    case JOB_PENDING: return JobState::kPending;
-    case JOB_RUNNING: return JobState::kRunning;
-    case JOB_SUSPENDED: return JobState::kSuspended;
-    case JOB_COMPLETE: return JobState::kCompleted;
-    case JOB_CANCELLED: return JobState::kCancelled;
-    case JOB_FAILED: return JobState::kFailed;
-    case JOB_TIMEOUT: return JobState::kTimeout;
-    case JOB_NODE_FAIL: return JobState::kNodeFail;
-    case JOB_PREEMPTED: return JobState::kPreempted;
-    case JOB_BOOT_FAIL: return JobState::kBootFail;
-    case JOB_DEADLINE: return JobState::kDeadline;
-    case JOB_OOM: return JobState::kOutOfMemory;
-    default: return JobState::kUnknown;
+    case JOB_PENDING:
+      return JobState::kPending;
+    case JOB_RUNNING:
+      return JobState::kRunning;
+    case JOB_SUSPENDED:
+      return JobState::kSuspended;
+    case JOB_COMPLETE:
+      return JobState::kCompleted;
+    case JOB_CANCELLED:
+      return JobState::kCancelled;
+    case JOB_FAILED:
+      return JobState::kFailed;
+    case JOB_TIMEOUT:
+      return JobState::kTimeout;
+    case JOB_NODE_FAIL:
+      return JobState::kNodeFail;
+    case JOB_PREEMPTED:
+      return JobState::kPreempted;
+    case JOB_BOOT_FAIL:
+      return JobState::kBootFail;
+    case JOB_DEADLINE:
+      return JobState::kDeadline;
+    case JOB_OOM:
+      return JobState::kOutOfMemory;
+    default:
+      return JobState::kUnknown;
   }
 }
 
@@ -68,14 +81,17 @@ class LibslurmClient final : public SlurmClient {
       shape.name = pname;
       if (p.def_mem_per_cpu & MEM_PER_CPU) {
         uint64_t mb = p.def_mem_per_cpu & ~MEM_PER_CPU;
-        if (mb > 0 && mb != (NO_VAL64 & ~MEM_PER_CPU)) shape.def_mem_per_cpu_mb = static_cast<int64_t>(mb);
+        if (mb > 0 && mb != (NO_VAL64 & ~MEM_PER_CPU))
+          shape.def_mem_per_cpu_mb = static_cast<int64_t>(mb);
       }
-      if (p.max_time != INFINITE && p.max_time != NO_VAL) shape.max_time_minutes = static_cast<int>(p.max_time);
+      if (p.max_time != INFINITE && p.max_time != NO_VAL)
+        shape.max_time_minutes = static_cast<int>(p.max_time);
       node_list = p.nodes ? p.nodes : "";
     }
     slurm_free_partition_info_msg(parts);
     if (!found) {
-      std::string what = name.empty() ? "no default partition is set" : "no partition named '" + name + "'";
+      std::string what =
+          name.empty() ? "no default partition is set" : "no partition named '" + name + "'";
       return InvalidArgument(what + " in this cluster",
                              {{"resources.partition", what + "; partitions: " + known}});
     }
@@ -102,8 +118,8 @@ class LibslurmClient final : public SlurmClient {
     job_desc_msg_t desc;
     slurm_init_job_desc_msg(&desc);
     // libslurm takes char*; the strings outlive the call.
-    std::string name = r.job_name, partition = r.partition, script = r.script, work_dir = r.work_dir,
-                out = r.batch_output, gres;
+    std::string name = r.job_name, partition = r.partition, script = r.script,
+                work_dir = r.work_dir, out = r.batch_output, gres;
     std::vector<char*> env;
     for (const std::string& e : r.environment) env.push_back(const_cast<char*>(e.c_str()));
     desc.name = name.data();
@@ -185,7 +201,8 @@ class LibslurmClient final : public SlurmClient {
       info.restart_count = j.restart_cnt;
       info.start_time = j.start_time;
       info.end_time = j.end_time;
-      if (j.pn_min_memory & MEM_PER_CPU) info.mem_per_cpu_mb = static_cast<int64_t>(j.pn_min_memory & ~MEM_PER_CPU);
+      if (j.pn_min_memory & MEM_PER_CPU)
+        info.mem_per_cpu_mb = static_cast<int64_t>(j.pn_min_memory & ~MEM_PER_CPU);
       jobs.push_back(std::move(info));
     }
     slurm_free_job_info_msg(msg);
@@ -194,7 +211,8 @@ class LibslurmClient final : public SlurmClient {
 
   Status CancelJob(int64_t job_id, int signal) override {
     std::lock_guard lock(mu_);
-    if (slurm_kill_job(static_cast<uint32_t>(job_id), static_cast<uint16_t>(signal), 0) != SLURM_SUCCESS) {
+    if (slurm_kill_job(static_cast<uint32_t>(job_id), static_cast<uint16_t>(signal), 0) !=
+        SLURM_SUCCESS) {
       int err = slurm_get_errno();
       // Already gone is what we wanted.
       if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
@@ -209,8 +227,8 @@ class LibslurmClient final : public SlurmClient {
                             static_cast<uint16_t>(signal)) != SLURM_SUCCESS) {
       int err = slurm_get_errno();
       if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
-      return Unavailable(SlurmError("signalling step " + std::to_string(job_id) + "." +
-                                    std::to_string(step_id)));
+      return Unavailable(
+          SlurmError("signalling step " + std::to_string(job_id) + "." + std::to_string(step_id)));
     }
     return Status::Ok();
   }

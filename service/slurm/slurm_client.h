@@ -36,13 +36,13 @@ struct JobInfo {
   int64_t job_id = 0;
   std::string name;
   JobState state = JobState::kUnknown;
-  std::string reason;  // Slurm's state reason / description
-  std::string nodes;   // compressed node list, e.g. node[1-3]
+  std::string reason;                   // Slurm's state reason / description
+  std::string nodes;                    // compressed node list, e.g. node[1-3]
   std::vector<std::string> node_names;  // expanded, in allocation order
-  int exit_code = 0;   // of the batch script, when it exited
-  int exit_signal = 0;  // when a signal ended it
-  int restart_count = 0;  // bumped by each requeue (preemption, node failure)
-  int64_t start_time = 0;  // Unix seconds
+  int exit_code = 0;                    // of the batch script, when it exited
+  int exit_signal = 0;                  // when a signal ended it
+  int restart_count = 0;                // bumped by each requeue (preemption, node failure)
+  int64_t start_time = 0;               // Unix seconds
   int64_t end_time = 0;
   int64_t mem_per_cpu_mb = 0;  // as Slurm recorded the request
   bool completing = false;

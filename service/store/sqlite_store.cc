@@ -114,8 +114,8 @@ class SqliteStore final : public Store {
       if (m.version <= current) continue;
       // Each migration and its version bump commit together, so a crash
       // leaves the database at one version or the next.
-      std::string sql = std::string("BEGIN IMMEDIATE;\n") + m.sql + "\nPRAGMA user_version=" +
-                        std::to_string(m.version) + ";\nCOMMIT;";
+      std::string sql = std::string("BEGIN IMMEDIATE;\n") + m.sql +
+                        "\nPRAGMA user_version=" + std::to_string(m.version) + ";\nCOMMIT;";
       if (Status s = Exec(sql.c_str()); !s.ok()) {
         Exec("ROLLBACK");
         return Internal(std::string("migration ") + m.name + " failed: " + s.message());
@@ -138,7 +138,8 @@ class SqliteStore final : public Store {
 
   StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override {
     std::lock_guard lock(mu_);
-    Statement s = Prepare(std::string("SELECT ") + kExperimentColumns + " FROM experiments WHERE id=?");
+    Statement s =
+        Prepare(std::string("SELECT ") + kExperimentColumns + " FROM experiments WHERE id=?");
     s.Bind(1, id);
     int rc = s.Step();
     if (rc == SQLITE_ROW) return ReadExperiment(s);
@@ -184,7 +185,8 @@ class SqliteStore final : public Store {
     std::lock_guard lock(mu_);
     Statement s = Prepare(
         "SELECT experiment_id, number, secret_sha256, job_name, slurm_job_id, state, slurm_state, "
-        "end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, started_at, "
+        "end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, "
+        "started_at, "
         "ended_at FROM attempts WHERE experiment_id=? ORDER BY number");
     s.Bind(1, id);
     std::vector<AttemptRecord> out;
@@ -216,7 +218,8 @@ class SqliteStore final : public Store {
   StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt) override {
     std::lock_guard lock(mu_);
     Statement s = Prepare(
-        "SELECT experiment_id, attempt, proc_id, role, role_index, node, address, state, exit_code, "
+        "SELECT experiment_id, attempt, proc_id, role, role_index, node, address, state, "
+        "exit_code, "
         "signal, registered_at, last_heartbeat, ended_at FROM tasks WHERE experiment_id=? AND "
         "attempt=? ORDER BY proc_id");
     s.Bind(1, id).Bind(2, attempt);
@@ -252,7 +255,8 @@ class SqliteStore final : public Store {
     std::vector<EventRecord> out;
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
-      out.push_back({s.Int(0), s.Text(1), static_cast<int>(s.Int(2)), s.Int(3), s.Text(4), s.Text(5)});
+      out.push_back(
+          {s.Int(0), s.Text(1), static_cast<int>(s.Int(2)), s.Int(3), s.Text(4), s.Text(5)});
     }
     if (rc != SQLITE_DONE) return Error("listing events");
     return out;
@@ -290,17 +294,25 @@ class SqliteStore final : public Store {
       std::string sql = std::string("INSERT INTO experiments (") + kExperimentColumns +
                         ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
       if (!c.create_experiment)
-        sql += " ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, spec=excluded.spec, "
-               "state=excluded.state, reason=excluded.reason, current_attempt=excluded.current_attempt, "
-               "restarts=excluded.restarts, model_dir=excluded.model_dir, "
-               "mem_per_task_mb=excluded.mem_per_task_mb, mem_explanation=excluded.mem_explanation, "
-               "checkpoint_step=excluded.checkpoint_step, checkpoint_path=excluded.checkpoint_path, "
-               "updated_at=excluded.updated_at, next_attempt_at=excluded.next_attempt_at";
+        sql +=
+            " ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, spec=excluded.spec, "
+            "state=excluded.state, reason=excluded.reason, "
+            "current_attempt=excluded.current_attempt, "
+            "restarts=excluded.restarts, model_dir=excluded.model_dir, "
+            "mem_per_task_mb=excluded.mem_per_task_mb, mem_explanation=excluded.mem_explanation, "
+            "checkpoint_step=excluded.checkpoint_step, checkpoint_path=excluded.checkpoint_path, "
+            "updated_at=excluded.updated_at, next_attempt_at=excluded.next_attempt_at";
       Statement s = Prepare(sql);
-      s.Bind(1, e.id).Bind(2, e.owner).Bind(3, e.spec_json).Bind(4, std::string(ExperimentStateName(e.state)));
+      s.Bind(1, e.id)
+          .Bind(2, e.owner)
+          .Bind(3, e.spec_json)
+          .Bind(4, std::string(ExperimentStateName(e.state)));
       s.Bind(5, e.reason).Bind(6, e.current_attempt).Bind(7, e.restarts).Bind(8, e.model_dir);
       s.Bind(9, e.mem_per_task_mb).Bind(10, e.mem_explanation).Bind(11, e.checkpoint_step);
-      s.Bind(12, e.checkpoint_path).Bind(13, e.created_at).Bind(14, e.updated_at).Bind(15, e.next_attempt_at);
+      s.Bind(12, e.checkpoint_path)
+          .Bind(13, e.created_at)
+          .Bind(14, e.updated_at)
+          .Bind(15, e.next_attempt_at);
       int rc = s.Step();
       if (rc == SQLITE_CONSTRAINT && c.create_experiment)
         return {StatusCode::kAlreadyExists, "an experiment with id '" + e.id + "' exists"};
@@ -310,11 +322,15 @@ class SqliteStore final : public Store {
       // Upsert rather than REPLACE: REPLACE deletes the row first, which would
       // cascade to the attempt's tasks.
       Statement s = Prepare(
-          "INSERT INTO attempts (experiment_id, number, secret_sha256, job_name, slurm_job_id, state, "
-          "slurm_state, end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, "
-          "started_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(experiment_id, "
+          "INSERT INTO attempts (experiment_id, number, secret_sha256, job_name, slurm_job_id, "
+          "state, "
+          "slurm_state, end_reason, reason, nodes, sbatch_script, start_step, exit_code, "
+          "submitted_at, "
+          "started_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON "
+          "CONFLICT(experiment_id, "
           "number) DO UPDATE SET secret_sha256=excluded.secret_sha256, job_name=excluded.job_name, "
-          "slurm_job_id=excluded.slurm_job_id, state=excluded.state, slurm_state=excluded.slurm_state, "
+          "slurm_job_id=excluded.slurm_job_id, state=excluded.state, "
+          "slurm_state=excluded.slurm_state, "
           "end_reason=excluded.end_reason, reason=excluded.reason, nodes=excluded.nodes, "
           "sbatch_script=excluded.sbatch_script, start_step=excluded.start_step, "
           "exit_code=excluded.exit_code, submitted_at=excluded.submitted_at, "
@@ -330,14 +346,23 @@ class SqliteStore final : public Store {
           "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
           "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at) VALUES "
           "(?,?,?,?,?,?,?,?,?,?,?,?,?)");
-      s.Bind(1, t.experiment_id).Bind(2, t.attempt).Bind(3, t.proc_id).Bind(4, t.role).Bind(5, t.index);
+      s.Bind(1, t.experiment_id)
+          .Bind(2, t.attempt)
+          .Bind(3, t.proc_id)
+          .Bind(4, t.role)
+          .Bind(5, t.index);
       s.Bind(6, t.node).Bind(7, t.address).Bind(8, t.state).Bind(9, t.exit_code).Bind(10, t.signal);
       s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
       if (s.Step() != SQLITE_DONE) return Error("writing task");
     }
     for (const EventRecord& ev : c.events) {
-      Statement s = Prepare("INSERT INTO events (experiment_id, attempt, at, what, why) VALUES (?,?,?,?,?)");
-      s.Bind(1, ev.experiment_id).Bind(2, ev.attempt).Bind(3, ev.at).Bind(4, ev.what).Bind(5, ev.why);
+      Statement s =
+          Prepare("INSERT INTO events (experiment_id, attempt, at, what, why) VALUES (?,?,?,?,?)");
+      s.Bind(1, ev.experiment_id)
+          .Bind(2, ev.attempt)
+          .Bind(3, ev.at)
+          .Bind(4, ev.what)
+          .Bind(5, ev.why);
       if (s.Step() != SQLITE_DONE) return Error("writing event");
     }
     return Status::Ok();
@@ -366,9 +391,11 @@ class SqliteStore final : public Store {
     auto it = statements_.find(sql);
     if (it == statements_.end()) {
       sqlite3_stmt* stmt = nullptr;
-      if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK) {
+      if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) !=
+          SQLITE_OK) {
         // Our SQL is fixed text: failing to prepare it is a bug, not input.
-        fprintf(stderr, "tfslurmd: cannot prepare SQL (%s): %s\n", sqlite3_errmsg(db_), sql.c_str());
+        fprintf(stderr, "tfslurmd: cannot prepare SQL (%s): %s\n", sqlite3_errmsg(db_),
+                sql.c_str());
         abort();
       }
       it = statements_.emplace(sql, stmt).first;
@@ -399,8 +426,8 @@ class SqliteStore final : public Store {
 
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                           nullptr);
+  int rc = sqlite3_open_v2(
+      path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);

@@ -17,7 +17,7 @@ namespace tfslurm::store {
 // A set of writes applied in one transaction: all or none.
 struct Changes {
   std::optional<ExperimentRecord> experiment;
-  bool create_experiment = false;  // insert; AlreadyExists when the id is taken
+  bool create_experiment = false;       // insert; AlreadyExists when the id is taken
   std::vector<AttemptRecord> attempts;  // upserted by (experiment_id, number)
   std::vector<TaskRecord> tasks;        // upserted by (experiment_id, attempt, proc_id)
   std::vector<EventRecord> events;      // appended
@@ -50,9 +50,11 @@ class Store {
   virtual StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() = 0;
 
   virtual StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& experiment_id) = 0;
-  virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& experiment_id, int attempt) = 0;
+  virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& experiment_id,
+                                                      int attempt) = 0;
   // The newest `limit` events, oldest first.
-  virtual StatusOr<std::vector<EventRecord>> ListEvents(const std::string& experiment_id, int limit) = 0;
+  virtual StatusOr<std::vector<EventRecord>> ListEvents(const std::string& experiment_id,
+                                                        int limit) = 0;
 
   virtual Status PutToken(const TokenRecord& token) = 0;
   // NotFound for an unknown hash.

@@ -3,6 +3,7 @@
 // registering, heartbeating and exiting, Tick() polling, readers, cancels,
 // bad agents. Real SQLite store; Slurm, clock and randomness are fakes. The
 // end state is checked exactly; tests/run.sh also runs this under TSan.
+#include <algorithm>
 #include <latch>
 #include <map>
 #include <set>
@@ -46,11 +47,13 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
     experiments_.reset();
   }
 
-  // The ticker, as tfslurmd runs it (one thread), with fake time moving.
+  // The ticker, as tfslurmd runs it (one thread). Fake time moves once
+  // `time_moves_`: until then Tick runs but does not poll Slurm (see
+  // JobSubmittedDuringAPollIsNotTakenForVanished for why).
   void StartTicker() {
     background_.emplace_back([this] {
       while (!stop_) {
-        clock_.Advance(5);
+        if (time_moves_) clock_.Advance(5);
         experiments_->Tick();
         std::this_thread::yield();
       }
@@ -86,6 +89,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Experiments> experiments_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> time_moves_{true};
   std::vector<std::thread> background_;
 };
 
@@ -112,6 +116,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
     ADD_FAILURE() << what;
   };
 
+  time_moves_ = false;  // until every submission has returned
   StartTicker();
   // Readers: the REST API's GETs.
   for (int r = 0; r < 3; ++r) {
@@ -184,6 +189,11 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
       submitted[ids[e]] = true;
     });
   }
+  std::thread time_starter([&] {
+    if (!WaitFor([&] { return std::all_of(ids.begin(), ids.end(), [&](auto& id) { return submitted[id].load(); }); }))
+      violation("submissions did not return");
+    time_moves_ = true;
+  });
   // Cancels: load-6 right after its submission, load-7 in mid-registration.
   std::thread canceller([&] {
     for (const auto& [id, after] : {std::pair<std::string, int>{"load-6", 0}, {"load-7", kTasks / 2}}) {
@@ -269,12 +279,18 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
         auto& ch = *t->channels.back();
         if (!WaitFor([&] { return !ch.All<ShutdownMsg>().empty(); }))
           return violation(t->id + " task " + std::to_string(t->proc) + " (" + a[0].role + "): no shutdown");
-        if (Status s = experiments_->OnExited(Ref(t->id, t->proc), std::nullopt, SIGTERM, true); !s.ok())
-          violation("reaped exit: " + s.message());
+        if (Status s = experiments_->OnExited(Ref(t->id, t->proc), std::nullopt, SIGTERM, true); !s.ok()) {
+          std::string events;
+          auto view = experiments_->Get(t->id);
+          if (view.ok())
+            for (const auto& e : view->events) events += "\n  " + e.what + ": " + e.why;
+          violation("reaped exit: " + s.message() + events);
+        }
       }
     });
   }
   for (auto& t : submitters) t.join();
+  time_starter.join();
   for (auto& t : agents) t.join();
   canceller.join();
   ASSERT_EQ(violations, 0);
@@ -382,6 +398,62 @@ TEST_F(ExperimentsConcurrencyTest, ConcurrentResumesStartOneAttempt) {
   EXPECT_EQ(resumed, 1);
   EXPECT_EQ(slurm_.With([](auto& f) { return f.submitted.size(); }), 2u);
   EXPECT_EQ(experiments_->Get("r").value().attempts.size(), 2u);
+}
+
+// Slurm whose LoadJobs answers with the jobs as they were when the call
+// started, and returns only when the test says: a slow squeue.
+class SlowPollSlurm final : public slurm::SlurmClient {
+ public:
+  explicit SlowPollSlurm(LockedSlurm& slurm) : slurm_(slurm) {}
+  StatusOr<PartitionShape> GetPartition(const std::string& name) override { return slurm_.GetPartition(name); }
+  StatusOr<int64_t> Submit(const slurm::SubmitRequest& r) override { return slurm_.Submit(r); }
+  StatusOr<std::vector<slurm::JobInfo>> LoadJobs() override {
+    auto jobs = slurm_.LoadJobs();
+    if (hold) {
+      snapshot_taken.count_down();
+      release.wait();
+    }
+    return jobs;
+  }
+  Status CancelJob(int64_t job_id, int signal) override { return slurm_.CancelJob(job_id, signal); }
+  Status SignalStep(int64_t job_id, int step_id, int signal) override {
+    return slurm_.SignalStep(job_id, step_id, signal);
+  }
+  std::atomic<bool> hold{false};
+  std::latch snapshot_taken{1}, release{1};
+
+ private:
+  LockedSlurm& slurm_;
+};
+
+// An experiment submitted while the poller's LoadJobs is in flight is not in
+// that poll's answer. Tick must not take its job for one that vanished from
+// Slurm (node_fail, restart: a second job while the first one runs).
+TEST_F(ExperimentsConcurrencyTest, JobSubmittedDuringAPollIsNotTakenForVanished) {
+  SlowPollSlurm slow(slurm_);
+  LifecycleConfig config;
+  config.output_root = (dir_.path() / "out").string();
+  config.launch = {"/opt/tfslurm-agent", "svc:1"};
+  config.poll_interval_ms = 10;
+  Experiments experiments(*store_, slow, clock_, random_, config);
+  ASSERT_TRUE(experiments.Submit(LoadSpec("first", true), "alice", false).ok());  // something to poll for
+
+  slow.hold = true;
+  std::thread ticker([&] { experiments.Tick(); });
+  slow.snapshot_taken.wait();
+  ASSERT_TRUE(experiments.Submit(LoadSpec("second", true), "alice", false).ok());
+  slow.hold = false;
+  slow.release.count_down();
+  ticker.join();
+
+  ExperimentView v = experiments.Get("second").value();
+  EXPECT_STREQ(ExperimentStateName(v.experiment.state), "queued") << v.experiment.reason;
+  ASSERT_EQ(v.attempts.size(), 1u);
+  EXPECT_EQ(v.attempts[0].state, "pending") << v.attempts[0].reason;
+  // The next poll, which does see the job, changes nothing either.
+  clock_.Advance(config.poll_interval_ms);
+  experiments.Tick();
+  EXPECT_STREQ(ExperimentStateName(experiments.Get("second").value().experiment.state), "queued");
 }
 
 }  // namespace

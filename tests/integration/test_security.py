@@ -22,7 +22,12 @@ def token(service, user, admin=False):
 def as_user(service, tok):
     def call(method, path, body=None):
         headers = {"Authorization": f"Bearer {tok}"} if tok else {}
-        return service.request(method, path, body, headers)
+        # The script and the logs are text, everything else JSON.
+        raw = path.endswith(("/sbatch", "/logs"))
+        status, reply = service.request(method, path, body, headers, raw=raw)
+        if raw and status >= 400:
+            reply = json.loads(reply)
+        return status, reply
     return call
 
 

@@ -65,11 +65,12 @@ def status_json(home, service, exp_id):
 
 
 def wait_all_running(home, service, exp_id):
-    """Until Slurm says RUNNING and every task runs (the service polls Slurm, so
-    tasks may register before it has seen the job start)."""
+    """Until Slurm says RUNNING on its nodes and every task runs (the service
+    polls Slurm, so tasks may register before it has seen the job start)."""
     def running():
         e = status_json(home, service, exp_id)
-        return e["slurm_state"] == "RUNNING" and all(t["state"] == "running" for t in e["tasks"])
+        return (e["slurm_state"] == "RUNNING" and e["nodes"]
+                and all(t["state"] == "running" for t in e["tasks"]))
     wait_for(running, 120, f"{exp_id}: the job and every task running")
 
 
@@ -197,7 +198,7 @@ def test_linear_ps_runs_to_success_and_resumes_from_its_checkpoint(service, home
     assert re.search(r"^linear_ps: done step=\d+ loss=", logs, re.M), logs
 
     out = ok(run_tfctl(home, "resume", "tfctl-linear", "--wait", url=service.url, timeout=300))
-    assert f"resumed tfctl-linear: attempt 2, Slurm job" in out and f"from checkpoint step {step}" in out, out
+    assert "resumed tfctl-linear: attempt 2, Slurm job" in out and f"from checkpoint step {step}" in out, out
     assert out.rstrip().splitlines()[-1].startswith("tfctl-linear succeeded"), out
     logs = ok(run_tfctl(home, "logs", "tfctl-linear", "--task", "worker:1", url=service.url))
     assert f"start_step={step}" in logs, logs

@@ -18,7 +18,8 @@ ExperimentSpec PsSpec(SuccessPolicy policy = SuccessPolicy::kAuto, int chief = 0
 
 void RegisterAll(AttemptRun& run) {
   for (int i = 0; i < run.size(); ++i) {
-    bool done = run.Register(i, "node" + std::to_string(i / 2 + 1), "h:" + std::to_string(1000 + i), i % 2);
+    bool done =
+        run.Register(i, "node" + std::to_string(i / 2 + 1), "h:" + std::to_string(1000 + i), i % 2);
     EXPECT_EQ(done, i == run.size() - 1);
   }
   run.MarkAssigned();
@@ -36,7 +37,8 @@ TEST(AttemptRun, BarrierCompletesOnLastRegistrationOnly) {
 TEST(AttemptRun, AutoWithoutChiefNeedsEveryWorker) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  for (int w = 2; w < 5; ++w) EXPECT_EQ(run.OnExit(w, 0, std::nullopt, false).kind, Outcome::kUndecided);
+  for (int w = 2; w < 5; ++w)
+    EXPECT_EQ(run.OnExit(w, 0, std::nullopt, false).kind, Outcome::kUndecided);
   Outcome o = run.OnExit(5, 0, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kSucceeded);
   // The ps are still running: they are what is reaped.
@@ -47,7 +49,8 @@ TEST(AttemptRun, AutoWithChiefWaitsForChiefOnly) {
   AttemptRun run(PsSpec(SuccessPolicy::kAuto, 1), 1);
   RegisterAll(run);
   EXPECT_EQ(run.task(0).role.role, "chief");
-  EXPECT_EQ(run.OnExit(4, 1, std::nullopt, false).kind, Outcome::kUndecided) << "worker under auto+chief";
+  EXPECT_EQ(run.OnExit(4, 1, std::nullopt, false).kind, Outcome::kUndecided)
+      << "worker under auto+chief";
   EXPECT_EQ(run.OnExit(0, 0, std::nullopt, false).kind, Outcome::kSucceeded);
   EXPECT_EQ(run.TasksToReap().size(), 4u);
 }
@@ -115,7 +118,7 @@ TEST(AttemptRun, TaskEnvCarriesIdentityAndGpuSlices) {
   EXPECT_EQ(env["TFSLURM_INDEX"], "1");
   EXPECT_EQ(env["TFSLURM_PORT"], "1003");
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "2,3");  // local slot 1 of 2, 4 GPUs
-  EXPECT_EQ(run.CheckpointingTask(), 2);           // worker 0 without a chief
+  EXPECT_EQ(run.CheckpointingTask(), 2);          // worker 0 without a chief
 }
 
 }  // namespace

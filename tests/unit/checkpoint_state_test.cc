@@ -7,7 +7,8 @@ namespace {
 
 TEST(ParseCheckpointState, ReadsTensorFlowStateFile) {
   auto s = ParseCheckpointState(
-      "model_checkpoint_path: \"model.ckpt-1200\"\nall_model_checkpoint_paths: \"model.ckpt-1000\"\n"
+      "model_checkpoint_path: \"model.ckpt-1200\"\nall_model_checkpoint_paths: "
+      "\"model.ckpt-1000\"\n"
       "all_model_checkpoint_paths: \"model.ckpt-1200\"\n");
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->path, "model.ckpt-1200");

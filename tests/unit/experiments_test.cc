@@ -29,8 +29,9 @@ json PsSpec(const std::string& id) {
 class ExperimentsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("experiments-test-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("experiments-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
@@ -48,7 +49,9 @@ class ExperimentsTest : public ::testing::Test {
     fs::remove_all(dir_);
   }
   // A new service process on the same database (and the same Slurm).
-  void Restart() { experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, config_); }
+  void Restart() {
+    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, config_);
+  }
 
   void Poll() {
     clock_.Advance(config_.poll_interval_ms);
@@ -56,11 +59,13 @@ class ExperimentsTest : public ::testing::Test {
   }
 
   TaskRef Ref(const std::string& id, int proc, int attempt = 1) {
-    return {id, attempt, FakeSlurm::SecretOf(slurm_.submitted.at(attempt - 1 + attempt_offset_)), proc};
+    return {id, attempt, FakeSlurm::SecretOf(slurm_.submitted.at(attempt - 1 + attempt_offset_)),
+            proc};
   }
 
   // Registers every task of the job; returns their channels.
-  std::vector<std::shared_ptr<RecordingChannel>> RegisterAll(const std::string& id, int attempt = 1) {
+  std::vector<std::shared_ptr<RecordingChannel>> RegisterAll(const std::string& id,
+                                                             int attempt = 1) {
     std::vector<std::shared_ptr<RecordingChannel>> channels;
     for (int p = 0; p < 6; ++p) {
       auto ch = std::make_shared<RecordingChannel>();
@@ -153,7 +158,8 @@ TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
     ASSERT_EQ(a.size(), 1u) << "task " << p;
     auto tf = json::parse(a[0].tf_config);
     EXPECT_EQ(tf["cluster"]["ps"], json({"host1:5000", "host2:5002"}));
-    EXPECT_EQ(tf["cluster"]["worker"], json({"host1:5001", "host2:5003", "host3:5004", "host3:5005"}));
+    EXPECT_EQ(tf["cluster"]["worker"],
+              json({"host1:5001", "host2:5003", "host3:5004", "host3:5005"}));
     EXPECT_EQ(a[0].command, (std::vector<std::string>{"python3", "train.py"}));
     EXPECT_EQ(a[0].env.at("MODEL_DIR"), (dir_ / "out" / "a").string());
     EXPECT_EQ(a[0].report_checkpoints, p == 1);  // worker 0 checkpoints
@@ -161,11 +167,13 @@ TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning);
 
   // Workers finish; the ps are told to shut down.
-  for (int p : {1, 3, 4, 5}) ASSERT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
+  for (int p : {1, 3, 4, 5})
+    ASSERT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kSucceeded);
   for (int p : {0, 2}) EXPECT_EQ(ch[p]->All<ShutdownMsg>().size(), 1u);
   EXPECT_TRUE(ch[1]->All<ShutdownMsg>().empty());
-  for (int p : {0, 2}) ASSERT_TRUE(experiments_->OnExited(Ref("a", p), std::nullopt, 15, true).ok());
+  for (int p : {0, 2})
+    ASSERT_TRUE(experiments_->OnExited(Ref("a", p), std::nullopt, 15, true).ok());
   auto v = View("a");
   EXPECT_EQ(v.tasks[0].state, "reaped");
   EXPECT_EQ(v.tasks[1].state, "succeeded");
@@ -211,7 +219,8 @@ TEST_F(ExperimentsTest, BarrierTimeoutNamesMissingTasksAndCancels) {
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
   EXPECT_NE(v.experiment.reason.find("barrier timeout"), std::string::npos) << v.experiment.reason;
-  EXPECT_NE(v.experiment.reason.find("worker:3 (task 5 on node3)"), std::string::npos) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("worker:3 (task 5 on node3)"), std::string::npos)
+      << v.experiment.reason;
   EXPECT_NE(v.experiment.reason.find("start_failed"), std::string::npos) << v.experiment.reason;
 }
 
@@ -236,7 +245,8 @@ TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
   experiments_->OnExited(Ref("a", 3), 137, std::nullopt, false);
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << "decided when the job has ended";
-  EXPECT_NE(v.experiment.reason.find("ending its Slurm job"), std::string::npos) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("ending its Slurm job"), std::string::npos)
+      << v.experiment.reason;
   slurm_.SetState(100, slurm::JobState::kFailed, 137);
   Poll();
   v = View("a");
@@ -259,7 +269,8 @@ TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
   Poll();
   v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
-  EXPECT_NE(v.experiment.reason.find("max_restarts 1 reached"), std::string::npos) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("max_restarts 1 reached"), std::string::npos)
+      << v.experiment.reason;
 }
 
 TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
@@ -272,7 +283,8 @@ TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
-  EXPECT_NE(v.experiment.reason.find("exited with code 1"), std::string::npos) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("exited with code 1"), std::string::npos)
+      << v.experiment.reason;
 }
 
 TEST_F(ExperimentsTest, SigtermFromPreemptionIsClassifiedByTheJobState) {
@@ -288,7 +300,8 @@ TEST_F(ExperimentsTest, SigtermFromPreemptionIsClassifiedByTheJobState) {
   EXPECT_EQ(v.attempts[0].end_reason, "preempted");
   // preempted is not in this spec's restart.on.
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed) << v.experiment.reason;
-  EXPECT_NE(v.experiment.reason.find("preempted is not in restart.on"), std::string::npos) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("preempted is not in restart.on"), std::string::npos)
+      << v.experiment.reason;
 }
 
 TEST_F(ExperimentsTest, JobStateWithoutAgentsDecides) {
@@ -364,7 +377,8 @@ TEST_F(ExperimentsTest, AgentsReconnectAfterServiceRestart) {
   experiments_->OnRegister(Ref("a", 0), info, ch);
   EXPECT_TRUE(ch->All<RefusedMsg>().empty());
   EXPECT_TRUE(ch->All<AssignmentMsg>().empty()) << "a reconnecting agent keeps its assignment";
-  for (int p : {1, 3, 4, 5}) ASSERT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
+  for (int p : {1, 3, 4, 5})
+    ASSERT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kSucceeded);
   EXPECT_EQ(ch->All<ShutdownMsg>().size(), 1u) << "the reconnected ps is reaped";
 }
@@ -376,7 +390,8 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
   slurm_.SetState(100, slurm::JobState::kFailed, 1);
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
-  std::ofstream(dir_ / "out" / "a" / "checkpoint") << "model_checkpoint_path: \"model.ckpt-1200\"\n";
+  std::ofstream(dir_ / "out" / "a" / "checkpoint")
+      << "model_checkpoint_path: \"model.ckpt-1200\"\n";
   auto attempt = experiments_->Resume("a");
   ASSERT_TRUE(attempt.ok()) << attempt.status().message();
   EXPECT_EQ(attempt->number, 2);
@@ -384,7 +399,8 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
   EXPECT_EQ(slurm_.submitted.back().job_name, "tfx-a-a2");
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
-  EXPECT_NE(v.experiment.reason.find("checkpoint step 1200"), std::string::npos) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("checkpoint step 1200"), std::string::npos)
+      << v.experiment.reason;
   EXPECT_EQ(v.attempts.size(), 2u);
   // Agents of the old attempt are refused; the new attempt's secret works.
   auto ch = std::make_shared<RecordingChannel>();
@@ -395,7 +411,8 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
 }
 
 TEST_F(ExperimentsTest, OnePollIsOneSlurmQueryWhateverTheNumberOfExperiments) {
-  for (int i = 0; i < 20; ++i) ASSERT_TRUE(experiments_->Submit(PsSpec("e" + std::to_string(i)), "a", false).ok());
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(experiments_->Submit(PsSpec("e" + std::to_string(i)), "a", false).ok());
   int before = slurm_.load_jobs_calls;
   Poll();
   EXPECT_EQ(slurm_.load_jobs_calls - before, 1);

@@ -34,7 +34,8 @@ class FakeSlurm final : public slurm::SlurmClient {
 
   StatusOr<PartitionShape> GetPartition(const std::string& name) override {
     if (!name.empty() && name != partition.name)
-      return InvalidArgument("no partition named '" + name + "'", {{"resources.partition", "unknown"}});
+      return InvalidArgument("no partition named '" + name + "'",
+                             {{"resources.partition", "unknown"}});
     return partition;
   }
   StatusOr<int64_t> Submit(const slurm::SubmitRequest& r) override {

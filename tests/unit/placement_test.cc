@@ -8,7 +8,8 @@
 namespace tfslurm {
 namespace {
 
-ExperimentSpec Spec(int chief, int ps, int worker, int evaluator, int nodes, int tpn, PlacementKind kind) {
+ExperimentSpec Spec(int chief, int ps, int worker, int evaluator, int nodes, int tpn,
+                    PlacementKind kind) {
   ExperimentSpec s;
   s.cluster = {chief, ps, worker, evaluator};
   s.resources.nodes = nodes;
@@ -25,13 +26,15 @@ std::vector<std::string> Roles(const std::vector<TaskRole>& r) {
 
 TEST(AssignRoles, PackFillsNodeZeroFirst) {
   auto r = AssignRoles(Spec(0, 2, 4, 0, 3, 2, PlacementKind::kPack));
-  EXPECT_EQ(Roles(r), (std::vector<std::string>{"ps0", "ps1", "worker0", "worker1", "worker2", "worker3"}));
+  EXPECT_EQ(Roles(r),
+            (std::vector<std::string>{"ps0", "ps1", "worker0", "worker1", "worker2", "worker3"}));
 }
 
 TEST(AssignRoles, SpreadPutsPsOnDifferentNodes) {
   auto r = AssignRoles(Spec(0, 2, 4, 0, 3, 2, PlacementKind::kSpread));
   // Node n holds tasks 2n and 2n+1.
-  EXPECT_EQ(Roles(r), (std::vector<std::string>{"ps0", "worker0", "ps1", "worker1", "worker2", "worker3"}));
+  EXPECT_EQ(Roles(r),
+            (std::vector<std::string>{"ps0", "worker0", "ps1", "worker1", "worker2", "worker3"}));
 }
 
 TEST(AssignRoles, SpreadPutsChiefOnNodeZero) {
@@ -46,15 +49,18 @@ TEST(AssignRoles, ExplicitListIsTaken) {
   ExperimentSpec s = Spec(0, 2, 4, 0, 3, 2, PlacementKind::kExplicit);
   s.placement.roles = {"worker", "worker", "worker", "ps", "worker", "ps"};
   auto r = AssignRoles(s);
-  EXPECT_EQ(Roles(r), (std::vector<std::string>{"worker0", "worker1", "worker2", "ps0", "worker3", "ps1"}));
+  EXPECT_EQ(Roles(r),
+            (std::vector<std::string>{"worker0", "worker1", "worker2", "ps0", "worker3", "ps1"}));
 }
 
 TEST(BuildTfConfig, TensorFlowFormatWithEvaluatorOutsideCluster) {
-  std::vector<TaskRole> roles = {{"chief", 0}, {"ps", 0}, {"worker", 0}, {"worker", 1}, {"evaluator", 0}};
+  std::vector<TaskRole> roles = {
+      {"chief", 0}, {"ps", 0}, {"worker", 0}, {"worker", 1}, {"evaluator", 0}};
   std::vector<std::string> addrs = {"n1:1", "n1:2", "n2:3", "n2:4", "n3:5"};
   auto worker1 = nlohmann::json::parse(BuildTfConfig(roles, addrs, 3));
-  EXPECT_EQ(worker1, nlohmann::json::parse(
-                         R"({"cluster": {"chief": ["n1:1"], "ps": ["n1:2"], "worker": ["n2:3", "n2:4"]},
+  EXPECT_EQ(worker1,
+            nlohmann::json::parse(
+                R"({"cluster": {"chief": ["n1:1"], "ps": ["n1:2"], "worker": ["n2:3", "n2:4"]},
                              "task": {"type": "worker", "index": 1}})"));
   auto eval = nlohmann::json::parse(BuildTfConfig(roles, addrs, 4));
   EXPECT_FALSE(eval["cluster"].contains("evaluator"));

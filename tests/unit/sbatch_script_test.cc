@@ -18,8 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::vector<std::string> kHostile = {
-    "it's", "\"double\"", "$(touch PWNED)", "`touch PWNED`", "a\nb", "; touch PWNED #", "$HOME",
-    "\\", "ünïcødé ✓", "' ; touch PWNED ; '", "--flag=$((1+1))", "tab\there", "",
+    "it's",      "\"double\"",          "$(touch PWNED)",  "`touch PWNED`",
+    "a\nb",      "; touch PWNED #",     "$HOME",           "\\",
+    "ünïcødé ✓", "' ; touch PWNED ; '", "--flag=$((1+1))", "tab\there",
+    "",
 };
 
 ExperimentSpec HostileSpec() {
@@ -59,25 +61,29 @@ TEST_F(SbatchScriptTest, HeaderMatchesRequest) {
   s.resources.partition = "debug";
   s.resources.time_limit_minutes = 90;
   s.signal_grace_s = 120;
-  auto r = BuildSubmitRequest(s, mem, 3, {"/out/x-1/logs/attempt-3"}, {"/opt/tfslurm-agent", "svc:9"}, "s3cr3t-value",
-                              {"PATH=/usr/bin"});
+  auto r = BuildSubmitRequest(s, mem, 3, {"/out/x-1/logs/attempt-3"},
+                              {"/opt/tfslurm-agent", "svc:9"}, "s3cr3t-value", {"PATH=/usr/bin"});
   EXPECT_EQ(r.job_name, "tfx-x-1-a3");
   EXPECT_EQ(r.mem_per_cpu_mb, 2000);
   const std::string& script = r.script;
-  for (const char* line : {"#SBATCH --job-name=tfx-x-1-a3\n", "#SBATCH --partition=debug\n", "#SBATCH --nodes=1\n",
-                           "#SBATCH --ntasks-per-node=2\n", "#SBATCH --mem-per-cpu=2000\n",
-                           "#SBATCH --time=01:30:00\n", "#SBATCH --signal=USR1@120\n",
-                           "#SBATCH --output=/out/x-1/logs/attempt-3/batch.out\n"})
+  for (const char* line :
+       {"#SBATCH --job-name=tfx-x-1-a3\n", "#SBATCH --partition=debug\n", "#SBATCH --nodes=1\n",
+        "#SBATCH --ntasks-per-node=2\n", "#SBATCH --mem-per-cpu=2000\n",
+        "#SBATCH --time=01:30:00\n", "#SBATCH --signal=USR1@120\n",
+        "#SBATCH --output=/out/x-1/logs/attempt-3/batch.out\n"})
     EXPECT_NE(script.find(line), std::string::npos) << line << "\n" << script;
-  EXPECT_EQ(script.find("s3cr3t-value"), std::string::npos) << "the secret must never be in the script";
-  EXPECT_NE(std::find(r.environment.begin(), r.environment.end(), "TFSLURM_SECRET=s3cr3t-value"), r.environment.end());
+  EXPECT_EQ(script.find("s3cr3t-value"), std::string::npos)
+      << "the secret must never be in the script";
+  EXPECT_NE(std::find(r.environment.begin(), r.environment.end(), "TFSLURM_SECRET=s3cr3t-value"),
+            r.environment.end());
 }
 
 TEST_F(SbatchScriptTest, HostileStringsRunNothingAndArgvArrivesIntact) {
   MemoryPlan mem{2000, 2000, "auto: $(touch PWNED)"};
   // The agent path and service address are admin-controlled, but quoted too.
   std::string agent = (dir_ / "bin" / "agent dir's $(x)").string();
-  auto r = BuildSubmitRequest(HostileSpec(), mem, 1, {(dir_ / "logs").string()}, {agent, "host:1"}, "s", {});
+  auto r = BuildSubmitRequest(HostileSpec(), mem, 1, {(dir_ / "logs").string()}, {agent, "host:1"},
+                              "s", {});
   fs::path script = dir_ / "job.sh";
   std::ofstream(script) << r.script;
 
@@ -86,8 +92,9 @@ TEST_F(SbatchScriptTest, HostileStringsRunNothingAndArgvArrivesIntact) {
   std::ofstream(srun) << "#!/bin/bash\nprintf '%s\\0' \"$@\" > \"$ARGV_OUT\"\n";
   fs::permissions(srun, fs::perms::owner_all);
 
-  std::string cmd = "cd '" + dir_.string() + "' && bash -n job.sh && PATH='" + (dir_ / "bin").string() +
-                    ":/usr/bin:/bin' ARGV_OUT='" + (dir_ / "argv").string() + "' bash job.sh";
+  std::string cmd = "cd '" + dir_.string() + "' && bash -n job.sh && PATH='" +
+                    (dir_ / "bin").string() + ":/usr/bin:/bin' ARGV_OUT='" +
+                    (dir_ / "argv").string() + "' bash job.sh";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << r.script;
   EXPECT_FALSE(fs::exists(dir_ / "PWNED")) << "the script executed user text";
 
@@ -99,9 +106,17 @@ TEST_F(SbatchScriptTest, HostileStringsRunNothingAndArgvArrivesIntact) {
       argv.push_back(raw.substr(start, i - start));
       start = i + 1;
     }
-  std::vector<std::string> expected = {"--kill-on-bad-exit=0", "--output=" + (dir_ / "logs").string() + "/task-%t.out",
-                                       agent, "--service", "host:1", "--experiment", "x-1", "--attempt", "1",
-                                       "--address", "hostname"};
+  std::vector<std::string> expected = {"--kill-on-bad-exit=0",
+                                       "--output=" + (dir_ / "logs").string() + "/task-%t.out",
+                                       agent,
+                                       "--service",
+                                       "host:1",
+                                       "--experiment",
+                                       "x-1",
+                                       "--attempt",
+                                       "1",
+                                       "--address",
+                                       "hostname"};
   EXPECT_EQ(argv, expected);
   // The command is only in a one-line comment: JSON keeps newlines escaped.
   for (const std::string& line : {std::string("#   command: [\"python3\",\"it's\"")})

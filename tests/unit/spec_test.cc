@@ -24,7 +24,8 @@ std::vector<FieldError> Errors(const json& spec) {
   return r.ok() ? std::vector<FieldError>{} : r.status().fields();
 }
 
-bool HasError(const std::vector<FieldError>& errors, const std::string& field, const std::string& needle) {
+bool HasError(const std::vector<FieldError>& errors, const std::string& field,
+              const std::string& needle) {
   for (const auto& e : errors)
     if (e.field == field && e.reason.find(needle) != std::string::npos) return true;
   return false;
@@ -107,7 +108,8 @@ TEST(ParseSpec, EnvNamesMustBeValidAndNotReserved) {
   json s = ValidSpec();
   s["env"] = {{"1BAD", "x"}, {"TF_CONFIG", "{}"}, {"SLURM_JOB_ID", "1"}, {"OK", 5}};
   auto errors = Errors(s);
-  EXPECT_TRUE(HasError(errors, "env.1BAD", "not a valid environment variable name")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "env.1BAD", "not a valid environment variable name"))
+      << Dump(errors);
   EXPECT_TRUE(HasError(errors, "env.TF_CONFIG", "set by tfslurm")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "env.SLURM_JOB_ID", "set by tfslurm")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "env.OK", "must be a string")) << Dump(errors);
@@ -146,7 +148,8 @@ TEST(ParseSpec, MemoryAndNetworkAndPaths) {
   s["workdir"] = "relative/dir";
   s["model_dir"] = 3;
   auto errors = Errors(s);
-  EXPECT_TRUE(HasError(errors, "resources.mem_per_task_mb", "\"auto\" or a whole number")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "resources.mem_per_task_mb", "\"auto\" or a whole number"))
+      << Dump(errors);
   EXPECT_TRUE(HasError(errors, "network.address", "interface:NAME")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "workdir", "absolute path")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "model_dir", "must be a string")) << Dump(errors);
@@ -155,7 +158,8 @@ TEST(ParseSpec, MemoryAndNetworkAndPaths) {
 TEST(ParseSpec, SignalGraceMustComeBeforeTheEnd) {
   json s = ValidSpec();
   s["resources"]["time_limit"] = "1";
-  EXPECT_TRUE(HasError(Errors(s), "checkpoint.signal_grace_s", "not shorter than resources.time_limit"));
+  EXPECT_TRUE(
+      HasError(Errors(s), "checkpoint.signal_grace_s", "not shorter than resources.time_limit"));
   s["checkpoint"] = {{"signal_grace_s", 30}};
   EXPECT_TRUE(ParseSpec(s).ok());
 }
@@ -169,9 +173,10 @@ TEST(ParseSpec, RestartPolicy) {
 }
 
 TEST(ParseSpec, WrongTypesEverywhereGiveErrorsNotCrashes) {
-  for (const char* text : {R"([])", R"("x")", R"(null)", R"({"cluster": []})", R"({"resources": 5})",
-                           R"({"cluster": {"ps": 1.5}})", R"({"cluster": {"worker": 99999999999999999999}})",
-                           R"({"env": []})", R"({"restart": {"on": "timeout"}})"}) {
+  for (const char* text :
+       {R"([])", R"("x")", R"(null)", R"({"cluster": []})", R"({"resources": 5})",
+        R"({"cluster": {"ps": 1.5}})", R"({"cluster": {"worker": 99999999999999999999}})",
+        R"({"env": []})", R"({"restart": {"on": "timeout"}})"}) {
     auto r = ParseSpec(json::parse(text));
     EXPECT_FALSE(r.ok()) << text;
     EXPECT_FALSE(r.status().fields().empty()) << text;

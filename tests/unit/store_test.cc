@@ -14,8 +14,9 @@ namespace fs = std::filesystem;
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("store-test-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("store-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     path_ = (dir_ / "t.db").string();
@@ -93,9 +94,10 @@ TEST_F(StoreTest, UpdatingAnExperimentKeepsItsAttempts) {
 TEST_F(StoreTest, ListFiltersNewestFirstAndPages) {
   auto s = OpenSqliteStore(path_);
   for (int i = 0; i < 5; ++i)
-    ASSERT_TRUE((*s)->Apply(NewExperiment("e" + std::to_string(i), 100 + i,
-                                          i % 2 ? ExperimentState::kRunning : ExperimentState::kFailed))
-                    .ok());
+    ASSERT_TRUE(
+        (*s)->Apply(NewExperiment("e" + std::to_string(i), 100 + i,
+                                  i % 2 ? ExperimentState::kRunning : ExperimentState::kFailed))
+            .ok());
   ListQuery q;
   auto all = (*s)->ListExperiments(q);
   ASSERT_EQ(all->size(), 5u);
@@ -139,7 +141,8 @@ TEST_F(StoreTest, UsesWalAndRefusesNewerSchema) {
   auto s = OpenSqliteStore(path_);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(s.status().message().find("schema version 999"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("schema version 999"), std::string::npos)
+      << s.status().message();
 }
 
 TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
@@ -150,7 +153,8 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE tokens; PRAGMA user_version=1", nullptr, nullptr, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE tokens; PRAGMA user_version=1", nullptr, nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_close(db);
   auto s = OpenSqliteStore(path_);
   ASSERT_TRUE(s.ok()) << s.status().message();
