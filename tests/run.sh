@@ -50,7 +50,9 @@ record unit "$p" "$f"
 if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" != 1 ]]; then
   step "unit tests under ASan + UBSan"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTFSLURM_SANITIZE=ON >/dev/null
-  ninja -C build-asan -j"$jobs" service_unit_tests $(ninja -C build-asan -t targets all | sed -n 's/^\(agent_[a-z_]*tests\):.*/\1/p')
+  # Every gtest program (service, agent, client, concurrency, fuzz corpus).
+  mapfile -t test_targets < <(ninja -C build-asan -t targets all | sed -n 's/^\([a-z_]*_tests\{0,1\}\): phony$/\1/p')
+  ninja -C build-asan -j"$jobs" "${test_targets[@]}"
   set +e
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j"$jobs" 2>&1 | tee build-asan/unit.log
