@@ -31,7 +31,8 @@ while (($#)); do
     *) die "unknown argument $1" ;;
   esac
 done
-command_line="bench/api_latency.sh --rates $rates --list-rates $list_rates --page-rates $page_rates --connections $conns --duration $duration --experiments $experiments$( ((nodelay)) && echo " --tcp-nodelay")"
+command_line="bench/api_latency.sh --rates $rates --list-rates $list_rates --page-rates $page_rates --connections $conns --duration $duration --experiments $experiments"
+((nodelay)) && command_line+=" --tcp-nodelay"
 command -v wrk >/dev/null || die "wrk not found (apt-get install -y wrk; bench/run.sh does it)"
 
 build_all
@@ -148,6 +149,29 @@ wait_quiet 300
 measure "GET /experiments?limit=1000 (the whole list: $bytes_list bytes, $total experiments in the store)" "/experiments?limit=1000" "$list_rates"
 wait_quiet 300
 measure "GET /experiments (default page of 50: $bytes_page bytes, $total experiments in the store)" "/experiments" "$page_rates"
+
+# The list answers open experiments with two more queries each (attempts,
+# tasks) and finished ones from their row alone: the same list once every
+# experiment is cancelled shows what those per-experiment queries cost.
+curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1000" |
+  python3 -c 'import json,sys; [print("/experiments/" + e["id"]) for e in json.load(sys.stdin)["experiments"]]' \
+    >"$work/ids.txt"
+"$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --method DELETE --paths-file "$work/ids.txt" \
+  --count "$(wc -l <"$work/ids.txt")" --connections 1 --rate 0 --header "$AUTH_HEADER" >&2 || true
+{
+  echo "### GET /experiments?limit=1000 once all $total experiments are cancelled (no per-experiment queries)"
+  echo
+  echo "| connections | requests/s | p50 ms | p90 ms | p99 ms | max ms | errors |"
+  echo "|---|---|---|---|---|---|---|"
+} >>"$out"
+wait_quiet 300
+for c in 1 "$conns"; do
+  line="$(wrk -t"$((c < 2 ? 1 : 2))" -c"$c" -d"${duration}s" -H "$AUTH_HEADER" -s "$BENCH_DIR/wrk/get.lua" \
+    "$API/experiments?limit=1000" | grep '^wrk:')"
+  log "list of cancelled, wrk c=$c: $line"
+  row_wrk "$c" "$line" >>"$out"
+done
+echo >>"$out"
 
 cat >>"$out" <<'EOF'
 tfslurmd runs with its defaults and an admin API token (every request is

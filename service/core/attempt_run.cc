@@ -40,14 +40,18 @@ void AttemptRun::MarkAssigned() {
   }
 }
 
-std::string AttemptRun::TfConfig(int proc) const {
+std::string AttemptRun::ClusterSpec() const {
   std::vector<TaskRole> roles;
   std::vector<std::string> addresses;
   for (const TaskSlot& t : tasks_) {
     roles.push_back(t.role);
     addresses.push_back(t.address);
   }
-  return BuildTfConfig(roles, addresses, proc);
+  return BuildClusterSpec(roles, addresses);
+}
+
+std::string AttemptRun::TfConfig(int proc, const std::string& cluster_spec) const {
+  return TfConfigForTask(cluster_spec, tasks_[proc].role);
 }
 
 int AttemptRun::CheckpointingTask() const {
@@ -63,7 +67,6 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
     int proc, const std::string& model_dir) const {
   const TaskSlot& t = tasks_[proc];
   std::vector<std::pair<std::string, std::string>> env(spec_.env.begin(), spec_.env.end());
-  env.emplace_back("TF_CONFIG", TfConfig(proc));
   env.emplace_back("EXPERIMENT_ID", spec_.id);
   env.emplace_back("MODEL_DIR", model_dir);
   env.emplace_back("TFSLURM_ROLE", t.role.role);

@@ -55,8 +55,11 @@ class AttemptRun {
   bool assignments_sent() const { return assignments_sent_; }
   void MarkAssigned();
 
-  // TF_CONFIG and the extra environment for task `proc` (after the barrier).
-  std::string TfConfig(int proc) const;
+  // The cluster object of TF_CONFIG (after the barrier; see tf_config.h).
+  std::string ClusterSpec() const;
+  // TF_CONFIG for task `proc`, around `cluster_spec` from ClusterSpec().
+  std::string TfConfig(int proc, const std::string& cluster_spec) const;
+  // The task's environment but TF_CONFIG (the Assignment carries that).
   std::vector<std::pair<std::string, std::string>> TaskEnv(int proc,
                                                            const std::string& model_dir) const;
   // The task that checkpoints: the chief, else worker 0.

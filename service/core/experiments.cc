@@ -493,6 +493,7 @@ void Experiments::SendAssignments(Active& a, store::Changes& c, int only_proc) {
   bool first = !a.run->assignments_sent();
   a.run->MarkAssigned();
   int checkpointing = a.run->CheckpointingTask();
+  const std::string cluster_spec = a.run->ClusterSpec();
   for (int i = 0; i < a.run->size(); ++i) {
     if (only_proc >= 0 && i != only_proc) continue;
     auto ch = a.channels.find(i);
@@ -501,7 +502,7 @@ void Experiments::SendAssignments(Active& a, store::Changes& c, int only_proc) {
     AssignmentMsg m;
     m.role = slot.role.role;
     m.index = slot.role.index;
-    m.tf_config = a.run->TfConfig(i);
+    m.tf_config = a.run->TfConfig(i, cluster_spec);
     m.command = a.spec.command;
     m.workdir = a.spec.workdir.empty() ? a.record.model_dir : a.spec.workdir;
     for (auto& [k, v] : a.run->TaskEnv(i, a.record.model_dir)) m.env[k] = v;

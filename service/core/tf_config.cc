@@ -6,8 +6,7 @@
 
 namespace tfslurm {
 
-std::string BuildTfConfig(const std::vector<TaskRole>& roles,
-                          const std::vector<std::string>& addresses, int task) {
+std::string BuildClusterSpec(const std::vector<TaskRole>& roles, const std::vector<std::string>& addresses) {
   // Place each address at its index within the role; indexes follow task
   // order, so this is the same as appending in task order.
   std::map<std::string, std::vector<std::string>> cluster;
@@ -17,13 +16,20 @@ std::string BuildTfConfig(const std::vector<TaskRole>& roles,
     if (list.size() <= static_cast<size_t>(roles[i].index)) list.resize(roles[i].index + 1);
     list[roles[i].index] = addresses[i];
   }
-  nlohmann::ordered_json config;
   nlohmann::ordered_json c = nlohmann::ordered_json::object();
   for (const char* role : {"chief", "ps", "worker"})
     if (cluster.count(role)) c[role] = cluster[role];
-  config["cluster"] = c;
-  config["task"] = {{"type", roles[task].role}, {"index", roles[task].index}};
-  return config.dump();
+  return c.dump();
+}
+
+std::string TfConfigForTask(const std::string& cluster_spec, const TaskRole& task) {
+  nlohmann::ordered_json t = {{"type", task.role}, {"index", task.index}};
+  return "{\"cluster\":" + cluster_spec + ",\"task\":" + t.dump() + "}";
+}
+
+std::string BuildTfConfig(const std::vector<TaskRole>& roles, const std::vector<std::string>& addresses,
+                          int task) {
+  return TfConfigForTask(BuildClusterSpec(roles, addresses), roles[task]);
 }
 
 }  // namespace tfslurm

@@ -47,13 +47,12 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
     experiments_.reset();
   }
 
-  // The ticker, as tfslurmd runs it (one thread). Fake time moves once
-  // `time_moves_`: until then Tick runs but does not poll Slurm (see
-  // JobSubmittedDuringAPollIsNotTakenForVanished for why).
+  // The ticker, as tfslurmd runs it (one thread), with fake time moving: it
+  // polls Slurm while submissions are under way.
   void StartTicker() {
     background_.emplace_back([this] {
       while (!stop_) {
-        if (time_moves_) clock_.Advance(5);
+        clock_.Advance(5);
         experiments_->Tick();
         std::this_thread::yield();
       }
@@ -89,7 +88,6 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Experiments> experiments_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> time_moves_{true};
   std::vector<std::thread> background_;
 };
 
@@ -116,7 +114,6 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
     ADD_FAILURE() << what;
   };
 
-  time_moves_ = false;  // until every submission has returned
   StartTicker();
   // Readers: the REST API's GETs.
   for (int r = 0; r < 3; ++r) {
@@ -126,10 +123,12 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
         auto v = experiments_->Get(id);
         if (v.ok() && v->tasks.size() != static_cast<size_t>(kTasks))
           violation(id + ": view with " + std::to_string(v->tasks.size()) + " tasks");
-        if (!v.ok() && v.status().code() != StatusCode::kNotFound) violation("Get: " + v.status().message());
+        if (!v.ok() && v.status().code() != StatusCode::kNotFound)
+          violation("Get: " + v.status().message());
         store::ListQuery q;
         q.limit = 5;
-        if (!experiments_->store().ListExperiments(q).ok() || !experiments_->store().CountExperiments(q).ok())
+        if (!experiments_->store().ListExperiments(q).ok() ||
+            !experiments_->store().CountExperiments(q).ok())
           violation("listing failed");
       }
     });
@@ -145,11 +144,13 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
       // Unavailable: the experiment is still being recorded (a retry comes later).
       Status s = experiments_->OnHeartbeat(wrong);
       bool setting_up = s.code() == StatusCode::kUnavailable;
-      if (s.code() != StatusCode::kUnauthenticated && s.code() != StatusCode::kFailedPrecondition && !setting_up)
+      if (s.code() != StatusCode::kUnauthenticated && s.code() != StatusCode::kFailedPrecondition &&
+          !setting_up)
         violation("wrong secret: " + s.message());
       wrong = ref;
       wrong.attempt = 2;
-      if (experiments_->OnExited(wrong, 0, std::nullopt, false).ok()) violation("attempt 2 accepted");
+      if (experiments_->OnExited(wrong, 0, std::nullopt, false).ok())
+        violation("attempt 2 accepted");
       wrong = ref;
       wrong.proc_id = kTasks + i % 3;
       if (experiments_->OnProgress(wrong, 1, "/x").ok()) violation("task out of range accepted");
@@ -159,7 +160,8 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
       experiments_->OnRegister(wrong, {}, ch);
       auto refused = ch->All<RefusedMsg>();
       if (refused.size() != 1 || !ch->All<AssignmentMsg>().empty() ||
-          refused[0].permanent != (refused[0].reason.find("still being set up") == std::string::npos))
+          refused[0].permanent !=
+              (refused[0].reason.find("still being set up") == std::string::npos))
         violation("registration with a wrong secret: not refused, or not permanently");
     }
   });
@@ -189,17 +191,15 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
       submitted[ids[e]] = true;
     });
   }
-  std::thread time_starter([&] {
-    if (!WaitFor([&] { return std::all_of(ids.begin(), ids.end(), [&](auto& id) { return submitted[id].load(); }); }))
-      violation("submissions did not return");
-    time_moves_ = true;
-  });
   // Cancels: load-6 right after its submission, load-7 in mid-registration.
   std::thread canceller([&] {
-    for (const auto& [id, after] : {std::pair<std::string, int>{"load-6", 0}, {"load-7", kTasks / 2}}) {
+    for (const auto& [id, after] :
+         {std::pair<std::string, int>{"load-6", 0}, {"load-7", kTasks / 2}}) {
       if (!WaitFor([&] { return submitted[id] && registered[id] >= after; }))
-        return violation("cancel: " + id + " never reached " + std::to_string(after) + " registrations");
-      if (Status s = experiments_->Cancel(id, "cancelled by the test"); !s.ok()) violation("cancel: " + s.message());
+        return violation("cancel: " + id + " never reached " + std::to_string(after) +
+                         " registrations");
+      if (Status s = experiments_->Cancel(id, "cancelled by the test"); !s.ok())
+        violation("cancel: " + s.message());
     }
   });
 
@@ -237,16 +237,19 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
         bool ok = WaitFor([&] {
           if (!ch.All<AssignmentMsg>().empty()) return true;
           if (!ch.All<RefusedMsg>().empty()) return t->refused = true;
-          return t->cancelled_experiment && slurm_.StateOf(job_of(*t)) == slurm::JobState::kCancelled;
+          return t->cancelled_experiment &&
+                 slurm_.StateOf(job_of(*t)) == slurm::JobState::kCancelled;
         });
         if (!ok) return violation(t->id + " task " + std::to_string(t->proc) + ": no assignment");
-        if (t->refused && !t->cancelled_experiment) violation(t->id + ": refused " + ch.All<RefusedMsg>()[0].reason);
+        if (t->refused && !t->cancelled_experiment)
+          violation(t->id + ": refused " + ch.All<RefusedMsg>()[0].reason);
       }
       for (SimTask* t : mine) {
         if (t->cancelled_experiment) continue;
         TaskRef ref = Ref(t->id, t->proc);
         for (int i = 0; i < 3; ++i)
-          if (Status s = experiments_->OnHeartbeat(ref); !s.ok()) violation("heartbeat: " + s.message());
+          if (Status s = experiments_->OnHeartbeat(ref); !s.ok())
+            violation("heartbeat: " + s.message());
         if (t->proc % 8 == 3) {
           // A network blink: the agent reconnects on a new stream, then the
           // old stream's end is noticed. The new stream must stay attached.
@@ -260,8 +263,11 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
           experiments_->OnRegister(ref, info, t->channels.back());
           experiments_->OnDisconnect(ref, old.get());
         }
-        if (auto a = t->channels.front()->All<AssignmentMsg>(); !a.empty() && a[0].report_checkpoints)
-          if (Status s = experiments_->OnProgress(ref, 1000 + k, "/ckpt/model-" + std::to_string(k)); !s.ok())
+        if (auto a = t->channels.front()->All<AssignmentMsg>();
+            !a.empty() && a[0].report_checkpoints)
+          if (Status s =
+                  experiments_->OnProgress(ref, 1000 + k, "/ckpt/model-" + std::to_string(k));
+              !s.ok())
             violation("progress: " + s.message());
       }
       // Workers finish; the others wait for their Shutdown and confirm it.
@@ -278,8 +284,10 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
         if (a.empty() || a[0].role == "worker") continue;
         auto& ch = *t->channels.back();
         if (!WaitFor([&] { return !ch.All<ShutdownMsg>().empty(); }))
-          return violation(t->id + " task " + std::to_string(t->proc) + " (" + a[0].role + "): no shutdown");
-        if (Status s = experiments_->OnExited(Ref(t->id, t->proc), std::nullopt, SIGTERM, true); !s.ok()) {
+          return violation(t->id + " task " + std::to_string(t->proc) + " (" + a[0].role +
+                           "): no shutdown");
+        if (Status s = experiments_->OnExited(Ref(t->id, t->proc), std::nullopt, SIGTERM, true);
+            !s.ok()) {
           std::string events;
           auto view = experiments_->Get(t->id);
           if (view.ok())
@@ -290,20 +298,21 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
     });
   }
   for (auto& t : submitters) t.join();
-  time_starter.join();
   for (auto& t : agents) t.join();
   canceller.join();
   ASSERT_EQ(violations, 0);
 
   // The batch scripts end; Tick closes every experiment.
   for (const auto& id : ids)
-    if (!cancelled(id)) slurm_.SetState(slurm_.JobOf(slurm::JobName(id, 1)), slurm::JobState::kCompleted);
+    if (!cancelled(id))
+      slurm_.SetState(slurm_.JobOf(slurm::JobName(id, 1)), slurm::JobState::kCompleted);
   EXPECT_TRUE(WaitFor([&] { return AllEnded(ids); })) << "experiments or their jobs still open";
   StopBackground();
   ASSERT_EQ(violations, 0);
 
   // The end state, exactly.
-  EXPECT_EQ(slurm_.With([](auto& f) { return f.submitted.size(); }), ids.size()) << "a job was submitted twice";
+  EXPECT_EQ(slurm_.With([](auto& f) { return f.submitted.size(); }), ids.size())
+      << "a job was submitted twice";
   for (const auto& id : ids) {
     SCOPED_TRACE(id);
     ExperimentView v = experiments_->Get(id).value();
@@ -313,9 +322,8 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
     if (cancelled(id)) {
       EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled) << v.experiment.reason;
       int64_t job = slurm_.JobOf(slurm::JobName(id, 1));
-      EXPECT_TRUE(slurm_.With([&](auto& f) {
-        return std::count(f.cancelled.begin(), f.cancelled.end(), job) >= 1;
-      }));
+      EXPECT_TRUE(slurm_.With(
+          [&](auto& f) { return std::count(f.cancelled.begin(), f.cancelled.end(), job) >= 1; }));
       EXPECT_LE(assigned_events, 1);
       continue;
     }
@@ -332,7 +340,8 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
       }
       EXPECT_EQ(assignments, 1) << "task " << t.proc << " assigned " << assignments << " times";
       auto a = t.channels.front()->All<AssignmentMsg>().at(0);
-      EXPECT_TRUE(roles[a.role].insert(a.index).second) << a.role << ":" << a.index << " assigned twice";
+      EXPECT_TRUE(roles[a.role].insert(a.index).second)
+          << a.role << ":" << a.index << " assigned twice";
       const TaskRecord& rec = v.tasks[t.proc];
       EXPECT_EQ(rec.state, a.role == "worker" ? "succeeded" : "reaped") << "task " << t.proc;
       EXPECT_EQ(shutdowns, a.role == "worker" ? 0 : 1) << "task " << t.proc;
@@ -405,7 +414,9 @@ TEST_F(ExperimentsConcurrencyTest, ConcurrentResumesStartOneAttempt) {
 class SlowPollSlurm final : public slurm::SlurmClient {
  public:
   explicit SlowPollSlurm(LockedSlurm& slurm) : slurm_(slurm) {}
-  StatusOr<PartitionShape> GetPartition(const std::string& name) override { return slurm_.GetPartition(name); }
+  StatusOr<PartitionShape> GetPartition(const std::string& name) override {
+    return slurm_.GetPartition(name);
+  }
   StatusOr<int64_t> Submit(const slurm::SubmitRequest& r) override { return slurm_.Submit(r); }
   StatusOr<std::vector<slurm::JobInfo>> LoadJobs() override {
     auto jobs = slurm_.LoadJobs();
@@ -436,7 +447,8 @@ TEST_F(ExperimentsConcurrencyTest, JobSubmittedDuringAPollIsNotTakenForVanished)
   config.launch = {"/opt/tfslurm-agent", "svc:1"};
   config.poll_interval_ms = 10;
   Experiments experiments(*store_, slow, clock_, random_, config);
-  ASSERT_TRUE(experiments.Submit(LoadSpec("first", true), "alice", false).ok());  // something to poll for
+  ASSERT_TRUE(
+      experiments.Submit(LoadSpec("first", true), "alice", false).ok());  // something to poll for
 
   slow.hold = true;
   std::thread ticker([&] { experiments.Tick(); });

@@ -52,7 +52,8 @@ class LockedSlurm final : public slurm::SlurmClient {
  public:
   explicit LockedSlurm(int nodes = 16, int cpus = 64) {
     fake_.partition.nodes.clear();
-    for (int i = 1; i <= nodes; ++i) fake_.partition.nodes.push_back({"node" + std::to_string(i), cpus, 256000});
+    for (int i = 1; i <= nodes; ++i)
+      fake_.partition.nodes.push_back({"node" + std::to_string(i), cpus, 256000});
   }
   StatusOr<PartitionShape> GetPartition(const std::string& name) override {
     std::lock_guard lock(mu_);

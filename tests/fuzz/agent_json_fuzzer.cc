@@ -1,5 +1,5 @@
-// libFuzzer target. Agent messages as JSON (the body of POST /agent/v1/message) -> AgentMessage -> core's structs,
-// and core's replies -> ServiceMessage. Invariants: invariants.h.
+// libFuzzer target. Agent messages as JSON (the body of POST /agent/v1/message) -> AgentMessage ->
+// core's structs, and core's replies -> ServiceMessage. Invariants: invariants.h.
 #include <google/protobuf/stubs/logging.h>
 
 #include <cstdint>

@@ -47,7 +47,8 @@ TEST(FuzzCorpus, AgentJson) { ReplayCorpus("agent_json", CheckAgentJsonInput); }
 TEST(FuzzCorpus, AgentProto) { ReplayCorpus("agent_proto", CheckAgentBinaryInput); }
 
 // Runs `argv` with `env` added; returns the exit status (-1: not run).
-int RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& cwd) {
+int RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+               const fs::path& cwd) {
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -99,7 +100,8 @@ class BashTest : public ::testing::Test {
     ASSERT_EQ(RunProcess({"bash", "-n", script}, {}, dir_ / "cwd"), 0) << what << "\n" << r.script;
     std::string path_env = "PATH=" + (dir_ / "bin").string() + ":/usr/bin:/bin";
     std::string out_env = "ARGV_OUT=" + out.string();
-    ASSERT_EQ(RunProcess({"bash", script}, {path_env, out_env}, dir_ / "cwd"), 0) << what << "\n" << r.script;
+    ASSERT_EQ(RunProcess({"bash", script}, {path_env, out_env}, dir_ / "cwd"), 0) << what << "\n"
+                                                                                  << r.script;
     std::vector<std::string> srun_args(argv.begin() + 2, argv.end());  // after "exec", "srun"
     EXPECT_EQ(SplitNul(Slurp(out)), srun_args) << what << "\n" << r.script;
     EXPECT_TRUE(fs::is_empty(dir_ / "cwd")) << what << ": the script created files\n" << r.script;
@@ -126,9 +128,27 @@ TEST_F(BashTest, ScriptsOfCorpusSpecsRunOnlySrunWithTheirArgv) {
 
 // ShellQuote as bash reads it, against the model the fuzzer uses.
 TEST_F(BashTest, ShellQuoteRoundTripsThroughBash) {
-  std::vector<std::string> samples = {
-      "", "plain", "it's", "''", "'\\''", "\"$HOME\"", "$(touch pwned)", "`touch pwned`", "a\nb", "\r\n",
-      "; touch pwned #", "\\", "\\'", "ünïcødé ✓", "tab\there", "*", "~", "!!", "{a,b}", "-n", "\x01\x7f\xff"};
+  std::vector<std::string> samples = {"",
+                                      "plain",
+                                      "it's",
+                                      "''",
+                                      "'\\''",
+                                      "\"$HOME\"",
+                                      "$(touch pwned)",
+                                      "`touch pwned`",
+                                      "a\nb",
+                                      "\r\n",
+                                      "; touch pwned #",
+                                      "\\",
+                                      "\\'",
+                                      "ünïcødé ✓",
+                                      "tab\there",
+                                      "*",
+                                      "~",
+                                      "!!",
+                                      "{a,b}",
+                                      "-n",
+                                      "\x01\x7f\xff"};
   for (const auto& f : CorpusFiles("sbatch")) samples.push_back(Slurp(f));
   for (const auto& s : samples) {
     if (s.find('\0') != std::string::npos) continue;  // no argv carries a NUL
@@ -146,12 +166,14 @@ TEST_F(BashTest, ShellQuoteRoundTripsThroughBash) {
 // with unquoted user text.
 TEST(ShellWords, RefusesExpansionsAndAcceptsQuotedWords) {
   std::string error;
-  for (const char* bad : {"echo $HOME\n", "echo `id`\n", "a;b\n", "a|b\n", "a&\n", "a>b\n", "(a)\n",
-                          "a*\n", "~/x\n", "#c\n", "echo \"x\"\n", "echo 'open\n", "a\r\n", "a {b}\n", "a"})
+  for (const char* bad :
+       {"echo $HOME\n", "echo `id`\n", "a;b\n", "a|b\n", "a&\n", "a>b\n", "(a)\n", "a*\n", "~/x\n",
+        "#c\n", "echo \"x\"\n", "echo 'open\n", "a\r\n", "a {b}\n", "a"})
     EXPECT_FALSE(SplitShellCommands(bad, &error)) << bad;
   auto ok = SplitShellCommands("exec srun --o='a b'\\''c' \\\n  '$(x)' x\\'y\n", &error);
   ASSERT_TRUE(ok) << error;
-  EXPECT_EQ(*ok, (std::vector<std::vector<std::string>>{{"exec", "srun", "--o=a b'c", "$(x)", "x'y"}}));
+  EXPECT_EQ(*ok,
+            (std::vector<std::vector<std::string>>{{"exec", "srun", "--o=a b'c", "$(x)", "x'y"}}));
 }
 
 }  // namespace

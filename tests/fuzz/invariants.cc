@@ -14,12 +14,14 @@
 namespace tfslurm::fuzz {
 namespace {
 
-using nlohmann::json;
 using google::protobuf::util::MessageDifferencer;
+using nlohmann::json;
 
 const SpecLimits kTinyLimits{16, 4, 64, 3, 64};
 
-bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
 
 std::string Printable(std::string_view s) {
   std::string out;
@@ -44,7 +46,8 @@ bool IsEnvName(const std::string& s) {
 
 // "name[i]" with i a plain decimal index into input[name]...
 bool IsIndexInto(const std::string& path, const std::string& name, const json* array) {
-  if (!StartsWith(path, name + "[") || path.back() != ']' || !array || !array->is_array()) return false;
+  if (!StartsWith(path, name + "[") || path.back() != ']' || !array || !array->is_array())
+    return false;
   std::string digits = path.substr(name.size() + 1, path.size() - name.size() - 2);
   if (digits.empty() || digits.size() > 9 || (digits.size() > 1 && digits[0] == '0')) return false;
   for (char c : digits)
@@ -61,17 +64,39 @@ const json* Member(const json& obj, const char* key) {
 // A FieldError's path must name a field of the documented shape, or a key
 // the input actually has (unknown fields are reported where they are).
 bool PathNamesInput(const json& in, const std::string& path) {
-  static const std::set<std::string> kKnown = {
-      "id", "command", "workdir", "env", "cluster", "cluster.chief", "cluster.ps", "cluster.worker",
-      "cluster.evaluator", "placement", "resources", "resources.partition", "resources.nodes",
-      "resources.tasks_per_node", "resources.cpus_per_task", "resources.gpus_per_node",
-      "resources.mem_per_task_mb", "resources.time_limit", "network", "network.address", "success",
-      "restart", "restart.max_restarts", "restart.on", "restart.backoff_s", "checkpoint",
-      "checkpoint.signal_grace_s", "model_dir"};
+  static const std::set<std::string> kKnown = {"id",
+                                               "command",
+                                               "workdir",
+                                               "env",
+                                               "cluster",
+                                               "cluster.chief",
+                                               "cluster.ps",
+                                               "cluster.worker",
+                                               "cluster.evaluator",
+                                               "placement",
+                                               "resources",
+                                               "resources.partition",
+                                               "resources.nodes",
+                                               "resources.tasks_per_node",
+                                               "resources.cpus_per_task",
+                                               "resources.gpus_per_node",
+                                               "resources.mem_per_task_mb",
+                                               "resources.time_limit",
+                                               "network",
+                                               "network.address",
+                                               "success",
+                                               "restart",
+                                               "restart.max_restarts",
+                                               "restart.on",
+                                               "restart.backoff_s",
+                                               "checkpoint",
+                                               "checkpoint.signal_grace_s",
+                                               "model_dir"};
   if (kKnown.count(path)) return true;
   if (IsIndexInto(path, "command", Member(in, "command"))) return true;
   if (IsIndexInto(path, "placement", Member(in, "placement"))) return true;
-  if (const json* r = Member(in, "restart"); r && IsIndexInto(path, "restart.on", Member(*r, "on"))) return true;
+  if (const json* r = Member(in, "restart"); r && IsIndexInto(path, "restart.on", Member(*r, "on")))
+    return true;
   if (in.contains(path)) return true;  // an unknown top-level key
   for (const char* obj : {"env", "cluster", "resources", "restart", "network", "checkpoint"}) {
     std::string prefix = std::string(obj) + ".";
@@ -90,12 +115,15 @@ std::string CheckErrors(const json& in, const Status& status) {
     if (f.reason.empty()) return "empty reason for field '" + Printable(f.field) + "'";
     // "" is the whole input, or an unknown key "" of it.
     if (f.field.empty() ? in.is_object() && !in.contains("") : !PathNamesInput(in, f.field))
-      return "error path '" + Printable(f.field) + "' names no field of the input (" + Printable(f.reason) + ")";
+      return "error path '" + Printable(f.field) + "' names no field of the input (" +
+             Printable(f.reason) + ")";
   }
   if (in.is_object()) {
     size_t n = status.fields().size();
-    std::string want = "the experiment spec has " + std::to_string(n) + " invalid field" + (n == 1 ? "" : "s");
-    if (status.message() != want) return "message '" + status.message() + "' but " + std::to_string(n) + " errors";
+    std::string want =
+        "the experiment spec has " + std::to_string(n) + " invalid field" + (n == 1 ? "" : "s");
+    if (status.message() != want)
+      return "message '" + status.message() + "' but " + std::to_string(n) + " errors";
   }
   return "";
 }
@@ -115,8 +143,10 @@ std::string CheckValidSpec(const ExperimentSpec& s, const SpecLimits& limits) {
   if (r.nodes < 1 || r.tasks_per_node < 1 || r.cpus_per_task < 1 || r.gpus_per_node < 0)
     return "resource count out of range";
   if (r.mem_per_task_mb && *r.mem_per_task_mb < 1) return "mem_per_task_mb < 1";
-  if (r.time_limit_minutes < 1 || r.time_limit_minutes > 365 * 24 * 60) return "time limit out of range";
-  if (s.signal_grace_s < 0 || s.signal_grace_s >= r.time_limit_minutes * 60) return "signal grace not < time limit";
+  if (r.time_limit_minutes < 1 || r.time_limit_minutes > 365 * 24 * 60)
+    return "time limit out of range";
+  if (s.signal_grace_s < 0 || s.signal_grace_s >= r.time_limit_minutes * 60)
+    return "signal grace not < time limit";
   if (s.command.empty() || s.command[0].empty()) return "empty command or program";
   if (static_cast<int>(s.command.size()) > limits.max_command_args) return "too many command args";
   size_t bytes = 0;
@@ -129,20 +159,22 @@ std::string CheckValidSpec(const ExperimentSpec& s, const SpecLimits& limits) {
   bytes = 0;
   for (const auto& [key, value] : s.env) {
     if (!IsEnvName(key)) return "accepted env name " + Printable(key);
-    if (key == "TF_CONFIG" || key == "MODEL_DIR" || key == "EXPERIMENT_ID" || key == "CUDA_VISIBLE_DEVICES" ||
-        StartsWith(key, "TFSLURM_") || StartsWith(key, "SLURM_"))
+    if (key == "TF_CONFIG" || key == "MODEL_DIR" || key == "EXPERIMENT_ID" ||
+        key == "CUDA_VISIBLE_DEVICES" || StartsWith(key, "TFSLURM_") || StartsWith(key, "SLURM_"))
       return "accepted reserved env name " + key;
     if (HasNul(value)) return "NUL in env value";
     bytes += key.size() + value.size();
   }
   if (bytes > limits.max_env_bytes) return "env too large";
   for (const std::string* path : {&s.workdir, &s.model_dir})
-    if (!path->empty() && ((*path)[0] != '/' || HasNul(*path))) return "accepted a relative path " + Printable(*path);
+    if (!path->empty() && ((*path)[0] != '/' || HasNul(*path)))
+      return "accepted a relative path " + Printable(*path);
   if (s.network_address != "hostname" && s.network_address != "fqdn" &&
       !StartsWith(s.network_address, "interface:"))
     return "accepted network address " + Printable(s.network_address);
   if (s.placement.kind == PlacementKind::kExplicit) {
-    if (static_cast<int>(s.placement.roles.size()) != r.Tasks()) return "explicit placement of the wrong size";
+    if (static_cast<int>(s.placement.roles.size()) != r.Tasks())
+      return "explicit placement of the wrong size";
     std::map<std::string, int> counts;
     for (const auto& role : s.placement.roles) counts[role]++;
     if (counts["chief"] != k.chief || counts["ps"] != k.ps || counts["worker"] != k.worker ||
@@ -150,7 +182,8 @@ std::string CheckValidSpec(const ExperimentSpec& s, const SpecLimits& limits) {
       return "explicit placement does not match the cluster";
   }
   if (s.success == SuccessPolicy::kChief && k.chief == 0) return "success chief without a chief";
-  if ((s.success == SuccessPolicy::kWorker0 || s.success == SuccessPolicy::kAllWorkers) && k.worker == 0)
+  if ((s.success == SuccessPolicy::kWorker0 || s.success == SuccessPolicy::kAllWorkers) &&
+      k.worker == 0)
     return "success on workers without workers";
   return "";
 }
@@ -167,14 +200,17 @@ std::string CheckParse(const json& in, const SpecLimits& limits) {
   auto again = ParseSpec(canonical, limits);
   if (!again.ok())
     return "ToJson() of an accepted spec is refused: " +
-           (again.status().fields().empty() ? again.status().message()
-                                            : again.status().fields()[0].field + ": " +
-                                                  again.status().fields()[0].reason);
-  if (again->ToJson() != canonical) return "ToJson() does not round-trip: " + Printable(canonical.dump());
+           (again.status().fields().empty()
+                ? again.status().message()
+                : again.status().fields()[0].field + ": " + again.status().fields()[0].reason);
+  if (again->ToJson() != canonical)
+    return "ToJson() does not round-trip: " + Printable(canonical.dump());
   return "";
 }
 
-json ParseJson(std::string_view bytes) { return json::parse(bytes.begin(), bytes.end(), nullptr, false); }
+json ParseJson(std::string_view bytes) {
+  return json::parse(bytes.begin(), bytes.end(), nullptr, false);
+}
 
 }  // namespace
 
@@ -193,13 +229,16 @@ std::string CheckShellQuote(std::string_view bytes) {
   std::string error;
   auto commands = SplitShellCommands(slurm::ShellQuote(s) + "\n", &error);
   if (!commands) return "ShellQuote output is not a plain word: " + error;
-  if (s.empty() && commands->size() == 1 && commands->at(0) == std::vector<std::string>{""}) return "";
-  if (commands->size() != 1 || commands->at(0).size() != 1) return "ShellQuote output is not one word";
+  if (s.empty() && commands->size() == 1 && commands->at(0) == std::vector<std::string>{""})
+    return "";
+  if (commands->size() != 1 || commands->at(0).size() != 1)
+    return "ShellQuote output is not one word";
   if (commands->at(0)[0] != s) return "ShellQuote does not round-trip " + Printable(s);
   return "";
 }
 
-slurm::SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant, std::vector<std::string>* argv) {
+slurm::SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant,
+                                    std::vector<std::string>* argv) {
   // The launch is the operator's, not the user's, but quoting must hold for
   // any bytes, so some are hostile too.
   static const slurm::AgentLaunch kLaunches[] = {
@@ -213,14 +252,26 @@ slurm::SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant
   PartitionShape partition;
   partition.name = spec.resources.partition.empty() ? "debug" : spec.resources.partition;
   if (variant % 2) partition.def_mem_per_cpu_mb = 1000;
-  for (int i = 0; i < 4; ++i) partition.nodes.push_back({"node" + std::to_string(i), 64 << i, 64000LL << i});
+  for (int i = 0; i < 4; ++i)
+    partition.nodes.push_back({"node" + std::to_string(i), 64 << i, 64000LL << i});
   auto memory = ComputeMemPerTask(partition, spec.resources);
   MemoryPlan plan = memory.ok() ? *memory : MemoryPlan{1000, 1000, "fixed by the fuzzer"};
 
-  slurm::AttemptPaths paths{"/srv/tfslurm-out/" + spec.id + "/logs/attempt-" + std::to_string(attempt)};
-  *argv = {"exec", "srun", "--kill-on-bad-exit=0", "--output=" + paths.log_dir + "/task-%t.out",
-           launch.agent_path, "--service", launch.service_address, "--experiment", spec.id,
-           "--attempt", std::to_string(attempt), "--address", spec.network_address};
+  slurm::AttemptPaths paths{"/srv/tfslurm-out/" + spec.id + "/logs/attempt-" +
+                            std::to_string(attempt)};
+  *argv = {"exec",
+           "srun",
+           "--kill-on-bad-exit=0",
+           "--output=" + paths.log_dir + "/task-%t.out",
+           launch.agent_path,
+           "--service",
+           launch.service_address,
+           "--experiment",
+           spec.id,
+           "--attempt",
+           std::to_string(attempt),
+           "--address",
+           spec.network_address};
   return slurm::BuildSubmitRequest(spec, plan, attempt, paths, launch, "s3cr3t-NOT-IN-THE-SCRIPT",
                                    {"PATH=/usr/bin"});
 }
@@ -270,23 +321,26 @@ std::string CheckSbatchInput(std::string_view bytes) {
     }
     // What the comments say about the command is JSON that reads back exactly.
     for (auto [label, value] : {std::pair<std::string, json>{"#   command: ", spec.command},
-                                {"#   workdir: ", spec.workdir}, {"#   env: ", spec.env}}) {
+                                {"#   workdir: ", spec.workdir},
+                                {"#   env: ", spec.env}}) {
       if (StartsWith(line, label)) {
         json shown = ParseJson(line.substr(label.size()));
         if (shown != value) return "comment " + label + "does not read back: " + Printable(line);
       }
     }
   }
-  for (const char* d : {"job-name", "nodes", "ntasks-per-node", "cpus-per-task", "mem-per-cpu", "time",
-                        "no-requeue", "chdir", "output"})
+  for (const char* d : {"job-name", "nodes", "ntasks-per-node", "cpus-per-task", "mem-per-cpu",
+                        "time", "no-requeue", "chdir", "output"})
     if (!directives.count(d)) return std::string("no #SBATCH --") + d;
-  if (header.find("#SBATCH --job-name=" + r.job_name + "\n") == std::string_view::npos) return "job name differs";
+  if (header.find("#SBATCH --job-name=" + r.job_name + "\n") == std::string_view::npos)
+    return "job name differs";
 
   // The body: exactly the srun command, every variable part quoted.
   std::string error;
   auto commands = SplitShellCommands(std::string_view(script).substr(blank + 2), &error);
   if (!commands) return "script body outside the safe shell subset: " + error;
-  if (commands->size() != 1) return "script body has " + std::to_string(commands->size()) + " commands";
+  if (commands->size() != 1)
+    return "script body has " + std::to_string(commands->size()) + " commands";
   if (commands->at(0) != argv) {
     std::string got;
     for (const auto& w : commands->at(0)) got += "[" + Printable(w) + "] ";
@@ -317,7 +371,8 @@ std::string CheckBinaryRoundTrip(const M& m, const char* what) {
 
 // The replies core sends, built from the strings an agent sent: they reach
 // the agent intact.
-std::string CheckReplies(const TaskRef& ref, const RegisterInfo& info, const agent::v1::AgentMessage& m) {
+std::string CheckReplies(const TaskRef& ref, const RegisterInfo& info,
+                         const agent::v1::AgentMessage& m) {
   AssignmentMsg a;
   a.role = ref.experiment_id;
   a.index = ref.proc_id;
@@ -331,17 +386,19 @@ std::string CheckReplies(const TaskRef& ref, const RegisterInfo& info, const age
   a.report_checkpoints = info.reconnect;
   agent::v1::ServiceMessage p = agentrpc::ToProto(a);
   const auto& pa = p.assignment();
-  if (p.body_case() != agent::v1::ServiceMessage::kAssignment || pa.role() != a.role || pa.index() != a.index ||
-      pa.tf_config() != a.tf_config || pa.command_size() != 2 || pa.command(0) != a.command[0] ||
-      pa.command(1) != a.command[1] || pa.workdir() != a.workdir || pa.env().size() != 1 ||
-      pa.env().at(info.node_name) != info.address || pa.model_dir() != a.model_dir ||
-      pa.heartbeat_interval_ms() != a.heartbeat_interval_ms || pa.shutdown_grace_ms() != a.shutdown_grace_ms ||
+  if (p.body_case() != agent::v1::ServiceMessage::kAssignment || pa.role() != a.role ||
+      pa.index() != a.index || pa.tf_config() != a.tf_config || pa.command_size() != 2 ||
+      pa.command(0) != a.command[0] || pa.command(1) != a.command[1] || pa.workdir() != a.workdir ||
+      pa.env().size() != 1 || pa.env().at(info.node_name) != info.address ||
+      pa.model_dir() != a.model_dir || pa.heartbeat_interval_ms() != a.heartbeat_interval_ms ||
+      pa.shutdown_grace_ms() != a.shutdown_grace_ms ||
       pa.report_checkpoints() != a.report_checkpoints)
     return "ToProto(Assignment) loses a field";
   if (std::string e = CheckBinaryRoundTrip(p, "Assignment"); !e.empty()) return e;
 
   p = agentrpc::ToProto(ShutdownMsg{m.progress().checkpoint_path(), m.exited().exit_code()});
-  if (p.body_case() != agent::v1::ServiceMessage::kShutdown || p.shutdown().reason() != m.progress().checkpoint_path() ||
+  if (p.body_case() != agent::v1::ServiceMessage::kShutdown ||
+      p.shutdown().reason() != m.progress().checkpoint_path() ||
       p.shutdown().grace_ms() != m.exited().exit_code())
     return "ToProto(Shutdown) loses a field";
   if (std::string e = CheckBinaryRoundTrip(p, "Shutdown"); !e.empty()) return e;
@@ -360,9 +417,9 @@ std::string CheckDecoded(const agent::v1::AgentMessage& m) {
     return "FromProto(TaskRef) loses a field";
   RegisterInfo info = agentrpc::FromProto(m.register_());
   const auto& r = m.register_();
-  if (info.slurm_job_id != r.slurm_job_id() || info.node_id != r.node_id() || info.local_id != r.local_id() ||
-      info.node_name != r.node_name() || info.address != r.address() || info.port != r.port() ||
-      info.reconnect != r.reconnect())
+  if (info.slurm_job_id != r.slurm_job_id() || info.node_id != r.node_id() ||
+      info.local_id != r.local_id() || info.node_name != r.node_name() ||
+      info.address != r.address() || info.port != r.port() || info.reconnect != r.reconnect())
     return "FromProto(Register) loses a field";
 
   // The JSON mapping: what the service decodes, it can encode, and back.

@@ -9,7 +9,16 @@ bool IsSafeBareByte(unsigned char c) {
   if (c >= 'A' && c <= 'Z') return true;
   if (c >= '0' && c <= '9') return true;
   switch (c) {
-    case '_': case '-': case '.': case '/': case '=': case '%': case ':': case '@': case '+': case ',':
+    case '_':
+    case '-':
+    case '.':
+    case '/':
+    case '=':
+    case '%':
+    case ':':
+    case '@':
+    case '+':
+    case ',':
       return true;
     default:
       return false;

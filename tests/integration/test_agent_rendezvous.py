@@ -143,7 +143,7 @@ done
 echo "$reply" > "$TMPDIR_FOR_TEST/assignment-$SLURM_PROCID.json"
 set +e
 /usr/bin/python3 -c 'import json,os,sys; a=json.load(open(sys.argv[1]))["assignment"];
-env=dict(os.environ); env.update(a.get("env", {})); os.chdir(a["workdir"]); os.execvpe(a["command"][0], a["command"], env)' \
+env=dict(os.environ); env.update(a.get("env", {})); env["TF_CONFIG"]=a["tf_config"]; os.chdir(a["workdir"]); os.execvpe(a["command"][0], a["command"], env)' \
   "$TMPDIR_FOR_TEST/assignment-$SLURM_PROCID.json"
 rc=$?
 set -e
