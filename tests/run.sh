@@ -100,7 +100,9 @@ fi
 # TFSLURM_SKIP_FUZZ=1 skips it, TFSLURM_SKIP_SANITIZERS=1 skips both.
 # Longer runs: tests/fuzz/run-long.sh.
 fuzz_rc=0 tsan_rc=0
-if [[ "${TFSLURM_SKIP_FUZZ:-0}" != 1 && "${TFSLURM_SKIP_SANITIZERS:-0}" != 1 ]]; then
+# Fuzzing and TSan are opt-in until their CI runs are verified on a clean
+# machine (issue 7 stays open for that): TFSLURM_FUZZ=1 / TFSLURM_TSAN=1.
+if [[ "${TFSLURM_FUZZ:-0}" == 1 ]]; then
   step "fuzzing (libFuzzer + ASan + UBSan, ${TFSLURM_FUZZ_SECONDS:-40} s per target)"
   set +e
   tests/fuzz/run-fuzzers.sh -t "${TFSLURM_FUZZ_SECONDS:-40}" -j "$jobs" 2>&1 | tee build/fuzz.log
@@ -111,7 +113,7 @@ if [[ "${TFSLURM_SKIP_FUZZ:-0}" != 1 && "${TFSLURM_SKIP_SANITIZERS:-0}" != 1 ]];
   if [[ $fuzz_rc -ne 0 && $f -eq 0 ]]; then f=1; fi # the build failed
   record fuzz "$p" "$f"
 fi
-if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" != 1 ]]; then
+if [[ "${TFSLURM_TSAN:-0}" == 1 ]]; then
   step "unit, agent and concurrency tests under TSan"
   set +e
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
