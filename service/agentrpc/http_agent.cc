@@ -48,7 +48,9 @@ class Mailboxes {
  public:
   std::shared_ptr<Mailbox> Get(const agent::v1::TaskRef& ref, bool create) {
     std::lock_guard lock(mu_);
-    auto key = std::make_tuple(ref.experiment_id(), ref.attempt(), ref.proc_id());
+    // Keyed by the secret too: a wrong secret gets its own empty mailbox and
+    // never sees another task's assignment.
+    auto key = std::make_tuple(ref.experiment_id(), ref.attempt(), ref.proc_id(), Sha256Hex(ref.secret()));
     auto it = boxes_.find(key);
     if (it != boxes_.end()) return it->second;
     if (!create) return nullptr;
@@ -59,7 +61,7 @@ class Mailboxes {
 
  private:
   std::mutex mu_;
-  std::map<std::tuple<std::string, int, int>, std::shared_ptr<Mailbox>> boxes_;
+  std::map<std::tuple<std::string, int, int, std::string>, std::shared_ptr<Mailbox>> boxes_;
 };
 
 void ReplyMessage(httplib::Response& res, int status, const ServiceMessage& m) {

@@ -382,7 +382,7 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
       size_t bytes = 0;
       for (const auto& [key, value] : env.items()) {
         std::string path = "env." + key;
-        if (!std::regex_match(key, kEnvNamePattern) || key.size() > 256) {
+        if (key.size() > 256 || !std::regex_match(key, kEnvNamePattern)) {
           c.Fail(path, "is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
           continue;
         }
