@@ -270,6 +270,16 @@ def string_constants(source):
     return out
 
 
+def folder_constants(folder):
+    """The string constants of every header and source in a folder: routes
+    use constants shared through headers (request_params.h)."""
+    out = {}
+    for name in sorted(os.listdir(os.path.join(REPO, folder))):
+        if name.endswith((".h", ".cc")):
+            out.update(string_constants(read_source(f"{folder}/{name}")))
+    return out
+
+
 def route_expression(source, start):
     """The first argument of a server.X( call starting at `start`: up to the
     first comma outside strings and parentheses."""
@@ -331,12 +341,12 @@ def registered_routes():
     service registers."""
     routes = {}
     for folder in ("service/api", "service/agentrpc"):
+        constants = folder_constants(folder)
         for name in sorted(os.listdir(os.path.join(REPO, folder))):
             if not name.endswith(".cc"):
                 continue
             rel = f"{folder}/{name}"
             src = read_source(rel)
-            constants = string_constants(src)
             for m in re.finditer(r"\bserver\.(Get|Post|Delete|Put|Patch|Options)\(\s*", src):
                 raw = evaluate_route(route_expression(src, m.end()), constants)
                 routes[(m.group(1).lower(), normalize_regex_route(raw))] = (rel, raw)
@@ -399,7 +409,7 @@ def test_enums_and_patterns_match_the_sources(doc):
     assert s["ExperimentSpec"]["properties"]["id"]["pattern"] == f"^{regexes['kIdPattern']}$"
     assert s["Resources"]["properties"]["partition"]["pattern"] == f"^{regexes['kPartitionPattern']}$"
     assert f"interface:{regexes['kInterfacePattern']}" in s["Network"]["properties"]["address"]["pattern"]
-    api_id = string_constants(read_source("service/api/http_api.cc"))["kIdPattern"]
+    api_id = folder_constants("service/api")["kIdPattern"]
     assert api_id == f"({regexes['kIdPattern']})", "the API's id pattern differs from the spec's"
     assert doc["components"]["parameters"]["ExperimentId"]["schema"]["pattern"] == f"^{regexes['kIdPattern']}$"
 
