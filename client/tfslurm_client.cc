@@ -99,6 +99,9 @@ Client::Client(Connection connection)
       http_(std::make_unique<httplib::Client>(connection_.url)) {
   http_->set_connection_timeout(5);
   http_->set_read_timeout(kReadTimeoutS);
+  // A request's headers and body go out as separate writes; without this the
+  // body waits on the server's delayed ACK.
+  http_->set_tcp_nodelay(true);
   if (!connection_.token.empty()) http_->set_bearer_token_auth(connection_.token);
 }
 

@@ -5,116 +5,171 @@
 
 namespace tfslurm::api {
 
-using nlohmann::json;
-
-json Timestamp(int64_t ms) {
-  if (ms <= 0) return nullptr;
+void WriteTimestamp(JsonWriter& w, int64_t ms) {
+  if (ms <= 0) {
+    w.Null();
+    return;
+  }
   std::time_t secs = ms / 1000;
   std::tm tm{};
   gmtime_r(&secs, &tm);
   char buf[40];
   size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
-  return buf;
+  w.String(buf);
 }
 
-static json AttemptJson(const AttemptRecord& a) {
-  return {{"number", a.number},
-          {"slurm_job_id", a.slurm_job_id ? json(a.slurm_job_id) : json(nullptr)},
-          {"job_name", a.job_name},
-          {"state", a.state},
-          {"slurm_state", a.slurm_state},
-          {"end_reason", a.end_reason},
-          {"reason", a.reason},
-          {"nodes", a.nodes},
-          {"start_step", a.start_step ? json(*a.start_step) : json(nullptr)},
-          {"exit_code", a.exit_code},
-          {"submitted_at", Timestamp(a.submitted_at)},
-          {"started_at", Timestamp(a.started_at)},
-          {"ended_at", Timestamp(a.ended_at)}};
+namespace {
+
+void WriteTimestampField(JsonWriter& w, std::string_view key, int64_t ms) {
+  w.Key(key);
+  WriteTimestamp(w, ms);
 }
 
-json ExperimentSummaryJson(const ExperimentRecord& e, const AttemptRecord* current) {
-  json j = {{"id", e.id},
-            {"owner", e.owner},
-            {"state", ExperimentStateName(e.state)},
-            {"reason", e.reason},
-            {"attempt", e.current_attempt},
-            {"restarts", e.restarts},
-            {"model_dir", e.model_dir},
-            {"mem_per_task_mb", e.mem_per_task_mb},
-            {"mem_explanation", e.mem_explanation},
-            {"checkpoint", e.checkpoint_step
-                               ? json{{"step", *e.checkpoint_step}, {"path", e.checkpoint_path}}
-                               : json(nullptr)},
-            {"created_at", Timestamp(e.created_at)},
-            {"updated_at", Timestamp(e.updated_at)},
-            {"next_attempt_at", Timestamp(e.next_attempt_at)},
-            {"slurm_job_id", nullptr},
-            {"nodes", ""}};
-  if (current) {
-    j["slurm_job_id"] = current->slurm_job_id ? json(current->slurm_job_id) : json(nullptr);
-    j["nodes"] = current->nodes;
-    j["slurm_state"] = current->slurm_state;
-  }
-  return j;
+void WriteJobIdField(JsonWriter& w, int64_t slurm_job_id) {
+  w.Key("slurm_job_id");
+  if (slurm_job_id)
+    w.Int(slurm_job_id);
+  else
+    w.Null();
 }
 
-json TaskCountsJson(const std::vector<TaskRecord>& tasks) {
-  std::map<std::string, std::map<std::string, int>> counts;
-  for (const TaskRecord& t : tasks) {
-    auto& c = counts[t.role];
-    c["total"]++;
-    if (t.state != "pending") c["registered"]++;
-    if (t.state == "running") c["running"]++;
+// Per role: total, registered, running, done, failed.
+void WriteTaskCounts(JsonWriter& w, const std::vector<TaskStateCount>& counted) {
+  struct Counts {
+    int total = 0, registered = 0, running = 0, done = 0, failed = 0;
+  };
+  std::map<std::string, Counts> by_role;
+  for (const TaskStateCount& t : counted) {
+    Counts& c = by_role[t.role];
+    c.total += t.count;
+    if (t.state != "pending") c.registered += t.count;
+    if (t.state == "running") c.running += t.count;
     if (t.state == "succeeded" || t.state == "failed" || t.state == "reaped" || t.state == "lost")
-      c["done"]++;
-    if (t.state == "failed" || t.state == "lost") c["failed"]++;
+      c.done += t.count;
+    if (t.state == "failed" || t.state == "lost") c.failed += t.count;
   }
-  json out = json::object();
-  for (auto& [role, c] : counts)
-    out[role] = {{"total", c["total"]},
-                 {"registered", c["registered"]},
-                 {"running", c["running"]},
-                 {"done", c["done"]},
-                 {"failed", c["failed"]}};
-  return out;
+  w.Key("task_counts").BeginObject();
+  for (const auto& [role, c] : by_role) {
+    w.Key(role).BeginObject();
+    w.Field("total", c.total).Field("registered", c.registered).Field("running", c.running);
+    w.Field("done", c.done).Field("failed", c.failed);
+    w.EndObject();
+  }
+  w.EndObject();
 }
 
-json ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
-  const AttemptRecord* current = v.attempts.empty() ? nullptr : &v.attempts.back();
-  json j = ExperimentSummaryJson(v.experiment, current);
-  j["spec"] = json::parse(v.experiment.spec_json, nullptr, false);
-  json attempts = json::array();
-  for (const AttemptRecord& a : v.attempts) attempts.push_back(AttemptJson(a));
-  j["attempts"] = attempts;
-  json tasks = json::array();
-  for (const TaskRecord& t : v.tasks) {
-    tasks.push_back({{"proc_id", t.proc_id},
-                     {"role", t.role},
-                     {"index", t.index},
-                     {"node", t.node},
-                     {"address", t.address},
-                     {"state", t.state},
-                     {"exit_code", t.exit_code ? json(*t.exit_code) : json(nullptr)},
-                     {"signal", t.signal ? json(*t.signal) : json(nullptr)},
-                     {"registered_at", Timestamp(t.registered_at)},
-                     {"ended_at", Timestamp(t.ended_at)},
-                     {"heartbeat_age_s", t.last_heartbeat && t.state == "running"
-                                             ? json((now_ms - t.last_heartbeat) / 1000.0)
-                                             : json(nullptr)}});
+// The members a list item and the full view share, with the current
+// attempt's Slurm facts when there is an attempt.
+void WriteSummaryFields(JsonWriter& w, const ExperimentRecord& e, const int64_t* slurm_job_id,
+                        const std::string* nodes, const std::string* slurm_state) {
+  w.Field("id", e.id).Field("owner", e.owner);
+  w.Field("state", std::string_view(ExperimentStateName(e.state)));
+  w.Field("reason", e.reason).Field("attempt", e.current_attempt).Field("restarts", e.restarts);
+  w.Field("model_dir", e.model_dir).Field("mem_per_task_mb", e.mem_per_task_mb);
+  w.Field("mem_explanation", e.mem_explanation);
+  w.Key("checkpoint");
+  if (e.checkpoint_step) {
+    w.BeginObject().Field("step", *e.checkpoint_step).Field("path", e.checkpoint_path);
+    w.EndObject();
+  } else {
+    w.Null();
   }
-  j["tasks"] = tasks;
-  j["task_counts"] = TaskCountsJson(v.tasks);
-  json events = json::array();
-  for (const EventRecord& e : v.events)
-    events.push_back({{"id", e.id},
-                      {"at", Timestamp(e.at)},
-                      {"attempt", e.attempt},
-                      {"what", e.what},
-                      {"why", e.why}});
-  j["events"] = events;
-  return j;
+  WriteTimestampField(w, "created_at", e.created_at);
+  WriteTimestampField(w, "updated_at", e.updated_at);
+  WriteTimestampField(w, "next_attempt_at", e.next_attempt_at);
+  WriteJobIdField(w, slurm_job_id ? *slurm_job_id : 0);
+  w.Field("nodes", nodes ? *nodes : std::string());
+  if (slurm_state) w.Field("slurm_state", *slurm_state);
+}
+
+void WriteAttempt(JsonWriter& w, const AttemptRecord& a) {
+  w.BeginObject().Field("number", a.number);
+  WriteJobIdField(w, a.slurm_job_id);
+  w.Field("job_name", a.job_name).Field("state", a.state).Field("slurm_state", a.slurm_state);
+  w.Field("end_reason", a.end_reason).Field("reason", a.reason).Field("nodes", a.nodes);
+  w.Key("start_step");
+  if (a.start_step)
+    w.Int(*a.start_step);
+  else
+    w.Null();
+  w.Field("exit_code", a.exit_code);
+  WriteTimestampField(w, "submitted_at", a.submitted_at);
+  WriteTimestampField(w, "started_at", a.started_at);
+  WriteTimestampField(w, "ended_at", a.ended_at);
+  w.EndObject();
+}
+
+void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
+  w.BeginObject().Field("proc_id", t.proc_id).Field("role", t.role).Field("index", t.index);
+  w.Field("node", t.node).Field("address", t.address).Field("state", t.state);
+  w.Key("exit_code");
+  if (t.exit_code)
+    w.Int(*t.exit_code);
+  else
+    w.Null();
+  w.Key("signal");
+  if (t.signal)
+    w.Int(*t.signal);
+  else
+    w.Null();
+  WriteTimestampField(w, "registered_at", t.registered_at);
+  WriteTimestampField(w, "ended_at", t.ended_at);
+  w.Key("heartbeat_age_s");
+  if (t.last_heartbeat && t.state == "running")
+    w.Double(static_cast<double>(now_ms - t.last_heartbeat) / 1000.0);
+  else
+    w.Null();
+  w.EndObject();
+}
+
+}  // namespace
+
+void WriteExperimentSummary(JsonWriter& w, const ExperimentSummary& s) {
+  w.BeginObject();
+  WriteSummaryFields(w, s.experiment, s.has_attempt ? &s.slurm_job_id : nullptr,
+                     s.has_attempt ? &s.nodes : nullptr, s.has_attempt ? &s.slurm_state : nullptr);
+  if (!IsTerminal(s.experiment.state)) WriteTaskCounts(w, s.task_counts);
+  w.EndObject();
+}
+
+std::string ExperimentListJson(const std::vector<ExperimentSummary>& page, int64_t total, int limit,
+                               int offset) {
+  JsonWriter w;
+  w.Reserve(700 * page.size() + 100);  // about what an item takes
+  w.BeginObject().Key("experiments").BeginArray();
+  for (const ExperimentSummary& s : page) WriteExperimentSummary(w, s);
+  w.EndArray().Field("total", total).Field("limit", limit).Field("offset", offset).EndObject();
+  return w.Take();
+}
+
+std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
+  JsonWriter w;
+  w.BeginObject();
+  const AttemptRecord* current = v.attempts.empty() ? nullptr : &v.attempts.back();
+  WriteSummaryFields(w, v.experiment, current ? &current->slurm_job_id : nullptr,
+                     current ? &current->nodes : nullptr,
+                     current ? &current->slurm_state : nullptr);
+  // The stored spec is the canonical JSON the service wrote itself.
+  w.Key("spec").Raw(v.experiment.spec_json.empty() ? "null" : v.experiment.spec_json);
+  w.Key("attempts").BeginArray();
+  for (const AttemptRecord& a : v.attempts) WriteAttempt(w, a);
+  w.EndArray();
+  w.Key("tasks").BeginArray();
+  for (const TaskRecord& t : v.tasks) WriteTask(w, t, now_ms);
+  w.EndArray();
+  std::vector<TaskStateCount> counted;
+  for (const TaskRecord& t : v.tasks) counted.push_back({t.role, t.state, 1});
+  WriteTaskCounts(w, counted);
+  w.Key("events").BeginArray();
+  for (const EventRecord& e : v.events) {
+    w.BeginObject().Field("id", e.id);
+    WriteTimestampField(w, "at", e.at);
+    w.Field("attempt", e.attempt).Field("what", e.what).Field("why", e.why).EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return w.Take();
 }
 
 }  // namespace tfslurm::api

@@ -1,18 +1,24 @@
-// JSON shapes of the REST API (schema/openapi.yaml describes them).
+// JSON shapes of the REST API about experiments (schema/openapi.yaml
+// describes them), written as text by JsonWriter.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
+#include "service/api/json_writer.h"
 #include "service/core/experiments.h"
 
 namespace tfslurm::api {
 
 // Unix ms -> "2026-11-21T23:22:02.123Z"; 0 -> null.
-nlohmann::json Timestamp(int64_t ms);
-// The summary used in lists: no spec, tasks or events.
-nlohmann::json ExperimentSummaryJson(const ExperimentRecord& e, const AttemptRecord* current);
+void WriteTimestamp(JsonWriter& w, int64_t ms);
+// An item of GET /experiments: no spec, tasks or events; task_counts for an
+// open experiment.
+void WriteExperimentSummary(JsonWriter& w, const ExperimentSummary& summary);
+// GET /experiments: {"experiments": [...], "total", "limit", "offset"}.
+std::string ExperimentListJson(const std::vector<ExperimentSummary>& page, int64_t total, int limit,
+                               int offset);
 // Everything GET /experiments/{id} shows. `now_ms` gives heartbeat ages.
-nlohmann::json ExperimentViewJson(const ExperimentView& view, int64_t now_ms);
-nlohmann::json TaskCountsJson(const std::vector<TaskRecord>& tasks);
+std::string ExperimentViewJson(const ExperimentView& view, int64_t now_ms);
 
 }  // namespace tfslurm::api

@@ -4,18 +4,23 @@
 
 #include "service/api/auth.h"
 #include "service/api/errors.h"
-#include "service/api/request_params.h"
 #include "service/api/experiments_json.h"
+#include "service/api/request_params.h"
 
 namespace tfslurm::api {
 namespace {
 
 using nlohmann::json;
 
-
 void ReplyJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+// For answers JsonWriter already wrote.
+void ReplyJsonText(httplib::Response& res, int status, std::string body) {
+  res.status = status;
+  res.set_content(std::move(body), "application/json");
 }
 
 // Parses the body as JSON; a syntax error names where it is.
@@ -37,8 +42,6 @@ StatusOr<json> ParseBody(const httplib::Request& req) {
   }
   return body;
 }
-
-
 
 // Loads experiment `id` and checks that `p` may touch it.
 Status Authorize(Experiments& experiments, const Principal& p, const std::string& id) {
@@ -104,68 +107,49 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                 auto view = experiments.Get(result->experiment.id);
                 if (!view.ok()) return ReplyError(res, view.status());
                 res.set_header("Location", "/experiments/" + result->experiment.id);
-                ReplyJson(res, 201, ExperimentViewJson(*view, clock.NowMs()));
+                ReplyJsonText(res, 201, ExperimentViewJson(*view, clock.NowMs()));
               }));
 
-  server.Get(
-      "/experiments",
-      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
-        store::ListQuery q;
-        // Users see their own experiments; admins all, or one owner's with ?owner=.
-        q.owner = who.admin ? req.get_param_value("owner") : who.user;
-        if (req.has_param("state")) {
-          std::string states = req.get_param_value("state");
-          size_t start = 0;
-          while (start <= states.size()) {
-            size_t comma = states.find(',', start);
-            std::string s = states.substr(
-                start, comma == std::string::npos ? std::string::npos : comma - start);
-            if (!s.empty()) {
-              auto st = ParseExperimentState(s);
-              if (!st)
-                return ReplyError(res,
-                                  InvalidArgument("unknown state '" + s + "'",
-                                                  {{"state",
-                                                    "must be a comma-separated list of queued, "
-                                                    "starting, running, restarting, succeeded, "
-                                                    "failed, cancelled; got '" +
-                                                        s + "'"}}));
-              q.states.push_back(*st);
-            }
-            if (comma == std::string::npos) break;
-            start = comma + 1;
-          }
-        }
-        auto limit = IntParam(req, "limit", 50, 1, 1000);
-        if (!limit.ok()) return ReplyError(res, limit.status());
-        auto offset = IntParam(req, "offset", 0, 0, 1 << 30);
-        if (!offset.ok()) return ReplyError(res, offset.status());
-        q.limit = static_cast<int>(*limit);
-        q.offset = static_cast<int>(*offset);
-        auto list = experiments.store().ListExperiments(q);
-        if (!list.ok()) return ReplyError(res, list.status());
-        auto total = experiments.store().CountExperiments(q);
-        if (!total.ok()) return ReplyError(res, total.status());
-        json items = json::array();
-        for (const ExperimentRecord& e : *list) {
-          json item;
-          if (!IsTerminal(e.state)) {
-            // Open experiments show their live task counts; finished ones are
-            // summarized by their state.
-            auto attempts = experiments.store().ListAttempts(e.id);
-            auto tasks = experiments.store().ListTasks(e.id, e.current_attempt);
-            item = ExperimentSummaryJson(
-                e, attempts.ok() && !attempts->empty() ? &attempts->back() : nullptr);
-            if (tasks.ok()) item["task_counts"] = TaskCountsJson(*tasks);
-          } else {
-            item = ExperimentSummaryJson(e, nullptr);
-          }
-          items.push_back(std::move(item));
-        }
-        ReplyJson(
-            res, 200,
-            {{"experiments", items}, {"total", *total}, {"limit", q.limit}, {"offset", q.offset}});
-      }));
+  server.Get("/experiments", Guard(auth, [&](const httplib::Request& req, httplib::Response& res,
+                                             const Principal& who) {
+               store::ListQuery q;
+               // Users see their own experiments; admins all, or one owner's with ?owner=.
+               q.owner = who.admin ? req.get_param_value("owner") : who.user;
+               if (req.has_param("state")) {
+                 std::string states = req.get_param_value("state");
+                 size_t start = 0;
+                 while (start <= states.size()) {
+                   size_t comma = states.find(',', start);
+                   std::string s = states.substr(
+                       start, comma == std::string::npos ? std::string::npos : comma - start);
+                   if (!s.empty()) {
+                     auto st = ParseExperimentState(s);
+                     if (!st)
+                       return ReplyError(
+                           res, InvalidArgument("unknown state '" + s + "'",
+                                                {{"state",
+                                                  "must be a comma-separated list of queued, "
+                                                  "starting, running, restarting, succeeded, "
+                                                  "failed, cancelled; got '" +
+                                                      s + "'"}}));
+                     q.states.push_back(*st);
+                   }
+                   if (comma == std::string::npos) break;
+                   start = comma + 1;
+                 }
+               }
+               auto limit = IntParam(req, "limit", 50, 1, 1000);
+               if (!limit.ok()) return ReplyError(res, limit.status());
+               auto offset = IntParam(req, "offset", 0, 0, 1 << 30);
+               if (!offset.ok()) return ReplyError(res, offset.status());
+               q.limit = static_cast<int>(*limit);
+               q.offset = static_cast<int>(*offset);
+               auto list = experiments.store().ListExperiments(q);
+               if (!list.ok()) return ReplyError(res, list.status());
+               auto total = experiments.store().CountExperiments(q);
+               if (!total.ok()) return ReplyError(res, total.status());
+               ReplyJsonText(res, 200, ExperimentListJson(*list, *total, q.limit, q.offset));
+             }));
 
   server.Get(
       std::string("/experiments/") + kIdPattern,
@@ -173,7 +157,7 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
         auto view = experiments.Get(req.matches[1]);
         if (!view.ok()) return ReplyError(res, view.status());
         if (Status s = CheckAccess(who, view->experiment); !s.ok()) return ReplyError(res, s);
-        ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
+        ReplyJsonText(res, 200, ExperimentViewJson(*view, clock.NowMs()));
       }));
 
   server.Get(
@@ -199,7 +183,7 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
         if (!s.ok()) return ReplyError(res, s);
         auto view = experiments.Get(req.matches[1]);
         if (!view.ok()) return ReplyError(res, view.status());
-        ReplyJson(res, 200, ExperimentViewJson(*view, clock.NowMs()));
+        ReplyJsonText(res, 200, ExperimentViewJson(*view, clock.NowMs()));
       }));
 
   server.Post(
@@ -211,7 +195,7 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
         if (!attempt.ok()) return ReplyError(res, attempt.status());
         auto view = experiments.Get(req.matches[1]);
         if (!view.ok()) return ReplyError(res, view.status());
-        ReplyJson(res, 202, ExperimentViewJson(*view, clock.NowMs()));
+        ReplyJsonText(res, 202, ExperimentViewJson(*view, clock.NowMs()));
       }));
 
   // Errors httplib raises itself (unknown route, body too large) get the same

@@ -44,6 +44,26 @@ struct ExperimentRecord {
   int64_t next_attempt_at = 0;  // restarting: when the next attempt is submitted
 };
 
+// Tasks of one attempt in one role and state, counted.
+struct TaskStateCount {
+  std::string role;
+  std::string state;
+  int count = 0;
+};
+
+// What a list shows of an experiment, read in one query per page rather than
+// one per experiment: the experiment (spec_json left empty), its current
+// attempt's Slurm facts and, for an open experiment, that attempt's tasks
+// counted by role and state.
+struct ExperimentSummary {
+  ExperimentRecord experiment;
+  bool has_attempt = false;
+  int64_t slurm_job_id = 0;  // 0 until Slurm confirms the submission
+  std::string nodes;
+  std::string slurm_state;
+  std::vector<TaskStateCount> task_counts;
+};
+
 // An attempt is one Slurm job. `state` is the service's view:
 //   submitting: intent recorded, Slurm has not confirmed a job id yet
 //   pending, running: as Slurm says

@@ -51,9 +51,10 @@ JobState FromSlurm(uint32_t state) {
   }
 }
 
-// libslurm keeps process-wide state (the config, the auth plugin); one
-// initialization for the process, and calls are serialized because not every
-// path through the library is documented as thread-safe.
+// libslurm keeps process-wide state (the config, the auth plugin), set up once
+// per process. The API calls themselves are safe to make from several threads
+// (slurmrestd serves every request from a pool of threads through them), so
+// a submission never waits behind a poll's slurm_load_jobs.
 std::once_flag g_init_once;
 
 class LibslurmClient final : public SlurmClient {
@@ -63,7 +64,6 @@ class LibslurmClient final : public SlurmClient {
   }
 
   StatusOr<PartitionShape> GetPartition(const std::string& name) override {
-    std::lock_guard lock(mu_);
     partition_info_msg_t* parts = nullptr;
     if (slurm_load_partitions(0, &parts, SHOW_ALL) != SLURM_SUCCESS)
       return Unavailable(SlurmError("loading partitions from slurmctld"));
@@ -152,10 +152,7 @@ class LibslurmClient final : public SlurmClient {
 
     submit_response_msg_t* resp = nullptr;
     int rc;
-    {
-      std::lock_guard lock(mu_);
-      rc = slurm_submit_batch_job(&desc, &resp);
-    }
+    rc = slurm_submit_batch_job(&desc, &resp);
     if (rc != SLURM_SUCCESS) {
       int err = slurm_get_errno();
       std::string msg = SlurmError("slurmctld refused job " + r.job_name);
@@ -175,11 +172,8 @@ class LibslurmClient final : public SlurmClient {
 
   StatusOr<std::vector<JobInfo>> LoadJobs() override {
     job_info_msg_t* msg = nullptr;
-    {
-      std::lock_guard lock(mu_);
-      if (slurm_load_jobs(0, &msg, SHOW_ALL) != SLURM_SUCCESS)
-        return Unavailable(SlurmError("loading jobs from slurmctld"));
-    }
+    if (slurm_load_jobs(0, &msg, SHOW_ALL) != SLURM_SUCCESS)
+      return Unavailable(SlurmError("loading jobs from slurmctld"));
     std::vector<JobInfo> jobs;
     jobs.reserve(msg->record_count);
     for (uint32_t i = 0; i < msg->record_count; ++i) {
@@ -210,7 +204,6 @@ class LibslurmClient final : public SlurmClient {
   }
 
   Status CancelJob(int64_t job_id, int signal) override {
-    std::lock_guard lock(mu_);
     if (slurm_kill_job(static_cast<uint32_t>(job_id), static_cast<uint16_t>(signal), 0) !=
         SLURM_SUCCESS) {
       int err = slurm_get_errno();
@@ -222,7 +215,6 @@ class LibslurmClient final : public SlurmClient {
   }
 
   Status SignalStep(int64_t job_id, int step_id, int signal) override {
-    std::lock_guard lock(mu_);
     if (slurm_kill_job_step(static_cast<uint32_t>(job_id), static_cast<uint32_t>(step_id),
                             static_cast<uint16_t>(signal)) != SLURM_SUCCESS) {
       int err = slurm_get_errno();
@@ -232,9 +224,6 @@ class LibslurmClient final : public SlurmClient {
     }
     return Status::Ok();
   }
-
- private:
-  std::mutex mu_;
 };
 
 }  // namespace

@@ -43,8 +43,8 @@ class Store {
   virtual Status Apply(const Changes& changes) = 0;
 
   virtual StatusOr<ExperimentRecord> GetExperiment(const std::string& id) = 0;
-  // Newest first.
-  virtual StatusOr<std::vector<ExperimentRecord>> ListExperiments(const ListQuery& query) = 0;
+  // Newest first, as a list shows them (see ExperimentSummary).
+  virtual StatusOr<std::vector<ExperimentSummary>> ListExperiments(const ListQuery& query) = 0;
   virtual StatusOr<int64_t> CountExperiments(const ListQuery& query) = 0;
   // Experiments not in a terminal state, for the lifecycle to pick up at start.
   virtual StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() = 0;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 
 namespace tfslurm::store {
 namespace {
@@ -101,19 +102,63 @@ TEST_F(StoreTest, ListFiltersNewestFirstAndPages) {
   ListQuery q;
   auto all = (*s)->ListExperiments(q);
   ASSERT_EQ(all->size(), 5u);
-  EXPECT_EQ(all->front().id, "e4");
+  EXPECT_EQ(all->front().experiment.id, "e4");
   q.states = {ExperimentState::kRunning};
   auto running = (*s)->ListExperiments(q);
   ASSERT_EQ(running->size(), 2u);
-  EXPECT_EQ(running->front().id, "e3");
+  EXPECT_EQ(running->front().experiment.id, "e3");
   EXPECT_EQ(*(*s)->CountExperiments(q), 2);
   ListQuery page;
   page.limit = 2;
   page.offset = 2;
   auto p = (*s)->ListExperiments(page);
   ASSERT_EQ(p->size(), 2u);
-  EXPECT_EQ(p->front().id, "e2");
+  EXPECT_EQ(p->front().experiment.id, "e2");
   EXPECT_EQ((*s)->ListOpenExperiments()->size(), 2u);
+}
+
+TEST_F(StoreTest, ListCarriesTheCurrentAttemptAndCountsTheOpenExperimentsTasks) {
+  auto s = OpenSqliteStore(path_);
+  for (auto [id, state] : {std::pair{"open", ExperimentState::kRunning},
+                           std::pair{"done", ExperimentState::kSucceeded}}) {
+    Changes c = NewExperiment(id, id == std::string("open") ? 2 : 1, state);
+    c.experiment->current_attempt = 2;
+    AttemptRecord second = c.attempts[0];
+    second.number = 2;
+    second.slurm_job_id = 42;
+    second.nodes = "node[1-2]";
+    second.slurm_state = "RUNNING";
+    c.attempts.push_back(second);
+    // Attempt 1's task is not counted: only the current attempt's are.
+    for (int proc = 0; proc < 3; ++proc) {
+      TaskRecord t;
+      t.experiment_id = id;
+      t.attempt = 2;
+      t.proc_id = proc;
+      t.role = proc == 0 ? "ps" : "worker";
+      t.state = proc == 2 ? "pending" : "running";
+      c.tasks.push_back(t);
+    }
+    ASSERT_TRUE(s.value()->Apply(c).ok());
+  }
+  auto list = (*s)->ListExperiments({});
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  ASSERT_EQ(list->size(), 2u);
+  const ExperimentSummary& open = (*list)[0];
+  EXPECT_EQ(open.experiment.id, "open");
+  EXPECT_TRUE(open.experiment.spec_json.empty()) << "a list does not read specs";
+  EXPECT_TRUE(open.has_attempt);
+  EXPECT_EQ(open.slurm_job_id, 42);
+  EXPECT_EQ(open.nodes, "node[1-2]");
+  EXPECT_EQ(open.slurm_state, "RUNNING");
+  std::map<std::pair<std::string, std::string>, int> counts;
+  for (const TaskStateCount& c : open.task_counts) counts[{c.role, c.state}] += c.count;
+  EXPECT_EQ(counts,
+            (std::map<std::pair<std::string, std::string>, int>{
+                {{"ps", "running"}, 1}, {{"worker", "pending"}, 1}, {{"worker", "running"}, 1}}));
+  const ExperimentSummary& done = (*list)[1];
+  EXPECT_EQ(done.slurm_job_id, 42);
+  EXPECT_TRUE(done.task_counts.empty()) << "finished experiments are summarized by their state";
 }
 
 TEST_F(StoreTest, DeleteRemovesEverything) {
@@ -153,7 +198,12 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE tokens; PRAGMA user_version=1", nullptr, nullptr, nullptr),
+  // Undo migrations 3 and 2.
+  ASSERT_EQ(sqlite3_exec(db,
+                         "DROP INDEX tasks_by_role_state; DROP INDEX experiments_by_created; "
+                         "CREATE INDEX experiments_by_created ON experiments(created_at DESC, id); "
+                         "DROP TABLE tokens; PRAGMA user_version=1",
+                         nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
   auto s = OpenSqliteStore(path_);
@@ -163,6 +213,11 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   sqlite3_stmt* st;
   ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*) FROM tokens", -1, &st, nullptr), SQLITE_OK)
       << "migration 2 must have created the tokens table";
+  sqlite3_finalize(st);
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name='tasks_by_role_state'",
+                               -1, &st, nullptr),
+            SQLITE_OK);
+  EXPECT_EQ(sqlite3_step(st), SQLITE_ROW) << "migration 3 must have created the tasks index";
   sqlite3_finalize(st);
   sqlite3_close(db);
 }
