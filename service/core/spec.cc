@@ -23,11 +23,35 @@ std::string TypeName(const json& v) {
   return "an object";
 }
 
-// Short rendering of a bad value for messages; long values are cut.
+// Error messages show a bad value only up to this depth: json::dump recurses
+// once per level, and no field of a spec nests deeper than two.
+constexpr int kMaxShownDepth = 8;
+
+// True when `v` nests more than `levels` arrays or objects deep ([[1]] is
+// two). Recurses at most levels + 1 deep, however deep `v` is.
+bool NestsDeeperThan(const json& v, int levels) {
+  if (!v.is_structured()) return false;
+  if (levels == 0) return true;
+  for (const json& child : v)
+    if (NestsDeeperThan(child, levels - 1)) return true;
+  return false;
+}
+
+// Short rendering of a bad value for messages; long values are cut, and a
+// value nested too deep to dump is named, not shown.
 std::string Show(const json& v) {
+  if (NestsDeeperThan(v, kMaxShownDepth))
+    return TypeName(v) + " nested more than " + std::to_string(kMaxShownDepth) + " levels";
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > 80) s = s.substr(0, 77) + "...";
   return s;
+}
+
+// "an array [1]": the type, then the value (Show names the type itself when
+// it does not show the value).
+std::string TypeAndValue(const json& v) {
+  if (NestsDeeperThan(v, kMaxShownDepth)) return Show(v);
+  return TypeName(v) + " " + Show(v);
 }
 
 std::string Join(const std::string& prefix, const std::string& key) {
@@ -65,7 +89,7 @@ class Checker {
   std::optional<int64_t> Int(const json& v, const std::string& path, int64_t min, int64_t max) {
     if (!v.is_number_integer() && !v.is_number_unsigned()) {
       Fail(path, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                     ", got " + TypeName(v) + " " + Show(v));
+                     ", got " + TypeAndValue(v));
       return std::nullopt;
     }
     if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
@@ -85,7 +109,7 @@ class Checker {
   std::optional<std::string> String(const json& v, const std::string& path,
                                     size_t max_bytes = 4096) {
     if (!v.is_string()) {
-      Fail(path, "must be a string, got " + TypeName(v) + " " + Show(v));
+      Fail(path, "must be a string, got " + TypeAndValue(v));
       return std::nullopt;
     }
     const auto& s = v.get_ref<const std::string&>();

@@ -93,7 +93,8 @@ struct SpecLimits {
 
 // Validates `input` and, when it is valid, returns the spec. Every problem is
 // reported at once as a FieldError, so a user fixes a spec in one round trip.
-// An absent id stays empty; the caller generates one.
+// A value nested more than 8 levels is reported as such, never rendered. An
+// absent id stays empty; the caller generates one.
 StatusOr<ExperimentSpec> ParseSpec(const nlohmann::json& input, const SpecLimits& limits = {});
 
 // "chief" | "ps" | "worker" | "evaluator".

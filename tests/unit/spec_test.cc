@@ -1,6 +1,9 @@
 #include "service/core/spec.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <functional>
 
 namespace tfslurm {
 namespace {
@@ -181,6 +184,65 @@ TEST(ParseSpec, WrongTypesEverywhereGiveErrorsNotCrashes) {
     EXPECT_FALSE(r.ok()) << text;
     EXPECT_FALSE(r.status().fields().empty()) << text;
   }
+}
+
+// `depth` arrays around "x", built without recursion.
+json Nested(int depth) {
+  json v = "x";
+  for (int i = 0; i < depth; ++i) {
+    json a = json::array();
+    a.push_back(std::move(v));
+    v = std::move(a);
+  }
+  return v;
+}
+
+// Runs `fn` on a thread with a `bytes` stack: recursion that grows with the
+// input overflows it.
+void OnSmallStack(size_t bytes, std::function<void()> fn) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, bytes);
+  pthread_t thread;
+  auto body = [](void* f) -> void* {
+    (*static_cast<std::function<void()>*>(f))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, body, &fn), 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+TEST(ParseSpec, ValueNestedTooDeepIsNamedNotRendered) {
+  json s = ValidSpec();
+  s["command"] = json::array();
+  s["command"].push_back(Nested(100000));
+  s["env"] = json::object();
+  s["env"]["DEEP"] = Nested(100000);
+  s["workdir"] = Nested(100000);
+  s["placement"] = json::object();
+  s["placement"]["x"] = Nested(100000);
+  std::vector<FieldError> errors;
+  // 256 KiB, as the fuzzers run ParseSpec: dumping 100000 levels needs far more.
+  OnSmallStack(256 * 1024, [&] { errors = Errors(s); });
+  EXPECT_TRUE(
+      HasError(errors, "command[0]", "must be a string, got an array nested more than 8 levels"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "env.DEEP", "got an array nested more than 8 levels"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "workdir", "got an array nested more than 8 levels"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "placement", "got an object nested more than 8 levels"))
+      << Dump(errors);
+  OnSmallStack(256 * 1024, [&] { s = json(); });  // destroyed without recursion too
+}
+
+TEST(ParseSpec, ValueNestedEightLevelsIsStillShown) {
+  json s = ValidSpec();
+  s["command"] = json::array({Nested(8)});
+  EXPECT_TRUE(HasError(Errors(s), "command[0]", "got an array [[[[[[[[\"x\"]]]]]]]]"));
+  s["command"] = json::array({Nested(9)});
+  EXPECT_TRUE(HasError(Errors(s), "command[0]", "got an array nested more than 8 levels"));
 }
 
 TEST(SlurmTime, ParsesSlurmFormats) {
