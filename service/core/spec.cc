@@ -62,10 +62,15 @@ std::string Join(const std::string& prefix, const std::string& key) {
 // field's path, what it got and what is allowed.
 class Checker {
  public:
+  // The first kMaxSpecFieldErrors; `more` counts the rest.
   std::vector<FieldError> errors;
+  size_t more = 0;
 
   void Fail(const std::string& field, std::string reason) {
-    errors.push_back({field, std::move(reason)});
+    if (errors.size() < kMaxSpecFieldErrors)
+      errors.push_back({field, std::move(reason)});
+    else
+      ++more;
   }
 
   // Refuses keys not in `allowed`: a typo must not silently become a default.
@@ -530,7 +535,12 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   }
 
   if (!c.errors.empty()) {
-    size_t n = c.errors.size();
+    size_t n = c.errors.size() + c.more;
+    // Hostile input can have an error per byte; the answer stays small.
+    if (c.more > 0)
+      c.errors.push_back({"", "and " + std::to_string(c.more) + " more error" +
+                                  (c.more == 1 ? "" : "s") + " (only the first " +
+                                  std::to_string(kMaxSpecFieldErrors) + " are listed)"});
     return InvalidArgument(
         "the experiment spec has " + std::to_string(n) + " invalid field" + (n == 1 ? "" : "s"),
         std::move(c.errors));

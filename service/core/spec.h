@@ -91,10 +91,15 @@ struct SpecLimits {
   size_t max_env_bytes = 64 * 1024;
 };
 
+// At most this many FieldErrors are listed for one spec.
+constexpr size_t kMaxSpecFieldErrors = 100;
+
 // Validates `input` and, when it is valid, returns the spec. Every problem is
-// reported at once as a FieldError, so a user fixes a spec in one round trip.
-// A value nested more than 8 levels is reported as such, never rendered. An
-// absent id stays empty; the caller generates one.
+// reported at once as a FieldError, so a user fixes a spec in one round trip;
+// past kMaxSpecFieldErrors, one last FieldError with an empty field says
+// "and N more errors", and the message counts them all. A value nested more
+// than 8 levels is reported as such, never rendered. An absent id stays
+// empty; the caller generates one.
 StatusOr<ExperimentSpec> ParseSpec(const nlohmann::json& input, const SpecLimits& limits = {});
 
 // "chief" | "ps" | "worker" | "evaluator".

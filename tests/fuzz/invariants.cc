@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "service/agentrpc/convert.h"
@@ -111,7 +112,22 @@ std::string CheckErrors(const json& in, const Status& status) {
   if (status.code() != StatusCode::kInvalidArgument)
     return "ParseSpec failed with a code other than InvalidArgument: " + status.message();
   if (status.fields().empty()) return "error without a field path: " + status.message();
-  for (const FieldError& f : status.fields()) {
+  // At most kMaxSpecFieldErrors, then one "and N more errors".
+  std::vector<FieldError> fields = status.fields();
+  size_t more = 0;
+  if (fields.size() > kMaxSpecFieldErrors) {
+    const FieldError& last = fields.back();
+    if (fields.size() == kMaxSpecFieldErrors + 1 && last.field.empty() &&
+        StartsWith(last.reason, "and "))
+      more = std::strtoull(last.reason.c_str() + 4, nullptr, 10);
+    std::string want = "and " + std::to_string(more) + " more error" + (more == 1 ? "" : "s") +
+                       " (only the first " + std::to_string(kMaxSpecFieldErrors) + " are listed)";
+    if (more == 0 || last.reason != want)
+      return std::to_string(fields.size()) + " field errors, the last '" + Printable(last.field) +
+             ": " + Printable(last.reason) + "'";
+    fields.pop_back();
+  }
+  for (const FieldError& f : fields) {
     if (f.reason.empty()) return "empty reason for field '" + Printable(f.field) + "'";
     // "" is the whole input, or an unknown key "" of it.
     if (f.field.empty() ? in.is_object() && !in.contains("") : !PathNamesInput(in, f.field))
@@ -119,7 +135,7 @@ std::string CheckErrors(const json& in, const Status& status) {
              Printable(f.reason) + ")";
   }
   if (in.is_object()) {
-    size_t n = status.fields().size();
+    size_t n = fields.size() + more;
     std::string want =
         "the experiment spec has " + std::to_string(n) + " invalid field" + (n == 1 ? "" : "s");
     if (status.message() != want)

@@ -245,6 +245,40 @@ TEST(ParseSpec, ValueNestedEightLevelsIsStillShown) {
   EXPECT_TRUE(HasError(Errors(s), "command[0]", "got an array nested more than 8 levels"));
 }
 
+TEST(ParseSpec, FieldErrorsAreCappedWithACount) {
+  json s = ValidSpec();
+  s["env"] = json::object();
+  for (int i = 0; i < 100000; ++i) s["env"]["1BAD" + std::to_string(i)] = "x";
+  auto r = ParseSpec(s);
+  ASSERT_FALSE(r.ok());
+  // "env: has 100000 entries", then one per bad name.
+  EXPECT_EQ(r.status().message(), "the experiment spec has 100001 invalid fields");
+  const auto& fields = r.status().fields();
+  ASSERT_EQ(fields.size(), kMaxSpecFieldErrors + 1);
+  EXPECT_EQ(fields[0].field, "env");
+  EXPECT_EQ(fields[1].field, "env.1BAD0");
+  EXPECT_EQ(fields.back().field, "");
+  EXPECT_EQ(fields.back().reason, "and 99901 more errors (only the first 100 are listed)");
+}
+
+TEST(ParseSpec, ExactlyTheCapOfErrorsHasNoCount) {
+  json s = ValidSpec();
+  s["env"] = json::object();
+  for (int i = 0; i < 100; ++i) s["env"]["1BAD" + std::to_string(i)] = "x";
+  SpecLimits limits;
+  limits.max_env_entries = 1000;
+  auto r = ParseSpec(s, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().fields().size(), 100u);
+  EXPECT_NE(r.status().fields().back().field, "");
+  s["env"]["1BAD100"] = "x";
+  r = ParseSpec(s, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "the experiment spec has 101 invalid fields");
+  ASSERT_EQ(r.status().fields().size(), 101u);
+  EXPECT_EQ(r.status().fields().back().reason, "and 1 more error (only the first 100 are listed)");
+}
+
 TEST(SlurmTime, ParsesSlurmFormats) {
   EXPECT_EQ(ParseSlurmTimeMinutes("90"), 90);
   EXPECT_EQ(ParseSlurmTimeMinutes("10:30"), 11);  // MM:SS rounds up
