@@ -76,7 +76,8 @@ class Checker {
   // Refuses keys not in `allowed`: a typo must not silently become a default.
   void OnlyKeys(const json& obj, const std::string& path,
                 std::initializer_list<const char*> allowed) {
-    for (const auto& [key, _] : obj.items()) {
+    for (const auto& item : obj.items()) {
+      const std::string& key = item.key();
       if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; })) {
         std::string list;
         for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
