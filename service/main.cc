@@ -1,12 +1,9 @@
 // tfslurmd: the tfslurm service. Wires the store, Slurm, the lifecycle and
 // the two listeners (REST + agents), then runs until SIGTERM/SIGINT.
-#include <arpa/inet.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +15,7 @@
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
+#include "service/api/listen_backlog.h"
 #include "service/api/logs_api.h"
 #include "service/api/web_assets.h"
 #include "service/core/experiments.h"
@@ -44,24 +42,6 @@ std::string SelfDirectory() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? "." : exe.parent_path().string();
-}
-
-// cpp-httplib 0.11 listens with a backlog of 5: a burst of clients (a
-// dashboard per user, many curls) then waits for SYN retries of a second or
-// more. Listening again on the bound socket raises the backlog; the socket
-// is found among our descriptors by its port.
-void RaiseListenBacklog(int port) {
-  for (int fd = 3; fd < 1024; ++fd) {
-    int accepting = 0;
-    socklen_t len = sizeof accepting;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting) continue;
-    sockaddr_storage addr{};
-    socklen_t alen = sizeof addr;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
-    int p = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                       : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    if (p == port) listen(fd, SOMAXCONN);
-  }
 }
 
 std::vector<std::string> JobEnvironment() {
@@ -257,7 +237,8 @@ int main(int argc, char** argv) {
     spdlog::error("cannot listen on {}: {}", listen, strerror(errno));
     return 1;
   }
-  RaiseListenBacklog(bound);
+  if (!tfslurm::api::RaiseListenBacklog(bound))
+    spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
   spdlog::info("REST API listening on http://{}:{}", http_host, bound);
   spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)",
                config.launch.service_address, http_host, bound);

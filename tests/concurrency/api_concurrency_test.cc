@@ -8,8 +8,6 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <map>
 #include <set>
@@ -20,6 +18,7 @@
 #include "service/api/auth.h"
 #include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
+#include "service/api/listen_backlog.h"
 #include "tests/concurrency/harness.h"
 
 namespace tfslurm::concurrency {
@@ -29,21 +28,6 @@ using nlohmann::json;
 namespace pb = agent::v1;
 
 constexpr int kTasks = 8;  // chief, ps, 6 workers on 2 nodes x 4
-
-// As tfslurmd's main.cc does: cpp-httplib 0.11 listens with a backlog of 5,
-// too few for the bursts of connections here.
-void RaiseListenBacklog(int port) {
-  for (int fd = 3; fd < 4096; ++fd) {
-    int accepting = 0;
-    socklen_t len = sizeof accepting;
-    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting) continue;
-    sockaddr_in addr{};
-    socklen_t alen = sizeof addr;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) == 0 &&
-        addr.sin_family == AF_INET && ntohs(addr.sin_port) == port)
-      listen(fd, SOMAXCONN);
-  }
-}
 
 json SmallSpec(const std::string& id) {
   return {{"id", id},
@@ -88,7 +72,8 @@ class ApiConcurrencyTest : public ::testing::Test {
     agentrpc::RegisterAgentHttpRoutes(http_, *experiments_);
     port_ = http_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
-    RaiseListenBacklog(port_);
+    // As tfslurmd does: httplib's backlog of 5 is too few for the bursts here.
+    ASSERT_TRUE(api::RaiseListenBacklog(port_));
     background_.emplace_back([this] { http_.listen_after_bind(); });
     background_.emplace_back([this] {
       while (!stop_) {
