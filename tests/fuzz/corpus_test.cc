@@ -12,6 +12,7 @@
 
 #include "tests/fuzz/invariants.h"
 #include "tests/fuzz/shell_words.h"
+#include "tests/fuzz/small_stack.h"
 
 namespace tfslurm::fuzz {
 namespace {
@@ -35,14 +36,20 @@ std::vector<fs::path> CorpusFiles(const std::string& target) {
   return files;
 }
 
-void ReplayCorpus(const std::string& target, std::string (*check)(std::string_view)) {
+// `small_stack`: as the fuzzer runs the check (small_stack.h), so a seed that
+// once overflowed the stack there is a regression test here.
+void ReplayCorpus(const std::string& target, std::string (*check)(std::string_view),
+                  bool small_stack = false) {
   auto files = CorpusFiles(target);
   EXPECT_GE(files.size(), 4u) << "corpus/" << target << " is nearly empty";
-  for (const auto& f : files) EXPECT_EQ(check(Slurp(f)), "") << f;
+  for (const auto& f : files) {
+    std::string bytes = Slurp(f);
+    EXPECT_EQ(small_stack ? RunOnSmallStack(check, bytes) : check(bytes), "") << f;
+  }
 }
 
-TEST(FuzzCorpus, Spec) { ReplayCorpus("spec", CheckSpecInput); }
-TEST(FuzzCorpus, Sbatch) { ReplayCorpus("sbatch", CheckSbatchInput); }
+TEST(FuzzCorpus, Spec) { ReplayCorpus("spec", CheckSpecInput, /*small_stack=*/true); }
+TEST(FuzzCorpus, Sbatch) { ReplayCorpus("sbatch", CheckSbatchInput, /*small_stack=*/true); }
 TEST(FuzzCorpus, AgentJson) { ReplayCorpus("agent_json", CheckAgentJsonInput); }
 TEST(FuzzCorpus, AgentProto) { ReplayCorpus("agent_proto", CheckAgentBinaryInput); }
 
