@@ -6,6 +6,7 @@ import resource
 import socket
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -108,6 +109,15 @@ def test_an_attempt_1_secret_cannot_act_on_attempt_2(service_factory, tmp_path):
     status, reply = service.request("POST", "/agent/v1/message?wait_s=1", msg)
     assert status == 200 and reply["refused"]["permanent"], reply
     assert "wrong attempt secret" in reply["refused"]["reason"]
+    # A report with it: 401, with a WWW-Authenticate challenge as every 401.
+    beat = json.dumps({"task": msg["task"], "heartbeat": {}}).encode()
+    req = urllib.request.Request(service.url + "/agent/v1/message", data=beat, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(req, timeout=30)
+    assert refused.value.code == 401, refused.value.read()
+    assert refused.value.headers.get("WWW-Authenticate") == "Bearer"
+    assert "wrong attempt secret" in json.loads(refused.value.read())["error"]["message"]
     msg["task"]["attempt"] = 1
     status, reply = service.request("POST", "/agent/v1/message?wait_s=1", msg)
     assert "not current" in reply["refused"]["reason"], reply
