@@ -1,7 +1,10 @@
 #include "agent/child_env.h"
 
 #include <map>
+#include <optional>
 #include <string_view>
+
+#include "schema/tf_config_wire.h"
 
 extern char** environ;
 
@@ -11,6 +14,17 @@ namespace {
 bool IsValidName(std::string_view name) {
   return !name.empty() && name.find('=') == std::string_view::npos &&
          name.find('\0') == std::string_view::npos;
+}
+
+// TF_CONFIG as sent whole (the JSON route), or put together from the
+// attempt's compressed cluster object (the gRPC stream). nullopt when
+// cluster_zlib does not inflate.
+std::optional<std::string> TfConfigOf(const tfslurm::agent::v1::Assignment& assignment) {
+  if (!assignment.tf_config().empty() || assignment.cluster_zlib().empty())
+    return assignment.tf_config();
+  auto cluster = wire::InflateCluster(assignment.cluster_zlib());
+  if (!cluster) return std::nullopt;
+  return wire::TfConfigForTask(*cluster, assignment.role(), assignment.index());
 }
 
 }  // namespace
@@ -38,7 +52,10 @@ ChildEnv BuildChildEnv(const ChildEnvInputs& inputs) {
     auto fill = [&](const char* name, const std::string& value) {
       if (!value.empty() && !assigned.contains(name)) vars[name] = value;
     };
-    fill("TF_CONFIG", assignment.tf_config());
+    if (auto tf_config = TfConfigOf(assignment))
+      fill("TF_CONFIG", *tf_config);
+    else
+      result.tf_config_unreadable = true;
     fill("MODEL_DIR", assignment.model_dir());
     fill("TFSLURM_ROLE", assignment.role());
     if (!assignment.role().empty()) fill("TFSLURM_INDEX", std::to_string(assignment.index()));

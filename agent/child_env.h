@@ -41,6 +41,8 @@ struct ChildEnv {
   // Assignment variables that cannot be put in an environment (empty name,
   // '=' in the name, NUL byte anywhere), for the log.
   std::vector<std::string> rejected;
+  // The assignment's cluster_zlib did not inflate: no TF_CONFIG was set.
+  bool tf_config_unreadable = false;
 };
 
 ChildEnv BuildChildEnv(const ChildEnvInputs& inputs);

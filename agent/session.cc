@@ -291,6 +291,10 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   env_inputs.attempt = options_.attempt;
   env_inputs.port = options_.port;
   ChildEnv env = BuildChildEnv(env_inputs);
+  if (env.tf_config_unreadable)
+    spdlog::error(
+        "the assignment's cluster_zlib does not inflate; the program starts without "
+        "TF_CONFIG");
   for (const std::string& name : env.rejected) {
     spdlog::warn(
         "not setting environment variable '{}' from the assignment: a name must be "

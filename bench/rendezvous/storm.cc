@@ -72,9 +72,12 @@ ProcStatus ReadProcStatus(pid_t pid) {
   std::ifstream f("/proc/" + std::to_string(pid) + "/status");
   std::string line;
   while (std::getline(f, line)) {
-    if (line.rfind("Threads:", 0) == 0) s.threads = std::atol(line.c_str() + 8);
-    else if (line.rfind("VmRSS:", 0) == 0) s.vm_rss_kb = std::atol(line.c_str() + 6);
-    else if (line.rfind("VmHWM:", 0) == 0) s.vm_hwm_kb = std::atol(line.c_str() + 6);
+    if (line.rfind("Threads:", 0) == 0)
+      s.threads = std::atol(line.c_str() + 8);
+    else if (line.rfind("VmRSS:", 0) == 0)
+      s.vm_rss_kb = std::atol(line.c_str() + 6);
+    else if (line.rfind("VmHWM:", 0) == 0)
+      s.vm_hwm_kb = std::atol(line.c_str() + 6);
   }
   return s;
 }
@@ -96,7 +99,8 @@ double CpuMs(pid_t pid) {
 
 class ServerProcess {
  public:
-  ServerProcess(const std::string& binary, const std::string& dir, const std::vector<std::string>& extra) {
+  ServerProcess(const std::string& binary, const std::string& dir,
+                const std::vector<std::string>& extra) {
     int in[2], out[2];
     if (pipe(in) != 0 || pipe(out) != 0) Die("pipe");
     pid_ = fork();
@@ -122,7 +126,8 @@ class ServerProcess {
     // Skip what a wrapper (heaptrack, perf) may print first.
     std::string ready;
     for (int i = 0; i < 20 && ready.rfind("ready ", 0) != 0; ++i) ready = ReadLine();
-    if (sscanf(ready.c_str(), "ready agent_port=%d", &agent_port_) != 1) Die("server did not start: " + ready);
+    if (sscanf(ready.c_str(), "ready agent_port=%d", &agent_port_) != 1)
+      Die("server did not start: " + ready);
   }
   ~ServerProcess() {
     Command("quit", /*answer=*/false);
@@ -207,10 +212,13 @@ class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, Servic
     std::lock_guard lock(storm_->mu);
     if (ok && reply_.has_assignment()) {
       assigned_at_ = now;
-      tf_config_bytes_ = reply_.assignment().tf_config().size();
+      // What carries TF_CONFIG on the stream: the compressed cluster object.
+      tf_config_bytes_ =
+          reply_.assignment().tf_config().size() + reply_.assignment().cluster_zlib().size();
     } else if (ok && reply_.has_refused()) {
       ++storm_->refused;
-      if (storm_->first_error.empty()) storm_->first_error = "refused: " + reply_.refused().reason();
+      if (storm_->first_error.empty())
+        storm_->first_error = "refused: " + reply_.refused().reason();
     } else {
       ++storm_->broken;
       if (storm_->first_error.empty()) storm_->first_error = "stream ended before an assignment";
@@ -243,7 +251,7 @@ class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, Servic
 struct RunResult {
   int n = 0;
   double connect_ms = 0, first_reg_ms = 0, last_reg_ms = 0, last_assign_ms = 0;
-  double gap_ms = 0;  // last registration -> last assignment
+  double gap_ms = 0;                 // last registration -> last assignment
   std::vector<double> per_agent_ms;  // register -> assignment
   int refused = 0, broken = 0, missing = 0;
   long max_threads = 0, max_rss_kb = 0, hwm_kb = 0;
@@ -255,7 +263,8 @@ struct RunResult {
 // own process group, e.g. a profiler attached to the storm only.
 pid_t StartProfiler(std::string command, pid_t server) {
   if (command.empty()) return -1;
-  for (size_t p; (p = command.find("{pid}")) != std::string::npos;) command.replace(p, 5, std::to_string(server));
+  for (size_t p; (p = command.find("{pid}")) != std::string::npos;)
+    command.replace(p, 5, std::to_string(server));
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
@@ -276,10 +285,12 @@ void StopProfiler(pid_t pid) {
 double SelfCpuMs() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
 }
 
-RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::string& profile_cmd) {
+RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
+                   const std::string& profile_cmd) {
   RunResult res;
   res.n = n;
   std::string answer = server.Command("new " + std::to_string(n));
@@ -326,7 +337,8 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::
   agents.reserve(n);
   storm.go = Clock::now();
   for (int i = 0; i < n; ++i)
-    agents.push_back(std::make_unique<SimulatedAgent>(stubs[i].get(), &storm, i, exp, secret, job, tasks_per_node));
+    agents.push_back(std::make_unique<SimulatedAgent>(stubs[i].get(), &storm, i, exp, secret, job,
+                                                      tasks_per_node));
   {
     std::unique_lock lock(storm.mu);
     storm.cv.wait_for(lock, std::chrono::seconds(120), [&] { return storm.answered == n; });
@@ -383,7 +395,8 @@ std::vector<int> ParseSizes(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string server_bin, dir = "/tmp/bench-rendezvous", sizes_arg = "64,512,4096", runs_csv, profile_cmd;
+  std::string server_bin, dir = "/tmp/bench-rendezvous", sizes_arg = "64,512,4096", runs_csv,
+                          profile_cmd;
   int runs = 20, warmup = 2, tasks_per_node = 32;
   std::vector<std::string> server_args;
   for (int i = 1; i < argc; ++i) {
@@ -392,18 +405,27 @@ int main(int argc, char** argv) {
       if (i + 1 >= argc) ServerProcess::Die(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--server") server_bin = next();
-    else if (a == "--dir") dir = next();
-    else if (a == "--sizes") sizes_arg = next();
-    else if (a == "--runs") runs = std::stoi(next());
-    else if (a == "--warmup") warmup = std::stoi(next());
-    else if (a == "--runs-csv") runs_csv = next();
-    else if (a == "--server-arg") server_args.push_back(next());
-    else if (a == "--profile-cmd") profile_cmd = next();
+    if (a == "--server")
+      server_bin = next();
+    else if (a == "--dir")
+      dir = next();
+    else if (a == "--sizes")
+      sizes_arg = next();
+    else if (a == "--runs")
+      runs = std::stoi(next());
+    else if (a == "--warmup")
+      warmup = std::stoi(next());
+    else if (a == "--runs-csv")
+      runs_csv = next();
+    else if (a == "--server-arg")
+      server_args.push_back(next());
+    else if (a == "--profile-cmd")
+      profile_cmd = next();
     else {
       fprintf(stderr,
               "usage: %s --server PATH [--sizes 64,512,4096] [--runs 20] [--warmup 2] [--dir D]\n"
-              "          [--runs-csv FILE] [--server-arg ARG]... [--profile-cmd 'perf record -g -p {pid} -o F']\n",
+              "          [--runs-csv FILE] [--server-arg ARG]... [--profile-cmd 'perf record -g -p "
+              "{pid} -o F']\n",
               argv[0]);
       return 2;
     }
@@ -421,12 +443,18 @@ int main(int argc, char** argv) {
 
   FILE* csv = runs_csv.empty() ? nullptr : fopen(runs_csv.c_str(), "w");
   if (csv)
-    fprintf(csv, "n,run,connect_ms,first_reg_ms,last_reg_ms,last_assign_ms,gap_ms,agent_p50_ms,agent_p99_ms,"
-                 "refused,broken,missing,max_threads,max_rss_mb,hwm_mb,server_cpu_ms,client_cpu_ms,tf_config_bytes\n");
+    fprintf(
+        csv,
+        "n,run,connect_ms,first_reg_ms,last_reg_ms,last_assign_ms,gap_ms,agent_p50_ms,agent_p99_ms,"
+        "refused,broken,missing,max_threads,max_rss_mb,hwm_mb,server_cpu_ms,client_cpu_ms,tf_"
+        "config_bytes\n");
 
-  printf("| agents | runs | last reg -> last assignment p50 / p99 / max (ms) | whole storm p50 / p99 / max (ms) "
-         "| registrations/s (p50) | per agent reg -> assignment p50 / p99 (ms) | connect (ms, p50) "
-         "| server threads (max) | server RSS peak VmHWM (MB) | server CPU per storm (ms, p50) | errors |\n");
+  printf(
+      "| agents | runs | last reg -> last assignment p50 / p99 / max (ms) | whole storm p50 / p99 "
+      "/ max (ms) "
+      "| registrations/s (p50) | per agent reg -> assignment p50 / p99 (ms) | connect (ms, p50) "
+      "| server threads (max) | server RSS peak VmHWM (MB) | server CPU per storm (ms, p50) | "
+      "errors |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   fflush(stdout);
   for (int n : ParseSizes(sizes_arg)) {
@@ -438,21 +466,26 @@ int main(int argc, char** argv) {
     long threads = 0, hwm = 0;
     int errors = 0;
     for (int run = 0; run < warmup + runs; ++run) {
-      RunResult res = RunStorm(server, n, std::min(n, tasks_per_node), run < warmup ? "" : profile_cmd);
+      RunResult res =
+          RunStorm(server, n, std::min(n, tasks_per_node), run < warmup ? "" : profile_cmd);
       double p50 = Percentile(res.per_agent_ms, 50), p99 = Percentile(res.per_agent_ms, 99);
       fprintf(stderr,
-              "  N=%d run %d%s: connect %.1f ms, registers handed over %.1f..%.1f ms, last assignment %.1f ms, "
-              "gap %.1f ms, per agent p50 %.1f p99 %.1f ms, threads %ld, RSS %.0f MB (HWM %.0f), server CPU %.0f "
+              "  N=%d run %d%s: connect %.1f ms, registers handed over %.1f..%.1f ms, last "
+              "assignment %.1f ms, "
+              "gap %.1f ms, per agent p50 %.1f p99 %.1f ms, threads %ld, RSS %.0f MB (HWM %.0f), "
+              "server CPU %.0f "
               "ms, load generator CPU %.0f ms, TF_CONFIG %zu B, refused %d broken %d missing %d\n",
-              n, run, run < warmup ? " (warm-up)" : "", res.connect_ms, res.first_reg_ms, res.last_reg_ms,
-              res.last_assign_ms, res.gap_ms, p50, p99, res.max_threads, res.max_rss_kb / 1024.0,
-              res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms, res.tf_config_bytes, res.refused, res.broken,
-              res.missing);
+              n, run, run < warmup ? " (warm-up)" : "", res.connect_ms, res.first_reg_ms,
+              res.last_reg_ms, res.last_assign_ms, res.gap_ms, p50, p99, res.max_threads,
+              res.max_rss_kb / 1024.0, res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms,
+              res.tf_config_bytes, res.refused, res.broken, res.missing);
       if (csv)
-        fprintf(csv, "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d,%ld,%.1f,%.1f,%.0f,%.0f,%zu\n", n, run,
-                res.connect_ms, res.first_reg_ms, res.last_reg_ms, res.last_assign_ms, res.gap_ms, p50, p99,
-                res.refused, res.broken, res.missing, res.max_threads, res.max_rss_kb / 1024.0,
-                res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms, res.tf_config_bytes);
+        fprintf(csv,
+                "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d,%ld,%.1f,%.1f,%.0f,%.0f,%zu\n",
+                n, run, res.connect_ms, res.first_reg_ms, res.last_reg_ms, res.last_assign_ms,
+                res.gap_ms, p50, p99, res.refused, res.broken, res.missing, res.max_threads,
+                res.max_rss_kb / 1024.0, res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms,
+                res.tf_config_bytes);
       threads = std::max(threads, res.max_threads);
       hwm = std::max(hwm, res.hwm_kb);
       if (run < warmup) continue;
@@ -464,11 +497,13 @@ int main(int argc, char** argv) {
       connects.push_back(res.connect_ms);
       cpus.push_back(res.server_cpu_ms);
     }
-    printf("| %d | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.0f | %.1f / %.1f | %.0f | %ld | %.0f | %.0f | %d |\n",
-           n, runs, Percentile(gaps, 50), Percentile(gaps, 99), Percentile(gaps, 100), Percentile(storms, 50),
-           Percentile(storms, 99), Percentile(storms, 100), Percentile(rates, 50), Percentile(agent_all, 50),
-           Percentile(agent_all, 99), Percentile(connects, 50), threads, hwm / 1024.0, Percentile(cpus, 50),
-           errors);
+    printf(
+        "| %d | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.0f | %.1f / %.1f | %.0f | %ld | "
+        "%.0f | %.0f | %d |\n",
+        n, runs, Percentile(gaps, 50), Percentile(gaps, 99), Percentile(gaps, 100),
+        Percentile(storms, 50), Percentile(storms, 99), Percentile(storms, 100),
+        Percentile(rates, 50), Percentile(agent_all, 50), Percentile(agent_all, 99),
+        Percentile(connects, 50), threads, hwm / 1024.0, Percentile(cpus, 50), errors);
     fflush(stdout);
   }
   if (csv) fclose(csv);

@@ -1,5 +1,7 @@
 #include "service/agentrpc/convert.h"
 
+#include "schema/tf_config_wire.h"
+
 namespace tfslurm::agentrpc {
 
 TaskRef FromProto(const agent::v1::TaskRef& ref) {
@@ -18,13 +20,18 @@ RegisterInfo FromProto(const agent::v1::Register& reg) {
   return info;
 }
 
-agent::v1::ServiceMessage ToProto(const ServiceMsg& message) {
+agent::v1::ServiceMessage ToProto(const ServiceMsg& message, TfConfigEncoding encoding) {
   agent::v1::ServiceMessage out;
   if (const auto* a = std::get_if<AssignmentMsg>(&message)) {
     auto* p = out.mutable_assignment();
     p->set_role(a->role);
     p->set_index(a->index);
-    p->set_tf_config(a->tf_config);
+    if (a->cluster) {
+      if (encoding == TfConfigEncoding::kCompressedCluster && !a->cluster->zlib.empty())
+        p->set_cluster_zlib(a->cluster->zlib);
+      else
+        p->set_tf_config(wire::TfConfigForTask(a->cluster->json, a->role, a->index));
+    }
     for (const auto& arg : a->command) p->add_command(arg);
     p->set_workdir(a->workdir);
     for (const auto& [k, v] : a->env) (*p->mutable_env())[k] = v;

@@ -8,6 +8,12 @@ namespace tfslurm::agentrpc {
 
 TaskRef FromProto(const agent::v1::TaskRef& ref);
 RegisterInfo FromProto(const agent::v1::Register& reg);
-agent::v1::ServiceMessage ToProto(const ServiceMsg& message);
+// How an Assignment carries TF_CONFIG (schema/tf_config_wire.h): the gRPC
+// stream sends the attempt's compressed cluster object, the same bytes for
+// every task; the JSON route sends tf_config whole, for curl and scripts.
+enum class TfConfigEncoding { kWhole, kCompressedCluster };
+
+agent::v1::ServiceMessage ToProto(const ServiceMsg& message,
+                                  TfConfigEncoding encoding = TfConfigEncoding::kWhole);
 
 }  // namespace tfslurm::agentrpc

@@ -138,7 +138,8 @@ void StreamChannel::Send(const ServiceMsg& message) {
   if (!reactor_) return;
   // A permanent refusal ends the stream once it is written.
   const auto* refused = std::get_if<RefusedMsg>(&message);
-  reactor_->Enqueue(ToProto(message), refused && refused->permanent);
+  reactor_->Enqueue(ToProto(message, TfConfigEncoding::kCompressedCluster),
+                    refused && refused->permanent);
 }
 
 class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {

@@ -29,10 +29,17 @@ struct RegisterInfo {
   bool reconnect = false;
 };
 
+// An attempt's TF_CONFIG cluster object, built once after the barrier and
+// shared by every assignment of the attempt (schema/tf_config_wire.h).
+struct SharedCluster {
+  std::string json;
+  std::string zlib;  // `json` compressed, for the gRPC stream; empty if that failed
+};
+
 struct AssignmentMsg {
   std::string role;
   int index = 0;
-  std::string tf_config;
+  std::shared_ptr<const SharedCluster> cluster;
   std::vector<std::string> command;
   std::string workdir;
   std::map<std::string, std::string> env;

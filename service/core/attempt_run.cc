@@ -50,10 +50,6 @@ std::string AttemptRun::ClusterSpec() const {
   return BuildClusterSpec(roles, addresses);
 }
 
-std::string AttemptRun::TfConfig(int proc, const std::string& cluster_spec) const {
-  return TfConfigForTask(cluster_spec, tasks_[proc].role);
-}
-
 int AttemptRun::CheckpointingTask() const {
   int worker0 = -1;
   for (int i = 0; i < size(); ++i) {

@@ -57,8 +57,6 @@ class AttemptRun {
 
   // The cluster object of TF_CONFIG (after the barrier; see tf_config.h).
   std::string ClusterSpec() const;
-  // TF_CONFIG for task `proc`, around `cluster_spec` from ClusterSpec().
-  std::string TfConfig(int proc, const std::string& cluster_spec) const;
   // The task's environment but TF_CONFIG (the Assignment carries that).
   std::vector<std::pair<std::string, std::string>> TaskEnv(int proc,
                                                            const std::string& model_dir) const;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <unordered_map>
 
+#include "schema/tf_config_wire.h"
 #include "service/core/checkpoint_state.h"
 
 namespace tfslurm {
@@ -463,7 +464,16 @@ void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info,
   if (!t.registered_at) t.registered_at = now;
   t.last_heartbeat = now;
   t.state = slot.state;
-  c.tasks.push_back(t);
+  if (a.run->assignments_sent()) {
+    c.tasks.push_back(t);
+  } else if (!barrier_complete) {
+    // Before the barrier, registrations are written in batches by the next
+    // Tick (as heartbeats are), or with the assignments, which write every
+    // task: a transaction per registration, under mu_, is what a storm of
+    // thousands of agents would queue behind. An agent whose registration
+    // is lost in a crash registers again when it reconnects.
+    a.heartbeat_dirty.insert(proc);
+  }
   if (a.attempt.state == "pending") {
     // An agent registering proves the job runs, before the next poll says so.
     a.attempt.state = "running";
@@ -493,7 +503,9 @@ void Experiments::SendAssignments(Active& a, store::Changes& c, int only_proc) {
   bool first = !a.run->assignments_sent();
   a.run->MarkAssigned();
   int checkpointing = a.run->CheckpointingTask();
-  const std::string cluster_spec = a.run->ClusterSpec();
+  auto cluster = std::make_shared<SharedCluster>();
+  cluster->json = a.run->ClusterSpec();
+  cluster->zlib = wire::CompressCluster(cluster->json);
   for (int i = 0; i < a.run->size(); ++i) {
     if (only_proc >= 0 && i != only_proc) continue;
     auto ch = a.channels.find(i);
@@ -502,7 +514,7 @@ void Experiments::SendAssignments(Active& a, store::Changes& c, int only_proc) {
     AssignmentMsg m;
     m.role = slot.role.role;
     m.index = slot.role.index;
-    m.tf_config = a.run->TfConfig(i, cluster_spec);
+    m.cluster = cluster;
     m.command = a.spec.command;
     m.workdir = a.spec.workdir.empty() ? a.record.model_dir : a.spec.workdir;
     for (auto& [k, v] : a.run->TaskEnv(i, a.record.model_dir)) m.env[k] = v;
@@ -671,7 +683,8 @@ void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& 
                " in " + Seconds(delay_ms));
 }
 
-void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, int64_t poll_seq, store::Changes& c) {
+void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, int64_t poll_seq,
+                              store::Changes& c) {
   if (a.attempt.state == "ended" || a.attempt.state == "submitting") return;
   int64_t now = clock_.NowMs();
   // Submitted while this poll's snapshot was being taken: absent from it,
@@ -857,10 +870,12 @@ void Experiments::Tick() {
   int64_t now = clock_.NowMs();
   std::optional<std::unordered_map<int64_t, const slurm::JobInfo*>> by_id;
   StatusOr<std::vector<slurm::JobInfo>> jobs = std::vector<slurm::JobInfo>{};
-  bool poll = now - last_poll_ms_ >= config_.poll_interval_ms;
+  int64_t last_poll = last_poll_ms_.load();
+  // Of concurrent Ticks, only the one that moves last_poll_ms_ polls.
+  bool poll = now - last_poll >= config_.poll_interval_ms &&
+              last_poll_ms_.compare_exchange_strong(last_poll, now);
   const int64_t poll_seq = job_seq_.load();
   if (poll) {
-    last_poll_ms_ = now;
     bool any_open = false;
     {
       std::lock_guard lock(mu_);

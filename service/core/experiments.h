@@ -115,6 +115,7 @@ class Experiments {
 
   // Periodic work: polls Slurm every poll_interval_ms (one RPC), times out
   // barriers, marks lost tasks, ends unconfirmed reaps, submits restarts.
+  // Safe to call from several threads at once; only one of them polls.
   void Tick();
 
   store::Store& store() { return store_; }
@@ -148,7 +149,9 @@ class Experiments {
 
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Active>> active_;
-  int64_t last_poll_ms_ = 0;
+  // Tick reads it outside mu_ (the poll must not hold the lock), and Tick
+  // may run on several threads: the one that advances it polls.
+  std::atomic<int64_t> last_poll_ms_{0};
   // Counts jobs as Slurm accepts them; see Active::job_known_seq.
   std::atomic<int64_t> job_seq_{0};
 

@@ -4,9 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "schema/tf_config_wire.h"
+
 namespace tfslurm {
 
-std::string BuildClusterSpec(const std::vector<TaskRole>& roles, const std::vector<std::string>& addresses) {
+std::string BuildClusterSpec(const std::vector<TaskRole>& roles,
+                             const std::vector<std::string>& addresses) {
   // Place each address at its index within the role; indexes follow task
   // order, so this is the same as appending in task order.
   std::map<std::string, std::vector<std::string>> cluster;
@@ -23,12 +26,11 @@ std::string BuildClusterSpec(const std::vector<TaskRole>& roles, const std::vect
 }
 
 std::string TfConfigForTask(const std::string& cluster_spec, const TaskRole& task) {
-  nlohmann::ordered_json t = {{"type", task.role}, {"index", task.index}};
-  return "{\"cluster\":" + cluster_spec + ",\"task\":" + t.dump() + "}";
+  return wire::TfConfigForTask(cluster_spec, task.role, task.index);
 }
 
-std::string BuildTfConfig(const std::vector<TaskRole>& roles, const std::vector<std::string>& addresses,
-                          int task) {
+std::string BuildTfConfig(const std::vector<TaskRole>& roles,
+                          const std::vector<std::string>& addresses, int task) {
   return TfConfigForTask(BuildClusterSpec(roles, addresses), roles[task]);
 }
 

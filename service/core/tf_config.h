@@ -20,7 +20,8 @@ std::string BuildTfConfig(const std::vector<TaskRole>& roles,
 // The same in two steps, for a whole attempt: the cluster object once (it is
 // O(tasks) long), then each task's TF_CONFIG around it. Building it per
 // task would make an attempt's assignments O(tasks^2).
-std::string BuildClusterSpec(const std::vector<TaskRole>& roles, const std::vector<std::string>& addresses);
+std::string BuildClusterSpec(const std::vector<TaskRole>& roles,
+                             const std::vector<std::string>& addresses);
 std::string TfConfigForTask(const std::string& cluster_spec, const TaskRole& task);
 
 }  // namespace tfslurm

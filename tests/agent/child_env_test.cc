@@ -5,6 +5,8 @@
 
 #include <map>
 
+#include "schema/tf_config_wire.h"
+
 namespace tfslurm::agent {
 namespace {
 
@@ -73,6 +75,25 @@ TEST(BuildChildEnvTest, AgentFillsWhatTheAssignmentLacks) {
   EXPECT_EQ(vars["TFSLURM_PORT"], "40000");  // the reserved port, not the inherited one
   EXPECT_EQ(vars["EXPERIMENT_ID"], "exp-1");
   EXPECT_EQ(vars["TFSLURM_ATTEMPT"], "2");
+}
+
+TEST(BuildChildEnvTest, TfConfigFromTheCompressedClusterOfTheGrpcStream) {
+  const std::string cluster = R"({"ps":["n1:1"],"worker":["n1:2","n2:3"]})";
+  v1::Assignment assignment;
+  assignment.set_role("worker");
+  assignment.set_index(1);
+  assignment.set_cluster_zlib(wire::CompressCluster(cluster));
+  ASSERT_LT(assignment.cluster_zlib().size(), cluster.size() + 16);
+  ChildEnv env = BuildChildEnv(Inputs(&assignment));
+  EXPECT_FALSE(env.tf_config_unreadable);
+  EXPECT_EQ(
+      AsMap(env.entries)["TF_CONFIG"],
+      R"({"cluster":{"ps":["n1:1"],"worker":["n1:2","n2:3"]},"task":{"type":"worker","index":1}})");
+
+  assignment.set_cluster_zlib("not zlib");
+  env = BuildChildEnv(Inputs(&assignment));
+  EXPECT_TRUE(env.tf_config_unreadable);
+  EXPECT_FALSE(AsMap(env.entries).contains("TF_CONFIG"));
 }
 
 TEST(BuildChildEnvTest, AssignmentEnvWinsOverFields) {

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <set>
 
+#include "schema/tf_config_wire.h"
 #include "service/agentrpc/convert.h"
 #include "service/core/memory.h"
 #include "tests/fuzz/shell_words.h"
@@ -392,7 +393,8 @@ std::string CheckReplies(const TaskRef& ref, const RegisterInfo& info,
   AssignmentMsg a;
   a.role = ref.experiment_id;
   a.index = ref.proc_id;
-  a.tf_config = ref.secret;
+  a.cluster =
+      std::make_shared<SharedCluster>(SharedCluster{ref.secret, wire::CompressCluster(ref.secret)});
   a.command = {info.node_name, info.address};
   a.workdir = info.address;
   a.env[info.node_name] = info.address;
@@ -403,14 +405,21 @@ std::string CheckReplies(const TaskRef& ref, const RegisterInfo& info,
   agent::v1::ServiceMessage p = agentrpc::ToProto(a);
   const auto& pa = p.assignment();
   if (p.body_case() != agent::v1::ServiceMessage::kAssignment || pa.role() != a.role ||
-      pa.index() != a.index || pa.tf_config() != a.tf_config || pa.command_size() != 2 ||
-      pa.command(0) != a.command[0] || pa.command(1) != a.command[1] || pa.workdir() != a.workdir ||
-      pa.env().size() != 1 || pa.env().at(info.node_name) != info.address ||
-      pa.model_dir() != a.model_dir || pa.heartbeat_interval_ms() != a.heartbeat_interval_ms ||
+      pa.index() != a.index ||
+      pa.tf_config() != wire::TfConfigForTask(a.cluster->json, a.role, a.index) ||
+      pa.command_size() != 2 || pa.command(0) != a.command[0] || pa.command(1) != a.command[1] ||
+      pa.workdir() != a.workdir || pa.env().size() != 1 ||
+      pa.env().at(info.node_name) != info.address || pa.model_dir() != a.model_dir ||
+      pa.heartbeat_interval_ms() != a.heartbeat_interval_ms ||
       pa.shutdown_grace_ms() != a.shutdown_grace_ms ||
       pa.report_checkpoints() != a.report_checkpoints)
     return "ToProto(Assignment) loses a field";
   if (std::string e = CheckBinaryRoundTrip(p, "Assignment"); !e.empty()) return e;
+  // The gRPC stream's form: the cluster object compressed, TF_CONFIG empty.
+  p = agentrpc::ToProto(a, agentrpc::TfConfigEncoding::kCompressedCluster);
+  if (!p.assignment().tf_config().empty() ||
+      wire::InflateCluster(p.assignment().cluster_zlib()) != a.cluster->json)
+    return "ToProto(Assignment, compressed) does not carry the cluster object";
 
   p = agentrpc::ToProto(ShutdownMsg{m.progress().checkpoint_path(), m.exited().exit_code()});
   if (p.body_case() != agent::v1::ServiceMessage::kShutdown ||

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "schema/tf_config_wire.h"
 #include "tests/unit/fakes.h"
 
 namespace tfslurm {
@@ -156,10 +157,12 @@ TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
   for (int p = 0; p < 6; ++p) {
     auto a = ch[p]->All<AssignmentMsg>();
     ASSERT_EQ(a.size(), 1u) << "task " << p;
-    auto tf = json::parse(a[0].tf_config);
-    EXPECT_EQ(tf["cluster"]["ps"], json({"host1:5000", "host2:5002"}));
-    EXPECT_EQ(tf["cluster"]["worker"],
-              json({"host1:5001", "host2:5003", "host3:5004", "host3:5005"}));
+    ASSERT_TRUE(a[0].cluster) << "task " << p;
+    auto tf = json::parse(a[0].cluster->json);
+    EXPECT_EQ(a[0].cluster, ch[0]->All<AssignmentMsg>()[0].cluster) << "one cluster per attempt";
+    EXPECT_EQ(wire::InflateCluster(a[0].cluster->zlib), a[0].cluster->json);
+    EXPECT_EQ(tf["ps"], json({"host1:5000", "host2:5002"}));
+    EXPECT_EQ(tf["worker"], json({"host1:5001", "host2:5003", "host3:5004", "host3:5005"}));
     EXPECT_EQ(a[0].command, (std::vector<std::string>{"python3", "train.py"}));
     EXPECT_EQ(a[0].env.at("MODEL_DIR"), (dir_ / "out" / "a").string());
     EXPECT_EQ(a[0].report_checkpoints, p == 1);  // worker 0 checkpoints
