@@ -468,5 +468,27 @@ TEST_F(ExperimentsConcurrencyTest, JobSubmittedDuringAPollIsNotTakenForVanished)
   EXPECT_STREQ(ExperimentStateName(experiments.Get("second").value().experiment.state), "queued");
 }
 
+// tfslurmd ticks from one thread, but Tick is safe from several at once:
+// they share one Slurm poll per interval (TSan checks they share nothing
+// else unlocked).
+TEST_F(ExperimentsConcurrencyTest, ConcurrentTicksPollOncePerInterval) {
+  ASSERT_TRUE(experiments_->Submit(LoadSpec("polled", true), "alice", false).ok());
+  auto polls = [&] { return slurm_.With([](auto& f) { return f.load_jobs_calls; }); };
+  int before = polls();
+  constexpr int kThreads = 4, kRounds = 100;
+  for (int round = 1; round <= kRounds; ++round) {
+    clock_.Advance(10);  // poll_interval_ms
+    std::latch start(kThreads);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&] {
+        start.arrive_and_wait();
+        experiments_->Tick();
+      });
+    for (auto& t : threads) t.join();
+    ASSERT_EQ(polls() - before, round) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace tfslurm::concurrency
