@@ -9,16 +9,15 @@
 #   page (50) with 1,000 experiments in the store, the same way.
 # Starts its own Slurm cluster and tfslurmd; cancels every job at the end.
 #
-#   bench/api_latency.sh [--rates 250,500,1000,2000,4000,8000] [--connections 8] [--duration 10]
-#                        [--tcp-nodelay]
-# --tcp-nodelay runs tfslurmd with bench_tcp_nodelay preloaded: tfslurmd as it
-# would be with set_tcp_nodelay(true) on its REST listener (see README.md).
+#   bench/api_latency.sh [--rates 250,500,1000,2000,4000,8000] [--list-rates 25,50,100,200]
+#                        [--page-rates 500,1000,2000,4000] [--connections 8] [--duration 10]
+#                        [--experiments 1000]
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 rates="250,500,1000,2000,4000,8000" list_rates="25,50,100,200" page_rates="500,1000,2000,4000" conns=8 duration=10
-experiments=1000 nodelay=0
+experiments=1000
 while (($#)); do
   case "$1" in
     --rates) rates="$2"; shift 2 ;;
@@ -27,12 +26,10 @@ while (($#)); do
     --connections) conns="$2"; shift 2 ;;
     --duration) duration="$2"; shift 2 ;;
     --experiments) experiments="$2"; shift 2 ;;
-    --tcp-nodelay) nodelay=1; shift ;;
     *) die "unknown argument $1" ;;
   esac
 done
 command_line="bench/api_latency.sh --rates $rates --list-rates $list_rates --page-rates $page_rates --connections $conns --duration $duration --experiments $experiments"
-((nodelay)) && command_line+=" --tcp-nodelay"
 command -v wrk >/dev/null || die "wrk not found (apt-get install -y wrk; bench/run.sh does it)"
 
 build_all
@@ -47,11 +44,6 @@ cleanup() {
 trap cleanup EXIT
 start_cluster
 scontrol update PartitionName=debug State=DOWN
-variant="tfslurmd as built"
-if ((nodelay)); then
-  export TFSLURMD_PRELOAD="$BENCH_LIB/libbench_tcp_nodelay.so"
-  variant="tfslurmd with TCP_NODELAY on its REST connections (bench_tcp_nodelay preloaded)"
-fi
 TFSLURMD_AUTH=token start_tfslurmd "$work/svc"
 export BENCH_DIR
 
@@ -150,16 +142,17 @@ measure "GET /experiments?limit=1000 (the whole list: $bytes_list bytes, $total 
 wait_quiet 300
 measure "GET /experiments (default page of 50: $bytes_page bytes, $total experiments in the store)" "/experiments" "$page_rates"
 
-# The list answers open experiments with two more queries each (attempts,
-# tasks) and finished ones from their row alone: the same list once every
-# experiment is cancelled shows what those per-experiment queries cost.
+# The list is two queries: the page joined with each current attempt, then
+# the task counts of the page's open experiments (finished ones are answered
+# from their row alone). The same list once every experiment is cancelled
+# shows what the task counts cost.
 curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1000" |
   python3 -c 'import json,sys; [print("/experiments/" + e["id"]) for e in json.load(sys.stdin)["experiments"]]' \
     >"$work/ids.txt"
 "$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --method DELETE --paths-file "$work/ids.txt" \
   --count "$(wc -l <"$work/ids.txt")" --connections 1 --rate 0 --header "$AUTH_HEADER" >&2 || true
 {
-  echo "### GET /experiments?limit=1000 once all $total experiments are cancelled (no per-experiment queries)"
+  echo "### GET /experiments?limit=1000 once all $total experiments are cancelled (no open experiment: no task counts)"
   echo
   echo "| connections | requests/s | p50 ms | p90 ms | p99 ms | max ms | errors |"
   echo "|---|---|---|---|---|---|---|"
@@ -179,5 +172,5 @@ authenticated, as in a deployment). The load generators run on the
 same machine as tfslurmd. Targets (issue 8): GET /experiments/{id} p99 <= 2 ms
 at 2,000 req/s; list of 1,000 p99 <= 10 ms.
 EOF
-results_append "API latency (issue 8): $variant" "$command_line" "$out"
+results_append "API latency (issue 8)" "$command_line" "$out"
 cat "$out"

@@ -4,10 +4,9 @@
 
 BENCH_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd -- "$BENCH_DIR/.." && pwd)"
-BUILD="${TFSLURM_BUILD:-$REPO/build}"
-# Bench binaries: in the main build once the top-level CMakeLists.txt has
-# add_subdirectory(bench), else in a standalone build (see README.md).
-BENCH_BUILD="${TFSLURM_BENCH_BUILD:-/tmp/bench-build}"
+# One build directory for everything measured: tfslurmd, the agent and the
+# bench programs, configured with -DTFSLURM_BUILD_BENCH=ON (RelWithDebInfo).
+BUILD="${TFSLURM_BENCH_BUILD:-/tmp/bench-build}"
 RESULTS="${TFSLURM_BENCH_RESULTS:-$BENCH_DIR/RESULTS.md}"
 
 log() { printf 'bench: %s\n' "$*" >&2; }
@@ -16,31 +15,19 @@ die() {
   exit 1
 }
 
-# Builds tfslurmd, the agent and the bench binaries (2 jobs: the machines
-# this runs on are small). Sets BENCH_BIN.
+# Configures $BUILD (TFSLURM_BUILD_BENCH=ON, RelWithDebInfo) and builds
+# tfslurmd, the agent and the bench programs with 2 jobs (the machines this
+# runs on are small). Sets BENCH_BIN and BENCH_LIB.
 build_all() {
   local blog="${TMPDIR:-/tmp}/bench-build.log"
-  log "building (log: $blog)"
+  log "building in $BUILD (log: $blog)"
   : >"$blog"
-  if [[ ! -f "$BUILD/build.ninja" ]]; then
-    cmake -S "$REPO" -B "$BUILD" -G Ninja >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "cmake failed"; }
-  fi
-  ninja -C "$BUILD" -j2 tfslurmd tfslurm-agent >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "building tfslurmd failed"; }
-  local targets=(bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm bench_http_rate bench_tcp_nodelay
-    bench_slurm_timing)
-  if ninja -C "$BUILD" -t targets all 2>/dev/null | grep -q '^bench_rendezvous_server:'; then
-    BENCH_BIN="$BUILD/bin"
-    BENCH_LIB="$BUILD/lib"
-    ninja -C "$BUILD" -j2 "${targets[@]}" >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "building the bench binaries failed"; }
-  else
-    if [[ ! -f "$BENCH_BUILD/build.ninja" ]]; then
-      cmake -S "$REPO" -B "$BENCH_BUILD" -G Ninja -DCMAKE_PROJECT_INCLUDE="$BENCH_DIR/standalone.cmake" >>"$blog" 2>&1 ||
-        { tail -30 "$blog" >&2; die "cmake (standalone bench build) failed"; }
-    fi
-    BENCH_BIN="$BENCH_BUILD/bin"
-    BENCH_LIB="$BENCH_BUILD/lib"
-    ninja -C "$BENCH_BUILD" -j2 "${targets[@]}" >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "building the bench binaries failed"; }
-  fi
+  cmake -S "$REPO" -B "$BUILD" -G Ninja -DTFSLURM_BUILD_BENCH=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >>"$blog" 2>&1 ||
+    { tail -30 "$blog" >&2; die "cmake failed"; }
+  ninja -C "$BUILD" -j2 tfslurmd tfslurm-agent bench_rendezvous_server bench_rendezvous_storm bench_submit_libslurm \
+    bench_http_rate bench_slurm_timing >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "building failed"; }
+  BENCH_BIN="$BUILD/bin"
+  BENCH_LIB="$BUILD/lib"
   export BENCH_BIN BENCH_LIB
 }
 
@@ -111,7 +98,7 @@ stop_cluster() {
 
 # start_tfslurmd WORKDIR [extra args...]: starts tfslurmd against SLURM_CONF;
 # sets TFSLURMD_PID, HTTP_PORT, AGENT_PORT, API. TFSLURMD_PRELOAD: a library
-# to LD_PRELOAD into it (bench_tcp_nodelay).
+# to LD_PRELOAD into it (bench_slurm_timing).
 start_tfslurmd() {
   local dir="$1"
   shift

@@ -35,10 +35,8 @@ scontrol update PartitionName=debug State=DOWN
 ctld_pid="$(cat "$CLUSTER_DIR/run/slurmctld.pid")"
 
 # tfslurmd with its default poll interval; the RPC timing shim counts its
-# slurm_load_jobs calls (= poll cycles), TCP_NODELAY only makes the set-up
-# POSTs quicker.
-BENCH_SLURM_TIMING_LOG="$work/rpc.log" \
-  TFSLURMD_PRELOAD="$BENCH_LIB/libbench_slurm_timing.so $BENCH_LIB/libbench_tcp_nodelay.so" TFSLURMD_AUTH=token \
+# slurm_load_jobs calls (= poll cycles).
+BENCH_SLURM_TIMING_LOG="$work/rpc.log" TFSLURMD_PRELOAD="$BENCH_LIB/libbench_slurm_timing.so" TFSLURMD_AUTH=token \
   start_tfslurmd "$work/svc" --poll-interval-ms "$poll_ms"
 sed 's/"id": *"hello"/"id": "@ID@"/' "$REPO/examples/hello.json" >"$work/spec.json"
 log "creating $experiments experiments"

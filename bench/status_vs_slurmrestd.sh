@@ -6,8 +6,7 @@
 #     (slurmrestd refuses to run as root: it runs as user nobody, and so does
 #     its client);
 #   - of tfslurmd: GET /experiments/ID (the experiment's view, which carries
-#     the job's Slurm state), over loopback TCP with an API token; as built,
-#     then restarted on the same database with TCP_NODELAY (bench_tcp_nodelay).
+#     the job's Slurm state), over loopback TCP with an API token.
 # Closed loops (bench_http_rate --rate 0) on 1 and 4 connections, cycling
 # over the N jobs. slurmctld's RPCs per query are counted with sdiag.
 #
@@ -95,14 +94,7 @@ wait_quiet 300
 : >"$work/rows.md"
 for c in 1 4; do
   measure slurmrestd "$c" runuser -u nobody -- "$BENCH_BIN/bench_http_rate" --unix "$work/restd/sock"
-  measure "tfslurmd (as built)" "$c" "$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --header "$AUTH_HEADER"
-done
-# The same tfslurmd, database and jobs, with TCP_NODELAY on its connections.
-stop_tfslurmd
-TFSLURMD_PRELOAD="$BENCH_LIB/libbench_tcp_nodelay.so" TFSLURMD_AUTH=token start_tfslurmd "$work/svc"
-sleep 3
-for c in 1 4; do
-  measure "tfslurmd (+TCP_NODELAY)" "$c" "$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --header "$AUTH_HEADER"
+  measure tfslurmd "$c" "$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --header "$AUTH_HEADER"
 done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else print "-" }'; }
@@ -113,13 +105,11 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a / b; else 
   echo
   echo "Ratios (slurmrestd / tfslurmd for latency p50; tfslurmd / slurmrestd for queries/s):"
   echo
-  echo "| tfslurmd | connections | latency p50 ratio | throughput ratio |"
-  echo "|---|---|---|---|"
-  for v in "tfslurmd (as built)" "tfslurmd (+TCP_NODELAY)"; do
-    for c in 1 4; do
-      printf '| %s | %s | %s | %s |\n' "$v" "$c" "$(ratio "${p50[slurmrestd/$c]}" "${p50[$v/$c]}")" \
-        "$(ratio "${rps[$v/$c]}" "${rps[slurmrestd/$c]}")"
-    done
+  echo "| connections | latency p50 ratio | throughput ratio |"
+  echo "|---|---|---|"
+  for c in 1 4; do
+    printf '| %s | %s | %s |\n' "$c" "$(ratio "${p50[slurmrestd/$c]}" "${p50[tfslurmd/$c]}")" \
+      "$(ratio "${rps[tfslurmd/$c]}" "${rps[slurmrestd/$c]}")"
   done
   cat <<EOF
 

@@ -10,8 +10,8 @@ slurm_load_node when the partition cache is cold) that started and ended
 within the POST is subtracted from its latency; the rest is tfslurmd's own
 time (HTTP, JSON, validation, SQLite, waiting for its own locks) plus the
 loopback round trip. Prints key=value figures in ms; "polled_*" are the POSTs
-that overlapped one of tfslurmd's slurm_load_jobs calls (its poll, which
-holds tfslurmd's libslurm lock), "quiet_*" the others.
+that overlapped one of tfslurmd's slurm_load_jobs calls (its poll),
+"quiet_*" the others.
 """
 import argparse
 import bisect

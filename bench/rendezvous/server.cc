@@ -1,11 +1,12 @@
-// bench_rendezvous_server: tfslurmd as service/main.cc wires it (SQLite
-// store, the lifecycle, the gRPC agent endpoint, the REST listener with the
-// agent JSON routes, the 200 ms ticker; keep it in step with main.cc), with
-// one difference: Slurm is an in-process
-// stand-in that starts every job at once on as many nodes as it asks for. A
-// job of 4,096 tasks cannot run on the local cluster (12 CPUs), and the
-// attempt secret only exists in the job's environment; here the stand-in
-// sees the SubmitRequest and hands the secret to the load generator.
+// bench_rendezvous_server: tfslurmd as service/main.cc wires it (abseil's
+// deadlock detection off, SQLite store, the lifecycle, the gRPC agent
+// endpoint, the REST listener with the agent JSON routes, TCP_NODELAY and the
+// raised listen backlog, the 200 ms ticker; keep it in step with main.cc),
+// with one difference: Slurm is an in-process stand-in that starts every job
+// at once on as many nodes as it asks for. A job of 4,096 tasks cannot run on
+// the local cluster (12 CPUs), and the attempt secret only exists in the
+// job's environment; here the stand-in sees the SubmitRequest and hands the
+// secret to the load generator.
 //
 // Driven line by line on stdin by bench_rendezvous_storm (its parent):
 //   new N    -> submits an experiment of N tasks; answers "exp ID SECRET JOB"
@@ -19,7 +20,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -30,6 +33,7 @@
 #include "service/api/auth.h"
 #include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
+#include "service/api/listen_backlog.h"
 #include "service/core/experiments.h"
 #include "service/slurm/slurm_client.h"
 #include "service/store/store.h"
@@ -119,30 +123,23 @@ void RaiseFileLimit() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As service/main.cc: Debian's abseil checks every absl::Mutex acquisition
+  // (all of gRPC's locks) for lock-order cycles.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::string dir = "/tmp/bench-rendezvous";
   int64_t poll_ms = 2000;
   int heartbeat_ms = 5000;
-  bool tcp_nodelay = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     bool has_value = i + 1 < argc;
-    if (a == "--no-absl-deadlock-detection") {
-      // What tfslurmd would do with the change proposed in bench/README.md:
-      // Debian's abseil runs deadlock detection in every gRPC lock.
-      absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-    } else if (a == "--http-tcp-nodelay") {
-      // The change proposed in bench/README.md for tfslurmd's REST listener.
-      tcp_nodelay = true;
-    } else if (a == "--dir" && has_value) {
+    if (a == "--dir" && has_value) {
       dir = argv[++i];
     } else if (a == "--poll-interval-ms" && has_value) {
       poll_ms = std::stoll(argv[++i]);
     } else if (a == "--heartbeat-ms" && has_value) {
       heartbeat_ms = std::stoi(argv[++i]);
     } else {
-      fprintf(stderr, "usage: %s [--dir D] [--poll-interval-ms N] [--heartbeat-ms N] [--no-absl-deadlock-detection]\n"
-              "          [--http-tcp-nodelay]\n",
-              argv[0]);
+      fprintf(stderr, "usage: %s [--dir D] [--poll-interval-ms N] [--heartbeat-ms N]\n", argv[0]);
       return 2;
     }
   }
@@ -181,10 +178,15 @@ int main(int argc, char** argv) {
   http.set_write_timeout(10, 0);
   http.set_keep_alive_timeout(5);
   http.set_keep_alive_max_count(10000);
-  if (tcp_nodelay) http.set_tcp_nodelay(true);
+  http.set_tcp_nodelay(true);
   tfslurm::api::RegisterExperimentRoutes(http, experiments, *clock, *auth, {});
   tfslurm::agentrpc::RegisterAgentHttpRoutes(http, experiments);
   int http_port = http.bind_to_any_port("127.0.0.1");
+  if (http_port <= 0) {
+    fprintf(stderr, "cannot listen on 127.0.0.1: %s\n", strerror(errno));
+    return 1;
+  }
+  tfslurm::api::RaiseListenBacklog(http_port);
   std::thread http_thread([&] { http.listen_after_bind(); });
   std::atomic<bool> stopping{false};
   std::thread ticker([&] {
