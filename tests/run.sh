@@ -4,11 +4,17 @@
 #   2. the same unit tests built with ASan + UBSan
 #   3. integration tests (pytest) against a real local Slurm cluster
 #   4. end-to-end dashboard tests in headless Chromium
+#   5. each libFuzzer target for a bounded time (clang, ASan + UBSan)
+#   6. unit, agent and concurrency tests built with TSan
 # Works on a fresh Debian machine; CI runs it through .ci/run.
 #
 # Environment:
-#   TFSLURM_SKIP_SANITIZERS=1   skip step 2 (local iterations)
+#   TFSLURM_SKIP_SANITIZERS=1   skip steps 2, 5 and 6 (local iterations)
 #   TFSLURM_SKIP_E2E=1          skip step 4
+#   TFSLURM_FUZZ=0              skip step 5; TFSLURM_FUZZ=1 runs it even
+#                               with TFSLURM_SKIP_SANITIZERS=1
+#   TFSLURM_FUZZ_SECONDS=N      per fuzz target (default 60)
+#   TFSLURM_TSAN=0              skip step 6; =1 as TFSLURM_FUZZ=1
 #   PYTEST_ARGS="-k resume"     passed to pytest
 set -euo pipefail
 
@@ -95,17 +101,17 @@ if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -d tests/e2e ]]; then
   record e2e "${p:-0}" "${f:-0}"
 fi
 
-# Issue 7: fuzzing and ThreadSanitizer. Fuzzing runs each libFuzzer target
-# (tests/fuzz, clang) for TFSLURM_FUZZ_SECONDS (default 40), two at a time;
-# TFSLURM_SKIP_FUZZ=1 skips it, TFSLURM_SKIP_SANITIZERS=1 skips both.
-# Longer runs: tests/fuzz/run-long.sh.
+# Fuzzing: each libFuzzer target (tests/fuzz, clang) runs for
+# TFSLURM_FUZZ_SECONDS, two at a time; longer runs: tests/fuzz/run-long.sh.
+# On 2 cores: 2-3 minutes of build (clang, cold), then 2 x SECONDS.
+sanitizers_default=1
+if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" == 1 ]]; then sanitizers_default=0; fi
 fuzz_rc=0 tsan_rc=0
-# Fuzzing and TSan are opt-in until their CI runs are verified on a clean
-# machine (issue 7 stays open for that): TFSLURM_FUZZ=1 / TFSLURM_TSAN=1.
-if [[ "${TFSLURM_FUZZ:-0}" == 1 ]]; then
-  step "fuzzing (libFuzzer + ASan + UBSan, ${TFSLURM_FUZZ_SECONDS:-40} s per target)"
+if [[ "${TFSLURM_FUZZ:-$sanitizers_default}" != 0 ]]; then
+  fuzz_seconds=${TFSLURM_FUZZ_SECONDS:-60}
+  step "fuzzing (libFuzzer + ASan + UBSan, $fuzz_seconds s per target)"
   set +e
-  tests/fuzz/run-fuzzers.sh -t "${TFSLURM_FUZZ_SECONDS:-40}" -j "$jobs" 2>&1 | tee build/fuzz.log
+  tests/fuzz/run-fuzzers.sh -t "$fuzz_seconds" -j "$jobs" 2>&1 | tee build/fuzz.log
   fuzz_rc=${PIPESTATUS[0]}
   set -e
   p=$(grep -c '^fuzz [a-z_]*: ok' build/fuzz.log || true)
@@ -113,7 +119,9 @@ if [[ "${TFSLURM_FUZZ:-0}" == 1 ]]; then
   if [[ $fuzz_rc -ne 0 && $f -eq 0 ]]; then f=1; fi # the build failed
   record fuzz "$p" "$f"
 fi
-if [[ "${TFSLURM_TSAN:-0}" == 1 ]]; then
+# TSan: the programs that run threads against each other (rendezvous, the
+# Slurm poller, the API). 5-8 minutes on 2 cores (cold), nearly all build.
+if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   step "unit, agent and concurrency tests under TSan"
   set +e
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
@@ -138,7 +146,7 @@ for k in "${!passed[@]}"; do
   total_p=$((total_p + passed[$k])); total_f=$((total_f + failed[$k]))
 done
 rc=0
-for r in $unit_rc $asan_rc $integration_rc $e2e_rc; do [[ $r -eq 0 ]] || rc=1; done
+for r in $unit_rc $asan_rc $integration_rc $e2e_rc $fuzz_rc $tsan_rc; do [[ $r -eq 0 ]] || rc=1; done
 if [[ $rc -ne 0 && $total_f -eq 0 ]]; then total_f=1; fi
 echo "summary: $total_p passed, $total_f failed"
 exit $rc
