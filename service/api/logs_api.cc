@@ -25,10 +25,6 @@ constexpr size_t kChunkBytes = 64 * 1024;
 constexpr auto kFollowPollInterval = std::chrono::milliseconds(250);
 constexpr int kMaxTailLines = 1000000;
 
-// A request value as it may appear in a message: cut short, since it is
-// whatever the client sent.
-
-
 struct TaskName {
   std::string role;
   int index = 0;
@@ -192,7 +188,6 @@ struct LogStream {
     return true;
   }
 };
-
 
 // What a request asks for, checked against the experiment.
 struct LogRequest {

@@ -8,8 +8,8 @@ std::string ShortForError(const std::string& value) {
   return value.size() <= 64 ? value : value.substr(0, 61) + "...";
 }
 
-StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_t fallback, int64_t min,
-                           int64_t max) {
+StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_t fallback,
+                           int64_t min, int64_t max) {
   if (!req.has_param(name)) return fallback;
   std::string v = req.get_param_value(name);
   static const std::regex kInteger("0|[1-9][0-9]{0,17}");
@@ -17,9 +17,11 @@ StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_
     int64_t n = std::stoll(v);
     if (n >= min && n <= max) return n;
   }
-  std::string allowed = "must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
-  return InvalidArgument(std::string("query parameter ") + name + " " + allowed + ", got '" + ShortForError(v) + "'",
-                         {{name, allowed + ", got '" + ShortForError(v) + "'"}});
+  std::string allowed =
+      "must be an integer from " + std::to_string(min) + " to " + std::to_string(max);
+  return InvalidArgument(
+      std::string("query parameter ") + name + " " + allowed + ", got '" + ShortForError(v) + "'",
+      {{name, allowed + ", got '" + ShortForError(v) + "'"}});
 }
 
 bool IsTrue(const httplib::Request& req, const char* name) {

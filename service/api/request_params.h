@@ -18,8 +18,8 @@ inline constexpr const char* kIdPattern = "([a-z0-9][a-z0-9._-]{0,62})";
 
 // Query parameter `name` as a decimal integer in [min, max], or `fallback`
 // when absent.
-StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_t fallback, int64_t min,
-                           int64_t max);
+StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_t fallback,
+                           int64_t min, int64_t max);
 // `value` cut to 64 bytes, for echoing a bad value in an error.
 std::string ShortForError(const std::string& value);
 // ?name, ?name=1|true|yes.
