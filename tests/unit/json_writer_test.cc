@@ -34,10 +34,12 @@ TEST(JsonWriterTest, KeepsValidUtf8AndReplacesInvalidBytesLikeNlohmann) {
       "\xC0\xAF",          // invalid byte, overlong '/'
       "\xED\xA0\x80",      // a UTF-16 surrogate
       "\xF4\x90\x80\x80",  // above U+10FFFF
+      // Truncated sequences, at the end and before an ASCII byte.
       "\xE2\x82",
-      "\xE2\x82a",
+      "\xE2\x82"
+      "a",
       "\xF0\x9F\x98",
-      "\xC3",  // truncated
+      "\xC3",
   };
   for (const std::string& s : cases) {
     JsonWriter w;
