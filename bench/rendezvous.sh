@@ -29,10 +29,12 @@ table="$work/table.md"
 : >"$table"
 IFS=, read -r -a size_list <<<"$sizes"
 first=1
+loads=""
 for n in "${size_list[@]}"; do
   r=$runs
   ((n >= 4096)) && r=$runs_big
   wait_quiet 600
+  loads+="${loads:+, }$n agents: $BENCH_LOAD_AT_START"
   log "storm of $n agents, $r runs (+$warmup warm-up)"
   "$BENCH_BIN/bench_rendezvous_storm" --server "$BENCH_BIN/bench_rendezvous_server" --sizes "$n" \
     --runs "$r" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/runs-$n.csv" "$@" >"$work/out-$n.md"
@@ -42,6 +44,8 @@ done
 
 {
   cat "$table"
+  echo
+  echo "Load average when each size started: $loads."
   cat <<EOF
 
 Per run, N = agents: "last reg -> last assignment" is, at the load generator,
