@@ -88,12 +88,7 @@ void WriteAttempt(JsonWriter& w, const AttemptRecord& a) {
   WriteJobIdField(w, a.slurm_job_id);
   w.Field("job_name", a.job_name).Field("state", a.state).Field("slurm_state", a.slurm_state);
   w.Field("end_reason", a.end_reason).Field("reason", a.reason).Field("nodes", a.nodes);
-  w.Key("start_step");
-  if (a.start_step)
-    w.Int(*a.start_step);
-  else
-    w.Null();
-  w.Field("exit_code", a.exit_code);
+  w.Field("start_step", a.start_step).Field("exit_code", a.exit_code);
   WriteTimestampField(w, "submitted_at", a.submitted_at);
   WriteTimestampField(w, "started_at", a.started_at);
   WriteTimestampField(w, "ended_at", a.ended_at);
@@ -103,16 +98,7 @@ void WriteAttempt(JsonWriter& w, const AttemptRecord& a) {
 void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
   w.BeginObject().Field("proc_id", t.proc_id).Field("role", t.role).Field("index", t.index);
   w.Field("node", t.node).Field("address", t.address).Field("state", t.state);
-  w.Key("exit_code");
-  if (t.exit_code)
-    w.Int(*t.exit_code);
-  else
-    w.Null();
-  w.Key("signal");
-  if (t.signal)
-    w.Int(*t.signal);
-  else
-    w.Null();
+  w.Field("exit_code", t.exit_code).Field("signal", t.signal);
   WriteTimestampField(w, "registered_at", t.registered_at);
   WriteTimestampField(w, "ended_at", t.ended_at);
   w.Key("heartbeat_age_s");

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -39,6 +40,13 @@ class JsonWriter {
   }
 
   void Reserve(size_t bytes) { out_.reserve(bytes); }
+
+  // null when absent.
+  template <typename T>
+  JsonWriter& Field(std::string_view key, const std::optional<T>& value) {
+    Key(key);
+    return value ? Int(*value) : Null();
+  }
 
   // The text written so far; the writer is empty afterwards.
   std::string Take();
