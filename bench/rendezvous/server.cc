@@ -66,7 +66,8 @@ class StandInSlurm final : public slurm::SlurmClient {
 
   StatusOr<PartitionShape> GetPartition(const std::string& name) override {
     if (!name.empty() && name != partition_.name)
-      return tfslurm::InvalidArgument("no partition '" + name + "'", {{"resources.partition", "unknown"}});
+      return tfslurm::InvalidArgument("no partition '" + name + "'",
+                                      {{"resources.partition", "unknown"}});
     return partition_;
   }
 
@@ -211,8 +212,11 @@ int main(int argc, char** argv) {
           {"command", {"/bin/true"}},
           {"cluster", {{"ps", ps}, {"worker", n - ps}}},
           {"placement", "spread"},
-          {"resources", {{"partition", "bench"}, {"nodes", n / per_node}, {"tasks_per_node", per_node},
-                         {"time_limit", "01:00:00"}}},
+          {"resources",
+           {{"partition", "bench"},
+            {"nodes", n / per_node},
+            {"tasks_per_node", per_node},
+            {"time_limit", "01:00:00"}}},
       };
       auto r = experiments.Submit(spec, "bench", false);
       if (!r.ok()) {
@@ -223,8 +227,10 @@ int main(int argc, char** argv) {
       }
     } else if (line.rfind("cancel ", 0) == 0) {
       Status s = experiments.Cancel(line.substr(7), "benchmark run over");
-      if (s.ok()) printf("ok\n");
-      else printf("error %s\n", s.message().c_str());
+      if (s.ok())
+        printf("ok\n");
+      else
+        printf("error %s\n", s.message().c_str());
     } else if (line == "quit") {
       break;
     } else {

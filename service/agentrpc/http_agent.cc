@@ -50,7 +50,8 @@ class Mailboxes {
     std::lock_guard lock(mu_);
     // Keyed by the secret too: a wrong secret gets its own empty mailbox and
     // never sees another task's assignment.
-    auto key = std::make_tuple(ref.experiment_id(), ref.attempt(), ref.proc_id(), Sha256Hex(ref.secret()));
+    auto key =
+        std::make_tuple(ref.experiment_id(), ref.attempt(), ref.proc_id(), Sha256Hex(ref.secret()));
     auto it = boxes_.find(key);
     if (it != boxes_.end()) return it->second;
     if (!create) return nullptr;
