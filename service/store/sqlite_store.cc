@@ -2,10 +2,18 @@
 // serializes writers anyway, and a single connection keeps prepared
 // statements simple. WAL lets a reader (sqlite3 CLI, a backup) look while
 // the service writes.
+//
+// Checkpoints (copying the WAL back into the database file, with an fsync)
+// run on a thread of their own, with its own connection: SQLite's automatic
+// checkpoint runs inside the COMMIT that crosses its threshold, and so on
+// whichever request thread made that commit.
 #include <sqlite3.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <unordered_map>
 
 #include "service/store/migrations.h"
@@ -91,13 +99,99 @@ ExperimentRecord ReadExperiment(Statement& s) {
   return e;
 }
 
+// PASSIVE checkpoints on a thread of its own: when a commit leaves the WAL
+// at checkpoint_wal_pages or more, and every checkpoint_interval while the
+// WAL has commits not yet checkpointed. A PASSIVE checkpoint never blocks
+// the serving connection: it copies what no reader still needs and leaves
+// the rest for the next one. Thread-safe: OnCommit is called by the serving connection's
+// WAL hook, under the store's mutex.
+class WalCheckpointer {
+ public:
+  // Takes ownership of `db`, a connection of its own to the database.
+  WalCheckpointer(sqlite3* db, const SqliteOptions& options)
+      : db_(db), options_(options), thread_([this] { Run(); }) {}
+  ~WalCheckpointer() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+    sqlite3_close(db_);
+  }
+  WalCheckpointer(const WalCheckpointer&) = delete;
+  WalCheckpointer& operator=(const WalCheckpointer&) = delete;
+
+  // A commit left `wal_pages` pages in the WAL.
+  void OnCommit(int wal_pages) {
+    bool wake;
+    {
+      std::lock_guard lock(mu_);
+      wal_pages_ = wal_pages;
+      wake = wal_pages >= options_.checkpoint_wal_pages;
+    }
+    if (wake) wake_.notify_one();
+  }
+
+  int64_t checkpoints() {
+    std::lock_guard lock(mu_);
+    return checkpoints_;
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      wake_.wait_for(lock, options_.checkpoint_interval,
+                     [this] { return stop_ || wal_pages_ >= options_.checkpoint_wal_pages; });
+      if (stop_ || wal_pages_ == 0) continue;
+      wal_pages_ = 0;
+      lock.unlock();
+      // SQLITE_BUSY (another checkpoint running, e.g. a sqlite3 CLI's) is
+      // not an error: the next commit or interval tries again.
+      sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      lock.lock();
+      ++checkpoints_;
+    }
+  }
+
+  sqlite3* const db_;
+  const SqliteOptions options_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  int wal_pages_ = 0;  // as of the last commit; 0 once checkpointed
+  int64_t checkpoints_ = 0;
+  std::thread thread_;  // last: started once the members above exist
+};
+
 class SqliteStore final : public Store {
  public:
   explicit SqliteStore(sqlite3* db) : db_(db) {}
   ~SqliteStore() override {
+    // The checkpointer's connection closes first, so that closing db_, the
+    // last connection, checkpoints the whole WAL and removes it.
+    checkpointer_.reset();
     for (auto& [_, stmt] : statements_) sqlite3_finalize(stmt);
     sqlite3_close(db_);
   }
+
+  // Hands checkpoints to a thread with its own connection `checkpoint_db`
+  // (SQLite's automatic checkpoint is off from here on).
+  void StartCheckpointer(sqlite3* checkpoint_db, const SqliteOptions& options) {
+    std::lock_guard lock(mu_);
+    checkpointer_ = std::make_unique<WalCheckpointer>(checkpoint_db, options);
+    // Replaces the hook sqlite3_wal_autocheckpoint installs.
+    sqlite3_wal_hook(
+        db_,
+        [](void* checkpointer, sqlite3*, const char*, int pages) {
+          static_cast<WalCheckpointer*>(checkpointer)->OnCommit(pages);
+          return SQLITE_OK;
+        },
+        checkpointer_.get());
+  }
+
+  int64_t CheckpointsForTest() { return checkpointer_ ? checkpointer_->checkpoints() : 0; }
 
   Status Migrate(const std::string& path) {
     std::lock_guard lock(mu_);
@@ -146,7 +240,15 @@ class SqliteStore final : public Store {
       Exec("ROLLBACK");
       return s;
     }
-    return Exec("COMMIT");
+    if (Status s = Exec("COMMIT"); !s.ok()) {
+      // A COMMIT that fails may or may not have rolled back: forget what
+      // the cache knows of these experiments rather than guess.
+      Exec("ROLLBACK");
+      ForgetTaskCounts(c);
+      return s;
+    }
+    CountCommittedTasks(c);
+    return Status::Ok();
   }
 
   StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override {
@@ -162,8 +264,9 @@ class SqliteStore final : public Store {
 
   StatusOr<std::vector<ExperimentSummary>> ListExperiments(const ListQuery& q) override {
     std::lock_guard lock(mu_);
-    // The page with each experiment's current attempt, then the task counts
-    // of the open ones in a second query: two queries whatever the page size.
+    // The page with each experiment's current attempt; the task counts of
+    // the open ones come from task_counts_, and those not cached yet from a
+    // second query: at most two queries whatever the page size.
     Statement s =
         Prepare(std::string("SELECT ") + kSummaryColumns +
                 " FROM experiments e LEFT JOIN attempts a ON a.experiment_id = e.id AND "
@@ -172,8 +275,9 @@ class SqliteStore final : public Store {
     int n = BindWhere(s, q);
     s.Bind(n, q.limit).Bind(n + 1, q.offset);
     std::vector<ExperimentSummary> out;
-    std::unordered_map<std::string, size_t> open;
-    nlohmann::json open_ids = nlohmann::json::array();
+    // Open experiments whose counts are not cached: by id, their place in out.
+    std::unordered_map<std::string, size_t> uncounted;
+    nlohmann::json uncounted_ids = nlohmann::json::array();
     int rc;
     while ((rc = s.Step()) == SQLITE_ROW) {
       ExperimentSummary summary;
@@ -182,34 +286,40 @@ class SqliteStore final : public Store {
       summary.slurm_job_id = s.Int(kSummaryAttemptColumn + 1);
       summary.nodes = s.Text(kSummaryAttemptColumn + 2);
       summary.slurm_state = s.Text(kSummaryAttemptColumn + 3);
-      if (!IsTerminal(summary.experiment.state)) {
-        open.emplace(summary.experiment.id, out.size());
-        open_ids.push_back(summary.experiment.id);
+      const ExperimentRecord& e = summary.experiment;
+      if (!IsTerminal(e.state)) {
+        auto cached = task_counts_.find(e.id);
+        if (cached != task_counts_.end() && cached->second.attempt == e.current_attempt) {
+          summary.task_counts = cached->second.counts;
+        } else {
+          uncounted.emplace(e.id, out.size());
+          uncounted_ids.push_back(e.id);
+        }
       }
       out.push_back(std::move(summary));
     }
     if (rc != SQLITE_DONE) return Error("listing experiments");
-    if (open.empty()) return out;
+    if (uncounted.empty()) return out;
 
-    // Rows counted here rather than with GROUP BY or ORDER BY, which sort
-    // through a temporary b-tree and took most of the list's time. Rows of
-    // one experiment come in index order, so equal (role, state) are usually
-    // adjacent; when not, the entries repeat and readers add them up.
+    // The current attempt's tasks of the experiments not cached yet, in one
+    // query, into the cache.
     Statement tasks = Prepare(
-        "SELECT t.experiment_id, t.role, t.state FROM experiments e JOIN tasks t ON "
-        "t.experiment_id = e.id AND t.attempt = e.current_attempt WHERE e.id IN (SELECT value "
-        "FROM json_each(?))");
-    tasks.Bind(1, open_ids.dump());
+        "SELECT t.experiment_id, t.attempt, t.proc_id, t.role, t.state FROM experiments e JOIN "
+        "tasks t ON t.experiment_id = e.id AND t.attempt = e.current_attempt WHERE e.id IN "
+        "(SELECT value FROM json_each(?))");
+    tasks.Bind(1, uncounted_ids.dump());
+    std::unordered_map<std::string, CountedTasks> loaded;
+    for (const auto& [id, i] : uncounted) loaded[id].attempt = out[i].experiment.current_attempt;
     while ((rc = tasks.Step()) == SQLITE_ROW) {
-      auto it = open.find(tasks.Text(0));
-      if (it == open.end()) continue;
-      std::vector<TaskStateCount>& counts = out[it->second].task_counts;
-      std::string role = tasks.Text(1), state = tasks.Text(2);
-      if (counts.empty() || counts.back().role != role || counts.back().state != state)
-        counts.push_back({std::move(role), std::move(state), 0});
-      counts.back().count++;
+      auto it = loaded.find(tasks.Text(0));
+      if (it == loaded.end() || it->second.attempt != tasks.Int(1)) continue;
+      it->second.Set(static_cast<int>(tasks.Int(2)), tasks.Text(3), tasks.Text(4));
     }
     if (rc != SQLITE_DONE) return Error("counting tasks");
+    for (auto& [id, counted] : loaded) {
+      out[uncounted[id]].task_counts = counted.counts;
+      task_counts_[id] = std::move(counted);
+    }
     return out;
   }
 
@@ -333,6 +443,53 @@ class SqliteStore final : public Store {
   }
 
  private:
+  // The current attempt's tasks of an open experiment, counted by role and
+  // state for the list, and kept up to date as tasks are written.
+  struct CountedTasks {
+    int attempt = 0;
+    std::unordered_map<int, std::pair<std::string, std::string>> by_proc;  // role, state
+    std::vector<TaskStateCount> counts;  // of by_proc; no zero counts
+
+    void Set(int proc_id, const std::string& role, const std::string& state) {
+      auto [it, added] = by_proc.try_emplace(proc_id, role, state);
+      if (!added) {
+        if (it->second.first == role && it->second.second == state) return;
+        Add(it->second.first, it->second.second, -1);
+        it->second = {role, state};
+      }
+      Add(role, state, 1);
+    }
+    void Add(const std::string& role, const std::string& state, int n) {
+      for (auto it = counts.begin(); it != counts.end(); ++it) {
+        if (it->role != role || it->state != state) continue;
+        it->count += n;
+        if (it->count == 0) counts.erase(it);
+        return;
+      }
+      counts.push_back({role, state, n});
+    }
+  };
+
+  // After `c` committed: the cached counts follow its task rows. Tasks of an
+  // attempt other than the cached one leave the cache alone: a list that
+  // finds the experiment on another attempt reads that attempt's tasks.
+  void CountCommittedTasks(const Changes& c) {
+    if (c.delete_experiment) task_counts_.erase(*c.delete_experiment);
+    for (const TaskRecord& t : c.tasks) {
+      auto it = task_counts_.find(t.experiment_id);
+      if (it != task_counts_.end() && it->second.attempt == t.attempt)
+        it->second.Set(t.proc_id, t.role, t.state);
+    }
+    // A list shows no counts for a finished experiment.
+    if (c.experiment && IsTerminal(c.experiment->state)) task_counts_.erase(c.experiment->id);
+  }
+
+  void ForgetTaskCounts(const Changes& c) {
+    if (c.delete_experiment) task_counts_.erase(*c.delete_experiment);
+    if (c.experiment) task_counts_.erase(c.experiment->id);
+    for (const TaskRecord& t : c.tasks) task_counts_.erase(t.experiment_id);
+  }
+
   Status ApplyLocked(const Changes& c) {
     if (c.delete_experiment) {
       // Foreign keys cascade to attempts, tasks and events.
@@ -473,11 +630,19 @@ class SqliteStore final : public Store {
   std::mutex mu_;
   sqlite3* db_;
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
+  // By experiment id, for the open experiments a list has shown: a list of
+  // 1,000 would otherwise read 6,000 task rows to count them on every
+  // request. One tfslurmd owns a database and every task write goes through
+  // Apply, so the cache cannot go stale.
+  std::unordered_map<std::string, CountedTasks> task_counts_;
+  std::unique_ptr<WalCheckpointer> checkpointer_;
 };
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
+namespace {
+
+StatusOr<sqlite3*> OpenConnection(const std::string& path) {
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -486,9 +651,27 @@ StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path) {
     sqlite3_close(db);
     return Unavailable("cannot open database " + path + ": " + msg);
   }
-  auto store = std::make_unique<SqliteStore>(db);
+  return db;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
+                                                 const SqliteOptions& options) {
+  auto db = OpenConnection(path);
+  if (!db.ok()) return db.status();
+  auto store = std::make_unique<SqliteStore>(*db);
   if (Status s = store->Migrate(path); !s.ok()) return s;
+  auto checkpoint_db = OpenConnection(path);
+  if (!checkpoint_db.ok()) return checkpoint_db.status();
+  sqlite3_busy_timeout(*checkpoint_db, 5000);
+  store->StartCheckpointer(*checkpoint_db, options);
   return std::unique_ptr<Store>(std::move(store));
+}
+
+int64_t WalCheckpointsForTest(Store& store) {
+  auto* sqlite = dynamic_cast<SqliteStore*>(&store);
+  return sqlite ? sqlite->CheckpointsForTest() : 0;
 }
 
 }  // namespace tfslurm::store

@@ -4,8 +4,10 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
+#include <thread>
 
 namespace tfslurm::store {
 namespace {
@@ -159,6 +161,166 @@ TEST_F(StoreTest, ListCarriesTheCurrentAttemptAndCountsTheOpenExperimentsTasks) 
   const ExperimentSummary& done = (*list)[1];
   EXPECT_EQ(done.slurm_job_id, 42);
   EXPECT_TRUE(done.task_counts.empty()) << "finished experiments are summarized by their state";
+}
+
+// Counts of the current attempt's tasks by role and state, as a list shows
+// them for experiment `id` (entries of one role and state added up).
+std::map<std::pair<std::string, std::string>, int> ListedCounts(Store& s, const std::string& id) {
+  std::map<std::pair<std::string, std::string>, int> counts;
+  auto list = s.ListExperiments({});
+  EXPECT_TRUE(list.ok()) << list.status().message();
+  if (!list.ok()) return counts;
+  for (const ExperimentSummary& e : *list) {
+    if (e.experiment.id != id) continue;
+    for (const TaskStateCount& c : e.task_counts) {
+      EXPECT_GT(c.count, 0) << c.role << " " << c.state;
+      counts[{c.role, c.state}] += c.count;
+    }
+  }
+  return counts;
+}
+
+using Counts = std::map<std::pair<std::string, std::string>, int>;
+
+// An open experiment on its first attempt, with one pending ps task.
+Changes OnFirstAttempt(Changes c) {
+  c.experiment->current_attempt = 1;
+  return c;
+}
+
+TEST_F(StoreTest, ListedTaskCountsFollowTaskWritesAndSurviveARestart) {
+  TaskRecord task;
+  {
+    auto s = OpenSqliteStore(path_);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    Changes c = OnFirstAttempt(NewExperiment("a", 1, ExperimentState::kRunning));
+    for (int proc = 1; proc < 4; ++proc) {
+      TaskRecord t = c.tasks[0];
+      t.proc_id = proc;
+      t.role = "worker";
+      c.tasks.push_back(t);
+    }
+    task = c.tasks[1];  // worker, proc 1
+    ASSERT_TRUE((*s)->Apply(c).ok());
+    EXPECT_EQ(ListedCounts(**s, "a"), (Counts{{{"ps", "pending"}, 1}, {{"worker", "pending"}, 3}}));
+
+    // The list above cached the counts; later writes must show.
+    Changes registered;
+    task.state = "running";
+    registered.tasks.push_back(task);
+    ASSERT_TRUE((*s)->Apply(registered).ok());
+    EXPECT_EQ(
+        ListedCounts(**s, "a"),
+        (Counts{{{"ps", "pending"}, 1}, {{"worker", "pending"}, 2}, {{"worker", "running"}, 1}}));
+
+    // A heartbeat rewrites the row without changing its state.
+    Changes heartbeat;
+    task.last_heartbeat = 99;
+    heartbeat.tasks.push_back(task);
+    heartbeat.tasks.push_back(task);
+    ASSERT_TRUE((*s)->Apply(heartbeat).ok());
+    EXPECT_EQ(
+        ListedCounts(**s, "a"),
+        (Counts{{{"ps", "pending"}, 1}, {{"worker", "pending"}, 2}, {{"worker", "running"}, 1}}));
+
+    // A transaction that fails changes neither the tasks nor the counts.
+    Changes failing = NewExperiment("a", 5, ExperimentState::kRunning);  // id taken
+    failing.tasks[0].state = "failed";
+    ASSERT_EQ((*s)->Apply(failing).code(), StatusCode::kAlreadyExists);
+    EXPECT_EQ(
+        ListedCounts(**s, "a"),
+        (Counts{{{"ps", "pending"}, 1}, {{"worker", "pending"}, 2}, {{"worker", "running"}, 1}}));
+
+    Changes ended;
+    task.state = "succeeded";
+    ended.tasks.push_back(task);
+    ASSERT_TRUE((*s)->Apply(ended).ok());
+  }
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(
+      ListedCounts(**s, "a"),
+      (Counts{{{"ps", "pending"}, 1}, {{"worker", "pending"}, 2}, {{"worker", "succeeded"}, 1}}));
+}
+
+TEST_F(StoreTest, ListedTaskCountsAreThoseOfTheCurrentAttempt) {
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE((*s)->Apply(OnFirstAttempt(NewExperiment("a", 1, ExperimentState::kRunning))).ok());
+  EXPECT_EQ(ListedCounts(**s, "a"), (Counts{{{"ps", "pending"}, 1}}));
+
+  // Attempt 2 with two workers becomes current, in two transactions.
+  ExperimentRecord e = *(*s)->GetExperiment("a");
+  Changes attempt2;
+  AttemptRecord a = (*s)->ListAttempts("a")->front();
+  a.number = 2;
+  attempt2.attempts.push_back(a);
+  for (int proc = 0; proc < 2; ++proc) {
+    TaskRecord t;
+    t.experiment_id = "a";
+    t.attempt = 2;
+    t.proc_id = proc;
+    t.role = "worker";
+    t.state = "running";
+    attempt2.tasks.push_back(t);
+  }
+  ASSERT_TRUE((*s)->Apply(attempt2).ok());
+  EXPECT_EQ(ListedCounts(**s, "a"), (Counts{{{"ps", "pending"}, 1}}))
+      << "attempt 1 is still current";
+  Changes current;
+  e.current_attempt = 2;
+  current.experiment = e;
+  ASSERT_TRUE((*s)->Apply(current).ok());
+  EXPECT_EQ(ListedCounts(**s, "a"), (Counts{{{"worker", "running"}, 2}}));
+
+  // Finished: no counts. Resumed (open again): counted again.
+  e.state = ExperimentState::kCancelled;
+  current.experiment = e;
+  ASSERT_TRUE((*s)->Apply(current).ok());
+  EXPECT_EQ(ListedCounts(**s, "a"), Counts{});
+  e.state = ExperimentState::kRunning;
+  current.experiment = e;
+  ASSERT_TRUE((*s)->Apply(current).ok());
+  EXPECT_EQ(ListedCounts(**s, "a"), (Counts{{{"worker", "running"}, 2}}));
+
+  // Deleted and created again under the same id.
+  Changes again = OnFirstAttempt(NewExperiment("a", 7, ExperimentState::kQueued));
+  again.delete_experiment = "a";
+  ASSERT_TRUE((*s)->Apply(again).ok());
+  EXPECT_EQ(ListedCounts(**s, "a"), (Counts{{{"ps", "pending"}, 1}}));
+}
+
+TEST_F(StoreTest, CheckpointsTheWalOffTheCommittingThread) {
+  SqliteOptions options;
+  options.checkpoint_wal_pages = 8;
+  options.checkpoint_interval = std::chrono::hours(1);
+  auto s = OpenSqliteStore(path_, options);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(
+        (*s)->Apply(NewExperiment("e" + std::to_string(i), i, ExperimentState::kRunning)).ok());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (WalCheckpointsForTest(**s) == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_GT(WalCheckpointsForTest(**s), 0) << "the WAL passed 8 pages";
+}
+
+TEST_F(StoreTest, CheckpointsOnAnIntervalAndRemovesTheWalAtClose) {
+  SqliteOptions options;
+  options.checkpoint_wal_pages = 1 << 30;
+  options.checkpoint_interval = std::chrono::milliseconds(10);
+  {
+    auto s = OpenSqliteStore(path_, options);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    ASSERT_TRUE((*s)->Apply(NewExperiment("a", 1, ExperimentState::kRunning)).ok());
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (WalCheckpointsForTest(**s) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_EQ(WalCheckpointsForTest(**s), 1);
+  }
+  EXPECT_FALSE(fs::exists(path_ + "-wal")) << "closing checkpoints everything";
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)->GetExperiment("a")->state, ExperimentState::kRunning);
 }
 
 TEST_F(StoreTest, DeleteRemovesEverything) {
