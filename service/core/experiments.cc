@@ -99,6 +99,8 @@ struct Experiments::Active {
   std::optional<EndReason> decided_reason;
   int64_t cancel_sent_at_ms = 0;
   bool start_seen_in_slurm = false;
+  // Automatic submissions that failed in a row, for the retry backoff.
+  int submit_failures = 0;
   // When Slurm's answer named this attempt's job, in submission order: a
   // poll whose snapshot began before it cannot have seen the job.
   int64_t job_known_seq = 0;
@@ -108,6 +110,13 @@ struct Experiments::Actions {
   std::vector<int64_t> cancel_jobs;
   std::vector<int64_t> kill_steps;
   std::vector<std::string> restarts;
+};
+
+struct Experiments::PreparedAttempt {
+  int number = 0;
+  slurm::SubmitRequest request;
+  AttemptRecord attempt;
+  MemoryPlan memory;
 };
 
 Experiments::Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& clock,
@@ -210,7 +219,9 @@ StatusOr<SubmitResult> Experiments::Submit(const nlohmann::json& input, const st
     return SubmitResult{e, attempt, *memory};
   }
 
-  auto submitted = SubmitAttempt(*a, 1, /*create=*/true);
+  auto prepared = PrepareAttempt(*a, 1);
+  if (!prepared.ok()) return prepared.status();
+  auto submitted = SubmitAttempt(*a, std::move(prepared).value(), /*create=*/true);
   if (!submitted.ok()) return submitted.status();
   SubmitResult result{a->record, a->attempt, *memory};
   std::lock_guard lock(mu_);
@@ -218,11 +229,7 @@ StatusOr<SubmitResult> Experiments::Submit(const nlohmann::json& input, const st
   return result;
 }
 
-// Records the intent, then submits. For attempt 1 the experiment row is
-// created in the same transaction as the intent; if Slurm refuses, the rows
-// are removed again so a refused submission leaves nothing behind. For later
-// attempts a refusal ends the experiment with Slurm's reason.
-StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool create) {
+StatusOr<Experiments::PreparedAttempt> Experiments::PrepareAttempt(const Active& a, int number) {
   const std::string& id = a.record.id;
   std::string log_dir = config_.output_root + "/" + id + "/logs/attempt-" + std::to_string(number);
   std::error_code ec;
@@ -237,53 +244,75 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool c
   auto memory = ComputeMemPerTask(*partition, a.spec.resources);
   if (!memory.ok()) return memory.status();
 
+  PreparedAttempt p;
+  p.number = number;
+  p.memory = *memory;
   std::string secret = random_.NewSecret();
-  slurm::SubmitRequest request = slurm::BuildSubmitRequest(
-      a.spec, *memory, number, {log_dir}, config_.launch, secret, config_.job_environment);
-  int64_t now = clock_.NowMs();
-  AttemptRecord attempt;
+  p.request = slurm::BuildSubmitRequest(a.spec, *memory, number, {log_dir}, config_.launch, secret,
+                                        config_.job_environment);
+  AttemptRecord& attempt = p.attempt;
   attempt.experiment_id = id;
   attempt.number = number;
   attempt.secret_sha256 = Sha256Hex(secret);
-  attempt.job_name = request.job_name;
+  attempt.job_name = p.request.job_name;
   attempt.state = "submitting";
-  attempt.sbatch_script = request.script;
-  attempt.submitted_at = now;
+  attempt.sbatch_script = p.request.script;
   if (auto cp = ReadCheckpointState(a.record.model_dir)) attempt.start_step = cp->step;
+  return p;
+}
 
-  a.record.current_attempt = number;
-  a.record.state = number == 1 ? ExperimentState::kQueued : a.record.state;
-  a.record.updated_at = now;
-  a.attempt = attempt;
-  a.run = std::make_unique<AttemptRun>(a.spec, number);
-  a.tasks.clear();
-  for (int i = 0; i < a.run->size(); ++i) {
+// The intent is one transaction: the attempt row `submitting` with its tasks
+// and, for a restart or a resume, the experiment's move to queued. Before it,
+// nothing has changed; after it, a crash leaves an attempt that Recover
+// reconciles. For attempt 1 the experiment row is created in the same
+// transaction; if Slurm refuses, the rows are removed again so a refused
+// submission leaves nothing behind. For later attempts a refusal ends the
+// experiment with Slurm's reason.
+StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, PreparedAttempt p, bool create,
+                                                   const std::string& queued_why) {
+  const std::string& id = a.record.id;
+  const int number = p.number;
+  int64_t now = clock_.NowMs();
+  p.attempt.submitted_at = now;
+
+  auto run = std::make_unique<AttemptRun>(a.spec, number);
+  std::vector<TaskRecord> tasks;
+  for (int i = 0; i < run->size(); ++i) {
     TaskRecord t;
     t.experiment_id = id;
     t.attempt = number;
     t.proc_id = i;
-    t.role = a.run->task(i).role.role;
-    t.index = a.run->task(i).role.index;
-    a.tasks.push_back(t);
+    t.role = run->task(i).role.role;
+    t.index = run->task(i).role.index;
+    tasks.push_back(t);
   }
-  a.channels.clear();
-  a.job_started_ms = a.reap_deadline_ms = 0;
-  a.step_killed = a.job_cancel_sent = false;
-  a.decided_reason.reset();
-  a.start_seen_in_slurm = false;
 
+  ExperimentRecord record = a.record;
+  record.current_attempt = number;
+  record.updated_at = now;
   store::Changes intent;
-  intent.experiment = a.record;
+  if (number == 1) record.state = ExperimentState::kQueued;
+  if (!queued_why.empty() &&
+      (record.state != ExperimentState::kQueued || record.reason != queued_why)) {
+    intent.events.push_back({0, id, number, now, "state",
+                             std::string(ExperimentStateName(record.state)) + " -> " +
+                                 ExperimentStateName(ExperimentState::kQueued) + ": " +
+                                 queued_why});
+    record.state = ExperimentState::kQueued;
+    record.reason = queued_why;
+  }
+  intent.experiment = record;
   intent.create_experiment = create;
-  intent.attempts.push_back(attempt);
-  intent.tasks = a.tasks;
-  Event(intent, a, "submitting",
-        "attempt " + std::to_string(number) + " as Slurm job " + request.job_name +
-            "; memory per task " + std::to_string(memory->mem_per_task_mb) + " MB (" +
-            memory->explanation + ")" +
-            (attempt.start_step
-                 ? "; resumes from checkpoint step " + std::to_string(*attempt.start_step)
-                 : ""));
+  intent.attempts.push_back(p.attempt);
+  intent.tasks = tasks;
+  intent.events.push_back(
+      {0, id, number, now, "submitting",
+       "attempt " + std::to_string(number) + " as Slurm job " + p.request.job_name +
+           "; memory per task " + std::to_string(p.memory.mem_per_task_mb) + " MB (" +
+           p.memory.explanation + ")" +
+           (p.attempt.start_step
+                ? "; resumes from checkpoint step " + std::to_string(*p.attempt.start_step)
+                : "")});
   if (Status s = store_.Apply(intent); !s.ok()) {
     if (s.code() == StatusCode::kAlreadyExists)
       return Status(
@@ -293,7 +322,19 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool c
     return s;
   }
 
-  auto job = slurm_.Submit(request);
+  // Recorded: from here on `a` is the new attempt.
+  a.record = record;
+  a.attempt = p.attempt;
+  a.run = std::move(run);
+  a.tasks = std::move(tasks);
+  a.channels.clear();
+  a.heartbeat_dirty.clear();
+  a.job_started_ms = a.reap_deadline_ms = 0;
+  a.step_killed = a.job_cancel_sent = false;
+  a.decided_reason.reset();
+  a.start_seen_in_slurm = false;
+
+  auto job = slurm_.Submit(p.request);
   store::Changes after;
   if (!job.ok()) {
     if (create) {
@@ -314,13 +355,36 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, int number, bool c
     Commit(after);
     return job.status();
   }
+  a.submit_failures = 0;
   a.attempt.slurm_job_id = *job;
   a.attempt.state = "pending";
   a.job_known_seq = ++job_seq_;
   after.attempts.push_back(a.attempt);
-  Event(after, a, "submitted", "Slurm job " + std::to_string(*job) + " (" + request.job_name + ")");
+  Event(after, a, "submitted",
+        "Slurm job " + std::to_string(*job) + " (" + p.request.job_name + ")");
   Commit(after);
   return a.attempt;
+}
+
+int64_t Experiments::NextSubmitRetryMs(Active& a) {
+  int64_t delay = config_.submit_retry_ms << std::min(a.submit_failures, 10);
+  a.submit_failures++;
+  return std::min(delay, config_.submit_retry_max_ms);
+}
+
+void Experiments::OnSubmissionNotPrepared(Active& a, int number, const Status& why,
+                                          store::Changes& c) {
+  std::string attempt_n = "attempt " + std::to_string(number);
+  if (why.retryable()) {
+    int64_t delay = NextSubmitRetryMs(a);
+    a.record.next_attempt_at = clock_.NowMs() + delay;
+    a.record.updated_at = clock_.NowMs();
+    c.experiment = a.record;
+    Event(c, a, "retry",
+          attempt_n + " not submitted: " + why.message() + "; trying again in " + Seconds(delay));
+    return;
+  }
+  SetState(c, a, ExperimentState::kFailed, attempt_n + " cannot be submitted: " + why.message());
 }
 
 StatusOr<ExperimentView> Experiments::Get(const std::string& id) {
@@ -390,17 +454,19 @@ StatusOr<AttemptRecord> Experiments::Resume(const std::string& id) {
   auto loaded = Load(*record);
   if (!loaded.ok()) return loaded.status();
   std::unique_ptr<Active> a = std::move(loaded).value();
-  store::Changes c;
   a->record.restarts = 0;
   a->record.next_attempt_at = 0;
   a->user_cancelled = false;
   auto checkpoint = ReadCheckpointState(a->record.model_dir);
-  SetState(c, *a, ExperimentState::kQueued,
-           "resumed by the user" +
-               (checkpoint ? " from checkpoint step " + std::to_string(checkpoint->step)
-                           : std::string(" (no checkpoint in ") + a->record.model_dir + ")"));
-  Commit(c);
-  auto attempt = SubmitAttempt(*a, a->attempt.number + 1, /*create=*/false);
+  // Nothing is stored before the intent: a failure to prepare the attempt
+  // answers the error and leaves the experiment as it was.
+  auto prepared = PrepareAttempt(*a, a->attempt.number + 1);
+  if (!prepared.ok()) return prepared.status();
+  auto attempt = SubmitAttempt(
+      *a, std::move(prepared).value(), /*create=*/false,
+      "resumed by the user" +
+          (checkpoint ? " from checkpoint step " + std::to_string(checkpoint->step)
+                      : std::string(" (no checkpoint in ") + a->record.model_dir + ")"));
   if (!attempt.ok()) return attempt.status();
   active_[id] = std::move(a);
   return attempt;
@@ -922,11 +988,18 @@ void Experiments::RunActions(Actions& actions) {
     auto it = active_.find(id);
     if (it == active_.end() || it->second->record.state != ExperimentState::kRestarting) continue;
     Active& a = *it->second;
-    store::Changes c;
-    SetState(c, a, ExperimentState::kQueued,
-             "attempt " + std::to_string(a.attempt.number + 1) + " submitted");
-    Commit(c);
-    SubmitAttempt(a, a.attempt.number + 1, /*create=*/false);
+    const int number = a.attempt.number + 1;
+    auto prepared = PrepareAttempt(a, number);
+    if (!prepared.ok()) {
+      // Nothing was recorded: the experiment is still restarting.
+      store::Changes c;
+      OnSubmissionNotPrepared(a, number, prepared.status(), c);
+      Commit(c);
+      continue;
+    }
+    // Slurm's answer is handled inside, the intent being recorded.
+    SubmitAttempt(a, std::move(prepared).value(), /*create=*/false,
+                  "attempt " + std::to_string(number) + " submitted");
   }
 }
 
@@ -992,7 +1065,23 @@ Status Experiments::Recover() {
         fprintf(stderr, "tfslurmd: %s\n", a.status().message().c_str());
         continue;
       }
-      if ((*a)->attempt.state == "submitting") submitting.push_back(a->get());
+      Active& loaded = **a;
+      if (loaded.attempt.state == "submitting") submitting.push_back(&loaded);
+      if (!IsTerminal(loaded.record.state) && loaded.record.state != ExperimentState::kRestarting &&
+          loaded.attempt.state == "ended") {
+        // An open experiment whose last attempt has ended, with no newer
+        // one: tfslurmd before this version recorded `queued` for a restart
+        // or a resume ahead of the next attempt's intent, and stopped or
+        // failed in between. Nothing else moves it: restart it now.
+        store::Changes c;
+        loaded.record.next_attempt_at = clock_.NowMs();
+        SetState(c, loaded, ExperimentState::kRestarting,
+                 "attempt " + std::to_string(loaded.attempt.number) + " has ended and attempt " +
+                     std::to_string(loaded.attempt.number + 1) +
+                     " was never recorded (tfslurmd stopped or failed in between); submitting "
+                     "it now");
+        Commit(c);
+      }
       active_[r.id] = std::move(a).value();
     }
   }
@@ -1022,7 +1111,12 @@ Status Experiments::Recover() {
             "submission of " + a->attempt.job_name +
                 " was interrupted before Slurm had it; submitting now");
       Commit(c);
-      SubmitAttempt(*a, a->attempt.number, /*create=*/false);
+      auto prepared = PrepareAttempt(*a, a->attempt.number);
+      if (prepared.ok())
+        SubmitAttempt(*a, std::move(prepared).value(), /*create=*/false);
+      else
+        fprintf(stderr, "tfslurmd: cannot submit %s: %s\n", a->attempt.job_name.c_str(),
+                prepared.status().message().c_str());
     }
   }
   return Status::Ok();

@@ -59,6 +59,11 @@ struct LifecycleConfig {
   // After the grace, the service ends the step itself through Slurm.
   int64_t reap_timeout_margin_ms = 5000;
   int64_t partition_cache_ms = 30000;
+  // An automatic submission (a restart, or one interrupted by a crash) that
+  // fails on something transient (slurmctld, the disk) is tried again after
+  // this delay, doubled per failure up to the maximum.
+  int64_t submit_retry_ms = 5000;
+  int64_t submit_retry_max_ms = 5 * 60 * 1000;
   SpecLimits limits;
 };
 
@@ -121,8 +126,9 @@ class Experiments {
   store::Store& store() { return store_; }
 
  private:
-  struct Active;   // an open experiment in memory
-  struct Actions;  // Slurm calls to make after releasing the lock
+  struct Active;           // an open experiment in memory
+  struct Actions;          // Slurm calls to make after releasing the lock
+  struct PreparedAttempt;  // a submission checked and rendered, not yet recorded
 
   StatusOr<std::unique_ptr<Active>> Load(const ExperimentRecord& record);
   StatusOr<PartitionShape> Partition(const std::string& name);
@@ -138,7 +144,17 @@ class Experiments {
   void OnJobUpdate(Active& a, const slurm::JobInfo* job, int64_t poll_seq, store::Changes& c);
   void FinishAttempt(Active& a, EndReason reason, const std::string& why, store::Changes& c);
   void CheckTimers(Active& a, store::Changes& c, Actions& actions);
-  StatusOr<AttemptRecord> SubmitAttempt(Active& a, int number, bool create);
+  // Checks and renders attempt `number` (directories, partition, memory)
+  // without changing `a` or the store: its failure leaves everything as it was.
+  StatusOr<PreparedAttempt> PrepareAttempt(const Active& a, int number);
+  // Records the intent, then submits. With `queued_why`, the experiment moves
+  // to queued in the intent's own transaction.
+  StatusOr<AttemptRecord> SubmitAttempt(Active& a, PreparedAttempt prepared, bool create,
+                                        const std::string& queued_why = "");
+  // An automatic submission could not be prepared: retried later when the
+  // cause is transient, else the experiment fails with the reason.
+  void OnSubmissionNotPrepared(Active& a, int number, const Status& why, store::Changes& c);
+  int64_t NextSubmitRetryMs(Active& a);
   void RunActions(Actions& actions);
 
   store::Store& store_;

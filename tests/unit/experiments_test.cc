@@ -413,6 +413,116 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
             StatusCode::kUnauthenticated);
 }
 
+TEST_F(ExperimentsTest, RestartIsRetriedWhileThePartitionLookupFails) {
+  config_.partition_cache_ms = 0;
+  Restart();
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 137);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+
+  slurm_.refuse_partition = Unavailable("slurmctld at ctl:6817 did not answer");
+  clock_.Advance(5000);
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  // Still restarting, in the store too: a crash now loses nothing.
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  EXPECT_EQ(v.attempts.size(), 1u);
+  EXPECT_EQ(v.events.back().what, "retry");
+  EXPECT_NE(v.events.back().why.find("attempt 2 not submitted: slurmctld at ctl:6817"),
+            std::string::npos)
+      << v.events.back().why;
+  EXPECT_NE(v.events.back().why.find("trying again in 5 s"), std::string::npos)
+      << v.events.back().why;
+
+  // The service restarts; Slurm is back; the retry submits attempt 2.
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  slurm_.refuse_partition = Status::Ok();
+  clock_.Advance(5000);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(slurm_.submitted[1].job_name, "tfx-a-a2");
+  v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
+  EXPECT_EQ(v.experiment.current_attempt, 2);
+  EXPECT_EQ(v.attempts.at(1).state, "pending");
+}
+
+TEST_F(ExperimentsTest, RestartThatCanNoLongerBeSubmittedFailsWithTheReason) {
+  config_.partition_cache_ms = 0;
+  Restart();
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 137);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+  // The admin removed the partition in the meantime.
+  slurm_.refuse_partition = InvalidArgument("no partition named 'debug'");
+  clock_.Advance(5000);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_NE(v.experiment.reason.find("attempt 2 cannot be submitted: no partition named 'debug'"),
+            std::string::npos)
+      << v.experiment.reason;
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+}
+
+TEST_F(ExperimentsTest, ResumeThatCannotBePreparedAnswersTheErrorAndChangesNothing) {
+  config_.partition_cache_ms = 0;
+  Restart();
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+  std::string reason = View("a").experiment.reason;
+
+  slurm_.refuse_partition = Unavailable("slurmctld did not answer");
+  EXPECT_EQ(experiments_->Resume("a").status().code(), StatusCode::kUnavailable);
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_EQ(v.experiment.reason, reason);
+  EXPECT_EQ(v.attempts.size(), 1u);
+
+  // Also after a restart of the service: nothing was half-recorded.
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  slurm_.refuse_partition = Status::Ok();
+  auto attempt = experiments_->Resume("a");
+  ASSERT_TRUE(attempt.ok()) << attempt.status().message();
+  EXPECT_EQ(attempt->number, 2);
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kQueued);
+}
+
+TEST_F(ExperimentsTest, RecoverRestartsAnExperimentLeftQueuedWithItsAttemptEnded) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 137);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+  // What an older tfslurmd left when killed between recording `queued` and
+  // the next attempt's intent.
+  auto e = *store_->GetExperiment("a");
+  e.state = ExperimentState::kQueued;
+  e.reason = "attempt 2 submitted";
+  store::Changes c;
+  c.experiment = e;
+  ASSERT_TRUE(store_->Apply(c).ok());
+
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(slurm_.submitted[1].job_name, "tfx-a-a2");
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
+  EXPECT_EQ(v.experiment.current_attempt, 2);
+  bool explained = false;
+  for (const auto& ev : v.events)
+    explained |= ev.why.find("attempt 2 was never recorded") != std::string::npos;
+  EXPECT_TRUE(explained);
+}
+
 TEST_F(ExperimentsTest, OnePollIsOneSlurmQueryWhateverTheNumberOfExperiments) {
   for (int i = 0; i < 20; ++i)
     ASSERT_TRUE(experiments_->Submit(PsSpec("e" + std::to_string(i)), "a", false).ok());

@@ -33,6 +33,7 @@ class FakeSlurm final : public slurm::SlurmClient {
   }
 
   StatusOr<PartitionShape> GetPartition(const std::string& name) override {
+    if (!refuse_partition.ok()) return refuse_partition;
     if (!name.empty() && name != partition.name)
       return InvalidArgument("no partition named '" + name + "'",
                              {{"resources.partition", "unknown"}});
@@ -78,7 +79,7 @@ class FakeSlurm final : public slurm::SlurmClient {
   }
 
   PartitionShape partition;
-  Status refuse_submit;
+  Status refuse_submit, refuse_partition;
   std::vector<slurm::SubmitRequest> submitted;
   std::map<int64_t, slurm::JobInfo> jobs;
   std::vector<int64_t> cancelled, signalled_steps;
