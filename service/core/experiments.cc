@@ -101,6 +101,10 @@ struct Experiments::Active {
   bool start_seen_in_slurm = false;
   // Automatic submissions that failed in a row, for the retry backoff.
   int submit_failures = 0;
+  // An attempt still `submitting` (its submission was interrupted, or Slurm
+  // did not answer) is looked up in Slurm by name, then submitted, at the
+  // first poll from this time on.
+  int64_t reconcile_at_ms = 0;
   // When Slurm's answer named this attempt's job, in submission order: a
   // poll whose snapshot began before it cannot have seen the job.
   int64_t job_known_seq = 0;
@@ -110,6 +114,7 @@ struct Experiments::Actions {
   std::vector<int64_t> cancel_jobs;
   std::vector<int64_t> kill_steps;
   std::vector<std::string> restarts;
+  std::vector<std::string> resubmits;  // attempts `submitting` that Slurm does not have
 };
 
 struct Experiments::PreparedAttempt {
@@ -344,6 +349,18 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, PreparedAttempt p,
       store_.Apply(undo);
       return job.status();
     }
+    if (job.status().retryable()) {
+      // Slurm may have the job all the same (an RPC that timed out): the
+      // attempt stays `submitting`, and a later poll adopts the job by its
+      // name or submits it again.
+      int64_t delay = NextSubmitRetryMs(a);
+      a.reconcile_at_ms = clock_.NowMs() + delay;
+      Event(after, a, "retry",
+            "Slurm did not take " + p.request.job_name + ": " + job.status().message() +
+                "; looking for it by name and submitting it again in " + Seconds(delay));
+      Commit(after);
+      return a.attempt;
+    }
     a.attempt.state = "ended";
     a.attempt.end_reason = EndReasonName(EndReason::kStartFailed);
     a.attempt.reason = job.status().message();
@@ -375,14 +392,28 @@ int64_t Experiments::NextSubmitRetryMs(Active& a) {
 void Experiments::OnSubmissionNotPrepared(Active& a, int number, const Status& why,
                                           store::Changes& c) {
   std::string attempt_n = "attempt " + std::to_string(number);
+  // Either the intent of `number` is recorded and waits (`submitting`), or
+  // the experiment waits to restart.
+  const bool recorded = a.attempt.number == number && a.attempt.state == "submitting";
   if (why.retryable()) {
     int64_t delay = NextSubmitRetryMs(a);
-    a.record.next_attempt_at = clock_.NowMs() + delay;
-    a.record.updated_at = clock_.NowMs();
-    c.experiment = a.record;
+    if (recorded) {
+      a.reconcile_at_ms = clock_.NowMs() + delay;
+    } else {
+      a.record.next_attempt_at = clock_.NowMs() + delay;
+      a.record.updated_at = clock_.NowMs();
+      c.experiment = a.record;
+    }
     Event(c, a, "retry",
           attempt_n + " not submitted: " + why.message() + "; trying again in " + Seconds(delay));
     return;
+  }
+  if (recorded) {
+    a.attempt.state = "ended";
+    a.attempt.end_reason = EndReasonName(EndReason::kStartFailed);
+    a.attempt.reason = why.message();
+    a.attempt.ended_at = clock_.NowMs();
+    c.attempts.push_back(a.attempt);
   }
   SetState(c, a, ExperimentState::kFailed, attempt_n + " cannot be submitted: " + why.message());
 }
@@ -964,7 +995,10 @@ void Experiments::Tick() {
     for (auto it = active_.begin(); it != active_.end();) {
       Active& a = *it->second;
       store::Changes c;
-      if (by_id && a.attempt.slurm_job_id) {
+      if (a.attempt.state == "submitting") {
+        // The poll began at `now`, after the failure that set reconcile_at_ms.
+        if (by_id && now >= a.reconcile_at_ms) ReconcileSubmission(a, *jobs, c, actions);
+      } else if (by_id && a.attempt.slurm_job_id) {
         auto j = by_id->find(a.attempt.slurm_job_id);
         OnJobUpdate(a, j == by_id->end() ? nullptr : j->second, poll_seq, c);
       }
@@ -1001,6 +1035,62 @@ void Experiments::RunActions(Actions& actions) {
     SubmitAttempt(a, std::move(prepared).value(), /*create=*/false,
                   "attempt " + std::to_string(number) + " submitted");
   }
+  for (const std::string& id : actions.resubmits) {
+    std::lock_guard lock(mu_);
+    auto it = active_.find(id);
+    if (it == active_.end() || it->second->attempt.state != "submitting" ||
+        it->second->user_cancelled)
+      continue;
+    Active& a = *it->second;
+    auto prepared = PrepareAttempt(a, a.attempt.number);
+    if (!prepared.ok()) {
+      store::Changes c;
+      OnSubmissionNotPrepared(a, a.attempt.number, prepared.status(), c);
+      Commit(c);
+      continue;
+    }
+    SubmitAttempt(a, std::move(prepared).value(), /*create=*/false);
+  }
+}
+
+// Slurm may or may not have the job of an attempt still `submitting`: the
+// newest job with its name is adopted; without one, the attempt is submitted
+// (again). The job name is unique per experiment and attempt.
+void Experiments::ReconcileSubmission(Active& a, const std::vector<slurm::JobInfo>& jobs,
+                                      store::Changes& c, Actions& actions) {
+  const slurm::JobInfo* match = nullptr;
+  for (const auto& j : jobs)
+    if (j.name == a.attempt.job_name && (!match || j.job_id > match->job_id)) match = &j;
+  if (match) {
+    a.attempt.slurm_job_id = match->job_id;
+    a.attempt.state = "pending";
+    a.job_known_seq = ++job_seq_;
+    a.submit_failures = 0;
+    c.attempts.push_back(a.attempt);
+    Event(c, a, "recovered",
+          "found Slurm job " + std::to_string(match->job_id) + " (" + a.attempt.job_name +
+              "), whose submission was not confirmed; adopting it");
+    if (a.user_cancelled) {
+      // Cancelled while its submission was in doubt.
+      actions.cancel_jobs.push_back(match->job_id);
+      a.job_cancel_sent = true;
+      a.cancel_sent_at_ms = clock_.NowMs();
+    }
+    return;
+  }
+  if (a.user_cancelled) {
+    a.attempt.state = "ended";
+    a.attempt.ended_at = clock_.NowMs();
+    c.attempts.push_back(a.attempt);
+    Event(
+        c, a, "recovered",
+        "Slurm has no job " + a.attempt.job_name + "; the experiment is cancelled: not submitted");
+    return;
+  }
+  Event(c, a, "recovered",
+        "Slurm has no job " + a.attempt.job_name +
+            " (its submission was interrupted or refused); submitting it now");
+  actions.resubmits.push_back(a.record.id);
 }
 
 StatusOr<std::unique_ptr<Experiments::Active>> Experiments::Load(const ExperimentRecord& record) {
@@ -1087,38 +1177,20 @@ Status Experiments::Recover() {
   }
   if (submitting.empty()) return Status::Ok();
   // Submissions interrupted by a crash: Slurm may or may not have the job.
-  // One query finds them by name, so none is submitted twice.
+  // One query finds them by name, so none is submitted twice. If slurmctld
+  // does not answer now, Tick tries again at every poll.
   auto jobs = slurm_.LoadJobs();
   if (!jobs.ok()) return jobs.status();
-  for (Active* a : submitting) {
-    const slurm::JobInfo* match = nullptr;
-    for (const auto& j : *jobs)
-      if (j.name == a->attempt.job_name && (!match || j.job_id > match->job_id)) match = &j;
-    store::Changes c;
-    if (match) {
-      std::lock_guard lock(mu_);
-      a->attempt.slurm_job_id = match->job_id;
-      a->attempt.state = "pending";
-      a->job_known_seq = ++job_seq_;
-      c.attempts.push_back(a->attempt);
-      Event(c, *a, "recovered",
-            "found Slurm job " + std::to_string(match->job_id) + " (" + a->attempt.job_name +
-                ") submitted before the service restarted");
+  Actions actions;
+  {
+    std::lock_guard lock(mu_);
+    for (Active* a : submitting) {
+      store::Changes c;
+      ReconcileSubmission(*a, *jobs, c, actions);
       Commit(c);
-    } else {
-      std::lock_guard lock(mu_);
-      Event(c, *a, "recovered",
-            "submission of " + a->attempt.job_name +
-                " was interrupted before Slurm had it; submitting now");
-      Commit(c);
-      auto prepared = PrepareAttempt(*a, a->attempt.number);
-      if (prepared.ok())
-        SubmitAttempt(*a, std::move(prepared).value(), /*create=*/false);
-      else
-        fprintf(stderr, "tfslurmd: cannot submit %s: %s\n", a->attempt.job_name.c_str(),
-                prepared.status().message().c_str());
     }
   }
+  RunActions(actions);
   return Status::Ok();
 }
 

@@ -93,7 +93,8 @@ class Experiments {
 
   // Loads open experiments from the store and reconciles them with Slurm:
   // an attempt whose submission was interrupted is matched by job name, or
-  // submitted now. Call once before serving.
+  // submitted now. Call once before serving. When slurmctld does not answer
+  // or the submission fails, Tick goes on reconciling at every poll.
   Status Recover();
 
   // Validates, stores the intent, submits. `dry_run` validates and renders
@@ -156,6 +157,10 @@ class Experiments {
   void OnSubmissionNotPrepared(Active& a, int number, const Status& why, store::Changes& c);
   int64_t NextSubmitRetryMs(Active& a);
   void RunActions(Actions& actions);
+  // Caller holds mu_. Adopts the job of an attempt still `submitting` from
+  // `jobs`, or queues its submission in `actions`.
+  void ReconcileSubmission(Active& a, const std::vector<slurm::JobInfo>& jobs, store::Changes& c,
+                           Actions& actions);
 
   store::Store& store_;
   slurm::SlurmClient& slurm_;

@@ -523,6 +523,152 @@ TEST_F(ExperimentsTest, RecoverRestartsAnExperimentLeftQueuedWithItsAttemptEnded
   EXPECT_TRUE(explained);
 }
 
+// The intent of attempt 1 recorded, then the service killed before Slurm's
+// answer was: the attempt is `submitting` in the store.
+void InterruptSubmission(store::Store& store, const std::string& id) {
+  auto attempts = *store.ListAttempts(id);
+  attempts.back().state = "submitting";
+  attempts.back().slurm_job_id = 0;
+  store::Changes c;
+  c.attempts = attempts;
+  ASSERT_TRUE(store.Apply(c).ok());
+}
+
+TEST_F(ExperimentsTest, RecoveryIsRetriedAtLaterPollsWhileSlurmIsDown) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  InterruptSubmission(*store_, "a");
+  slurm_.jobs.clear();  // Slurm never got it
+  slurm_.refuse_load_jobs = Unavailable("slurmctld down");
+  Restart();
+  EXPECT_EQ(experiments_->Recover().code(), StatusCode::kUnavailable);
+  Poll();
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, "submitting");
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+
+  slurm_.refuse_load_jobs = Status::Ok();
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  auto attempt = store_->ListAttempts("a")->at(0);
+  EXPECT_EQ(attempt.state, "pending");
+  EXPECT_EQ(attempt.slurm_job_id, 101);
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 2u) << "submitted once";
+}
+
+TEST_F(ExperimentsTest, RecoveryAdoptsAtALaterPollTheJobSlurmHad) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  InterruptSubmission(*store_, "a");
+  slurm_.refuse_load_jobs = Unavailable("slurmctld down");
+  Restart();
+  EXPECT_FALSE(experiments_->Recover().ok());
+  slurm_.refuse_load_jobs = Status::Ok();
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).slurm_job_id, 100);
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, "pending");
+}
+
+TEST_F(ExperimentsTest, FailedResubmissionAtRecoveryIsRetried) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  InterruptSubmission(*store_, "a");
+  slurm_.jobs.clear();
+  slurm_.refuse_submit = Unavailable("slurmctld busy");
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, "submitting");
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kQueued);
+  slurm_.refuse_submit = Status::Ok();
+  Poll();  // before the retry delay
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  clock_.Advance(config_.submit_retry_ms);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, "pending");
+}
+
+TEST_F(ExperimentsTest, TransientSlurmErrorOnARestartIsRetriedNotFatal) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 137);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+  slurm_.refuse_submit = Unavailable("slurmctld did not answer");
+  clock_.Advance(5000);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kQueued) << v.experiment.reason;
+  ASSERT_EQ(v.attempts.size(), 2u);
+  EXPECT_EQ(v.attempts[1].state, "submitting");
+  EXPECT_NE(v.events.back().why.find("submitting it again in 5 s"), std::string::npos)
+      << v.events.back().why;
+
+  slurm_.refuse_submit = Status::Ok();
+  clock_.Advance(config_.submit_retry_ms);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  v = View("a");
+  EXPECT_EQ(v.attempts[1].state, "pending");
+  EXPECT_EQ(v.attempts[1].slurm_job_id, 101);
+  EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
+}
+
+TEST_F(ExperimentsTest, RestartWhoseAnswerWasLostAdoptsTheJobInsteadOfSubmittingTwice) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 137);
+  Poll();
+  slurm_.lose_submit_answer = true;
+  clock_.Advance(5000);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(View("a").attempts.at(1).state, "submitting");
+  slurm_.lose_submit_answer = false;
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(config_.submit_retry_ms);
+    Poll();
+  }
+  EXPECT_EQ(slurm_.submitted.size(), 2u) << "Slurm had the job: adopted, not submitted again";
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.at(1).slurm_job_id, 101);
+  EXPECT_EQ(v.attempts.at(1).state, "pending");
+}
+
+TEST_F(ExperimentsTest, RetriesBackOffUpToTheirCap) {
+  config_.submit_retry_max_ms = 20000;
+  Restart();
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 137);
+  Poll();
+  slurm_.refuse_submit = Unavailable("slurmctld did not answer");
+  clock_.Advance(5000);
+  Poll();
+  std::vector<std::string> delays;
+  for (int i = 0; i < 4; ++i) {
+    clock_.Advance(config_.submit_retry_max_ms);
+    Poll();
+  }
+  for (const auto& e : View("a").events)
+    if (e.what == "retry") delays.push_back(e.why.substr(e.why.rfind(" in ") + 4));
+  EXPECT_EQ(delays, (std::vector<std::string>{"5 s", "10 s", "20 s", "20 s", "20 s"}));
+}
+
+TEST_F(ExperimentsTest, CancelWhileASubmissionIsInDoubtSubmitsNothing) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 137);
+  Poll();
+  slurm_.refuse_submit = Unavailable("slurmctld did not answer");
+  clock_.Advance(5000);
+  Poll();
+  ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
+  slurm_.refuse_submit = Status::Ok();
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(config_.submit_retry_ms);
+    Poll();
+  }
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled);
+  EXPECT_EQ(v.attempts.at(1).state, "ended");
+}
+
 TEST_F(ExperimentsTest, OnePollIsOneSlurmQueryWhateverTheNumberOfExperiments) {
   for (int i = 0; i < 20; ++i)
     ASSERT_TRUE(experiments_->Submit(PsSpec("e" + std::to_string(i)), "a", false).ok());

@@ -48,10 +48,13 @@ class FakeSlurm final : public slurm::SlurmClient {
     j.name = r.job_name;
     j.state = slurm::JobState::kPending;
     jobs[id] = j;
+    // slurmctld took the job but its answer was lost (an RPC timeout).
+    if (lose_submit_answer) return Unavailable("slurmctld did not answer in time");
     return id;
   }
   StatusOr<std::vector<slurm::JobInfo>> LoadJobs() override {
     ++load_jobs_calls;
+    if (!refuse_load_jobs.ok()) return refuse_load_jobs;
     std::vector<slurm::JobInfo> out;
     for (auto& [_, j] : jobs) out.push_back(j);
     return out;
@@ -79,7 +82,8 @@ class FakeSlurm final : public slurm::SlurmClient {
   }
 
   PartitionShape partition;
-  Status refuse_submit, refuse_partition;
+  Status refuse_submit, refuse_partition, refuse_load_jobs;
+  bool lose_submit_answer = false;
   std::vector<slurm::SubmitRequest> submitted;
   std::map<int64_t, slurm::JobInfo> jobs;
   std::vector<int64_t> cancelled, signalled_steps;
