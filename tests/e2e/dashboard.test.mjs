@@ -46,8 +46,8 @@ after(
   { timeout: 180000 },
 );
 
-// A page that records script errors (failed requests are fine: the logs
-// endpoint may not exist yet, and the token test answers 401 on purpose).
+// A page that records script errors (failed requests are fine: a task's log
+// is a 404 until it writes, and the token tests answer 401 on purpose).
 async function newPage({ width = 1360, height = 900 } = {}) {
   const page = await browser.context.newPage();
   await page.setViewportSize({ width, height });
@@ -82,6 +82,20 @@ function taskTable(page) {
       exit: r.querySelector('[data-label=Exit]').textContent.trim(),
     })),
   );
+}
+
+// The log panel's text once it matches `pattern` (a log, not a placeholder
+// or an error).
+async function logPanelText(page, pattern, timeout = 20000) {
+  const handle = await page.waitForFunction(
+    (source) => {
+      const t = document.querySelector('[data-testid=log]')?.textContent ?? '';
+      return new RegExp(source).test(t) && t;
+    },
+    pattern.source,
+    { timeout },
+  );
+  return handle.jsonValue();
 }
 
 const badgeState = (page) =>
@@ -223,13 +237,18 @@ test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded
   assert.match(await page.locator('[data-testid=spec]').innerText(), /"worker": 4/);
   const events = await page.locator('[data-testid=events] li').allInnerTexts();
   assert.ok(events.some((e) => /reaped/.test(e)), `a reaped event in ${events.join(' | ')}`);
-  // The log panel shows the tail or says plainly why it cannot.
-  await page.waitForFunction(() => {
-    const t = document.querySelector('[data-testid=log]')?.textContent ?? '';
-    return t && t !== 'loading…';
-  });
-  const log = await page.locator('[data-testid=log]').innerText();
-  assert.ok(/linear_ps:/.test(log) || /not available|No log for/.test(log), `log panel: ${log.slice(0, 300)}`);
+  // The log panel shows worker 0's tail by default: the program's own lines.
+  assert.equal(await page.locator('#log-task').inputValue(), 'worker:0');
+  const workerLog = await logPanelText(page, /linear_ps: /);
+  assert.match(workerLog, /^linear_ps: role=worker index=0 attempt=1\b/m, `worker:0 log: ${workerLog.slice(0, 300)}`);
+  assert.match(workerLog, /^linear_ps: done step=\d+/m, `worker:0 log ends with its last step: ${workerLog.slice(-300)}`);
+  assert.doesNotMatch(workerLog, /role=ps/);
+  // Choosing ps 0 in the selector shows that task's log instead.
+  await page.selectOption('#log-task', 'ps:0');
+  const psLog = await logPanelText(page, /role=ps/);
+  assert.match(psLog, /^linear_ps: role=ps index=0 attempt=1 listening=/m, `ps:0 log: ${psLog.slice(0, 300)}`);
+  assert.doesNotMatch(psLog, /role=worker/);
+  assert.equal(await page.locator('tr[data-task="ps:0"] button[aria-pressed=true]').count(), 1, 'ps 0 marked as shown');
   await page.screenshot({ path: screenshotPath('experiment-succeeded.png'), fullPage: true });
 
   // The front page moved it from "Running now" to the finished ones.
@@ -294,22 +313,33 @@ test('cancel from the UI asks first, then cancels the Slurm job', { timeout: 180
   assert.ok(['CANCELLED', ''].includes(await squeueState(cluster.conf, jobId)));
   await page.screenshot({ path: screenshotPath('experiment-cancelled.png'), fullPage: true });
 
-  // Resume asks first, then either starts attempt 2 or shows the service's
-  // answer (POST /experiments/{id}/resume may not exist in this build).
+  // Resume asks first, then submits attempt 2 as a new Slurm job. tfslurmd
+  // answers "retry in a few seconds" until it has seen attempt 1's job leave
+  // Slurm, which the attempts table shows as the attempt's end.
+  await waitFor('attempt 1 to end', async () => (await experiment(id)).attempts.at(-1).state === 'ended');
   await page.click('[data-testid=resume]');
   await dialog.waitFor();
   assert.match(await dialog.innerText(), /Resume e2e-cancel\?/);
+  assert.match(await dialog.innerText(), /attempt 2/);
   await dialog.locator('button[value=confirm]').click();
   const outcome = await waitFor('the resume outcome', async () => {
     const text = await page.locator('.action-status').innerText();
     return /✓ Resumed|Resume failed/.test(text) ? text : null;
   });
-  if (/✓ Resumed/.test(outcome)) {
-    await waitFor('attempt 2', async () => (await experiment(id)).attempt === 2);
-    await api(svc.base, 'DELETE', `/experiments/${id}`);
-  } else {
-    assert.match(outcome, /✗/);
-  }
+  assert.match(outcome, /✓ Resumed: the experiment is now (queued|starting|running)/);
+  const resumed = await waitFor('attempt 2 with its Slurm job', async () => {
+    const e = await experiment(id);
+    return e.attempt === 2 && e.slurm_job_id ? e : null;
+  });
+  assert.notEqual(resumed.slurm_job_id, jobId, 'a new Slurm job');
+  // The page shows it without a reload: attempt 2 on top of the attempts
+  // table with its own Slurm job, and the Cancel button back.
+  await page.locator('[data-testid=attempts] tr[data-attempt="2"]').waitFor({ timeout: 15000 });
+  assert.ok(
+    (await page.locator('[data-testid=attempts] tr[data-attempt="2"] [data-label="Slurm job"]').innerText()).includes(String(resumed.slurm_job_id)),
+  );
+  await page.waitForFunction(() => !document.querySelector('[data-testid=cancel]').hidden);
+  await api(svc.base, 'DELETE', `/experiments/${id}`);
   await page.close();
 });
 

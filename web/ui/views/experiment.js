@@ -267,8 +267,6 @@ export class ExperimentView {
     const settled = task && !['pending', 'registered', 'running'].includes(task.state);
     const stamp = `${key}|${exp.attempt}|${task ? task.state : ''}`;
     if (settled && this.lastLogFetch === stamp) return;
-    // A service without the logs endpoint is asked again only every 30 s.
-    if (this.noLogEndpointUntil > Date.now() && this.lastLogFetch !== null) return;
     const url = `${this.path}/logs?task=${encodeURIComponent(key)}&tail=${LOG_TAIL_LINES}`;
     let text;
     let failure = null;
@@ -281,7 +279,6 @@ export class ExperimentView {
     this.lastLogFetch = stamp;
     const atBottom = this.logPre.scrollHeight - this.logPre.scrollTop - this.logPre.clientHeight < 24;
     if (failure) {
-      if (failure.status === 404 && /no route/i.test(failure.message)) this.noLogEndpointUntil = Date.now() + 30000;
       this.logPre.classList.add('log-missing');
       this.logMeta.textContent = '';
       this.logPre.textContent = logUnavailable(failure, key, task);
@@ -358,10 +355,9 @@ export class ExperimentView {
   }
 }
 
+// Why the log panel shows no log: the service's answer (a task that has not
+// started or wrote nothing yet is a 404 with a message saying so).
 function logUnavailable(e, key, task) {
-  if (e.status === 404 && /no route/i.test(e.message)) {
-    return `Logs are not available: this tfslurmd has no log endpoint (${e.message}).`;
-  }
   if (e.status === 0) return `Log not loaded: ${e.message}`;
   const pending = task && task.state === 'pending' ? ' The task has not started yet.' : '';
   return `No log for ${key}: ${e.message}.${pending}`;
