@@ -84,6 +84,15 @@ function taskTable(page) {
   );
 }
 
+// Waits until `read()` (a cell's text) shows "step N" with N > 0; returns N.
+async function checkpointStep(read, where) {
+  const text = await waitFor(`a checkpoint step above 0 on ${where}`, async () => {
+    const t = await read();
+    return Number(/step (\d+)/.exec(t)?.[1]) > 0 ? t : null;
+  }, { timeoutMs: 30000, intervalMs: 200 });
+  return Number(/step (\d+)/.exec(text)[1]);
+}
+
 // The log panel's text once it matches `pattern` (a log, not a placeholder
 // or an error).
 async function logPanelText(page, pattern, timeout = 20000) {
@@ -156,7 +165,7 @@ test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded
     }, 200);
   });
 
-  await submit(linearPsSpec(id, { steps: 400, stepSleep: 0.15 }));
+  await submit(linearPsSpec(id, { steps: 600, stepSleep: 0.15 }));
   await page.locator('[data-testid=exp-state] .badge').waitFor();
 
   // The running view lists it, with its Slurm job and live counts per role.
@@ -176,6 +185,12 @@ test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded
   assert.ok(cells.some((c) => c.includes(String(exp.slurm_job_id))), `Slurm job id in ${cells}`);
   assert.ok(cells.some((c) => c.includes('node[1-3]')), `nodes in ${cells}`);
   assert.ok(cells.some((c) => /ps\s*2\/2\/0/.test(c)), `ps counts in ${cells}`);
+  const cell = (label) => row.locator(`td[data-label="${label}"]`).innerText();
+  assert.equal((await cell('Attempt')).trim(), '1');
+  assert.match(await cell('Age'), /^\d+(\.\d)? (s|min)$/, 'age');
+  // The checkpoint column follows training while the experiment runs.
+  const listStep = await checkpointStep(() => cell('Checkpoint'), 'the running view');
+  assert.equal(await row.getAttribute('data-state'), 'running', `still running at checkpoint step ${listStep}`);
   await list.screenshot({ path: screenshotPath('running-view.png') });
 
   // The task table fills in: every task with its node and address, running.
@@ -193,11 +208,15 @@ test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded
     assert.match(t.address, /:\d+$/, `${t.task} address`);
   }
   assert.deepEqual(running.map((t) => t.task).sort(), ['ps:0', 'ps:1', 'worker:0', 'worker:1', 'worker:2', 'worker:3']);
-  // A checkpoint and a log line or two, for the pictures.
-  await page
-    .waitForFunction(() => /step \d+/.test(document.querySelector('.facts')?.textContent ?? ''), null, { timeout: 15000 })
-    .catch(() => {});
-  await page.waitForTimeout(1000);
+  // The summary shows the latest checkpoint step, as the API reports it.
+  const pageStep = await checkpointStep(
+    () =>
+      page.evaluate(() => [...document.querySelectorAll('.facts dt')].find((dt) => dt.textContent === 'Checkpoint')?.nextElementSibling.textContent ?? ''),
+    'the experiment page',
+  );
+  const apiCheckpoint = (await experiment(id)).checkpoint;
+  assert.ok(apiCheckpoint && apiCheckpoint.step >= pageStep, `API checkpoint ${JSON.stringify(apiCheckpoint)}`);
+  await page.waitForTimeout(1000); // a log line or two, for the pictures
   await page.screenshot({ path: screenshotPath('experiment-running.png'), fullPage: true });
   await page.screenshot({ path: screenshotPath('dashboard.png') }); // the README's picture (docs/dashboard.png)
 
@@ -232,10 +251,19 @@ test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded
   );
   assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the experiment page was reloaded');
   assert.match(await page.locator('[data-testid=reason]').innerText(), /Succeeded/);
-  // The Slurm job completes once the reaped ps have exited.
+  // The Slurm job completes once the reaped ps have exited: attempt 1's row
+  // names its Slurm job and job name, and the end.
   await page.waitForFunction(() => /COMPLETED/.test(document.querySelector('[data-testid=attempts]').textContent), null, {
     timeout: 60000,
   });
+  const attempt1 = page.locator('[data-testid=attempts] tbody tr[data-attempt="1"]');
+  assert.equal(await page.locator('[data-testid=attempts] tbody tr[data-attempt]').count(), 1);
+  assert.match(
+    await attempt1.locator('td[data-label="Slurm job"]').innerText(),
+    new RegExp(`^${exp.slurm_job_id}\\s+tfx-e2e-linear-ps-a1$`),
+  );
+  assert.match(await attempt1.locator('td[data-label=State]').innerText(), /^succeeded\s+Slurm: COMPLETED$/);
+  assert.equal(await attempt1.locator('td[data-label=Nodes]').innerText(), 'node[1-3]');
   assert.match(await page.locator('[data-testid=sbatch]').innerText(), /#SBATCH --job-name=tfx-e2e-linear-ps-a1/);
   assert.match(await page.locator('[data-testid=spec]').innerText(), /"worker": 4/);
   const events = await page.locator('[data-testid=events] li').allInnerTexts();
@@ -369,15 +397,60 @@ test('a failed experiment shows its reason on both pages', { timeout: 180000 }, 
   await page.waitForFunction(() => document.querySelector('tr[data-task="worker:1"]')?.dataset.state === 'failed');
   assert.match(await worker1.innerText(), /✗ failed/);
   assert.match(await worker1.locator('[data-label=Exit]').innerText(), /✗ 1/);
+  // The attempt's row: its Slurm job, marked failed, with the attempt's reason.
+  const attempt = await waitFor('attempt 1 to end', async () => {
+    const a = (await experiment(id)).attempts.at(-1);
+    return a.state === 'ended' ? a : null;
+  });
+  assert.ok(attempt.reason, `the API gives the attempt a reason: ${JSON.stringify(attempt)}`);
+  const attemptRow = page.locator('[data-testid=attempts] tbody tr[data-attempt="1"]');
+  await page.waitForFunction(
+    (reason) => document.querySelector('[data-testid=attempts] tr[data-attempt="1"] td[data-label=Reason]')?.textContent.includes(reason),
+    attempt.reason,
+    { timeout: 15000 },
+  );
+  assert.match(await attemptRow.getAttribute('class'), /tone-row-bad/);
+  assert.ok((await attemptRow.locator('td[data-label="Slurm job"]').innerText()).startsWith(String(exp.slurm_job_id)));
+  assert.ok(attempt.end_reason && attempt.end_reason !== 'succeeded', JSON.stringify(attempt));
+  assert.ok((await attemptRow.locator('td[data-label=State]').innerText()).startsWith(`✗ ${attempt.end_reason}`));
   await page.waitForTimeout(1500);
   await page.screenshot({ path: screenshotPath('experiment-failed.png'), fullPage: true });
 
-  await page.goto(`${svc.base}/#/?state=failed`);
+  // On the front page, a click on the "✗ Failed" chip leaves only failed ones.
+  await page.goto(`${svc.base}/#/`);
+  const allIds = () => page.$$eval('[data-testid=all] tbody tr[data-id]', (rows) => rows.map((r) => [r.dataset.id, r.dataset.state]));
+  await waitFor('the linear_ps and failed runs in "All experiments"', async () => {
+    const ids = (await allIds()).map(([i]) => i);
+    return ids.includes(id) && ids.includes('e2e-linear-ps');
+  });
+  await page.click('[data-testid=all] .filters a[data-filter=failed]');
+  await page.waitForFunction(() => location.hash === '#/?state=failed');
+  assert.equal(await page.locator('.filters a[data-filter=failed]').getAttribute('aria-current'), 'true');
+  const failedOnly = await waitFor('only failed experiments listed', async () => {
+    const rows = await allIds();
+    return rows.length && rows.every(([, st]) => st === 'failed') ? rows : null;
+  });
+  assert.ok(failedOnly.some(([i]) => i === id), `${id} in ${JSON.stringify(failedOnly)}`);
+  assert.ok(!failedOnly.some(([i]) => i === 'e2e-linear-ps' || i === 'e2e-cancel'), JSON.stringify(failedOnly));
   const row = page.locator(`[data-testid=all] tr[data-id="${id}"]`);
-  await row.waitFor();
   assert.match(await row.innerText(), /✗ failed/);
   assert.ok((await row.innerText()).includes(exp.reason));
   await page.screenshot({ path: screenshotPath('list-failed.png') });
+  // "✓ Succeeded" swaps the list without a reload; "All" brings everyone back.
+  await page.evaluate(() => (window.__sameDocument = true));
+  await page.click('[data-testid=all] .filters a[data-filter=succeeded]');
+  const succeededOnly = await waitFor('only succeeded experiments listed', async () => {
+    const rows = await allIds();
+    return rows.length && rows.every(([, st]) => st === 'succeeded') ? rows : null;
+  });
+  assert.ok(succeededOnly.some(([i]) => i === 'e2e-linear-ps'), JSON.stringify(succeededOnly));
+  assert.ok(!succeededOnly.some(([i]) => i === id), JSON.stringify(succeededOnly));
+  await page.click('[data-testid=all] .filters a[data-filter=all]');
+  await waitFor('every state listed again', async () => {
+    const states = new Set((await allIds()).map(([, st]) => st));
+    return states.has('failed') && states.has('succeeded') && states.has('cancelled');
+  });
+  assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the filters reloaded the page');
   await page.close();
 });
 
@@ -389,17 +462,72 @@ test('narrow window: no sideways scrolling, tables turn into cards', async () =>
   await wide.screenshot({ path: screenshotPath('list-all.png') });
   await wide.close();
 
+  // At laptop width the same tables are ordinary tables.
+  const laptop = await newPage();
+  await laptop.goto(`${svc.base}/#/experiments/e2e-failed`);
+  await laptop.locator('[data-testid=tasks] tbody tr[data-task]').first().waitFor();
+  const wideLayout = await tableLayout(laptop);
+  for (const t of wideLayout) {
+    assert.equal(t.theadHeight > 10, true, `${t.table}: the header row shows at 1360px: ${JSON.stringify(t)}`);
+    assert.deepEqual([...new Set(t.cells.map((c) => c.display))], ['table-cell'], `${t.table} at 1360px`);
+  }
+  await laptop.close();
+
   const page = await newPage({ width: 420, height: 900 });
-  for (const hash of ['#/', '#/experiments/e2e-linear-ps', '#/experiments/e2e-failed']) {
+  // [route, tables with rows]: nothing runs now, so the front page has one.
+  for (const [hash, tables] of [['#/', 1], ['#/experiments/e2e-linear-ps', 2], ['#/experiments/e2e-failed', 2]]) {
     await page.goto(`${svc.base}/${hash}`);
-    await page.locator('main table tbody tr').first().waitFor();
+    await page.locator('main table tbody tr[data-id], main table tbody tr[data-task]').first().waitFor();
     await page.waitForTimeout(1200);
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
     assert.ok(overflow <= 1, `${hash} scrolls sideways by ${overflow}px`);
+    // Cards: the header row is hidden, each row is a box of its own, and
+    // every cell is a line of it that names its column.
+    const layout = await tableLayout(page);
+    assert.equal(layout.length, tables, `${hash}: tables ${JSON.stringify(layout.map((t) => t.table))}`);
+    for (const t of layout) {
+      const where = `${hash} ${t.table}`;
+      assert.ok(t.theadHeight <= 1, `${where}: the header row shows (${t.theadHeight}px)`);
+      assert.ok(['block', 'grid'].includes(t.rowDisplay), `${where}: rows are ${t.rowDisplay}`);
+      for (const c of t.cells) {
+        assert.equal(c.display, 'block', `${where} ${c.label}: ${c.display}`);
+        // Chromium reports the rule (attr(data-label)) or its value.
+        assert.ok([JSON.stringify(c.label), 'attr(data-label)'].includes(c.before), `${where} ${c.label}: ::before is ${c.before}`);
+        assert.ok(c.right <= 421, `${where} ${c.label}: ends at ${c.right}px`);
+      }
+    }
   }
+  // The task cards hold two columns of fields.
+  const taskCard = await page.$eval('[data-testid=tasks] tbody tr[data-task]', (tr) => getComputedStyle(tr).gridTemplateColumns);
+  assert.equal(taskCard.split(' ').length, 2, `task card columns: ${taskCard}`);
   await page.screenshot({ path: screenshotPath('narrow-experiment-failed.png'), fullPage: true });
   await page.close();
 });
+
+// How each responsive table on the page is laid out: its header row's height,
+// its first data row's display, and each cell's display, ::before label and
+// right edge.
+function tableLayout(page) {
+  return page.$$eval('main table.responsive', (tables) =>
+    tables
+      .map((table) => {
+        const row = table.querySelector('tbody tr[data-id], tbody tr[data-task], tbody tr[data-attempt]');
+        if (!row) return null;
+        return {
+          table: table.className,
+          theadHeight: table.querySelector('thead').getBoundingClientRect().height,
+          rowDisplay: getComputedStyle(row).display,
+          cells: [...row.querySelectorAll('td[data-label]')].map((td) => ({
+            label: td.dataset.label,
+            display: getComputedStyle(td).display,
+            before: getComputedStyle(td, '::before').content,
+            right: Math.round(td.getBoundingClientRect().right),
+          })),
+        };
+      })
+      .filter(Boolean),
+  );
+}
 
 test('polling stops while the tab is hidden and resumes when shown', async () => {
   const page = await newPage();
