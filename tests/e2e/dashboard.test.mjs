@@ -47,7 +47,8 @@ after(
 );
 
 // A page that records script errors (failed requests are fine: a task's log
-// is a 404 until it writes, and the token tests answer 401 on purpose).
+// is a 404 until it writes). Tokens: auth.test.mjs, against a tfslurmd that
+// checks them.
 async function newPage({ width = 1360, height = 900 } = {}) {
   const page = await browser.context.newPage();
   await page.setViewportSize({ width, height });
@@ -550,60 +551,6 @@ test('polling stops while the tab is hidden and resumes when shown', async () =>
   await setHidden(false);
   await page.waitForTimeout(3500);
   assert.ok(calls >= 2, `only ${calls} requests after the tab came back`);
-  await page.close();
-});
-
-test('a 401 asks for the token once; it is kept and sent on every call', async () => {
-  const page = await newPage();
-  const authSeen = [];
-  let refused = 0;
-  await page.route(/\/experiments(\?|\/|$)/, (route) => {
-    const auth = route.request().headers().authorization;
-    if (auth !== 'Bearer e2e-token') {
-      refused++;
-      return route.fulfill({
-        status: 401,
-        contentType: 'application/json',
-        headers: { 'WWW-Authenticate': 'Bearer' },
-        body: JSON.stringify({ error: { code: 'unauthenticated', message: 'a bearer token is required', fields: [] } }),
-      });
-    }
-    authSeen.push(auth);
-    return route.continue();
-  });
-  await page.goto(`${svc.base}/`);
-  const form = page.locator('[data-testid=token-dialog]');
-  await form.waitFor();
-  await page.waitForTimeout(500);
-  // Two calls were refused at once; one form is open.
-  assert.ok(refused >= 2, `refused ${refused}`);
-  assert.equal(await page.locator('[data-testid=token-dialog]').count(), 1);
-
-  // A wrong token is refused and the form says so.
-  await form.locator('input').fill('wrong');
-  await form.locator('button[value=save]').click();
-  await page.waitForFunction(() => /refused/.test(document.querySelector('[data-testid=token-dialog]')?.textContent ?? ''));
-  await form.locator('input').fill('e2e-token');
-  await form.locator('button[value=save]').click();
-  await page.locator('[data-testid=all] tr[data-id]').first().waitFor();
-  assert.equal(await page.evaluate(() => localStorage.getItem('tfslurm.token')), 'e2e-token');
-  assert.match(await page.locator('#token-area').innerText(), /token set/);
-
-  // After a reload the stored token goes with every call: no form.
-  await page.reload();
-  await page.locator('[data-testid=all] tr[data-id]').first().waitFor();
-  await page.waitForTimeout(2000);
-  assert.equal(await form.count(), 0);
-  const before = authSeen.length;
-  await page.click(`a.exp-link >> nth=0`);
-  await page.locator('[data-testid=tasks] tbody tr').first().waitFor();
-  await page.waitForTimeout(2000);
-  assert.ok(authSeen.length > before);
-  assert.ok(authSeen.every((a) => a === 'Bearer e2e-token'));
-
-  // "forget" drops it.
-  await page.click('#token-area button');
-  assert.equal(await page.evaluate(() => localStorage.getItem('tfslurm.token')), null);
   await page.close();
 });
 

@@ -71,22 +71,34 @@ export async function startCluster() {
   };
 }
 
-// tfslurmd on 127.0.0.1:0 with its own database and output root.
-export async function startService(slurmConf) {
+// tfslurmd on 127.0.0.1:0 with its own database and output root. By default
+// with --no-auth (every caller is the local admin). With {auth: true} it
+// checks bearer tokens: `tokens` ({alice: {admin: false}, ...}) are made with
+// `tfslurmd token create` before it starts and returned as svc.tokens.alice.
+// `name` names the copy of its log kept in screenshots/ (NAME.log).
+export async function startService(slurmConf, { auth = false, tokens = {}, name = 'tfslurmd' } = {}) {
   const tfslurmd = path.join(BIN, 'tfslurmd');
   if (!existsSync(tfslurmd)) throw new Error(`${tfslurmd} is missing: build with ninja -C build tfslurmd tfslurm-agent`);
   if (!existsSync(path.join(BIN, 'tfslurm-agent'))) throw new Error(`${BIN}/tfslurm-agent is missing: tasks cannot start`);
   const dir = mkdtempSync(path.join(tmpdir(), 'tfslurm-e2e-svc-'));
   const ready = path.join(dir, 'ready.json');
   const logPath = path.join(dir, 'tfslurmd.log');
+  const db = path.join(dir, 'tfslurm.db');
+  const created = {};
+  for (const [user, { admin = false } = {}] of Object.entries(tokens)) {
+    const args = ['token', 'create', '--user', user, ...(admin ? ['--admin'] : []), '--db', db];
+    const { stdout } = await execFileAsync(tfslurmd, args, { timeout: 30000 });
+    created[user] = stdout.trim();
+    if (!/^tfs_[0-9a-f]{64}$/.test(created[user])) throw new Error(`tfslurmd ${args.join(' ')} printed ${stdout}`);
+  }
   const out = openSync(logPath, 'a');
   const child = spawn(
     tfslurmd,
     [
       '--listen', '127.0.0.1:0',
       '--agent-listen', '127.0.0.1:0',
-      '--no-auth',
-      '--db', path.join(dir, 'tfslurm.db'),
+      ...(auth ? [] : ['--no-auth']),
+      '--db', db,
       '--output-root', path.join(dir, 'output'),
       '--ready-file', ready,
       '--poll-interval-ms', '500',
@@ -110,26 +122,30 @@ export async function startService(slurmConf) {
     base,
     dir,
     logPath,
+    tokens: created,
     log: () => readFileSync(logPath, 'utf8'),
-    // Stops tfslurmd; its log is kept as screenshots/tfslurmd.log, the rest
+    // Stops tfslurmd; its log is kept as screenshots/NAME.log, the rest
     // (database, model dirs, task logs) only with TFSLURM_E2E_KEEP=1.
     stop: async () => {
       if (!exited) {
         child.kill('SIGTERM');
         await waitFor('tfslurmd to stop', () => exited, { timeoutMs: 15000, intervalMs: 100 }).catch(() => child.kill('SIGKILL'));
       }
-      copyFileSync(logPath, screenshotPath('tfslurmd.log'));
+      copyFileSync(logPath, screenshotPath(`${name}.log`));
       if (process.env.TFSLURM_E2E_KEEP === '1') console.log(`# kept ${dir}`);
       else rmSync(dir, { recursive: true, force: true });
     },
   };
 }
 
-// REST call; returns {status, body} with body parsed when JSON.
-export async function api(base, method, urlPath, body) {
+// REST call, with a bearer token when given; returns {status, body} with
+// body parsed when JSON.
+export async function api(base, method, urlPath, body, { token } = {}) {
+  const headers = body ? { 'Content-Type': 'application/json' } : {};
+  if (token) headers.Authorization = `Bearer ${token}`;
   const res = await fetch(base + urlPath, {
     method,
-    headers: body ? { 'Content-Type': 'application/json' } : {},
+    headers,
     body: body ? JSON.stringify(body) : undefined,
   });
   const text = await res.text();
