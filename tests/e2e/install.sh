@@ -22,8 +22,16 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# playwright-core (package-lock.json) declares node >= 20, as package.json
+# does. The machine image carries node 20; Debian 12's own nodejs package,
+# which the apt step above falls back to, is 18.20: with only that, stop here
+# rather than run the suite on a node playwright-core does not support.
 major="$(node -p 'process.versions.node.split(".")[0]')"
-((major >= 18)) || { log "node $(node --version) is too old: node --test needs 18 or newer"; exit 1; }
+((major >= 20)) || {
+  log "node $(node --version) is too old: playwright-core $(sed -n 's/.*"playwright-core": "\(.*\)".*/\1/p' "$here/package.json" 2>/dev/null || true)" \
+    "needs node 20 or newer. Debian 12's nodejs package is 18; install node 20 or newer and run again."
+  exit 1
+}
 
 # playwright-core only: it has no browser download step of its own.
 cd "$here"
