@@ -1,0 +1,127 @@
+"""README.md's tfctl walkthrough, run as written against a real tfslurmd and
+the local Slurm cluster, so that the README cannot drift from what tfctl does.
+
+The walkthrough is the part of README.md between the comments
+`<!-- tfctl walkthrough: begin ... -->` and `<!-- tfctl walkthrough: end -->`.
+In its ```console blocks a line starting with "$ " is a command and the
+lines after it, up to the next command, are what it prints (stdout and
+stderr together, as a terminal shows them). The test runs every command in
+order, with bash, in the checkout, and asserts that each exits 0 and prints
+what is shown, where
+  - a host:port address stands for any address (the ADDRESS column, TF_CONFIG),
+  - a duration ("2.8s", "1m05s") stands for any duration, and a run of
+    digits for any number (Slurm job ids, times, memory),
+  - a run of spaces stands for any run of spaces (columns widen with numbers),
+  - a line "..." stands for any number of lines, and a line ending in "..."
+    for any line that starts with what comes before the dots.
+
+The walkthrough uses the service deploy/quickstart.sh leaves running: its URL
+and token file in the commands, and its output root in what they print, are
+replaced with those of this test's tfslurmd, which runs with tokens as the
+quickstart's does; `$PWD/build/bin` is replaced with the build under test.
+"""
+import os
+import re
+import subprocess
+
+from conftest import BIN, REPO
+
+README = os.path.join(REPO, "README.md")
+BEGIN = "<!-- tfctl walkthrough: begin"
+END = "<!-- tfctl walkthrough: end -->"
+QUICKSTART_URL = "http://127.0.0.1:8080"
+QUICKSTART_TOKEN_FILE = "/tmp/tfslurm-quickstart/token"
+QUICKSTART_OUTPUT_ROOT = "/tmp/tfslurm-quickstart/output"
+
+
+def walkthrough():
+    """[(command, [expected output lines])] in README order."""
+    text = open(README).read()
+    assert text.count(BEGIN) == 1 and text.count(END) == 1, "README.md must mark its tfctl walkthrough once"
+    section = text[text.index(BEGIN):text.index(END)]
+    steps = []
+    for block in re.findall(r"^```console\n(.*?)^```$", section, re.M | re.S):
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:], []))
+            else:
+                assert steps, f"output before the first command in README's walkthrough: {line!r}"
+                steps[-1][1].append(line)
+    return steps
+
+
+def normalize(line):
+    line = re.sub(r"\b[A-Za-z][\w.-]*:\d+\b", "ADDR", line)
+    line = re.sub(r"\b\d+(\.\d+)?[smhd](\d+[smhd])?\b", "DUR", line)
+    line = re.sub(r"\d+", "N", line)
+    return re.sub(r"\s+", " ", line).strip()
+
+
+def output_pattern(expected):
+    """A regex for the whole normalized output from the README's lines."""
+    parts = []
+    for line in expected:
+        if line.strip() == "...":
+            parts.append(r"(?:.*\n)*?")
+        elif line.rstrip().endswith("..."):
+            parts.append(re.escape(normalize(line.rstrip()[:-3])) + r".*\n")
+        else:
+            parts.append(re.escape(normalize(line)) + r"\n")
+    return "".join(parts)
+
+
+def trimmed(lines):
+    lines = list(lines)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def test_output_pattern_matches_as_documented():
+    pattern = output_pattern(["ID  STATE", "a   running   4.2s ago", "...", "exp b on ..."])
+    matches = lambda lines: re.fullmatch(pattern, "".join(normalize(x) + "\n" for x in lines)) is not None
+    assert matches(["ID STATE", "a     running 1m05s ago", "exp b on vm: TF_CONFIG"])
+    assert matches(["ID STATE", "a running 12s ago", "x", "y", "exp b on node1"])
+    assert not matches(["ID STATE", "a failed 1s ago", "exp b on vm"])
+    assert not matches(["ID STATE", "a running 1s ago"])
+    assert not matches(["ID STATE", "a running 1s ago", "exp c on vm"])
+
+
+def test_readme_tfctl_walkthrough_works_as_shown(service_factory, tmp_path):
+    steps = walkthrough()
+    commands = [c for c, _ in steps]
+    # What the issue asks the section to show.
+    for needed in ["tfctl submit ", "--wait", "tfctl status ", "tfctl logs ", "--task", "tfctl list",
+                   "tfctl events ", "tfctl resume ", "tfctl cancel ", "TFSLURM_URL=", "TFSLURM_TOKEN="]:
+        assert any(needed in c for c in commands), f"README's tfctl walkthrough has no `{needed}`"
+
+    service = service_factory(auth=True)  # as deploy/quickstart.sh runs it: with tokens
+    token = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user",
+                            "readme", "--admin"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+
+    for command, expected in steps:
+        run = (command.replace(QUICKSTART_URL, service.url).replace(QUICKSTART_TOKEN_FILE, str(token_file))
+               .replace("$PWD/build/bin", BIN))
+        if run.startswith("export "):
+            # Keep what the line exports for the commands after it.
+            r = subprocess.run(["bash", "-c", run + "\nenv -0"], env=env, cwd=REPO, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=30)
+            assert r.returncode == 0, (command, r.stderr)
+            env = dict(item.split("=", 1) for item in r.stdout.split("\0") if "=" in item)
+            continue
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", run], env=env, cwd=REPO, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+        actual = trimmed(r.stdout.splitlines())
+        shown = "\n".join(["README shows:", *expected, "tfctl printed:", *actual])
+        assert r.returncode == 0, f"`{command}` exited {r.returncode}\n{shown}"
+        expected = [line.replace(QUICKSTART_OUTPUT_ROOT, service.output_root) for line in trimmed(expected)]
+        normalized = "".join(normalize(line) + "\n" for line in actual)
+        assert re.fullmatch(output_pattern(expected), normalized), \
+            f"`{command}` did not print what README.md shows\n{shown}"
+    assert "TFSLURM_TOKEN" in env and env["TFSLURM_URL"] == service.url
