@@ -51,6 +51,39 @@ def test_three_nodes_two_tasks_run_with_computed_memory_and_succeed(service, slu
     assert "submitted" in whats and "assigned" in whats and "reaping" in whats
 
 
+def slurm_memory(conf, job_id):
+    """(MB per CPU, CPUs per task, MB allocated to the whole job) as slurmctld recorded the job."""
+    job = scontrol_job(conf, job_id)
+    tres = dict(kv.split("=", 1) for kv in job.get("TRES", "").split(",") if "=" in kv)
+    assert job.get("MinMemoryCPU", "").endswith("M") and tres.get("mem", "").endswith("M"), job
+    return int(job["MinMemoryCPU"][:-1]), int(job["CPUs/Task"]), int(tres["mem"][:-1])
+
+
+def test_memory_that_differs_from_the_cluster_default_reaches_slurm(service, slurm_cluster):
+    """The local cluster's DefMemPerCPU (2000) equals 8000 MB / 4 CPUs, so
+    MinMemoryCPU=2000M on a job with auto memory reads back the same whether or
+    not tfslurmd sent a memory request. An explicit mem_per_task_mb of 3000
+    over 2 CPUs (1500 MB per CPU) is what no default gives: it proves the
+    request reaches Slurm. Auto with 2 CPUs per task checks that the CPUs and
+    the per-task total (4000 MB) are what Slurm holds."""
+    cases = [
+        # id, resources, MB per task, MB per CPU as Slurm must record it
+        ("core-mem-auto", {"cpus_per_task": 2}, 4000, 2000),
+        ("core-mem-given", {"cpus_per_task": 2, "mem_per_task_mb": 3000}, 3000, 1500),
+    ]
+    for exp_id, resources, per_task, per_cpu in cases:
+        s = spec(exp_id, ["true"], cluster={"worker": 2})
+        s["resources"].update({"nodes": 1, "tasks_per_node": 2}, **resources)
+        status, body = service.post("/experiments", s)
+        assert status == 201, body
+        assert body["mem_per_task_mb"] == per_task, body
+        done = service.wait_state(exp_id, ("succeeded", "failed"), timeout=120)
+        assert done["state"] == "succeeded", done["reason"]
+        # Read once the job has run: before allocation, TRES holds an estimate.
+        # 1 node x 2 tasks x 2 CPUs: Slurm allocated per_cpu MB for each of 4 CPUs.
+        assert slurm_memory(slurm_cluster, body["slurm_job_id"]) == (per_cpu, 2, per_cpu * 4)
+
+
 def test_command_exiting_1_fails_and_job_leaves_slurm(service, slurm_cluster):
     status, body = service.post("/experiments", spec("core-fail", ["/bin/sh", "-c", "exit 1"],
                                                        cluster={"worker": 6}))
