@@ -25,8 +25,11 @@ StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Re
                        N(plan.mem_per_cpu_mb) + " MB per CPU x " + N(r.cpus_per_task) + " CPUs";
   } else if (partition.def_mem_per_cpu_mb) {
     plan.mem_per_cpu_mb = *partition.def_mem_per_cpu_mb;
-    plan.explanation = "auto: " + where + " DefMemPerCPU=" + N(plan.mem_per_cpu_mb) + " MB x " +
-                       N(r.cpus_per_task) + " CPUs per task";
+    const std::string origin = partition.def_mem_per_cpu_cluster_wide
+                                   ? "cluster-wide DefMemPerCPU=" + N(plan.mem_per_cpu_mb) +
+                                         " MB (" + where + " sets none)"
+                                   : where + " DefMemPerCPU=" + N(plan.mem_per_cpu_mb) + " MB";
+    plan.explanation = "auto: " + origin + " x " + N(r.cpus_per_task) + " CPUs per task";
   } else {
     auto smallest = std::min_element(
         partition.nodes.begin(), partition.nodes.end(), [](const NodeShape& a, const NodeShape& b) {

@@ -21,9 +21,11 @@ struct NodeShape {
 
 struct PartitionShape {
   std::string name;
-  // DefMemPerCPU when the partition sets one (shared partitions).
+  // The DefMemPerCPU Slurm applies to the partition's jobs: the partition's
+  // own (shared partitions), else the cluster-wide one from slurm.conf.
   std::optional<int64_t> def_mem_per_cpu_mb;
-  std::optional<int> max_time_minutes;  // nullopt: INFINITE
+  bool def_mem_per_cpu_cluster_wide = false;  // it came from slurm.conf's top level
+  std::optional<int> max_time_minutes;        // nullopt: INFINITE
   std::vector<NodeShape> nodes;
 };
 

@@ -1,5 +1,6 @@
 // SlurmClient over libslurm: the only file that includes slurm.h. Every call
-// is one RPC to slurmctld (partition shape is two: partitions and nodes).
+// is one RPC to slurmctld (partition shape is two: partitions and nodes, plus
+// the configuration when the partition has no default memory of its own).
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "service/slurm/default_memory.h"
 #include "service/slurm/slurm_client.h"
 
 // Exported by libslurm but not declared in slurm.h.
@@ -14,6 +16,9 @@ extern "C" char* slurm_job_reason_string(enum job_state_reason inx);
 
 namespace tfslurm::slurm {
 namespace {
+
+static_assert(kMemPerCpuFlag == MEM_PER_CPU && kNoVal64 == NO_VAL64,
+              "default_memory.h decodes with other constants than this slurm.h");
 
 std::string SlurmError(const std::string& what) {
   int err = slurm_get_errno();
@@ -69,6 +74,7 @@ class LibslurmClient final : public SlurmClient {
       return Unavailable(SlurmError("loading partitions from slurmctld"));
     PartitionShape shape;
     std::string node_list;
+    uint64_t partition_def_mem = 0;
     bool found = false;
     std::string known;
     for (uint32_t i = 0; i < parts->record_count; ++i) {
@@ -79,11 +85,7 @@ class LibslurmClient final : public SlurmClient {
       if (!match || found) continue;
       found = true;
       shape.name = pname;
-      if (p.def_mem_per_cpu & MEM_PER_CPU) {
-        uint64_t mb = p.def_mem_per_cpu & ~MEM_PER_CPU;
-        if (mb > 0 && mb != (NO_VAL64 & ~MEM_PER_CPU))
-          shape.def_mem_per_cpu_mb = static_cast<int64_t>(mb);
-      }
+      partition_def_mem = p.def_mem_per_cpu;
       if (p.max_time != INFINITE && p.max_time != NO_VAL)
         shape.max_time_minutes = static_cast<int>(p.max_time);
       node_list = p.nodes ? p.nodes : "";
@@ -94,6 +96,21 @@ class LibslurmClient final : public SlurmClient {
           name.empty() ? "no default partition is set" : "no partition named '" + name + "'";
       return InvalidArgument(what + " in this cluster",
                              {{"resources.partition", what + "; partitions: " + known}});
+    }
+
+    // A partition without its own default takes the cluster's DefMemPerCPU
+    // (top of slurm.conf) at job time; only slurm_load_ctl_conf shows it.
+    uint64_t cluster_def_mem = 0;
+    if (partition_def_mem == 0 || partition_def_mem == NO_VAL64) {
+      slurm_conf_t* conf = nullptr;
+      if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS)
+        return Unavailable(SlurmError("loading the configuration from slurmctld"));
+      cluster_def_mem = conf->def_mem_per_cpu;
+      slurm_free_ctl_conf(conf);
+    }
+    if (auto def = EffectiveDefMemPerCpu(partition_def_mem, cluster_def_mem)) {
+      shape.def_mem_per_cpu_mb = def->mb;
+      shape.def_mem_per_cpu_cluster_wide = def->cluster_wide;
     }
 
     node_info_msg_t* nodes = nullptr;

@@ -4,7 +4,7 @@ import json
 import os
 import subprocess
 
-from conftest import REPO, scontrol_job, squeue_ids, wait_for
+from conftest import REPO, scontrol_job, slurm_env, squeue_ids, wait_for
 
 
 def spec(exp_id, command, **overrides):
@@ -82,6 +82,36 @@ def test_memory_that_differs_from_the_cluster_default_reaches_slurm(service, slu
         # Read once the job has run: before allocation, TRES holds an estimate.
         # 1 node x 2 tasks x 2 CPUs: Slurm allocated per_cpu MB for each of 4 CPUs.
         assert slurm_memory(slurm_cluster, body["slurm_job_id"]) == (per_cpu, 2, per_cpu * 4)
+
+
+def test_auto_memory_takes_the_partitions_then_the_clusters_def_mem_per_cpu(service, slurm_cluster):
+    """DefMemPerCPU at the top of slurm.conf (2000 here) never shows in the
+    partition record; auto must still use it, as slurmctld does for a job
+    that asks for no memory. A partition's own DefMemPerCPU comes first: it is
+    set on `urgent` for this test only (scontrol update, undone after), and a
+    job there must carry it, a value no other rule gives on this cluster."""
+    status, dry = service.post("/experiments?dry_run=true", spec("core-mem-cluster", ["true"]))
+    assert status == 200, dry
+    assert dry["mem_per_cpu_mb"] == 2000, dry
+    assert "cluster-wide DefMemPerCPU=2000 MB (partition debug sets none)" in dry["mem_explanation"], dry
+
+    def set_urgent(setting):
+        subprocess.run(["scontrol", "update", "PartitionName=urgent", setting], env=slurm_env(slurm_cluster),
+                       check=True)
+
+    set_urgent("DefMemPerCPU=1000")
+    try:
+        s = spec("core-mem-partition", ["true"], cluster={"worker": 2})
+        s["resources"].update(partition="urgent", nodes=1, tasks_per_node=2, cpus_per_task=2)
+        status, body = service.post("/experiments", s)
+        assert status == 201, body
+        assert body["mem_per_task_mb"] == 2000, body
+        assert "partition urgent DefMemPerCPU=1000 MB" in body["mem_explanation"], body
+    finally:
+        set_urgent("DefMemPerNode=0")  # back to no partition default (DefMemPerNode=UNLIMITED)
+    done = service.wait_state("core-mem-partition", ("succeeded", "failed"), timeout=120)
+    assert done["state"] == "succeeded", done["reason"]
+    assert slurm_memory(slurm_cluster, body["slurm_job_id"]) == (1000, 2, 4000)
 
 
 def test_command_exiting_1_fails_and_job_leaves_slurm(service, slurm_cluster):

@@ -44,6 +44,18 @@ TEST(ComputeMemPerTask, SharedPartitionUsesDefMemPerCpu) {
   EXPECT_NE(plan->explanation.find("DefMemPerCPU=1500"), std::string::npos) << plan->explanation;
 }
 
+TEST(ComputeMemPerTask, ClusterWideDefMemPerCpuSaysWhereItCameFrom) {
+  PartitionShape p = Uniform(3, 4, 8000);
+  p.def_mem_per_cpu_mb = 1000;
+  p.def_mem_per_cpu_cluster_wide = true;
+  auto plan = ComputeMemPerTask(p, Res(3, 2, 2));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->mem_per_task_mb, 2000);
+  EXPECT_NE(plan->explanation.find("cluster-wide DefMemPerCPU=1000 MB (partition debug sets none)"),
+            std::string::npos)
+      << plan->explanation;
+}
+
 TEST(ComputeMemPerTask, UnequalNodesTakeTheSmallestRatio) {
   PartitionShape p{"mixed"};
   p.nodes = {{"big", 32, 256000}, {"small", 8, 16000}, {"mid", 16, 64000}};
