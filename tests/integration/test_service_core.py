@@ -40,9 +40,14 @@ def test_three_nodes_two_tasks_run_with_computed_memory_and_succeed(service, slu
     assert job.get("NumNodes", "").startswith("3"), job
     assert job.get("JobName") == "tfx-core-ok-a1", job
 
-    done = service.wait_state("core-ok", "succeeded", timeout=120)
+    service.wait_state("core-ok", "succeeded", timeout=120)
+    # succeeded is committed as the workers' exits decide it, in the same step
+    # that sends the ps their Shutdown; the ps turn reaped only when their
+    # agents report back. Wait until no task is left running, then check.
+    done = wait_for(lambda: (lambda e: e if all(t["state"] not in ("registered", "running") for t in e["tasks"])
+                             else None)(service.experiment("core-ok")), 60, "the ps to be reaped")
     assert {t["node"] for t in done["tasks"]} == {"node1", "node2", "node3"}
-    assert [t["state"] for t in done["tasks"] if t["role"] == "ps"] == ["reaped", "reaped"]
+    assert [t["state"] for t in done["tasks"] if t["role"] == "ps"] == ["reaped", "reaped"], done["tasks"]
     assert all(t["state"] == "succeeded" for t in done["tasks"] if t["role"] == "worker")
     final = wait_for(lambda: (lambda j: j if j.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED") else None)(
         scontrol_job(slurm_cluster, job_id)), 60, "the job to end in Slurm")
