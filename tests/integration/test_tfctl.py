@@ -9,10 +9,13 @@ is about where the URL comes from.
 import http.server
 import json
 import os
+import pty
 import re
+import select
 import socket
 import subprocess
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -31,14 +34,18 @@ def home(tmp_path):
     return h
 
 
-def run_tfctl(home, *args, url=None, env=None, timeout=180):
+def tfctl_env(home, url=None, env=None):
     e = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
     e.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
     if url:
         e["TFSLURM_URL"] = url
     e.update(env or {})
-    return subprocess.run([TFCTL, *args], env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, timeout=timeout)
+    return e
+
+
+def run_tfctl(home, *args, url=None, env=None, timeout=180):
+    return subprocess.run([TFCTL, *args], env=tfctl_env(home, url, env), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
 
 
 def ok(result):
@@ -119,6 +126,16 @@ def test_submit_status_logs_cancel(service, home, tmp_path):
     service.wait_state("tfctl-flow", "cancelled")
     events = ok(run_tfctl(home, "events", "tfctl-flow", url=service.url))
     assert "cancelled by " in events
+    # -o json: the service's events, the same ones as the table's rows, in order.
+    as_json = json.loads(ok(run_tfctl(home, "events", "tfctl-flow", "-o", "json", url=service.url)))
+    # (Asked for after the table: Slurm's last word on the job may have come in between.)
+    assert isinstance(as_json, list)
+    rows = table_after(events, "TIME")
+    assert len(as_json) >= len(rows) >= 3, (rows, as_json)
+    for row, event in zip(rows, as_json):
+        assert row == [event["at"][:19] + "Z", str(event["attempt"]), event["what"], event["why"]]
+    assert any(e["what"] == "state" and re.fullmatch(r"\w+ -> cancelled: cancelled by .+", e["why"])
+               for e in as_json), as_json
     listed = ok(run_tfctl(home, "list", url=service.url))
     assert table_after(listed, "ID")[0][:2] == ["tfctl-flow", "cancelled"]
 
@@ -152,6 +169,51 @@ def test_status_json_and_yaml_carry_the_facts_of_the_table(service, home, tmp_pa
     ok(run_tfctl(home, "cancel", "tfctl-json", url=service.url))
 
 
+def test_status_watch_refreshes_until_the_experiment_ends(service, home, tmp_path):
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-watch", "exec sleep 300", 1)),
+                 url=service.url))
+    wait_all_running(home, service, "tfctl-watch")
+    watch = [TFCTL, "status", "tfctl-watch", "--watch", "--interval", "0.2"]
+    env = tfctl_env(home, service.url)
+
+    # On a terminal: the screen is cleared and the page drawn again in place.
+    clear = b"\033[H\033[2J"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(watch, env=env, stdout=follower, stderr=subprocess.DEVNULL)
+    os.close(follower)
+    screen = b""
+    try:
+        deadline = time.monotonic() + 20
+        while screen.count(clear) < 3 and time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.5)[0]:
+                screen += os.read(leader, 65536)
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(leader)
+    assert screen.count(clear) >= 3, screen
+    assert screen.startswith(clear) and b"experiment  tfctl-watch" in screen.split(clear)[-2], screen
+
+    # Into a file: one page after another, no escape codes, and it ends by
+    # itself, exit 0, once the experiment has ended.
+    pages_file = tmp_path / "watch.out"
+    with open(pages_file, "w") as out:
+        proc = subprocess.Popen(watch, env=env, stdout=out, stderr=subprocess.PIPE, text=True)
+        try:
+            pages = lambda: re.findall(r"^experiment  tfctl-watch$", pages_file.read_text(), re.M)
+            wait_for(lambda: len(pages()) >= 2, 20, "two pages of status --watch")
+            assert proc.poll() is None, "status --watch ended while the experiment runs"
+            ok(run_tfctl(home, "cancel", "tfctl-watch", url=service.url))
+            assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        finally:
+            proc.kill()
+    text = pages_file.read_text()
+    assert "\033" not in text
+    assert all(re.search(r"^state       running", page, re.M) for page in text.split("\n\nexperiment")[:2])
+    last = text[text.rindex("experiment  tfctl-watch"):]
+    assert re.search(r"^state       cancelled", last, re.M), last
+
+
 def test_submit_wait_returns_0_after_success(service, home):
     out = ok(run_tfctl(home, "submit", "--id", "tfctl-wait", "--workers", "2", "--partition", "debug",
                        "--time", "00:10:00", "--wait", "--",
@@ -172,7 +234,7 @@ def test_submit_wait_returns_1_when_the_experiment_fails(service, home, tmp_path
 
 def test_resume_starts_a_new_attempt_from_the_checkpoint(service, home):
     ok(run_tfctl(home, "submit", "--id", "tfctl-resume", "--workers", "1", "--wait", "--",
-                 "/bin/true", url=service.url))
+                 "/bin/sh", "-c", "echo this is attempt $TFSLURM_ATTEMPT", url=service.url))
     model_dir = status_json(home, service, "tfctl-resume")["model_dir"]
     # TensorFlow's checkpoint state file, as the training would have left it.
     with open(os.path.join(model_dir, "checkpoint"), "w") as f:
@@ -184,6 +246,16 @@ def test_resume_starts_a_new_attempt_from_the_checkpoint(service, home):
     assert [a["number"] for a in view["attempts"]] == [1, 2]
     assert view["attempts"][1]["start_step"] == 1200
 
+    # logs --attempt N reads that attempt's files; without it, the latest attempt's.
+    def worker_log(*args):
+        return program_output(ok(run_tfctl(home, "logs", "tfctl-resume", "--task", "worker:0", *args,
+                                           url=service.url)))
+    assert worker_log("--attempt", "1") == "this is attempt 1\n"
+    assert worker_log("--attempt", "2") == "this is attempt 2\n"
+    assert worker_log() == "this is attempt 2\n"
+    r = run_tfctl(home, "logs", "tfctl-resume", "--task", "worker:0", "--attempt", "3", url=service.url)
+    assert r.returncode == 1 and "attempt" in r.stderr and "3" in r.stderr and r.stdout == "", r
+
 
 def test_linear_ps_runs_to_success_and_resumes_from_its_checkpoint(service, home, tmp_path):
     # The reference workload, from its spec as the example's README shows it.
@@ -192,8 +264,14 @@ def test_linear_ps_runs_to_success_and_resumes_from_its_checkpoint(service, home
     spec.write_text(template.replace("@REPO@", REPO))
     out = ok(run_tfctl(home, "submit", str(spec), "--id", "tfctl-linear", "--wait", url=service.url, timeout=300))
     assert out.rstrip().splitlines()[-1].startswith("tfctl-linear succeeded"), out
-    step = status_json(home, service, "tfctl-linear")["checkpoint"]["step"]
+    checkpoint = status_json(home, service, "tfctl-linear")["checkpoint"]
+    step = checkpoint["step"]
     assert step >= 300
+    # The status table shows the same checkpoint, and the list its step.
+    table = ok(run_tfctl(home, "status", "tfctl-linear", url=service.url))
+    assert re.search(rf"^checkpoint  step {step} \({re.escape(checkpoint['path'])}\)$", table, re.M), table
+    assert checkpoint["path"].startswith(status_json(home, service, "tfctl-linear")["model_dir"] + "/")
+    assert table_after(ok(run_tfctl(home, "list", url=service.url)), "ID")[0][6] == f"step {step}"
     logs = ok(run_tfctl(home, "logs", "tfctl-linear", "--task", "worker:0", url=service.url))
     assert re.search(r"^linear_ps: done step=\d+ loss=", logs, re.M), logs
 
@@ -216,6 +294,17 @@ def test_list_puts_running_experiments_first_and_filters_by_state(service, home,
     rows = table_after(ok(run_tfctl(home, "list", url=service.url)), "ID")
     assert [r[:2] for r in rows] == [["tfctl-list-run", "running"], ["tfctl-list-done", "failed"]]
     assert rows[0][3] == "1/1"  # TASKS: running/total
+    # -o json: the same experiments in the same order (running first), with
+    # the facts of each row.
+    listed = json.loads(ok(run_tfctl(home, "list", "-o", "json", url=service.url)))
+    assert listed["total"] == 2 and len(listed["experiments"]) == 2
+    for row, e in zip(rows, listed["experiments"]):
+        counts = (e.get("task_counts") or {}).values()
+        tasks = f"{sum(c['running'] for c in counts)}/{sum(c['total'] for c in counts)}" if counts else "-"
+        step = (e.get("checkpoint") or {}).get("step")
+        assert row[:7] == [e["id"], e["state"], str(e["attempt"]), tasks,
+                           "-" if e.get("slurm_job_id") is None else str(e["slurm_job_id"]),
+                           e.get("nodes") or "-", "-" if step is None else f"step {step}"], (row, e)
 
     failed_only = json.loads(ok(run_tfctl(home, "list", "--state", "failed", "-o", "json", url=service.url)))
     assert [e["id"] for e in failed_only["experiments"]] == ["tfctl-list-done"]
