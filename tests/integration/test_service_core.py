@@ -188,6 +188,50 @@ def test_errors_are_json_everywhere(service):
     assert status == 200 and body == {"status": "ok"}
 
 
+def test_list_is_newest_first_and_pages_with_limit_and_offset(service):
+    # Created in this order; neither ids ascending nor descending, so the
+    # order checked is the creation time's, not the id's tie-break.
+    created = ["core-page-c", "core-page-a", "core-page-d", "core-page-b"]
+    for exp_id in created:
+        status, body = service.post("/experiments", spec(exp_id, ["true"], cluster={"worker": 1},
+                                                         resources={"partition": "debug", "nodes": 1,
+                                                                    "tasks_per_node": 1,
+                                                                    "time_limit": "00:10:00"}))
+        assert status == 201, body
+    for exp_id in created:
+        assert service.wait_state(exp_id, ("succeeded", "failed"), timeout=120)["state"] == "succeeded"
+    newest_first = list(reversed(created))
+
+    def page(query):
+        status, body = service.get("/experiments?" + query)
+        assert status == 200, body
+        return body
+
+    whole = page("limit=10")
+    assert [e["id"] for e in whole["experiments"]] == newest_first
+    assert whole["total"] == 4
+    first, second, past = page("limit=2"), page("limit=2&offset=2"), page("limit=2&offset=4")
+    assert [e["id"] for e in first["experiments"]] == newest_first[:2]
+    assert (first["limit"], first["offset"], first["total"]) == (2, 0, 4)
+    assert [e["id"] for e in second["experiments"]] == newest_first[2:]
+    assert (second["offset"], second["total"]) == (2, 4)
+    assert past["experiments"] == [] and past["total"] == 4
+    # Paging applies after the state filter.
+    filtered = page("state=succeeded&limit=3&offset=1")
+    assert [e["id"] for e in filtered["experiments"]] == newest_first[1:]
+    assert filtered["total"] == 4
+
+
+def test_port_0_picks_a_free_port_and_logs_it(service):
+    """The fixture starts tfslurmd with --listen 127.0.0.1:0; the port it bound
+    is in the log, and it is the one that answers."""
+    port = int(service.url.rsplit(":", 1)[1])
+    assert port > 0
+    line = f"REST API listening on http://127.0.0.1:{port}"
+    wait_for(lambda: line in open(service.log_path).read(), 10, "the bound port in tfslurmd's log")
+    assert service.get("/healthz") == (200, {"status": "ok"})
+
+
 def test_experiments_survive_a_service_restart(service_factory):
     first = service_factory()
     for i in range(2):
