@@ -128,7 +128,9 @@ class WalCheckpointer {
     {
       std::lock_guard lock(mu_);
       wal_pages_ = wal_pages;
-      wake = wal_pages >= options_.checkpoint_wal_pages;
+      // Fewer pages than checkpointed: the WAL started over from its head.
+      if (wal_pages_ < checkpointed_pages_) checkpointed_pages_ = 0;
+      wake = wal_pages_ - checkpointed_pages_ >= options_.checkpoint_wal_pages;
     }
     if (wake) wake_.notify_one();
   }
@@ -142,10 +144,13 @@ class WalCheckpointer {
   void Run() {
     std::unique_lock lock(mu_);
     while (!stop_) {
-      wake_.wait_for(lock, options_.checkpoint_interval,
-                     [this] { return stop_ || wal_pages_ >= options_.checkpoint_wal_pages; });
-      if (stop_ || wal_pages_ == 0) continue;
-      wal_pages_ = 0;
+      wake_.wait_for(lock, options_.checkpoint_interval, [this] {
+        return stop_ || wal_pages_ - checkpointed_pages_ >= options_.checkpoint_wal_pages;
+      });
+      if (stop_ || wal_pages_ == checkpointed_pages_) continue;
+      // Counted as checkpointed now: pages the checkpoint leaves behind (a
+      // reader still needs them) wait for the next one.
+      checkpointed_pages_ = wal_pages_;
       lock.unlock();
       // SQLITE_BUSY (another checkpoint running, e.g. a sqlite3 CLI's) is
       // not an error: the next commit or interval tries again.
@@ -160,7 +165,8 @@ class WalCheckpointer {
   std::mutex mu_;
   std::condition_variable wake_;
   bool stop_ = false;
-  int wal_pages_ = 0;  // as of the last commit; 0 once checkpointed
+  int wal_pages_ = 0;           // in the WAL after the last commit
+  int checkpointed_pages_ = 0;  // in the WAL when the last checkpoint began
   int64_t checkpoints_ = 0;
   std::thread thread_;  // last: started once the members above exist
 };
