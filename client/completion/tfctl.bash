@@ -8,8 +8,8 @@
 # complete only when it can be reached.
 
 _tfctl_experiment_ids() {
-  # The ids in `tfctl list -o json`: one "id" key per experiment.
-  tfctl list --limit 200 -o json 2>/dev/null | sed -n 's/^      "id": "\(.*\)",$/\1/p'
+  # `tfctl list -o name` prints one id a line, running experiments first.
+  tfctl list --limit 200 -o name 2>/dev/null
 }
 
 _tfctl() {
@@ -34,7 +34,9 @@ _tfctl() {
 
   case $prev in
     -o | --output)
-      mapfile -t COMPREPLY < <(compgen -W "table json yaml" -- "$cur")
+      local formats="table json yaml"
+      [[ $command == list ]] && formats+=" name"
+      mapfile -t COMPREPLY < <(compgen -W "$formats" -- "$cur")
       return 0
       ;;
     --state)

@@ -44,13 +44,16 @@ void AddExperimentIdArgument(CLI::App* app, std::string& id) {
           "ID"));
 }
 
-void AddOutputOption(CLI::App* app, OutputFormat& format) {
-  static const std::map<std::string, OutputFormat> kFormats = {{"table", OutputFormat::kTable},
-                                                               {"json", OutputFormat::kJson},
-                                                               {"yaml", OutputFormat::kYaml}};
-  app->add_option("-o,--output", format, "output format: table (default), json or yaml")
-      ->transform(CLI::CheckedTransformer(kFormats))
-      ->option_text("table|json|yaml");
+void AddOutputOption(CLI::App* app, OutputFormat& format, bool offer_name) {
+  std::map<std::string, OutputFormat> formats = {{"table", OutputFormat::kTable},
+                                                 {"json", OutputFormat::kJson},
+                                                 {"yaml", OutputFormat::kYaml}};
+  if (offer_name) formats["name"] = OutputFormat::kName;
+  app->add_option("-o,--output", format,
+                  offer_name ? "output format: table (default), json, yaml, or name (one id a line)"
+                             : "output format: table (default), json or yaml")
+      ->transform(CLI::CheckedTransformer(formats))
+      ->option_text(offer_name ? "table|json|yaml|name" : "table|json|yaml");
 }
 
 }  // namespace tfslurm::tfctl

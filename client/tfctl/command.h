@@ -44,8 +44,8 @@ std::optional<client::Client> Connect(const GlobalOptions& options);
 // The positional ID, checked against the service's id pattern so that a
 // mistyped id is a usage error, not a request.
 void AddExperimentIdArgument(CLI::App* app, std::string& id);
-// -o/--output table|json|yaml.
-void AddOutputOption(CLI::App* app, OutputFormat& format);
+// -o/--output table|json|yaml, and name too when offer_name is set.
+void AddOutputOption(CLI::App* app, OutputFormat& format, bool offer_name = false);
 
 Command AddSubmitCommand(CLI::App& app, const GlobalOptions& global,
                          const std::vector<std::string>& command_after_dashes);

@@ -149,6 +149,12 @@ std::string FormatExperimentList(const std::vector<client::Experiment>& experime
   return table.Render();
 }
 
+std::string FormatExperimentIds(const std::vector<client::Experiment>& experiments) {
+  std::string out;
+  for (const client::Experiment& e : experiments) out += e.id + "\n";
+  return out;
+}
+
 std::string FormatEventTable(const std::vector<client::Event>& events) {
   Table table({"TIME", "ATTEMPT", "WHAT", "WHY"});
   for (const client::Event& e : events)

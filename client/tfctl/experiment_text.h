@@ -27,6 +27,9 @@ std::string FormatStatus(const client::Experiment& experiment);
 // finished ones; the service's order (newest first) within each group.
 std::vector<client::Experiment> RunningFirst(std::vector<client::Experiment> experiments);
 std::string FormatExperimentList(const std::vector<client::Experiment>& experiments, int64_t now_s);
+// One id a line, in the given order: `tfctl list -o name`, for scripts and
+// shell completion.
+std::string FormatExperimentIds(const std::vector<client::Experiment>& experiments);
 
 std::string FormatEventTable(const std::vector<client::Event>& events);
 // One event on one line, as `submit --wait` prints them while following.

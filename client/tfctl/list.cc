@@ -41,6 +41,10 @@ int RunList(const GlobalOptions& global, const ListOptions& options) {
   auto list = options.states.empty() ? OpenFirst(*client, options.limit)
                                      : client->ListExperiments({options.states, options.limit});
   if (!list.ok()) return Fail(list.error());
+  if (options.output == OutputFormat::kName) {
+    std::cout << FormatExperimentIds(RunningFirst(list->experiments));
+    return kExitOk;
+  }
   if (options.output != OutputFormat::kTable) {
     PrintStructured(list->raw, options.output, std::cout);
     return kExitOk;
@@ -68,12 +72,13 @@ Command AddListCommand(CLI::App& app, const GlobalOptions& global) {
   sub->add_option("--limit", options->limit, "at most this many experiments, newest first")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  AddOutputOption(sub, options->output);
+  AddOutputOption(sub, options->output, /*offer_name=*/true);
   sub->footer(
       "Examples:\n"
       "  tfctl list\n"
       "  tfctl list --state running,queued\n"
-      "  tfctl list --state failed -o json");
+      "  tfctl list --state failed -o json\n"
+      "  tfctl list --state failed -o name   # one id a line");
   return {sub, [&global, options] { return RunList(global, *options); }};
 }
 

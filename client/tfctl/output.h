@@ -9,7 +9,8 @@
 
 namespace tfslurm::tfctl {
 
-enum class OutputFormat { kTable, kJson, kYaml };
+// kName is one experiment id per line, as `kubectl get -o name` (list only).
+enum class OutputFormat { kTable, kJson, kYaml, kName };
 
 // Block-style YAML with the same content as the JSON: strings that a YAML
 // 1.1 or 1.2 reader would take for something else ("true", "on", "12",

@@ -75,6 +75,13 @@ TEST(ExperimentListTest, ShowsTaskCountsJobCheckpointAndAge) {
             "old    succeeded  1        -      -    -          -           1h02m\n");
 }
 
+TEST(ExperimentListTest, IdsOneALineInTheGivenOrder) {
+  EXPECT_EQ(
+      FormatExperimentIds(RunningFirst({Summary("old", "succeeded"), Summary("mnist", "running")})),
+      "mnist\nold\n");
+  EXPECT_EQ(FormatExperimentIds({}), "");
+}
+
 TEST(FormatStatusTest, ShowsTheExperimentItsAttemptsAndTasks) {
   client::Experiment e = Summary("hello", "running");
   e.reason = "all 1 tasks running";
@@ -102,6 +109,15 @@ TEST(FormatStatusTest, ShowsTheExperimentItsAttemptsAndTasks) {
             "\n"
             "ROLE    INDEX  NODE   ADDRESS     STATE    EXIT  HEARTBEAT\n"
             "worker  0      node1  node1:5000  running  -     1.5s ago\n");
+}
+
+TEST(FormatStatusTest, ShowsTheCheckpointStepAndItsPath) {
+  client::Experiment e = Summary("mnist", "succeeded");
+  e.checkpoint_step = 300;
+  e.checkpoint_path = "/out/mnist/model.ckpt-300";
+  EXPECT_NE(FormatStatus(e).find("\ncheckpoint  step 300 (/out/mnist/model.ckpt-300)\n"),
+            std::string::npos)
+      << FormatStatus(e);
 }
 
 TEST(FormatEventsTest, TableAndSingleLine) {

@@ -500,19 +500,48 @@ def test_usage_errors_exit_2(home):
     assert run_tfctl(home, "logs", "x", "--", "echo").returncode == 2
 
 
-def test_bash_completion_offers_subcommands_flags_and_tasks(home):
+def complete(home, line, url=None):
+    """What bash completion offers for `line` (the cursor at its end)."""
     script = os.path.join(REPO, "client", "completion", "tfctl.bash")
+    words = line.split(" ")
+    prog = (f"source {script}; COMP_WORDS=({' '.join(repr(w) for w in words)}); "
+            f"COMP_CWORD={len(words) - 1}; _tfctl; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+    env = tfctl_env(home, url)
+    env["PATH"] = BIN + os.pathsep + env["PATH"]
+    out = subprocess.run(["bash", "-c", prog], stdout=subprocess.PIPE, text=True, check=True, env=env)
+    return out.stdout.split()
 
-    def complete(line):
-        words = line.split(" ")
-        prog = (f"source {script}; COMP_WORDS=({' '.join(repr(w) for w in words)}); "
-                f"COMP_CWORD={len(words) - 1}; _tfctl; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
-        out = subprocess.run(["bash", "-c", prog], stdout=subprocess.PIPE, text=True, check=True,
-                             env=dict(os.environ, PATH=BIN + os.pathsep + os.environ["PATH"], HOME=str(home)))
-        return out.stdout.split()
 
-    assert complete("tfctl s") == ["submit", "status"]
-    assert "--tasks-per-node" in complete("tfctl submit --t")
-    assert complete("tfctl logs x --task w") == ["worker:"]
-    assert complete("tfctl list --state r") == ["running", "restarting"]
-    assert complete("tfctl status x -o ") == ["table", "json", "yaml"]
+def test_bash_completion_offers_subcommands_flags_and_tasks(home):
+    assert complete(home, "tfctl s") == ["submit", "status"]
+    assert "--tasks-per-node" in complete(home, "tfctl submit --t")
+    assert complete(home, "tfctl logs x --task w") == ["worker:"]
+    assert complete(home, "tfctl list --state r") == ["running", "restarting"]
+    assert complete(home, "tfctl status x -o ") == ["table", "json", "yaml"]
+    assert complete(home, "tfctl list -o ") == ["table", "json", "yaml", "name"]
+
+
+def test_list_o_name_prints_ids_and_completion_offers_them(service, home, tmp_path):
+    ok(run_tfctl(home, "submit", "--id", "tfctl-names-done", "--workers", "1", "--wait", "--", "/bin/true",
+                 url=service.url))
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-names-run", "exec sleep 300", 1)),
+                 url=service.url))
+    service.wait_state("tfctl-names-run", "running")
+
+    # One id a line, in the table's order (running first), and nothing else.
+    names = ok(run_tfctl(home, "list", "-o", "name", url=service.url))
+    assert names == "tfctl-names-run\ntfctl-names-done\n", names
+    table = ok(run_tfctl(home, "list", url=service.url))
+    assert [row[0] for row in table_after(table, "ID")] == names.split()
+    assert ok(run_tfctl(home, "list", "--state", "succeeded", "-o", "name", url=service.url)) == "tfctl-names-done\n"
+    r = run_tfctl(home, "list", "--state", "failed", "-o", "name", url=service.url)
+    assert r.returncode == 0 and r.stdout == "", r
+    assert run_tfctl(home, "status", "tfctl-names-run", "-o", "name", url=service.url).returncode == 2
+
+    # Completion of experiment ids asks the service, through `list -o name`.
+    assert complete(home, "tfctl status tfctl-names-", url=service.url) == ["tfctl-names-run", "tfctl-names-done"]
+    assert complete(home, "tfctl logs tfctl-names-d", url=service.url) == ["tfctl-names-done"]
+    assert complete(home, "tfctl --url " + service.url + " cancel tfctl-names-r", url=service.url) == \
+        ["tfctl-names-run"]
+    assert complete(home, "tfctl status ", url=f"http://127.0.0.1:{unused_port()}") == []
+    ok(run_tfctl(home, "cancel", "tfctl-names-run", url=service.url))
