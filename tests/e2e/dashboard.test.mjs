@@ -170,12 +170,19 @@ test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded
   await page.locator('[data-testid=exp-state] .badge').waitFor();
 
   // The running view lists it, with its Slurm job and live counts per role.
+  // (On a warm cluster the tasks can register before tfslurmd's next Slurm
+  // poll has filled in the nodes: wait for both.)
   const row = list.locator(`[data-testid=running] tr[data-id="${id}"]`);
   await row.waitFor({ timeout: 30000 });
   await list.waitForFunction(
     (id) => {
       const r = document.querySelector(`[data-testid=running] tr[data-id="${id}"]`);
-      return r && r.dataset.state === 'running' && r.querySelector('[data-role=worker] .n-running')?.textContent === '4';
+      return (
+        r &&
+        r.dataset.state === 'running' &&
+        r.querySelector('[data-role=worker] .n-running')?.textContent === '4' &&
+        r.querySelector('[data-label=Nodes]')?.textContent !== '—'
+      );
     },
     id,
     { timeout: 90000 },
