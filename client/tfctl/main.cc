@@ -21,6 +21,13 @@ constexpr const char* kFooter =
     "  tfctl logs mnist-ps-01 --task worker:1 -f\n"
     "Run `tfctl COMMAND --help` for a command's options and examples.";
 
+// --url and --token go on tfctl itself and on every subcommand, so that they
+// may come before or after the subcommand and every --help lists them.
+void AddConnectionOptions(CLI::App* app, tfslurm::client::ConnectionFlags& flags) {
+  app->add_option("--url", flags.url, "tfslurmd's URL, e.g. http://127.0.0.1:8080");
+  app->add_option("--token", flags.token, "API token, sent as Authorization: Bearer");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -40,10 +47,8 @@ int main(int argc, char** argv) {
   CLI::App app{kOverview, "tfctl"};
   app.footer(kFooter);
   app.require_subcommand(1);
-  app.fallthrough();  // --url and --token may follow the subcommand too
   GlobalOptions global;
-  app.add_option("--url", global.connection.url, "tfslurmd's URL, e.g. http://127.0.0.1:8080");
-  app.add_option("--token", global.connection.token, "API token, sent as Authorization: Bearer");
+  AddConnectionOptions(&app, global.connection);
   std::vector<Command> commands = {
       AddSubmitCommand(app, global, command_after_dashes),
       AddStatusCommand(app, global),
@@ -53,6 +58,7 @@ int main(int argc, char** argv) {
       AddCancelCommand(app, global),
       AddResumeCommand(app, global),
   };
+  for (const Command& c : commands) AddConnectionOptions(c.app, global.connection);
 
   std::reverse(args.begin(), args.end());  // CLI11 takes the vector back to front
   try {

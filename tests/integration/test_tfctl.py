@@ -489,6 +489,9 @@ def test_token_is_sent_as_a_bearer_header_only_when_configured(home):
 def test_every_subcommand_has_help_with_an_example(home, command):
     out = ok(run_tfctl(home, command, "--help"))
     assert re.search(r"^Examples?:\n  tfctl " + command, out, re.M), out
+    # The connection options work after the subcommand, so its help lists them.
+    assert re.search(r"^  --url TEXT +tfslurmd's URL", out, re.M), out
+    assert re.search(r"^  --token TEXT +API token", out, re.M), out
 
 
 def test_usage_errors_exit_2(home):
