@@ -4,12 +4,16 @@
 //
 //   node --test tests/e2e/         (tests/e2e/install.sh first)
 //   TFSLURM_SLURM_CONF=... to use a running cluster instead of starting one.
+//   TFSLURM_BIN_DIR=DIR for tfslurmd and tfslurm-agent (default build/bin).
+//   TFSLURM_E2E_DOCS_SCREENSHOTS=1 to also write the README's pictures,
+//   docs/dashboard.png and docs/dashboard-running.png, from this run.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import {
   api,
   launchBrowser,
   linearPsSpec,
+  publishDocsScreenshot,
   screenshotPath,
   slurmJob,
   squeueState,
@@ -226,7 +230,9 @@ test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded
   assert.ok(apiCheckpoint && apiCheckpoint.step >= pageStep, `API checkpoint ${JSON.stringify(apiCheckpoint)}`);
   await page.waitForTimeout(1000); // a log line or two, for the pictures
   await page.screenshot({ path: screenshotPath('experiment-running.png'), fullPage: true });
-  await page.screenshot({ path: screenshotPath('dashboard.png') }); // the README's picture (docs/dashboard.png)
+  // The README's pictures (docs/, with TFSLURM_E2E_DOCS_SCREENSHOTS=1, once
+  // this test has passed): this page and the running view, mid-run.
+  await page.screenshot({ path: screenshotPath('dashboard.png') });
 
   // Succeeded, without a reload; the ps were reaped, the workers exited 0.
   await page.waitForFunction(
@@ -301,6 +307,8 @@ test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded
   assert.equal(await list.evaluate(() => window.__sameDocument), true, 'the front page was reloaded');
   await list.close();
   await page.close();
+  publishDocsScreenshot('dashboard.png', 'dashboard.png');
+  publishDocsScreenshot('running-view.png', 'dashboard-running.png');
 });
 
 test('cancel from the UI asks first, then cancels the Slurm job', { timeout: 180000 }, async () => {

@@ -236,3 +236,15 @@ export function screenshotPath(name) {
   mkdirSync(SCREENSHOTS, { recursive: true });
   return path.join(SCREENSHOTS, name);
 }
+
+// The README's pictures come from a real run: with
+// TFSLURM_E2E_DOCS_SCREENSHOTS=1, copies screenshots/NAME to docs/DOC_NAME
+// (call it once the test that took it has passed). Returns the path written,
+// or null when not asked to.
+export function publishDocsScreenshot(name, docName) {
+  if (process.env.TFSLURM_E2E_DOCS_SCREENSHOTS !== '1') return null;
+  const to = path.join(REPO, 'docs', docName);
+  copyFileSync(screenshotPath(name), to);
+  console.log(`wrote ${path.relative(REPO, to)} from screenshots/${name}`);
+  return to;
+}
