@@ -93,7 +93,9 @@ e2e_rc=0
 if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -d tests/e2e ]]; then
   step "end-to-end dashboard tests (headless Chromium)"
   set +e
-  (cd tests/e2e && node --test 2>&1) | tee build/e2e.log
+  # One file at a time: they share the one local cluster (node runs files in
+  # parallel on machines with more than 2 cores).
+  (cd tests/e2e && node --test --test-concurrency=1 2>&1) | tee build/e2e.log
   e2e_rc=${PIPESTATUS[0]}
   set -e
   p=$(sed -n 's/^# pass \([0-9]*\)/\1/p' build/e2e.log | tail -1)
