@@ -99,6 +99,9 @@ struct Experiments::Active {
   std::optional<EndReason> decided_reason;
   int64_t cancel_sent_at_ms = 0;
   bool start_seen_in_slurm = false;
+  // This process has seen the attempt's job in Slurm (or Slurm took it from
+  // this process). False after a restart of the service until a poll finds it.
+  bool job_seen = false;
   // Automatic submissions that failed in a row, for the retry backoff.
   int submit_failures = 0;
   // An attempt still `submitting` (its submission was interrupted, or Slurm
@@ -373,6 +376,7 @@ StatusOr<AttemptRecord> Experiments::SubmitAttempt(Active& a, PreparedAttempt p,
     return job.status();
   }
   a.submit_failures = 0;
+  a.job_seen = true;
   a.attempt.slurm_job_id = *job;
   a.attempt.state = "pending";
   a.job_known_seq = ++job_seq_;
@@ -757,10 +761,18 @@ void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& 
   }
   const RestartPolicy& p = a.spec.restart;
   std::string attempt_n = "attempt " + std::to_string(a.attempt.number);
-  if (!p.on.count(reason)) {
+  // An unknown end may have been any of them (a success too): restarting
+  // costs one attempt, which resumes from the last checkpoint and ends at
+  // once if training had finished; not restarting may drop a training that
+  // was preempted or hit its time limit. So it is restarted whenever the
+  // policy restarts anything.
+  const bool unknown = reason == EndReason::kUnknown;
+  if (unknown ? p.on.empty() : !p.on.count(reason)) {
     SetState(c, a, ExperimentState::kFailed,
-             attempt_n + " " + EndReasonName(reason) + ": " + why +
-                 " (not restarted: " + EndReasonName(reason) + " is not in restart.on)");
+             attempt_n + " " + EndReasonName(reason) + ": " + why + " (not restarted: " +
+                 (unknown ? std::string("restart.on is empty")
+                          : std::string(EndReasonName(reason)) + " is not in restart.on") +
+                 ")");
     return;
   }
   if (a.record.restarts >= p.max_restarts) {
@@ -777,7 +789,10 @@ void Experiments::FinishAttempt(Active& a, EndReason reason, const std::string& 
   SetState(c, a, ExperimentState::kRestarting,
            attempt_n + " " + EndReasonName(reason) + ": " + why + "; restart " +
                std::to_string(a.record.restarts) + " of " + std::to_string(p.max_restarts) +
-               " in " + Seconds(delay_ms));
+               " in " + Seconds(delay_ms) +
+               (unknown ? " (an unknown end is restarted when restart.on allows any restart: the "
+                          "next attempt resumes from the last checkpoint)"
+                        : ""));
 }
 
 void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, int64_t poll_seq,
@@ -792,14 +807,39 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, int64_t poll
     a.attempt.ended_at = now;
     a.attempt.slurm_state = "UNKNOWN";
     c.attempts.push_back(a.attempt);
-    Event(c, a, "job", "Slurm no longer knows job " + std::to_string(a.attempt.slurm_job_id));
-    if (a.run->outcome().kind == Outcome::kSucceeded)
-      FinishAttempt(a, EndReason::kSucceeded, a.run->outcome().reason, c);
-    else
-      FinishAttempt(a, EndReason::kNodeFail,
-                    "job " + std::to_string(a.attempt.slurm_job_id) + " vanished from Slurm", c);
-    return;
+    const std::string job_n = "job " + std::to_string(a.attempt.slurm_job_id);
+    const Outcome& o = a.run->outcome();
+    // What the tasks reported before the job left decides, as it would have
+    // with the job's final state.
+    if (o.kind == Outcome::kSucceeded) {
+      Event(c, a, "job", "Slurm no longer knows " + job_n);
+      return FinishAttempt(a, EndReason::kSucceeded, o.reason, c);
+    }
+    if (a.decided_reason) {
+      Event(c, a, "job", "Slurm no longer knows " + job_n);
+      return FinishAttempt(a, *a.decided_reason, o.reason, c);
+    }
+    if (o.kind == Outcome::kFailed) {
+      Event(c, a, "job", "Slurm no longer knows " + job_n);
+      return FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit,
+                           o.reason, c);
+    }
+    if (!a.job_seen) {
+      // Not seen since this service started: the job ended while tfslurmd
+      // was down, longer ago than Slurm's MinJobAge. Without accounting
+      // (slurmdbd) nothing says how, and the agents' exit reports expired.
+      Event(c, a, "job",
+            "Slurm no longer knows " + job_n +
+                ": it ended while tfslurmd was down, and Slurm forgets finished jobs after "
+                "MinJobAge; with no task report and no accounting, how it ended is unknown");
+      return FinishAttempt(a, EndReason::kUnknown,
+                           job_n + " ended while tfslurmd was down; how is unknown", c);
+    }
+    // Seen by this service and gone before any report: Slurm lost it.
+    Event(c, a, "job", "Slurm no longer knows " + job_n);
+    return FinishAttempt(a, EndReason::kNodeFail, job_n + " vanished from Slurm", c);
   }
+  a.job_seen = true;
   std::string state = slurm::JobStateName(job->state);
   bool changed = state != a.attempt.slurm_state || job->nodes != a.attempt.nodes;
   a.attempt.slurm_state = state;
@@ -1066,6 +1106,7 @@ void Experiments::ReconcileSubmission(Active& a, const std::vector<slurm::JobInf
     a.attempt.state = "pending";
     a.job_known_seq = ++job_seq_;
     a.submit_failures = 0;
+    a.job_seen = true;
     c.attempts.push_back(a.attempt);
     Event(c, a, "recovered",
           "found Slurm job " + std::to_string(match->job_id) + " (" + a.attempt.job_name +

@@ -295,6 +295,8 @@ const char* EndReasonName(EndReason reason) {
       return "permanent_exit";
     case EndReason::kStartFailed:
       return "start_failed";
+    case EndReason::kUnknown:
+      return "unknown";
   }
   return "unknown";
 }
@@ -302,7 +304,7 @@ const char* EndReasonName(EndReason reason) {
 std::optional<EndReason> ParseEndReason(const std::string& name) {
   for (EndReason r : {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted,
                       EndReason::kTimeout, EndReason::kNodeFail, EndReason::kRetryableExit,
-                      EndReason::kPermanentExit, EndReason::kStartFailed})
+                      EndReason::kPermanentExit, EndReason::kStartFailed, EndReason::kUnknown})
     if (name == EndReasonName(r)) return r;
   return std::nullopt;
 }

@@ -54,6 +54,9 @@ enum class EndReason {
   kRetryableExit,  // killed by a signal, 137, 143
   kPermanentExit,  // 1, 2, 126, 127 and anything else
   kStartFailed,    // barrier timeout, submission refused
+  // The job left Slurm while tfslurmd was down (Slurm forgets finished jobs
+  // after MinJobAge) before any task reported how it ended.
+  kUnknown,
 };
 
 struct RestartPolicy {

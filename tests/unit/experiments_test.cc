@@ -669,6 +669,75 @@ TEST_F(ExperimentsTest, CancelWhileASubmissionIsInDoubtSubmitsNothing) {
   EXPECT_EQ(v.attempts.at(1).state, "ended");
 }
 
+TEST_F(ExperimentsTest, JobThatEndedWhileTheServiceWasDownIsAnUnknownEndAndRestarted) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  // tfslurmd is down longer than MinJobAge: the job ended and Slurm forgot it.
+  slurm_.jobs.clear();
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.at(0).end_reason, "unknown");
+  // restart.on holds only retryable_exit: an unknown end is restarted all the same.
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("ended while tfslurmd was down; how is unknown"),
+            std::string::npos)
+      << v.experiment.reason;
+  bool explained = false;
+  for (const auto& e : v.events) explained |= e.why.find("MinJobAge") != std::string::npos;
+  EXPECT_TRUE(explained);
+  clock_.Advance(5000);
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 2u);
+}
+
+TEST_F(ExperimentsTest, UnknownEndIsNotRestartedWhenThePolicyRestartsNothing) {
+  json spec = PsSpec("a");
+  spec["restart"]["on"] = json::array();
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  slurm_.jobs.clear();
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_NE(v.experiment.reason.find("not restarted: restart.on is empty"), std::string::npos)
+      << v.experiment.reason;
+}
+
+TEST_F(ExperimentsTest, JobVanishingWhileTheServiceWatchesIsNodeFail) {
+  json spec = PsSpec("a");
+  spec["restart"]["on"] = {"node_fail"};
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  slurm_.jobs.clear();
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.at(0).end_reason, "node_fail");
+  EXPECT_NE(v.attempts.at(0).reason.find("job 100 vanished from Slurm"), std::string::npos);
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+}
+
+TEST_F(ExperimentsTest, FailureReportedBeforeTheJobVanishedDecides) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  experiments_->OnExited(Ref("a", 3), 2, std::nullopt, false);
+  // Slurm drops the job before its final state was seen.
+  slurm_.jobs.clear();
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.at(0).end_reason, "permanent_exit");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+}
+
 TEST_F(ExperimentsTest, OnePollIsOneSlurmQueryWhateverTheNumberOfExperiments) {
   for (int i = 0; i < 20; ++i)
     ASSERT_TRUE(experiments_->Submit(PsSpec("e" + std::to_string(i)), "a", false).ok());
