@@ -1,5 +1,6 @@
 """Issue 4: resume from checkpoints, automatic restarts, preemption, time
 limits and crash safety, on the real local Slurm cluster."""
+import json
 import os
 import re
 import signal
@@ -73,6 +74,10 @@ def test_kill9_of_a_worker_restarts_from_the_last_checkpoint(service):
                                                              "backoff_s": 1})
     assert service.post("/experiments", s)[0] == 201
     wait_for(lambda: checkpoint_at_least(service, "rs-kill9", 30), 120, "a checkpoint reported as progress")
+    # Resume of a running experiment: 409 (not 503, which means "ended, its job still finishing").
+    status, body = service.post("/experiments/rs-kill9/resume", {})
+    assert status == 409, (status, body)
+    assert "cancel it first" in json.dumps(body), body
     pid = wait_for(lambda: program_pid("rs-kill9", "worker", 1), 30, "worker 1's program")
     os.kill(pid, signal.SIGKILL)
     done = service.wait_state("rs-kill9", ("succeeded", "failed"), timeout=240)
@@ -122,8 +127,11 @@ def test_time_limit_runs_as_a_chain_of_attempts_checkpointing_on_the_signal(serv
         assert a["end_reason"] == "timeout" and a["slurm_state"] == "TIMEOUT", a
     for n in range(2, len(attempts) + 1):
         previous_chief_log = log(done, n - 1, 1)  # worker 0 checkpoints (task 1 under spread)
-        on_signal = [int(x) for x in re.findall(r"checkpoint on signal step=(\d+)", previous_chief_log)]
-        assert on_signal, f"attempt {n - 1} wrote no checkpoint on the signal:\n{previous_chief_log[-1500:]}"
+        # The checkpoint written on Slurm's --signal (SIGUSR1, signal_grace_s before the limit),
+        # not the one the program also writes on the SIGTERM at the limit itself.
+        on_signal = [int(x) for x in re.findall(r"checkpoint on signal step=(\d+) signal=SIGUSR1 ",
+                                                previous_chief_log)]
+        assert on_signal, f"attempt {n - 1} wrote no checkpoint on SIGUSR1:\n{previous_chief_log[-1500:]}"
         assert attempts[n - 1]["start_step"] >= max(on_signal) > 0, (attempts[n - 1], on_signal)
     assert done["checkpoint"]["step"] >= 1000
 
@@ -161,6 +169,8 @@ def test_resume_of_a_finished_experiment_starts_at_its_checkpoint(service):
              30, "resume to be accepted once the job has left Slurm")
     running = service.experiment("rs-resume")
     assert running["attempt"] == 2 and running["attempts"][1]["start_step"] == step
+    # Still open (409), or already succeeded with its job finishing (503): attempt 2 has
+    # nothing left to train. test_kill9_... pins the 409 on an experiment that surely runs.
     assert service.post("/experiments/rs-resume/resume", {})[0] in (409, 503)
     done = service.wait_state("rs-resume", ("succeeded", "failed"), timeout=180)
     assert done["state"] == "succeeded", done["reason"]

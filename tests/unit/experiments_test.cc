@@ -738,6 +738,93 @@ TEST_F(ExperimentsTest, FailureReportedBeforeTheJobVanishedDecides) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
 }
 
+TEST_F(ExperimentsTest, NodeFailAndBootFailAreNodeFailAndRestarted) {
+  for (auto [id, state] :
+       {std::pair{"nf", slurm::JobState::kNodeFail}, std::pair{"bf", slurm::JobState::kBootFail}}) {
+    json spec = PsSpec(id);
+    spec["restart"]["on"] = {"node_fail"};
+    auto r = experiments_->Submit(spec, "alice", false);
+    ASSERT_TRUE(r.ok());
+    int64_t job = r->attempt.slurm_job_id;
+    slurm_.SetState(job, slurm::JobState::kRunning);
+    Poll();
+    slurm_.SetState(job, state);
+    slurm_.jobs[job].reason = "node2 down";
+    Poll();
+    auto v = View(id);
+    EXPECT_EQ(v.attempts.at(0).end_reason, "node_fail") << id;
+    EXPECT_NE(v.attempts.at(0).reason.find("node2 down"), std::string::npos) << id;
+    EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  }
+  // Not in restart.on: the experiment fails and says so.
+  ASSERT_TRUE(experiments_->Submit(PsSpec("no"), "alice", false).ok());
+  slurm_.SetState(102, slurm::JobState::kNodeFail);
+  Poll();
+  EXPECT_NE(View("no").experiment.reason.find("node_fail is not in restart.on"), std::string::npos)
+      << View("no").experiment.reason;
+}
+
+TEST_F(ExperimentsTest, TimeLimitIsTimeoutEvenWhenTheTasksDiedOfSigterm) {
+  json spec = PsSpec("a");
+  spec["restart"]["on"] = {"timeout"};
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  // Slurm's SIGTERM at the limit kills a worker before the job shows TIMEOUT.
+  experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false);
+  slurm_.SetState(100, slurm::JobState::kTimeout);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.at(0).end_reason, "timeout");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("at its time limit"), std::string::npos);
+}
+
+TEST_F(ExperimentsTest, BackoffDoublesPerRestartAndIsCappedAtTenMinutes) {
+  json spec = PsSpec("a");
+  spec["restart"] = {{"max_restarts", 8}, {"on", {"retryable_exit"}}, {"backoff_s", 60}};
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  std::vector<int64_t> delays_s;
+  for (int attempt = 1; attempt <= 6; ++attempt) {
+    int64_t job = 100 + attempt - 1;
+    ASSERT_EQ(slurm_.submitted.size(), static_cast<size_t>(attempt));
+    slurm_.SetState(job, slurm::JobState::kFailed, 137);
+    Poll();
+    auto e = View("a").experiment;
+    ASSERT_EQ(e.state, ExperimentState::kRestarting) << e.reason;
+    delays_s.push_back((e.next_attempt_at - clock_.now_ms) / 1000);
+    clock_.Advance(e.next_attempt_at - clock_.now_ms - config_.poll_interval_ms - 1);
+    Poll();
+    EXPECT_EQ(slurm_.submitted.size(), static_cast<size_t>(attempt)) << "not before the backoff";
+    Poll();
+  }
+  EXPECT_EQ(delays_s, (std::vector<int64_t>{60, 120, 240, 480, 600, 600}));
+}
+
+TEST_F(ExperimentsTest, UserCancelIsNeverRestartedEvenWhenTheTasksDieRetryably) {
+  // restart.on has retryable_exit, and the tasks die of SIGTERM (143).
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
+  for (int p = 0; p < 6; ++p) experiments_->OnExited(Ref("a", p), 143, std::nullopt, false);
+  slurm_.SetState(100, slurm::JobState::kFailed, 143);
+  Poll();
+  // Well past the 5 s backoff.
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(60000);
+    Poll();
+  }
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled);
+  EXPECT_EQ(v.experiment.restarts, 0);
+  EXPECT_EQ(v.attempts.size(), 1u);
+  EXPECT_EQ(v.attempts[0].end_reason, "cancelled");
+}
+
 TEST_F(ExperimentsTest, OnePollIsOneSlurmQueryWhateverTheNumberOfExperiments) {
   for (int i = 0; i < 20; ++i)
     ASSERT_TRUE(experiments_->Submit(PsSpec("e" + std::to_string(i)), "a", false).ok());
