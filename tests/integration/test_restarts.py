@@ -99,7 +99,7 @@ def test_real_preemption_comes_back_and_finishes_from_checkpoint(service, slurm_
     wait_for(lambda: checkpoint_at_least(service, "rs-preempt", 20), 120, "training to checkpoint")
     # A high-priority job that needs every CPU of every node.
     urgent = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-N3", "--ntasks-per-node=4",
-                             "--mem-per-cpu=100", "--wrap", "sleep 5"], env=slurm_env(slurm_cluster),
+                             "--mem-per-cpu=100", "--output=/dev/null", "--wrap", "sleep 5"], env=slurm_env(slurm_cluster),
                             stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
     try:
         e = wait_for(lambda: (lambda x: x if x["attempts"][0]["end_reason"] else None)(service.experiment("rs-preempt")),
