@@ -809,35 +809,33 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, int64_t poll
     c.attempts.push_back(a.attempt);
     const std::string job_n = "job " + std::to_string(a.attempt.slurm_job_id);
     const Outcome& o = a.run->outcome();
+    std::string event = "Slurm no longer knows " + job_n;
+    EndReason reason;
+    std::string why = o.reason;
     // What the tasks reported before the job left decides, as it would have
     // with the job's final state.
     if (o.kind == Outcome::kSucceeded) {
-      Event(c, a, "job", "Slurm no longer knows " + job_n);
-      return FinishAttempt(a, EndReason::kSucceeded, o.reason, c);
-    }
-    if (a.decided_reason) {
-      Event(c, a, "job", "Slurm no longer knows " + job_n);
-      return FinishAttempt(a, *a.decided_reason, o.reason, c);
-    }
-    if (o.kind == Outcome::kFailed) {
-      Event(c, a, "job", "Slurm no longer knows " + job_n);
-      return FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit,
-                           o.reason, c);
-    }
-    if (!a.job_seen) {
+      reason = EndReason::kSucceeded;
+    } else if (a.decided_reason) {
+      reason = *a.decided_reason;
+    } else if (o.kind == Outcome::kFailed) {
+      reason = o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit;
+    } else if (!a.job_seen) {
       // Not seen since this service started: the job ended while tfslurmd
       // was down, longer ago than Slurm's MinJobAge. Without accounting
       // (slurmdbd) nothing says how, and the agents' exit reports expired.
-      Event(c, a, "job",
-            "Slurm no longer knows " + job_n +
-                ": it ended while tfslurmd was down, and Slurm forgets finished jobs after "
-                "MinJobAge; with no task report and no accounting, how it ended is unknown");
-      return FinishAttempt(a, EndReason::kUnknown,
-                           job_n + " ended while tfslurmd was down; how is unknown", c);
+      event +=
+          ": it ended while tfslurmd was down, and Slurm forgets finished jobs after "
+          "MinJobAge; with no task report and no accounting, how it ended is unknown";
+      reason = EndReason::kUnknown;
+      why = job_n + " ended while tfslurmd was down; how is unknown";
+    } else {
+      // Seen by this service and gone before any report: Slurm lost it.
+      reason = EndReason::kNodeFail;
+      why = job_n + " vanished from Slurm";
     }
-    // Seen by this service and gone before any report: Slurm lost it.
-    Event(c, a, "job", "Slurm no longer knows " + job_n);
-    return FinishAttempt(a, EndReason::kNodeFail, job_n + " vanished from Slurm", c);
+    Event(c, a, "job", event);
+    return FinishAttempt(a, reason, why, c);
   }
   a.job_seen = true;
   std::string state = slurm::JobStateName(job->state);
@@ -1063,17 +1061,7 @@ void Experiments::RunActions(Actions& actions) {
     if (it == active_.end() || it->second->record.state != ExperimentState::kRestarting) continue;
     Active& a = *it->second;
     const int number = a.attempt.number + 1;
-    auto prepared = PrepareAttempt(a, number);
-    if (!prepared.ok()) {
-      // Nothing was recorded: the experiment is still restarting.
-      store::Changes c;
-      OnSubmissionNotPrepared(a, number, prepared.status(), c);
-      Commit(c);
-      continue;
-    }
-    // Slurm's answer is handled inside, the intent being recorded.
-    SubmitAttempt(a, std::move(prepared).value(), /*create=*/false,
-                  "attempt " + std::to_string(number) + " submitted");
+    SubmitAutomatically(a, number, "attempt " + std::to_string(number) + " submitted");
   }
   for (const std::string& id : actions.resubmits) {
     std::lock_guard lock(mu_);
@@ -1081,16 +1069,20 @@ void Experiments::RunActions(Actions& actions) {
     if (it == active_.end() || it->second->attempt.state != "submitting" ||
         it->second->user_cancelled)
       continue;
-    Active& a = *it->second;
-    auto prepared = PrepareAttempt(a, a.attempt.number);
-    if (!prepared.ok()) {
-      store::Changes c;
-      OnSubmissionNotPrepared(a, a.attempt.number, prepared.status(), c);
-      Commit(c);
-      continue;
-    }
-    SubmitAttempt(a, std::move(prepared).value(), /*create=*/false);
+    SubmitAutomatically(*it->second, it->second->attempt.number);
   }
+}
+
+void Experiments::SubmitAutomatically(Active& a, int number, const std::string& queued_why) {
+  auto prepared = PrepareAttempt(a, number);
+  if (!prepared.ok()) {
+    store::Changes c;
+    OnSubmissionNotPrepared(a, number, prepared.status(), c);
+    Commit(c);
+    return;
+  }
+  // Slurm's answer is handled inside, the intent being recorded.
+  SubmitAttempt(a, std::move(prepared).value(), /*create=*/false, queued_why);
 }
 
 // Slurm may or may not have the job of an attempt still `submitting`: the

@@ -155,6 +155,9 @@ class Experiments {
   // An automatic submission could not be prepared: retried later when the
   // cause is transient, else the experiment fails with the reason.
   void OnSubmissionNotPrepared(Active& a, int number, const Status& why, store::Changes& c);
+  // Caller holds mu_. A restart or a resubmission: prepares attempt `number`
+  // and submits it, or handles the failure to prepare it as above.
+  void SubmitAutomatically(Active& a, int number, const std::string& queued_why = "");
   int64_t NextSubmitRetryMs(Active& a);
   void RunActions(Actions& actions);
   // Caller holds mu_. Adopts the job of an attempt still `submitting` from

@@ -83,6 +83,15 @@ class ExperimentsTest : public ::testing::Test {
 
   ExperimentView View(const std::string& id) { return experiments_->Get(id).value(); }
 
+  // Submits experiment `id` (PsSpec, Slurm job 100) and ends its attempt 1
+  // with a retryable exit (137), so the next Tick after the backoff restarts it.
+  void SubmitAndFailRetryably(const std::string& id) {
+    ASSERT_TRUE(experiments_->Submit(PsSpec(id), "alice", false).ok());
+    slurm_.SetState(100, slurm::JobState::kFailed, 137);
+    Poll();
+    ASSERT_EQ(View(id).experiment.state, ExperimentState::kRestarting);
+  }
+
   fs::path dir_;
   std::unique_ptr<store::Store> store_;
   FakeSlurm slurm_;
@@ -416,10 +425,7 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
 TEST_F(ExperimentsTest, RestartIsRetriedWhileThePartitionLookupFails) {
   config_.partition_cache_ms = 0;
   Restart();
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 137);
-  Poll();
-  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFailRetryably("a"));
 
   slurm_.refuse_partition = Unavailable("slurmctld at ctl:6817 did not answer");
   clock_.Advance(5000);
@@ -453,10 +459,7 @@ TEST_F(ExperimentsTest, RestartIsRetriedWhileThePartitionLookupFails) {
 TEST_F(ExperimentsTest, RestartThatCanNoLongerBeSubmittedFailsWithTheReason) {
   config_.partition_cache_ms = 0;
   Restart();
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 137);
-  Poll();
-  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFailRetryably("a"));
   // The admin removed the partition in the meantime.
   slurm_.refuse_partition = InvalidArgument("no partition named 'debug'");
   clock_.Advance(5000);
@@ -496,10 +499,7 @@ TEST_F(ExperimentsTest, ResumeThatCannotBePreparedAnswersTheErrorAndChangesNothi
 }
 
 TEST_F(ExperimentsTest, RecoverRestartsAnExperimentLeftQueuedWithItsAttemptEnded) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 137);
-  Poll();
-  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFailRetryably("a"));
   // What an older tfslurmd left when killed between recording `queued` and
   // the next attempt's intent.
   auto e = *store_->GetExperiment("a");
@@ -587,10 +587,7 @@ TEST_F(ExperimentsTest, FailedResubmissionAtRecoveryIsRetried) {
 }
 
 TEST_F(ExperimentsTest, TransientSlurmErrorOnARestartIsRetriedNotFatal) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 137);
-  Poll();
-  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFailRetryably("a"));
   slurm_.refuse_submit = Unavailable("slurmctld did not answer");
   clock_.Advance(5000);
   Poll();
@@ -612,9 +609,7 @@ TEST_F(ExperimentsTest, TransientSlurmErrorOnARestartIsRetriedNotFatal) {
 }
 
 TEST_F(ExperimentsTest, RestartWhoseAnswerWasLostAdoptsTheJobInsteadOfSubmittingTwice) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 137);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFailRetryably("a"));
   slurm_.lose_submit_answer = true;
   clock_.Advance(5000);
   Poll();
@@ -634,9 +629,7 @@ TEST_F(ExperimentsTest, RestartWhoseAnswerWasLostAdoptsTheJobInsteadOfSubmitting
 TEST_F(ExperimentsTest, RetriesBackOffUpToTheirCap) {
   config_.submit_retry_max_ms = 20000;
   Restart();
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 137);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFailRetryably("a"));
   slurm_.refuse_submit = Unavailable("slurmctld did not answer");
   clock_.Advance(5000);
   Poll();
@@ -651,9 +644,7 @@ TEST_F(ExperimentsTest, RetriesBackOffUpToTheirCap) {
 }
 
 TEST_F(ExperimentsTest, CancelWhileASubmissionIsInDoubtSubmitsNothing) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 137);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFailRetryably("a"));
   slurm_.refuse_submit = Unavailable("slurmctld did not answer");
   clock_.Advance(5000);
   Poll();
