@@ -5,6 +5,7 @@
 #include "service/api/auth.h"
 #include "service/api/errors.h"
 #include "service/api/experiments_json.h"
+#include "service/api/list_cache.h"
 #include "service/api/request_params.h"
 
 namespace tfslurm::api {
@@ -110,8 +111,10 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                 ReplyJsonText(res, 201, ExperimentViewJson(*view, clock.NowMs()));
               }));
 
-  server.Get("/experiments", Guard(auth, [&](const httplib::Request& req, httplib::Response& res,
-                                             const Principal& who) {
+  auto list_cache = std::make_shared<ListCache>();
+  server.Get("/experiments",
+             Guard(auth, [&, list_cache](const httplib::Request& req, httplib::Response& res,
+                                         const Principal& who) {
                store::ListQuery q;
                // Users see their own experiments; admins all, or one owner's with ?owner=.
                q.owner = who.admin ? req.get_param_value("owner") : who.user;
@@ -144,11 +147,22 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                if (!offset.ok()) return ReplyError(res, offset.status());
                q.limit = static_cast<int>(*limit);
                q.offset = static_cast<int>(*offset);
+               std::string key =
+                   q.owner + '\n' + std::to_string(q.limit) + '\n' + std::to_string(q.offset);
+               for (ExperimentState st : q.states) {
+                 key += ExperimentStateName(st);
+                 key += ',';
+               }
+               uint64_t version = experiments.store().DataVersion();
+               if (auto cached = list_cache->Find(version, key))
+                 return ReplyJsonText(res, 200, *cached);
                auto list = experiments.store().ListExperiments(q);
                if (!list.ok()) return ReplyError(res, list.status());
                auto total = experiments.store().CountExperiments(q);
                if (!total.ok()) return ReplyError(res, total.status());
-               ReplyJsonText(res, 200, ExperimentListJson(*list, *total, q.limit, q.offset));
+               std::string body = ExperimentListJson(*list, *total, q.limit, q.offset);
+               list_cache->Put(version, key, body);
+               ReplyJsonText(res, 200, std::move(body));
              }));
 
   server.Get(

@@ -337,6 +337,13 @@ class SqliteStore final : public Store {
     return s.Int(0);
   }
 
+  uint64_t DataVersion() override {
+    // Every write goes through db_ (the checkpointer's connection only
+    // checkpoints), and SQLite counts each row db_ inserts, updates or deletes.
+    std::lock_guard lock(mu_);
+    return static_cast<uint64_t>(sqlite3_total_changes64(db_));
+  }
+
   StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() override {
     std::lock_guard lock(mu_);
     Statement s = Prepare(std::string("SELECT ") + kExperimentColumns +

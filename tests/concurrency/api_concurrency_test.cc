@@ -459,6 +459,28 @@ TEST_F(ApiConcurrencyTest, UsersAndAgentsOnBothTransportsAtOnce) {
     EXPECT_EQ(roles["worker"].size(), 6u);
   }
   EXPECT_EQ(slurm_.With([](auto& f) { return f.submitted.size(); }), ids.size());
+
+  // Users listed all along, and lists are cached until the store changes:
+  // the lists now show the end states, not a body kept from the run.
+  for (const std::string user : {"alice", "bob", "root"}) {
+    SCOPED_TRACE(user);
+    auto res = Client(user).Get("/experiments?limit=100");
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    ASSERT_EQ(res->status, 200);
+    std::map<std::string, std::string> listed;
+    json list = json::parse(res->body);
+    for (const auto& e : list["experiments"])
+      listed[e["id"].get<std::string>()] = e["state"].get<std::string>();
+    for (const auto& id : ids)
+      if (user == "root" || owner(id) == user)
+        EXPECT_EQ(listed[id], cancelled(id) ? "cancelled" : "succeeded") << id;
+  }
+  // A list asked again right after a write shows the write.
+  auto res = root.Post("/experiments", SmallSpec("late").dump(), "application/json");
+  ASSERT_TRUE(res && res->status == 201);
+  res = root.Get("/experiments?limit=100");
+  ASSERT_TRUE(res && res->status == 200);
+  EXPECT_EQ(json::parse(res->body)["experiments"][0]["id"], "late");
 }
 
 }  // namespace

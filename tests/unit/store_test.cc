@@ -82,6 +82,50 @@ TEST_F(StoreTest, CreateOfExistingIdIsAlreadyExistsAndChangesNothing) {
   EXPECT_EQ((*s)->ListEvents("a", 10)->size(), 1u) << "the failed transaction must leave nothing";
 }
 
+TEST_F(StoreTest, DataVersionGrowsWithEveryKindOfWriteAndOnlyThen) {
+  auto s = OpenSqliteStore(path_);
+  Store& store = **s;
+  uint64_t v = store.DataVersion();
+  auto grew = [&](const char* what) {
+    uint64_t now = store.DataVersion();
+    EXPECT_GT(now, v) << what << " must change the version: lists cached by it would go stale";
+    v = now;
+  };
+  ASSERT_TRUE(store.Apply(NewExperiment("a", 1, ExperimentState::kRunning)).ok());
+  grew("creating an experiment");
+
+  ListQuery q;
+  ASSERT_TRUE(store.ListExperiments(q).ok());
+  ASSERT_TRUE(store.CountExperiments(q).ok());
+  ASSERT_TRUE(store.GetExperiment("a").ok());
+  ASSERT_TRUE(store.ListTasks("a", 1).ok());
+  EXPECT_EQ(store.DataVersion(), v) << "reads must not change the version";
+
+  Changes task;
+  TaskRecord t = (*store.ListTasks("a", 1))[0];
+  t.state = "running";
+  task.tasks.push_back(t);
+  ASSERT_TRUE(store.Apply(task).ok());
+  grew("a task's state");
+
+  Changes event;
+  event.events.push_back({0, "a", 1, 2, "note", "why"});
+  ASSERT_TRUE(store.Apply(event).ok());
+  grew("an event");
+
+  Changes attempt;
+  AttemptRecord a = (*store.ListAttempts("a"))[0];
+  a.slurm_state = "RUNNING";
+  attempt.attempts.push_back(a);
+  ASSERT_TRUE(store.Apply(attempt).ok());
+  grew("an attempt's Slurm state");
+
+  Changes gone;
+  gone.delete_experiment = "a";
+  ASSERT_TRUE(store.Apply(gone).ok());
+  grew("deleting an experiment");
+}
+
 TEST_F(StoreTest, UpdatingAnExperimentKeepsItsAttempts) {
   auto s = OpenSqliteStore(path_);
   ASSERT_TRUE((*s)->Apply(NewExperiment("a", 1, ExperimentState::kRunning)).ok());
