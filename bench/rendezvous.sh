@@ -25,21 +25,32 @@ build_all
 work="$(mktemp -d /tmp/bench-rdv-XXXX)"
 trap 'rm -rf "$work"' EXIT
 
-table="$work/table.md"
+table="$work/table.md" floor_table="$work/floor.md"
 : >"$table"
+: >"$floor_table"
 IFS=, read -r -a size_list <<<"$sizes"
-first=1
 loads=""
+extra=("$@")
+# storm SERVER N RUNS OUT TABLE CSV: one size against one server; its row is
+# appended to TABLE (with the header the first time).
+storm() {
+  "$BENCH_BIN/bench_rendezvous_storm" --server "$1" --sizes "$2" --runs "$3" --warmup "$warmup" \
+    --dir "$work/srv" --runs-csv "$6" "${extra[@]}" >"$4"
+  if [[ -s "$5" ]]; then tail -n +3 "$4" >>"$5"; else cat "$4" >>"$5"; fi
+  cat "$4" >&2
+}
 for n in "${size_list[@]}"; do
   r=$runs
   ((n >= 4096)) && r=$runs_big
   wait_quiet 600
   loads+="${loads:+, }$n agents: $BENCH_LOAD_AT_START"
-  log "storm of $n agents, $r runs (+$warmup warm-up)"
-  "$BENCH_BIN/bench_rendezvous_storm" --server "$BENCH_BIN/bench_rendezvous_server" --sizes "$n" \
-    --runs "$r" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/runs-$n.csv" "$@" >"$work/out-$n.md"
-  if ((first)); then cat "$work/out-$n.md" >>"$table"; first=0; else tail -n +3 "$work/out-$n.md" >>"$table"; fi
-  cat "$work/out-$n.md" >&2
+  log "storm of $n agents against tfslurmd, $r runs (+$warmup warm-up)"
+  storm "$BENCH_BIN/bench_rendezvous_server" "$n" "$r" "$work/out-$n.md" "$table" "$work/runs-$n.csv"
+  # The floor right after, the same way: what this machine allows at all.
+  wait_quiet 600
+  log "storm of $n agents against the bare gRPC floor, $r runs (+$warmup warm-up)"
+  storm "$BENCH_BIN/bench_rendezvous_floor" "$n" "$r" "$work/floor-$n.md" "$floor_table" \
+    "$work/floor-runs-$n.csv"
 done
 
 {
@@ -57,13 +68,31 @@ every agent of every run. Connections (one TCP connection per agent) are
 opened before the storm and timed apart ("connect"). Threads and RSS are the
 server process's (/proc/PID/status sampled every 2 ms; VmHWM after the run),
 one fresh server per N. Server and load generator share the machine's CPUs.
+
+The floor: the same storm, right after, against bench_rendezvous_floor, a
+bare gRPC server with nothing but the streams (no store, no lifecycle, no
+lock held while sending) that writes every stream an Assignment of the same
+shape and size once all N have registered. Its figures bound what any
+service speaking the agent protocol can reach on this machine with the load
+generator beside it:
+
 EOF
+  cat "$floor_table"
   echo
   echo "Per-run rows (CSV):"
   echo
   echo '```'
   for n in "${size_list[@]}"; do cat "$work/runs-$n.csv"; done | awk 'NR==1 || !/^n,/'
   echo '```'
+  echo
+  echo "Floor, per-run rows (CSV):"
+  echo
+  echo '```'
+  for n in "${size_list[@]}"; do cat "$work/floor-runs-$n.csv"; done | awk 'NR==1 || !/^n,/'
+  echo '```'
 } >"$work/section.md"
 results_append "Rendezvous storm (issue 3)" "$command_line" "$work/section.md"
 cat "$table"
+echo
+echo "floor (bare gRPC):"
+cat "$floor_table"

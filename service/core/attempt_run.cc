@@ -27,9 +27,11 @@ bool AttemptRun::Register(int proc, const std::string& node, const std::string& 
 }
 
 bool AttemptRun::AllRegistered() const {
-  for (const TaskSlot& t : tasks_)
-    if (!t.registered) return false;
-  return true;
+  // A registration is never undone, so the scan goes on from the first task
+  // missing last time: a storm of N registrations costs O(N), not O(N^2).
+  while (first_unregistered_ < tasks_.size() && tasks_[first_unregistered_].registered)
+    ++first_unregistered_;
+  return first_unregistered_ == tasks_.size();
 }
 
 void AttemptRun::MarkAssigned() {

@@ -87,6 +87,7 @@ class AttemptRun {
   ExperimentSpec spec_;
   int attempt_;
   std::vector<TaskSlot> tasks_;
+  mutable size_t first_unregistered_ = 0;  // see AllRegistered
   bool assignments_sent_ = false;
   Outcome outcome_;
 };

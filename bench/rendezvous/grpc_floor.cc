@@ -1,0 +1,177 @@
+// bench_rendezvous_floor: the least any service can do for a rendezvous over
+// the agent protocol, to measure tfslurmd's storm against on the same
+// machine (as bench_submit_libslurm is the floor for submissions). It speaks
+// bench_rendezvous_server's stdin protocol ("new N", "cancel ID", "quit";
+// first line "ready agent_port=P http_port=0 pid=PID") and serves
+// AgentService.Connect with gRPC's callback API, as tfslurmd does, but keeps
+// nothing but the streams: no store, no lifecycle, no secret check, no lock
+// held across the sends. When the Nth Register has arrived it builds the
+// cluster object from the registered addresses, compresses it once (as
+// tfslurmd does) and writes every stream an Assignment of the same shape as
+// tfslurmd's (role, index, compressed cluster, command, workdir, env).
+#include <absl/synchronization/mutex.h>
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "agent.grpc.pb.h"
+#include "schema/tf_config_wire.h"
+
+namespace {
+
+using tfslurm::agent::v1::AgentMessage;
+using tfslurm::agent::v1::ServiceMessage;
+
+class Rendezvous;
+
+class FloorReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
+ public:
+  explicit FloorReactor(Rendezvous& rendezvous) : rendezvous_(rendezvous) { StartRead(&in_); }
+  void OnReadDone(bool ok) override;
+  void Send(ServiceMessage message) {
+    out_ = std::move(message);
+    StartWrite(&out_);
+  }
+  void OnWriteDone(bool) override {}
+  void OnDone() override { delete this; }
+
+ private:
+  Rendezvous& rendezvous_;
+  AgentMessage in_;
+  ServiceMessage out_;
+  bool registered_ = false;
+};
+
+// One attempt's barrier: the streams by SLURM_PROCID until all N are in.
+class Rendezvous {
+ public:
+  void Expect(int n) {
+    std::lock_guard lock(mu_);
+    tasks_.assign(n, {});
+    registered_ = 0;
+  }
+
+  void Register(FloorReactor* reactor, const AgentMessage& m) {
+    std::vector<Task> ready;
+    {
+      std::lock_guard lock(mu_);
+      int proc = m.task().proc_id();
+      if (proc < 0 || proc >= static_cast<int>(tasks_.size()) || tasks_[proc].reactor) return;
+      tasks_[proc] = {reactor,
+                      m.register_().address() + ":" + std::to_string(m.register_().port())};
+      if (++registered_ < static_cast<int>(tasks_.size())) return;
+      ready.swap(tasks_);
+    }
+    // The barrier is complete: the same work tfslurmd does per attempt and
+    // per task, outside any lock.
+    const int n = static_cast<int>(ready.size());
+    const int ps = std::max(1, n / 32);
+    nlohmann::json cluster = {{"ps", nlohmann::json::array()}, {"worker", nlohmann::json::array()}};
+    for (int i = 0; i < n; ++i) cluster[i < ps ? "ps" : "worker"].push_back(ready[i].address);
+    std::string zlib = tfslurm::wire::CompressCluster(cluster.dump());
+    for (int i = 0; i < n; ++i) {
+      ServiceMessage out;
+      auto* a = out.mutable_assignment();
+      a->set_role(i < ps ? "ps" : "worker");
+      a->set_index(i < ps ? i : i - ps);
+      a->set_cluster_zlib(zlib);
+      a->add_command("/bin/true");
+      a->set_workdir("/tmp/bench-rendezvous/out/floor");
+      auto& env = *a->mutable_env();
+      env["EXPERIMENT_ID"] = "floor";
+      env["MODEL_DIR"] = "/tmp/bench-rendezvous/out/floor";
+      env["TFSLURM_ROLE"] = a->role();
+      env["TFSLURM_INDEX"] = std::to_string(a->index());
+      env["TFSLURM_ATTEMPT"] = "1";
+      a->set_model_dir("/tmp/bench-rendezvous/out/floor");
+      a->set_heartbeat_interval_ms(5000);
+      a->set_shutdown_grace_ms(10000);
+      ready[i].reactor->Send(std::move(out));
+    }
+  }
+
+ private:
+  struct Task {
+    FloorReactor* reactor = nullptr;
+    std::string address;
+  };
+  std::mutex mu_;
+  std::vector<Task> tasks_;
+  int registered_ = 0;
+};
+
+void FloorReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    Finish(grpc::Status::OK);
+    return;
+  }
+  if (!registered_ && in_.body_case() == AgentMessage::kRegister) {
+    registered_ = true;
+    rendezvous_.Register(this, in_);
+  }
+  StartRead(&in_);
+}
+
+class FloorService final : public tfslurm::agent::v1::AgentService::CallbackService {
+ public:
+  explicit FloorService(Rendezvous& rendezvous) : rendezvous_(rendezvous) {}
+  grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
+      grpc::CallbackServerContext*) override {
+    return new FloorReactor(rendezvous_);
+  }
+
+ private:
+  Rendezvous& rendezvous_;
+};
+
+}  // namespace
+
+int main() {
+  // As tfslurmd: Debian's abseil checks every absl::Mutex acquisition.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+  signal(SIGPIPE, SIG_IGN);
+  Rendezvous rendezvous;
+  FloorService service(rendezvous);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  auto server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    fprintf(stderr, "cannot listen on 127.0.0.1\n");
+    return 1;
+  }
+  printf("ready agent_port=%d http_port=0 pid=%d\n", port, getpid());
+  fflush(stdout);
+  std::string line;
+  int seq = 0;
+  while (std::getline(std::cin, line)) {
+    if (line.rfind("new ", 0) == 0) {
+      rendezvous.Expect(std::stoi(line.substr(4)));
+      ++seq;
+      printf("exp floor-%d secret %d\n", seq, 1000 + seq);
+    } else if (line.rfind("cancel ", 0) == 0) {
+      printf("ok\n");
+    } else if (line == "quit") {
+      break;
+    } else {
+      printf("error unknown command '%s'\n", line.c_str());
+    }
+    fflush(stdout);
+  }
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
