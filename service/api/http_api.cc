@@ -153,7 +153,7 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                  key += ExperimentStateName(st);
                  key += ',';
                }
-               uint64_t version = experiments.store().DataVersion();
+               uint64_t version = experiments.store().ListVersion();
                if (auto cached = list_cache->Find(version, key))
                  return ReplyJsonText(res, 200, *cached);
                auto list = experiments.store().ListExperiments(q);

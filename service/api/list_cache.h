@@ -1,8 +1,8 @@
-// Bodies of GET /experiments, kept while the store does not change. A
-// dashboard and several `tfctl list --watch` ask the same question many
-// times between two writes; the answer is a function of the query and the
+// Bodies of GET /experiments, kept while the store's ListVersion stays. A
+// dashboard open in several browsers asks the same question many
+// times between two changes; the answer is a function of the query and the
 // store's contents alone (no clock in it), so it is computed once per
-// store version.
+// version.
 #pragma once
 
 #include <cstdint>

@@ -241,6 +241,7 @@ class SqliteStore final : public Store {
     if (c.empty()) return Status::Ok();
     std::lock_guard lock(mu_);
     if (Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    const bool listed = ChangesWhatListsShow(c);
     Status s = ApplyLocked(c);
     if (!s.ok()) {
       Exec("ROLLBACK");
@@ -251,9 +252,11 @@ class SqliteStore final : public Store {
       // the cache knows of these experiments rather than guess.
       Exec("ROLLBACK");
       ForgetTaskCounts(c);
+      ++list_version_;
       return s;
     }
     CountCommittedTasks(c);
+    if (listed) ++list_version_;
     return Status::Ok();
   }
 
@@ -337,11 +340,9 @@ class SqliteStore final : public Store {
     return s.Int(0);
   }
 
-  uint64_t DataVersion() override {
-    // Every write goes through db_ (the checkpointer's connection only
-    // checkpoints), and SQLite counts each row db_ inserts, updates or deletes.
+  uint64_t ListVersion() override {
     std::lock_guard lock(mu_);
-    return static_cast<uint64_t>(sqlite3_total_changes64(db_));
+    return list_version_;
   }
 
   StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() override {
@@ -497,6 +498,23 @@ class SqliteStore final : public Store {
     if (c.experiment && IsTerminal(c.experiment->state)) task_counts_.erase(c.experiment->id);
   }
 
+  // Whether `c` may change what ListExperiments or CountExperiments return:
+  // anything does but events and task rows that keep the role and state
+  // task_counts_ knows for them (the heartbeats flushed at every Tick, while
+  // a dashboard lists). What the cache does not know counts as a change.
+  bool ChangesWhatListsShow(const Changes& c) const {
+    if (c.experiment || !c.attempts.empty() || c.delete_experiment) return true;
+    for (const TaskRecord& t : c.tasks) {
+      auto it = task_counts_.find(t.experiment_id);
+      if (it == task_counts_.end() || it->second.attempt != t.attempt) return true;
+      auto known = it->second.by_proc.find(t.proc_id);
+      if (known == it->second.by_proc.end() || known->second.first != t.role ||
+          known->second.second != t.state)
+        return true;
+    }
+    return false;
+  }
+
   void ForgetTaskCounts(const Changes& c) {
     if (c.delete_experiment) task_counts_.erase(*c.delete_experiment);
     if (c.experiment) task_counts_.erase(c.experiment->id);
@@ -648,6 +666,8 @@ class SqliteStore final : public Store {
   // request. One tfslurmd owns a database and every task write goes through
   // Apply, so the cache cannot go stale.
   std::unordered_map<std::string, CountedTasks> task_counts_;
+  // See ListVersion: bumped after each commit ChangesWhatListsShow.
+  uint64_t list_version_ = 0;
   std::unique_ptr<WalCheckpointer> checkpointer_;
 };
 

@@ -47,9 +47,11 @@ class Store {
   // Newest first, as a list shows them (see ExperimentSummary).
   virtual StatusOr<std::vector<ExperimentSummary>> ListExperiments(const ListQuery& query) = 0;
   virtual StatusOr<int64_t> CountExperiments(const ListQuery& query) = 0;
-  // Grows with every write that may change what a read returns, and only
-  // then: an answer computed at one version holds while the version stays.
-  virtual uint64_t DataVersion() = 0;
+  // Grows with every write that may change what ListExperiments or
+  // CountExperiments return: a list computed at one version holds while the
+  // version stays. Events alone, and task rows whose role and state stay
+  // (heartbeats), leave it as it is.
+  virtual uint64_t ListVersion() = 0;
   // Experiments not in a terminal state, for the lifecycle to pick up at start.
   virtual StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() = 0;
 

@@ -82,36 +82,57 @@ TEST_F(StoreTest, CreateOfExistingIdIsAlreadyExistsAndChangesNothing) {
   EXPECT_EQ((*s)->ListEvents("a", 10)->size(), 1u) << "the failed transaction must leave nothing";
 }
 
-TEST_F(StoreTest, DataVersionGrowsWithEveryKindOfWriteAndOnlyThen) {
+TEST_F(StoreTest, ListVersionGrowsWithEveryWriteAListShowsAndOnlyThen) {
   auto s = OpenSqliteStore(path_);
   Store& store = **s;
-  uint64_t v = store.DataVersion();
+  uint64_t v = store.ListVersion();
   auto grew = [&](const char* what) {
-    uint64_t now = store.DataVersion();
+    uint64_t now = store.ListVersion();
     EXPECT_GT(now, v) << what << " must change the version: lists cached by it would go stale";
     v = now;
   };
-  ASSERT_TRUE(store.Apply(NewExperiment("a", 1, ExperimentState::kRunning)).ok());
+  auto stayed = [&](const char* what) {
+    EXPECT_EQ(store.ListVersion(), v) << what << " changes nothing a list shows";
+  };
+  Changes created = NewExperiment("a", 1, ExperimentState::kRunning);
+  created.experiment->current_attempt = 1;
+  ASSERT_TRUE(store.Apply(created).ok());
   grew("creating an experiment");
 
   ListQuery q;
-  ASSERT_TRUE(store.ListExperiments(q).ok());
+  ASSERT_TRUE(store.ListExperiments(q).ok());  // the counts of "a" are now known
   ASSERT_TRUE(store.CountExperiments(q).ok());
   ASSERT_TRUE(store.GetExperiment("a").ok());
   ASSERT_TRUE(store.ListTasks("a", 1).ok());
-  EXPECT_EQ(store.DataVersion(), v) << "reads must not change the version";
+  stayed("reading");
 
-  Changes task;
   TaskRecord t = (*store.ListTasks("a", 1))[0];
-  t.state = "running";
-  task.tasks.push_back(t);
-  ASSERT_TRUE(store.Apply(task).ok());
-  grew("a task's state");
+  Changes heartbeat;
+  t.last_heartbeat = 5;
+  heartbeat.tasks.push_back(t);
+  ASSERT_TRUE(store.Apply(heartbeat).ok());
+  stayed("a heartbeat (same role and state)");
 
   Changes event;
   event.events.push_back({0, "a", 1, 2, "note", "why"});
   ASSERT_TRUE(store.Apply(event).ok());
-  grew("an event");
+  stayed("an event");
+
+  Changes running;
+  t.state = "running";
+  running.tasks.push_back(t);
+  ASSERT_TRUE(store.Apply(running).ok());
+  grew("a task's state");
+  EXPECT_EQ((*store.ListExperiments(q))[0].task_counts[0].state, "running");
+
+  ASSERT_TRUE(store.Apply(NewExperiment("b", 2, ExperimentState::kRunning)).ok());
+  grew("creating another experiment");
+  Changes unlisted_heartbeat;
+  TaskRecord b = (*store.ListTasks("b", 1))[0];
+  b.last_heartbeat = 5;
+  unlisted_heartbeat.tasks.push_back(b);
+  ASSERT_TRUE(store.Apply(unlisted_heartbeat).ok());
+  grew("a task whose counts no list has read yet");
 
   Changes attempt;
   AttemptRecord a = (*store.ListAttempts("a"))[0];
@@ -119,6 +140,17 @@ TEST_F(StoreTest, DataVersionGrowsWithEveryKindOfWriteAndOnlyThen) {
   attempt.attempts.push_back(a);
   ASSERT_TRUE(store.Apply(attempt).ok());
   grew("an attempt's Slurm state");
+
+  Changes experiment;
+  ExperimentRecord e = *store.GetExperiment("a");
+  e.reason = "training";
+  experiment.experiment = e;
+  ASSERT_TRUE(store.Apply(experiment).ok());
+  grew("the experiment's row");
+
+  ASSERT_EQ(store.Apply(NewExperiment("a", 3, ExperimentState::kQueued)).code(),
+            StatusCode::kAlreadyExists);
+  stayed("a write that failed");
 
   Changes gone;
   gone.delete_experiment = "a";
