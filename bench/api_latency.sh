@@ -142,13 +142,41 @@ measure "GET /experiments?limit=1000 (the whole list: $bytes_list bytes, $total 
 wait_quiet 300
 measure "GET /experiments (default page of 50: $bytes_page bytes, $total experiments in the store)" "/experiments" "$page_rates"
 
+curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1000" |
+  python3 -c 'import json,sys; [print("/experiments/" + e["id"]) for e in json.load(sys.stdin)["experiments"]]' \
+    >"$work/ids.txt"
+
+# Lists are cached until a write changes what they show, and the store
+# above does not change while they are measured. Here it changes at twice
+# the list's rate: experiments are cancelled (DELETE) at 50/s while the list
+# is asked for at 25/s, so nearly every list is computed afresh.
+list_churn_rate=25 churn_rate=50
+wait_quiet 300
+"$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --method DELETE --paths-file "$work/ids.txt" \
+  --rate "$churn_rate" --connections 1 --duration "$((duration + 1))" --warmup 2 --header "$AUTH_HEADER" \
+  >"$work/churn.txt" 2>&1 &
+churn_pid=$!
+line="$("$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --path "/experiments?limit=1000" --rate "$list_churn_rate" \
+  --connections "$conns" --duration "$duration" --warmup 2 --header "$AUTH_HEADER" || true)"
+wait "$churn_pid" || true
+log "list of 1000 @ $list_churn_rate/s while cancelling at $churn_rate/s: $line; cancels: $(cat "$work/churn.txt")"
+{
+  echo "### GET /experiments?limit=1000 while experiments are cancelled at $churn_rate/s (lists computed afresh)"
+  echo
+  echo "The list at $list_churn_rate req/s, $conns connections, ${duration} s after 2 s of warm-up, while another connection cancels open experiments at $churn_rate/s: each cancel changes what the list shows, so the cache rarely answers."
+  echo
+  echo "| target req/s | achieved req/s | unsent (behind schedule at the end) | p50 ms | p90 ms | p99 ms | max ms | errors | server-closed connections |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  row_rate "$line"
+  echo
+  echo "Cancels: $(kv achieved_rate "$(cat "$work/churn.txt")")/s achieved, p50 $(kv p50_ms "$(cat "$work/churn.txt")") ms, errors $(kv errors "$(cat "$work/churn.txt")")."
+  echo
+} >>"$out"
+
 # The list is two queries: the page joined with each current attempt, then
 # the task counts of the page's open experiments (finished ones are answered
 # from their row alone). The same list once every experiment is cancelled
 # shows what the task counts cost.
-curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1000" |
-  python3 -c 'import json,sys; [print("/experiments/" + e["id"]) for e in json.load(sys.stdin)["experiments"]]' \
-    >"$work/ids.txt"
 "$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --method DELETE --paths-file "$work/ids.txt" \
   --count "$(wc -l <"$work/ids.txt")" --connections 1 --rate 0 --header "$AUTH_HEADER" >&2 || true
 {
