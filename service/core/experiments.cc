@@ -873,8 +873,13 @@ void Experiments::OnJobUpdate(Active& a, const slurm::JobInfo* job, int64_t poll
   for (int i = 0; i < a.run->size(); ++i) {
     TaskSlot& slot = a.run->mutable_task(i);
     if (!slot.exited && a.tasks[i].state != "pending") {
-      slot.state = "lost";
-      a.tasks[i].state = "lost";
+      // A task the service was reaping ended with the job: reaped, by Slurm
+      // if its agent's report never came (the agent was killed with the
+      // step, or reconnected too late after a service restart). Any other
+      // task's end is unknown.
+      const char* end = slot.shutdown_sent ? "reaped" : "lost";
+      slot.state = end;
+      a.tasks[i].state = end;
       c.tasks.push_back(a.tasks[i]);
     }
   }

@@ -247,6 +247,25 @@ TEST_F(ExperimentsTest, UnconfirmedReapEndsTheStepThroughSlurm) {
   clock_.Advance(config_.shutdown_grace_ms + config_.reap_timeout_margin_ms);
   Poll();
   EXPECT_EQ(slurm_.signalled_steps, (std::vector<int64_t>{100}));
+  // The step's end ends the ps without a word from their agents.
+  slurm_.SetState(100, slurm::JobState::kCompleted);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kSucceeded) << v.experiment.reason;
+  for (int p : {0, 2}) EXPECT_EQ(v.tasks[p].state, "reaped") << "task " << p;
+}
+
+TEST_F(ExperimentsTest, ATaskNobodyReapedThatEndsWithTheJobIsLost) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  slurm_.SetState(100, slurm::JobState::kNodeFail);
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 1u);
+  ASSERT_FALSE(v.tasks.empty());
+  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, "lost") << "task " << t.proc_id;
 }
 
 TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
