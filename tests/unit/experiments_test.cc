@@ -83,6 +83,13 @@ class ExperimentsTest : public ::testing::Test {
 
   ExperimentView View(const std::string& id) { return experiments_->Get(id).value(); }
 
+  // Submits `spec` as alice and has Slurm start its job (100, the first).
+  void SubmitRunning(const json& spec) {
+    ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+    slurm_.SetState(100, slurm::JobState::kRunning);
+    Poll();
+  }
+
   // Submits experiment `id` (PsSpec, Slurm job 100) and ends its attempt 1
   // with a retryable exit (137), so the next Tick after the backoff restarts it.
   void SubmitAndFailRetryably(const std::string& id) {
@@ -157,9 +164,7 @@ TEST_F(ExperimentsTest, DryRunRendersWithoutStoringOrSubmitting) {
 }
 
 TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kStarting);
 
   auto ch = RegisterAll("a");
@@ -216,9 +221,7 @@ TEST_F(ExperimentsTest, RefusesWrongSecretAndStaleAttempt) {
 }
 
 TEST_F(ExperimentsTest, BarrierTimeoutNamesMissingTasksAndCancels) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   for (int p = 0; p < 5; ++p) {
     RegisterInfo info{0, 0, 0, "node1", "h", 1, false};
     experiments_->OnRegister(Ref("a", p), info, std::make_shared<RecordingChannel>());
@@ -237,9 +240,7 @@ TEST_F(ExperimentsTest, BarrierTimeoutNamesMissingTasksAndCancels) {
 }
 
 TEST_F(ExperimentsTest, UnconfirmedReapEndsTheStepThroughSlurm) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   for (int p : {1, 3, 4, 5}) experiments_->OnExited(Ref("a", p), 0, std::nullopt, false);
   Poll();
@@ -256,9 +257,7 @@ TEST_F(ExperimentsTest, UnconfirmedReapEndsTheStepThroughSlurm) {
 }
 
 TEST_F(ExperimentsTest, ATaskNobodyReapedThatEndsWithTheJobIsLost) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   slurm_.SetState(100, slurm::JobState::kNodeFail);
   Poll();
@@ -269,9 +268,7 @@ TEST_F(ExperimentsTest, ATaskNobodyReapedThatEndsWithTheJobIsLost) {
 }
 
 TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   experiments_->OnExited(Ref("a", 3), 137, std::nullopt, false);
   auto v = View("a");
@@ -305,9 +302,7 @@ TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
 }
 
 TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
   slurm_.SetState(100, slurm::JobState::kFailed, 1);
@@ -319,9 +314,7 @@ TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
 }
 
 TEST_F(ExperimentsTest, SigtermFromPreemptionIsClassifiedByTheJobState) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   // Slurm's SIGTERM reaches the tasks before the job shows PREEMPTED.
   experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false);
@@ -355,9 +348,7 @@ TEST_F(ExperimentsTest, CancelKillsTheJob) {
 }
 
 TEST_F(ExperimentsTest, TasksEndingAfterACancelAreReapedNotFailed) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
   ASSERT_TRUE(experiments_->OnExited(Ref("a", 1), 143, std::nullopt, false).ok());
@@ -397,9 +388,7 @@ TEST_F(ExperimentsTest, RecoverSubmitsWhenSlurmNeverGotTheJob) {
 }
 
 TEST_F(ExperimentsTest, AgentsReconnectAfterServiceRestart) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   Restart();
   ASSERT_TRUE(experiments_->Recover().ok());
@@ -680,9 +669,7 @@ TEST_F(ExperimentsTest, CancelWhileASubmissionIsInDoubtSubmitsNothing) {
 }
 
 TEST_F(ExperimentsTest, JobThatEndedWhileTheServiceWasDownIsAnUnknownEndAndRestarted) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   // tfslurmd is down longer than MinJobAge: the job ended and Slurm forgot it.
   slurm_.jobs.clear();
@@ -707,9 +694,7 @@ TEST_F(ExperimentsTest, JobThatEndedWhileTheServiceWasDownIsAnUnknownEndAndResta
 TEST_F(ExperimentsTest, UnknownEndIsNotRestartedWhenThePolicyRestartsNothing) {
   json spec = PsSpec("a");
   spec["restart"]["on"] = json::array();
-  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
   slurm_.jobs.clear();
   Restart();
   ASSERT_TRUE(experiments_->Recover().ok());
@@ -723,9 +708,7 @@ TEST_F(ExperimentsTest, UnknownEndIsNotRestartedWhenThePolicyRestartsNothing) {
 TEST_F(ExperimentsTest, JobVanishingWhileTheServiceWatchesIsNodeFail) {
   json spec = PsSpec("a");
   spec["restart"]["on"] = {"node_fail"};
-  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
   slurm_.jobs.clear();
   Poll();
   auto v = View("a");
@@ -735,9 +718,7 @@ TEST_F(ExperimentsTest, JobVanishingWhileTheServiceWatchesIsNodeFail) {
 }
 
 TEST_F(ExperimentsTest, FailureReportedBeforeTheJobVanishedDecides) {
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   experiments_->OnExited(Ref("a", 3), 2, std::nullopt, false);
   // Slurm drops the job before its final state was seen.
@@ -777,9 +758,7 @@ TEST_F(ExperimentsTest, NodeFailAndBootFailAreNodeFailAndRestarted) {
 TEST_F(ExperimentsTest, TimeLimitIsTimeoutEvenWhenTheTasksDiedOfSigterm) {
   json spec = PsSpec("a");
   spec["restart"]["on"] = {"timeout"};
-  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
   RegisterAll("a");
   // Slurm's SIGTERM at the limit kills a worker before the job shows TIMEOUT.
   experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false);
@@ -814,9 +793,7 @@ TEST_F(ExperimentsTest, BackoffDoublesPerRestartAndIsCappedAtTenMinutes) {
 
 TEST_F(ExperimentsTest, UserCancelIsNeverRestartedEvenWhenTheTasksDieRetryably) {
   // restart.on has retryable_exit, and the tasks die of SIGTERM (143).
-  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kRunning);
-  Poll();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
   for (int p = 0; p < 6; ++p) experiments_->OnExited(Ref("a", p), 143, std::nullopt, false);
