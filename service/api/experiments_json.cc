@@ -111,20 +111,25 @@ void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
 
 }  // namespace
 
-void WriteExperimentSummary(JsonWriter& w, const ExperimentSummary& s) {
+std::string ExperimentSummaryJson(const ExperimentSummary& s) {
+  JsonWriter w;
+  w.Reserve(700);  // about what an item takes
   w.BeginObject();
   WriteSummaryFields(w, s.experiment, s.has_attempt ? &s.slurm_job_id : nullptr,
                      s.has_attempt ? &s.nodes : nullptr, s.has_attempt ? &s.slurm_state : nullptr);
   if (!IsTerminal(s.experiment.state)) WriteTaskCounts(w, s.task_counts);
   w.EndObject();
+  return w.Take();
 }
 
-std::string ExperimentListJson(const std::vector<ExperimentSummary>& page, int64_t total, int limit,
-                               int offset) {
+std::string ExperimentListJson(const std::vector<std::shared_ptr<const std::string>>& items,
+                               int64_t total, int limit, int offset) {
+  size_t size = 100;
+  for (const auto& item : items) size += item->size() + 1;
   JsonWriter w;
-  w.Reserve(700 * page.size() + 100);  // about what an item takes
+  w.Reserve(size);
   w.BeginObject().Key("experiments").BeginArray();
-  for (const ExperimentSummary& s : page) WriteExperimentSummary(w, s);
+  for (const auto& item : items) w.Raw(*item);
   w.EndArray().Field("total", total).Field("limit", limit).Field("offset", offset).EndObject();
   return w.Take();
 }

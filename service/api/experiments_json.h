@@ -2,6 +2,7 @@
 // describes them), written as text by JsonWriter.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,13 @@ namespace tfslurm::api {
 // Unix ms -> "2026-11-21T23:22:02.123Z"; 0 -> null.
 void WriteTimestamp(JsonWriter& w, int64_t ms);
 // An item of GET /experiments: no spec, tasks or events; task_counts for an
-// open experiment.
-void WriteExperimentSummary(JsonWriter& w, const ExperimentSummary& summary);
-// GET /experiments: {"experiments": [...], "total", "limit", "offset"}.
-std::string ExperimentListJson(const std::vector<ExperimentSummary>& page, int64_t total, int limit,
-                               int offset);
+// open experiment. A function of the summary alone (no clock), so an item
+// can be kept for as long as its summary stays.
+std::string ExperimentSummaryJson(const ExperimentSummary& summary);
+// GET /experiments: {"experiments": [items], "total", "limit", "offset"},
+// from ExperimentSummaryJson's items.
+std::string ExperimentListJson(const std::vector<std::shared_ptr<const std::string>>& items,
+                               int64_t total, int limit, int offset);
 // Everything GET /experiments/{id} shows. `now_ms` gives heartbeat ages.
 std::string ExperimentViewJson(const ExperimentView& view, int64_t now_ms);
 

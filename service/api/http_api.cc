@@ -112,9 +112,10 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
               }));
 
   auto list_cache = std::make_shared<ListCache>();
+  auto item_cache = std::make_shared<ListItemCache>();
   server.Get("/experiments",
-             Guard(auth, [&, list_cache](const httplib::Request& req, httplib::Response& res,
-                                         const Principal& who) {
+             Guard(auth, [&, list_cache, item_cache](const httplib::Request& req,
+                                                     httplib::Response& res, const Principal& who) {
                store::ListQuery q;
                // Users see their own experiments; admins all, or one owner's with ?owner=.
                q.owner = who.admin ? req.get_param_value("owner") : who.user;
@@ -156,11 +157,25 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                uint64_t version = experiments.store().ListVersion();
                if (auto cached = list_cache->Find(version, key))
                  return ReplyJsonText(res, 200, *cached);
-               auto list = experiments.store().ListExperiments(q);
-               if (!list.ok()) return ReplyError(res, list.status());
+               // Items kept from earlier lists are used as they are; the
+               // store reads the summaries of the others only.
+               std::vector<std::shared_ptr<const std::string>> items;
+               auto page = experiments.store().ListPage(
+                   q, [&](const std::string& id, uint64_t item_version) {
+                     items.push_back(item_cache->Find(id, item_version));
+                     return items.back() == nullptr;
+                   });
+               if (!page.ok()) return ReplyError(res, page.status());
                auto total = experiments.store().CountExperiments(q);
                if (!total.ok()) return ReplyError(res, total.status());
-               std::string body = ExperimentListJson(*list, *total, q.limit, q.offset);
+               for (size_t i = 0; i < items.size(); ++i) {
+                 if (items[i]) continue;
+                 const store::ListedExperiment& listed = (*page)[i];
+                 items[i] =
+                     std::make_shared<const std::string>(ExperimentSummaryJson(*listed.summary));
+                 item_cache->Put(listed.id, listed.version, items[i]);
+               }
+               std::string body = ExperimentListJson(items, *total, q.limit, q.offset);
                list_cache->Put(version, key, body);
                ReplyJsonText(res, 200, std::move(body));
              }));

@@ -19,4 +19,27 @@ void ListCache::Put(uint64_t version, const std::string& query, std::string body
   bodies_[query] = std::make_shared<const std::string>(std::move(body));
 }
 
+std::shared_ptr<const std::string> ListItemCache::Find(const std::string& id, uint64_t version) {
+  std::lock_guard lock(mu_);
+  auto it = items_.find(id);
+  return it == items_.end() || it->second.version != version ? nullptr : it->second.json;
+}
+
+void ListItemCache::Put(const std::string& id, uint64_t version,
+                        std::shared_ptr<const std::string> item) {
+  std::lock_guard lock(mu_);
+  auto it = items_.find(id);
+  if (it != items_.end()) {
+    if (version >= it->second.version) it->second = {version, std::move(item)};
+    return;
+  }
+  if (items_.size() >= kMaxItems) items_.clear();
+  items_.emplace(id, Item{version, std::move(item)});
+}
+
+size_t ListItemCache::size() {
+  std::lock_guard lock(mu_);
+  return items_.size();
+}
+
 }  // namespace tfslurm::api

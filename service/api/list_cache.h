@@ -30,4 +30,31 @@ class ListCache {
   std::unordered_map<std::string, std::shared_ptr<const std::string>> bodies_;
 };
 
+// Items of GET /experiments (ExperimentSummaryJson) by experiment id, kept
+// while the store's version of that experiment stays
+// (store::ListedExperiment::version). A change to one experiment makes
+// every ListCache body stale; the list is then made again from that one
+// experiment's new item and the kept ones, not from every row.
+class ListItemCache {
+ public:
+  // The item kept for `id` at `version`, or null.
+  std::shared_ptr<const std::string> Find(const std::string& id, uint64_t version);
+  // Keeps `item`, made from the summary of `id` at `version`, unless an
+  // item of a later version is kept.
+  void Put(const std::string& id, uint64_t version, std::shared_ptr<const std::string> item);
+  size_t size();
+
+  // 20 pages of 1,000 (about 10 MB). Past it every item is dropped: the
+  // next lists are made from their rows, as without the cache.
+  static constexpr size_t kMaxItems = 20000;
+
+ private:
+  struct Item {
+    uint64_t version = 0;
+    std::shared_ptr<const std::string> json;
+  };
+  std::mutex mu_;
+  std::unordered_map<std::string, Item> items_;
+};
+
 }  // namespace tfslurm::api

@@ -252,11 +252,11 @@ class SqliteStore final : public Store {
       // the cache knows of these experiments rather than guess.
       Exec("ROLLBACK");
       ForgetTaskCounts(c);
-      ++list_version_;
+      ChangedWhatListsShow(c);
       return s;
     }
     CountCommittedTasks(c);
-    if (listed) ++list_version_;
+    if (listed) ChangedWhatListsShow(c);
     return Status::Ok();
   }
 
@@ -271,65 +271,15 @@ class SqliteStore final : public Store {
     return Error("reading experiment");
   }
 
-  StatusOr<std::vector<ExperimentSummary>> ListExperiments(const ListQuery& q) override {
+  StatusOr<std::vector<ListedExperiment>> ListPage(const ListQuery& q,
+                                                   const NeedSummary& need) override {
     std::lock_guard lock(mu_);
-    // The page with each experiment's current attempt; the task counts of
-    // the open ones come from task_counts_, and those not cached yet from a
-    // second query: at most two queries whatever the page size.
-    Statement s =
-        Prepare(std::string("SELECT ") + kSummaryColumns +
-                " FROM experiments e LEFT JOIN attempts a ON a.experiment_id = e.id AND "
-                "a.number = e.current_attempt" +
-                Where(q, "e.") + " ORDER BY e.created_at DESC, e.id DESC LIMIT ? OFFSET ?");
-    int n = BindWhere(s, q);
-    s.Bind(n, q.limit).Bind(n + 1, q.offset);
-    std::vector<ExperimentSummary> out;
-    // Open experiments whose counts are not cached: by id, their place in out.
-    std::unordered_map<std::string, size_t> uncounted;
-    nlohmann::json uncounted_ids = nlohmann::json::array();
-    int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      ExperimentSummary summary;
-      summary.experiment = ReadExperiment(s);
-      summary.has_attempt = s.OptInt(kSummaryAttemptColumn).has_value();
-      summary.slurm_job_id = s.Int(kSummaryAttemptColumn + 1);
-      summary.nodes = s.Text(kSummaryAttemptColumn + 2);
-      summary.slurm_state = s.Text(kSummaryAttemptColumn + 3);
-      const ExperimentRecord& e = summary.experiment;
-      if (!IsTerminal(e.state)) {
-        auto cached = task_counts_.find(e.id);
-        if (cached != task_counts_.end() && cached->second.attempt == e.current_attempt) {
-          summary.task_counts = cached->second.counts;
-        } else {
-          uncounted.emplace(e.id, out.size());
-          uncounted_ids.push_back(e.id);
-        }
-      }
-      out.push_back(std::move(summary));
-    }
-    if (rc != SQLITE_DONE) return Error("listing experiments");
-    if (uncounted.empty()) return out;
-
-    // The current attempt's tasks of the experiments not cached yet, in one
-    // query, into the cache.
-    Statement tasks = Prepare(
-        "SELECT t.experiment_id, t.attempt, t.proc_id, t.role, t.state FROM experiments e JOIN "
-        "tasks t ON t.experiment_id = e.id AND t.attempt = e.current_attempt WHERE e.id IN "
-        "(SELECT value FROM json_each(?))");
-    tasks.Bind(1, uncounted_ids.dump());
-    std::unordered_map<std::string, CountedTasks> loaded;
-    for (const auto& [id, i] : uncounted) loaded[id].attempt = out[i].experiment.current_attempt;
-    while ((rc = tasks.Step()) == SQLITE_ROW) {
-      auto it = loaded.find(tasks.Text(0));
-      if (it == loaded.end() || it->second.attempt != tasks.Int(1)) continue;
-      it->second.Set(static_cast<int>(tasks.Int(2)), tasks.Text(3), tasks.Text(4));
-    }
-    if (rc != SQLITE_DONE) return Error("counting tasks");
-    for (auto& [id, counted] : loaded) {
-      out[uncounted[id]].task_counts = counted.counts;
-      task_counts_[id] = std::move(counted);
-    }
-    return out;
+    // One read transaction, so that the page and its summaries are of one
+    // moment even if another process writes between the queries.
+    if (Status s = Exec("BEGIN"); !s.ok()) return s;
+    auto page = ListPageLocked(q, need);
+    Exec("COMMIT");
+    return page;
   }
 
   StatusOr<int64_t> CountExperiments(const ListQuery& q) override {
@@ -457,6 +407,87 @@ class SqliteStore final : public Store {
   }
 
  private:
+  StatusOr<std::vector<ListedExperiment>> ListPageLocked(const ListQuery& q,
+                                                         const NeedSummary& need) {
+    // The page's ids from the index alone; then the summaries asked for,
+    // each with its current attempt; then the task counts of the open ones
+    // not in task_counts_: at most three queries whatever the page size.
+    Statement page = Prepare("SELECT e.id FROM experiments e" + Where(q, "e.") +
+                             " ORDER BY e.created_at DESC, e.id DESC LIMIT ? OFFSET ?");
+    int n = BindWhere(page, q);
+    page.Bind(n, q.limit).Bind(n + 1, q.offset);
+    std::vector<ListedExperiment> out;
+    std::unordered_map<std::string, size_t> needed;  // by id: the place in out
+    nlohmann::json needed_ids = nlohmann::json::array();
+    int rc;
+    while ((rc = page.Step()) == SQLITE_ROW) {
+      ListedExperiment listed;
+      listed.id = page.Text(0);
+      auto version = item_versions_.find(listed.id);
+      if (version != item_versions_.end()) listed.version = version->second;
+      if (need(listed.id, listed.version)) {
+        needed.emplace(listed.id, out.size());
+        needed_ids.push_back(listed.id);
+      }
+      out.push_back(std::move(listed));
+    }
+    if (rc != SQLITE_DONE) return Error("listing experiments");
+    if (needed.empty()) return out;
+
+    Statement s =
+        Prepare(std::string("SELECT ") + kSummaryColumns +
+                " FROM experiments e LEFT JOIN attempts a ON a.experiment_id = e.id AND "
+                "a.number = e.current_attempt WHERE e.id IN (SELECT value FROM json_each(?))");
+    s.Bind(1, needed_ids.dump());
+    // Open experiments whose counts are not cached: by id, their place in out.
+    std::unordered_map<std::string, size_t> uncounted;
+    nlohmann::json uncounted_ids = nlohmann::json::array();
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      ExperimentSummary summary;
+      summary.experiment = ReadExperiment(s);
+      summary.has_attempt = s.OptInt(kSummaryAttemptColumn).has_value();
+      summary.slurm_job_id = s.Int(kSummaryAttemptColumn + 1);
+      summary.nodes = s.Text(kSummaryAttemptColumn + 2);
+      summary.slurm_state = s.Text(kSummaryAttemptColumn + 3);
+      const ExperimentRecord& e = summary.experiment;
+      size_t i = needed.at(e.id);
+      if (!IsTerminal(e.state)) {
+        auto cached = task_counts_.find(e.id);
+        if (cached != task_counts_.end() && cached->second.attempt == e.current_attempt) {
+          summary.task_counts = cached->second.counts;
+        } else {
+          uncounted.emplace(e.id, i);
+          uncounted_ids.push_back(e.id);
+        }
+      }
+      out[i].summary = std::move(summary);
+    }
+    if (rc != SQLITE_DONE) return Error("listing experiments");
+    if (uncounted.empty()) return out;
+
+    // The current attempt's tasks of the experiments not cached yet, in one
+    // query, into the cache.
+    Statement tasks = Prepare(
+        "SELECT t.experiment_id, t.attempt, t.proc_id, t.role, t.state FROM experiments e JOIN "
+        "tasks t ON t.experiment_id = e.id AND t.attempt = e.current_attempt WHERE e.id IN "
+        "(SELECT value FROM json_each(?))");
+    tasks.Bind(1, uncounted_ids.dump());
+    std::unordered_map<std::string, CountedTasks> loaded;
+    for (const auto& [id, i] : uncounted)
+      loaded[id].attempt = out[i].summary->experiment.current_attempt;
+    while ((rc = tasks.Step()) == SQLITE_ROW) {
+      auto it = loaded.find(tasks.Text(0));
+      if (it == loaded.end() || it->second.attempt != tasks.Int(1)) continue;
+      it->second.Set(static_cast<int>(tasks.Int(2)), tasks.Text(3), tasks.Text(4));
+    }
+    if (rc != SQLITE_DONE) return Error("counting tasks");
+    for (auto& [id, counted] : loaded) {
+      out[uncounted[id]].summary->task_counts = counted.counts;
+      task_counts_[id] = std::move(counted);
+    }
+    return out;
+  }
+
   // The current attempt's tasks of an open experiment, counted by role and
   // state for the list, and kept up to date as tasks are written.
   struct CountedTasks {
@@ -513,6 +544,17 @@ class SqliteStore final : public Store {
         return true;
     }
     return false;
+  }
+
+  // A new ListVersion, which every experiment `c` names is changed at.
+  void ChangedWhatListsShow(const Changes& c) {
+    ++list_version_;
+    // A deleted experiment is listed no more; an id used again is created
+    // again, which sets its version anew.
+    if (c.delete_experiment) item_versions_.erase(*c.delete_experiment);
+    if (c.experiment) item_versions_[c.experiment->id] = list_version_;
+    for (const AttemptRecord& a : c.attempts) item_versions_[a.experiment_id] = list_version_;
+    for (const TaskRecord& t : c.tasks) item_versions_[t.experiment_id] = list_version_;
   }
 
   void ForgetTaskCounts(const Changes& c) {
@@ -668,6 +710,9 @@ class SqliteStore final : public Store {
   std::unordered_map<std::string, CountedTasks> task_counts_;
   // See ListVersion: bumped after each commit ChangesWhatListsShow.
   uint64_t list_version_ = 0;
+  // By experiment id, the list_version_ of its last such commit; absent: 0
+  // (none since the store was opened). See ListedExperiment::version.
+  std::unordered_map<std::string, uint64_t> item_versions_;
   std::unique_ptr<WalCheckpointer> checkpointer_;
 };
 
@@ -688,6 +733,15 @@ StatusOr<sqlite3*> OpenConnection(const std::string& path) {
 }
 
 }  // namespace
+
+StatusOr<std::vector<ExperimentSummary>> Store::ListExperiments(const ListQuery& query) {
+  auto page = ListPage(query, [](const std::string&, uint64_t) { return true; });
+  if (!page.ok()) return page.status();
+  std::vector<ExperimentSummary> out;
+  out.reserve(page->size());
+  for (ListedExperiment& listed : *page) out.push_back(std::move(listed.summary.value()));
+  return out;
+}
 
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                  const SqliteOptions& options) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,16 @@ struct ListQuery {
   int offset = 0;
 };
 
+// One experiment of a list page (Store::ListPage).
+struct ListedExperiment {
+  std::string id;
+  // The ListVersion of the last write that changed what a list shows of
+  // this experiment; 0 if none has since the store was opened. What a list
+  // shows of it is the same for as long as this stays.
+  uint64_t version = 0;
+  std::optional<ExperimentSummary> summary;  // read when asked for
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -44,8 +55,16 @@ class Store {
   virtual Status Apply(const Changes& changes) = 0;
 
   virtual StatusOr<ExperimentRecord> GetExperiment(const std::string& id) = 0;
-  // Newest first, as a list shows them (see ExperimentSummary).
-  virtual StatusOr<std::vector<ExperimentSummary>> ListExperiments(const ListQuery& query) = 0;
+  // The page `query` asks for, newest first, as a list shows them. Calls
+  // `need(id, version)` once per experiment, in page order, and reads the
+  // summary of those it returns true for: a caller that keeps what it made
+  // of a summary at a version reads only what changed since. The page, the
+  // versions and the summaries are of one moment.
+  using NeedSummary = std::function<bool(const std::string& id, uint64_t version)>;
+  virtual StatusOr<std::vector<ListedExperiment>> ListPage(const ListQuery& query,
+                                                           const NeedSummary& need) = 0;
+  // The page with every summary (ExperimentSummary).
+  StatusOr<std::vector<ExperimentSummary>> ListExperiments(const ListQuery& query);
   virtual StatusOr<int64_t> CountExperiments(const ListQuery& query) = 0;
   // Grows with every write that may change what ListExperiments or
   // CountExperiments return: a list computed at one version holds while the

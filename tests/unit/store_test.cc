@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -156,6 +157,101 @@ TEST_F(StoreTest, ListVersionGrowsWithEveryWriteAListShowsAndOnlyThen) {
   gone.delete_experiment = "a";
   ASSERT_TRUE(store.Apply(gone).ok());
   grew("deleting an experiment");
+}
+
+// Each experiment's version in a page, by id.
+std::map<std::string, uint64_t> PageVersions(Store& s) {
+  std::map<std::string, uint64_t> versions;
+  auto page = s.ListPage({}, [](const std::string&, uint64_t) { return false; });
+  EXPECT_TRUE(page.ok()) << page.status().message();
+  if (page.ok())
+    for (const ListedExperiment& e : *page) versions[e.id] = e.version;
+  return versions;
+}
+
+TEST_F(StoreTest, AnExperimentsListedVersionChangesWithItsOwnListedWritesOnly) {
+  auto s = OpenSqliteStore(path_);
+  Store& store = **s;
+  for (const char* id : {"a", "b"}) {
+    Changes c = NewExperiment(id, id[0], ExperimentState::kRunning);
+    c.experiment->current_attempt = 1;
+    ASSERT_TRUE(store.Apply(c).ok());
+  }
+  ASSERT_TRUE(store.ListExperiments({}).ok());  // the task counts are now known
+  auto before = PageVersions(store);
+  ASSERT_EQ(before.size(), 2u);
+  EXPECT_NE(before["a"], before["b"]);
+
+  TaskRecord t = (*store.ListTasks("a", 1))[0];
+  t.last_heartbeat = 9;
+  Changes heartbeat;
+  heartbeat.tasks.push_back(t);
+  heartbeat.events.push_back({0, "a", 1, 9, "note", "why"});
+  ASSERT_TRUE(store.Apply(heartbeat).ok());
+  EXPECT_EQ(PageVersions(store), before) << "a heartbeat and an event change no item";
+
+  using Change = std::function<void(Changes&)>;
+  for (const Change& change : {Change([&](Changes& c) {
+                                 t.state = "running";
+                                 c.tasks.push_back(t);
+                               }),
+                               Change([&](Changes& c) {
+                                 AttemptRecord a = (*store.ListAttempts("a"))[0];
+                                 a.nodes = "node1";
+                                 c.attempts.push_back(a);
+                               }),
+                               Change([&](Changes& c) {
+                                 c.experiment = *store.GetExperiment("a");
+                                 c.experiment->reason = "training";
+                               })}) {
+    Changes c;
+    change(c);
+    ASSERT_TRUE(store.Apply(c).ok());
+    auto after = PageVersions(store);
+    EXPECT_GT(after["a"], before["a"]) << "a's item changed: an item kept at its version is stale";
+    EXPECT_EQ(after["b"], before["b"]) << "b's item did not change";
+    before = after;
+  }
+  ASSERT_EQ(store.Apply(NewExperiment("b", 5, ExperimentState::kQueued)).code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(PageVersions(store), before) << "a write that failed";
+
+  // Deleted and created again under the same id: a version of its own.
+  Changes gone;
+  gone.delete_experiment = "b";
+  ASSERT_TRUE(store.Apply(gone).ok());
+  EXPECT_EQ(PageVersions(store).count("b"), 0u);
+  ASSERT_TRUE(store.Apply(NewExperiment("b", 'b', ExperimentState::kQueued)).ok());
+  auto again = PageVersions(store);
+  EXPECT_GT(again["b"], before["b"]);
+  EXPECT_EQ(again["a"], before["a"]);
+}
+
+TEST_F(StoreTest, AListPageReadsTheSummariesAskedForOnlyInPageOrder) {
+  auto s = OpenSqliteStore(path_);
+  Store& store = **s;
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(
+        store.Apply(NewExperiment("e" + std::to_string(i), 10 + i, ExperimentState::kQueued)).ok());
+  std::vector<std::string> asked;
+  ListQuery q;
+  q.limit = 3;
+  auto page = store.ListPage(q, [&](const std::string& id, uint64_t) {
+    asked.push_back(id);
+    return id != "e2";
+  });
+  ASSERT_TRUE(page.ok()) << page.status().message();
+  EXPECT_EQ(asked, (std::vector<std::string>{"e3", "e2", "e1"}));
+  ASSERT_EQ(page->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const ListedExperiment& e = (*page)[i];
+    EXPECT_EQ(e.id, asked[i]);
+    ASSERT_EQ(e.summary.has_value(), e.id != "e2") << e.id;
+    if (e.summary) {
+      EXPECT_EQ(e.summary->experiment.id, e.id);
+      EXPECT_EQ(e.summary->experiment.model_dir, "/m/" + e.id);
+    }
+  }
 }
 
 TEST_F(StoreTest, UpdatingAnExperimentKeepsItsAttempts) {
