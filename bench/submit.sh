@@ -10,30 +10,37 @@
 # rounds of COUNT jobs each, so the growing job count affects all alike.
 # tfslurmd's own time per submission: POST latency minus the time spent
 # inside libslurm for it (bench_slurm_timing preloaded; submit_analyze.py).
+# --state-on DIR puts tfslurmd's database and the jobs' output directories
+# in a new directory under DIR (default /tmp): run once more with /dev/shm
+# to see what the file system adds to tfslurmd's own time.
 #
-#   bench/submit.sh [--count 200] [--rounds 3]
+#   bench/submit.sh [--count 200] [--rounds 3] [--state-on /tmp]
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-count=200 rounds=3
+count=200 rounds=3 state_on=/tmp
 while (($#)); do
   case "$1" in
     --count) count="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
+    --state-on) state_on="$2"; shift 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
 command_line="bench/submit.sh --count $count --rounds $rounds"
+[[ "$state_on" == /tmp ]] || command_line+=" --state-on $state_on"
+[[ -d "$state_on" ]] || die "--state-on: $state_on is not a directory"
 
 build_all
 work="$(mktemp -d /tmp/bench-sub-XXXX)"
-chmod 755 "$work"
+state="$(mktemp -d "$state_on/bench-sub-state-XXXX")"
+chmod 755 "$work" "$state"
 cleanup() {
   stop_tfslurmd
   cancel_all_jobs
   stop_cluster
-  rm -rf "$work"
+  rm -rf "$work" "$state"
 }
 trap cleanup EXIT
 start_cluster
@@ -41,7 +48,8 @@ scontrol update PartitionName=debug State=DOWN
 
 # tfslurmd with the RPC timing shim.
 BENCH_SLURM_TIMING_LOG="$work/rpc.log" TFSLURMD_PRELOAD="$BENCH_LIB/libbench_slurm_timing.so" TFSLURMD_AUTH=token \
-  start_tfslurmd "$work/svc"
+  start_tfslurmd "$state/svc"
+state_fs="$(df --output=fstype "$state" | tail -1)"
 
 # The spec and the script tfslurmd renders for it.
 sed 's/"id": *"hello"/"id": "@ID@"/' "$REPO/examples/hello.json" >"$work/spec.json"
@@ -104,6 +112,7 @@ awk '{print ($2-$1)/1e6}' "$work/posts.log" >"$work/post-lat.txt"
 own="$(python3 "$BENCH_DIR/submit_analyze.py" --requests "$work/posts.log" --rpcs "$work/rpc.log")"
 {
   echo "$rounds rounds x $count jobs per method, taking turns; $in_slurm jobs pending in Slurm at the end."
+  echo "tfslurmd's database and the jobs' output directories: under $state_on ($state_fs)."
   echo
   echo "| method | jobs | seconds | jobs/s | per job p50 ms | per job p99 ms | vs sbatch loop | vs bare libslurm |"
   echo "|---|---|---|---|---|---|---|---|"

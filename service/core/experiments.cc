@@ -156,12 +156,13 @@ void Experiments::SetState(store::Changes& c, Active& a, ExperimentState state,
 }
 
 void Experiments::Commit(store::Changes& c) {
-  if (c.empty()) return;
-  // Attempt and experiment changes are taken from memory at commit time so
-  // the last write wins within one batch.
-  if (Status s = store_.Apply(c); !s.ok())
-    fprintf(stderr, "tfslurmd: could not persist changes: %s\n", s.message().c_str());
+  CommitAll({&c, 1});
   c = store::Changes{};
+}
+
+void Experiments::CommitAll(std::span<const store::Changes> batch) {
+  if (Status s = store_.ApplyAll(batch); !s.ok())
+    fprintf(stderr, "tfslurmd: could not persist changes: %s\n", s.message().c_str());
 }
 
 StatusOr<PartitionShape> Experiments::Partition(const std::string& name) {
@@ -1035,6 +1036,10 @@ void Experiments::Tick() {
   Actions actions;
   {
     std::lock_guard lock(mu_);
+    // Every experiment's changes in one transaction: a poll that finds a
+    // hundred jobs ended (a user cancelling a sweep) holds mu_ and the
+    // store for one commit, not a hundred.
+    std::vector<store::Changes> batch;
     for (auto it = active_.begin(); it != active_.end();) {
       Active& a = *it->second;
       store::Changes c;
@@ -1046,13 +1051,14 @@ void Experiments::Tick() {
         OnJobUpdate(a, j == by_id->end() ? nullptr : j->second, poll_seq, c);
       }
       CheckTimers(a, c, actions);
-      Commit(c);
+      if (!c.empty()) batch.push_back(std::move(c));
       // Done when the experiment is final and its last job has left Slurm.
       if (IsTerminal(a.record.state) && a.attempt.state == "ended")
         it = active_.erase(it);
       else
         ++it;
     }
+    CommitAll(batch);
   }
   RunActions(actions);
 }

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -137,7 +138,11 @@ class Experiments {
   StatusOr<Active*> FindTask(const TaskRef& ref);
   void Event(store::Changes& c, const Active& a, const std::string& what, const std::string& why);
   void SetState(store::Changes& c, Active& a, ExperimentState state, const std::string& why);
+  // Writes `c` to the store and empties it. A failed write is logged; the
+  // in-memory state goes on.
   void Commit(store::Changes& c);
+  // Writes every set of `batch` in one transaction.
+  void CommitAll(std::span<const store::Changes> batch);
   // To every connected task, or only to `only_proc`.
   void SendAssignments(Active& a, store::Changes& c, int only_proc = -1);
   void ReapRemaining(Active& a, store::Changes& c, const std::string& reason);

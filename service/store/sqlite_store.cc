@@ -9,6 +9,7 @@
 // whichever request thread made that commit.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -237,26 +238,36 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
-  Status Apply(const Changes& c) override {
-    if (c.empty()) return Status::Ok();
+  Status ApplyAll(std::span<const Changes> batch) override {
+    if (std::all_of(batch.begin(), batch.end(), [](const Changes& c) { return c.empty(); }))
+      return Status::Ok();
     std::lock_guard lock(mu_);
     if (Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    const bool listed = ChangesWhatListsShow(c);
-    Status s = ApplyLocked(c);
-    if (!s.ok()) {
-      Exec("ROLLBACK");
-      return s;
+    // Judged against the counts from before the batch: a set that a
+    // former one makes look changed counts as changed, which only costs a
+    // list computed again.
+    std::vector<bool> listed;
+    for (const Changes& c : batch) listed.push_back(ChangesWhatListsShow(c));
+    for (const Changes& c : batch) {
+      if (Status s = ApplyLocked(c); !s.ok()) {
+        Exec("ROLLBACK");
+        return s;
+      }
     }
     if (Status s = Exec("COMMIT"); !s.ok()) {
       // A COMMIT that fails may or may not have rolled back: forget what
       // the cache knows of these experiments rather than guess.
       Exec("ROLLBACK");
-      ForgetTaskCounts(c);
-      ChangedWhatListsShow(c);
+      for (const Changes& c : batch) {
+        ForgetTaskCounts(c);
+        ChangedWhatListsShow(c);
+      }
       return s;
     }
-    CountCommittedTasks(c);
-    if (listed) ChangedWhatListsShow(c);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      CountCommittedTasks(batch[i]);
+      if (listed[i]) ChangedWhatListsShow(batch[i]);
+    }
     return Status::Ok();
   }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -52,7 +53,11 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  virtual Status Apply(const Changes& changes) = 0;
+  Status Apply(const Changes& changes) { return ApplyAll({&changes, 1}); }
+  // Several sets of changes in one transaction: all or none. One commit
+  // where a loop over experiments (a poll finding 100 jobs ended) would
+  // make one each, each appending to the WAL while holding the store.
+  virtual Status ApplyAll(std::span<const Changes> batch) = 0;
 
   virtual StatusOr<ExperimentRecord> GetExperiment(const std::string& id) = 0;
   // The page `query` asks for, newest first, as a list shows them. Calls

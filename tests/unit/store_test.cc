@@ -254,6 +254,31 @@ TEST_F(StoreTest, AListPageReadsTheSummariesAskedForOnlyInPageOrder) {
   }
 }
 
+TEST_F(StoreTest, ABatchIsWrittenWholeOrNotAtAll) {
+  auto s = OpenSqliteStore(path_);
+  Store& store = **s;
+  ASSERT_TRUE(store.Apply(NewExperiment("a", 1, ExperimentState::kRunning)).ok());
+  std::vector<Changes> batch(3);
+  batch[0].experiment = *store.GetExperiment("a");
+  batch[0].experiment->state = ExperimentState::kSucceeded;
+  batch[1] = NewExperiment("b", 2, ExperimentState::kQueued);
+  batch[2] = NewExperiment("a", 3, ExperimentState::kQueued);  // taken: the batch fails
+  uint64_t version = store.ListVersion();
+  EXPECT_EQ(store.ApplyAll(batch).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(store.GetExperiment("a")->state, ExperimentState::kRunning);
+  EXPECT_EQ(store.GetExperiment("b").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store.ListVersion(), version) << "nothing was written";
+
+  batch.pop_back();
+  ASSERT_TRUE(store.ApplyAll(batch).ok());
+  EXPECT_EQ(store.GetExperiment("a")->state, ExperimentState::kSucceeded);
+  EXPECT_TRUE(store.GetExperiment("b").ok());
+  EXPECT_GT(store.ListVersion(), version);
+  auto versions = PageVersions(store);
+  EXPECT_GT(versions["a"], 0u);
+  EXPECT_GT(versions["b"], 0u);
+}
+
 TEST_F(StoreTest, UpdatingAnExperimentKeepsItsAttempts) {
   auto s = OpenSqliteStore(path_);
   ASSERT_TRUE((*s)->Apply(NewExperiment("a", 1, ExperimentState::kRunning)).ok());
