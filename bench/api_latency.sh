@@ -173,10 +173,10 @@ log "list of 1000 @ $list_churn_rate/s while cancelling at $churn_rate/s: $line;
   echo
 } >>"$out"
 
-# The list is two queries: the page joined with each current attempt, then
-# the task counts of the page's open experiments (finished ones are answered
-# from their row alone). The same list once every experiment is cancelled
-# shows what the task counts cost.
+# A list made afresh reads the page's ids, then the summaries of the
+# experiments whose kept item is stale, then the task counts of those still
+# open (finished ones are answered from their row alone). The same list once
+# every experiment is cancelled shows what the task counts cost.
 "$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --method DELETE --paths-file "$work/ids.txt" \
   --count "$(wc -l <"$work/ids.txt")" --connections 1 --rate 0 --header "$AUTH_HEADER" >&2 || true
 {
@@ -192,6 +192,24 @@ for c in 1 "$conns"; do
   log "list of cancelled, wrk c=$c: $line"
   row_wrk "$c" "$line" >>"$out"
 done
+echo >>"$out"
+
+# The list made in-process after each change, with no HTTP, load generator
+# or cluster beside it: what the two ways of making it cost by themselves.
+wait_quiet 300
+{
+  echo "### GET /experiments?limit=1000 made in-process after each change (bench_list_page)"
+  echo
+  echo "\`bench_list_page --experiments 1000 --runs 300 --changes 1\`: a SQLite store of its own under /tmp with 1,000 queued experiments; after each change (one experiment's reason), the list body is made both ways, taking turns."
+  echo
+  echo "| way | runs | p50 ms | p99 ms | max ms | body bytes |"
+  echo "|---|---|---|---|---|---|"
+} >>"$out"
+while read -r line; do
+  log "bench_list_page: $line"
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$(kv way "$line" | tr _ ' ')" "$(kv runs "$line")" "$(kv p50_ms "$line")" \
+    "$(kv p99_ms "$line")" "$(kv max_ms "$line")" "$(kv body_bytes "$line")" >>"$out"
+done < <("$BENCH_BIN/bench_list_page" --experiments 1000 --runs 300 --changes 1)
 echo >>"$out"
 
 cat >>"$out" <<'EOF'

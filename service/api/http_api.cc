@@ -157,27 +157,10 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                uint64_t version = experiments.store().ListVersion();
                if (auto cached = list_cache->Find(version, key))
                  return ReplyJsonText(res, 200, *cached);
-               // Items kept from earlier lists are used as they are; the
-               // store reads the summaries of the others only.
-               std::vector<std::shared_ptr<const std::string>> items;
-               auto page = experiments.store().ListPage(
-                   q, [&](const std::string& id, uint64_t item_version) {
-                     items.push_back(item_cache->Find(id, item_version));
-                     return items.back() == nullptr;
-                   });
-               if (!page.ok()) return ReplyError(res, page.status());
-               auto total = experiments.store().CountExperiments(q);
-               if (!total.ok()) return ReplyError(res, total.status());
-               for (size_t i = 0; i < items.size(); ++i) {
-                 if (items[i]) continue;
-                 const store::ListedExperiment& listed = (*page)[i];
-                 items[i] =
-                     std::make_shared<const std::string>(ExperimentSummaryJson(*listed.summary));
-                 item_cache->Put(listed.id, listed.version, items[i]);
-               }
-               std::string body = ExperimentListJson(items, *total, q.limit, q.offset);
-               list_cache->Put(version, key, body);
-               ReplyJsonText(res, 200, std::move(body));
+               auto body = MakeListBody(experiments.store(), *item_cache, q);
+               if (!body.ok()) return ReplyError(res, body.status());
+               list_cache->Put(version, key, *body);
+               ReplyJsonText(res, 200, std::move(body).value());
              }));
 
   server.Get(

@@ -1,5 +1,7 @@
 #include "service/api/list_cache.h"
 
+#include "service/api/experiments_json.h"
+
 namespace tfslurm::api {
 
 std::shared_ptr<const std::string> ListCache::Find(uint64_t version, const std::string& query) {
@@ -40,6 +42,25 @@ void ListItemCache::Put(const std::string& id, uint64_t version,
 size_t ListItemCache::size() {
   std::lock_guard lock(mu_);
   return items_.size();
+}
+
+StatusOr<std::string> MakeListBody(store::Store& store, ListItemCache& item_cache,
+                                   const store::ListQuery& q) {
+  std::vector<std::shared_ptr<const std::string>> items;
+  auto page = store.ListPage(q, [&](const std::string& id, uint64_t version) {
+    items.push_back(item_cache.Find(id, version));
+    return items.back() == nullptr;
+  });
+  if (!page.ok()) return page.status();
+  auto total = store.CountExperiments(q);
+  if (!total.ok()) return total.status();
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i]) continue;
+    const store::ListedExperiment& listed = (*page)[i];
+    items[i] = std::make_shared<const std::string>(ExperimentSummaryJson(*listed.summary));
+    item_cache.Put(listed.id, listed.version, items[i]);
+  }
+  return ExperimentListJson(items, *total, q.limit, q.offset);
 }
 
 }  // namespace tfslurm::api

@@ -11,6 +11,9 @@
 #include <string>
 #include <unordered_map>
 
+#include "service/core/status.h"
+#include "service/store/store.h"
+
 namespace tfslurm::api {
 
 class ListCache {
@@ -56,5 +59,11 @@ class ListItemCache {
   std::mutex mu_;
   std::unordered_map<std::string, Item> items_;
 };
+
+// The body of GET /experiments for `query` (ExperimentListJson), made from
+// the items `items` keeps where they are current and from the store's
+// summaries of the others, which it then keeps.
+StatusOr<std::string> MakeListBody(store::Store& store, ListItemCache& items,
+                                   const store::ListQuery& query);
 
 }  // namespace tfslurm::api
