@@ -46,6 +46,24 @@ struct Options {
   exit(2);
 }
 
+// The value of `flag` as a whole number from `lo` to `hi`, or exit with
+// an error that names the flag, the value and what is allowed.
+int IntFlag(const std::string& flag, const std::string& value, int lo, int hi) {
+  size_t used = 0;
+  long n = 0;
+  try {
+    n = std::stol(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size() || n < lo || n > hi) {
+    fprintf(stderr, "bench_list_page: %s must be a whole number from %d to %d; got '%s'\n",
+            flag.c_str(), lo, hi, value.c_str());
+    exit(2);
+  }
+  return static_cast<int>(n);
+}
+
 Options ParseOptions(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -53,17 +71,16 @@ Options ParseOptions(int argc, char** argv) {
     if (i + 1 >= argc) Usage();
     std::string v = argv[++i];
     if (a == "--experiments")
-      o.experiments = std::stoi(v);
+      o.experiments = IntFlag(a, v, 1, 1000);  // one page: the list's limit is 1,000
     else if (a == "--runs")
-      o.runs = std::stoi(v);
+      o.runs = IntFlag(a, v, 1, 1000000);
     else if (a == "--changes")
-      o.changes = std::stoi(v);
+      o.changes = IntFlag(a, v, 1, 1000);
     else if (a == "--dir")
       o.dir = v;
     else
       Usage();
   }
-  if (o.experiments < 1 || o.experiments > 1000 || o.runs < 1 || o.changes < 1) Usage();
   return o;
 }
 
