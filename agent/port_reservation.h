@@ -7,10 +7,21 @@
 //
 // - The socket is bound to 0.0.0.0:0 (the kernel picks a free port) with
 //   SO_REUSEADDR and SO_REUSEPORT, and is never listen()ed on.
-// - Any other socket that wants the port must also set SO_REUSEPORT and run
-//   as the same user (Linux's rule for sharing a port), so unrelated programs
-//   get EADDRINUSE while the user's program can bind it: TensorFlow's gRPC
-//   server sets SO_REUSEPORT by default, and so does our example.
+// - Linux lets another socket bind the port only if it sets SO_REUSEADDR (and
+//   no holder listens) or SO_REUSEPORT as the same user. gRPC's TCP listeners
+//   always set SO_REUSEADDR (grpc's tcp_server_utils_posix_common.cc), and
+//   TensorFlow's gRPC server leaves SO_REUSEPORT off unless
+//   TF_GRPC_REUSE_PORT=true (grpc_server_lib.cc); strace of TF 2.21 shows
+//   SO_REUSEADDR, bind([::]:port), listen(). So TF binds the port with its
+//   defaults, through SO_REUSEADDR. The agent does not set
+//   TF_GRPC_REUSE_PORT: without SO_REUSEPORT on TF's listener, nobody else
+//   can bind the port once TF listens, so no second listener can split its
+//   connections.
+// - The kernel never hands a bound port to a socket asking for port 0 (with
+//   the default net.ipv4.ip_autobind_reuse=0), nor uses it as a connect()
+//   source port; so the only programs that
+//   could bind it before the user's program does are ones asking for this
+//   very number with SO_REUSEADDR or (same user) SO_REUSEPORT.
 // - Because this socket does not listen, it is not in the kernel's listening
 //   set: every incoming connection goes to the program's listening socket and
 //   none is ever queued on ours.

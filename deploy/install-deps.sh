@@ -13,7 +13,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev
   libslurm-dev slurm-wlm slurmctld slurmd slurm-client munge
-  python3 python3-numpy python3-pytest curl procps iproute2 jq
+  python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
 )
 if [[ "${1:-}" == "--browser" ]]; then
   packages+=(chromium nodejs npm)

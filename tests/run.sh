@@ -2,7 +2,8 @@
 # tests/run.sh: installs what is needed, builds, and runs every test:
 #   1. unit tests (gtest, via ctest)
 #   2. the same unit tests built with ASan + UBSan
-#   3. integration tests (pytest) against a real local Slurm cluster
+#   3. integration tests (pytest) against a real local Slurm cluster, real
+#      TensorFlow among them (deploy/install-tf.sh)
 #   4. end-to-end dashboard tests in headless Chromium
 #   5. each libFuzzer target for a bounded time (clang, ASan + UBSan)
 #   6. unit, agent and concurrency tests built with TSan
@@ -29,6 +30,11 @@ record() { passed[$1]=$2; failed[$1]=$3; }
 
 step "install dependencies"
 deploy/install-deps.sh
+# The real TensorFlow of the TF integration tests (tests/integration/
+# test_tensorflow.py): a pinned tensorflow-cpu in a venv outside the checkout,
+# cached across runs and clones.
+TFSLURM_TF_PYTHON="$(deploy/install-tf.sh)"
+export TFSLURM_TF_PYTHON
 if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -x tests/e2e/install.sh ]]; then
   tests/e2e/install.sh
 fi

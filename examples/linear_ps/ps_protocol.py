@@ -114,7 +114,8 @@ class PsServer(socketserver.ThreadingTCPServer):
     def server_bind(self) -> None:
         # The tfslurm agent keeps this port bound (SO_REUSEPORT, not listening)
         # for as long as we run, so that nothing else can take it. Binding next
-        # to it needs SO_REUSEPORT here too; TensorFlow's gRPC server does the same.
+        # to it needs SO_REUSEADDR or SO_REUSEPORT here (TensorFlow's gRPC
+        # server binds with SO_REUSEADDR: see agent/README.md).
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         super().server_bind()

@@ -13,7 +13,8 @@ One program for every task; TF_CONFIG says which one this process is:
   evaluator   outside the training cluster: scores each new checkpoint on the
               MNIST test set, until killed.
 
-Needs TensorFlow 2 (see README.md); not run in tfslurm's CI.
+Needs TensorFlow 2 (see README.md). tfslurm's CI runs it with the TensorFlow
+that deploy/install-tf.sh installs, on --data synthetic (no network).
 """
 
 import argparse
@@ -42,16 +43,43 @@ def parse_args():
     parser.add_argument("--batch-size", type=int, default=64, help="minibatch size per worker")
     parser.add_argument("--lr", type=float, default=0.1, help="learning rate")
     parser.add_argument("--hidden", type=int, default=128, help="hidden units")
+    parser.add_argument("--data", choices=("mnist", "synthetic"), default="mnist",
+                        help="mnist: the real set (see --mnist-npz); synthetic: an MNIST-shaped "
+                             "set made from --seed, for machines without the data or a network")
+    parser.add_argument("--seed", type=int, default=0, help="--data synthetic: the set's seed")
     parser.add_argument("--mnist-npz", default=os.environ.get("MNIST_NPZ"),
                         help="local copy of mnist.npz (default: $MNIST_NPZ, else Keras downloads "
                              "it, which needs internet on the chief and evaluator)")
+    parser.add_argument("--fail-at-step", type=int, default=0, metavar="N",
+                        help="chief: raise an exception once the global step reaches N (for "
+                             "testing how a failed chief is reported); 0 = never")
     parser.add_argument("--eval-interval", type=float, default=30.0, metavar="SECONDS",
                         help="evaluator: least time between two evaluations")
     return parser.parse_args()
 
 
-def load_mnist(npz_path):
+def synthetic_mnist(seed, train_size=6000, test_size=1000):
+    """An MNIST-shaped set that a model can learn, made from a seed: each of the
+    10 classes is a random 28x28 template, each image its class's template
+    plus noise. Every task that asks for the same seed gets the same set."""
+    rng = np.random.default_rng(seed)
+    # Low-contrast templates under strong noise: learnable, but not at once.
+    templates = (128.0 + rng.normal(0.0, 20.0, size=(10, 28, 28))).astype(np.float32)
+
+    def make(size):
+        labels = rng.integers(0, 10, size=size).astype(np.uint8)
+        noise = rng.normal(0.0, 64.0, size=(size, 28, 28)).astype(np.float32)
+        images = np.clip(templates[labels] + noise, 0, 255).astype(np.uint8)
+        return images, labels
+
+    return make(train_size), make(test_size)
+
+
+def load_mnist(args):
     """((train images, labels), (test images, labels)); images as uint8 28x28."""
+    if args.data == "synthetic":
+        return synthetic_mnist(args.seed)
+    npz_path = args.mnist_npz
     if npz_path:
         with np.load(npz_path) as data:
             return (data["x_train"], data["y_train"]), (data["x_test"], data["y_test"])
@@ -115,7 +143,7 @@ class SignalFlags:
 
 def make_train_step(strategy, coordinator, model, args):
     """(train_step, per-worker iterator): what the chief schedules on the workers."""
-    (train_images, train_labels), _ = load_mnist(args.mnist_npz)
+    (train_images, train_labels), _ = load_mnist(args)
 
     def dataset_fn(input_context):
         # Runs on each worker; an unseeded shuffle gives every worker its own order.
@@ -181,6 +209,8 @@ def run_chief(resolver, args, model_dir, attempt):
             coordinator.join()
             step = int(model.global_step.numpy())
             log(f"step={step} loss={float(losses[-1].fetch()):.4f}")
+            if args.fail_at_step and step >= args.fail_at_step:
+                raise RuntimeError(f"injected failure at step {step} (--fail-at-step {args.fail_at_step})")
             if signals.checkpoint:
                 save(f" on signal signal={signals.checkpoint}")
                 signals.checkpoint = None
@@ -199,7 +229,8 @@ def run_chief(resolver, args, model_dir, attempt):
     if signals.terminate:
         log(f"terminated by SIGTERM, exit {EXIT_TERMINATED}")
         return EXIT_TERMINATED
-    save()
+    if last_saved != step:
+        save()
     log(f"done step={step}")
     return 0
 
@@ -208,7 +239,7 @@ def run_evaluator(args, model_dir):
     # Outside the cluster: a local model, filled from each new checkpoint.
     model = Mlp(args.hidden)
     checkpoint = tf.train.Checkpoint(model=model)
-    _, (test_images, test_labels) = load_mnist(args.mnist_npz)
+    _, (test_images, test_labels) = load_mnist(args)
     features = to_features(test_images)
     log("role=evaluator index=0")
     for path in tf.train.checkpoints_iterator(model_dir, min_interval_secs=args.eval_interval):

@@ -23,6 +23,33 @@ TEST(ParseCheckpointStateTest, RelativePathIsResolvedAgainstModelDir) {
   EXPECT_EQ(state->path, "/scratch/exp/model.ckpt-1200");
 }
 
+// Verbatim state files written by TensorFlow 2.21 (examples/mnist_tf and
+// examples/tf1_ps, run by hand): tf.train.CheckpointManager adds timestamp
+// fields; tf.compat.v1.train.Saver under MonitoredTrainingSession writes
+// absolute paths, one step past the target when workers overshoot it.
+TEST(ParseCheckpointStateTest, WhatTensorFlow221Writes) {
+  auto manager = ParseCheckpointState(
+      "model_checkpoint_path: \"model.ckpt-200\"\n"
+      "all_model_checkpoint_paths: \"model.ckpt-50\"\n"
+      "all_model_checkpoint_paths: \"model.ckpt-200\"\n"
+      "all_model_checkpoint_timestamps: 1795540174.5098314\n"
+      "all_model_checkpoint_timestamps: 1795540178.3182807\n"
+      "last_preserved_timestamp: 1795540170.063762\n",
+      "/tmp/mn/md");
+  ASSERT_TRUE(manager.has_value());
+  EXPECT_EQ(manager->step, 200);
+  EXPECT_EQ(manager->path, "/tmp/mn/md/model.ckpt-200");
+
+  auto saver = ParseCheckpointState(
+      "model_checkpoint_path: \"/tmp/t1/md/model.ckpt-301\"\n"
+      "all_model_checkpoint_paths: \"/tmp/t1/md/model.ckpt-0\"\n"
+      "all_model_checkpoint_paths: \"/tmp/t1/md/model.ckpt-301\"\n",
+      "/tmp/t1/md");
+  ASSERT_TRUE(saver.has_value());
+  EXPECT_EQ(saver->step, 301);
+  EXPECT_EQ(saver->path, "/tmp/t1/md/model.ckpt-301");
+}
+
 TEST(ParseCheckpointStateTest, ModelDirWithTrailingSlash) {
   auto state = ParseCheckpointState("model_checkpoint_path: \"ckpt-5\"\n", "/scratch/exp/");
   ASSERT_TRUE(state.has_value());

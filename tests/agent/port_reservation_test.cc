@@ -13,12 +13,22 @@
 namespace tfslurm::agent {
 namespace {
 
+// The socket options a program sets before bind().
+enum class Reuse {
+  kNone,
+  // gRPC's TCP listeners, TensorFlow's among them: SO_REUSEADDR always,
+  // SO_REUSEPORT only when asked (TF_GRPC_REUSE_PORT, off by default).
+  kAddr,
+  kPort,
+};
+
 // A socket bound to `port` on `any` (0.0.0.0 or [::]); -errno on failure.
-int BindTo(int family, int port, bool reuse_port) {
+int BindTo(int family, int port, Reuse reuse) {
   int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
   const int one = 1;
-  if (reuse_port) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+  if (reuse == Reuse::kAddr) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (reuse == Reuse::kPort) setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
   int rc;
   if (family == AF_INET) {
     sockaddr_in addr{};
@@ -53,7 +63,7 @@ int ConnectToLoopback(int port) {
   return err;
 }
 
-TEST(PortReservationTest, ReservesAPortOnlySoReusePortSocketsCanShare) {
+TEST(PortReservationTest, ASocketWithoutReuseOptionsCannotTakeThePort) {
   auto reservation = PortReservation::Reserve();
   ASSERT_TRUE(reservation.ok()) << reservation.status().message();
   const int port = reservation->port();
@@ -61,27 +71,40 @@ TEST(PortReservationTest, ReservesAPortOnlySoReusePortSocketsCanShare) {
 
   // Not listening: nobody can connect to the reservation itself.
   EXPECT_EQ(ConnectToLoopback(port), ECONNREFUSED);
+  EXPECT_EQ(BindTo(AF_INET, port, Reuse::kNone), -EADDRINUSE);
+}
 
-  // An unrelated program cannot take the port...
-  EXPECT_EQ(BindTo(AF_INET, port, /*reuse_port=*/false), -EADDRINUSE);
-
-  // ...while the user's program (SO_REUSEPORT, same user) binds and listens,
-  // and gets the connections.
-  int server = BindTo(AF_INET, port, /*reuse_port=*/true);
+TEST(PortReservationTest, GrpcDefaultServerBindsItThenHoldsItAlone) {
+  // TensorFlow's gRPC server as TF 2.21 runs it by default (strace: one
+  // setsockopt SO_REUSEADDR, then bind [::]:port, listen): Linux lets a
+  // SO_REUSEADDR socket bind a port whose other holders set SO_REUSEADDR too
+  // and none of them listens.
+  auto reservation = PortReservation::Reserve();
+  ASSERT_TRUE(reservation.ok());
+  const int port = reservation->port();
+  int server = BindTo(AF_INET6, port, Reuse::kAddr);
+  if (server == -EAFNOSUPPORT) GTEST_SKIP() << "no IPv6 here";
   ASSERT_GE(server, 0) << "bind: " << std::strerror(-server);
   ASSERT_EQ(listen(server, 4), 0);
   EXPECT_EQ(ConnectToLoopback(port), 0);
+
+  // Once the program listens, the port is its own: nobody else binds it,
+  // with SO_REUSEADDR or SO_REUSEPORT, so no second listener can split its
+  // connections.
+  EXPECT_EQ(BindTo(AF_INET, port, Reuse::kAddr), -EADDRINUSE);
+  EXPECT_EQ(BindTo(AF_INET, port, Reuse::kPort), -EADDRINUSE);
+  EXPECT_EQ(BindTo(AF_INET6, port, Reuse::kPort), -EADDRINUSE);
   close(server);
 }
 
-TEST(PortReservationTest, DualStackServerCanBindTheReservedPort) {
-  // TensorFlow's gRPC server binds [::]:port.
+TEST(PortReservationTest, ASoReusePortServerOfTheSameUserBindsIt) {
+  // TF_GRPC_REUSE_PORT=true, or a program that sets SO_REUSEPORT itself.
   auto reservation = PortReservation::Reserve();
   ASSERT_TRUE(reservation.ok());
-  int server = BindTo(AF_INET6, reservation->port(), /*reuse_port=*/true);
-  if (server == -EAFNOSUPPORT) GTEST_SKIP() << "no IPv6 here";
+  int server = BindTo(AF_INET, reservation->port(), Reuse::kPort);
   ASSERT_GE(server, 0) << "bind: " << std::strerror(-server);
-  EXPECT_EQ(listen(server, 4), 0);
+  ASSERT_EQ(listen(server, 4), 0);
+  EXPECT_EQ(ConnectToLoopback(reservation->port()), 0);
   close(server);
 }
 
@@ -95,7 +118,7 @@ TEST(PortReservationTest, CloseOnExecAndReleasedOnDestruction) {
     PortReservation moved = std::move(reservation).value();
     EXPECT_EQ(moved.port(), port);
   }
-  int fd = BindTo(AF_INET, port, /*reuse_port=*/false);
+  int fd = BindTo(AF_INET, port, Reuse::kNone);
   EXPECT_GE(fd, 0) << "port still held after destruction";
   if (fd >= 0) close(fd);
 }

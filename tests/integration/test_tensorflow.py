@@ -1,0 +1,274 @@
+"""Issue 14: real TensorFlow on the real local Slurm cluster.
+
+Every test runs a real TF program (examples/mnist_tf, mwms_tf, tf1_ps) with
+the TensorFlow that deploy/install-tf.sh installs (tests/run.sh runs it and
+exports TFSLURM_TF_PYTHON), and asserts on what TF itself did (its logs, its
+checkpoints, the sockets its gRPC servers listen on), not only on tfslurm's
+states.
+"""
+import glob
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import REPO, scontrol_job, wait_for
+
+# Quiet TF's C++ INFO lines; one intra-op thread per process, since up to six
+# TF processes share this machine's 2 cores.
+TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def tf_python():
+    python = os.environ.get("TFSLURM_TF_PYTHON", "/opt/tfslurm/venv-tf/bin/python")
+    if not os.access(python, os.X_OK):
+        pytest.fail(f"no TensorFlow python at {python}: run deploy/install-tf.sh (tests/run.sh does) "
+                    "and set TFSLURM_TF_PYTHON to the path it prints")
+    return python
+
+
+def tf_spec(tf_python, exp_id, example, args, cluster, nodes, tasks_per_node=2, restart=None, **extra):
+    spec = {
+        "id": exp_id,
+        "command": [tf_python, os.path.join(REPO, "examples", example, "train.py")] + list(args),
+        "workdir": os.path.join(REPO, "examples", example),
+        "env": dict(TF_ENV),
+        "cluster": cluster,
+        "resources": {"partition": "debug", "nodes": nodes, "tasks_per_node": tasks_per_node,
+                      "time_limit": "00:10:00"},
+        "restart": restart or {"max_restarts": 0},
+    }
+    spec.update(extra)
+    return spec
+
+
+def ps_spec(tf_python, exp_id, steps, extra_args=(), **extra):
+    """examples/mnist_tf: 1 chief, 2 ps, 2 workers, 1 evaluator over 3 nodes x 2 tasks."""
+    args = ["--data", "synthetic", "--steps", str(steps), "--checkpoint-every", "50",
+            "--steps-per-dispatch", "25", "--eval-interval", "1"] + list(extra_args)
+    return tf_spec(tf_python, exp_id, "mnist_tf", args, {"chief": 1, "ps": 2, "worker": 2, "evaluator": 1},
+                   nodes=3, success="chief", **extra)
+
+
+def task_log(exp, proc, attempt=1):
+    path = os.path.join(exp["model_dir"], "logs", f"attempt-{attempt}", f"task-{proc}.out")
+    return open(path, errors="replace").read() if os.path.exists(path) else ""
+
+
+def proc_of(exp, role, index=0):
+    return next(t["proc_id"] for t in exp["tasks"] if t["role"] == role and t["index"] == index)
+
+
+def all_ended(service, exp_id):
+    return wait_for(lambda: (lambda e: e if all(t["state"] != "running" for t in e["tasks"]) else None)(
+        service.experiment(exp_id)), 60, f"every task of {exp_id} to end")
+
+
+def job_final_state(conf, job_id):
+    return wait_for(lambda: (lambda j: j.get("JobState") if j.get("JobState") not in (
+        None, "RUNNING", "PENDING", "COMPLETING") else None)(scontrol_job(conf, job_id)), 60,
+        f"job {job_id} to end")
+
+
+def latest_checkpoint(tf_python, model_dir):
+    """What TensorFlow itself says is the latest checkpoint in model_dir."""
+    out = subprocess.run([tf_python, "-c", "import sys, tensorflow as tf; print(tf.train.latest_checkpoint(sys.argv[1]))",
+                          model_dir], env=dict(os.environ, **TF_ENV), stdout=subprocess.PIPE, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def program_pid(exp_id, role, index):
+    """The pid of one task's training program, found by its environment."""
+    want = {f"EXPERIMENT_ID={exp_id}", f"TFSLURM_ROLE={role}", f"TFSLURM_INDEX={index}"}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = set(open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0"))
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if want <= env and "train.py" in cmd:
+            return int(pid)
+    return None
+
+
+def listeners(port):
+    """(pid, local address) of every TCP socket listening on port, from ss."""
+    out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], stdout=subprocess.PIPE, text=True, check=True)
+    found = []
+    for line in out.stdout.splitlines():
+        fields = line.split()
+        pids = re.findall(r"pid=(\d+)", line)
+        found.append((int(pids[0]) if pids else None, fields[3]))
+    return found
+
+
+def test_tf2_parameter_server_strategy_chief_decides_and_the_rest_are_reaped(service, slurm_cluster, tf_python):
+    steps = 300
+    status, body = service.post("/experiments", ps_spec(tf_python, "tf-ps", steps))
+    assert status == 201, body
+    exp = wait_for(lambda: (lambda e: e if "step=" in task_log(e, proc_of(e, "chief")) else None)(
+        service.experiment("tf-ps")), 180, "the chief's first training step")
+
+    # TF's own gRPC server, with TF's defaults (no TF_GRPC_REUSE_PORT), listens
+    # on the port the agent reserved and reported: the only listener there,
+    # and it is the program, not the agent.
+    for t in exp["tasks"]:
+        if t["role"] not in ("ps", "worker"):
+            continue
+        port = int(t["address"].rsplit(":", 1)[1])
+        pid = program_pid("tf-ps", t["role"], t["index"])
+        assert pid, t
+        assert [p for p, _ in listeners(port)] == [pid], (t, listeners(port))
+        env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        assert not any(v.startswith(b"TF_GRPC_REUSE_PORT=") for v in env), t
+
+    done = service.wait_state("tf-ps", ("succeeded", "failed"), timeout=300)
+    assert done["state"] == "succeeded", done["reason"]
+    assert "the chief exited 0" in done["reason"], done["reason"]
+    done = all_ended(service, "tf-ps")
+    states = {f'{t["role"]}:{t["index"]}': t["state"] for t in done["tasks"]}
+    assert states == {"chief:0": "succeeded", "ps:0": "reaped", "ps:1": "reaped", "worker:0": "reaped",
+                      "worker:1": "reaped", "evaluator:0": "reaped"}, states
+
+    chief_log = task_log(done, proc_of(done, "chief"))
+    assert f"mnist_tf: done step={steps}" in chief_log, chief_log[-2000:]
+    assert "mnist_tf: role=evaluator index=0" in task_log(done, proc_of(done, "evaluator"))
+    evaluations = re.findall(r"mnist_tf: eval step=(\d+) accuracy=([0-9.]+)", task_log(done, proc_of(done, "evaluator")))
+    assert evaluations, task_log(done, proc_of(done, "evaluator"))[-2000:]
+    assert all(int(step) > 0 for step, _ in evaluations), evaluations
+    # The checkpoint TF wrote (CheckpointManager), as TF reads it back and as
+    # the agent's watcher reported it.
+    assert latest_checkpoint(tf_python, done["model_dir"]) == os.path.join(done["model_dir"], f"model.ckpt-{steps}")
+    assert done["checkpoint"]["step"] == steps, done["checkpoint"]
+    assert job_final_state(slurm_cluster, done["slurm_job_id"]) == "COMPLETED"
+
+
+def test_tf2_multi_worker_mirrored_every_worker_exits_0_with_equal_variables(service, slurm_cluster, tf_python):
+    steps = 100
+    spec = tf_spec(tf_python, "tf-mwms", "mwms_tf", ["--steps", str(steps), "--checkpoint-every", "50"],
+                   {"worker": 4}, nodes=2)
+    status, body = service.post("/experiments", spec)
+    assert status == 201, body
+    done = service.wait_state("tf-mwms", ("succeeded", "failed"), timeout=300)
+    assert done["state"] == "succeeded", done["reason"]
+    assert sorted(t["state"] for t in done["tasks"]) == ["succeeded"] * 4, done["tasks"]
+    assert {t["node"] for t in done["tasks"]} == {"node1", "node2"}, done["tasks"]
+    for t in done["tasks"]:
+        assert f"mwms_tf: role=worker index={t['index']} workers=4 " in task_log(done, t["proc_id"])
+    # Each worker trained on its own shard; only a real all-reduce leaves
+    # their variables equal.
+    digests = {}
+    for path in glob.glob(os.path.join(done["model_dir"], "digests", "worker-*.txt")):
+        digests[os.path.basename(path)] = open(path).read().split()
+    assert len(digests) == 4, digests
+    assert len({tuple(d) for d in digests.values()}) == 1, digests
+    assert next(iter(digests.values()))[0] == str(steps)
+    assert done["checkpoint"]["step"] == steps, done["checkpoint"]
+    assert job_final_state(slurm_cluster, done["slurm_job_id"]) == "COMPLETED"
+
+
+def test_tf1_servers_between_graph_monitored_training_session(service, slurm_cluster, tf_python):
+    steps = 300
+    spec = tf_spec(tf_python, "tf1-ps", "tf1_ps", ["--steps", str(steps), "--checkpoint-every", "100"],
+                   {"ps": 2, "worker": 2}, nodes=2)
+    status, body = service.post("/experiments", spec)
+    assert status == 201, body
+    done = service.wait_state("tf1-ps", ("succeeded", "failed"), timeout=300)
+    assert done["state"] == "succeeded", done["reason"]
+    assert "every worker exited 0" in done["reason"], done["reason"]
+    done = all_ended(service, "tf1-ps")
+    states = sorted(f'{t["role"]}:{t["state"]}' for t in done["tasks"])
+    assert states == ["ps:reaped", "ps:reaped", "worker:succeeded", "worker:succeeded"], states
+    for t in done["tasks"]:
+        if t["role"] == "worker":
+            assert re.search(r"tf1_ps: done step=\d+", task_log(done, t["proc_id"])), task_log(done, t["proc_id"])[-2000:]
+    # The Saver's checkpoint (model.ckpt-<global step>, absolute paths in the
+    # state file), as TF reads it and as tfslurm reported it.
+    latest = latest_checkpoint(tf_python, done["model_dir"])
+    step = int(re.fullmatch(r".*/model\.ckpt-(\d+)", latest).group(1))
+    assert step >= steps, latest
+    assert done["checkpoint"]["step"] == step, (done["checkpoint"], latest)
+    assert job_final_state(slurm_cluster, done["slurm_job_id"]) == "COMPLETED"
+
+
+def test_chief_killed_restarts_and_tf_restores_the_latest_checkpoint(service, tf_python):
+    steps = 400
+    spec = ps_spec(tf_python, "tf-kill9", steps, restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1})
+    assert service.post("/experiments", spec)[0] == 201
+    wait_for(lambda: (lambda e: e if e["checkpoint"] and e["checkpoint"]["step"] >= 50 else None)(
+        service.experiment("tf-kill9")), 240, "a checkpoint reported by the chief's agent")
+    pid = wait_for(lambda: program_pid("tf-kill9", "chief", 0), 30, "the chief's program")
+    os.kill(pid, signal.SIGKILL)
+    done = service.wait_state("tf-kill9", ("succeeded", "failed"), timeout=360)
+    assert done["state"] == "succeeded", done["reason"]
+    first, second = done["attempts"]
+    assert first["end_reason"] == "retryable_exit" and "chief:0" in first["reason"] and "signal 9" in first["reason"], first
+    chief_log = task_log(done, proc_of(done, "chief"), attempt=2)
+    restored = re.search(r"mnist_tf: restored step=(\d+) path=(\S+)", chief_log)
+    assert restored and int(restored.group(1)) > 0, chief_log[-2000:]
+    start = int(re.search(r"attempt=2 start_step=(\d+)", chief_log).group(1))
+    assert start == int(restored.group(1)) == second["start_step"], (start, restored.groups(), second)
+    assert f"mnist_tf: done step={steps}" in chief_log
+    assert latest_checkpoint(tf_python, done["model_dir"]).endswith(f"model.ckpt-{steps}")
+
+
+def test_time_limit_signal_reaches_tf_which_saves_and_the_next_attempt_starts_there(service, tf_python):
+    # One-minute attempts; SIGUSR1 25 s before the end. The target is out of
+    # reach: the test ends the experiment once attempt 2 has started.
+    spec = ps_spec(tf_python, "tf-limit", 10 ** 7, restart={"max_restarts": 1, "on": ["timeout"], "backoff_s": 1},
+                   checkpoint={"signal_grace_s": 25})
+    spec["resources"]["time_limit"] = "1"
+    assert service.post("/experiments", spec)[0] == 201
+    e = wait_for(lambda: (lambda x: x if len(x["attempts"]) == 2 and "start_step=" in task_log(
+        x, proc_of(x, "chief"), attempt=2) else None)(service.experiment("tf-limit")), 300, "attempt 2's chief to start")
+    first = e["attempts"][0]
+    assert first["end_reason"] == "timeout" and first["slurm_state"] == "TIMEOUT", first
+    first_log = task_log(e, proc_of(e, "chief"), attempt=1)
+    on_signal = [int(x) for x in re.findall(r"mnist_tf: checkpoint on signal signal=SIGUSR1 step=(\d+)", first_log)]
+    assert on_signal and on_signal[0] > 0, first_log[-3000:]
+    start = int(re.search(r"attempt=2 start_step=(\d+)", task_log(e, proc_of(e, "chief"), attempt=2)).group(1))
+    # SIGTERM at the limit may have saved once more after the SIGUSR1 save.
+    assert start >= on_signal[0] > 0, (start, on_signal)
+    assert service.request("DELETE", "/experiments/tf-limit")[0] in (200, 202)
+    service.wait_state("tf-limit", "cancelled", timeout=60)
+
+
+def test_chief_raising_fails_the_attempt_at_once_with_its_traceback_in_the_log(service, slurm_cluster, tf_python):
+    spec = ps_spec(tf_python, "tf-raise", 10 ** 6, extra_args=["--fail-at-step", "50"])
+    assert service.post("/experiments", spec)[0] == 201
+    failed = service.wait_state("tf-raise", ("failed", "succeeded"), timeout=240)
+    assert failed["state"] == "failed", failed["reason"]
+    assert "chief:0" in failed["reason"] and "exited with code 1" in failed["reason"], failed["reason"]
+    chief_log = task_log(failed, proc_of(failed, "chief"))
+    assert "Traceback (most recent call last)" in chief_log, chief_log[-2000:]
+    assert "RuntimeError: injected failure at step 50" in chief_log, chief_log[-2000:]
+    failed = all_ended(service, "tf-raise")
+    assert sorted(t["state"] for t in failed["tasks"]) == ["failed"] + ["reaped"] * 5, failed["tasks"]
+    assert job_final_state(slurm_cluster, failed["slurm_job_id"]) in ("FAILED", "COMPLETED", "CANCELLED")
+
+
+def test_worker_killed_under_ps_strategy_tf_trains_on_and_tfslurm_records_the_worker(service, tf_python):
+    """TF2's ClusterCoordinator reschedules a lost worker's closures on the
+    others, so the chief still reaches its target; tfslurm's success is the
+    chief's (cluster has a chief), so the attempt succeeds and the worker's
+    death is recorded on its task, not as the attempt's end."""
+    steps = 400
+    assert service.post("/experiments", ps_spec(tf_python, "tf-lostworker", steps))[0] == 201
+    wait_for(lambda: (lambda e: e if e["checkpoint"] and e["checkpoint"]["step"] >= 50 else None)(
+        service.experiment("tf-lostworker")), 240, "training to checkpoint")
+    pid = wait_for(lambda: program_pid("tf-lostworker", "worker", 1), 30, "worker 1's program")
+    os.kill(pid, signal.SIGKILL)
+    done = service.wait_state("tf-lostworker", ("succeeded", "failed"), timeout=300)
+    assert done["state"] == "succeeded", done["reason"]
+    assert len(done["attempts"]) == 1
+    chief_log = task_log(done, proc_of(done, "chief"))
+    assert f"mnist_tf: done step={steps}" in chief_log, chief_log[-2000:]
+    # TF saw the worker go (its calls to it are refused) and trained on.
+    assert "remote target /job:worker/replica:0/task:1" in chief_log, chief_log[-3000:]
+    worker1 = next(t for t in done["tasks"] if t["role"] == "worker" and t["index"] == 1)
+    assert worker1["state"] == "failed" and worker1["signal"] == 9, worker1
+    assert any(e["what"] == "exited" and e["why"].startswith("worker:1 ") and "signal 9" in e["why"]
+               for e in done["events"]), done["events"]
