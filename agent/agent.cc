@@ -79,9 +79,12 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
         kSecretVariable);
     return kExitUsage;
   }
-  for (double value : {options.exit_ack_timeout_s, options.exit_report_timeout_s}) {
+  for (double value : {options.exit_ack_timeout_s, options.exit_report_timeout_s,
+                       options.unknown_experiment_timeout_s}) {
     if (!(value > 0)) {
-      spdlog::error("--exit-ack-timeout and --exit-report-timeout must be positive");
+      spdlog::error(
+          "--exit-ack-timeout, --exit-report-timeout and --unknown-experiment-timeout must be "
+          "positive");
       return kExitUsage;
     }
   }
@@ -121,6 +124,7 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
   session_options.port = port->port();
   session_options.exit_ack_timeout = Seconds(options.exit_ack_timeout_s);
   session_options.exit_report_timeout = Seconds(options.exit_report_timeout_s);
+  session_options.unknown_experiment_timeout = Seconds(options.unknown_experiment_timeout_s);
   // `port` stays bound until we return: the program's lifetime.
   Session session(std::move(session_options), std::move(identity).value(), *signal_fd);
   return session.Run();

@@ -28,6 +28,7 @@ struct AgentOptions {
   double exit_ack_timeout_s = 30;
   double exit_report_timeout_s = 120;
   double keepalive_s = 60;
+  double unknown_experiment_timeout_s = 300;
   std::string log_level = "info";
 };
 

@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
   app.add_option("--exit-report-timeout", options.exit_report_timeout_s,
                  "seconds to keep trying to report the program's exit (reconnecting)")
       ->capture_default_str();
+  app.add_option("--unknown-experiment-timeout", options.unknown_experiment_timeout_s,
+                 "seconds to keep retrying a service that does not know the experiment (another "
+                 "tfslurmd than the job's?) before giving up with exit 3")
+      ->capture_default_str();
   app.add_option("--keepalive", options.keepalive_s,
                  "seconds between HTTP/2 keepalive pings to the service (0: off)")
       ->capture_default_str();

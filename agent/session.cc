@@ -181,6 +181,7 @@ void Session::OnStreamEnded(const grpc::Status& status) {
   if (lived_long) {
     backoff_.Reset();
     failed_connections_ = 0;
+    unknown_experiment_since_.reset();
   }
   ++failed_connections_;
   if (WorthLogging(failed_connections_)) {
@@ -210,9 +211,11 @@ void Session::OnServiceMessage(const v1::ServiceMessage& message) {
       }
       backoff_.Reset();
       failed_connections_ = 0;
+      unknown_experiment_since_.reset();
       StartProgram(message.assignment());
       return;
     case v1::ServiceMessage::kShutdown:
+      unknown_experiment_since_.reset();
       OnShutdown(message.shutdown());
       return;
     case v1::ServiceMessage::kRefused:
@@ -247,7 +250,25 @@ void Session::OnShutdown(const v1::Shutdown& shutdown) {
 }
 
 void Session::OnRefused(const v1::Refused& refused) {
-  if (!refused.permanent()) {
+  if (refused.unknown_experiment()) {
+    const auto now = Clock::now();
+    if (!unknown_experiment_since_) unknown_experiment_since_ = now;
+    const auto waited = std::chrono::duration_cast<milliseconds>(now - *unknown_experiment_since_);
+    if (waited < options_.unknown_experiment_timeout) {
+      if (WorthLogging(failed_connections_ + 1)) {
+        spdlog::warn(
+            "the service at {} does not know experiment '{}' ({}): it may be another tfslurmd "
+            "than the one that started this job; retrying with backoff for up to {} s{}",
+            options_.stream.target, options_.experiment_id, refused.reason(),
+            options_.unknown_experiment_timeout.count() / 1000,
+            phase_ == Phase::kRunning ? "; the program keeps running" : "");
+      }
+      stream_->Cancel();  // its end schedules the reconnect
+      return;
+    }
+    spdlog::error("the service at {} still does not know experiment '{}' after {} s",
+                  options_.stream.target, options_.experiment_id, waited.count() / 1000);
+  } else if (!refused.permanent()) {
     spdlog::warn("the service refused this task for now: {}; retrying", refused.reason());
     stream_->Cancel();  // its end schedules the reconnect
     return;

@@ -7,7 +7,9 @@
 // - AwaitingAssignment: Register (reconnect=false) on every new stream until
 //   an Assignment arrives. A permanent Refused ends the agent (exit 3); a
 //   temporary one, or a broken stream, means registering again after a
-//   backoff.
+//   backoff. A service that does not know the experiment (maybe another
+//   tfslurmd than the job's) is retried the same way, for at most
+//   unknown_experiment_timeout, in every phase.
 // - Running: the program runs whatever happens to the stream. A broken stream
 //   is reopened with backoff and Register(reconnect=true, child_pid); a
 //   repeated Assignment is ignored. Heartbeat every heartbeat_interval_ms;
@@ -57,6 +59,9 @@ struct SessionOptions {
   int port = 0;         // the reserved port, reported in Register
   std::chrono::milliseconds exit_ack_timeout{std::chrono::seconds(30)};
   std::chrono::milliseconds exit_report_timeout{std::chrono::seconds(120)};
+  // How long a service that does not know the experiment is retried before
+  // its refusal counts as final (schema/agent.proto, Refused).
+  std::chrono::milliseconds unknown_experiment_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds reconnect_initial{200};
   std::chrono::milliseconds reconnect_max{std::chrono::seconds(5)};
 };
@@ -135,6 +140,10 @@ class Session {
 
   // Timers; unset when not armed.
   std::optional<Clock::time_point> reconnect_at_;
+  // Since when the service has said it does not know the experiment; reset
+  // by anything that shows it does (an Assignment, a Shutdown, a stream that
+  // lived without a refusal).
+  std::optional<Clock::time_point> unknown_experiment_since_;
   std::optional<Clock::time_point> heartbeat_at_;
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> ack_deadline_;

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +22,7 @@
 #include "service/api/web_assets.h"
 #include "service/core/experiments.h"
 #include "service/slurm/slurm_client.h"
+#include "service/store/ownership_lock.h"
 #include "service/store/store.h"
 
 namespace {
@@ -149,6 +151,13 @@ int main(int argc, char** argv) {
     spdlog::error("--no-auth is only allowed on a loopback address; --listen is {}", listen);
     return 2;
   }
+  // Before anything else touches the database, a directory or a port: a second daemon
+  // on this database must change nothing (store/ownership_lock.h).
+  auto ownership = tfslurm::store::DatabaseOwnership::Acquire(db);
+  if (!ownership.ok()) {
+    spdlog::error("{}", ownership.status().message());
+    return 1;
+  }
   std::error_code ec;
   std::filesystem::create_directories(output_root, ec);
   output_root = std::filesystem::absolute(output_root).lexically_normal().string();
@@ -205,9 +214,6 @@ int main(int argc, char** argv) {
       (advertise.empty() ? agent_host : advertise) + ":" + std::to_string(agent_port);
   experiments->SetLaunch(config.launch);
 
-  if (auto s = experiments->Recover(); !s.ok())
-    spdlog::warn("recovery incomplete: {}", s.message());
-
   std::unique_ptr<tfslurm::api::Authenticator> auth;
   if (no_auth) {
     spdlog::warn(
@@ -232,6 +238,15 @@ int main(int argc, char** argv) {
   // body waits for the client's delayed ACK (40 ms on Linux) whenever the
   // client keeps the connection alive.
   http.set_tcp_nodelay(true);
+  // httplib's default socket options set SO_REUSEPORT (httplib.h,
+  // default_socket_options), which lets a second tfslurmd bind the same port
+  // and take half of the connections. SO_REUSEADDR alone still allows a
+  // restart while old connections sit in TIME_WAIT, and makes a second
+  // daemon's bind fail with EADDRINUSE.
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   tfslurm::api::RegisterExperimentRoutes(http, *experiments, *clock, *auth, {});
   tfslurm::api::RegisterLogRoutes(http, *experiments, *auth, {output_root});
   tfslurm::api::RegisterWebAssetRoutes(http);
@@ -239,11 +254,19 @@ int main(int argc, char** argv) {
   int bound = http_port == 0 ? http.bind_to_any_port(http_host)
                              : (http.bind_to_port(http_host, http_port) ? http_port : -1);
   if (bound <= 0) {
-    spdlog::error("cannot listen on {}: {}", listen, strerror(errno));
+    int err = errno;
+    spdlog::error("cannot listen on {}: {}{}", listen, strerror(err),
+                  err == EADDRINUSE ? " (another tfslurmd or program listens there; `ss -ltnp` "
+                                      "names it; give this one another --listen)"
+                                    : "");
     return 1;
   }
   if (!tfslurm::api::RaiseListenBacklog(bound))
     spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
+  // Both ports are ours (a second daemon fails above, before recovering
+  // anything): now pick up what the last run left.
+  if (auto s = experiments->Recover(); !s.ok())
+    spdlog::warn("recovery incomplete: {}", s.message());
   spdlog::info("REST API listening on http://{}:{}", http_host, bound);
   spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)",
                config.launch.service_address, http_host, bound);

@@ -45,6 +45,7 @@ agent::v1::ServiceMessage ToProto(const ServiceMsg& message, TfConfigEncoding en
   } else if (const auto* r = std::get_if<RefusedMsg>(&message)) {
     out.mutable_refused()->set_reason(r->reason);
     out.mutable_refused()->set_permanent(r->permanent);
+    out.mutable_refused()->set_unknown_experiment(r->unknown_experiment);
   }
   return out;
 }

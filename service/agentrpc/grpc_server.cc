@@ -76,7 +76,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
               : InvalidArgument("a stream speaks for one task only");
       if (!s.ok()) {
         bool permanent = s.code() != StatusCode::kUnavailable;
-        channel_->Send(RefusedMsg{s.message(), permanent});
+        channel_->Send(RefusedMsg{s.message(), permanent, s.code() == StatusCode::kNotFound});
       }
     }
     StartRead(&in_);
@@ -189,8 +189,17 @@ StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(Experiments& exp
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // gRPC sets SO_REUSEPORT on its listeners unless told not to: a second
+  // tfslurmd on the same port would then bind too, and the kernel would
+  // spread the agents' connections over both, sending some to a daemon that
+  // does not know their experiment. Without it the second bind fails.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) return Unavailable("cannot listen for agents on " + address);
+  if (!server || port == 0) {
+    return Unavailable("cannot listen for agents on " + address +
+                       " (is another tfslurmd or program listening there? `ss -ltnp` names it; "
+                       "give this one another --agent-listen)");
+  }
   return std::unique_ptr<AgentGrpcServer>(
       new GrpcServer(std::move(service), std::move(server), port));
 }

@@ -57,6 +57,9 @@ struct ShutdownMsg {
 struct RefusedMsg {
   std::string reason;
   bool permanent = true;
+  // This service has no such experiment: the agent may have reached another
+  // tfslurmd than its own, and retries for a while (schema/agent.proto).
+  bool unknown_experiment = false;
 };
 
 using ServiceMsg = std::variant<AssignmentMsg, ShutdownMsg, RefusedMsg>;

@@ -541,8 +541,9 @@ void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info,
   if (!found.ok()) {
     // Unavailable (the submission is still being recorded) is worth a retry;
     // everything else is final for this agent.
-    channel->Send(
-        RefusedMsg{found.status().message(), found.status().code() != StatusCode::kUnavailable});
+    channel->Send(RefusedMsg{found.status().message(),
+                             found.status().code() != StatusCode::kUnavailable,
+                             found.status().code() == StatusCode::kNotFound});
     return;
   }
   Active& a = **found;

@@ -497,6 +497,38 @@ TEST_F(AgentEndToEndTest, TemporaryRefusalIsRetried) {
   EXPECT_EQ(ReportedExit().exit_code(), 0);
 }
 
+TEST_F(AgentEndToEndTest, AServiceThatDoesNotKnowTheExperimentIsRetriedUntilItDoes) {
+  // Another tfslurmd answered first (the job's own was down and another took
+  // its port); then the right one is back.
+  v1::Assignment assignment = ShellAssignment("exit 0");
+  service().SetRegisterReply([assignment](const v1::AgentMessage& m, int stream) {
+    if (stream < 3) {
+      return std::vector<v1::ServiceMessage>{UnknownExperimentMessage(m.task().experiment_id())};
+    }
+    return std::vector<v1::ServiceMessage>{AssignmentMessage(assignment)};
+  });
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  EXPECT_EQ(Messages(v1::AgentMessage::kRegister).size(), 4u);
+  EXPECT_EQ(ReportedExit().exit_code(), 0);
+  EXPECT_NE(agent_->Log().find("may be another tfslurmd than the one that started this job"),
+            std::string::npos)
+      << agent_->Log();
+}
+
+TEST_F(AgentEndToEndTest, AServiceThatNeverKnowsTheExperimentIsGivenUpAfterTheTimeout) {
+  service().SetRegisterReply([](const v1::AgentMessage& m, int) {
+    return std::vector<v1::ServiceMessage>{UnknownExperimentMessage(m.task().experiment_id())};
+  });
+  const auto start = std::chrono::steady_clock::now();
+  StartAgent({{"--unknown-experiment-timeout", "1"}});
+  ASSERT_EQ(agent_->WaitForExit(), 3);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_GE(Messages(v1::AgentMessage::kRegister).size(), 2u);
+  EXPECT_NE(agent_->Log().find("still does not know experiment"), std::string::npos)
+      << agent_->Log();
+}
+
 TEST_F(AgentEndToEndTest, ProgramNotFoundExits127) {
   v1::Assignment assignment = ShellAssignment("");
   assignment.clear_command();

@@ -143,4 +143,11 @@ v1::ServiceMessage RefusedMessage(const std::string& reason, bool permanent) {
   return message;
 }
 
+v1::ServiceMessage UnknownExperimentMessage(const std::string& experiment_id) {
+  // As tfslurmd sends it: permanent for agents that predate the field.
+  v1::ServiceMessage message = RefusedMessage("no experiment '" + experiment_id + "'", true);
+  message.mutable_refused()->set_unknown_experiment(true);
+  return message;
+}
+
 }  // namespace tfslurm::agent::testing

@@ -92,6 +92,8 @@ class FakeServer {
 v1::ServiceMessage AssignmentMessage(const v1::Assignment& assignment);
 v1::ServiceMessage ShutdownMessage(const std::string& reason, int grace_ms);
 v1::ServiceMessage RefusedMessage(const std::string& reason, bool permanent);
+// What a tfslurmd that has no such experiment answers a Register with.
+v1::ServiceMessage UnknownExperimentMessage(const std::string& experiment_id);
 
 }  // namespace tfslurm::agent::testing
 

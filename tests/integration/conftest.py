@@ -59,7 +59,7 @@ def slurm_cluster():
 class Service:
     """One tfslurmd process and a small JSON client for it."""
 
-    def __init__(self, slurm_conf, workdir, extra_args=(), auth=False):
+    def __init__(self, slurm_conf, workdir, extra_args=(), auth=False, agent_host="127.0.0.1"):
         self.slurm_conf = slurm_conf
         self.workdir = workdir
         self.db = os.path.join(workdir, "tfslurm.db")
@@ -68,6 +68,7 @@ class Service:
         # Most tests run single-user (--no-auth on loopback); test_security
         # runs with tokens.
         self.extra_args = list(extra_args) + ([] if auth else ["--no-auth"])
+        self.agent_host = agent_host
         self.proc = None
         self.url = None
 
@@ -82,7 +83,7 @@ class Service:
             with socket.socket() as sock:
                 sock.bind(("127.0.0.1", 0))
                 open(port_file, "w").write(str(sock.getsockname()[1]))
-        agent_listen = "127.0.0.1:" + open(port_file).read().strip()
+        agent_listen = f"{self.agent_host}:" + open(port_file).read().strip()
         env = dict(os.environ, SLURM_CONF=self.slurm_conf)
         self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
@@ -153,11 +154,11 @@ def service_factory(slurm_cluster):
     services = []
     dirs = []
 
-    def make(extra_args=(), workdir=None, auth=False):
+    def make(extra_args=(), workdir=None, auth=False, agent_host="127.0.0.1"):
         if workdir is None:
             workdir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
             dirs.append(workdir)
-        s = Service(slurm_cluster, workdir, extra_args, auth).start()
+        s = Service(slurm_cluster, workdir, extra_args, auth, agent_host).start()
         services.append(s)
         return s
 
