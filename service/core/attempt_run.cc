@@ -19,6 +19,7 @@ bool AttemptRun::Register(int proc, const std::string& node, const std::string& 
   t.node = node;
   t.address = address;
   t.local_id = local_id;
+  t.vanished = false;  // a stream again: the agent is back
   if (!t.registered) {
     t.registered = true;
     if (t.state == "pending") t.state = "registered";
@@ -131,7 +132,21 @@ Outcome AttemptRun::Evaluate(int proc) {
     std::string how = t.signal.value_or(0)
                           ? "was killed by signal " + std::to_string(*t.signal)
                           : "exited with code " + std::to_string(t.exit_code.value_or(-1));
-    return {Outcome::kFailed, who + " " + how, IsRetryableExit(t.exit_code, t.signal)};
+    Outcome failed{Outcome::kFailed, who + " " + how, IsRetryableExit(t.exit_code, t.signal)};
+    if (!failed.retryable) {
+      for (int i = 0; i < size(); ++i) {
+        const TaskSlot& other = tasks_[i];
+        if (i == proc || !other.vanished || other.exited) continue;
+        failed.retryable = true;
+        failed.reason += ", after the agent of " + other.role.role + ":" +
+                         std::to_string(other.role.index) + " (task " + std::to_string(i) +
+                         (other.node.empty() ? "" : " on " + other.node) +
+                         ") had vanished without reporting an exit (counted as retryable: its "
+                         "program went with it, and this failure may follow from that)";
+        break;
+      }
+    }
+    return failed;
   }
   // Success: every tracked task exited 0.
   for (int i = 0; i < size(); ++i)

@@ -25,6 +25,10 @@ struct TaskSlot {
   std::optional<int> exit_code;
   std::optional<int> signal;
   bool reaped = false;
+  // Its agent's stream ended without an exit report and no new one has
+  // registered: the agent is gone (killed, its node lost), and with it,
+  // through PR_SET_PDEATHSIG, most likely its program.
+  bool vanished = false;
   // Task state as shown to users: pending, registered, running, succeeded,
   // failed, reaped, lost.
   std::string state = "pending";
@@ -65,7 +69,14 @@ class AttemptRun {
 
   // Records a task's exit and returns the attempt's outcome so far. Once
   // decided, the outcome does not change.
+  // A failure that would not be retried (exit 1, say) is counted as
+  // retryable while another task's agent has vanished: peers of a lost ps
+  // fail with their own errors a moment after it, and the attempt must be
+  // judged by the cause, not by whichever report arrived first.
   Outcome OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal, bool reaped);
+  // The agent's stream ended without an exit report (true), or a new stream
+  // registered for the task (false).
+  void SetVanished(int proc, bool vanished) { tasks_[proc].vanished = vanished; }
   const Outcome& outcome() const { return outcome_; }
   // Decides from outside the tasks (barrier timeout, job ended, cancel).
   void Decide(Outcome outcome);

@@ -709,7 +709,10 @@ void Experiments::OnDisconnect(const TaskRef& ref, const TaskChannel* channel) {
   Active& a = *it->second;
   auto ch = a.channels.find(ref.proc_id);
   // A newer stream may already have replaced this one.
-  if (ch != a.channels.end() && ch->second.get() == channel) a.channels.erase(ch);
+  if (ch == a.channels.end() || ch->second.get() != channel) return;
+  a.channels.erase(ch);
+  const TaskSlot& slot = a.run->task(ref.proc_id);
+  if (slot.registered && !slot.exited) a.run->SetVanished(ref.proc_id, true);
 }
 
 void Experiments::OnOutcome(Active& a, store::Changes& c) {

@@ -73,6 +73,41 @@ TEST(AttemptRun, PsFailureFailsFastAndIsNotRetryableForExitOne) {
   EXPECT_EQ(run.TasksToReap().size(), 5u);
 }
 
+// Found by bench/soak.py: kill -9 of a ps's agent takes the ps program with
+// it (PR_SET_PDEATHSIG) without any exit report; a worker then fails with
+// exit 1 on the refused connection, and that report used to decide the
+// attempt as permanent_exit, never restarted.
+TEST(AttemptRun, AFailureAfterAnotherAgentVanishedIsRetryableAndNamesIt) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  run.SetVanished(1, true);  // ps:1's stream ended without an exit report
+  Outcome o = run.OnExit(3, 1, std::nullopt, false);
+  EXPECT_EQ(o.kind, Outcome::kFailed);
+  EXPECT_TRUE(o.retryable);
+  EXPECT_NE(o.reason.find("worker:1 (task 3 on node2) exited with code 1, after the agent of ps:1 "
+                          "(task 1 on node1) had vanished"),
+            std::string::npos)
+      << o.reason;
+}
+
+TEST(AttemptRun, AVanishedAgentThatCameBackChangesNothing) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  run.SetVanished(1, true);
+  EXPECT_FALSE(run.Register(1, "node1", "h:1001", 1));  // it reconnected
+  Outcome o = run.OnExit(3, 1, std::nullopt, false);
+  EXPECT_EQ(o.kind, Outcome::kFailed);
+  EXPECT_FALSE(o.retryable) << o.reason;
+}
+
+TEST(AttemptRun, AVanishedAgentDoesNotExcuseItsOwnFailure) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  run.SetVanished(3, true);  // its stream broke, then its report came on a new one
+  Outcome o = run.OnExit(3, 1, std::nullopt, false);
+  EXPECT_FALSE(o.retryable) << o.reason;
+}
+
 TEST(AttemptRun, KilledTaskIsRetryable) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);

@@ -1,0 +1,593 @@
+#!/usr/bin/env python3
+"""Chaos soak (issue 17): M experiments of the reference workload
+(examples/linear_ps, 2 ps + 4 workers on 3 nodes) on a running local Slurm
+cluster, with faults injected at random times from a seed, then checks that
+nothing was lost.
+
+Faults (each kind can be turned off with --faults):
+  daemon      kill -9 of tfslurmd, restarted after a random delay
+  agent       kill -9 of a random agent
+  program     kill -9 of a random training program
+  stop        SIGSTOP of a random agent for longer than the heartbeat
+              timeout, then SIGCONT
+  node        a node failure: its slurmd killed, the node set DOWN (Slurm
+              ends its jobs NODE_FAIL), then slurmd restarted and the node
+              resumed
+  disk        the output root (a small tmpfs) filled up for a while
+  slow        the agents' connections to tfslurmd delayed (a proxy between
+              them adds latency to every chunk) for a while
+  refuse      the agents' new connections to tfslurmd closed at once by the
+              proxy for a while
+
+The agents reach tfslurmd through that proxy: tfslurmd listens for agents
+on 127.0.0.1:P and advertises 127.0.0.3, where the proxy listens on the same
+port P.
+
+At the end it prints, and exits 1 unless all hold:
+  every experiment ended, with a reason; none lost; exactly one Slurm job per
+  attempt (from slurmctld, which keeps ended jobs for MinJobAge=3600 on the
+  local cluster); no task left running on any node; PRAGMA integrity_check ok.
+
+Run as root (it mounts a tmpfs and kills Slurm daemons). bench/soak.sh starts
+the cluster and calls this; tests/integration/test_soak.py runs a small one.
+
+  soak.py --slurm-conf FILE --bin DIR [--experiments 20] [--daemon-kills 20]
+          [--seed 1] [--steps 200] [--step-sleep 0.05] [--fault-interval 5]
+          [--faults daemon,agent,...] [--deadline 1800] [--workdir DIR]
+"""
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
+ALL_FAULTS = ("daemon", "agent", "program", "stop", "node", "disk", "slow", "refuse")
+TERMINAL = ("succeeded", "failed", "cancelled")
+PROXY_HOST = "127.0.0.3"
+HEARTBEAT_MS = 1000
+LOST_AFTER_S = 4 * HEARTBEAT_MS / 1000  # lost_after_missed_heartbeats (4) x heartbeat
+
+
+def log(message):
+    print(f"soak {time.strftime('%H:%M:%S')}: {message}", flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Proxy:
+    """TCP forwarder PROXY_HOST:port -> 127.0.0.1:port with injectable delay
+    and refusal."""
+
+    def __init__(self, port):
+        self.port = port
+        self.delay_s = 0.0
+        self.refusing = False
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((PROXY_HOST, port))
+        self.listener.listen(512)
+        self.closed = False
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+
+    def _accept_loop(self):
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.refusing:
+                client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                client.close()  # RST: as close to "refused" as an accepted connection gets
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+                upstream.settimeout(None)
+            except OSError:
+                client.close()  # tfslurmd is down: the agent sees the connection drop
+                continue
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, src, dst):
+        try:
+            while True:
+                data = src.recv(65536)
+                if not data:
+                    break
+                if self.delay_s:
+                    time.sleep(self.delay_s)
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self):
+        self.closed = True
+        self.listener.close()
+
+
+class Daemon:
+    """tfslurmd on fixed ports, so that it can be killed and started again."""
+
+    def __init__(self, args, workdir, output_root):
+        self.args = args
+        self.workdir = workdir
+        self.db = os.path.join(workdir, "tfslurm.db")
+        self.output_root = output_root
+        self.http_port = free_port()
+        self.agent_port = free_port()
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        self.proc = None
+        self.log = open(os.path.join(workdir, "tfslurmd.log"), "ab")
+
+    def start(self):
+        ready = os.path.join(self.workdir, "ready.json")
+        if os.path.exists(ready):
+            os.unlink(ready)
+        env = dict(os.environ, SLURM_CONF=self.args.slurm_conf)
+        deadline = time.monotonic() + 60
+        while True:
+            self.proc = subprocess.Popen(
+                [os.path.join(self.args.bin, "tfslurmd"), "--no-auth", "--listen", f"127.0.0.1:{self.http_port}",
+                 "--agent-listen", f"127.0.0.1:{self.agent_port}", "--advertise", PROXY_HOST, "--db", self.db,
+                 "--output-root", self.output_root, "--ready-file", ready, "--poll-interval-ms", "500",
+                 "--heartbeat-ms", str(HEARTBEAT_MS), "--shutdown-grace-ms", "3000"],
+                env=env, stdout=self.log, stderr=subprocess.STDOUT)
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if os.path.exists(ready) and os.path.getsize(ready) > 0:
+                    return
+                time.sleep(0.05)
+            if self.proc.poll() is None or time.monotonic() >= deadline:
+                raise RuntimeError("tfslurmd did not become ready; see " + self.log.name)
+            # A port still held a moment after kill -9 (TIME_WAIT is allowed;
+            # a listener still closing is not): try again.
+            time.sleep(0.5)
+
+    def kill9(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill9()
+
+    def request(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"} if data else {})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def call(self, method, path, body=None, timeout=120):
+        """request(), retried while the daemon is down or restarting."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.request(method, path, body)
+            except (urllib.error.URLError, ConnectionError, socket.timeout, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+
+
+def processes_with(env_entries, cmd_part=None):
+    """Pids whose environment holds every entry of env_entries."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0")
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace").replace("\0", " ")
+        except OSError:
+            continue
+        if all(any(e.startswith(want) for e in env) for want in env_entries) and (not cmd_part or cmd_part in cmd):
+            found.append((int(pid), cmd))
+    return found
+
+
+def soak_processes(ids, kind):
+    """(pid, experiment id) of this soak's agents ("agent") or programs ("program")."""
+    out = []
+    for pid, cmd in processes_with(["SLURM_JOB_ID="]):
+        if kind == "agent" and "tfslurm-agent" in cmd:
+            m = re.search(r"--experiment (\S+)", cmd)
+        elif kind == "program" and TRAIN in cmd:
+            try:
+                env = open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0")
+            except OSError:
+                continue
+            m = next((re.match(r"EXPERIMENT_ID=(\S+)", e) for e in env if e.startswith("EXPERIMENT_ID=")), None)
+        else:
+            continue
+        if m and m.group(1) in ids:
+            out.append((pid, m.group(1)))
+    return out
+
+
+class Soak:
+    def __init__(self, args):
+        self.args = args
+        self.rng = random.Random(args.seed)
+        self.slurm_env = dict(os.environ, SLURM_CONF=args.slurm_conf)
+        self.cluster_dir = os.path.dirname(os.path.dirname(os.path.abspath(args.slurm_conf)))
+        self.workdir = args.workdir or tempfile.mkdtemp(prefix="tfs-soak-", dir="/tmp")
+        os.chmod(self.workdir, 0o755)
+        self.output_root = os.path.join(self.workdir, "out")
+        os.makedirs(self.output_root, exist_ok=True)
+        self.tmpfs = False
+        self.injected = {kind: 0 for kind in ALL_FAULTS}
+        self.ids = [f"soak-{args.seed}-{i:03d}" for i in range(args.experiments)]
+
+    # ------------------------------------------------------------ setup
+    def mount_tmpfs(self):
+        if "disk" not in self.args.faults:
+            return
+        rc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tfs-soak", self.output_root],
+                            stderr=subprocess.PIPE, text=True)
+        if rc.returncode != 0:
+            log(f"cannot mount a tmpfs on the output root ({rc.stderr.strip()}): no 'disk' faults")
+            self.args.faults.discard("disk")
+        else:
+            self.tmpfs = True
+
+    def spec(self, exp_id):
+        return {
+            "id": exp_id,
+            "command": ["python3", TRAIN, "--steps", str(self.args.steps), "--checkpoint-every", "20",
+                        "--step-sleep", str(self.args.step_sleep)],
+            "workdir": os.path.dirname(TRAIN),
+            "cluster": {"ps": 2, "worker": 4},
+            "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 2, "time_limit": "00:15:00"},
+            "restart": {"max_restarts": 8, "on": ["preempted", "timeout", "node_fail", "retryable_exit"],
+                        "backoff_s": 1},
+        }
+
+    # ----------------------------------------------------------- faults
+    def fault_daemon(self):
+        self.daemon.kill9()
+        down = self.rng.uniform(0.2, 4.0)
+        log(f"fault daemon: tfslurmd killed -9, restarting in {down:.1f} s")
+        time.sleep(down)
+        self.daemon.start()
+
+    def fault_kill(self, kind):
+        found = soak_processes(set(self.ids), kind)
+        if not found:
+            return False
+        pid, exp_id = self.rng.choice(sorted(found))
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return False
+        log(f"fault {kind}: kill -9 of pid {pid} ({exp_id})")
+        return True
+
+    def fault_stop(self):
+        found = soak_processes(set(self.ids), "agent")
+        if not found:
+            return False
+        pid, exp_id = self.rng.choice(sorted(found))
+        pause = LOST_AFTER_S + self.rng.uniform(1.0, 4.0)
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return False
+        log(f"fault stop: agent pid {pid} ({exp_id}) stopped for {pause:.1f} s")
+        time.sleep(pause)
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        return True
+
+    def fault_node(self):
+        node = self.rng.choice(["node1", "node2", "node3"])
+        pid_file = os.path.join(self.cluster_dir, "run", f"slurmd-{node}.pid")
+        try:
+            pid = int(open(pid_file).read().split()[0])
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):
+            return False
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=soak node failure"],
+                       env=self.slurm_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        down = self.rng.uniform(2.0, 6.0)
+        log(f"fault node: {node}'s slurmd killed -9 and the node set DOWN for {down:.1f} s")
+        time.sleep(down)
+        subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), self.cluster_dir],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.slurm_env,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return True
+
+    def fault_disk(self):
+        filler = os.path.join(self.output_root, ".soak-filler")
+        full_for = self.rng.uniform(2.0, 6.0)
+        with open(filler, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * (1 << 20))
+            except OSError:
+                pass
+        log(f"fault disk: the output root is full for {full_for:.1f} s")
+        time.sleep(full_for)
+        os.unlink(filler)
+        return True
+
+    def fault_proxy(self, kind):
+        span = self.rng.uniform(2.0, 6.0)
+        if kind == "slow":
+            self.proxy.delay_s = self.rng.uniform(0.05, 0.5)
+            log(f"fault slow: agents' traffic delayed {self.proxy.delay_s * 1000:.0f} ms per chunk for {span:.1f} s")
+        else:
+            self.proxy.refusing = True
+            log(f"fault refuse: agents' new connections reset for {span:.1f} s")
+        time.sleep(span)
+        self.proxy.delay_s = 0.0
+        self.proxy.refusing = False
+        return True
+
+    def next_kind(self):
+        """Every third fault is a daemon kill (until --daemon-kills were
+        made); the others go round the other kinds in an order drawn from the
+        seed, so that every kind comes up."""
+        self.faults_made = getattr(self, "faults_made", 0) + 1
+        others = sorted(k for k in self.args.faults if k != "daemon")
+        if "daemon" in self.args.faults and self.injected["daemon"] < self.args.daemon_kills and (
+                self.faults_made % 3 == 1 or not others):
+            return "daemon"
+        if not others:
+            return None
+        if not getattr(self, "cycle", None):
+            self.cycle = others[:]
+            self.rng.shuffle(self.cycle)
+        return self.cycle.pop()
+
+    def inject_one(self):
+        kind = self.next_kind()
+        if kind is None:
+            return
+        done = {
+            "daemon": lambda: self.fault_daemon() or True,
+            "agent": lambda: self.fault_kill("agent"),
+            "program": lambda: self.fault_kill("program"),
+            "stop": self.fault_stop,
+            "node": self.fault_node,
+            "disk": self.fault_disk,
+            "slow": lambda: self.fault_proxy("slow"),
+            "refuse": lambda: self.fault_proxy("refuse"),
+        }[kind]()
+        if done:
+            self.injected[kind] += 1
+        else:
+            log(f"fault {kind}: nothing to inject it into right now")
+
+    # ------------------------------------------------------------- run
+    def states(self):
+        status, body = self.daemon.call("GET", "/experiments?limit=1000")
+        if status != 200:
+            return {}
+        items = body.get("experiments", body) if isinstance(body, dict) else body
+        return {e["id"]: e for e in items}
+
+    def run(self):
+        started = time.monotonic()
+        self.mount_tmpfs()
+        self.daemon = Daemon(self.args, self.workdir, self.output_root)
+        self.proxy = Proxy(self.daemon.agent_port)
+        self.daemon.start()
+        for exp_id in self.ids:
+            status, body = self.daemon.call("POST", "/experiments", self.spec(exp_id))
+            if status != 201:
+                raise RuntimeError(f"submitting {exp_id}: {status} {body}")
+        log(f"{len(self.ids)} experiments submitted; faults: {','.join(sorted(self.args.faults))}; "
+            f"seed {self.args.seed}; workdir {self.workdir}")
+        deadline = started + self.args.deadline
+        while time.monotonic() < deadline:
+            ended = [i for i, e in self.states().items() if e["state"] in TERMINAL and i in self.ids]
+            if len(ended) == len(self.ids):
+                break
+            time.sleep(self.rng.uniform(0.5, 1.5) * self.args.fault_interval)
+            self.inject_one()
+        log("faults over; waiting for every experiment to end")
+        while time.monotonic() < deadline:
+            states = self.states()
+            if all(states.get(i, {}).get("state") in TERMINAL for i in self.ids):
+                break
+            time.sleep(1)
+        self.elapsed = time.monotonic() - started
+        return self.check()
+
+    # ----------------------------------------------------------- checks
+    def check(self):
+        final = {}
+        for exp_id in self.ids:
+            status, body = self.daemon.call("GET", f"/experiments/{exp_id}")
+            if status == 200:
+                final[exp_id] = body
+        # Let the last jobs leave Slurm and their processes end.
+        wait_until(lambda: not self.running_jobs(), 120)
+        wait_until(lambda: not self.leftover_processes(), 60)
+        self.daemon.stop()
+        self.proxy.close()
+
+        lost = [i for i in self.ids if i not in final]
+        not_ended = [i for i, e in final.items() if e["state"] not in TERMINAL]
+        no_reason = [i for i, e in final.items() if not e.get("reason")]
+        duplicates, orphans, missing = self.jobs_per_attempt(final)
+        leftovers = self.leftover_processes()
+        running = self.running_jobs()
+        integrity = sqlite3.connect(f"file:{self.daemon.db}?mode=ro", uri=True).execute(
+            "PRAGMA integrity_check").fetchone()[0]
+        by_state = {}
+        for e in final.values():
+            by_state[e["state"]] = by_state.get(e["state"], 0) + 1
+        attempts = sum(len(e["attempts"]) for e in final.values())
+
+        rows = [
+            ("experiments", len(self.ids)),
+            ("ended", f"{len(final) - len(not_ended)} ({', '.join(f'{k} {v}' for k, v in sorted(by_state.items()))})"),
+            ("attempts", attempts),
+            ("faults injected", ", ".join(f"{k} {v}" for k, v in self.injected.items() if k in self.args.faults)),
+            ("lost experiments", len(lost)),
+            ("not ended", len(not_ended)),
+            ("ended without a reason", len(no_reason)),
+            ("attempts with more than one Slurm job", len(duplicates)),
+            ("Slurm jobs of no attempt", len(orphans)),
+            ("attempts whose job Slurm does not know", len(missing)),
+            ("stray tasks (processes) left", len(leftovers)),
+            ("jobs still in Slurm", len(running)),
+            ("PRAGMA integrity_check", integrity),
+            ("wall time", f"{self.elapsed:.0f} s"),
+        ]
+        print("\n| check | value |\n|---|---|")
+        for k, v in rows:
+            print(f"| {k} | {v} |")
+        print("\nend reasons:")
+        for exp_id in self.ids:
+            e = final.get(exp_id)
+            if e:
+                print(f"  {exp_id}: {e['state']} after {len(e['attempts'])} attempt(s): {e['reason']}")
+        problems = []
+        for name, items in (("lost", lost), ("not ended", not_ended), ("no reason", no_reason),
+                            ("duplicate jobs", duplicates), ("orphan jobs", orphans), ("missing jobs", missing),
+                            ("stray tasks", leftovers), ("jobs still in Slurm", running)):
+            if items:
+                problems.append(f"{name}: {items}")
+        if integrity != "ok":
+            problems.append(f"integrity_check: {integrity}")
+        if "daemon" in self.args.faults and self.injected["daemon"] < self.args.daemon_kills:
+            problems.append(f"only {self.injected['daemon']} of {self.args.daemon_kills} daemon kills were made "
+                            "before every experiment ended: give the experiments more --steps")
+        if self.args.require_every_fault:
+            missed = sorted(k for k in self.args.faults if not self.injected[k])
+            if missed:
+                problems.append(f"fault kinds never injected: {', '.join(missed)} (more --steps?)")
+        if problems:
+            print("soak: FAIL\n  " + "\n  ".join(problems))
+            return 1
+        print(f"soak: PASS: {len(self.ids)} experiments, {sum(self.injected.values())} faults "
+              f"({self.injected['daemon']} daemon kills), lost 0, duplicate jobs 0, stray tasks 0, integrity ok")
+        return 0
+
+    def slurm_jobs(self):
+        """This soak's jobs known to slurmctld: [(job id, name, state)]."""
+        out = subprocess.run(["scontrol", "-o", "show", "job"], env=self.slurm_env, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True).stdout
+        jobs = []
+        for line in out.splitlines():
+            fields = dict(t.split("=", 1) for t in line.split() if "=" in t)
+            if fields.get("WorkDir", "").startswith(self.output_root + "/"):
+                jobs.append((int(fields["JobId"]), fields.get("JobName", ""), fields.get("JobState", "")))
+        return jobs
+
+    def running_jobs(self):
+        return [j for j in self.slurm_jobs() if j[2] in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING",
+                                                          "SUSPENDED", "REQUEUED")]
+
+    def jobs_per_attempt(self, final):
+        by_name = {}
+        for job_id, name, _ in self.slurm_jobs():
+            by_name.setdefault(name, []).append(job_id)
+        duplicates = {n: ids for n, ids in by_name.items() if len(ids) > 1}
+        recorded = set()
+        missing = []
+        for exp_id, e in final.items():
+            for a in e["attempts"]:
+                job = a.get("slurm_job_id") or 0
+                if job:
+                    recorded.add(job)
+                    name = a.get("job_name") or f"tfx-{exp_id}-a{a['number']}"
+                    if job not in by_name.get(name, []):
+                        missing.append((exp_id, a["number"], job))
+        orphans = [(n, i) for n, ids in by_name.items() for i in ids if i not in recorded]
+        return duplicates, orphans, missing
+
+    def leftover_processes(self):
+        return soak_processes(set(self.ids), "agent") + soak_processes(set(self.ids), "program")
+
+    def cleanup(self):
+        for kind in ("agent", "program"):
+            for pid, _ in soak_processes(set(self.ids), kind):
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except OSError:
+                    pass
+        if self.tmpfs:
+            # Keep the jobs' logs (the tmpfs goes with the umount).
+            shutil.copytree(self.output_root, os.path.join(self.workdir, "output"), dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns(".soak-filler"), ignore_dangling_symlinks=True)
+            subprocess.run(["umount", "-l", self.output_root], check=False)
+        for node in ("node1", "node2", "node3"):
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.slurm_env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_until(predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slurm-conf", required=True)
+    parser.add_argument("--bin", required=True, help="directory with tfslurmd and tfslurm-agent")
+    parser.add_argument("--experiments", type=int, default=20)
+    parser.add_argument("--daemon-kills", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--step-sleep", type=float, default=0.05)
+    parser.add_argument("--fault-interval", type=float, default=5.0, help="mean seconds between faults")
+    parser.add_argument("--faults", default=",".join(ALL_FAULTS), help="kinds to inject, comma-separated")
+    parser.add_argument("--deadline", type=float, default=1800, help="seconds before giving up")
+    parser.add_argument("--require-every-fault", action="store_true",
+                        help="fail unless every kind of --faults was injected at least once")
+    parser.add_argument("--workdir", help="default: a new /tmp/tfs-soak-* (kept, with tfslurmd.log)")
+    args = parser.parse_args()
+    args.faults = set(f for f in args.faults.split(",") if f)
+    unknown = args.faults - set(ALL_FAULTS)
+    if unknown:
+        parser.error(f"--faults: unknown kind(s) {', '.join(sorted(unknown))}; allowed: {', '.join(ALL_FAULTS)}")
+    if os.geteuid() != 0:
+        parser.error("run as root: the soak mounts a tmpfs and kills Slurm daemons")
+    soak = Soak(args)
+    try:
+        return soak.run()
+    finally:
+        soak.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
