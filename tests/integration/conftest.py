@@ -202,6 +202,20 @@ def scontrol_job(conf, job_id):
     return fields
 
 
+def program_pid(exp_id, role, index):
+    """The pid of one task's training program, found by its environment."""
+    want = {f"EXPERIMENT_ID={exp_id}", f"TFSLURM_ROLE={role}", f"TFSLURM_INDEX={index}"}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = set(open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0"))
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
+        except OSError:
+            continue
+        if want <= env and "train.py" in cmd:
+            return int(pid)
+    return None
+
+
 def squeue_ids(conf):
     out = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm_env(conf), stdout=subprocess.PIPE, text=True)
     return {int(x) for x in out.stdout.split()}

@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 
-from conftest import REPO, scontrol_job, slurm_env, squeue_ids, wait_for
+from conftest import REPO, program_pid, scontrol_job, slurm_env, squeue_ids, wait_for
 
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
 
@@ -41,20 +41,6 @@ def start_steps(exp, attempt):
         steps |= {int(m) for m in re.findall(r"linear_ps: role=\w+ index=\d+ attempt=\d+ start_step=(\d+)",
                                              log(exp, attempt, proc))}
     return steps
-
-
-def program_pid(exp_id, role, index):
-    """The pid of the user program of one task, found by its environment."""
-    want = {f"EXPERIMENT_ID={exp_id}", f"TFSLURM_ROLE={role}", f"TFSLURM_INDEX={index}"}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            env = set(open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0"))
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
-        except OSError:
-            continue
-        if want <= env and "train.py" in cmd:
-            return int(pid)
-    return None
 
 
 def checkpoint_at_least(service, exp_id, step):

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, scontrol_job, wait_for
+from conftest import REPO, program_pid, scontrol_job, wait_for
 
 # Quiet TF's C++ INFO lines; one intra-op thread per process, since up to six
 # TF processes share this machine's 2 cores.
@@ -80,18 +80,10 @@ def latest_checkpoint(tf_python, model_dir):
     return out.stdout.strip().splitlines()[-1]
 
 
-def program_pid(exp_id, role, index):
-    """The pid of one task's training program, found by its environment."""
-    want = {f"EXPERIMENT_ID={exp_id}", f"TFSLURM_ROLE={role}", f"TFSLURM_INDEX={index}"}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            env = set(open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0"))
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
-        except OSError:
-            continue
-        if want <= env and "train.py" in cmd:
-            return int(pid)
-    return None
+def wait_checkpoint(service, exp_id, step):
+    """Waits until the chief's agent has reported a checkpoint at step or later."""
+    return wait_for(lambda: (lambda e: e if e["checkpoint"] and e["checkpoint"]["step"] >= step else None)(
+        service.experiment(exp_id)), 240, f"a checkpoint of {exp_id} at step {step} or later")
 
 
 def listeners(port):
@@ -198,8 +190,7 @@ def test_chief_killed_restarts_and_tf_restores_the_latest_checkpoint(service, tf
     steps = 400
     spec = ps_spec(tf_python, "tf-kill9", steps, restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1})
     assert service.post("/experiments", spec)[0] == 201
-    wait_for(lambda: (lambda e: e if e["checkpoint"] and e["checkpoint"]["step"] >= 50 else None)(
-        service.experiment("tf-kill9")), 240, "a checkpoint reported by the chief's agent")
+    wait_checkpoint(service, "tf-kill9", 50)
     pid = wait_for(lambda: program_pid("tf-kill9", "chief", 0), 30, "the chief's program")
     os.kill(pid, signal.SIGKILL)
     done = service.wait_state("tf-kill9", ("succeeded", "failed"), timeout=360)
@@ -257,8 +248,7 @@ def test_worker_killed_under_ps_strategy_tf_trains_on_and_tfslurm_records_the_wo
     death is recorded on its task, not as the attempt's end."""
     steps = 400
     assert service.post("/experiments", ps_spec(tf_python, "tf-lostworker", steps))[0] == 201
-    wait_for(lambda: (lambda e: e if e["checkpoint"] and e["checkpoint"]["step"] >= 50 else None)(
-        service.experiment("tf-lostworker")), 240, "training to checkpoint")
+    wait_checkpoint(service, "tf-lostworker", 50)
     pid = wait_for(lambda: program_pid("tf-lostworker", "worker", 1), 30, "worker 1's program")
     os.kill(pid, signal.SIGKILL)
     done = service.wait_state("tf-lostworker", ("succeeded", "failed"), timeout=300)
