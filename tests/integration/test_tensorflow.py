@@ -187,7 +187,7 @@ def test_tf1_servers_between_graph_monitored_training_session(service, slurm_clu
 
 
 def test_chief_killed_restarts_and_tf_restores_the_latest_checkpoint(service, tf_python):
-    steps = 400
+    steps = 600
     spec = ps_spec(tf_python, "tf-kill9", steps, restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1})
     assert service.post("/experiments", spec)[0] == 201
     wait_checkpoint(service, "tf-kill9", 50)
@@ -246,7 +246,7 @@ def test_worker_killed_under_ps_strategy_tf_trains_on_and_tfslurm_records_the_wo
     others, so the chief still reaches its target; tfslurm's success is the
     chief's (cluster has a chief), so the attempt succeeds and the worker's
     death is recorded on its task, not as the attempt's end."""
-    steps = 400
+    steps = 600
     assert service.post("/experiments", ps_spec(tf_python, "tf-lostworker", steps))[0] == 201
     wait_checkpoint(service, "tf-lostworker", 50)
     pid = wait_for(lambda: program_pid("tf-lostworker", "worker", 1), 30, "worker 1's program")
