@@ -28,6 +28,7 @@ if ((quick)); then
   runs=(
     "rendezvous.sh --runs 3 --runs-4096 2 --warmup 1"
     "reaping.sh --runs 2"
+    "tf_ps.sh --runs 1"
     "api_latency.sh --rates 500,2000 --list-rates 25 --page-rates 500 --duration 3"
     "submit.sh --count 50 --rounds 2"
     "slurm_load.sh --experiments 100 --cycles 3"
@@ -37,6 +38,7 @@ else
   runs=(
     "rendezvous.sh"
     "reaping.sh"
+    "tf_ps.sh"
     "api_latency.sh"
     "submit.sh"
     "slurm_load.sh"
