@@ -225,7 +225,12 @@ the POST is sent (b). "first step" and "done": the chief's output file
 (a: srun's `task-0.out`; b: `<model_dir>/logs/attempt-1/task-<proc>.out`)
 is read by the benchmark every 20 ms, and a line counts from the moment it
 is first seen (so late by up to 20 ms plus the output's way to the file; no
-wrapper stamps lines). "chief ran": the chief's train.py process, found in
+wrapper stamps lines). The first `step=` line comes after the first dispatch
+round of 25 steps. "of which submit -> chief start" and "of which chief start
+-> first step" split that time: the launch (Slurm starting the job, the batch
+script, srun, then the wrapper (a) or tfslurm's agents, their registration
+and rendezvous (b)), then TensorFlow's own start-up in the same program
+(imports, the data set, connecting to the ps and workers, 25 steps). "chief ran": the chief's train.py process, found in
 /proc by its environment (a: SLURM_JOB_ID and SLURM_PROCID=0; b:
 EXPERIMENT_ID and TFSLURM_ROLE=chief), from its start time in
 /proc/PID/stat (10 ms ticks; in (a) that is the wrapper's start, which then
