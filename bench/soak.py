@@ -32,7 +32,7 @@ Run as root (it mounts a tmpfs and kills Slurm daemons). bench/soak.sh starts
 the cluster and calls this; tests/integration/test_soak.py runs a small one.
 
   soak.py --slurm-conf FILE --bin DIR [--experiments 20] [--daemon-kills 20]
-          [--seed 1] [--steps 200] [--step-sleep 0.05] [--fault-interval 5]
+          [--seed 1] [--steps 200] [--step-sleep 0.05] [--fault-interval 5] [--disk-faults 2]
           [--faults daemon,agent,...] [--deadline 1800] [--workdir DIR]
 """
 import argparse
@@ -358,18 +358,25 @@ class Soak:
     def next_kind(self):
         """Every third fault is a daemon kill (until --daemon-kills were
         made); the others go round the other kinds in an order drawn from the
-        seed, so that every kind comes up."""
+        seed, so that every kind comes up. A full disk is made at most
+        --disk-faults times: it ends every experiment that writes then (the
+        workload, like TensorFlow, fails on ENOSPC, a permanent exit), and
+        the soak needs experiments running to test the rest."""
         self.faults_made = getattr(self, "faults_made", 0) + 1
-        others = sorted(k for k in self.args.faults if k != "daemon")
+        others = sorted(k for k in self.args.faults if k != "daemon" and (
+            k != "disk" or self.injected["disk"] < self.args.disk_faults))
         if "daemon" in self.args.faults and self.injected["daemon"] < self.args.daemon_kills and (
                 self.faults_made % 3 == 1 or not others):
             return "daemon"
         if not others:
             return None
-        if not getattr(self, "cycle", None):
-            self.cycle = others[:]
-            self.rng.shuffle(self.cycle)
-        return self.cycle.pop()
+        while True:
+            if not getattr(self, "cycle", None):
+                self.cycle = others[:]
+                self.rng.shuffle(self.cycle)
+            kind = self.cycle.pop()
+            if kind in others:  # not a kind that has reached its cap since
+                return kind
 
     def inject_one(self):
         kind = self.next_kind()
@@ -570,6 +577,7 @@ def main():
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--step-sleep", type=float, default=0.05)
     parser.add_argument("--fault-interval", type=float, default=5.0, help="mean seconds between faults")
+    parser.add_argument("--disk-faults", type=int, default=2, help="at most this many full disks")
     parser.add_argument("--faults", default=",".join(ALL_FAULTS), help="kinds to inject, comma-separated")
     parser.add_argument("--deadline", type=float, default=1800, help="seconds before giving up")
     parser.add_argument("--require-every-fault", action="store_true",

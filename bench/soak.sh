@@ -9,13 +9,14 @@
 # with the defaults on 2 cores. Not part of CI (tests/integration/
 # test_soak.py runs a small one there). Run as root.
 #
-#   bench/soak.sh [--experiments 20] [--daemon-kills 20] [--seed 1] [--steps 6000]
-#                 [--fault-interval 5] [--faults daemon,agent,program,stop,node,disk,slow,refuse]
+#   bench/soak.sh [--experiments 20] [--daemon-kills 20] [--seed 1] [--steps 8000]
+#                 [--fault-interval 5] [--disk-faults 2]
+#                 [--faults daemon,agent,program,stop,node,disk,slow,refuse]
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-experiments=20 kills=20 seed=1 steps=6000 interval=5 faults=daemon,agent,program,stop,node,disk,slow,refuse
+experiments=20 kills=20 seed=1 steps=8000 interval=5 disk=2 faults=daemon,agent,program,stop,node,disk,slow,refuse
 while (($#)); do
   case "$1" in
     --experiments) experiments="$2"; shift 2 ;;
@@ -23,12 +24,13 @@ while (($#)); do
     --seed) seed="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --fault-interval) interval="$2"; shift 2 ;;
+    --disk-faults) disk="$2"; shift 2 ;;
     --faults) faults="$2"; shift 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
 [[ $(id -u) -eq 0 ]] || die "run as root: the soak mounts a tmpfs and kills Slurm daemons"
-command_line="bench/soak.sh --experiments $experiments --daemon-kills $kills --seed $seed --steps $steps --fault-interval $interval --faults $faults"
+command_line="bench/soak.sh --experiments $experiments --daemon-kills $kills --seed $seed --steps $steps --fault-interval $interval --disk-faults $disk --faults $faults"
 
 build_all
 work="$(mktemp -d /tmp/bench-soak-XXXX)"
@@ -43,7 +45,7 @@ wait_quiet 120
 
 set +e
 python3 "$BENCH_DIR/soak.py" --slurm-conf "$SLURM_CONF" --bin "$BENCH_BIN" --experiments "$experiments" \
-  --daemon-kills "$kills" --seed "$seed" --steps "$steps" --fault-interval "$interval" --faults "$faults" \
+  --daemon-kills "$kills" --seed "$seed" --steps "$steps" --fault-interval "$interval" --disk-faults "$disk" --faults "$faults" \
   --deadline 3600 --workdir "$work" | tee "$work/soak.out"
 rc=${PIPESTATUS[0]}
 set -e

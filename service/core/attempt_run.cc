@@ -142,7 +142,7 @@ Outcome AttemptRun::Evaluate(int proc) {
                          std::to_string(other.role.index) + " (task " + std::to_string(i) +
                          (other.node.empty() ? "" : " on " + other.node) +
                          ") had vanished without reporting an exit (counted as retryable: its "
-                         "program went with it, and this failure may follow from that)";
+                         "program may have gone with it, and this failure may follow from that)";
         break;
       }
     }

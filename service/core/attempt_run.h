@@ -25,9 +25,10 @@ struct TaskSlot {
   std::optional<int> exit_code;
   std::optional<int> signal;
   bool reaped = false;
-  // Its agent's stream ended without an exit report and no new one has
-  // registered: the agent is gone (killed, its node lost), and with it,
-  // through PR_SET_PDEATHSIG, most likely its program.
+  // Its agent's stream ended without an exit report, or the service
+  // restarted since it last registered, and no new stream has registered:
+  // the agent may be gone (killed, its node lost), and with it, through
+  // PR_SET_PDEATHSIG, most likely its program.
   bool vanished = false;
   // Task state as shown to users: pending, registered, running, succeeded,
   // failed, reaped, lost.

@@ -1184,6 +1184,10 @@ StatusOr<std::unique_ptr<Experiments::Active>> Experiments::Load(const Experimen
     }
     // Agents get a fresh window to reconnect after a service restart.
     t.last_heartbeat = clock_.NowMs();
+    // Until its agent registers again nothing says it is still there: an
+    // agent killed while the service was down is indistinguishable from one
+    // not reconnected yet (AttemptRun::OnExit; found by bench/soak.py).
+    if (!slot.exited) slot.vanished = true;
   }
   if (assigned) a->run->MarkAssigned();
   if (a->attempt.state == "running") a->job_started_ms = clock_.NowMs();

@@ -313,6 +313,60 @@ TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
       << v.experiment.reason;
 }
 
+// Found by bench/soak.py: kill -9 of a ps's agent (its program goes with
+// it) is followed by a worker's exit 1 on the refused connection; the
+// attempt must be restarted, as the cause was.
+TEST_F(ExperimentsTest, AnExit1AfterAnotherAgentsStreamEndedIsRestarted) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  auto channels = RegisterAll("a");
+  experiments_->OnDisconnect(Ref("a", 2), channels[2].get());  // ps:1's agent is gone
+  experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
+  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  EXPECT_EQ(v.attempts[0].end_reason, "retryable_exit");
+  EXPECT_NE(v.attempts[0].reason.find("after the agent of ps:1 (task 2 on node2) had vanished"),
+            std::string::npos)
+      << v.attempts[0].reason;
+}
+
+// The same, with tfslurmd restarted in between: the soak killed a ps's agent
+// and then tfslurmd; the restarted service knew nothing of the first.
+TEST_F(ExperimentsTest, AnAgentNotBackSinceARestartCountsAsVanished) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  for (int p : {0, 1, 3, 4, 5}) {  // all but ps:1 (task 2) reconnect
+    RegisterInfo info;
+    info.node_name = "node" + std::to_string(p / 2 + 1);
+    info.address = "host" + std::to_string(p / 2 + 1);
+    info.port = 5000 + p;
+    info.reconnect = true;
+    experiments_->OnRegister(Ref("a", p), info, std::make_shared<RecordingChannel>());
+  }
+  experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
+  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  EXPECT_NE(v.attempts[0].reason.find("ps:1 (task 2 on node2) had vanished"), std::string::npos)
+      << v.attempts[0].reason;
+}
+
+TEST_F(ExperimentsTest, AnExit1WithEveryAgentBackAfterARestartIsNotRestarted) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  RegisterAll("a");
+  experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
+  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+}
+
 TEST_F(ExperimentsTest, SigtermFromPreemptionIsClassifiedByTheJobState) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
