@@ -27,18 +27,8 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
-
-def http(method, url, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
+from http_json import http
 
 
 def task_processes(experiment_id):

@@ -30,15 +30,14 @@ went wrong.
 """
 import argparse
 import calendar
-import json
 import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
+
+from http_json import http
 
 POLL_S = 0.02
 ENDED = ("COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
@@ -50,16 +49,6 @@ TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1"}
 
 def log(msg):
     print(f"  {msg}", file=sys.stderr, flush=True)
-
-
-def http(method, url, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
 
 
 def epoch(ts):
