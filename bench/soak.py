@@ -36,7 +36,6 @@ the cluster and calls this; tests/integration/test_soak.py runs a small one.
           [--faults daemon,agent,...] [--deadline 1800] [--workdir DIR]
 """
 import argparse
-import json
 import os
 import random
 import re
@@ -50,7 +49,8 @@ import tempfile
 import threading
 import time
 import urllib.error
-import urllib.request
+
+from http_json import http
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
@@ -178,22 +178,12 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.kill9()
 
-    def request(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"} if data else {})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                return resp.status, json.loads(resp.read() or b"null")
-        except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"null")
-
     def call(self, method, path, body=None, timeout=120):
-        """request(), retried while the daemon is down or restarting."""
+        """An HTTP call to tfslurmd, retried while it is down or restarting."""
         deadline = time.monotonic() + timeout
         while True:
             try:
-                return self.request(method, path, body)
+                return http(method, self.url + path, body, timeout=10)
             except (urllib.error.URLError, ConnectionError, socket.timeout, OSError):
                 if time.monotonic() > deadline:
                     raise
