@@ -62,6 +62,18 @@ def proc_of(exp, role, index=0):
     return next(t["proc_id"] for t in exp["tasks"] if t["role"] == role and t["index"] == index)
 
 
+def wait_ended(service, exp_id, timeout):
+    """Waits for the experiment to succeed or fail; on a timeout, says what each
+    task was doing (its state and the tail of its output)."""
+    try:
+        return service.wait_state(exp_id, ("succeeded", "failed"), timeout=timeout)
+    except AssertionError as timed_out:
+        exp = service.experiment(exp_id)
+        tails = "\n".join(f"--- {t['role']}:{t['index']} ({t['state']}):\n{task_log(exp, t['proc_id'])[-1500:]}"
+                          for t in exp["tasks"])
+        raise AssertionError(f"{timed_out}\nstate {exp['state']}: {exp['reason']}\n{tails}") from None
+
+
 def all_ended(service, exp_id):
     return wait_for(lambda: (lambda e: e if all(t["state"] != "running" for t in e["tasks"]) else None)(
         service.experiment(exp_id)), 60, f"every task of {exp_id} to end")
@@ -117,7 +129,7 @@ def test_tf2_parameter_server_strategy_chief_decides_and_the_rest_are_reaped(ser
         env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
         assert not any(v.startswith(b"TF_GRPC_REUSE_PORT=") for v in env), t
 
-    done = service.wait_state("tf-ps", ("succeeded", "failed"), timeout=300)
+    done = wait_ended(service, "tf-ps", 300)
     assert done["state"] == "succeeded", done["reason"]
     assert "the chief exited 0" in done["reason"], done["reason"]
     done = all_ended(service, "tf-ps")
@@ -144,7 +156,7 @@ def test_tf2_multi_worker_mirrored_every_worker_exits_0_with_equal_variables(ser
                    {"worker": 4}, nodes=2)
     status, body = service.post("/experiments", spec)
     assert status == 201, body
-    done = service.wait_state("tf-mwms", ("succeeded", "failed"), timeout=300)
+    done = wait_ended(service, "tf-mwms", 300)
     assert done["state"] == "succeeded", done["reason"]
     assert sorted(t["state"] for t in done["tasks"]) == ["succeeded"] * 4, done["tasks"]
     assert {t["node"] for t in done["tasks"]} == {"node1", "node2"}, done["tasks"]
@@ -168,7 +180,7 @@ def test_tf1_servers_between_graph_monitored_training_session(service, slurm_clu
                    {"ps": 2, "worker": 2}, nodes=2)
     status, body = service.post("/experiments", spec)
     assert status == 201, body
-    done = service.wait_state("tf1-ps", ("succeeded", "failed"), timeout=300)
+    done = wait_ended(service, "tf1-ps", 300)
     assert done["state"] == "succeeded", done["reason"]
     assert "every worker exited 0" in done["reason"], done["reason"]
     done = all_ended(service, "tf1-ps")
@@ -193,7 +205,7 @@ def test_chief_killed_restarts_and_tf_restores_the_latest_checkpoint(service, tf
     wait_checkpoint(service, "tf-kill9", 50)
     pid = wait_for(lambda: program_pid("tf-kill9", "chief", 0), 30, "the chief's program")
     os.kill(pid, signal.SIGKILL)
-    done = service.wait_state("tf-kill9", ("succeeded", "failed"), timeout=360)
+    done = wait_ended(service, "tf-kill9", 360)
     assert done["state"] == "succeeded", done["reason"]
     first, second = done["attempts"]
     assert first["end_reason"] == "retryable_exit" and "chief:0" in first["reason"] and "signal 9" in first["reason"], first
@@ -230,7 +242,7 @@ def test_time_limit_signal_reaches_tf_which_saves_and_the_next_attempt_starts_th
 def test_chief_raising_fails_the_attempt_at_once_with_its_traceback_in_the_log(service, slurm_cluster, tf_python):
     spec = ps_spec(tf_python, "tf-raise", 10 ** 6, extra_args=["--fail-at-step", "50"])
     assert service.post("/experiments", spec)[0] == 201
-    failed = service.wait_state("tf-raise", ("failed", "succeeded"), timeout=240)
+    failed = wait_ended(service, "tf-raise", 240)
     assert failed["state"] == "failed", failed["reason"]
     assert "chief:0" in failed["reason"] and "exited with code 1" in failed["reason"], failed["reason"]
     chief_log = task_log(failed, proc_of(failed, "chief"))
@@ -251,7 +263,7 @@ def test_worker_killed_under_ps_strategy_tf_trains_on_and_tfslurm_records_the_wo
     wait_checkpoint(service, "tf-lostworker", 50)
     pid = wait_for(lambda: program_pid("tf-lostworker", "worker", 1), 30, "worker 1's program")
     os.kill(pid, signal.SIGKILL)
-    done = service.wait_state("tf-lostworker", ("succeeded", "failed"), timeout=300)
+    done = wait_ended(service, "tf-lostworker", 300)
     assert done["state"] == "succeeded", done["reason"]
     assert len(done["attempts"]) == 1
     chief_log = task_log(done, proc_of(done, "chief"))
