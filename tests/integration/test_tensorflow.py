@@ -225,8 +225,15 @@ def test_time_limit_signal_reaches_tf_which_saves_and_the_next_attempt_starts_th
                    checkpoint={"signal_grace_s": 25})
     spec["resources"]["time_limit"] = "1"
     assert service.post("/experiments", spec)[0] == 201
-    e = wait_for(lambda: (lambda x: x if len(x["attempts"]) == 2 and "start_step=" in task_log(
-        x, proc_of(x, "chief"), attempt=2) else None)(service.experiment("tf-limit")), 300, "attempt 2's chief to start")
+    try:
+        e = wait_for(lambda: (lambda x: x if len(x["attempts"]) == 2 and "start_step=" in task_log(
+            x, proc_of(x, "chief"), attempt=2) else None)(service.experiment("tf-limit")), 300,
+            "attempt 2's chief to start")
+    except AssertionError as timed_out:
+        x = service.experiment("tf-limit")
+        chief = proc_of(x, "chief")
+        raise AssertionError(f"{timed_out}\nstate {x['state']}: {x['reason']}\nattempts: {x['attempts']}\n" + "\n".join(
+            f"--- chief, attempt {n}:\n{task_log(x, chief, attempt=n)[-2000:]}" for n in (1, 2))) from None
     first = e["attempts"][0]
     assert first["end_reason"] == "timeout" and first["slurm_state"] == "TIMEOUT", first
     first_log = task_log(e, proc_of(e, "chief"), attempt=1)
