@@ -19,9 +19,9 @@
 //   connections.
 // - The kernel never hands a bound port to a socket asking for port 0 (with
 //   the default net.ipv4.ip_autobind_reuse=0), nor uses it as a connect()
-//   source port; so the only programs that
-//   could bind it before the user's program does are ones asking for this
-//   very number with SO_REUSEADDR or (same user) SO_REUSEPORT.
+//   source port; so the only programs that could bind it before the user's
+//   program does are ones asking for this very number with SO_REUSEADDR or
+//   (same user) SO_REUSEPORT.
 // - Because this socket does not listen, it is not in the kernel's listening
 //   set: every incoming connection goes to the program's listening socket and
 //   none is ever queued on ours.

@@ -74,10 +74,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
           in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
               ? DispatchReport(experiments_, in_)
               : InvalidArgument("a stream speaks for one task only");
-      if (!s.ok()) {
-        bool permanent = s.code() != StatusCode::kUnavailable;
-        channel_->Send(RefusedMsg{s.message(), permanent, s.code() == StatusCode::kNotFound});
-      }
+      if (!s.ok()) channel_->Send(RefusalFor(s));
     }
     StartRead(&in_);
   }

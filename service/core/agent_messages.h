@@ -10,6 +10,8 @@
 #include <variant>
 #include <vector>
 
+#include "service/core/status.h"
+
 namespace tfslurm {
 
 struct TaskRef {
@@ -61,6 +63,14 @@ struct RefusedMsg {
   // tfslurmd than its own, and retries for a while (schema/agent.proto).
   bool unknown_experiment = false;
 };
+
+// The refusal of a message the service could not accept: Unavailable (the
+// submission is still being recorded) is worth a retry, everything else is
+// final, and NotFound says the experiment is unknown here.
+inline RefusedMsg RefusalFor(const Status& status) {
+  return {status.message(), status.code() != StatusCode::kUnavailable,
+          status.code() == StatusCode::kNotFound};
+}
 
 using ServiceMsg = std::variant<AssignmentMsg, ShutdownMsg, RefusedMsg>;
 

@@ -539,11 +539,7 @@ void Experiments::OnRegister(const TaskRef& ref, const RegisterInfo& info,
   std::lock_guard lock(mu_);
   auto found = FindTask(ref);
   if (!found.ok()) {
-    // Unavailable (the submission is still being recorded) is worth a retry;
-    // everything else is final for this agent.
-    channel->Send(RefusedMsg{found.status().message(),
-                             found.status().code() != StatusCode::kUnavailable,
-                             found.status().code() == StatusCode::kNotFound});
+    channel->Send(RefusalFor(found.status()));
     return;
   }
   Active& a = **found;
