@@ -25,8 +25,8 @@ StatusOr<AddressSpec> ParseAddressSpec(std::string_view text) {
     spec.kind = AddressSpec::Kind::kInterface;
     spec.interface_name = std::string(text.substr(kInterfacePrefix.size()));
   } else {
-    return Status::Error("--address '" + std::string(text) +
-                         "' is not one of: hostname, fqdn, interface:NAME (e.g. interface:ib0)");
+    return InvalidArgument("--address '" + std::string(text) +
+                           "' is not one of: hostname, fqdn, interface:NAME (e.g. interface:ib0)");
   }
   return spec;
 }
@@ -34,9 +34,9 @@ StatusOr<AddressSpec> ParseAddressSpec(std::string_view text) {
 StatusOr<std::string> LocalHostname() {
   char name[HOST_NAME_MAX + 1] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0) {
-    return Status::Error(std::string("gethostname failed: ") + std::strerror(errno));
+    return Error(std::string("gethostname failed: ") + std::strerror(errno));
   }
-  if (name[0] == '\0') return Status::Error("gethostname returned an empty name");
+  if (name[0] == '\0') return Error("gethostname returned an empty name");
   return std::string(name);
 }
 
@@ -48,15 +48,15 @@ StatusOr<std::string> CanonicalName(const std::string& host) {
   addrinfo* result = nullptr;
   int rc = ::getaddrinfo(host.c_str(), nullptr, &hints, &result);
   if (rc != 0) {
-    return Status::Error("cannot find the fully qualified name of '" + host + "': getaddrinfo: " +
-                         ::gai_strerror(rc) + "; use --address hostname or interface:NAME instead");
+    return Error("cannot find the fully qualified name of '" + host + "': getaddrinfo: " +
+                 ::gai_strerror(rc) + "; use --address hostname or interface:NAME instead");
   }
   std::string canonical;
   if (result != nullptr && result->ai_canonname != nullptr) canonical = result->ai_canonname;
   ::freeaddrinfo(result);
   if (canonical.empty()) {
-    return Status::Error("getaddrinfo gave no canonical name for '" + host +
-                         "'; use --address hostname or interface:NAME instead");
+    return Error("getaddrinfo gave no canonical name for '" + host +
+                 "'; use --address hostname or interface:NAME instead");
   }
   return canonical;
 }
@@ -64,7 +64,7 @@ StatusOr<std::string> CanonicalName(const std::string& host) {
 StatusOr<std::string> InterfaceIpv4Address(const std::string& interface_name) {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) {
-    return Status::Error(std::string("getifaddrs failed: ") + std::strerror(errno));
+    return Error(std::string("getifaddrs failed: ") + std::strerror(errno));
   }
   std::set<std::string> names;  // for the error message
   bool found_interface = false;
@@ -85,13 +85,12 @@ StatusOr<std::string> InterfaceIpv4Address(const std::string& interface_name) {
   ::freeifaddrs(list);
   if (!address.empty()) return address;
   if (found_interface) {
-    return Status::Error("network interface '" + interface_name +
-                         "' has no IPv4 address on this node");
+    return Error("network interface '" + interface_name + "' has no IPv4 address on this node");
   }
   std::string available;
   for (const std::string& name : names) available += (available.empty() ? "" : ", ") + name;
-  return Status::Error("no network interface named '" + interface_name +
-                       "' on this node (available: " + available + ")");
+  return Error("no network interface named '" + interface_name +
+               "' on this node (available: " + available + ")");
 }
 
 StatusOr<std::string> ResolveAddress(const AddressSpec& spec) {
@@ -106,7 +105,7 @@ StatusOr<std::string> ResolveAddress(const AddressSpec& spec) {
     case AddressSpec::Kind::kInterface:
       return InterfaceIpv4Address(spec.interface_name);
   }
-  return Status::Error("unknown address kind");
+  return Internal("unknown address kind");
 }
 
 }  // namespace tfslurm::agent

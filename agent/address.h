@@ -8,13 +8,16 @@
 //
 // A mode that cannot be resolved is an error, never a silent fallback: a wrong
 // address only shows up much later as tasks that cannot reach each other.
+//
+// Thread safety: the functions keep no state of their own and may be called
+// from any thread (gethostname, getaddrinfo and getifaddrs are thread-safe).
 #ifndef TFSLURM_AGENT_ADDRESS_H_
 #define TFSLURM_AGENT_ADDRESS_H_
 
 #include <string>
 #include <string_view>
 
-#include "agent/status.h"
+#include "schema/status.h"
 
 namespace tfslurm::agent {
 

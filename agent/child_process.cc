@@ -135,7 +135,7 @@ ExitStatus DecodeWaitStatus(int wait_status) {
 
 StatusOr<ChildProcess> ChildProcess::Start(const ChildSpec& spec) {
   if (spec.argv.empty() || spec.argv[0].empty()) {
-    return Status::Error("the program's command is empty");
+    return Error("the program's command is empty");
   }
   // Everything the child needs is allocated before fork.
   const std::string path = LookupPath(spec.env);
@@ -151,14 +151,14 @@ StatusOr<ChildProcess> ChildProcess::Start(const ChildSpec& spec) {
 
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
-    return Status::Error(std::string("cannot start the program: pipe: ") + std::strerror(errno));
+    return Error(std::string("cannot start the program: pipe: ") + std::strerror(errno));
   }
   pid_t pid = ::fork();
   if (pid < 0) {
     int err = errno;
     ::close(pipe_fds[0]);
     ::close(pipe_fds[1]);
-    return Status::Error(std::string("cannot start the program: fork: ") + std::strerror(err));
+    return Error(std::string("cannot start the program: fork: ") + std::strerror(err));
   }
   if (pid == 0) {
     ::close(pipe_fds[0]);
@@ -217,8 +217,8 @@ Status ChildProcess::Signal(int sig) {
   // The group may be gone while the child is a zombie not yet reaped, or the
   // program moved itself to another group: signal the process itself.
   if (::kill(pid_, sig) == 0 || errno == ESRCH) return Status();
-  return Status::Error("kill(" + std::to_string(pid_) + ", " + std::to_string(sig) +
-                       "): " + std::strerror(errno));
+  return Error("kill(" + std::to_string(pid_) + ", " + std::to_string(sig) +
+               "): " + std::strerror(errno));
 }
 
 std::optional<ExitStatus> ChildProcess::TryWait() {

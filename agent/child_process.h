@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/status.h"
+#include "schema/status.h"
 
 namespace tfslurm::agent {
 

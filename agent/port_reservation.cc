@@ -13,8 +13,7 @@ namespace tfslurm::agent {
 namespace {
 
 Status ErrnoStatus(const std::string& what, int err) {
-  return Status::Error("cannot reserve a TCP port for the program: " + what + ": " +
-                       std::strerror(err));
+  return Error("cannot reserve a TCP port for the program: " + what + ": " + std::strerror(err));
 }
 
 }  // namespace

@@ -32,7 +32,7 @@
 #ifndef TFSLURM_AGENT_PORT_RESERVATION_H_
 #define TFSLURM_AGENT_PORT_RESERVATION_H_
 
-#include "agent/status.h"
+#include "schema/status.h"
 
 namespace tfslurm::agent {
 

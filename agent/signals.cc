@@ -34,7 +34,7 @@ void BlockAgentSignals() {
 StatusOr<int> OpenSignalFd() {
   sigset_t set = AgentSignalSet();
   int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (fd < 0) return Status::Error(std::string("signalfd: ") + std::strerror(errno));
+  if (fd < 0) return Error(std::string("signalfd: ") + std::strerror(errno));
   return fd;
 }
 

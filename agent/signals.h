@@ -6,13 +6,17 @@
 // BlockAgentSignals must run first thing in main, before any thread exists
 // (gRPC starts threads): threads inherit the mask, and a signal not blocked
 // in some thread would be delivered there with its default action.
+//
+// Thread safety: BlockAgentSignals sets process-wide dispositions and the
+// calling thread's mask, so it belongs to main before any other thread;
+// OpenSignalFd may be called from any thread.
 #ifndef TFSLURM_AGENT_SIGNALS_H_
 #define TFSLURM_AGENT_SIGNALS_H_
 
 #include <array>
 #include <csignal>
 
-#include "agent/status.h"
+#include "schema/status.h"
 
 namespace tfslurm::agent {
 

@@ -64,7 +64,7 @@ StatusOr<TaskIdentity> ReadTaskIdentity(const EnvLookup& lookup) {
   message +=
       ". tfslurm-agent runs as a Slurm task: start it with srun from the job script "
       "tfslurmd generates.";
-  return Status::Error(message);
+  return Error(message);
 }
 
 }  // namespace tfslurm::agent

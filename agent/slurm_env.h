@@ -3,6 +3,10 @@
 // The agent is only meaningful as a Slurm task: without these variables the
 // service cannot tell which task registers, so a missing or malformed one is a
 // configuration error reported with every offending name at once.
+//
+// Thread safety: ReadTaskIdentity keeps no state and only calls `lookup`;
+// ProcessEnvironment's lookup calls getenv(3), safe while no thread changes
+// the environment.
 #ifndef TFSLURM_AGENT_SLURM_ENV_H_
 #define TFSLURM_AGENT_SLURM_ENV_H_
 
@@ -11,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "agent/status.h"
+#include "schema/status.h"
 
 namespace tfslurm::agent {
 

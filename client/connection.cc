@@ -18,14 +18,14 @@ struct ConfigFile {
   std::optional<std::string> token;
 };
 
-Error ConfigError(const std::string& where, const std::string& what) {
-  return Error{where + ": " + what};
+Status ConfigError(const std::string& where, const std::string& what) {
+  return Error(where + ": " + what);
 }
 
 // Stores `value` under `key`, or says which keys exist.
-std::optional<Error> SetConfigKey(ConfigFile& config, const std::string& key, std::string value,
-                                  const std::string& where) {
-  if (value.empty()) return std::nullopt;
+Status SetConfigKey(ConfigFile& config, const std::string& key, std::string value,
+                    const std::string& where) {
+  if (value.empty()) return Status::Ok();
   if (key == "url") {
     config.url = std::move(value);
   } else if (key == "token") {
@@ -33,13 +33,13 @@ std::optional<Error> SetConfigKey(ConfigFile& config, const std::string& key, st
   } else {
     return ConfigError(where, "unknown key '" + key + "'; the known keys are url and token");
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
 // `key = value` lines; a value may be quoted. nullopt when some line is not
 // of that form (the file is then read as YAML).
-std::optional<Result<ConfigFile>> ParseKeyValueLines(const std::string& text,
-                                                     const std::string& path) {
+std::optional<StatusOr<ConfigFile>> ParseKeyValueLines(const std::string& text,
+                                                       const std::string& path) {
   static const std::regex kLine(R"(\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*)");
   static const std::regex kBlankOrComment(R"(\s*(#.*)?)");
   ConfigFile config;
@@ -53,13 +53,13 @@ std::optional<Result<ConfigFile>> ParseKeyValueLines(const std::string& text,
     if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
         value.back() == value.front())
       value = value.substr(1, value.size() - 2);
-    if (auto error = SetConfigKey(config, m[1], value, path + ":" + std::to_string(number)))
-      return Result<ConfigFile>(*error);
+    if (Status s = SetConfigKey(config, m[1], value, path + ":" + std::to_string(number)); !s.ok())
+      return StatusOr<ConfigFile>(std::move(s));
   }
-  return Result<ConfigFile>(config);
+  return StatusOr<ConfigFile>(config);
 }
 
-Result<ConfigFile> ParseYamlConfig(const std::string& text, const std::string& path) {
+StatusOr<ConfigFile> ParseYamlConfig(const std::string& text, const std::string& path) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -78,12 +78,12 @@ Result<ConfigFile> ParseYamlConfig(const std::string& text, const std::string& p
     if (!entry.second.IsScalar() && !entry.second.IsNull())
       return ConfigError(where, "the value of '" + key + "' must be a single string");
     std::string value = entry.second.IsNull() ? "" : entry.second.Scalar();
-    if (auto error = SetConfigKey(config, key, value, where)) return *error;
+    if (Status s = SetConfigKey(config, key, value, where); !s.ok()) return s;
   }
   return config;
 }
 
-Result<ConfigFile> ReadConfigFile(const std::string& path) {
+StatusOr<ConfigFile> ReadConfigFile(const std::string& path) {
   std::error_code ec;
   if (path.empty() || !std::filesystem::exists(path, ec)) return ConfigFile{};
   std::ifstream in(path);
@@ -97,12 +97,12 @@ Result<ConfigFile> ReadConfigFile(const std::string& path) {
 
 // "http://host:8080/" -> "http://host:8080"; anything with a path, query or
 // another scheme is refused, since every request path is appended to it.
-Result<std::string> NormalizeUrl(std::string url, const std::string& origin) {
+StatusOr<std::string> NormalizeUrl(std::string url, const std::string& origin) {
   static const std::regex kUrl(R"(https?://[^/\s?#@]+)");
   while (!url.empty() && url.back() == '/') url.pop_back();
   if (!std::regex_match(url, kUrl))
-    return Error{origin + ": '" + url + "' is not a service URL; expected http://HOST:PORT, e.g. " +
-                 kDefaultUrl};
+    return Error(origin + ": '" + url + "' is not a service URL; expected http://HOST:PORT, e.g. " +
+                 kDefaultUrl);
   return url;
 }
 
@@ -122,10 +122,10 @@ std::string DefaultConfigPath(const EnvLookup& env) {
   return "";
 }
 
-Result<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLookup& env,
-                                     const std::string& config_path) {
+StatusOr<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLookup& env,
+                                       const std::string& config_path) {
   auto config = ReadConfigFile(config_path);
-  if (!config.ok()) return config.error();
+  if (!config.ok()) return config.status();
   auto present = [](const std::optional<std::string>& v) { return v && !v->empty(); };
 
   Connection c;
@@ -142,7 +142,7 @@ Result<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLook
     c.url_origin = config_path;
   }
   auto normalized = NormalizeUrl(url, c.url_origin);
-  if (!normalized.ok()) return normalized.error();
+  if (!normalized.ok()) return normalized.status();
   c.url = *normalized;
 
   if (auto from_env = env("TFSLURM_TOKEN"); present(flags.token))

@@ -5,13 +5,16 @@
 //
 // The config file holds `url = ...` and `token = ...` lines (# starts a
 // comment line), or the same keys as YAML (`url: ...`).
+//
+// Thread safety: the functions keep no state; ProcessEnvironment's lookup
+// calls getenv(3), safe while no thread changes the environment.
 #pragma once
 
 #include <functional>
 #include <optional>
 #include <string>
 
-#include "client/result.h"
+#include "schema/status.h"
 
 namespace tfslurm::client {
 
@@ -42,7 +45,7 @@ std::string DefaultConfigPath(const EnvLookup& env);
 // Empty values (TFSLURM_TOKEN= or `token =`) count as unset. A missing config
 // file is fine; an unreadable or malformed one, or a URL that is not
 // http(s)://HOST[:PORT], is an error naming where the bad value came from.
-Result<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLookup& env,
-                                     const std::string& config_path);
+StatusOr<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLookup& env,
+                                       const std::string& config_path);
 
 }  // namespace tfslurm::client

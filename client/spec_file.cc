@@ -94,28 +94,28 @@ json ToJson(const YAML::Node& node, const std::string& name) {
 
 }  // namespace
 
-Result<json> YamlToJson(const std::string& text, const std::string& name) {
+StatusOr<json> YamlToJson(const std::string& text, const std::string& name) {
   std::vector<YAML::Node> documents;
   try {
     documents = YAML::LoadAll(text);
   } catch (const YAML::ParserException& e) {
-    return Error{Where(name, e.mark) + ": not valid YAML: " + e.msg};
+    return Error(Where(name, e.mark) + ": not valid YAML: " + e.msg);
   }
   if (documents.empty() || documents[0].IsNull())
-    return Error{name + ": the file is empty; it must hold an experiment spec"};
+    return Error(name + ": the file is empty; it must hold an experiment spec");
   if (documents.size() > 1)
-    return Error{name + ": holds " + std::to_string(documents.size()) +
-                 " YAML documents; put one experiment spec in the file"};
+    return Error(name + ": holds " + std::to_string(documents.size()) +
+                 " YAML documents; put one experiment spec in the file");
   try {
     return ToJson(documents[0], name);
   } catch (const ConversionError& e) {
-    return Error{e.message};
+    return Error(e.message);
   }
 }
 
-Result<json> LoadSpecFile(const std::string& path) {
+StatusOr<json> LoadSpecFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Error{path + ": cannot read the spec file: " + std::strerror(errno)};
+  if (!in) return Error(path + ": cannot read the spec file: " + std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
   bool is_json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
@@ -123,7 +123,7 @@ Result<json> LoadSpecFile(const std::string& path) {
   try {
     return json::parse(text.str());
   } catch (const json::parse_error& e) {
-    return Error{path + ": not valid JSON: " + e.what()};
+    return Error(path + ": not valid JSON: " + e.what());
   }
 }
 

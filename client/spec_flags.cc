@@ -7,12 +7,13 @@ using nlohmann::json;
 
 // The object at spec[key], created when absent; an error when the spec holds
 // something else there, since a flag cannot be merged into it.
-Result<json*> ObjectField(json& spec, const char* key) {
+StatusOr<json*> ObjectField(json& spec, const char* key) {
   json& field = spec[key];
   if (field.is_null()) field = json::object();
   if (!field.is_object())
-    return Error{std::string("the spec's `") + key + "` must be a mapping to combine it with flags",
-                 {{key, "must be an object, got " + field.dump()}}};
+    return InvalidArgument(
+        std::string("the spec's `") + key + "` must be a mapping to combine it with flags",
+        {{key, "must be an object, got " + field.dump()}});
   return &field;
 }
 
@@ -50,22 +51,23 @@ void FillTaskLayout(json& spec) {
 
 }  // namespace
 
-Result<json> ComposeSpec(json spec, const SpecFlags& flags) {
+StatusOr<json> ComposeSpec(json spec, const SpecFlags& flags) {
   if (spec.is_null()) spec = json::object();
   if (!spec.is_object())
-    return Error{"the experiment spec must be a mapping of fields (id, command, cluster, ...)",
-                 {{"", "must be an object, got " + std::string(spec.type_name())}}};
+    return InvalidArgument(
+        "the experiment spec must be a mapping of fields (id, command, cluster, ...)",
+        {{"", "must be an object, got " + std::string(spec.type_name())}});
   if (flags.id) spec["id"] = *flags.id;
   if (!flags.command.empty()) spec["command"] = flags.command;
   if (flags.ps || flags.workers) {
     auto cluster = ObjectField(spec, "cluster");
-    if (!cluster.ok()) return cluster.error();
+    if (!cluster.ok()) return cluster.status();
     if (flags.ps) (**cluster)["ps"] = *flags.ps;
     if (flags.workers) (**cluster)["worker"] = *flags.workers;
   }
   if (flags.nodes || flags.tasks_per_node || flags.partition || flags.time_limit) {
     auto resources = ObjectField(spec, "resources");
-    if (!resources.ok()) return resources.error();
+    if (!resources.ok()) return resources.status();
     json& r = **resources;
     if (flags.nodes) r["nodes"] = *flags.nodes;
     if (flags.tasks_per_node) r["tasks_per_node"] = *flags.tasks_per_node;

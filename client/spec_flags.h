@@ -1,5 +1,7 @@
 // The spec fields `tfctl submit` takes as flags. A flag overrides the same
 // field of a spec file; without a file the flags alone make the spec.
+//
+// Thread safety: ComposeSpec is a pure function of its arguments.
 #pragma once
 
 #include <optional>
@@ -8,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "client/result.h"
+#include "schema/status.h"
 
 namespace tfslurm::client {
 
@@ -29,6 +31,6 @@ struct SpecFlags {
 // task per node; with one of them, the other when the cluster's task count
 // divides evenly. Everything else is left for the service to check, so
 // every remaining problem is reported once, by field, by the service.
-Result<nlohmann::json> ComposeSpec(nlohmann::json spec, const SpecFlags& flags);
+StatusOr<nlohmann::json> ComposeSpec(nlohmann::json spec, const SpecFlags& flags);
 
 }  // namespace tfslurm::client

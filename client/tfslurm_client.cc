@@ -53,42 +53,46 @@ std::string Describe(httplib::Error error) {
   }
 }
 
-Error Unreachable(const Connection& c, httplib::Error error) {
+// No answer at all: Unavailable, as the service itself reports a dependency
+// it cannot reach.
+Status Unreachable(const Connection& c, httplib::Error error) {
   std::string origin = c.url_origin == "default" ? "the default" : "from " + c.url_origin;
-  return Error{"cannot reach tfslurmd at " + c.url + " (" + origin + "): " + Describe(error) +
-               ". Is the service running there? Set the URL with --url, TFSLURM_URL or `url = ...` "
-               "in ~/.config/tfslurm/config."};
+  return Unavailable("cannot reach tfslurmd at " + c.url + " (" + origin + "): " + Describe(error) +
+                     ". Is the service running there? Set the URL with --url, TFSLURM_URL or "
+                     "`url = ...` in ~/.config/tfslurm/config.");
 }
 
 // The service's error body ({"error": {code, message, fields, retryable}}),
 // or, for anything else that answers, its status and the start of the body.
-Error ServiceError(int status, const std::string& body, const std::string& url) {
+// The code is the body's (retryable follows from it: the service sets
+// `retryable` exactly for unavailable); a missing or unknown code is
+// kUnknown. An answer in another format is kUnknown too, except a 401, which
+// is kUnauthenticated whoever sent it.
+Status ServiceError(int status, const std::string& body, const std::string& url) {
+  StatusCode fallback = status == 401 ? StatusCode::kUnauthenticated : StatusCode::kUnknown;
   json j = json::parse(body, nullptr, false);
   if (j.is_object() && j.contains("error") && j["error"].is_object()) {
     const json& e = j["error"];
-    Error error;
-    error.http_status = status;
-    error.message = e.value("message", "HTTP " + std::to_string(status));
-    error.code = e.value("code", "");
-    error.retryable = e.value("retryable", false);
+    StatusCode code = ParseStatusCode(e.value("code", ""));
+    if (code == StatusCode::kOk || code == StatusCode::kUnknown) code = fallback;
+    std::vector<FieldError> fields;
     for (const json& f : e.value("fields", json::array()))
-      error.fields.push_back({f.value("field", ""), f.value("reason", "")});
-    return error;
+      fields.push_back({f.value("field", ""), f.value("reason", "")});
+    return Status(code, e.value("message", "HTTP " + std::to_string(status)), std::move(fields));
   }
   std::string excerpt = body.substr(0, 200);
-  Error error(url + " answered HTTP " + std::to_string(status) +
-              ", which is not tfslurmd's error format" + (excerpt.empty() ? "" : ": " + excerpt));
-  error.http_status = status;
-  return error;
+  return Status(fallback, url + " answered HTTP " + std::to_string(status) +
+                              ", which is not tfslurmd's error format" +
+                              (excerpt.empty() ? "" : ": " + excerpt));
 }
 
 template <typename T>
-Result<T> Convert(Result<json> body, T (*from_json)(const json&), const std::string& url) {
-  if (!body.ok()) return body.error();
+StatusOr<T> Convert(StatusOr<json> body, T (*from_json)(const json&), const std::string& url) {
+  if (!body.ok()) return body.status();
   try {
     return from_json(*body);
   } catch (const json::exception& e) {
-    return Error{url + " answered with JSON of an unexpected shape: " + e.what()};
+    return Error(url + " answered with JSON of an unexpected shape: " + e.what());
   }
 }
 
@@ -109,37 +113,40 @@ Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
 
-Result<json> Client::Call(Method method, const std::string& path, const json* body) {
+StatusOr<json> Client::Call(Method method, const std::string& path, const json* body) {
+  last_error_http_status_ = 0;
   httplib::Headers headers = {{"Accept", "application/json"}};
   httplib::Result res = method == Method::kGet      ? http_->Get(path, headers)
                         : method == Method::kDelete ? http_->Delete(path, headers)
                         : body ? http_->Post(path, headers, body->dump(), "application/json")
                                : http_->Post(path, headers);
   if (!res) return Unreachable(connection_, res.error());
-  if (res->status < 200 || res->status >= 300)
+  if (res->status < 200 || res->status >= 300) {
+    last_error_http_status_ = res->status;
     return ServiceError(res->status, res->body, connection_.url);
+  }
   json j = json::parse(res->body, nullptr, false);
   if (j.is_discarded())
-    return Error{connection_.url + path + " answered HTTP " + std::to_string(res->status) +
-                 " without a JSON body; is this tfslurmd?"};
+    return Error(connection_.url + path + " answered HTTP " + std::to_string(res->status) +
+                 " without a JSON body; is this tfslurmd?");
   return j;
 }
 
-Result<Experiment> Client::Submit(const json& spec) {
+StatusOr<Experiment> Client::Submit(const json& spec) {
   return Convert(Call(Method::kPost, "/experiments", &spec), ExperimentFromJson, connection_.url);
 }
 
-Result<DryRun> Client::SubmitDryRun(const json& spec) {
+StatusOr<DryRun> Client::SubmitDryRun(const json& spec) {
   return Convert(Call(Method::kPost, "/experiments?dry_run=true", &spec), DryRunFromJson,
                  connection_.url);
 }
 
-Result<Experiment> Client::GetExperiment(const std::string& id) {
+StatusOr<Experiment> Client::GetExperiment(const std::string& id) {
   return Convert(Call(Method::kGet, ExperimentPath(id), nullptr), ExperimentFromJson,
                  connection_.url);
 }
 
-Result<ExperimentList> Client::ListExperiments(const ListQuery& query) {
+StatusOr<ExperimentList> Client::ListExperiments(const ListQuery& query) {
   std::string path = "/experiments?limit=" + std::to_string(query.limit);
   if (!query.states.empty()) {
     std::string states;
@@ -149,18 +156,19 @@ Result<ExperimentList> Client::ListExperiments(const ListQuery& query) {
   return Convert(Call(Method::kGet, path, nullptr), ExperimentListFromJson, connection_.url);
 }
 
-Result<Experiment> Client::CancelExperiment(const std::string& id) {
+StatusOr<Experiment> Client::CancelExperiment(const std::string& id) {
   return Convert(Call(Method::kDelete, ExperimentPath(id), nullptr), ExperimentFromJson,
                  connection_.url);
 }
 
-Result<Experiment> Client::ResumeExperiment(const std::string& id) {
+StatusOr<Experiment> Client::ResumeExperiment(const std::string& id) {
   return Convert(Call(Method::kPost, ExperimentPath(id) + "/resume", nullptr), ExperimentFromJson,
                  connection_.url);
 }
 
-Result<int64_t> Client::ReadLogs(const LogQuery& query,
-                                 const std::function<void(std::string_view)>& sink) {
+StatusOr<int64_t> Client::ReadLogs(const LogQuery& query,
+                                   const std::function<void(std::string_view)>& sink) {
+  last_error_http_status_ = 0;
   std::string path = ExperimentPath(query.experiment_id) + "/logs?";
   if (!query.task.empty()) path += "task=" + Encode(query.task) + "&";
   if (query.attempt) path += "attempt=" + std::to_string(*query.attempt) + "&";
@@ -193,9 +201,12 @@ Result<int64_t> Client::ReadLogs(const LogQuery& query,
   http_->set_read_timeout(kReadTimeoutS);
   if (!res && status == 0) return Unreachable(connection_, res.error());
   if (!res)
-    return Error{"the log stream from " + connection_.url + " broke after byte " +
-                 std::to_string(offset) + ": " + Describe(res.error())};
-  if (status != 200) return ServiceError(status, error_body, connection_.url);
+    return Unavailable("the log stream from " + connection_.url + " broke after byte " +
+                       std::to_string(offset) + ": " + Describe(res.error()));
+  if (status != 200) {
+    last_error_http_status_ = status;
+    return ServiceError(status, error_body, connection_.url);
+  }
   return offset;
 }
 

@@ -1,10 +1,17 @@
 // The tfslurm REST client: one method per call of the service's API
 // (service/api/http_api.h and logs_api.h). tfctl is built on it.
 //
-// Every method returns a Result: the value, or an Error with the service's
-// message and field list, or, when the service cannot be reached, a message
-// that names the URL tried and where it came from. Not thread-safe: use one
-// Client per thread.
+// Every method returns a StatusOr: the value, or a Status with the service's
+// error code (schema/status.h), message and field list; or, when the service
+// cannot be reached, an Unavailable status whose message names the URL tried
+// and where it came from. A missing or unknown error code, and an answer
+// that is not tfslurmd's error format (its HTTP status is in the message),
+// are kUnknown, except that any 401 is kUnauthenticated (so tfctl can say how
+// the token is given). retryable() follows from the code, as the service
+// sets `retryable` exactly for unavailable.
+//
+// Thread safety: none; use one Client per thread (last_error_http_status()
+// describes the Client's last call).
 #pragma once
 
 #include <cstdint>
@@ -19,7 +26,7 @@
 
 #include "client/connection.h"
 #include "client/experiment_types.h"
-#include "client/result.h"
+#include "schema/status.h"
 
 namespace httplib {
 class Client;
@@ -50,29 +57,38 @@ class Client {
 
   const Connection& connection() const { return connection_; }
 
-  Result<Experiment> Submit(const nlohmann::json& spec);
+  StatusOr<Experiment> Submit(const nlohmann::json& spec);
   // Validates and renders without storing or submitting anything.
-  Result<DryRun> SubmitDryRun(const nlohmann::json& spec);
-  Result<Experiment> GetExperiment(const std::string& id);
-  Result<ExperimentList> ListExperiments(const ListQuery& query);
-  Result<Experiment> CancelExperiment(const std::string& id);
+  StatusOr<DryRun> SubmitDryRun(const nlohmann::json& spec);
+  StatusOr<Experiment> GetExperiment(const std::string& id);
+  StatusOr<ExperimentList> ListExperiments(const ListQuery& query);
+  StatusOr<Experiment> CancelExperiment(const std::string& id);
   // Starts a new attempt from the experiment's latest checkpoint.
-  Result<Experiment> ResumeExperiment(const std::string& id);
+  StatusOr<Experiment> ResumeExperiment(const std::string& id);
 
   // Streams log bytes to `sink` as they arrive. Returns the offset just
   // after the last byte received; a follow request ends when the attempt
   // ends or after the service's follow window, and the caller goes on from
   // that offset while the attempt runs.
-  Result<int64_t> ReadLogs(const LogQuery& query,
-                           const std::function<void(std::string_view)>& sink);
+  StatusOr<int64_t> ReadLogs(const LogQuery& query,
+                             const std::function<void(std::string_view)>& sink);
+
+  // The HTTP status (4xx, 5xx) of the error answer that made the last call
+  // fail; 0 when the last call succeeded or failed without such an answer:
+  // the service could not be reached, a log stream broke, or a 2xx answer
+  // was not what tfslurmd sends. This tells "the service answered
+  // unavailable" (503, retry the request) from "no answer" (Unavailable too,
+  // the service may be restarting), which the status code alone does not.
+  int last_error_http_status() const { return last_error_http_status_; }
 
  private:
   enum class Method { kGet, kPost, kDelete };
   // One JSON request; `body` only for kPost (nullptr: an empty body).
-  Result<nlohmann::json> Call(Method method, const std::string& path, const nlohmann::json* body);
+  StatusOr<nlohmann::json> Call(Method method, const std::string& path, const nlohmann::json* body);
 
   Connection connection_;
   std::unique_ptr<httplib::Client> http_;
+  int last_error_http_status_ = 0;
 };
 
 }  // namespace tfslurm::client

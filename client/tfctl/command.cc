@@ -5,16 +5,16 @@
 
 namespace tfslurm::tfctl {
 
-void PrintError(const client::Error& error, std::ostream& out) {
-  out << "tfctl: " << error.message << "\n";
-  for (const client::FieldError& f : error.fields)
+void PrintError(const Status& error, std::ostream& out) {
+  out << "tfctl: " << error.message() << "\n";
+  for (const FieldError& f : error.fields())
     out << "  " << (f.field.empty() ? "(the spec)" : f.field) << ": " << f.reason << "\n";
-  if (error.http_status == 401)
+  if (error.code() == StatusCode::kUnauthenticated)
     out << "tfctl sends the token given with --token, in TFSLURM_TOKEN or as `token = ...` in "
            "~/.config/tfslurm/config\n";
 }
 
-int Fail(const client::Error& error) {
+int Fail(const Status& error) {
   PrintError(error, std::cerr);
   return kExitError;
 }
@@ -24,7 +24,7 @@ std::optional<client::Client> Connect(const GlobalOptions& options) {
   auto connection =
       client::ResolveConnection(options.connection, env, client::DefaultConfigPath(env));
   if (!connection.ok()) {
-    Fail(connection.error());
+    Fail(connection.status());
     return std::nullopt;
   }
   return client::Client(std::move(connection).value());

@@ -2,6 +2,9 @@
 // connection to the service, and how errors are shown. Each subcommand lives
 // in its own file (submit.cc, status.cc, ...) and registers itself with one
 // Add...Command function.
+//
+// Thread safety: for tfctl's one thread: these functions and the commands
+// write to std::cout and std::cerr.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -13,6 +16,7 @@
 
 #include "client/tfctl/output.h"
 #include "client/tfslurm_client.h"
+#include "schema/status.h"
 
 namespace tfslurm::tfctl {
 
@@ -32,10 +36,11 @@ struct Command {
   std::function<int()> run;
 };
 
-// "tfctl: MESSAGE" and one indented "FIELD: REASON" line per field.
-void PrintError(const client::Error& error, std::ostream& out);
+// "tfctl: MESSAGE" and one indented "FIELD: REASON" line per field; for
+// kUnauthenticated (every 401 answer) also where the token comes from.
+void PrintError(const Status& error, std::ostream& out);
 // Prints the error to stderr; returns kExitError.
-int Fail(const client::Error& error);
+int Fail(const Status& error);
 
 // A client for the service named by the flags, the environment or the
 // config file; nullopt after printing why there is none.

@@ -18,7 +18,7 @@ struct ListOptions {
 
 // Without a state filter, open experiments are asked for first, so that a
 // long-running experiment is listed even when many newer ones have finished.
-client::Result<client::ExperimentList> OpenFirst(client::Client& client, int limit) {
+StatusOr<client::ExperimentList> OpenFirst(client::Client& client, int limit) {
   auto open = client.ListExperiments({{"running", "starting", "restarting", "queued"}, limit});
   if (!open.ok()) return open;
   client::ExperimentList list = std::move(open).value();
@@ -40,7 +40,7 @@ int RunList(const GlobalOptions& global, const ListOptions& options) {
   if (!client) return kExitError;
   auto list = options.states.empty() ? OpenFirst(*client, options.limit)
                                      : client->ListExperiments({options.states, options.limit});
-  if (!list.ok()) return Fail(list.error());
+  if (!list.ok()) return Fail(list.status());
   if (options.output == OutputFormat::kName) {
     std::cout << FormatExperimentIds(RunningFirst(list->experiments));
     return kExitOk;

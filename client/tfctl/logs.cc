@@ -35,7 +35,7 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
   };
   if (!options.follow) {
     auto read = client->ReadLogs(query, print);
-    return read.ok() ? kExitOk : Fail(read.error());
+    return read.ok() ? kExitOk : Fail(read.status());
   }
 
   // The service ends a follow response when the attempt ends or its follow
@@ -43,17 +43,17 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
   // Pin the attempt first, so that a restart does not switch files midway.
   if (!query.attempt) {
     auto e = client->GetExperiment(options.id);
-    if (!e.ok()) return Fail(e.error());
+    if (!e.ok()) return Fail(e.status());
     query.attempt = e->attempt;
   }
   for (;;) {
     auto started = std::chrono::steady_clock::now();
     auto read = client->ReadLogs(query, print);
-    if (!read.ok()) return Fail(read.error());
+    if (!read.ok()) return Fail(read.status());
     query.offset = *read;
     query.tail.reset();
     auto e = client->GetExperiment(options.id);
-    if (!e.ok()) return Fail(e.error());
+    if (!e.ok()) return Fail(e.status());
     if (AttemptEnded(*e, *query.attempt)) return kExitOk;
     if (std::chrono::steady_clock::now() - started < std::chrono::seconds(1))
       std::this_thread::sleep_for(std::chrono::seconds(1));

@@ -23,13 +23,17 @@ int RunResume(const GlobalOptions& global, const ResumeOptions& options) {
   if (!client) return kExitError;
   auto resumed = client->ResumeExperiment(options.id);
   // Retryable: the last attempt's Slurm job is still finishing, which takes
-  // seconds right after a cancel.
+  // seconds right after a cancel. Only the service's answer says so (503
+  // unavailable); no answer at all, Unavailable too, fails at once.
+  auto service_says_retry = [&] {
+    return !resumed.ok() && resumed.status().retryable() && client->last_error_http_status() != 0;
+  };
   for (auto deadline = std::chrono::steady_clock::now() + kRetryFor;
-       !resumed.ok() && resumed.error().retryable && std::chrono::steady_clock::now() < deadline;) {
+       service_says_retry() && std::chrono::steady_clock::now() < deadline;) {
     std::this_thread::sleep_for(std::chrono::seconds(1));
     resumed = client->ResumeExperiment(options.id);
   }
-  if (!resumed.ok()) return Fail(resumed.error());
+  if (!resumed.ok()) return Fail(resumed.status());
   const client::Experiment& e = *resumed;
   bool table = options.output == OutputFormat::kTable;
   if (table) {
@@ -46,7 +50,7 @@ int RunResume(const GlobalOptions& global, const ResumeOptions& options) {
   }
   int64_t seen = e.events.empty() ? 0 : e.events.back().id;
   auto finished = WaitUntilFinished(*client, e.id, seen, table ? &std::cout : nullptr);
-  if (!finished.ok()) return Fail(finished.error());
+  if (!finished.ok()) return Fail(finished.status());
   if (table)
     std::cout << e.id << " " << finished->state
               << (finished->reason.empty() ? "" : ": " + finished->reason) << "\n";

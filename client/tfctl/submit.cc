@@ -25,19 +25,19 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
   nlohmann::json spec;
   if (!options.spec_file.empty()) {
     auto loaded = client::LoadSpecFile(options.spec_file);
-    if (!loaded.ok()) return Fail(loaded.error());
+    if (!loaded.ok()) return Fail(loaded.status());
     spec = std::move(loaded).value();
   }
   options.flags.command = command;
   auto composed = client::ComposeSpec(std::move(spec), options.flags);
-  if (!composed.ok()) return Fail(composed.error());
+  if (!composed.ok()) return Fail(composed.status());
 
   auto client = Connect(global);
   if (!client) return kExitError;
 
   if (options.dry_run) {
     auto dry = client->SubmitDryRun(*composed);
-    if (!dry.ok()) return Fail(dry.error());
+    if (!dry.ok()) return Fail(dry.status());
     if (options.output != OutputFormat::kTable) {
       PrintStructured(dry->raw, options.output, std::cout);
       return kExitOk;
@@ -52,7 +52,7 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
   }
 
   auto submitted = client->Submit(*composed);
-  if (!submitted.ok()) return Fail(submitted.error());
+  if (!submitted.ok()) return Fail(submitted.status());
   const client::Experiment& e = *submitted;
   if (options.output != OutputFormat::kTable && !options.wait) {
     PrintStructured(e.raw, options.output, std::cout);
@@ -70,7 +70,7 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
 
   bool table = options.output == OutputFormat::kTable;
   auto finished = WaitUntilFinished(*client, e.id, 0, table ? &std::cout : nullptr);
-  if (!finished.ok()) return Fail(finished.error());
+  if (!finished.ok()) return Fail(finished.status());
   if (table)
     std::cout << e.id << " " << finished->state
               << (finished->reason.empty() ? "" : ": " + finished->reason) << "\n";

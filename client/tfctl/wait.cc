@@ -14,18 +14,20 @@ constexpr auto kUnreachableLimit = std::chrono::minutes(1);
 
 }  // namespace
 
-client::Result<client::Experiment> WaitUntilFinished(client::Client& client, const std::string& id,
-                                                     int64_t after_event_id, std::ostream* events) {
+StatusOr<client::Experiment> WaitUntilFinished(client::Client& client, const std::string& id,
+                                               int64_t after_event_id, std::ostream* events) {
   auto unreachable_since = std::chrono::steady_clock::time_point{};
   for (;;) {
     auto experiment = client.GetExperiment(id);
     if (!experiment.ok()) {
-      // http_status 0: no answer. The service may be restarting; its state
-      // survives, so keep asking for a while.
-      if (experiment.error().http_status != 0) return experiment.error();
+      // No error answer (last_error_http_status() 0): no answer at all, or
+      // one that was not an experiment. The service may be restarting; its
+      // state survives, so keep asking for a while. An error answer, even a
+      // retryable 503, ends the wait at once.
+      if (client.last_error_http_status() != 0) return experiment.status();
       auto now = std::chrono::steady_clock::now();
       if (unreachable_since == std::chrono::steady_clock::time_point{}) unreachable_since = now;
-      if (now - unreachable_since > kUnreachableLimit) return experiment.error();
+      if (now - unreachable_since > kUnreachableLimit) return experiment.status();
     } else {
       unreachable_since = {};
       for (const client::Event& e : experiment->events) {

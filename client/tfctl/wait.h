@@ -1,10 +1,14 @@
 // `--wait` of submit and resume: follow an experiment to its end.
+//
+// Thread safety: WaitUntilFinished uses the caller's Client, which belongs to
+// one thread; ExitCodeFor is a pure function.
 #pragma once
 
 #include <ostream>
 #include <string>
 
 #include "client/tfslurm_client.h"
+#include "schema/status.h"
 
 namespace tfslurm::tfctl {
 
@@ -12,8 +16,9 @@ namespace tfslurm::tfctl {
 // `events` (nullptr: silent), and returns its last view. Events seen before
 // the call (ids up to `after_event_id`) are not repeated. Rides out a service
 // restart: gives up only when the service stays unreachable for a minute.
-client::Result<client::Experiment> WaitUntilFinished(client::Client& client, const std::string& id,
-                                                     int64_t after_event_id, std::ostream* events);
+// Any error answer of the service (even a retryable one) ends the wait.
+StatusOr<client::Experiment> WaitUntilFinished(client::Client& client, const std::string& id,
+                                               int64_t after_event_id, std::ostream* events);
 
 // The exit code of `tfctl submit --wait`: kExitOk when the experiment
 // succeeded, kExitError when it failed or was cancelled.

@@ -25,6 +25,7 @@ TEST(ParseAddressSpecTest, BadModesNameTheChoices) {
   for (const char* bad : {"", "ip", "interface:", "Hostname", "interface"}) {
     auto spec = ParseAddressSpec(bad);
     ASSERT_FALSE(spec.ok()) << bad;
+    EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(spec.status().message().find("hostname, fqdn, interface:NAME"), std::string::npos);
   }
 }

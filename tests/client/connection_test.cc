@@ -38,7 +38,7 @@ class ConnectionTest : public ::testing::Test {
 
 TEST_F(ConnectionTest, DefaultsWithoutFlagsEnvironmentOrConfig) {
   auto c = ResolveConnection({}, Env(), config_);
-  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->url, "http://127.0.0.1:8080");
   EXPECT_EQ(c->url_origin, "default");
   EXPECT_EQ(c->token, "");
@@ -90,7 +90,7 @@ TEST_F(ConnectionTest, EmptyValuesCountAsUnset) {
 TEST_F(ConnectionTest, ReadsTheConfigFileAsYamlToo) {
   WriteConfig("# tfslurm\nurl: http://yaml-host:9000/\ntoken: \"abc def\"\n");
   auto c = ResolveConnection({}, Env(), config_);
-  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->url, "http://yaml-host:9000");
   EXPECT_EQ(c->token, "abc def");
 }
@@ -98,7 +98,7 @@ TEST_F(ConnectionTest, ReadsTheConfigFileAsYamlToo) {
 TEST_F(ConnectionTest, KeyValueLinesMayQuoteValuesAndHaveComments) {
   WriteConfig("# the service\n\n  url = 'https://svc.example:443'  \ntoken=\"t=1#2\"\n");
   auto c = ResolveConnection({}, Env(), config_);
-  ASSERT_TRUE(c.ok()) << c.error().message;
+  ASSERT_TRUE(c.ok()) << c.status().message();
   EXPECT_EQ(c->url, "https://svc.example:443");
   EXPECT_EQ(c->token, "t=1#2");
 }
@@ -107,7 +107,7 @@ TEST_F(ConnectionTest, UnknownConfigKeyNamesFileLineAndTheKnownKeys) {
   WriteConfig("url = http://h:1\ntokn = x\n");
   auto c = ResolveConnection({}, Env(), config_);
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.error().message,
+  EXPECT_EQ(c.status().message(),
             config_ + ":2: unknown key 'tokn'; the known keys are url and token");
 }
 
@@ -115,13 +115,13 @@ TEST_F(ConnectionTest, BadUrlNamesWhereItCameFrom) {
   env_ = {{"TFSLURM_URL", "127.0.0.1:8080"}};
   auto c = ResolveConnection({}, Env(), config_);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("TFSLURM_URL: '127.0.0.1:8080' is not a service URL"),
+  EXPECT_NE(c.status().message().find("TFSLURM_URL: '127.0.0.1:8080' is not a service URL"),
             std::string::npos)
-      << c.error().message;
+      << c.status().message();
 
   auto with_path = ResolveConnection({std::string("http://h:1/api"), std::nullopt}, Env(), config_);
   ASSERT_FALSE(with_path.ok());
-  EXPECT_EQ(with_path.error().message.rfind("--url:", 0), 0u);
+  EXPECT_EQ(with_path.status().message().rfind("--url:", 0), 0u);
 }
 
 TEST_F(ConnectionTest, MissingConfigFileIsFine) {

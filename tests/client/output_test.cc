@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "client/spec_file.h"
+#include "client/tfctl/command.h"
 
 namespace tfslurm::tfctl {
 namespace {
@@ -32,7 +33,7 @@ TEST(ToYamlTest, ReadsBackAsTheSameJson) {
     "big": 12345678901, "negative": -3, "flag": false
   })");
   auto back = client::YamlToJson(ToYaml(value), "out.yaml");
-  ASSERT_TRUE(back.ok()) << back.error().message;
+  ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, value);
 }
 
@@ -40,6 +41,30 @@ TEST(PrintStructuredTest, PrettyJsonEndsWithNewline) {
   std::ostringstream out;
   PrintStructured(json{{"a", 1}}, OutputFormat::kJson, out);
   EXPECT_EQ(out.str(), "{\n  \"a\": 1\n}\n");
+}
+
+TEST(PrintErrorTest, MessageThenOneLinePerField) {
+  std::ostringstream out;
+  PrintError(InvalidArgument(
+                 "the experiment spec has 2 invalid fields",
+                 {{"cluster.worker", "must be from 0 to 4096, got -1"}, {"", "must be an object"}}),
+             out);
+  EXPECT_EQ(out.str(),
+            "tfctl: the experiment spec has 2 invalid fields\n"
+            "  cluster.worker: must be from 0 to 4096, got -1\n"
+            "  (the spec): must be an object\n");
+}
+
+TEST(PrintErrorTest, UnauthenticatedSaysWhereTheTokenComesFrom) {
+  std::ostringstream out;
+  PrintError(Status(StatusCode::kUnauthenticated, "unknown token"), out);
+  EXPECT_EQ(out.str(),
+            "tfctl: unknown token\n"
+            "tfctl sends the token given with --token, in TFSLURM_TOKEN or as `token = ...` in "
+            "~/.config/tfslurm/config\n");
+  std::ostringstream other;
+  PrintError(Unavailable("cannot reach tfslurmd"), other);
+  EXPECT_EQ(other.str(), "tfctl: cannot reach tfslurmd\n");
 }
 
 }  // namespace

@@ -28,7 +28,7 @@ restart: {max_restarts: 3, "on": [preempted, timeout]}
 model_dir: auto
 )",
                       "spec.yaml");
-  ASSERT_TRUE(j.ok()) << j.error().message;
+  ASSERT_TRUE(j.ok()) << j.status().message();
   EXPECT_EQ(*j, json::parse(R"({
     "id": "mnist-ps-01",
     "command": ["python3", "train.py", "--steps", "5000"],
@@ -60,7 +60,7 @@ single_quoted: 'true'
 huge: 123456789012345678901234567890
 )",
                       "s.yaml");
-  ASSERT_TRUE(j.ok()) << j.error().message;
+  ASSERT_TRUE(j.ok()) << j.status().message();
   EXPECT_EQ(*j, json::parse(R"({
     "int": 42, "negative": -7, "octal": 15, "hex": 31, "float": 2.5, "exponent": 1000.0,
     "yes_is_a_string": "yes", "on_is_a_string": "on", "true_is_bool": true, "False_is_bool": false,
@@ -72,17 +72,17 @@ huge: 123456789012345678901234567890
 TEST(YamlToJsonTest, SyntaxErrorsNameTheFileAndLine) {
   auto j = YamlToJson("id: a\ncluster: {worker: 2\n", "bad.yaml");
   ASSERT_FALSE(j.ok());
-  EXPECT_EQ(j.error().message.rfind("bad.yaml:", 0), 0u) << j.error().message;
-  EXPECT_NE(j.error().message.find("not valid YAML"), std::string::npos);
+  EXPECT_EQ(j.status().message().rfind("bad.yaml:", 0), 0u) << j.status().message();
+  EXPECT_NE(j.status().message().find("not valid YAML"), std::string::npos);
 }
 
 TEST(YamlToJsonTest, RefusesEmptyAndMultiDocumentFiles) {
   auto empty = YamlToJson("# nothing\n", "e.yaml");
   ASSERT_FALSE(empty.ok());
-  EXPECT_NE(empty.error().message.find("empty"), std::string::npos);
+  EXPECT_NE(empty.status().message().find("empty"), std::string::npos);
   auto two = YamlToJson("a: 1\n---\nb: 2\n", "two.yaml");
   ASSERT_FALSE(two.ok());
-  EXPECT_NE(two.error().message.find("2 YAML documents"), std::string::npos);
+  EXPECT_NE(two.status().message().find("2 YAML documents"), std::string::npos);
 }
 
 TEST(LoadSpecFileTest, ReadsJsonByExtensionAndYamlOtherwise) {
@@ -102,9 +102,9 @@ TEST(LoadSpecFileTest, ReadsJsonByExtensionAndYamlOtherwise) {
   ASSERT_TRUE(from_yaml.ok());
   EXPECT_EQ(*from_json, *from_yaml);
   ASSERT_FALSE(broken.ok());
-  EXPECT_NE(broken.error().message.find("broken.json: not valid JSON"), std::string::npos);
+  EXPECT_NE(broken.status().message().find("broken.json: not valid JSON"), std::string::npos);
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message.find("missing.yaml"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("missing.yaml"), std::string::npos);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ TEST(ComposeSpecTest, FlagsAloneMakeASpecWithOneTaskPerNode) {
   flags.time_limit = "00:10:00";
   flags.command = {"/bin/sh", "-c", "echo hi"};
   auto spec = ComposeSpec(nullptr, flags);
-  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
   EXPECT_EQ(*spec, json::parse(R"({
     "id": "hello",
     "command": ["/bin/sh", "-c", "echo hi"],
@@ -86,12 +86,12 @@ TEST(ComposeSpecTest, RefusesToMergeFlagsIntoANonObject) {
   flags.workers = 2;
   auto spec = ComposeSpec(json::parse(R"({"cluster": [1, 2]})"), flags);
   ASSERT_FALSE(spec.ok());
-  ASSERT_EQ(spec.error().fields.size(), 1u);
-  EXPECT_EQ(spec.error().fields[0].field, "cluster");
+  ASSERT_EQ(spec.status().fields().size(), 1u);
+  EXPECT_EQ(spec.status().fields()[0].field, "cluster");
 
   auto list = ComposeSpec(json::parse("[1]"), {});
   ASSERT_FALSE(list.ok());
-  EXPECT_NE(list.error().message.find("mapping"), std::string::npos);
+  EXPECT_NE(list.status().message().find("mapping"), std::string::npos);
 }
 
 }  // namespace

@@ -7,7 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <sstream>
 #include <thread>
+
+#include "client/tfctl/wait.h"
 
 namespace tfslurm::client {
 namespace {
@@ -15,8 +21,11 @@ namespace {
 // An in-process stand-in for tfslurmd on a free port, with canned answers.
 class FakeService {
  public:
-  FakeService() {
-    port_ = server_.bind_to_any_port("127.0.0.1");
+  // port 0: any free port. `routes` are set before the server listens.
+  explicit FakeService(int port = 0, const std::function<void(httplib::Server&)>& routes = {}) {
+    if (routes) routes(server_);
+    port_ = port == 0 ? server_.bind_to_any_port("127.0.0.1")
+                      : (server_.bind_to_port("127.0.0.1", port) ? port : -1);
     // Bound means listening: a request made before the thread accepts waits.
     thread_ = std::thread([this] { server_.listen_after_bind(); });
   }
@@ -63,10 +72,11 @@ TEST(ClientTest, CarriesTheServicesMessageAndFields) {
   Client client(fake.connection());
   auto r = client.Submit({{"cluster", {{"worker", -1}}}});
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().http_status, 400);
-  EXPECT_EQ(r.error().code, "invalid_argument");
-  EXPECT_EQ(r.error().message, "the experiment spec has 2 invalid fields");
-  EXPECT_EQ(r.error().fields,
+  EXPECT_EQ(client.last_error_http_status(), 400);
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(r.status().retryable());
+  EXPECT_EQ(r.status().message(), "the experiment spec has 2 invalid fields");
+  EXPECT_EQ(r.status().fields(),
             (std::vector<FieldError>{{"cluster.worker", "must be from 0 to 4096, got -1"},
                                      {"command", "is required"}}));
 }
@@ -82,7 +92,7 @@ TEST(ClientTest, SendsTheTokenAsBearerOnlyWhenOneIsConfigured) {
                     "application/json");
   });
   auto with = Client(fake.connection("s3cret")).GetExperiment("x");
-  ASSERT_TRUE(with.ok()) << with.error().message;
+  ASSERT_TRUE(with.ok()) << with.status().message();
   EXPECT_EQ(seen, "Bearer s3cret");
   EXPECT_EQ(with->state, "running");
 
@@ -96,10 +106,12 @@ TEST(ClientTest, UnreachableServiceNamesTheUrlAndWhereItCameFrom) {
   Client client(Connection{url, "", "TFSLURM_URL"});
   auto r = client.ListExperiments({});
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().http_status, 0);
-  EXPECT_NE(r.error().message.find("cannot reach tfslurmd at " + url + " (from TFSLURM_URL)"),
+  EXPECT_EQ(client.last_error_http_status(), 0);
+  // No answer at all: Unavailable, like a dependency the service cannot reach.
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("cannot reach tfslurmd at " + url + " (from TFSLURM_URL)"),
             std::string::npos)
-      << r.error().message;
+      << r.status().message();
 }
 
 TEST(ClientTest, AnAnswerThatIsNotTheServicesSaysSo) {
@@ -108,10 +120,140 @@ TEST(ClientTest, AnAnswerThatIsNotTheServicesSaysSo) {
     res.status = 502;
     res.set_content("<html>Bad Gateway</html>", "text/html");
   });
-  auto r = Client(fake.connection()).ListExperiments({});
+  Client client(fake.connection());
+  auto r = client.ListExperiments({});
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().http_status, 502);
-  EXPECT_NE(r.error().message.find("answered HTTP 502"), std::string::npos);
+  EXPECT_EQ(client.last_error_http_status(), 502);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnknown);
+  EXPECT_FALSE(r.status().retryable());
+  EXPECT_NE(r.status().message().find("answered HTTP 502"), std::string::npos);
+}
+
+TEST(ClientTest, TheServicesUnavailableIsRetryableAndKeepsItsHttpStatus) {
+  FakeService fake;
+  fake.server().Post("/experiments/a/resume", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 503;
+    res.set_content(R"({"error": {"code": "unavailable", "message": "the Slurm job is finishing",
+                        "fields": [], "retryable": true}})",
+                    "application/json");
+  });
+  Client client(fake.connection());
+  auto r = client.ResumeExperiment("a");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(r.status().retryable());
+  EXPECT_EQ(client.last_error_http_status(), 503);
+  EXPECT_EQ(r.status().message(), "the Slurm job is finishing");
+}
+
+TEST(ClientTest, A401IsUnauthenticatedWhoeverSentIt) {
+  FakeService fake;
+  fake.server().Get("/experiments/tfslurmd", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 401;
+    res.set_content(R"({"error": {"code": "unauthenticated", "message": "unknown token",
+                        "fields": [], "retryable": false}})",
+                    "application/json");
+  });
+  fake.server().Get("/experiments/proxy", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 401;
+    res.set_content("<html>Authorization Required</html>", "text/html");
+  });
+  Client client(fake.connection());
+  auto service = client.GetExperiment("tfslurmd");
+  ASSERT_FALSE(service.ok());
+  EXPECT_EQ(service.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(service.status().message(), "unknown token");
+  auto proxy = client.GetExperiment("proxy");
+  ASSERT_FALSE(proxy.ok());
+  EXPECT_EQ(proxy.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(client.last_error_http_status(), 401);
+  EXPECT_NE(proxy.status().message().find("answered HTTP 401"), std::string::npos);
+}
+
+TEST(ClientTest, UnknownOrMissingCodesAreUnknownAndNotRetryable) {
+  FakeService fake;
+  fake.server().Get(
+      R"(/experiments/(.*))", [](const httplib::Request& req, httplib::Response& res) {
+        res.status = 503;
+        std::string code = req.matches[1];
+        res.set_content(code == "none" ? R"({"error": {"message": "m", "retryable": true}})"
+                                       : R"({"error": {"code": ")" + code +
+                                             R"(", "message": "m", "retryable": true}})",
+                        "application/json");
+      });
+  Client client(fake.connection());
+  for (const char* code : {"none", "ok", "brand_new_code"}) {
+    auto r = client.GetExperiment(code);
+    ASSERT_FALSE(r.ok()) << code;
+    EXPECT_EQ(r.status().code(), StatusCode::kUnknown) << code;
+    EXPECT_FALSE(r.status().retryable()) << code;
+    EXPECT_EQ(r.status().message(), "m") << code;
+  }
+}
+
+TEST(ClientTest, LastErrorHttpStatusIsResetByEveryCall) {
+  FakeService fake;
+  fake.server().Get("/experiments/bad", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 404;
+    res.set_content(R"({"error": {"code": "not_found", "message": "no experiment bad"}})",
+                    "application/json");
+  });
+  fake.server().Get("/experiments/good", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"id": "good", "state": "running"})", "application/json");
+  });
+  fake.server().Get("/experiments/garbled", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("not json", "text/plain");
+  });
+  Client client(fake.connection());
+  ASSERT_FALSE(client.GetExperiment("bad").ok());
+  EXPECT_EQ(client.last_error_http_status(), 404);
+  ASSERT_TRUE(client.GetExperiment("good").ok());
+  EXPECT_EQ(client.last_error_http_status(), 0);
+  ASSERT_FALSE(client.GetExperiment("bad").ok());
+  auto garbled = client.GetExperiment("garbled");
+  ASSERT_FALSE(garbled.ok());
+  EXPECT_EQ(client.last_error_http_status(), 0);
+  EXPECT_NE(garbled.status().message().find("without a JSON body"), std::string::npos);
+}
+
+// tfctl's --wait: an error answer, even a retryable one, ends the wait at
+// once; no answer is ridden out (the service may be restarting).
+TEST(WaitUntilFinishedTest, AnErrorAnswerEndsTheWaitAtOnce) {
+  FakeService fake;
+  fake.server().Get("/experiments/a", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 503;
+    res.set_content(R"({"error": {"code": "unavailable", "message": "the store is unavailable",
+                        "fields": [], "retryable": true}})",
+                    "application/json");
+  });
+  Client client(fake.connection());
+  auto start = std::chrono::steady_clock::now();
+  auto r = tfctl::WaitUntilFinished(client, "a", 0, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "the store is unavailable");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(WaitUntilFinishedTest, RidesOutAServiceThatDoesNotAnswerYet) {
+  int port = UnusedPort();
+  Client client(Connection{"http://127.0.0.1:" + std::to_string(port), "", "--url"});
+  std::unique_ptr<FakeService> late;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    late = std::make_unique<FakeService>(port, [](httplib::Server& server) {
+      server.Get("/experiments/a", [](const httplib::Request&, httplib::Response& res) {
+        res.set_content(R"({"id": "a", "state": "succeeded", "events": [
+                            {"id": 1, "attempt": 1, "what": "ended", "why": "done"}]})",
+                        "application/json");
+      });
+    });
+  });
+  std::ostringstream events;
+  auto r = tfctl::WaitUntilFinished(client, "a", 0, &events);
+  starter.join();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->state, "succeeded");
+  EXPECT_NE(events.str().find("ended: done"), std::string::npos) << events.str();
 }
 
 TEST(ClientTest, ListSendsStatesAndLimit) {
@@ -125,7 +267,7 @@ TEST(ClientTest, ListSendsStatesAndLimit) {
                     "application/json");
   });
   auto r = Client(fake.connection()).ListExperiments({{"running", "queued"}, 10});
-  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(state, "running,queued");
   EXPECT_EQ(limit, "10");
   ASSERT_EQ(r->experiments.size(), 1u);
@@ -151,13 +293,13 @@ TEST(ClientTest, PathAndQueryValuesAreEncoded) {
   Client client(fake.connection());
   auto get = client.GetExperiment("../x?y");
   ASSERT_FALSE(get.ok());
-  EXPECT_EQ(get.error().message, "raw path /experiments/..%2Fx%3Fy");
+  EXPECT_EQ(get.status().message(), "raw path /experiments/..%2Fx%3Fy");
 
   LogQuery query;
   query.experiment_id = "a";
   query.task = "../../etc/passwd&attempt=1";
   auto logs = client.ReadLogs(query, [](std::string_view) {});
-  ASSERT_TRUE(logs.ok()) << logs.error().message;
+  ASSERT_TRUE(logs.ok()) << logs.status().message();
   EXPECT_EQ(task, "../../etc/passwd&attempt=1");
 }
 
@@ -178,7 +320,7 @@ TEST(ClientTest, ReadLogsStreamsAndReturnsTheEndOffset) {
   query.experiment_id = "a";
   query.tail = 2;
   auto end = Client(fake.connection()).ReadLogs(query, [&](std::string_view d) { received += d; });
-  ASSERT_TRUE(end.ok()) << end.error().message;
+  ASSERT_TRUE(end.ok()) << end.status().message();
   EXPECT_EQ(received, "line 1\nline 2\n");
   EXPECT_EQ(*end, 114);
 }
@@ -197,8 +339,8 @@ TEST(ClientTest, ReadLogsErrorsCarryTheServicesMessage) {
   query.task = "bad";
   auto end = Client(fake.connection()).ReadLogs(query, [&](std::string_view d) { received += d; });
   ASSERT_FALSE(end.ok());
-  EXPECT_EQ(end.error().message, "task must be ROLE:INDEX");
-  EXPECT_EQ(end.error().fields.at(0).field, "task");
+  EXPECT_EQ(end.status().message(), "task must be ROLE:INDEX");
+  EXPECT_EQ(end.status().fields().at(0).field, "task");
   EXPECT_EQ(received, "");
 }
 
