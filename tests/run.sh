@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/run.sh: installs what is needed, builds, and runs every test:
+# tests/run.sh: installs what is needed, builds, checks the formatting of
+# every tracked C/C++ file (clang-format), and runs every test:
 #   1. unit tests (gtest, via ctest)
 #   2. the same unit tests built with ASan + UBSan
 #   3. integration tests (pytest) against a real local Slurm cluster, real
@@ -42,6 +43,39 @@ fi
 step "build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build -j"$jobs"
+
+# Every tracked C and C++ file must be as .clang-format says (docs/style.md).
+# Generated code (protoc's, the embedded migrations and web assets) lives in
+# build directories and is not tracked; third_party/ and *.pb.* are left out
+# should they ever be. A file deleted in the work tree but still in the index
+# is skipped.
+step "format (clang-format --dry-run --Werror)"
+format_rc=0 format_checked=0 format_bad=()
+if ! command -v clang-format >/dev/null; then
+  echo "format: clang-format is not installed (deploy/install-deps.sh installs it)"
+  format_rc=1
+elif ! format_list=$(git ls-files -- '*.cc' '*.h' '*.c' ':!:third_party/**' ':!:*.pb.cc' ':!:*.pb.h'); then
+  echo "format: git ls-files failed (not a git checkout?): cannot list the tracked files"
+  format_rc=1
+else
+  while IFS= read -r f; do
+    [[ -n $f && -f $f ]] || continue
+    format_checked=$((format_checked + 1))
+    clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || format_bad+=("$f")
+  done <<<"$format_list"
+  if ((${#format_bad[@]})); then
+    format_rc=1
+    echo "not formatted as .clang-format says (clang-format -i FILE fixes one; clang-format --dry-run FILE shows where):"
+    printf '  %s\n' "${format_bad[@]}"
+  else
+    echo "format: all $format_checked files formatted"
+  fi
+fi
+if ((format_checked)); then
+  record format "$((format_checked - ${#format_bad[@]}))" "${#format_bad[@]}"
+else
+  record format 0 "$format_rc"
+fi
 
 # ctest's summary line: "100% tests passed, 0 tests failed out of 68".
 ctest_counts() {
@@ -154,7 +188,7 @@ for k in "${!passed[@]}"; do
   total_p=$((total_p + passed[$k])); total_f=$((total_f + failed[$k]))
 done
 rc=0
-for r in $unit_rc $asan_rc $integration_rc $e2e_rc $fuzz_rc $tsan_rc; do [[ $r -eq 0 ]] || rc=1; done
+for r in $format_rc $unit_rc $asan_rc $integration_rc $e2e_rc $fuzz_rc $tsan_rc; do [[ $r -eq 0 ]] || rc=1; done
 if [[ $rc -ne 0 && $total_f -eq 0 ]]; then total_f=1; fi
 echo "summary: $total_p passed, $total_f failed"
 exit $rc
