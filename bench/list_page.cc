@@ -1,11 +1,12 @@
 // The list of 1,000 (GET /experiments?limit=1000) made in-process, without
 // HTTP and without the Slurm cluster, after each change to the store: what
-// tfslurmd computes when its ListCache cannot answer. Two ways, taking
-// turns after every change:
-//   every item made from its row: MakeListBody with no kept items (every
-//     summary read from SQLite and written as JSON);
-//   kept items: MakeListBody with the ListItemCache tfslurmd keeps, so that
-//     only the changed experiments' summaries are read and written.
+// tfslurmd computes when its ExperimentListCache has no body for the new
+// version. Two ways, taking turns after every change:
+//   every item made from its row: ExperimentListCache::Body of a new cache,
+//     with nothing kept (every summary read from SQLite and written as JSON);
+//   kept items: Body of the cache tfslurmd keeps, told of every change as
+//     core tells it (CommitObserver), so that only the changed experiments'
+//     summaries are read and written.
 // The store is a real SQLite file in a new directory under --dir, filled
 // with --experiments queued experiments (one attempt each, the spec of
 // examples/hello.json); each change sets the reason of --changes of them,
@@ -26,7 +27,8 @@
 #include <vector>
 
 #include "service/api/list_cache.h"
-#include "service/store/store.h"
+#include "service/core/ports/store.h"
+#include "service/store/sqlite_store.h"
 
 namespace {
 
@@ -157,7 +159,7 @@ int main(int argc, char** argv) {
     }
     store::ListQuery q;
     q.limit = 1000;
-    api::ListItemCache kept;
+    api::ExperimentListCache kept(api::ListSourceOf(store));
     Figures whole, incremental;
     for (int run = 0; run < o.runs && rc == 0; ++run) {
       for (int k = 0; k < o.changes; ++k) {
@@ -166,14 +168,15 @@ int main(int argc, char** argv) {
         store::Changes c;
         c.experiment = *store.GetExperiment(id);
         c.experiment->reason = "run " + std::to_string(run);
-        store.Apply(c);
+        Status applied = store.Apply(c);
+        kept.Committed({&c, 1}, applied.ok());
       }
       // Taking turns: odd runs make the whole list first.
       for (int turn = 0; turn < 2; ++turn) {
         bool whole_way = (turn == 0) == (run % 2 == 1);
-        api::ListItemCache none;
+        api::ExperimentListCache none(api::ListSourceOf(store));
         auto t0 = SteadyClock::now();
-        auto body = api::MakeListBody(store, whole_way ? none : kept, q);
+        auto body = (whole_way ? none : kept).Body(q);
         double ms = std::chrono::duration<double, std::milli>(SteadyClock::now() - t0).count();
         if (!body.ok()) {
           fprintf(stderr, "bench_list_page: %s\n", body.status().message().c_str());

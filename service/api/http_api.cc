@@ -111,11 +111,12 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                 ReplyJsonText(res, 201, ExperimentViewJson(*view, clock.NowMs()));
               }));
 
-  auto list_cache = std::make_shared<ListCache>();
-  auto item_cache = std::make_shared<ListItemCache>();
+  // The one cache of lists, told of every write core makes.
+  auto list_cache = std::make_shared<ExperimentListCache>(ListSourceOf(experiments));
+  experiments.ObserveCommits(list_cache);
   server.Get("/experiments",
-             Guard(auth, [&, list_cache, item_cache](const httplib::Request& req,
-                                                     httplib::Response& res, const Principal& who) {
+             Guard(auth, [list_cache](const httplib::Request& req, httplib::Response& res,
+                                      const Principal& who) {
                store::ListQuery q;
                // Users see their own experiments; admins all, or one owner's with ?owner=.
                q.owner = who.admin ? req.get_param_value("owner") : who.user;
@@ -148,18 +149,8 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                if (!offset.ok()) return ReplyError(res, offset.status());
                q.limit = static_cast<int>(*limit);
                q.offset = static_cast<int>(*offset);
-               std::string key =
-                   q.owner + '\n' + std::to_string(q.limit) + '\n' + std::to_string(q.offset);
-               for (ExperimentState st : q.states) {
-                 key += ExperimentStateName(st);
-                 key += ',';
-               }
-               uint64_t version = experiments.store().ListVersion();
-               if (auto cached = list_cache->Find(version, key))
-                 return ReplyJsonText(res, 200, *cached);
-               auto body = MakeListBody(experiments.store(), *item_cache, q);
+               auto body = list_cache->Body(q);
                if (!body.ok()) return ReplyError(res, body.status());
-               list_cache->Put(version, key, *body);
                ReplyJsonText(res, 200, std::move(body).value());
              }));
 

@@ -1,52 +1,79 @@
-// Bodies of GET /experiments, kept while the store's ListVersion stays. A
-// dashboard open in several browsers asks the same question many
-// times between two changes; the answer is a function of the query and the
-// store's contents alone (no clock in it), so it is computed once per
-// version.
+// The one cache of GET /experiments: a dashboard asks for the same list
+// every second, in several browsers, and between two changes the answer is
+// the same (a function of the query and the store's contents alone: no
+// clock in it). ExperimentListCache keeps
+//   - the bodies, by query, made at the current list version, and
+//   - the items (ExperimentSummaryJson), by experiment, made at that
+//     experiment's version, so that after a change the list is made again
+//     from the changed experiments' summaries and the kept items of the
+//     others rather than from every row;
+// and learns of changes by observing core's commits (store::CommitObserver),
+// not from the store, which caches nothing.
+//
+// Thread safety: every method may be called from any thread. One mutex
+// guards the versions, bodies and items; it is never held while the list
+// source (core, the store) is called, so Committed, called by core's
+// writing thread, waits only for a map update.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
-#include "service/core/status.h"
-#include "service/store/store.h"
+#include "schema/status.h"
+#include "service/core/ports/store.h"
 
 namespace tfslurm::api {
 
-class ListCache {
- public:
-  // The body cached for `query` at `version`, or null.
-  std::shared_ptr<const std::string> Find(uint64_t version, const std::string& query);
-  // Keeps `body`, computed for `query` from a store at `version` or later
-  // (the version is read before the store is), so a body can be newer than
-  // its version says, never older.
-  void Put(uint64_t version, const std::string& query, std::string body);
-
-  static constexpr size_t kMaxEntries = 32;
-
- private:
-  std::mutex mu_;
-  uint64_t version_ = 0;
-  std::unordered_map<std::string, std::shared_ptr<const std::string>> bodies_;
+// What a list is made from: store::Store's ListPage and CountExperiments,
+// or the same calls through core (Experiments). Narrow, so that the cache
+// is tested against a store alone.
+struct ListSource {
+  std::function<StatusOr<std::vector<store::ListedExperiment>>(const store::ListQuery&,
+                                                               const store::NeedSummary&)>
+      list_page;
+  std::function<StatusOr<int64_t>(const store::ListQuery&)> count_experiments;
 };
 
-// Items of GET /experiments (ExperimentSummaryJson) by experiment id, kept
-// while the store's version of that experiment stays
-// (store::ListedExperiment::version). A change to one experiment makes
-// every ListCache body stale; the list is then made again from that one
-// experiment's new item and the kept ones, not from every row.
-class ListItemCache {
- public:
-  // The item kept for `id` at `version`, or null.
-  std::shared_ptr<const std::string> Find(const std::string& id, uint64_t version);
-  // Keeps `item`, made from the summary of `id` at `version`, unless an
-  // item of a later version is kept.
-  void Put(const std::string& id, uint64_t version, std::shared_ptr<const std::string> item);
-  size_t size();
+// A ListSource calling `from`'s ListPage and CountExperiments (a
+// store::Store or an Experiments), which must outlive it.
+template <typename T>
+ListSource ListSourceOf(T& from) {
+  return {[&from](const store::ListQuery& q, const store::NeedSummary& need) {
+            return from.ListPage(q, need);
+          },
+          [&from](const store::ListQuery& q) { return from.CountExperiments(q); }};
+}
 
+class ExperimentListCache final : public store::CommitObserver {
+ public:
+  explicit ExperimentListCache(ListSource source);
+
+  // The body of GET /experiments for `query` (ExperimentListJson): the one
+  // kept for it at the current version, or one made now, from the items
+  // kept where they are current and from the source's summaries of the
+  // others, and then kept.
+  StatusOr<std::string> Body(const store::ListQuery& query);
+
+  // store::CommitObserver: advances the versions of what `batch` changes of
+  // what a list shows.
+  void Committed(std::span<const store::Changes> batch, bool applied) override;
+
+  // Grows with every committed change to what a list shows (what Body
+  // returns): a body made at one version holds while it stays. Events
+  // alone, and task rows whose role and state stay (heartbeats), leave it.
+  uint64_t ListVersion();
+  // The ListVersion of the last change to what a list shows of experiment
+  // `id`; 0 if none since the cache was made. Its item holds while it stays.
+  uint64_t ItemVersion(const std::string& id);
+  size_t ItemsKept();
+
+  static constexpr size_t kMaxBodies = 32;
   // 20 pages of 1,000 (about 10 MB). Past it every item is dropped: the
   // next lists are made from their rows, as without the cache.
   static constexpr size_t kMaxItems = 20000;
@@ -56,14 +83,40 @@ class ListItemCache {
     uint64_t version = 0;
     std::shared_ptr<const std::string> json;
   };
-  std::mutex mu_;
-  std::unordered_map<std::string, Item> items_;
-};
+  // Role and state of each task (by proc_id) of one attempt of an
+  // experiment, as the commits last wrote them.
+  struct SeenTasks {
+    int attempt = 0;
+    std::unordered_map<int, std::pair<std::string, std::string>> by_proc;
+  };
 
-// The body of GET /experiments for `query` (ExperimentListJson), made from
-// the items `items` keeps where they are current and from the store's
-// summaries of the others, which it then keeps.
-StatusOr<std::string> MakeListBody(store::Store& store, ListItemCache& items,
-                                   const store::ListQuery& query);
+  // Caller holds mu_ (for all below).
+  uint64_t ItemVersionLocked(const std::string& id) const;
+  // Whether `c`, committed, may change what a list shows: anything does but
+  // events and task rows whose role and state seen_ already knows (the
+  // heartbeats flushed at every Tick while a dashboard lists). What seen_
+  // does not know counts as a change.
+  bool ChangesWhatListsShow(const store::Changes& c) const;
+  // Learns the task rows of `c`, committed.
+  void See(const store::Changes& c);
+  // A new list version, which every experiment `c` names is changed at.
+  void Changed(const store::Changes& c);
+  // Forgets what seen_ knows of every experiment `c` names.
+  void Forget(const store::Changes& c);
+  void PutItem(const std::string& id, uint64_t version, std::shared_ptr<const std::string> json);
+
+  const ListSource source_;
+
+  std::mutex mu_;
+  uint64_t list_version_ = 0;                                // guarded by mu_
+  std::unordered_map<std::string, uint64_t> item_versions_;  // guarded by mu_; absent: 0
+  // Tasks of open experiments, by experiment id: only their current
+  // attempt's counts show in a list.
+  std::unordered_map<std::string, SeenTasks> seen_;  // guarded by mu_
+  // Bodies by query key, all made at bodies_version_.
+  uint64_t bodies_version_ = 0;                                                 // guarded by mu_
+  std::unordered_map<std::string, std::shared_ptr<const std::string>> bodies_;  // guarded by mu_
+  std::unordered_map<std::string, Item> items_;  // guarded by mu_; by experiment id
+};
 
 }  // namespace tfslurm::api

@@ -1,7 +1,9 @@
 // SQLite implementation of Store. One connection guarded by a mutex: SQLite
 // serializes writers anyway, and a single connection keeps prepared
 // statements simple. WAL lets a reader (sqlite3 CLI, a backup) look while
-// the service writes.
+// the service writes. It caches nothing of what it holds: every read
+// reads the database (the API's cache of lists, api/list_cache.h, follows
+// core's commits instead).
 //
 // Checkpoints (copying the WAL back into the database file, with an fsync)
 // run on a thread of their own, with its own connection: SQLite's automatic
@@ -12,93 +14,21 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
 #include <unordered_map>
 
 #include "service/store/migrations.h"
-#include "service/store/store.h"
+#include "service/store/sqlite_rows.h"
+#include "service/store/sqlite_statement.h"
+#include "service/store/sqlite_store.h"
 
 namespace tfslurm::store {
 namespace {
-
-// RAII for one prepared statement, with typed binding and reading.
-class Statement {
- public:
-  Statement(sqlite3* db, sqlite3_stmt* stmt) : db_(db), stmt_(stmt) {}
-  ~Statement() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Statement& Bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Statement& Bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  Statement& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
-  template <typename T>
-  Statement& Bind(int i, const std::optional<T>& v) {
-    if (v) return Bind(i, static_cast<int64_t>(*v));
-    sqlite3_bind_null(stmt_, i);
-    return *this;
-  }
-
-  // SQLITE_ROW, SQLITE_DONE or an error code.
-  int Step() { return sqlite3_step(stmt_); }
-
-  std::string Text(int col) {
-    auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
-    return p ? std::string(p, sqlite3_column_bytes(stmt_, col)) : std::string();
-  }
-  int64_t Int(int col) { return sqlite3_column_int64(stmt_, col); }
-  std::optional<int64_t> OptInt(int col) {
-    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
-    return Int(col);
-  }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_;
-};
-
-constexpr const char* kExperimentColumns =
-    "id, owner, spec, state, reason, current_attempt, restarts, model_dir, mem_per_task_mb, "
-    "mem_explanation, checkpoint_step, checkpoint_path, created_at, updated_at, next_attempt_at";
-
-// The list's columns: an experiment's without its spec (a list never shows
-// it), then its current attempt's, from `attempts a`.
-constexpr const char* kSummaryColumns =
-    "e.id, e.owner, '', e.state, e.reason, e.current_attempt, e.restarts, e.model_dir, "
-    "e.mem_per_task_mb, e.mem_explanation, e.checkpoint_step, e.checkpoint_path, e.created_at, "
-    "e.updated_at, e.next_attempt_at, a.number, a.slurm_job_id, a.nodes, a.slurm_state";
-constexpr int kSummaryAttemptColumn = 15;
-
-ExperimentRecord ReadExperiment(Statement& s) {
-  ExperimentRecord e;
-  e.id = s.Text(0);
-  e.owner = s.Text(1);
-  e.spec_json = s.Text(2);
-  e.state = ParseExperimentState(s.Text(3)).value_or(ExperimentState::kFailed);
-  e.reason = s.Text(4);
-  e.current_attempt = static_cast<int>(s.Int(5));
-  e.restarts = static_cast<int>(s.Int(6));
-  e.model_dir = s.Text(7);
-  e.mem_per_task_mb = s.Int(8);
-  e.mem_explanation = s.Text(9);
-  e.checkpoint_step = s.OptInt(10);
-  e.checkpoint_path = s.Text(11);
-  e.created_at = s.Int(12);
-  e.updated_at = s.Int(13);
-  e.next_attempt_at = s.Int(14);
-  return e;
-}
 
 // PASSIVE checkpoints on a thread of its own: when a commit leaves the WAL
 // at checkpoint_wal_pages or more, and every checkpoint_interval while the
@@ -165,11 +95,11 @@ class WalCheckpointer {
   const SqliteOptions options_;
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;
-  int wal_pages_ = 0;           // in the WAL after the last commit
-  int checkpointed_pages_ = 0;  // in the WAL when the last checkpoint began
-  int64_t checkpoints_ = 0;
-  std::thread thread_;  // last: started once the members above exist
+  bool stop_ = false;           // guarded by mu_
+  int wal_pages_ = 0;           // guarded by mu_; in the WAL after the last commit
+  int checkpointed_pages_ = 0;  // guarded by mu_; in the WAL when the last checkpoint began
+  int64_t checkpoints_ = 0;     // guarded by mu_
+  std::thread thread_;          // last: started once the members above exist
 };
 
 class SqliteStore final : public Store {
@@ -179,7 +109,7 @@ class SqliteStore final : public Store {
     // The checkpointer's connection closes first, so that closing db_, the
     // last connection, checkpoints the whole WAL and removes it.
     checkpointer_.reset();
-    for (auto& [_, stmt] : statements_) sqlite3_finalize(stmt);
+    for (auto& [_, prepared] : statements_) sqlite3_finalize(prepared.stmt);
     sqlite3_close(db_);
   }
 
@@ -213,7 +143,7 @@ class SqliteStore final : public Store {
     int64_t current = 0;
     {
       Statement s = Prepare("PRAGMA user_version");
-      if (s.Step() == SQLITE_ROW) current = s.Int(0);
+      if (s.Step() == SQLITE_ROW) current = s.Int("user_version");
     }
     const auto& migrations = EmbeddedMigrations();
     int latest = migrations.empty() ? 0 : migrations.back().version;
@@ -243,11 +173,6 @@ class SqliteStore final : public Store {
       return Status::Ok();
     std::lock_guard lock(mu_);
     if (Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    // Judged against the counts from before the batch: a set that a
-    // former one makes look changed counts as changed, which only costs a
-    // list computed again.
-    std::vector<bool> listed;
-    for (const Changes& c : batch) listed.push_back(ChangesWhatListsShow(c));
     for (const Changes& c : batch) {
       if (Status s = ApplyLocked(c); !s.ok()) {
         Exec("ROLLBACK");
@@ -255,18 +180,10 @@ class SqliteStore final : public Store {
       }
     }
     if (Status s = Exec("COMMIT"); !s.ok()) {
-      // A COMMIT that fails may or may not have rolled back: forget what
-      // the cache knows of these experiments rather than guess.
+      // A COMMIT that fails may or may not have rolled back; the caller
+      // (core) tells its CommitObservers so.
       Exec("ROLLBACK");
-      for (const Changes& c : batch) {
-        ForgetTaskCounts(c);
-        ChangedWhatListsShow(c);
-      }
       return s;
-    }
-    for (size_t i = 0; i < batch.size(); ++i) {
-      CountCommittedTasks(batch[i]);
-      if (listed[i]) ChangedWhatListsShow(batch[i]);
     }
     return Status::Ok();
   }
@@ -295,15 +212,10 @@ class SqliteStore final : public Store {
 
   StatusOr<int64_t> CountExperiments(const ListQuery& q) override {
     std::lock_guard lock(mu_);
-    Statement s = Prepare("SELECT count(*) FROM experiments" + Where(q));
+    Statement s = Prepare("SELECT count(*) AS total FROM experiments" + Where(q));
     BindWhere(s, q);
     if (s.Step() != SQLITE_ROW) return Error("counting experiments");
-    return s.Int(0);
-  }
-
-  uint64_t ListVersion() override {
-    std::lock_guard lock(mu_);
-    return list_version_;
+    return s.Int("total");
   }
 
   StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() override {
@@ -320,81 +232,37 @@ class SqliteStore final : public Store {
 
   StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) override {
     std::lock_guard lock(mu_);
-    Statement s = Prepare(
-        "SELECT experiment_id, number, secret_sha256, job_name, slurm_job_id, state, slurm_state, "
-        "end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, "
-        "started_at, "
-        "ended_at FROM attempts WHERE experiment_id=? ORDER BY number");
+    Statement s = Prepare(std::string("SELECT ") + kAttemptColumns +
+                          " FROM attempts WHERE experiment_id=? ORDER BY number");
     s.Bind(1, id);
     std::vector<AttemptRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      AttemptRecord a;
-      a.experiment_id = s.Text(0);
-      a.number = static_cast<int>(s.Int(1));
-      a.secret_sha256 = s.Text(2);
-      a.job_name = s.Text(3);
-      a.slurm_job_id = s.Int(4);
-      a.state = s.Text(5);
-      a.slurm_state = s.Text(6);
-      a.end_reason = s.Text(7);
-      a.reason = s.Text(8);
-      a.nodes = s.Text(9);
-      a.sbatch_script = s.Text(10);
-      a.start_step = s.OptInt(11);
-      a.exit_code = static_cast<int>(s.Int(12));
-      a.submitted_at = s.Int(13);
-      a.started_at = s.Int(14);
-      a.ended_at = s.Int(15);
-      out.push_back(std::move(a));
-    }
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadAttempt(s));
     if (rc != SQLITE_DONE) return Error("listing attempts");
     return out;
   }
 
   StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt) override {
     std::lock_guard lock(mu_);
-    Statement s = Prepare(
-        "SELECT experiment_id, attempt, proc_id, role, role_index, node, address, state, "
-        "exit_code, "
-        "signal, registered_at, last_heartbeat, ended_at FROM tasks WHERE experiment_id=? AND "
-        "attempt=? ORDER BY proc_id");
+    Statement s = Prepare(std::string("SELECT ") + kTaskColumns +
+                          " FROM tasks WHERE experiment_id=? AND attempt=? ORDER BY proc_id");
     s.Bind(1, id).Bind(2, attempt);
     std::vector<TaskRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      TaskRecord t;
-      t.experiment_id = s.Text(0);
-      t.attempt = static_cast<int>(s.Int(1));
-      t.proc_id = static_cast<int>(s.Int(2));
-      t.role = s.Text(3);
-      t.index = static_cast<int>(s.Int(4));
-      t.node = s.Text(5);
-      t.address = s.Text(6);
-      t.state = s.Text(7);
-      if (auto v = s.OptInt(8)) t.exit_code = static_cast<int>(*v);
-      if (auto v = s.OptInt(9)) t.signal = static_cast<int>(*v);
-      t.registered_at = s.Int(10);
-      t.last_heartbeat = s.Int(11);
-      t.ended_at = s.Int(12);
-      out.push_back(std::move(t));
-    }
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadTask(s));
     if (rc != SQLITE_DONE) return Error("listing tasks");
     return out;
   }
 
   StatusOr<std::vector<EventRecord>> ListEvents(const std::string& id, int limit) override {
     std::lock_guard lock(mu_);
-    Statement s = Prepare(
-        "SELECT id, experiment_id, attempt, at, what, why FROM (SELECT * FROM events WHERE "
-        "experiment_id=? ORDER BY id DESC LIMIT ?) ORDER BY id");
+    Statement s = Prepare(std::string("SELECT ") + kEventColumns +
+                          " FROM (SELECT * FROM events WHERE experiment_id=? ORDER BY id DESC "
+                          "LIMIT ?) ORDER BY id");
     s.Bind(1, id).Bind(2, limit);
     std::vector<EventRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) {
-      out.push_back(
-          {s.Int(0), s.Text(1), static_cast<int>(s.Int(2)), s.Int(3), s.Text(4), s.Text(5)});
-    }
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadEvent(s));
     if (rc != SQLITE_DONE) return Error("listing events");
     return out;
   }
@@ -409,12 +277,12 @@ class SqliteStore final : public Store {
 
   StatusOr<TokenRecord> GetToken(const std::string& sha256) override {
     std::lock_guard lock(mu_);
-    Statement s = Prepare("SELECT sha256, user, admin, created_at FROM tokens WHERE sha256=?");
+    Statement s = Prepare(std::string("SELECT ") + kTokenColumns + " FROM tokens WHERE sha256=?");
     s.Bind(1, sha256);
     int rc = s.Step();
     if (rc == SQLITE_DONE) return NotFound("unknown token");
     if (rc != SQLITE_ROW) return Error("reading token");
-    return TokenRecord{s.Text(0), s.Text(1), s.Int(2) != 0, s.Int(3)};
+    return ReadToken(s);
   }
 
  private:
@@ -422,8 +290,8 @@ class SqliteStore final : public Store {
                                                          const NeedSummary& need) {
     // The page's ids from the index alone; then the summaries asked for,
     // each with its current attempt; then the task counts of the open ones
-    // not in task_counts_: at most three queries whatever the page size.
-    Statement page = Prepare("SELECT e.id FROM experiments e" + Where(q, "e.") +
+    // among them: at most three queries whatever the page size.
+    Statement page = Prepare("SELECT e.id AS id FROM experiments e" + Where(q, "e.") +
                              " ORDER BY e.created_at DESC, e.id DESC LIMIT ? OFFSET ?");
     int n = BindWhere(page, q);
     page.Bind(n, q.limit).Bind(n + 1, q.offset);
@@ -433,10 +301,8 @@ class SqliteStore final : public Store {
     int rc;
     while ((rc = page.Step()) == SQLITE_ROW) {
       ListedExperiment listed;
-      listed.id = page.Text(0);
-      auto version = item_versions_.find(listed.id);
-      if (version != item_versions_.end()) listed.version = version->second;
-      if (need(listed.id, listed.version)) {
+      listed.id = page.Text("id");
+      if (need(listed.id)) {
         needed.emplace(listed.id, out.size());
         needed_ids.push_back(listed.id);
       }
@@ -450,128 +316,30 @@ class SqliteStore final : public Store {
                 " FROM experiments e LEFT JOIN attempts a ON a.experiment_id = e.id AND "
                 "a.number = e.current_attempt WHERE e.id IN (SELECT value FROM json_each(?))");
     s.Bind(1, needed_ids.dump());
-    // Open experiments whose counts are not cached: by id, their place in out.
-    std::unordered_map<std::string, size_t> uncounted;
-    nlohmann::json uncounted_ids = nlohmann::json::array();
+    nlohmann::json open_ids = nlohmann::json::array();  // whose tasks a list counts
     while ((rc = s.Step()) == SQLITE_ROW) {
-      ExperimentSummary summary;
-      summary.experiment = ReadExperiment(s);
-      summary.has_attempt = s.OptInt(kSummaryAttemptColumn).has_value();
-      summary.slurm_job_id = s.Int(kSummaryAttemptColumn + 1);
-      summary.nodes = s.Text(kSummaryAttemptColumn + 2);
-      summary.slurm_state = s.Text(kSummaryAttemptColumn + 3);
-      const ExperimentRecord& e = summary.experiment;
-      size_t i = needed.at(e.id);
-      if (!IsTerminal(e.state)) {
-        auto cached = task_counts_.find(e.id);
-        if (cached != task_counts_.end() && cached->second.attempt == e.current_attempt) {
-          summary.task_counts = cached->second.counts;
-        } else {
-          uncounted.emplace(e.id, i);
-          uncounted_ids.push_back(e.id);
-        }
-      }
-      out[i].summary = std::move(summary);
+      ExperimentSummary summary = ReadSummary(s);
+      if (!IsTerminal(summary.experiment.state)) open_ids.push_back(summary.experiment.id);
+      out[needed.at(summary.experiment.id)].summary = std::move(summary);
     }
     if (rc != SQLITE_DONE) return Error("listing experiments");
-    if (uncounted.empty()) return out;
+    if (open_ids.empty()) return out;
 
-    // The current attempt's tasks of the experiments not cached yet, in one
-    // query, into the cache.
-    Statement tasks = Prepare(
-        "SELECT t.experiment_id, t.attempt, t.proc_id, t.role, t.state FROM experiments e JOIN "
-        "tasks t ON t.experiment_id = e.id AND t.attempt = e.current_attempt WHERE e.id IN "
-        "(SELECT value FROM json_each(?))");
-    tasks.Bind(1, uncounted_ids.dump());
-    std::unordered_map<std::string, CountedTasks> loaded;
-    for (const auto& [id, i] : uncounted)
-      loaded[id].attempt = out[i].summary->experiment.current_attempt;
-    while ((rc = tasks.Step()) == SQLITE_ROW) {
-      auto it = loaded.find(tasks.Text(0));
-      if (it == loaded.end() || it->second.attempt != tasks.Int(1)) continue;
-      it->second.Set(static_cast<int>(tasks.Int(2)), tasks.Text(3), tasks.Text(4));
+    // The current attempt's tasks of the open ones, counted by role and
+    // state (from the index tasks_by_role_state alone), in one query.
+    Statement counts = Prepare(
+        "SELECT t.experiment_id AS experiment_id, t.role AS role, t.state AS state, count(*) AS "
+        "tasks FROM experiments e JOIN tasks t ON t.experiment_id = e.id AND t.attempt = "
+        "e.current_attempt WHERE e.id IN (SELECT value FROM json_each(?)) GROUP BY "
+        "t.experiment_id, t.role, t.state");
+    counts.Bind(1, open_ids.dump());
+    while ((rc = counts.Step()) == SQLITE_ROW) {
+      auto& summary = out[needed.at(counts.Text("experiment_id"))].summary;
+      summary->task_counts.push_back(
+          {counts.Text("role"), counts.Text("state"), static_cast<int>(counts.Int("tasks"))});
     }
     if (rc != SQLITE_DONE) return Error("counting tasks");
-    for (auto& [id, counted] : loaded) {
-      out[uncounted[id]].summary->task_counts = counted.counts;
-      task_counts_[id] = std::move(counted);
-    }
     return out;
-  }
-
-  // The current attempt's tasks of an open experiment, counted by role and
-  // state for the list, and kept up to date as tasks are written.
-  struct CountedTasks {
-    int attempt = 0;
-    std::unordered_map<int, std::pair<std::string, std::string>> by_proc;  // role, state
-    std::vector<TaskStateCount> counts;  // of by_proc; no zero counts
-
-    void Set(int proc_id, const std::string& role, const std::string& state) {
-      auto [it, added] = by_proc.try_emplace(proc_id, role, state);
-      if (!added) {
-        if (it->second.first == role && it->second.second == state) return;
-        Add(it->second.first, it->second.second, -1);
-        it->second = {role, state};
-      }
-      Add(role, state, 1);
-    }
-    void Add(const std::string& role, const std::string& state, int n) {
-      for (auto it = counts.begin(); it != counts.end(); ++it) {
-        if (it->role != role || it->state != state) continue;
-        it->count += n;
-        if (it->count == 0) counts.erase(it);
-        return;
-      }
-      counts.push_back({role, state, n});
-    }
-  };
-
-  // After `c` committed: the cached counts follow its task rows. Tasks of an
-  // attempt other than the cached one leave the cache alone: a list that
-  // finds the experiment on another attempt reads that attempt's tasks.
-  void CountCommittedTasks(const Changes& c) {
-    if (c.delete_experiment) task_counts_.erase(*c.delete_experiment);
-    for (const TaskRecord& t : c.tasks) {
-      auto it = task_counts_.find(t.experiment_id);
-      if (it != task_counts_.end() && it->second.attempt == t.attempt)
-        it->second.Set(t.proc_id, t.role, t.state);
-    }
-    // A list shows no counts for a finished experiment.
-    if (c.experiment && IsTerminal(c.experiment->state)) task_counts_.erase(c.experiment->id);
-  }
-
-  // Whether `c` may change what ListExperiments or CountExperiments return:
-  // anything does but events and task rows that keep the role and state
-  // task_counts_ knows for them (the heartbeats flushed at every Tick, while
-  // a dashboard lists). What the cache does not know counts as a change.
-  bool ChangesWhatListsShow(const Changes& c) const {
-    if (c.experiment || !c.attempts.empty() || c.delete_experiment) return true;
-    for (const TaskRecord& t : c.tasks) {
-      auto it = task_counts_.find(t.experiment_id);
-      if (it == task_counts_.end() || it->second.attempt != t.attempt) return true;
-      auto known = it->second.by_proc.find(t.proc_id);
-      if (known == it->second.by_proc.end() || known->second.first != t.role ||
-          known->second.second != t.state)
-        return true;
-    }
-    return false;
-  }
-
-  // A new ListVersion, which every experiment `c` names is changed at.
-  void ChangedWhatListsShow(const Changes& c) {
-    ++list_version_;
-    // A deleted experiment is listed no more; an id used again is created
-    // again, which sets its version anew.
-    if (c.delete_experiment) item_versions_.erase(*c.delete_experiment);
-    if (c.experiment) item_versions_[c.experiment->id] = list_version_;
-    for (const AttemptRecord& a : c.attempts) item_versions_[a.experiment_id] = list_version_;
-    for (const TaskRecord& t : c.tasks) item_versions_[t.experiment_id] = list_version_;
-  }
-
-  void ForgetTaskCounts(const Changes& c) {
-    if (c.delete_experiment) task_counts_.erase(*c.delete_experiment);
-    if (c.experiment) task_counts_.erase(c.experiment->id);
-    for (const TaskRecord& t : c.tasks) task_counts_.erase(t.experiment_id);
   }
 
   Status ApplyLocked(const Changes& c) {
@@ -680,21 +448,26 @@ class SqliteStore final : public Store {
     return n;
   }
 
-  // Statements are cached by their SQL text; the caller holds mu_.
+  // Statements are cached by their SQL text, each with its columns' index
+  // by name, found once; the caller holds mu_.
   Statement Prepare(const std::string& sql) {
     auto it = statements_.find(sql);
     if (it == statements_.end()) {
-      sqlite3_stmt* stmt = nullptr;
-      if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) !=
-          SQLITE_OK) {
+      Prepared prepared;
+      prepared.sql = sql;
+      if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &prepared.stmt,
+                             nullptr) != SQLITE_OK) {
         // Our SQL is fixed text: failing to prepare it is a bug, not input.
         fprintf(stderr, "tfslurmd: cannot prepare SQL (%s): %s\n", sqlite3_errmsg(db_),
                 sql.c_str());
         abort();
       }
-      it = statements_.emplace(sql, stmt).first;
+      for (int i = 0; i < sqlite3_column_count(prepared.stmt); ++i)
+        prepared.columns.emplace(sqlite3_column_name(prepared.stmt, i), i);
+      it = statements_.emplace(sql, std::move(prepared)).first;
     }
-    return Statement(db_, it->second);
+    // Elements of an unordered_map stay where they are as it grows.
+    return Statement(it->second);
   }
 
   Status Exec(const char* sql) {
@@ -712,18 +485,9 @@ class SqliteStore final : public Store {
   }
 
   std::mutex mu_;
-  sqlite3* db_;
-  std::unordered_map<std::string, sqlite3_stmt*> statements_;
-  // By experiment id, for the open experiments a list has shown: a list of
-  // 1,000 would otherwise read 6,000 task rows to count them on every
-  // request. One tfslurmd owns a database and every task write goes through
-  // Apply, so the cache cannot go stale.
-  std::unordered_map<std::string, CountedTasks> task_counts_;
-  // See ListVersion: bumped after each commit ChangesWhatListsShow.
-  uint64_t list_version_ = 0;
-  // By experiment id, the list_version_ of its last such commit; absent: 0
-  // (none since the store was opened). See ListedExperiment::version.
-  std::unordered_map<std::string, uint64_t> item_versions_;
+  sqlite3* db_;                                           // guarded by mu_
+  std::unordered_map<std::string, Prepared> statements_;  // guarded by mu_
+  // Set under mu_ once, by OpenSqliteStore before the store is handed out.
   std::unique_ptr<WalCheckpointer> checkpointer_;
 };
 
@@ -746,7 +510,7 @@ StatusOr<sqlite3*> OpenConnection(const std::string& path) {
 }  // namespace
 
 StatusOr<std::vector<ExperimentSummary>> Store::ListExperiments(const ListQuery& query) {
-  auto page = ListPage(query, [](const std::string&, uint64_t) { return true; });
+  auto page = ListPage(query, [](const std::string&) { return true; });
   if (!page.ok()) return page.status();
   std::vector<ExperimentSummary> out;
   out.reserve(page->size());

@@ -1,4 +1,5 @@
-#include "service/store/store.h"
+#include "service/core/ports/store.h"
+#include "service/store/sqlite_store.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -83,150 +84,6 @@ TEST_F(StoreTest, CreateOfExistingIdIsAlreadyExistsAndChangesNothing) {
   EXPECT_EQ((*s)->ListEvents("a", 10)->size(), 1u) << "the failed transaction must leave nothing";
 }
 
-TEST_F(StoreTest, ListVersionGrowsWithEveryWriteAListShowsAndOnlyThen) {
-  auto s = OpenSqliteStore(path_);
-  Store& store = **s;
-  uint64_t v = store.ListVersion();
-  auto grew = [&](const char* what) {
-    uint64_t now = store.ListVersion();
-    EXPECT_GT(now, v) << what << " must change the version: lists cached by it would go stale";
-    v = now;
-  };
-  auto stayed = [&](const char* what) {
-    EXPECT_EQ(store.ListVersion(), v) << what << " changes nothing a list shows";
-  };
-  Changes created = NewExperiment("a", 1, ExperimentState::kRunning);
-  created.experiment->current_attempt = 1;
-  ASSERT_TRUE(store.Apply(created).ok());
-  grew("creating an experiment");
-
-  ListQuery q;
-  ASSERT_TRUE(store.ListExperiments(q).ok());  // the counts of "a" are now known
-  ASSERT_TRUE(store.CountExperiments(q).ok());
-  ASSERT_TRUE(store.GetExperiment("a").ok());
-  ASSERT_TRUE(store.ListTasks("a", 1).ok());
-  stayed("reading");
-
-  TaskRecord t = (*store.ListTasks("a", 1))[0];
-  Changes heartbeat;
-  t.last_heartbeat = 5;
-  heartbeat.tasks.push_back(t);
-  ASSERT_TRUE(store.Apply(heartbeat).ok());
-  stayed("a heartbeat (same role and state)");
-
-  Changes event;
-  event.events.push_back({0, "a", 1, 2, "note", "why"});
-  ASSERT_TRUE(store.Apply(event).ok());
-  stayed("an event");
-
-  Changes running;
-  t.state = "running";
-  running.tasks.push_back(t);
-  ASSERT_TRUE(store.Apply(running).ok());
-  grew("a task's state");
-  EXPECT_EQ((*store.ListExperiments(q))[0].task_counts[0].state, "running");
-
-  ASSERT_TRUE(store.Apply(NewExperiment("b", 2, ExperimentState::kRunning)).ok());
-  grew("creating another experiment");
-  Changes unlisted_heartbeat;
-  TaskRecord b = (*store.ListTasks("b", 1))[0];
-  b.last_heartbeat = 5;
-  unlisted_heartbeat.tasks.push_back(b);
-  ASSERT_TRUE(store.Apply(unlisted_heartbeat).ok());
-  grew("a task whose counts no list has read yet");
-
-  Changes attempt;
-  AttemptRecord a = (*store.ListAttempts("a"))[0];
-  a.slurm_state = "RUNNING";
-  attempt.attempts.push_back(a);
-  ASSERT_TRUE(store.Apply(attempt).ok());
-  grew("an attempt's Slurm state");
-
-  Changes experiment;
-  ExperimentRecord e = *store.GetExperiment("a");
-  e.reason = "training";
-  experiment.experiment = e;
-  ASSERT_TRUE(store.Apply(experiment).ok());
-  grew("the experiment's row");
-
-  ASSERT_EQ(store.Apply(NewExperiment("a", 3, ExperimentState::kQueued)).code(),
-            StatusCode::kAlreadyExists);
-  stayed("a write that failed");
-
-  Changes gone;
-  gone.delete_experiment = "a";
-  ASSERT_TRUE(store.Apply(gone).ok());
-  grew("deleting an experiment");
-}
-
-// Each experiment's version in a page, by id.
-std::map<std::string, uint64_t> PageVersions(Store& s) {
-  std::map<std::string, uint64_t> versions;
-  auto page = s.ListPage({}, [](const std::string&, uint64_t) { return false; });
-  EXPECT_TRUE(page.ok()) << page.status().message();
-  if (page.ok())
-    for (const ListedExperiment& e : *page) versions[e.id] = e.version;
-  return versions;
-}
-
-TEST_F(StoreTest, AnExperimentsListedVersionChangesWithItsOwnListedWritesOnly) {
-  auto s = OpenSqliteStore(path_);
-  Store& store = **s;
-  for (const char* id : {"a", "b"}) {
-    Changes c = NewExperiment(id, id[0], ExperimentState::kRunning);
-    c.experiment->current_attempt = 1;
-    ASSERT_TRUE(store.Apply(c).ok());
-  }
-  ASSERT_TRUE(store.ListExperiments({}).ok());  // the task counts are now known
-  auto before = PageVersions(store);
-  ASSERT_EQ(before.size(), 2u);
-  EXPECT_NE(before["a"], before["b"]);
-
-  TaskRecord t = (*store.ListTasks("a", 1))[0];
-  t.last_heartbeat = 9;
-  Changes heartbeat;
-  heartbeat.tasks.push_back(t);
-  heartbeat.events.push_back({0, "a", 1, 9, "note", "why"});
-  ASSERT_TRUE(store.Apply(heartbeat).ok());
-  EXPECT_EQ(PageVersions(store), before) << "a heartbeat and an event change no item";
-
-  using Change = std::function<void(Changes&)>;
-  for (const Change& change : {Change([&](Changes& c) {
-                                 t.state = "running";
-                                 c.tasks.push_back(t);
-                               }),
-                               Change([&](Changes& c) {
-                                 AttemptRecord a = (*store.ListAttempts("a"))[0];
-                                 a.nodes = "node1";
-                                 c.attempts.push_back(a);
-                               }),
-                               Change([&](Changes& c) {
-                                 c.experiment = *store.GetExperiment("a");
-                                 c.experiment->reason = "training";
-                               })}) {
-    Changes c;
-    change(c);
-    ASSERT_TRUE(store.Apply(c).ok());
-    auto after = PageVersions(store);
-    EXPECT_GT(after["a"], before["a"]) << "a's item changed: an item kept at its version is stale";
-    EXPECT_EQ(after["b"], before["b"]) << "b's item did not change";
-    before = after;
-  }
-  ASSERT_EQ(store.Apply(NewExperiment("b", 5, ExperimentState::kQueued)).code(),
-            StatusCode::kAlreadyExists);
-  EXPECT_EQ(PageVersions(store), before) << "a write that failed";
-
-  // Deleted and created again under the same id: a version of its own.
-  Changes gone;
-  gone.delete_experiment = "b";
-  ASSERT_TRUE(store.Apply(gone).ok());
-  EXPECT_EQ(PageVersions(store).count("b"), 0u);
-  ASSERT_TRUE(store.Apply(NewExperiment("b", 'b', ExperimentState::kQueued)).ok());
-  auto again = PageVersions(store);
-  EXPECT_GT(again["b"], before["b"]);
-  EXPECT_EQ(again["a"], before["a"]);
-}
-
 TEST_F(StoreTest, AListPageReadsTheSummariesAskedForOnlyInPageOrder) {
   auto s = OpenSqliteStore(path_);
   Store& store = **s;
@@ -236,7 +93,7 @@ TEST_F(StoreTest, AListPageReadsTheSummariesAskedForOnlyInPageOrder) {
   std::vector<std::string> asked;
   ListQuery q;
   q.limit = 3;
-  auto page = store.ListPage(q, [&](const std::string& id, uint64_t) {
+  auto page = store.ListPage(q, [&](const std::string& id) {
     asked.push_back(id);
     return id != "e2";
   });
@@ -254,6 +111,131 @@ TEST_F(StoreTest, AListPageReadsTheSummariesAskedForOnlyInPageOrder) {
   }
 }
 
+TEST_F(StoreTest, RowsReadBackFieldByField) {
+  auto s = OpenSqliteStore(path_);
+  Store& store = **s;
+  Changes c = NewExperiment("a", 11, ExperimentState::kRestarting);
+  ExperimentRecord& e = *c.experiment;
+  e.reason = "r";
+  e.current_attempt = 1;
+  e.restarts = 3;
+  e.mem_per_task_mb = 4;
+  e.mem_explanation = "m";
+  e.checkpoint_step = 5;
+  e.checkpoint_path = "/c";
+  e.updated_at = 12;
+  e.next_attempt_at = 13;
+  AttemptRecord& a = c.attempts[0];
+  a.secret_sha256 = "s";
+  a.slurm_job_id = 21;
+  a.state = "running";
+  a.slurm_state = "RUNNING";
+  a.end_reason = "er";
+  a.reason = "ar";
+  a.nodes = "n[1-2]";
+  a.start_step = 22;
+  a.exit_code = 23;
+  a.submitted_at = 24;
+  a.started_at = 25;
+  a.ended_at = 26;
+  TaskRecord& t = c.tasks[0];
+  t.proc_id = 7;
+  t.index = 8;
+  t.node = "n1";
+  t.address = "n1:9";
+  t.state = "failed";
+  t.exit_code = 31;
+  t.signal = 32;
+  t.registered_at = 33;
+  t.last_heartbeat = 34;
+  t.ended_at = 35;
+  ASSERT_TRUE(store.Apply(c).ok());
+  ASSERT_TRUE(store.PutToken({"hash", "bob", true, 41}).ok());
+
+  ExperimentRecord re = *store.GetExperiment("a");
+  EXPECT_EQ(re.id, "a");
+  EXPECT_EQ(re.owner, "alice");
+  EXPECT_EQ(re.spec_json, "{}");
+  EXPECT_EQ(re.state, ExperimentState::kRestarting);
+  EXPECT_EQ(re.reason, "r");
+  EXPECT_EQ(re.current_attempt, 1);
+  EXPECT_EQ(re.restarts, 3);
+  EXPECT_EQ(re.model_dir, "/m/a");
+  EXPECT_EQ(re.mem_per_task_mb, 4);
+  EXPECT_EQ(re.mem_explanation, "m");
+  EXPECT_EQ(re.checkpoint_step, 5);
+  EXPECT_EQ(re.checkpoint_path, "/c");
+  EXPECT_EQ(re.created_at, 11);
+  EXPECT_EQ(re.updated_at, 12);
+  EXPECT_EQ(re.next_attempt_at, 13);
+
+  ExperimentSummary listed = (*store.ListExperiments({}))[0];
+  EXPECT_EQ(listed.experiment.reason, "r");
+  EXPECT_EQ(listed.experiment.checkpoint_step, 5);
+  EXPECT_EQ(listed.experiment.next_attempt_at, 13);
+  EXPECT_TRUE(listed.experiment.spec_json.empty());
+  EXPECT_TRUE(listed.has_attempt);
+  EXPECT_EQ(listed.slurm_job_id, 21);
+  EXPECT_EQ(listed.nodes, "n[1-2]");
+  EXPECT_EQ(listed.slurm_state, "RUNNING");
+
+  AttemptRecord ra = (*store.ListAttempts("a"))[0];
+  EXPECT_EQ(ra.experiment_id, "a");
+  EXPECT_EQ(ra.number, 1);
+  EXPECT_EQ(ra.secret_sha256, "s");
+  EXPECT_EQ(ra.job_name, "tfx-a-a1");
+  EXPECT_EQ(ra.slurm_job_id, 21);
+  EXPECT_EQ(ra.state, "running");
+  EXPECT_EQ(ra.slurm_state, "RUNNING");
+  EXPECT_EQ(ra.end_reason, "er");
+  EXPECT_EQ(ra.reason, "ar");
+  EXPECT_EQ(ra.nodes, "n[1-2]");
+  EXPECT_EQ(ra.sbatch_script, "#!/bin/bash\n");
+  EXPECT_EQ(ra.start_step, 22);
+  EXPECT_EQ(ra.exit_code, 23);
+  EXPECT_EQ(ra.submitted_at, 24);
+  EXPECT_EQ(ra.started_at, 25);
+  EXPECT_EQ(ra.ended_at, 26);
+
+  TaskRecord rt = (*store.ListTasks("a", 1))[0];
+  EXPECT_EQ(rt.experiment_id, "a");
+  EXPECT_EQ(rt.attempt, 1);
+  EXPECT_EQ(rt.proc_id, 7);
+  EXPECT_EQ(rt.role, "ps");
+  EXPECT_EQ(rt.index, 8);
+  EXPECT_EQ(rt.node, "n1");
+  EXPECT_EQ(rt.address, "n1:9");
+  EXPECT_EQ(rt.state, "failed");
+  EXPECT_EQ(rt.exit_code, 31);
+  EXPECT_EQ(rt.signal, 32);
+  EXPECT_EQ(rt.registered_at, 33);
+  EXPECT_EQ(rt.last_heartbeat, 34);
+  EXPECT_EQ(rt.ended_at, 35);
+  t.proc_id = 8;
+  t.exit_code.reset();
+  t.signal.reset();
+  Changes unset;
+  unset.tasks.push_back(t);
+  ASSERT_TRUE(store.Apply(unset).ok());
+  TaskRecord unset_read = (*store.ListTasks("a", 1))[1];
+  EXPECT_FALSE(unset_read.exit_code.has_value()) << "NULL reads as none";
+  EXPECT_FALSE(unset_read.signal.has_value());
+
+  EventRecord rv = (*store.ListEvents("a", 10))[0];
+  EXPECT_GT(rv.id, 0);
+  EXPECT_EQ(rv.experiment_id, "a");
+  EXPECT_EQ(rv.attempt, 1);
+  EXPECT_EQ(rv.at, 11);
+  EXPECT_EQ(rv.what, "submitting");
+  EXPECT_EQ(rv.why, "why");
+
+  TokenRecord rk = *store.GetToken("hash");
+  EXPECT_EQ(rk.sha256, "hash");
+  EXPECT_EQ(rk.user, "bob");
+  EXPECT_TRUE(rk.admin);
+  EXPECT_EQ(rk.created_at, 41);
+}
+
 TEST_F(StoreTest, ABatchIsWrittenWholeOrNotAtAll) {
   auto s = OpenSqliteStore(path_);
   Store& store = **s;
@@ -263,20 +245,16 @@ TEST_F(StoreTest, ABatchIsWrittenWholeOrNotAtAll) {
   batch[0].experiment->state = ExperimentState::kSucceeded;
   batch[1] = NewExperiment("b", 2, ExperimentState::kQueued);
   batch[2] = NewExperiment("a", 3, ExperimentState::kQueued);  // taken: the batch fails
-  uint64_t version = store.ListVersion();
   EXPECT_EQ(store.ApplyAll(batch).code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(store.GetExperiment("a")->state, ExperimentState::kRunning);
   EXPECT_EQ(store.GetExperiment("b").status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(store.ListVersion(), version) << "nothing was written";
+  EXPECT_EQ(*store.CountExperiments({}), 1) << "nothing was written";
 
   batch.pop_back();
   ASSERT_TRUE(store.ApplyAll(batch).ok());
   EXPECT_EQ(store.GetExperiment("a")->state, ExperimentState::kSucceeded);
   EXPECT_TRUE(store.GetExperiment("b").ok());
-  EXPECT_GT(store.ListVersion(), version);
-  auto versions = PageVersions(store);
-  EXPECT_GT(versions["a"], 0u);
-  EXPECT_GT(versions["b"], 0u);
+  EXPECT_EQ(*store.CountExperiments({}), 2);
 }
 
 TEST_F(StoreTest, UpdatingAnExperimentKeepsItsAttempts) {
@@ -385,6 +363,41 @@ Changes OnFirstAttempt(Changes c) {
   return c;
 }
 
+TEST_F(StoreTest, AListPageCountsTheTasksOfEachNeededOpenExperimentApart) {
+  auto s = OpenSqliteStore(path_);
+  Store& store = **s;
+  // e0..e3 with 1..4 workers (e3 finished), e4 with none.
+  for (int i = 0; i < 5; ++i) {
+    std::string id = "e" + std::to_string(i);
+    Changes c = OnFirstAttempt(
+        NewExperiment(id, 10 + i, i == 3 ? ExperimentState::kFailed : ExperimentState::kRunning));
+    c.tasks.clear();
+    for (int proc = 0; proc < (i == 4 ? 0 : i + 1); ++proc) {
+      TaskRecord t;
+      t.experiment_id = id;
+      t.attempt = 1;
+      t.proc_id = proc;
+      t.role = "worker";
+      t.state = proc == 0 ? "running" : "pending";
+      c.tasks.push_back(t);
+    }
+    ASSERT_TRUE(store.Apply(c).ok());
+  }
+  auto page = store.ListPage({}, [](const std::string& id) { return id != "e1"; });
+  ASSERT_TRUE(page.ok()) << page.status().message();
+  std::map<std::string, Counts> counted;
+  for (const ListedExperiment& e : *page) {
+    ASSERT_EQ(e.summary.has_value(), e.id != "e1") << e.id;
+    if (!e.summary) continue;
+    for (const TaskStateCount& c : e.summary->task_counts)
+      counted[e.id][{c.role, c.state}] += c.count;
+  }
+  EXPECT_EQ(counted["e0"], (Counts{{{"worker", "running"}, 1}}));
+  EXPECT_EQ(counted["e2"], (Counts{{{"worker", "running"}, 1}, {{"worker", "pending"}, 2}}));
+  EXPECT_EQ(counted["e3"], Counts{}) << "a finished experiment shows no counts";
+  EXPECT_EQ(counted["e4"], Counts{}) << "no tasks yet";
+}
+
 TEST_F(StoreTest, ListedTaskCountsFollowTaskWritesAndSurviveARestart) {
   TaskRecord task;
   {
@@ -401,7 +414,7 @@ TEST_F(StoreTest, ListedTaskCountsFollowTaskWritesAndSurviveARestart) {
     ASSERT_TRUE((*s)->Apply(c).ok());
     EXPECT_EQ(ListedCounts(**s, "a"), (Counts{{{"ps", "pending"}, 1}, {{"worker", "pending"}, 3}}));
 
-    // The list above cached the counts; later writes must show.
+    // Counted by the database at every list: later writes show.
     Changes registered;
     task.state = "running";
     registered.tasks.push_back(task);

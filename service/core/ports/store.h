@@ -1,0 +1,104 @@
+// The store port: every experiment, attempt, task and event, durably, as
+// core needs them. store/sqlite_store.cc implements it (the only code that
+// includes sqlite3.h); unit tests use it too, on a file in a temp directory.
+//
+// Thread safety: implementations are thread-safe; every method may be called
+// from any thread.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "schema/status.h"
+#include "service/core/records.h"
+
+namespace tfslurm::store {
+
+// A set of writes applied in one transaction: all or none.
+struct Changes {
+  std::optional<ExperimentRecord> experiment;
+  bool create_experiment = false;       // insert; AlreadyExists when the id is taken
+  std::vector<AttemptRecord> attempts;  // upserted by (experiment_id, number)
+  std::vector<TaskRecord> tasks;        // upserted by (experiment_id, attempt, proc_id)
+  std::vector<EventRecord> events;      // appended
+  // Removes an experiment with its attempts, tasks and events (a submission
+  // Slurm refused leaves nothing behind). Applied first.
+  std::optional<std::string> delete_experiment;
+  bool empty() const {
+    return !experiment && attempts.empty() && tasks.empty() && events.empty() && !delete_experiment;
+  }
+};
+
+struct ListQuery {
+  std::vector<ExperimentState> states;  // empty: all
+  std::string owner;                    // empty: all owners
+  int limit = 50;
+  int offset = 0;
+};
+
+// Asked by Store::ListPage of each experiment of a page: whether to read
+// its summary. A caller that keeps what it made of a summary (the API's
+// list cache) reads only those it does not keep.
+using NeedSummary = std::function<bool(const std::string& id)>;
+
+// One experiment of a list page (Store::ListPage).
+struct ListedExperiment {
+  std::string id;
+  std::optional<ExperimentSummary> summary;  // read when NeedSummary said so
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  Status Apply(const Changes& changes) { return ApplyAll({&changes, 1}); }
+  // Several sets of changes in one transaction: all or none. One commit
+  // where a loop over experiments (a poll finding 100 jobs ended) would
+  // make one each, each appending to the WAL while holding the store.
+  virtual Status ApplyAll(std::span<const Changes> batch) = 0;
+
+  virtual StatusOr<ExperimentRecord> GetExperiment(const std::string& id) = 0;
+  // The page `query` asks for, newest first, as a list shows them. Calls
+  // `need(id)` once per experiment, in page order, after reading the page's
+  // ids and before reading any summary, then reads the summaries of those
+  // it returned true for: each with its current attempt and, for an open
+  // experiment, that attempt's tasks counted by role and state. The page
+  // and its summaries are of one moment (one read transaction), read in at
+  // most three queries whatever the page size. Nothing is cached: every
+  // call reads the store.
+  virtual StatusOr<std::vector<ListedExperiment>> ListPage(const ListQuery& query,
+                                                           const NeedSummary& need) = 0;
+  // The page with every summary (ExperimentSummary).
+  StatusOr<std::vector<ExperimentSummary>> ListExperiments(const ListQuery& query);
+  virtual StatusOr<int64_t> CountExperiments(const ListQuery& query) = 0;
+  // Experiments not in a terminal state, for the lifecycle to pick up at start.
+  virtual StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() = 0;
+
+  virtual StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& experiment_id) = 0;
+  virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& experiment_id,
+                                                      int attempt) = 0;
+  // The newest `limit` events, oldest first.
+  virtual StatusOr<std::vector<EventRecord>> ListEvents(const std::string& experiment_id,
+                                                        int limit) = 0;
+
+  virtual Status PutToken(const TokenRecord& token) = 0;
+  // NotFound for an unknown hash.
+  virtual StatusOr<TokenRecord> GetToken(const std::string& sha256) = 0;
+};
+
+// Told of every batch of changes core writes, after the store answered: a
+// cache of what the store holds (the API's list of experiments) follows the
+// writes here rather than inside the store. Called by the writing thread,
+// which may hold core's lock: an observer is quick and never calls core.
+class CommitObserver {
+ public:
+  virtual ~CommitObserver() = default;
+  // `applied`: the store committed `batch`. Otherwise it may or may not have
+  // (a COMMIT that failed): an observer forgets what it knew of them.
+  virtual void Committed(std::span<const Changes> batch, bool applied) = 0;
+};
+
+}  // namespace tfslurm::store

@@ -1,0 +1,137 @@
+// The store's rows as SQL column lists and records: each Read* reads the
+// current row of a Statement by column name, so a query may select its
+// columns in any order (and must name each one it reads). Internal to
+// service/store.
+//
+// Thread safety: functions of their arguments; see sqlite_statement.h.
+#pragma once
+
+#include "service/core/records.h"
+#include "service/store/sqlite_statement.h"
+
+namespace tfslurm::store {
+
+inline constexpr const char* kExperimentColumns =
+    "id, owner, spec, state, reason, current_attempt, restarts, model_dir, mem_per_task_mb, "
+    "mem_explanation, checkpoint_step, checkpoint_path, created_at, updated_at, next_attempt_at";
+
+// The list's columns: an experiment's, from `experiments e`, without its
+// spec (a list never shows it), then its current attempt's, from
+// `attempts a`, named attempt_* where they would clash with the
+// experiment's. Every one is named with AS: SQLite leaves the name of a
+// column without one unspecified.
+inline constexpr const char* kSummaryColumns =
+    "e.id AS id, e.owner AS owner, '' AS spec, e.state AS state, e.reason AS reason, "
+    "e.current_attempt AS current_attempt, e.restarts AS restarts, e.model_dir AS model_dir, "
+    "e.mem_per_task_mb AS mem_per_task_mb, e.mem_explanation AS mem_explanation, "
+    "e.checkpoint_step AS checkpoint_step, e.checkpoint_path AS checkpoint_path, "
+    "e.created_at AS created_at, e.updated_at AS updated_at, e.next_attempt_at AS "
+    "next_attempt_at, a.number AS attempt_number, a.slurm_job_id AS attempt_slurm_job_id, "
+    "a.nodes AS attempt_nodes, a.slurm_state AS attempt_slurm_state";
+
+// A row of kExperimentColumns (or kSummaryColumns).
+inline ExperimentRecord ReadExperiment(Statement& s) {
+  ExperimentRecord e;
+  e.id = s.Text("id");
+  e.owner = s.Text("owner");
+  e.spec_json = s.Text("spec");
+  e.state = ParseExperimentState(s.Text("state")).value_or(ExperimentState::kFailed);
+  e.reason = s.Text("reason");
+  e.current_attempt = static_cast<int>(s.Int("current_attempt"));
+  e.restarts = static_cast<int>(s.Int("restarts"));
+  e.model_dir = s.Text("model_dir");
+  e.mem_per_task_mb = s.Int("mem_per_task_mb");
+  e.mem_explanation = s.Text("mem_explanation");
+  e.checkpoint_step = s.OptInt("checkpoint_step");
+  e.checkpoint_path = s.Text("checkpoint_path");
+  e.created_at = s.Int("created_at");
+  e.updated_at = s.Int("updated_at");
+  e.next_attempt_at = s.Int("next_attempt_at");
+  return e;
+}
+
+// A row of kSummaryColumns: the experiment, and its current attempt's Slurm
+// facts when it has one (the LEFT JOIN found a row). No task counts.
+inline ExperimentSummary ReadSummary(Statement& s) {
+  ExperimentSummary summary;
+  summary.experiment = ReadExperiment(s);
+  summary.has_attempt = s.OptInt("attempt_number").has_value();
+  summary.slurm_job_id = s.Int("attempt_slurm_job_id");
+  summary.nodes = s.Text("attempt_nodes");
+  summary.slurm_state = s.Text("attempt_slurm_state");
+  return summary;
+}
+
+inline constexpr const char* kAttemptColumns =
+    "experiment_id, number, secret_sha256, job_name, slurm_job_id, state, slurm_state, "
+    "end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, started_at, "
+    "ended_at";
+
+inline AttemptRecord ReadAttempt(Statement& s) {
+  AttemptRecord a;
+  a.experiment_id = s.Text("experiment_id");
+  a.number = static_cast<int>(s.Int("number"));
+  a.secret_sha256 = s.Text("secret_sha256");
+  a.job_name = s.Text("job_name");
+  a.slurm_job_id = s.Int("slurm_job_id");
+  a.state = s.Text("state");
+  a.slurm_state = s.Text("slurm_state");
+  a.end_reason = s.Text("end_reason");
+  a.reason = s.Text("reason");
+  a.nodes = s.Text("nodes");
+  a.sbatch_script = s.Text("sbatch_script");
+  a.start_step = s.OptInt("start_step");
+  a.exit_code = static_cast<int>(s.Int("exit_code"));
+  a.submitted_at = s.Int("submitted_at");
+  a.started_at = s.Int("started_at");
+  a.ended_at = s.Int("ended_at");
+  return a;
+}
+
+inline constexpr const char* kTaskColumns =
+    "experiment_id, attempt, proc_id, role, role_index, node, address, state, exit_code, signal, "
+    "registered_at, last_heartbeat, ended_at";
+
+inline TaskRecord ReadTask(Statement& s) {
+  TaskRecord t;
+  t.experiment_id = s.Text("experiment_id");
+  t.attempt = static_cast<int>(s.Int("attempt"));
+  t.proc_id = static_cast<int>(s.Int("proc_id"));
+  t.role = s.Text("role");
+  t.index = static_cast<int>(s.Int("role_index"));
+  t.node = s.Text("node");
+  t.address = s.Text("address");
+  t.state = s.Text("state");
+  if (auto v = s.OptInt("exit_code")) t.exit_code = static_cast<int>(*v);
+  if (auto v = s.OptInt("signal")) t.signal = static_cast<int>(*v);
+  t.registered_at = s.Int("registered_at");
+  t.last_heartbeat = s.Int("last_heartbeat");
+  t.ended_at = s.Int("ended_at");
+  return t;
+}
+
+inline constexpr const char* kEventColumns = "id, experiment_id, attempt, at, what, why";
+
+inline EventRecord ReadEvent(Statement& s) {
+  EventRecord ev;
+  ev.id = s.Int("id");
+  ev.experiment_id = s.Text("experiment_id");
+  ev.attempt = static_cast<int>(s.Int("attempt"));
+  ev.at = s.Int("at");
+  ev.what = s.Text("what");
+  ev.why = s.Text("why");
+  return ev;
+}
+
+inline constexpr const char* kTokenColumns = "sha256, user, admin, created_at";
+
+inline TokenRecord ReadToken(Statement& s) {
+  TokenRecord t;
+  t.sha256 = s.Text("sha256");
+  t.user = s.Text("user");
+  t.admin = s.Int("admin") != 0;
+  t.created_at = s.Int("created_at");
+  return t;
+}
+
+}  // namespace tfslurm::store
