@@ -1,29 +1,22 @@
-// tfslurmd: the tfslurm service. Wires the store, Slurm, the lifecycle and
-// the two listeners (REST + agents), then runs until SIGTERM/SIGINT.
-#include <absl/synchronization/mutex.h>
-#include <httplib.h>
+// tfslurmd: the tfslurm service. Parses the command line, takes the
+// database's ownership lock, opens the store and libslurm, and hands them to
+// the daemon's wiring (service/daemon/daemon.h: the lifecycle and the two
+// listeners, REST + agents), then runs until SIGTERM/SIGINT.
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <thread>
+#include <nlohmann/json.hpp>
 
-#include "service/agentrpc/agent_endpoint.h"
-#include "service/api/connection_threads.h"
-#include "service/api/http_api.h"
-#include "service/api/listen_backlog.h"
-#include "service/api/logs_api.h"
-#include "service/api/web_assets.h"
-#include "service/core/experiments.h"
-#include "service/slurm/slurm_client.h"
+#include "service/core/tokens.h"
+#include "service/daemon/daemon.h"
+#include "service/slurm/libslurm_client.h"
 #include "service/store/ownership_lock.h"
-#include "service/store/store.h"
+#include "service/store/sqlite_store.h"
+#include "service/system/system.h"
 
 namespace {
 
@@ -58,10 +51,6 @@ std::vector<std::string> JobEnvironment() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Debian's abseil checks every absl::Mutex acquisition for lock-order
-  // cycles (a debugging aid); gRPC takes such locks for every message, and
-  // the check was 9% of tfslurmd's CPU in a 4,096-agent rendezvous.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"tfslurmd: runs distributed TensorFlow experiments on Slurm"};
   std::string listen = "127.0.0.1:8080", agent_listen, db = "tfslurm.db",
               output_root = "tfslurm-output";
@@ -122,8 +111,9 @@ int main(int argc, char** argv) {
       fprintf(stderr, "tfslurmd: %s\n", store.status().message().c_str());
       return 1;
     }
-    auto token = tfslurm::api::CreateToken(**store, token_user, token_admin,
-                                           tfslurm::NewSystemClock()->NowMs());
+    auto clock = tfslurm::system::NewSystemClock();
+    auto random = tfslurm::system::NewSystemRandomness();
+    auto token = tfslurm::Tokens(**store, *random, *clock).Create(token_user, token_admin);
     if (!token.ok()) {
       fprintf(stderr, "tfslurmd: %s\n", token.status().message().c_str());
       return 1;
@@ -165,20 +155,13 @@ int main(int argc, char** argv) {
     output_root.pop_back();
   if (agent_path.empty()) agent_path = SelfDirectory() + "/tfslurm-agent";
 
-  // Signals are taken by a dedicated thread; block them everywhere else.
+  // Signals are taken by sigwait below; block them in every thread (the
+  // daemon's threads inherit this mask).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  // One descriptor per connection and per agent stream: the soft limit
-  // (often 1024) would cap both long before memory does.
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
 
   auto store = tfslurm::store::OpenSqliteStore(db);
   if (!store.ok()) {
@@ -186,112 +169,48 @@ int main(int argc, char** argv) {
     return 1;
   }
   auto slurm = tfslurm::slurm::NewLibslurmClient();
-  auto clock = tfslurm::NewSystemClock();
-  auto random = tfslurm::NewSystemRandomness();
+  auto clock = tfslurm::system::NewSystemClock();
+  auto random = tfslurm::system::NewSystemRandomness();
+  auto files = tfslurm::system::NewLocalFiles();
 
-  tfslurm::LifecycleConfig config;
-  config.output_root = output_root;
-  config.launch.agent_path = agent_path;
-  config.job_environment = JobEnvironment();
-  config.poll_interval_ms = poll_ms;
-  config.barrier_timeout_ms = barrier_s * 1000;
-  config.heartbeat_interval_ms = heartbeat_ms;
-  config.shutdown_grace_ms = grace_ms;
-
-  // The lifecycle names the agent endpoint in every script, and the gRPC
-  // service hands messages to the lifecycle: start the lifecycle, then the
-  // endpoint, then tell the lifecycle where the endpoint is, all before the
-  // first submission can happen.
-  std::unique_ptr<tfslurm::Experiments> experiments;
-  experiments = std::make_unique<tfslurm::Experiments>(**store, *slurm, *clock, *random, config);
-  auto grpc_server = tfslurm::agentrpc::StartAgentGrpcServer(*experiments, agent_listen);
-  if (!grpc_server.ok()) {
-    spdlog::error("{}", grpc_server.status().message());
-    return 1;
-  }
-  agent_port = (*grpc_server)->port();
-  config.launch.service_address =
-      (advertise.empty() ? agent_host : advertise) + ":" + std::to_string(agent_port);
-  experiments->SetLaunch(config.launch);
-
-  std::unique_ptr<tfslurm::api::Authenticator> auth;
+  tfslurm::daemon::DaemonOptions options;
+  options.http_host = http_host;
+  options.http_port = http_port;
+  options.agent_listen = agent_listen;
+  options.advertise_host = advertise.empty() ? agent_host : advertise;
+  options.output_root = output_root;
+  options.agent_path = agent_path;
+  options.job_environment = JobEnvironment();
+  options.poll_interval_ms = poll_ms;
+  options.barrier_timeout_ms = barrier_s * 1000;
+  options.heartbeat_interval_ms = heartbeat_ms;
+  options.shutdown_grace_ms = grace_ms;
+  options.no_auth = no_auth;
+  options.max_connections = max_connections;
   if (no_auth) {
     spdlog::warn(
         "--no-auth: every caller on {} acts as the local admin; use tokens on a shared machine",
         listen);
-    auth = tfslurm::api::NewOpenAuthenticator();
-  } else {
-    auth = tfslurm::api::NewTokenAuthenticator(**store);
   }
-
-  httplib::Server http;
-  http.new_task_queue = [max_connections] {
-    return new tfslurm::api::OnDemandThreads(max_connections);
-  };
-  // A request must arrive within the read timeout of its previous byte;
-  // idle keep-alive connections are closed after 5 s.
-  http.set_read_timeout(10, 0);
-  http.set_write_timeout(10, 0);
-  http.set_keep_alive_timeout(5);
-  http.set_keep_alive_max_count(10000);
-  // Answers are written as headers then body; with Nagle's algorithm the
-  // body waits for the client's delayed ACK (40 ms on Linux) whenever the
-  // client keeps the connection alive.
-  http.set_tcp_nodelay(true);
-  // httplib's default socket options set SO_REUSEPORT (httplib.h,
-  // default_socket_options), which lets a second tfslurmd bind the same port
-  // and take half of the connections. SO_REUSEADDR alone still allows a
-  // restart while old connections sit in TIME_WAIT, and makes a second
-  // daemon's bind fail with EADDRINUSE.
-  http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  tfslurm::api::RegisterExperimentRoutes(http, *experiments, *clock, *auth, {});
-  tfslurm::api::RegisterLogRoutes(http, *experiments, *auth, {output_root});
-  tfslurm::api::RegisterWebAssetRoutes(http);
-  tfslurm::agentrpc::RegisterAgentHttpRoutes(http, *experiments);
-  int bound = http_port == 0 ? http.bind_to_any_port(http_host)
-                             : (http.bind_to_port(http_host, http_port) ? http_port : -1);
-  if (bound <= 0) {
-    int err = errno;
-    spdlog::error("cannot listen on {}: {}{}", listen, strerror(err),
-                  err == EADDRINUSE ? " (another tfslurmd or program listens there; `ss -ltnp` "
-                                      "names it; give this one another --listen)"
-                                    : "");
+  auto daemon = tfslurm::daemon::Daemon::Start(options, {**store, *slurm, *clock, *random, *files});
+  if (!daemon.ok()) {
+    spdlog::error("{}", daemon.status().message());
     return 1;
   }
-  if (!tfslurm::api::RaiseListenBacklog(bound))
-    spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
-  // Both ports are ours (a second daemon fails above, before recovering
-  // anything): now pick up what the last run left.
-  if (auto s = experiments->Recover(); !s.ok())
-    spdlog::warn("recovery incomplete: {}", s.message());
+  int bound = (*daemon)->http_port();
   spdlog::info("REST API listening on http://{}:{}", http_host, bound);
   spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)",
-               config.launch.service_address, http_host, bound);
+               (*daemon)->agent_address(), http_host, bound);
   spdlog::info("database {}, output root {}, agent {}", db, output_root, agent_path);
   if (!ready_file.empty()) {
     std::ofstream(ready_file)
-        << nlohmann::json{{"http_port", bound}, {"agent_port", agent_port}}.dump() << "\n";
+        << nlohmann::json{{"http_port", bound}, {"agent_port", (*daemon)->agent_port()}}.dump()
+        << "\n";
   }
-
-  std::atomic<bool> stopping{false};
-  std::thread ticker([&] {
-    while (!stopping) {
-      experiments->Tick();
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  });
-  std::thread http_thread([&] { http.listen_after_bind(); });
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("signal {}: stopping; running jobs go on and are picked up at the next start", sig);
-  stopping = true;
-  http.stop();
-  http_thread.join();
-  ticker.join();
-  (*grpc_server)->Shutdown();
+  (*daemon)->Stop();
   return 0;
 }

@@ -1,42 +1,31 @@
-// bench_rendezvous_server: tfslurmd as service/main.cc wires it (abseil's
-// deadlock detection off, SQLite store, the lifecycle, the gRPC agent
-// endpoint, the REST listener with the agent JSON routes, TCP_NODELAY and the
-// raised listen backlog, the 200 ms ticker; keep it in step with main.cc),
-// with one difference: Slurm is an in-process stand-in that starts every job
-// at once on as many nodes as it asks for. A job of 4,096 tasks cannot run on
-// the local cluster (12 CPUs), and the attempt secret only exists in the
-// job's environment; here the stand-in sees the SubmitRequest and hands the
-// secret to the load generator.
+// bench_rendezvous_server: tfslurmd's own wiring (service/daemon/daemon.h:
+// the lifecycle, the gRPC agent endpoint, the REST listener with the agent
+// JSON routes, the 200 ms ticker) on a SQLite store, with --no-auth and
+// without the dashboard and log routes. One difference: Slurm is an
+// in-process stand-in that starts every job at once on as many nodes as it
+// asks for. A job of 4,096 tasks cannot run on the local cluster (12 CPUs),
+// and the attempt secret only exists in the job's environment; here the
+// stand-in sees the SubmitRequest and hands the secret to the load generator.
 //
 // Driven line by line on stdin by bench_rendezvous_storm (its parent):
 //   new N    -> submits an experiment of N tasks; answers "exp ID SECRET JOB"
 //   cancel ID -> DELETE of the experiment; answers "ok" or "error ..."
 //   quit
 // First line on stdout: "ready agent_port=P http_port=H pid=PID".
-#include <absl/synchronization/mutex.h>
-#include <httplib.h>
-#include <signal.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 
-#include "service/agentrpc/agent_endpoint.h"
-#include "service/api/auth.h"
-#include "service/api/connection_threads.h"
-#include "service/api/http_api.h"
-#include "service/api/listen_backlog.h"
-#include "service/core/experiments.h"
-#include "service/slurm/slurm_client.h"
-#include "service/store/store.h"
+#include "service/core/ports/slurm.h"
+#include "service/daemon/daemon.h"
+#include "service/store/sqlite_store.h"
+#include "service/system/system.h"
 
 namespace {
 
@@ -113,20 +102,9 @@ class StandInSlurm final : public slurm::SlurmClient {
   std::string last_secret_;
 };
 
-void RaiseFileLimit() {
-  rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
-    r.rlim_cur = r.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &r);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  // As service/main.cc: Debian's abseil checks every absl::Mutex acquisition
-  // (all of gRPC's locks) for lock-order cycles.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::string dir = "/tmp/bench-rendezvous";
   int64_t poll_ms = 2000;
   int heartbeat_ms = 5000;
@@ -144,8 +122,6 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  RaiseFileLimit();
-  signal(SIGPIPE, SIG_IGN);
   std::filesystem::create_directories(dir);
 
   auto store = tfslurm::store::OpenSqliteStore(dir + "/tfslurm.db");
@@ -154,50 +130,29 @@ int main(int argc, char** argv) {
     return 1;
   }
   StandInSlurm slurm;
-  auto clock = tfslurm::NewSystemClock();
-  auto random = tfslurm::NewSystemRandomness();
-  tfslurm::LifecycleConfig config;
-  config.output_root = dir + "/out";
-  config.launch.agent_path = "/usr/bin/tfslurm-agent";
-  config.poll_interval_ms = poll_ms;
-  config.heartbeat_interval_ms = heartbeat_ms;
-
-  tfslurm::Experiments experiments(**store, slurm, *clock, *random, config);
-  auto grpc_server = tfslurm::agentrpc::StartAgentGrpcServer(experiments, "127.0.0.1:0");
-  if (!grpc_server.ok()) {
-    fprintf(stderr, "%s\n", grpc_server.status().message().c_str());
+  auto clock = tfslurm::system::NewSystemClock();
+  auto random = tfslurm::system::NewSystemRandomness();
+  auto files = tfslurm::system::NewLocalFiles();
+  tfslurm::daemon::DaemonOptions options;
+  options.http_host = "127.0.0.1";
+  options.http_port = 0;
+  options.agent_listen = "127.0.0.1:0";
+  options.output_root = dir + "/out";
+  options.agent_path = "/usr/bin/tfslurm-agent";
+  options.poll_interval_ms = poll_ms;
+  options.heartbeat_interval_ms = heartbeat_ms;
+  options.no_auth = true;
+  options.web_assets = false;
+  options.logs = false;
+  auto daemon = tfslurm::daemon::Daemon::Start(options, {**store, slurm, *clock, *random, *files});
+  if (!daemon.ok()) {
+    fprintf(stderr, "%s\n", daemon.status().message().c_str());
     return 1;
   }
-  config.launch.service_address = "127.0.0.1:" + std::to_string((*grpc_server)->port());
-  experiments.SetLaunch(config.launch);
+  tfslurm::Experiments& experiments = (*daemon)->experiments();
 
-  // As service/main.cc sets up its REST listener (with --no-auth).
-  auto auth = tfslurm::api::NewOpenAuthenticator();
-  httplib::Server http;
-  http.new_task_queue = [] { return new tfslurm::api::OnDemandThreads(2048); };
-  http.set_read_timeout(10, 0);
-  http.set_write_timeout(10, 0);
-  http.set_keep_alive_timeout(5);
-  http.set_keep_alive_max_count(10000);
-  http.set_tcp_nodelay(true);
-  tfslurm::api::RegisterExperimentRoutes(http, experiments, *clock, *auth, {});
-  tfslurm::agentrpc::RegisterAgentHttpRoutes(http, experiments);
-  int http_port = http.bind_to_any_port("127.0.0.1");
-  if (http_port <= 0) {
-    fprintf(stderr, "cannot listen on 127.0.0.1: %s\n", strerror(errno));
-    return 1;
-  }
-  tfslurm::api::RaiseListenBacklog(http_port);
-  std::thread http_thread([&] { http.listen_after_bind(); });
-  std::atomic<bool> stopping{false};
-  std::thread ticker([&] {
-    while (!stopping) {
-      experiments.Tick();
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  });
-
-  printf("ready agent_port=%d http_port=%d pid=%d\n", (*grpc_server)->port(), http_port, getpid());
+  printf("ready agent_port=%d http_port=%d pid=%d\n", (*daemon)->agent_port(),
+         (*daemon)->http_port(), getpid());
   fflush(stdout);
 
   std::string line;
@@ -238,10 +193,6 @@ int main(int argc, char** argv) {
     }
     fflush(stdout);
   }
-  stopping = true;
-  http.stop();
-  http_thread.join();
-  ticker.join();
-  (*grpc_server)->Shutdown();
+  (*daemon)->Stop();
   return 0;
 }

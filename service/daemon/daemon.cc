@@ -1,0 +1,165 @@
+#include "service/daemon/daemon.h"
+
+#include <absl/synchronization/mutex.h>
+#include <httplib.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "service/agentrpc/agent_endpoint.h"
+#include "service/api/auth.h"
+#include "service/api/connection_threads.h"
+#include "service/api/http_api.h"
+#include "service/api/listen_backlog.h"
+#include "service/api/logs_api.h"
+#include "service/api/web_assets.h"
+#include "service/core/tokens.h"
+
+namespace tfslurm::daemon {
+namespace {
+
+void SetUpProcess() {
+  // Debian's abseil checks every absl::Mutex acquisition for lock-order
+  // cycles (a debugging aid); gRPC takes such locks for every message, and
+  // the check was 9% of tfslurmd's CPU in a 4,096-agent rendezvous.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  signal(SIGPIPE, SIG_IGN);
+  // One descriptor per connection and per agent stream: the soft limit
+  // (often 1024) would cap both long before memory does.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
+
+LifecycleConfig LifecycleConfigOf(const DaemonOptions& o) {
+  LifecycleConfig config;
+  config.output_root = o.output_root;
+  config.launch.agent_path = o.agent_path;
+  config.job_environment = o.job_environment;
+  config.poll_interval_ms = o.poll_interval_ms;
+  config.barrier_timeout_ms = o.barrier_timeout_ms;
+  config.heartbeat_interval_ms = o.heartbeat_interval_ms;
+  config.shutdown_grace_ms = o.shutdown_grace_ms;
+  return config;
+}
+
+void ConfigureHttpServer(httplib::Server& http, size_t max_connections) {
+  http.new_task_queue = [max_connections] { return new api::OnDemandThreads(max_connections); };
+  // A request must arrive within the read timeout of its previous byte;
+  // idle keep-alive connections are closed after 5 s.
+  http.set_read_timeout(10, 0);
+  http.set_write_timeout(10, 0);
+  http.set_keep_alive_timeout(5);
+  http.set_keep_alive_max_count(10000);
+  // Answers are written as headers then body; with Nagle's algorithm the
+  // body waits for the client's delayed ACK (40 ms on Linux) whenever the
+  // client keeps the connection alive.
+  http.set_tcp_nodelay(true);
+  // httplib's default socket options set SO_REUSEPORT (httplib.h,
+  // default_socket_options), which lets a second tfslurmd bind the same port
+  // and take half of the connections. SO_REUSEADDR alone still allows a
+  // restart while old connections sit in TIME_WAIT, and makes a second
+  // daemon's bind fail with EADDRINUSE.
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, DaemonPorts ports) {
+  SetUpProcess();
+  // On an error below, the destructor stops whatever has started.
+  std::unique_ptr<Daemon> d(new Daemon());
+
+  // The lifecycle names the agent endpoint in every script, and the gRPC
+  // service hands messages to the lifecycle: start the lifecycle, then the
+  // endpoint, then tell the lifecycle where the endpoint is, all before the
+  // first submission can happen.
+  LifecycleConfig config = LifecycleConfigOf(options);
+  d->experiments_ = std::make_unique<Experiments>(ports.store, ports.slurm, ports.clock,
+                                                  ports.random, ports.files, config);
+  auto grpc_server = agentrpc::StartAgentGrpcServer(*d->experiments_, options.agent_listen);
+  if (!grpc_server.ok()) return grpc_server.status();
+  d->grpc_ = std::move(grpc_server).value();
+  d->agent_port_ = d->grpc_->port();
+  std::string agent_host = options.agent_listen.substr(0, options.agent_listen.rfind(':'));
+  d->agent_address_ = (options.advertise_host.empty() ? agent_host : options.advertise_host) + ":" +
+                      std::to_string(d->agent_port_);
+  config.launch.service_address = d->agent_address_;
+  d->experiments_->SetLaunch(config.launch);
+
+  d->tokens_ = std::make_unique<Tokens>(ports.store, ports.random, ports.clock);
+  d->auth_ =
+      options.no_auth ? api::NewOpenAuthenticator() : api::NewTokenAuthenticator(*d->tokens_);
+
+  d->http_ = std::make_unique<httplib::Server>();
+  httplib::Server& http = *d->http_;
+  ConfigureHttpServer(http, options.max_connections);
+  api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, {});
+  if (options.logs)
+    api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {options.output_root});
+  if (options.web_assets) api::RegisterWebAssetRoutes(http);
+  agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_);
+  const std::string listen = options.http_host + ":" + std::to_string(options.http_port);
+  int bound =
+      options.http_port == 0
+          ? http.bind_to_any_port(options.http_host)
+          : (http.bind_to_port(options.http_host, options.http_port) ? options.http_port : -1);
+  if (bound <= 0) {
+    int err = errno;
+    return Unavailable("cannot listen on " + listen + ": " + strerror(err) +
+                       (err == EADDRINUSE ? " (another tfslurmd or program listens there; `ss "
+                                            "-ltnp` names it; give this one another --listen)"
+                                          : ""));
+  }
+  d->http_port_ = bound;
+  if (!api::RaiseListenBacklog(bound))
+    spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
+  // Both ports are ours (a second daemon fails above, before recovering
+  // anything): now pick up what the last run left.
+  if (auto s = d->experiments_->Recover(); !s.ok())
+    spdlog::warn("recovery incomplete: {}", s.message());
+
+  Daemon* self = d.get();
+  d->ticker_ = std::thread([self] {
+    while (!self->stopping_) {
+      self->experiments_->Tick();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  d->http_thread_ = std::thread([self] {
+    self->http_->listen_after_bind();
+    self->http_returned_ = true;
+  });
+  // httplib's stop() does nothing until listen_after_bind has begun: wait
+  // for it, so that a Stop right after Start cannot miss the listener.
+  while (!http.is_running() && !d->http_returned_)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return d;
+}
+
+Daemon::~Daemon() { Stop(); }
+
+void Daemon::Stop() {
+  std::call_once(stop_once_, [this] {
+    stopping_ = true;
+    if (http_thread_.joinable()) {
+      http_->stop();
+      http_thread_.join();
+    }
+    if (ticker_.joinable()) ticker_.join();
+    if (grpc_) grpc_->Shutdown();
+  });
+}
+
+}  // namespace tfslurm::daemon

@@ -1,0 +1,133 @@
+// tfslurmd's wiring, once: the lifecycle (core's Experiments), the gRPC agent
+// endpoint, the authenticator, the REST listener with its routes, the 200 ms
+// ticker, and their orderly stop. service/main.cc runs it on the real store
+// and libslurm; bench/rendezvous/server.cc on an in-process stand-in Slurm.
+// What differs between the two comes in as DaemonPorts and DaemonOptions.
+//
+// Start also sets what the daemon needs of the process: SIGPIPE ignored, the
+// soft RLIMIT_NOFILE raised to the hard limit (one descriptor per connection
+// and per agent stream), and abseil's mutex deadlock detection off (gRPC
+// takes absl::Mutex locks for every message; the check was 9% of tfslurmd's
+// CPU in a 4,096-agent rendezvous).
+//
+// Thread safety: Start may be called from any thread; the threads it starts
+// (ticker, HTTP listener, gRPC) inherit that thread's signal mask, so block
+// the signals a caller sigwaits for before Start. After Start, the accessors
+// and Stop may be called from any thread; Stop is idempotent, and a call
+// during another waits for it to finish. The ports must outlive the Daemon.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "schema/status.h"
+#include "service/core/experiments.h"
+#include "service/core/ports/clock.h"
+#include "service/core/ports/files.h"
+#include "service/core/ports/slurm.h"
+#include "service/core/ports/store.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace tfslurm {
+class Tokens;
+namespace api {
+class Authenticator;
+}
+namespace agentrpc {
+class AgentGrpcServer;
+}
+}  // namespace tfslurm
+
+namespace tfslurm::daemon {
+
+struct DaemonOptions {
+  // The REST API; port 0 picks a free port (see Daemon::http_port).
+  std::string http_host = "127.0.0.1";
+  int http_port = 8080;
+  // The gRPC agent endpoint, "HOST:PORT"; port 0 picks a free port.
+  std::string agent_listen = "127.0.0.1:8081";
+  // The host agents use to reach the endpoint, as job scripts name it;
+  // empty: the host of agent_listen.
+  std::string advertise_host;
+  std::string output_root;                   // experiments' model dirs and logs (absolute)
+  std::string agent_path;                    // tfslurm-agent as the compute nodes see it
+  std::vector<std::string> job_environment;  // KEY=VALUE for every job
+  int64_t poll_interval_ms = 2000;
+  int64_t barrier_timeout_ms = 300 * 1000;
+  int heartbeat_interval_ms = 5000;
+  int shutdown_grace_ms = 10000;
+  // Every caller is the local admin; the caller checks that http_host is a
+  // loopback address and says so in its log.
+  bool no_auth = false;
+  size_t max_connections = 2048;  // connections served at once, one thread each
+  bool web_assets = true;         // GET / and /ui/ (api/web_assets.h)
+  bool logs = true;               // GET /experiments/{id}/logs (api/logs_api.h)
+};
+
+// What the daemon runs on; all must outlive it.
+struct DaemonPorts {
+  store::Store& store;
+  slurm::SlurmClient& slurm;
+  Clock& clock;
+  Randomness& random;
+  Files& files;
+};
+
+class Daemon {
+ public:
+  // Starts the lifecycle, then the agent endpoint (and tells the lifecycle
+  // where it is), binds the REST port, and only once both ports are bound
+  // recovers what the last run left (Experiments::Recover; a second daemon
+  // on the same ports fails before that). Then starts the ticker and the
+  // HTTP listener and returns once the listener runs. Errors: the agent
+  // endpoint's, or Unavailable "cannot listen on HOST:PORT: ..." for the
+  // REST port; whatever had started is stopped again.
+  static StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options, DaemonPorts ports);
+
+  // Stop(), then frees everything.
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // The bound ports (the chosen ones when the options said 0).
+  int http_port() const { return http_port_; }
+  int agent_port() const { return agent_port_; }
+  // "HOST:PORT" the job scripts give the agents.
+  const std::string& agent_address() const { return agent_address_; }
+  Experiments& experiments() { return *experiments_; }
+
+  // Stops the REST listener (waiting for the connections being served), the
+  // ticker, then the agent endpoint. Running jobs go on; a next Start on the
+  // same store picks them up.
+  void Stop();
+
+ private:
+  Daemon() = default;
+
+  int http_port_ = 0;
+  int agent_port_ = 0;
+  std::string agent_address_;
+  // Destroyed bottom-up: the HTTP server and the authenticator before the
+  // agent endpoint, all before the lifecycle they call into.
+  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
+  std::unique_ptr<Tokens> tokens_;
+  std::unique_ptr<api::Authenticator> auth_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> http_returned_{false};  // listen_after_bind has returned
+  std::thread ticker_;
+  std::thread http_thread_;
+  std::once_flag stop_once_;
+};
+
+}  // namespace tfslurm::daemon
