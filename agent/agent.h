@@ -9,6 +9,9 @@
 //   3    the service refused the task permanently
 //   else the program's status: its exit code, 126/127 when it could not be
 //        started, 128 + signal when a signal ended it
+//
+// Thread safety: for the main thread: RunAgent runs the agent once, and
+// SetUpLogging replaces spdlog's process-wide default logger.
 #ifndef TFSLURM_AGENT_AGENT_H_
 #define TFSLURM_AGENT_AGENT_H_
 

@@ -16,6 +16,9 @@
 // TFSLURM_INDEX); so do the agent's own --experiment/--attempt and the port it
 // reserved (EXPERIMENT_ID, TFSLURM_ATTEMPT, TFSLURM_PORT). A variable in
 // Assignment.env always wins.
+//
+// Thread safety: BuildChildEnv is a pure function; CurrentEnvironment reads
+// `environ`, which nothing may change meanwhile (setenv, putenv).
 #ifndef TFSLURM_AGENT_CHILD_ENV_H_
 #define TFSLURM_AGENT_CHILD_ENV_H_
 

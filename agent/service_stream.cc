@@ -4,8 +4,6 @@
 
 namespace tfslurm::agent {
 
-namespace v1 = tfslurm::agent::v1;
-
 ServiceStream::ServiceStream(const StreamOptions& options, uint64_t id, Sink sink)
     : id_(id), sink_(std::move(sink)), reader_([this, options] { ReadLoop(options); }) {}
 
@@ -15,7 +13,7 @@ ServiceStream::~ServiceStream() {
 }
 
 void ServiceStream::Send(v1::AgentMessage message) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (close_writes_ || stop_writer_) return;
   // While a stuck service holds up the queue, heartbeats would only pile up
   // behind messages that already show the agent is alive.
@@ -25,7 +23,7 @@ void ServiceStream::Send(v1::AgentMessage message) {
 }
 
 void ServiceStream::CloseWrites() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   close_writes_ = true;
   cv_.notify_all();
 }
@@ -62,7 +60,7 @@ void ServiceStream::ReadLoop(StreamOptions options) {
   // Finish must not run concurrently with Write: stop the writer first. A
   // Write still blocked returns now that the call is over.
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_writer_ = true;
     cv_.notify_all();
   }
@@ -75,29 +73,30 @@ void ServiceStream::ReadLoop(StreamOptions options) {
 }
 
 void ServiceStream::WriteLoop(ReaderWriter* stream) {
-  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_.wait(lock, [this] { return stop_writer_ || !outbox_.empty() || close_writes_; });
-    if (stop_writer_) return;
-    if (!outbox_.empty()) {
-      v1::AgentMessage message = std::move(outbox_.front());
+    v1::AgentMessage message;
+    {
+      MutexLock lock(mu_);
+      // condition_variable_any unlocks and relocks mu_ itself; the analysis
+      // sees mu_ held throughout, as it is whenever the predicate runs.
+      cv_.wait(mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_writer_ || !outbox_.empty() || close_writes_;
+      });
+      if (stop_writer_) return;
+      if (outbox_.empty()) break;  // close_writes_ with an empty outbox
+      message = std::move(outbox_.front());
       outbox_.pop_front();
-      lock.unlock();
-      const bool ok = stream->Write(message);
-      lock.lock();
-      if (!ok) {
-        // The call is broken; the reader sees it end and reports the status.
-        stop_writer_ = true;
-        outbox_.clear();
-        return;
-      }
-      continue;
     }
-    // close_writes_ with an empty outbox.
-    lock.unlock();
-    stream->WritesDone();
-    return;
+    // Outside the lock: a Write blocked on a slow service must not block Send.
+    if (!stream->Write(message)) {
+      // The call is broken; the reader sees it end and reports the status.
+      MutexLock lock(mu_);
+      stop_writer_ = true;
+      outbox_.clear();
+      return;
+    }
   }
+  stream->WritesDone();
 }
 
 }  // namespace tfslurm::agent

@@ -12,7 +12,9 @@
 //
 // Thread safety: Send, CloseWrites and Cancel may be called from any thread.
 // The sink is called from the reader thread, never after the destructor has
-// returned; it must not block and must not destroy the stream.
+// returned; it must not block and must not destroy the stream. `mu_` guards
+// the outbox and the writer's flags; the gRPC call is the reader's, except
+// that the writer thread writes to it until the reader has stopped it.
 #ifndef TFSLURM_AGENT_SERVICE_STREAM_H_
 #define TFSLURM_AGENT_SERVICE_STREAM_H_
 
@@ -23,13 +25,13 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "agent.grpc.pb.h"
 #include "agent.pb.h"
+#include "schema/mutex.h"
 
 namespace tfslurm::agent {
 
@@ -65,27 +67,29 @@ class ServiceStream {
 
   // Queues a message. Messages after CloseWrites, or after the stream broke,
   // are dropped.
-  void Send(tfslurm::agent::v1::AgentMessage message);
+  void Send(tfslurm::agent::v1::AgentMessage message) ABSL_LOCKS_EXCLUDED(mu_);
   // Half-closes the stream (WritesDone) once the queue is sent.
-  void CloseWrites();
+  void CloseWrites() ABSL_LOCKS_EXCLUDED(mu_);
   // Aborts the call; the sink then gets `ended` with CANCELLED.
   void Cancel();
 
  private:
   using ReaderWriter = grpc::ClientReaderWriter<tfslurm::agent::v1::AgentMessage,
                                                 tfslurm::agent::v1::ServiceMessage>;
-  void ReadLoop(StreamOptions options);
-  void WriteLoop(ReaderWriter* stream);
+  void ReadLoop(StreamOptions options) ABSL_LOCKS_EXCLUDED(mu_);
+  void WriteLoop(ReaderWriter* stream) ABSL_LOCKS_EXCLUDED(mu_);
 
   const uint64_t id_;
   const Sink sink_;
+  // gRPC's own: TryCancel may be called from any thread.
   grpc::ClientContext context_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<tfslurm::agent::v1::AgentMessage> outbox_;  // guarded by mu_
-  bool close_writes_ = false;                            // guarded by mu_
-  bool stop_writer_ = false;                             // guarded by mu_
+  Mutex mu_;
+  // _any: it waits on a tfslurm::Mutex (see WriteLoop).
+  std::condition_variable_any cv_;
+  std::deque<tfslurm::agent::v1::AgentMessage> outbox_ ABSL_GUARDED_BY(mu_);
+  bool close_writes_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_writer_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread reader_;  // last member: starts after everything above exists
 };

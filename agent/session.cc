@@ -17,7 +17,6 @@
 
 namespace tfslurm::agent {
 
-namespace v1 = tfslurm::agent::v1;
 using std::chrono::milliseconds;
 
 namespace {
@@ -129,7 +128,7 @@ void Session::Connect() {
 
 void Session::PostEvent(StreamEvent event) {
   {
-    std::lock_guard<std::mutex> lock(events_mu_);
+    MutexLock lock(events_mu_);
     events_.push_back(std::move(event));
   }
   const uint64_t one = 1;
@@ -143,7 +142,7 @@ void Session::HandleStreamEvents() {
   (void)ignored;
   std::deque<StreamEvent> events;
   {
-    std::lock_guard<std::mutex> lock(events_mu_);
+    MutexLock lock(events_mu_);
     events.swap(events_);
   }
   for (StreamEvent& event : events) {

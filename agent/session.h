@@ -27,7 +27,10 @@
 // Slurm step must end COMPLETED), otherwise the program's own status (its
 // exit code, or 128 + signal).
 //
-// Everything runs on the thread calling Run; stream threads only post events.
+// Thread safety: not thread-safe; everything runs on the thread calling Run.
+// Stream threads only post events (PostEvent): into `events_` under
+// `events_mu_`, then a write to `event_fd_` (set before any stream exists).
+// Every other member is the Run thread's alone.
 #ifndef TFSLURM_AGENT_SESSION_H_
 #define TFSLURM_AGENT_SESSION_H_
 
@@ -35,7 +38,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 
@@ -45,6 +47,7 @@
 #include "agent/child_process.h"
 #include "agent/service_stream.h"
 #include "agent/slurm_env.h"
+#include "schema/mutex.h"
 
 namespace tfslurm::agent {
 
@@ -83,8 +86,8 @@ class Session {
 
   // Stream lifecycle.
   void Connect();
-  void PostEvent(StreamEvent event);  // any thread
-  void HandleStreamEvents();
+  void PostEvent(StreamEvent event) ABSL_LOCKS_EXCLUDED(events_mu_);  // any thread
+  void HandleStreamEvents() ABSL_LOCKS_EXCLUDED(events_mu_);
   void OnStreamEnded(const grpc::Status& status);
   void ScheduleReconnect();
   tfslurm::agent::v1::AgentMessage NewMessage() const;
@@ -125,8 +128,8 @@ class Session {
   int failed_connections_ = 0;  // since the last stream that worked, for the log
   bool reconnect_allowed_ = true;
   Backoff backoff_;
-  std::mutex events_mu_;
-  std::deque<StreamEvent> events_;  // guarded by events_mu_
+  Mutex events_mu_;
+  std::deque<StreamEvent> events_ ABSL_GUARDED_BY(events_mu_);
 
   // The program.
   std::optional<tfslurm::agent::v1::Assignment> assignment_;

@@ -2,6 +2,8 @@
 // side is service/api/experiments_json.cc). Parsing is lenient about absent
 // and null fields, so a newer service with more fields still works; `raw`
 // keeps the service's JSON as received for `-o json|yaml`.
+//
+// Thread safety: plain values; the parsers are pure functions.
 #pragma once
 
 #include <cstdint>

@@ -4,6 +4,8 @@
 // therefore carries it zlib-compressed, compressed once per attempt, and the
 // agent puts TF_CONFIG together; the JSON route carries TF_CONFIG whole.
 // Shared by the service and the agent so both build the same text.
+//
+// Thread safety: pure functions.
 #pragma once
 
 #include <optional>

@@ -1,6 +1,9 @@
 // How tfctl shows experiments to people: the status page with its attempt
 // and task tables, the list, the events. Pure functions of their arguments
 // (the current time is passed in), so tests pin the exact text.
+//
+// Thread safety: functions of their arguments only, called from tfctl's one
+// thread.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,8 @@
 // Machine-readable output for `-o json` and `-o yaml`: the service's JSON as
 // received, so scripts see every field the API has.
+//
+// Thread safety: functions of their arguments; PrintStructured also writes to
+// `out`, which the caller must not share meanwhile.
 #pragma once
 
 #include <ostream>

@@ -1,4 +1,6 @@
 // Plain-text tables with aligned columns, as squeue and kubectl print them.
+//
+// Thread safety: not thread-safe; one Table per use.
 #pragma once
 
 #include <string>

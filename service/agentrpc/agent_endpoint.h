@@ -2,6 +2,10 @@
 // stream per task (AgentService.Connect), and the same messages as JSON
 // (protobuf's JSON mapping) over plain HTTP under /agent/v1/, so a task can
 // register with curl. Both hand every message to core's Experiments.
+//
+// Thread safety: start the gRPC server and register the routes once, before
+// serving; both then serve agents on many threads at once, calling Experiments,
+// which is thread-safe. AgentGrpcServer::Shutdown is for its owner's thread.
 #pragma once
 
 #include <httplib.h>
@@ -9,8 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "schema/status.h"
 #include "service/core/experiments.h"
-#include "service/core/status.h"
 
 namespace tfslurm::agentrpc {
 

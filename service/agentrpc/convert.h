@@ -1,4 +1,6 @@
 // schema/agent.proto <-> core/agent_messages.h.
+//
+// Thread safety: pure functions.
 #pragma once
 
 #include "agent.pb.h"

@@ -1,5 +1,7 @@
 // The transport-independent part of the agent protocol: what each message
 // means to core. Both transports call this, so their behaviour cannot drift.
+//
+// Thread safety: may be called from any thread (Experiments is thread-safe).
 #pragma once
 
 #include <memory>

@@ -1,11 +1,17 @@
 // AgentService over gRPC's callback API: no thread per stream, so thousands
 // of agents cost memory, not threads.
+//
+// Threads: gRPC runs a stream's reactions on its own threads, and a read's
+// and a write's reactions may run at once; core sends to a stream from any
+// thread, under its lock. Each ConnectReactor's `mu_` guards its write side;
+// its read side is touched by one read reaction at a time.
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <deque>
-#include <mutex>
 
 #include "agent.grpc.pb.h"
+#include "schema/mutex.h"
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/agentrpc/convert.h"
 #include "service/agentrpc/dispatch.h"
@@ -23,15 +29,17 @@ class ConnectReactor;
 class StreamChannel final : public TaskChannel {
  public:
   explicit StreamChannel(ConnectReactor* reactor) : reactor_(reactor) {}
-  void Send(const ServiceMsg& message) override;
-  void Detach() {
-    std::lock_guard lock(mu_);
+  void Send(const ServiceMsg& message) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     reactor_ = nullptr;
   }
 
  private:
-  std::mutex mu_;
-  ConnectReactor* reactor_;
+  // Held across a send, so the reactor is not deleted under it (OnDone
+  // detaches first). Taken before the reactor's own lock.
+  Mutex mu_;
+  ConnectReactor* reactor_ ABSL_GUARDED_BY(mu_);
 };
 
 class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
@@ -42,8 +50,8 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   // Called from core (under its lock): queue and return.
-  void Enqueue(ServiceMessage message, bool finish_after) {
-    std::lock_guard lock(mu_);
+  void Enqueue(ServiceMessage message, bool finish_after) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     if (finished_) return;
     queue_.push_back(std::move(message));
     if (finish_after) finish_after_writes_ = true;
@@ -63,8 +71,8 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
             grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"));
         return;
       }
-      registered_ = true;
       ref_ = FromProto(in_.task());
+      registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
       DispatchRegister(experiments_, in_, channel_);
     } else if (in_.body_case() == AgentMessage::kRegister) {
       DispatchRegister(experiments_, in_, channel_);
@@ -79,8 +87,8 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     StartRead(&in_);
   }
 
-  void OnWriteDone(bool ok) override {
-    std::lock_guard lock(mu_);
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     writing_ = false;
     if (!queue_.empty()) queue_.pop_front();
     if (!ok) {
@@ -99,7 +107,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
  private:
-  void WriteNextLocked() {
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!queue_.empty()) {
       writing_ = true;
       StartWrite(&queue_.front());
@@ -109,29 +117,37 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     }
   }
 
-  void FinishWhenWritten(grpc::Status status) {
-    std::lock_guard lock(mu_);
+  void FinishWhenWritten(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     if (finished_) return;
     pending_finish_ = std::move(status);
     if (!writing_) WriteNextLocked();
   }
 
   Experiments& experiments_;
-  std::shared_ptr<StreamChannel> channel_;
+  const std::shared_ptr<StreamChannel> channel_;
+
+  // The read side: only read reactions touch `in_` (one read is outstanding
+  // at a time), and they alone write `ref_` and `registered_`, once.
+  // OnCancel may run concurrently with a read reaction: `registered_` is
+  // atomic so that it sees `ref_` only once it is complete (ref_ is not
+  // written again).
   AgentMessage in_;
-  bool registered_ = false;
+  std::atomic<bool> registered_{false};
   TaskRef ref_;
 
-  std::mutex mu_;
-  std::deque<ServiceMessage> queue_;
-  bool writing_ = false;
-  bool finished_ = false;
-  bool finish_after_writes_ = false;
-  std::optional<grpc::Status> pending_finish_;
+  // The write side: Enqueue (core's threads) and OnWriteDone / the read
+  // reactions' FinishWhenWritten (gRPC's threads).
+  Mutex mu_;
+  std::deque<ServiceMessage> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_after_writes_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
 };
 
 void StreamChannel::Send(const ServiceMsg& message) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!reactor_) return;
   // A permanent refusal ends the stream once it is written.
   const auto* refused = std::get_if<RefusedMsg>(&message);

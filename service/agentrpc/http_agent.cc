@@ -1,19 +1,24 @@
 // The agent protocol as JSON over plain HTTP. HTTP has no stream to push
 // messages on, so each task gets a mailbox that core sends into; requests
 // take from it.
+//
+// Threads: httplib serves requests on many threads at once, and core sends
+// into a mailbox from any thread, under its lock; each Mailbox and the
+// Mailboxes map have a lock of their own.
 #include <google/protobuf/util/json_util.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <tuple>
 
+#include "schema/mutex.h"
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/agentrpc/convert.h"
 #include "service/agentrpc/dispatch.h"
 #include "service/api/errors.h"
+#include "service/core/sha256.h"
 
 namespace tfslurm::agentrpc {
 namespace {
@@ -23,31 +28,38 @@ using agent::v1::ServiceMessage;
 
 class Mailbox final : public TaskChannel {
  public:
-  void Send(const ServiceMsg& message) override {
-    std::lock_guard lock(mu_);
+  void Send(const ServiceMsg& message) override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     messages_.push_back(message);
     cv_.notify_all();
   }
 
   // Waits up to `wait` for a message; nullopt on timeout.
-  std::optional<ServiceMsg> Take(std::chrono::milliseconds wait) {
-    std::unique_lock lock(mu_);
-    if (!cv_.wait_for(lock, wait, [&] { return !messages_.empty(); })) return std::nullopt;
+  std::optional<ServiceMsg> Take(std::chrono::milliseconds wait) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    // condition_variable_any unlocks and relocks mu_ itself; the analysis
+    // sees mu_ held throughout, as it is whenever the predicate runs.
+    if (!cv_.wait_for(mu_, wait,
+                      [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !messages_.empty(); })) {
+      return std::nullopt;
+    }
     ServiceMsg m = messages_.front();
     messages_.pop_front();
     return m;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<ServiceMsg> messages_;
+  Mutex mu_;
+  // _any: it waits on a tfslurm::Mutex.
+  std::condition_variable_any cv_;
+  std::deque<ServiceMsg> messages_ ABSL_GUARDED_BY(mu_);
 };
 
 class Mailboxes {
  public:
-  std::shared_ptr<Mailbox> Get(const agent::v1::TaskRef& ref, bool create) {
-    std::lock_guard lock(mu_);
+  std::shared_ptr<Mailbox> Get(const agent::v1::TaskRef& ref, bool create)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     // Keyed by the secret too: a wrong secret gets its own empty mailbox and
     // never sees another task's assignment.
     auto key =
@@ -61,8 +73,9 @@ class Mailboxes {
   }
 
  private:
-  std::mutex mu_;
-  std::map<std::tuple<std::string, int, int, std::string>, std::shared_ptr<Mailbox>> boxes_;
+  Mutex mu_;
+  std::map<std::tuple<std::string, int, int, std::string>, std::shared_ptr<Mailbox>> boxes_
+      ABSL_GUARDED_BY(mu_);
 };
 
 void ReplyMessage(httplib::Response& res, int status, const ServiceMessage& m) {

@@ -1,6 +1,10 @@
 // Who is calling, and whether they may touch an experiment. Bearer tokens:
 // owners see and change their own experiments, admins all. tfslurmd
 // --no-auth (loopback only) makes every caller the local admin.
+//
+// Thread safety: create the authenticators before serving; then Authenticate,
+// CheckAccess and Guard's handlers may be called from any thread (tokens are
+// looked up through Tokens, which is thread-safe).
 #pragma once
 
 #include <httplib.h>
@@ -9,9 +13,9 @@
 #include <memory>
 #include <string>
 
+#include "schema/status.h"
 #include "service/core/records.h"
-#include "service/core/status.h"
-#include "service/store/store.h"
+#include "service/core/tokens.h"
 
 namespace tfslurm::api {
 
@@ -27,13 +31,9 @@ class Authenticator {
   virtual StatusOr<Principal> Authenticate(const httplib::Request& req) = 0;
 };
 
-std::unique_ptr<Authenticator> NewTokenAuthenticator(store::Store& store);
+std::unique_ptr<Authenticator> NewTokenAuthenticator(Tokens& tokens);
 // --no-auth: every request is the local admin.
 std::unique_ptr<Authenticator> NewOpenAuthenticator();
-
-// A new random token for `user`; stores only its hash. Returns the token.
-StatusOr<std::string> CreateToken(store::Store& store, const std::string& user, bool admin,
-                                  int64_t now_ms);
 
 // PermissionDenied (403) unless `p` owns `e` or is an admin.
 Status CheckAccess(const Principal& p, const ExperimentRecord& e);

@@ -2,9 +2,12 @@
 // started on demand, up to a bound. httplib serves a connection on one
 // thread for its whole life; with a fixed pool, a few hundred slow clients
 // (slow-loris) would hold every thread and starve the rest. Threads here are
-// cheap (small stacks, blocked in recv) and exit with their connection, so
-// an idle service has none; past `max_threads`, connections wait for a
-// thread in a queue.
+// cheap (blocked in recv; stack pages are touched only on use) and exit with
+// their connection, so an idle service has none; past `max_threads`,
+// connections wait for a thread in a queue.
+//
+// Thread safety: every method may be called from any thread; `mu_` guards
+// the queue and the counts.
 #pragma once
 
 #include <httplib.h>
@@ -12,7 +15,8 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
+
+#include "schema/mutex.h"
 
 namespace tfslurm::api {
 
@@ -21,21 +25,23 @@ class OnDemandThreads final : public httplib::TaskQueue {
   explicit OnDemandThreads(size_t max_threads);
   ~OnDemandThreads() override;
 
-  void enqueue(std::function<void()> fn) override;
-  // Waits for running connections to finish.
-  void shutdown() override;
+  void enqueue(std::function<void()> fn) override ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits for running connections to finish (at most 10 s).
+  void shutdown() override ABSL_LOCKS_EXCLUDED(mu_);
 
-  size_t active() const;
+  size_t active() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  void Run(std::function<void()> fn);
+  // Serves `fn`, then queued connections, on the calling thread.
+  void Run(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
 
   const size_t max_threads_;
-  mutable std::mutex mu_;
-  std::condition_variable idle_;
-  std::deque<std::function<void()>> queue_;
-  size_t active_ = 0;
-  bool shutting_down_ = false;
+  mutable Mutex mu_;
+  // _any: it waits on a tfslurm::Mutex.
+  std::condition_variable_any idle_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
+  size_t active_ ABSL_GUARDED_BY(mu_) = 0;  // threads serving connections
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace tfslurm::api

@@ -1,11 +1,14 @@
 // The one place where a Status becomes an HTTP answer. Every error the API
 // returns is JSON: {"error": {"code", "message", "fields": [{field, reason}],
 // "retryable"}}.
+//
+// Thread safety: pure functions; ReplyError writes only the response it is
+// given.
 #pragma once
 
 #include <httplib.h>
 
-#include "service/core/status.h"
+#include "schema/status.h"
 
 namespace tfslurm::api {
 

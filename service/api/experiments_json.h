@@ -1,5 +1,7 @@
 // JSON shapes of the REST API about experiments (schema/openapi.yaml
 // describes them), written as text by JsonWriter.
+//
+// Thread safety: pure functions of their arguments.
 #pragma once
 
 #include <memory>

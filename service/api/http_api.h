@@ -8,6 +8,10 @@
 //   GET    /experiments/{id}/sbatch     (?attempt=N)
 //   DELETE /experiments/{id}
 //   POST   /experiments/{id}/resume
+//
+// Thread safety: register the routes once, before serving; httplib then runs
+// the handlers on many threads at once, and what they share (Experiments, the
+// clock, the authenticator, the list cache) is thread-safe.
 #pragma once
 
 #include <httplib.h>

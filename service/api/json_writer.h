@@ -2,6 +2,8 @@
 // an nlohmann::json tree first and dumping it cost ten times the writing for
 // a list of 1,000 experiments (bench/RESULTS.md, API latency), because every
 // key and value is a separate allocation.
+//
+// Thread safety: not thread-safe; one writer per answer.
 #pragma once
 
 #include <cstdint>

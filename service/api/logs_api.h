@@ -13,6 +13,11 @@
 // built from the validated id and integers (the attempt, and the proc id the task records give for
 // ROLE:INDEX), never from request text, and the file actually opened must lie inside that directory
 // once symlinks are resolved.
+//
+// Thread safety: register the routes once, before serving; httplib then runs
+// the handlers on many threads at once. They share Experiments (thread-safe),
+// read-only options and an atomic count of followers; a response's state is its
+// connection's own.
 #pragma once
 
 #include <httplib.h>

@@ -1,6 +1,8 @@
 // Reading request parameters the same way in every handler: an experiment
 // id in the path, integers and flags in the query, each refused with the
 // parameter's name, the value and what is allowed.
+//
+// Thread safety: pure functions.
 #pragma once
 
 #include <httplib.h>
@@ -8,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "service/core/status.h"
+#include "schema/status.h"
 
 namespace tfslurm::api {
 

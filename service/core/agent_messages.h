@@ -1,5 +1,9 @@
 // The agent protocol as core/ sees it: plain structs, so core never includes
 // protobuf or gRPC. agentrpc/ converts from and to schema/agent.proto.
+//
+// Thread safety: plain values; RefusalFor is a pure function. Core calls
+// TaskChannel::Send from any thread, under its lock: implementations are
+// thread-safe, and Send must not block or call back into core.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "service/core/status.h"
+#include "schema/status.h"
 
 namespace tfslurm {
 

@@ -1,6 +1,9 @@
 // The tasks of one attempt: rendezvous (barrier), success policy and what to
 // reap. Pure logic over task events; the caller (Experiments) persists,
-// talks to agents and to Slurm. Not thread-safe: the caller serializes.
+// talks to agents and to Slurm.
+//
+// Thread safety: not thread-safe, not even the const methods (AllRegistered
+// moves a cached cursor): the caller serializes (core holds Lifecycle::mu).
 #pragma once
 
 #include <cstdint>

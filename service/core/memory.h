@@ -1,6 +1,8 @@
 // Memory per task and the fit check: the rule sites apply by hand
 // ("MEMPERTASK"), done once, with the reasoning kept for the sbatch script.
 // Pure logic: the partition shape comes from slurm/ (or a test).
+//
+// Thread safety: a pure function.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "schema/status.h"
 #include "service/core/spec.h"
-#include "service/core/status.h"
 
 namespace tfslurm {
 

@@ -1,6 +1,8 @@
 // Roles and indexes of the tasks of one attempt, from the spec's placement.
 // Tasks are ordered node by node, as Slurm numbers them with
 // --ntasks-per-node: task i (SLURM_PROCID i) runs on node i / tasks_per_node.
+//
+// Thread safety: a pure function.
 #pragma once
 
 #include <string>

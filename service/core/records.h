@@ -1,6 +1,8 @@
 // The persistent shapes of the service: experiments, attempts, tasks and
 // events, as core/ reasons about them and store/ keeps them. Times are Unix
 // milliseconds; 0 means "not yet".
+//
+// Thread safety: plain values; the functions are pure.
 #pragma once
 
 #include <cstdint>

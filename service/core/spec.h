@@ -1,6 +1,8 @@
 // The experiment spec: what a user asks for, validated. ParseSpec is the only
 // way to get an ExperimentSpec, so every spec in the service has passed every
 // check in spec.cc. The documented shape is schema/experiment-spec.md.
+//
+// Thread safety: plain values; the functions are pure.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "service/core/status.h"
+#include "schema/status.h"
 
 namespace tfslurm {
 

@@ -3,6 +3,8 @@
 //    "task": {"type": "worker", "index": 1}}
 // The evaluator is not part of the training cluster: TensorFlow's
 // TFConfigClusterResolver would otherwise wait for it in the PS strategy.
+//
+// Thread safety: pure functions.
 #pragma once
 
 #include <string>

@@ -13,6 +13,8 @@
 // PartitionName=DEFAULT giving one) leaves the partition's value 0, even when
 // slurm.conf sets DefMemPerCPU at the top: slurmctld applies that cluster-wide
 // default at job time, so the partition record never shows it.
+//
+// Thread safety: a pure (constexpr) function.
 #pragma once
 
 #include <cstdint>

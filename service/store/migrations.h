@@ -1,5 +1,8 @@
 // The SQL migrations of schema/migrations/, embedded at build time
 // (cmake/EmbedMigrations.cmake). Version N is file NNNN_*.sql.
+//
+// Thread safety: EmbeddedMigrations returns immutable static data; any thread
+// may read it.
 #pragma once
 
 #include <string>
