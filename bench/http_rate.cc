@@ -65,7 +65,8 @@ double Percentile(std::vector<double>& v, double p) {
 }
 
 struct Options {
-  std::string host = "127.0.0.1", path = "/", method = "GET", body, id_prefix = "req", log, unix_socket;
+  std::string host = "127.0.0.1", path = "/", method = "GET", body, id_prefix = "req", log,
+              unix_socket;
   std::vector<std::string> headers, paths;
   int port = 0, connections = 8;
   long count = 0;
@@ -169,10 +170,14 @@ int main(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i], v = argv[i + 1];
-    if (a == "--host") o.host = v;
-    else if (a == "--port") o.port = std::stoi(v);
-    else if (a == "--path") o.path = v;
-    else if (a == "--method") o.method = v;
+    if (a == "--host")
+      o.host = v;
+    else if (a == "--port")
+      o.port = std::stoi(v);
+    else if (a == "--path")
+      o.path = v;
+    else if (a == "--method")
+      o.method = v;
     else if (a == "--body-file") {
       FILE* f = fopen(v.c_str(), "r");
       if (!f) {
@@ -183,15 +188,24 @@ int main(int argc, char** argv) {
       size_t n;
       while ((n = fread(buf, 1, sizeof buf, f)) > 0) o.body.append(buf, n);
       fclose(f);
-    } else if (a == "--id-prefix") o.id_prefix = v;
-    else if (a == "--count") o.count = std::stol(v);
-    else if (a == "--rate") o.rate = std::stod(v);
-    else if (a == "--connections") o.connections = std::stoi(v);
-    else if (a == "--duration") o.duration_s = std::stod(v);
-    else if (a == "--warmup") o.warmup_s = std::stod(v);
-    else if (a == "--header") o.headers.push_back(v);
-    else if (a == "--log") o.log = v;
-    else if (a == "--unix") o.unix_socket = v;
+    } else if (a == "--id-prefix")
+      o.id_prefix = v;
+    else if (a == "--count")
+      o.count = std::stol(v);
+    else if (a == "--rate")
+      o.rate = std::stod(v);
+    else if (a == "--connections")
+      o.connections = std::stoi(v);
+    else if (a == "--duration")
+      o.duration_s = std::stod(v);
+    else if (a == "--warmup")
+      o.warmup_s = std::stod(v);
+    else if (a == "--header")
+      o.headers.push_back(v);
+    else if (a == "--log")
+      o.log = v;
+    else if (a == "--unix")
+      o.unix_socket = v;
     else if (a == "--paths-file") {
       FILE* f = fopen(v.c_str(), "r");
       if (!f) {
@@ -205,10 +219,10 @@ int main(int argc, char** argv) {
         if (!p.empty()) o.paths.push_back(p);
       }
       fclose(f);
-    }
-    else {
+    } else {
       fprintf(stderr,
-              "usage: %s --port P --path PATH --rate R [--connections C] [--duration S] [--warmup S] [--header H]\n"
+              "usage: %s --port P --path PATH --rate R [--connections C] [--duration S] [--warmup "
+              "S] [--header H]\n"
               "          [--method M] [--body-file F] [--id-prefix P] [--count N] [--log FILE]\n"
               "          [--unix SOCKET] [--paths-file F]\n",
               argv[0]);
@@ -231,8 +245,9 @@ int main(int argc, char** argv) {
     std::string body = o.body;
     std::string id = o.id_prefix + "-" + std::to_string(sequence++);
     for (size_t p; (p = body.find("@ID@")) != std::string::npos;) body.replace(p, 4, id);
-    return head + "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
-           body;
+    return head +
+           "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
   };
 
   std::mutex mu;
@@ -281,19 +296,22 @@ int main(int argc, char** argv) {
         int64_t done = NowNs();
         if (closed) ++recs;
         if (!o.log.empty())
-          lines.push_back(std::to_string(sent) + " " + std::to_string(done) + " " + std::to_string(status) + " " +
-                          std::to_string(c));
+          lines.push_back(std::to_string(sent) + " " + std::to_string(done) + " " +
+                          std::to_string(status) + " " + std::to_string(c));
         if (scheduled < measure_from) continue;
         if (!closed_loop && done > end) {  // answered after the window: not in the rate
           ++late;
           continue;
         }
-        for (int64_t prev = last_done.load(); done > prev && !last_done.compare_exchange_weak(prev, done);) {
+        for (int64_t prev = last_done.load();
+             done > prev && !last_done.compare_exchange_weak(prev, done);) {
         }
         ++count;
         if (!ok || status < 200 || status >= 300) {
-          if (errs++ == 0 && !ok) fprintf(stderr, "bench_http_rate: connection failed\n");
-          else if (errs == 1) fprintf(stderr, "bench_http_rate: HTTP %d\n", status);
+          if (errs++ == 0 && !ok)
+            fprintf(stderr, "bench_http_rate: connection failed\n");
+          else if (errs == 1)
+            fprintf(stderr, "bench_http_rate: HTTP %d\n", status);
           continue;
         }
         lat.push_back((done - scheduled) / 1e6);
@@ -318,10 +336,14 @@ int main(int argc, char** argv) {
   double window_s = closed_loop ? (last_done - start) / 1e9 : o.duration_s;
   std::sort(latency.begin(), latency.end());
   std::sort(service.begin(), service.end());
-  printf("target_rate=%.0f achieved_rate=%.1f requests=%ld seconds=%.3f unsent=%ld errors=%ld reconnects=%ld "
-         "p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f service_p50_ms=%.3f service_p99_ms=%.3f\n",
-         o.rate, latency.size() / window_s, measured, window_s, unsent, errors, reconnects, Percentile(latency, 50),
-         Percentile(latency, 90), Percentile(latency, 99), Percentile(latency, 99.9),
-         latency.empty() ? 0 : latency.back(), Percentile(service, 50), Percentile(service, 99));
+  printf(
+      "target_rate=%.0f achieved_rate=%.1f requests=%ld seconds=%.3f unsent=%ld errors=%ld "
+      "reconnects=%ld "
+      "p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f service_p50_ms=%.3f "
+      "service_p99_ms=%.3f\n",
+      o.rate, latency.size() / window_s, measured, window_s, unsent, errors, reconnects,
+      Percentile(latency, 50), Percentile(latency, 90), Percentile(latency, 99),
+      Percentile(latency, 99.9), latency.empty() ? 0 : latency.back(), Percentile(service, 50),
+      Percentile(service, 99));
   return errors ? 1 : 0;
 }

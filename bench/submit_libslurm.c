@@ -23,20 +23,19 @@
 #include <time.h>
 #include <unistd.h>
 
-
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
+static int cmp_double(const void* a, const void* b) {
+  double x = *(const double*)a, y = *(const double*)b;
   return x < y ? -1 : x > y;
 }
 
 /* Nearest rank, p in 0..100, of sorted v. */
-static double percentile(const double *v, int n, double p) {
+static double percentile(const double* v, int n, double p) {
   if (n == 0) return 0;
   int rank = (int)(p / 100.0 * n + 0.999999);
   if (rank < 1) rank = 1;
@@ -44,14 +43,14 @@ static double percentile(const double *v, int n, double p) {
   return v[rank - 1];
 }
 
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "r");
+static char* read_file(const char* path) {
+  FILE* f = fopen(path, "r");
   if (!f) {
     perror(path);
     exit(2);
   }
   size_t cap = 1 << 16, len = 0;
-  char *buf = malloc(cap);
+  char* buf = malloc(cap);
   size_t got;
   while ((got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
     len += got;
@@ -62,37 +61,63 @@ static char *read_file(const char *path) {
   return buf;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   int count = 100, nodes = 1, tasks_per_node = 1, cpus_per_task = 1, time_min = 10;
   long mem_per_cpu = 0;
   const char *script_path = NULL, *name = "bench-libslurm", *partition = NULL, *workdir = "/tmp",
              *output = "/dev/null", *latencies = NULL;
-  char **env = calloc(argc + 8, sizeof(char *));
+  char** env = calloc(argc + 8, sizeof(char*));
   int env_n = 0;
   static struct option opts[] = {
-      {"count", required_argument, 0, 'c'},       {"script", required_argument, 0, 's'},
-      {"name", required_argument, 0, 'n'},        {"partition", required_argument, 0, 'p'},
-      {"nodes", required_argument, 0, 'N'},       {"ntasks-per-node", required_argument, 0, 't'},
+      {"count", required_argument, 0, 'c'},         {"script", required_argument, 0, 's'},
+      {"name", required_argument, 0, 'n'},          {"partition", required_argument, 0, 'p'},
+      {"nodes", required_argument, 0, 'N'},         {"ntasks-per-node", required_argument, 0, 't'},
       {"cpus-per-task", required_argument, 0, 'C'}, {"mem-per-cpu", required_argument, 0, 'm'},
-      {"time", required_argument, 0, 'T'},        {"workdir", required_argument, 0, 'w'},
-      {"output", required_argument, 0, 'o'},      {"env", required_argument, 0, 'e'},
-      {"latencies", required_argument, 0, 'l'},   {0, 0, 0, 0}};
+      {"time", required_argument, 0, 'T'},          {"workdir", required_argument, 0, 'w'},
+      {"output", required_argument, 0, 'o'},        {"env", required_argument, 0, 'e'},
+      {"latencies", required_argument, 0, 'l'},     {0, 0, 0, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (c) {
-      case 'c': count = atoi(optarg); break;
-      case 's': script_path = optarg; break;
-      case 'n': name = optarg; break;
-      case 'p': partition = optarg; break;
-      case 'N': nodes = atoi(optarg); break;
-      case 't': tasks_per_node = atoi(optarg); break;
-      case 'C': cpus_per_task = atoi(optarg); break;
-      case 'm': mem_per_cpu = atol(optarg); break;
-      case 'T': time_min = atoi(optarg); break;
-      case 'w': workdir = optarg; break;
-      case 'o': output = optarg; break;
-      case 'e': env[env_n++] = optarg; break;
-      case 'l': latencies = optarg; break;
+      case 'c':
+        count = atoi(optarg);
+        break;
+      case 's':
+        script_path = optarg;
+        break;
+      case 'n':
+        name = optarg;
+        break;
+      case 'p':
+        partition = optarg;
+        break;
+      case 'N':
+        nodes = atoi(optarg);
+        break;
+      case 't':
+        tasks_per_node = atoi(optarg);
+        break;
+      case 'C':
+        cpus_per_task = atoi(optarg);
+        break;
+      case 'm':
+        mem_per_cpu = atol(optarg);
+        break;
+      case 'T':
+        time_min = atoi(optarg);
+        break;
+      case 'w':
+        workdir = optarg;
+        break;
+      case 'o':
+        output = optarg;
+        break;
+      case 'e':
+        env[env_n++] = optarg;
+        break;
+      case 'l':
+        latencies = optarg;
+        break;
       default:
         fprintf(stderr, "usage: see the comment at the top of bench/submit_libslurm.c\n");
         return 2;
@@ -102,20 +127,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "--script FILE is required\n");
     return 2;
   }
-  char *script = read_file(script_path);
+  char* script = read_file(script_path);
 
   slurm_init(NULL);
-  double *lat = calloc(count, sizeof(double));
+  double* lat = calloc(count, sizeof(double));
   long first_job = 0, last_job = 0;
   double t0 = now_ms();
   for (int i = 0; i < count; ++i) {
     job_desc_msg_t desc;
     slurm_init_job_desc_msg(&desc);
-    desc.name = (char *)name;
-    if (partition) desc.partition = (char *)partition;
+    desc.name = (char*)name;
+    if (partition) desc.partition = (char*)partition;
     desc.script = script;
-    desc.work_dir = (char *)workdir;
-    desc.std_out = (char *)output;
+    desc.work_dir = (char*)workdir;
+    desc.std_out = (char*)output;
     desc.environment = env;
     desc.env_size = env_n;
     desc.min_nodes = desc.max_nodes = nodes;
@@ -126,7 +151,7 @@ int main(int argc, char **argv) {
     desc.time_limit = time_min;
     desc.user_id = getuid();
     desc.group_id = getgid();
-    submit_response_msg_t *resp = NULL;
+    submit_response_msg_t* resp = NULL;
     double a = now_ms();
     int rc = slurm_submit_batch_job(&desc, &resp);
     lat[i] = now_ms() - a;
@@ -140,14 +165,16 @@ int main(int argc, char **argv) {
   }
   double secs = (now_ms() - t0) / 1e3;
   if (latencies) {
-    FILE *f = fopen(latencies, "w");
+    FILE* f = fopen(latencies, "w");
     for (int i = 0; f && i < count; ++i) fprintf(f, "%.3f\n", lat[i]);
     if (f) fclose(f);
   }
   qsort(lat, count, sizeof(double), cmp_double);
-  printf("jobs=%d seconds=%.3f jobs_per_s=%.1f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f first_job=%ld last_job=%ld\n",
-         count, secs, count / secs, percentile(lat, count, 50), percentile(lat, count, 99), lat[count - 1],
-         first_job, last_job);
+  printf(
+      "jobs=%d seconds=%.3f jobs_per_s=%.1f p50_ms=%.2f p99_ms=%.2f max_ms=%.2f first_job=%ld "
+      "last_job=%ld\n",
+      count, secs, count / secs, percentile(lat, count, 50), percentile(lat, count, 99),
+      lat[count - 1], first_job, last_job);
   slurm_fini();
   return 0;
 }

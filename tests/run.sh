@@ -8,15 +8,17 @@
 #   4. end-to-end dashboard tests in headless Chromium
 #   5. each libFuzzer target for a bounded time (clang, ASan + UBSan)
 #   6. unit, agent and concurrency tests built with TSan
+#   7. a clang build of every program with -Wthread-safety (lock annotations)
 # Works on a fresh Debian machine; CI runs it through .ci/run.
 #
 # Environment:
-#   TFSLURM_SKIP_SANITIZERS=1   skip steps 2, 5 and 6 (local iterations)
+#   TFSLURM_SKIP_SANITIZERS=1   skip steps 2, 5, 6 and 7 (local iterations)
 #   TFSLURM_SKIP_E2E=1          skip step 4
 #   TFSLURM_FUZZ=0              skip step 5; TFSLURM_FUZZ=1 runs it even
 #                               with TFSLURM_SKIP_SANITIZERS=1
 #   TFSLURM_FUZZ_SECONDS=N      per fuzz target (default 60)
 #   TFSLURM_TSAN=0              skip step 6; =1 as TFSLURM_FUZZ=1
+#   TFSLURM_THREAD_SAFETY=0     skip step 7; =1 as TFSLURM_FUZZ=1
 #   PYTEST_ARGS="-k resume"     passed to pytest
 set -euo pipefail
 
@@ -181,6 +183,22 @@ if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   record tsan "$p" "$f"
 fi
 
+# Thread-safety analysis: clang checks the lock annotations of every library
+# (ABSL_GUARDED_BY and friends; docs/style.md). A compile, no test: an
+# unguarded access to guarded state fails it (-Werror=thread-safety, set in
+# CMakeLists.txt for clang). Debug, for the compile time: 3-4 minutes cold.
+tsa_rc=0
+if [[ "${TFSLURM_THREAD_SAFETY:-$sanitizers_default}" != 0 ]]; then
+  step "thread-safety analysis (clang -Wthread-safety)"
+  set +e
+  cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ >/dev/null &&
+    ninja -C build-clang -j"$jobs" tfslurmd tfslurm-agent tfctl
+  tsa_rc=$?
+  set -e
+  if [[ $tsa_rc -eq 0 ]]; then record thread-safety 1 0; else record thread-safety 0 1; fi
+fi
+
 step "summary"
 total_p=0 total_f=0
 for k in "${!passed[@]}"; do
@@ -188,7 +206,7 @@ for k in "${!passed[@]}"; do
   total_p=$((total_p + passed[$k])); total_f=$((total_f + failed[$k]))
 done
 rc=0
-for r in $format_rc $unit_rc $asan_rc $integration_rc $e2e_rc $fuzz_rc $tsan_rc; do [[ $r -eq 0 ]] || rc=1; done
+for r in $format_rc $unit_rc $asan_rc $integration_rc $e2e_rc $fuzz_rc $tsan_rc $tsa_rc; do [[ $r -eq 0 ]] || rc=1; done
 if [[ $rc -ne 0 && $total_f -eq 0 ]]; then total_f=1; fi
 echo "summary: $total_p passed, $total_f failed"
 exit $rc

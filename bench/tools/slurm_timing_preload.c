@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static FILE *out;
+static FILE* out;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int64_t now_ns(void) {
@@ -28,20 +28,22 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void record(const char *what, int64_t start, int64_t end) {
+static void record(const char* what, int64_t start, int64_t end) {
   pthread_mutex_lock(&mu);
   if (!out) {
-    const char *path = getenv("BENCH_SLURM_TIMING_LOG");
+    const char* path = getenv("BENCH_SLURM_TIMING_LOG");
     out = fopen(path ? path : "/dev/null", "a");
     if (out) setvbuf(out, NULL, _IOLBF, 0);
   }
-  if (out) fprintf(out, "%s %lld %lld %ld\n", what, (long long)start, (long long)end, (long)syscall(SYS_gettid));
+  if (out)
+    fprintf(out, "%s %lld %lld %ld\n", what, (long long)start, (long long)end,
+            (long)syscall(SYS_gettid));
   pthread_mutex_unlock(&mu);
 }
 
 #define REAL(name) ((__typeof__(&name))dlsym(RTLD_NEXT, #name))
 
-int slurm_submit_batch_job(job_desc_msg_t *desc, submit_response_msg_t **resp) {
+int slurm_submit_batch_job(job_desc_msg_t* desc, submit_response_msg_t** resp) {
   static __typeof__(&slurm_submit_batch_job) real;
   if (!real) real = REAL(slurm_submit_batch_job);
   int64_t a = now_ns();
@@ -50,7 +52,7 @@ int slurm_submit_batch_job(job_desc_msg_t *desc, submit_response_msg_t **resp) {
   return rc;
 }
 
-int slurm_load_jobs(time_t update_time, job_info_msg_t **msg, uint16_t show_flags) {
+int slurm_load_jobs(time_t update_time, job_info_msg_t** msg, uint16_t show_flags) {
   static __typeof__(&slurm_load_jobs) real;
   if (!real) real = REAL(slurm_load_jobs);
   int64_t a = now_ns();
@@ -59,7 +61,7 @@ int slurm_load_jobs(time_t update_time, job_info_msg_t **msg, uint16_t show_flag
   return rc;
 }
 
-int slurm_load_partitions(time_t update_time, partition_info_msg_t **msg, uint16_t show_flags) {
+int slurm_load_partitions(time_t update_time, partition_info_msg_t** msg, uint16_t show_flags) {
   static __typeof__(&slurm_load_partitions) real;
   if (!real) real = REAL(slurm_load_partitions);
   int64_t a = now_ns();
@@ -68,7 +70,7 @@ int slurm_load_partitions(time_t update_time, partition_info_msg_t **msg, uint16
   return rc;
 }
 
-int slurm_load_node(time_t update_time, node_info_msg_t **msg, uint16_t show_flags) {
+int slurm_load_node(time_t update_time, node_info_msg_t** msg, uint16_t show_flags) {
   static __typeof__(&slurm_load_node) real;
   if (!real) real = REAL(slurm_load_node);
   int64_t a = now_ns();

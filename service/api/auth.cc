@@ -1,16 +1,13 @@
 #include "service/api/auth.h"
 
-#include <regex>
-
 #include "service/api/errors.h"
-#include "service/core/experiments.h"
 
 namespace tfslurm::api {
 namespace {
 
 class TokenAuthenticator final : public Authenticator {
  public:
-  explicit TokenAuthenticator(store::Store& store) : store_(store) {}
+  explicit TokenAuthenticator(Tokens& tokens) : tokens_(tokens) {}
   StatusOr<Principal> Authenticate(const httplib::Request& req) override {
     const std::string header = req.get_header_value("Authorization");
     static const std::string kPrefix = "Bearer ";
@@ -22,17 +19,13 @@ class TokenAuthenticator final : public Authenticator {
     if (header.compare(0, kPrefix.size(), kPrefix) != 0 || header.size() == kPrefix.size())
       return Status(StatusCode::kUnauthenticated,
                     "the Authorization header must be 'Bearer <token>'");
-    auto token = store_.GetToken(Sha256Hex(header.substr(kPrefix.size())));
-    if (!token.ok()) {
-      if (token.status().code() == StatusCode::kNotFound)
-        return Status(StatusCode::kUnauthenticated, "the token is not valid");
-      return token.status();
-    }
+    auto token = tokens_.Find(header.substr(kPrefix.size()));
+    if (!token.ok()) return token.status();
     return Principal{token->user, token->admin};
   }
 
  private:
-  store::Store& store_;
+  Tokens& tokens_;
 };
 
 class OpenAuthenticator final : public Authenticator {
@@ -44,22 +37,11 @@ class OpenAuthenticator final : public Authenticator {
 
 }  // namespace
 
-std::unique_ptr<Authenticator> NewTokenAuthenticator(store::Store& store) {
-  return std::make_unique<TokenAuthenticator>(store);
+std::unique_ptr<Authenticator> NewTokenAuthenticator(Tokens& tokens) {
+  return std::make_unique<TokenAuthenticator>(tokens);
 }
 std::unique_ptr<Authenticator> NewOpenAuthenticator() {
   return std::make_unique<OpenAuthenticator>();
-}
-
-StatusOr<std::string> CreateToken(store::Store& store, const std::string& user, bool admin,
-                                  int64_t now_ms) {
-  static const std::regex kUser("[A-Za-z0-9_.@-]{1,64}");
-  if (!std::regex_match(user, kUser))
-    return InvalidArgument("user must be 1-64 of letters, digits, _ . @ -, got '" + user + "'",
-                           {{"user", "invalid user name"}});
-  std::string token = "tfs_" + NewSystemRandomness()->NewSecret();
-  if (Status s = store.PutToken({Sha256Hex(token), user, admin, now_ms}); !s.ok()) return s;
-  return token;
 }
 
 Status CheckAccess(const Principal& p, const ExperimentRecord& e) {

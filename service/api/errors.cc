@@ -3,32 +3,13 @@
 #include <nlohmann/json.hpp>
 
 namespace tfslurm::api {
+
 namespace {
 
-const char* CodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk:
-      return "ok";
-    case StatusCode::kInvalidArgument:
-      return "invalid_argument";
-    case StatusCode::kNotFound:
-      return "not_found";
-    case StatusCode::kAlreadyExists:
-      return "already_exists";
-    case StatusCode::kFailedPrecondition:
-      return "failed_precondition";
-    case StatusCode::kUnavailable:
-      return "unavailable";
-    case StatusCode::kUnauthenticated:
-      return "unauthenticated";
-    case StatusCode::kPermissionDenied:
-      return "permission_denied";
-    case StatusCode::kResourceExhausted:
-      return "resource_exhausted";
-    case StatusCode::kInternal:
-      return "internal";
-  }
-  return "internal";
+// kUnknown is a local code of the agent and the client: the API has no such
+// error, and the service answering with it would be a bug.
+const char* WireCodeName(StatusCode code) {
+  return StatusCodeName(code == StatusCode::kUnknown ? StatusCode::kInternal : code);
 }
 
 }  // namespace
@@ -54,6 +35,7 @@ int HttpStatusFor(StatusCode code) {
     case StatusCode::kResourceExhausted:
       return 429;
     case StatusCode::kInternal:
+    case StatusCode::kUnknown:
       return 500;
   }
   return 500;
@@ -64,7 +46,7 @@ void ReplyError(httplib::Response& res, const Status& status) {
   for (const FieldError& f : status.fields())
     fields.push_back({{"field", f.field}, {"reason", f.reason}});
   nlohmann::json body = {{"error",
-                          {{"code", CodeName(status.code())},
+                          {{"code", WireCodeName(status.code())},
                            {"message", status.message()},
                            {"fields", fields},
                            {"retryable", status.retryable()}}}};

@@ -46,7 +46,7 @@ StatusOr<json> ParseBody(const httplib::Request& req) {
 
 // Loads experiment `id` and checks that `p` may touch it.
 Status Authorize(Experiments& experiments, const Principal& p, const std::string& id) {
-  auto e = experiments.store().GetExperiment(id);
+  auto e = experiments.GetExperiment(id);
   if (!e.ok()) return e.status();
   return CheckAccess(p, *e);
 }
@@ -168,7 +168,7 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
       Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
         if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok())
           return ReplyError(res, s);
-        auto attempts = experiments.store().ListAttempts(req.matches[1]);
+        auto attempts = experiments.ListAttempts(req.matches[1]);
         if (!attempts.ok()) return ReplyError(res, attempts.status());
         if (attempts->empty())
           return ReplyError(res, NotFound("no experiment '" + req.matches[1].str() + "'"));

@@ -56,7 +56,7 @@ std::string DescribeTasks(const std::vector<TaskRecord>& tasks) {
 
 StatusOr<int> ProcIdOf(Experiments& experiments, const std::string& id, int attempt,
                        const TaskName& task) {
-  auto tasks = experiments.store().ListTasks(id, attempt);
+  auto tasks = experiments.ListTasks(id, attempt);
   if (!tasks.ok()) return tasks.status();
   for (const TaskRecord& t : *tasks)
     if (t.role == task.role && t.index == task.index) return t.proc_id;
@@ -67,7 +67,7 @@ StatusOr<int> ProcIdOf(Experiments& experiments, const std::string& id, int atte
 }
 
 bool AttemptEnded(Experiments& experiments, const std::string& id, int attempt) {
-  auto attempts = experiments.store().ListAttempts(id);
+  auto attempts = experiments.ListAttempts(id);
   if (!attempts.ok()) return false;  // unknown now; the follow window still ends the response
   for (const AttemptRecord& a : *attempts)
     if (a.number == attempt) return a.state == "ended";
@@ -204,7 +204,7 @@ StatusOr<LogRequest> ParseLogRequest(const httplib::Request& req, Experiments& e
                                      const Principal& who) {
   LogRequest r;
   r.id = req.matches[1];
-  auto experiment = experiments.store().GetExperiment(r.id);
+  auto experiment = experiments.GetExperiment(r.id);
   if (!experiment.ok()) return experiment.status();
   if (Status s = CheckAccess(who, *experiment); !s.ok()) return s;
   auto attempt = IntParam(req, "attempt", experiment->current_attempt, 1,

@@ -1,6 +1,5 @@
 #include "service/core/checkpoint_state.h"
 
-#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -20,14 +19,6 @@ std::optional<CheckpointState> ParseCheckpointState(const std::string& contents)
     return state;
   }
   return std::nullopt;
-}
-
-std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir) {
-  std::ifstream f(model_dir + "/checkpoint");
-  if (!f) return std::nullopt;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ParseCheckpointState(ss.str());
 }
 
 }  // namespace tfslurm

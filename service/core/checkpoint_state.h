@@ -2,6 +2,9 @@
 //   model_checkpoint_path: "model.ckpt-1200"
 //   all_model_checkpoint_paths: "model.ckpt-1000"
 // Resume shows the step it will start from; the agent reports new ones.
+// Reading the file is the Files port's (core/ports/files.h).
+//
+// Thread safety: a pure function.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +19,5 @@ struct CheckpointState {
 };
 
 std::optional<CheckpointState> ParseCheckpointState(const std::string& contents);
-// Reads <model_dir>/checkpoint; nullopt when absent or unreadable.
-std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir);
 
 }  // namespace tfslurm

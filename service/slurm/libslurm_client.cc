@@ -9,7 +9,7 @@
 #include <mutex>
 
 #include "service/slurm/default_memory.h"
-#include "service/slurm/slurm_client.h"
+#include "service/slurm/libslurm_client.h"
 
 // Exported by libslurm but not declared in slurm.h.
 extern "C" char* slurm_job_reason_string(enum job_state_reason inx);

@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "service/core/status.h"
+#include "schema/status.h"
 
 namespace tfslurm::store {
 

@@ -19,6 +19,7 @@
 #include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
 #include "service/api/listen_backlog.h"
+#include "service/store/sqlite_store.h"
 #include "tests/concurrency/harness.h"
 
 namespace tfslurm::concurrency {
@@ -54,7 +55,8 @@ class ApiConcurrencyTest : public ::testing::Test {
     config.barrier_timeout_ms = 24 * 3600 * 1000;
     config.heartbeat_interval_ms = 3600 * 1000;
     config.shutdown_grace_ms = 3600 * 1000;
-    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, config);
+    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, config);
+    token_store_ = std::make_unique<Tokens>(*store_, random_, clock_);
     auto grpc = agentrpc::StartAgentGrpcServer(*experiments_, "127.0.0.1:0");
     ASSERT_TRUE(grpc.ok()) << grpc.status().message();
     grpc_ = std::move(grpc).value();
@@ -62,8 +64,8 @@ class ApiConcurrencyTest : public ::testing::Test {
 
     for (auto [user, admin] :
          {std::pair<std::string, bool>{"alice", false}, {"bob", false}, {"root", true}})
-      tokens_[user] = api::CreateToken(*store_, user, admin, clock_.NowMs()).value();
-    auth_ = api::NewTokenAuthenticator(*store_);
+      tokens_[user] = token_store_->Create(user, admin).value();
+    auth_ = api::NewTokenAuthenticator(*token_store_);
     // As tfslurmd sets up its listener.
     http_.new_task_queue = [] { return new api::OnDemandThreads(256); };
     http_.set_read_timeout(10, 0);
@@ -272,6 +274,8 @@ class ApiConcurrencyTest : public ::testing::Test {
   TempDir dir_;
   AtomicClock clock_;
   LockedRandomness random_;
+  testing::FakeFiles files_;
+  std::unique_ptr<Tokens> token_store_;
   LockedSlurm slurm_{4, 16};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Experiments> experiments_;

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "service/store/sqlite_store.h"
 #include "tests/concurrency/harness.h"
 
 namespace tfslurm::concurrency {
@@ -40,7 +41,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
     config.barrier_timeout_ms = 24 * 3600 * 1000;
     config.heartbeat_interval_ms = 3600 * 1000;
     config.shutdown_grace_ms = 3600 * 1000;
-    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, config);
+    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, config);
   }
   void TearDown() override {
     StopBackground();
@@ -84,6 +85,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
   TempDir dir_;
   AtomicClock clock_;
   LockedRandomness random_;
+  testing::FakeFiles files_;
   LockedSlurm slurm_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Experiments> experiments_;
@@ -127,8 +129,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
           violation("Get: " + v.status().message());
         store::ListQuery q;
         q.limit = 5;
-        if (!experiments_->store().ListExperiments(q).ok() ||
-            !experiments_->store().CountExperiments(q).ok())
+        if (!store_->ListExperiments(q).ok() || !store_->CountExperiments(q).ok())
           violation("listing failed");
       }
     });
@@ -446,7 +447,7 @@ TEST_F(ExperimentsConcurrencyTest, JobSubmittedDuringAPollIsNotTakenForVanished)
   config.output_root = (dir_.path() / "out").string();
   config.launch = {"/opt/tfslurm-agent", "svc:1"};
   config.poll_interval_ms = 10;
-  Experiments experiments(*store_, slow, clock_, random_, config);
+  Experiments experiments(*store_, slow, clock_, random_, files_, config);
   ASSERT_TRUE(
       experiments.Submit(LoadSpec("first", true), "alice", false).ok());  // something to poll for
 

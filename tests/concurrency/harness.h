@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "service/core/experiments.h"
-#include "service/store/store.h"
+#include "service/core/ports/store.h"
 #include "tests/unit/fakes.h"
 
 namespace tfslurm::concurrency {

@@ -8,8 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "service/core/sbatch_script.h"
 #include "service/core/spec.h"
-#include "service/slurm/sbatch_script.h"
 
 namespace tfslurm::fuzz {
 

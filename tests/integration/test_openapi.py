@@ -389,14 +389,18 @@ def quoted_returns(source, function):
 
 def test_enums_and_patterns_match_the_sources(doc):
     s = doc["components"]["schemas"]
-    errors_cc = read_source("service/api/errors.cc")
-    codes = set(quoted_returns(errors_cc, "const char* CodeName")) - {"ok"}
+    # The wire names of schema/status.h's codes; "ok" is no error, and
+    # "unknown" (the agent's and the client's local errors) the service
+    # answers as "internal" (service/api/errors.cc).
+    status_cc = read_source("schema/status.cc")
+    codes = set(re.findall(r'\{StatusCode::k\w+, "([a-z_]+)"\}', status_cc)) - {"ok", "unknown"}
+    assert "invalid_argument" in codes and "internal" in codes, codes
     assert set(s["Error"]["properties"]["error"]["properties"]["code"]["enum"]) == codes
 
     states = quoted_returns(read_source("service/core/records.cc"), "ExperimentStateName")
     assert s["ExperimentState"]["enum"] == states
 
-    slurm_states = quoted_returns(read_source("service/slurm/job_state.cc"), "JobStateName")
+    slurm_states = quoted_returns(read_source("service/core/job_state.cc"), "JobStateName")
     assert set(s["SlurmState"]["enum"]) == set(slurm_states) | {""}
 
     spec_cc = read_source("service/core/spec.cc")

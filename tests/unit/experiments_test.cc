@@ -7,6 +7,8 @@
 #include <fstream>
 
 #include "schema/tf_config_wire.h"
+#include "service/core/sha256.h"
+#include "service/store/sqlite_store.h"
 #include "tests/unit/fakes.h"
 
 namespace tfslurm {
@@ -15,6 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::FakeClock;
+using testing::FakeFiles;
 using testing::FakeRandomness;
 using testing::FakeSlurm;
 using testing::RecordingChannel;
@@ -51,7 +54,7 @@ class ExperimentsTest : public ::testing::Test {
   }
   // A new service process on the same database (and the same Slurm).
   void Restart() {
-    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, config_);
+    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, config_);
   }
 
   void Poll() {
@@ -104,6 +107,7 @@ class ExperimentsTest : public ::testing::Test {
   FakeSlurm slurm_;
   FakeClock clock_;
   FakeRandomness random_;
+  FakeFiles files_;
   LifecycleConfig config_;
   std::unique_ptr<Experiments> experiments_;
   int attempt_offset_ = 0;
@@ -121,7 +125,8 @@ TEST_F(ExperimentsTest, SubmitStoresAndSubmitsWithComputedMemory) {
   EXPECT_EQ(v.experiment.mem_per_task_mb, 2000);
   EXPECT_EQ(v.attempts.at(0).slurm_job_id, 100);
   EXPECT_EQ(v.tasks.size(), 6u);
-  EXPECT_TRUE(fs::is_directory(dir_ / "out" / "a" / "logs" / "attempt-1"));
+  EXPECT_TRUE(files_.Created((dir_ / "out" / "a" / "logs" / "attempt-1").string()));
+  EXPECT_TRUE(files_.Created(v.experiment.model_dir));
   // The secret is not stored, only its hash.
   EXPECT_EQ(v.attempts[0].secret_sha256, Sha256Hex(FakeSlurm::SecretOf(slurm_.submitted[0])));
 }
@@ -153,6 +158,29 @@ TEST_F(ExperimentsTest, RefusedSubmissionLeavesNothing) {
   auto r = experiments_->Submit(PsSpec("a"), "alice", false);
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(store_->GetExperiment("a").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ExperimentsTest, ADirectoryThatCannotBeMadeStoresAndSubmitsNothing) {
+  files_.refuse_create = Unavailable("cannot create /out/a: No space left on device");
+  auto r = experiments_->Submit(PsSpec("a"), "alice", false);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(r.status().message().find("No space left"), std::string::npos);
+  EXPECT_TRUE(slurm_.submitted.empty());
+  EXPECT_EQ(store_->GetExperiment("a").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ExperimentsTest, ARestartWhoseDirectoryCannotBeMadeIsRetriedLater) {
+  SubmitAndFailRetryably("a");
+  files_.refuse_create = Unavailable("cannot create the log directory: disk full");
+  clock_.Advance(5000);
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 1u) << "nothing is submitted without its directories";
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+  files_.refuse_create = Status::Ok();
+  clock_.Advance(config_.submit_retry_max_ms);
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kQueued);
 }
 
 TEST_F(ExperimentsTest, DryRunRendersWithoutStoringOrSubmitting) {
@@ -464,8 +492,7 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
   slurm_.SetState(100, slurm::JobState::kFailed, 1);
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
-  std::ofstream(dir_ / "out" / "a" / "checkpoint")
-      << "model_checkpoint_path: \"model.ckpt-1200\"\n";
+  files_.SetCheckpoint((dir_ / "out" / "a").string(), "model.ckpt-1200", 1200);
   auto attempt = experiments_->Resume("a");
   ASSERT_TRUE(attempt.ok()) << attempt.status().message();
   EXPECT_EQ(attempt->number, 2);

@@ -1,11 +1,13 @@
 // Fakes for unit tests of core: a Slurm that records what it is asked and
 // reports jobs the test sets, a clock the test moves, predictable randomness
-// and a channel that keeps what the service sends to one agent.
+// a file system in memory, and a channel that keeps what the service sends to
+// one agent.
 #pragma once
 
 #include <csignal>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "service/core/experiments.h"
 
@@ -23,6 +25,40 @@ class FakeRandomness final : public Randomness {
   std::string NewSecret() override { return "secret-" + std::to_string(++secrets); }
   std::string NewExperimentId() override { return "generated-" + std::to_string(++ids); }
   int secrets = 0, ids = 0;
+};
+
+// A file system in memory: records the directories core creates, answers
+// checkpoint states the test sets, and fails creation when told to.
+// Thread-safe, for the concurrency tests.
+class FakeFiles final : public Files {
+ public:
+  Status CreateDirectories(const std::string& path) override {
+    std::lock_guard lock(mu_);
+    if (!refuse_create.ok()) return refuse_create;
+    created.insert(path);
+    return Status::Ok();
+  }
+  std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir) override {
+    std::lock_guard lock(mu_);
+    auto it = checkpoints.find(model_dir);
+    if (it == checkpoints.end()) return std::nullopt;
+    return it->second;
+  }
+  void SetCheckpoint(const std::string& model_dir, const std::string& path, int64_t step) {
+    std::lock_guard lock(mu_);
+    checkpoints[model_dir] = {path, step};
+  }
+  bool Created(const std::string& path) {
+    std::lock_guard lock(mu_);
+    return created.count(path) > 0;
+  }
+
+  Status refuse_create;
+  std::set<std::string> created;
+  std::map<std::string, CheckpointState> checkpoints;
+
+ private:
+  std::mutex mu_;
 };
 
 class FakeSlurm final : public slurm::SlurmClient {

@@ -2,7 +2,7 @@
 // by running the generated script with bash, with a stand-in `srun` on PATH
 // that records its argv: nothing may run, and the arguments must arrive
 // byte for byte.
-#include "service/slurm/sbatch_script.h"
+#include "service/core/sbatch_script.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "service/slurm/sbatch_script.h"
+#include "service/core/sbatch_script.h"
 
 #include <csignal>
 

@@ -2,13 +2,15 @@
 // Nothing from a spec reaches shell text unquoted; the user's command is not
 // in the script at all (the agent receives it from the service) except in a
 // comment, JSON-encoded so no byte of it can end the comment.
+//
+// Thread safety: pure functions.
 #pragma once
 
 #include <string>
 
 #include "service/core/memory.h"
+#include "service/core/ports/slurm.h"
 #include "service/core/spec.h"
-#include "service/slurm/slurm_client.h"
 
 namespace tfslurm::slurm {
 

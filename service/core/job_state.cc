@@ -1,5 +1,5 @@
 // Job state names and predicates: plain logic, usable without libslurm.
-#include "service/slurm/slurm_client.h"
+#include "service/core/ports/slurm.h"
 
 namespace tfslurm::slurm {
 

@@ -1,15 +1,17 @@
-// What tfslurmd asks of Slurm, as an interface: core/ depends on this, the
-// libslurm implementation (libslurm_client.cc, the only code including
-// slurm.h) does the RPCs, and tests swap in a fake.
+// The Slurm port: what core asks of Slurm. slurm/libslurm_client.cc
+// implements it with libslurm (the only code including slurm.h); unit tests
+// use a fake. JobStateName and IsFinished are plain logic (core/job_state.cc).
+//
+// Thread safety: implementations are thread-safe; every method may be called
+// from any thread.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <vector>
 
+#include "schema/status.h"
 #include "service/core/memory.h"
-#include "service/core/status.h"
 
 namespace tfslurm::slurm {
 
@@ -83,11 +85,5 @@ class SlurmClient {
   virtual Status CancelJob(int64_t job_id, int signal) = 0;
   virtual Status SignalStep(int64_t job_id, int step_id, int signal) = 0;
 };
-
-// Uses SLURM_CONF (or Slurm's default path) to find the cluster.
-std::unique_ptr<SlurmClient> NewLibslurmClient();
-
-// node[1-3],gpu01 -> node1 node2 node3 gpu01, through libslurm's hostlist.
-std::vector<std::string> ExpandHostlist(const std::string& hostlist);
 
 }  // namespace tfslurm::slurm

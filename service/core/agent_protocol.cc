@@ -1,0 +1,248 @@
+#include "service/core/agent_protocol.h"
+
+#include "schema/tf_config_wire.h"
+#include "service/core/sha256.h"
+#include "service/core/wording.h"
+
+namespace tfslurm {
+
+StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref) {
+  auto it = lc_.open.find(ref.experiment_id);
+  if (it == lc_.open.end()) {
+    auto e = lc_.ports.store.GetExperiment(ref.experiment_id);
+    if (!e.ok()) return NotFound("no experiment '" + ref.experiment_id + "'");
+    // Stored but not yet in memory: its submission is still being recorded.
+    if (!IsTerminal(e->state))
+      return Unavailable("experiment '" + ref.experiment_id + "' is still being set up; retry");
+    return FailedPrecondition("experiment '" + ref.experiment_id + "' has ended (" +
+                              ExperimentStateName(e->state) + ")");
+  }
+  OpenExperiment& a = *it->second;
+  if (ref.attempt != a.attempt.number)
+    return FailedPrecondition(
+        "attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
+        "' is not current (current: " + std::to_string(a.attempt.number) + ")");
+  if (Sha256Hex(ref.secret) != a.attempt.secret_sha256)
+    return Status(StatusCode::kUnauthenticated, "wrong attempt secret for '" + ref.experiment_id +
+                                                    "' attempt " + std::to_string(ref.attempt));
+  if (ref.proc_id < 0 || ref.proc_id >= a.run->size())
+    return InvalidArgument("task " + std::to_string(ref.proc_id) +
+                           " is out of range: the attempt has " + std::to_string(a.run->size()) +
+                           " tasks");
+  return &a;
+}
+
+void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
+                               std::shared_ptr<TaskChannel> channel) {
+  MutexLock lock(lc_.mu);
+  auto found = FindTask(ref);
+  if (!found.ok()) {
+    channel->Send(RefusalFor(found.status()));
+    return;
+  }
+  OpenExperiment& a = **found;
+  const int proc = ref.proc_id;
+  int64_t now = lc_.ports.clock.NowMs();
+  store::Changes c;
+  TaskSlot& slot = a.run->mutable_task(proc);
+  std::string address = info.address + ":" + std::to_string(info.port);
+  if (a.run->outcome().kind != Outcome::kUndecided && !slot.registered) {
+    channel->Send(RefusedMsg{"attempt " + std::to_string(a.attempt.number) +
+                                 " has already ended: " + a.run->outcome().reason,
+                             true});
+    return;
+  }
+  bool was_registered = slot.registered;
+  bool barrier_complete = a.run->Register(proc, info.node_name, address, info.local_id);
+  a.channels[proc] = channel;
+  TaskRecord& t = a.tasks[proc];
+  t.node = info.node_name;
+  t.address = address;
+  if (!t.registered_at) t.registered_at = now;
+  t.last_heartbeat = now;
+  t.state = slot.state;
+  if (a.run->assignments_sent()) {
+    c.tasks.push_back(t);
+  } else if (!barrier_complete) {
+    // Before the barrier, registrations are written in batches by the next
+    // Tick (as heartbeats are), or with the assignments, which write every
+    // task: a transaction per registration, under mu_, is what a storm of
+    // thousands of agents would queue behind. An agent whose registration
+    // is lost in a crash registers again when it reconnects.
+    a.heartbeat_dirty.insert(proc);
+  }
+  if (a.attempt.state == "pending") {
+    // An agent registering proves the job runs, before the next poll says so.
+    a.attempt.state = "running";
+    a.attempt.slurm_state = "RUNNING";
+    a.attempt.started_at = now;
+    a.job_started_ms = now;
+    c.attempts.push_back(a.attempt);
+  }
+  if (a.record.state == ExperimentState::kQueued)
+    lc_.SetState(c, a, ExperimentState::kStarting, "tasks registering");
+  if (was_registered)
+    lc_.Event(c, a, "reconnected", TaskName(slot, proc) + " reconnected from " + address);
+
+  if (barrier_complete) {
+    SendAssignments(a, c);
+  } else if (a.run->assignments_sent()) {
+    // A reconnecting agent already holds its assignment; one that never got
+    // it (its stream broke first, or the service restarted) needs it now.
+    if (!info.reconnect) SendAssignments(a, c, proc);
+    if (slot.shutdown_sent && !slot.exited)
+      channel->Send(ShutdownMsg{a.run->outcome().reason, lc_.config.shutdown_grace_ms});
+  }
+  lc_.Commit(c);
+}
+
+void AgentProtocol::SendAssignments(OpenExperiment& a, store::Changes& c, int only_proc) {
+  bool first = !a.run->assignments_sent();
+  a.run->MarkAssigned();
+  int checkpointing = a.run->CheckpointingTask();
+  auto cluster = std::make_shared<SharedCluster>();
+  cluster->json = a.run->ClusterSpec();
+  cluster->zlib = wire::CompressCluster(cluster->json);
+  for (int i = 0; i < a.run->size(); ++i) {
+    if (only_proc >= 0 && i != only_proc) continue;
+    auto ch = a.channels.find(i);
+    if (ch == a.channels.end() || !ch->second) continue;
+    const TaskSlot& slot = a.run->task(i);
+    AssignmentMsg m;
+    m.role = slot.role.role;
+    m.index = slot.role.index;
+    m.cluster = cluster;
+    m.command = a.spec.command;
+    m.workdir = a.spec.workdir.empty() ? a.record.model_dir : a.spec.workdir;
+    for (auto& [k, v] : a.run->TaskEnv(i, a.record.model_dir)) m.env[k] = v;
+    m.model_dir = a.record.model_dir;
+    m.heartbeat_interval_ms = lc_.config.heartbeat_interval_ms;
+    m.shutdown_grace_ms = lc_.config.shutdown_grace_ms;
+    m.report_checkpoints = i == checkpointing;
+    if (first || a.tasks[i].state == "registered") {
+      a.tasks[i].state = slot.state;
+      c.tasks.push_back(a.tasks[i]);
+    }
+    ch->second->Send(m);
+  }
+  if (first) {
+    lc_.Event(
+        c, a, "assigned",
+        "all " + std::to_string(a.run->size()) + " tasks registered; roles and TF_CONFIG sent");
+    lc_.SetState(c, a, ExperimentState::kRunning, "training");
+  }
+}
+
+Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
+  MutexLock lock(lc_.mu);
+  auto found = FindTask(ref);
+  if (!found.ok()) return found.status();
+  OpenExperiment& a = **found;
+  a.tasks[ref.proc_id].last_heartbeat = lc_.ports.clock.NowMs();
+  a.heartbeat_dirty.insert(ref.proc_id);
+  if (a.tasks[ref.proc_id].state == "lost") {
+    const TaskSlot& slot = a.run->task(ref.proc_id);
+    store::Changes c;
+    a.tasks[ref.proc_id].state = slot.state;
+    c.tasks.push_back(a.tasks[ref.proc_id]);
+    lc_.Event(c, a, "heartbeat", TaskName(slot, ref.proc_id) + " is back");
+    lc_.Commit(c);
+  }
+  return Status::Ok();
+}
+
+Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::string& path) {
+  MutexLock lock(lc_.mu);
+  auto found = FindTask(ref);
+  if (!found.ok()) return found.status();
+  OpenExperiment& a = **found;
+  if (a.record.checkpoint_step && *a.record.checkpoint_step == step) return Status::Ok();
+  store::Changes c;
+  a.record.checkpoint_step = step;
+  a.record.checkpoint_path = path;
+  a.record.updated_at = lc_.ports.clock.NowMs();
+  c.experiment = a.record;
+  lc_.Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
+  lc_.Commit(c);
+  return Status::Ok();
+}
+
+Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
+                               std::optional<int> signal, bool reaped) {
+  MutexLock lock(lc_.mu);
+  auto found = FindTask(ref);
+  if (!found.ok()) return found.status();
+  OpenExperiment& a = **found;
+  const int proc = ref.proc_id;
+  if (a.run->task(proc).exited) return Status::Ok();  // a re-sent report
+  bool decided_before = a.run->outcome().kind != Outcome::kUndecided;
+  // A task that ends after the user cancelled, or after it was told to shut
+  // down, was ended by us: reaped, not failed, whatever its exit code.
+  reaped = reaped || a.user_cancelled || a.run->task(proc).shutdown_sent;
+  a.run->OnExit(proc, exit_code, signal, reaped);
+  const TaskSlot& slot = a.run->task(proc);
+  store::Changes c;
+  TaskRecord& t = a.tasks[proc];
+  t.state = slot.state;
+  t.exit_code = exit_code;
+  t.signal = signal;
+  t.ended_at = lc_.ports.clock.NowMs();
+  c.tasks.push_back(t);
+  std::string how = signal.value_or(0)
+                        ? "was killed by signal " + std::to_string(*signal)
+                        : "exited with code " + std::to_string(exit_code.value_or(-1));
+  lc_.Event(c, a, reaped ? "reaped" : "exited", TaskName(slot, proc) + " " + how);
+  if (!decided_before && a.run->outcome().kind != Outcome::kUndecided) OnOutcome(a, c);
+  lc_.Commit(c);
+  return Status::Ok();
+}
+
+void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel) {
+  MutexLock lock(lc_.mu);
+  auto it = lc_.open.find(ref.experiment_id);
+  if (it == lc_.open.end() || it->second->attempt.number != ref.attempt) return;
+  OpenExperiment& a = *it->second;
+  auto ch = a.channels.find(ref.proc_id);
+  // A newer stream may already have replaced this one.
+  if (ch == a.channels.end() || ch->second.get() != channel) return;
+  a.channels.erase(ch);
+  const TaskSlot& slot = a.run->task(ref.proc_id);
+  if (slot.registered && !slot.exited) a.run->SetVanished(ref.proc_id, true);
+}
+
+void AgentProtocol::OnOutcome(OpenExperiment& a, store::Changes& c) {
+  const Outcome& o = a.run->outcome();
+  if (o.kind == Outcome::kSucceeded) {
+    a.attempt.end_reason = EndReasonName(EndReason::kSucceeded);
+    a.attempt.reason = o.reason;
+    c.attempts.push_back(a.attempt);
+    lc_.SetState(c, a, ExperimentState::kSucceeded, o.reason);
+    ReapRemaining(a, c, "training succeeded: " + o.reason);
+  } else if (o.kind == Outcome::kFailed) {
+    // What the failure means for a restart is decided when the job has
+    // ended: a task killed by SIGTERM may be the symptom of a preemption or
+    // the time limit, which Slurm's final state tells apart.
+    ReapRemaining(a, c, "attempt failed: " + o.reason);
+    a.record.reason = "attempt " + std::to_string(a.attempt.number) + " failed: " + o.reason +
+                      "; ending its Slurm job";
+    a.record.updated_at = lc_.ports.clock.NowMs();
+    c.experiment = a.record;
+  }
+}
+
+void AgentProtocol::ReapRemaining(OpenExperiment& a, store::Changes& c, const std::string& reason) {
+  std::vector<int> to_reap = a.run->TasksToReap();
+  if (to_reap.empty()) return;
+  std::string names;
+  for (int proc : to_reap) {
+    a.run->MarkShutdownSent(proc);
+    auto ch = a.channels.find(proc);
+    if (ch != a.channels.end()) ch->second->Send(ShutdownMsg{reason, lc_.config.shutdown_grace_ms});
+    names += (names.empty() ? "" : ", ") + TaskName(a.run->task(proc), proc);
+  }
+  a.reap_deadline_ms =
+      lc_.ports.clock.NowMs() + lc_.config.shutdown_grace_ms + lc_.config.reap_timeout_margin_ms;
+  lc_.Event(c, a, "reaping", "Shutdown sent to " + names);
+}
+
+}  // namespace tfslurm

@@ -1,0 +1,53 @@
+// The agent protocol as the lifecycle runs it: registration and the barrier,
+// the assignments (role, index, TF_CONFIG), heartbeats, checkpoint progress,
+// exit reports, disconnects, and reaping the tasks left when an attempt is
+// decided. Replies go to the agents through their TaskChannels.
+//
+// Thread safety: the On* methods may be called from any thread and take the
+// lifecycle's lock themselves; ReapRemaining needs it held.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "schema/status.h"
+#include "service/core/agent_messages.h"
+#include "service/core/lifecycle.h"
+
+namespace tfslurm {
+
+class AgentProtocol {
+ public:
+  explicit AgentProtocol(Lifecycle& lifecycle) : lc_(lifecycle) {}
+
+  // Attaches `channel` for the task; the reply (Assignment or Refused)
+  // arrives through it, now or when the barrier completes.
+  void OnRegister(const TaskRef& ref, const RegisterInfo& info,
+                  std::shared_ptr<TaskChannel> channel) ABSL_LOCKS_EXCLUDED(lc_.mu);
+  Status OnHeartbeat(const TaskRef& ref) ABSL_LOCKS_EXCLUDED(lc_.mu);
+  Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path)
+      ABSL_LOCKS_EXCLUDED(lc_.mu);
+  Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
+                  bool reaped) ABSL_LOCKS_EXCLUDED(lc_.mu);
+  // The stream of `channel` broke; the agent may reconnect.
+  void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) ABSL_LOCKS_EXCLUDED(lc_.mu);
+
+  // Sends Shutdown to every task still running and sets the deadline after
+  // which the Slurm watch ends the step itself.
+  void ReapRemaining(OpenExperiment& e, store::Changes& c, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+
+ private:
+  // Checks a TaskRef against the current attempt (id, attempt, secret, range).
+  StatusOr<OpenExperiment*> FindTask(const TaskRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+  // To every connected task, or only to `only_proc`.
+  void SendAssignments(OpenExperiment& e, store::Changes& c, int only_proc = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+  // The attempt has just been decided by the tasks' exits.
+  void OnOutcome(OpenExperiment& e, store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+
+  Lifecycle& lc_;
+};
+
+}  // namespace tfslurm

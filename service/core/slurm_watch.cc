@@ -1,0 +1,425 @@
+#include "service/core/slurm_watch.h"
+
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <unordered_map>
+
+#include "service/core/restart_policy.h"
+#include "service/core/wording.h"
+
+namespace tfslurm {
+
+struct SlurmWatch::Actions {
+  std::vector<int64_t> cancel_jobs;
+  std::vector<int64_t> kill_steps;
+  std::vector<std::string> restarts;
+  std::vector<std::string> resubmits;  // attempts `submitting` that Slurm does not have
+};
+
+void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64_t poll_seq,
+                             store::Changes& c) {
+  if (a.attempt.state == "ended" || a.attempt.state == "submitting") return;
+  int64_t now = lc_.ports.clock.NowMs();
+  // Submitted while this poll's snapshot was being taken: absent from it,
+  // not gone.
+  if (!job && a.job_known_seq > poll_seq) return;
+  if (!job) {
+    a.attempt.state = "ended";
+    a.attempt.ended_at = now;
+    a.attempt.slurm_state = "UNKNOWN";
+    c.attempts.push_back(a.attempt);
+    const std::string job_n = "job " + std::to_string(a.attempt.slurm_job_id);
+    const Outcome& o = a.run->outcome();
+    std::string event = "Slurm no longer knows " + job_n;
+    EndReason reason;
+    std::string why = o.reason;
+    // What the tasks reported before the job left decides, as it would have
+    // with the job's final state.
+    if (o.kind == Outcome::kSucceeded) {
+      reason = EndReason::kSucceeded;
+    } else if (a.decided_reason) {
+      reason = *a.decided_reason;
+    } else if (o.kind == Outcome::kFailed) {
+      reason = o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit;
+    } else if (!a.job_seen) {
+      // Not seen since this service started: the job ended while tfslurmd
+      // was down, longer ago than Slurm's MinJobAge. Without accounting
+      // (slurmdbd) nothing says how, and the agents' exit reports expired.
+      event +=
+          ": it ended while tfslurmd was down, and Slurm forgets finished jobs after "
+          "MinJobAge; with no task report and no accounting, how it ended is unknown";
+      reason = EndReason::kUnknown;
+      why = job_n + " ended while tfslurmd was down; how is unknown";
+    } else {
+      // Seen by this service and gone before any report: Slurm lost it.
+      reason = EndReason::kNodeFail;
+      why = job_n + " vanished from Slurm";
+    }
+    lc_.Event(c, a, "job", event);
+    return FinishAttempt(a, reason, why, c);
+  }
+  a.job_seen = true;
+  std::string state = slurm::JobStateName(job->state);
+  bool changed = state != a.attempt.slurm_state || job->nodes != a.attempt.nodes;
+  a.attempt.slurm_state = state;
+  a.attempt.nodes = job->nodes;
+  if (job->state == slurm::JobState::kRunning && !a.start_seen_in_slurm) {
+    a.start_seen_in_slurm = true;
+    if (!a.job_started_ms) a.job_started_ms = now;
+    a.attempt.state = "running";
+    if (!a.attempt.started_at) a.attempt.started_at = now;
+    changed = true;
+    for (int i = 0; i < a.run->size(); ++i) {
+      int node = i / a.spec.resources.tasks_per_node;
+      if (node < static_cast<int>(job->node_names.size()) && a.tasks[i].node.empty())
+        a.run->mutable_task(i).node = job->node_names[node];
+    }
+    lc_.Event(c, a, "job",
+              "Slurm job " + std::to_string(job->job_id) + " started on " + job->nodes);
+    if (a.record.state == ExperimentState::kQueued)
+      lc_.SetState(c, a, ExperimentState::kStarting,
+                   "job running on " + job->nodes + "; tasks registering");
+  }
+  if (!slurm::IsFinished(job->state) || job->completing) {
+    if (changed) c.attempts.push_back(a.attempt);
+    return;
+  }
+
+  a.attempt.state = "ended";
+  a.attempt.ended_at = now;
+  a.attempt.exit_code = job->exit_signal ? 128 + job->exit_signal : job->exit_code;
+  c.attempts.push_back(a.attempt);
+  lc_.Event(c, a, "job",
+            "Slurm job " + std::to_string(job->job_id) + " ended " + state +
+                (job->reason.empty() || job->reason == "None" ? "" : " (" + job->reason + ")"));
+  for (int i = 0; i < a.run->size(); ++i) {
+    TaskSlot& slot = a.run->mutable_task(i);
+    if (!slot.exited && a.tasks[i].state != "pending") {
+      // A task the service was reaping ended with the job: reaped, by Slurm
+      // if its agent's report never came (the agent was killed with the
+      // step, or reconnected too late after a service restart). Any other
+      // task's end is unknown.
+      const char* end = slot.shutdown_sent ? "reaped" : "lost";
+      slot.state = end;
+      a.tasks[i].state = end;
+      c.tasks.push_back(a.tasks[i]);
+    }
+  }
+  if (a.user_cancelled) return;  // the experiment is cancelled already
+  const Outcome& o = a.run->outcome();
+  std::string why = "Slurm job " + std::to_string(job->job_id) + " " + state;
+  // Success decided by the tasks stands, whatever the reaping did to the job.
+  if (o.kind == Outcome::kSucceeded) return FinishAttempt(a, EndReason::kSucceeded, o.reason, c);
+  switch (job->state) {
+    case slurm::JobState::kTimeout:
+    case slurm::JobState::kDeadline:
+      return FinishAttempt(a, EndReason::kTimeout, why + " at its time limit", c);
+    case slurm::JobState::kNodeFail:
+    case slurm::JobState::kBootFail:
+      return FinishAttempt(a, EndReason::kNodeFail, why + " (" + job->reason + ")", c);
+    case slurm::JobState::kPreempted:
+      return FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job",
+                           c);
+    default:
+      break;
+  }
+  if (a.decided_reason) return FinishAttempt(a, *a.decided_reason, o.reason, c);
+  if (o.kind == Outcome::kFailed)
+    return FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit,
+                         o.reason, c);
+  switch (job->state) {
+    case slurm::JobState::kCompleted:
+      return FinishAttempt(a, EndReason::kSucceeded, why, c);
+    case slurm::JobState::kCancelled:
+      a.user_cancelled = true;
+      a.attempt.end_reason = EndReasonName(EndReason::kCancelled);
+      a.attempt.reason = why + " outside tfslurm (scancel or an admin)";
+      c.attempts.push_back(a.attempt);
+      lc_.SetState(c, a, ExperimentState::kCancelled, a.attempt.reason);
+      return;
+    case slurm::JobState::kOutOfMemory:
+      return FinishAttempt(a, EndReason::kPermanentExit, why + ": out of memory", c);
+    default: {
+      std::optional<int> code = job->exit_code, sig;
+      if (job->exit_signal) sig = job->exit_signal;
+      return FinishAttempt(
+          a, IsRetryableExit(code, sig) ? EndReason::kRetryableExit : EndReason::kPermanentExit,
+          why + " with exit code " + std::to_string(a.attempt.exit_code), c);
+    }
+  }
+}
+
+void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::string& why,
+                               store::Changes& c) {
+  // Decided already (success by the agents, or a cancel): the job's end
+  // only confirms it.
+  if (!a.attempt.end_reason.empty()) return;
+  a.attempt.end_reason = EndReasonName(reason);
+  a.attempt.reason = why;
+  c.attempts.push_back(a.attempt);
+  if (a.user_cancelled) return;  // already cancelled
+  AfterAttempt next =
+      DecideAfterAttempt(a.spec.restart, reason, why, a.attempt.number, a.record.restarts);
+  switch (next.action) {
+    case AfterAttempt::kSucceed:
+      return lc_.SetState(c, a, ExperimentState::kSucceeded, next.why);
+    case AfterAttempt::kFail:
+      return lc_.SetState(c, a, ExperimentState::kFailed, next.why);
+    case AfterAttempt::kRestart:
+      a.record.restarts++;
+      a.record.next_attempt_at = lc_.ports.clock.NowMs() + next.delay_ms;
+      return lc_.SetState(c, a, ExperimentState::kRestarting, next.why);
+  }
+}
+
+void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& actions) {
+  int64_t now = lc_.ports.clock.NowMs();
+  AttemptRun& run = *a.run;
+
+  // The barrier: every task must register within the timeout of the job's start.
+  if (a.job_started_ms && !run.assignments_sent() && run.outcome().kind == Outcome::kUndecided &&
+      a.attempt.state == "running" && now - a.job_started_ms > lc_.config.barrier_timeout_ms) {
+    std::vector<int> missing = run.MissingRegistrations();
+    std::string names;
+    for (size_t i = 0; i < missing.size() && i < 20; ++i)
+      names += (i ? ", " : "") + TaskName(run.task(missing[i]), missing[i]);
+    if (missing.size() > 20) names += ", ...";
+    std::string why = "barrier timeout after " + Seconds(lc_.config.barrier_timeout_ms) + ": " +
+                      std::to_string(missing.size()) + " of " + std::to_string(run.size()) +
+                      " tasks never registered: " + names;
+    run.Decide({Outcome::kFailed, why});
+    a.decided_reason = EndReason::kStartFailed;
+    agents_.ReapRemaining(a, c, why);
+    a.record.reason = why + "; cancelling the job";
+    c.experiment = a.record;
+    if (!a.job_cancel_sent && a.attempt.slurm_job_id) {
+      actions.cancel_jobs.push_back(a.attempt.slurm_job_id);
+      a.job_cancel_sent = true;
+    }
+  }
+
+  // Reaping: tasks that did not confirm within the grace are ended by Slurm.
+  if (a.reap_deadline_ms && now >= a.reap_deadline_ms && !a.step_killed &&
+      a.attempt.state != "ended") {
+    std::vector<int> unconfirmed = run.UnconfirmedShutdowns();
+    if (!unconfirmed.empty()) {
+      std::string names;
+      for (int proc : unconfirmed)
+        names += (names.empty() ? "" : ", ") + TaskName(run.task(proc), proc);
+      lc_.Event(c, a, "reaping",
+                names + " did not confirm the Shutdown; ending step " +
+                    std::to_string(a.attempt.slurm_job_id) + ".0 through Slurm");
+      actions.kill_steps.push_back(a.attempt.slurm_job_id);
+    }
+    a.step_killed = true;
+    // A failed attempt's job has nothing left to do.
+    if (run.outcome().kind == Outcome::kFailed && !a.job_cancel_sent) {
+      actions.cancel_jobs.push_back(a.attempt.slurm_job_id);
+      a.job_cancel_sent = true;
+    }
+  }
+
+  // A cancel Slurm did not act on (slurmctld down, a lost RPC) is repeated
+  // while the job is still there.
+  if (a.user_cancelled && a.attempt.slurm_job_id && a.attempt.state != "ended" &&
+      now - a.cancel_sent_at_ms > 10 * lc_.config.poll_interval_ms) {
+    actions.cancel_jobs.push_back(a.attempt.slurm_job_id);
+    a.cancel_sent_at_ms = now;
+  }
+
+  // Heartbeats: a task silent for several intervals is lost (it may come back).
+  int64_t lost_after =
+      int64_t{lc_.config.heartbeat_interval_ms} * lc_.config.lost_after_missed_heartbeats;
+  for (int i = 0; i < run.size(); ++i) {
+    TaskRecord& t = a.tasks[i];
+    // Agents heartbeat once they run their program; at the barrier the
+    // barrier timeout watches them instead.
+    if (t.state != "running") continue;
+    if (now - t.last_heartbeat > lost_after) {
+      t.state = "lost";
+      a.heartbeat_dirty.erase(i);
+      c.tasks.push_back(t);
+      lc_.Event(
+          c, a, "lost",
+          TaskName(run.task(i), i) + " sent no heartbeat for " + Seconds(now - t.last_heartbeat));
+    }
+  }
+  for (int i : a.heartbeat_dirty) c.tasks.push_back(a.tasks[i]);
+  a.heartbeat_dirty.clear();
+
+  if (a.record.state == ExperimentState::kRestarting && a.attempt.state == "ended" &&
+      now >= a.record.next_attempt_at)
+    actions.restarts.push_back(a.record.id);
+}
+
+void SlurmWatch::Tick() {
+  int64_t now = lc_.ports.clock.NowMs();
+  std::optional<std::unordered_map<int64_t, const slurm::JobInfo*>> by_id;
+  StatusOr<std::vector<slurm::JobInfo>> jobs = std::vector<slurm::JobInfo>{};
+  int64_t last_poll = last_poll_ms_.load();
+  // Of concurrent Ticks, only the one that moves last_poll_ms_ polls.
+  bool poll = now - last_poll >= lc_.config.poll_interval_ms &&
+              last_poll_ms_.compare_exchange_strong(last_poll, now);
+  const int64_t poll_seq = lc_.job_seq.load();
+  if (poll) {
+    bool any_open = false;
+    {
+      MutexLock lock(lc_.mu);
+      any_open = !lc_.open.empty();
+    }
+    if (any_open) {
+      jobs = lc_.ports.slurm.LoadJobs();
+      if (jobs.ok()) {
+        by_id.emplace();
+        for (const auto& j : *jobs) (*by_id)[j.job_id] = &j;
+      } else {
+        spdlog::warn("poll failed: {}", jobs.status().message());
+      }
+    }
+  }
+
+  Actions actions;
+  {
+    MutexLock lock(lc_.mu);
+    // Every experiment's changes in one transaction: a poll that finds a
+    // hundred jobs ended (a user cancelling a sweep) holds mu_ and the
+    // store for one commit, not a hundred.
+    std::vector<store::Changes> batch;
+    for (auto it = lc_.open.begin(); it != lc_.open.end();) {
+      OpenExperiment& a = *it->second;
+      store::Changes c;
+      if (a.attempt.state == "submitting") {
+        // The poll began at `now`, after the failure that set reconcile_at_ms.
+        if (by_id && now >= a.reconcile_at_ms) ReconcileSubmission(a, *jobs, c, actions);
+      } else if (by_id && a.attempt.slurm_job_id) {
+        auto j = by_id->find(a.attempt.slurm_job_id);
+        OnJobUpdate(a, j == by_id->end() ? nullptr : j->second, poll_seq, c);
+      }
+      CheckTimers(a, c, actions);
+      if (!c.empty()) batch.push_back(std::move(c));
+      // Done when the experiment is final and its last job has left Slurm.
+      if (IsTerminal(a.record.state) && a.attempt.state == "ended")
+        it = lc_.open.erase(it);
+      else
+        ++it;
+    }
+    lc_.CommitAll(batch);
+  }
+  RunActions(actions);
+}
+
+void SlurmWatch::RunActions(Actions& actions) {
+  for (int64_t job : actions.kill_steps) lc_.ports.slurm.SignalStep(job, 0, SIGKILL);
+  for (int64_t job : actions.cancel_jobs) lc_.ports.slurm.CancelJob(job, SIGKILL);
+  for (const std::string& id : actions.restarts) {
+    MutexLock lock(lc_.mu);
+    auto it = lc_.open.find(id);
+    if (it == lc_.open.end() || it->second->record.state != ExperimentState::kRestarting) continue;
+    OpenExperiment& a = *it->second;
+    const int number = a.attempt.number + 1;
+    submission_.SubmitAutomatically(a, number, "attempt " + std::to_string(number) + " submitted");
+  }
+  for (const std::string& id : actions.resubmits) {
+    MutexLock lock(lc_.mu);
+    auto it = lc_.open.find(id);
+    if (it == lc_.open.end() || it->second->attempt.state != "submitting" ||
+        it->second->user_cancelled)
+      continue;
+    submission_.SubmitAutomatically(*it->second, it->second->attempt.number);
+  }
+}
+
+// Slurm may or may not have the job of an attempt still `submitting`: the
+// newest job with its name is adopted; without one, the attempt is submitted
+// (again). The job name is unique per experiment and attempt.
+void SlurmWatch::ReconcileSubmission(OpenExperiment& a, const std::vector<slurm::JobInfo>& jobs,
+                                     store::Changes& c, Actions& actions) {
+  const slurm::JobInfo* match = nullptr;
+  for (const auto& j : jobs)
+    if (j.name == a.attempt.job_name && (!match || j.job_id > match->job_id)) match = &j;
+  if (match) {
+    a.attempt.slurm_job_id = match->job_id;
+    a.attempt.state = "pending";
+    a.job_known_seq = ++lc_.job_seq;
+    a.submit_failures = 0;
+    a.job_seen = true;
+    c.attempts.push_back(a.attempt);
+    lc_.Event(c, a, "recovered",
+              "found Slurm job " + std::to_string(match->job_id) + " (" + a.attempt.job_name +
+                  "), whose submission was not confirmed; adopting it");
+    if (a.user_cancelled) {
+      // Cancelled while its submission was in doubt.
+      actions.cancel_jobs.push_back(match->job_id);
+      a.job_cancel_sent = true;
+      a.cancel_sent_at_ms = lc_.ports.clock.NowMs();
+    }
+    return;
+  }
+  if (a.user_cancelled) {
+    a.attempt.state = "ended";
+    a.attempt.ended_at = lc_.ports.clock.NowMs();
+    c.attempts.push_back(a.attempt);
+    lc_.Event(
+        c, a, "recovered",
+        "Slurm has no job " + a.attempt.job_name + "; the experiment is cancelled: not submitted");
+    return;
+  }
+  lc_.Event(c, a, "recovered",
+            "Slurm has no job " + a.attempt.job_name +
+                " (its submission was interrupted or refused); submitting it now");
+  actions.resubmits.push_back(a.record.id);
+}
+
+Status SlurmWatch::Recover() {
+  auto open = lc_.ports.store.ListOpenExperiments();
+  if (!open.ok()) return open.status();
+  std::vector<OpenExperiment*> submitting;
+  {
+    MutexLock lock(lc_.mu);
+    for (const ExperimentRecord& r : *open) {
+      auto a = lc_.Load(r);
+      if (!a.ok()) {
+        spdlog::error("{}", a.status().message());
+        continue;
+      }
+      OpenExperiment& loaded = **a;
+      if (loaded.attempt.state == "submitting") submitting.push_back(&loaded);
+      if (!IsTerminal(loaded.record.state) && loaded.record.state != ExperimentState::kRestarting &&
+          loaded.attempt.state == "ended") {
+        // An open experiment whose last attempt has ended, with no newer
+        // one: tfslurmd before this version recorded `queued` for a restart
+        // or a resume ahead of the next attempt's intent, and stopped or
+        // failed in between. Nothing else moves it: restart it now.
+        store::Changes c;
+        loaded.record.next_attempt_at = lc_.ports.clock.NowMs();
+        lc_.SetState(c, loaded, ExperimentState::kRestarting,
+                     "attempt " + std::to_string(loaded.attempt.number) +
+                         " has ended and attempt " + std::to_string(loaded.attempt.number + 1) +
+                         " was never recorded (tfslurmd stopped or failed in between); submitting "
+                         "it now");
+        lc_.Commit(c);
+      }
+      lc_.open[r.id] = std::move(a).value();
+    }
+  }
+  if (submitting.empty()) return Status::Ok();
+  // Submissions interrupted by a crash: Slurm may or may not have the job.
+  // One query finds them by name, so none is submitted twice. If slurmctld
+  // does not answer now, Tick tries again at every poll.
+  auto jobs = lc_.ports.slurm.LoadJobs();
+  if (!jobs.ok()) return jobs.status();
+  Actions actions;
+  {
+    MutexLock lock(lc_.mu);
+    for (OpenExperiment* a : submitting) {
+      store::Changes c;
+      ReconcileSubmission(*a, *jobs, c, actions);
+      lc_.Commit(c);
+    }
+  }
+  RunActions(actions);
+  return Status::Ok();
+}
+
+}  // namespace tfslurm

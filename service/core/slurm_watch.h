@@ -1,0 +1,61 @@
+// The Slurm watch: the periodic work of the lifecycle. Polls Slurm (one RPC
+// for every job), follows each attempt's job, classifies how it ended and
+// applies the restart policy, reconciles submissions a crash or Slurm
+// interrupted (by job name, so none is submitted twice), and runs the
+// timers: barrier timeout, reaping deadline, lost heartbeats, restarts due.
+// Recover picks up what the last run of the service left.
+//
+// Thread safety: Tick and Recover may be called from any thread (Tick from
+// several at once: only one of them polls). The poll, cancels and step
+// kills are made outside the lifecycle's lock; restarts submit under it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schema/status.h"
+#include "service/core/agent_protocol.h"
+#include "service/core/lifecycle.h"
+#include "service/core/submission.h"
+
+namespace tfslurm {
+
+class SlurmWatch {
+ public:
+  SlurmWatch(Lifecycle& lifecycle, AgentProtocol& agents, Submission& submission)
+      : lc_(lifecycle), agents_(agents), submission_(submission) {}
+
+  // Loads open experiments from the store and reconciles them with Slurm.
+  Status Recover() ABSL_LOCKS_EXCLUDED(lc_.mu);
+  // Polls Slurm every poll_interval_ms, then runs every experiment's timers.
+  void Tick() ABSL_LOCKS_EXCLUDED(lc_.mu);
+
+ private:
+  struct Actions;  // Slurm calls to make after releasing the lock
+
+  void OnJobUpdate(OpenExperiment& e, const slurm::JobInfo* job, int64_t poll_seq,
+                   store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+  // Ends the current attempt for the restart policy's purposes (the Slurm
+  // job may still be finishing) and applies what the policy decides.
+  void FinishAttempt(OpenExperiment& e, EndReason reason, const std::string& why, store::Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+  void CheckTimers(OpenExperiment& e, store::Changes& c, Actions& actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+  void RunActions(Actions& actions) ABSL_LOCKS_EXCLUDED(lc_.mu);
+  // Adopts the job of an attempt still `submitting` from `jobs`, or queues
+  // its submission in `actions`.
+  void ReconcileSubmission(OpenExperiment& e, const std::vector<slurm::JobInfo>& jobs,
+                           store::Changes& c, Actions& actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+
+  Lifecycle& lc_;
+  AgentProtocol& agents_;
+  Submission& submission_;
+  // Tick reads it outside the lock, and Tick may run on several threads:
+  // the one that advances it polls.
+  std::atomic<int64_t> last_poll_ms_{0};
+};
+
+}  // namespace tfslurm

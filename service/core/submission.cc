@@ -1,0 +1,325 @@
+#include "service/core/submission.h"
+
+#include <algorithm>
+
+#include "service/core/sbatch_script.h"
+#include "service/core/sha256.h"
+#include "service/core/wording.h"
+
+namespace tfslurm {
+
+struct Submission::PreparedAttempt {
+  int number = 0;
+  slurm::SubmitRequest request;
+  AttemptRecord attempt;
+  MemoryPlan memory;
+};
+
+StatusOr<PartitionShape> Submission::Partition(const std::string& name) {
+  int64_t now = lc_.ports.clock.NowMs();
+  {
+    MutexLock lock(partition_mu_);
+    auto it = partition_cache_.find(name);
+    if (it != partition_cache_.end() && now - it->second.first < lc_.config.partition_cache_ms)
+      return it->second.second;
+  }
+  auto shape = lc_.ports.slurm.GetPartition(name);
+  if (!shape.ok()) return shape.status();
+  MutexLock lock(partition_mu_);
+  partition_cache_[name] = {now, *shape};
+  return shape;
+}
+
+StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std::string& owner,
+                                          bool dry_run) {
+  auto parsed = ParseSpec(input, lc_.config.limits);
+  if (!parsed.ok()) return parsed.status();
+  ExperimentSpec spec = std::move(parsed).value();
+  if (spec.id.empty()) spec.id = lc_.ports.random.NewExperimentId();
+
+  if (auto existing = lc_.ports.store.GetExperiment(spec.id); existing.ok()) {
+    return Status(StatusCode::kAlreadyExists,
+                  "experiment '" + spec.id + "' exists (state " +
+                      ExperimentStateName(existing->state) +
+                      "); to run it again from its checkpoints: POST /experiments/" + spec.id +
+                      "/resume (tfctl resume " + spec.id + "), or choose another id",
+                  {{"id", "'" + spec.id + "' is taken"}});
+  }
+
+  auto partition = Partition(spec.resources.partition);
+  if (!partition.ok()) return partition.status();
+  spec.resources.partition = partition->name;  // the default, made explicit
+  auto memory = ComputeMemPerTask(*partition, spec.resources);
+  if (!memory.ok()) return memory.status();
+
+  int64_t now = lc_.ports.clock.NowMs();
+  auto a = std::make_unique<OpenExperiment>();
+  a->spec = spec;
+  ExperimentRecord& e = a->record;
+  e.id = spec.id;
+  e.owner = owner;
+  e.spec_json = spec.ToJson().dump();
+  e.state = ExperimentState::kQueued;
+  e.current_attempt = 1;
+  e.model_dir = spec.model_dir.empty() ? lc_.config.output_root + "/" + spec.id : spec.model_dir;
+  e.mem_per_task_mb = memory->mem_per_task_mb;
+  e.mem_explanation = memory->explanation;
+  e.created_at = e.updated_at = now;
+
+  if (dry_run) {
+    AttemptRecord attempt;
+    attempt.experiment_id = spec.id;
+    attempt.number = 1;
+    attempt.job_name = slurm::JobName(spec.id, 1);
+    slurm::AttemptPaths paths{lc_.config.output_root + "/" + spec.id + "/logs/attempt-1"};
+    attempt.sbatch_script = slurm::BuildSubmitRequest(spec, *memory, 1, paths, lc_.config.launch,
+                                                      "", lc_.config.job_environment)
+                                .script;
+    return SubmitResult{e, attempt, *memory};
+  }
+
+  auto prepared = PrepareAttempt(*a, 1);
+  if (!prepared.ok()) return prepared.status();
+  auto submitted = SubmitAttempt(*a, std::move(prepared).value(), /*create=*/true);
+  if (!submitted.ok()) return submitted.status();
+  SubmitResult result{a->record, a->attempt, *memory};
+  MutexLock lock(lc_.mu);
+  lc_.open[spec.id] = std::move(a);
+  return result;
+}
+
+StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExperiment& a,
+                                                                 int number) {
+  const std::string& id = a.record.id;
+  std::string log_dir =
+      lc_.config.output_root + "/" + id + "/logs/attempt-" + std::to_string(number);
+  if (Status s = lc_.ports.files.CreateDirectories(log_dir); !s.ok()) return s;
+  if (Status s = lc_.ports.files.CreateDirectories(a.record.model_dir); !s.ok()) return s;
+
+  auto partition = Partition(a.spec.resources.partition);
+  if (!partition.ok()) return partition.status();
+  auto memory = ComputeMemPerTask(*partition, a.spec.resources);
+  if (!memory.ok()) return memory.status();
+
+  PreparedAttempt p;
+  p.number = number;
+  p.memory = *memory;
+  std::string secret = lc_.ports.random.NewSecret();
+  p.request = slurm::BuildSubmitRequest(a.spec, *memory, number, {log_dir}, lc_.config.launch,
+                                        secret, lc_.config.job_environment);
+  AttemptRecord& attempt = p.attempt;
+  attempt.experiment_id = id;
+  attempt.number = number;
+  attempt.secret_sha256 = Sha256Hex(secret);
+  attempt.job_name = p.request.job_name;
+  attempt.state = "submitting";
+  attempt.sbatch_script = p.request.script;
+  if (auto cp = lc_.ports.files.ReadCheckpointState(a.record.model_dir))
+    attempt.start_step = cp->step;
+  return p;
+}
+
+// The intent is one transaction: the attempt row `submitting` with its tasks
+// and, for a restart or a resume, the experiment's move to queued. Before it,
+// nothing has changed; after it, a crash leaves an attempt that Recover
+// reconciles. For attempt 1 the experiment row is created in the same
+// transaction; if Slurm refuses, the rows are removed again so a refused
+// submission leaves nothing behind. For later attempts a refusal ends the
+// experiment with Slurm's reason.
+StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAttempt p, bool create,
+                                                  const std::string& queued_why) {
+  const std::string& id = a.record.id;
+  const int number = p.number;
+  int64_t now = lc_.ports.clock.NowMs();
+  p.attempt.submitted_at = now;
+
+  auto run = std::make_unique<AttemptRun>(a.spec, number);
+  std::vector<TaskRecord> tasks;
+  for (int i = 0; i < run->size(); ++i) {
+    TaskRecord t;
+    t.experiment_id = id;
+    t.attempt = number;
+    t.proc_id = i;
+    t.role = run->task(i).role.role;
+    t.index = run->task(i).role.index;
+    tasks.push_back(t);
+  }
+
+  ExperimentRecord record = a.record;
+  record.current_attempt = number;
+  record.updated_at = now;
+  store::Changes intent;
+  if (number == 1) record.state = ExperimentState::kQueued;
+  if (!queued_why.empty() &&
+      (record.state != ExperimentState::kQueued || record.reason != queued_why)) {
+    intent.events.push_back({0, id, number, now, "state",
+                             std::string(ExperimentStateName(record.state)) + " -> " +
+                                 ExperimentStateName(ExperimentState::kQueued) + ": " +
+                                 queued_why});
+    record.state = ExperimentState::kQueued;
+    record.reason = queued_why;
+  }
+  intent.experiment = record;
+  intent.create_experiment = create;
+  intent.attempts.push_back(p.attempt);
+  intent.tasks = tasks;
+  intent.events.push_back(
+      {0, id, number, now, "submitting",
+       "attempt " + std::to_string(number) + " as Slurm job " + p.request.job_name +
+           "; memory per task " + std::to_string(p.memory.mem_per_task_mb) + " MB (" +
+           p.memory.explanation + ")" +
+           (p.attempt.start_step
+                ? "; resumes from checkpoint step " + std::to_string(*p.attempt.start_step)
+                : "")});
+  if (Status s = lc_.Apply({&intent, 1}); !s.ok()) {
+    if (s.code() == StatusCode::kAlreadyExists)
+      return Status(
+          StatusCode::kAlreadyExists,
+          "experiment '" + id + "' exists; to run it again: POST /experiments/" + id + "/resume",
+          {{"id", "'" + id + "' is taken"}});
+    return s;
+  }
+
+  // Recorded: from here on `a` is the new attempt.
+  a.record = record;
+  a.attempt = p.attempt;
+  a.run = std::move(run);
+  a.tasks = std::move(tasks);
+  a.channels.clear();
+  a.heartbeat_dirty.clear();
+  a.job_started_ms = a.reap_deadline_ms = 0;
+  a.step_killed = a.job_cancel_sent = false;
+  a.decided_reason.reset();
+  a.start_seen_in_slurm = false;
+
+  auto job = lc_.ports.slurm.Submit(p.request);
+  store::Changes after;
+  if (!job.ok()) {
+    if (create) {
+      // Nothing half-way: the experiment disappears with the refusal.
+      store::Changes undo;
+      undo.delete_experiment = id;
+      lc_.Apply({&undo, 1});
+      return job.status();
+    }
+    if (job.status().retryable()) {
+      // Slurm may have the job all the same (an RPC that timed out): the
+      // attempt stays `submitting`, and a later poll adopts the job by its
+      // name or submits it again.
+      int64_t delay = NextSubmitRetryMs(a);
+      a.reconcile_at_ms = lc_.ports.clock.NowMs() + delay;
+      lc_.Event(after, a, "retry",
+                "Slurm did not take " + p.request.job_name + ": " + job.status().message() +
+                    "; looking for it by name and submitting it again in " + Seconds(delay));
+      lc_.Commit(after);
+      return a.attempt;
+    }
+    a.attempt.state = "ended";
+    a.attempt.end_reason = EndReasonName(EndReason::kStartFailed);
+    a.attempt.reason = job.status().message();
+    a.attempt.ended_at = lc_.ports.clock.NowMs();
+    after.attempts.push_back(a.attempt);
+    lc_.SetState(
+        after, a, ExperimentState::kFailed,
+        "submission of attempt " + std::to_string(number) + " failed: " + job.status().message());
+    lc_.Commit(after);
+    return job.status();
+  }
+  a.submit_failures = 0;
+  a.job_seen = true;
+  a.attempt.slurm_job_id = *job;
+  a.attempt.state = "pending";
+  a.job_known_seq = ++lc_.job_seq;
+  after.attempts.push_back(a.attempt);
+  lc_.Event(after, a, "submitted",
+            "Slurm job " + std::to_string(*job) + " (" + p.request.job_name + ")");
+  lc_.Commit(after);
+  return a.attempt;
+}
+
+int64_t Submission::NextSubmitRetryMs(OpenExperiment& a) {
+  int64_t delay = lc_.config.submit_retry_ms << std::min(a.submit_failures, 10);
+  a.submit_failures++;
+  return std::min(delay, lc_.config.submit_retry_max_ms);
+}
+
+void Submission::OnSubmissionNotPrepared(OpenExperiment& a, int number, const Status& why,
+                                         store::Changes& c) {
+  std::string attempt_n = "attempt " + std::to_string(number);
+  // Either the intent of `number` is recorded and waits (`submitting`), or
+  // the experiment waits to restart.
+  const bool recorded = a.attempt.number == number && a.attempt.state == "submitting";
+  if (why.retryable()) {
+    int64_t delay = NextSubmitRetryMs(a);
+    if (recorded) {
+      a.reconcile_at_ms = lc_.ports.clock.NowMs() + delay;
+    } else {
+      a.record.next_attempt_at = lc_.ports.clock.NowMs() + delay;
+      a.record.updated_at = lc_.ports.clock.NowMs();
+      c.experiment = a.record;
+    }
+    lc_.Event(
+        c, a, "retry",
+        attempt_n + " not submitted: " + why.message() + "; trying again in " + Seconds(delay));
+    return;
+  }
+  if (recorded) {
+    a.attempt.state = "ended";
+    a.attempt.end_reason = EndReasonName(EndReason::kStartFailed);
+    a.attempt.reason = why.message();
+    a.attempt.ended_at = lc_.ports.clock.NowMs();
+    c.attempts.push_back(a.attempt);
+  }
+  lc_.SetState(c, a, ExperimentState::kFailed,
+               attempt_n + " cannot be submitted: " + why.message());
+}
+
+StatusOr<AttemptRecord> Submission::Resume(const std::string& id) {
+  MutexLock lock(lc_.mu);
+  auto it = lc_.open.find(id);
+  if (it != lc_.open.end()) {
+    const OpenExperiment& a = *it->second;
+    if (!IsTerminal(a.record.state))
+      return FailedPrecondition(
+          "experiment '" + id + "' is " + ExperimentStateName(a.record.state) +
+          "; cancel it first (DELETE /experiments/" + id + ") or wait for it to end");
+    return Status(StatusCode::kUnavailable, "experiment '" + id + "' has ended but its Slurm job " +
+                                                std::to_string(a.attempt.slurm_job_id) +
+                                                " is still finishing; retry in a few seconds");
+  }
+  auto record = lc_.ports.store.GetExperiment(id);
+  if (!record.ok()) return record.status();
+  auto loaded = lc_.Load(*record);
+  if (!loaded.ok()) return loaded.status();
+  std::unique_ptr<OpenExperiment> a = std::move(loaded).value();
+  a->record.restarts = 0;
+  a->record.next_attempt_at = 0;
+  a->user_cancelled = false;
+  auto checkpoint = lc_.ports.files.ReadCheckpointState(a->record.model_dir);
+  // Nothing is stored before the intent: a failure to prepare the attempt
+  // answers the error and leaves the experiment as it was.
+  auto prepared = PrepareAttempt(*a, a->attempt.number + 1);
+  if (!prepared.ok()) return prepared.status();
+  auto attempt = SubmitAttempt(
+      *a, std::move(prepared).value(), /*create=*/false,
+      "resumed by the user" +
+          (checkpoint ? " from checkpoint step " + std::to_string(checkpoint->step)
+                      : std::string(" (no checkpoint in ") + a->record.model_dir + ")"));
+  if (!attempt.ok()) return attempt.status();
+  lc_.open[id] = std::move(a);
+  return attempt;
+}
+
+void Submission::SubmitAutomatically(OpenExperiment& a, int number, const std::string& queued_why) {
+  auto prepared = PrepareAttempt(a, number);
+  if (!prepared.ok()) {
+    store::Changes c;
+    OnSubmissionNotPrepared(a, number, prepared.status(), c);
+    lc_.Commit(c);
+    return;
+  }
+  // Slurm's answer is handled inside, the intent being recorded.
+  SubmitAttempt(a, std::move(prepared).value(), /*create=*/false, queued_why);
+}
+
+}  // namespace tfslurm

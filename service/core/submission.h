@@ -1,0 +1,73 @@
+// Submission: a new experiment, a resume, and the automatic submissions of
+// later attempts (restarts, and submissions a crash or Slurm interrupted).
+// Each records the attempt's intent in the store, then submits it to Slurm;
+// a failure before the intent leaves everything as it was.
+//
+// Thread safety: Submit and Resume may be called from any thread and take
+// the lifecycle's lock themselves; SubmitAutomatically needs it held. The
+// partition cache has its own lock.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "schema/mutex.h"
+#include "schema/status.h"
+#include "service/core/lifecycle.h"
+#include "service/core/memory.h"
+
+namespace tfslurm {
+
+// Result of a dry run or a submission.
+struct SubmitResult {
+  ExperimentRecord experiment;
+  AttemptRecord attempt;
+  MemoryPlan memory;
+};
+
+class Submission {
+ public:
+  explicit Submission(Lifecycle& lifecycle) : lc_(lifecycle) {}
+
+  // Validates, stores the intent, submits. `dry_run` validates and renders
+  // only: nothing is stored or submitted.
+  StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner, bool dry_run)
+      ABSL_LOCKS_EXCLUDED(lc_.mu);
+  // Starts a new attempt of a finished experiment with the same MODEL_DIR.
+  // The restart budget starts over. FailedPrecondition while it still runs.
+  StatusOr<AttemptRecord> Resume(const std::string& id) ABSL_LOCKS_EXCLUDED(lc_.mu);
+  // A restart or a resubmission: prepares attempt `number` and submits it;
+  // a failure to prepare it is retried later when transient, else fails the
+  // experiment. With `queued_why`, the experiment moves to queued.
+  void SubmitAutomatically(OpenExperiment& e, int number, const std::string& queued_why = "")
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+
+ private:
+  struct PreparedAttempt;  // a submission checked and rendered, not yet recorded
+
+  // The partition's shape, from Slurm at most every partition_cache_ms.
+  StatusOr<PartitionShape> Partition(const std::string& name) ABSL_LOCKS_EXCLUDED(partition_mu_);
+  // Checks and renders attempt `number` (directories, partition, memory)
+  // without changing `e` or the store: its failure leaves everything as it was.
+  StatusOr<PreparedAttempt> PrepareAttempt(const OpenExperiment& e, int number);
+  // Records the intent, then submits. With `queued_why`, the experiment
+  // moves to queued in the intent's own transaction.
+  StatusOr<AttemptRecord> SubmitAttempt(OpenExperiment& e, PreparedAttempt prepared, bool create,
+                                        const std::string& queued_why = "");
+  // An automatic submission could not be prepared: retried later when the
+  // cause is transient, else the experiment fails with the reason.
+  void OnSubmissionNotPrepared(OpenExperiment& e, int number, const Status& why, store::Changes& c);
+  int64_t NextSubmitRetryMs(OpenExperiment& e);
+
+  Lifecycle& lc_;
+  Mutex partition_mu_;
+  // By partition name: when it was read, and its shape.
+  std::map<std::string, std::pair<int64_t, PartitionShape>> partition_cache_
+      ABSL_GUARDED_BY(partition_mu_);
+};
+
+}  // namespace tfslurm

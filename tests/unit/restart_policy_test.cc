@@ -1,0 +1,60 @@
+#include "service/core/restart_policy.h"
+
+#include <gtest/gtest.h>
+
+namespace tfslurm {
+namespace {
+
+TEST(RestartPolicyTest, ASuccessSucceedsWhateverThePolicy) {
+  RestartPolicy p;
+  p.on.clear();
+  AfterAttempt next = DecideAfterAttempt(p, EndReason::kSucceeded, "chief exited 0", 3, 9);
+  EXPECT_EQ(next.action, AfterAttempt::kSucceed);
+  EXPECT_EQ(next.why, "chief exited 0");
+}
+
+TEST(RestartPolicyTest, AReasonNotInRestartOnFailsAndSaysWhy) {
+  RestartPolicy p;  // preempted, timeout, node_fail, retryable_exit
+  AfterAttempt next = DecideAfterAttempt(p, EndReason::kPermanentExit, "exit 1", 2, 0);
+  EXPECT_EQ(next.action, AfterAttempt::kFail);
+  EXPECT_EQ(next.why,
+            "attempt 2 permanent_exit: exit 1 (not restarted: permanent_exit is not in "
+            "restart.on)");
+}
+
+TEST(RestartPolicyTest, TheBudgetEndsRestarts) {
+  RestartPolicy p;
+  p.max_restarts = 2;
+  EXPECT_EQ(DecideAfterAttempt(p, EndReason::kTimeout, "t", 2, 1).action, AfterAttempt::kRestart);
+  AfterAttempt next = DecideAfterAttempt(p, EndReason::kTimeout, "t", 3, 2);
+  EXPECT_EQ(next.action, AfterAttempt::kFail);
+  EXPECT_NE(next.why.find("(max_restarts 2 reached)"), std::string::npos) << next.why;
+}
+
+TEST(RestartPolicyTest, BackoffDoublesPerRestartUpToTenMinutes) {
+  RestartPolicy p;
+  p.max_restarts = 100;
+  p.backoff_s = 10;
+  EXPECT_EQ(DecideAfterAttempt(p, EndReason::kNodeFail, "n", 1, 0).delay_ms, 10'000);
+  EXPECT_EQ(DecideAfterAttempt(p, EndReason::kNodeFail, "n", 2, 1).delay_ms, 20'000);
+  EXPECT_EQ(DecideAfterAttempt(p, EndReason::kNodeFail, "n", 4, 3).delay_ms, 80'000);
+  EXPECT_EQ(DecideAfterAttempt(p, EndReason::kNodeFail, "n", 7, 6).delay_ms, 600'000);
+  EXPECT_EQ(DecideAfterAttempt(p, EndReason::kNodeFail, "n", 50, 49).delay_ms, 600'000);
+  AfterAttempt next = DecideAfterAttempt(p, EndReason::kNodeFail, "node2 died", 2, 1);
+  EXPECT_EQ(next.why, "attempt 2 node_fail: node2 died; restart 2 of 100 in 20 s");
+}
+
+TEST(RestartPolicyTest, AnUnknownEndRestartsWhenThePolicyRestartsAnything) {
+  RestartPolicy p;
+  p.on = {EndReason::kPreempted};
+  AfterAttempt next = DecideAfterAttempt(p, EndReason::kUnknown, "job ended while down", 1, 0);
+  EXPECT_EQ(next.action, AfterAttempt::kRestart);
+  EXPECT_NE(next.why.find("an unknown end is restarted"), std::string::npos) << next.why;
+  p.on.clear();
+  next = DecideAfterAttempt(p, EndReason::kUnknown, "job ended while down", 1, 0);
+  EXPECT_EQ(next.action, AfterAttempt::kFail);
+  EXPECT_NE(next.why.find("restart.on is empty"), std::string::npos) << next.why;
+}
+
+}  // namespace
+}  // namespace tfslurm
