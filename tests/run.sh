@@ -170,7 +170,7 @@ if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   set +e
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
     ninja -C build-tsan -j"$jobs" service_unit_tests agent_unit_tests agent_end_to_end_test \
-      experiments_concurrency_test api_concurrency_test
+      experiments_concurrency_test api_concurrency_test daemon_test
   tsan_rc=$?
   p=0 f=1
   if [[ $tsan_rc -eq 0 ]]; then

@@ -1,0 +1,98 @@
+// The daemon's wiring (service/daemon/) as tfslurmd's main.cc and the
+// rendezvous benchmark use it: real SQLite, real listeners on ports the OS
+// picks, the ticker and the HTTP thread running, stopped in order.
+#include "service/daemon/daemon.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "service/core/tokens.h"
+#include "service/store/sqlite_store.h"
+#include "tests/concurrency/harness.h"
+
+namespace tfslurm::concurrency {
+namespace {
+
+using nlohmann::json;
+
+class DaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(store::OpenSqliteStore((dir_.path() / "db").string())).value();
+    options_.http_port = 0;
+    options_.agent_listen = "127.0.0.1:0";
+    options_.output_root = (dir_.path() / "out").string();
+    options_.agent_path = "/opt/tfslurm-agent";
+    options_.poll_interval_ms = 50;
+  }
+
+  daemon::DaemonPorts Ports() { return {*store_, slurm_, clock_, random_, files_}; }
+
+  TempDir dir_;
+  AtomicClock clock_;
+  LockedRandomness random_;
+  testing::FakeFiles files_;
+  LockedSlurm slurm_{4, 16};
+  std::unique_ptr<store::Store> store_;
+  daemon::DaemonOptions options_;
+};
+
+TEST_F(DaemonTest, ServesTheApiWithTokensAndNamesItsAgentEndpointInScripts) {
+  auto token = Tokens(*store_, random_, clock_).Create("alice", false);
+  ASSERT_TRUE(token.ok());
+  auto d = daemon::Daemon::Start(options_, Ports());
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_GT((*d)->http_port(), 0);
+  ASSERT_GT((*d)->agent_port(), 0);
+  EXPECT_EQ((*d)->agent_address(), "127.0.0.1:" + std::to_string((*d)->agent_port()));
+
+  httplib::Client c("127.0.0.1", (*d)->http_port());
+  auto anonymous = c.Get("/experiments");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401);
+  c.set_bearer_token_auth(token->c_str());
+  json spec = {{"id", "wired"},
+               {"command", {"python3", "train.py"}},
+               {"cluster", {{"chief", 1}, {"worker", 1}}},
+               {"resources", {{"nodes", 1}, {"tasks_per_node", 2}}}};
+  auto created = c.Post("/experiments", spec.dump(), "application/json");
+  ASSERT_TRUE(created);
+  EXPECT_EQ(created->status, 201) << created->body;
+  std::string secret;
+  ASSERT_GT(slurm_.JobOf(slurm::JobName("wired", 1), &secret), 0);
+  auto script = c.Get("/experiments/wired/sbatch");
+  ASSERT_TRUE(script);
+  EXPECT_NE(script->body.find((*d)->agent_address()), std::string::npos) << script->body;
+  auto listed = c.Get("/experiments");
+  ASSERT_TRUE(listed);
+  EXPECT_EQ(json::parse(listed->body)["total"], 1) << listed->body;
+
+  // The ticker polls the (fake) Slurm: the job's start reaches the experiment.
+  slurm_.SetState(slurm_.JobOf(slurm::JobName("wired", 1)), slurm::JobState::kRunning);
+  ASSERT_TRUE(WaitFor([&] {
+    clock_.Advance(100);
+    auto e = store_->GetExperiment("wired");
+    return e.ok() && e->state == ExperimentState::kStarting;
+  }));
+  (*d)->Stop();
+  (*d)->Stop();  // idempotent
+  EXPECT_FALSE(c.Get("/experiments")) << "the listener is closed";
+}
+
+TEST_F(DaemonTest, ATakenPortIsRefusedWithItsAddressAndNothingRuns) {
+  auto first = daemon::Daemon::Start(options_, Ports());
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  daemon::DaemonOptions same = options_;
+  same.http_port = (*first)->http_port();
+  auto second = daemon::Daemon::Start(same, Ports());
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("cannot listen on 127.0.0.1:" +
+                                           std::to_string(same.http_port)),
+            std::string::npos)
+      << second.status().message();
+  EXPECT_NE(second.status().message().find("another tfslurmd"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tfslurm::concurrency
