@@ -57,7 +57,7 @@ StatusOr<std::string> ExperimentListCache::Body(const store::ListQuery& q) {
   const std::string key = QueryKey(q);
   uint64_t version;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     version = list_version_;
     if (bodies_version_ == version) {
       auto it = bodies_.find(key);
@@ -72,7 +72,7 @@ StatusOr<std::string> ExperimentListCache::Body(const store::ListQuery& q) {
   };
   std::vector<Slot> slots;
   auto page = source_.list_page(q, [&](const std::string& id) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     Slot slot;
     slot.version = ItemVersionLocked(id);
     auto it = items_.find(id);
@@ -102,7 +102,7 @@ StatusOr<std::string> ExperimentListCache::Body(const store::ListQuery& q) {
   }
   std::string body = ExperimentListJson(items, *total, q.limit, q.offset);
 
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   for (size_t i : made)
     if (slots[i].version <= version) PutItem((*page)[i].id, slots[i].version, slots[i].item);
   // Kept only while current: a body of an older version would never be
@@ -118,7 +118,7 @@ StatusOr<std::string> ExperimentListCache::Body(const store::ListQuery& q) {
 }
 
 void ExperimentListCache::Committed(std::span<const store::Changes> batch, bool applied) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   // One set after the other: each is judged against seen_ as the sets
   // before it in the batch left it, as they left the store.
   for (const store::Changes& c : batch) {
@@ -134,17 +134,17 @@ void ExperimentListCache::Committed(std::span<const store::Changes> batch, bool 
 }
 
 uint64_t ExperimentListCache::ListVersion() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return list_version_;
 }
 
 uint64_t ExperimentListCache::ItemVersion(const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return ItemVersionLocked(id);
 }
 
 size_t ExperimentListCache::ItemsKept() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return items_.size();
 }
 

@@ -19,12 +19,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "schema/mutex.h"
 #include "schema/status.h"
 #include "service/core/ports/store.h"
 
@@ -58,20 +58,21 @@ class ExperimentListCache final : public store::CommitObserver {
   // kept for it at the current version, or one made now, from the items
   // kept where they are current and from the source's summaries of the
   // others, and then kept.
-  StatusOr<std::string> Body(const store::ListQuery& query);
+  StatusOr<std::string> Body(const store::ListQuery& query) ABSL_LOCKS_EXCLUDED(mu_);
 
   // store::CommitObserver: advances the versions of what `batch` changes of
   // what a list shows.
-  void Committed(std::span<const store::Changes> batch, bool applied) override;
+  void Committed(std::span<const store::Changes> batch, bool applied) override
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Grows with every committed change to what a list shows (what Body
   // returns): a body made at one version holds while it stays. Events
   // alone, and task rows whose role and state stay (heartbeats), leave it.
-  uint64_t ListVersion();
+  uint64_t ListVersion() ABSL_LOCKS_EXCLUDED(mu_);
   // The ListVersion of the last change to what a list shows of experiment
   // `id`; 0 if none since the cache was made. Its item holds while it stays.
-  uint64_t ItemVersion(const std::string& id);
-  size_t ItemsKept();
+  uint64_t ItemVersion(const std::string& id) ABSL_LOCKS_EXCLUDED(mu_);
+  size_t ItemsKept() ABSL_LOCKS_EXCLUDED(mu_);
 
   static constexpr size_t kMaxBodies = 32;
   // 20 pages of 1,000 (about 10 MB). Past it every item is dropped: the
@@ -90,33 +91,33 @@ class ExperimentListCache final : public store::CommitObserver {
     std::unordered_map<int, std::pair<std::string, std::string>> by_proc;
   };
 
-  // Caller holds mu_ (for all below).
-  uint64_t ItemVersionLocked(const std::string& id) const;
+  uint64_t ItemVersionLocked(const std::string& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether `c`, committed, may change what a list shows: anything does but
   // events and task rows whose role and state seen_ already knows (the
   // heartbeats flushed at every Tick while a dashboard lists). What seen_
   // does not know counts as a change.
-  bool ChangesWhatListsShow(const store::Changes& c) const;
+  bool ChangesWhatListsShow(const store::Changes& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Learns the task rows of `c`, committed.
-  void See(const store::Changes& c);
+  void See(const store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new list version, which every experiment `c` names is changed at.
-  void Changed(const store::Changes& c);
+  void Changed(const store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets what seen_ knows of every experiment `c` names.
-  void Forget(const store::Changes& c);
-  void PutItem(const std::string& id, uint64_t version, std::shared_ptr<const std::string> json);
+  void Forget(const store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PutItem(const std::string& id, uint64_t version, std::shared_ptr<const std::string> json)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ListSource source_;
 
-  std::mutex mu_;
-  uint64_t list_version_ = 0;                                // guarded by mu_
-  std::unordered_map<std::string, uint64_t> item_versions_;  // guarded by mu_; absent: 0
+  Mutex mu_;
+  uint64_t list_version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, uint64_t> item_versions_ ABSL_GUARDED_BY(mu_);  // absent: 0
   // Tasks of open experiments, by experiment id: only their current
   // attempt's counts show in a list.
-  std::unordered_map<std::string, SeenTasks> seen_;  // guarded by mu_
+  std::unordered_map<std::string, SeenTasks> seen_ ABSL_GUARDED_BY(mu_);
   // Bodies by query key, all made at bodies_version_.
-  uint64_t bodies_version_ = 0;                                                 // guarded by mu_
-  std::unordered_map<std::string, std::shared_ptr<const std::string>> bodies_;  // guarded by mu_
-  std::unordered_map<std::string, Item> items_;  // guarded by mu_; by experiment id
+  uint64_t bodies_version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unordered_map<std::string, std::shared_ptr<const std::string>> bodies_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Item> items_ ABSL_GUARDED_BY(mu_);  // by experiment id
 };
 
 }  // namespace tfslurm::api

@@ -16,12 +16,12 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <unordered_map>
 
+#include "schema/mutex.h"
 #include "service/store/migrations.h"
 #include "service/store/sqlite_rows.h"
 #include "service/store/sqlite_statement.h"
@@ -34,8 +34,9 @@ namespace {
 // at checkpoint_wal_pages or more, and every checkpoint_interval while the
 // WAL has commits not yet checkpointed. A PASSIVE checkpoint never blocks
 // the serving connection: it copies what no reader still needs and leaves
-// the rest for the next one. Thread-safe: OnCommit is called by the serving connection's
-// WAL hook, under the store's mutex.
+// the rest for the next one. Thread-safe: OnCommit is called by the serving
+// connection's WAL hook, under the store's mutex (so the store's mu_ is taken
+// before this mu_, never after).
 class WalCheckpointer {
  public:
   // Takes ownership of `db`, a connection of its own to the database.
@@ -43,7 +44,7 @@ class WalCheckpointer {
       : db_(db), options_(options), thread_([this] { Run(); }) {}
   ~WalCheckpointer() {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     wake_.notify_one();
@@ -54,10 +55,10 @@ class WalCheckpointer {
   WalCheckpointer& operator=(const WalCheckpointer&) = delete;
 
   // A commit left `wal_pages` pages in the WAL.
-  void OnCommit(int wal_pages) {
+  void OnCommit(int wal_pages) ABSL_LOCKS_EXCLUDED(mu_) {
     bool wake;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       wal_pages_ = wal_pages;
       // Fewer pages than checkpointed: the WAL started over from its head.
       if (wal_pages_ < checkpointed_pages_) checkpointed_pages_ = 0;
@@ -66,40 +67,58 @@ class WalCheckpointer {
     if (wake) wake_.notify_one();
   }
 
-  int64_t checkpoints() {
-    std::lock_guard lock(mu_);
+  int64_t checkpoints() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     return checkpoints_;
   }
 
  private:
-  void Run() {
-    std::unique_lock lock(mu_);
+  void Run() ABSL_LOCKS_EXCLUDED(mu_) {
+    // The checkpoint runs outside mu_; it is counted when mu_ is next taken,
+    // before waiting again, as the one hold of a std::unique_lock would.
+    bool checkpointed = false;
+    while (true) {
+      {
+        MutexLock lock(mu_);
+        if (checkpointed) ++checkpoints_;
+        if (!AwaitCheckpoint()) return;
+      }
+      // SQLITE_BUSY (another checkpoint running, e.g. a sqlite3 CLI's) is
+      // not an error: the next commit or interval tries again.
+      sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+      checkpointed = true;
+    }
+  }
+
+  // Waits until a checkpoint is due and returns true, with its pages counted
+  // as checkpointed; false once stop_ is set.
+  bool AwaitCheckpoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     while (!stop_) {
-      wake_.wait_for(lock, options_.checkpoint_interval, [this] {
-        return stop_ || wal_pages_ - checkpointed_pages_ >= options_.checkpoint_wal_pages;
-      });
+      // condition_variable_any unlocks and relocks mu_ itself; the analysis
+      // sees mu_ held throughout, as it is whenever the predicate runs.
+      wake_.wait_for(
+          mu_, options_.checkpoint_interval, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return stop_ || wal_pages_ - checkpointed_pages_ >= options_.checkpoint_wal_pages;
+          });
       if (stop_ || wal_pages_ == checkpointed_pages_) continue;
       // Counted as checkpointed now: pages the checkpoint leaves behind (a
       // reader still needs them) wait for the next one.
       checkpointed_pages_ = wal_pages_;
-      lock.unlock();
-      // SQLITE_BUSY (another checkpoint running, e.g. a sqlite3 CLI's) is
-      // not an error: the next commit or interval tries again.
-      sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
-      lock.lock();
-      ++checkpoints_;
+      return true;
     }
+    return false;
   }
 
   sqlite3* const db_;
   const SqliteOptions options_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stop_ = false;           // guarded by mu_
-  int wal_pages_ = 0;           // guarded by mu_; in the WAL after the last commit
-  int checkpointed_pages_ = 0;  // guarded by mu_; in the WAL when the last checkpoint began
-  int64_t checkpoints_ = 0;     // guarded by mu_
-  std::thread thread_;          // last: started once the members above exist
+  Mutex mu_;
+  // _any: it waits on a tfslurm::Mutex (see AwaitCheckpoint).
+  std::condition_variable_any wake_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int wal_pages_ ABSL_GUARDED_BY(mu_) = 0;           // in the WAL after the last commit
+  int checkpointed_pages_ ABSL_GUARDED_BY(mu_) = 0;  // in the WAL when the last checkpoint began
+  int64_t checkpoints_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;  // last: started once the members above exist
 };
 
 class SqliteStore final : public Store {
@@ -115,8 +134,9 @@ class SqliteStore final : public Store {
 
   // Hands checkpoints to a thread with its own connection `checkpoint_db`
   // (SQLite's automatic checkpoint is off from here on).
-  void StartCheckpointer(sqlite3* checkpoint_db, const SqliteOptions& options) {
-    std::lock_guard lock(mu_);
+  void StartCheckpointer(sqlite3* checkpoint_db, const SqliteOptions& options)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     checkpointer_ = std::make_unique<WalCheckpointer>(checkpoint_db, options);
     // Replaces the hook sqlite3_wal_autocheckpoint installs.
     sqlite3_wal_hook(
@@ -128,10 +148,11 @@ class SqliteStore final : public Store {
         checkpointer_.get());
   }
 
+  // Without mu_: checkpointer_ no longer changes once the store is handed out.
   int64_t CheckpointsForTest() { return checkpointer_ ? checkpointer_->checkpoints() : 0; }
 
-  Status Migrate(const std::string& path) {
-    std::lock_guard lock(mu_);
+  Status Migrate(const std::string& path) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     // The page cache holds the working set of a large store (SQLite's
     // default of 2 MiB made a list of 1,000 experiments read its pages from
     // the file again on every request); it grows only as pages are read.
@@ -168,10 +189,10 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
-  Status ApplyAll(std::span<const Changes> batch) override {
+  Status ApplyAll(std::span<const Changes> batch) override ABSL_LOCKS_EXCLUDED(mu_) {
     if (std::all_of(batch.begin(), batch.end(), [](const Changes& c) { return c.empty(); }))
       return Status::Ok();
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     if (Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
     for (const Changes& c : batch) {
       if (Status s = ApplyLocked(c); !s.ok()) {
@@ -188,8 +209,9 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
-  StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override {
-    std::lock_guard lock(mu_);
+  StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     Statement s =
         Prepare(std::string("SELECT ") + kExperimentColumns + " FROM experiments WHERE id=?");
     s.Bind(1, id);
@@ -200,8 +222,9 @@ class SqliteStore final : public Store {
   }
 
   StatusOr<std::vector<ListedExperiment>> ListPage(const ListQuery& q,
-                                                   const NeedSummary& need) override {
-    std::lock_guard lock(mu_);
+                                                   const NeedSummary& need) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     // One read transaction, so that the page and its summaries are of one
     // moment even if another process writes between the queries.
     if (Status s = Exec("BEGIN"); !s.ok()) return s;
@@ -210,16 +233,16 @@ class SqliteStore final : public Store {
     return page;
   }
 
-  StatusOr<int64_t> CountExperiments(const ListQuery& q) override {
-    std::lock_guard lock(mu_);
+  StatusOr<int64_t> CountExperiments(const ListQuery& q) override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     Statement s = Prepare("SELECT count(*) AS total FROM experiments" + Where(q));
     BindWhere(s, q);
     if (s.Step() != SQLITE_ROW) return Error("counting experiments");
     return s.Int("total");
   }
 
-  StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() override {
-    std::lock_guard lock(mu_);
+  StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     Statement s = Prepare(std::string("SELECT ") + kExperimentColumns +
                           " FROM experiments WHERE state NOT IN ('succeeded','failed','cancelled')"
                           " ORDER BY created_at");
@@ -230,8 +253,9 @@ class SqliteStore final : public Store {
     return out;
   }
 
-  StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) override {
-    std::lock_guard lock(mu_);
+  StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     Statement s = Prepare(std::string("SELECT ") + kAttemptColumns +
                           " FROM attempts WHERE experiment_id=? ORDER BY number");
     s.Bind(1, id);
@@ -242,8 +266,9 @@ class SqliteStore final : public Store {
     return out;
   }
 
-  StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt) override {
-    std::lock_guard lock(mu_);
+  StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     Statement s = Prepare(std::string("SELECT ") + kTaskColumns +
                           " FROM tasks WHERE experiment_id=? AND attempt=? ORDER BY proc_id");
     s.Bind(1, id).Bind(2, attempt);
@@ -254,8 +279,9 @@ class SqliteStore final : public Store {
     return out;
   }
 
-  StatusOr<std::vector<EventRecord>> ListEvents(const std::string& id, int limit) override {
-    std::lock_guard lock(mu_);
+  StatusOr<std::vector<EventRecord>> ListEvents(const std::string& id, int limit) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     Statement s = Prepare(std::string("SELECT ") + kEventColumns +
                           " FROM (SELECT * FROM events WHERE experiment_id=? ORDER BY id DESC "
                           "LIMIT ?) ORDER BY id");
@@ -267,16 +293,16 @@ class SqliteStore final : public Store {
     return out;
   }
 
-  Status PutToken(const TokenRecord& t) override {
-    std::lock_guard lock(mu_);
+  Status PutToken(const TokenRecord& t) override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     Statement s = Prepare("INSERT INTO tokens (sha256, user, admin, created_at) VALUES (?,?,?,?)");
     s.Bind(1, t.sha256).Bind(2, t.user).Bind(3, t.admin ? 1 : 0).Bind(4, t.created_at);
     if (s.Step() != SQLITE_DONE) return Error("writing token");
     return Status::Ok();
   }
 
-  StatusOr<TokenRecord> GetToken(const std::string& sha256) override {
-    std::lock_guard lock(mu_);
+  StatusOr<TokenRecord> GetToken(const std::string& sha256) override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
     Statement s = Prepare(std::string("SELECT ") + kTokenColumns + " FROM tokens WHERE sha256=?");
     s.Bind(1, sha256);
     int rc = s.Step();
@@ -287,7 +313,8 @@ class SqliteStore final : public Store {
 
  private:
   StatusOr<std::vector<ListedExperiment>> ListPageLocked(const ListQuery& q,
-                                                         const NeedSummary& need) {
+                                                         const NeedSummary& need)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     // The page's ids from the index alone; then the summaries asked for,
     // each with its current attempt; then the task counts of the open ones
     // among them: at most three queries whatever the page size.
@@ -342,7 +369,7 @@ class SqliteStore final : public Store {
     return out;
   }
 
-  Status ApplyLocked(const Changes& c) {
+  Status ApplyLocked(const Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (c.delete_experiment) {
       // Foreign keys cascade to attempts, tasks and events.
       Statement s = Prepare("DELETE FROM experiments WHERE id=?");
@@ -449,8 +476,8 @@ class SqliteStore final : public Store {
   }
 
   // Statements are cached by their SQL text, each with its columns' index
-  // by name, found once; the caller holds mu_.
-  Statement Prepare(const std::string& sql) {
+  // by name, found once.
+  Statement Prepare(const std::string& sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = statements_.find(sql);
     if (it == statements_.end()) {
       Prepared prepared;
@@ -470,7 +497,7 @@ class SqliteStore final : public Store {
     return Statement(it->second);
   }
 
-  Status Exec(const char* sql) {
+  Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
       std::string msg = err ? err : "unknown error";
@@ -480,14 +507,17 @@ class SqliteStore final : public Store {
     return Status::Ok();
   }
 
-  Status Error(const std::string& what) {
+  Status Error(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return Unavailable("database error while " + what + ": " + sqlite3_errmsg(db_));
   }
 
-  std::mutex mu_;
-  sqlite3* db_;                                           // guarded by mu_
-  std::unordered_map<std::string, Prepared> statements_;  // guarded by mu_
-  // Set under mu_ once, by OpenSqliteStore before the store is handed out.
+  Mutex mu_;
+  sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Prepared> statements_ ABSL_GUARDED_BY(mu_);
+  // Not guarded: set once (StartCheckpointer, under mu_ for db_'s WAL hook)
+  // by OpenSqliteStore before the store is handed out, and reset only by the
+  // destructor; read without mu_ in between. The WalCheckpointer is
+  // thread-safe itself.
   std::unique_ptr<WalCheckpointer> checkpointer_;
 };
 
