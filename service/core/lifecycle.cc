@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace tfslurm {
 
 void Lifecycle::ObserveCommits(std::shared_ptr<store::CommitObserver> observer) {
@@ -9,6 +11,10 @@ void Lifecycle::ObserveCommits(std::shared_ptr<store::CommitObserver> observer) 
 }
 
 Status Lifecycle::Apply(std::span<const store::Changes> batch) {
+  // Most calls carry nothing (a registration before the barrier is written
+  // by the next Tick): neither the store nor the observers need them.
+  if (std::all_of(batch.begin(), batch.end(), [](const store::Changes& c) { return c.empty(); }))
+    return Status::Ok();
   Status s = ports.store.ApplyAll(batch);
   // A refusal before the transaction (a taken id) changed nothing; any
   // other failure may have been a COMMIT that did or did not happen.

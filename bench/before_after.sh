@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs benchmarks on an older revision and on this tree, side by side in one
+# run: for each benchmark command, REV's then this tree's, so both meet the
+# same machine at nearly the same time. Each side builds in its own
+# directory (REV in a git worktree). Both sides' figures go to one file.
+#
+#   bench/before_after.sh REV OUT.md "rendezvous.sh --runs 5" "reaping.sh --runs 3" ...
+#
+# Root, as the benchmarks that start a local Slurm cluster need.
+set -uo pipefail
+here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd -- "$here/.." && pwd)"
+(($# >= 3)) || { sed -n '2,9p' "$0" >&2; exit 2; }
+rev=$1 out=$2
+shift 2
+before_tree="${TMPDIR:-/tmp}/tfslurm-before-$(git -C "$repo" rev-parse --short "$rev")"
+if [[ ! -d $before_tree ]]; then
+  git -C "$repo" worktree add --detach "$before_tree" "$rev" >/dev/null || exit 1
+fi
+: >"$out"
+failed=()
+for command in "$@"; do
+  for side in before after; do
+    if [[ $side == before ]]; then tree=$before_tree build="$before_tree-build"; else tree=$repo build=/tmp/bench-build; fi
+    echo "=== $side ($([[ $side == before ]] && echo "$rev" || echo work tree)): bench/$command" >&2
+    printf '\n# %s: bench/%s\n' "$side" "$command" >>"$out"
+    # shellcheck disable=SC2086
+    TFSLURM_BENCH_BUILD="$build" TFSLURM_BENCH_RESULTS="$out" BENCH_MAX_WAIT="${BENCH_MAX_WAIT:-120}" \
+      "$tree"/bench/$command || failed+=("$side: $command")
+  done
+done
+((${#failed[@]} == 0)) || { printf 'before_after: failed: %s\n' "${failed[@]}" >&2; exit 1; }
+echo "before_after: figures in $out" >&2
