@@ -6,6 +6,9 @@
 #
 #   bench/before_after.sh REV OUT.md "rendezvous.sh --runs 5" "reaping.sh --runs 3" ...
 #
+# BENCH_ORDER=after-first runs this tree first, to see whether the order of
+# the two (a machine warming up, or slowing down) is in the difference.
+#
 # Root, as the benchmarks that start a local Slurm cluster need.
 set -uo pipefail
 here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,7 +23,9 @@ fi
 : >"$out"
 failed=()
 for command in "$@"; do
-  for side in before after; do
+  sides=(before after)
+  [[ ${BENCH_ORDER:-} == after-first ]] && sides=(after before)
+  for side in "${sides[@]}"; do
     if [[ $side == before ]]; then tree=$before_tree build="$before_tree-build"; else tree=$repo build=/tmp/bench-build; fi
     echo "=== $side ($([[ $side == before ]] && echo "$rev" || echo work tree)): bench/$command" >&2
     printf '\n# %s: bench/%s\n' "$side" "$command" >>"$out"
