@@ -349,12 +349,19 @@ class Soak:
         """Every third fault is a daemon kill (until --daemon-kills were
         made); the others go round the other kinds in an order drawn from the
         seed, so that every kind comes up. A full disk is made at most
-        --disk-faults times: it ends every experiment that writes then (the
-        workload, like TensorFlow, fails on ENOSPC, a permanent exit), and
-        the soak needs experiments running to test the rest."""
+        --disk-faults times, and only once every other kind has come up and
+        the daemon kills are made: it ends every experiment that writes then
+        (the workload, like TensorFlow, fails on ENOSPC, a permanent exit),
+        and the soak needs experiments running to test the rest. (Drawn
+        earlier, it ended all three experiments of the CI soak before the
+        last daemon kill in one run out of several, depending on whether the
+        programs wrote while the disk was full.)"""
         self.faults_made = getattr(self, "faults_made", 0) + 1
+        rest_done = all(self.injected[k] > 0 for k in self.args.faults
+                        if k not in ("daemon", "disk")) and (
+            "daemon" not in self.args.faults or self.injected["daemon"] >= self.args.daemon_kills)
         others = sorted(k for k in self.args.faults if k != "daemon" and (
-            k != "disk" or self.injected["disk"] < self.args.disk_faults))
+            k != "disk" or (rest_done and self.injected["disk"] < self.args.disk_faults)))
         if "daemon" in self.args.faults and self.injected["daemon"] < self.args.daemon_kills and (
                 self.faults_made % 3 == 1 or not others):
             return "daemon"
