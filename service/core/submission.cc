@@ -295,15 +295,16 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id) {
   a->record.restarts = 0;
   a->record.next_attempt_at = 0;
   a->user_cancelled = false;
-  auto checkpoint = lc_.ports.files.ReadCheckpointState(a->record.model_dir);
   // Nothing is stored before the intent: a failure to prepare the attempt
   // answers the error and leaves the experiment as it was.
   auto prepared = PrepareAttempt(*a, a->attempt.number + 1);
   if (!prepared.ok()) return prepared.status();
+  // The step the attempt starts from, as PrepareAttempt read it.
+  const std::optional<int64_t> start_step = prepared->attempt.start_step;
   auto attempt = SubmitAttempt(
       *a, std::move(prepared).value(), /*create=*/false,
       "resumed by the user" +
-          (checkpoint ? " from checkpoint step " + std::to_string(checkpoint->step)
+          (start_step ? " from checkpoint step " + std::to_string(*start_step)
                       : std::string(" (no checkpoint in ") + a->record.model_dir + ")"));
   if (!attempt.ok()) return attempt.status();
   lc_.open[id] = std::move(a);
