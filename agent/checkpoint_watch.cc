@@ -1,10 +1,13 @@
 #include "agent/checkpoint_watch.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
 
 #include <charconv>
 #include <fstream>
 #include <sstream>
+
+#include "schema/checkpoint_name.h"
 
 namespace tfslurm::agent {
 namespace {
@@ -133,12 +136,29 @@ std::optional<CheckpointState> ParseCheckpointState(std::string_view contents,
   return std::nullopt;
 }
 
-CheckpointWatch::CheckpointWatch(std::string model_dir)
-    : model_dir_(std::move(model_dir)), state_file_(model_dir_ + "/checkpoint") {}
+CheckpointWatch::CheckpointWatch(std::string model_dir, CheckpointLayout layout)
+    : model_dir_(std::move(model_dir)),
+      layout_(layout),
+      state_file_(model_dir_ + (layout == CheckpointLayout::kTorchFiles ? "/<name>-<step>.pt"
+                                                                        : "/checkpoint")) {}
+
+std::optional<CheckpointState> CheckpointWatch::ScanTorchFiles() const {
+  DIR* dir = ::opendir(model_dir_.c_str());
+  if (dir == nullptr) return std::nullopt;
+  wire::LatestTorchCheckpoint latest;
+  while (const dirent* entry = ::readdir(dir)) {
+    // DT_UNKNOWN: a file system that does not say; the name decides.
+    if (entry->d_type == DT_REG || entry->d_type == DT_UNKNOWN) latest.See(entry->d_name);
+  }
+  ::closedir(dir);
+  if (!latest.found()) return std::nullopt;
+  return CheckpointState{latest.step(), model_dir_ + "/" + latest.file_name()};
+}
 
 std::optional<CheckpointState> CheckpointWatch::Poll() {
+  const bool torch = layout_ == CheckpointLayout::kTorchFiles;
   struct stat st {};
-  if (::stat(state_file_.c_str(), &st) != 0) {
+  if (::stat(torch ? model_dir_.c_str() : state_file_.c_str(), &st) != 0) {
     seen_.reset();  // so that a re-created file is read again
     return std::nullopt;
   }
@@ -148,12 +168,18 @@ std::optional<CheckpointState> CheckpointWatch::Poll() {
       seen_->inode == now.inode) {
     return std::nullopt;
   }
-  std::ifstream in(state_file_, std::ios::binary);
-  if (!in) return std::nullopt;  // retried on the next poll
-  seen_ = now;
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  std::optional<CheckpointState> state = ParseCheckpointState(contents.str(), model_dir_);
+  std::optional<CheckpointState> state;
+  if (torch) {
+    seen_ = now;
+    state = ScanTorchFiles();
+  } else {
+    std::ifstream in(state_file_, std::ios::binary);
+    if (!in) return std::nullopt;  // retried on the next poll
+    seen_ = now;
+    std::ostringstream contents;
+    contents << in.rdbuf();
+    state = ParseCheckpointState(contents.str(), model_dir_);
+  }
   if (!state || (latest_ && latest_->step == state->step && latest_->path == state->path)) {
     return std::nullopt;
   }

@@ -36,12 +36,24 @@ struct CheckpointState {
 std::optional<CheckpointState> ParseCheckpointState(std::string_view contents,
                                                     std::string_view model_dir);
 
-// Polls <model_dir>/checkpoint. Re-reads the file only when its mtime, size or
-// inode changed (TensorFlow replaces it atomically by rename, so the inode
-// changes on every save), which keeps each poll to one stat(2).
+// Where a framework's checkpoints are found.
+enum class CheckpointLayout {
+  // TensorFlow's <model_dir>/checkpoint state file, above.
+  kTensorflowStateFile,
+  // PyTorch: <model_dir>/<name>-<step>.pt files, the largest step the latest
+  // (schema/checkpoint_name.h).
+  kTorchFiles,
+};
+
+// Polls <model_dir>/checkpoint, or for kTorchFiles the directory's names.
+// Re-reads only when the file's (the directory's) mtime, size or inode
+// changed: TensorFlow replaces its file atomically by rename, so the inode
+// changes on every save, and creating or renaming a file in a directory
+// changes the directory's mtime. Each poll is then one stat(2).
 class CheckpointWatch {
  public:
-  explicit CheckpointWatch(std::string model_dir);
+  explicit CheckpointWatch(std::string model_dir,
+                           CheckpointLayout layout = CheckpointLayout::kTensorflowStateFile);
 
   // The state when the file names a step other than the last one returned;
   // nullopt otherwise (unchanged, absent, unreadable, no step).
@@ -49,6 +61,7 @@ class CheckpointWatch {
 
   // The last state Poll returned.
   const std::optional<CheckpointState>& latest() const { return latest_; }
+  // What is watched, for the log: the state file, or the torch file pattern.
   const std::string& state_file() const { return state_file_; }
 
  private:
@@ -58,7 +71,11 @@ class CheckpointWatch {
     ino_t inode = 0;
   };
 
+  // The latest torch checkpoint in model_dir_; nullopt when there is none.
+  std::optional<CheckpointState> ScanTorchFiles() const;
+
   std::string model_dir_;
+  CheckpointLayout layout_;
   std::string state_file_;
   std::optional<Fingerprint> seen_;
   std::optional<CheckpointState> latest_;

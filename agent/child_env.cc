@@ -57,8 +57,11 @@ ChildEnv BuildChildEnv(const ChildEnvInputs& inputs) {
     else
       result.tf_config_unreadable = true;
     fill("MODEL_DIR", assignment.model_dir());
-    fill("TFSLURM_ROLE", assignment.role());
-    if (!assignment.role().empty()) fill("TFSLURM_INDEX", std::to_string(assignment.index()));
+    // A PyTorch task has a rank (RANK, in env), not a role.
+    if (assignment.framework() != "pytorch") {
+      fill("TFSLURM_ROLE", assignment.role());
+      if (!assignment.role().empty()) fill("TFSLURM_INDEX", std::to_string(assignment.index()));
+    }
   }
   auto fill_if_absent = [&](const char* name, const std::string& value) {
     if (!value.empty() && !vars.contains(name)) vars[name] = value;

@@ -13,9 +13,9 @@
 //
 // Where the Assignment carries a value in a field of its own and env lacks
 // the variable, the field fills it (TF_CONFIG, MODEL_DIR, TFSLURM_ROLE,
-// TFSLURM_INDEX); so do the agent's own --experiment/--attempt and the port it
-// reserved (EXPERIMENT_ID, TFSLURM_ATTEMPT, TFSLURM_PORT). A variable in
-// Assignment.env always wins.
+// TFSLURM_INDEX; the last two not for PyTorch, whose tasks have ranks); so do the agent's own
+// --experiment/--attempt and the port it reserved (EXPERIMENT_ID, TFSLURM_ATTEMPT, TFSLURM_PORT). A
+// variable in Assignment.env always wins.
 //
 // Thread safety: BuildChildEnv is a pure function; CurrentEnvironment reads
 // `environ`, which nothing may change meanwhile (setenv, putenv).

@@ -13,7 +13,13 @@
 //   TensorFlow's gRPC server leaves SO_REUSEPORT off unless
 //   TF_GRPC_REUSE_PORT=true (grpc_server_lib.cc); strace of TF 2.21 shows
 //   SO_REUSEADDR, bind([::]:port), listen(). So TF binds the port with its
-//   defaults, through SO_REUSEADDR. The agent does not set
+//   defaults, through SO_REUSEADDR. PyTorch's rank 0 binds MASTER_PORT (its
+//   agent's port) for the TCPStore server the same way: c10d's socket.cpp
+//   (SocketListenOp::tryListen) sets SO_REUSEADDR and no SO_REUSEPORT, and
+//   the libuv backend of torch >= 2.4 binds with uv_tcp_bind, which sets
+//   SO_REUSEADDR (libuv's uv__tcp_bind); strace of Debian's torch 1.13.1
+//   shows SO_REUSEADDR, IPV6_V6ONLY=0, bind([::]:port), listen(2048). The
+//   agent does not set
 //   TF_GRPC_REUSE_PORT: without SO_REUSEPORT on TF's listener, nobody else
 //   can bind the port once TF listens, so no second listener can split its
 //   connections.

@@ -360,7 +360,9 @@ void Session::StartProgram(const v1::Assignment& assignment) {
       if (model_dir.front() != '/' && !spec.workdir.empty()) {
         model_dir = spec.workdir + "/" + model_dir;
       }
-      checkpoints_.emplace(model_dir);
+      checkpoints_.emplace(model_dir, assignment.framework() == "pytorch"
+                                          ? CheckpointLayout::kTorchFiles
+                                          : CheckpointLayout::kTensorflowStateFile);
       spdlog::info("watching {} for checkpoints", checkpoints_->state_file());
       PollCheckpoint();  // a resumed attempt starts from one
     }

@@ -26,6 +26,7 @@ struct Task {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::optional<double> heartbeat_age_s;  // only while running
+  int local_rank = 0;                     // its index on its node (SLURM_LOCALID)
 };
 
 struct Attempt {

@@ -14,6 +14,9 @@ packages=(
   libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev
   libslurm-dev slurm-wlm slurmctld slurmd slurm-client munge
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
+  # PyTorch for examples/ddp and its tests: Debian's 1.13 has gloo and
+  # torch.distributed (docs/pytorch.md says why not a PyPI wheel).
+  python3-torch
 )
 if [[ "${1:-}" == "--browser" ]]; then
   packages+=(chromium nodejs npm)

@@ -82,6 +82,17 @@ std::optional<int64_t> ParseTimestamp(const std::string& timestamp) {
 }
 
 std::string FormatTaskTable(const std::vector<client::Task>& tasks) {
+  // A PyTorch experiment's tasks are ranks, not roles.
+  if (!tasks.empty() && std::all_of(tasks.begin(), tasks.end(),
+                                    [](const client::Task& t) { return t.role == "rank"; })) {
+    Table table({"RANK", "NODE", "LOCAL RANK", "ADDRESS", "STATE", "EXIT", "HEARTBEAT"});
+    for (const client::Task& t : tasks) {
+      table.AddRow({std::to_string(t.index), OrDash(t.node), std::to_string(t.local_rank),
+                    OrDash(t.address), t.state, ExitText(t),
+                    t.heartbeat_age_s ? FormatDuration(*t.heartbeat_age_s) + " ago" : "-"});
+    }
+    return table.Render();
+  }
   Table table({"ROLE", "INDEX", "NODE", "ADDRESS", "STATE", "EXIT", "HEARTBEAT"});
   for (const client::Task& t : tasks) {
     table.AddRow({t.role, std::to_string(t.index), OrDash(t.node), OrDash(t.address), t.state,

@@ -67,7 +67,8 @@ Command AddLogsCommand(CLI::App& app, const GlobalOptions& global) {
   CLI::App* sub = app.add_subcommand("logs", "print a task's output (stdout and stderr)");
   AddExperimentIdArgument(sub, options->id);
   sub->add_option("--task", options->task,
-                  "ROLE:INDEX, e.g. worker:1 or ps:0; without it, the batch script's output "
+                  "ROLE:INDEX, e.g. worker:1 or ps:0 (rank:N for PyTorch); without it, the batch "
+                  "script's output "
                   "(Slurm's own messages about the job)");
   sub->add_option("--attempt", options->attempt, "attempt number; default: the current one")
       ->check(CLI::PositiveNumber);
@@ -77,7 +78,8 @@ Command AddLogsCommand(CLI::App& app, const GlobalOptions& global) {
       "Examples:\n"
       "  tfctl logs mnist-ps-01 --task chief:0 --tail 50\n"
       "  tfctl logs mnist-ps-01 --task worker:1 -f\n"
-      "  tfctl logs mnist-ps-01 --attempt 1");
+      "  tfctl logs mnist-ps-01 --attempt 1\n"
+      "  tfctl logs ddp-01 --task rank:3   (a PyTorch rank)");
   return {sub, [&global, options] { return RunLogs(global, *options); }};
 }
 

@@ -26,6 +26,7 @@ agent::v1::ServiceMessage ToProto(const ServiceMsg& message, TfConfigEncoding en
     auto* p = out.mutable_assignment();
     p->set_role(a->role);
     p->set_index(a->index);
+    p->set_framework(a->framework);
     if (a->cluster) {
       if (encoding == TfConfigEncoding::kCompressedCluster && !a->cluster->zlib.empty())
         p->set_cluster_zlib(a->cluster->zlib);

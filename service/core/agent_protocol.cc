@@ -53,11 +53,13 @@ void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
     return;
   }
   bool was_registered = slot.registered;
-  bool barrier_complete = a.run->Register(proc, info.node_name, address, info.local_id);
+  bool barrier_complete =
+      a.run->Register(proc, info.node_name, address, info.node_id, info.local_id);
   a.channels[proc] = channel;
   TaskRecord& t = a.tasks[proc];
   t.node = info.node_name;
   t.address = address;
+  t.local_rank = info.local_id;
   if (!t.registered_at) t.registered_at = now;
   t.last_heartbeat = now;
   t.state = slot.state;
@@ -100,9 +102,13 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, store::Changes& c, int on
   bool first = !a.run->assignments_sent();
   a.run->MarkAssigned();
   int checkpointing = a.run->CheckpointingTask();
-  auto cluster = std::make_shared<SharedCluster>();
-  cluster->json = a.run->ClusterSpec();
-  cluster->zlib = wire::CompressCluster(cluster->json);
+  const bool torch = a.run->framework() == Framework::kPytorch;
+  std::shared_ptr<SharedCluster> cluster;  // TF_CONFIG's; PyTorch has none
+  if (!torch) {
+    cluster = std::make_shared<SharedCluster>();
+    cluster->json = a.run->ClusterSpec();
+    cluster->zlib = wire::CompressCluster(cluster->json);
+  }
   for (int i = 0; i < a.run->size(); ++i) {
     if (only_proc >= 0 && i != only_proc) continue;
     auto ch = a.channels.find(i);
@@ -111,6 +117,7 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, store::Changes& c, int on
     AssignmentMsg m;
     m.role = slot.role.role;
     m.index = slot.role.index;
+    m.framework = FrameworkName(a.run->framework());
     m.cluster = cluster;
     m.command = a.spec.command;
     m.workdir = a.spec.workdir.empty() ? a.record.model_dir : a.spec.workdir;
@@ -126,9 +133,9 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, store::Changes& c, int on
     ch->second->Send(m);
   }
   if (first) {
-    lc_.Event(
-        c, a, "assigned",
-        "all " + std::to_string(a.run->size()) + " tasks registered; roles and TF_CONFIG sent");
+    lc_.Event(c, a, "assigned",
+              "all " + std::to_string(a.run->size()) + " tasks registered; " +
+                  (torch ? "ranks, MASTER_ADDR and MASTER_PORT sent" : "roles and TF_CONFIG sent"));
     lc_.SetState(c, a, ExperimentState::kRunning, "training");
   }
 }

@@ -1,6 +1,7 @@
 #include "service/core/attempt_run.h"
 
 #include "service/core/tf_config.h"
+#include "service/core/wording.h"
 
 namespace tfslurm {
 
@@ -14,10 +15,11 @@ AttemptRun::AttemptRun(const ExperimentSpec& spec, int attempt) : spec_(spec), a
 }
 
 bool AttemptRun::Register(int proc, const std::string& node, const std::string& address,
-                          int local_id) {
+                          int node_id, int local_id) {
   TaskSlot& t = tasks_[proc];
   t.node = node;
   t.address = address;
+  t.node_id = node_id;
   t.local_id = local_id;
   t.vanished = false;  // a stream again: the agent is back
   if (!t.registered) {
@@ -54,6 +56,7 @@ std::string AttemptRun::ClusterSpec() const {
 }
 
 int AttemptRun::CheckpointingTask() const {
+  if (spec_.framework == Framework::kPytorch) return 0;
   int worker0 = -1;
   for (int i = 0; i < size(); ++i) {
     if (tasks_[i].role.role == "chief") return i;
@@ -68,8 +71,12 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
   std::vector<std::pair<std::string, std::string>> env(spec_.env.begin(), spec_.env.end());
   env.emplace_back("EXPERIMENT_ID", spec_.id);
   env.emplace_back("MODEL_DIR", model_dir);
-  env.emplace_back("TFSLURM_ROLE", t.role.role);
-  env.emplace_back("TFSLURM_INDEX", std::to_string(t.role.index));
+  if (spec_.framework == Framework::kPytorch) {
+    AddTorchEnv(proc, env);
+  } else {
+    env.emplace_back("TFSLURM_ROLE", t.role.role);
+    env.emplace_back("TFSLURM_INDEX", std::to_string(t.role.index));
+  }
   env.emplace_back("TFSLURM_ATTEMPT", std::to_string(attempt_));
   auto colon = t.address.rfind(':');
   if (colon != std::string::npos) env.emplace_back("TFSLURM_PORT", t.address.substr(colon + 1));
@@ -91,7 +98,44 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
   return env;
 }
 
+void AttemptRun::AddTorchEnv(int proc,
+                             std::vector<std::pair<std::string, std::string>>& env) const {
+  // What torchrun gives each worker process (torch/distributed/elastic/
+  // agent/server/local_elastic_agent.py), from the registrations: RANK is
+  // SLURM_PROCID, LOCAL_RANK SLURM_LOCALID, GROUP_RANK SLURM_NODEID, and the
+  // store's address is rank 0's, on the port its agent holds bound for it
+  // (agent/port_reservation.h: TCPStore's listener sets SO_REUSEADDR, so it
+  // binds that port and nobody else can meanwhile).
+  const TaskSlot& t = tasks_[proc];
+  const Resources& r = spec_.resources;
+  std::string master = tasks_[0].address, master_port;
+  if (auto colon = master.rfind(':'); colon != std::string::npos) {
+    master_port = master.substr(colon + 1);
+    master.resize(colon);
+  }
+  if (master.size() > 1 && master.front() == '[' && master.back() == ']')
+    master = master.substr(1, master.size() - 2);  // an IPv6 literal
+  auto add = [&](const char* name, std::string value) { env.emplace_back(name, std::move(value)); };
+  add("RANK", std::to_string(proc));
+  add("WORLD_SIZE", std::to_string(size()));
+  add("LOCAL_RANK", std::to_string(t.local_id));
+  add("LOCAL_WORLD_SIZE", std::to_string(r.tasks_per_node));
+  add("GROUP_RANK", std::to_string(t.node_id));
+  add("NODE_RANK", std::to_string(t.node_id));
+  add("GROUP_WORLD_SIZE", std::to_string(r.nodes));
+  add("ROLE_NAME", "default");
+  add("ROLE_RANK", std::to_string(proc));
+  add("ROLE_WORLD_SIZE", std::to_string(size()));
+  add("MASTER_ADDR", master);
+  add("MASTER_PORT", master_port);
+  add("OMP_NUM_THREADS", std::to_string(spec_.pytorch.omp_num_threads.value_or(r.cpus_per_task)));
+  add("TORCHELASTIC_RUN_ID", spec_.id);
+  add("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt_ - 1));
+  add("TORCHELASTIC_MAX_RESTARTS", std::to_string(spec_.restart.max_restarts));
+}
+
 bool AttemptRun::IsTracked(int proc) const {
+  if (spec_.framework == Framework::kPytorch) return true;  // every rank must exit 0
   const TaskRole& r = tasks_[proc].role;
   switch (spec_.success) {
     case SuccessPolicy::kAuto:
@@ -126,8 +170,7 @@ void AttemptRun::Decide(Outcome outcome) {
 
 Outcome AttemptRun::Evaluate(int proc) {
   const TaskSlot& t = tasks_[proc];
-  std::string who = t.role.role + ":" + std::to_string(t.role.index) + " (task " +
-                    std::to_string(proc) + (t.node.empty() ? "" : " on " + t.node) + ")";
+  std::string who = TaskName(t, proc);
   if (t.state == "failed" && (IsTracked(proc) || t.role.role == "chief" || t.role.role == "ps")) {
     std::string how = t.signal.value_or(0)
                           ? "was killed by signal " + std::to_string(*t.signal)
@@ -138,10 +181,8 @@ Outcome AttemptRun::Evaluate(int proc) {
         const TaskSlot& other = tasks_[i];
         if (i == proc || !other.vanished || other.exited) continue;
         failed.retryable = true;
-        failed.reason += ", after the agent of " + other.role.role + ":" +
-                         std::to_string(other.role.index) + " (task " + std::to_string(i) +
-                         (other.node.empty() ? "" : " on " + other.node) +
-                         ") had vanished without reporting an exit (counted as retryable: its "
+        failed.reason += ", after the agent of " + TaskName(other, i) +
+                         " had vanished without reporting an exit (counted as retryable: its "
                          "program may have gone with it, and this failure may follow from that)";
         break;
       }
@@ -151,6 +192,8 @@ Outcome AttemptRun::Evaluate(int proc) {
   // Success: every tracked task exited 0.
   for (int i = 0; i < size(); ++i)
     if (IsTracked(i) && tasks_[i].state != "succeeded") return {};
+  if (spec_.framework == Framework::kPytorch)
+    return {Outcome::kSucceeded, "every rank exited 0 (" + std::to_string(size()) + " ranks)"};
   std::string what;
   switch (spec_.success) {
     case SuccessPolicy::kAuto:

@@ -24,7 +24,8 @@ struct TaskSlot {
   bool shutdown_sent = false;
   std::string node;
   std::string address;  // host:port
-  int local_id = 0;
+  int node_id = 0;      // SLURM_NODEID: the node's index in the allocation
+  int local_id = 0;     // SLURM_LOCALID: the task's index on its node
   std::optional<int> exit_code;
   std::optional<int> signal;
   bool reaped = false;
@@ -58,17 +59,22 @@ class AttemptRun {
 
   // Records a registration. Returns true when this one completed the barrier:
   // every task has registered and assignments can go out.
-  bool Register(int proc, const std::string& node, const std::string& address, int local_id);
+  bool Register(int proc, const std::string& node, const std::string& address, int node_id,
+                int local_id);
   bool AllRegistered() const;
   bool assignments_sent() const { return assignments_sent_; }
   void MarkAssigned();
 
+  Framework framework() const { return spec_.framework; }
   // The cluster object of TF_CONFIG (after the barrier; see tf_config.h).
+  // TensorFlow only.
   std::string ClusterSpec() const;
-  // The task's environment but TF_CONFIG (the Assignment carries that).
+  // The task's environment but TF_CONFIG (the Assignment carries that). For
+  // PyTorch, torch.distributed's env:// variables (after the barrier: they
+  // name rank 0's address and port).
   std::vector<std::pair<std::string, std::string>> TaskEnv(int proc,
                                                            const std::string& model_dir) const;
-  // The task that checkpoints: the chief, else worker 0.
+  // The task that checkpoints: the chief, else worker 0; PyTorch: rank 0.
   int CheckpointingTask() const;
 
   // Records a task's exit and returns the attempt's outcome so far. Once
@@ -98,6 +104,7 @@ class AttemptRun {
 
  private:
   Outcome Evaluate(int proc);
+  void AddTorchEnv(int proc, std::vector<std::pair<std::string, std::string>>& env) const;
 
   ExperimentSpec spec_;
   int attempt_;

@@ -9,6 +9,12 @@ std::vector<TaskRole> AssignRoles(const ExperimentSpec& spec) {
   const int total = nodes * per_node;
   std::vector<std::string> roles(total);
 
+  if (spec.framework == Framework::kPytorch) {
+    // No roles: task i is rank i (SLURM_PROCID), as torchrun numbers them.
+    std::vector<TaskRole> ranks(total);
+    for (int i = 0; i < total; ++i) ranks[i] = {kRankRole, i};
+    return ranks;
+  }
   if (spec.placement.kind == PlacementKind::kExplicit) {
     roles = spec.placement.roles;
   } else {

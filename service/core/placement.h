@@ -12,9 +12,12 @@
 
 namespace tfslurm {
 
+// The role of every task of a PyTorch experiment; its index is the rank.
+inline constexpr char kRankRole[] = "rank";
+
 struct TaskRole {
-  std::string role;  // chief | ps | worker | evaluator
-  int index = 0;     // index within the role, in task order
+  std::string role;  // chief | ps | worker | evaluator; kRankRole for PyTorch
+  int index = 0;     // index within the role, in task order; PyTorch: the rank
 };
 
 // One entry per task, element i for SLURM_PROCID i.
@@ -24,7 +27,8 @@ struct TaskRole {
 //    every node, then the second slot...), so ps land on different nodes and
 //    the chief on node 0;
 //  - explicit: the list as given.
-// Indexes within a role follow task order in all three.
+// Indexes within a role follow task order in all three. A PyTorch spec has
+// no roles: every task is kRankRole, its index its SLURM_PROCID.
 std::vector<TaskRole> AssignRoles(const ExperimentSpec& spec);
 
 }  // namespace tfslurm

@@ -98,6 +98,7 @@ struct TaskRecord {
   int index = 0;
   std::string node;
   std::string address;  // host:port
+  int local_rank = 0;   // SLURM_LOCALID: its index on its node (PyTorch's LOCAL_RANK)
   std::string state = "pending";
   std::optional<int> exit_code;
   std::optional<int> signal;

@@ -8,7 +8,6 @@ namespace {
 
 using nlohmann::json;
 
-const std::regex kIdPattern("[a-z0-9][a-z0-9._-]{0,62}");
 const std::regex kEnvNamePattern("[A-Za-z_][A-Za-z0-9_]*");
 const std::regex kPartitionPattern("[A-Za-z0-9_.-]{1,64}");
 const std::regex kInterfacePattern("[A-Za-z0-9_.:-]{1,32}");
@@ -244,6 +243,22 @@ void ParseRestart(Checker& c, const json& v, RestartPolicy& out) {
   }
 }
 
+void ParsePytorch(Checker& c, const json& v, PytorchOptions& out) {
+  if (!c.IsObject(v, "pytorch")) return;
+  c.OnlyKeys(v, "pytorch", {"omp_num_threads"});
+  if (!v.contains("omp_num_threads")) return;
+  const json& n = v["omp_num_threads"];
+  if (n.is_string() && n.get<std::string>() == "auto") return;
+  if (!n.is_number_integer() && !n.is_number_unsigned()) {
+    c.Fail("pytorch.omp_num_threads",
+           "must be \"auto\" (resources.cpus_per_task) or a whole number from 1 to 1024, got " +
+               Show(n));
+    return;
+  }
+  if (auto threads = c.Int(n, "pytorch.omp_num_threads", 1, 1024))
+    out.omp_num_threads = static_cast<int>(*threads);
+}
+
 // Roles of an explicit placement must be exactly the cluster's roles.
 void CheckExplicitPlacement(Checker& c, const ExperimentSpec& spec) {
   const auto& roles = spec.placement.roles;
@@ -271,90 +286,6 @@ void CheckExplicitPlacement(Checker& c, const ExperimentSpec& spec) {
 
 }  // namespace
 
-bool IsRole(const std::string& role) {
-  return role == "chief" || role == "ps" || role == "worker" || role == "evaluator";
-}
-
-bool IsValidExperimentId(const std::string& id) { return std::regex_match(id, kIdPattern); }
-
-const char* EndReasonName(EndReason reason) {
-  switch (reason) {
-    case EndReason::kSucceeded:
-      return "succeeded";
-    case EndReason::kCancelled:
-      return "cancelled";
-    case EndReason::kPreempted:
-      return "preempted";
-    case EndReason::kTimeout:
-      return "timeout";
-    case EndReason::kNodeFail:
-      return "node_fail";
-    case EndReason::kRetryableExit:
-      return "retryable_exit";
-    case EndReason::kPermanentExit:
-      return "permanent_exit";
-    case EndReason::kStartFailed:
-      return "start_failed";
-    case EndReason::kUnknown:
-      return "unknown";
-  }
-  return "unknown";
-}
-
-std::optional<EndReason> ParseEndReason(const std::string& name) {
-  for (EndReason r : {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted,
-                      EndReason::kTimeout, EndReason::kNodeFail, EndReason::kRetryableExit,
-                      EndReason::kPermanentExit, EndReason::kStartFailed, EndReason::kUnknown})
-    if (name == EndReasonName(r)) return r;
-  return std::nullopt;
-}
-
-const char* SuccessPolicyName(SuccessPolicy policy) {
-  switch (policy) {
-    case SuccessPolicy::kAuto:
-      return "auto";
-    case SuccessPolicy::kChief:
-      return "chief";
-    case SuccessPolicy::kWorker0:
-      return "worker0";
-    case SuccessPolicy::kAllWorkers:
-      return "all_workers";
-  }
-  return "auto";
-}
-
-std::optional<int> ParseSlurmTimeMinutes(const std::string& text) {
-  static const std::regex kTime(R"((?:(\d{1,4})-)?(\d{1,6})(?::(\d{1,2}))?(?::(\d{1,2}))?)");
-  std::smatch m;
-  if (!std::regex_match(text, m, kTime)) return std::nullopt;
-  auto num = [&](int i) { return m[i].matched ? std::stol(m[i].str()) : 0L; };
-  long days = num(1), a = num(2), b = num(3), c = num(4);
-  long seconds;
-  if (m[1].matched) {
-    // D-HH, D-HH:MM, D-HH:MM:SS
-    seconds = ((days * 24 + a) * 60 + b) * 60 + c;
-  } else if (m[4].matched) {
-    seconds = (a * 60 + b) * 60 + c;  // HH:MM:SS
-  } else if (m[3].matched) {
-    seconds = a * 60 + b;  // MM:SS
-  } else {
-    seconds = a * 60;  // MM
-  }
-  long minutes = (seconds + 59) / 60;
-  if (minutes > 365L * 24 * 60) return std::nullopt;
-  return static_cast<int>(minutes);
-}
-
-std::string FormatSlurmTime(int minutes) {
-  char buf[32];
-  int days = minutes / (24 * 60), hours = (minutes / 60) % 24, mins = minutes % 60;
-  if (days > 0)
-    std::snprintf(buf, sizeof buf, "%d-%02d:%02d:00", days, hours, mins);
-  else
-    std::snprintf(buf, sizeof buf, "%02d:%02d:00", hours, mins);
-  return buf;
-}
-
 StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) {
   Checker c;
   ExperimentSpec spec;
@@ -363,8 +294,25 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
                            {{"", "must be an object, got " + TypeName(input)}});
   }
   c.OnlyKeys(input, "",
-             {"id", "command", "workdir", "env", "cluster", "placement", "resources", "network",
-              "success", "restart", "checkpoint", "model_dir"});
+             {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources",
+              "network", "success", "pytorch", "restart", "checkpoint", "model_dir"});
+
+  if (input.contains("framework"))
+    if (auto s = c.OneOf(input["framework"], "framework", {"tensorflow", "pytorch"}))
+      spec.framework = *s == "pytorch" ? Framework::kPytorch : Framework::kTensorflow;
+  const bool pytorch = spec.framework == Framework::kPytorch;
+  // Fields of one framework in the other's spec are refused, not ignored: a
+  // user who wrote them expects them to do something.
+  if (pytorch) {
+    for (const char* field : {"cluster", "placement", "success"})
+      if (input.contains(field))
+        c.Fail(field,
+               "does not apply to framework pytorch: its world is every task of the allocation "
+               "(resources.nodes x tasks_per_node), one rank each, and success is every rank "
+               "exiting 0; remove it, or use framework tensorflow");
+  } else if (input.contains("pytorch")) {
+    c.Fail("pytorch", "applies only to framework pytorch; this spec's framework is tensorflow");
+  }
 
   if (input.contains("id")) {
     if (auto s = c.String(input["id"], "id", 256)) {
@@ -424,6 +372,13 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
           c.Fail(path, "is set by tfslurm for every task and cannot be overridden");
           continue;
         }
+        if (pytorch && IsTorchVariable(key)) {
+          c.Fail(path, key == "OMP_NUM_THREADS"
+                           ? "is set by tfslurm for every rank; use pytorch.omp_num_threads"
+                           : "is set by tfslurm for every rank of a pytorch experiment and "
+                             "cannot be overridden");
+          continue;
+        }
         if (auto s = c.String(value, path, limits.max_env_bytes)) {
           bytes += key.size() + s->size();
           spec.env[key] = *s;
@@ -435,12 +390,18 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
     }
   }
 
-  bool cluster_given = input.contains("cluster");
+  bool cluster_given = input.contains("cluster") && !pytorch;
   if (cluster_given)
     ParseCluster(c, input["cluster"], spec.cluster);
-  else
+  else if (!pytorch)
     c.Fail("cluster", "is required, e.g. {\"ps\": 2, \"worker\": 4}");
   if (input.contains("resources")) ParseResources(c, input["resources"], spec.resources);
+  if (pytorch && spec.resources.Tasks() > limits.max_tasks)
+    c.Fail("resources", "give " + std::to_string(spec.resources.Tasks()) + " ranks (nodes " +
+                            std::to_string(spec.resources.nodes) + " x tasks_per_node " +
+                            std::to_string(spec.resources.tasks_per_node) + "); at most " +
+                            std::to_string(limits.max_tasks) + " allowed");
+  if (pytorch && input.contains("pytorch")) ParsePytorch(c, input["pytorch"], spec.pytorch);
 
   if (cluster_given && input["cluster"].is_object()) {
     const ClusterShape& k = spec.cluster;
@@ -459,7 +420,7 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
                             "); every task needs exactly one role");
   }
 
-  if (input.contains("placement")) {
+  if (input.contains("placement") && !pytorch) {
     const json& p = input["placement"];
     if (p.is_array()) {
       spec.placement.kind = PlacementKind::kExplicit;
@@ -498,7 +459,7 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
     }
   }
 
-  if (input.contains("success")) {
+  if (input.contains("success") && !pytorch) {
     if (auto s =
             c.OneOf(input["success"], "success", {"auto", "chief", "worker0", "all_workers"})) {
       if (*s == "chief") spec.success = SuccessPolicy::kChief;
@@ -549,42 +510,6 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
         std::move(c.errors));
   }
   return spec;
-}
-
-nlohmann::json ExperimentSpec::ToJson() const {
-  json j;
-  j["id"] = id;
-  j["command"] = command;
-  if (!workdir.empty()) j["workdir"] = workdir;
-  j["env"] = env;
-  j["cluster"] = {{"chief", cluster.chief},
-                  {"ps", cluster.ps},
-                  {"worker", cluster.worker},
-                  {"evaluator", cluster.evaluator}};
-  if (placement.kind == PlacementKind::kExplicit)
-    j["placement"] = placement.roles;
-  else
-    j["placement"] = placement.kind == PlacementKind::kSpread ? "spread" : "pack";
-  json res = {{"nodes", resources.nodes},
-              {"tasks_per_node", resources.tasks_per_node},
-              {"cpus_per_task", resources.cpus_per_task},
-              {"gpus_per_node", resources.gpus_per_node},
-              {"time_limit", FormatSlurmTime(resources.time_limit_minutes)}};
-  if (!resources.partition.empty()) res["partition"] = resources.partition;
-  if (resources.mem_per_task_mb)
-    res["mem_per_task_mb"] = *resources.mem_per_task_mb;
-  else
-    res["mem_per_task_mb"] = "auto";
-  j["resources"] = res;
-  j["network"] = {{"address", network_address}};
-  j["success"] = SuccessPolicyName(success);
-  json on = json::array();
-  for (EndReason r : restart.on) on.push_back(EndReasonName(r));
-  j["restart"] = {
-      {"max_restarts", restart.max_restarts}, {"on", on}, {"backoff_s", restart.backoff_s}};
-  j["checkpoint"] = {{"signal_grace_s", signal_grace_s}};
-  j["model_dir"] = model_dir.empty() ? json("auto") : json(model_dir);
-  return j;
 }
 
 }  // namespace tfslurm

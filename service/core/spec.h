@@ -46,6 +46,18 @@ struct Resources {
 
 enum class SuccessPolicy { kAuto, kChief, kWorker0, kAllWorkers };
 
+// What the tasks run, and so what their environment says: TensorFlow gets
+// roles and TF_CONFIG; PyTorch gets a rank per task and torch.distributed's
+// env:// variables (RANK, WORLD_SIZE, MASTER_ADDR, ...), with no roles.
+enum class Framework { kTensorflow, kPytorch };
+
+// Options that apply to PyTorch experiments only.
+struct PytorchOptions {
+  // OMP_NUM_THREADS of every rank; nullopt: resources.cpus_per_task, so the
+  // ranks sharing a node do not oversubscribe it (torchrun sets 1).
+  std::optional<int> omp_num_threads;
+};
+
 // Why an attempt ended, as far as the restart policy is concerned.
 enum class EndReason {
   kSucceeded,
@@ -70,14 +82,16 @@ struct RestartPolicy {
 
 struct ExperimentSpec {
   std::string id;
+  Framework framework = Framework::kTensorflow;
+  PytorchOptions pytorch;  // kPytorch only
   std::vector<std::string> command;
   std::string workdir;  // empty: MODEL_DIR
   std::map<std::string, std::string> env;
-  ClusterShape cluster;
-  Placement placement;
+  ClusterShape cluster;  // kTensorflow only; all zero for kPytorch
+  Placement placement;   // kTensorflow only
   Resources resources;
-  std::string network_address = "hostname";  // hostname | fqdn | interface:NAME
-  SuccessPolicy success = SuccessPolicy::kAuto;
+  std::string network_address = "hostname";      // hostname | fqdn | interface:NAME
+  SuccessPolicy success = SuccessPolicy::kAuto;  // kTensorflow; PyTorch: every rank exits 0
   RestartPolicy restart;
   int signal_grace_s = 120;
   std::string model_dir;  // empty: auto (<output_root>/<id>)
@@ -112,10 +126,16 @@ bool IsRole(const std::string& role);
 const char* EndReasonName(EndReason reason);
 std::optional<EndReason> ParseEndReason(const std::string& name);
 const char* SuccessPolicyName(SuccessPolicy policy);
+const char* FrameworkName(Framework framework);
 // Slurm's time formats: "MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM",
 // "D-HH:MM:SS". Seconds round up to whole minutes, as Slurm does.
 std::optional<int> ParseSlurmTimeMinutes(const std::string& text);
 std::string FormatSlurmTime(int minutes);
 bool IsValidExperimentId(const std::string& id);
+// The variables tfslurm sets for every rank of a PyTorch experiment, which
+// its env cannot override: torch.distributed's env:// set, the ones torchrun
+// adds (GROUP_WORLD_SIZE, ROLE_*, TORCHELASTIC_RUN_ID/RESTART_COUNT/
+// MAX_RESTARTS) and OMP_NUM_THREADS.
+bool IsTorchVariable(const std::string& name);
 
 }  // namespace tfslurm

@@ -114,7 +114,7 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   attempt.job_name = p.request.job_name;
   attempt.state = "submitting";
   attempt.sbatch_script = p.request.script;
-  if (auto cp = lc_.ports.files.ReadCheckpointState(a.record.model_dir))
+  if (auto cp = lc_.ports.files.ReadCheckpointState(a.record.model_dir, a.spec.framework))
     attempt.start_step = cp->step;
   return p;
 }

@@ -90,7 +90,7 @@ inline AttemptRecord ReadAttempt(Statement& s) {
 
 inline constexpr const char* kTaskColumns =
     "experiment_id, attempt, proc_id, role, role_index, node, address, state, exit_code, signal, "
-    "registered_at, last_heartbeat, ended_at";
+    "registered_at, last_heartbeat, ended_at, local_rank";
 
 inline TaskRecord ReadTask(Statement& s) {
   TaskRecord t;
@@ -107,6 +107,7 @@ inline TaskRecord ReadTask(Statement& s) {
   t.registered_at = s.Int("registered_at");
   t.last_heartbeat = s.Int("last_heartbeat");
   t.ended_at = s.Int("ended_at");
+  t.local_rank = static_cast<int>(s.Int("local_rank"));
   return t;
 }
 

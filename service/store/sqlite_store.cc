@@ -432,8 +432,8 @@ class SqliteStore final : public Store {
     for (const TaskRecord& t : c.tasks) {
       Statement s = Prepare(
           "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
-          "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at) VALUES "
-          "(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+          "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at, "
+          "local_rank) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       s.Bind(1, t.experiment_id)
           .Bind(2, t.attempt)
           .Bind(3, t.proc_id)
@@ -441,6 +441,7 @@ class SqliteStore final : public Store {
           .Bind(5, t.index);
       s.Bind(6, t.node).Bind(7, t.address).Bind(8, t.state).Bind(9, t.exit_code).Bind(10, t.signal);
       s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
+      s.Bind(14, t.local_rank);
       if (s.Step() != SQLITE_DONE) return Error("writing task");
     }
     for (const EventRecord& ev : c.events) {

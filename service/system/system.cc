@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "schema/checkpoint_name.h"
 #include "service/core/sha256.h"
 
 namespace tfslurm::system {
@@ -57,7 +58,20 @@ class LocalFiles final : public Files {
     return Status::Ok();
   }
 
-  std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir) override {
+  std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
+                                                     Framework framework) override {
+    if (framework == Framework::kPytorch) {
+      wire::LatestTorchCheckpoint latest;
+      std::error_code ec;
+      // increment(ec), not a range-for: its ++ throws on a read error.
+      for (std::filesystem::directory_iterator it(model_dir, ec), end; !ec && it != end;
+           it.increment(ec)) {
+        std::error_code type_ec;
+        if (it->is_regular_file(type_ec)) latest.See(it->path().filename().string());
+      }
+      if (!latest.found()) return std::nullopt;
+      return CheckpointState{latest.file_name(), latest.step()};
+    }
     std::ifstream f(model_dir + "/checkpoint");
     if (!f) return std::nullopt;
     std::stringstream ss;

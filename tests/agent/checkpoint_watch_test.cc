@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "schema/checkpoint_name.h"
 #include "tests/agent/temp_dir.h"
 
 namespace tfslurm::agent {
@@ -134,6 +135,50 @@ TEST(CheckpointWatchTest, UnparsableFileIsSkipped) {
   WriteFile(dir.Path("checkpoint"), "garbage\n");
   EXPECT_FALSE(watch.Poll());
   EXPECT_FALSE(watch.latest().has_value());
+}
+
+TEST(TorchCheckpointNameTest, StepBeforeTheExtension) {
+  EXPECT_EQ(wire::TorchCheckpointStep("ckpt-1200.pt"), 1200);
+  EXPECT_EQ(wire::TorchCheckpointStep("checkpoint_7.pth"), 7);
+  EXPECT_EQ(wire::TorchCheckpointStep("model-v2-0.pt"), 0);
+  for (const char* name : {"ckpt-12.pt.tmp", "ckpt.pt", "12.pt", "-12.pt", "ckpt-.pt", "ckpt-12",
+                           "ckpt-12.ptx", "ckpt-1234567890123456789.pt", ".pt", "ckpt12.pt"})
+    EXPECT_EQ(wire::TorchCheckpointStep(name), std::nullopt) << name;
+}
+
+TEST(TorchCheckpointNameTest, LatestIsTheLargestStepWhateverTheListingOrder) {
+  wire::LatestTorchCheckpoint a, b;
+  for (const char* name : {"ckpt-100.pt", "ckpt-20.pt", "notes.txt", "ckpt-300.pt.tmp"})
+    a.See(name);
+  for (const char* name : {"ckpt-300.pt.tmp", "notes.txt", "ckpt-20.pt", "ckpt-100.pt"})
+    b.See(name);
+  EXPECT_EQ(a.step(), 100);
+  EXPECT_EQ(a.file_name(), "ckpt-100.pt");
+  EXPECT_EQ(b.file_name(), "ckpt-100.pt");
+  wire::LatestTorchCheckpoint none;
+  none.See("ckpt.pt");
+  EXPECT_FALSE(none.found());
+}
+
+TEST(CheckpointWatchTest, TorchFilesReportTheLargestStepOnce) {
+  TempDir dir;
+  CheckpointWatch watch(dir.path(), CheckpointLayout::kTorchFiles);
+  EXPECT_EQ(watch.Poll(), std::nullopt);
+  // A half-written file under a temporary name is not a checkpoint.
+  WriteFile(dir.path() + "/ckpt-50.pt.tmp", "x");
+  EXPECT_EQ(watch.Poll(), std::nullopt);
+  std::filesystem::rename(dir.path() + "/ckpt-50.pt.tmp", dir.path() + "/ckpt-50.pt");
+  auto state = watch.Poll();
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 50);
+  EXPECT_EQ(state->path, dir.path() + "/ckpt-50.pt");
+  EXPECT_EQ(watch.Poll(), std::nullopt);  // unchanged: not reported again
+  WriteFile(dir.path() + "/ckpt-100.pt", "x");
+  std::filesystem::remove(dir.path() + "/ckpt-50.pt");
+  state = watch.Poll();
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 100);
+  EXPECT_EQ(watch.latest()->step, 100);
 }
 
 }  // namespace

@@ -77,6 +77,25 @@ TEST(BuildChildEnvTest, AgentFillsWhatTheAssignmentLacks) {
   EXPECT_EQ(vars["TFSLURM_ATTEMPT"], "2");
 }
 
+TEST(BuildChildEnvTest, PytorchRanksGetNoRoleAndNoTfConfig) {
+  v1::Assignment assignment;
+  assignment.set_framework("pytorch");
+  assignment.set_role("rank");
+  assignment.set_index(3);
+  assignment.set_model_dir("/out/ddp");
+  (*assignment.mutable_env())["RANK"] = "3";
+  (*assignment.mutable_env())["MASTER_PORT"] = "41000";
+  ChildEnv env = BuildChildEnv(Inputs(&assignment));
+  auto vars = AsMap(env.entries);
+  EXPECT_FALSE(env.tf_config_unreadable);
+  EXPECT_FALSE(vars.contains("TF_CONFIG"));
+  EXPECT_FALSE(vars.contains("TFSLURM_ROLE"));
+  EXPECT_FALSE(vars.contains("TFSLURM_INDEX"));
+  EXPECT_EQ(vars["RANK"], "3");
+  EXPECT_EQ(vars["MASTER_PORT"], "41000");
+  EXPECT_EQ(vars["MODEL_DIR"], "/out/ddp");
+}
+
 TEST(BuildChildEnvTest, TfConfigFromTheCompressedClusterOfTheGrpcStream) {
   const std::string cluster = R"({"ps":["n1:1"],"worker":["n1:2","n2:3"]})";
   v1::Assignment assignment;

@@ -176,7 +176,10 @@ def test_validator_catches_what_it_should(doc):
     v = Validator(doc)
     spec = {"$ref": "#/components/schemas/ExperimentSpec"}
     assert not v.errors({"command": ["true"], "cluster": {"worker": 1}}, spec)
-    assert v.errors({"command": ["true"]}, spec)  # required cluster
+    assert v.errors({"cluster": {"worker": 1}}, spec)  # required command
+    assert v.errors({"command": ["true"], "framework": "jax"}, spec)
+    assert not v.errors({"command": ["true"], "framework": "pytorch", "pytorch": {"omp_num_threads": 2}}, spec)
+    assert v.errors({"command": ["true"], "framework": "pytorch", "pytorch": {"omp_num_threads": 0}}, spec)
     assert v.errors({"command": ["true"], "cluster": {"worker": 1}, "bogus": 1}, spec)
     assert v.errors({"command": ["true"], "cluster": {"worker": True}}, spec)  # bool is no integer
     assert v.errors({"command": ["true"], "cluster": {"worker": 1}, "placement": "zig"}, spec)
@@ -403,7 +406,7 @@ def test_enums_and_patterns_match_the_sources(doc):
     slurm_states = quoted_returns(read_source("service/core/job_state.cc"), "JobStateName")
     assert set(s["SlurmState"]["enum"]) == set(slurm_states) | {""}
 
-    spec_cc = read_source("service/core/spec.cc")
+    spec_cc = read_source("service/core/spec.cc") + read_source("service/core/spec_values.cc")
     end_reasons = quoted_returns(spec_cc, "const char* EndReasonName")
     assert set(s["Attempt"]["properties"]["end_reason"]["enum"]) == set(end_reasons) | {""}
     success = quoted_returns(spec_cc, "const char* SuccessPolicyName")

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace tfslurm {
 namespace {
 
@@ -18,8 +20,8 @@ ExperimentSpec PsSpec(SuccessPolicy policy = SuccessPolicy::kAuto, int chief = 0
 
 void RegisterAll(AttemptRun& run) {
   for (int i = 0; i < run.size(); ++i) {
-    bool done =
-        run.Register(i, "node" + std::to_string(i / 2 + 1), "h:" + std::to_string(1000 + i), i % 2);
+    bool done = run.Register(i, "node" + std::to_string(i / 2 + 1), "h:" + std::to_string(1000 + i),
+                             i / 2, i % 2);
     EXPECT_EQ(done, i == run.size() - 1);
   }
   run.MarkAssigned();
@@ -31,7 +33,7 @@ TEST(AttemptRun, BarrierCompletesOnLastRegistrationOnly) {
   RegisterAll(run);
   EXPECT_TRUE(run.MissingRegistrations().empty());
   // Registering again (a reconnect) does not complete the barrier again.
-  EXPECT_FALSE(run.Register(3, "node2", "h:1003", 1));
+  EXPECT_FALSE(run.Register(3, "node2", "h:1003", 1, 1));
 }
 
 TEST(AttemptRun, AutoWithoutChiefNeedsEveryWorker) {
@@ -94,7 +96,7 @@ TEST(AttemptRun, AVanishedAgentThatCameBackChangesNothing) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
   run.SetVanished(1, true);
-  EXPECT_FALSE(run.Register(1, "node1", "h:1001", 1));  // it reconnected
+  EXPECT_FALSE(run.Register(1, "node1", "h:1001", 0, 1));  // it reconnected
   Outcome o = run.OnExit(3, 1, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
   EXPECT_FALSE(o.retryable) << o.reason;
@@ -154,6 +156,89 @@ TEST(AttemptRun, TaskEnvCarriesIdentityAndGpuSlices) {
   EXPECT_EQ(env["TFSLURM_PORT"], "1003");
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "2,3");  // local slot 1 of 2, 4 GPUs
   EXPECT_EQ(run.CheckpointingTask(), 2);          // worker 0 without a chief
+}
+
+ExperimentSpec TorchSpec() {
+  ExperimentSpec s;
+  s.id = "ddp";
+  s.framework = Framework::kPytorch;
+  s.resources.nodes = 3;
+  s.resources.tasks_per_node = 2;
+  s.resources.cpus_per_task = 2;
+  s.restart.max_restarts = 5;
+  return s;
+}
+
+std::map<std::string, std::string> EnvOf(const AttemptRun& run, int proc) {
+  auto env = run.TaskEnv(proc, "/m");
+  return {env.begin(), env.end()};
+}
+
+TEST(AttemptRun, PytorchTasksAreRanksWithTorchrunsEnvironment) {
+  AttemptRun run(TorchSpec(), 2);
+  ASSERT_EQ(run.size(), 6);
+  for (int i = 0; i < run.size(); ++i) {
+    EXPECT_EQ(run.task(i).role.role, kRankRole);
+    EXPECT_EQ(run.task(i).role.index, i);
+  }
+  // Rank 0 registers from node1 on the port its agent holds.
+  for (int i = 0; i < run.size(); ++i)
+    run.Register(i, "node" + std::to_string(i / 2 + 1),
+                 "n" + std::to_string(i / 2 + 1) + ":" + std::to_string(4000 + i), i / 2, i % 2);
+  run.MarkAssigned();
+  EXPECT_EQ(run.CheckpointingTask(), 0);
+  auto env = EnvOf(run, 3);
+  EXPECT_EQ(env["RANK"], "3");
+  EXPECT_EQ(env["WORLD_SIZE"], "6");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["NODE_RANK"], "1");
+  EXPECT_EQ(env["GROUP_RANK"], "1");
+  EXPECT_EQ(env["GROUP_WORLD_SIZE"], "3");
+  EXPECT_EQ(env["MASTER_ADDR"], "n1");
+  EXPECT_EQ(env["MASTER_PORT"], "4000");
+  EXPECT_EQ(env["TFSLURM_PORT"], "4003");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "1");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "5");
+  EXPECT_EQ(env["TFSLURM_ATTEMPT"], "2");
+  EXPECT_EQ(env["EXPERIMENT_ID"], "ddp");
+  EXPECT_FALSE(env.contains("TFSLURM_ROLE"));
+  EXPECT_EQ(run.ClusterSpec(), "{}");  // no TF_CONFIG cluster: no roles
+}
+
+TEST(AttemptRun, PytorchMasterAddressIsAnUnbracketedIpv6Literal) {
+  ExperimentSpec spec = TorchSpec();
+  spec.resources.nodes = 1;
+  spec.resources.tasks_per_node = 1;
+  spec.pytorch.omp_num_threads = 7;
+  AttemptRun run(spec, 1);
+  run.Register(0, "node1", "[fd00::1]:4000", 0, 0);
+  auto env = EnvOf(run, 0);
+  EXPECT_EQ(env["MASTER_ADDR"], "fd00::1");
+  EXPECT_EQ(env["MASTER_PORT"], "4000");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "7");
+}
+
+TEST(AttemptRun, PytorchSucceedsWhenEveryRankExitsZero) {
+  AttemptRun run(TorchSpec(), 1);
+  RegisterAll(run);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(run.OnExit(i, 0, std::nullopt, false).kind, Outcome::kUndecided);
+  Outcome o = run.OnExit(5, 0, std::nullopt, false);
+  EXPECT_EQ(o.kind, Outcome::kSucceeded);
+  EXPECT_EQ(o.reason, "every rank exited 0 (6 ranks)");
+}
+
+TEST(AttemptRun, PytorchAnyRankFailingFailsTheAttempt) {
+  AttemptRun run(TorchSpec(), 1);
+  RegisterAll(run);
+  EXPECT_EQ(run.OnExit(0, 0, std::nullopt, false).kind, Outcome::kUndecided);
+  Outcome o = run.OnExit(4, std::nullopt, 9, false);
+  EXPECT_EQ(o.kind, Outcome::kFailed);
+  EXPECT_TRUE(o.retryable);
+  EXPECT_EQ(o.reason, "rank 4 (on node3) was killed by signal 9");
+  EXPECT_EQ(run.TasksToReap(), (std::vector<int>{1, 2, 3, 5}));
 }
 
 }  // namespace

@@ -38,7 +38,8 @@ class FakeFiles final : public Files {
     created.insert(path);
     return Status::Ok();
   }
-  std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir) override {
+  std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
+                                                     Framework) override {
     std::lock_guard lock(mu_);
     auto it = checkpoints.find(model_dir);
     if (it == checkpoints.end()) return std::nullopt;

@@ -292,5 +292,88 @@ TEST(SlurmTime, ParsesSlurmFormats) {
   EXPECT_EQ(FormatSlurmTime(24 * 60 + 1), "1-00:01:00");
 }
 
+json TorchSpec() {
+  return json::parse(R"({
+    "id": "ddp-01",
+    "framework": "pytorch",
+    "command": ["python3", "train.py"],
+    "resources": {"nodes": 3, "tasks_per_node": 2}
+  })");
+}
+
+TEST(ParseSpec, PytorchNeedsNoClusterAndHasNoRoles) {
+  auto r = ParseSpec(TorchSpec());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->framework, Framework::kPytorch);
+  EXPECT_EQ(r->cluster.Total(), 0);
+  EXPECT_FALSE(r->pytorch.omp_num_threads.has_value());
+  // The canonical form names the framework, has no TF fields, and parses back.
+  json canonical = r->ToJson();
+  EXPECT_EQ(canonical["framework"], "pytorch");
+  EXPECT_FALSE(canonical.contains("cluster"));
+  EXPECT_FALSE(canonical.contains("success"));
+  EXPECT_EQ(canonical["pytorch"]["omp_num_threads"], "auto");
+  auto again = ParseSpec(canonical);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->ToJson(), canonical);
+  // TensorFlow stays the default, and says so.
+  EXPECT_EQ(ParseSpec(ValidSpec())->ToJson()["framework"], "tensorflow");
+}
+
+TEST(ParseSpec, TensorflowFieldsInAPytorchSpecAreErrors) {
+  json spec = TorchSpec();
+  spec["cluster"] = {{"worker", 6}};
+  spec["placement"] = "spread";
+  spec["success"] = "auto";
+  auto errors = Errors(spec);
+  for (const char* field : {"cluster", "placement", "success"})
+    EXPECT_TRUE(HasError(errors, field, "does not apply to framework pytorch")) << Dump(errors);
+  EXPECT_EQ(errors.size(), 3u) << Dump(errors);
+}
+
+TEST(ParseSpec, PytorchFieldsInATensorflowSpecAreErrors) {
+  json spec = ValidSpec();
+  spec["pytorch"] = {{"omp_num_threads", 2}};
+  auto errors = Errors(spec);
+  EXPECT_TRUE(HasError(errors, "pytorch", "applies only to framework pytorch")) << Dump(errors);
+  spec.erase("pytorch");
+  spec["framework"] = "jax";
+  EXPECT_TRUE(
+      HasError(Errors(spec), "framework", "must be one of tensorflow | pytorch, got \"jax\""));
+}
+
+TEST(ParseSpec, PytorchRanksVariablesAreTfslurms) {
+  json spec = TorchSpec();
+  spec["env"] = {
+      {"MASTER_PORT", "29500"}, {"RANK", "0"}, {"OMP_NUM_THREADS", "4"}, {"NCCL_DEBUG", "INFO"}};
+  auto errors = Errors(spec);
+  EXPECT_TRUE(HasError(errors, "env.MASTER_PORT", "set by tfslurm for every rank")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "env.RANK", "set by tfslurm for every rank")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "env.OMP_NUM_THREADS", "use pytorch.omp_num_threads"))
+      << Dump(errors);
+  EXPECT_EQ(errors.size(), 3u) << Dump(errors);
+  // A TensorFlow program may use those names for its own purposes.
+  json tf = ValidSpec();
+  tf["env"] = {{"RANK", "0"}, {"OMP_NUM_THREADS", "4"}};
+  EXPECT_TRUE(ParseSpec(tf).ok());
+}
+
+TEST(ParseSpec, PytorchOptionsAreChecked) {
+  json spec = TorchSpec();
+  spec["pytorch"] = {{"omp_num_threads", 0}};
+  EXPECT_TRUE(HasError(Errors(spec), "pytorch.omp_num_threads", "from 1 to 1024, got 0"));
+  spec["pytorch"] = {{"omp_num_threads", "many"}};
+  EXPECT_TRUE(HasError(Errors(spec), "pytorch.omp_num_threads", "must be \"auto\""));
+  spec["pytorch"] = {{"threads", 2}};
+  EXPECT_TRUE(HasError(Errors(spec), "pytorch.threads", "unknown field"));
+  spec["pytorch"] = {{"omp_num_threads", 3}};
+  EXPECT_EQ(ParseSpec(spec)->pytorch.omp_num_threads, 3);
+  SpecLimits limits;
+  limits.max_tasks = 4;
+  auto r = ParseSpec(TorchSpec(), limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(HasError(r.status().fields(), "resources", "give 6 ranks"));
+}
+
 }  // namespace
 }  // namespace tfslurm

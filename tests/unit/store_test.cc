@@ -143,6 +143,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   t.index = 8;
   t.node = "n1";
   t.address = "n1:9";
+  t.local_rank = 3;
   t.state = "failed";
   t.exit_code = 31;
   t.signal = 32;
@@ -205,6 +206,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   EXPECT_EQ(rt.index, 8);
   EXPECT_EQ(rt.node, "n1");
   EXPECT_EQ(rt.address, "n1:9");
+  EXPECT_EQ(rt.local_rank, 3);
   EXPECT_EQ(rt.state, "failed");
   EXPECT_EQ(rt.exit_code, 31);
   EXPECT_EQ(rt.signal, 32);
@@ -570,8 +572,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 3 and 2.
+  // Undo migrations 4, 3 and 2.
   ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE tasks DROP COLUMN local_rank; "
                          "DROP INDEX tasks_by_role_state; DROP INDEX experiments_by_created; "
                          "CREATE INDEX experiments_by_created ON experiments(created_at DESC, id); "
                          "DROP TABLE tokens; PRAGMA user_version=1",
@@ -590,6 +593,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
                                -1, &st, nullptr),
             SQLITE_OK);
   EXPECT_EQ(sqlite3_step(st), SQLITE_ROW) << "migration 3 must have created the tasks index";
+  sqlite3_finalize(st);
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT local_rank FROM tasks", -1, &st, nullptr), SQLITE_OK)
+      << "migration 4 must have added tasks.local_rank";
   sqlite3_finalize(st);
   sqlite3_close(db);
 }

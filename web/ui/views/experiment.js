@@ -419,6 +419,12 @@ function facts(exp, now) {
   );
 }
 
+// A PyTorch rank's place on its node (LOCAL_RANK), after "rank N".
+function localRankNote(t) {
+  if (t.role !== 'rank' || t.local_rank === undefined) return null;
+  return h('span', { class: 'local-rank', title: 'LOCAL_RANK: its index on its node' }, ` · local ${t.local_rank}`);
+}
+
 function taskRows(exp, logTask, onLog) {
   const tasks = sortTasks(exp.tasks);
   if (!tasks.length) return emptyRow(8, isOpen(exp.state) ? 'Waiting for Slurm to start the job…' : 'No tasks.');
@@ -435,7 +441,7 @@ function taskRows(exp, logTask, onLog) {
         'data-task': key,
         'data-state': t.state,
       },
-      h('td', { 'data-label': 'Task' }, h('span', { class: 'role' }, t.role), ` ${t.index}`),
+      h('td', { 'data-label': 'Task' }, h('span', { class: 'role' }, t.role), ` ${t.index}`, localRankNote(t)),
       h('td', { 'data-label': 'Proc', class: 'num' }, t.proc_id),
       h('td', { 'data-label': 'Node', class: 'mono' }, t.node || '—'),
       h('td', { 'data-label': 'Address', class: 'mono' }, t.address || '—'),

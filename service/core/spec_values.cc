@@ -1,0 +1,156 @@
+// The spec's names, its time format and its canonical JSON form: the parts of
+// spec.h that are not validation (spec.cc).
+#include <cstdio>
+#include <regex>
+
+#include "service/core/spec.h"
+
+namespace tfslurm {
+
+using nlohmann::json;
+
+bool IsRole(const std::string& role) {
+  return role == "chief" || role == "ps" || role == "worker" || role == "evaluator";
+}
+
+bool IsValidExperimentId(const std::string& id) {
+  static const std::regex kIdPattern("[a-z0-9][a-z0-9._-]{0,62}");
+  return std::regex_match(id, kIdPattern);
+}
+
+bool IsTorchVariable(const std::string& name) {
+  for (const char* set :
+       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
+        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR",
+        "MASTER_PORT", "OMP_NUM_THREADS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+        "TORCHELASTIC_MAX_RESTARTS"})
+    if (name == set) return true;
+  return false;
+}
+
+const char* FrameworkName(Framework framework) {
+  return framework == Framework::kPytorch ? "pytorch" : "tensorflow";
+}
+
+const char* EndReasonName(EndReason reason) {
+  switch (reason) {
+    case EndReason::kSucceeded:
+      return "succeeded";
+    case EndReason::kCancelled:
+      return "cancelled";
+    case EndReason::kPreempted:
+      return "preempted";
+    case EndReason::kTimeout:
+      return "timeout";
+    case EndReason::kNodeFail:
+      return "node_fail";
+    case EndReason::kRetryableExit:
+      return "retryable_exit";
+    case EndReason::kPermanentExit:
+      return "permanent_exit";
+    case EndReason::kStartFailed:
+      return "start_failed";
+    case EndReason::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+std::optional<EndReason> ParseEndReason(const std::string& name) {
+  for (EndReason r : {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted,
+                      EndReason::kTimeout, EndReason::kNodeFail, EndReason::kRetryableExit,
+                      EndReason::kPermanentExit, EndReason::kStartFailed, EndReason::kUnknown})
+    if (name == EndReasonName(r)) return r;
+  return std::nullopt;
+}
+
+const char* SuccessPolicyName(SuccessPolicy policy) {
+  switch (policy) {
+    case SuccessPolicy::kAuto:
+      return "auto";
+    case SuccessPolicy::kChief:
+      return "chief";
+    case SuccessPolicy::kWorker0:
+      return "worker0";
+    case SuccessPolicy::kAllWorkers:
+      return "all_workers";
+  }
+  return "auto";
+}
+
+std::optional<int> ParseSlurmTimeMinutes(const std::string& text) {
+  static const std::regex kTime(R"((?:(\d{1,4})-)?(\d{1,6})(?::(\d{1,2}))?(?::(\d{1,2}))?)");
+  std::smatch m;
+  if (!std::regex_match(text, m, kTime)) return std::nullopt;
+  auto num = [&](int i) { return m[i].matched ? std::stol(m[i].str()) : 0L; };
+  long days = num(1), a = num(2), b = num(3), c = num(4);
+  long seconds;
+  if (m[1].matched) {
+    // D-HH, D-HH:MM, D-HH:MM:SS
+    seconds = ((days * 24 + a) * 60 + b) * 60 + c;
+  } else if (m[4].matched) {
+    seconds = (a * 60 + b) * 60 + c;  // HH:MM:SS
+  } else if (m[3].matched) {
+    seconds = a * 60 + b;  // MM:SS
+  } else {
+    seconds = a * 60;  // MM
+  }
+  long minutes = (seconds + 59) / 60;
+  if (minutes > 365L * 24 * 60) return std::nullopt;
+  return static_cast<int>(minutes);
+}
+
+std::string FormatSlurmTime(int minutes) {
+  char buf[32];
+  int days = minutes / (24 * 60), hours = (minutes / 60) % 24, mins = minutes % 60;
+  if (days > 0)
+    std::snprintf(buf, sizeof buf, "%d-%02d:%02d:00", days, hours, mins);
+  else
+    std::snprintf(buf, sizeof buf, "%02d:%02d:00", hours, mins);
+  return buf;
+}
+
+nlohmann::json ExperimentSpec::ToJson() const {
+  json j;
+  const bool torch = framework == Framework::kPytorch;
+  j["id"] = id;
+  j["framework"] = FrameworkName(framework);
+  j["command"] = command;
+  if (!workdir.empty()) j["workdir"] = workdir;
+  j["env"] = env;
+  if (torch) {
+    j["pytorch"] = {{"omp_num_threads",
+                     pytorch.omp_num_threads ? json(*pytorch.omp_num_threads) : json("auto")}};
+  } else {
+    j["cluster"] = {{"chief", cluster.chief},
+                    {"ps", cluster.ps},
+                    {"worker", cluster.worker},
+                    {"evaluator", cluster.evaluator}};
+    if (placement.kind == PlacementKind::kExplicit)
+      j["placement"] = placement.roles;
+    else
+      j["placement"] = placement.kind == PlacementKind::kSpread ? "spread" : "pack";
+  }
+  json res = {{"nodes", resources.nodes},
+              {"tasks_per_node", resources.tasks_per_node},
+              {"cpus_per_task", resources.cpus_per_task},
+              {"gpus_per_node", resources.gpus_per_node},
+              {"time_limit", FormatSlurmTime(resources.time_limit_minutes)}};
+  if (!resources.partition.empty()) res["partition"] = resources.partition;
+  if (resources.mem_per_task_mb)
+    res["mem_per_task_mb"] = *resources.mem_per_task_mb;
+  else
+    res["mem_per_task_mb"] = "auto";
+  j["resources"] = res;
+  j["network"] = {{"address", network_address}};
+  if (!torch) j["success"] = SuccessPolicyName(success);
+  json on = json::array();
+  for (EndReason r : restart.on) on.push_back(EndReasonName(r));
+  j["restart"] = {
+      {"max_restarts", restart.max_restarts}, {"on", on}, {"backoff_s", restart.backoff_s}};
+  j["checkpoint"] = {{"signal_grace_s", signal_grace_s}};
+  j["model_dir"] = model_dir.empty() ? json("auto") : json(model_dir);
+  return j;
+}
+
+}  // namespace tfslurm
