@@ -64,7 +64,9 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
     std::cout << ", " << e.mem_per_task_mb << " MB per task\n";
     if (!options.wait)
       std::cout << "follow it with: tfctl status " << e.id << " --watch, or tfctl logs " << e.id
-                << " --task ROLE:INDEX -f\n";
+                << (e.raw.value("/spec/framework"_json_pointer, "") == "pytorch"
+                        ? " --task rank:N -f\n"
+                        : " --task ROLE:INDEX -f\n");
   }
   if (!options.wait) return kExitOk;
 

@@ -76,7 +76,7 @@ def latest_checkpoint(model_dir):
     return max(steps) if steps else None
 
 
-def save_checkpoint(model_dir, step, model, optimizer, keep=3):
+def save_checkpoint(model_dir, step, model, optimizer, why="", keep=3):
     path = os.path.join(model_dir, f"ckpt-{step}.pt")
     tmp = path + ".tmp"
     torch.save({"step": step, "model": model.state_dict(), "optimizer": optimizer.state_dict()},
@@ -85,7 +85,7 @@ def save_checkpoint(model_dir, step, model, optimizer, keep=3):
     steps = sorted(int(m.group(1)) for m in map(CHECKPOINT.match, os.listdir(model_dir)) if m)
     for old in steps[:-keep]:
         os.remove(os.path.join(model_dir, f"ckpt-{old}.pt"))
-    log(f"checkpoint step={step} path={path}")
+    log(f"checkpoint{why} step={step} path={path}")
 
 
 def main():
@@ -94,6 +94,7 @@ def main():
     if not model_dir:
         print("ddp: error: MODEL_DIR is not set", file=sys.stderr)
         return 2
+    os.makedirs(model_dir, exist_ok=True)
     # Slurm's time-limit warning (sbatch --signal) reaches every task as
     # SIGUSR1, whose default action is to die: rank 0 checkpoints at the next
     # step instead, so the next attempt loses as little as possible.
@@ -138,8 +139,9 @@ def main():
         if step % 10 == 0 or step == args.steps:
             log(f"step={step} loss={loss.item():.5f}")
         if rank == 0 and (step % args.checkpoint_every == 0 or step == args.steps or save_now):
+            why = " on signal SIGUSR1" if save_now else ""
             save_now.clear()
-            save_checkpoint(model_dir, step, model.module, optimizer)
+            save_checkpoint(model_dir, step, model.module, optimizer, why)
         if args.step_delay_ms:
             time.sleep(args.step_delay_ms / 1000)
 

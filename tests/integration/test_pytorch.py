@@ -184,6 +184,35 @@ def test_a_rank_killed_fails_the_attempt_at_once_and_the_restart_resumes_from_th
     print(f"ddp-kill: the other ranks were reaped {reaped_in:.2f} s after rank 3's kill -9")
 
 
+def test_time_limit_signal_makes_rank_0_save_and_the_next_attempt_starts_there(service):
+    # One-minute attempts; SIGUSR1 25 s before the end. The target is out of
+    # reach: the test ends the experiment once attempt 2 has started.
+    spec = ddp_spec("ddp-limit", ["--steps", str(10 ** 7), "--checkpoint-every", str(10 ** 6),
+                                  "--step-delay-ms", "20"],
+                    restart={"max_restarts": 1, "on": ["timeout"], "backoff_s": 1},
+                    checkpoint={"signal_grace_s": 25})
+    spec["resources"]["time_limit"] = "1"
+    assert service.post("/experiments", spec)[0] == 201
+    try:
+        e = wait_for(lambda: (lambda x: x if len(x["attempts"]) == 2 and "start_step=" in task_log(
+            x, 0, attempt=2) else None)(service.experiment("ddp-limit")), 300, "attempt 2's rank 0 to start")
+    except AssertionError as timed_out:
+        x = service.experiment("ddp-limit")
+        raise AssertionError(f"{timed_out}\nstate {x['state']}: {x['reason']}\nattempts: {x['attempts']}\n" + "\n".join(
+            f"--- rank 0, attempt {n}:\n{task_log(x, 0, attempt=n)[-2000:]}" for n in (1, 2))) from None
+    first, second = e["attempts"]
+    assert first["end_reason"] == "timeout" and first["slurm_state"] == "TIMEOUT", first
+    # Only the signal saved in attempt 1 (--checkpoint-every is out of reach).
+    on_signal = [int(x) for x in re.findall(r"ddp: checkpoint on signal SIGUSR1 step=(\d+)", task_log(e, 0, attempt=1))]
+    assert on_signal and on_signal[0] > 0, task_log(e, 0, attempt=1)[-3000:]
+    log2 = task_log(e, 0, attempt=2)
+    start = int(re.search(r"attempt=2 start_step=(\d+)", log2).group(1))
+    assert start == on_signal[-1] == second["start_step"], (start, on_signal, second)
+    assert f"ddp: restored step={start}" in log2, log2[-2000:]
+    assert service.request("DELETE", "/experiments/ddp-limit")[0] in (200, 202)
+    service.wait_state("ddp-limit", "cancelled", timeout=60)
+
+
 def test_a_rank_that_never_registers_fails_the_barrier_naming_it(service_factory, slurm_cluster):
     d = tempfile.mkdtemp(prefix="tfs-wrap-", dir="/tmp")
     wrapper = os.path.join(d, "agent-but-not-task-4")
