@@ -34,7 +34,10 @@ std::string RenderScript(const ExperimentSpec& spec, const MemoryPlan& memory, i
        std::to_string(attempt) + ".\n";
   s += "# Memory per task: " + memory.explanation + ".\n";
   s += "# Each task runs tfslurm-agent, which registers with the service, receives its\n";
-  s += "# role, index and TF_CONFIG, and runs the command below (argv, no shell):\n";
+  s += spec.framework == Framework::kPytorch
+           ? "# rank and torch.distributed's variables (RANK, MASTER_ADDR, ...), and runs the\n"
+             "# command below (argv, no shell):\n"
+           : "# role, index and TF_CONFIG, and runs the command below (argv, no shell):\n";
   s += "#   command: " + CommentSafe(spec.command) + "\n";
   if (!spec.workdir.empty()) s += "#   workdir: " + CommentSafe(spec.workdir) + "\n";
   if (!spec.env.empty()) s += "#   env: " + CommentSafe(spec.env) + "\n";

@@ -8,8 +8,10 @@
 //   TFSLURM_E2E_DOCS_SCREENSHOTS=1 to also write the README's pictures,
 //   docs/dashboard.png and docs/dashboard-running.png, from this run.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import {
+  REPO,
   api,
   launchBrowser,
   linearPsSpec,
@@ -467,6 +469,51 @@ test('a failed experiment shows its reason on both pages', { timeout: 180000 }, 
     return states.has('failed') && states.has('succeeded') && states.has('cancelled');
   });
   assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the filters reloaded the page');
+  await page.close();
+});
+
+test('a PyTorch run shows ranks with their local rank, and a rank\'s log', { timeout: 240000 }, async () => {
+  const id = 'e2e-ddp';
+  await submit({
+    id,
+    framework: 'pytorch',
+    command: ['/usr/bin/python3', path.join(REPO, 'examples/ddp/train.py'), '--steps', '300', '--checkpoint-every', '50', '--step-delay-ms', '20'],
+    resources: { partition: 'debug', nodes: 3, tasks_per_node: 2, time_limit: '00:10:00' },
+    pytorch: { omp_num_threads: 1 },
+    restart: { max_restarts: 0 },
+  });
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/${id}`);
+  // Six rows, rank 0..5, each with the node and LOCAL_RANK the API has.
+  const cells = await waitFor('six running ranks', async () => {
+    const rows = await page.$$eval('[data-testid=tasks] tbody tr[data-task]', (trs) =>
+      trs.map((r) => ({
+        task: r.dataset.task,
+        state: r.dataset.state,
+        cell: r.querySelector('[data-label=Task]').textContent.trim(),
+        node: r.querySelector('[data-label=Node]').textContent.trim(),
+      })),
+    );
+    return rows.length === 6 && rows.every((r) => r.state === 'running') ? rows : null;
+  }, { timeoutMs: 120000, intervalMs: 200 });
+  const tasks = (await experiment(id)).tasks;
+  assert.deepEqual(
+    cells.map((c) => [c.task, c.cell, c.node]),
+    tasks.map((t) => [`rank:${t.index}`, `rank ${t.index} · local ${t.local_rank}`, t.node]),
+  );
+  assert.deepEqual(tasks.map((t) => t.local_rank), [0, 1, 0, 1, 0, 1]);
+  const facts = await page.$eval('dl.facts', (dl) => dl.textContent);
+  assert.match(facts, /FrameworkPyTorch · 6 ranks · success: every rank exits 0/);
+  assert.doesNotMatch(facts, /Cluster/);
+  // The log button of rank 5 shows that rank's own output.
+  await page.click('[data-testid=tasks] tr[data-task="rank:5"] [data-label=Log] button');
+  const log = await logPanelText(page, /ddp: rank=5 local_rank=1 world=6/, 30000);
+  assert.match(log, /ddp: rank=5 local_rank=1 world=6 node_rank=2/);
+  await page.screenshot({ path: screenshotPath('pytorch-ranks.png'), fullPage: true });
+  await waitFor('the DDP run to succeed', async () => ((await experiment(id)).state === 'succeeded' ? true : null), {
+    timeoutMs: 120000,
+    intervalMs: 500,
+  });
   await page.close();
 });
 

@@ -409,7 +409,9 @@ function facts(exp, now) {
     item('Slurm job', exp.slurm_job_id ? [String(exp.slurm_job_id), exp.slurm_state ? ` · ${exp.slurm_state}` : ''] : '—', 'mono'),
     item('Nodes', exp.nodes || '—', 'mono'),
     item('Checkpoint', exp.checkpoint ? [`step ${exp.checkpoint.step} `, h('span', { class: 'muted mono small' }, exp.checkpoint.path)] : 'none yet'),
-    item('Cluster', [cluster || '—', spec.placement ? ` · placement ${Array.isArray(spec.placement) ? 'explicit' : spec.placement}` : '', spec.success ? ` · success ${spec.success}` : '']),
+    spec.framework === 'pytorch'
+      ? item('Framework', `PyTorch · ${(res.nodes ?? 0) * (res.tasks_per_node ?? 0)} ranks · success: every rank exits 0`)
+      : item('Cluster', [cluster || '—', spec.placement ? ` · placement ${Array.isArray(spec.placement) ? 'explicit' : spec.placement}` : '', spec.success ? ` · success ${spec.success}` : '']),
     item('Resources', `${res.partition ? `partition ${res.partition} · ` : ''}${res.nodes ?? '?'} nodes × ${res.tasks_per_node ?? '?'} tasks · ${res.cpus_per_task ?? '?'} cpu/task · time ${res.time_limit ?? '?'}`),
     item('Memory per task', [exp.mem_per_task_mb ? `${exp.mem_per_task_mb} MB` : '—', exp.mem_explanation ? h('div', { class: 'small muted' }, exp.mem_explanation) : null]),
     item('Command', spec.command ? spec.command.join(' ') : '—', 'mono wrap'),
