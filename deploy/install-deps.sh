@@ -11,7 +11,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
   libcpp-httplib-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
-  libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev
+  libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev prometheus-cpp-dev
   libslurm-dev slurm-wlm slurmctld slurmd slurm-client munge
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
   # PyTorch for examples/ddp and its tests: Debian's 1.13 has gloo and

@@ -53,6 +53,7 @@ void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
     return;
   }
   bool was_registered = slot.registered;
+  if (!was_registered) lc_.metrics->Registered();
   bool barrier_complete =
       a.run->Register(proc, info.node_name, address, info.node_id, info.local_id);
   a.channels[proc] = channel;
@@ -133,6 +134,9 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, store::Changes& c, int on
     ch->second->Send(m);
   }
   if (first) {
+    if (a.job_started_ms > 0)
+      lc_.metrics->RendezvousDone(static_cast<double>(lc_.ports.clock.NowMs() - a.job_started_ms) /
+                                  1000.0);
     lc_.Event(c, a, "assigned",
               "all " + std::to_string(a.run->size()) + " tasks registered; " +
                   (torch ? "ranks, MASTER_ADDR and MASTER_PORT sent" : "roles and TF_CONFIG sent"));
@@ -199,6 +203,10 @@ Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
                         ? "was killed by signal " + std::to_string(*signal)
                         : "exited with code " + std::to_string(exit_code.value_or(-1));
   lc_.Event(c, a, reaped ? "reaped" : "exited", TaskName(slot, proc) + " " + how);
+  if (a.reap_started_ms > 0 && a.run->UnconfirmedShutdowns().empty()) {
+    lc_.metrics->ReapingDone(static_cast<double>(t.ended_at - a.reap_started_ms) / 1000.0);
+    a.reap_started_ms = 0;
+  }
   if (!decided_before && a.run->outcome().kind != Outcome::kUndecided) OnOutcome(a, c);
   lc_.Commit(c);
   return Status::Ok();
@@ -220,7 +228,7 @@ void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel)
 void AgentProtocol::OnOutcome(OpenExperiment& a, store::Changes& c) {
   const Outcome& o = a.run->outcome();
   if (o.kind == Outcome::kSucceeded) {
-    a.attempt.end_reason = EndReasonName(EndReason::kSucceeded);
+    lc_.EndAttempt(a, EndReason::kSucceeded);
     a.attempt.reason = o.reason;
     c.attempts.push_back(a.attempt);
     lc_.SetState(c, a, ExperimentState::kSucceeded, o.reason);
@@ -247,8 +255,9 @@ void AgentProtocol::ReapRemaining(OpenExperiment& a, store::Changes& c, const st
     if (ch != a.channels.end()) ch->second->Send(ShutdownMsg{reason, lc_.config.shutdown_grace_ms});
     names += (names.empty() ? "" : ", ") + TaskName(a.run->task(proc), proc);
   }
-  a.reap_deadline_ms =
-      lc_.ports.clock.NowMs() + lc_.config.shutdown_grace_ms + lc_.config.reap_timeout_margin_ms;
+  const int64_t now = lc_.ports.clock.NowMs();
+  if (a.reap_started_ms == 0) a.reap_started_ms = now;
+  a.reap_deadline_ms = now + lc_.config.shutdown_grace_ms + lc_.config.reap_timeout_margin_ms;
   lc_.Event(c, a, "reaping", "Shutdown sent to " + names);
 }
 

@@ -13,6 +13,20 @@ Experiments::Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& 
 
 void Experiments::SetLaunch(const slurm::AgentLaunch& launch) { lifecycle_.config.launch = launch; }
 
+StatusOr<Experiments::Gauges> Experiments::ReadGauges() {
+  Gauges g;
+  for (ExperimentState state : kAllExperimentStates) {
+    store::ListQuery q;
+    q.states = {state};
+    auto n = lifecycle_.ports.store.CountExperiments(q);
+    if (!n.ok()) return n.status();
+    g.experiments_by_state.emplace_back(state, *n);
+  }
+  MutexLock lock(lifecycle_.mu);
+  for (const auto& [id, a] : lifecycle_.open) g.agents_connected += a->channels.size();
+  return g;
+}
+
 void Experiments::ObserveCommits(std::shared_ptr<store::CommitObserver> observer) {
   lifecycle_.ObserveCommits(std::move(observer));
 }
@@ -72,7 +86,7 @@ Status Experiments::Cancel(const std::string& id, const std::string& why) {
     a.run->Decide({Outcome::kFailed, "cancelled"});
     lifecycle_.SetState(c, a, ExperimentState::kCancelled, why);
     if (a.attempt.end_reason.empty()) {
-      a.attempt.end_reason = EndReasonName(EndReason::kCancelled);
+      lifecycle_.EndAttempt(a, EndReason::kCancelled);
       a.attempt.reason = why;
       c.attempts.push_back(a.attempt);
     }

@@ -53,6 +53,9 @@ class Experiments {
   void SetLaunch(const slurm::AgentLaunch& launch);
   // `observer` is told of every write from now on. Call before serving.
   void ObserveCommits(std::shared_ptr<store::CommitObserver> observer);
+  // Where core reports what it counts (ports/metrics.h); it must outlive
+  // this object. Call before serving.
+  void SetMetrics(Metrics& metrics) { lifecycle_.metrics = &metrics; }
 
   // Loads open experiments from the store and reconciles them with Slurm:
   // an attempt whose submission was interrupted is matched by job name, or
@@ -81,6 +84,13 @@ class Experiments {
   StatusOr<std::vector<store::ListedExperiment>> ListPage(const store::ListQuery& query,
                                                           const store::NeedSummary& need);
   StatusOr<int64_t> CountExperiments(const store::ListQuery& query);
+  // What a metrics scrape shows as gauges: experiments per state (from the
+  // store), and the agents connected now.
+  struct Gauges {
+    std::vector<std::pair<ExperimentState, int64_t>> experiments_by_state;
+    int64_t agents_connected = 0;
+  };
+  StatusOr<Gauges> ReadGauges();
 
   // Agent protocol (agent_protocol.h).
   void OnRegister(const TaskRef& ref, const RegisterInfo& info,

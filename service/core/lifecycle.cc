@@ -37,6 +37,11 @@ void Lifecycle::Event(store::Changes& c, const OpenExperiment& a, const std::str
   c.events.push_back({0, a.record.id, a.attempt.number, ports.clock.NowMs(), what, why});
 }
 
+void Lifecycle::EndAttempt(OpenExperiment& a, EndReason reason) {
+  a.attempt.end_reason = EndReasonName(reason);
+  metrics->AttemptEnded(a.attempt.end_reason);
+}
+
 void Lifecycle::SetState(store::Changes& c, OpenExperiment& a, ExperimentState state,
                          const std::string& why) {
   if (a.record.state == state && a.record.reason == why) return;

@@ -26,6 +26,7 @@
 #include "service/core/attempt_run.h"
 #include "service/core/ports/clock.h"
 #include "service/core/ports/files.h"
+#include "service/core/ports/metrics.h"
 #include "service/core/ports/slurm.h"
 #include "service/core/ports/store.h"
 #include "service/core/records.h"
@@ -76,6 +77,7 @@ struct OpenExperiment {
   bool user_cancelled = false;
   int64_t job_started_ms = 0;
   int64_t reap_deadline_ms = 0;
+  int64_t reap_started_ms = 0;  // when the first Shutdown of the reaping went out
   bool step_killed = false;
   bool job_cancel_sent = false;
   // Set when the service itself ended the attempt (barrier timeout), so the
@@ -115,6 +117,8 @@ class Lifecycle {
 
   void Event(store::Changes& c, const OpenExperiment& e, const std::string& what,
              const std::string& why);
+  // Records why the current attempt ended (its end_reason) and counts it.
+  void EndAttempt(OpenExperiment& a, EndReason reason);
   void SetState(store::Changes& c, OpenExperiment& e, ExperimentState state,
                 const std::string& why);
 
@@ -123,6 +127,8 @@ class Lifecycle {
   StatusOr<std::unique_ptr<OpenExperiment>> Load(const ExperimentRecord& record);
 
   const LifecyclePorts ports;
+  // Set before serving (Experiments::SetMetrics); NoMetrics until then.
+  Metrics* metrics = &no_metrics_;
   // Set before serving (the agent endpoint's address arrives after
   // construction, through Experiments::SetLaunch); read-only afterwards.
   LifecycleConfig config;
@@ -133,6 +139,7 @@ class Lifecycle {
   std::atomic<int64_t> job_seq{0};
 
  private:
+  NoMetrics no_metrics_;
   std::vector<std::shared_ptr<store::CommitObserver>> observers_;
 };
 

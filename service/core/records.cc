@@ -23,9 +23,7 @@ const char* ExperimentStateName(ExperimentState state) {
 }
 
 std::optional<ExperimentState> ParseExperimentState(const std::string& name) {
-  for (auto s : {ExperimentState::kQueued, ExperimentState::kStarting, ExperimentState::kRunning,
-                 ExperimentState::kRestarting, ExperimentState::kSucceeded,
-                 ExperimentState::kFailed, ExperimentState::kCancelled})
+  for (ExperimentState s : kAllExperimentStates)
     if (name == ExperimentStateName(s)) return s;
   return std::nullopt;
 }

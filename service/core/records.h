@@ -24,6 +24,11 @@ enum class ExperimentState {
   kCancelled
 };
 
+inline constexpr ExperimentState kAllExperimentStates[] = {
+    ExperimentState::kQueued,     ExperimentState::kStarting,  ExperimentState::kRunning,
+    ExperimentState::kRestarting, ExperimentState::kSucceeded, ExperimentState::kFailed,
+    ExperimentState::kCancelled};
+
 const char* ExperimentStateName(ExperimentState state);
 std::optional<ExperimentState> ParseExperimentState(const std::string& name);
 bool IsTerminal(ExperimentState state);

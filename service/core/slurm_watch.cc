@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <csignal>
 #include <unordered_map>
 
@@ -133,7 +134,7 @@ void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64
       return FinishAttempt(a, EndReason::kSucceeded, why, c);
     case slurm::JobState::kCancelled:
       a.user_cancelled = true;
-      a.attempt.end_reason = EndReasonName(EndReason::kCancelled);
+      lc_.EndAttempt(a, EndReason::kCancelled);
       a.attempt.reason = why + " outside tfslurm (scancel or an admin)";
       c.attempts.push_back(a.attempt);
       lc_.SetState(c, a, ExperimentState::kCancelled, a.attempt.reason);
@@ -155,7 +156,7 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
   // Decided already (success by the agents, or a cancel): the job's end
   // only confirms it.
   if (!a.attempt.end_reason.empty()) return;
-  a.attempt.end_reason = EndReasonName(reason);
+  lc_.EndAttempt(a, reason);
   a.attempt.reason = why;
   c.attempts.push_back(a.attempt);
   if (a.user_cancelled) return;  // already cancelled
@@ -167,6 +168,7 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
     case AfterAttempt::kFail:
       return lc_.SetState(c, a, ExperimentState::kFailed, next.why);
     case AfterAttempt::kRestart:
+      lc_.metrics->Restarted(EndReasonName(reason));
       a.record.restarts++;
       a.record.next_attempt_at = lc_.ports.clock.NowMs() + next.delay_ms;
       return lc_.SetState(c, a, ExperimentState::kRestarting, next.why);
@@ -269,7 +271,11 @@ void SlurmWatch::Tick() {
       any_open = !lc_.open.empty();
     }
     if (any_open) {
+      const auto started = std::chrono::steady_clock::now();
       jobs = lc_.ports.slurm.LoadJobs();
+      lc_.metrics->SlurmPolled(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+          jobs.ok());
       if (jobs.ok()) {
         by_id.emplace();
         for (const auto& j : *jobs) (*by_id)[j.job_id] = &j;

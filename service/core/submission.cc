@@ -187,7 +187,7 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   a.tasks = std::move(tasks);
   a.channels.clear();
   a.heartbeat_dirty.clear();
-  a.job_started_ms = a.reap_deadline_ms = 0;
+  a.job_started_ms = a.reap_deadline_ms = a.reap_started_ms = 0;
   a.step_killed = a.job_cancel_sent = false;
   a.decided_reason.reset();
   a.start_seen_in_slurm = false;
@@ -215,7 +215,7 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
       return a.attempt;
     }
     a.attempt.state = "ended";
-    a.attempt.end_reason = EndReasonName(EndReason::kStartFailed);
+    lc_.EndAttempt(a, EndReason::kStartFailed);
     a.attempt.reason = job.status().message();
     a.attempt.ended_at = lc_.ports.clock.NowMs();
     after.attempts.push_back(a.attempt);
@@ -265,7 +265,7 @@ void Submission::OnSubmissionNotPrepared(OpenExperiment& a, int number, const St
   }
   if (recorded) {
     a.attempt.state = "ended";
-    a.attempt.end_reason = EndReasonName(EndReason::kStartFailed);
+    lc_.EndAttempt(a, EndReason::kStartFailed);
     a.attempt.reason = why.message();
     a.attempt.ended_at = lc_.ports.clock.NowMs();
     c.attempts.push_back(a.attempt);

@@ -18,6 +18,7 @@
 #include "service/api/http_api.h"
 #include "service/api/listen_backlog.h"
 #include "service/api/logs_api.h"
+#include "service/api/metrics_api.h"
 #include "service/api/web_assets.h"
 #include "service/core/tokens.h"
 
@@ -88,6 +89,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   LifecycleConfig config = LifecycleConfigOf(options);
   d->experiments_ = std::make_unique<Experiments>(ports.store, ports.slurm, ports.clock,
                                                   ports.random, ports.files, config);
+  d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
+  d->experiments_->SetMetrics(*d->metrics_);
   auto grpc_server = agentrpc::StartAgentGrpcServer(*d->experiments_, options.agent_listen);
   if (!grpc_server.ok()) return grpc_server.status();
   d->grpc_ = std::move(grpc_server).value();
@@ -106,6 +109,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   httplib::Server& http = *d->http_;
   ConfigureHttpServer(http, options.max_connections);
   api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, {});
+  api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
   if (options.logs)
     api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {options.output_root});
   if (options.web_assets) api::RegisterWebAssetRoutes(http);

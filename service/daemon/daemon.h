@@ -32,6 +32,7 @@
 #include "service/core/ports/files.h"
 #include "service/core/ports/slurm.h"
 #include "service/core/ports/store.h"
+#include "service/metrics/prometheus_metrics.h"
 
 namespace httplib {
 class Server;
@@ -118,6 +119,8 @@ class Daemon {
   std::string agent_address_;
   // Destroyed bottom-up: the HTTP server and the authenticator before the
   // agent endpoint, all before the lifecycle they call into.
+  // Before experiments_, which reports to it: destroyed after it.
+  std::unique_ptr<metrics::PrometheusMetrics> metrics_;
   std::unique_ptr<Experiments> experiments_;
   std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
   std::unique_ptr<Tokens> tokens_;

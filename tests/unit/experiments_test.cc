@@ -901,5 +901,56 @@ TEST_F(ExperimentsTest, OnePollIsOneSlurmQueryWhateverTheNumberOfExperiments) {
   EXPECT_EQ(slurm_.load_jobs_calls - before, 1);
 }
 
+// What core counts, as a Prometheus scrape would show it.
+class RecordingMetrics final : public Metrics {
+ public:
+  int registered = 0;
+  std::vector<double> rendezvous, reaping, polls;
+  int poll_errors = 0;
+  std::vector<std::string> ended, restarted;
+  void Registered() override { ++registered; }
+  void RendezvousDone(double s) override { rendezvous.push_back(s); }
+  void ReapingDone(double s) override { reaping.push_back(s); }
+  void AttemptEnded(const std::string& r) override { ended.push_back(r); }
+  void Restarted(const std::string& r) override { restarted.push_back(r); }
+  void SlurmPolled(double s, bool ok) override {
+    polls.push_back(s);
+    poll_errors += ok ? 0 : 1;
+  }
+};
+
+TEST_F(ExperimentsTest, MetricsCountRegistrationsRendezvousReapingAndEnds) {
+  RecordingMetrics m;
+  experiments_->SetMetrics(m);
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));  // the job starts at this poll
+  clock_.Advance(1500);
+  auto ch = RegisterAll("a");
+  RegisterAll("a");  // reconnections are not registrations
+  EXPECT_EQ(m.registered, 6);
+  ASSERT_EQ(m.rendezvous.size(), 1u);
+  EXPECT_DOUBLE_EQ(m.rendezvous[0], 1.5);
+  for (int p : {1, 3, 4, 5}) experiments_->OnExited(Ref("a", p), 0, std::nullopt, false);
+  EXPECT_EQ(m.ended, (std::vector<std::string>{"succeeded"}));
+  clock_.Advance(700);
+  experiments_->OnExited(Ref("a", 0), std::nullopt, 15, true);
+  EXPECT_TRUE(m.reaping.empty()) << "ps 1 has not confirmed yet";
+  experiments_->OnExited(Ref("a", 2), std::nullopt, 15, true);
+  ASSERT_EQ(m.reaping.size(), 1u);
+  EXPECT_DOUBLE_EQ(m.reaping[0], 0.7);
+  EXPECT_FALSE(m.polls.empty());
+  EXPECT_EQ(m.poll_errors, 0);
+
+  // A retryable failure counts the attempt's end and the restart it causes.
+  ASSERT_TRUE(experiments_->Submit(PsSpec("b"), "alice", false).ok());
+  slurm_.SetState(101, slurm::JobState::kFailed, 137);
+  Poll();
+  ASSERT_EQ(View("b").experiment.state, ExperimentState::kRestarting);
+  EXPECT_EQ(m.ended, (std::vector<std::string>{"succeeded", "retryable_exit"}));
+  EXPECT_EQ(m.restarted, (std::vector<std::string>{"retryable_exit"}));
+  slurm_.refuse_load_jobs = Unavailable("slurmctld is down");
+  Poll();
+  EXPECT_EQ(m.poll_errors, 1);
+}
+
 }  // namespace
 }  // namespace tfslurm

@@ -1,0 +1,40 @@
+// The metrics port: what core tells the operators' monitoring as it
+// happens. service/metrics/ implements it for Prometheus; NoMetrics is the
+// default, so a core without one (unit tests, benchmarks) counts nothing.
+//
+// Thread safety: implementations are thread-safe and cheap; core calls them
+// under its lock, so they must not block or call back into core.
+#pragma once
+
+#include <string>
+
+namespace tfslurm {
+
+class Metrics {
+ public:
+  virtual ~Metrics() = default;
+  // A task's first registration of an attempt (not its reconnections).
+  virtual void Registered() = 0;
+  // The barrier completed: seconds from the job's start to the assignments.
+  virtual void RendezvousDone(double seconds) = 0;
+  // Every task sent a Shutdown confirmed its exit: seconds from the Shutdown.
+  virtual void ReapingDone(double seconds) = 0;
+  // An attempt ended with this end_reason (EndReasonName).
+  virtual void AttemptEnded(const std::string& end_reason) = 0;
+  // An automatic restart was decided after an attempt that ended so.
+  virtual void Restarted(const std::string& end_reason) = 0;
+  // One poll of Slurm's jobs: how long it took, and whether it failed.
+  virtual void SlurmPolled(double seconds, bool ok) = 0;
+};
+
+class NoMetrics final : public Metrics {
+ public:
+  void Registered() override {}
+  void RendezvousDone(double) override {}
+  void ReapingDone(double) override {}
+  void AttemptEnded(const std::string&) override {}
+  void Restarted(const std::string&) override {}
+  void SlurmPolled(double, bool) override {}
+};
+
+}  // namespace tfslurm

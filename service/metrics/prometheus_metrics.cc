@@ -1,0 +1,122 @@
+#include "service/metrics/prometheus_metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <regex>
+
+namespace tfslurm::metrics {
+
+using prometheus::Histogram;
+
+struct PrometheusMetrics::Families {
+  prometheus::Registry registry;
+  prometheus::Family<prometheus::Gauge>& experiments =
+      prometheus::BuildGauge()
+          .Name("tfslurm_experiments")
+          .Help("Experiments in each state, as the database has them")
+          .Register(registry);
+  prometheus::Gauge& agents = prometheus::BuildGauge()
+                                  .Name("tfslurm_agents_connected")
+                                  .Help("Agents with an open stream to this tfslurmd")
+                                  .Register(registry)
+                                  .Add({});
+  prometheus::Counter& registrations =
+      prometheus::BuildCounter()
+          .Name("tfslurm_registrations_total")
+          .Help("First registrations of a task in an attempt (reconnections not counted)")
+          .Register(registry)
+          .Add({});
+  prometheus::Family<prometheus::Counter>& attempts_ended =
+      prometheus::BuildCounter()
+          .Name("tfslurm_attempts_ended_total")
+          .Help("Attempts ended, by why (the attempt's end_reason)")
+          .Register(registry);
+  prometheus::Family<prometheus::Counter>& restarts =
+      prometheus::BuildCounter()
+          .Name("tfslurm_restarts_total")
+          .Help("Automatic restarts, by the end_reason of the attempt that caused them")
+          .Register(registry);
+  Histogram& rendezvous =
+      prometheus::BuildHistogram()
+          .Name("tfslurm_rendezvous_seconds")
+          .Help("From an attempt's job start to every task's assignment (the barrier)")
+          .Register(registry)
+          .Add({}, Histogram::BucketBoundaries{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+                                               120, 300});
+  Histogram& reaping =
+      prometheus::BuildHistogram()
+          .Name("tfslurm_reaping_seconds")
+          .Help("From the first Shutdown of an attempt's reaping to the last reaped exit report")
+          .Register(registry)
+          .Add({}, Histogram::BucketBoundaries{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120});
+  Histogram& slurm_poll =
+      prometheus::BuildHistogram()
+          .Name("tfslurm_slurm_poll_seconds")
+          .Help("One poll of slurmctld's jobs (slurm_load_jobs)")
+          .Register(registry)
+          .Add({}, Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                               0.5, 1, 2.5, 5, 10});
+  prometheus::Counter& slurm_poll_errors = prometheus::BuildCounter()
+                                               .Name("tfslurm_slurm_poll_errors_total")
+                                               .Help("Polls of slurmctld that failed")
+                                               .Register(registry)
+                                               .Add({});
+  prometheus::Family<Histogram>& http = prometheus::BuildHistogram()
+                                            .Name("tfslurm_http_request_duration_seconds")
+                                            .Help("REST API requests, by route and status code")
+                                            .Register(registry);
+};
+
+PrometheusMetrics::PrometheusMetrics() : f_(std::make_unique<Families>()) {}
+PrometheusMetrics::~PrometheusMetrics() = default;
+
+void PrometheusMetrics::Registered() { f_->registrations.Increment(); }
+void PrometheusMetrics::RendezvousDone(double seconds) { f_->rendezvous.Observe(seconds); }
+void PrometheusMetrics::ReapingDone(double seconds) { f_->reaping.Observe(seconds); }
+
+void PrometheusMetrics::AttemptEnded(const std::string& end_reason) {
+  f_->attempts_ended.Add({{"end_reason", end_reason}}).Increment();
+}
+
+void PrometheusMetrics::Restarted(const std::string& end_reason) {
+  f_->restarts.Add({{"end_reason", end_reason}}).Increment();
+}
+
+void PrometheusMetrics::SlurmPolled(double seconds, bool ok) {
+  f_->slurm_poll.Observe(seconds);
+  if (!ok) f_->slurm_poll_errors.Increment();
+}
+
+void PrometheusMetrics::RequestServed(const std::string& route, int code, double seconds) {
+  f_->http
+      .Add({{"route", route}, {"code", std::to_string(code)}},
+           Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                       0.5, 1, 2.5, 5, 30})
+      .Observe(seconds);
+}
+
+std::string PrometheusMetrics::Render(const Experiments::Gauges& gauges) {
+  for (const auto& [state, n] : gauges.experiments_by_state)
+    f_->experiments.Add({{"state", ExperimentStateName(state)}}).Set(static_cast<double>(n));
+  f_->agents.Set(static_cast<double>(gauges.agents_connected));
+  return prometheus::TextSerializer().Serialize(f_->registry.Collect());
+}
+
+std::string RouteLabel(const std::string& method, const std::string& path) {
+  static const std::regex kExperiment("/experiments/[^/]+");
+  static const std::regex kExperimentSub("/experiments/[^/]+/(logs|sbatch|resume)");
+  if (path == "/healthz" || path == "/metrics" || path == "/experiments" ||
+      path == "/agent/v1/message")
+    return method + " " + path;
+  if (std::regex_match(path, kExperiment)) return method + " /experiments/{id}";
+  std::smatch m;
+  if (std::regex_match(path, m, kExperimentSub)) return method + " /experiments/{id}/" + m[1].str();
+  if (method == "GET" && (path == "/" || path.rfind("/ui/", 0) == 0)) return "GET /ui";
+  return "other";
+}
+
+}  // namespace tfslurm::metrics

@@ -1,0 +1,71 @@
+#include "service/metrics/prometheus_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace tfslurm::metrics {
+namespace {
+
+// The sample lines of a rendering ("name{labels} value"), comments dropped.
+std::string Samples(const std::string& text) {
+  std::istringstream in(text);
+  std::string line, out;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#') out += line + "\n";
+  return out;
+}
+
+TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
+  PrometheusMetrics m;
+  m.Registered();
+  m.Registered();
+  m.RendezvousDone(0.3);
+  m.ReapingDone(1.5);
+  m.AttemptEnded("succeeded");
+  m.AttemptEnded("retryable_exit");
+  m.Restarted("retryable_exit");
+  m.SlurmPolled(0.004, true);
+  m.SlurmPolled(2.0, false);
+  m.RequestServed("GET /experiments/{id}", 200, 0.002);
+  Experiments::Gauges g;
+  g.experiments_by_state = {{ExperimentState::kRunning, 3}, {ExperimentState::kFailed, 1}};
+  g.agents_connected = 12;
+  std::string text = m.Render(g);
+  EXPECT_NE(text.find("# TYPE tfslurm_rendezvous_seconds histogram"), std::string::npos) << text;
+  std::string s = Samples(text);
+  for (const char* line : {
+           "tfslurm_registrations_total 2\n",
+           "tfslurm_experiments{state=\"running\"} 3\n",
+           "tfslurm_experiments{state=\"failed\"} 1\n",
+           "tfslurm_agents_connected 12\n",
+           "tfslurm_attempts_ended_total{end_reason=\"succeeded\"} 1\n",
+           "tfslurm_restarts_total{end_reason=\"retryable_exit\"} 1\n",
+           "tfslurm_rendezvous_seconds_count 1\n",
+           "tfslurm_rendezvous_seconds_bucket{le=\"0.25\"} 0\n",
+           "tfslurm_rendezvous_seconds_bucket{le=\"0.5\"} 1\n",
+           "tfslurm_reaping_seconds_sum 1.5\n",
+           "tfslurm_slurm_poll_seconds_count 2\n",
+           "tfslurm_slurm_poll_errors_total 1\n",
+           "tfslurm_http_request_duration_seconds_count{code=\"200\",route=\"GET "
+           "/experiments/{id}\"} 1\n",
+       })
+    EXPECT_NE(s.find(line), std::string::npos) << "missing: " << line << s;
+}
+
+TEST(PrometheusMetrics, RoutesAreTemplatesNotPaths) {
+  EXPECT_EQ(RouteLabel("GET", "/experiments"), "GET /experiments");
+  EXPECT_EQ(RouteLabel("GET", "/experiments/mnist-01"), "GET /experiments/{id}");
+  EXPECT_EQ(RouteLabel("DELETE", "/experiments/mnist-01"), "DELETE /experiments/{id}");
+  EXPECT_EQ(RouteLabel("GET", "/experiments/x/logs"), "GET /experiments/{id}/logs");
+  EXPECT_EQ(RouteLabel("POST", "/experiments/x/resume"), "POST /experiments/{id}/resume");
+  EXPECT_EQ(RouteLabel("GET", "/metrics"), "GET /metrics");
+  EXPECT_EQ(RouteLabel("GET", "/ui/app.js"), "GET /ui");
+  // Whatever a client makes up stays one series.
+  EXPECT_EQ(RouteLabel("GET", "/experiments/x/y/z"), "other");
+  EXPECT_EQ(RouteLabel("GET", "/nope-1"), "other");
+  EXPECT_EQ(RouteLabel("GET", "/nope-2"), "other");
+}
+
+}  // namespace
+}  // namespace tfslurm::metrics
