@@ -2,7 +2,8 @@
 # Runs every benchmark, in order, and appends their figures to
 # bench/RESULTS.md. For a fresh machine (Debian 12, root: the local Slurm
 # cluster needs it): installs what is missing through deploy/install-deps.sh,
-# plus wrk and slurmrestd, builds, then runs. Each benchmark starts what it
+# plus wrk, slurmrestd and libtorch-dev (torch_rendezvous.sh), builds, then
+# runs. Each benchmark starts what it
 # needs and stops it again; one failing does not stop the others.
 #
 #   bench/run.sh [--quick]     --quick: fewer runs and requests (a smoke test)
@@ -15,7 +16,7 @@ quick=0
 [[ $(id -u) -eq 0 ]] || { echo "bench/run.sh: run as root (the local Slurm cluster needs it)" >&2; exit 1; }
 "$repo/deploy/install-deps.sh" || exit 1
 missing=()
-for p in wrk slurmrestd; do
+for p in wrk slurmrestd libtorch-dev; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
@@ -27,6 +28,7 @@ fi
 if ((quick)); then
   runs=(
     "rendezvous.sh --runs 3 --runs-4096 2 --warmup 1"
+    "torch_rendezvous.sh --runs 3 --runs-4096 2 --warmup 1"
     "reaping.sh --runs 2"
     "tf_ps.sh --runs 1"
     "api_latency.sh --rates 500,2000 --list-rates 25 --page-rates 500 --duration 3"
@@ -37,6 +39,7 @@ if ((quick)); then
 else
   runs=(
     "rendezvous.sh"
+    "torch_rendezvous.sh"
     "reaping.sh"
     "tf_ps.sh"
     "api_latency.sh"
