@@ -134,6 +134,7 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, store::Changes& c, int on
     ch->second->Send(m);
   }
   if (first) {
+    a.last_progress_ms = lc_.ports.clock.NowMs();
     if (a.job_started_ms > 0)
       lc_.metrics->RendezvousDone(static_cast<double>(lc_.ports.clock.NowMs() - a.job_started_ms) /
                                   1000.0);
@@ -171,7 +172,7 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   store::Changes c;
   a.record.checkpoint_step = step;
   a.record.checkpoint_path = path;
-  a.record.updated_at = lc_.ports.clock.NowMs();
+  a.record.updated_at = a.last_progress_ms = lc_.ports.clock.NowMs();
   c.experiment = a.record;
   lc_.Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
   lc_.Commit(c);

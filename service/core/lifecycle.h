@@ -78,6 +78,10 @@ struct OpenExperiment {
   int64_t job_started_ms = 0;
   int64_t reap_deadline_ms = 0;
   int64_t reap_started_ms = 0;  // when the first Shutdown of the reaping went out
+  // When this attempt last made progress: its assignments (training
+  // starts), then each new checkpoint step. progress.stall_timeout_s runs
+  // from here.
+  int64_t last_progress_ms = 0;
   bool step_killed = false;
   bool job_cancel_sent = false;
   // Set when the service itself ended the attempt (barrier timeout), so the

@@ -201,6 +201,38 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
     }
   }
 
+  // A hang: training runs (its agents may well heartbeat) but makes no new
+  // step. The attempt ends like a failure, as its own restart class.
+  const int64_t stall_ms = int64_t{a.spec.stall_timeout_s} * 1000;
+  if (stall_ms > 0 && run.assignments_sent() && run.outcome().kind == Outcome::kUndecided &&
+      a.last_progress_ms > 0 && now - a.last_progress_ms > stall_ms) {
+    std::string alive;
+    int alive_count = 0;
+    for (int i = 0; i < run.size(); ++i) {
+      const TaskRecord& t = a.tasks[i];
+      if (run.task(i).exited || t.state == "lost" ||
+          now - t.last_heartbeat > 2 * int64_t{lc_.config.heartbeat_interval_ms})
+        continue;
+      if (++alive_count <= 20) alive += (alive.empty() ? "" : ", ") + TaskName(run.task(i), i);
+    }
+    if (alive_count > 20) alive += ", ...";
+    std::string last =
+        a.record.checkpoint_step
+            ? "the last, step " + std::to_string(*a.record.checkpoint_step) + ", came " +
+                  Seconds(now - a.last_progress_ms) + " ago"
+            : "none since training started " + Seconds(now - a.last_progress_ms) + " ago";
+    std::string why = "stalled: no new step for " + Seconds(stall_ms) +
+                      " (progress.stall_timeout_s); " + last + "; " + std::to_string(alive_count) +
+                      " of " + std::to_string(run.size()) + " tasks still heartbeating" +
+                      (alive.empty() ? "" : ": " + alive);
+    run.Decide({Outcome::kFailed, why});
+    a.decided_reason = EndReason::kStalled;
+    lc_.Event(c, a, "stalled", why);
+    agents_.ReapRemaining(a, c, why);
+    a.record.reason = why + "; ending the attempt";
+    c.experiment = a.record;
+  }
+
   // Reaping: tasks that did not confirm within the grace are ended by Slurm.
   if (a.reap_deadline_ms && now >= a.reap_deadline_ms && !a.step_killed &&
       a.attempt.state != "ended") {

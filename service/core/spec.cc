@@ -231,13 +231,15 @@ void ParseRestart(Checker& c, const json& v, RestartPolicy& out) {
   if (v.contains("on")) {
     const json& on = v["on"];
     if (!on.is_array()) {
-      c.Fail("restart.on", "must be an array of: preempted, timeout, node_fail, retryable_exit");
+      c.Fail("restart.on",
+             "must be an array of: preempted, timeout, node_fail, retryable_exit, stalled");
       return;
     }
     out.on.clear();
     for (size_t i = 0; i < on.size(); ++i) {
       std::string path = "restart.on[" + std::to_string(i) + "]";
-      auto s = c.OneOf(on[i], path, {"preempted", "timeout", "node_fail", "retryable_exit"});
+      auto s =
+          c.OneOf(on[i], path, {"preempted", "timeout", "node_fail", "retryable_exit", "stalled"});
       if (s) out.on.insert(*ParseEndReason(*s));
     }
   }
@@ -295,7 +297,7 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   }
   c.OnlyKeys(input, "",
              {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources",
-              "network", "success", "pytorch", "restart", "checkpoint", "model_dir"});
+              "network", "success", "pytorch", "restart", "checkpoint", "progress", "model_dir"});
 
   if (input.contains("framework"))
     if (auto s = c.OneOf(input["framework"], "framework", {"tensorflow", "pytorch"}))
@@ -491,6 +493,24 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
                " s, not shorter than resources.time_limit (" +
                std::to_string(spec.resources.time_limit_minutes * 60) +
                " s); the checkpoint signal would come before the job starts");
+
+  if (input.contains("progress")) {
+    const json& p = input["progress"];
+    if (c.IsObject(p, "progress")) {
+      c.OnlyKeys(p, "progress", {"stall_timeout_s"});
+      if (p.contains("stall_timeout_s")) {
+        const json& t = p["stall_timeout_s"];
+        bool integer = t.is_number_integer() || t.is_number_unsigned();
+        if (integer && t.get<int64_t>() == 0)
+          spec.stall_timeout_s = 0;
+        else if (!integer || t.get<int64_t>() < 5 || t.get<int64_t>() > 7 * 24 * 3600)
+          c.Fail("progress.stall_timeout_s",
+                 "must be 0 (off) or a whole number of seconds from 5 to 604800, got " + Show(t));
+        else
+          spec.stall_timeout_s = static_cast<int>(t.get<int64_t>());
+      }
+    }
+  }
 
   if (input.contains("model_dir")) {
     const json& m = input["model_dir"];

@@ -68,6 +68,9 @@ enum class EndReason {
   kRetryableExit,  // killed by a signal, 137, 143
   kPermanentExit,  // 1, 2, 126, 127 and anything else
   kStartFailed,    // barrier timeout, submission refused
+  // No new step within progress.stall_timeout_s while the tasks ran: a hang
+  // (a deadlocked collective, a stuck input pipeline).
+  kStalled,
   // The job left Slurm while tfslurmd was down (Slurm forgets finished jobs
   // after MinJobAge) before any task reported how it ended.
   kUnknown,
@@ -76,7 +79,7 @@ enum class EndReason {
 struct RestartPolicy {
   int max_restarts = 3;
   std::set<EndReason> on = {EndReason::kPreempted, EndReason::kTimeout, EndReason::kNodeFail,
-                            EndReason::kRetryableExit};
+                            EndReason::kRetryableExit, EndReason::kStalled};
   int backoff_s = 10;  // first delay; doubles per restart, capped at 10 min
 };
 
@@ -94,6 +97,9 @@ struct ExperimentSpec {
   SuccessPolicy success = SuccessPolicy::kAuto;  // kTensorflow; PyTorch: every rank exits 0
   RestartPolicy restart;
   int signal_grace_s = 120;
+  // An attempt whose training makes no new step (a checkpoint the agent
+  // reports) for this long is ended as stalled; 0: never.
+  int stall_timeout_s = 0;
   std::string model_dir;  // empty: auto (<output_root>/<id>)
 
   // The canonical JSON form, with every default spelled out. ParseSpec of

@@ -50,6 +50,8 @@ const char* EndReasonName(EndReason reason) {
       return "permanent_exit";
     case EndReason::kStartFailed:
       return "start_failed";
+    case EndReason::kStalled:
+      return "stalled";
     case EndReason::kUnknown:
       return "unknown";
   }
@@ -57,9 +59,10 @@ const char* EndReasonName(EndReason reason) {
 }
 
 std::optional<EndReason> ParseEndReason(const std::string& name) {
-  for (EndReason r : {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted,
-                      EndReason::kTimeout, EndReason::kNodeFail, EndReason::kRetryableExit,
-                      EndReason::kPermanentExit, EndReason::kStartFailed, EndReason::kUnknown})
+  for (EndReason r :
+       {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted, EndReason::kTimeout,
+        EndReason::kNodeFail, EndReason::kRetryableExit, EndReason::kPermanentExit,
+        EndReason::kStartFailed, EndReason::kStalled, EndReason::kUnknown})
     if (name == EndReasonName(r)) return r;
   return std::nullopt;
 }
@@ -149,6 +152,7 @@ nlohmann::json ExperimentSpec::ToJson() const {
   j["restart"] = {
       {"max_restarts", restart.max_restarts}, {"on", on}, {"backoff_s", restart.backoff_s}};
   j["checkpoint"] = {{"signal_grace_s", signal_grace_s}};
+  j["progress"] = {{"stall_timeout_s", stall_timeout_s}};
   j["model_dir"] = model_dir.empty() ? json("auto") : json(model_dir);
   return j;
 }

@@ -187,7 +187,7 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   a.tasks = std::move(tasks);
   a.channels.clear();
   a.heartbeat_dirty.clear();
-  a.job_started_ms = a.reap_deadline_ms = a.reap_started_ms = 0;
+  a.job_started_ms = a.reap_deadline_ms = a.reap_started_ms = a.last_progress_ms = 0;
   a.step_killed = a.job_cancel_sent = false;
   a.decided_reason.reset();
   a.start_seen_in_slurm = false;

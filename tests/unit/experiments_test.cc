@@ -952,5 +952,51 @@ TEST_F(ExperimentsTest, MetricsCountRegistrationsRendezvousReapingAndEnds) {
   EXPECT_EQ(m.poll_errors, 1);
 }
 
+TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAndRestarts) {
+  json spec = PsSpec("a");
+  spec["progress"] = {{"stall_timeout_s", 30}};
+  spec["restart"]["on"] = {"stalled"};
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  RegisterAll("a");  // training starts: the stall timer runs from here
+  clock_.Advance(20000);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+  ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 10, "/m/ckpt-10").ok());  // a new step
+  clock_.Advance(25000);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning) << "26 s since step 10 (Poll moves the clock 1 s)";
+  // Five agents still heartbeat; the program is stuck all the same.
+  for (int p : {0, 1, 2, 4, 5}) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
+  clock_.Advance(5001);
+  Poll();
+  auto v = View("a");
+  EXPECT_NE(v.experiment.reason.find("stalled: no new step for 30 s (progress.stall_timeout_s); "
+                                     "the last, step 10, came 32 s ago; 5 of 6 tasks still "
+                                     "heartbeating: ps:0 (task 0 on node1), worker:0"),
+            std::string::npos)
+      << v.experiment.reason;
+  bool event = false;
+  for (const auto& e : v.events) event |= e.what == "stalled";
+  EXPECT_TRUE(event);
+  // Every task is told to stop; once they have, and the job has ended, the
+  // attempt ends as stalled and the restart policy restarts it.
+  for (int p = 0; p < 6; ++p)
+    ASSERT_TRUE(experiments_->OnExited(Ref("a", p), std::nullopt, 15, true).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  Poll();
+  v = View("a");
+  EXPECT_EQ(v.attempts[0].end_reason, "stalled");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+}
+
+TEST_F(ExperimentsTest, NoStallTimeoutNoStall) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  clock_.Advance(7LL * 24 * 3600 * 1000);
+  for (int p = 0; p < 6; ++p) experiments_->OnHeartbeat(Ref("a", p));
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+}
+
 }  // namespace
 }  // namespace tfslurm

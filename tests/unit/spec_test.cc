@@ -375,5 +375,26 @@ TEST(ParseSpec, PytorchOptionsAreChecked) {
   EXPECT_TRUE(HasError(r.status().fields(), "resources", "give 6 ranks"));
 }
 
+TEST(ParseSpec, StallTimeoutIsOffOrAtLeastFiveSeconds) {
+  json spec = ValidSpec();
+  EXPECT_EQ(ParseSpec(spec)->stall_timeout_s, 0);
+  EXPECT_EQ(ParseSpec(spec)->ToJson()["progress"]["stall_timeout_s"], 0);
+  spec["progress"] = {{"stall_timeout_s", 600}};
+  EXPECT_EQ(ParseSpec(spec)->stall_timeout_s, 600);
+  for (json bad : {json(3), json(-1), json(604801), json("10m"), json(1.5)}) {
+    spec["progress"] = {{"stall_timeout_s", bad}};
+    EXPECT_TRUE(HasError(Errors(spec), "progress.stall_timeout_s", "must be 0 (off) or a whole"))
+        << bad.dump();
+  }
+  spec["progress"] = {{"stall_timeout", 60}};
+  EXPECT_TRUE(HasError(Errors(spec), "progress.stall_timeout", "unknown field"));
+  spec.erase("progress");
+  spec["restart"] = {{"on", {"stalled", "hung"}}};
+  auto errors = Errors(spec);
+  EXPECT_TRUE(HasError(errors, "restart.on[1]", "retryable_exit | stalled, got \"hung\""))
+      << Dump(errors);
+  EXPECT_TRUE(ParseSpec(ValidSpec())->restart.on.contains(EndReason::kStalled)) << "on by default";
+}
+
 }  // namespace
 }  // namespace tfslurm
