@@ -142,6 +142,9 @@ std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
   WriteSummaryFields(w, v.experiment, current ? &current->slurm_job_id : nullptr,
                      current ? &current->nodes : nullptr,
                      current ? &current->slurm_state : nullptr);
+  w.Key("excluded_nodes").BeginArray();
+  for (const std::string& node : v.experiment.excluded_nodes) w.String(node);
+  w.EndArray();
   // The stored spec is the canonical JSON the service wrote itself.
   w.Key("spec").Raw(v.experiment.spec_json.empty() ? "null" : v.experiment.spec_json);
   w.Key("attempts").BeginArray();

@@ -82,6 +82,14 @@ struct OpenExperiment {
   // starts), then each new checkpoint step. progress.stall_timeout_s runs
   // from here.
   int64_t last_progress_ms = 0;
+  // Bad-node memory: nodes the attempt's end points at, for the next
+  // automatic attempt to exclude (Submission::ExcludeSuspects). With
+  // suspects_if_down, only those Slurm reports unavailable then (a
+  // NODE_FAIL names the job's nodes, not the one that failed).
+  std::vector<std::string> suspect_nodes;
+  bool suspects_if_down = false;
+  std::string suspect_why;
+  std::set<std::string> lost_nodes;  // nodes of this attempt's tasks that went lost
   bool step_killed = false;
   bool job_cancel_sent = false;
   // Set when the service itself ended the attempt (barrier timeout), so the

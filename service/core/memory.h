@@ -19,6 +19,9 @@ struct NodeShape {
   std::string name;
   int cpus = 0;
   int64_t real_memory_mb = 0;
+  // DOWN, DRAINED or DRAINING, FAILED, or not responding: Slurm will not
+  // start a job on it now.
+  bool unavailable = false;
 };
 
 struct PartitionShape {

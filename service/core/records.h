@@ -49,6 +49,9 @@ struct ExperimentRecord {
   int64_t created_at = 0;
   int64_t updated_at = 0;
   int64_t next_attempt_at = 0;  // restarting: when the next attempt is submitted
+  // Nodes the next automatic attempts leave out (--exclude), in the order
+  // they were added; a resume clears them.
+  std::vector<std::string> excluded_nodes;
 };
 
 // Tasks of one attempt in one role and state, counted.

@@ -24,6 +24,7 @@ std::string RenderScript(const ExperimentSpec& spec, const MemoryPlan& memory, i
   s += "#SBATCH --cpus-per-task=" + std::to_string(r.cpus_per_task) + "\n";
   s += "#SBATCH --mem-per-cpu=" + std::to_string(r.mem_per_cpu_mb) + "\n";
   if (r.gpus_per_node > 0) s += "#SBATCH --gpus-per-node=" + std::to_string(r.gpus_per_node) + "\n";
+  if (!r.exclude_nodes.empty()) s += "#SBATCH --exclude=" + r.exclude_nodes + "\n";
   s += "#SBATCH --time=" + FormatSlurmTime(r.time_limit_minutes) + "\n";
   if (r.warn_signal) s += "#SBATCH --signal=USR1@" + std::to_string(r.warn_time_s) + "\n";
   s += "#SBATCH --no-requeue\n";
@@ -79,7 +80,8 @@ std::string ShellQuote(const std::string& s) {
 SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& memory, int attempt,
                                  const AttemptPaths& paths, const AgentLaunch& launch,
                                  const std::string& secret,
-                                 const std::vector<std::string>& base_environment) {
+                                 const std::vector<std::string>& base_environment,
+                                 const std::vector<std::string>& exclude_nodes) {
   SubmitRequest r;
   r.job_name = JobName(spec.id, attempt);
   r.partition = spec.resources.partition;
@@ -89,6 +91,8 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& m
   r.gpus_per_node = spec.resources.gpus_per_node;
   r.mem_per_cpu_mb = memory.mem_per_cpu_mb;
   r.time_limit_minutes = spec.resources.time_limit_minutes;
+  for (const std::string& node : exclude_nodes)
+    r.exclude_nodes += (r.exclude_nodes.empty() ? "" : ",") + node;
   if (spec.signal_grace_s > 0) {
     r.warn_signal = SIGUSR1;
     r.warn_time_s = spec.signal_grace_s;

@@ -25,11 +25,13 @@ struct AttemptPaths {
 };
 
 // The SubmitRequest for `attempt` of `spec`; its script is rendered too.
-// `secret` goes to the environment only.
+// `secret` goes to the environment only. `exclude_nodes`: the experiment's
+// bad-node memory (--exclude; no line when empty).
 SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& memory, int attempt,
                                  const AttemptPaths& paths, const AgentLaunch& launch,
                                  const std::string& secret,
-                                 const std::vector<std::string>& base_environment);
+                                 const std::vector<std::string>& base_environment,
+                                 const std::vector<std::string>& exclude_nodes = {});
 
 std::string JobName(const std::string& experiment_id, int attempt);
 

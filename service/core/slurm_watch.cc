@@ -118,6 +118,9 @@ void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64
       return FinishAttempt(a, EndReason::kTimeout, why + " at its time limit", c);
     case slurm::JobState::kNodeFail:
     case slurm::JobState::kBootFail:
+      a.suspect_nodes = job->node_names;
+      a.suspects_if_down = true;
+      a.suspect_why = "its attempt " + std::to_string(a.attempt.number) + " ended " + state;
       return FinishAttempt(a, EndReason::kNodeFail, why + " (" + job->reason + ")", c);
     case slurm::JobState::kPreempted:
       return FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job",
@@ -160,6 +163,13 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
   a.attempt.reason = why;
   c.attempts.push_back(a.attempt);
   if (a.user_cancelled) return;  // already cancelled
+  // Lost tasks (their heartbeats stopped) all on one node point at it.
+  if (a.suspect_nodes.empty() && reason != EndReason::kSucceeded && a.lost_nodes.size() == 1) {
+    a.suspect_nodes = {*a.lost_nodes.begin()};
+    a.suspects_if_down = false;
+    a.suspect_why = "every task lost in attempt " + std::to_string(a.attempt.number) +
+                    " (no heartbeat) ran on it";
+  }
   AfterAttempt next =
       DecideAfterAttempt(a.spec.restart, reason, why, a.attempt.number, a.record.restarts);
   switch (next.action) {
@@ -214,6 +224,20 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
           now - t.last_heartbeat > 2 * int64_t{lc_.config.heartbeat_interval_ms})
         continue;
       if (++alive_count <= 20) alive += (alive.empty() ? "" : ", ") + TaskName(run.task(i), i);
+    }
+    // Tasks that stopped heartbeating, all on one node, point at it.
+    std::set<std::string> silent_nodes;
+    for (int i = 0; i < run.size(); ++i) {
+      const TaskRecord& t = a.tasks[i];
+      if (!run.task(i).exited && !t.node.empty() &&
+          now - t.last_heartbeat > 2 * int64_t{lc_.config.heartbeat_interval_ms})
+        silent_nodes.insert(t.node);
+    }
+    if (silent_nodes.size() == 1 && alive_count > 0) {
+      a.suspect_nodes = {*silent_nodes.begin()};
+      a.suspects_if_down = false;
+      a.suspect_why = "attempt " + std::to_string(a.attempt.number) +
+                      " stalled and only its tasks there had stopped heartbeating";
     }
     if (alive_count > 20) alive += ", ...";
     std::string last =
@@ -272,6 +296,7 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
     if (t.state != "running") continue;
     if (now - t.last_heartbeat > lost_after) {
       t.state = "lost";
+      if (!t.node.empty()) a.lost_nodes.insert(t.node);
       a.heartbeat_dirty.erase(i);
       c.tasks.push_back(t);
       lc_.Event(

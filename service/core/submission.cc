@@ -1,6 +1,7 @@
 #include "service/core/submission.h"
 
 #include <algorithm>
+#include <set>
 
 #include "service/core/sbatch_script.h"
 #include "service/core/sha256.h"
@@ -105,8 +106,9 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   p.number = number;
   p.memory = *memory;
   std::string secret = lc_.ports.random.NewSecret();
-  p.request = slurm::BuildSubmitRequest(a.spec, *memory, number, {log_dir}, lc_.config.launch,
-                                        secret, lc_.config.job_environment);
+  p.request =
+      slurm::BuildSubmitRequest(a.spec, *memory, number, {log_dir}, lc_.config.launch, secret,
+                                lc_.config.job_environment, a.record.excluded_nodes);
   AttemptRecord& attempt = p.attempt;
   attempt.experiment_id = id;
   attempt.number = number;
@@ -188,6 +190,7 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   a.channels.clear();
   a.heartbeat_dirty.clear();
   a.job_started_ms = a.reap_deadline_ms = a.reap_started_ms = a.last_progress_ms = 0;
+  a.lost_nodes.clear();
   a.step_killed = a.job_cancel_sent = false;
   a.decided_reason.reset();
   a.start_seen_in_slurm = false;
@@ -295,6 +298,11 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id) {
   a->record.restarts = 0;
   a->record.next_attempt_at = 0;
   a->user_cancelled = false;
+  // A user's resume starts over: nodes excluded after failures may be fixed.
+  std::string cleared;
+  for (const std::string& node : a->record.excluded_nodes)
+    cleared += (cleared.empty() ? "" : ", ") + node;
+  a->record.excluded_nodes.clear();
   // Nothing is stored before the intent: a failure to prepare the attempt
   // answers the error and leaves the experiment as it was.
   auto prepared = PrepareAttempt(*a, a->attempt.number + 1);
@@ -305,13 +313,63 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id) {
       *a, std::move(prepared).value(), /*create=*/false,
       "resumed by the user" +
           (start_step ? " from checkpoint step " + std::to_string(*start_step)
-                      : std::string(" (no checkpoint in ") + a->record.model_dir + ")"));
+                      : std::string(" (no checkpoint in ") + a->record.model_dir + ")") +
+          (cleared.empty() ? "" : "; excluded nodes cleared (" + cleared + ")"));
   if (!attempt.ok()) return attempt.status();
   lc_.open[id] = std::move(a);
   return attempt;
 }
 
+void Submission::ExcludeSuspects(OpenExperiment& a) {
+  if (a.suspect_nodes.empty()) return;
+  std::vector<std::string> suspects = std::move(a.suspect_nodes);
+  a.suspect_nodes.clear();
+  store::Changes c;
+  // Fresh from Slurm, not the partition cache: the node failed just now.
+  auto partition = lc_.ports.slurm.GetPartition(a.spec.resources.partition);
+  if (!partition.ok()) {
+    lc_.Event(c, a, "exclude",
+              "cannot check the nodes " + a.suspect_why + " on: " + partition.status().message() +
+                  "; excluding none");
+    return lc_.Commit(c);
+  }
+  std::set<std::string> down,
+      excluded(a.record.excluded_nodes.begin(), a.record.excluded_nodes.end());
+  for (const NodeShape& n : partition->nodes)
+    if (n.unavailable) down.insert(n.name);
+  std::vector<std::string> add;
+  for (const std::string& node : suspects)
+    if ((!a.suspects_if_down || down.contains(node)) && !excluded.contains(node))
+      add.push_back(node);
+  std::string names;
+  for (const std::string& node : add) names += (names.empty() ? "" : ", ") + node;
+  if (add.empty()) {
+    if (a.suspects_if_down)
+      lc_.Event(c, a, "exclude",
+                "none of the nodes " + a.suspect_why + " on is down now; excluding none");
+    return lc_.Commit(c);
+  }
+  // The job must still fit: never exclude it out of its partition.
+  const int total = static_cast<int>(partition->nodes.size());
+  const int left = total - static_cast<int>(excluded.size() + add.size());
+  if (left < a.spec.resources.nodes) {
+    lc_.Event(c, a, "exclude",
+              "not excluding " + names + " (" + a.suspect_why + "): partition " + partition->name +
+                  " has " + std::to_string(total) + " nodes, " + std::to_string(excluded.size()) +
+                  " excluded already, and the job needs " + std::to_string(a.spec.resources.nodes) +
+                  "; the next attempt may run there again");
+    return lc_.Commit(c);
+  }
+  a.record.excluded_nodes.insert(a.record.excluded_nodes.end(), add.begin(), add.end());
+  c.experiment = a.record;
+  lc_.Event(c, a, "exclude",
+            "excluding " + names + " from the next attempts (" + a.suspect_why +
+                "); a resume clears the list");
+  lc_.Commit(c);
+}
+
 void Submission::SubmitAutomatically(OpenExperiment& a, int number, const std::string& queued_why) {
+  ExcludeSuspects(a);
   auto prepared = PrepareAttempt(a, number);
   if (!prepared.ok()) {
     store::Changes c;

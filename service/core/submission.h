@@ -43,6 +43,10 @@ class Submission {
   // A restart or a resubmission: prepares attempt `number` and submits it;
   // a failure to prepare it is retried later when transient, else fails the
   // experiment. With `queued_why`, the experiment moves to queued.
+  // Adds the nodes the last attempt's end points at (OpenExperiment::
+  // suspect_nodes) to the experiment's excluded nodes, unless the job would
+  // then not fit its partition; an event says which, or why not.
+  void ExcludeSuspects(OpenExperiment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
   void SubmitAutomatically(OpenExperiment& e, int number, const std::string& queued_why = "")
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
 

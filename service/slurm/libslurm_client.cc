@@ -122,7 +122,12 @@ class LibslurmClient final : public SlurmClient {
       if (!n.name) continue;
       for (const std::string& m : members) {
         if (m == n.name) {
-          shape.nodes.push_back({n.name, n.cpus, static_cast<int64_t>(n.real_memory)});
+          // slurm.h's node_states and flags (slurm_protocol_defs.h's
+          // IS_NODE_* macros say the same, but are not installed).
+          bool unavailable =
+              (n.node_state & NODE_STATE_BASE) == NODE_STATE_DOWN ||
+              (n.node_state & (NODE_STATE_DRAIN | NODE_STATE_FAIL | NODE_STATE_NO_RESPOND)) != 0;
+          shape.nodes.push_back({n.name, n.cpus, static_cast<int64_t>(n.real_memory), unavailable});
           break;
         }
       }
@@ -152,6 +157,8 @@ class LibslurmClient final : public SlurmClient {
     desc.cpus_per_task = static_cast<uint16_t>(r.cpus_per_task);
     desc.pn_min_memory = static_cast<uint64_t>(r.mem_per_cpu_mb) | MEM_PER_CPU;
     desc.time_limit = static_cast<uint32_t>(r.time_limit_minutes);
+    std::string exclude = r.exclude_nodes;
+    if (!exclude.empty()) desc.exc_nodes = exclude.data();
     if (r.gpus_per_node > 0) {
       gres = "gres:gpu:" + std::to_string(r.gpus_per_node);
       desc.tres_per_node = gres.data();

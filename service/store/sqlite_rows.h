@@ -13,7 +13,8 @@ namespace tfslurm::store {
 
 inline constexpr const char* kExperimentColumns =
     "id, owner, spec, state, reason, current_attempt, restarts, model_dir, mem_per_task_mb, "
-    "mem_explanation, checkpoint_step, checkpoint_path, created_at, updated_at, next_attempt_at";
+    "mem_explanation, checkpoint_step, checkpoint_path, created_at, updated_at, next_attempt_at, "
+    "excluded_nodes";
 
 // The list's columns: an experiment's, from `experiments e`, without its
 // spec (a list never shows it), then its current attempt's, from
@@ -26,7 +27,8 @@ inline constexpr const char* kSummaryColumns =
     "e.mem_per_task_mb AS mem_per_task_mb, e.mem_explanation AS mem_explanation, "
     "e.checkpoint_step AS checkpoint_step, e.checkpoint_path AS checkpoint_path, "
     "e.created_at AS created_at, e.updated_at AS updated_at, e.next_attempt_at AS "
-    "next_attempt_at, a.number AS attempt_number, a.slurm_job_id AS attempt_slurm_job_id, "
+    "next_attempt_at, e.excluded_nodes AS excluded_nodes, a.number AS attempt_number, "
+    "a.slurm_job_id AS attempt_slurm_job_id, "
     "a.nodes AS attempt_nodes, a.slurm_state AS attempt_slurm_state";
 
 // A row of kExperimentColumns (or kSummaryColumns).
@@ -47,6 +49,14 @@ inline ExperimentRecord ReadExperiment(Statement& s) {
   e.created_at = s.Int("created_at");
   e.updated_at = s.Int("updated_at");
   e.next_attempt_at = s.Int("next_attempt_at");
+  // Comma-separated: node names never hold a comma.
+  std::string excluded = s.Text("excluded_nodes");
+  for (size_t start = 0; start < excluded.size();) {
+    size_t comma = excluded.find(',', start);
+    if (comma == std::string::npos) comma = excluded.size();
+    if (comma > start) e.excluded_nodes.push_back(excluded.substr(start, comma - start));
+    start = comma + 1;
+  }
   return e;
 }
 

@@ -380,7 +380,7 @@ class SqliteStore final : public Store {
       const ExperimentRecord& e = *c.experiment;
       // An upsert, not REPLACE: REPLACE deletes first, cascading to attempts.
       std::string sql = std::string("INSERT INTO experiments (") + kExperimentColumns +
-                        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+                        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
       if (!c.create_experiment)
         sql +=
             " ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, spec=excluded.spec, "
@@ -389,7 +389,8 @@ class SqliteStore final : public Store {
             "restarts=excluded.restarts, model_dir=excluded.model_dir, "
             "mem_per_task_mb=excluded.mem_per_task_mb, mem_explanation=excluded.mem_explanation, "
             "checkpoint_step=excluded.checkpoint_step, checkpoint_path=excluded.checkpoint_path, "
-            "updated_at=excluded.updated_at, next_attempt_at=excluded.next_attempt_at";
+            "updated_at=excluded.updated_at, next_attempt_at=excluded.next_attempt_at, "
+            "excluded_nodes=excluded.excluded_nodes";
       Statement s = Prepare(sql);
       s.Bind(1, e.id)
           .Bind(2, e.owner)
@@ -401,6 +402,10 @@ class SqliteStore final : public Store {
           .Bind(13, e.created_at)
           .Bind(14, e.updated_at)
           .Bind(15, e.next_attempt_at);
+      std::string excluded;
+      for (const std::string& node : e.excluded_nodes)
+        excluded += (excluded.empty() ? "" : ",") + node;
+      s.Bind(16, excluded);
       int rc = s.Step();
       if (rc == SQLITE_CONSTRAINT && c.create_experiment)
         return {StatusCode::kAlreadyExists, "an experiment with id '" + e.id + "' exists"};

@@ -964,7 +964,8 @@ TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAnd
   ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 10, "/m/ckpt-10").ok());  // a new step
   clock_.Advance(25000);
   Poll();
-  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning) << "26 s since step 10 (Poll moves the clock 1 s)";
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning)
+      << "26 s since step 10 (Poll moves the clock 1 s)";
   // Five agents still heartbeat; the program is stuck all the same.
   for (int p : {0, 1, 2, 4, 5}) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
   clock_.Advance(5001);
@@ -996,6 +997,93 @@ TEST_F(ExperimentsTest, NoStallTimeoutNoStall) {
   for (int p = 0; p < 6; ++p) experiments_->OnHeartbeat(Ref("a", p));
   Poll();
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+}
+
+// The events of `id` whose what is `what`, their whys.
+std::vector<std::string> Whys(const ExperimentView& v, const std::string& what) {
+  std::vector<std::string> out;
+  for (const auto& e : v.events)
+    if (e.what == what) out.push_back(e.why);
+  return out;
+}
+
+TEST_F(ExperimentsTest, ANodeFailureExcludesTheDownNodeFromTheNextAttemptsUntilAResume) {
+  json spec = PsSpec("a");
+  spec["resources"]["nodes"] = 2;
+  spec["resources"]["tasks_per_node"] = 3;
+  spec["restart"]["on"] = {"node_fail"};
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  slurm_.partition.nodes[1].unavailable = true;  // node2 went down with the job
+  slurm_.SetState(100, slurm::JobState::kNodeFail);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
+  clock_.Advance(5000);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(slurm_.submitted[1].exclude_nodes, "node2");
+  EXPECT_NE(slurm_.submitted[1].script.find("\n#SBATCH --exclude=node2\n"), std::string::npos);
+  EXPECT_EQ(slurm_.submitted[0].script.find("--exclude"), std::string::npos);
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.excluded_nodes, (std::vector<std::string>{"node2"}));
+  EXPECT_EQ(Whys(v, "exclude"),
+            (std::vector<std::string>{"excluding node2 from the next attempts (its attempt 1 "
+                                      "ended NODE_FAIL); a resume clears the list"}));
+
+  // The list is the experiment's: stored, so a restarted service keeps it.
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  EXPECT_EQ(View("a").experiment.excluded_nodes, (std::vector<std::string>{"node2"}));
+
+  // A user's resume clears it.
+  ASSERT_TRUE(experiments_->Cancel("a", "test").ok());
+  slurm_.SetState(101, slurm::JobState::kCancelled);
+  Poll();
+  ASSERT_TRUE(experiments_->Resume("a").ok());
+  EXPECT_TRUE(View("a").experiment.excluded_nodes.empty());
+  EXPECT_EQ(slurm_.submitted.back().exclude_nodes, "");
+}
+
+TEST_F(ExperimentsTest, ANodeIsNotExcludedWhenTheJobWouldNotFitWithoutIt) {
+  json spec = PsSpec("a");  // 3 nodes of the partition's 3
+  spec["restart"]["on"] = {"node_fail"};
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  slurm_.partition.nodes[2].unavailable = true;
+  slurm_.SetState(100, slurm::JobState::kNodeFail);
+  Poll();
+  clock_.Advance(5000);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(slurm_.submitted[1].exclude_nodes, "");
+  auto whys = Whys(View("a"), "exclude");
+  ASSERT_EQ(whys.size(), 1u);
+  EXPECT_EQ(whys[0],
+            "not excluding node3 (its attempt 1 ended NODE_FAIL): partition debug has 3 nodes, 0 "
+            "excluded already, and the job needs 3; the next attempt may run there again");
+}
+
+TEST_F(ExperimentsTest, AStallWhoseSilentTasksAreOnOneNodeExcludesIt) {
+  json spec = PsSpec("a");
+  spec["resources"]["nodes"] = 2;
+  spec["resources"]["tasks_per_node"] = 3;
+  spec["progress"] = {{"stall_timeout_s", 30}};
+  spec["restart"]["on"] = {"stalled"};
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  RegisterAll("a");
+  clock_.Advance(31000);
+  // RegisterAll puts tasks 4 and 5 on node3: only they are silent.
+  for (int p : {0, 1, 2, 3}) experiments_->OnHeartbeat(Ref("a", p));
+  Poll();
+  for (int p = 0; p < 6; ++p) experiments_->OnExited(Ref("a", p), std::nullopt, 15, true);
+  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  Poll();
+  clock_.Advance(5000);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(slurm_.submitted[1].exclude_nodes, "node3");
+  EXPECT_EQ(Whys(View("a"), "exclude"),
+            (std::vector<std::string>{"excluding node3 from the next attempts (attempt 1 stalled "
+                                      "and only its tasks there had stopped heartbeating); a "
+                                      "resume clears the list"}));
 }
 
 }  // namespace

@@ -125,6 +125,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   e.checkpoint_path = "/c";
   e.updated_at = 12;
   e.next_attempt_at = 13;
+  e.excluded_nodes = {"node2", "gpu-17"};
   AttemptRecord& a = c.attempts[0];
   a.secret_sha256 = "s";
   a.slurm_job_id = 21;
@@ -169,6 +170,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   EXPECT_EQ(re.created_at, 11);
   EXPECT_EQ(re.updated_at, 12);
   EXPECT_EQ(re.next_attempt_at, 13);
+  EXPECT_EQ(re.excluded_nodes, (std::vector<std::string>{"node2", "gpu-17"}));
 
   ExperimentSummary listed = (*store.ListExperiments({}))[0];
   EXPECT_EQ(listed.experiment.reason, "r");
@@ -572,8 +574,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 4, 3 and 2.
+  // Undo migrations 5, 4, 3 and 2.
   ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE experiments DROP COLUMN excluded_nodes; "
                          "ALTER TABLE tasks DROP COLUMN local_rank; "
                          "DROP INDEX tasks_by_role_state; DROP INDEX experiments_by_created; "
                          "CREATE INDEX experiments_by_created ON experiments(created_at DESC, id); "
@@ -596,6 +599,10 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   sqlite3_finalize(st);
   EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT local_rank FROM tasks", -1, &st, nullptr), SQLITE_OK)
       << "migration 4 must have added tasks.local_rank";
+  sqlite3_finalize(st);
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT excluded_nodes FROM experiments", -1, &st, nullptr),
+            SQLITE_OK)
+      << "migration 5 must have added experiments.excluded_nodes";
   sqlite3_finalize(st);
   sqlite3_close(db);
 }

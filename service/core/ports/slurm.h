@@ -60,6 +60,9 @@ struct SubmitRequest {
   int tasks_per_node = 1;
   int cpus_per_task = 1;
   int gpus_per_node = 0;
+  // Comma-separated node names the job must not run on (--exclude); the
+  // experiment's bad-node memory.
+  std::string exclude_nodes;
   int64_t mem_per_cpu_mb = 0;
   int time_limit_minutes = 60;
   int warn_signal = 0;  // e.g. SIGUSR1, sent to every step warn_time_s before the end
