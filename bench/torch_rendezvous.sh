@@ -8,15 +8,18 @@
 # See README.md, "TCPStore rendezvous".
 #
 #   bench/torch_rendezvous.sh [--sizes 64,512,4096] [--runs 20] [--runs-4096 10] [--warmup 2]
-#                             [--tcpstore-arg ARG]... [-- extra bench_rendezvous_storm arguments]
+#                             [--order tfslurm,floor,tcpstore] [--tcpstore-arg ARG]...
+#                             [-- extra bench_rendezvous_storm arguments]
 #
-# --tcpstore-arg passes ARG to bench_tcpstore_storm (e.g. --agent-store,
-# --wait-barrier, --timeout-ms 120000).
+# --order: which of the three goes first for each N (what runs second or
+# third may meet a warmer or a busier machine). --tcpstore-arg passes ARG to
+# bench_tcpstore_storm (e.g. --agent-store, --wait-barrier, --timeout-ms
+# 120000).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-sizes="64,512,4096" runs=20 runs_big=10 warmup=2
+sizes="64,512,4096" runs=20 runs_big=10 warmup=2 order="tfslurm,floor,tcpstore"
 tcpstore_args=()
 while (($#)); do
   case "$1" in
@@ -24,12 +27,17 @@ while (($#)); do
     --runs) runs="$2"; shift 2 ;;
     --runs-4096) runs_big="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
+    --order) order="$2"; shift 2 ;;
     --tcpstore-arg) tcpstore_args+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) die "unknown argument $1" ;;
   esac
 done
+IFS=, read -r -a order_list <<<"$order"
+[[ "$(printf '%s\n' "${order_list[@]}" | sort | tr '\n' ,)" == "floor,tcpstore,tfslurm," ]] ||
+  die "--order takes tfslurm, floor and tcpstore once each, e.g. tcpstore,floor,tfslurm"
 command_line="bench/torch_rendezvous.sh --sizes $sizes --runs $runs --runs-4096 $runs_big --warmup $warmup"
+[[ "$order" != "tfslurm,floor,tcpstore" ]] && command_line+=" --order $order"
 for a in "${tcpstore_args[@]}"; do command_line+=" --tcpstore-arg $a"; done
 command_line+="${*:+ -- $*}"
 
@@ -54,36 +62,37 @@ append() {
   if [[ -s "$2" ]]; then tail -n +3 "$1" >>"$2"; else cat "$1" >>"$2"; fi
   cat "$1" >&2
 }
+# run_one WHAT N RUNS: one of the three at one size.
+run_one() {
+  local what=$1 n=$2 r=$3
+  wait_quiet 600
+  loads+="${loads:+, }$n $what: $BENCH_LOAD_AT_START"
+  case "$what" in
+    tfslurm | floor)
+      local server="$BENCH_BIN/bench_rendezvous_server" name="tfslurmd"
+      [[ $what == floor ]] && server="$BENCH_BIN/bench_rendezvous_floor" name="the bare gRPC floor"
+      log "storm of $n agents against $name, $r runs (+$warmup warm-up)"
+      "$BENCH_BIN/bench_rendezvous_storm" --server "$server" --sizes "$n" --runs "$r" --warmup "$warmup" \
+        --dir "$work/srv" --runs-csv "$work/$what-$n.csv" "${extra[@]}" >"$work/$what-$n.md"
+      append "$work/$what-$n.md" "$work/$what.md"
+      ;;
+    tcpstore)
+      log "$n ranks against one TCPStore, $r runs (+$warmup warm-up)"
+      if "$BENCH_BIN/bench_tcpstore_storm" --sizes "$n" --runs "$r" --warmup "$warmup" \
+        --runs-csv "$work/tcpstore-$n.csv" "${tcpstore_args[@]}" >"$work/tcpstore-$n.md" 2>"$work/tcpstore-$n.err"; then
+        append "$work/tcpstore-$n.md" "$work/tcpstore.md"
+      else
+        log "TCPStore at $n ranks failed: $(tail -1 "$work/tcpstore-$n.err")"
+        printf -- '- TCPStore, %s ranks: failed: `%s`\n' "$n" "$(tail -1 "$work/tcpstore-$n.err")" >>"$work/failures.md"
+      fi
+      grep -v '^bench_tcpstore_storm' "$work/tcpstore-$n.err" >&2 || true
+      ;;
+  esac
+}
 for n in "${size_list[@]}"; do
   r=$runs
   ((n >= 4096)) && r=$runs_big
-  wait_quiet 600
-  loads+="${loads:+; }$n: tfslurm $BENCH_LOAD_AT_START"
-  log "storm of $n agents against tfslurmd, $r runs (+$warmup warm-up)"
-  "$BENCH_BIN/bench_rendezvous_storm" --server "$BENCH_BIN/bench_rendezvous_server" --sizes "$n" \
-    --runs "$r" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/tfslurm-$n.csv" "${extra[@]}" \
-    >"$work/tfslurm-$n.md"
-  append "$work/tfslurm-$n.md" "$work/tfslurm.md"
-
-  wait_quiet 600
-  loads+=", floor $BENCH_LOAD_AT_START"
-  log "storm of $n agents against the bare gRPC floor, $r runs (+$warmup warm-up)"
-  "$BENCH_BIN/bench_rendezvous_storm" --server "$BENCH_BIN/bench_rendezvous_floor" --sizes "$n" \
-    --runs "$r" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/floor-$n.csv" "${extra[@]}" \
-    >"$work/floor-$n.md"
-  append "$work/floor-$n.md" "$work/floor.md"
-
-  wait_quiet 600
-  loads+=", TCPStore $BENCH_LOAD_AT_START"
-  log "$n ranks against one TCPStore, $r runs (+$warmup warm-up)"
-  if "$BENCH_BIN/bench_tcpstore_storm" --sizes "$n" --runs "$r" --warmup "$warmup" \
-    --runs-csv "$work/tcpstore-$n.csv" "${tcpstore_args[@]}" >"$work/tcpstore-$n.md" 2>"$work/tcpstore-$n.err"; then
-    append "$work/tcpstore-$n.md" "$work/tcpstore.md"
-  else
-    log "TCPStore at $n ranks failed: $(tail -1 "$work/tcpstore-$n.err")"
-    printf -- '- TCPStore, %s ranks: failed: `%s`\n' "$n" "$(tail -1 "$work/tcpstore-$n.err")" >>"$work/failures.md"
-  fi
-  grep -v '^bench_tcpstore_storm' "$work/tcpstore-$n.err" >&2 || true
+  for what in "${order_list[@]}"; do run_one "$what" "$n" "$r"; done
 done
 
 # The side-by-side table: nearest-rank percentiles over the measured runs
@@ -144,7 +153,7 @@ EOF
 
 {
   echo "TCPStore: libtorch $tcpstore_version (Debian libtorch-dev; the library python3-torch calls)."
-  echo "Order for each N: tfslurmd, then the floor, then TCPStore. Load average when each started: $loads."
+  echo "Order for each N: ${order//,/, then }. Load average when each started: $loads."
   echo
   cat "$work/summary.md"
   if [[ -s "$work/failures.md" ]]; then
