@@ -85,6 +85,7 @@ StatusOr<std::unique_ptr<OpenExperiment>> Lifecycle::Load(const ExperimentRecord
     slot.registered = true;
     slot.node = t.node;
     slot.address = t.address;
+    slot.local_id = t.local_rank;
     slot.state = t.state;
     if (t.state == "running" || t.state == "succeeded" || t.state == "failed" ||
         t.state == "reaped")
@@ -102,7 +103,12 @@ StatusOr<std::unique_ptr<OpenExperiment>> Lifecycle::Load(const ExperimentRecord
     // not reconnected yet (AttemptRun::OnExit; found by bench/soak.py).
     if (!slot.exited) slot.vanished = true;
   }
-  if (assigned) a->run->MarkAssigned();
+  if (assigned) {
+    a->run->MarkAssigned();
+    // The stall timeout starts over too: what happened while the service
+    // was down is unknown, and the agents report the current step again.
+    a->last_progress_ms = ports.clock.NowMs();
+  }
   if (a->attempt.state == "running") a->job_started_ms = ports.clock.NowMs();
   if (record.state == ExperimentState::kCancelled) a->user_cancelled = true;
   return a;

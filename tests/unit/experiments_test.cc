@@ -990,6 +990,23 @@ TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAnd
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
 }
 
+TEST_F(ExperimentsTest, AServiceRestartGivesTheStallTimeoutAFreshWindow) {
+  json spec = PsSpec("a");
+  spec["progress"] = {{"stall_timeout_s", 30}};
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  RegisterAll("a");
+  clock_.Advance(20000);
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  clock_.Advance(20000);
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning) << "20 s since the restart";
+  clock_.Advance(11000);
+  Poll();
+  EXPECT_NE(View("a").experiment.reason.find("stalled: no new step for 30 s"), std::string::npos)
+      << View("a").experiment.reason;
+}
+
 TEST_F(ExperimentsTest, NoStallTimeoutNoStall) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
