@@ -202,9 +202,10 @@ def scontrol_job(conf, job_id):
     return fields
 
 
-def program_pid(exp_id, role, index):
-    """The pid of one task's training program, found by its environment."""
-    want = {f"EXPERIMENT_ID={exp_id}", f"TFSLURM_ROLE={role}", f"TFSLURM_INDEX={index}"}
+def programs(want):
+    """The pids of the training programs (train.py) whose environment holds
+    every NAME=value of `want`."""
+    found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             env = set(open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0"))
@@ -212,8 +213,27 @@ def program_pid(exp_id, role, index):
         except OSError:
             continue
         if want <= env and "train.py" in cmd:
-            return int(pid)
-    return None
+            found.append(int(pid))
+    return found
+
+
+def program_pid(exp_id, role, index):
+    """The pid of one task's training program, found by its environment."""
+    return next(iter(programs({f"EXPERIMENT_ID={exp_id}", f"TFSLURM_ROLE={role}", f"TFSLURM_INDEX={index}"})), None)
+
+
+def agent_hanging_task(proc):
+    """An --agent-path for tfslurmd under which task `proc` hangs before it
+    registers (as on a node that never starts it) and the others run the
+    real agent."""
+    d = tempfile.mkdtemp(prefix="tfs-wrap-", dir="/tmp")
+    wrapper = os.path.join(d, f"agent-but-not-task-{proc}")
+    with open(wrapper, "w") as f:
+        f.write(f"#!/bin/sh\n# Task {proc} hangs before registering; the others run the real agent.\n"
+                f'if [ "$SLURM_PROCID" = {proc} ]; then exec sleep 600; fi\n'
+                f'exec {os.path.join(BIN, "tfslurm-agent")} "$@"\n')
+    os.chmod(wrapper, 0o755)
+    return wrapper
 
 
 def squeue_ids(conf):

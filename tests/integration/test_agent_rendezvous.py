@@ -4,11 +4,9 @@ Slurm job completes."""
 import json
 import os
 import re
-import stat
-import subprocess
 import tempfile
 
-from conftest import BIN, REPO, scontrol_job, squeue_ids, wait_for
+from conftest import REPO, agent_hanging_task, scontrol_job, squeue_ids, wait_for
 
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
 
@@ -90,13 +88,7 @@ def test_worker_exiting_1_fails_attempt_reaps_everything_and_job_leaves(service,
 
 
 def test_task_that_never_registers_fails_the_barrier_naming_it(service_factory, slurm_cluster):
-    d = tempfile.mkdtemp(prefix="tfs-wrap-", dir="/tmp")
-    wrapper = os.path.join(d, "agent-but-not-task-4")
-    with open(wrapper, "w") as f:
-        f.write("#!/bin/sh\n# Task 4 hangs before registering; the others run the real agent.\n"
-                f'if [ "$SLURM_PROCID" = 4 ]; then exec sleep 600; fi\nexec {os.path.join(BIN, "tfslurm-agent")} "$@"\n')
-    os.chmod(wrapper, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-    service = service_factory(["--agent-path", wrapper, "--barrier-timeout-s", "8"])
+    service = service_factory(["--agent-path", agent_hanging_task(4), "--barrier-timeout-s", "8"])
     status, body = service.post("/experiments", linear_ps_spec("rdv-barrier"))
     assert status == 201, body
     failed = service.wait_state("rdv-barrier", "failed", timeout=120)

@@ -10,14 +10,12 @@ import glob
 import os
 import re
 import signal
-import stat
 import subprocess
-import tempfile
 import time
 
 import pytest
 
-from conftest import BIN, REPO, squeue_ids, wait_for
+from conftest import BIN, REPO, agent_hanging_task, programs, squeue_ids, wait_for
 from test_tensorflow import job_final_state, listeners, task_log
 
 TORCH_PYTHON = "/usr/bin/python3"
@@ -54,19 +52,6 @@ def rank_pid(exp_id, rank, attempt=None):
     if attempt is not None:
         want.add(f"TFSLURM_ATTEMPT={attempt}")
     return next(iter(programs(want)), None)
-
-
-def programs(want):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            env = set(open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0"))
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace")
-        except OSError:
-            continue
-        if want <= env and "train.py" in cmd:
-            found.append(int(pid))
-    return found
 
 
 def wait_ended(service, exp_id, timeout):
@@ -214,13 +199,7 @@ def test_time_limit_signal_makes_rank_0_save_and_the_next_attempt_starts_there(s
 
 
 def test_a_rank_that_never_registers_fails_the_barrier_naming_it(service_factory, slurm_cluster):
-    d = tempfile.mkdtemp(prefix="tfs-wrap-", dir="/tmp")
-    wrapper = os.path.join(d, "agent-but-not-task-4")
-    with open(wrapper, "w") as f:
-        f.write("#!/bin/sh\n# Task 4 hangs before registering; the others run the real agent.\n"
-                f'if [ "$SLURM_PROCID" = 4 ]; then exec sleep 600; fi\nexec {os.path.join(BIN, "tfslurm-agent")} "$@"\n')
-    os.chmod(wrapper, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-    service = service_factory(["--agent-path", wrapper, "--barrier-timeout-s", "8"])
+    service = service_factory(["--agent-path", agent_hanging_task(4), "--barrier-timeout-s", "8"])
     status, body = service.post("/experiments", ddp_spec("ddp-barrier", ["--steps", "10"]))
     assert status == 201, body
     failed = service.wait_state("ddp-barrier", "failed", timeout=120)
