@@ -62,11 +62,23 @@ append() {
   if [[ -s "$2" ]]; then tail -n +3 "$1" >>"$2"; else cat "$1" >>"$2"; fi
   cat "$1" >&2
 }
+# CPU time of the whole machine (/proc/stat: all but idle and iowait) and of
+# this script's finished children (the storms and their servers), in
+# seconds; the difference over a phase is what other processes used while
+# it measured (the load average at the start does not show work that
+# begins later).
+machine_cpu() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2+$3+$4+$7+$8+$9)/hz}' /proc/stat; }
+# Sets OWN_CPU. `times` must run in this shell, not in a $(...) subshell.
+own_cpu() {
+  times >"$work/times.txt"
+  OWN_CPU=$(awk 'NR==2{n=split($0,a," "); s=0; for(i=1;i<=n;i++){split(a[i],b,/[ms]/); s+=b[1]*60+b[2]} print s}' "$work/times.txt")
+}
 # run_one WHAT N RUNS: one of the three at one size.
 run_one() {
-  local what=$1 n=$2 r=$3
+  local what=$1 n=$2 r=$3 m0 o0 t0
   wait_quiet 600
-  loads+="${loads:+, }$n $what: $BENCH_LOAD_AT_START"
+  own_cpu
+  m0=$(machine_cpu) o0=$OWN_CPU t0=$(date +%s.%N)
   case "$what" in
     tfslurm | floor)
       local server="$BENCH_BIN/bench_rendezvous_server" name="tfslurmd"
@@ -88,6 +100,10 @@ run_one() {
       grep -v '^bench_tcpstore_storm' "$work/tcpstore-$n.err" >&2 || true
       ;;
   esac
+  own_cpu
+  loads+="$(awk -v n="$n" -v w="$what" -v l="$BENCH_LOAD_AT_START" -v m="$(machine_cpu)" -v m0="$m0" \
+    -v o="$OWN_CPU" -v o0="$o0" -v t="$(date +%s.%N)" -v t0="$t0" \
+    'BEGIN{x=(m-m0)-(o-o0); printf "\n| %s | %s | %s | %.1f | %.1f |", n, w, l, t-t0, (x<0?0:x)}')"
 }
 for n in "${size_list[@]}"; do
   r=$runs
@@ -153,13 +169,14 @@ EOF
 
 {
   echo "TCPStore: libtorch $tcpstore_version (Debian libtorch-dev; the library python3-torch calls)."
-  echo "Order for each N: ${order//,/, then }. Load average when each started: $loads."
+  echo "Order for each N: ${order//,/, then }."
   echo
   cat "$work/summary.md"
   if [[ -s "$work/failures.md" ]]; then
     echo
     cat "$work/failures.md"
   fi
+  printf '\n| N | phase | load average at start | phase (s) | CPU used by other processes during it (s) |\n|---|---|---|---|---|%s\n' "$loads"
   cat <<'EOF'
 
 "last reg -> last assignment" (tfslurmd, floor): at the load generator, the
