@@ -1,9 +1,8 @@
 // The spec's names, its time format and its canonical JSON form: the parts of
 // spec.h that are not validation (spec.cc).
-#include <cstdio>
-#include <regex>
-
 #include "service/core/spec.h"
+
+#include <regex>
 
 namespace tfslurm {
 
@@ -104,13 +103,10 @@ std::optional<int> ParseSlurmTimeMinutes(const std::string& text) {
 }
 
 std::string FormatSlurmTime(int minutes) {
-  char buf[32];
+  auto two_digits = [](int n) { return (n < 10 ? "0" : "") + std::to_string(n); };
   int days = minutes / (24 * 60), hours = (minutes / 60) % 24, mins = minutes % 60;
-  if (days > 0)
-    std::snprintf(buf, sizeof buf, "%d-%02d:%02d:00", days, hours, mins);
-  else
-    std::snprintf(buf, sizeof buf, "%02d:%02d:00", hours, mins);
-  return buf;
+  std::string clock = two_digits(hours) + ":" + two_digits(mins) + ":00";
+  return days > 0 ? std::to_string(days) + "-" + clock : clock;
 }
 
 nlohmann::json ExperimentSpec::ToJson() const {
