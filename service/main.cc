@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   size_t max_connections = 2048;
   int64_t poll_ms = 2000, barrier_s = 300;
   int heartbeat_ms = 5000, grace_ms = 10000;
+  tfslurm::store::ScalarLimits scalar_limits;
   app.add_option("--listen", listen, "REST API address HOST:PORT (port 0: any free port)")
       ->capture_default_str();
   app.add_option(
@@ -83,6 +84,15 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--shutdown-grace-ms", grace_ms, "SIGTERM -> SIGKILL grace when reaping tasks")
       ->capture_default_str();
+  app.add_option("--scalar-points-per-tag", scalar_limits.points_per_tag,
+                 "training scalars kept per tag of an experiment; past it a tag is thinned to "
+                 "half, evenly")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 1000000));
+  app.add_option("--scalar-tags", scalar_limits.tags,
+                 "training scalar tags kept per experiment; more are not kept")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_flag("--no-auth", no_auth,
                "single-user mode: no tokens, every caller is the local admin; only with a loopback "
@@ -185,6 +195,7 @@ int main(int argc, char** argv) {
   options.barrier_timeout_ms = barrier_s * 1000;
   options.heartbeat_interval_ms = heartbeat_ms;
   options.shutdown_grace_ms = grace_ms;
+  options.scalar_limits = scalar_limits;
   options.no_auth = no_auth;
   options.max_connections = max_connections;
   if (no_auth) {

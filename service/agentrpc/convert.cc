@@ -1,5 +1,7 @@
 #include "service/agentrpc/convert.h"
 
+#include <cmath>
+
 #include "schema/tf_config_wire.h"
 
 namespace tfslurm::agentrpc {
@@ -18,6 +20,19 @@ RegisterInfo FromProto(const agent::v1::Register& reg) {
   info.port = reg.port();
   info.reconnect = reg.reconnect();
   return info;
+}
+
+std::vector<ScalarPoint> FromProto(const agent::v1::Scalars& scalars) {
+  std::vector<ScalarPoint> points;
+  points.reserve(scalars.scalars_size());
+  for (const agent::v1::Scalar& s : scalars.scalars()) {
+    ScalarPoint& p = points.emplace_back();
+    p.tag = s.tag();
+    p.step = s.step();
+    p.wall_time = s.wall_time();
+    if (std::isfinite(s.value())) p.value = s.value();
+  }
+  return points;
 }
 
 agent::v1::ServiceMessage ToProto(const ServiceMsg& message, TfConfigEncoding encoding) {

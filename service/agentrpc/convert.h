@@ -3,13 +3,18 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <vector>
+
 #include "agent.pb.h"
 #include "service/core/agent_messages.h"
+#include "service/core/records.h"
 
 namespace tfslurm::agentrpc {
 
 TaskRef FromProto(const agent::v1::TaskRef& ref);
 RegisterInfo FromProto(const agent::v1::Register& reg);
+// NaN and infinite values become nullopt (records.h, ScalarPoint).
+std::vector<ScalarPoint> FromProto(const agent::v1::Scalars& scalars);
 // How an Assignment carries TF_CONFIG (schema/tf_config_wire.h): the gRPC
 // stream sends the attempt's compressed cluster object, the same bytes for
 // every task; the JSON route sends tf_config whole, for curl and scripts.

@@ -20,13 +20,15 @@ Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m
         code = m.exited().exit_code();
       return experiments.OnExited(ref, code, signal, m.exited().reaped());
     }
+    case agent::v1::AgentMessage::kScalars:
+      return experiments.OnScalars(ref, FromProto(m.scalars()));
     case agent::v1::AgentMessage::kRegister:
       return Internal("register is not a report");
     case agent::v1::AgentMessage::BODY_NOT_SET:
       break;
   }
   return InvalidArgument(
-      "the message has no body: set one of register, heartbeat, progress, exited");
+      "the message has no body: set one of register, heartbeat, progress, scalars, exited");
 }
 
 void DispatchRegister(Experiments& experiments, const agent::v1::AgentMessage& m,

@@ -1,6 +1,11 @@
 #include "service/core/agent_protocol.h"
 
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+
 #include "schema/tf_config_wire.h"
+#include "service/core/scalars.h"
 #include "service/core/sha256.h"
 #include "service/core/wording.h"
 
@@ -175,6 +180,75 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   a.record.updated_at = a.last_progress_ms = lc_.ports.clock.NowMs();
   c.experiment = a.record;
   lc_.Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
+  lc_.Commit(c);
+  return Status::Ok();
+}
+
+Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) {
+  // Checked before the lock: the points are the caller's own.
+  std::string dropped_why;
+  size_t dropped = 0;
+  if (points.size() > kMaxScalarsPerReport) {
+    dropped = points.size() - kMaxScalarsPerReport;
+    dropped_why = "a report had " + std::to_string(points.size()) + " points; at most " +
+                  std::to_string(kMaxScalarsPerReport) + " are taken";
+    points.resize(kMaxScalarsPerReport);
+  }
+  const double now_s = static_cast<double>(lc_.ports.clock.NowMs()) / 1000.0;
+  std::erase_if(points, [&](ScalarPoint& p) {
+    if (!std::isfinite(p.wall_time) || p.wall_time <= 0) p.wall_time = now_s;
+    std::optional<std::string> problem = ScalarProblem(p);
+    if (!problem) return false;
+    if (dropped++ == 0) dropped_why = "a point of step " + std::to_string(p.step) + ": " + *problem;
+    return true;
+  });
+  {
+    MutexLock lock(lc_.mu);
+    auto found = FindTask(ref);
+    if (!found.ok()) return found.status();
+    OpenExperiment& a = **found;
+    if (ref.proc_id != a.run->CheckpointingTask()) {
+      dropped += points.size();
+      dropped_why = TaskName(a.run->task(ref.proc_id), ref.proc_id) +
+                    " sent them, and only the reporting task (chief, or worker 0) does";
+      points.clear();
+    }
+    for (const ScalarPoint& p : points) {
+      if (a.max_scalar_step && p.step <= *a.max_scalar_step) continue;
+      a.max_scalar_step = p.step;
+      a.last_progress_ms = lc_.ports.clock.NowMs();
+    }
+  }
+  // Written outside the lock: other experiments' agents need not wait for
+  // these rows.
+  store::AppendedScalars appended;
+  if (!points.empty()) {
+    auto written = lc_.ports.store.AppendScalars(ref.experiment_id, ref.attempt, points,
+                                                 lc_.config.scalar_limits);
+    if (!written.ok()) {
+      spdlog::warn("{}: {} training scalars not kept: {}", ref.experiment_id, points.size(),
+                   written.status().message());
+      return Status::Ok();
+    }
+    appended = std::move(written).value();
+  }
+  if (dropped == 0 && appended.refused_tags.empty()) return Status::Ok();
+
+  MutexLock lock(lc_.mu);
+  auto found = FindTask(ref);
+  if (!found.ok() || (*found)->scalar_notice_given) return Status::Ok();
+  OpenExperiment& a = **found;
+  a.scalar_notice_given = true;
+  std::string why;
+  if (dropped > 0)
+    why = std::to_string(dropped) + " training scalar point(s) not kept: " + dropped_why;
+  if (!appended.refused_tags.empty()) {
+    if (!why.empty()) why += "; ";
+    why += "tag '" + appended.refused_tags.front() + "' not kept: the experiment has " +
+           std::to_string(lc_.config.scalar_limits.tags) + " tags already (tfslurmd --scalar-tags)";
+  }
+  store::Changes c;
+  lc_.Event(c, a, "scalars", why + " (said once per attempt)");
   lc_.Commit(c);
   return Status::Ok();
 }

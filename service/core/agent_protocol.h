@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "schema/status.h"
 #include "service/core/agent_messages.h"
@@ -28,6 +29,12 @@ class AgentProtocol {
   Status OnHeartbeat(const TaskRef& ref) ABSL_LOCKS_EXCLUDED(lc_.mu);
   Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path)
       ABSL_LOCKS_EXCLUDED(lc_.mu);
+  // Keeps the reporting task's training scalars (ports/store.h,
+  // AppendScalars); a larger step than this attempt's so far is progress
+  // (progress.stall_timeout_s). Points that cannot be kept are dropped and
+  // an event says so once per attempt: the report itself is never refused,
+  // since a refusal stops the agent's program.
+  Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) ABSL_LOCKS_EXCLUDED(lc_.mu);
   Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
                   bool reaped) ABSL_LOCKS_EXCLUDED(lc_.mu);
   // The stream of `channel` broke; the agent may reconnect.

@@ -78,6 +78,11 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
     env.emplace_back("TFSLURM_INDEX", std::to_string(t.role.index));
   }
   env.emplace_back("TFSLURM_ATTEMPT", std::to_string(attempt_));
+  // Where a program that writes no TensorBoard event files logs scalars
+  // itself, as JSON lines its agent follows (docs/metrics.md); only the
+  // reporting task's agent reads it.
+  if (proc == CheckpointingTask())
+    env.emplace_back("TFSLURM_SCALARS_FILE", model_dir + "/" + kScalarsFileName);
   auto colon = t.address.rfind(':');
   if (colon != std::string::npos) env.emplace_back("TFSLURM_PORT", t.address.substr(colon + 1));
   // With GPUs per node shared by several tasks, each task sees its own

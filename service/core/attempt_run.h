@@ -16,6 +16,9 @@
 
 namespace tfslurm {
 
+// The JSON-lines file in MODEL_DIR that TFSLURM_SCALARS_FILE names.
+inline constexpr const char* kScalarsFileName = "tfslurm-scalars.jsonl";
+
 struct TaskSlot {
   TaskRole role;
   bool registered = false;

@@ -84,6 +84,12 @@ class Experiments {
   StatusOr<std::vector<store::ListedExperiment>> ListPage(const store::ListQuery& query,
                                                           const store::NeedSummary& need);
   StatusOr<int64_t> CountExperiments(const store::ListQuery& query);
+  // The experiment's training scalars, as the store keeps them (only `tags`
+  // when not empty); the caller has checked the experiment exists.
+  StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& id,
+                                                  const std::vector<std::string>& tags) {
+    return lifecycle_.ports.store.ReadScalars(id, tags);
+  }
   // What a metrics scrape shows as gauges: experiments per state (from the
   // store), and the agents connected now.
   struct Gauges {
@@ -100,6 +106,9 @@ class Experiments {
   Status OnHeartbeat(const TaskRef& ref) { return agents_.OnHeartbeat(ref); }
   Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) {
     return agents_.OnProgress(ref, step, path);
+  }
+  Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) {
+    return agents_.OnScalars(ref, std::move(points));
   }
   Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
                   bool reaped) {

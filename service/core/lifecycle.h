@@ -53,6 +53,7 @@ struct LifecycleConfig {
   int64_t submit_retry_ms = 5000;
   int64_t submit_retry_max_ms = 5 * 60 * 1000;
   SpecLimits limits;
+  store::ScalarLimits scalar_limits;
 };
 
 // The ports core works through (core/ports/).
@@ -82,6 +83,12 @@ struct OpenExperiment {
   // starts), then each new checkpoint step. progress.stall_timeout_s runs
   // from here.
   int64_t last_progress_ms = 0;
+  // The largest step of this attempt's training scalars: a larger one is
+  // progress too.
+  std::optional<int64_t> max_scalar_step;
+  // An event has said this attempt's scalars were not all kept (the
+  // agent's reports are not refused: that would stop the program).
+  bool scalar_notice_given = false;
   // Bad-node memory: nodes the attempt's end points at, for the next
   // automatic attempt to exclude (Submission::ExcludeSuspects). With
   // suspects_if_down, only those Slurm reports unavailable then (a

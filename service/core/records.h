@@ -124,6 +124,29 @@ struct EventRecord {
   std::string why;   // sentence for people
 };
 
+// A training scalar as the reporting task's agent sends it (schema/
+// agent.proto, Scalar): from a TensorBoard event file or the JSON-lines file.
+struct ScalarPoint {
+  std::string tag;
+  int64_t step = 0;
+  double wall_time = 0;         // seconds since the Unix epoch
+  std::optional<double> value;  // nullopt: NaN or an infinity was reported
+};
+
+// What the store keeps of one tag of an experiment: its points across
+// attempts, downsampled (store::ScalarLimits), ordered by (attempt, step).
+struct ScalarSeries {
+  struct Point {
+    int attempt = 0;
+    int64_t step = 0;
+    double wall_time = 0;
+    std::optional<double> value;
+  };
+  std::string tag;
+  int64_t reported = 0;  // points ever reported for the tag, before downsampling
+  std::vector<Point> points;
+};
+
 // An API token. Only its SHA-256 is kept; the token itself is shown once.
 struct TokenRecord {
   std::string sha256;

@@ -240,11 +240,14 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
                       " stalled and only its tasks there had stopped heartbeating";
     }
     if (alive_count > 20) alive += ", ...";
+    // The latest step seen: a checkpoint's or a training scalar's.
+    std::optional<int64_t> last_step = a.record.checkpoint_step;
+    if (a.max_scalar_step && (!last_step || *a.max_scalar_step > *last_step))
+      last_step = a.max_scalar_step;
     std::string last =
-        a.record.checkpoint_step
-            ? "the last, step " + std::to_string(*a.record.checkpoint_step) + ", came " +
-                  Seconds(now - a.last_progress_ms) + " ago"
-            : "none since training started " + Seconds(now - a.last_progress_ms) + " ago";
+        last_step ? "the last, step " + std::to_string(*last_step) + ", came " +
+                        Seconds(now - a.last_progress_ms) + " ago"
+                  : "none since training started " + Seconds(now - a.last_progress_ms) + " ago";
     std::string why = "stalled: no new step for " + Seconds(stall_ms) +
                       " (progress.stall_timeout_s); " + last + "; " + std::to_string(alive_count) +
                       " of " + std::to_string(run.size()) + " tasks still heartbeating" +

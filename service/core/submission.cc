@@ -190,6 +190,8 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   a.channels.clear();
   a.heartbeat_dirty.clear();
   a.job_started_ms = a.reap_deadline_ms = a.reap_started_ms = a.last_progress_ms = 0;
+  a.max_scalar_step.reset();
+  a.scalar_notice_given = false;
   a.lost_nodes.clear();
   a.step_killed = a.job_cancel_sent = false;
   a.decided_reason.reset();

@@ -19,6 +19,7 @@
 #include "service/api/listen_backlog.h"
 #include "service/api/logs_api.h"
 #include "service/api/metrics_api.h"
+#include "service/api/scalars_api.h"
 #include "service/api/web_assets.h"
 #include "service/core/tokens.h"
 
@@ -49,6 +50,7 @@ LifecycleConfig LifecycleConfigOf(const DaemonOptions& o) {
   config.barrier_timeout_ms = o.barrier_timeout_ms;
   config.heartbeat_interval_ms = o.heartbeat_interval_ms;
   config.shutdown_grace_ms = o.shutdown_grace_ms;
+  config.scalar_limits = o.scalar_limits;
   return config;
 }
 
@@ -112,6 +114,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
   if (options.logs)
     api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {options.output_root});
+  api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, options.scalar_limits);
   if (options.web_assets) api::RegisterWebAssetRoutes(http);
   agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_);
   const std::string listen = options.http_host + ":" + std::to_string(options.http_port);

@@ -66,6 +66,8 @@ struct DaemonOptions {
   int64_t barrier_timeout_ms = 300 * 1000;
   int heartbeat_interval_ms = 5000;
   int shutdown_grace_ms = 10000;
+  // What is kept of each experiment's training scalars (GET /experiments/{id}/metrics).
+  store::ScalarLimits scalar_limits;
   // Every caller is the local admin; the caller checks that http_host is a
   // loopback address and says so in its log.
   bool no_auth = false;

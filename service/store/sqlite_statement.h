@@ -18,6 +18,8 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "schema/status.h"
+
 namespace tfslurm::store {
 
 // A prepared statement as the store keeps it: compiled once, with the
@@ -54,6 +56,14 @@ class Statement {
     return *this;
   }
   Statement& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
+  Statement& Bind(int i, double v) {
+    sqlite3_bind_double(stmt_, i, v);
+    return *this;
+  }
+  Statement& BindNull(int i) {
+    sqlite3_bind_null(stmt_, i);
+    return *this;
+  }
   template <typename T>
   Statement& Bind(int i, const std::optional<T>& v) {
     if (v) return Bind(i, static_cast<int64_t>(*v));
@@ -76,6 +86,12 @@ class Statement {
     if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
     return sqlite3_column_int64(stmt_, col);
   }
+  double Real(std::string_view name) { return sqlite3_column_double(stmt_, Column(name)); }
+  std::optional<double> OptReal(std::string_view name) {
+    int col = Column(name);
+    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
+    return sqlite3_column_double(stmt_, col);
+  }
 
  private:
   int Column(std::string_view name) const {
@@ -91,6 +107,48 @@ class Statement {
 
   const Prepared& prepared_;
   sqlite3_stmt* stmt_;
+};
+
+// The statements of one connection, each compiled once and cached by its
+// SQL text (SQLITE_PREPARE_PERSISTENT), with its columns' index by name.
+class StatementCache {
+ public:
+  explicit StatementCache(sqlite3* db) : db_(db) {}
+  ~StatementCache() {
+    for (auto& [_, prepared] : statements_) sqlite3_finalize(prepared.stmt);
+  }
+  StatementCache(const StatementCache&) = delete;
+  StatementCache& operator=(const StatementCache&) = delete;
+
+  Statement Prepare(const std::string& sql) {
+    auto it = statements_.find(sql);
+    if (it == statements_.end()) {
+      Prepared prepared;
+      prepared.sql = sql;
+      if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &prepared.stmt,
+                             nullptr) != SQLITE_OK) {
+        // Our SQL is fixed text: failing to prepare it is a bug, not input.
+        fprintf(stderr, "tfslurmd: cannot prepare SQL (%s): %s\n", sqlite3_errmsg(db_),
+                sql.c_str());
+        abort();
+      }
+      for (int i = 0; i < sqlite3_column_count(prepared.stmt); ++i)
+        prepared.columns.emplace(sqlite3_column_name(prepared.stmt, i), i);
+      it = statements_.emplace(sql, std::move(prepared)).first;
+    }
+    // Elements of an unordered_map stay where they are as it grows.
+    return Statement(it->second);
+  }
+
+  // The store's error for a failed statement: Unavailable, with `what` it
+  // was doing and SQLite's message.
+  Status Error(const std::string& what) const {
+    return Unavailable("database error while " + what + ": " + sqlite3_errmsg(db_));
+  }
+
+ private:
+  sqlite3* const db_;
+  std::unordered_map<std::string, Prepared> statements_;
 };
 
 }  // namespace tfslurm::store

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -24,6 +25,7 @@
 #include "schema/mutex.h"
 #include "service/store/migrations.h"
 #include "service/store/sqlite_rows.h"
+#include "service/store/sqlite_scalars.h"
 #include "service/store/sqlite_statement.h"
 #include "service/store/sqlite_store.h"
 
@@ -123,12 +125,12 @@ class WalCheckpointer {
 
 class SqliteStore final : public Store {
  public:
-  explicit SqliteStore(sqlite3* db) : db_(db) {}
+  explicit SqliteStore(sqlite3* db) : db_(db), statements_(std::in_place, db) {}
   ~SqliteStore() override {
     // The checkpointer's connection closes first, so that closing db_, the
     // last connection, checkpoints the whole WAL and removes it.
     checkpointer_.reset();
-    for (auto& [_, prepared] : statements_) sqlite3_finalize(prepared.stmt);
+    statements_.reset();
     sqlite3_close(db_);
   }
 
@@ -291,6 +293,33 @@ class SqliteStore final : public Store {
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadEvent(s));
     if (rc != SQLITE_DONE) return Error("listing events");
     return out;
+  }
+
+  StatusOr<AppendedScalars> AppendScalars(const std::string& experiment_id, int attempt,
+                                          std::span<const ScalarPoint> points,
+                                          const ScalarLimits& limits) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    if (points.empty()) return AppendedScalars{};
+    MutexLock lock(mu_);
+    if (Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    auto appended =
+        AppendScalarsInTransaction(*statements_, experiment_id, attempt, points, limits);
+    if (!appended.ok()) {
+      Exec("ROLLBACK");
+      return appended;
+    }
+    if (Status s = Exec("COMMIT"); !s.ok()) {
+      Exec("ROLLBACK");
+      return s;
+    }
+    return appended;
+  }
+
+  StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& experiment_id,
+                                                  const std::vector<std::string>& tags) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    return ReadScalarSeries(*statements_, experiment_id, tags);
   }
 
   Status PutToken(const TokenRecord& t) override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -481,26 +510,8 @@ class SqliteStore final : public Store {
     return n;
   }
 
-  // Statements are cached by their SQL text, each with its columns' index
-  // by name, found once.
   Statement Prepare(const std::string& sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = statements_.find(sql);
-    if (it == statements_.end()) {
-      Prepared prepared;
-      prepared.sql = sql;
-      if (sqlite3_prepare_v3(db_, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &prepared.stmt,
-                             nullptr) != SQLITE_OK) {
-        // Our SQL is fixed text: failing to prepare it is a bug, not input.
-        fprintf(stderr, "tfslurmd: cannot prepare SQL (%s): %s\n", sqlite3_errmsg(db_),
-                sql.c_str());
-        abort();
-      }
-      for (int i = 0; i < sqlite3_column_count(prepared.stmt); ++i)
-        prepared.columns.emplace(sqlite3_column_name(prepared.stmt, i), i);
-      it = statements_.emplace(sql, std::move(prepared)).first;
-    }
-    // Elements of an unordered_map stay where they are as it grows.
-    return Statement(it->second);
+    return statements_->Prepare(sql);
   }
 
   Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -514,12 +525,13 @@ class SqliteStore final : public Store {
   }
 
   Status Error(const std::string& what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return Unavailable("database error while " + what + ": " + sqlite3_errmsg(db_));
+    return statements_->Error(what);
   }
 
   Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
-  std::unordered_map<std::string, Prepared> statements_ ABSL_GUARDED_BY(mu_);
+  // An optional only so that the destructor finalizes them before closing db_.
+  std::optional<StatementCache> statements_ ABSL_GUARDED_BY(mu_);
   // Not guarded: set once (StartCheckpointer, under mu_ for db_'s WAL hook)
   // by OpenSqliteStore before the store is handed out, and reset only by the
   // destructor; read without mu_ in between. The WalCheckpointer is

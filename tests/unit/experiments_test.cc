@@ -1103,5 +1103,52 @@ TEST_F(ExperimentsTest, AStallWhoseSilentTasksAreOnOneNodeExcludesIt) {
                                       "resume clears the list"}));
 }
 
+TEST_F(ExperimentsTest, TrainingScalarsAreKeptAndALargerStepIsProgress) {
+  json spec = PsSpec("a");
+  spec["progress"] = {{"stall_timeout_s", 30}};
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  auto ch = RegisterAll("a");
+  EXPECT_EQ(ch[1]->All<AssignmentMsg>()[0].env.at("TFSLURM_SCALARS_FILE"),
+            (dir_ / "out" / "a" / "tfslurm-scalars.jsonl").string())
+      << "for worker 0, the reporting task";
+  EXPECT_FALSE(ch[0]->All<AssignmentMsg>()[0].env.contains("TFSLURM_SCALARS_FILE"));
+  for (int step = 1; step <= 3; ++step) {
+    clock_.Advance(20000);
+    ASSERT_TRUE(experiments_->OnScalars(Ref("a", 1), {{"loss", step * 10, 1.7e9, 0.5}}).ok());
+    Poll();
+    ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning) << "step " << step * 10;
+  }
+  auto kept = experiments_->ReadScalars("a", {}).value();
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].points.size(), 3u);
+  EXPECT_EQ(kept[0].points[2].step, 30);
+
+  // The same step again is no progress: the stall is caught, naming it.
+  clock_.Advance(20000);
+  ASSERT_TRUE(experiments_->OnScalars(Ref("a", 1), {{"loss", 30, 1.7e9, 0.4}}).ok());
+  clock_.Advance(11000);
+  for (int p = 0; p < 6; ++p) experiments_->OnHeartbeat(Ref("a", p));
+  Poll();
+  EXPECT_NE(View("a").experiment.reason.find("the last, step 30, came 33 s ago"), std::string::npos)
+      << View("a").experiment.reason;
+}
+
+TEST_F(ExperimentsTest, ScalarsThatCannotBeKeptAreDroppedWithOneEventNotRefused) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  std::vector<ScalarPoint> points = {{"loss", 1, 1.7e9, 0.5}, {"", 2, 1.7e9, 0.5}};
+  EXPECT_TRUE(experiments_->OnScalars(Ref("a", 1), points).ok());
+  EXPECT_TRUE(experiments_->OnScalars(Ref("a", 1), points).ok());
+  EXPECT_TRUE(experiments_->OnScalars(Ref("a", 0), {{"loss", 5, 1.7e9, 0.5}}).ok())
+      << "a ps is not the reporting task; its points go, the agent is not refused";
+  EXPECT_EQ(Whys(View("a"), "scalars"),
+            std::vector<std::string>{"1 training scalar point(s) not kept: a point of step 2: its "
+                                     "tag is empty (said once per attempt)"});
+  auto kept = experiments_->ReadScalars("a", {}).value();
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].points.size(), 1u) << "only the reporting task's valid point";
+  EXPECT_FALSE(experiments_->OnScalars(Ref("a", 9), points).ok()) << "no such task";
+}
+
 }  // namespace
 }  // namespace tfslurm

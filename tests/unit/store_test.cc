@@ -574,8 +574,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 5, 4, 3 and 2.
+  // Undo migrations 6, 5, 4, 3 and 2.
   ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE scalars; DROP TABLE scalar_tags; "
                          "ALTER TABLE experiments DROP COLUMN excluded_nodes; "
                          "ALTER TABLE tasks DROP COLUMN local_rank; "
                          "DROP INDEX tasks_by_role_state; DROP INDEX experiments_by_created; "
@@ -604,6 +605,7 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
             SQLITE_OK)
       << "migration 5 must have added experiments.excluded_nodes";
   sqlite3_finalize(st);
+  EXPECT_TRUE((*s)->ReadScalars("old", {}).ok()) << "migration 6 must have added the scalars";
   sqlite3_close(db);
 }
 

@@ -50,6 +50,22 @@ struct ListedExperiment {
   std::optional<ExperimentSummary> summary;  // read when NeedSummary said so
 };
 
+// How much of an experiment's training scalars the store keeps.
+struct ScalarLimits {
+  // A tag that grows past this is thinned to about half of it: every other
+  // point goes, except each attempt's first and the newest, so a series
+  // keeps its whole span at a coarser step.
+  int points_per_tag = 1000;
+  // Tags beyond this many are not kept (AppendedScalars::refused_tags).
+  int tags = 100;
+};
+
+// What AppendScalars did not keep: tags new to the experiment beyond
+// ScalarLimits::tags, each named once.
+struct AppendedScalars {
+  std::vector<std::string> refused_tags;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -83,6 +99,17 @@ class Store {
   // The newest `limit` events, oldest first.
   virtual StatusOr<std::vector<EventRecord>> ListEvents(const std::string& experiment_id,
                                                         int limit) = 0;
+
+  // Adds an attempt's training scalars, in one transaction: a point of the
+  // same tag, attempt and step as a kept one replaces it; then each tag past
+  // limits.points_per_tag is thinned (ScalarLimits).
+  virtual StatusOr<AppendedScalars> AppendScalars(const std::string& experiment_id, int attempt,
+                                                  std::span<const ScalarPoint> points,
+                                                  const ScalarLimits& limits) = 0;
+  // The experiment's tags (only those in `tags`, when it is not empty), by
+  // tag, each with its kept points in (attempt, step) order.
+  virtual StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& experiment_id,
+                                                          const std::vector<std::string>& tags) = 0;
 
   virtual Status PutToken(const TokenRecord& token) = 0;
   // NotFound for an unknown hash.
