@@ -111,4 +111,30 @@ DryRun DryRunFromJson(const json& j) {
   return d;
 }
 
+TrainingMetrics TrainingMetricsFromJson(const json& j) {
+  TrainingMetrics m;
+  for (const json& t : j.value("tags", json::array())) {
+    TrainingMetrics::Tag tag;
+    tag.tag = Get<std::string>(t, "tag");
+    tag.points = Get<int64_t>(t, "points");
+    tag.reported = Get<int64_t>(t, "reported");
+    if (const json last = t.value("last", json()); last.is_object()) {
+      tag.step = GetOptional<int64_t>(last, "step");
+      tag.value = GetOptional<double>(last, "value");
+      tag.attempt = GetOptional<int>(last, "attempt");
+    }
+    m.tags.push_back(std::move(tag));
+  }
+  if (const json rate = j.value("steps_per_second", json()); rate.is_object()) {
+    const json values = rate.value("value", json::array());
+    if (!values.empty() && values.back().is_number())
+      m.steps_per_second = values.back().get<double>();
+    m.steps_per_second_tag = Get<std::string>(rate, "tag");
+  }
+  if (const json tb = j.value("tensorboard", json()); tb.is_object())
+    m.tensorboard_command = Get<std::string>(tb, "command");
+  m.raw = j;
+  return m;
+}
+
 }  // namespace tfslurm::client

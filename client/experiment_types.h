@@ -106,10 +106,31 @@ struct DryRun {
   nlohmann::json raw;
 };
 
+// GET /experiments/{id}/metrics: the experiment's training scalars. The
+// series are left in `raw` (tfctl shows the latest values; -o json all).
+struct TrainingMetrics {
+  struct Tag {
+    std::string tag;
+    int64_t points = 0;    // kept
+    int64_t reported = 0;  // ever reported
+    std::optional<int64_t> step;
+    std::optional<double> value;  // nullopt also when NaN/inf was reported
+    std::optional<int> attempt;
+  };
+  std::vector<Tag> tags;
+  // The latest steps per second, and the tag it comes from; nullopt when
+  // there are too few points.
+  std::optional<double> steps_per_second;
+  std::string steps_per_second_tag;
+  std::string tensorboard_command;  // empty without a MODEL_DIR
+  nlohmann::json raw;
+};
+
 // Throw nlohmann::json::exception only when a present field has an
 // impossible type (the response is then not the service's).
 Experiment ExperimentFromJson(const nlohmann::json& j);
 ExperimentList ExperimentListFromJson(const nlohmann::json& j);
 DryRun DryRunFromJson(const nlohmann::json& j);
+TrainingMetrics TrainingMetricsFromJson(const nlohmann::json& j);
 
 }  // namespace tfslurm::client

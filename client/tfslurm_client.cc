@@ -156,6 +156,13 @@ StatusOr<ExperimentList> Client::ListExperiments(const ListQuery& query) {
   return Convert(Call(Method::kGet, path, nullptr), ExperimentListFromJson, connection_.url);
 }
 
+StatusOr<TrainingMetrics> Client::GetTrainingMetrics(const std::string& id,
+                                                     const std::vector<std::string>& tags) {
+  std::string path = ExperimentPath(id) + "/metrics";
+  for (size_t i = 0; i < tags.size(); ++i) path += (i ? "&tag=" : "?tag=") + Encode(tags[i]);
+  return Convert(Call(Method::kGet, path, nullptr), TrainingMetricsFromJson, connection_.url);
+}
+
 StatusOr<Experiment> Client::CancelExperiment(const std::string& id) {
   return Convert(Call(Method::kDelete, ExperimentPath(id), nullptr), ExperimentFromJson,
                  connection_.url);

@@ -66,6 +66,10 @@ class Client {
   // Starts a new attempt from the experiment's latest checkpoint.
   StatusOr<Experiment> ResumeExperiment(const std::string& id);
 
+  // The experiment's training scalars; only `tags` when not empty.
+  StatusOr<TrainingMetrics> GetTrainingMetrics(const std::string& id,
+                                               const std::vector<std::string>& tags = {});
+
   // Streams log bytes to `sink` as they arrive. Returns the offset just
   // after the last byte received; a follow request ends when the attempt
   // ends or after the service's follow window, and the caller goes on from

@@ -16,7 +16,7 @@ _tfctl() {
   local cur prev command i
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="submit status list events logs cancel resume"
+  local commands="submit status list events logs metrics cancel resume"
   local global_flags="--url --token --help"
 
   command=""
@@ -49,7 +49,7 @@ _tfctl() {
       return 0
       ;;
     --url | --token | --id | --ps | --workers | --nodes | --tasks-per-node | --partition | --time | \
-      --limit | --interval | --attempt | --tail)
+      --limit | --interval | --attempt | --tail | --tag)
       return 0
       ;;
   esac
@@ -66,6 +66,7 @@ _tfctl() {
     list) flags="--state --limit -o --output" ;;
     events | cancel) flags="-o --output" ;;
     logs) flags="--task --attempt --tail --follow -f" ;;
+    metrics) flags="--tag -o --output" ;;
     resume) flags="--wait -o --output" ;;
     *) return 0 ;;
   esac

@@ -60,5 +60,6 @@ Command AddResumeCommand(CLI::App& app, const GlobalOptions& global);
 Command AddCancelCommand(CLI::App& app, const GlobalOptions& global);
 Command AddEventsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddLogsCommand(CLI::App& app, const GlobalOptions& global);
+Command AddMetricsCommand(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace tfslurm::tfctl

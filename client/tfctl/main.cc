@@ -19,6 +19,7 @@ constexpr const char* kFooter =
     "  tfctl list --state running\n"
     "  tfctl status mnist-ps-01 --watch\n"
     "  tfctl logs mnist-ps-01 --task worker:1 -f\n"
+    "  tfctl metrics mnist-ps-01\n"
     "Run `tfctl COMMAND --help` for a command's options and examples.";
 
 // --url and --token go on tfctl itself and on every subcommand, so that they
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
       AddListCommand(app, global),
       AddEventsCommand(app, global),
       AddLogsCommand(app, global),
+      AddMetricsCommand(app, global),
       AddCancelCommand(app, global),
       AddResumeCommand(app, global),
   };

@@ -517,6 +517,8 @@ def complete(home, line, url=None):
 
 def test_bash_completion_offers_subcommands_flags_and_tasks(home):
     assert complete(home, "tfctl s") == ["submit", "status"]
+    assert complete(home, "tfctl m") == ["metrics"]
+    assert complete(home, "tfctl metrics x --t") == ["--tag", "--token"]
     assert "--tasks-per-node" in complete(home, "tfctl submit --t")
     assert complete(home, "tfctl logs x --task w") == ["worker:"]
     assert complete(home, "tfctl list --state r") == ["running", "restarting"]
