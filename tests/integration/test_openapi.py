@@ -536,6 +536,11 @@ def test_real_responses_match_the_document(service, doc):
     c.call("GET", "/experiments/{id}/logs", "/experiments/oa-real/logs?tail=5", expect=(200, 404))
     c.call("GET", "/experiments/{id}/logs", "/experiments/oa-real/logs?task=worker:7", expect=400)
     c.call("GET", "/experiments/{id}/logs", "/experiments/oa-real/logs?tail=1&offset=0", expect=400)
+    _, _, scalars = c.call("GET", "/experiments/{id}/metrics", "/experiments/oa-real/metrics", expect=200)
+    assert scalars["tags"] == [] and scalars["tensorboard"]["logdir"] == done["model_dir"], scalars
+    c.call("GET", "/experiments/{id}/metrics", "/experiments/oa-real/metrics?tag=a&tag=b", expect=200)
+    c.call("GET", "/experiments/{id}/metrics", "/experiments/oa-real/metrics?" + "&".join(f"tag=t{i}" for i in range(101)),
+           expect=400)
 
     # Errors.
     c.call("POST", "/experiments", "/experiments", spec, expect=409)
@@ -551,6 +556,7 @@ def test_real_responses_match_the_document(service, doc):
     c.call("GET", "/experiments/{id}", "/experiments/oa-unknown", expect=404)
     c.call("GET", "/experiments/{id}/sbatch", "/experiments/oa-unknown/sbatch", expect=404)
     c.call("GET", "/experiments/{id}/logs", "/experiments/oa-unknown/logs", expect=404)
+    c.call("GET", "/experiments/{id}/metrics", "/experiments/oa-unknown/metrics", expect=404)
     c.call("DELETE", "/experiments/{id}", "/experiments/oa-unknown", expect=404)
     c.call("POST", "/experiments/{id}/resume", "/experiments/oa-unknown/resume", b"", expect=404)
     c.call("DELETE", "/experiments/{id}", "/experiments/oa-real", expect=409)
@@ -623,6 +629,7 @@ def test_auth_responses_match_the_document(service_factory, doc):
     for method, template, body in [("GET", "/experiments/{id}", None),
                                    ("GET", "/experiments/{id}/sbatch", None),
                                    ("GET", "/experiments/{id}/logs", None),
+                                   ("GET", "/experiments/{id}/metrics", None),
                                    ("DELETE", "/experiments/{id}", None),
                                    ("POST", "/experiments/{id}/resume", b"")]:
         _, _, err = bob.call(method, template, template.replace("{id}", "oa-alice"), body, expect=403)
