@@ -6,8 +6,13 @@
 //   TFSLURM_SLURM_CONF=... to use a running cluster instead of starting one.
 //   TFSLURM_BIN_DIR=DIR for tfslurmd and tfslurm-agent (default build/bin).
 //   TFSLURM_E2E_DOCS_SCREENSHOTS=1 to also write the README's pictures,
-//   docs/dashboard.png and docs/dashboard-running.png, from this run.
+//   docs/dashboard.png, docs/dashboard-running.png and
+//   docs/dashboard-training.png, from this run.
+//   TFSLURM_TF_PYTHON=... the TensorFlow python (deploy/install-tf.sh; tests/
+//   run.sh exports it) for the training-chart test with real tf.summary
+//   scalars; without it that test is skipped.
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import {
@@ -136,10 +141,19 @@ test('tfslurmd serves the dashboard with content types and caching headers', asy
   const again = await fetch(`${svc.base}/ui/app.js`, { headers: { 'If-None-Match': etag } });
   assert.equal(again.status, 304);
 
-  for (const [file, type] of [['style.css', /^text\/css/], ['favicon.svg', /^image\/svg\+xml/], ['views/list.js', /^text\/javascript/]]) {
+  for (const [file, type] of [
+    ['style.css', /^text\/css/],
+    ['favicon.svg', /^image\/svg\+xml/],
+    ['views/list.js', /^text\/javascript/],
+    ['vendor/uplot/uPlot.esm.js', /^text\/javascript/],
+    ['vendor/uplot/uPlot.min.css', /^text\/css/],
+  ]) {
     const r = await fetch(`${svc.base}/ui/${file}`);
     assert.equal(r.status, 200, file);
     assert.match(r.headers.get('content-type'), type, file);
+    // What tfslurmd embedded is the file in web/ui/ (uPlot's copy included).
+    const served = Buffer.from(await r.arrayBuffer());
+    assert.ok(served.equals(readFileSync(path.join(REPO, 'web/ui', file))), `${file} as served differs from web/ui/${file}`);
   }
   const missing = await api(svc.base, 'GET', '/ui/no-such-file.js');
   assert.equal(missing.status, 404);
@@ -514,6 +528,217 @@ test('a PyTorch run shows ranks with their local rank, and a rank\'s log', { tim
     timeoutMs: 120000,
     intervalMs: 500,
   });
+  await page.close();
+});
+
+// ---- Training scalars (GET /experiments/{id}/metrics, the Training section)
+
+// What a chart holds, from uPlot's own data (the figure keeps its uPlot
+// instance for these tests): [{x, y, attempt}] sorted by (attempt, x), the
+// API's order; y null where the value was not finite.
+function chartPoints(page, selector) {
+  return page.$eval(selector, (fig) => {
+    const u = fig.uplot;
+    const out = [];
+    fig.dataset.attempts.split(',').map(Number).forEach((a, k) =>
+      u.data[k + 1].forEach((y, i) => {
+        if (y !== undefined) out.push({ x: u.data[0][i], y, attempt: a });
+      }),
+    );
+    return out;
+  });
+}
+
+// The same from the API's columns.
+function apiPoints(cols, x = 'step') {
+  return cols[x].map((v, i) => ({ x: v, y: cols.value[i], attempt: cols.attempt[i] }));
+}
+
+async function metrics(id) {
+  const r = await api(svc.base, 'GET', `/experiments/${id}/metrics`);
+  assert.equal(r.status, 200, JSON.stringify(r.body));
+  return r.body;
+}
+
+// The latest-values table: {tag: [step, value, attempt]}.
+function latestTable(page) {
+  return page.$$eval('[data-testid=scalars-latest] tbody tr[data-tag]', (rows) =>
+    Object.fromEntries(
+      rows.map((r) => [r.dataset.tag, ['Step', 'Value', 'Attempt'].map((l) => r.querySelector(`[data-label=${l}]`).textContent)]),
+    ),
+  );
+}
+
+const chartSel = (tag) => `[data-testid=training] figure[data-tag="${tag}"]`;
+
+test('training scalars of a real TensorFlow program: live charts hold what it wrote and what the API returns', { timeout: 240000 }, async (t) => {
+  const tfPython = process.env.TFSLURM_TF_PYTHON;
+  if (!tfPython) {
+    t.skip('TFSLURM_TF_PYTHON is not set: no TensorFlow to write tf.summary scalars (deploy/install-tf.sh prints its python; tests/run.sh exports it)');
+    return;
+  }
+  const id = 'e2e-tf-scalars';
+  const steps = 24;
+  const nanStep = 5;
+  await submit({
+    id,
+    command: [tfPython, path.join(REPO, 'tests/e2e/programs/tf_scalars.py'), '--steps', String(steps), '--nan-step', String(nanStep), '--pause', '0.5'],
+    env: { TF_CPP_MIN_LOG_LEVEL: '2', TF_NUM_INTRAOP_THREADS: '1' },
+    cluster: { worker: 1 },
+    resources: { partition: 'debug', nodes: 1, tasks_per_node: 1, time_limit: '00:10:00' },
+    restart: { max_restarts: 0 },
+  });
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/${id}`);
+  // Before the program's first scalar: the empty state says where they come from.
+  const empty = await page.locator('[data-testid=training-empty]').innerText({ timeout: 30000 });
+  assert.match(empty, /No training scalars yet: tfslurm reads TensorBoard event files under MODEL_DIR, or lines of \$TFSLURM_SCALARS_FILE/);
+
+  // The loss chart appears while the experiment runs and grows in place: the
+  // same uPlot instance (setData, not a new chart) gets more points.
+  const loss = chartSel('train/loss');
+  await page.locator(loss).waitFor({ timeout: 90000 });
+  await page.waitForFunction((sel) => document.querySelector(sel)?.uplot, loss);
+  await page.evaluate((sel) => {
+    const fig = document.querySelector(sel);
+    fig.uplot.__first = true;
+    window.__lossCounts = [];
+    setInterval(() => window.__lossCounts.push(document.querySelector(sel)?.uplot?.data[0].length ?? -1), 250);
+  }, loss);
+  // A picture for the README, mid-run: the badge says running, the charts fill in.
+  await page.waitForFunction((sel) => document.querySelector(sel).uplot.data[0].length >= 14, loss, { timeout: 60000 });
+  const running = (await experiment(id)).state;
+  // Tall enough for the summary, the task and its log, and the charts.
+  await page.setViewportSize({ width: 1360, height: 1300 });
+  await page.waitForTimeout(500);
+  await page.screenshot({ path: screenshotPath('experiment-training.png') });
+  await page.setViewportSize({ width: 1360, height: 900 });
+
+  await page.waitForFunction(() => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'succeeded', null, { timeout: 120000 });
+  await page.waitForFunction((sel) => document.querySelector(sel).uplot.data[0].length === 24, loss, { timeout: 20000 });
+  assert.equal(running, 'running', 'the picture shows a running experiment');
+
+  // The API has every step the program wrote, as float32 (tf.summary's
+  // dtype), the NaN as null; learning_rate likewise.
+  const m = await metrics(id);
+  assert.deepEqual(m.tags.map((x) => x.tag).sort(), ['train/learning_rate', 'train/loss']);
+  const series = Object.fromEntries(m.series.map((x) => [x.tag, x]));
+  const f32 = Math.fround;
+  const range = [...Array(steps).keys()];
+  assert.deepEqual(
+    apiPoints(series['train/loss']),
+    range.map((s) => ({ x: s, y: s === nanStep ? null : f32(2 / (1 + s)), attempt: 1 })),
+    'train/loss as the API returns it',
+  );
+  assert.deepEqual(
+    apiPoints(series['train/learning_rate']),
+    range.map((s) => ({ x: s, y: f32(0.1 * 0.9 ** s), attempt: 1 })),
+    'train/learning_rate as the API returns it',
+  );
+  // Each chart holds exactly that: the same points, the NaN a gap (null).
+  for (const tag of ['train/loss', 'train/learning_rate']) {
+    assert.deepEqual(await chartPoints(page, chartSel(tag)), apiPoints(series[tag]), `the ${tag} chart's data`);
+    assert.equal(await page.$eval(chartSel(tag), (f) => f.dataset.markers), '[]', `${tag}: one attempt, no restart marker`);
+  }
+  // Drawn on a canvas of the figure's width.
+  const box = await page.$eval(`${loss} canvas`, (c) => [c.width, c.closest('figure').clientWidth]);
+  assert.ok(box[0] > 200 && box[0] <= box[1], `canvas ${box[0]}px in a ${box[1]}px figure`);
+  // Live, and never rebuilt: the counts only grew, on the first instance.
+  const counts = await page.evaluate(() => window.__lossCounts);
+  assert.ok(counts[0] >= 1 && counts[0] < steps, `the chart grew while the program ran: ${counts.slice(0, 5)}`);
+  assert.ok(counts.every((c, i) => i === 0 || c >= counts[i - 1]), `counts never went back: ${counts}`);
+  assert.equal(await page.$eval(loss, (f) => f.uplot.__first), true, 'the loss chart was re-created instead of updated');
+  // Steps per second against wall time, when the service has enough points.
+  if (m.steps_per_second) {
+    assert.deepEqual(await chartPoints(page, '[data-testid=rate-chart]'), apiPoints(m.steps_per_second, 'wall_time'), 'the steps/s chart');
+  }
+  // The table: the latest value of each tag, as text.
+  assert.deepEqual(await latestTable(page), {
+    'train/loss': [String(steps - 1), String(Number(f32(2 / steps).toPrecision(4))), '1'],
+    'train/learning_rate': [String(steps - 1), String(Number(f32(0.1 * 0.9 ** (steps - 1)).toPrecision(4))), '1'],
+  });
+  // The TensorBoard command, as the API gives it, with a copy button.
+  const exp = await experiment(id);
+  assert.equal(m.tensorboard.logdir, exp.model_dir);
+  assert.equal(await page.locator('[data-testid=tb-command]').innerText(), m.tensorboard.command);
+  await page.locator('[data-testid=tb-copy]').click();
+  await page.locator('[data-testid=tensorboard] [role=status]').filter({ hasText: /copied|selected/ }).waitFor();
+  await page.close();
+  publishDocsScreenshot('experiment-training.png', 'dashboard-training.png');
+});
+
+test('a restarted experiment: a line per attempt, "attempt 2" marked where it resumed; many tags: 12 charts, a filter', { timeout: 240000 }, async () => {
+  const id = 'e2e-scalars-restart';
+  const extra = 15; // 16 tags: more than the 12 charts drawn at first
+  await submit({
+    id,
+    command: ['/usr/bin/python3', path.join(REPO, 'tests/e2e/programs/jsonl_restart.py'), '--steps', '14', '--fail-after', '9', '--resume-from', '6', '--extra-tags', String(extra), '--pause', '0.2'],
+    cluster: { worker: 1 },
+    resources: { partition: 'debug', nodes: 1, tasks_per_node: 1, time_limit: '00:10:00' },
+    restart: { max_restarts: 1, on: ['retryable_exit'], backoff_s: 1 },
+  });
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/${id}`);
+  await page.waitForFunction(() => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'succeeded', null, { timeout: 150000 });
+  const exp = await experiment(id);
+  assert.equal(exp.attempt, 2, `restarted once: ${exp.reason}`);
+  const m = await metrics(id);
+
+  // 16 tags: 12 charts (in the API's order: "loss" after the "extra/" ones
+  // is not among them), every tag in the table, and a button for the rest.
+  const tags = m.tags.map((x) => x.tag);
+  assert.equal(tags.length, 1 + extra);
+  const charted = () => page.$$eval('[data-testid=charts] figure[data-tag]', (fs) => fs.map((f) => f.dataset.tag));
+  await waitFor('12 charts', async () => (await charted()).length === 12);
+  assert.deepEqual(await charted(), tags.slice(0, 12));
+  const table = await latestTable(page);
+  assert.deepEqual(Object.keys(table).sort(), [...tags].sort());
+  assert.deepEqual(table.loss, ['13', String(Number((0.8 / 14).toPrecision(4))), '2']);
+  assert.match(await page.locator('.charts-more').innerText(), /Charting 12 of 16 tags/);
+  await page.click('[data-testid=show-all]');
+  await waitFor('all 16 charts', async () => (await charted()).length === 16);
+  await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.attempts === '1,2' && document.querySelector(sel).uplot.data[0].length === 14, chartSel('loss'), { timeout: 20000 });
+
+  // The API: attempt 1's steps 0..9, then attempt 2's from its resume at 6.
+  const loss = m.series.find((x) => x.tag === 'loss');
+  const want = [
+    ...[...Array(10).keys()].map((s) => ({ x: s, y: 1 / (1 + s), attempt: 1 })),
+    ...[...Array(8).keys()].map((k) => ({ x: 6 + k, y: 0.8 / (7 + k), attempt: 2 })),
+  ];
+  assert.deepEqual(apiPoints(loss), want, 'loss as the API returns it');
+  // The chart: both attempts' points (a line each, overlapping at 6..9) and
+  // a marker at attempt 2's first step, said in words under it too.
+  assert.deepEqual(await chartPoints(page, chartSel('loss')), want, "the loss chart's data");
+  assert.deepEqual(JSON.parse(await page.$eval(chartSel('loss'), (f) => f.dataset.markers)), [{ attempt: 2, x: 6 }]);
+  assert.match(await page.locator(`${chartSel('loss')} .chart-restarts`).innerText(), /↻ attempt 2 from step 6/);
+  const legend = await page.locator(`${chartSel('loss')} .u-legend`).innerText();
+  assert.match(legend, /attempt 1[\s\S]*attempt 2/, `legend: ${legend}`);
+  // Steps per second: a line per attempt as well, over wall time.
+  if (m.steps_per_second) {
+    assert.deepEqual(await chartPoints(page, '[data-testid=rate-chart]'), apiPoints(m.steps_per_second, 'wall_time'), 'the steps/s chart');
+  }
+  await page.locator(chartSel('loss')).scrollIntoViewIfNeeded();
+  await page.screenshot({ path: screenshotPath('experiment-restart-scalars.png'), fullPage: true });
+
+  // The filter narrows the charts and the table alike.
+  await page.fill('[data-testid=tag-filter]', 'TAG_1');
+  const filtered = tags.filter((x) => x.includes('tag_1'));
+  await waitFor('only the tags with "tag_1"', async () => JSON.stringify(await charted()) === JSON.stringify(filtered));
+  assert.deepEqual(Object.keys(await latestTable(page)), filtered);
+  await page.fill('[data-testid=tag-filter]', '');
+
+  // A narrow window: one chart a row, nothing wider than the window.
+  await page.setViewportSize({ width: 420, height: 900 });
+  await page.waitForFunction(() => {
+    const f = document.querySelector('[data-testid=charts] figure');
+    return f && f.querySelector('canvas').getBoundingClientRect().right <= innerWidth;
+  });
+  await page.waitForTimeout(500);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - innerWidth);
+  assert.ok(overflow <= 1, `the page scrolls sideways by ${overflow}px at 420px`);
+  const columns = await page.$eval('[data-testid=charts]', (g) => getComputedStyle(g).gridTemplateColumns.split(' ').length);
+  assert.equal(columns, 1, 'one chart a row at 420px');
+  await page.locator('[data-testid=training]').screenshot({ path: screenshotPath('narrow-training.png') });
   await page.close();
 });
 

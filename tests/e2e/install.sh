@@ -33,9 +33,10 @@ major="$(node -p 'process.versions.node.split(".")[0]')"
   exit 1
 }
 
-# playwright-core only: it has no browser download step of its own.
+# playwright-core (it has no browser download step of its own) and uplot
+# (vendor.test.mjs compares web/ui/vendor/uplot/ with it).
 cd "$here"
-if [[ ! -d node_modules/playwright-core ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
+if [[ ! -d node_modules/playwright-core || ! -d node_modules/uplot ]] || [[ package-lock.json -nt node_modules/.package-lock.json ]]; then
   log "npm ci in $here"
   PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error
 fi

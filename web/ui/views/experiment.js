@@ -15,6 +15,7 @@ import {
   stateTone,
 } from '../format.js';
 import { ageSpan, emptyRow, errorNotice, roleCountsList, stateBadge, tickAges } from '../widgets.js';
+import { TrainingSection } from './training.js';
 
 const LOG_TAIL_LINES = 200;
 const STALE_HEARTBEAT_S = 15;
@@ -26,6 +27,7 @@ export class ExperimentView {
     this.logTask = ''; // "role:index" shown in the log panel
     this.sbatchFor = 0; // attempt whose script is shown
     this.lastLogFetch = null;
+    this.training = new TrainingSection(id);
   }
 
   mount(root) {
@@ -111,6 +113,7 @@ export class ExperimentView {
           this.logPre,
         ),
       ),
+      this.training.element(),
       h(
         'section',
         { class: 'card', 'aria-labelledby': 'attempts-title', 'data-testid': 'attempts' },
@@ -181,7 +184,7 @@ export class ExperimentView {
     if (this.disposed) return;
     renderIfChanged(this.loadError, '', () => []);
     this.show(exp);
-    await Promise.all([this.refreshSbatch(exp), this.refreshLog(exp)]);
+    await Promise.all([this.refreshSbatch(exp), this.refreshLog(exp), this.training.refresh(exp)]);
   }
 
   show(exp) {
@@ -352,6 +355,7 @@ export class ExperimentView {
 
   dispose() {
     this.disposed = true;
+    this.training.dispose();
   }
 }
 

@@ -1,0 +1,92 @@
+// Unit tests of the training charts' pure helpers (web/ui/scalars.js): no
+// browser.  node --test tests/e2e/scalars.test.mjs
+import assert from 'node:assert/strict';
+process.env.TZ = 'UTC'; // formatClock writes local time
+import { test } from 'node:test';
+import {
+  MAX_CHARTS,
+  alignByAttempt,
+  attemptStarts,
+  chooseTags,
+  formatClock,
+  formatScalar,
+  formatTick,
+  metricsPath,
+  pointsOfAligned,
+} from '../../web/ui/scalars.js';
+
+test('one line per attempt over the union of steps: overlaps kept apart, gaps where not finite', () => {
+  // Attempt 1 reached step 5; attempt 2 resumed from the checkpoint at 3.
+  const step = [0, 1, 2, 3, 4, 5, 3, 4, 5, 6];
+  const value = [0.9, 0.8, null, 0.6, 0.5, 0.45, 0.62, 0.51, 0.44, 0.4];
+  const attempt = [1, 1, 1, 1, 1, 1, 2, 2, 2, 2];
+  const a = alignByAttempt(step, value, attempt);
+  assert.deepEqual(a.x, [0, 1, 2, 3, 4, 5, 6], 'x ascending and distinct, as uPlot needs');
+  assert.deepEqual(a.attempts, [1, 2]);
+  assert.deepEqual(a.ys[0], [0.9, 0.8, null, 0.6, 0.5, 0.45, undefined]);
+  assert.deepEqual(a.ys[1], [undefined, undefined, undefined, 0.62, 0.51, 0.44, 0.4]);
+  // null (a gap, drawn as one) and undefined (no point: spanned) stay apart.
+  assert.equal(a.ys[0][2], null);
+  assert.equal(a.ys[1][2], undefined);
+  // Back to the API's points, nothing lost or invented.
+  assert.deepEqual(
+    pointsOfAligned(a),
+    step.map((x, i) => ({ x, y: value[i], attempt: attempt[i] })),
+  );
+  // NaN and infinities (should a client send them) are gaps too.
+  assert.deepEqual(alignByAttempt([1, 2, 3], [NaN, Infinity, 1], [1, 1, 1]).ys, [[null, null, 1]]);
+  assert.deepEqual(alignByAttempt([], [], []), { x: [], attempts: [], ys: [] });
+});
+
+test('restarts are marked at the first step of each attempt after the first', () => {
+  assert.deepEqual(attemptStarts([0, 1, 2, 3, 4, 5], [1, 1, 1, 1, 1, 1]), []);
+  assert.deepEqual(attemptStarts([0, 5, 10, 8, 12, 20, 30], [1, 1, 1, 2, 2, 3, 3]), [
+    { attempt: 2, x: 8 },
+    { attempt: 3, x: 20 },
+  ]);
+  // An attempt with no scalar (it failed before its first) leaves no marker;
+  // wall times work the same way.
+  assert.deepEqual(attemptStarts([100.5, 101.5, 160.25], [1, 1, 3]), [{ attempt: 3, x: 160.25 }]);
+});
+
+test('scalars read at a glance, and a diverged value says so', () => {
+  assert.equal(formatScalar(0.123456), '0.1235');
+  assert.equal(formatScalar(0.12), '0.12');
+  assert.equal(formatScalar(1.5), '1.5');
+  assert.equal(formatScalar(-2.25), '-2.25');
+  assert.equal(formatScalar(42), '42');
+  assert.equal(formatScalar(999.99), '1000');
+  assert.equal(formatScalar(12345.678), '12345.7');
+  assert.equal(formatScalar(0.00001234), '1.234e-5');
+  assert.equal(formatScalar(3e9), '3e+9');
+  assert.equal(formatScalar(0), '0');
+  assert.equal(formatScalar(null), 'not finite');
+  assert.equal(formatScalar(NaN), 'not finite');
+  assert.equal(formatTick(0), '0');
+  assert.equal(formatTick(0.25), '0.25');
+  assert.equal(formatTick(1500), '1.5k');
+  assert.equal(formatTick(35000000), '35M');
+  assert.equal(formatTick(0.0002), '2e-4');
+  assert.equal(formatTick(null), '');
+  // 2025-11-25 19:47:09.5 UTC
+  assert.equal(formatClock(1764100029.5), '19:47');
+  assert.equal(formatClock(1764100029.5, { seconds: true }), '19:47:09');
+  assert.equal(formatClock(1764100029.5, { date: true }), '11-25 19:47');
+  assert.equal(formatClock(null), '');
+});
+
+test('many tags: a filter, and at most MAX_CHARTS charts unless all are asked for', () => {
+  const tags = Array.from({ length: 30 }, (_, i) => (i % 2 ? `eval/acc_${i}` : `train/loss_${i}`));
+  const first = chooseTags(tags);
+  assert.equal(first.matching.length, 30);
+  assert.deepEqual(first.charted, tags.slice(0, MAX_CHARTS));
+  assert.equal(first.hidden, 30 - MAX_CHARTS);
+  assert.equal(chooseTags(tags, '', { all: true }).charted.length, 30);
+  const evals = chooseTags(tags, '  EVAL/ ');
+  assert.equal(evals.matching.length, 15);
+  assert.ok(evals.matching.every((t) => t.startsWith('eval/')));
+  assert.equal(evals.charted.length, MAX_CHARTS);
+  assert.deepEqual(chooseTags(tags, 'loss_2'), { matching: ['train/loss_2', 'train/loss_20', 'train/loss_22', 'train/loss_24', 'train/loss_26', 'train/loss_28'], charted: ['train/loss_2', 'train/loss_20', 'train/loss_22', 'train/loss_24', 'train/loss_26', 'train/loss_28'], hidden: 0 });
+  assert.deepEqual(chooseTags(tags, 'nothing'), { matching: [], charted: [], hidden: 0 });
+  assert.equal(metricsPath('a b'), '/experiments/a%20b/metrics');
+});

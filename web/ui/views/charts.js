@@ -1,0 +1,149 @@
+// Line charts of training scalars, drawn by uPlot (web/ui/vendor/uplot/, a
+// committed copy of the npm package web/package.json pins; see
+// web/README.md for why uPlot).
+//
+// One chart is one <figure>: a caption, uPlot's canvas and legend (hidden
+// from screen readers: the table of latest values under the charts is the
+// accessible alternative) and a line naming the restarts. Each attempt is a
+// line of its own; the first step of each attempt after the first is marked
+// with a dashed line labelled "attempt N". A chart is created once and then
+// fed with setData(): polling never rebuilds a canvas whose data did not
+// change, and keeps the one whose data did.
+import { h } from '../dom.js';
+import { formatClock, formatScalar, formatTick } from '../scalars.js';
+
+// uPlot is 145 KB: loaded with the first chart, not with every page.
+let uPlotPromise = null;
+export function loadUPlot() {
+  uPlotPromise ??= import('../vendor/uplot/uPlot.esm.js').then((m) => m.default);
+  return uPlotPromise;
+}
+
+// Okabe and Ito's palette (told apart with the common color-vision
+// deficiencies), attempt 1 first; the legend and the markers name each
+// attempt, so color is never the only clue.
+const ATTEMPT_COLORS = ['#0072b2', '#d55e00', '#009e73', '#cc79a7', '#e69f00', '#56b4e9', '#000000'];
+export function attemptColor(attempt) {
+  return ATTEMPT_COLORS[(attempt - 1) % ATTEMPT_COLORS.length];
+}
+
+const HEIGHT = 170;
+
+// A chart in `figure` (already in the document, so that it has a width).
+//   spec: {aligned: {x, attempts, ys}, markers: [{attempt, x}], time: bool,
+//          xLabel: 'step' | 'time'}
+export class Chart {
+  constructor(uPlot, figure, spec) {
+    this.uPlot = uPlot;
+    this.figure = figure;
+    this.plotBox = h('div', { class: 'chart-plot', 'aria-hidden': 'true' });
+    figure.append(this.plotBox);
+    this.build(spec);
+  }
+
+  build(spec) {
+    this.attemptsKey = spec.aligned.attempts.join(',');
+    this.markers = spec.markers;
+    const many = spec.aligned.attempts.length > 1;
+    const opts = {
+      width: this.width(),
+      height: HEIGHT,
+      scales: { x: { time: spec.time } },
+      series: [
+        // The legend shows the values under the cursor ("—" when it is
+        // elsewhere, or the attempt has no point there).
+        {
+          label: spec.xLabel,
+          value: (u, v) => (v === null || v === undefined ? '—' : spec.time ? formatClock(v, { seconds: true }) : String(v)),
+        },
+        ...spec.aligned.attempts.map((a) => ({
+          label: many ? `attempt ${a}` : spec.yLabel || 'value',
+          stroke: attemptColor(a),
+          width: 1.5,
+          value: (u, v, si, idx) => (idx === null || idx === undefined || v === undefined ? '—' : formatScalar(v)),
+        })),
+      ],
+      axes: [
+        {
+          // "19:27:47" needs more room than uPlot's default 50 px a tick.
+          space: spec.time ? 75 : 50,
+          values: spec.time
+            ? (u, splits, ai, space, incr) => splits.map((t) => formatClock(t, { seconds: incr < 60, date: incr >= 86400 }))
+            : (u, splits) => splits.map(formatTick),
+        },
+        { values: (u, splits) => splits.map(formatTick), size: 52 },
+      ],
+      legend: { live: true },
+      cursor: { drag: { x: true, y: false } },
+      hooks: { draw: [(u) => drawMarkers(u, this.markers)] },
+    };
+    this.u = new this.uPlot(opts, toUPlot(spec.aligned), this.plotBox);
+    // The e2e tests read the drawn data here (tests/e2e/dashboard.test.mjs).
+    this.figure.uplot = this.u;
+    this.figure.dataset.attempts = this.attemptsKey;
+  }
+
+  // New data: setData() on the same canvas, unless an attempt appeared (a
+  // new line: uPlot's series are fixed at creation, so the chart is rebuilt).
+  update(spec) {
+    if (spec.aligned.attempts.join(',') !== this.attemptsKey) {
+      this.u.destroy();
+      this.build(spec);
+      return;
+    }
+    this.markers = spec.markers;
+    this.u.setData(toUPlot(spec.aligned));
+  }
+
+  width() {
+    // The plot box is a block: as wide as the figure's content, whatever
+    // the canvas in it measures.
+    return Math.max(160, Math.floor(this.plotBox.clientWidth || 300));
+  }
+
+  resize() {
+    const w = this.width();
+    if (w !== this.u.width) this.u.setSize({ width: w, height: HEIGHT });
+  }
+
+  destroy() {
+    this.u.destroy();
+    this.figure.uplot = null;
+  }
+}
+
+function toUPlot(aligned) {
+  return [aligned.x, ...aligned.ys];
+}
+
+// Restart markers: a dashed line at each attempt's first x and its name,
+// drawn on uPlot's canvas after the series.
+function drawMarkers(u, markers) {
+  if (!markers || !markers.length) return;
+  const { ctx } = u;
+  const { left, top, width, height } = u.bbox;
+  const px = devicePixelRatio || 1;
+  ctx.save();
+  ctx.font = `${Math.round(11 * px)}px system-ui, sans-serif`;
+  ctx.textBaseline = 'top';
+  for (const m of markers) {
+    const x = Math.round(u.valToPos(m.x, 'x', true));
+    if (!(x >= left && x <= left + width)) continue;
+    ctx.strokeStyle = attemptColor(m.attempt);
+    ctx.lineWidth = px;
+    ctx.setLineDash([4 * px, 3 * px]);
+    ctx.beginPath();
+    ctx.moveTo(x + 0.5, top);
+    ctx.lineTo(x + 0.5, top + height);
+    ctx.stroke();
+    const label = `attempt ${m.attempt}`;
+    const tw = ctx.measureText(label).width;
+    // Right of the line, or left of it near the right edge.
+    const tx = x + 4 * px + tw <= left + width ? x + 4 * px : x - 4 * px - tw;
+    ctx.fillStyle = 'rgba(255,255,255,0.85)';
+    ctx.fillRect(tx - 2 * px, top + 2 * px, tw + 4 * px, 14 * px);
+    ctx.fillStyle = attemptColor(m.attempt);
+    ctx.fillText(label, tx, top + 3 * px);
+  }
+  ctx.restore();
+}
