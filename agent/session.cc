@@ -22,6 +22,8 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr milliseconds kDefaultHeartbeat{5000};
+constexpr milliseconds kScalarPollInterval{1000};
+constexpr size_t kScalarsPerMessage = 1000;
 
 std::string SignalName(int sig) {
   const char* abbrev = sigabbrev_np(sig);
@@ -38,6 +40,41 @@ std::string DescribeStatus(const grpc::Status& status) {
 // at the 5 s backoff cap), so an outage of the service does not flood the
 // task's output file.
 bool WorthLogging(int failures) { return failures <= 3 || failures % 12 == 0; }
+
+// MODEL_DIR as the program sees it: relative to its working directory.
+std::string ModelDirOf(const v1::Assignment& assignment, const std::string& workdir) {
+  std::string model_dir = assignment.model_dir();
+  if (model_dir.empty() && assignment.env().contains("MODEL_DIR")) {
+    model_dir = assignment.env().at("MODEL_DIR");
+  }
+  if (!model_dir.empty() && model_dir.front() != '/' && !workdir.empty()) {
+    model_dir = workdir + "/" + model_dir;
+  }
+  return model_dir;
+}
+
+// Follows the training scalars under MODEL_DIR and in TFSLURM_SCALARS_FILE
+// (relative to the working directory, like MODEL_DIR). Called before the
+// program starts: what is there already belongs to earlier attempts.
+std::optional<ScalarWatch> StartScalarWatch(const v1::Assignment& assignment,
+                                            const std::string& model_dir,
+                                            const std::string& workdir) {
+  std::string file;
+  if (auto it = assignment.env().find("TFSLURM_SCALARS_FILE"); it != assignment.env().end()) {
+    file = it->second;
+  }
+  if (!file.empty() && file.front() != '/' && !workdir.empty()) file = workdir + "/" + file;
+  if (model_dir.empty() && file.empty()) return std::nullopt;
+  ScalarWatchOptions options;
+  options.model_dir = model_dir;
+  options.scalars_file = file;
+  ScalarWatch watch(std::move(options));
+  watch.Baseline();
+  spdlog::info("following training scalars in {}{}{}",
+               model_dir.empty() ? "" : "TensorBoard event files under " + model_dir,
+               !model_dir.empty() && !file.empty() ? " and " : "", file);
+  return watch;
+}
 
 }  // namespace
 
@@ -120,8 +157,10 @@ void Session::Connect() {
   if (phase_ == Phase::kRunning) {
     // The service may have restarted: tell it the latest checkpoint again.
     if (checkpoints_ && checkpoints_->latest()) SendProgress(*checkpoints_->latest());
+    SendScalars();  // what waited for a stream
     heartbeat_at_ = Clock::now() + heartbeat_interval_;
   } else if (phase_ == Phase::kReporting) {
+    SendScalars();
     SendExitReport();
   }
 }
@@ -330,6 +369,11 @@ void Session::StartProgram(const v1::Assignment& assignment) {
                assignment.index(), spec.argv,
                spec.workdir.empty() ? std::string("the current directory") : spec.workdir);
 
+  const std::string model_dir = ModelDirOf(assignment, spec.workdir);
+  if (assignment.report_checkpoints()) {
+    scalar_watch_ = StartScalarWatch(assignment, model_dir, spec.workdir);
+  }
+
   if (spec.argv.empty()) {
     spdlog::error("the assignment has no command to run (exit code 127)");
     OnProgramEnded(ExitStatus{.exit_code = 127});
@@ -350,16 +394,9 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   }
 
   if (assignment.report_checkpoints()) {
-    std::string model_dir = assignment.model_dir();
-    if (model_dir.empty() && assignment.env().contains("MODEL_DIR")) {
-      model_dir = assignment.env().at("MODEL_DIR");
-    }
     if (model_dir.empty()) {
       spdlog::warn("asked to report checkpoints but the assignment names no model_dir");
     } else {
-      if (model_dir.front() != '/' && !spec.workdir.empty()) {
-        model_dir = spec.workdir + "/" + model_dir;
-      }
       checkpoints_.emplace(model_dir, assignment.framework() == "pytorch"
                                           ? CheckpointLayout::kTorchFiles
                                           : CheckpointLayout::kTensorflowStateFile);
@@ -368,6 +405,7 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     }
   }
   heartbeat_at_ = Clock::now() + heartbeat_interval_;
+  if (scalar_watch_) scalar_poll_at_ = Clock::now() + kScalarPollInterval;
 }
 
 void Session::StopProgram(milliseconds grace) {
@@ -395,6 +433,8 @@ void Session::OnProgramEnded(const ExitStatus& status) {
     return;
   }
   PollCheckpoint();  // a checkpoint written just before exiting
+  scalar_poll_at_.reset();
+  PollScalars(/*final=*/true);  // and the last scalars, sent before Exited
   report_deadline_ = Clock::now() + options_.exit_report_timeout;
   if (stream_) SendExitReport();  // otherwise after reconnecting
 }
@@ -412,6 +452,27 @@ void Session::SendProgress(const CheckpointState& state) {
   message.mutable_progress()->set_checkpoint_step(state.step);
   message.mutable_progress()->set_checkpoint_path(state.path);
   Send(std::move(message));
+}
+
+void Session::PollScalars(bool final) {
+  if (!scalar_watch_) return;
+  scalar_buffer_.Add(scalar_watch_->Poll(final));
+  SendScalars();
+}
+
+// Without a stream the points stay in the buffer; Connect sends them.
+void Session::SendScalars() {
+  while (stream_ && !scalar_buffer_.empty()) {
+    v1::AgentMessage message = NewMessage();
+    for (ScalarPoint& point : scalar_buffer_.Take(kScalarsPerMessage)) {
+      v1::Scalar* scalar = message.mutable_scalars()->add_scalars();
+      scalar->set_tag(std::move(point.tag));
+      scalar->set_step(point.step);
+      scalar->set_wall_time(point.wall_time);
+      scalar->set_value(point.value);
+    }
+    Send(std::move(message));
+  }
 }
 
 void Session::SendExitReport() {
@@ -466,6 +527,10 @@ void Session::RunDueTimers() {
     Send(std::move(message));
     PollCheckpoint();
   }
+  if (due(scalar_poll_at_)) {
+    scalar_poll_at_ = Clock::now() + kScalarPollInterval;
+    PollScalars(/*final=*/false);
+  }
   if (due(ack_deadline_)) {
     spdlog::warn("the service did not acknowledge the exit report within {} ms; exiting",
                  options_.exit_ack_timeout.count());
@@ -485,7 +550,8 @@ void Session::RunDueTimers() {
 
 int Session::PollTimeoutMs() const {
   std::optional<Clock::time_point> next;
-  for (const auto& t : {reconnect_at_, heartbeat_at_, kill_at_, ack_deadline_, report_deadline_}) {
+  for (const auto& t :
+       {reconnect_at_, heartbeat_at_, scalar_poll_at_, kill_at_, ack_deadline_, report_deadline_}) {
     if (t && (!next || *t < *next)) next = t;
   }
   if (!next) return -1;

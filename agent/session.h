@@ -17,6 +17,10 @@
 //   to the program's group, SIGKILL after the grace. A permanent Refused
 //   (the attempt is no longer current: another attempt may be writing the
 //   same MODEL_DIR) stops the program the same way and ends with exit 3.
+//   The reporting task also follows the program's training scalars
+//   (ScalarWatch, baseline taken before the program starts) about once a
+//   second and sends them as Scalars; points that cannot be sent wait in a
+//   bounded buffer until a stream is open again.
 // - Reporting: Exited, then WritesDone; the service finishing the stream with
 //   OK is the acknowledgment. A stream that breaks first is reopened and the
 //   report sent again, until --exit-report-timeout. A stream that stays open
@@ -45,6 +49,7 @@
 #include "agent/backoff.h"
 #include "agent/checkpoint_watch.h"
 #include "agent/child_process.h"
+#include "agent/scalar_watch.h"
 #include "agent/service_stream.h"
 #include "agent/slurm_env.h"
 #include "schema/mutex.h"
@@ -105,6 +110,8 @@ class Session {
   void OnProgramEnded(const ExitStatus& status);
   void PollCheckpoint();
   void SendProgress(const CheckpointState& state);
+  void PollScalars(bool final);
+  void SendScalars();
   void SendExitReport();
 
   void HandleSignals();
@@ -136,6 +143,8 @@ class Session {
   std::optional<ChildProcess> child_;
   std::optional<ExitStatus> program_status_;
   std::optional<CheckpointWatch> checkpoints_;
+  std::optional<ScalarWatch> scalar_watch_;
+  ScalarBuffer scalar_buffer_;
   std::chrono::milliseconds heartbeat_interval_{5000};
   bool shutdown_requested_ = false;  // the program is being reaped
   bool refused_permanently_ = false;
@@ -148,6 +157,7 @@ class Session {
   // lived without a refusal).
   std::optional<Clock::time_point> unknown_experiment_since_;
   std::optional<Clock::time_point> heartbeat_at_;
+  std::optional<Clock::time_point> scalar_poll_at_;
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> ack_deadline_;
   std::optional<Clock::time_point> report_deadline_;

@@ -12,6 +12,7 @@ packages=(
   libcpp-httplib-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev prometheus-cpp-dev
+  libboost-dev  # header-only Boost.CRC: the agent's CRC32C of TensorBoard event files
   libslurm-dev slurm-wlm slurmctld slurmd slurm-client munge
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
   # PyTorch for examples/ddp and its tests: Debian's 1.13 has gloo and

@@ -591,6 +591,87 @@ TEST_F(AgentEndToEndTest, HeartbeatsAndReportsCheckpoints) {
   EXPECT_EQ(progress[1].progress().checkpoint_path(), "/elsewhere/model.ckpt-200");
 }
 
+// Tags and steps of every Scalars message received, in order; fails the
+// test when one comes after the Exited report.
+std::vector<std::string> ScalarsBeforeExit(
+    const std::vector<FakeAgentService::Received>& received) {
+  std::vector<std::string> points;
+  bool exited = false;
+  for (const auto& r : received) {
+    if (r.message.body_case() == v1::AgentMessage::kExited) exited = true;
+    if (r.message.body_case() != v1::AgentMessage::kScalars) continue;
+    EXPECT_FALSE(exited) << "Scalars after Exited";
+    for (const auto& s : r.message.scalars().scalars()) {
+      points.push_back(s.tag() + "@" + std::to_string(s.step()));
+    }
+  }
+  return points;
+}
+
+TEST_F(AgentEndToEndTest, ReportsTheScalarsThisAttemptWritesBeforeTheExit) {
+  // MODEL_DIR as an earlier attempt left it: an event file and a JSON line.
+  const std::string model_dir = dir_.Path("model");
+  const std::string testdata = TFSLURM_AGENT_TESTDATA "/tfevents";
+  std::filesystem::create_directories(model_dir + "/old");
+  for (const auto& entry : std::filesystem::directory_iterator(testdata + "/v2")) {
+    std::filesystem::copy(entry.path(), model_dir + "/old/");
+  }
+  WriteFile(model_dir + "/tfslurm-scalars.jsonl", "{\"step\": 0, \"loss\": 9}\n");
+  std::string keras_train;
+  for (const auto& entry : std::filesystem::directory_iterator(testdata + "/keras/train")) {
+    keras_train = entry.path();
+  }
+  v1::Assignment assignment = ShellAssignment(R"(
+    echo '{"step": 1, "loss": 0.5}' >> model/tfslurm-scalars.jsonl
+    mkdir -p model/train && cp "$KERAS_TRAIN" model/train/
+    while [ ! -e "$TEST_DIR/go" ]; do sleep 0.05; done
+    echo '{"step": 2, "loss": 0.25}' >> model/tfslurm-scalars.jsonl)");
+  assignment.set_report_checkpoints(true);
+  assignment.set_model_dir("model");  // relative to the workdir, as the scalars file
+  (*assignment.mutable_env())["TFSLURM_SCALARS_FILE"] = "model/tfslurm-scalars.jsonl";
+  (*assignment.mutable_env())["KERAS_TRAIN"] = keras_train;
+  AssignOnRegister(assignment);
+  StartAgent();
+
+  // Polled while the program runs...
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kScalars));
+  // ...and once more when it has ended: the line written just before exiting.
+  WriteFile(dir_.Path("go"), "");
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  std::vector<std::string> points = ScalarsBeforeExit(service().received());
+  std::sort(points.begin(), points.end());
+  EXPECT_EQ(points, (std::vector<std::string>{"loss@1", "loss@2", "train/epoch_learning_rate@0",
+                                              "train/epoch_learning_rate@1", "train/epoch_loss@0",
+                                              "train/epoch_loss@1", "train/epoch_mae@0",
+                                              "train/epoch_mae@1"}))
+      << "nothing of the earlier attempt (old/loss, loss@0), each point once";
+  EXPECT_NE(agent_->Log().find("following training scalars"), std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, ScalarsWrittenWhileTheServiceIsAwayArriveAfterItComesBack) {
+  v1::Assignment assignment = ShellAssignment(R"(
+    touch "$TEST_DIR/ready"
+    while [ ! -e "$TEST_DIR/write" ]; do sleep 0.05; done
+    echo '{"step": 7, "acc": 0.75}' >> scalars.jsonl
+    while [ ! -e "$TEST_DIR/go" ]; do sleep 0.05; done)");
+  assignment.set_report_checkpoints(true);
+  (*assignment.mutable_env())["TFSLURM_SCALARS_FILE"] = "scalars.jsonl";
+  AssignOnRegister(assignment);
+  StartAgent();
+  ASSERT_TRUE(Eventually([&] { return Exists(dir_.Path("ready")); }));
+
+  const int service_port = server_->port();
+  server_.reset();
+  WriteFile(dir_.Path("write"), "");
+  ASSERT_TRUE(Eventually([&] { return agent_->Log().find("(attempt 2)") != std::string::npos; }));
+  server_ = std::make_unique<FakeServer>(service_port);
+  AssignOnRegister(assignment);
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kScalars));
+  WriteFile(dir_.Path("go"), "");
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  EXPECT_EQ(ScalarsBeforeExit(service().received()), (std::vector<std::string>{"acc@7"}));
+}
+
 TEST_F(AgentEndToEndTest, MissingSlurmVariableExits2) {
   auto env = AgentEnv();
   env.erase("SLURM_NODEID");
