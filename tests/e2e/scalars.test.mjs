@@ -68,6 +68,13 @@ test('scalars read at a glance, and a diverged value says so', () => {
   assert.equal(formatTick(35000000), '35M');
   assert.equal(formatTick(0.0002), '2e-4');
   assert.equal(formatTick(null), '');
+  // With the distance between ticks: as many decimals as it has.
+  assert.deepEqual([1.98, 1.985, 1.99, 1.995].map((v) => formatTick(v, 0.005)), ['1.98', '1.985', '1.99', '1.995']);
+  assert.deepEqual([0, 2.5, 5, 7.5].map((v) => formatTick(v, 2.5)), ['0', '2.5', '5', '7.5']);
+  assert.deepEqual([0.1 * 3, 0.4].map((v) => formatTick(v, 0.1)), ['0.3', '0.4']);
+  assert.deepEqual([1000, 1500, 2000].map((v) => formatTick(v, 500)), ['1k', '1.5k', '2k']);
+  assert.deepEqual([1250, 1500].map((v) => formatTick(v, 250)), ['1.25k', '1.5k']);
+  assert.equal(formatTick(20, 10), '20');
   // 2025-11-25 19:47:09.5 UTC
   assert.equal(formatClock(1764100029.5), '19:47');
   assert.equal(formatClock(1764100029.5, { seconds: true }), '19:47:09');

@@ -74,15 +74,18 @@ export function formatScalar(v) {
 }
 
 // An axis tick: shorter than formatScalar ("1.2k", "35M"), same exponents.
-export function formatTick(v) {
+// With `incr`, the distance between ticks, as many decimals as it has, so
+// that neighbours never read the same (1.985 and 1.99, not 1.99 twice).
+export function formatTick(v, incr = 0) {
   if (v === null || v === undefined || !Number.isFinite(v)) return '';
   if (v === 0) return '0';
   const a = Math.abs(v);
   if (a >= 1e9 || a < 1e-3) return formatScalar(v);
-  for (const [div, suffix] of [[1e6, 'M'], [1e3, 'k']]) {
-    if (a >= div) return `${String(Number((v / div).toPrecision(3)))}${suffix}`;
-  }
-  return String(Number(v.toPrecision(3)));
+  const [div, suffix] = a >= 1e6 ? [1e6, 'M'] : a >= 1e3 ? [1e3, 'k'] : [1, ''];
+  const x = v / div;
+  if (!(incr > 0)) return `${String(Number(x.toPrecision(3)))}${suffix}`;
+  const decimals = (String(Number((incr / div).toPrecision(6))).split('.')[1] ?? '').length;
+  return `${String(Number(x.toFixed(Math.min(decimals, 9))))}${suffix}`;
 }
 
 // A wall time (seconds since the epoch) in local time, 24-hour: "14:05",

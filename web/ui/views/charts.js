@@ -29,6 +29,11 @@ export function attemptColor(attempt) {
 
 const HEIGHT = 170;
 
+// Tick increments for steps: whole numbers only (uPlot's default list has
+// 2.5, 0.5, ...), 1, 2, 2.5 (from 10 on), 5 times powers of ten.
+const STEP_INCRS = [];
+for (let p = 1; p <= 1e12; p *= 10) STEP_INCRS.push(p, 2 * p, ...(p >= 10 ? [2.5 * p] : []), 5 * p);
+
 // A chart in `figure` (already in the document, so that it has a width).
 //   spec: {aligned: {x, attempts, ys}, markers: [{attempt, x}], time: bool,
 //          xLabel: 'step' | 'time'}
@@ -64,14 +69,16 @@ export class Chart {
         })),
       ],
       axes: [
-        {
-          // "19:27:47" needs more room than uPlot's default 50 px a tick.
-          space: spec.time ? 75 : 50,
-          values: spec.time
-            ? (u, splits, ai, space, incr) => splits.map((t) => formatClock(t, { seconds: incr < 60, date: incr >= 86400 }))
-            : (u, splits) => splits.map(formatTick),
-        },
-        { values: (u, splits) => splits.map(formatTick), size: 52 },
+        // (An option set to undefined would replace uPlot's default: each
+        // axis gets only the keys it sets.)
+        spec.time
+          ? {
+              // "19:27:47" needs more room than uPlot's default 50 px a tick.
+              space: 62,
+              values: (u, splits, ai, space, incr) => splits.map((t) => formatClock(t, { seconds: incr < 60, date: incr >= 86400 })),
+            }
+          : { incrs: STEP_INCRS, values: (u, splits, ai, space, incr) => splits.map((v) => formatTick(v, incr)) },
+        { values: (u, splits, ai, space, incr) => splits.map((v) => formatTick(v, incr)), size: 52 },
       ],
       legend: { live: true },
       cursor: { drag: { x: true, y: false } },

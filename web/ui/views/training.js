@@ -98,6 +98,7 @@ export class TrainingSection {
       metrics = await getJson(this.path);
     } catch (e) {
       if (this.disposed) return;
+      this.lastText = null; // the next answer replaces this notice, even if unchanged
       const why =
         e.status === 404 && !/experiment/i.test(e.message)
           ? 'this tfslurmd has no GET /experiments/{id}/metrics (an older version?)'
