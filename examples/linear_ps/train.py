@@ -187,7 +187,7 @@ def run_trainer(task: Task, args: argparse.Namespace, failure: FailureInjection)
                          startup_timeout=args.startup_timeout)
     trainer = Trainer(cluster, RegressionProblem(args.seed, args.features), config, task.role,
                       task.index, task.attempt, task.model_dir if task.checkpoints else None,
-                      failure.check)
+                      failure.check, os.environ.get("TFSLURM_SCALARS_FILE"))
     if task.checkpoints:
         signal.signal(signal.SIGUSR1, lambda signum, frame: trainer.request_checkpoint())
     trainer.run()

@@ -8,6 +8,7 @@ it back and increments the global step, without waiting for the others.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from dataclasses import dataclass
@@ -95,8 +96,12 @@ class Trainer:
 
     def __init__(self, cluster: ClusterClient, problem: RegressionProblem, config: TrainConfig,
                  role: str, index: int, attempt: int, checkpoint_dir: str | None,
-                 on_step: Callable[[int], None]):
+                 on_step: Callable[[int], None], scalars_file: str | None = None):
         self._cluster = cluster
+        # tfslurm's JSON-lines scalars file (TFSLURM_SCALARS_FILE, set for the
+        # checkpointing task only): the loss, for `tfctl metrics` and the
+        # dashboard's charts, as a program without TensorBoard reports it.
+        self._scalars_file = scalars_file
         self._problem = problem
         self._config = config
         self._role = role
@@ -159,7 +164,14 @@ class Trainer:
             previous, step = step, self._cluster.increment_step()
             if step // self._config.log_every > previous // self._config.log_every:
                 log(f"step={step} loss={loss:.4f}")
+                self._report_scalars(step, loss=loss)
             time.sleep(self._config.step_sleep)
+
+    def _report_scalars(self, step: int, **scalars: float) -> None:
+        if self._scalars_file is None:
+            return
+        with open(self._scalars_file, "a") as f:
+            f.write(json.dumps({"step": step, "wall_time": time.time(), **scalars}) + "\n")
 
     def _restore_or_initialize(self) -> None:
         restored = checkpoints.load_latest(self._checkpoint_dir)

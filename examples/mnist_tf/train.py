@@ -197,6 +197,11 @@ def run_chief(resolver, args, model_dir, attempt):
         path = manager.save(checkpoint_number=step)
         log(f"checkpoint{reason} step={step} path={path}")
 
+    # TensorBoard scalars, as any TF program writes them; tfslurm's chief
+    # agent reads them from MODEL_DIR for GET /experiments/{id}/metrics,
+    # `tfctl metrics` and the dashboard's charts.
+    summaries = tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard", "train"))
+
     step = int(model.global_step.numpy())
     log(f"role=chief index=0 attempt={attempt} start_step={step}")
     last_saved = step
@@ -208,7 +213,11 @@ def run_chief(resolver, args, model_dir, attempt):
                       for _ in range(min(args.steps_per_dispatch, args.steps - step))]
             coordinator.join()
             step = int(model.global_step.numpy())
-            log(f"step={step} loss={float(losses[-1].fetch()):.4f}")
+            loss = float(losses[-1].fetch())
+            log(f"step={step} loss={loss:.4f}")
+            with summaries.as_default():
+                tf.summary.scalar("loss", loss, step=step)
+            summaries.flush()
             if args.fail_at_step and step >= args.fail_at_step:
                 raise RuntimeError(f"injected failure at step {step} (--fail-at-step {args.fail_at_step})")
             if signals.checkpoint:
@@ -242,11 +251,16 @@ def run_evaluator(args, model_dir):
     _, (test_images, test_labels) = load_mnist(args)
     features = to_features(test_images)
     log("role=evaluator index=0")
+    summaries = tf.summary.create_file_writer(os.path.join(model_dir, "tensorboard", "eval"))
     for path in tf.train.checkpoints_iterator(model_dir, min_interval_secs=args.eval_interval):
         checkpoint.restore(path).expect_partial()
         predictions = tf.argmax(model(features), axis=1)
         accuracy = float(np.mean(predictions.numpy() == test_labels))
-        log(f"eval step={int(model.global_step.numpy())} accuracy={accuracy:.4f} path={path}")
+        step = int(model.global_step.numpy())
+        log(f"eval step={step} accuracy={accuracy:.4f} path={path}")
+        with summaries.as_default():
+            tf.summary.scalar("accuracy", accuracy, step=step)
+        summaries.flush()
 
 
 def main():

@@ -1,6 +1,6 @@
 // GET /experiments/{id}/metrics: an experiment's training scalars, as its
 // reporting task's agent read them from TensorBoard event files and the
-// JSON-lines file (docs/metrics.md, "Training scalars").
+// JSON-lines file (docs/scalars.md).
 //   ?tag=T (repeatable)  only these tags
 // The answer (schema/openapi.yaml, ExperimentMetrics): the limits, each tag
 // with its latest point, the series in columns (step, value, wall_time,

@@ -79,7 +79,7 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
   }
   env.emplace_back("TFSLURM_ATTEMPT", std::to_string(attempt_));
   // Where a program that writes no TensorBoard event files logs scalars
-  // itself, as JSON lines its agent follows (docs/metrics.md); only the
+  // itself, as JSON lines its agent follows (docs/scalars.md); only the
   // reporting task's agent reads it.
   if (proc == CheckpointingTask())
     env.emplace_back("TFSLURM_SCALARS_FILE", model_dir + "/" + kScalarsFileName);

@@ -46,14 +46,23 @@ std::optional<StepRate> StepsPerSecond(const std::vector<ScalarSeries>& series) 
   if (!best) return std::nullopt;
   StepRate rate;
   rate.tag = best->tag;
-  for (size_t i = 1; i < best->points.size(); ++i) {
-    const ScalarSeries::Point& prev = best->points[i - 1];
-    const ScalarSeries::Point& p = best->points[i];
-    double seconds = p.wall_time - prev.wall_time;
-    if (p.attempt != prev.attempt || p.step <= prev.step || seconds <= 0) continue;
-    rate.wall_time.push_back(p.wall_time);
-    rate.value.push_back(static_cast<double>(p.step - prev.step) / seconds);
-    rate.attempt.push_back(p.attempt);
+  // From an anchor to the first point at least kMinRateInterval later: points
+  // closer together than that (lines of a JSON-lines file the agent read in
+  // one poll, stamped with that poll's time) would give absurd rates.
+  const ScalarSeries::Point* anchor = &best->points.front();
+  for (const ScalarSeries::Point& p : best->points) {
+    if (p.attempt != anchor->attempt) {
+      anchor = &p;
+      continue;
+    }
+    double seconds = p.wall_time - anchor->wall_time;
+    if (seconds < kMinRateIntervalS) continue;
+    if (p.step > anchor->step) {
+      rate.wall_time.push_back(p.wall_time);
+      rate.value.push_back(static_cast<double>(p.step - anchor->step) / seconds);
+      rate.attempt.push_back(p.attempt);
+    }
+    anchor = &p;
   }
   if (rate.value.empty()) return std::nullopt;
   return rate;

@@ -25,9 +25,10 @@ inline constexpr size_t kMaxScalarTagBytes = 256;
 // shown in JSON, tables and the dashboard as it is.
 std::optional<std::string> ScalarProblem(const ScalarPoint& point);
 
-// Steps per second over time, from one tag's points: between consecutive
-// points of one attempt, (step - previous step) / (wall_time - previous
-// wall_time), at the later point's wall time. The tag is the one whose
+// Steps per second over time, from one tag's points: between points of one
+// attempt at least kMinRateIntervalS apart (each from the last one used),
+// (step - earlier step) / (wall_time - earlier wall_time), at the later
+// point's wall time. The tag is the one whose
 // newest step is largest (the most finely stepped: a per-batch tag rather
 // than a per-epoch one), the one with more points on a tie.
 struct StepRate {
@@ -36,7 +37,8 @@ struct StepRate {
   std::vector<double> value;
   std::vector<int> attempt;
 };
-// nullopt when no tag has two points of one attempt with time between them.
+inline constexpr double kMinRateIntervalS = 1.0;
+// nullopt when no tag has two points of one attempt far enough apart.
 std::optional<StepRate> StepsPerSecond(const std::vector<ScalarSeries>& series);
 
 }  // namespace tfslurm

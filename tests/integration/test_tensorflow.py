@@ -149,6 +149,22 @@ def test_tf2_parameter_server_strategy_chief_decides_and_the_rest_are_reaped(ser
     assert done["checkpoint"]["step"] == steps, done["checkpoint"]
     assert job_final_state(slurm_cluster, done["slurm_job_id"]) == "COMPLETED"
 
+    # The tf.summary scalars TF wrote (the chief's loss, the evaluator's
+    # accuracy, both under MODEL_DIR/tensorboard), as the chief's agent read
+    # them: the same steps and values as the logs print.
+    status, metrics = service.get("/experiments/tf-ps/metrics")
+    assert status == 200, metrics
+    series = {s["tag"]: s for s in metrics["series"]}
+    logged = [(int(st), float(v)) for st, v in re.findall(r"mnist_tf: step=(\d+) loss=([0-9.]+)", chief_log)]
+    loss = series["tensorboard/train/loss"]
+    # (float32 in the event file, 4 decimals in the log)
+    assert loss["step"] == [st for st, _ in logged], (loss, logged)
+    assert all(abs(v - lv) < 6e-5 for v, (_, lv) in zip(loss["value"], logged)), (loss, logged)
+    accuracy = series.get("tensorboard/eval/accuracy", {"step": [], "value": []})
+    evaluated = {int(st): float(a) for st, a in evaluations}
+    assert all(abs(v - evaluated[st]) < 6e-5 for st, v in zip(accuracy["step"], accuracy["value"])), \
+        (accuracy, evaluations)
+
 
 def test_tf2_multi_worker_mirrored_every_worker_exits_0_with_equal_variables(service, slurm_cluster, tf_python):
     steps = 100

@@ -167,6 +167,7 @@ TEST(StepsPerSecondTest, FromTheMostFinelySteppedTagWithinEachAttempt) {
       Series("epoch_loss", {{1, 0, 100, 1.0}, {1, 1, 200, 0.5}}),
       Series("batch_loss", {{1, 0, 100, 1.0},
                             {1, 50, 110, 0.9},
+                            {1, 60, 110.5, 0.9},  // read in the same poll: too close
                             {1, 150, 120, 0.8},
                             {2, 100, 300, 0.8},  // a restart from step 100
                             {2, 200, 350, 0.7}}),
@@ -182,8 +183,8 @@ TEST(StepsPerSecondTest, FromTheMostFinelySteppedTagWithinEachAttempt) {
 TEST(StepsPerSecondTest, NoneWithoutTwoPointsOfOneAttempt) {
   EXPECT_FALSE(StepsPerSecond({}));
   EXPECT_FALSE(StepsPerSecond({Series("loss", {{1, 1, 100, 1.0}, {2, 2, 200, 1.0}})}));
-  EXPECT_FALSE(StepsPerSecond({Series("loss", {{1, 1, 100, 1.0}, {1, 2, 100, 1.0}})}))
-      << "no time between them";
+  EXPECT_FALSE(StepsPerSecond({Series("loss", {{1, 1, 100, 1.0}, {1, 2, 100.5, 1.0}})}))
+      << "less than a second between them";
 }
 
 }  // namespace
