@@ -6,10 +6,8 @@ would, and exits 0. The values follow formulas the test recomputes:
   loss          = 2 / (1 + step)        NaN at --nan-step (a diverged step)
   learning_rate = 0.1 * 0.9 ** step
 
-tf.summary.scalar needs the tensorboard package, which tensorflow-cpu does
-not pull in (deploy/install-tf.sh's venv has none): without it the program
-writes the same summary tf.summary.scalar writes, a float32 scalar tensor
-under the "scalars" plugin, through tf.summary.write.
+tf.summary.scalar needs the tensorboard package, which TF 2.21 no longer
+pulls in; deploy/python/requirements-tf.txt installs it beside tensorflow.
 
 Usage: tf_scalars.py --steps N [--nan-step S] [--pause SECONDS]
 """
@@ -19,22 +17,6 @@ import os
 import time
 
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
-
-try:
-    import tensorboard  # noqa: F401  (tf.summary.scalar's implementation)
-
-    def scalar(tag, value, step):
-        tf.summary.scalar(tag, value, step=step)
-
-except ImportError:
-    # tensorboard.plugins.scalar.metadata.create_summary_metadata's proto.
-    SCALARS = summary_pb2.SummaryMetadata(
-        plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"),
-        data_class=summary_pb2.DATA_CLASS_SCALAR)
-
-    def scalar(tag, value, step):
-        tf.summary.write(tag, tf.constant(value, tf.float32), step=step, metadata=SCALARS)
 
 
 def main():
@@ -48,8 +30,8 @@ def main():
     with writer.as_default():
         for step in range(args.steps):
             loss = math.nan if step == args.nan_step else 2.0 / (1 + step)
-            scalar("loss", loss, step)
-            scalar("learning_rate", 0.1 * 0.9**step, step)
+            tf.summary.scalar("loss", loss, step=step)
+            tf.summary.scalar("learning_rate", 0.1 * 0.9**step, step=step)
             writer.flush()
             time.sleep(args.pause)
     writer.close()
