@@ -1,7 +1,9 @@
 #include "service/api/logs_api.h"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -75,27 +77,55 @@ bool AttemptEnded(Experiments& experiments, const std::string& id, int attempt) 
   return true;
 }
 
-// Opens `path` for reading, and keeps it only if it is a regular file whose
-// real location is inside `allowed_dir` (itself canonical): the check is
-// made on the file actually opened, so a symlink swapped in between cannot
-// slip past it. NotFound when there is no file (yet).
-StatusOr<int> OpenInside(const std::string& allowed_dir, const std::string& path) {
-  // O_NONBLOCK: a FIFO planted under the name must not block the open.
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+// Opens `root`/`relative` for reading without following a symlink anywhere
+// below `root`, and keeps it only if it is a regular file with one link.
+// Below `root` everything may belong to the experiment's owner (site mode
+// runs jobs as their owners, and tfslurmd reads as root): a symlink or a
+// renamed directory planted there must not lead the read elsewhere, nor a
+// hard link to a file outside (fs.protected_hardlinks usually forbids making
+// one; this does not rely on it). openat2's RESOLVE_BENEATH and
+// RESOLVE_NO_SYMLINKS make the kernel check every component during the open
+// itself, so nothing can be swapped in between a check and the open; on a
+// kernel before 5.6 (ENOSYS), the path the descriptor really opened is
+// checked instead. O_NONBLOCK: a FIFO planted under the name must not block
+// the open. NotFound when there is no file (yet).
+StatusOr<int> OpenBeneath(const std::string& root, const std::string& relative) {
+  const Status refused(
+      StatusCode::kPermissionDenied,
+      "refused: the log file is not a regular file inside the experiment's log directory");
+  constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+  int fd = -1;
+  int root_fd = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd >= 0) {
+    open_how how{};
+    how.flags = kFlags;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    fd = static_cast<int>(syscall(SYS_openat2, root_fd, relative.c_str(), &how, sizeof how));
+    int err = errno;
+    close(root_fd);
+    errno = err;
+  }
+  if (fd < 0 && (root_fd < 0 || errno == ENOSYS)) {
+    fd = open((root + "/" + relative).c_str(), kFlags | O_NOFOLLOW);
+    if (fd >= 0) {
+      std::error_code ec;
+      std::string real =
+          std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec).string();
+      if (ec || real != root + "/" + relative) {
+        close(fd);
+        return refused;
+      }
+    }
+  }
   if (fd < 0) {
     if (errno == ENOENT) return NotFound("no such log file");
+    if (errno == ELOOP || errno == EXDEV) return refused;  // a symlink on the way, or ..
     return Unavailable(std::string("cannot open the log file: ") + strerror(errno));
   }
-  std::error_code ec;
-  std::string real =
-      std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd), ec).string();
   struct stat st {};
-  bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (ec || !regular || real.compare(0, allowed_dir.size() + 1, allowed_dir + "/") != 0) {
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
     close(fd);
-    return Status(
-        StatusCode::kPermissionDenied,
-        "refused: the log file is not a regular file inside the experiment's log directory");
+    return refused;
   }
   return fd;
 }
@@ -144,9 +174,9 @@ struct LogStream {
   Experiments* experiments = nullptr;
   std::string id;
   int attempt = 0;
-  std::string allowed_dir;
-  std::string path;
-  int fd = -1;  // -1 until the file exists (a follower may wait for it)
+  std::string root;      // the output root, canonical
+  std::string relative;  // <id>/logs/attempt-<N>/<file>, below root
+  int fd = -1;           // -1 until the file exists (a follower may wait for it)
   int64_t offset = 0;
   bool follow = false;
   bool attempt_ended = false;
@@ -161,7 +191,7 @@ struct LogStream {
   // exist; -1 when it cannot be read.
   ssize_t Read(char* buf, size_t size) {
     if (fd < 0) {
-      auto opened = OpenInside(allowed_dir, path);
+      auto opened = OpenBeneath(root, relative);
       if (!opened.ok()) return opened.status().code() == StatusCode::kNotFound ? 0 : -1;
       fd = *opened;
     }
@@ -245,12 +275,12 @@ StatusOr<std::shared_ptr<LogStream>> StartLogStream(const LogRequest& r, Experim
   stream->experiments = &experiments;
   stream->id = r.id;
   stream->attempt = r.attempt;
-  stream->allowed_dir = root + "/" + r.id + "/logs";
-  stream->path = stream->allowed_dir + "/attempt-" + std::to_string(r.attempt) + "/" + r.file;
+  stream->root = root;
+  stream->relative = r.id + "/logs/attempt-" + std::to_string(r.attempt) + "/" + r.file;
   stream->follow = r.follow;
   stream->deadline = std::chrono::steady_clock::now() + follow_window;
 
-  auto opened = OpenInside(stream->allowed_dir, stream->path);
+  auto opened = OpenBeneath(stream->root, stream->relative);
   if (!opened.ok()) {
     if (opened.status().code() != StatusCode::kNotFound) return opened.status();
     if (r.follow) return stream;

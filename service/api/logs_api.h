@@ -11,8 +11,9 @@
 // The caller must own the experiment or be an admin (auth.h), as for
 // GET /experiments/{id}. Logs are served only from <output_root>/<id>/logs: the file's path is
 // built from the validated id and integers (the attempt, and the proc id the task records give for
-// ROLE:INDEX), never from request text, and the file actually opened must lie inside that directory
-// once symlinks are resolved.
+// ROLE:INDEX), never from request text, and it is opened without following any symlink below the
+// output root (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), as a regular file with one link: the
+// directory may belong to the experiment's owner while tfslurmd reads as root.
 //
 // Thread safety: register the routes once, before serving; httplib then runs
 // the handlers on many threads at once. They share Experiments (thread-safe),

@@ -405,6 +405,26 @@ def test_logs_refuse_files_that_lead_outside_the_log_directory(service, home):
         with open(os.path.join(attempt_dir, name), "w") as f:
             f.write("REAL\n")
     assert ok(run_tfctl(home, "logs", "tfctl-link", "--task", "worker:0", url=service.url)) == "REAL\n"
+    # A hard link to a file outside (a root-only one) is refused as well:
+    # tfslurmd reads as root, and the directory may be the owner's.
+    os.chmod(secret, 0o600)
+    worker0 = next(os.path.join(attempt_dir, n) for n in os.listdir(attempt_dir) if n == "task-0.out")
+    os.unlink(worker0)
+    os.link(secret, worker0)
+    r = run_tfctl(home, "logs", "tfctl-link", "--task", "worker:0", url=service.url)
+    assert r.returncode == 1 and "SECRET" not in r.stdout and "refused" in r.stderr, r
+    # So is an attempt directory that is a link to another directory.
+    os.unlink(worker0)
+    elsewhere = os.path.join(service.workdir, "elsewhere")
+    os.mkdir(elsewhere)
+    with open(os.path.join(elsewhere, "task-0.out"), "w") as f:
+        f.write("SECRET\n")
+    os.rename(attempt_dir, attempt_dir + ".moved")
+    os.symlink(elsewhere, attempt_dir)
+    r = run_tfctl(home, "logs", "tfctl-link", "--task", "worker:0", url=service.url)
+    assert r.returncode == 1 and "SECRET" not in r.stdout and "refused" in r.stderr, r
+    os.unlink(attempt_dir)
+    os.rename(attempt_dir + ".moved", attempt_dir)
     # A log directory that is itself a link elsewhere is refused.
     logs_dir = os.path.join(service.output_root, "tfctl-link", "logs")
     os.rename(logs_dir, logs_dir + ".moved")
