@@ -35,6 +35,7 @@ if ((quick)); then
     "submit.sh --count 50 --rounds 2"
     "slurm_load.sh --experiments 100 --cycles 3"
     "status_vs_slurmrestd.sh --experiments 100 --requests 300"
+    "hang.sh --runs 1 --stall-timeouts 10"
   )
 else
   runs=(
@@ -46,6 +47,7 @@ else
     "submit.sh"
     "slurm_load.sh"
     "status_vs_slurmrestd.sh"
+    "hang.sh"
   )
 fi
 failed=()
