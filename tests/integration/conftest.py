@@ -59,7 +59,7 @@ def slurm_cluster():
 class Service:
     """One tfslurmd process and a small JSON client for it."""
 
-    def __init__(self, slurm_conf, workdir, extra_args=(), auth=False, agent_host="127.0.0.1"):
+    def __init__(self, slurm_conf, workdir, extra_args=(), auth=False, agent_host="127.0.0.1", run_as=None):
         self.slurm_conf = slurm_conf
         self.workdir = workdir
         self.db = os.path.join(workdir, "tfslurm.db")
@@ -69,6 +69,9 @@ class Service:
         # runs with tokens.
         self.extra_args = list(extra_args) + ([] if auth else ["--no-auth"])
         self.agent_host = agent_host
+        # A Unix user to run tfslurmd as (personal mode: jobs then run as
+        # that user); None: as the test (root).
+        self.run_as = run_as
         self.proc = None
         self.url = None
 
@@ -86,8 +89,11 @@ class Service:
         agent_listen = f"{self.agent_host}:" + open(port_file).read().strip()
         env = dict(os.environ, SLURM_CONF=self.slurm_conf)
         self.log = open(self.log_path, "a")
+        # setpriv execs (runuser would stay as the parent): the pid is tfslurmd's.
+        as_user = (["setpriv", f"--reuid={self.run_as}", f"--regid={self.run_as}", "--init-groups", "--"]
+                   if self.run_as else [])
         self.proc = subprocess.Popen(
-            [os.path.join(BIN, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
+            as_user + [os.path.join(BIN, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
              "--output-root", self.output_root, "--ready-file", ready, "--poll-interval-ms", "500",
              "--heartbeat-ms", "1000", "--shutdown-grace-ms", "3000", "--agent-listen", agent_listen]
             + self.extra_args,
@@ -154,11 +160,13 @@ def service_factory(slurm_cluster):
     services = []
     dirs = []
 
-    def make(extra_args=(), workdir=None, auth=False, agent_host="127.0.0.1"):
+    def make(extra_args=(), workdir=None, auth=False, agent_host="127.0.0.1", run_as=None):
         if workdir is None:
             workdir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
             dirs.append(workdir)
-        s = Service(slurm_cluster, workdir, extra_args, auth, agent_host).start()
+            if run_as:
+                shutil.chown(workdir, run_as, run_as)
+        s = Service(slurm_cluster, workdir, extra_args, auth, agent_host, run_as).start()
         services.append(s)
         return s
 
