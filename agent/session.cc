@@ -22,7 +22,12 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr milliseconds kDefaultHeartbeat{5000};
-constexpr milliseconds kScalarPollInterval{1000};
+// How often the reporting task looks for new checkpoints and training
+// scalars: a stat per followed file when nothing changed. The service's stall
+// timeout runs from the last step it heard of, so this bounds how late a
+// step is seen (it was the heartbeat period, 5 s by default: bench/RESULTS.md,
+// "Hang detection").
+constexpr milliseconds kProgressPollInterval{1000};
 constexpr size_t kScalarsPerMessage = 1000;
 
 std::string SignalName(int sig) {
@@ -405,7 +410,7 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     }
   }
   heartbeat_at_ = Clock::now() + heartbeat_interval_;
-  if (scalar_watch_) scalar_poll_at_ = Clock::now() + kScalarPollInterval;
+  if (scalar_watch_ || checkpoints_) progress_poll_at_ = Clock::now() + kProgressPollInterval;
 }
 
 void Session::StopProgram(milliseconds grace) {
@@ -433,7 +438,7 @@ void Session::OnProgramEnded(const ExitStatus& status) {
     return;
   }
   PollCheckpoint();  // a checkpoint written just before exiting
-  scalar_poll_at_.reset();
+  progress_poll_at_.reset();
   PollScalars(/*final=*/true);  // and the last scalars, sent before Exited
   report_deadline_ = Clock::now() + options_.exit_report_timeout;
   if (stream_) SendExitReport();  // otherwise after reconnecting
@@ -525,10 +530,10 @@ void Session::RunDueTimers() {
     v1::AgentMessage message = NewMessage();
     message.mutable_heartbeat();
     Send(std::move(message));
-    PollCheckpoint();
   }
-  if (due(scalar_poll_at_)) {
-    scalar_poll_at_ = Clock::now() + kScalarPollInterval;
+  if (due(progress_poll_at_)) {
+    progress_poll_at_ = Clock::now() + kProgressPollInterval;
+    PollCheckpoint();
     PollScalars(/*final=*/false);
   }
   if (due(ack_deadline_)) {
@@ -551,7 +556,7 @@ void Session::RunDueTimers() {
 int Session::PollTimeoutMs() const {
   std::optional<Clock::time_point> next;
   for (const auto& t :
-       {reconnect_at_, heartbeat_at_, scalar_poll_at_, kill_at_, ack_deadline_, report_deadline_}) {
+       {reconnect_at_, heartbeat_at_, progress_poll_at_, kill_at_, ack_deadline_, report_deadline_}) {
     if (t && (!next || *t < *next)) next = t;
   }
   if (!next) return -1;

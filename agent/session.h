@@ -13,7 +13,8 @@
 // - Running: the program runs whatever happens to the stream. A broken stream
 //   is reopened with backoff and Register(reconnect=true, child_pid); a
 //   repeated Assignment is ignored. Heartbeat every heartbeat_interval_ms;
-//   Progress for every new checkpoint step when asked to. Shutdown: SIGTERM
+//   when asked to report, about once a second Progress for a new checkpoint
+//   step and Scalars for new training scalars. Shutdown: SIGTERM
 //   to the program's group, SIGKILL after the grace. A permanent Refused
 //   (the attempt is no longer current: another attempt may be writing the
 //   same MODEL_DIR) stops the program the same way and ends with exit 3.
@@ -157,7 +158,7 @@ class Session {
   // lived without a refusal).
   std::optional<Clock::time_point> unknown_experiment_since_;
   std::optional<Clock::time_point> heartbeat_at_;
-  std::optional<Clock::time_point> scalar_poll_at_;
+  std::optional<Clock::time_point> progress_poll_at_;  // checkpoints and scalars
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> ack_deadline_;
   std::optional<Clock::time_point> report_deadline_;
