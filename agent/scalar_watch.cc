@@ -236,7 +236,7 @@ void ScalarWatch::ReadEvents(FollowedFile& f, std::vector<ScalarPoint>& out) {
   std::optional<uint64_t> size = CurrentSize(f);
   if (!size) return;
   if (f.skip > 0) {
-    if (*size < f.offset + f.skip) return;
+    if (*size - f.offset < f.skip) return;  // size >= offset; offset + skip may wrap
     f.offset += f.skip;
     f.skip = 0;
     f.before.clear();  // not read: nothing to compare

@@ -66,6 +66,35 @@ std::string QuoteNonFiniteTokens(std::string_view line) {
   return out;
 }
 
+// A line is one flat object; deeper nesting than this is refused before
+// parsing. nlohmann's ordered_json copies an object's members, recursively,
+// when the object grows (its std::pair<const std::string, json> cannot be
+// moved), and dump recurses too, once per level: a line of many '[' or '{'
+// would overflow the stack.
+constexpr int kMaxNesting = 32;
+
+bool NestsDeeperThan(std::string_view line, int levels) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > levels) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 std::optional<double> NumberOf(const nlohmann::ordered_json& v) {
   if (v.is_number()) return v.get<double>();
   if (!v.is_string()) return std::nullopt;
@@ -88,6 +117,9 @@ std::string Shown(const nlohmann::ordered_json& v) {
 
 StatusOr<std::vector<ScalarPoint>> ParseScalarsLine(std::string_view line, double now) {
   if (line.find_first_not_of(" \t\r") == std::string_view::npos) return std::vector<ScalarPoint>{};
+  if (NestsDeeperThan(line, kMaxNesting)) {
+    return InvalidArgument("nested more than " + std::to_string(kMaxNesting) + " levels deep");
+  }
   nlohmann::ordered_json object =
       nlohmann::ordered_json::parse(QuoteNonFiniteTokens(line), nullptr, false);
   if (object.is_discarded()) return InvalidArgument("not valid JSON");

@@ -5,6 +5,7 @@
 // Boost's header-only, well-kept implementation takes the polynomial as a
 // parameter. Debian's libboost-dev, from deploy/install-deps.sh.
 #include <boost/crc.hpp>
+#include <limits>
 
 namespace tfslurm::agent {
 namespace {
@@ -51,12 +52,16 @@ RecordRead ReadRecord(std::string_view buffer, uint64_t max_data_bytes) {
     r.error = "the CRC of a record's length does not match";
     return r;
   }
+  // Saturated: a length near 2^64 must not wrap around to a small size
+  // (which would make the caller skip back into records already read).
+  constexpr uint64_t kFrame = kRecordHeaderBytes + kRecordFooterBytes;
+  r.size = length > std::numeric_limits<uint64_t>::max() - kFrame
+               ? std::numeric_limits<uint64_t>::max()
+               : length + kFrame;
   if (length > max_data_bytes) {
     r.kind = RecordRead::Kind::kTooLarge;
-    r.size = kRecordHeaderBytes + length + kRecordFooterBytes;
     return r;
   }
-  r.size = kRecordHeaderBytes + length + kRecordFooterBytes;
   if (buffer.size() < r.size) return r;
   r.data = buffer.substr(kRecordHeaderBytes, length);
   if (MaskedCrc32c(r.data) != LoadLe32(buffer.data() + kRecordHeaderBytes + length)) {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "tests/fuzz/invariants.h"
+#include "tests/fuzz/scalar_invariants.h"
 #include "tests/fuzz/shell_words.h"
 #include "tests/fuzz/small_stack.h"
 
@@ -52,6 +53,24 @@ TEST(FuzzCorpus, Spec) { ReplayCorpus("spec", CheckSpecInput, /*small_stack=*/tr
 TEST(FuzzCorpus, Sbatch) { ReplayCorpus("sbatch", CheckSbatchInput, /*small_stack=*/true); }
 TEST(FuzzCorpus, AgentJson) { ReplayCorpus("agent_json", CheckAgentJsonInput); }
 TEST(FuzzCorpus, AgentProto) { ReplayCorpus("agent_proto", CheckAgentBinaryInput); }
+TEST(FuzzCorpus, TfEvents) { ReplayCorpus("tfevents", CheckEventFileInput); }
+TEST(FuzzCorpus, ScalarsJsonl) {
+  ReplayCorpus("scalars_jsonl", CheckScalarsJsonlInput, /*small_stack=*/true);
+}
+
+// The event files real TensorFlow wrote for the agent's tests, each of them,
+// also through the fuzzer's checks (corpus/tfevents has copies of a few).
+TEST(FuzzCorpus, AgentTestdataEventFiles) {
+  int checked = 0;
+  for (const auto& e :
+       fs::recursive_directory_iterator(fs::path(TFSLURM_FUZZ_DIR) / ".." / "agent" / "testdata")) {
+    if (!e.is_regular_file() || !e.path().filename().string().starts_with("events.out.tfevents."))
+      continue;
+    EXPECT_EQ(CheckEventFileInput(Slurp(e.path())), "") << e.path();
+    ++checked;
+  }
+  EXPECT_GE(checked, 3);
+}
 
 // Runs `argv` with `env` added; returns the exit status (-1: not run).
 int RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env,

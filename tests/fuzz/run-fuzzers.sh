@@ -7,7 +7,7 @@
 # and the crash log when one fails. Exit status 1 when any target failed.
 #
 #   tests/fuzz/run-fuzzers.sh [-t SECONDS] [-j JOBS] [-b BUILD] [TARGET...]
-#   TARGET: spec sbatch agent_json agent_proto (default: all)
+#   TARGET: spec sbatch agent_json agent_proto tfevents scalars_jsonl (default: all)
 set -euo pipefail
 
 fuzz_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +23,7 @@ while getopts "t:j:b:" opt; do
 done
 shift $((OPTIND - 1))
 targets=("$@")
-((${#targets[@]})) || targets=(spec sbatch agent_json agent_proto)
+((${#targets[@]})) || targets=(spec sbatch agent_json agent_proto tfevents scalars_jsonl)
 
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_FUZZ=ON >/dev/null
@@ -36,13 +36,21 @@ dict_of() {
   esac
 }
 
+# The scalar files' readers must not allocate what a length field or a line
+# claims: any one allocation over 64 MB is a failure there.
+limits_of() {
+  case $1 in
+    tfevents | scalars_jsonl) echo "-malloc_limit_mb=64" ;;
+  esac
+}
+
 run_one() {
   local t=$1 work="$build/fuzz-corpus/$1" art="$build/fuzz-artifacts/$1/" log="$build/fuzz-$1.log"
   mkdir -p "$work" "$art"
   # -timeout: one input taking 10 s is a hang. -rss_limit_mb: a blow-up.
   # -max_len: room for deep nesting and long strings.
   "$build/bin/${t}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
-    -print_final_stats=1 -artifact_prefix="$art" $(dict_of "$t") "$work" "$fuzz_dir/corpus/$t" >"$log" 2>&1
+    -print_final_stats=1 -artifact_prefix="$art" $(dict_of "$t") $(limits_of "$t") "$work" "$fuzz_dir/corpus/$t" >"$log" 2>&1
 }
 
 declare -A pid
