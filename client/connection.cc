@@ -151,6 +151,7 @@ StatusOr<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLo
     c.token = *from_env;
   else if (present(config->token))
     c.token = *config->token;
+  if (auto socket = env("TFSLURM_MUNGE_SOCKET"); present(socket)) c.munge_socket = *socket;
   return c;
 }
 

@@ -1,7 +1,9 @@
 // Where tfctl finds tfslurmd and the token to send: each of the URL and the
 // token comes from the first of flags (--url, --token), the environment
 // (TFSLURM_URL, TFSLURM_TOKEN), the config file (~/.config/tfslurm/config),
-// or the default (http://127.0.0.1:8080, no token).
+// or the default (http://127.0.0.1:8080, no token). With no token, the
+// client proves its Unix user with a MUNGE credential per request
+// (tfslurm_client.h).
 //
 // The config file holds `url = ...` and `token = ...` lines (# starts a
 // comment line), or the same keys as YAML (`url: ...`).
@@ -22,10 +24,13 @@ inline constexpr const char* kDefaultUrl = "http://127.0.0.1:8080";
 
 struct Connection {
   std::string url;    // http(s)://HOST[:PORT], without a trailing slash
-  std::string token;  // empty: no Authorization header is sent
+  std::string token;  // empty: a MUNGE credential is sent, when munged makes one
   // Where `url` came from ("--url", "TFSLURM_URL", the config file's path or
   // "default"), so that a message about an unreachable service can say.
   std::string url_origin;
+  // munged's socket for those credentials (TFSLURM_MUNGE_SOCKET); empty:
+  // libmunge's default (/run/munge/munge.socket.2).
+  std::string munge_socket;
 };
 
 struct ConnectionFlags {

@@ -1,6 +1,7 @@
 #include "client/tfslurm_client.h"
 
 #include <httplib.h>
+#include <munge.h>
 
 #include <cctype>
 #include <charconv>
@@ -86,6 +87,11 @@ Status ServiceError(int status, const std::string& body, const std::string& url)
                               (excerpt.empty() ? "" : ": " + excerpt));
 }
 
+// "tfslurm/1 METHOD PATH" (service/api/munge_auth.h's MungeRequestPayload).
+std::string MungePayload(std::string_view method, const std::string& path) {
+  return "tfslurm/1 " + std::string(method) + " " + path.substr(0, path.find('?'));
+}
+
 template <typename T>
 StatusOr<T> Convert(StatusOr<json> body, T (*from_json)(const json&), const std::string& url) {
   if (!body.ok()) return body.status();
@@ -109,6 +115,47 @@ Client::Client(Connection connection)
   if (!connection_.token.empty()) http_->set_bearer_token_auth(connection_.token);
 }
 
+std::string Client::MungeAuthorization(std::string_view method, const std::string& path) {
+  munge_error_.clear();
+  if (!connection_.token.empty()) return "";
+  munge_ctx_t ctx = munge_ctx_create();
+  if (ctx == nullptr) {
+    munge_error_ = "munge_ctx_create failed";
+    return "";
+  }
+  const std::string payload = MungePayload(method, path);
+  char* cred = nullptr;
+  munge_err_t err = EMUNGE_SUCCESS;
+  if (!connection_.munge_socket.empty())
+    err = munge_ctx_set(ctx, MUNGE_OPT_SOCKET, connection_.munge_socket.c_str());
+  if (err == EMUNGE_SUCCESS)
+    err = munge_encode(&cred, ctx, payload.data(), static_cast<int>(payload.size()));
+  std::string header;
+  if (err == EMUNGE_SUCCESS && cred != nullptr) {
+    header = std::string("MUNGE ") + cred;
+  } else {
+    const char* detail = munge_ctx_strerror(ctx);
+    munge_error_ = "munged " +
+                   (connection_.munge_socket.empty() ? std::string("(libmunge's default socket)")
+                                                     : "at " + connection_.munge_socket) +
+                   " made no credential: " + (detail ? detail : munge_strerror(err));
+  }
+  free(cred);
+  munge_ctx_destroy(ctx);
+  return header;
+}
+
+Status Client::WithMungeError(Status status) const {
+  // Only where the service asked for MUNGE: a token-only tfslurmd never would.
+  if (status.code() != StatusCode::kUnauthenticated || munge_error_.empty() ||
+      status.message().find("MUNGE") == std::string::npos)
+    return status;
+  return Status(status.code(),
+                status.message() + " (no token is set, and " + munge_error_ +
+                    "; set TFSLURM_MUNGE_SOCKET, or give a token)",
+                status.fields());
+}
+
 Client::~Client() = default;
 Client::Client(Client&&) noexcept = default;
 Client& Client::operator=(Client&&) noexcept = default;
@@ -116,6 +163,11 @@ Client& Client::operator=(Client&&) noexcept = default;
 StatusOr<json> Client::Call(Method method, const std::string& path, const json* body) {
   last_error_http_status_ = 0;
   httplib::Headers headers = {{"Accept", "application/json"}};
+  std::string munge = MungeAuthorization(method == Method::kGet      ? "GET"
+                                         : method == Method::kDelete ? "DELETE"
+                                                                     : "POST",
+                                         path);
+  if (!munge.empty()) headers.emplace("Authorization", munge);
   httplib::Result res = method == Method::kGet      ? http_->Get(path, headers)
                         : method == Method::kDelete ? http_->Delete(path, headers)
                         : body ? http_->Post(path, headers, body->dump(), "application/json")
@@ -123,7 +175,7 @@ StatusOr<json> Client::Call(Method method, const std::string& path, const json* 
   if (!res) return Unreachable(connection_, res.error());
   if (res->status < 200 || res->status >= 300) {
     last_error_http_status_ = res->status;
-    return ServiceError(res->status, res->body, connection_.url);
+    return WithMungeError(ServiceError(res->status, res->body, connection_.url));
   }
   json j = json::parse(res->body, nullptr, false);
   if (j.is_discarded())
@@ -173,6 +225,20 @@ StatusOr<Experiment> Client::ResumeExperiment(const std::string& id) {
                  connection_.url);
 }
 
+StatusOr<CreatedToken> Client::CreateToken(const std::string& user, bool admin) {
+  json body = {{"admin", admin}};
+  if (!user.empty()) body["user"] = user;
+  auto answer = Call(Method::kPost, "/tokens", &body);
+  if (!answer.ok()) return answer.status();
+  try {
+    return CreatedToken{answer->at("token").get<std::string>(),
+                        answer->at("user").get<std::string>(), answer->at("admin").get<bool>()};
+  } catch (const json::exception& e) {
+    return Error(connection_.url +
+                 " answered POST /tokens with JSON of an unexpected shape: " + e.what());
+  }
+}
+
 StatusOr<int64_t> Client::ReadLogs(const LogQuery& query,
                                    const std::function<void(std::string_view)>& sink) {
   last_error_http_status_ = 0;
@@ -188,8 +254,11 @@ StatusOr<int64_t> Client::ReadLogs(const LogQuery& query,
   int64_t offset = 0;
   std::string error_body;
   if (query.follow) http_->set_read_timeout(kFollowReadTimeoutS);
+  httplib::Headers headers;
+  if (std::string munge = MungeAuthorization("GET", path); !munge.empty())
+    headers.emplace("Authorization", munge);
   httplib::Result res = http_->Get(
-      path, httplib::Headers{},
+      path, headers,
       [&](const httplib::Response& response) {
         status = response.status;
         std::string start = response.get_header_value(kLogOffsetHeader);
@@ -212,7 +281,7 @@ StatusOr<int64_t> Client::ReadLogs(const LogQuery& query,
                        std::to_string(offset) + ": " + Describe(res.error()));
   if (status != 200) {
     last_error_http_status_ = status;
-    return ServiceError(status, error_body, connection_.url);
+    return WithMungeError(ServiceError(status, error_body, connection_.url));
   }
   return offset;
 }

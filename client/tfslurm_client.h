@@ -10,6 +10,13 @@
 // the token is given). retryable() follows from the code, as the service
 // sets `retryable` exactly for unavailable.
 //
+// Identity: the connection's token as `Authorization: Bearer`; with no
+// token, a fresh MUNGE credential per request (`Authorization: MUNGE`,
+// made by the local munged, so it proves this process's uid), whose payload
+// binds it to the request: "tfslurm/1 METHOD PATH", the path without its
+// query (service/api/munge_auth.h makes the same string). When munged cannot
+// make one, the request goes without, and a 401 that asks for MUNGE says why.
+//
 // Thread safety: none; use one Client per thread (last_error_http_status()
 // describes the Client's last call).
 #pragma once
@@ -48,6 +55,12 @@ struct LogQuery {
   bool follow = false;
 };
 
+struct CreatedToken {
+  std::string token;  // shown once; the service keeps only its hash
+  std::string user;
+  bool admin = false;
+};
+
 class Client {
  public:
   explicit Client(Connection connection);
@@ -74,6 +87,10 @@ class Client {
   // after the last byte received; a follow request ends when the attempt
   // ends or after the service's follow window, and the caller goes on from
   // that offset while the attempt runs.
+  // POST /tokens: a new token for `user` (empty: the caller). Only an admin
+  // may name another user or ask for an admin token.
+  StatusOr<CreatedToken> CreateToken(const std::string& user, bool admin);
+
   StatusOr<int64_t> ReadLogs(const LogQuery& query,
                              const std::function<void(std::string_view)>& sink);
 
@@ -89,10 +106,17 @@ class Client {
   enum class Method { kGet, kPost, kDelete };
   // One JSON request; `body` only for kPost (nullptr: an empty body).
   StatusOr<nlohmann::json> Call(Method method, const std::string& path, const nlohmann::json* body);
+  // The Authorization header's value for `method` `path` when there is no
+  // token (the token is set on http_ once): "MUNGE <credential>", or empty,
+  // with munge_error_ saying why.
+  std::string MungeAuthorization(std::string_view method, const std::string& path);
+  // A 401's status, with why no MUNGE credential was sent, if that is why.
+  Status WithMungeError(Status status) const;
 
   Connection connection_;
   std::unique_ptr<httplib::Client> http_;
   int last_error_http_status_ = 0;
+  std::string munge_error_;  // why the last request carried no MUNGE credential
 };
 
 }  // namespace tfslurm::client

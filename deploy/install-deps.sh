@@ -14,6 +14,7 @@ packages=(
   libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev prometheus-cpp-dev
   libboost-dev  # header-only Boost.CRC: the agent's CRC32C of TensorBoard event files
   libslurm-dev slurm-wlm slurmctld slurmd slurm-client munge
+  libmunge-dev  # tfctl proves its Unix user to tfslurmd with a MUNGE credential
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
   # PyTorch for examples/ddp and its tests: Debian's 1.13 has gloo and
   # torch.distributed (docs/pytorch.md says why not a PyPI wheel).

@@ -97,6 +97,20 @@ int main(int argc, char** argv) {
   app.add_flag("--no-auth", no_auth,
                "single-user mode: no tokens, every caller is the local admin; only with a loopback "
                "--listen");
+  bool munge_auth = false;
+  std::string munge_socket;
+  int64_t munge_max_age_s = 300;
+  std::string munge_admin_group;
+  app.add_flag("--munge-auth", munge_auth,
+               "also accept 'Authorization: MUNGE <credential>' (tfctl without a token): the "
+               "credential's uid is the user (docs/security.md)");
+  app.add_option("--munge-socket", munge_socket, "munged's socket (default: libmunge's)");
+  app.add_option("--munge-max-age-s", munge_max_age_s,
+                 "MUNGE credentials older than this are refused")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600));
+  app.add_option("--munge-admin-group", munge_admin_group,
+                 "members of this Unix group are admins when they use MUNGE (default: nobody)");
   app.add_option("--max-connections", max_connections,
                  "connections served at once (one thread each)")
       ->capture_default_str();
@@ -197,6 +211,14 @@ int main(int argc, char** argv) {
   options.shutdown_grace_ms = grace_ms;
   options.scalar_limits = scalar_limits;
   options.no_auth = no_auth;
+  options.munge_auth = munge_auth;
+  options.munge_socket = munge_socket;
+  options.munge_max_age_s = munge_max_age_s;
+  options.munge_admin_group = munge_admin_group;
+  if (munge_auth && no_auth) {
+    spdlog::error("--munge-auth and --no-auth exclude each other");
+    return 2;
+  }
   options.max_connections = max_connections;
   if (no_auth) {
     spdlog::warn(

@@ -16,7 +16,7 @@ _tfctl() {
   local cur prev command i
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="submit status list events logs metrics cancel resume"
+  local commands="submit status list events logs metrics cancel resume token"
   local global_flags="--url --token --help"
 
   command=""
@@ -49,7 +49,7 @@ _tfctl() {
       return 0
       ;;
     --url | --token | --id | --ps | --workers | --nodes | --tasks-per-node | --partition | --time | \
-      --limit | --interval | --attempt | --tail | --tag)
+      --limit | --interval | --attempt | --tail | --tag | --user)
       return 0
       ;;
   esac
@@ -68,6 +68,13 @@ _tfctl() {
     logs) flags="--task --attempt --tail --follow -f" ;;
     metrics) flags="--tag -o --output" ;;
     resume) flags="--wait -o --output" ;;
+    token)
+      if [[ " ${COMP_WORDS[*]:1:COMP_CWORD-1} " != *" create "* ]]; then
+        mapfile -t COMPREPLY < <(compgen -W "create" -- "$cur")
+        return 0
+      fi
+      flags="--user --admin"
+      ;;
     *) return 0 ;;
   esac
 

@@ -61,5 +61,6 @@ Command AddCancelCommand(CLI::App& app, const GlobalOptions& global);
 Command AddEventsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddLogsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddMetricsCommand(CLI::App& app, const GlobalOptions& global);
+Command AddTokenCommand(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace tfslurm::tfctl

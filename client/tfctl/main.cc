@@ -59,8 +59,13 @@ int main(int argc, char** argv) {
       AddMetricsCommand(app, global),
       AddCancelCommand(app, global),
       AddResumeCommand(app, global),
+      AddTokenCommand(app, global),
   };
-  for (const Command& c : commands) AddConnectionOptions(c.app, global.connection);
+  for (const Command& c : commands) {
+    AddConnectionOptions(c.app, global.connection);
+    for (CLI::App* sub : c.app->get_subcommands([](CLI::App*) { return true; }))
+      AddConnectionOptions(sub, global.connection);  // tfctl token create --url ...
+  }
 
   std::reverse(args.begin(), args.end());  // CLI11 takes the vector back to front
   try {

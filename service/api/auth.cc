@@ -16,6 +16,10 @@ class TokenAuthenticator final : public Authenticator {
           StatusCode::kUnauthenticated,
           "this request needs a token: send 'Authorization: Bearer <token>' (create one with "
           "'tfslurmd token create --user NAME')");
+    if (header.compare(0, 6, "MUNGE ") == 0)
+      return Status(StatusCode::kUnauthenticated,
+                    "this tfslurmd does not accept MUNGE credentials (it runs without "
+                    "--munge-auth); send 'Authorization: Bearer <token>'");
     if (header.compare(0, kPrefix.size(), kPrefix) != 0 || header.size() == kPrefix.size())
       return Status(StatusCode::kUnauthenticated,
                     "the Authorization header must be 'Bearer <token>'");

@@ -19,7 +19,9 @@
 #include "service/api/listen_backlog.h"
 #include "service/api/logs_api.h"
 #include "service/api/metrics_api.h"
+#include "service/api/munge_auth.h"
 #include "service/api/scalars_api.h"
+#include "service/api/tokens_api.h"
 #include "service/api/web_assets.h"
 #include "service/core/tokens.h"
 
@@ -106,6 +108,15 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   d->tokens_ = std::make_unique<Tokens>(ports.store, ports.random, ports.clock);
   d->auth_ =
       options.no_auth ? api::NewOpenAuthenticator() : api::NewTokenAuthenticator(*d->tokens_);
+  if (options.munge_auth && !options.no_auth) {
+    Clock* clock = &ports.clock;
+    auto munge = api::NewMungeAuthenticator(
+        {options.munge_socket, options.munge_max_age_s, options.munge_admin_group},
+        std::move(d->auth_), api::LibmungeDecoder(options.munge_socket), api::SystemUserLookup(),
+        [clock] { return clock->NowMs() / 1000; });
+    if (!munge.ok()) return munge.status();
+    d->auth_ = std::move(*munge);
+  }
 
   d->http_ = std::make_unique<httplib::Server>();
   httplib::Server& http = *d->http_;
@@ -115,6 +126,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   if (options.logs)
     api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {options.output_root});
   api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, options.scalar_limits);
+  api::RegisterTokenRoutes(http, *d->tokens_, *d->auth_);
   if (options.web_assets) api::RegisterWebAssetRoutes(http);
   agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_);
   const std::string listen = options.http_host + ":" + std::to_string(options.http_port);

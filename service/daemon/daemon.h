@@ -71,6 +71,13 @@ struct DaemonOptions {
   // Every caller is the local admin; the caller checks that http_host is a
   // loopback address and says so in its log.
   bool no_auth = false;
+  // --munge-auth: `Authorization: MUNGE <credential>` is accepted too, besides
+  // tokens (api/munge_auth.h). Socket empty: libmunge's default. Members of
+  // munge_admin_group are admins; empty: nobody is by MUNGE.
+  bool munge_auth = false;
+  std::string munge_socket;
+  int64_t munge_max_age_s = 300;
+  std::string munge_admin_group;
   size_t max_connections = 2048;  // connections served at once, one thread each
   bool web_assets = true;         // GET / and /ui/ (api/web_assets.h)
   bool logs = true;               // GET /experiments/{id}/logs (api/logs_api.h)

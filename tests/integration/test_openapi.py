@@ -249,7 +249,7 @@ def test_document_is_well_formed(doc):
 def test_bearer_auth_everywhere_but_the_public_routes(doc):
     scheme = doc["components"]["securitySchemes"]["bearerAuth"]
     assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
-    assert doc["security"] == [{"bearerAuth": []}]
+    assert doc["security"] == [{"bearerAuth": []}, {"mungeAuth": []}]
     public = {(m, p) for p, m, op, _ in operations(doc) if op.get("security", doc["security"]) == []}
     assert public == {("get", "/healthz"), ("get", "/"), ("get", "/ui/{path}"),
                       ("post", "/agent/v1/message")}, public
@@ -620,6 +620,11 @@ def test_auth_responses_match_the_document(service_factory, doc):
         _, hdrs, body = c.call("GET", "/experiments", "/experiments", expect=401)
         assert hdrs.get("WWW-Authenticate") == "Bearer" and body["error"]["code"] == "unauthenticated"
         c.call("POST", "/experiments", "/experiments", SHORT, expect=401)
+
+    _, _, minted = alice.call("POST", "/tokens", "/tokens", {}, expect=201)
+    assert minted["user"] == "alice" and not minted["admin"]
+    bob.call("POST", "/tokens", "/tokens", {"user": "alice"}, expect=403)
+    bob.call("POST", "/tokens", "/tokens", {"user": 5}, expect=400)
 
     sleeper = dict(SHORT, id="oa-alice", command=["sleep", "120"], restart={"max_restarts": 0})
     _, _, mine = alice.call("POST", "/experiments", "/experiments", sleeper, expect=201)

@@ -1,0 +1,219 @@
+"""Issue 16, part 3: identity without passwords. tfslurmd --munge-auth
+accepts `Authorization: MUNGE <credential>`: the credential's uid, as the
+local cluster's munged decodes it, is the user. tfctl with no token sends a
+fresh credential per request, bound to that request by its payload
+("tfslurm/1 METHOD PATH"). The test creates Unix users and runs tfctl (and
+`munge`) as them with setpriv.
+
+tfslurmd itself runs as root here; the jobs still run as tfslurmd's uid
+until site mode (part 2) submits them as their owners."""
+import json
+import os
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import BIN, wait_for
+
+ALICE, BOB, ADMINS = "tfs-alice", "tfs-bob", "tfs-admins"
+TFCTL = os.path.join(BIN, "tfctl")
+
+
+def ensure_group(name):
+    subprocess.run(["groupadd", "-f", name], check=True)
+
+
+def ensure_user(name, groups=()):
+    if subprocess.run(["id", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    for g in groups:
+        subprocess.run(["usermod", "-aG", g, name], check=True)
+
+
+def as_unix(user):
+    """setpriv's prefix to run a command as `user` (a name, or a bare uid)."""
+    if isinstance(user, int):
+        return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--"]
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"]
+
+
+def munge_socket(slurm_conf):
+    return os.path.join(os.path.dirname(os.path.dirname(slurm_conf)), "munge", "munge.socket.2")
+
+
+def credential(socket, user, payload=None):
+    """A credential made by `user` (None: the test's own uid, root)."""
+    args = ["munge", "-S", socket] + (["-s", payload] if payload is not None else ["-n"])
+    prefix = [] if user is None else as_unix(user)
+    return subprocess.run(prefix + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          check=True).stdout.strip()
+
+
+def admin_token(service):
+    out = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user",
+                          "root", "--admin"], stdout=subprocess.PIPE, text=True, check=True)
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def site(service_factory, slurm_cluster):
+    """A tfslurmd with tokens and MUNGE, users alice and bob, and a home and
+    spec directory each of them can read."""
+    ensure_group(ADMINS)
+    ensure_user(ALICE)
+    ensure_user(BOB)
+    socket = munge_socket(slurm_cluster)
+    service = service_factory(extra_args=["--munge-auth", "--munge-socket", socket], auth=True)
+    homes = {}
+    for user in (ALICE, BOB):
+        homes[user] = tempfile.mkdtemp(prefix=f"{user}-", dir="/tmp")
+        subprocess.run(["chown", f"{user}:{user}", homes[user]], check=True)
+    yield service, socket, homes
+    for h in homes.values():
+        subprocess.run(["rm", "-rf", h], check=False)
+
+
+def tfctl(site, user, *args, token=None):
+    service, socket, homes = site
+    env = {"PATH": os.environ["PATH"], "HOME": homes[user], "TFSLURM_URL": service.url,
+           "TFSLURM_MUNGE_SOCKET": socket}
+    if token:
+        env["TFSLURM_TOKEN"] = token
+    return subprocess.run(as_unix(user) + [TFCTL, *args], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=120, cwd=homes[user])
+
+
+def ok(result):
+    assert result.returncode == 0, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    return result.stdout
+
+
+def with_munge(service, method, path, cred, body=None):
+    status, reply = service.request(method, path, body, {"Authorization": f"MUNGE {cred}"},
+                                    raw=path.endswith("/logs"))
+    if isinstance(reply, str) and status >= 400:
+        reply = json.loads(reply)
+    return status, reply
+
+
+def submit_as_alice(site, exp_id):
+    _, _, homes = site
+    spec = os.path.join(homes[ALICE], f"{exp_id}.yaml")
+    with open(spec, "w") as f:
+        json.dump({"id": exp_id, "command": ["/bin/sh", "-c", "echo hello from alice; exec sleep 300"],
+                   "cluster": {"worker": 1},
+                   "resources": {"partition": "debug", "nodes": 1, "tasks_per_node": 1,
+                                 "time_limit": "00:05:00"}}, f)
+    os.chmod(spec, 0o644)
+    out = ok(tfctl(site, ALICE, "submit", spec))
+    assert f"submitted {exp_id}" in out, out
+
+
+def test_alice_submits_over_munge_and_bob_cannot_touch_her_experiment(site):
+    service, socket, _ = site
+    submit_as_alice(site, "alice-1")
+    admin = admin_token(service)
+    status, exp = service.request("GET", "/experiments/alice-1", headers={"Authorization": f"Bearer {admin}"})
+    assert status == 200 and exp["owner"] == ALICE, exp
+    mine = json.loads(ok(tfctl(site, ALICE, "status", "alice-1", "-o", "json")))
+    assert mine["owner"] == ALICE
+    assert "alice-1" in ok(tfctl(site, ALICE, "list", "-o", "name")).split()
+
+    # bob, through tfctl: nothing of alice's.
+    assert "alice-1" not in ok(tfctl(site, BOB, "list", "-o", "name")).split()
+    for args in (["status", "alice-1"], ["cancel", "alice-1"], ["resume", "alice-1"],
+                 ["logs", "alice-1", "--task", "worker:0"]):
+        r = tfctl(site, BOB, *args)
+        assert r.returncode == 1 and "belongs to another user" in r.stderr, (args, r.stderr)
+    # And the same with his own credentials sent by hand: 403 each.
+    for method, path in (("GET", "/experiments/alice-1"), ("DELETE", "/experiments/alice-1"),
+                         ("POST", "/experiments/alice-1/resume"), ("GET", "/experiments/alice-1/logs"),
+                         ("GET", "/experiments/alice-1/sbatch")):
+        status, reply = with_munge(service, method, path, credential(socket, BOB, f"tfslurm/1 {method} {path}"))
+        assert status == 403, (method, path, status, reply)
+    status, exp = service.request("GET", "/experiments/alice-1", headers={"Authorization": f"Bearer {admin}"})
+    assert exp["state"] not in ("cancelled",), exp
+
+    # alice reads her logs and cancels.
+    wait_for(lambda: "hello from alice" in tfctl(site, ALICE, "logs", "alice-1", "--task", "worker:0").stdout,
+             90, "alice's worker output")
+    assert ok(tfctl(site, ALICE, "cancel", "alice-1")).startswith("cancelled alice-1")
+
+
+def test_a_credential_acts_as_its_maker_once_for_its_own_request(site):
+    service, socket, _ = site
+    submit_as_alice(site, "alice-2")
+    path = "/experiments/alice-2"
+    payload = f"tfslurm/1 GET {path}"
+
+    # bob's credential is bob, whatever request carries it.
+    status, reply = with_munge(service, "GET", path, credential(socket, BOB, payload))
+    assert status == 403, reply
+
+    # alice's works once; the same header again is a replay.
+    cred = credential(socket, ALICE, payload)
+    status, reply = with_munge(service, "GET", path, cred)
+    assert status == 200 and reply["owner"] == ALICE, reply
+    status, reply = with_munge(service, "GET", path, cred)
+    assert status == 401 and "replayed" in reply["error"]["message"], reply
+
+    # Bound to its request: another path, another method, no payload, another audience.
+    for method, other, made_for in (("GET", "/experiments", payload),
+                                    ("DELETE", path, payload),
+                                    ("GET", path, None),
+                                    ("GET", path, f"GET {path}"),
+                                    ("GET", path, f"slurm/1 GET {path}")):
+        status, reply = with_munge(service, method, other, credential(socket, ALICE, made_for))
+        assert status == 401 and "payload must be" in reply["error"]["message"], (method, other, made_for, reply)
+    assert service.request("GET", path, headers={"Authorization": f"Bearer {admin_token(service)}"})[1][
+        "state"] != "cancelled"
+
+    # uid 0, and a uid without an account.
+    status, reply = with_munge(service, "GET", path, credential(socket, None, payload))
+    assert status == 401 and "uid 0" in reply["error"]["message"], reply
+    status, reply = with_munge(service, "GET", path, credential(socket, 54321, payload))
+    assert status == 401 and "uid 54321 has no account" in reply["error"]["message"], reply
+    # Garbage is munged's refusal, named.
+    status, reply = with_munge(service, "GET", path, "MUNGE:AwQFAAB=:")
+    assert status == 401 and "MUNGE credential refused" in reply["error"]["message"], reply
+    # Tokens keep working, and a 401 says what is accepted.
+    status, reply = service.request("GET", path)
+    assert status == 401 and "MUNGE" in reply["error"]["message"], reply
+    ok(tfctl(site, ALICE, "cancel", "alice-2"))
+
+
+def test_token_create_mints_the_callers_own_token(site):
+    service, socket, _ = site
+    token = ok(tfctl(site, ALICE, "token", "create")).strip()
+    assert token.startswith("tfs_"), token
+    status, reply = service.request("POST", "/tokens", {}, {"Authorization": f"Bearer {token}"})
+    assert status == 201 and reply["user"] == ALICE and reply["admin"] is False, reply
+    submit_as_alice(site, "alice-3")
+    status, exp = service.request("GET", "/experiments/alice-3", headers={"Authorization": f"Bearer {token}"})
+    assert status == 200 and exp["owner"] == ALICE, exp
+
+    # Only an admin mints for others, or admin tokens.
+    for args in (["--user", BOB], ["--admin"]):
+        r = tfctl(site, ALICE, "token", "create", *args)
+        assert r.returncode == 1 and "only an admin" in r.stderr, (args, r.stderr)
+    bob = ok(tfctl(site, ALICE, "token", "create", "--user", BOB, token=admin_token(service))).strip()
+    status, exp = service.request("GET", "/experiments/alice-3", headers={"Authorization": f"Bearer {bob}"})
+    assert status == 403, exp
+    status, reply = service.request("POST", "/tokens", {"user": 5}, {"Authorization": f"Bearer {token}"})
+    assert status == 400, reply
+    ok(tfctl(site, ALICE, "cancel", "alice-3"))
+
+
+def test_members_of_the_admin_group_are_admins_under_munge(service_factory, slurm_cluster, site):
+    _, socket, homes = site
+    ensure_user(BOB, groups=[ADMINS])
+    service = service_factory(extra_args=["--munge-auth", "--munge-socket", socket, "--munge-admin-group", ADMINS],
+                              auth=True)
+    status, reply = with_munge(service, "POST", "/tokens", credential(socket, ALICE, "tfslurm/1 POST /tokens"),
+                               {"user": BOB})
+    assert status == 403, reply
+    status, reply = with_munge(service, "POST", "/tokens", credential(socket, BOB, "tfslurm/1 POST /tokens"),
+                               {"user": ALICE})
+    assert status == 201 and reply["user"] == ALICE, reply
+    subprocess.run(["gpasswd", "-d", BOB, ADMINS], check=True, stdout=subprocess.DEVNULL)
