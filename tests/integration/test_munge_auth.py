@@ -208,12 +208,20 @@ def test_token_create_mints_the_callers_own_token(site):
 def test_members_of_the_admin_group_are_admins_under_munge(service_factory, slurm_cluster, site):
     _, socket, homes = site
     ensure_user(BOB, groups=[ADMINS])
-    service = service_factory(extra_args=["--munge-auth", "--munge-socket", socket, "--munge-admin-group", ADMINS],
-                              auth=True)
-    status, reply = with_munge(service, "POST", "/tokens", credential(socket, ALICE, "tfslurm/1 POST /tokens"),
-                               {"user": BOB})
-    assert status == 403, reply
-    status, reply = with_munge(service, "POST", "/tokens", credential(socket, BOB, "tfslurm/1 POST /tokens"),
-                               {"user": ALICE})
-    assert status == 201 and reply["user"] == ALICE, reply
-    subprocess.run(["gpasswd", "-d", BOB, ADMINS], check=True, stdout=subprocess.DEVNULL)
+    try:
+        service = service_factory(
+            extra_args=["--munge-auth", "--munge-socket", socket, "--munge-admin-group", ADMINS], auth=True)
+        status, reply = with_munge(service, "POST", "/tokens",
+                                   credential(socket, ALICE, "tfslurm/1 POST /tokens"), {"user": BOB})
+        assert status == 403, reply
+        status, reply = with_munge(service, "POST", "/tokens",
+                                   credential(socket, BOB, "tfslurm/1 POST /tokens"), {"user": ALICE})
+        assert status == 201 and reply["user"] == ALICE, reply
+    finally:
+        subprocess.run(["gpasswd", "-d", BOB, ADMINS], check=False, stdout=subprocess.DEVNULL)
+
+
+def test_an_unknown_admin_group_stops_tfslurmd_at_start(service_factory, slurm_cluster):
+    with pytest.raises(AssertionError, match="no group named 'tfs-no-such-group'"):
+        service_factory(extra_args=["--munge-auth", "--munge-socket", munge_socket(slurm_cluster),
+                                    "--munge-admin-group", "tfs-no-such-group"], auth=True)
