@@ -179,6 +179,21 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& m
   r.batch_output = paths.log_dir + "/batch.out";
   r.environment = base_environment;
   r.environment.push_back("TFSLURM_SECRET=" + secret);
+  if (components.size() > 1) {
+    // What sbatch puts in a heterogeneous job's environment for each
+    // component k (sbatch.c calls opt.c's set_envs on the first job
+    // description with each component's offset): srun --het-group sizes
+    // each component's part of the step from these. Without them, srun in
+    // the batch script fails "More processors requested than permitted".
+    for (size_t k = 0; k < components.size(); ++k) {
+      const Resources& c = components[k].resources;
+      const std::string group = "_HET_GROUP_" + std::to_string(k) + "=";
+      r.environment.push_back("SLURM_CPUS_PER_TASK" + group + std::to_string(c.cpus_per_task));
+      r.environment.push_back("SLURM_NPROCS" + group + std::to_string(c.Tasks()));
+      r.environment.push_back("SLURM_NTASKS" + group + std::to_string(c.Tasks()));
+      r.environment.push_back("SLURM_NTASKS_PER_NODE" + group + std::to_string(c.tasks_per_node));
+    }
+  }
   r.script = RenderScript(spec, plans, attempt, paths, launch, r);
   return r;
 }
