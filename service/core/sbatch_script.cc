@@ -45,9 +45,11 @@ std::string DescribeComponents(const ExperimentSpec& spec, const std::vector<Mem
                   "# them: SLURM_PROCID and SLURM_NODEID count across the components in order.\n";
   for (size_t k = 0; k < components.size(); ++k) {
     const JobComponent& c = components[k];
-    s += "#   component " + std::to_string(k) + ": " + ComponentRoles(c) + " (" + c.field +
-         "), tasks " + std::to_string(c.first_task) + "-" +
-         std::to_string(c.first_task + c.Tasks() - 1) +
+    const int last = c.first_task + c.Tasks() - 1;
+    s += "#   component " + std::to_string(k) + ": " + ComponentRoles(c) + " (" + c.field + "), " +
+         (last == c.first_task
+              ? "task " + std::to_string(last)
+              : "tasks " + std::to_string(c.first_task) + "-" + std::to_string(last)) +
          "; memory per task: " + (k < memory.size() ? memory[k].explanation : std::string("?")) +
          "\n";
   }
