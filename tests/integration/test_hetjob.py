@@ -143,7 +143,9 @@ def test_restart_and_resume_of_a_heterogeneous_experiment(service, slurm_cluster
     assert first != second
     all_components_final(slurm_cluster, second)
 
-    status, body = service.post("/experiments/het-restart/resume", {})
+    # 503 while the service has not yet seen the job leave Slurm: retry.
+    status, body = wait_for(lambda: (lambda r: r if r[0] != 503 else None)(
+        service.post("/experiments/het-restart/resume", {})), 60, "the resume to be accepted")
     assert status in (200, 201, 202), body
     wait_for(lambda: service.experiment("het-restart")["attempt"] == 3, 10, "attempt 3")
     done = service.wait_state("het-restart", ("succeeded", "failed"), timeout=300)
@@ -175,3 +177,37 @@ def test_pytorch_refuses_roles(service):
     assert status == 400, body
     fields = {f["field"]: f["reason"] for f in body["error"]["fields"]}
     assert "framework tensorflow" in fields["roles"], fields
+
+
+def test_real_tensorflow_ps_and_workers_in_two_components(service, slurm_cluster):
+    """examples/tf1_ps with the TensorFlow of deploy/install-tf.sh: TF's own
+    gRPC servers find each other through TF_CONFIG across the components,
+    the workers train to the target, the ps are reaped, both components end
+    COMPLETED."""
+    tf_python = os.environ.get("TFSLURM_TF_PYTHON", "/opt/tfslurm/venv-tf/bin/python")
+    assert os.access(tf_python, os.X_OK), f"no TensorFlow python at {tf_python}: run deploy/install-tf.sh"
+    spec = {
+        "id": "het-tf1",
+        "command": [tf_python, os.path.join(REPO, "examples/tf1_ps/train.py"), "--steps", "200",
+                    "--checkpoint-every", "100"],
+        "workdir": os.path.join(REPO, "examples/tf1_ps"),
+        "env": {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1"},
+        "cluster": {"ps": 2, "worker": 2},
+        "resources": {"partition": "compute", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:10:00"},
+        "roles": {"ps": {"partition": "psmem", "constraint": "bigmem"}},
+        "restart": {"max_restarts": 0},
+    }
+    status, body = service.post("/experiments", spec)
+    assert status == 201, body
+    done = service.wait_state("het-tf1", ("succeeded", "failed"), timeout=300)
+    assert done["state"] == "succeeded", done["reason"]
+    done = wait_for(lambda: (lambda e: e if all(t["state"] != "running" for t in e["tasks"]) else None)(
+        service.experiment("het-tf1")), 60, "the ps to be reaped")
+    placed = sorted((t["role"], t["index"], t["component"], t["node"], t["state"]) for t in done["tasks"])
+    assert placed[:2] == [("ps", 0, 1, "node1", "reaped"), ("ps", 1, 1, "node1", "reaped")], placed
+    assert {t[3] for t in placed[2:]} == {"node2", "node3"} and all(t[4] == "succeeded" for t in placed[2:]), placed
+    for t in done["tasks"]:
+        if t["role"] == "worker":
+            assert "tf1_ps: done step=" in task_log(done, t["proc_id"]), task_log(done, t["proc_id"])[-2000:]
+    jobs = all_components_final(slurm_cluster, done["slurm_job_id"])
+    assert [j["JobState"] for j in jobs] == ["COMPLETED", "COMPLETED"], jobs
