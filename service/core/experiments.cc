@@ -66,7 +66,8 @@ StatusOr<ExperimentView> Experiments::Get(const std::string& id) {
   if (!tasks.ok()) return tasks.status();
   v.tasks = std::move(tasks).value();
   // Each task's component follows from the spec; a plain job has one.
-  auto spec = ParseSpec(nlohmann::json::parse(v.experiment.spec_json, nullptr, false));
+  auto spec = ParseSpec(nlohmann::json::parse(v.experiment.spec_json, nullptr, false),
+                        lifecycle_.config.limits);
   if (spec.ok() && !spec->roles.empty()) {
     const std::vector<JobComponent> components = JobComponents(*spec);
     for (TaskRecord& t : v.tasks) t.component = ComponentOfTask(components, t.proc_id);
