@@ -46,16 +46,26 @@ StatusOr<std::vector<MemoryPlan>> Submission::PlanComponents(const ExperimentSpe
     }
   }
   if (!message.empty()) return InvalidArgument(message, std::move(fields));
-  if (plans.size() > 1) {
-    // The experiment's one explanation names every component's.
-    std::string all;
-    for (size_t k = 0; k < plans.size(); ++k)
-      all += (k ? "; " : "") + std::string("component ") + std::to_string(k) + " (" +
-             ComponentRoles(components[k]) + "): " + plans[k].explanation;
-    plans.front().explanation = all;
-  }
   return plans;
 }
+
+namespace {
+
+// The experiment's one memory line (mem_per_task_mb, mem_explanation, the
+// submitting event): the first component's numbers, and with several
+// components an explanation naming each.
+MemoryPlan Summary(const ExperimentSpec& spec, const std::vector<MemoryPlan>& plans) {
+  MemoryPlan summary = plans.front();
+  if (plans.size() == 1) return summary;
+  const std::vector<JobComponent> components = JobComponents(spec);
+  summary.explanation.clear();
+  for (size_t k = 0; k < plans.size() && k < components.size(); ++k)
+    summary.explanation += (k ? "; " : "") + std::string("component ") + std::to_string(k) + " (" +
+                           ComponentRoles(components[k]) + "): " + plans[k].explanation;
+  return summary;
+}
+
+}  // namespace
 
 StatusOr<PartitionShape> Submission::Partition(const std::string& name) {
   int64_t now = lc_.ports.clock.NowMs();
@@ -96,7 +106,7 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
   spec.resources.partition = partition->name;
   auto plans = PlanComponents(spec);
   if (!plans.ok()) return plans.status();
-  std::optional<MemoryPlan> memory = plans->front();
+  std::optional<MemoryPlan> memory = Summary(spec, *plans);
   const std::vector<MemoryPlan> more_memory(plans->begin() + 1, plans->end());
 
   int64_t now = lc_.ports.clock.NowMs();
@@ -120,7 +130,7 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
     attempt.job_name = slurm::JobName(spec.id, 1);
     slurm::AttemptPaths paths{lc_.config.output_root + "/" + spec.id + "/logs/attempt-1"};
     attempt.sbatch_script =
-        slurm::BuildSubmitRequest(spec, *memory, 1, paths, lc_.config.launch, "",
+        slurm::BuildSubmitRequest(spec, plans->front(), 1, paths, lc_.config.launch, "",
                                   lc_.config.job_environment, {}, more_memory)
             .script;
     return SubmitResult{e, attempt, *memory};
@@ -150,7 +160,7 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
 
   PreparedAttempt p;
   p.number = number;
-  p.memory = memory;
+  p.memory = Summary(a.spec, *plans);
   std::string secret = lc_.ports.random.NewSecret();
   p.request = slurm::BuildSubmitRequest(a.spec, memory, number, {log_dir}, lc_.config.launch,
                                         secret, lc_.config.job_environment, a.record.excluded_nodes,
