@@ -148,5 +148,38 @@ TEST_F(HetExperimentsTest, TheJobEndsWhenEveryComponentHasEnded) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kSucceeded);
 }
 
+TEST_F(HetExperimentsTest, AnUnconfirmedReapEndsTheStepInEveryComponent) {
+  config_.shutdown_grace_ms = 2000;
+  config_.reap_timeout_margin_ms = 1000;
+  experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, config_);
+  ASSERT_TRUE(experiments_->Submit(HetSpec("h4"), "alice", false).ok());
+  slurm::JobInfo& leader = slurm_.jobs[100];
+  leader.het_job_id = 100;
+  leader.state = slurm::JobState::kRunning;
+  slurm::JobInfo ps = leader;
+  ps.job_id = 101;
+  ps.het_job_offset = 1;
+  slurm_.jobs[101] = ps;
+  Poll();
+  const std::string secret = testing::FakeSlurm::SecretOf(slurm_.submitted[0]);
+  for (int p = 0; p < 6; ++p) {
+    RegisterInfo info;
+    info.node_name = p < 4 ? "node" + std::to_string(p / 2 + 1) : "node9";
+    info.address = info.node_name;
+    info.port = 5000 + p;
+    info.local_id = p % 2;
+    experiments_->OnRegister({"h4", 1, secret, p}, info,
+                             std::make_shared<testing::RecordingChannel>());
+  }
+  // The workers (component 0) succeed; the ps (component 1) never confirm.
+  for (int p = 0; p < 4; ++p) experiments_->OnExited({"h4", 1, secret, p}, 0, std::nullopt, false);
+  Poll();
+  EXPECT_TRUE(slurm_.signalled_steps.empty());
+  clock_.Advance(config_.shutdown_grace_ms + config_.reap_timeout_margin_ms);
+  Poll();
+  EXPECT_EQ(slurm_.signalled_steps, (std::vector<int64_t>{100, 101}))
+      << "each component's record holds its part of the step";
+}
+
 }  // namespace
 }  // namespace tfslurm
