@@ -555,8 +555,8 @@ void Session::RunDueTimers() {
 
 int Session::PollTimeoutMs() const {
   std::optional<Clock::time_point> next;
-  for (const auto& t :
-       {reconnect_at_, heartbeat_at_, progress_poll_at_, kill_at_, ack_deadline_, report_deadline_}) {
+  for (const auto& t : {reconnect_at_, heartbeat_at_, progress_poll_at_, kill_at_, ack_deadline_,
+                        report_deadline_}) {
     if (t && (!next || *t < *next)) next = t;
   }
   if (!next) return -1;

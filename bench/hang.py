@@ -14,13 +14,14 @@ first_step.2) and finishes a few steps later.
 
 Per run, from the hang (the last step written):
   - the service's last `checkpoint` event (it saw the last step: the agent
-    reads the state file at each heartbeat);
+    reads the state file about once a second, its progress poll; at each
+    heartbeat before 1f6b170);
   - the `stalled` event (its `at`, from the service's clock);
   - attempt 1's ended_at (the service saw the Slurm job end);
   - attempt 2's submitted_at, its program's start, its first step.
-The agent reads the state file at its heartbeat, whose phase is set by the
-program's start, so run i hangs i/RUNS of a heartbeat later than run 0 (more
-steps before the hang): the runs sample the whole heartbeat period. The
+The agent reads the state file at its progress poll, whose phase is set by
+the program's start, so run i hangs i/RUNS of a poll period later than run 0
+(more steps before the hang): the runs sample the whole period. The
 service's timestamps have millisecond resolution and share the clock
 (CLOCK_REALTIME) with the program; everything runs on this machine.
 
@@ -40,6 +41,8 @@ from http_json import http
 # tfslurmd checks its timers (the stall timeout among them) every 200 ms
 # (service/daemon/daemon.cc's ticker); it polls Slurm every poll interval.
 TICK_S = 0.2
+# The agent's progress poll (agent/session.cc, kProgressPollInterval).
+PROGRESS_POLL_S = 1.0
 
 PROGRAM = r'''
 import os, sys, time
@@ -186,10 +189,10 @@ def main():
     stalls = [int(s) for s in args.stall_timeouts.split(",") if s]
     stamp = time.strftime("%H%M%S")
     results = []
-    # The agent reads the state file at its heartbeat, whose phase is fixed
-    # by the program's start: run i hangs i/RUNS of a heartbeat later, so
-    # that the runs sample the whole heartbeat period.
-    per_run = args.heartbeat_ms / 1000 / max(1, args.runs) / args.step_interval
+    # The agent reads the state file at its progress poll, whose phase is
+    # fixed by the program's start: run i hangs i/RUNS of a poll period
+    # later, so that the runs sample the whole period.
+    per_run = PROGRESS_POLL_S / max(1, args.runs) / args.step_interval
     for s in stalls:
         for i in range(args.runs):
             hang_step = args.hang_after_step + round(i * per_run)
@@ -214,7 +217,7 @@ def main():
           f"restart.backoff_s {args.backoff_s}; the program writes a step every {args.step_interval} s and, "
           f"in attempt 1, hangs after step {args.hang_after_step} + round(run x {per_run:g}).")
     print()
-    print("| S (s) | runs | hang -> stalled: min / median / max (s) | bound S + heartbeat + tick (s) "
+    print("| S (s) | runs | hang -> stalled: min / median / max (s) | bound S + progress poll + tick (s) "
           "| hang -> attempt 2's first step: min / median / max (s) | NCCL 1,800 s / median stalled "
           "| torch >= 2.2's NCCL 600 s / median stalled | NVRx 300 s / median stalled "
           "| 1,800 s / median first step | 300 s / median first step |")
@@ -223,7 +226,7 @@ def main():
         rs = [r for r in results if r["stall_s"] == s]
         st = [r["stalled"] for r in rs]
         fs = [r["first2"] for r in rs]
-        bound = s + args.heartbeat_ms / 1000 + TICK_S
+        bound = s + PROGRESS_POLL_S + TICK_S
         med_st = statistics.median([x for x in st if x == x] or [float("nan")])
         med_fs = statistics.median([x for x in fs if x == x] or [float("nan")])
         print(f"| {s} | {len(rs)} | {' / '.join(summary(st))} | {bound:g} | {' / '.join(summary(fs))} "

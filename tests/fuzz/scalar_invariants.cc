@@ -141,6 +141,25 @@ std::string CheckTags(const std::vector<ScalarPoint>& points, std::string_view r
   return "";
 }
 
+// What a model reads from a whole file: the points of each complete record
+// or line, with the offset where its bytes end. What it reads from the file's
+// first N bytes is the same up to the first unit ending after N (PointsUpTo):
+// it only ever stops at a unit that is incomplete or bad, which are so in
+// every prefix that holds them.
+struct Unit {
+  uint64_t end = 0;
+  std::vector<ScalarPoint> points;
+};
+
+std::vector<ScalarPoint> PointsUpTo(const std::vector<Unit>& units, uint64_t written) {
+  std::vector<ScalarPoint> out;
+  for (const Unit& u : units) {
+    if (u.end > written) break;
+    out.insert(out.end(), u.points.begin(), u.points.end());
+  }
+  return out;
+}
+
 // One file, written append by append, followed by a ScalarWatch.
 class Follower {
  public:
@@ -279,7 +298,7 @@ std::string CheckReadRecord(std::string_view buffer, uint64_t max_data, uint64_t
 // records up to the first bad CRC, records over `max_data` skipped once all
 // their bytes are there. Records read independently of ScalarWatch's loop.
 std::string ModelEvents(std::string_view file, std::string_view run, uint64_t max_data,
-                        std::vector<ScalarPoint>& out) {
+                        std::vector<Unit>& out) {
   agent::PluginsByTag plugins;
   uint64_t at = 0;
   constexpr uint64_t kFrame = agent::kRecordHeaderBytes + agent::kRecordFooterBytes;
@@ -292,11 +311,13 @@ std::string ModelEvents(std::string_view file, std::string_view run, uint64_t ma
     const uint64_t length = LoadLe(rest.data(), 8);
     if (length > rest.size() || rest.size() - length < kFrame) break;  // not all there (yet)
     std::string_view data = rest.substr(agent::kRecordHeaderBytes, length);
+    Unit unit{at + length + kFrame, {}};
     if (length <= max_data) {
       if (agent::MaskedCrc32c(data) != LoadLe(rest.data() + agent::kRecordHeaderBytes + length, 4))
         break;
-      agent::DecodeEventScalars(data, run, plugins, out);
+      agent::DecodeEventScalars(data, run, plugins, unit.points);
     }
+    out.push_back(std::move(unit));
     at += length + kFrame;
   }
   return "";
@@ -317,24 +338,22 @@ std::string CheckEventsFollowed(std::string_view file, Rng& rng, bool split) {
   const std::string what = std::string(split ? "split" : "whole") + ", read size " +
                            std::to_string(options.limits.max_read_bytes) + ", record limit " +
                            std::to_string(max_data) + ", run \"" + std::string(run) + "\"";
+  std::vector<Unit> units;
+  if (std::string violation = ModelEvents(file, run, max_data, units); !violation.empty())
+    return violation;
   Follower follower(path, std::move(options));
   size_t written = 0;
   for (size_t cut : Cuts(file.size(), rng, split ? 1 + rng.Below(12) : 1)) {
     follower.Append(file.substr(written, cut - written));
     written = cut;
-    std::vector<ScalarPoint> want;
-    if (std::string violation = ModelEvents(file.substr(0, written), run, max_data, want);
-        !violation.empty())
-      return violation;
+    const std::vector<ScalarPoint> want = PointsUpTo(units, written);
     follower.PollFor(want.size(), 3 * (written / agent::kRecordHeaderBytes) + 8);
     const std::string when = what + ", after " + std::to_string(written) + " bytes";
     if (std::string v = CheckTags(follower.got(), run, when); !v.empty()) return v;
     if (std::string v = Compare(follower.got(), want, when); !v.empty()) return v;
   }
-  std::vector<ScalarPoint> want;
-  ModelEvents(file, run, max_data, want);
   follower.Poll(/*final=*/true);
-  return Compare(follower.got(), want, what + ", final poll");
+  return Compare(follower.got(), PointsUpTo(units, file.size()), what + ", final poll");
 }
 
 // ---------------------------------------------------------------- JSON lines
@@ -377,12 +396,14 @@ std::string CheckLine(std::string_view line, std::vector<ScalarPoint>& out) {
 }
 
 // The points of the complete lines of `text`.
-std::string ModelLines(std::string_view text, std::vector<ScalarPoint>& out) {
+std::string ModelLines(std::string_view text, std::vector<Unit>& out) {
   size_t at = 0;
   while (true) {
     const size_t eol = text.find('\n', at);
     if (eol == std::string_view::npos) break;
-    if (std::string v = CheckLine(text.substr(at, eol - at), out); !v.empty()) return v;
+    Unit unit{eol + 1, {}};
+    if (std::string v = CheckLine(text.substr(at, eol - at), unit.points); !v.empty()) return v;
+    out.push_back(std::move(unit));
     at = eol + 1;
   }
   return "";
@@ -390,7 +411,8 @@ std::string ModelLines(std::string_view text, std::vector<ScalarPoint>& out) {
 
 // `mode` 0: one append; 1: split, reads of a few bytes; 2: split, and a line
 // limit shorter than some lines.
-std::string CheckLinesFollowed(std::string_view file, Rng& rng, int mode) {
+std::string CheckLinesFollowed(std::string_view file, const std::vector<Unit>& lines, Rng& rng,
+                               int mode) {
   agent::ScalarWatchOptions options;
   options.scalars_file = Dir() + "/scalars.jsonl";
   if (mode == 1) options.limits.max_read_bytes = 1 + rng.Below(64);
@@ -408,16 +430,13 @@ std::string CheckLinesFollowed(std::string_view file, Rng& rng, int mode) {
   for (size_t cut : Cuts(file.size(), rng, mode == 0 ? 1 : 1 + rng.Below(12))) {
     follower.Append(file.substr(written, cut - written));
     written = cut;
-    std::vector<ScalarPoint> want;
-    if (std::string v = ModelLines(file.substr(0, written), want); !v.empty()) return v;
+    const std::vector<ScalarPoint> want = PointsUpTo(lines, written);
     const std::string when = what + ", after " + std::to_string(written) + " bytes";
     if (mode == 2) {
       // Long lines are skipped a read at a time: enough polls for every read
       // after the last append, a few after the others.
-      const size_t polls = written == file.size()
-                               ? 2 * (written / read_size) +
-                                     2 * size_t(std::count(file.begin(), file.end(), '\n')) + 8
-                               : 1 + rng.Below(4);
+      const size_t polls = written == file.size() ? 2 * (written / read_size) + 2 * lines.size() + 8
+                                                  : 1 + rng.Below(4);
       for (size_t i = 0; i < polls; ++i) follower.Poll(false);
       if (std::string v = CheckTags(follower.got(), "", when); !v.empty()) return v;
       if (std::string v = CompareSubsequence(follower.got(), want, when); !v.empty()) return v;
@@ -427,8 +446,7 @@ std::string CheckLinesFollowed(std::string_view file, Rng& rng, int mode) {
     if (std::string v = CheckTags(follower.got(), "", when); !v.empty()) return v;
     if (std::string v = Compare(follower.got(), want, when); !v.empty()) return v;
   }
-  std::vector<ScalarPoint> want;
-  ModelLines(file, want);
+  const std::vector<ScalarPoint> want = PointsUpTo(lines, file.size());
   follower.Poll(/*final=*/true);
   if (mode == 2) return CompareSubsequence(follower.got(), want, what + ", final poll");
   return Compare(follower.got(), want, what + ", final poll");
@@ -449,9 +467,11 @@ std::string CheckEventFileInput(std::string_view bytes) {
 }
 
 std::string CheckScalarsJsonlInput(std::string_view bytes) {
+  std::vector<Unit> lines;
+  if (std::string v = ModelLines(bytes, lines); !v.empty()) return v;
   Rng rng(bytes);
   for (int mode = 0; mode < 3; ++mode)
-    if (std::string v = CheckLinesFollowed(bytes, rng, mode); !v.empty()) return v;
+    if (std::string v = CheckLinesFollowed(bytes, lines, rng, mode); !v.empty()) return v;
   return "";
 }
 
