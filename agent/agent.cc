@@ -3,8 +3,13 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "agent/address.h"
 #include "agent/child_env.h"
@@ -39,6 +44,21 @@ bool LooksLikeHostPort(const std::string& target) {
   return number > 0 && number <= 65535;
 }
 
+// Points stdout and stderr at DIR/task-<proc>.out, appending, as srun's
+// --output would; the program inherits both.
+bool RedirectOutput(const std::string& dir, const std::string& proc) {
+  const std::string path = dir + "/task-" + proc + ".out";
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    spdlog::error("--log-dir: cannot open {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  bool ok = dup2(fd, STDOUT_FILENO) >= 0 && dup2(fd, STDERR_FILENO) >= 0;
+  if (!ok) spdlog::error("--log-dir: cannot redirect output to {}: {}", path, std::strerror(errno));
+  close(fd);
+  return ok;
+}
+
 }  // namespace
 
 void SetUpLogging(const std::string& experiment_id, int attempt, const std::string& proc_id) {
@@ -55,6 +75,13 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
   const std::optional<std::string> proc = env("SLURM_PROCID");
   SetUpLogging(options.experiment_id, options.attempt, proc.value_or("?"));
   spdlog::set_level(spdlog::level::from_str(options.log_level));
+  if (!options.log_dir.empty()) {
+    if (!proc || proc->empty() || proc->find_first_not_of("0123456789") != std::string::npos) {
+      spdlog::error("--log-dir needs SLURM_PROCID, a task number; got '{}'", proc.value_or(""));
+      return kExitUsage;
+    }
+    if (!RedirectOutput(options.log_dir, *proc)) return kExitUsage;
+  }
 
   if (!LooksLikeHostPort(options.service)) {
     spdlog::error("--service '{}' is not HOST:PORT (e.g. tfslurmd.example.org:7070)",

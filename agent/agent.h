@@ -33,6 +33,11 @@ struct AgentOptions {
   double keepalive_s = 60;
   double unknown_experiment_timeout_s = 300;
   std::string log_level = "info";
+  // --log-dir: when set, the agent (and so its program) writes its output to
+  // DIR/task-<SLURM_PROCID>.out itself. The script of a heterogeneous job
+  // uses it: srun's --output=task-%t.out names component k's files
+  // SLURM_PROCID + k there (slurmstepd_job.c adds the component's offset).
+  std::string log_dir;
 };
 
 // Call BlockAgentSignals() first, before any thread exists.

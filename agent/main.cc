@@ -40,6 +40,9 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", options.log_level, "trace | debug | info | warn | error")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
       ->capture_default_str();
+  app.add_option("--log-dir", options.log_dir,
+                 "write this task's output (the agent's and the program's) to "
+                 "DIR/task-$SLURM_PROCID.out instead of srun's --output");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -27,6 +27,7 @@ Task TaskFromJson(const json& j) {
   t.index = Get<int>(j, "index");
   t.node = Get<std::string>(j, "node");
   t.local_rank = Get<int>(j, "local_rank");
+  t.component = Get<int>(j, "component");
   t.address = Get<std::string>(j, "address");
   t.state = Get<std::string>(j, "state");
   t.exit_code = GetOptional<int>(j, "exit_code");

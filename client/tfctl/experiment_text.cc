@@ -93,6 +93,16 @@ std::string FormatTaskTable(const std::vector<client::Task>& tasks) {
     }
     return table.Render();
   }
+  // Per-role resources: a heterogeneous job, whose tasks run in components.
+  if (std::any_of(tasks.begin(), tasks.end(), [](const client::Task& t) { return t.component; })) {
+    Table table({"ROLE", "INDEX", "COMPONENT", "NODE", "ADDRESS", "STATE", "EXIT", "HEARTBEAT"});
+    for (const client::Task& t : tasks) {
+      table.AddRow({t.role, std::to_string(t.index), std::to_string(t.component), OrDash(t.node),
+                    OrDash(t.address), t.state, ExitText(t),
+                    t.heartbeat_age_s ? FormatDuration(*t.heartbeat_age_s) + " ago" : "-"});
+    }
+    return table.Render();
+  }
   Table table({"ROLE", "INDEX", "NODE", "ADDRESS", "STATE", "EXIT", "HEARTBEAT"});
   for (const client::Task& t : tasks) {
     table.AddRow({t.role, std::to_string(t.index), OrDash(t.node), OrDash(t.address), t.state,

@@ -201,12 +201,17 @@ KillWait=5
 OverTimeLimit=0
 InactiveLimit=0
 
-NodeName=node1 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node1_port CPUs=4 RealMemory=8000 State=UNKNOWN
-NodeName=node2 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node2_port CPUs=4 RealMemory=8000 State=UNKNOWN
-NodeName=node3 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node3_port CPUs=4 RealMemory=8000 State=UNKNOWN
+# Features and the partitions psmem and compute let a heterogeneous job put
+# its components on different nodes (per-role resources, issue 19): node1 is
+# the "bigmem" node, node2 and node3 the "compute" nodes.
+NodeName=node1 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node1_port CPUs=4 RealMemory=8000 Features=bigmem State=UNKNOWN
+NodeName=node2 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node2_port CPUs=4 RealMemory=8000 Features=compute State=UNKNOWN
+NodeName=node3 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node3_port CPUs=4 RealMemory=8000 Features=compute State=UNKNOWN
 
 PartitionName=debug Nodes=node[1-3] Default=YES MaxTime=INFINITE PriorityTier=1 State=UP
 PartitionName=urgent Nodes=node[1-3] Default=NO MaxTime=INFINITE PriorityTier=10 PreemptMode=OFF State=UP
+PartitionName=psmem Nodes=node1 Default=NO MaxTime=INFINITE PriorityTier=1 State=UP
+PartitionName=compute Nodes=node[2-3] Default=NO MaxTime=INFINITE PriorityTier=1 State=UP
 EOF
   mv "$CONF.tmp" "$CONF"
 fi

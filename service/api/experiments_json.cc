@@ -98,6 +98,7 @@ void WriteAttempt(JsonWriter& w, const AttemptRecord& a) {
 void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
   w.BeginObject().Field("proc_id", t.proc_id).Field("role", t.role).Field("index", t.index);
   w.Field("node", t.node).Field("local_rank", t.local_rank).Field("address", t.address);
+  w.Field("component", t.component);
   w.Field("state", t.state);
   w.Field("exit_code", t.exit_code).Field("signal", t.signal);
   WriteTimestampField(w, "registered_at", t.registered_at);

@@ -10,8 +10,14 @@ bool IsRetryableExit(std::optional<int> exit_code, std::optional<int> signal) {
   return exit_code && (*exit_code == 137 || *exit_code == 143);
 }
 
-AttemptRun::AttemptRun(const ExperimentSpec& spec, int attempt) : spec_(spec), attempt_(attempt) {
-  for (const TaskRole& r : AssignRoles(spec)) tasks_.push_back(TaskSlot{r});
+AttemptRun::AttemptRun(const ExperimentSpec& spec, int attempt)
+    : spec_(spec), components_(JobComponents(spec)), attempt_(attempt) {
+  for (const TaskRole& r : AssignRoles(spec)) {
+    TaskSlot slot;
+    slot.role = r;
+    slot.component = ComponentOfTask(components_, static_cast<int>(tasks_.size()));
+    tasks_.push_back(slot);
+  }
 }
 
 bool AttemptRun::Register(int proc, const std::string& node, const std::string& address,
@@ -76,6 +82,9 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
   } else {
     env.emplace_back("TFSLURM_ROLE", t.role.role);
     env.emplace_back("TFSLURM_INDEX", std::to_string(t.role.index));
+    // A heterogeneous job's tasks know their component; SLURM_HET_JOB_OFFSET
+    // is not set in the tasks of an srun --het-group step (Slurm 22.05).
+    if (components_.size() > 1) env.emplace_back("TFSLURM_COMPONENT", std::to_string(t.component));
   }
   env.emplace_back("TFSLURM_ATTEMPT", std::to_string(attempt_));
   // Where a program that writes no TensorBoard event files logs scalars
@@ -86,8 +95,9 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
   auto colon = t.address.rfind(':');
   if (colon != std::string::npos) env.emplace_back("TFSLURM_PORT", t.address.substr(colon + 1));
   // With GPUs per node shared by several tasks, each task sees its own
-  // slice, by local slot: gpus_per_node / tasks_per_node each.
-  const Resources& r = spec_.resources;
+  // slice, by local slot: gpus_per_node / tasks_per_node each, as its own
+  // component has them.
+  const Resources& r = components_[t.component].resources;
   if (r.gpus_per_node > 0 && r.tasks_per_node > 1) {
     int per_task = r.gpus_per_node / r.tasks_per_node;
     std::string devices;

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "service/core/components.h"
 #include "service/core/placement.h"
 #include "service/core/spec.h"
 
@@ -21,6 +22,7 @@ inline constexpr const char* kScalarsFileName = "tfslurm-scalars.jsonl";
 
 struct TaskSlot {
   TaskRole role;
+  int component = 0;  // its job component (core/components.h); 0 in a plain job
   bool registered = false;
   bool assigned = false;
   bool exited = false;
@@ -57,6 +59,8 @@ class AttemptRun {
 
   int attempt() const { return attempt_; }
   int size() const { return static_cast<int>(tasks_.size()); }
+  // The job's components: one for a plain job.
+  const std::vector<JobComponent>& components() const { return components_; }
   const TaskSlot& task(int proc) const { return tasks_[proc]; }
   TaskSlot& mutable_task(int proc) { return tasks_[proc]; }
 
@@ -110,6 +114,7 @@ class AttemptRun {
   void AddTorchEnv(int proc, std::vector<std::pair<std::string, std::string>>& env) const;
 
   ExperimentSpec spec_;
+  std::vector<JobComponent> components_;
   int attempt_;
   std::vector<TaskSlot> tasks_;
   mutable size_t first_unregistered_ = 0;  // see AllRegistered

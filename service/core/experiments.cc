@@ -2,6 +2,8 @@
 
 #include <csignal>
 
+#include "service/core/components.h"
+
 namespace tfslurm {
 
 Experiments::Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& clock,
@@ -63,6 +65,13 @@ StatusOr<ExperimentView> Experiments::Get(const std::string& id) {
   auto tasks = lifecycle_.ports.store.ListTasks(id, v.experiment.current_attempt);
   if (!tasks.ok()) return tasks.status();
   v.tasks = std::move(tasks).value();
+  // Each task's component follows from the spec; a plain job has one.
+  auto spec = ParseSpec(nlohmann::json::parse(v.experiment.spec_json, nullptr, false),
+                        lifecycle_.config.limits);
+  if (spec.ok() && !spec->roles.empty()) {
+    const std::vector<JobComponent> components = JobComponents(*spec);
+    for (TaskRecord& t : v.tasks) t.component = ComponentOfTask(components, t.proc_id);
+  }
   auto events = lifecycle_.ports.store.ListEvents(id, 500);
   if (!events.ok()) return events.status();
   v.events = std::move(events).value();

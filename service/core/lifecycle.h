@@ -98,6 +98,9 @@ struct OpenExperiment {
   std::string suspect_why;
   std::set<std::string> lost_nodes;  // nodes of this attempt's tasks that went lost
   bool step_killed = false;
+  // A heterogeneous job's component job ids, from the last poll (empty for a
+  // plain job): ending its step means signalling each.
+  std::vector<int64_t> component_job_ids;
   bool job_cancel_sent = false;
   // Set when the service itself ended the attempt (barrier timeout), so the
   // job's CANCELLED state is not taken for a user's scancel.

@@ -9,12 +9,13 @@ std::string N(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
-StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Resources& r) {
+StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Resources& r,
+                                       const std::string& field) {
   std::vector<FieldError> errors;
   const std::string where = "partition " + partition.name;
   if (partition.nodes.empty()) {
     return InvalidArgument(where + " has no nodes",
-                           {{"resources.partition", where + " has no nodes to run on"}});
+                           {{field + ".partition", where + " has no nodes to run on"}});
   }
 
   MemoryPlan plan;
@@ -60,25 +61,25 @@ StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Re
   }
   const std::string nodes_needed = N(r.nodes) + " node" + (r.nodes == 1 ? "" : "s");
   if (static_cast<int>(partition.nodes.size()) < r.nodes) {
-    errors.push_back({"resources.nodes", "asks for " + nodes_needed + " but " + where + " has " +
-                                             N(partition.nodes.size())});
+    errors.push_back({field + ".nodes", "asks for " + nodes_needed + " but " + where + " has " +
+                                            N(partition.nodes.size())});
   } else {
     if (cpu_fit < r.nodes)
-      errors.push_back({"resources.tasks_per_node",
+      errors.push_back({field + ".tasks_per_node",
                         N(r.tasks_per_node) + " tasks x " + N(r.cpus_per_task) +
                             " cpus_per_task = " + N(cpus_needed) + " CPUs per node, but only " +
                             N(cpu_fit) + " nodes of " + where + " have that many (most: " +
                             N(most_cpus) + "); " + nodes_needed + " needed"});
     if (mem_fit < r.nodes)
-      errors.push_back({"resources.mem_per_task_mb",
+      errors.push_back({field + ".mem_per_task_mb",
                         N(r.tasks_per_node) + " tasks x " + N(plan.mem_per_task_mb) + " MB = " +
                             N(mem_needed) + " MB per node, but only " + N(mem_fit) + " nodes of " +
                             where + " have that much RealMemory (most: " + N(most_mem) + " MB); " +
                             nodes_needed + " needed"});
     if (cpu_fit >= r.nodes && mem_fit >= r.nodes && both_fit < r.nodes)
-      errors.push_back({"resources", "only " + N(both_fit) + " nodes of " + where + " have both " +
-                                         N(cpus_needed) + " CPUs and " + N(mem_needed) + " MB; " +
-                                         nodes_needed + " needed"});
+      errors.push_back({field, "only " + N(both_fit) + " nodes of " + where + " have both " +
+                                   N(cpus_needed) + " CPUs and " + N(mem_needed) + " MB; " +
+                                   nodes_needed + " needed"});
   }
   if (partition.max_time_minutes && r.time_limit_minutes > *partition.max_time_minutes) {
     errors.push_back(

@@ -44,6 +44,9 @@ struct MemoryPlan {
 // job fits: `nodes` nodes that each hold tasks_per_node tasks' CPUs and
 // memory, and a time limit within MaxTime. A spec that cannot run is refused
 // with the numbers (InvalidArgument naming resources.* fields).
-StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Resources& resources);
+// `field` is where the refusals point: "resources", or a component's
+// "roles.<role>" (core/components.h).
+StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Resources& resources,
+                                       const std::string& field = "resources");
 
 }  // namespace tfslurm

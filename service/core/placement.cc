@@ -2,41 +2,54 @@
 
 #include <map>
 
+#include "service/core/components.h"
+
 namespace tfslurm {
+namespace {
+
+int RoleCount(const ClusterShape& k, const std::string& role) {
+  if (role == "chief") return k.chief;
+  if (role == "ps") return k.ps;
+  if (role == "worker") return k.worker;
+  return k.evaluator;
+}
+
+// The roles of one component's tasks, element j for its j-th task.
+std::vector<std::string> ComponentRoleList(const ExperimentSpec& spec, const JobComponent& c) {
+  const int nodes = c.resources.nodes, per_node = c.resources.tasks_per_node;
+  const int total = c.Tasks();
+  if (c.shared && spec.placement.kind == PlacementKind::kExplicit) return spec.placement.roles;
+  std::vector<std::string> order;
+  for (const std::string& role : c.roles)
+    order.insert(order.end(), RoleCount(spec.cluster, role), role);
+  // A named group gives each role whole nodes of its own, in role order.
+  if (!c.shared || spec.placement.kind == PlacementKind::kPack) return order;
+  std::vector<std::string> roles(total);
+  for (int k = 0; k < total; ++k) {
+    int node = k % nodes, slot = k / nodes;
+    roles[node * per_node + slot] = order[k];
+  }
+  return roles;
+}
+
+}  // namespace
 
 std::vector<TaskRole> AssignRoles(const ExperimentSpec& spec) {
-  const int nodes = spec.resources.nodes, per_node = spec.resources.tasks_per_node;
-  const int total = nodes * per_node;
-  std::vector<std::string> roles(total);
-
   if (spec.framework == Framework::kPytorch) {
     // No roles: task i is rank i (SLURM_PROCID), as torchrun numbers them.
+    const int total = spec.resources.Tasks();
     std::vector<TaskRole> ranks(total);
     for (int i = 0; i < total; ++i) ranks[i] = {kRankRole, i};
     return ranks;
   }
-  if (spec.placement.kind == PlacementKind::kExplicit) {
-    roles = spec.placement.roles;
-  } else {
-    std::vector<std::string> order;
-    const ClusterShape& c = spec.cluster;
-    order.insert(order.end(), c.chief, "chief");
-    order.insert(order.end(), c.ps, "ps");
-    order.insert(order.end(), c.worker, "worker");
-    order.insert(order.end(), c.evaluator, "evaluator");
-    for (int k = 0; k < total; ++k) {
-      int proc = k;
-      if (spec.placement.kind == PlacementKind::kSpread) {
-        int node = k % nodes, slot = k / nodes;
-        proc = node * per_node + slot;
-      }
-      roles[proc] = order[k];
-    }
+  std::vector<std::string> roles;
+  for (const JobComponent& c : JobComponents(spec)) {
+    std::vector<std::string> part = ComponentRoleList(spec, c);
+    roles.insert(roles.end(), part.begin(), part.end());
   }
-
-  std::vector<TaskRole> out(total);
+  std::vector<TaskRole> out(roles.size());
   std::map<std::string, int> next_index;
-  for (int i = 0; i < total; ++i) out[i] = {roles[i], next_index[roles[i]]++};
+  for (size_t i = 0; i < roles.size(); ++i) out[i] = {roles[i], next_index[roles[i]]++};
   return out;
 }
 

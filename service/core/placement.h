@@ -1,6 +1,8 @@
 // Roles and indexes of the tasks of one attempt, from the spec's placement.
 // Tasks are ordered node by node, as Slurm numbers them with
 // --ntasks-per-node: task i (SLURM_PROCID i) runs on node i / tasks_per_node.
+// With per-role resources, the job's components (core/components.h) follow
+// each other: the rule holds within each, from its first task and node.
 //
 // Thread safety: a pure function.
 #pragma once
@@ -27,6 +29,8 @@ struct TaskRole {
 //    every node, then the second slot...), so ps land on different nodes and
 //    the chief on node 0;
 //  - explicit: the list as given.
+// These apply within the `resources` component; in a component of roles
+// named in `roles`, each role has whole nodes of its own, in role order.
 // Indexes within a role follow task order in all three. A PyTorch spec has
 // no roles: every task is kRankRole, its index its SLURM_PROCID.
 std::vector<TaskRole> AssignRoles(const ExperimentSpec& spec);

@@ -26,12 +26,18 @@ struct AttemptPaths {
 
 // The SubmitRequest for `attempt` of `spec`; its script is rendered too.
 // `secret` goes to the environment only. `exclude_nodes`: the experiment's
-// bad-node memory (--exclude; no line when empty).
+// bad-node memory (--exclude; no line when empty). `memory` is the first
+// component's; with per-role resources (a heterogeneous job, core/
+// components.h) `more_memory` has the others', in component order, and the
+// script gets a `#SBATCH hetjob` section per further component and one
+// `srun --het-group=0,...` step over all. Without them the request and
+// the script are exactly those of a plain job.
 SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& memory, int attempt,
                                  const AttemptPaths& paths, const AgentLaunch& launch,
                                  const std::string& secret,
                                  const std::vector<std::string>& base_environment,
-                                 const std::vector<std::string>& exclude_nodes = {});
+                                 const std::vector<std::string>& exclude_nodes = {},
+                                 const std::vector<MemoryPlan>& more_memory = {});
 
 std::string JobName(const std::string& experiment_id, int attempt);
 

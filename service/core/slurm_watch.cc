@@ -61,6 +61,9 @@ void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64
     return FinishAttempt(a, reason, why, c);
   }
   a.job_seen = true;
+  a.component_job_ids.clear();
+  for (const slurm::JobComponentInfo& comp : job->components)
+    a.component_job_ids.push_back(comp.job_id);
   std::string state = slurm::JobStateName(job->state);
   bool changed = state != a.attempt.slurm_state || job->nodes != a.attempt.nodes;
   a.attempt.slurm_state = state;
@@ -72,7 +75,10 @@ void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64
     if (!a.attempt.started_at) a.attempt.started_at = now;
     changed = true;
     for (int i = 0; i < a.run->size(); ++i) {
-      int node = i / a.spec.resources.tasks_per_node;
+      // Within its component, task j runs on node j / tasks_per_node; the
+      // components' nodes follow each other in node_names.
+      const JobComponent& comp = a.run->components()[a.run->task(i).component];
+      int node = comp.first_node + (i - comp.first_task) / comp.resources.tasks_per_node;
       if (node < static_cast<int>(job->node_names.size()) && a.tasks[i].node.empty())
         a.run->mutable_task(i).node = job->node_names[node];
     }
@@ -271,7 +277,12 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
       lc_.Event(c, a, "reaping",
                 names + " did not confirm the Shutdown; ending step " +
                     std::to_string(a.attempt.slurm_job_id) + ".0 through Slurm");
-      actions.kill_steps.push_back(a.attempt.slurm_job_id);
+      // A heterogeneous job's step has a part in each component's record.
+      if (a.component_job_ids.empty())
+        actions.kill_steps.push_back(a.attempt.slurm_job_id);
+      else
+        actions.kill_steps.insert(actions.kill_steps.end(), a.component_job_ids.begin(),
+                                  a.component_job_ids.end());
     }
     a.step_killed = true;
     // A failed attempt's job has nothing left to do.
@@ -333,6 +344,7 @@ void SlurmWatch::Tick() {
     if (any_open) {
       const auto started = std::chrono::steady_clock::now();
       jobs = lc_.ports.slurm.LoadJobs();
+      if (jobs.ok()) *jobs = slurm::GroupHetJobs(std::move(jobs).value());
       lc_.metrics->SlurmPolled(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
           jobs.ok());
@@ -475,6 +487,7 @@ Status SlurmWatch::Recover() {
   // does not answer now, Tick tries again at every poll.
   auto jobs = lc_.ports.slurm.LoadJobs();
   if (!jobs.ok()) return jobs.status();
+  *jobs = slurm::GroupHetJobs(std::move(jobs).value());
   Actions actions;
   {
     MutexLock lock(lc_.mu);

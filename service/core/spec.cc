@@ -3,156 +3,13 @@
 #include <algorithm>
 #include <regex>
 
+#include "service/core/spec_checker.h"
+
 namespace tfslurm {
 namespace {
 
 using nlohmann::json;
-
-const std::regex kEnvNamePattern("[A-Za-z_][A-Za-z0-9_]*");
-const std::regex kPartitionPattern("[A-Za-z0-9_.-]{1,64}");
-const std::regex kInterfacePattern("[A-Za-z0-9_.:-]{1,32}");
-
-std::string TypeName(const json& v) {
-  if (v.is_null()) return "null";
-  if (v.is_boolean()) return "a boolean";
-  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
-  if (v.is_number()) return "a number";
-  if (v.is_string()) return "a string";
-  if (v.is_array()) return "an array";
-  return "an object";
-}
-
-// Error messages show a bad value only up to this depth: json::dump recurses
-// once per level, and no field of a spec nests deeper than two.
-constexpr int kMaxShownDepth = 8;
-
-// True when `v` nests more than `levels` arrays or objects deep ([[1]] is
-// two). Recurses at most levels + 1 deep, however deep `v` is.
-bool NestsDeeperThan(const json& v, int levels) {
-  if (!v.is_structured()) return false;
-  if (levels == 0) return true;
-  for (const json& child : v)
-    if (NestsDeeperThan(child, levels - 1)) return true;
-  return false;
-}
-
-// Short rendering of a bad value for messages; long values are cut, and a
-// value nested too deep to dump is named, not shown.
-std::string Show(const json& v) {
-  if (NestsDeeperThan(v, kMaxShownDepth))
-    return TypeName(v) + " nested more than " + std::to_string(kMaxShownDepth) + " levels";
-  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
-  if (s.size() > 80) s = s.substr(0, 77) + "...";
-  return s;
-}
-
-// "an array [1]": the type, then the value (Show names the type itself when
-// it does not show the value).
-std::string TypeAndValue(const json& v) {
-  if (NestsDeeperThan(v, kMaxShownDepth)) return Show(v);
-  return TypeName(v) + " " + Show(v);
-}
-
-std::string Join(const std::string& prefix, const std::string& key) {
-  return prefix.empty() ? key : prefix + "." + key;
-}
-
-// Collects FieldErrors while walking the input. Each accessor reports the
-// field's path, what it got and what is allowed.
-class Checker {
- public:
-  // The first kMaxSpecFieldErrors; `more` counts the rest.
-  std::vector<FieldError> errors;
-  size_t more = 0;
-
-  void Fail(const std::string& field, std::string reason) {
-    if (errors.size() < kMaxSpecFieldErrors)
-      errors.push_back({field, std::move(reason)});
-    else
-      ++more;
-  }
-
-  // Refuses keys not in `allowed`: a typo must not silently become a default.
-  void OnlyKeys(const json& obj, const std::string& path,
-                std::initializer_list<const char*> allowed) {
-    for (const auto& item : obj.items()) {
-      const std::string& key = item.key();
-      if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; })) {
-        std::string list;
-        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        Fail(Join(path, key), "unknown field; allowed here: " + list);
-      }
-    }
-  }
-
-  bool IsObject(const json& v, const std::string& path) {
-    if (v.is_object()) return true;
-    Fail(path, "must be an object, got " + TypeName(v));
-    return false;
-  }
-
-  std::optional<int64_t> Int(const json& v, const std::string& path, int64_t min, int64_t max) {
-    if (!v.is_number_integer() && !v.is_number_unsigned()) {
-      Fail(path, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                     ", got " + TypeAndValue(v));
-      return std::nullopt;
-    }
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-      Fail(path, "must be from " + std::to_string(min) + " to " + std::to_string(max) + ", got " +
-                     Show(v));
-      return std::nullopt;
-    }
-    int64_t n = v.get<int64_t>();
-    if (n < min || n > max) {
-      Fail(path, "must be from " + std::to_string(min) + " to " + std::to_string(max) + ", got " +
-                     std::to_string(n));
-      return std::nullopt;
-    }
-    return n;
-  }
-
-  std::optional<std::string> String(const json& v, const std::string& path,
-                                    size_t max_bytes = 4096) {
-    if (!v.is_string()) {
-      Fail(path, "must be a string, got " + TypeAndValue(v));
-      return std::nullopt;
-    }
-    const auto& s = v.get_ref<const std::string&>();
-    if (s.find('\0') != std::string::npos) {
-      Fail(path, "must not contain NUL bytes");
-      return std::nullopt;
-    }
-    if (s.size() > max_bytes) {
-      Fail(path, "is " + std::to_string(s.size()) + " bytes; at most " + std::to_string(max_bytes) +
-                     " allowed");
-      return std::nullopt;
-    }
-    return s;
-  }
-
-  std::optional<std::string> OneOf(const json& v, const std::string& path,
-                                   std::initializer_list<const char*> choices) {
-    std::string list;
-    for (const char* c : choices) list += (list.empty() ? "" : " | ") + std::string(c);
-    if (v.is_string()) {
-      const auto& s = v.get_ref<const std::string&>();
-      for (const char* c : choices)
-        if (s == c) return s;
-    }
-    Fail(path, "must be one of " + list + ", got " + Show(v));
-    return std::nullopt;
-  }
-
-  std::optional<std::string> AbsolutePath(const json& v, const std::string& path) {
-    auto s = String(v, path);
-    if (!s) return std::nullopt;
-    if (s->empty() || (*s)[0] != '/') {
-      Fail(path, "must be an absolute path (starting with /), got " + Show(v));
-      return std::nullopt;
-    }
-    return s;
-  }
-};
+using namespace spec_internal;  // NOLINT: the checker is this file's own, split for size
 
 void ParseCluster(Checker& c, const json& v, ClusterShape& out) {
   if (!c.IsObject(v, "cluster")) return;
@@ -295,9 +152,10 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
     return InvalidArgument("the experiment spec must be a JSON object",
                            {{"", "must be an object, got " + TypeName(input)}});
   }
-  c.OnlyKeys(input, "",
-             {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources",
-              "network", "success", "pytorch", "restart", "checkpoint", "progress", "model_dir"});
+  c.OnlyKeys(
+      input, "",
+      {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources", "roles",
+       "network", "success", "pytorch", "restart", "checkpoint", "progress", "model_dir"});
 
   if (input.contains("framework"))
     if (auto s = c.OneOf(input["framework"], "framework", {"tensorflow", "pytorch"}))
@@ -312,6 +170,10 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
                "does not apply to framework pytorch: its world is every task of the allocation "
                "(resources.nodes x tasks_per_node), one rank each, and success is every rank "
                "exiting 0; remove it, or use framework tensorflow");
+    if (input.contains("roles"))
+      c.Fail("roles",
+             "does not apply to framework pytorch: every rank runs with resources, in one plain "
+             "job; per-role resources (a heterogeneous job) are for framework tensorflow");
   } else if (input.contains("pytorch")) {
     c.Fail("pytorch", "applies only to framework pytorch; this spec's framework is tensorflow");
   }
@@ -398,6 +260,7 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   else if (!pytorch)
     c.Fail("cluster", "is required, e.g. {\"ps\": 2, \"worker\": 4}");
   if (input.contains("resources")) ParseResources(c, input["resources"], spec.resources);
+  if (cluster_given && input.contains("roles")) ParseRoles(c, input["roles"], spec);
   if (pytorch && spec.resources.Tasks() > limits.max_tasks)
     c.Fail("resources", "give " + std::to_string(spec.resources.Tasks()) + " ranks (nodes " +
                             std::to_string(spec.resources.nodes) + " x tasks_per_node " +
@@ -411,7 +274,9 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
     if (k.Total() > limits.max_tasks)
       c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks; at most " +
                             std::to_string(limits.max_tasks) + " allowed");
-    if (k.Total() != spec.resources.Tasks())
+    if (input.contains("roles"))
+      CheckRoles(c, input, spec, limits);
+    else if (k.Total() != spec.resources.Tasks())
       c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks (chief " +
                             std::to_string(k.chief) + " + ps " + std::to_string(k.ps) +
                             " + worker " + std::to_string(k.worker) + " + evaluator " +
@@ -435,7 +300,7 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
         else
           ok = false;
       }
-      if (ok && c.errors.empty()) CheckExplicitPlacement(c, spec);
+      if (ok && c.errors.empty() && spec.roles.empty()) CheckExplicitPlacement(c, spec);
     } else if (auto s = c.OneOf(p, "placement", {"spread", "pack"})) {
       spec.placement.kind = *s == "spread" ? PlacementKind::kSpread : PlacementKind::kPack;
     }

@@ -44,6 +44,29 @@ struct Resources {
   int Tasks() const { return nodes * tasks_per_node; }
 };
 
+// A role's own resources (`roles.<role>` in the spec, TensorFlow only): the
+// role's tasks run in a component of one heterogeneous Slurm job instead of
+// sharing `resources`. ParseSpec fills what the block leaves out: partition,
+// cpus_per_task, gpus_per_node and mem_per_task_mb from `resources`; nodes is
+// 1 and tasks_per_node cluster.<role> / nodes. The role's tasks are exactly
+// nodes x tasks_per_node, so cluster.<role> must equal that.
+struct RoleResources {
+  std::string partition;  // empty: the cluster's default partition
+  int nodes = 1;
+  int tasks_per_node = 1;
+  int cpus_per_task = 1;
+  int gpus_per_node = 0;
+  std::optional<int64_t> mem_per_task_mb;  // nullopt: auto
+  std::string constraint;                  // Slurm's --constraint; empty: none
+  int Tasks() const { return nodes * tasks_per_node; }
+  // Everything but nodes: roles that agree on it share one component.
+  bool SameShape(const RoleResources& o) const {
+    return partition == o.partition && tasks_per_node == o.tasks_per_node &&
+           cpus_per_task == o.cpus_per_task && gpus_per_node == o.gpus_per_node &&
+           mem_per_task_mb == o.mem_per_task_mb && constraint == o.constraint;
+  }
+};
+
 enum class SuccessPolicy { kAuto, kChief, kWorker0, kAllWorkers };
 
 // What the tasks run, and so what their environment says: TensorFlow gets
@@ -93,6 +116,9 @@ struct ExperimentSpec {
   ClusterShape cluster;  // kTensorflow only; all zero for kPytorch
   Placement placement;   // kTensorflow only
   Resources resources;
+  // Per-role resources by role name (TensorFlow only). Empty: every task uses
+  // `resources` and the job is a plain one; see core/components.h.
+  std::map<std::string, RoleResources> roles;
   std::string network_address = "hostname";      // hostname | fqdn | interface:NAME
   SuccessPolicy success = SuccessPolicy::kAuto;  // kTensorflow; PyTorch: every rank exits 0
   RestartPolicy restart;

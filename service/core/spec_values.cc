@@ -141,6 +141,20 @@ nlohmann::json ExperimentSpec::ToJson() const {
   else
     res["mem_per_task_mb"] = "auto";
   j["resources"] = res;
+  if (!roles.empty()) {
+    json blocks = json::object();
+    for (const auto& [role, r] : roles) {
+      json b = {{"nodes", r.nodes},
+                {"tasks_per_node", r.tasks_per_node},
+                {"cpus_per_task", r.cpus_per_task},
+                {"gpus_per_node", r.gpus_per_node}};
+      if (!r.partition.empty()) b["partition"] = r.partition;
+      b["mem_per_task_mb"] = r.mem_per_task_mb ? json(*r.mem_per_task_mb) : json("auto");
+      if (!r.constraint.empty()) b["constraint"] = r.constraint;
+      blocks[role] = b;
+    }
+    j["roles"] = blocks;
+  }
   j["network"] = {{"address", network_address}};
   if (!torch) j["success"] = SuccessPolicyName(success);
   json on = json::array();

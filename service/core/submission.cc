@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "service/core/components.h"
 #include "service/core/sbatch_script.h"
 #include "service/core/sha256.h"
 #include "service/core/wording.h"
@@ -15,6 +16,56 @@ struct Submission::PreparedAttempt {
   AttemptRecord attempt;
   MemoryPlan memory;
 };
+
+StatusOr<std::vector<MemoryPlan>> Submission::PlanComponents(const ExperimentSpec& spec) {
+  const std::vector<JobComponent> components = JobComponents(spec);
+  std::vector<MemoryPlan> plans;
+  std::vector<FieldError> fields;
+  std::string message;
+  for (size_t k = 0; k < components.size(); ++k) {
+    const JobComponent& c = components[k];
+    auto partition = Partition(c.resources.partition);
+    StatusOr<MemoryPlan> plan = partition.ok() ? ComputeMemPerTask(*partition, c.resources, c.field)
+                                               : StatusOr<MemoryPlan>(partition.status());
+    if (plan.ok()) {
+      plans.push_back(*plan);
+      continue;
+    }
+    if (plan.status().code() != StatusCode::kInvalidArgument) return plan.status();
+    // One message for every component that does not fit, each field named
+    // by the component's own block (a role's partition is roles.<role>'s).
+    const std::string what =
+        components.size() > 1 ? "component " + std::to_string(k) + " (" + ComponentRoles(c) + "): "
+                              : "";
+    message += (message.empty() ? "" : "; ") + what + plan.status().message();
+    for (FieldError f : plan.status().fields()) {
+      if (c.field != "resources" && f.field.rfind("resources.partition", 0) == 0)
+        f.field = c.field + ".partition";
+      f.reason = what + f.reason;
+      fields.push_back(std::move(f));
+    }
+  }
+  if (!message.empty()) return InvalidArgument(message, std::move(fields));
+  return plans;
+}
+
+namespace {
+
+// The experiment's one memory line (mem_per_task_mb, mem_explanation, the
+// submitting event): the first component's numbers, and with several
+// components an explanation naming each.
+MemoryPlan Summary(const ExperimentSpec& spec, const std::vector<MemoryPlan>& plans) {
+  MemoryPlan summary = plans.front();
+  if (plans.size() == 1) return summary;
+  const std::vector<JobComponent> components = JobComponents(spec);
+  summary.explanation.clear();
+  for (size_t k = 0; k < plans.size() && k < components.size(); ++k)
+    summary.explanation += (k ? "; " : "") + std::string("component ") + std::to_string(k) + " (" +
+                           ComponentRoles(components[k]) + "): " + plans[k].explanation;
+  return summary;
+}
+
+}  // namespace
 
 StatusOr<PartitionShape> Submission::Partition(const std::string& name) {
   int64_t now = lc_.ports.clock.NowMs();
@@ -49,9 +100,14 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
 
   auto partition = Partition(spec.resources.partition);
   if (!partition.ok()) return partition.status();
-  spec.resources.partition = partition->name;  // the default, made explicit
-  auto memory = ComputeMemPerTask(*partition, spec.resources);
-  if (!memory.ok()) return memory.status();
+  // The default, made explicit, for the roles that inherit it too.
+  for (auto& [role, r] : spec.roles)
+    if (r.partition.empty()) r.partition = partition->name;
+  spec.resources.partition = partition->name;
+  auto plans = PlanComponents(spec);
+  if (!plans.ok()) return plans.status();
+  std::optional<MemoryPlan> memory = Summary(spec, *plans);
+  const std::vector<MemoryPlan> more_memory(plans->begin() + 1, plans->end());
 
   int64_t now = lc_.ports.clock.NowMs();
   auto a = std::make_unique<OpenExperiment>();
@@ -73,9 +129,10 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
     attempt.number = 1;
     attempt.job_name = slurm::JobName(spec.id, 1);
     slurm::AttemptPaths paths{lc_.config.output_root + "/" + spec.id + "/logs/attempt-1"};
-    attempt.sbatch_script = slurm::BuildSubmitRequest(spec, *memory, 1, paths, lc_.config.launch,
-                                                      "", lc_.config.job_environment)
-                                .script;
+    attempt.sbatch_script =
+        slurm::BuildSubmitRequest(spec, plans->front(), 1, paths, lc_.config.launch, "",
+                                  lc_.config.job_environment, {}, more_memory)
+            .script;
     return SubmitResult{e, attempt, *memory};
   }
 
@@ -97,18 +154,17 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   if (Status s = lc_.ports.files.CreateDirectories(log_dir); !s.ok()) return s;
   if (Status s = lc_.ports.files.CreateDirectories(a.record.model_dir); !s.ok()) return s;
 
-  auto partition = Partition(a.spec.resources.partition);
-  if (!partition.ok()) return partition.status();
-  auto memory = ComputeMemPerTask(*partition, a.spec.resources);
-  if (!memory.ok()) return memory.status();
+  auto plans = PlanComponents(a.spec);
+  if (!plans.ok()) return plans.status();
+  const MemoryPlan& memory = plans->front();
 
   PreparedAttempt p;
   p.number = number;
-  p.memory = *memory;
+  p.memory = Summary(a.spec, *plans);
   std::string secret = lc_.ports.random.NewSecret();
-  p.request =
-      slurm::BuildSubmitRequest(a.spec, *memory, number, {log_dir}, lc_.config.launch, secret,
-                                lc_.config.job_environment, a.record.excluded_nodes);
+  p.request = slurm::BuildSubmitRequest(a.spec, memory, number, {log_dir}, lc_.config.launch,
+                                        secret, lc_.config.job_environment, a.record.excluded_nodes,
+                                        std::vector<MemoryPlan>(plans->begin() + 1, plans->end()));
   AttemptRecord& attempt = p.attempt;
   attempt.experiment_id = id;
   attempt.number = number;
@@ -193,6 +249,7 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   a.max_scalar_step.reset();
   a.scalar_notice_given = false;
   a.lost_nodes.clear();
+  a.component_job_ids.clear();
   a.step_killed = a.job_cancel_sent = false;
   a.decided_reason.reset();
   a.start_seen_in_slurm = false;
@@ -328,17 +385,24 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
   a.suspect_nodes.clear();
   store::Changes c;
   // Fresh from Slurm, not the partition cache: the node failed just now.
-  auto partition = lc_.ports.slurm.GetPartition(a.spec.resources.partition);
-  if (!partition.ok()) {
-    lc_.Event(c, a, "exclude",
-              "cannot check the nodes " + a.suspect_why + " on: " + partition.status().message() +
-                  "; excluding none");
-    return lc_.Commit(c);
+  // A heterogeneous job has a partition per component (core/components.h).
+  const std::vector<JobComponent> components = JobComponents(a.spec);
+  std::vector<PartitionShape> partitions;
+  for (const JobComponent& comp : components) {
+    auto partition = lc_.ports.slurm.GetPartition(comp.resources.partition);
+    if (!partition.ok()) {
+      lc_.Event(c, a, "exclude",
+                "cannot check the nodes " + a.suspect_why + " on: " + partition.status().message() +
+                    "; excluding none");
+      return lc_.Commit(c);
+    }
+    partitions.push_back(*partition);
   }
   std::set<std::string> down,
       excluded(a.record.excluded_nodes.begin(), a.record.excluded_nodes.end());
-  for (const NodeShape& n : partition->nodes)
-    if (n.unavailable) down.insert(n.name);
+  for (const PartitionShape& partition : partitions)
+    for (const NodeShape& n : partition.nodes)
+      if (n.unavailable) down.insert(n.name);
   std::vector<std::string> add;
   for (const std::string& node : suspects)
     if ((!a.suspects_if_down || down.contains(node)) && !excluded.contains(node))
@@ -351,16 +415,26 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
                 "none of the nodes " + a.suspect_why + " on is down now; excluding none");
     return lc_.Commit(c);
   }
-  // The job must still fit: never exclude it out of its partition.
-  const int total = static_cast<int>(partition->nodes.size());
-  const int left = total - static_cast<int>(excluded.size() + add.size());
-  if (left < a.spec.resources.nodes) {
-    lc_.Event(c, a, "exclude",
-              "not excluding " + names + " (" + a.suspect_why + "): partition " + partition->name +
-                  " has " + std::to_string(total) + " nodes, " + std::to_string(excluded.size()) +
-                  " excluded already, and the job needs " + std::to_string(a.spec.resources.nodes) +
-                  "; the next attempt may run there again");
-    return lc_.Commit(c);
+  // The job must still fit: never exclude any component out of its partition.
+  std::set<std::string> after = excluded;
+  after.insert(add.begin(), add.end());
+  for (size_t k = 0; k < components.size(); ++k) {
+    const PartitionShape& partition = partitions[k];
+    const int total = static_cast<int>(partition.nodes.size());
+    int gone = 0, gone_before = 0;
+    for (const NodeShape& n : partition.nodes) {
+      gone += after.contains(n.name);
+      gone_before += excluded.contains(n.name);
+    }
+    const int needed = components[k].resources.nodes;
+    if (total - gone < needed) {
+      lc_.Event(c, a, "exclude",
+                "not excluding " + names + " (" + a.suspect_why + "): partition " + partition.name +
+                    " has " + std::to_string(total) + " nodes, " + std::to_string(gone_before) +
+                    " excluded already, and the job needs " + std::to_string(needed) +
+                    "; the next attempt may run there again");
+      return lc_.Commit(c);
+    }
   }
   a.record.excluded_nodes.insert(a.record.excluded_nodes.end(), add.begin(), add.end());
   c.experiment = a.record;

@@ -55,6 +55,11 @@ class Submission {
 
   // The partition's shape, from Slurm at most every partition_cache_ms.
   StatusOr<PartitionShape> Partition(const std::string& name) ABSL_LOCKS_EXCLUDED(partition_mu_);
+  // Memory per task of each of the spec's job components (core/
+  // components.h), each from its own partition, and the fit check of each:
+  // every component that does not fit is named in one InvalidArgument.
+  StatusOr<std::vector<MemoryPlan>> PlanComponents(const ExperimentSpec& spec)
+      ABSL_LOCKS_EXCLUDED(partition_mu_);
   // Checks and renders attempt `number` (directories, partition, memory)
   // without changing `e` or the store: its failure leaves everything as it was.
   StatusOr<PreparedAttempt> PrepareAttempt(const OpenExperiment& e, int number);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <deque>
 #include <mutex>
 
 #include "service/slurm/default_memory.h"
@@ -137,46 +138,66 @@ class LibslurmClient final : public SlurmClient {
   }
 
   StatusOr<int64_t> Submit(const SubmitRequest& r) override {
-    job_desc_msg_t desc;
-    slurm_init_job_desc_msg(&desc);
-    // libslurm takes char*; the strings outlive the call.
-    std::string name = r.job_name, partition = r.partition, script = r.script,
-                work_dir = r.work_dir, out = r.batch_output, gres;
+    // Component 0 is the request's own fields; a heterogeneous job adds one
+    // job_desc_msg_t per further component. libslurm takes char*: every
+    // string below outlives the call (a deque: its elements never move).
+    std::vector<SubmitRequest::Component> parts = {{r.partition, r.nodes, r.tasks_per_node,
+                                                    r.cpus_per_task, r.gpus_per_node,
+                                                    r.mem_per_cpu_mb, r.constraint}};
+    parts.insert(parts.end(), r.more_components.begin(), r.more_components.end());
+    std::deque<std::string> strings;
+    auto keep = [&](const std::string& s) { return strings.emplace_back(s).data(); };
     std::vector<char*> env;
     for (const std::string& e : r.environment) env.push_back(const_cast<char*>(e.c_str()));
-    desc.name = name.data();
-    if (!partition.empty()) desc.partition = partition.data();
-    desc.script = script.data();
-    desc.work_dir = work_dir.data();
-    desc.std_out = out.data();
-    desc.environment = env.data();
-    desc.env_size = static_cast<uint32_t>(env.size());
-    desc.min_nodes = desc.max_nodes = static_cast<uint32_t>(r.nodes);
-    desc.ntasks_per_node = static_cast<uint16_t>(r.tasks_per_node);
-    desc.num_tasks = static_cast<uint32_t>(r.nodes * r.tasks_per_node);
-    desc.cpus_per_task = static_cast<uint16_t>(r.cpus_per_task);
-    desc.pn_min_memory = static_cast<uint64_t>(r.mem_per_cpu_mb) | MEM_PER_CPU;
-    desc.time_limit = static_cast<uint32_t>(r.time_limit_minutes);
-    std::string exclude = r.exclude_nodes;
-    if (!exclude.empty()) desc.exc_nodes = exclude.data();
-    if (r.gpus_per_node > 0) {
-      gres = "gres:gpu:" + std::to_string(r.gpus_per_node);
-      desc.tres_per_node = gres.data();
+    std::vector<job_desc_msg_t> descs(parts.size());
+    for (size_t k = 0; k < parts.size(); ++k) {
+      const SubmitRequest::Component& c = parts[k];
+      job_desc_msg_t& desc = descs[k];
+      slurm_init_job_desc_msg(&desc);
+      desc.name = keep(r.job_name);
+      if (!c.partition.empty()) desc.partition = keep(c.partition);
+      // slurmctld keeps the leader's script and ignores the others'
+      // (proc_req.c, _slurm_rpc_submit_batch_het_job); every component needs
+      // an environment (job_mgr.c, _copy_job_desc_to_file), as sbatch gives.
+      if (k == 0) desc.script = keep(r.script);
+      desc.work_dir = keep(r.work_dir);
+      desc.std_out = keep(r.batch_output);
+      desc.environment = env.data();
+      desc.env_size = static_cast<uint32_t>(env.size());
+      desc.min_nodes = desc.max_nodes = static_cast<uint32_t>(c.nodes);
+      desc.ntasks_per_node = static_cast<uint16_t>(c.tasks_per_node);
+      desc.num_tasks = static_cast<uint32_t>(c.nodes * c.tasks_per_node);
+      desc.cpus_per_task = static_cast<uint16_t>(c.cpus_per_task);
+      desc.pn_min_memory = static_cast<uint64_t>(c.mem_per_cpu_mb) | MEM_PER_CPU;
+      desc.time_limit = static_cast<uint32_t>(r.time_limit_minutes);
+      if (!r.exclude_nodes.empty()) desc.exc_nodes = keep(r.exclude_nodes);
+      if (!c.constraint.empty()) desc.features = keep(c.constraint);
+      if (c.gpus_per_node > 0)
+        desc.tres_per_node = keep("gres:gpu:" + std::to_string(c.gpus_per_node));
+      if (r.warn_signal) {
+        desc.warn_signal = static_cast<uint16_t>(r.warn_signal);
+        desc.warn_time = static_cast<uint16_t>(r.warn_time_s);
+      }
+      // tfslurm restarts a preempted or failed job itself, as a new attempt
+      // with a new secret; Slurm requeueing the same job would run the old
+      // attempt a second time next to it.
+      desc.requeue = 0;
+      desc.user_id = getuid();
+      desc.group_id = getgid();
     }
-    if (r.warn_signal) {
-      desc.warn_signal = static_cast<uint16_t>(r.warn_signal);
-      desc.warn_time = static_cast<uint16_t>(r.warn_time_s);
-    }
-    // tfslurm restarts a preempted or failed job itself, as a new attempt
-    // with a new secret; Slurm requeueing the same job would run the old
-    // attempt a second time next to it.
-    desc.requeue = 0;
-    desc.user_id = getuid();
-    desc.group_id = getgid();
 
     submit_response_msg_t* resp = nullptr;
     int rc;
-    rc = slurm_submit_batch_job(&desc, &resp);
+    if (descs.size() == 1) {
+      rc = slurm_submit_batch_job(&descs[0], &resp);
+    } else {
+      // slurm.h: slurm_submit_batch_het_job(List job_req_list, ...), a List
+      // of job_desc_msg_t, the leader first; the answer is the leader's id.
+      List list = slurm_list_create(nullptr);  // owns nothing: descs do
+      for (job_desc_msg_t& desc : descs) slurm_list_append(list, &desc);
+      rc = slurm_submit_batch_het_job(list, &resp);
+      slurm_list_destroy(list);
+    }
     if (rc != SLURM_SUCCESS) {
       int err = slurm_get_errno();
       std::string msg = SlurmError("slurmctld refused job " + r.job_name);
@@ -185,7 +206,8 @@ class LibslurmClient final : public SlurmClient {
       if (err == ESLURM_INVALID_PARTITION_NAME || err == ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE ||
           err == ESLURM_INVALID_TIME_LIMIT || err == ESLURM_TOO_MANY_REQUESTED_CPUS ||
           err == ESLURM_INVALID_NODE_COUNT || err == ESLURM_INVALID_TASK_MEMORY ||
-          err == ESLURM_PARTITION_NOT_AVAIL || err == ESLURM_INVALID_GRES)
+          err == ESLURM_PARTITION_NOT_AVAIL || err == ESLURM_INVALID_GRES ||
+          err == ESLURM_INVALID_FEATURE || err == ESLURM_NOT_SUPPORTED)
         return InvalidArgument(msg, {{"resources", msg}});
       return Unavailable(msg);
     }
@@ -219,6 +241,13 @@ class LibslurmClient final : public SlurmClient {
       info.restart_count = j.restart_cnt;
       info.start_time = j.start_time;
       info.end_time = j.end_time;
+      // A heterogeneous job's components are records of their own
+      // (het_job_id the leader's, 0 for a plain job); core folds them
+      // together (GroupHetJobs, core/job_state.cc).
+      if (j.het_job_id != 0 && j.het_job_id != NO_VAL) {
+        info.het_job_id = j.het_job_id;
+        info.het_job_offset = static_cast<int>(j.het_job_offset);
+      }
       if (j.pn_min_memory & MEM_PER_CPU)
         info.mem_per_cpu_mb = static_cast<int64_t>(j.pn_min_memory & ~MEM_PER_CPU);
       jobs.push_back(std::move(info));

@@ -22,6 +22,17 @@ TEST(FormatTaskTableTest, AlignsColumnsAndShowsExitSignalAndHeartbeat) {
             "worker     12     node10  node10:1     running    -         1m15s ago\n");
 }
 
+TEST(FormatTaskTableTest, AHeterogeneousJobShowsEachTasksComponent) {
+  Task w0{0, "worker", 0, "node2", "node2:1", "running", std::nullopt, std::nullopt, 1.0, 0, 0};
+  Task w1{1, "worker", 1, "node3", "node3:2", "running", std::nullopt, std::nullopt, 1.0, 0, 0};
+  Task ps{2, "ps", 0, "node1", "node1:3", "running", std::nullopt, std::nullopt, 1.0, 0, 1};
+  EXPECT_EQ(FormatTaskTable({w0, w1, ps}),
+            "ROLE    INDEX  COMPONENT  NODE   ADDRESS  STATE    EXIT  HEARTBEAT\n"
+            "worker  0      0          node2  node2:1  running  -     1.0s ago\n"
+            "worker  1      0          node3  node3:2  running  -     1.0s ago\n"
+            "ps      0      1          node1  node1:3  running  -     1.0s ago\n");
+}
+
 TEST(FormatTaskTableTest, EmptyTableIsJustTheHeader) {
   EXPECT_EQ(FormatTaskTable({}), "ROLE  INDEX  NODE  ADDRESS  STATE  EXIT  HEARTBEAT\n");
 }

@@ -406,7 +406,8 @@ def test_enums_and_patterns_match_the_sources(doc):
     slurm_states = quoted_returns(read_source("service/core/job_state.cc"), "JobStateName")
     assert set(s["SlurmState"]["enum"]) == set(slurm_states) | {""}
 
-    spec_cc = read_source("service/core/spec.cc") + read_source("service/core/spec_values.cc")
+    spec_cc = (read_source("service/core/spec.cc") + read_source("service/core/spec_values.cc")
+               + read_source("service/core/spec_checker.h"))
     end_reasons = quoted_returns(spec_cc, "const char* EndReasonName")
     assert set(s["Attempt"]["properties"]["end_reason"]["enum"]) == set(end_reasons) | {""}
     success = quoted_returns(spec_cc, "const char* SuccessPolicyName")
@@ -415,6 +416,7 @@ def test_enums_and_patterns_match_the_sources(doc):
     regexes = dict(re.findall(r'const std::regex (k\w+)\("([^"]*)"\);', spec_cc))
     assert s["ExperimentSpec"]["properties"]["id"]["pattern"] == f"^{regexes['kIdPattern']}$"
     assert s["Resources"]["properties"]["partition"]["pattern"] == f"^{regexes['kPartitionPattern']}$"
+    assert s["RoleResources"]["properties"]["partition"]["pattern"] == f"^{regexes['kPartitionPattern']}$"
     assert f"interface:{regexes['kInterfacePattern']}" in s["Network"]["properties"]["address"]["pattern"]
     api_id = folder_constants("service/api")["kIdPattern"]
     assert api_id == f"({regexes['kIdPattern']})", "the API's id pattern differs from the spec's"
@@ -705,6 +707,12 @@ INVALID = [
     ({"model_dir": "relative"}, "model_dir"),
     ({"model_dir": 5}, "model_dir"),
     ({"bogus": 1}, "bogus"),
+    ({"roles": {"ps": {"nodes": 0}}}, "roles.ps.nodes"),
+    ({"roles": {"ps": {"partition": "no such!"}}}, "roles.ps.partition"),
+    ({"roles": {"ps": {"constraint": "a b"}}}, "roles.ps.constraint"),
+    ({"roles": {"ps": {"mem_per_task_mb": 0}}}, "roles.ps.mem_per_task_mb"),
+    ({"roles": {"ps": {"time_limit": "5"}}}, "roles.ps.time_limit"),
+    ({"roles": {"master": {}}}, "roles.master"),
 ]
 
 # Valid at the edges of what the document allows (and fitting the local
@@ -729,6 +737,10 @@ VALID = [
     {"checkpoint": {"signal_grace_s": 0}},
     {"model_dir": "auto"},
     {"model_dir": "/tmp/oa-model"},
+    {"cluster": {"ps": 1, "worker": 1},
+     "roles": {"ps": {"partition": "psmem", "nodes": 1, "tasks_per_node": 1, "cpus_per_task": 2,
+                      "gpus_per_node": 0, "mem_per_task_mb": "auto", "constraint": "bigmem"}}},
+    {"cluster": {"ps": 2, "worker": 1}, "roles": {"ps": {"partition": "psmem", "mem_per_task_mb": 1000}}},
 ]
 
 

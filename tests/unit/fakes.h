@@ -71,6 +71,7 @@ class FakeSlurm final : public slurm::SlurmClient {
 
   StatusOr<PartitionShape> GetPartition(const std::string& name) override {
     if (!refuse_partition.ok()) return refuse_partition;
+    if (auto it = more_partitions.find(name); it != more_partitions.end()) return it->second;
     if (!name.empty() && name != partition.name)
       return InvalidArgument("no partition named '" + name + "'",
                              {{"resources.partition", "unknown"}});
@@ -119,6 +120,7 @@ class FakeSlurm final : public slurm::SlurmClient {
   }
 
   PartitionShape partition;
+  std::map<std::string, PartitionShape> more_partitions;  // by name, besides `partition`
   Status refuse_submit, refuse_partition, refuse_load_jobs;
   bool lose_submit_answer = false;
   std::vector<slurm::SubmitRequest> submitted;

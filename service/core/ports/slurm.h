@@ -34,6 +34,17 @@ enum class JobState {
 const char* JobStateName(JobState state);
 bool IsFinished(JobState state);
 
+// One component of a heterogeneous job, as slurm_load_jobs shows it: a job
+// record of its own (job id = the leader's + offset, normally), sharing the
+// leader's name.
+struct JobComponentInfo {
+  int64_t job_id = 0;
+  JobState state = JobState::kUnknown;
+  std::string nodes;
+  std::vector<std::string> node_names;
+  bool completing = false;
+};
+
 struct JobInfo {
   int64_t job_id = 0;
   std::string name;
@@ -48,7 +59,25 @@ struct JobInfo {
   int64_t end_time = 0;
   int64_t mem_per_cpu_mb = 0;  // as Slurm recorded the request
   bool completing = false;
+  // A heterogeneous job's component records: het_job_id is the leader's id
+  // (0 for a plain job) and het_job_offset the component's index. Once
+  // GroupHetJobs has run, the leader stands for the whole job and
+  // `components` lists every component in offset order.
+  int64_t het_job_id = 0;
+  int het_job_offset = 0;
+  std::vector<JobComponentInfo> components;
 };
+
+// Folds each heterogeneous job's component records into its leader's, so
+// that core sees one job per attempt, as with a plain job: node_names are
+// every component's in component order (as srun --het-group numbers
+// SLURM_NODEID), nodes the components' lists joined by ','. The job is
+// finished only when every component is, and completing while any is; its
+// state is the leader's (slurmctld completes and signals every component
+// with the leader: job_mgr.c's job_complete and het_job_signal), unless a
+// component ended abnormally (NODE_FAIL, PREEMPTED, ...) first: that state
+// is the job's then. Records of plain jobs pass unchanged.
+std::vector<JobInfo> GroupHetJobs(std::vector<JobInfo> jobs);
 
 // Everything Slurm needs for one batch job. The sbatch script's #SBATCH
 // header is rendered from the same request, so what a user inspects is what
@@ -73,6 +102,19 @@ struct SubmitRequest {
   // KEY=VALUE; the job's environment. Carries the attempt secret, which must
   // never be written into the script.
   std::vector<std::string> environment;
+  std::string constraint;  // --constraint of the (first) component; empty: none
+  // Components 1.. of a heterogeneous job (the fields above are component
+  // 0's, and the job-wide ones); empty: a plain job.
+  struct Component {
+    std::string partition;
+    int nodes = 1;
+    int tasks_per_node = 1;
+    int cpus_per_task = 1;
+    int gpus_per_node = 0;
+    int64_t mem_per_cpu_mb = 0;
+    std::string constraint;
+  };
+  std::vector<Component> more_components;
 };
 
 class SlurmClient {
@@ -86,6 +128,8 @@ class SlurmClient {
   virtual StatusOr<std::vector<JobInfo>> LoadJobs() = 0;
   // Signals every step and the batch script; SIGKILL cancels the job.
   virtual Status CancelJob(int64_t job_id, int signal) = 0;
+  // A heterogeneous job's step has a part in every component's job record:
+  // signal each component's job id (JobInfo::components).
   virtual Status SignalStep(int64_t job_id, int step_id, int signal) = 0;
 };
 

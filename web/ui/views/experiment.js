@@ -417,6 +417,7 @@ function facts(exp, now) {
       ? item('Framework', `PyTorch · ${(res.nodes ?? 0) * (res.tasks_per_node ?? 0)} ranks · success: every rank exits 0`)
       : item('Cluster', [cluster || '—', spec.placement ? ` · placement ${Array.isArray(spec.placement) ? 'explicit' : spec.placement}` : '', spec.success ? ` · success ${spec.success}` : '']),
     item('Resources', `${res.partition ? `partition ${res.partition} · ` : ''}${res.nodes ?? '?'} nodes × ${res.tasks_per_node ?? '?'} tasks · ${res.cpus_per_task ?? '?'} cpu/task · time ${res.time_limit ?? '?'}`),
+    spec.roles ? item('Per-role resources', `${rolesText(spec.roles)} (a heterogeneous Slurm job; other roles use the resources above)`) : null,
     item('Memory per task', [exp.mem_per_task_mb ? `${exp.mem_per_task_mb} MB` : '—', exp.mem_explanation ? h('div', { class: 'small muted' }, exp.mem_explanation) : null]),
     item('Command', spec.command ? spec.command.join(' ') : '—', 'mono wrap'),
     item('Model dir', exp.model_dir, 'mono wrap'),
@@ -429,6 +430,20 @@ function facts(exp, now) {
 function localRankNote(t) {
   if (t.role !== 'rank' || t.local_rank === undefined) return null;
   return h('span', { class: 'local-rank', title: 'LOCAL_RANK: its index on its node' }, ` · local ${t.local_rank}`);
+}
+
+// A heterogeneous job's task (per-role resources): its component, after the
+// index; a plain job has one and shows none.
+function componentNote(exp, t) {
+  if (!exp.spec?.roles || t.component === undefined) return null;
+  return h('span', { class: 'component', title: 'its component of the heterogeneous Slurm job (spec roles)' }, ` · component ${t.component}`);
+}
+
+// "ps: psmem, 1 × 2 tasks" for each role with its own resources.
+function rolesText(roles) {
+  return Object.entries(roles ?? {})
+    .map(([role, r]) => `${role}: ${r.partition ? `partition ${r.partition}, ` : ''}${r.nodes} × ${r.tasks_per_node} tasks${r.constraint ? `, constraint ${r.constraint}` : ''}`)
+    .join(' · ');
 }
 
 function taskRows(exp, logTask, onLog) {
@@ -447,7 +462,7 @@ function taskRows(exp, logTask, onLog) {
         'data-task': key,
         'data-state': t.state,
       },
-      h('td', { 'data-label': 'Task' }, h('span', { class: 'role' }, t.role), ` ${t.index}`, localRankNote(t)),
+      h('td', { 'data-label': 'Task' }, h('span', { class: 'role' }, t.role), ` ${t.index}`, localRankNote(t), componentNote(exp, t)),
       h('td', { 'data-label': 'Proc', class: 'num' }, t.proc_id),
       h('td', { 'data-label': 'Node', class: 'mono' }, t.node || '—'),
       h('td', { 'data-label': 'Address', class: 'mono' }, t.address || '—'),

@@ -1,0 +1,86 @@
+#include "service/core/components.h"
+
+namespace tfslurm {
+namespace {
+
+constexpr const char* kRoleOrder[] = {"chief", "ps", "worker", "evaluator"};
+
+int RoleCount(const ClusterShape& k, const std::string& role) {
+  if (role == "chief") return k.chief;
+  if (role == "ps") return k.ps;
+  if (role == "worker") return k.worker;
+  return k.evaluator;
+}
+
+}  // namespace
+
+std::vector<JobComponent> JobComponents(const ExperimentSpec& spec) {
+  std::vector<JobComponent> out;
+  JobComponent shared;
+  shared.shared = true;
+  shared.field = "resources";
+  shared.resources = spec.resources;
+  if (spec.framework == Framework::kPytorch || spec.roles.empty()) {
+    if (spec.framework == Framework::kTensorflow)
+      for (const char* role : kRoleOrder)
+        if (RoleCount(spec.cluster, role) > 0) shared.roles.push_back(role);
+    out.push_back(shared);
+    return out;
+  }
+  for (const char* role : kRoleOrder)
+    if (!spec.roles.contains(role) && RoleCount(spec.cluster, role) > 0)
+      shared.roles.push_back(role);
+  if (!shared.roles.empty()) out.push_back(shared);
+
+  // Named roles, grouped by shape in the order of their first role.
+  std::vector<const RoleResources*> shapes;
+  std::vector<JobComponent> groups;
+  for (const char* role : kRoleOrder) {
+    auto it = spec.roles.find(role);
+    if (it == spec.roles.end() || RoleCount(spec.cluster, role) == 0) continue;
+    const RoleResources& r = it->second;
+    size_t g = 0;
+    while (g < shapes.size() && !shapes[g]->SameShape(r)) ++g;
+    if (g == shapes.size()) {
+      shapes.push_back(&r);
+      JobComponent c;
+      c.field = std::string("roles.") + role;
+      c.resources.partition = r.partition;
+      c.resources.nodes = 0;
+      c.resources.tasks_per_node = r.tasks_per_node;
+      c.resources.cpus_per_task = r.cpus_per_task;
+      c.resources.gpus_per_node = r.gpus_per_node;
+      c.resources.mem_per_task_mb = r.mem_per_task_mb;
+      c.resources.time_limit_minutes = spec.resources.time_limit_minutes;
+      c.constraint = r.constraint;
+      groups.push_back(c);
+    }
+    groups[g].roles.push_back(role);
+    groups[g].resources.nodes += r.nodes;
+  }
+  out.insert(out.end(), groups.begin(), groups.end());
+
+  int task = 0, node = 0;
+  for (JobComponent& c : out) {
+    c.first_task = task;
+    c.first_node = node;
+    task += c.Tasks();
+    node += c.resources.nodes;
+  }
+  return out;
+}
+
+int ComponentOfTask(const std::vector<JobComponent>& components, int proc) {
+  for (size_t i = components.size(); i-- > 0;)
+    if (proc >= components[i].first_task) return static_cast<int>(i);
+  return 0;
+}
+
+std::string ComponentRoles(const JobComponent& component) {
+  if (component.roles.empty()) return "all";
+  std::string out;
+  for (const std::string& role : component.roles) out += (out.empty() ? "" : ", ") + role;
+  return out;
+}
+
+}  // namespace tfslurm

@@ -1,0 +1,175 @@
+// The spec parser's checker, shared by spec.cc and spec_roles.cc: it walks
+// the input and collects FieldErrors with the field's path, what it got and
+// what is allowed. Internal to ParseSpec; nothing else includes it.
+//
+// Thread safety: a Checker is used by one parse at a time.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "service/core/spec.h"
+
+namespace tfslurm::spec_internal {
+
+using nlohmann::json;
+
+inline const std::regex kEnvNamePattern("[A-Za-z_][A-Za-z0-9_]*");
+inline const std::regex kPartitionPattern("[A-Za-z0-9_.-]{1,64}");
+inline const std::regex kInterfacePattern("[A-Za-z0-9_.:-]{1,32}");
+
+inline std::string TypeName(const json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// Error messages show a bad value only up to this depth: json::dump recurses
+// once per level, and no field of a spec nests deeper than two.
+constexpr int kMaxShownDepth = 8;
+
+// True when `v` nests more than `levels` arrays or objects deep ([[1]] is
+// two). Recurses at most levels + 1 deep, however deep `v` is.
+inline bool NestsDeeperThan(const json& v, int levels) {
+  if (!v.is_structured()) return false;
+  if (levels == 0) return true;
+  for (const json& child : v)
+    if (NestsDeeperThan(child, levels - 1)) return true;
+  return false;
+}
+
+// Short rendering of a bad value for messages; long values are cut, and a
+// value nested too deep to dump is named, not shown.
+inline std::string Show(const json& v) {
+  if (NestsDeeperThan(v, kMaxShownDepth))
+    return TypeName(v) + " nested more than " + std::to_string(kMaxShownDepth) + " levels";
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+
+// "an array [1]": the type, then the value (Show names the type itself when
+// it does not show the value).
+inline std::string TypeAndValue(const json& v) {
+  if (NestsDeeperThan(v, kMaxShownDepth)) return Show(v);
+  return TypeName(v) + " " + Show(v);
+}
+
+inline std::string Join(const std::string& prefix, const std::string& key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
+
+// Collects FieldErrors while walking the input. Each accessor reports the
+// field's path, what it got and what is allowed.
+class Checker {
+ public:
+  // The first kMaxSpecFieldErrors; `more` counts the rest.
+  std::vector<FieldError> errors;
+  size_t more = 0;
+
+  void Fail(const std::string& field, std::string reason) {
+    if (errors.size() < kMaxSpecFieldErrors)
+      errors.push_back({field, std::move(reason)});
+    else
+      ++more;
+  }
+
+  // Refuses keys not in `allowed`: a typo must not silently become a default.
+  void OnlyKeys(const json& obj, const std::string& path,
+                std::initializer_list<const char*> allowed) {
+    for (const auto& item : obj.items()) {
+      const std::string& key = item.key();
+      if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; })) {
+        std::string list;
+        for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+        Fail(Join(path, key), "unknown field; allowed here: " + list);
+      }
+    }
+  }
+
+  bool IsObject(const json& v, const std::string& path) {
+    if (v.is_object()) return true;
+    Fail(path, "must be an object, got " + TypeName(v));
+    return false;
+  }
+
+  std::optional<int64_t> Int(const json& v, const std::string& path, int64_t min, int64_t max) {
+    if (!v.is_number_integer() && !v.is_number_unsigned()) {
+      Fail(path, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                     ", got " + TypeAndValue(v));
+      return std::nullopt;
+    }
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+      Fail(path, "must be from " + std::to_string(min) + " to " + std::to_string(max) + ", got " +
+                     Show(v));
+      return std::nullopt;
+    }
+    int64_t n = v.get<int64_t>();
+    if (n < min || n > max) {
+      Fail(path, "must be from " + std::to_string(min) + " to " + std::to_string(max) + ", got " +
+                     std::to_string(n));
+      return std::nullopt;
+    }
+    return n;
+  }
+
+  std::optional<std::string> String(const json& v, const std::string& path,
+                                    size_t max_bytes = 4096) {
+    if (!v.is_string()) {
+      Fail(path, "must be a string, got " + TypeAndValue(v));
+      return std::nullopt;
+    }
+    const auto& s = v.get_ref<const std::string&>();
+    if (s.find('\0') != std::string::npos) {
+      Fail(path, "must not contain NUL bytes");
+      return std::nullopt;
+    }
+    if (s.size() > max_bytes) {
+      Fail(path, "is " + std::to_string(s.size()) + " bytes; at most " + std::to_string(max_bytes) +
+                     " allowed");
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  std::optional<std::string> OneOf(const json& v, const std::string& path,
+                                   std::initializer_list<const char*> choices) {
+    std::string list;
+    for (const char* c : choices) list += (list.empty() ? "" : " | ") + std::string(c);
+    if (v.is_string()) {
+      const auto& s = v.get_ref<const std::string&>();
+      for (const char* c : choices)
+        if (s == c) return s;
+    }
+    Fail(path, "must be one of " + list + ", got " + Show(v));
+    return std::nullopt;
+  }
+
+  std::optional<std::string> AbsolutePath(const json& v, const std::string& path) {
+    auto s = String(v, path);
+    if (!s) return std::nullopt;
+    if (s->empty() || (*s)[0] != '/') {
+      Fail(path, "must be an absolute path (starting with /), got " + Show(v));
+      return std::nullopt;
+    }
+    return s;
+  }
+};
+
+// Parses the optional per-role block `roles` (spec_roles.cc) into
+// spec.roles; `resources` and `cluster` are parsed already.
+void ParseRoles(Checker& c, const nlohmann::json& v, ExperimentSpec& spec);
+// Rules between roles, cluster, resources and placement (spec_roles.cc).
+void CheckRoles(Checker& c, const nlohmann::json& input, const ExperimentSpec& spec,
+                const SpecLimits& limits);
+
+}  // namespace tfslurm::spec_internal

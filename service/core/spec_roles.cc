@@ -1,0 +1,136 @@
+// The spec's per-role resources (`roles`): parsing, what a role inherits
+// from `resources`, and the rules that tie roles to `cluster` and
+// `placement`. Split from spec.cc for size; documented in
+// schema/experiment-spec.md ("roles").
+#include <regex>
+
+#include "service/core/spec_checker.h"
+
+namespace tfslurm::spec_internal {
+namespace {
+
+// Slurm's feature expressions (--constraint): names joined by & | , with
+// optional [ ] ( ) * and counts. No space, quote or $: it is shown in the
+// script's #SBATCH line as it is.
+const std::regex kConstraintPattern(R"([A-Za-z0-9_.:&|,*()\[\]!-]{1,256})");
+
+constexpr const char* kRoleOrder[] = {"chief", "ps", "worker", "evaluator"};
+
+int RoleCount(const ClusterShape& k, const std::string& role) {
+  if (role == "chief") return k.chief;
+  if (role == "ps") return k.ps;
+  if (role == "worker") return k.worker;
+  return k.evaluator;
+}
+
+void ParseRole(Checker& c, const json& v, const std::string& role, ExperimentSpec& spec) {
+  const std::string path = "roles." + role;
+  if (!c.IsObject(v, path)) return;
+  c.OnlyKeys(v, path,
+             {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
+              "mem_per_task_mb", "constraint"});
+  const Resources& base = spec.resources;
+  RoleResources r;
+  r.partition = base.partition;
+  r.cpus_per_task = base.cpus_per_task;
+  r.gpus_per_node = base.gpus_per_node;
+  r.mem_per_task_mb = base.mem_per_task_mb;
+  if (v.contains("partition")) {
+    if (auto s = c.String(v["partition"], path + ".partition")) {
+      if (std::regex_match(*s, kPartitionPattern))
+        r.partition = *s;
+      else
+        c.Fail(
+            path + ".partition",
+            "must be a Slurm partition name (letters, digits, _ . -), got " + Show(v["partition"]));
+    }
+  }
+  auto count = [&](const char* name, int64_t min, int64_t max, int& target) {
+    if (!v.contains(name)) return false;
+    if (auto n = c.Int(v[name], path + "." + name, min, max)) target = static_cast<int>(*n);
+    return true;
+  };
+  count("nodes", 1, 10000, r.nodes);
+  if (!count("tasks_per_node", 1, 1024, r.tasks_per_node)) {
+    // Absent: the role's tasks spread evenly over its nodes.
+    int tasks = RoleCount(spec.cluster, role);
+    r.tasks_per_node = tasks > 0 && tasks % r.nodes == 0 ? tasks / r.nodes : 1;
+  }
+  count("cpus_per_task", 1, 1024, r.cpus_per_task);
+  count("gpus_per_node", 0, 64, r.gpus_per_node);
+  if (v.contains("mem_per_task_mb")) {
+    const json& m = v["mem_per_task_mb"];
+    if (m.is_string() && m.get<std::string>() == "auto") {
+      r.mem_per_task_mb.reset();
+    } else if (m.is_number_integer() || m.is_number_unsigned()) {
+      if (auto n = c.Int(m, path + ".mem_per_task_mb", 1, int64_t{1} << 40)) r.mem_per_task_mb = *n;
+    } else {
+      c.Fail(path + ".mem_per_task_mb", "must be \"auto\" or a whole number of MB, got " + Show(m));
+    }
+  }
+  if (v.contains("constraint")) {
+    if (auto s = c.String(v["constraint"], path + ".constraint", 256)) {
+      if (std::regex_match(*s, kConstraintPattern))
+        r.constraint = *s;
+      else
+        c.Fail(path + ".constraint",
+               "must be a Slurm feature expression (feature names with & | , [ ] ( ) * !; no "
+               "spaces), got " +
+                   Show(v["constraint"]));
+    }
+  }
+  spec.roles[role] = r;
+}
+
+}  // namespace
+
+void ParseRoles(Checker& c, const json& v, ExperimentSpec& spec) {
+  if (!c.IsObject(v, "roles")) return;
+  c.OnlyKeys(v, "roles", {"chief", "ps", "worker", "evaluator"});
+  for (const char* role : kRoleOrder)
+    if (v.contains(role)) ParseRole(c, v[role], role, spec);
+}
+
+void CheckRoles(Checker& c, const json& input, const ExperimentSpec& spec,
+                const SpecLimits& limits) {
+  const ClusterShape& k = spec.cluster;
+  int unnamed = 0;  // tasks of the roles that use `resources`
+  for (const char* role : kRoleOrder) {
+    const int want = RoleCount(k, role);
+    auto it = spec.roles.find(role);
+    if (it == spec.roles.end()) {
+      unnamed += want;
+      continue;
+    }
+    const RoleResources& r = it->second;
+    const std::string path = std::string("roles.") + role;
+    if (want == 0) {
+      c.Fail(path, std::string("gives resources to ") + role + " but cluster." + role +
+                       " is 0; remove it or set cluster." + role);
+    } else if (r.Tasks() != want) {
+      c.Fail(path, "gives " + std::to_string(r.Tasks()) + " tasks (nodes " +
+                       std::to_string(r.nodes) + " x tasks_per_node " +
+                       std::to_string(r.tasks_per_node) + ") but cluster." + role + " is " +
+                       std::to_string(want) + "; a role's tasks are its nodes x tasks_per_node");
+    }
+  }
+  if (k.Total() > limits.max_tasks) return;  // reported with cluster already
+  if (unnamed > 0 && unnamed != spec.resources.Tasks()) {
+    std::string roles;
+    for (const char* role : kRoleOrder)
+      if (!spec.roles.contains(role) && RoleCount(k, role) > 0)
+        roles += (roles.empty() ? "" : " + ") + std::string(role) + " " +
+                 std::to_string(RoleCount(k, role));
+    c.Fail("cluster", "has " + std::to_string(unnamed) + " tasks without a block in roles (" +
+                          roles + ") but resources give " + std::to_string(spec.resources.Tasks()) +
+                          " (nodes " + std::to_string(spec.resources.nodes) + " x tasks_per_node " +
+                          std::to_string(spec.resources.tasks_per_node) +
+                          "); the roles not named in roles share resources");
+  }
+  if (input.contains("placement") && input["placement"].is_array())
+    c.Fail("placement",
+           "a list of roles cannot be combined with roles: each role in roles has its own nodes; "
+           "use spread or pack for the roles that share resources");
+}
+
+}  // namespace tfslurm::spec_internal
