@@ -35,13 +35,7 @@ command -v wrk >/dev/null || die "wrk not found (apt-get install -y wrk; bench/r
 build_all
 work="$(mktemp -d /tmp/bench-api-XXXX)"
 chmod 755 "$work"
-cleanup() {
-  stop_tfslurmd
-  cancel_all_jobs
-  stop_cluster
-  rm -rf "$work"
-}
-trap cleanup EXIT
+clean_up_on_exit "$work"
 start_cluster
 scontrol update PartitionName=debug State=DOWN
 TFSLURMD_AUTH=token start_tfslurmd "$work/svc"

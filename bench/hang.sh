@@ -41,13 +41,7 @@ else
 fi
 work="$(mktemp -d /tmp/bench-hang-XXXX)"
 chmod 755 "$work"
-cleanup() {
-  stop_tfslurmd
-  cancel_all_jobs
-  stop_cluster
-  rm -rf "$work"
-}
-trap cleanup EXIT
+clean_up_on_exit "$work"
 start_cluster
 start_tfslurmd "$work/svc" --poll-interval-ms "$poll_ms" --heartbeat-ms "$heartbeat_ms"
 log "load average before waiting: $(cut -d' ' -f1-3 /proc/loadavg)"

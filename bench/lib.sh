@@ -153,3 +153,11 @@ stop_tfslurmd() {
 cancel_all_jobs() {
   [[ -n "${SLURM_CONF:-}" ]] && scancel --user="$(id -un)" 2>/dev/null || true
 }
+
+# The usual end of a benchmark, whatever way it exits: tfslurmd stopped, its
+# jobs cancelled, the cluster stopped and the directories given removed.
+# Scripts with more to clean up write their own cleanup instead.
+clean_up_on_exit() {
+  CLEANUP_DIRS=("$@")
+  trap 'stop_tfslurmd; cancel_all_jobs; stop_cluster; rm -rf "${CLEANUP_DIRS[@]}"' EXIT
+}

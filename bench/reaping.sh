@@ -21,13 +21,7 @@ command_line="bench/reaping.sh --runs $runs --steps $steps"
 build_all
 work="$(mktemp -d /tmp/bench-reap-XXXX)"
 chmod 755 "$work"
-cleanup() {
-  stop_tfslurmd
-  cancel_all_jobs
-  stop_cluster
-  rm -rf "$work"
-}
-trap cleanup EXIT
+clean_up_on_exit "$work"
 start_cluster
 # tfslurmd's defaults: poll 2 s, heartbeat 5 s, shutdown grace 10 s.
 start_tfslurmd "$work/svc"

@@ -23,13 +23,7 @@ command_line="bench/slurm_load.sh --experiments $experiments --cycles $cycles"
 build_all
 work="$(mktemp -d /tmp/bench-load-XXXX)"
 chmod 755 "$work"
-cleanup() {
-  stop_tfslurmd
-  cancel_all_jobs
-  stop_cluster
-  rm -rf "$work"
-}
-trap cleanup EXIT
+clean_up_on_exit "$work"
 start_cluster
 scontrol update PartitionName=debug State=DOWN
 ctld_pid="$(cat "$CLUSTER_DIR/run/slurmctld.pid")"

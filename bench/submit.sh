@@ -36,13 +36,7 @@ build_all
 work="$(mktemp -d /tmp/bench-sub-XXXX)"
 state="$(mktemp -d "$state_on/bench-sub-state-XXXX")"
 chmod 755 "$work" "$state"
-cleanup() {
-  stop_tfslurmd
-  cancel_all_jobs
-  stop_cluster
-  rm -rf "$work" "$state"
-}
-trap cleanup EXIT
+clean_up_on_exit "$work" "$state"
 start_cluster
 scontrol update PartitionName=debug State=DOWN
 

@@ -41,13 +41,7 @@ tf_python="$("$REPO/deploy/install-tf.sh")" || die "deploy/install-tf.sh failed"
 build_all
 work="$(mktemp -d /tmp/bench-tfps-XXXX)"
 chmod 755 "$work"
-cleanup() {
-  stop_tfslurmd
-  cancel_all_jobs
-  stop_cluster
-  rm -rf "$work"
-}
-trap cleanup EXIT
+clean_up_on_exit "$work"
 start_cluster
 # tfslurmd's defaults: poll 2 s, heartbeat 5 s, shutdown grace 10 s.
 start_tfslurmd "$work/svc"

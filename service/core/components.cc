@@ -1,18 +1,6 @@
 #include "service/core/components.h"
 
 namespace tfslurm {
-namespace {
-
-constexpr const char* kRoleOrder[] = {"chief", "ps", "worker", "evaluator"};
-
-int RoleCount(const ClusterShape& k, const std::string& role) {
-  if (role == "chief") return k.chief;
-  if (role == "ps") return k.ps;
-  if (role == "worker") return k.worker;
-  return k.evaluator;
-}
-
-}  // namespace
 
 std::vector<JobComponent> JobComponents(const ExperimentSpec& spec) {
   std::vector<JobComponent> out;
@@ -23,13 +11,12 @@ std::vector<JobComponent> JobComponents(const ExperimentSpec& spec) {
   if (spec.framework == Framework::kPytorch || spec.roles.empty()) {
     if (spec.framework == Framework::kTensorflow)
       for (const char* role : kRoleOrder)
-        if (RoleCount(spec.cluster, role) > 0) shared.roles.push_back(role);
+        if (spec.cluster.Count(role) > 0) shared.roles.push_back(role);
     out.push_back(shared);
     return out;
   }
   for (const char* role : kRoleOrder)
-    if (!spec.roles.contains(role) && RoleCount(spec.cluster, role) > 0)
-      shared.roles.push_back(role);
+    if (!spec.roles.contains(role) && spec.cluster.Count(role) > 0) shared.roles.push_back(role);
   if (!shared.roles.empty()) out.push_back(shared);
 
   // Named roles, grouped by shape in the order of their first role.
@@ -37,7 +24,7 @@ std::vector<JobComponent> JobComponents(const ExperimentSpec& spec) {
   std::vector<JobComponent> groups;
   for (const char* role : kRoleOrder) {
     auto it = spec.roles.find(role);
-    if (it == spec.roles.end() || RoleCount(spec.cluster, role) == 0) continue;
+    if (it == spec.roles.end() || spec.cluster.Count(role) == 0) continue;
     const RoleResources& r = it->second;
     size_t g = 0;
     while (g < shapes.size() && !shapes[g]->SameShape(r)) ++g;

@@ -7,21 +7,13 @@
 namespace tfslurm {
 namespace {
 
-int RoleCount(const ClusterShape& k, const std::string& role) {
-  if (role == "chief") return k.chief;
-  if (role == "ps") return k.ps;
-  if (role == "worker") return k.worker;
-  return k.evaluator;
-}
-
 // The roles of one component's tasks, element j for its j-th task.
 std::vector<std::string> ComponentRoleList(const ExperimentSpec& spec, const JobComponent& c) {
   const int nodes = c.resources.nodes, per_node = c.resources.tasks_per_node;
   const int total = c.Tasks();
   if (c.shared && spec.placement.kind == PlacementKind::kExplicit) return spec.placement.roles;
   std::vector<std::string> order;
-  for (const std::string& role : c.roles)
-    order.insert(order.end(), RoleCount(spec.cluster, role), role);
+  for (const std::string& role : c.roles) order.insert(order.end(), spec.cluster.Count(role), role);
   // A named group gives each role whole nodes of its own, in role order.
   if (!c.shared || spec.placement.kind == PlacementKind::kPack) return order;
   std::vector<std::string> roles(total);

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -18,12 +19,22 @@
 
 namespace tfslurm {
 
+// TensorFlow's roles, in the order components, TF_CONFIG and tables list them.
+inline constexpr const char* kRoleOrder[] = {"chief", "ps", "worker", "evaluator"};
+
 struct ClusterShape {
   int chief = 0;
   int ps = 0;
   int worker = 0;
   int evaluator = 0;
   int Total() const { return chief + ps + worker + evaluator; }
+  // The tasks of `role`, one of kRoleOrder.
+  int Count(std::string_view role) const {
+    if (role == "chief") return chief;
+    if (role == "ps") return ps;
+    if (role == "worker") return worker;
+    return evaluator;
+  }
 };
 
 enum class PlacementKind { kSpread, kPack, kExplicit };

@@ -14,15 +14,6 @@ namespace {
 // script's #SBATCH line as it is.
 const std::regex kConstraintPattern(R"([A-Za-z0-9_.:&|,*()\[\]!-]{1,256})");
 
-constexpr const char* kRoleOrder[] = {"chief", "ps", "worker", "evaluator"};
-
-int RoleCount(const ClusterShape& k, const std::string& role) {
-  if (role == "chief") return k.chief;
-  if (role == "ps") return k.ps;
-  if (role == "worker") return k.worker;
-  return k.evaluator;
-}
-
 void ParseRole(Checker& c, const json& v, const std::string& role, ExperimentSpec& spec) {
   const std::string path = "roles." + role;
   if (!c.IsObject(v, path)) return;
@@ -53,7 +44,7 @@ void ParseRole(Checker& c, const json& v, const std::string& role, ExperimentSpe
   count("nodes", 1, 10000, r.nodes);
   if (!count("tasks_per_node", 1, 1024, r.tasks_per_node)) {
     // Absent: the role's tasks spread evenly over its nodes.
-    int tasks = RoleCount(spec.cluster, role);
+    int tasks = spec.cluster.Count(role);
     r.tasks_per_node = tasks > 0 && tasks % r.nodes == 0 ? tasks / r.nodes : 1;
   }
   count("cpus_per_task", 1, 1024, r.cpus_per_task);
@@ -96,7 +87,7 @@ void CheckRoles(Checker& c, const json& input, const ExperimentSpec& spec,
   const ClusterShape& k = spec.cluster;
   int unnamed = 0;  // tasks of the roles that use `resources`
   for (const char* role : kRoleOrder) {
-    const int want = RoleCount(k, role);
+    const int want = k.Count(role);
     auto it = spec.roles.find(role);
     if (it == spec.roles.end()) {
       unnamed += want;
@@ -118,9 +109,9 @@ void CheckRoles(Checker& c, const json& input, const ExperimentSpec& spec,
   if (unnamed > 0 && unnamed != spec.resources.Tasks()) {
     std::string roles;
     for (const char* role : kRoleOrder)
-      if (!spec.roles.contains(role) && RoleCount(k, role) > 0)
-        roles += (roles.empty() ? "" : " + ") + std::string(role) + " " +
-                 std::to_string(RoleCount(k, role));
+      if (!spec.roles.contains(role) && k.Count(role) > 0)
+        roles +=
+            (roles.empty() ? "" : " + ") + std::string(role) + " " + std::to_string(k.Count(role));
     c.Fail("cluster", "has " + std::to_string(unnamed) + " tasks without a block in roles (" +
                           roles + ") but resources give " + std::to_string(spec.resources.Tasks()) +
                           " (nodes " + std::to_string(spec.resources.nodes) + " x tasks_per_node " +

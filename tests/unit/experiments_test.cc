@@ -10,6 +10,7 @@
 #include "service/core/sha256.h"
 #include "service/store/sqlite_store.h"
 #include "tests/unit/fakes.h"
+#include "tests/unit/test_dir.h"
 
 namespace tfslurm {
 namespace {
@@ -33,11 +34,7 @@ json PsSpec(const std::string& id) {
 class ExperimentsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("experiments-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = FreshTestDir("experiments-test");
     store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
     config_.output_root = (dir_ / "out").string();
     config_.launch = {"/opt/tfslurm-agent", "svc:1"};

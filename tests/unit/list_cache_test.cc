@@ -11,6 +11,7 @@
 
 #include "service/api/experiments_json.h"
 #include "service/store/sqlite_store.h"
+#include "tests/unit/test_dir.h"
 
 namespace tfslurm::api {
 namespace {
@@ -52,11 +53,7 @@ Changes NewExperiment(const std::string& id, int64_t created, ExperimentState st
 class ExperimentListCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("list-cache-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = FreshTestDir("list-cache-test");
     auto opened = store::OpenSqliteStore((dir_ / "t.db").string());
     ASSERT_TRUE(opened.ok()) << opened.status().message();
     store_ = std::move(opened).value();

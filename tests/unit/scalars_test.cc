@@ -11,6 +11,7 @@
 
 #include "service/core/ports/store.h"
 #include "service/store/sqlite_store.h"
+#include "tests/unit/test_dir.h"
 
 namespace tfslurm {
 namespace {
@@ -20,11 +21,7 @@ namespace fs = std::filesystem;
 class ScalarStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("scalars-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = FreshTestDir("scalars-test");
     store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
     store::Changes c;
     c.create_experiment = true;

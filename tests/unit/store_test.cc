@@ -1,5 +1,6 @@
 #include "service/core/ports/store.h"
 #include "service/store/sqlite_store.h"
+#include "tests/unit/test_dir.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -19,11 +20,7 @@ namespace fs = std::filesystem;
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("store-test-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = FreshTestDir("store-test");
     path_ = (dir_ / "t.db").string();
   }
   void TearDown() override { fs::remove_all(dir_); }
