@@ -32,10 +32,16 @@ struct TaskName {
   int index = 0;
 };
 
+namespace {
+
+// Compiled at program start, on one thread (see service/core/checkpoint_state.cc).
+const std::regex kTask("(chief|ps|worker|evaluator|rank):(0|[1-9][0-9]{0,5})");
+
+}  // namespace
+
 // ROLE:INDEX, strictly: the value selects a task record, and nothing else.
 // A PyTorch task is rank:RANK.
 StatusOr<TaskName> ParseTask(const std::string& value) {
-  static const std::regex kTask("(chief|ps|worker|evaluator|rank):(0|[1-9][0-9]{0,5})");
   std::smatch m;
   if (!std::regex_match(value, m, kTask)) {
     std::string allowed =

@@ -3,6 +3,13 @@
 #include <regex>
 
 namespace tfslurm::api {
+namespace {
+
+// Compiled at program start, on one thread (see service/core/checkpoint_state.cc).
+const std::regex kInteger("0|[1-9][0-9]{0,17}");
+
+}  // namespace
+
 // Values are echoed in errors; a megabyte of query string is not.
 std::string ShortForError(const std::string& value) {
   return value.size() <= 64 ? value : value.substr(0, 61) + "...";
@@ -12,7 +19,6 @@ StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_
                            int64_t min, int64_t max) {
   if (!req.has_param(name)) return fallback;
   std::string v = req.get_param_value(name);
-  static const std::regex kInteger("0|[1-9][0-9]{0,17}");
   if (std::regex_match(v, kInteger)) {
     int64_t n = std::stoll(v);
     if (n >= min && n <= max) return n;

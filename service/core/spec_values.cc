@@ -12,10 +12,14 @@ bool IsRole(const std::string& role) {
   return role == "chief" || role == "ps" || role == "worker" || role == "evaluator";
 }
 
-bool IsValidExperimentId(const std::string& id) {
-  static const std::regex kIdPattern("[a-z0-9][a-z0-9._-]{0,62}");
-  return std::regex_match(id, kIdPattern);
-}
+namespace {
+
+// Compiled at program start, on one thread (see service/core/checkpoint_state.cc).
+const std::regex kIdPattern("[a-z0-9][a-z0-9._-]{0,62}");
+
+}  // namespace
+
+bool IsValidExperimentId(const std::string& id) { return std::regex_match(id, kIdPattern); }
 
 bool IsTorchVariable(const std::string& name) {
   for (const char* set :
@@ -80,8 +84,14 @@ const char* SuccessPolicyName(SuccessPolicy policy) {
   return "auto";
 }
 
+namespace {
+
+// At program start, on one thread (see checkpoint_state.cc's kLine).
+const std::regex kTime(R"((?:(\d{1,4})-)?(\d{1,6})(?::(\d{1,2}))?(?::(\d{1,2}))?)");
+
+}  // namespace
+
 std::optional<int> ParseSlurmTimeMinutes(const std::string& text) {
-  static const std::regex kTime(R"((?:(\d{1,4})-)?(\d{1,6})(?::(\d{1,2}))?(?::(\d{1,2}))?)");
   std::smatch m;
   if (!std::regex_match(text, m, kTime)) return std::nullopt;
   auto num = [&](int i) { return m[i].matched ? std::stol(m[i].str()) : 0L; };

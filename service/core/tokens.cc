@@ -6,8 +6,14 @@
 
 namespace tfslurm {
 
+namespace {
+
+// Compiled at program start, on one thread (see service/core/checkpoint_state.cc).
+const std::regex kUser("[A-Za-z0-9_.@-]{1,64}");
+
+}  // namespace
+
 StatusOr<std::string> Tokens::Create(const std::string& user, bool admin) {
-  static const std::regex kUser("[A-Za-z0-9_.@-]{1,64}");
   if (!std::regex_match(user, kUser))
     return InvalidArgument("user must be 1-64 of letters, digits, _ . @ -, got '" + user + "'",
                            {{"user", "invalid user name"}});

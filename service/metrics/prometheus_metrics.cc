@@ -106,10 +106,16 @@ std::string PrometheusMetrics::Render(const Experiments::Gauges& gauges) {
   return prometheus::TextSerializer().Serialize(f_->registry.Collect());
 }
 
+namespace {
+
+// Compiled at program start, on one thread (see service/core/checkpoint_state.cc).
+const std::regex kExperiment("/experiments/[^/]+");
+const std::regex kExperimentSub("/experiments/[^/]+/(logs|sbatch|resume|metrics)");
+
+}  // namespace
+
 std::string RouteLabel(const std::string& method, const std::string& path) {
-  static const std::regex kExperiment("/experiments/[^/]+");
-  static const std::regex kExperimentSub("/experiments/[^/]+/(logs|sbatch|resume)");
-  if (path == "/healthz" || path == "/metrics" || path == "/experiments" ||
+  if (path == "/healthz" || path == "/metrics" || path == "/experiments" || path == "/tokens" ||
       path == "/agent/v1/message")
     return method + " " + path;
   if (std::regex_match(path, kExperiment)) return method + " /experiments/{id}";

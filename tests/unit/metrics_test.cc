@@ -56,6 +56,8 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
 TEST(PrometheusMetrics, RoutesAreTemplatesNotPaths) {
   EXPECT_EQ(RouteLabel("GET", "/experiments"), "GET /experiments");
   EXPECT_EQ(RouteLabel("GET", "/experiments/mnist-01"), "GET /experiments/{id}");
+  EXPECT_EQ(RouteLabel("GET", "/experiments/mnist-01/metrics"), "GET /experiments/{id}/metrics");
+  EXPECT_EQ(RouteLabel("POST", "/tokens"), "POST /tokens");
   EXPECT_EQ(RouteLabel("DELETE", "/experiments/mnist-01"), "DELETE /experiments/{id}");
   EXPECT_EQ(RouteLabel("GET", "/experiments/x/logs"), "GET /experiments/{id}/logs");
   EXPECT_EQ(RouteLabel("POST", "/experiments/x/resume"), "POST /experiments/{id}/resume");
