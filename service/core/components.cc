@@ -32,13 +32,8 @@ std::vector<JobComponent> JobComponents(const ExperimentSpec& spec) {
       shapes.push_back(&r);
       JobComponent c;
       c.field = std::string("roles.") + role;
-      c.resources.partition = r.partition;
+      c.resources = r;  // nodes: the group's, summed below
       c.resources.nodes = 0;
-      c.resources.tasks_per_node = r.tasks_per_node;
-      c.resources.cpus_per_task = r.cpus_per_task;
-      c.resources.gpus_per_node = r.gpus_per_node;
-      c.resources.mem_per_task_mb = r.mem_per_task_mb;
-      c.resources.time_limit_minutes = spec.resources.time_limit_minutes;
       c.constraint = r.constraint;
       groups.push_back(c);
     }

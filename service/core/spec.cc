@@ -31,37 +31,7 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
   c.OnlyKeys(v, "resources",
              {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
               "mem_per_task_mb", "time_limit"});
-  if (v.contains("partition")) {
-    if (auto s = c.String(v["partition"], "resources.partition")) {
-      if (std::regex_match(*s, kPartitionPattern))
-        out.partition = *s;
-      else
-        c.Fail(
-            "resources.partition",
-            "must be a Slurm partition name (letters, digits, _ . -), got " + Show(v["partition"]));
-    }
-  }
-  auto count = [&](const char* name, int64_t min, int64_t max, int& target) {
-    if (!v.contains(name)) return;
-    if (auto n = c.Int(v[name], std::string("resources.") + name, min, max))
-      target = static_cast<int>(*n);
-  };
-  count("nodes", 1, 10000, out.nodes);
-  count("tasks_per_node", 1, 1024, out.tasks_per_node);
-  count("cpus_per_task", 1, 1024, out.cpus_per_task);
-  count("gpus_per_node", 0, 64, out.gpus_per_node);
-  if (v.contains("mem_per_task_mb")) {
-    const json& m = v["mem_per_task_mb"];
-    if (m.is_string() && m.get<std::string>() == "auto") {
-      out.mem_per_task_mb.reset();
-    } else if (m.is_number_integer() || m.is_number_unsigned()) {
-      if (auto n = c.Int(m, "resources.mem_per_task_mb", 1, int64_t{1} << 40))
-        out.mem_per_task_mb = *n;
-    } else {
-      c.Fail("resources.mem_per_task_mb",
-             "must be \"auto\" or a whole number of MB, got " + Show(m));
-    }
-  }
+  ParseNodeShape(c, v, "resources", out);
   if (v.contains("time_limit")) {
     auto s = c.String(v["time_limit"], "resources.time_limit", 32);
     std::optional<int> minutes = s ? ParseSlurmTimeMinutes(*s) : std::nullopt;
@@ -144,6 +114,44 @@ void CheckExplicitPlacement(Checker& c, const ExperimentSpec& spec) {
 }
 
 }  // namespace
+
+namespace spec_internal {
+
+bool ParseNodeShape(Checker& c, const json& v, const std::string& path, Resources& out) {
+  if (v.contains("partition")) {
+    if (auto s = c.String(v["partition"], path + ".partition")) {
+      if (std::regex_match(*s, kPartitionPattern))
+        out.partition = *s;
+      else
+        c.Fail(
+            path + ".partition",
+            "must be a Slurm partition name (letters, digits, _ . -), got " + Show(v["partition"]));
+    }
+  }
+  auto count = [&](const char* name, int64_t min, int64_t max, int& target) {
+    if (!v.contains(name)) return false;
+    if (auto n = c.Int(v[name], path + "." + name, min, max)) target = static_cast<int>(*n);
+    return true;
+  };
+  count("nodes", 1, 10000, out.nodes);
+  bool tasks_per_node_given = count("tasks_per_node", 1, 1024, out.tasks_per_node);
+  count("cpus_per_task", 1, 1024, out.cpus_per_task);
+  count("gpus_per_node", 0, 64, out.gpus_per_node);
+  if (v.contains("mem_per_task_mb")) {
+    const json& m = v["mem_per_task_mb"];
+    if (m.is_string() && m.get<std::string>() == "auto") {
+      out.mem_per_task_mb.reset();
+    } else if (m.is_number_integer() || m.is_number_unsigned()) {
+      if (auto n = c.Int(m, path + ".mem_per_task_mb", 1, int64_t{1} << 40))
+        out.mem_per_task_mb = *n;
+    } else {
+      c.Fail(path + ".mem_per_task_mb", "must be \"auto\" or a whole number of MB, got " + Show(m));
+    }
+  }
+  return tasks_per_node_given;
+}
+
+}  // namespace spec_internal
 
 StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) {
   Checker c;

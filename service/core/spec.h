@@ -61,15 +61,9 @@ struct Resources {
 // cpus_per_task, gpus_per_node and mem_per_task_mb from `resources`; nodes is
 // 1 and tasks_per_node cluster.<role> / nodes. The role's tasks are exactly
 // nodes x tasks_per_node, so cluster.<role> must equal that.
-struct RoleResources {
-  std::string partition;  // empty: the cluster's default partition
-  int nodes = 1;
-  int tasks_per_node = 1;
-  int cpus_per_task = 1;
-  int gpus_per_node = 0;
-  std::optional<int64_t> mem_per_task_mb;  // nullopt: auto
-  std::string constraint;                  // Slurm's --constraint; empty: none
-  int Tasks() const { return nodes * tasks_per_node; }
+// Its time_limit_minutes is the job's (`resources.time_limit`).
+struct RoleResources : Resources {
+  std::string constraint;  // Slurm's --constraint; empty: none
   // Everything but nodes: roles that agree on it share one component.
   bool SameShape(const RoleResources& o) const {
     return partition == o.partition && tasks_per_node == o.tasks_per_node &&

@@ -165,6 +165,12 @@ class Checker {
   }
 };
 
+// The node-shape fields that `resources` and each `roles.<role>` share:
+// partition, nodes, tasks_per_node, cpus_per_task, gpus_per_node and
+// mem_per_task_mb of object `v` at `path`, each only when present (spec.cc).
+// Returns whether tasks_per_node was given.
+bool ParseNodeShape(Checker& c, const nlohmann::json& v, const std::string& path, Resources& out);
+
 // Parses the optional per-role block `roles` (spec_roles.cc) into
 // spec.roles; `resources` and `cluster` are parsed already.
 void ParseRoles(Checker& c, const nlohmann::json& v, ExperimentSpec& spec);

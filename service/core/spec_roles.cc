@@ -20,44 +20,15 @@ void ParseRole(Checker& c, const json& v, const std::string& role, ExperimentSpe
   c.OnlyKeys(v, path,
              {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
               "mem_per_task_mb", "constraint"});
-  const Resources& base = spec.resources;
+  // What the block leaves out comes from `resources`, but nodes (1) and
+  // tasks_per_node (below); time_limit is the job's.
   RoleResources r;
-  r.partition = base.partition;
-  r.cpus_per_task = base.cpus_per_task;
-  r.gpus_per_node = base.gpus_per_node;
-  r.mem_per_task_mb = base.mem_per_task_mb;
-  if (v.contains("partition")) {
-    if (auto s = c.String(v["partition"], path + ".partition")) {
-      if (std::regex_match(*s, kPartitionPattern))
-        r.partition = *s;
-      else
-        c.Fail(
-            path + ".partition",
-            "must be a Slurm partition name (letters, digits, _ . -), got " + Show(v["partition"]));
-    }
-  }
-  auto count = [&](const char* name, int64_t min, int64_t max, int& target) {
-    if (!v.contains(name)) return false;
-    if (auto n = c.Int(v[name], path + "." + name, min, max)) target = static_cast<int>(*n);
-    return true;
-  };
-  count("nodes", 1, 10000, r.nodes);
-  if (!count("tasks_per_node", 1, 1024, r.tasks_per_node)) {
+  static_cast<Resources&>(r) = spec.resources;
+  r.nodes = 1;
+  if (!ParseNodeShape(c, v, path, r)) {
     // Absent: the role's tasks spread evenly over its nodes.
     int tasks = spec.cluster.Count(role);
     r.tasks_per_node = tasks > 0 && tasks % r.nodes == 0 ? tasks / r.nodes : 1;
-  }
-  count("cpus_per_task", 1, 1024, r.cpus_per_task);
-  count("gpus_per_node", 0, 64, r.gpus_per_node);
-  if (v.contains("mem_per_task_mb")) {
-    const json& m = v["mem_per_task_mb"];
-    if (m.is_string() && m.get<std::string>() == "auto") {
-      r.mem_per_task_mb.reset();
-    } else if (m.is_number_integer() || m.is_number_unsigned()) {
-      if (auto n = c.Int(m, path + ".mem_per_task_mb", 1, int64_t{1} << 40)) r.mem_per_task_mb = *n;
-    } else {
-      c.Fail(path + ".mem_per_task_mb", "must be \"auto\" or a whole number of MB, got " + Show(m));
-    }
   }
   if (v.contains("constraint")) {
     if (auto s = c.String(v["constraint"], path + ".constraint", 256)) {
