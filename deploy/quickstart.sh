@@ -83,6 +83,7 @@ Where to look (your token is in $dir/token):
   dashboard         $url/   (paste the token when it asks)
   REST API          curl -H "Authorization: Bearer \$(cat $dir/token)" $url/experiments/$id
   CLI               TFSLURM_URL=$url TFSLURM_TOKEN=\$(cat $dir/token) $repo/build/bin/tfctl status $id
+  training loss     TFSLURM_URL=$url TFSLURM_TOKEN=\$(cat $dir/token) $repo/build/bin/tfctl metrics $id   (and the dashboard's charts)
   task logs         $dir/output/$id/logs/attempt-1/task-*.out
   checkpoints       $dir/output/$id/
   sbatch script     curl -H "Authorization: Bearer \$(cat $dir/token)" $url/experiments/$id/sbatch
