@@ -315,21 +315,23 @@ TEST(HetScript, ComponentsAreRenderedWithHetjobSeparatorsAndOneStep) {
 TEST(GroupHetJobs, FoldsComponentsIntoTheLeaderInOffsetOrder) {
   using slurm::JobInfo;
   using slurm::JobState;
-  JobInfo plain{.job_id = 3, .name = "p", .state = JobState::kRunning};
-  JobInfo c1{.job_id = 11,
-             .name = "h",
-             .state = JobState::kRunning,
-             .nodes = "node1",
-             .node_names = {"node1"},
-             .het_job_id = 10,
-             .het_job_offset = 1};
-  JobInfo c0{.job_id = 10,
-             .name = "h",
-             .state = JobState::kRunning,
-             .nodes = "node[2-3]",
-             .node_names = {"node2", "node3"},
-             .het_job_id = 10,
-             .het_job_offset = 0};
+  // Field by field: designated initializers that leave `components` out
+  // draw -Wmissing-field-initializers.
+  auto job = [](int64_t id, std::string name, std::string nodes,
+                std::vector<std::string> node_names, int64_t het_job_id, int offset) {
+    JobInfo j;
+    j.job_id = id;
+    j.name = std::move(name);
+    j.state = JobState::kRunning;
+    j.nodes = std::move(nodes);
+    j.node_names = std::move(node_names);
+    j.het_job_id = het_job_id;
+    j.het_job_offset = offset;
+    return j;
+  };
+  JobInfo plain = job(3, "p", "", {}, 0, 0);
+  JobInfo c1 = job(11, "h", "node1", {"node1"}, 10, 1);
+  JobInfo c0 = job(10, "h", "node[2-3]", {"node2", "node3"}, 10, 0);
   auto jobs = slurm::GroupHetJobs({c1, plain, c0});
   ASSERT_EQ(jobs.size(), 2u);
   EXPECT_EQ(jobs[0].job_id, 3);
