@@ -16,6 +16,7 @@
 #include "service/slurm/libslurm_client.h"
 #include "service/store/ownership_lock.h"
 #include "service/store/sqlite_store.h"
+#include "service/system/accounts.h"
 #include "service/system/system.h"
 
 namespace {
@@ -111,6 +112,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 3600));
   app.add_option("--munge-admin-group", munge_admin_group,
                  "members of this Unix group are admins when they use MUNGE (default: nobody)");
+  bool site = false;
+  app.add_flag("--site", site,
+               "site mode (as root): each experiment's job runs as its owner's Unix account, and "
+               "its directories belong to the owner (docs/site-deployment.md)");
   app.add_option("--max-connections", max_connections,
                  "connections served at once (one thread each)")
       ->capture_default_str();
@@ -219,13 +224,31 @@ int main(int argc, char** argv) {
     spdlog::error("--munge-auth and --no-auth exclude each other");
     return 2;
   }
+  if (site && no_auth) {
+    // Every caller would be the admin, and could run jobs as anyone.
+    spdlog::error("--site and --no-auth exclude each other: site mode runs jobs as the caller");
+    return 2;
+  }
+  std::unique_ptr<tfslurm::Accounts> accounts;
+  if (site) {
+    // Tried once now rather than failing every submission later.
+    if (auto can = tfslurm::system::CheckCanActAs(65534, 65534); !can.ok()) {
+      spdlog::error("{}", can.message());
+      return 1;
+    }
+    accounts = tfslurm::system::NewSiteAccounts();
+    spdlog::info("site mode: each experiment's job runs as its owner's Unix account");
+  } else {
+    accounts = tfslurm::system::NewPersonalAccounts();
+  }
   options.max_connections = max_connections;
   if (no_auth) {
     spdlog::warn(
         "--no-auth: every caller on {} acts as the local admin; use tokens on a shared machine",
         listen);
   }
-  auto daemon = tfslurm::daemon::Daemon::Start(options, {**store, *slurm, *clock, *random, *files});
+  auto daemon = tfslurm::daemon::Daemon::Start(
+      options, {**store, *slurm, *clock, *random, *files, *accounts});
   if (!daemon.ok()) {
     spdlog::error("{}", daemon.status().message());
     return 1;

@@ -25,6 +25,7 @@
 #include "service/core/ports/slurm.h"
 #include "service/daemon/daemon.h"
 #include "service/store/sqlite_store.h"
+#include "service/system/accounts.h"
 #include "service/system/system.h"
 
 namespace {
@@ -133,6 +134,7 @@ int main(int argc, char** argv) {
   auto clock = tfslurm::system::NewSystemClock();
   auto random = tfslurm::system::NewSystemRandomness();
   auto files = tfslurm::system::NewLocalFiles();
+  auto accounts = tfslurm::system::NewPersonalAccounts();
   tfslurm::daemon::DaemonOptions options;
   options.http_host = "127.0.0.1";
   options.http_port = 0;
@@ -144,7 +146,8 @@ int main(int argc, char** argv) {
   options.no_auth = true;
   options.web_assets = false;
   options.logs = false;
-  auto daemon = tfslurm::daemon::Daemon::Start(options, {**store, slurm, *clock, *random, *files});
+  auto daemon =
+      tfslurm::daemon::Daemon::Start(options, {**store, slurm, *clock, *random, *files, *accounts});
   if (!daemon.ok()) {
     fprintf(stderr, "%s\n", daemon.status().message().c_str());
     return 1;

@@ -2,7 +2,6 @@
 
 #include <grp.h>
 #include <munge.h>
-#include <pwd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <utility>
 
 #include "service/core/sha256.h"
+#include "service/system/accounts.h"
 
 namespace tfslurm::api {
 namespace {
@@ -114,23 +114,9 @@ size_t ReplayCache::size() {
 
 UserLookup SystemUserLookup() {
   return [](uid_t uid) -> std::optional<UnixUser> {
-    long size = sysconf(_SC_GETPW_R_SIZE_MAX);
-    std::vector<char> buf(size > 0 ? static_cast<size_t>(size) : 16384);
-    struct passwd pw;
-    struct passwd* found = nullptr;
-    while (getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) == ERANGE && buf.size() < (1 << 20))
-      buf.resize(buf.size() * 2);
-    if (found == nullptr) return std::nullopt;
-    UnixUser user{pw.pw_name, {}};
-    int n = 64;
-    std::vector<gid_t> groups(n);
-    while (getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0 && n < 65536)
-      groups.resize(static_cast<size_t>(n) > groups.size() ? n : groups.size() * 2);
-    groups.resize(std::max(n, 0));
-    user.groups = std::move(groups);
-    if (std::find(user.groups.begin(), user.groups.end(), pw.pw_gid) == user.groups.end())
-      user.groups.insert(user.groups.begin(), pw.pw_gid);
-    return user;
+    auto account = system::LookupAccount(uid);
+    if (!account) return std::nullopt;
+    return UnixUser{account->user, {account->groups.begin(), account->groups.end()}};
   };
 }
 

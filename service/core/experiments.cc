@@ -7,8 +7,9 @@
 namespace tfslurm {
 
 Experiments::Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& clock,
-                         Randomness& random, Files& files, LifecycleConfig config)
-    : lifecycle_({store, slurm, clock, random, files}, std::move(config)),
+                         Randomness& random, Files& files, Accounts& accounts,
+                         LifecycleConfig config)
+    : lifecycle_({store, slurm, clock, random, files, accounts}, std::move(config)),
       submission_(lifecycle_),
       agents_(lifecycle_),
       watch_(lifecycle_, agents_, submission_) {}

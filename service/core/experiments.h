@@ -46,7 +46,7 @@ struct ExperimentView {
 class Experiments {
  public:
   Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& clock, Randomness& random,
-              Files& files, LifecycleConfig config);
+              Files& files, Accounts& accounts, LifecycleConfig config);
 
   // Where agents reach the service; set once the agent endpoint listens,
   // before the first submission.

@@ -24,6 +24,7 @@
 #include "schema/status.h"
 #include "service/core/agent_messages.h"
 #include "service/core/attempt_run.h"
+#include "service/core/ports/accounts.h"
 #include "service/core/ports/clock.h"
 #include "service/core/ports/files.h"
 #include "service/core/ports/metrics.h"
@@ -63,6 +64,7 @@ struct LifecyclePorts {
   Clock& clock;
   Randomness& random;
   Files& files;
+  Accounts& accounts;
 };
 
 // An open experiment in memory: its records, the current attempt's tasks and

@@ -87,6 +87,9 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
   auto parsed = ParseSpec(input, lc_.config.limits);
   if (!parsed.ok()) return parsed.status();
   ExperimentSpec spec = std::move(parsed).value();
+  // Before anything is stored: an owner whose job could not run (site mode,
+  // no Unix account or root) is refused here, not at the first attempt.
+  if (auto account = lc_.ports.accounts.ForOwner(owner); !account.ok()) return account.status();
   if (spec.id.empty()) spec.id = lc_.ports.random.NewExperimentId();
 
   if (auto existing = lc_.ports.store.GetExperiment(spec.id); existing.ok()) {
@@ -151,8 +154,15 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   const std::string& id = a.record.id;
   std::string log_dir =
       lc_.config.output_root + "/" + id + "/logs/attempt-" + std::to_string(number);
-  if (Status s = lc_.ports.files.CreateDirectories(log_dir); !s.ok()) return s;
-  if (Status s = lc_.ports.files.CreateDirectories(a.record.model_dir); !s.ok()) return s;
+  // The job runs as this account, and everything made for it is made as it
+  // (or, for the experiment's directory in the output root, given to it).
+  auto as = lc_.ports.accounts.ForOwner(a.record.owner);
+  if (!as.ok()) return as.status();
+  if (Status s = lc_.ports.files.CreateExperimentDirectory(lc_.config.output_root + "/" + id, *as);
+      !s.ok())
+    return s;
+  if (Status s = lc_.ports.files.CreateDirectories(log_dir, *as); !s.ok()) return s;
+  if (Status s = lc_.ports.files.CreateDirectories(a.record.model_dir, *as); !s.ok()) return s;
 
   auto plans = PlanComponents(a.spec);
   if (!plans.ok()) return plans.status();
@@ -172,7 +182,9 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   attempt.job_name = p.request.job_name;
   attempt.state = "submitting";
   attempt.sbatch_script = p.request.script;
-  if (auto cp = lc_.ports.files.ReadCheckpointState(a.record.model_dir, a.spec.framework))
+  p.request.user_id = as->uid;
+  p.request.group_id = as->gid;
+  if (auto cp = lc_.ports.files.ReadCheckpointState(a.record.model_dir, a.spec.framework, *as))
     attempt.start_step = cp->step;
   return p;
 }

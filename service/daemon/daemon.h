@@ -28,6 +28,7 @@
 
 #include "schema/status.h"
 #include "service/core/experiments.h"
+#include "service/core/ports/accounts.h"
 #include "service/core/ports/clock.h"
 #include "service/core/ports/files.h"
 #include "service/core/ports/slurm.h"
@@ -90,6 +91,7 @@ struct DaemonPorts {
   Clock& clock;
   Randomness& random;
   Files& files;
+  Accounts& accounts;
 };
 
 class Daemon {

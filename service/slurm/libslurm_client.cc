@@ -182,8 +182,13 @@ class LibslurmClient final : public SlurmClient {
       // with a new secret; Slurm requeueing the same job would run the old
       // attempt a second time next to it.
       desc.requeue = 0;
-      desc.user_id = getuid();
-      desc.group_id = getgid();
+      // Root or SlurmUser may submit for any user (slurmctld's _valid_id,
+      // src/slurmctld/proc_req.c at slurm-22-05-8-1); anyone else only for
+      // themselves. There is no field for supplementary groups: slurmctld
+      // puts the user's own into the job's credential (_fill_cred_gids,
+      // src/common/slurm_cred.c, unless LaunchParameters=disable_send_gids).
+      desc.user_id = r.user_id;
+      desc.group_id = r.group_id;
     }
 
     submit_response_msg_t* resp = nullptr;

@@ -1,18 +1,23 @@
 #include "service/system/system.h"
 
+#include <fcntl.h>
 #include <openssl/rand.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 #include <vector>
 
 #include "schema/checkpoint_name.h"
 #include "service/core/sha256.h"
+#include "service/system/thread_identity.h"
 
 namespace tfslurm::system {
 namespace {
@@ -49,17 +54,88 @@ class SystemRandomness final : public Randomness {
   }
 };
 
+// Acting as another account is needed only when it is not tfslurmd's own
+// (site mode); personal mode never switches.
+bool IsSelf(const RunAs& as) { return as.uid == geteuid(); }
+
+std::string ErrnoText(const std::string& what, const std::string& path) {
+  return what + " " + path + ": " + strerror(errno);
+}
+
+// A checkpoint state file is a few hundred bytes; past this it is not one.
+constexpr size_t kMaxCheckpointStateBytes = 1 << 20;
+
+// The file at `path` if it is a regular file (O_NONBLOCK: a FIFO planted in
+// its place must not hang the caller) of at most kMaxCheckpointStateBytes.
+std::optional<std::string> ReadSmallRegularFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            static_cast<size_t>(st.st_size) <= kMaxCheckpointStateBytes;
+  if (ok) {
+    char buf[8192];
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof buf)) > 0 && text.size() <= kMaxCheckpointStateBytes)
+      text.append(buf, static_cast<size_t>(n));
+    ok = n == 0;
+  }
+  close(fd);
+  if (!ok) return std::nullopt;
+  return text;
+}
+
 class LocalFiles final : public Files {
  public:
-  Status CreateDirectories(const std::string& path) override {
+  Status CreateExperimentDirectory(const std::string& path, const RunAs& as) override {
+    if (mkdir(path.c_str(), 0750) != 0 && errno != EEXIST)
+      return Unavailable(ErrnoText("cannot create", path));
+    // Whether just made or already there, it is checked through a
+    // descriptor of the directory itself (O_NOFOLLOW: never a symlink's
+    // target), which is then given to `as`.
+    int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+      return FailedPrecondition(ErrnoText("cannot use the experiment directory", path) +
+                                " (it must be a directory, not a symlink)");
+    struct stat st;
+    Status status = Status::Ok();
+    if (fstat(fd, &st) != 0) {
+      status = Unavailable(ErrnoText("cannot stat", path));
+    } else if (st.st_uid != as.uid && st.st_uid != geteuid()) {
+      status = FailedPrecondition(path + " exists and belongs to uid " + std::to_string(st.st_uid) +
+                                  ", not to " + as.user + " (uid " + std::to_string(as.uid) +
+                                  "); remove it or use another id");
+    } else if (st.st_uid != as.uid && fchown(fd, as.uid, as.gid) != 0) {
+      status = Unavailable(ErrnoText("cannot give " + as.user + " the directory", path));
+    }
+    close(fd);
+    return status;
+  }
+
+  Status CreateDirectories(const std::string& path, const RunAs& as) override {
+    std::optional<ScopedThreadIdentity> identity;
+    if (!IsSelf(as)) {
+      identity.emplace(as.uid, as.gid, std::vector<gid_t>(as.groups.begin(), as.groups.end()));
+      if (!identity->ok())
+        return Unavailable("cannot act as " + as.user + ": " + identity->error());
+    }
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
-    if (ec) return Unavailable("cannot create " + path + ": " + ec.message());
+    if (ec) return Unavailable("cannot create " + path + " as " + as.user + ": " + ec.message());
     return Status::Ok();
   }
 
   std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
-                                                     Framework framework) override {
+                                                     Framework framework,
+                                                     const RunAs& as) override {
+    // Read as the owner: a symlink or hard link planted in MODEL_DIR reaches
+    // only what the owner may read, never what root may.
+    std::optional<ScopedThreadIdentity> identity;
+    if (!IsSelf(as)) {
+      identity.emplace(as.uid, as.gid, std::vector<gid_t>(as.groups.begin(), as.groups.end()));
+      if (!identity->ok()) return std::nullopt;
+    }
     if (framework == Framework::kPytorch) {
       wire::LatestTorchCheckpoint latest;
       std::error_code ec;
@@ -72,11 +148,9 @@ class LocalFiles final : public Files {
       if (!latest.found()) return std::nullopt;
       return CheckpointState{latest.file_name(), latest.step()};
     }
-    std::ifstream f(model_dir + "/checkpoint");
-    if (!f) return std::nullopt;
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ParseCheckpointState(ss.str());
+    auto text = ReadSmallRegularFile(model_dir + "/checkpoint");
+    if (!text) return std::nullopt;
+    return ParseCheckpointState(*text);
   }
 };
 

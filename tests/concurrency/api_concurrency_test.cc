@@ -55,7 +55,8 @@ class ApiConcurrencyTest : public ::testing::Test {
     config.barrier_timeout_ms = 24 * 3600 * 1000;
     config.heartbeat_interval_ms = 3600 * 1000;
     config.shutdown_grace_ms = 3600 * 1000;
-    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, config);
+    experiments_ =
+        std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config);
     token_store_ = std::make_unique<Tokens>(*store_, random_, clock_);
     auto grpc = agentrpc::StartAgentGrpcServer(*experiments_, "127.0.0.1:0");
     ASSERT_TRUE(grpc.ok()) << grpc.status().message();
@@ -275,6 +276,7 @@ class ApiConcurrencyTest : public ::testing::Test {
   AtomicClock clock_;
   LockedRandomness random_;
   testing::FakeFiles files_;
+  testing::FakeAccounts accounts_;
   std::unique_ptr<Tokens> token_store_;
   LockedSlurm slurm_{4, 16};
   std::unique_ptr<store::Store> store_;

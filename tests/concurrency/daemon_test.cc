@@ -26,12 +26,13 @@ class DaemonTest : public ::testing::Test {
     options_.poll_interval_ms = 50;
   }
 
-  daemon::DaemonPorts Ports() { return {*store_, slurm_, clock_, random_, files_}; }
+  daemon::DaemonPorts Ports() { return {*store_, slurm_, clock_, random_, files_, accounts_}; }
 
   TempDir dir_;
   AtomicClock clock_;
   LockedRandomness random_;
   testing::FakeFiles files_;
+  testing::FakeAccounts accounts_;
   LockedSlurm slurm_{4, 16};
   std::unique_ptr<store::Store> store_;
   daemon::DaemonOptions options_;

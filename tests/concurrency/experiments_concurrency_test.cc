@@ -41,7 +41,8 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
     config.barrier_timeout_ms = 24 * 3600 * 1000;
     config.heartbeat_interval_ms = 3600 * 1000;
     config.shutdown_grace_ms = 3600 * 1000;
-    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, config);
+    experiments_ =
+        std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config);
   }
   void TearDown() override {
     StopBackground();
@@ -86,6 +87,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
   AtomicClock clock_;
   LockedRandomness random_;
   testing::FakeFiles files_;
+  testing::FakeAccounts accounts_;
   LockedSlurm slurm_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Experiments> experiments_;
@@ -447,7 +449,7 @@ TEST_F(ExperimentsConcurrencyTest, JobSubmittedDuringAPollIsNotTakenForVanished)
   config.output_root = (dir_.path() / "out").string();
   config.launch = {"/opt/tfslurm-agent", "svc:1"};
   config.poll_interval_ms = 10;
-  Experiments experiments(*store_, slow, clock_, random_, files_, config);
+  Experiments experiments(*store_, slow, clock_, random_, files_, accounts_, config);
   ASSERT_TRUE(
       experiments.Submit(LoadSpec("first", true), "alice", false).ok());  // something to poll for
 

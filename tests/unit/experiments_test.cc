@@ -17,6 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using testing::FakeAccounts;
 using testing::FakeClock;
 using testing::FakeFiles;
 using testing::FakeRandomness;
@@ -51,7 +52,8 @@ class ExperimentsTest : public ::testing::Test {
   }
   // A new service process on the same database (and the same Slurm).
   void Restart() {
-    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, config_);
+    experiments_ =
+        std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config_);
   }
 
   void Poll() {
@@ -105,6 +107,7 @@ class ExperimentsTest : public ::testing::Test {
   FakeClock clock_;
   FakeRandomness random_;
   FakeFiles files_;
+  FakeAccounts accounts_;
   LifecycleConfig config_;
   std::unique_ptr<Experiments> experiments_;
   int attempt_offset_ = 0;
@@ -126,6 +129,32 @@ TEST_F(ExperimentsTest, SubmitStoresAndSubmitsWithComputedMemory) {
   EXPECT_TRUE(files_.Created(v.experiment.model_dir));
   // The secret is not stored, only its hash.
   EXPECT_EQ(v.attempts[0].secret_sha256, Sha256Hex(FakeSlurm::SecretOf(slurm_.submitted[0])));
+}
+
+TEST_F(ExperimentsTest, TheJobAndItsDirectoriesAreTheOwnersAccount) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  ASSERT_TRUE(experiments_->Submit(PsSpec("b"), "bob", false).ok());
+  auto alice = accounts_.ForOwner("alice");
+  auto bob = accounts_.ForOwner("bob");
+  ASSERT_NE(alice->uid, bob->uid);
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(slurm_.submitted[0].user_id, alice->uid);
+  EXPECT_EQ(slurm_.submitted[0].group_id, alice->gid);
+  EXPECT_EQ(slurm_.submitted[1].user_id, bob->uid);
+  EXPECT_EQ(files_.created_as.at((dir_ / "out" / "a").string()), "alice");
+  EXPECT_EQ(files_.created_as.at((dir_ / "out" / "a" / "logs" / "attempt-1").string()), "alice");
+  EXPECT_EQ(files_.created_as.at(View("b").experiment.model_dir), "bob");
+}
+
+TEST_F(ExperimentsTest, AnOwnerWithNoAccountIsRefusedAndNothingIsStoredOrSubmitted) {
+  accounts_.refused.insert("ghost");
+  auto r = experiments_->Submit(PsSpec("a"), "ghost", false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(r.status().message(), "no account ghost");
+  EXPECT_TRUE(slurm_.submitted.empty());
+  EXPECT_EQ(*store_->CountExperiments({}), 0);
+  EXPECT_TRUE(files_.created.empty());
 }
 
 TEST_F(ExperimentsTest, InvalidOrTooLargeSpecsStoreAndSubmitNothing) {

@@ -32,14 +32,18 @@ class FakeRandomness final : public Randomness {
 // Thread-safe, for the concurrency tests.
 class FakeFiles final : public Files {
  public:
-  Status CreateDirectories(const std::string& path) override {
+  Status CreateExperimentDirectory(const std::string& path, const RunAs& as) override {
+    return CreateDirectories(path, as);
+  }
+  Status CreateDirectories(const std::string& path, const RunAs& as) override {
     std::lock_guard lock(mu_);
     if (!refuse_create.ok()) return refuse_create;
     created.insert(path);
+    created_as[path] = as.user;
     return Status::Ok();
   }
-  std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
-                                                     Framework) override {
+  std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir, Framework,
+                                                     const RunAs&) override {
     std::lock_guard lock(mu_);
     auto it = checkpoints.find(model_dir);
     if (it == checkpoints.end()) return std::nullopt;
@@ -56,10 +60,28 @@ class FakeFiles final : public Files {
 
   Status refuse_create;
   std::set<std::string> created;
+  std::map<std::string, std::string> created_as;  // path -> the account it was made as
   std::map<std::string, CheckpointState> checkpoints;
 
  private:
   std::mutex mu_;
+};
+
+// Accounts: every owner runs as an account of its own name (uid 1000 + the
+// order owners were first seen in), except the names in `refused`.
+class FakeAccounts final : public Accounts {
+ public:
+  StatusOr<RunAs> ForOwner(const std::string& owner) override {
+    std::lock_guard lock(mu_);
+    if (refused.count(owner)) return Status{StatusCode::kPermissionDenied, "no account " + owner};
+    auto [it, added] = uids_.emplace(owner, 1000 + static_cast<uint32_t>(uids_.size()));
+    return RunAs{owner, it->second, it->second, {it->second}};
+  }
+  std::set<std::string> refused;
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, uint32_t> uids_;
 };
 
 class FakeSlurm final : public slurm::SlurmClient {

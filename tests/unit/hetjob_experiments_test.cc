@@ -44,7 +44,8 @@ class HetExperimentsTest : public ::testing::Test {
     psmem.name = "psmem";
     psmem.nodes.push_back({"node9", 8, 16000});
     slurm_.more_partitions["psmem"] = psmem;
-    experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, config_);
+    experiments_ =
+        std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config_);
   }
   void TearDown() override {
     experiments_.reset();
@@ -62,6 +63,7 @@ class HetExperimentsTest : public ::testing::Test {
   testing::FakeClock clock_;
   testing::FakeRandomness random_;
   testing::FakeFiles files_;
+  testing::FakeAccounts accounts_;
   LifecycleConfig config_;
   std::unique_ptr<Experiments> experiments_;
 };
@@ -148,7 +150,8 @@ TEST_F(HetExperimentsTest, TheJobEndsWhenEveryComponentHasEnded) {
 TEST_F(HetExperimentsTest, AnUnconfirmedReapEndsTheStepInEveryComponent) {
   config_.shutdown_grace_ms = 2000;
   config_.reap_timeout_margin_ms = 1000;
-  experiments_ = std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, config_);
+  experiments_ =
+      std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config_);
   ASSERT_TRUE(experiments_->Submit(HetSpec("h4"), "alice", false).ok());
   slurm::JobInfo& leader = slurm_.jobs[100];
   leader.het_job_id = 100;

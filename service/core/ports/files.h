@@ -1,5 +1,6 @@
 // The file-system port: the directories core creates for an attempt and the
-// latest checkpoint it reads from a MODEL_DIR. service/system/system.cc
+// latest checkpoint it reads from a MODEL_DIR, each done as the account the
+// experiment's job runs as (core/ports/accounts.h). service/system/system.cc
 // implements it on the local file system; unit tests use a fake.
 //
 // Thread safety: implementations are thread-safe.
@@ -10,6 +11,7 @@
 
 #include "schema/status.h"
 #include "service/core/checkpoint_state.h"
+#include "service/core/ports/accounts.h"
 #include "service/core/spec.h"
 
 namespace tfslurm {
@@ -17,14 +19,22 @@ namespace tfslurm {
 class Files {
  public:
   virtual ~Files() = default;
-  // Creates `path` and its missing parents; Unavailable when it cannot.
-  virtual Status CreateDirectories(const std::string& path) = 0;
+  // Creates the experiment's own directory <output root>/<id>, which only
+  // tfslurmd can create in the output root, for `as`: it belongs to `as`
+  // (mode 0750). One that exists must be a directory (not a symlink)
+  // belonging to `as`; FailedPrecondition otherwise.
+  virtual Status CreateExperimentDirectory(const std::string& path, const RunAs& as) = 0;
+  // Creates `path` and its missing parents as `as` (the kernel checks
+  // `as`'s permissions, and they belong to `as`); Unavailable when it cannot.
+  virtual Status CreateDirectories(const std::string& path, const RunAs& as) = 0;
   // The latest checkpoint in model_dir; nullopt when there is none or it
-  // cannot be read. TensorFlow: <model_dir>/checkpoint, parsed. PyTorch: the
-  // <name>-<step>.pt file with the largest step (schema/checkpoint_name.h),
-  // its path relative to model_dir as TensorFlow's are.
+  // cannot be read as `as`. TensorFlow: <model_dir>/checkpoint, a regular
+  // file, parsed. PyTorch: the <name>-<step>.pt file with the largest step
+  // (schema/checkpoint_name.h), its path relative to model_dir as
+  // TensorFlow's are.
   virtual std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
-                                                             Framework framework) = 0;
+                                                             Framework framework,
+                                                             const RunAs& as) = 0;
 };
 
 }  // namespace tfslurm

@@ -115,6 +115,11 @@ struct SubmitRequest {
     std::string constraint;
   };
   std::vector<Component> more_components;
+  // The account the job runs as (core/ports/accounts.h): tfslurmd's own in
+  // personal mode, the experiment owner's in site mode, which slurmctld
+  // accepts from root or SlurmUser only.
+  uint32_t user_id = 0;
+  uint32_t group_id = 0;
 };
 
 class SlurmClient {

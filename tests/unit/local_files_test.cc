@@ -1,0 +1,159 @@
+// The file-system port on the real file system (service/system/), and
+// acting as another account on one thread (ScopedThreadIdentity). Acting as
+// another account needs root: those tests are skipped for anyone else
+// (tests/run.sh runs as root, as CI does).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "service/system/accounts.h"
+#include "service/system/system.h"
+#include "service/system/thread_identity.h"
+#include "tests/unit/test_dir.h"
+
+namespace tfslurm {
+namespace {
+
+namespace fs = std::filesystem;
+using system::ScopedThreadIdentity;
+
+// nobody, who owns nothing here.
+const RunAs kNobody{"nobody", 65534, 65534, {65534}};
+
+RunAs Self() { return *system::LookupAccount(geteuid()); }
+
+uid_t OwnerOf(const fs::path& p) {
+  struct stat st;
+  EXPECT_EQ(lstat(p.c_str(), &st), 0) << p;
+  return st.st_uid;
+}
+
+void Write(const fs::path& p, const std::string& text, fs::perms perms) {
+  std::ofstream(p) << text;
+  fs::permissions(p, perms);
+}
+
+class LocalFilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = FreshTestDir("local-files");
+    fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void NeedRoot() {
+    if (geteuid() != 0) GTEST_SKIP() << "acting as another account needs root";
+  }
+  fs::path dir_;
+  std::unique_ptr<Files> files_ = system::NewLocalFiles();
+};
+
+TEST_F(LocalFilesTest, OnlyTheSwitchingThreadActsAsTheAccount) {
+  NeedRoot();
+  // A thread that exists before the switch (a new one would inherit its
+  // creator's credentials) looks while the switch is in force.
+  std::promise<void> switched;
+  std::promise<uid_t> seen;
+  std::thread other([&] {
+    switched.get_future().wait();
+    seen.set_value(geteuid());
+  });
+  {
+    ScopedThreadIdentity as(kNobody.uid, kNobody.gid, {kNobody.gid});
+    EXPECT_TRUE(as.ok()) << as.error();
+    EXPECT_EQ(geteuid(), kNobody.uid);
+    EXPECT_EQ(getegid(), kNobody.gid);
+    switched.set_value();
+    EXPECT_EQ(seen.get_future().get(), 0u);
+  }
+  other.join();
+  EXPECT_EQ(geteuid(), 0u);
+  EXPECT_EQ(getegid(), 0u);
+}
+
+TEST_F(LocalFilesTest, TheExperimentDirectoryIsGivenToItsAccountAndDeeperOnesMadeAsIt) {
+  NeedRoot();
+  fs::path exp = dir_ / "exp";
+  ASSERT_TRUE(files_->CreateExperimentDirectory(exp, kNobody).ok());
+  EXPECT_EQ(OwnerOf(exp), kNobody.uid);
+  EXPECT_EQ(fs::status(exp).permissions() & fs::perms::others_all, fs::perms::none);
+  // Again (a resume): still nobody's, and accepted.
+  ASSERT_TRUE(files_->CreateExperimentDirectory(exp, kNobody).ok());
+  ASSERT_TRUE(files_->CreateDirectories(exp / "logs" / "attempt-1", kNobody).ok());
+  EXPECT_EQ(OwnerOf(exp / "logs"), kNobody.uid);
+  EXPECT_EQ(OwnerOf(exp / "logs" / "attempt-1"), kNobody.uid);
+}
+
+TEST_F(LocalFilesTest, DirectoriesAreMadeWithTheAccountsPermissionsNotRoots) {
+  NeedRoot();
+  // Root may write in a root-only directory; nobody may not.
+  fs::path root_only = dir_ / "root-only";
+  fs::create_directory(root_only);
+  fs::permissions(root_only, fs::perms::owner_all);
+  Status s = files_->CreateDirectories(root_only / "model", kNobody);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.message().find("as nobody"), std::string::npos) << s.message();
+  EXPECT_FALSE(fs::exists(root_only / "model"));
+}
+
+TEST_F(LocalFilesTest, SomeoneElsesDirectoryOrASymlinkIsNotTakenAsTheExperiments) {
+  NeedRoot();
+  fs::path theirs = dir_ / "theirs";
+  fs::create_directory(theirs);
+  ASSERT_EQ(chown(theirs.c_str(), 4242, 4242), 0);
+  Status s = files_->CreateExperimentDirectory(theirs, kNobody);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("belongs to uid 4242, not to nobody"), std::string::npos)
+      << s.message();
+  EXPECT_EQ(OwnerOf(theirs), 4242u);
+
+  fs::path link = dir_ / "link";
+  fs::create_directory_symlink(theirs, link);
+  s = files_->CreateExperimentDirectory(link, kNobody);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("not a symlink"), std::string::npos) << s.message();
+}
+
+TEST_F(LocalFilesTest, ACheckpointSymlinkToARootOnlyFileIsNotReadForItsOwner) {
+  NeedRoot();
+  fs::path model = dir_ / "model";
+  fs::create_directory(model);
+  ASSERT_EQ(chown(model.c_str(), kNobody.uid, kNobody.gid), 0);
+  fs::path secret = dir_ / "secret";
+  Write(secret, "model_checkpoint_path: \"model.ckpt-4242\"\n", fs::perms::owner_read);
+  fs::create_symlink(secret, model / "checkpoint");
+  // As root it would be read: the owner's identity is what keeps it out.
+  auto as_root = files_->ReadCheckpointState(model, Framework::kTensorflow, Self());
+  ASSERT_TRUE(as_root.has_value());
+  EXPECT_EQ(as_root->step, 4242);
+  EXPECT_FALSE(files_->ReadCheckpointState(model, Framework::kTensorflow, kNobody).has_value());
+}
+
+TEST_F(LocalFilesTest, TheOwnersOwnCheckpointIsReadAsThem) {
+  fs::path model = dir_ / "model";
+  fs::create_directory(model);
+  Write(model / "checkpoint", "model_checkpoint_path: \"model.ckpt-30\"\n",
+        fs::perms::owner_read | fs::perms::owner_write);
+  RunAs as = Self();
+  if (geteuid() == 0) {
+    as = kNobody;
+    ASSERT_EQ(chown((model / "checkpoint").c_str(), kNobody.uid, kNobody.gid), 0);
+  }
+  auto state = files_->ReadCheckpointState(model, Framework::kTensorflow, as);
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 30);
+}
+
+TEST_F(LocalFilesTest, AFifoInPlaceOfTheCheckpointFileDoesNotHangTheRead) {
+  fs::path model = dir_ / "model";
+  fs::create_directory(model);
+  ASSERT_EQ(mkfifo((model / "checkpoint").c_str(), 0600), 0);
+  EXPECT_FALSE(files_->ReadCheckpointState(model, Framework::kTensorflow, Self()).has_value());
+}
+
+}  // namespace
+}  // namespace tfslurm
