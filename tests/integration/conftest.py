@@ -160,12 +160,16 @@ def service_factory(slurm_cluster):
     services = []
     dirs = []
 
-    def make(extra_args=(), workdir=None, auth=False, agent_host="127.0.0.1", run_as=None):
+    def make(extra_args=(), workdir=None, auth=False, agent_host="127.0.0.1", run_as=None, searchable=False):
+        """searchable: other users may pass through the workdir (and so reach
+        the output root), as site mode's jobs, run as their owners, must."""
         if workdir is None:
             workdir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
             dirs.append(workdir)
             if run_as:
                 shutil.chown(workdir, run_as, run_as)
+            if searchable:
+                os.chmod(workdir, 0o755)
         s = Service(slurm_cluster, workdir, extra_args, auth, agent_host, run_as).start()
         services.append(s)
         return s

@@ -5,97 +5,17 @@ fresh credential per request, bound to that request by its payload
 ("tfslurm/1 METHOD PATH"). The test creates Unix users and runs tfctl (and
 `munge`) as them with setpriv.
 
-tfslurmd itself runs as root here; the jobs still run as tfslurmd's uid
-until site mode (part 2) submits them as their owners."""
+tfslurmd runs as root in site mode (--site) here, so alice's jobs run as
+alice; test_site_mode.py checks what that means for her files and jobs."""
 import json
 import os
 import subprocess
-import tempfile
 
 import pytest
 
-from conftest import BIN, wait_for
-
-ALICE, BOB, ADMINS = "tfs-alice", "tfs-bob", "tfs-admins"
-TFCTL = os.path.join(BIN, "tfctl")
-
-
-def ensure_group(name):
-    subprocess.run(["groupadd", "-f", name], check=True)
-
-
-def ensure_user(name, groups=()):
-    if subprocess.run(["id", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-    for g in groups:
-        subprocess.run(["usermod", "-aG", g, name], check=True)
-
-
-def as_unix(user):
-    """setpriv's prefix to run a command as `user` (a name, or a bare uid)."""
-    if isinstance(user, int):
-        return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--"]
-    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"]
-
-
-def munge_socket(slurm_conf):
-    return os.path.join(os.path.dirname(os.path.dirname(slurm_conf)), "munge", "munge.socket.2")
-
-
-def credential(socket, user, payload=None):
-    """A credential made by `user` (None: the test's own uid, root)."""
-    args = ["munge", "-S", socket] + (["-s", payload] if payload is not None else ["-n"])
-    prefix = [] if user is None else as_unix(user)
-    return subprocess.run(prefix + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          check=True).stdout.strip()
-
-
-def admin_token(service):
-    out = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user",
-                          "root", "--admin"], stdout=subprocess.PIPE, text=True, check=True)
-    return out.stdout.strip()
-
-
-@pytest.fixture
-def site(service_factory, slurm_cluster):
-    """A tfslurmd with tokens and MUNGE, users alice and bob, and a home and
-    spec directory each of them can read."""
-    ensure_group(ADMINS)
-    ensure_user(ALICE)
-    ensure_user(BOB)
-    socket = munge_socket(slurm_cluster)
-    service = service_factory(extra_args=["--munge-auth", "--munge-socket", socket], auth=True)
-    homes = {}
-    for user in (ALICE, BOB):
-        homes[user] = tempfile.mkdtemp(prefix=f"{user}-", dir="/tmp")
-        subprocess.run(["chown", f"{user}:{user}", homes[user]], check=True)
-    yield service, socket, homes
-    for h in homes.values():
-        subprocess.run(["rm", "-rf", h], check=False)
-
-
-def tfctl(site, user, *args, token=None):
-    service, socket, homes = site
-    env = {"PATH": os.environ["PATH"], "HOME": homes[user], "TFSLURM_URL": service.url,
-           "TFSLURM_MUNGE_SOCKET": socket}
-    if token:
-        env["TFSLURM_TOKEN"] = token
-    return subprocess.run(as_unix(user) + [TFCTL, *args], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=120, cwd=homes[user])
-
-
-def ok(result):
-    assert result.returncode == 0, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    return result.stdout
-
-
-def with_munge(service, method, path, cred, body=None):
-    status, reply = service.request(method, path, body, {"Authorization": f"MUNGE {cred}"},
-                                    raw=path.endswith("/logs"))
-    if isinstance(reply, str) and status >= 400:
-        reply = json.loads(reply)
-    return status, reply
-
+from conftest import wait_for
+from unix_users import (ADMINS, ALICE, BOB, admin_token, credential, ensure_user, munge_socket, ok, site,  # noqa: F401
+                        tfctl, with_munge)
 
 def submit_as_alice(site, exp_id):
     _, _, homes = site

@@ -1,0 +1,139 @@
+"""Issue 16, part 2 and part 4: site mode. tfslurmd runs as root with
+--site; alice submits with tfctl over MUNGE, and her job runs as alice: her
+program's uid and groups are hers, everything made for the experiment (the
+experiment's directory, the logs, MODEL_DIR) and everything it writes is
+hers, and Slurm has the job under her name. An owner with no Unix account,
+or root, is refused before anything is stored. Files alice plants (a
+symlink to a root-only file as the checkpoint state, or as a log) reach
+nothing that alice herself could not read."""
+import json
+import os
+import pwd
+import grp
+import subprocess
+
+import pytest
+
+from conftest import REPO, scontrol_job, wait_for
+from unix_users import ALICE, as_unix, ensure_group, ensure_user, ok, site, tfctl, token_for  # noqa: F401
+
+SHARED_GROUP = "tfs-shared"
+
+
+def as_admin(service, method, path, body=None):
+    return service.request(method, path, body, {"Authorization": f"Bearer {service.admin}"})
+
+
+@pytest.fixture
+def alice_site(site):
+    service, _, _ = site
+    # A supplementary group of alice's, to see that the job has it too.
+    ensure_group(SHARED_GROUP)
+    ensure_user(ALICE, groups=[SHARED_GROUP])
+    service.admin = token_for(service, "root", admin=True)
+    return site
+
+
+def submit(site, user, spec):
+    _, _, homes = site
+    path = os.path.join(homes[user], f"{spec['id']}.json")
+    with open(path, "w") as f:
+        json.dump(spec, f)
+    os.chmod(path, 0o644)
+    out = ok(tfctl(site, user, "submit", path))
+    assert f"submitted {spec['id']}" in out, out
+
+
+def wait_done(service, exp_id, timeout=180):
+    return wait_for(lambda: (lambda e: e if e["state"] in ("succeeded", "failed", "cancelled") else None)(
+        as_admin(service, "GET", f"/experiments/{exp_id}")[1]), timeout, f"{exp_id} to end", interval=0.25)
+
+
+def owners_under(path):
+    found = {".": os.lstat(path).st_uid}
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            full = os.path.join(root, name)
+            found[os.path.relpath(full, path)] = os.lstat(full).st_uid
+    return found
+
+
+def test_alices_job_runs_as_alice_and_everything_made_for_it_is_hers(alice_site, slurm_cluster):
+    service, _, _ = alice_site
+    alice = pwd.getpwnam(ALICE)
+    shared_gid = grp.getgrnam(SHARED_GROUP).gr_gid
+    record = 'id -u > "$MODEL_DIR/id-$TFSLURM_ROLE-$TFSLURM_INDEX"; id -G >> "$MODEL_DIR/id-$TFSLURM_ROLE-$TFSLURM_INDEX"'
+    submit(alice_site, ALICE, {
+        "id": "site-linear", "workdir": os.path.join(REPO, "examples/linear_ps"),
+        "command": ["/bin/sh", "-c", record + '; exec python3 train.py --steps 40'],
+        "cluster": {"ps": 1, "worker": 1},
+        "resources": {"partition": "debug", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:10:00"}})
+    done = wait_done(service, "site-linear")
+    assert done["state"] == "succeeded", done.get("reason")
+    assert done["owner"] == ALICE
+
+    # Slurm ran the job as alice, with her primary group.
+    job = scontrol_job(slurm_cluster, done["slurm_job_id"])
+    assert job["UserId"] == f"{ALICE}({alice.pw_uid})", job["UserId"]
+    assert job["GroupId"].startswith(f"{grp.getgrgid(alice.pw_gid).gr_name}({alice.pw_gid})"), job["GroupId"]
+
+    # Her programs (and so the agents that started them) ran as alice, with
+    # her supplementary groups, which slurmctld put in the job's credential.
+    model_dir = done["model_dir"]
+    for task in ("ps-0", "worker-0"):
+        uid_line, groups_line = open(os.path.join(model_dir, f"id-{task}")).read().split("\n")[:2]
+        assert int(uid_line) == alice.pw_uid, (task, uid_line)
+        assert shared_gid in {int(g) for g in groups_line.split()}, (task, groups_line, shared_gid)
+
+    # Everything under the experiment's directory is alice's: what tfslurmd
+    # made (the directory, logs/attempt-1, MODEL_DIR) and what the job wrote
+    # (batch output, task logs, checkpoints, scalars).
+    exp_dir = os.path.join(service.output_root, "site-linear")
+    owners = owners_under(exp_dir)
+    assert {"logs/attempt-1", "checkpoint", "tfslurm-scalars.jsonl"} <= set(owners), sorted(owners)
+    assert any(p.startswith("logs/attempt-1/") for p in owners), sorted(owners)
+    assert {p: uid for p, uid in owners.items() if uid != alice.pw_uid} == {}, owners
+    assert os.stat(exp_dir).st_mode & 0o777 == 0o750
+
+
+def test_an_owner_with_no_unix_account_or_root_is_refused_and_nothing_is_stored(alice_site):
+    service, _, _ = alice_site
+    for user, why in (("tfs-nobody-here", "has no Unix account on this host"), ("root", "is uid 0")):
+        token = token_for(service, user)
+        spec = {"id": f"refused-{user}", "command": ["/bin/true"], "cluster": {"worker": 1},
+                "resources": {"partition": "debug"}}
+        status, reply = service.request("POST", "/experiments", spec, {"Authorization": f"Bearer {token}"})
+        assert status == 403 and why in reply["error"]["message"], (user, status, reply)
+        assert as_admin(service, "GET", f"/experiments/refused-{user}")[0] == 404
+
+
+def test_symlinks_alice_plants_reach_nothing_she_could_not_read(alice_site, tmp_path):
+    service, _, _ = alice_site
+    submit(alice_site, ALICE, {"id": "site-plant", "command": ["/bin/sh", "-c", "echo REAL"],
+                               "cluster": {"worker": 1}, "resources": {"partition": "debug"}})
+    done = wait_done(service, "site-plant")
+    assert done["state"] == "succeeded", done.get("reason")
+
+    # A root-only file that looks like a checkpoint state and a log.
+    secret = tmp_path / "root-only"
+    secret.write_text('model_checkpoint_path: "model.ckpt-987654"\nSECRET\n')
+    os.chmod(secret, 0o600)
+    os.chmod(tmp_path, 0o755)
+    model_dir = done["model_dir"]
+    attempt_dir = os.path.join(service.output_root, "site-plant", "logs", "attempt-1")
+    plant = "ln -sf {0} {1}/checkpoint && for f in {2}/*; do ln -sf {0} \"$f\"; done".format(
+        secret, model_dir, attempt_dir)
+    subprocess.run(as_unix(ALICE) + ["/bin/sh", "-c", plant], check=True)
+    assert os.path.islink(os.path.join(model_dir, "checkpoint"))
+
+    # The logs: refused, not served.
+    r = tfctl(alice_site, ALICE, "logs", "site-plant", "--task", "worker:0")
+    assert r.returncode == 1 and "SECRET" not in r.stdout and "refused" in r.stderr, r
+    # The checkpoint state is read as alice, who cannot read the file: the
+    # resumed attempt starts from no checkpoint, not from step 987654.
+    ok(tfctl(alice_site, ALICE, "resume", "site-plant"))
+    _, exp = as_admin(service, "GET", "/experiments/site-plant")
+    assert len(exp["attempts"]) == 2, exp["attempts"]
+    assert exp["attempts"][1].get("start_step") in (None, 0), exp["attempts"][1]
+    assert "987654" not in json.dumps(exp)
+    wait_done(service, "site-plant")

@@ -1,0 +1,100 @@
+"""Real Unix users for the multi-user tests (issue 16): alice and bob,
+created with useradd, tfctl and `munge` run as them with setpriv, and a
+tfslurmd in site mode (--site, as root) that knows them by MUNGE."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import BIN
+
+ALICE, BOB, ADMINS = "tfs-alice", "tfs-bob", "tfs-admins"
+TFCTL = os.path.join(BIN, "tfctl")
+
+
+def ensure_group(name):
+    subprocess.run(["groupadd", "-f", name], check=True)
+
+
+def ensure_user(name, groups=()):
+    if subprocess.run(["id", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    for g in groups:
+        subprocess.run(["usermod", "-aG", g, name], check=True)
+
+
+def as_unix(user):
+    """setpriv's prefix to run a command as `user` (a name, or a bare uid)."""
+    if isinstance(user, int):
+        return ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", "--"]
+    return ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "--"]
+
+
+def munge_socket(slurm_conf):
+    return os.path.join(os.path.dirname(os.path.dirname(slurm_conf)), "munge", "munge.socket.2")
+
+
+def credential(socket, user, payload=None):
+    """A credential made by `user` (None: the test's own uid, root)."""
+    args = ["munge", "-S", socket] + (["-s", payload] if payload is not None else ["-n"])
+    prefix = [] if user is None else as_unix(user)
+    return subprocess.run(prefix + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          check=True).stdout.strip()
+
+
+def token_for(service, user, admin=False):
+    out = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user", user]
+                         + (["--admin"] if admin else []), stdout=subprocess.PIPE, text=True, check=True)
+    return out.stdout.strip()
+
+
+def admin_token(service):
+    return token_for(service, "root", admin=True)
+
+
+@pytest.fixture
+def site(service_factory, slurm_cluster):
+    """A tfslurmd in site mode with tokens and MUNGE, users alice and bob,
+    and a home and spec directory each of them can read. Its workdir (and so
+    the output root) is searchable by them, as a site's output root is:
+    slurmd writes alice's batch output there as alice."""
+    ensure_group(ADMINS)
+    ensure_user(ALICE)
+    ensure_user(BOB)
+    socket = munge_socket(slurm_cluster)
+    service = service_factory(extra_args=["--site", "--munge-auth", "--munge-socket", socket], auth=True,
+                              searchable=True)
+    homes = {}
+    for user in (ALICE, BOB):
+        homes[user] = tempfile.mkdtemp(prefix=f"{user}-", dir="/tmp")
+        subprocess.run(["chown", f"{user}:{user}", homes[user]], check=True)
+        os.chmod(homes[user], 0o755)
+    yield service, socket, homes
+    for h in homes.values():
+        shutil.rmtree(h, ignore_errors=True)
+
+
+def tfctl(site, user, *args, token=None):
+    service, socket, homes = site
+    env = {"PATH": os.environ["PATH"], "HOME": homes[user], "TFSLURM_URL": service.url,
+           "TFSLURM_MUNGE_SOCKET": socket}
+    if token:
+        env["TFSLURM_TOKEN"] = token
+    return subprocess.run(as_unix(user) + [TFCTL, *args], env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=120, cwd=homes[user])
+
+
+def ok(result):
+    assert result.returncode == 0, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    return result.stdout
+
+
+def with_munge(service, method, path, cred, body=None):
+    status, reply = service.request(method, path, body, {"Authorization": f"MUNGE {cred}"},
+                                    raw=path.endswith("/logs"))
+    if isinstance(reply, str) and status >= 400:
+        reply = json.loads(reply)
+    return status, reply
