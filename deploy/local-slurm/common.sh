@@ -4,6 +4,10 @@
 # Node names of the local cluster; slurm.conf, start.sh and stop.sh agree on them.
 # shellcheck disable=SC2034 # used by the scripts that source this file
 LOCAL_SLURM_NODES=(node1 node2 node3)
+# GPUs (gres/gpu, device files under DIR/dev/NODE) each node has; start.sh
+# writes them into slurm.conf and gres.conf.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+LOCAL_SLURM_GPUS_PER_NODE=4
 
 log() { printf 'local-slurm: %s\n' "$*" >&2; }
 die() {
