@@ -94,22 +94,12 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
     env.emplace_back("TFSLURM_SCALARS_FILE", model_dir + "/" + kScalarsFileName);
   auto colon = t.address.rfind(':');
   if (colon != std::string::npos) env.emplace_back("TFSLURM_PORT", t.address.substr(colon + 1));
-  // With GPUs per node shared by several tasks, each task sees its own
-  // slice, by local slot: gpus_per_node / tasks_per_node each, as its own
-  // component has them.
-  const Resources& r = components_[t.component].resources;
-  if (r.gpus_per_node > 0 && r.tasks_per_node > 1) {
-    int per_task = r.gpus_per_node / r.tasks_per_node;
-    std::string devices;
-    if (per_task > 0) {
-      for (int g = 0; g < per_task; ++g)
-        devices += (g ? "," : "") + std::to_string(t.local_id * per_task + g);
-    } else {
-      // More tasks than GPUs: tasks share GPUs round-robin.
-      devices = std::to_string(t.local_id % r.gpus_per_node);
-    }
-    env.emplace_back("CUDA_VISIBLE_DEVICES", devices);
-  }
+  // No CUDA_VISIBLE_DEVICES: slurmstepd sets it for each task from the GPUs
+  // Slurm gave the step or the task (gres_p_step_set_env, gres_p_task_set_env
+  // in src/plugins/gres/gpu/gres_gpu.c through gres_common_gpu_set_env in
+  // src/plugins/gres/common/gres_common.c, slurm-22-05-8-1), renumbered from
+  // 0 under ConstrainDevices, and the agent passes it on. A mapping of ours
+  // on top would name GPUs by an index Slurm does not use.
   return env;
 }
 

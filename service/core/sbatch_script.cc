@@ -28,6 +28,8 @@ std::string RenderMoreComponents(const SubmitRequest& r) {
     s += "#SBATCH --mem-per-cpu=" + std::to_string(c.mem_per_cpu_mb) + "\n";
     if (c.gpus_per_node > 0)
       s += "#SBATCH --gpus-per-node=" + std::to_string(c.gpus_per_node) + "\n";
+    if (c.gpus_per_task > 0)
+      s += "#SBATCH --gpus-per-task=" + std::to_string(c.gpus_per_task) + "\n";
     if (!c.constraint.empty()) s += "#SBATCH --constraint=" + c.constraint + "\n";
     if (!r.exclude_nodes.empty()) s += "#SBATCH --exclude=" + r.exclude_nodes + "\n";
     s += "#SBATCH --time=" + FormatSlurmTime(r.time_limit_minutes) + "\n";
@@ -35,6 +37,13 @@ std::string RenderMoreComponents(const SubmitRequest& r) {
     s += "#SBATCH --no-requeue\n";
   }
   return s;
+}
+
+bool UsesGpusPerTask(const SubmitRequest& r) {
+  if (r.gpus_per_task > 0) return true;
+  for (const SubmitRequest::Component& c : r.more_components)
+    if (c.gpus_per_task > 0) return true;
+  return false;
 }
 
 // What each component of a heterogeneous job holds, for the script's comment.
@@ -70,6 +79,7 @@ std::string RenderScript(const ExperimentSpec& spec, const std::vector<MemoryPla
   s += "#SBATCH --cpus-per-task=" + std::to_string(r.cpus_per_task) + "\n";
   s += "#SBATCH --mem-per-cpu=" + std::to_string(r.mem_per_cpu_mb) + "\n";
   if (r.gpus_per_node > 0) s += "#SBATCH --gpus-per-node=" + std::to_string(r.gpus_per_node) + "\n";
+  if (r.gpus_per_task > 0) s += "#SBATCH --gpus-per-task=" + std::to_string(r.gpus_per_task) + "\n";
   if (!r.constraint.empty()) s += "#SBATCH --constraint=" + r.constraint + "\n";
   if (!r.exclude_nodes.empty()) s += "#SBATCH --exclude=" + r.exclude_nodes + "\n";
   s += "#SBATCH --time=" + FormatSlurmTime(r.time_limit_minutes) + "\n";
@@ -96,6 +106,9 @@ std::string RenderScript(const ExperimentSpec& spec, const std::vector<MemoryPla
   s += "# The attempt secret reaches the agents through the job's environment\n";
   s += "# (TFSLURM_SECRET), never through this file. --no-requeue: after a preemption or\n";
   s += "# a node failure tfslurm starts a new attempt itself (see restart in the spec).\n";
+  if (UsesGpusPerTask(r))
+    s += "# GPUs per task: SLURM_GPUS_PER_TASK in the job's environment, as sbatch sets it, has\n"
+         "# srun bind each task to GPUs of its own; CUDA_VISIBLE_DEVICES is Slurm's alone.\n";
   if (r.warn_signal)
     s += "# Slurm sends SIGUSR1 to every task " + std::to_string(r.warn_time_s) +
          " s before the time limit; the agent forwards it so the program can checkpoint.\n";
@@ -159,6 +172,7 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& m
   r.tasks_per_node = first.tasks_per_node;
   r.cpus_per_task = first.cpus_per_task;
   r.gpus_per_node = first.gpus_per_node;
+  r.gpus_per_task = first.gpus_per_task;
   r.constraint = components.front().constraint;
   r.mem_per_cpu_mb = memory.mem_per_cpu_mb;
   std::vector<MemoryPlan> plans = {memory};
@@ -169,6 +183,7 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& m
     r.more_components.push_back({c.resources.partition, c.resources.nodes,
                                  c.resources.tasks_per_node, c.resources.cpus_per_task,
                                  c.resources.gpus_per_node, plan.mem_per_cpu_mb, c.constraint});
+    r.more_components.back().gpus_per_task = c.resources.gpus_per_task;
   }
   r.time_limit_minutes = spec.resources.time_limit_minutes;
   for (const std::string& node : exclude_nodes)
@@ -181,6 +196,22 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& m
   r.batch_output = paths.log_dir + "/batch.out";
   r.environment = base_environment;
   r.environment.push_back("TFSLURM_SECRET=" + secret);
+  // The job's --gpus-per-task alone does not reach the step: srun in the
+  // script learns it from SLURM_GPUS_PER_TASK (SLURM_GPUS_PER_TASK_HET_GROUP_k
+  // per component; _opt_env in src/srun/libsrun/opt.c), which sbatch puts in
+  // the job's environment (sbatch.c calls set_env_from_opts in
+  // src/common/env.c; slurm-22-05-8-1) and libslurm does not. With it srun
+  // binds each task to GPUs of its own (an implicit tres_bind
+  // "gpu:per_task:N", _create_job_step_create_request in
+  // src/srun/libsrun/launch.c); without it every task of a node sees all of
+  // the node's GPUs of the job (checked on the local cluster).
+  for (size_t k = 0; k < components.size(); ++k) {
+    const int gpus = components[k].resources.gpus_per_task;
+    if (gpus == 0) continue;
+    const std::string group =
+        components.size() > 1 ? "_HET_GROUP_" + std::to_string(k) + "=" : std::string("=");
+    r.environment.push_back("SLURM_GPUS_PER_TASK" + group + std::to_string(gpus));
+  }
   if (components.size() > 1) {
     // What sbatch puts in a heterogeneous job's environment for each
     // component k (sbatch.c calls opt.c's set_envs on the first job

@@ -30,7 +30,7 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
   if (!c.IsObject(v, "resources")) return;
   c.OnlyKeys(v, "resources",
              {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
-              "mem_per_task_mb", "time_limit"});
+              "gpus_per_task", "mem_per_task_mb", "time_limit"});
   ParseNodeShape(c, v, "resources", out);
   if (v.contains("time_limit")) {
     auto s = c.String(v["time_limit"], "resources.time_limit", 32);
@@ -136,7 +136,21 @@ bool ParseNodeShape(Checker& c, const json& v, const std::string& path, Resource
   count("nodes", 1, 10000, out.nodes);
   bool tasks_per_node_given = count("tasks_per_node", 1, 1024, out.tasks_per_node);
   count("cpus_per_task", 1, 1024, out.cpus_per_task);
-  count("gpus_per_node", 0, 64, out.gpus_per_node);
+  const bool gpus_per_node_given = count("gpus_per_node", 0, 64, out.gpus_per_node);
+  const bool gpus_per_task_given = count("gpus_per_task", 0, 64, out.gpus_per_task);
+  // A block that names one GPU field says how its tasks get GPUs: a role
+  // does not inherit the other from `resources`.
+  if (gpus_per_node_given && !gpus_per_task_given) out.gpus_per_task = 0;
+  if (gpus_per_task_given && !gpus_per_node_given) out.gpus_per_node = 0;
+  // Slurm would take both, but then each node's GPUs are split among its
+  // tasks and the rest left idle; one way of asking is clearer.
+  if (out.gpus_per_node > 0 && out.gpus_per_task > 0)
+    c.Fail(path + ".gpus_per_task",
+           "cannot be combined with gpus_per_node (got gpus_per_task " +
+               std::to_string(out.gpus_per_task) + " and gpus_per_node " +
+               std::to_string(out.gpus_per_node) +
+               "): use gpus_per_task for GPUs of each task's own, or gpus_per_node for GPUs "
+               "every task of a node shares, and set the other to 0");
   if (v.contains("mem_per_task_mb")) {
     const json& m = v["mem_per_task_mb"];
     if (m.is_string() && m.get<std::string>() == "auto") {

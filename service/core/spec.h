@@ -50,6 +50,9 @@ struct Resources {
   int tasks_per_node = 1;
   int cpus_per_task = 1;
   int gpus_per_node = 0;
+  // Slurm's --gpus-per-task: each task gets GPUs of its own, bound by Slurm.
+  // At most one of gpus_per_node and gpus_per_task is > 0 (ParseSpec).
+  int gpus_per_task = 0;
   std::optional<int64_t> mem_per_task_mb;  // nullopt: auto
   int time_limit_minutes = 60;
   int Tasks() const { return nodes * tasks_per_node; }
@@ -58,7 +61,8 @@ struct Resources {
 // A role's own resources (`roles.<role>` in the spec, TensorFlow only): the
 // role's tasks run in a component of one heterogeneous Slurm job instead of
 // sharing `resources`. ParseSpec fills what the block leaves out: partition,
-// cpus_per_task, gpus_per_node and mem_per_task_mb from `resources`; nodes is
+// cpus_per_task, gpus_per_node, gpus_per_task (unless the block names
+// either GPU field) and mem_per_task_mb from `resources`; nodes is
 // 1 and tasks_per_node cluster.<role> / nodes. The role's tasks are exactly
 // nodes x tasks_per_node, so cluster.<role> must equal that.
 // Its time_limit_minutes is the job's (`resources.time_limit`).
@@ -68,7 +72,8 @@ struct RoleResources : Resources {
   bool SameShape(const RoleResources& o) const {
     return partition == o.partition && tasks_per_node == o.tasks_per_node &&
            cpus_per_task == o.cpus_per_task && gpus_per_node == o.gpus_per_node &&
-           mem_per_task_mb == o.mem_per_task_mb && constraint == o.constraint;
+           gpus_per_task == o.gpus_per_task && mem_per_task_mb == o.mem_per_task_mb &&
+           constraint == o.constraint;
   }
 };
 

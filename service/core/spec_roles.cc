@@ -19,7 +19,7 @@ void ParseRole(Checker& c, const json& v, const std::string& role, ExperimentSpe
   if (!c.IsObject(v, path)) return;
   c.OnlyKeys(v, path,
              {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
-              "mem_per_task_mb", "constraint"});
+              "gpus_per_task", "mem_per_task_mb", "constraint"});
   // What the block leaves out comes from `resources`, but nodes (1) and
   // tasks_per_node (below); time_limit is the job's.
   RoleResources r;

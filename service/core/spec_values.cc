@@ -144,6 +144,7 @@ nlohmann::json ExperimentSpec::ToJson() const {
               {"tasks_per_node", resources.tasks_per_node},
               {"cpus_per_task", resources.cpus_per_task},
               {"gpus_per_node", resources.gpus_per_node},
+              {"gpus_per_task", resources.gpus_per_task},
               {"time_limit", FormatSlurmTime(resources.time_limit_minutes)}};
   if (!resources.partition.empty()) res["partition"] = resources.partition;
   if (resources.mem_per_task_mb)
@@ -157,7 +158,8 @@ nlohmann::json ExperimentSpec::ToJson() const {
       json b = {{"nodes", r.nodes},
                 {"tasks_per_node", r.tasks_per_node},
                 {"cpus_per_task", r.cpus_per_task},
-                {"gpus_per_node", r.gpus_per_node}};
+                {"gpus_per_node", r.gpus_per_node},
+                {"gpus_per_task", r.gpus_per_task}};
       if (!r.partition.empty()) b["partition"] = r.partition;
       b["mem_per_task_mb"] = r.mem_per_task_mb ? json(*r.mem_per_task_mb) : json("auto");
       if (!r.constraint.empty()) b["constraint"] = r.constraint;

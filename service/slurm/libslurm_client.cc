@@ -144,6 +144,7 @@ class LibslurmClient final : public SlurmClient {
     std::vector<SubmitRequest::Component> parts = {{r.partition, r.nodes, r.tasks_per_node,
                                                     r.cpus_per_task, r.gpus_per_node,
                                                     r.mem_per_cpu_mb, r.constraint}};
+    parts[0].gpus_per_task = r.gpus_per_task;
     parts.insert(parts.end(), r.more_components.begin(), r.more_components.end());
     std::deque<std::string> strings;
     auto keep = [&](const std::string& s) { return strings.emplace_back(s).data(); };
@@ -174,6 +175,11 @@ class LibslurmClient final : public SlurmClient {
       if (!c.constraint.empty()) desc.features = keep(c.constraint);
       if (c.gpus_per_node > 0)
         desc.tres_per_node = keep("gres:gpu:" + std::to_string(c.gpus_per_node));
+      // What sbatch --gpus-per-task=N sends: xfmt_tres(&tres_per_task,
+      // "gres:gpu", "N") in slurm_opt_create_job_desc (src/common/slurm_opt.c,
+      // formatted by src/common/proc_args.c; slurm-22-05-8-1).
+      if (c.gpus_per_task > 0)
+        desc.tres_per_task = keep("gres:gpu:" + std::to_string(c.gpus_per_task));
       if (r.warn_signal) {
         desc.warn_signal = static_cast<uint16_t>(r.warn_signal);
         desc.warn_time = static_cast<uint16_t>(r.warn_time_s);

@@ -89,6 +89,7 @@ struct SubmitRequest {
   int tasks_per_node = 1;
   int cpus_per_task = 1;
   int gpus_per_node = 0;
+  int gpus_per_task = 0;  // --gpus-per-task; at most one of the two is > 0
   // Comma-separated node names the job must not run on (--exclude); the
   // experiment's bad-node memory.
   std::string exclude_nodes;
@@ -113,6 +114,7 @@ struct SubmitRequest {
     int gpus_per_node = 0;
     int64_t mem_per_cpu_mb = 0;
     std::string constraint;
+    int gpus_per_task = 0;  // last: the fields above are brace-initialized in order
   };
   std::vector<Component> more_components;
   // The account the job runs as (core/ports/accounts.h): tfslurmd's own in
