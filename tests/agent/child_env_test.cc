@@ -129,10 +129,31 @@ TEST(BuildChildEnvTest, AssignmentEnvWinsOverFields) {
 
 TEST(BuildChildEnvTest, EmptyValuesAreKept) {
   v1::Assignment assignment;
-  (*assignment.mutable_env())["CUDA_VISIBLE_DEVICES"] = "";
+  (*assignment.mutable_env())["DATA_DIR"] = "";
   auto vars = AsMap(BuildChildEnv(Inputs(&assignment)).entries);
-  ASSERT_TRUE(vars.contains("CUDA_VISIBLE_DEVICES"));
-  EXPECT_EQ(vars["CUDA_VISIBLE_DEVICES"], "");
+  ASSERT_TRUE(vars.contains("DATA_DIR"));
+  EXPECT_EQ(vars["DATA_DIR"], "");
+}
+
+// slurmstepd binds GPUs in the task's environment (CUDA_VISIBLE_DEVICES and
+// its siblings); the agent hands them to the program exactly as set, and the
+// service sends no value of its own.
+TEST(BuildChildEnvTest, SlurmsGpuBindingReachesTheProgramUntouched) {
+  v1::Assignment assignment;
+  (*assignment.mutable_env())["MODEL_DIR"] = "/out/exp";
+  ChildEnvInputs inputs = Inputs(&assignment);
+  for (const char* e : {"CUDA_VISIBLE_DEVICES=2,3", "SLURM_STEP_GPUS=2,3", "GPU_DEVICE_ORDINAL=2,3",
+                        "SLURM_JOB_GPUS=0,1,2,3"})
+    inputs.inherited.push_back(e);
+  auto vars = AsMap(BuildChildEnv(inputs).entries);
+  EXPECT_EQ(vars["CUDA_VISIBLE_DEVICES"], "2,3");
+  EXPECT_EQ(vars["SLURM_STEP_GPUS"], "2,3");
+  EXPECT_EQ(vars["GPU_DEVICE_ORDINAL"], "2,3");
+  EXPECT_EQ(vars["SLURM_JOB_GPUS"], "0,1,2,3");
+
+  // A task Slurm gave no GPU has no CUDA_VISIBLE_DEVICES: none is made up.
+  auto none = AsMap(BuildChildEnv(Inputs(&assignment)).entries);
+  EXPECT_FALSE(none.contains("CUDA_VISIBLE_DEVICES"));
 }
 
 TEST(BuildChildEnvTest, UnrepresentableVariablesAreRejected) {
