@@ -3,9 +3,10 @@
 The local cluster (deploy/local-slurm/start.sh) gives each node 4 GPUs of
 gres/gpu: character device files of its own, named in gres.conf. Slurm then
 sets CUDA_VISIBLE_DEVICES (and SLURM_STEP_GPUS, GPU_DEVICE_ORDINAL) in each
-task from what it allocated; tfslurm adds no mapping of its own. The cluster
-has no task/cgroup (see deploy/local-slurm/README.md), so the indices are the
-node's own (gres.conf order), not renumbered from 0 per task.
+task from what it allocated; tfslurm adds no mapping of its own. The shared
+cluster has no task/cgroup (see deploy/local-slurm/README.md), so there the
+indices are the node's own (gres.conf order), not renumbered from 0 per task;
+the last test starts a cluster of its own with ConstrainDevices for that.
 
 Every program here writes its environment to MODEL_DIR/gpu-<SLURM_PROCID>.json
 and then waits for MODEL_DIR/release, so the test can read the running job's
@@ -13,11 +14,13 @@ GPU allocation from `scontrol show job -d` (a finished job's detail has none).
 """
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
-from conftest import slurm_env, wait_for
+from conftest import REPO, Service, slurm_env, wait_for
 
 PROGRAM = r"""
 import json, os, time
@@ -198,3 +201,79 @@ def test_gpus_per_task_per_component_of_a_heterogeneous_job(gpu_service, slurm_c
     env = job_environment(slurm_cluster, job_id)
     assert "SLURM_GPUS_PER_TASK_HET_GROUP_0=1" in env, env
     assert not any(e.startswith(("SLURM_GPUS_PER_TASK=", "SLURM_GPUS_PER_TASK_HET_GROUP_1=")) for e in env), env
+
+
+# ConstrainDevices needs task/cgroup, which the shared cluster leaves off (see
+# deploy/local-slurm/README.md: cgroup paths are shared by every cluster on
+# the host). This test starts a cluster of its own with it on.
+CONSTRAINED_PROGRAM = r"""
+import errno, json, os
+node = os.environ["SLURMD_NODENAME"]
+dev = os.path.join(os.environ["GPU_TEST_DEV_DIR"], node)
+opens = {}
+for name in sorted(os.listdir(dev)):
+    try:
+        os.close(os.open(os.path.join(dev, name), os.O_RDONLY))
+        opens[name] = "opened"
+    except OSError as e:
+        # ENXIO: the cgroup let the open through to a major with no driver;
+        # EPERM: the devices cgroup refused it.
+        opens[name] = errno.errorcode[e.errno]
+out = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"), "SLURMD_NODENAME": node,
+       "opens": opens}
+path = os.path.join(os.environ["MODEL_DIR"], "gpu-%s.json" % os.environ["SLURM_PROCID"])
+with open(path + ".tmp", "w") as f:
+    json.dump(out, f)
+os.rename(path + ".tmp", path)
+"""
+
+
+def cgroup_v1_devices():
+    return os.path.isdir("/sys/fs/cgroup/devices") and os.path.ismount("/sys/fs/cgroup/devices")
+
+
+@pytest.fixture
+def constrained_cluster():
+    if not cgroup_v1_devices():
+        pytest.skip("no cgroup v1 devices controller at /sys/fs/cgroup/devices: task/cgroup cannot "
+                    "constrain devices here")
+    d = tempfile.mkdtemp(prefix="tfs-cg-", dir="/tmp")
+    os.chmod(d, 0o755)  # munged, as user munge, must reach its socket dir
+    try:
+        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), d], stdout=subprocess.PIPE,
+                             check=True, text=True, env=dict(os.environ, LOCAL_SLURM_CONSTRAIN_DEVICES="1"))
+        yield d, out.stdout.strip().split("=", 1)[1]
+    finally:
+        subprocess.run([os.path.join(REPO, "deploy/local-slurm/stop.sh"), d], check=False)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_constrain_devices_shows_each_task_only_its_own_gpu_renumbered_from_0(constrained_cluster):
+    cluster_dir, conf = constrained_cluster
+    workdir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
+    service = Service(conf, workdir).start()
+    try:
+        s = {"id": "cg-1", "command": ["python3", "-c", CONSTRAINED_PROGRAM],
+             "env": {"GPU_TEST_DEV_DIR": os.path.join(cluster_dir, "dev")},
+             "cluster": {"worker": 2},
+             "resources": {"partition": "compute", "nodes": 1, "tasks_per_node": 2, "gpus_per_task": 1,
+                           "time_limit": "00:05:00"},
+             "restart": {"max_restarts": 0}}
+        status, body = service.post("/experiments", s)
+        assert status == 201, body
+        done = service.wait_state("cg-1", ("succeeded", "failed"), timeout=120)
+        assert done["state"] == "succeeded", done["reason"]
+        records = [json.load(open(os.path.join(done["model_dir"], f"gpu-{p}.json"))) for p in range(2)]
+    finally:
+        service.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    own = []
+    for r in records:
+        # Renumbered: each task's one GPU is device 0 of what it can see.
+        assert r["CUDA_VISIBLE_DEVICES"] == "0", r
+        reachable = [name for name, result in r["opens"].items() if result != "EPERM"]
+        assert len(r["opens"]) == 4 and len(reachable) == 1, r
+        assert r["opens"][reachable[0]] == "ENXIO", r
+        own.append((r["SLURMD_NODENAME"], reachable[0]))
+    assert own[0][0] == own[1][0], records
+    assert own[0] != own[1], f"both tasks reach the same device file: {records}"
