@@ -1,9 +1,10 @@
 // Builds the environment of the user's program.
 //
 // The service computes what the program needs (TF_CONFIG, EXPERIMENT_ID,
-// MODEL_DIR, TFSLURM_ROLE/INDEX/ATTEMPT/PORT, CUDA_VISIBLE_DEVICES, the spec's
-// env) and sends it in Assignment.env; the agent applies it on top of its own
-// environment (so PATH, HOME, SLURM_* and the site's modules carry over).
+// MODEL_DIR, TFSLURM_ROLE/INDEX/ATTEMPT/PORT, the spec's env) and sends it in
+// Assignment.env; the agent applies it on top of its own environment (so
+// PATH, HOME, SLURM_*, the site's modules and the CUDA_VISIBLE_DEVICES
+// slurmstepd bound the task to carry over unchanged).
 // Values are passed as bytes through execve, never through a shell, so quotes,
 // `$(...)`, newlines and unicode arrive unchanged.
 //
