@@ -14,6 +14,9 @@ packages=(
   libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev prometheus-cpp-dev
   libboost-dev  # header-only Boost.CRC: the agent's CRC32C of TensorBoard event files
   libslurm-dev slurm-wlm slurmctld slurmd slurm-client munge
+  # Accounting for the local cluster (start.sh --accounting): slurmdbd and
+  # the MariaDB server it stores into.
+  slurmdbd mariadb-server mariadb-client
   libmunge-dev  # tfctl proves its Unix user to tfslurmd with a MUNGE credential
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
   # PyTorch for examples/ddp and its tests: Debian's 1.13 has gloo and
@@ -37,9 +40,22 @@ if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
-  # The slurm packages start their daemons from postinst when a policy allows
-  # it; the project runs its own cluster under a private directory instead.
-  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The slurm and mariadb-server packages start their daemons from postinst
+  # through invoke-rc.d when policy-rc.d allows it; the project runs its own
+  # daemons under a private directory instead, and a container has no init
+  # to start them with. Exit status 101 of /usr/sbin/policy-rc.d is "action
+  # forbidden" (invoke-rc.d(8), README.policy-rc.d of sysv-rc), so postinst
+  # skips the start; the file is removed again unless it was there before.
+  policy_added=""
+  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+    $SUDO chmod 0755 /usr/sbin/policy-rc.d
+    policy_added=1
+  fi
+  status=0
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" || status=$?
+  if [[ -n "$policy_added" ]]; then $SUDO rm -f /usr/sbin/policy-rc.d; fi
+  ((status == 0)) || exit "$status"
 else
   echo "install-deps: all ${#packages[@]} packages present"
 fi

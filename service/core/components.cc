@@ -8,6 +8,7 @@ std::vector<JobComponent> JobComponents(const ExperimentSpec& spec) {
   shared.shared = true;
   shared.field = "resources";
   shared.resources = spec.resources;
+  shared.constraint = spec.resources.constraint;
   if (spec.framework == Framework::kPytorch || spec.roles.empty()) {
     if (spec.framework == Framework::kTensorflow)
       for (const char* role : kRoleOrder)

@@ -6,7 +6,8 @@
 //    (absent when roles names every role that has tasks);
 //  - then one component per group of named roles whose blocks agree on
 //    everything but nodes (partition, tasks_per_node, cpus_per_task,
-//    gpus_per_node, mem_per_task_mb, constraint), its nodes the sum of theirs,
+//    gpus_per_node, mem_per_task_mb, constraint, nodelist, exclusive), its
+//    nodes the sum of theirs,
 //    in the order of each group's first role: chief, ps, worker, evaluator.
 // srun --het-group numbers tasks (SLURM_PROCID) and nodes (SLURM_NODEID)
 // across the whole job in component order, so a component's tasks are one

@@ -31,6 +31,8 @@ std::string RenderMoreComponents(const SubmitRequest& r) {
     if (c.gpus_per_task > 0)
       s += "#SBATCH --gpus-per-task=" + std::to_string(c.gpus_per_task) + "\n";
     if (!c.constraint.empty()) s += "#SBATCH --constraint=" + c.constraint + "\n";
+    if (!c.nodelist.empty()) s += "#SBATCH --nodelist=" + c.nodelist + "\n";
+    if (c.exclusive) s += "#SBATCH --exclusive\n";
     if (!r.exclude_nodes.empty()) s += "#SBATCH --exclude=" + r.exclude_nodes + "\n";
     s += "#SBATCH --time=" + FormatSlurmTime(r.time_limit_minutes) + "\n";
     if (r.warn_signal) s += "#SBATCH --signal=USR1@" + std::to_string(r.warn_time_s) + "\n";
@@ -81,7 +83,16 @@ std::string RenderScript(const ExperimentSpec& spec, const std::vector<MemoryPla
   if (r.gpus_per_node > 0) s += "#SBATCH --gpus-per-node=" + std::to_string(r.gpus_per_node) + "\n";
   if (r.gpus_per_task > 0) s += "#SBATCH --gpus-per-task=" + std::to_string(r.gpus_per_task) + "\n";
   if (!r.constraint.empty()) s += "#SBATCH --constraint=" + r.constraint + "\n";
+  if (!r.nodelist.empty()) s += "#SBATCH --nodelist=" + r.nodelist + "\n";
+  if (r.exclusive) s += "#SBATCH --exclusive\n";
   if (!r.exclude_nodes.empty()) s += "#SBATCH --exclude=" + r.exclude_nodes + "\n";
+  // Job-wide: sbatch carries them from the first component into every later
+  // one (they are not reset_each_pass in src/common/slurm_opt.c,
+  // slurm-22-05-8-1), so the first block names them once. The spec allows
+  // no space, quote, '#' or '$' in them (spec.cc), so each stays one word.
+  if (!r.account.empty()) s += "#SBATCH --account=" + r.account + "\n";
+  if (!r.qos.empty()) s += "#SBATCH --qos=" + r.qos + "\n";
+  if (!r.reservation.empty()) s += "#SBATCH --reservation=" + r.reservation + "\n";
   s += "#SBATCH --time=" + FormatSlurmTime(r.time_limit_minutes) + "\n";
   if (r.warn_signal) s += "#SBATCH --signal=USR1@" + std::to_string(r.warn_time_s) + "\n";
   s += "#SBATCH --no-requeue\n";
@@ -174,18 +185,27 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& m
   r.gpus_per_node = first.gpus_per_node;
   r.gpus_per_task = first.gpus_per_task;
   r.constraint = components.front().constraint;
+  r.nodelist = first.nodelist;
+  r.exclusive = first.exclusive;
+  r.account = spec.resources.account;
+  r.qos = spec.resources.qos;
+  r.reservation = spec.resources.reservation;
   r.mem_per_cpu_mb = memory.mem_per_cpu_mb;
   std::vector<MemoryPlan> plans = {memory};
   for (size_t k = 1; k < components.size(); ++k) {
     const JobComponent& c = components[k];
     MemoryPlan plan = k - 1 < more_memory.size() ? more_memory[k - 1] : memory;
     plans.push_back(plan);
-    r.more_components.push_back({c.resources.partition, c.resources.nodes,
-                                 c.resources.tasks_per_node, c.resources.cpus_per_task,
-                                 c.resources.gpus_per_node, plan.mem_per_cpu_mb, c.constraint});
-    r.more_components.back().gpus_per_task = c.resources.gpus_per_task;
+    r.more_components.push_back(
+        {c.resources.partition, c.resources.nodes, c.resources.tasks_per_node,
+         c.resources.cpus_per_task, c.resources.gpus_per_node, plan.mem_per_cpu_mb, c.constraint,
+         c.resources.gpus_per_task, c.resources.nodelist, c.resources.exclusive});
   }
   r.time_limit_minutes = spec.resources.time_limit_minutes;
+  // The user's own exclusions, then the bad-node memory's: slurmctld takes
+  // a node named twice (node_name2bitmap sets its bit again,
+  // src/common/node_conf.c).
+  r.exclude_nodes = spec.resources.exclude;
   for (const std::string& node : exclude_nodes)
     r.exclude_nodes += (r.exclude_nodes.empty() ? "" : ",") + node;
   if (spec.signal_grace_s > 0) {

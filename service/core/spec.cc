@@ -26,12 +26,82 @@ void ParseCluster(Checker& c, const json& v, ClusterShape& out) {
   field("evaluator", 1, out.evaluator);
 }
 
+// Account, QOS and reservation names. Slurm itself checks little (sacctmgr
+// splits its arguments at ',' and slurmctld lowercases the job's account:
+// xstrtolower in _validate_job_desc, src/slurmctld/job_mgr.c,
+// slurm-22-05-8-1); the accounting database keeps them in tinytext columns
+// (255 bytes). Letters, digits and _ . - + @ cover the names sites use and
+// keep the rendered #SBATCH line one plain word: no space, quote, '$',
+// '#', ',' or control character.
+const std::regex kSlurmNamePattern("[A-Za-z0-9_.@+-]{1,255}");
+
+// A string field naming one Slurm `what` (account, QOS), or with `list`
+// several joined by ',' (--reservation takes a list, tried in order:
+// sbatch(1) of slurm-22-05-8-1).
+std::optional<std::string> SlurmName(Checker& c, const json& v, const std::string& path,
+                                     const std::string& what, bool list = false) {
+  auto s = c.String(v, path, 1024);
+  if (!s) return std::nullopt;
+  const std::string allowed = "letters, digits and _ . - + @, 1 to 255 characters, no spaces" +
+                              std::string(list ? "; several joined by ','" : " or commas");
+  if (s->empty()) {
+    c.Fail(path, "must be a Slurm " + what + " name (" + allowed +
+                     "), got an empty string; leave the field out for Slurm's default");
+    return std::nullopt;
+  }
+  bool ok = true;
+  size_t start = 0;
+  while (ok) {
+    size_t comma = list ? s->find(',', start) : std::string::npos;
+    ok = std::regex_match(s->substr(start, comma - start), kSlurmNamePattern);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (!ok) {
+    c.Fail(path, "must be a Slurm " + what + " name (" + allowed + "), got " + Show(v));
+    return std::nullopt;
+  }
+  return s;
+}
+
+// A field holding a Slurm node list (--nodelist, --exclude); its count of
+// names, or nullopt when refused.
+std::optional<int64_t> NodeList(Checker& c, const json& v, const std::string& path,
+                                std::string& out) {
+  auto s = c.String(v, path, 4096);
+  if (!s) return std::nullopt;
+  const char* allowed =
+      "a Slurm node list such as node[1-4],gpu7: node names of letters, digits and _ . -, "
+      "numeric ranges in [ ], joined by ','; no spaces";
+  if (s->empty()) {
+    c.Fail(path, std::string("must be ") + allowed +
+                     ", got an empty string; leave the field out for no list");
+    return std::nullopt;
+  }
+  std::optional<int64_t> count = CountHostlist(*s);
+  if (!count) {
+    c.Fail(path, std::string("must be ") + allowed + ", got " + Show(v));
+    return std::nullopt;
+  }
+  out = *s;
+  return count;
+}
+
 void ParseResources(Checker& c, const json& v, Resources& out) {
   if (!c.IsObject(v, "resources")) return;
   c.OnlyKeys(v, "resources",
              {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
-              "gpus_per_task", "mem_per_task_mb", "time_limit"});
+              "gpus_per_task", "mem_per_task_mb", "time_limit", "constraint", "nodelist",
+              "exclusive", "account", "qos", "reservation", "exclude"});
   ParseNodeShape(c, v, "resources", out);
+  if (v.contains("account"))
+    if (auto s = SlurmName(c, v["account"], "resources.account", "account")) out.account = *s;
+  if (v.contains("qos"))
+    if (auto s = SlurmName(c, v["qos"], "resources.qos", "QOS")) out.qos = *s;
+  if (v.contains("reservation"))
+    if (auto s = SlurmName(c, v["reservation"], "resources.reservation", "reservation", true))
+      out.reservation = *s;
+  if (v.contains("exclude")) NodeList(c, v["exclude"], "resources.exclude", out.exclude);
   if (v.contains("time_limit")) {
     auto s = c.String(v["time_limit"], "resources.time_limit", 32);
     std::optional<int> minutes = s ? ParseSlurmTimeMinutes(*s) : std::nullopt;
@@ -117,6 +187,67 @@ void CheckExplicitPlacement(Checker& c, const ExperimentSpec& spec) {
 
 namespace spec_internal {
 
+namespace {
+
+constexpr int64_t kMaxHostlistCount = 1000000;
+
+// "1-4,7" inside a hostlist's brackets: how many numbers it names.
+std::optional<int64_t> CountRanges(const std::string& body) {
+  static const std::regex kRange("([0-9]{1,9})(?:-([0-9]{1,9}))?");
+  int64_t total = 0;
+  size_t start = 0;
+  while (true) {
+    size_t comma = body.find(',', start);
+    std::smatch m;
+    const std::string part = body.substr(start, comma - start);
+    if (!std::regex_match(part, m, kRange)) return std::nullopt;
+    const int64_t lo = std::stoll(m[1].str());
+    const int64_t hi = m[2].matched ? std::stoll(m[2].str()) : lo;
+    if (hi < lo) return std::nullopt;
+    total += hi - lo + 1;
+    if (total > kMaxHostlistCount) return std::nullopt;
+    if (comma == std::string::npos) return total;
+    start = comma + 1;
+  }
+}
+
+bool IsNodeNameChar(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         ch == '_' || ch == '.' || ch == '-';
+}
+
+}  // namespace
+
+std::optional<int64_t> CountHostlist(const std::string& list) {
+  int64_t total = 0;
+  size_t i = 0;
+  while (true) {
+    int64_t count = 1;
+    bool named = false;
+    while (i < list.size() && list[i] != ',') {
+      if (IsNodeNameChar(list[i])) {
+        named = true;
+        ++i;
+      } else if (list[i] == '[') {
+        const size_t close = list.find(']', i);
+        if (close == std::string::npos) return std::nullopt;
+        auto n = CountRanges(list.substr(i + 1, close - i - 1));
+        if (!n) return std::nullopt;
+        count *= *n;
+        if (count > kMaxHostlistCount) return std::nullopt;
+        i = close + 1;
+      } else {
+        return std::nullopt;
+      }
+    }
+    if (!named) return std::nullopt;  // empty, "[1-2]" alone, ",," or a trailing ','
+    total += count;
+    if (total > kMaxHostlistCount) return std::nullopt;
+    if (i == list.size()) return total;
+    ++i;
+  }
+}
+
 bool ParseNodeShape(Checker& c, const json& v, const std::string& path, Resources& out) {
   if (v.contains("partition")) {
     if (auto s = c.String(v["partition"], path + ".partition")) {
@@ -161,6 +292,34 @@ bool ParseNodeShape(Checker& c, const json& v, const std::string& path, Resource
     } else {
       c.Fail(path + ".mem_per_task_mb", "must be \"auto\" or a whole number of MB, got " + Show(m));
     }
+  }
+  if (v.contains("constraint")) {
+    if (auto s = c.String(v["constraint"], path + ".constraint", 256)) {
+      if (std::regex_match(*s, kConstraintPattern))
+        out.constraint = *s;
+      else
+        c.Fail(path + ".constraint",
+               "must be a Slurm feature expression (feature names with & | , [ ] ( ) * !; no "
+               "spaces), got " +
+                   Show(v["constraint"]));
+    }
+  }
+  if (v.contains("nodelist")) {
+    auto count = NodeList(c, v["nodelist"], path + ".nodelist", out.nodelist);
+    // slurmctld refuses a job whose required nodes outnumber its node count
+    // (validate_job_create_req and _job_create, src/slurmctld/job_mgr.c).
+    if (count && *count > out.nodes)
+      c.Fail(path + ".nodelist",
+             "names " + std::to_string(*count) + " nodes (" + Show(v["nodelist"]) + ") but " +
+                 path + ".nodes is " + std::to_string(out.nodes) +
+                 "; Slurm gives the job every node in nodelist, so name at most nodes of them");
+  }
+  if (v.contains("exclusive")) {
+    if (v["exclusive"].is_boolean())
+      out.exclusive = v["exclusive"].get<bool>();
+    else
+      c.Fail(path + ".exclusive", "must be true (no other job shares the nodes) or false, got " +
+                                      TypeAndValue(v["exclusive"]));
   }
   return tasks_per_node_given;
 }

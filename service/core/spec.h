@@ -55,6 +55,20 @@ struct Resources {
   int gpus_per_task = 0;
   std::optional<int64_t> mem_per_task_mb;  // nullopt: auto
   int time_limit_minutes = 60;
+  // The site's sbatch options. Per component, as sbatch resets them for
+  // each component of a heterogeneous job (reset_each_pass in
+  // src/common/slurm_opt.c, slurm-22-05-8-1), so a role block does not
+  // inherit them from `resources`:
+  std::string constraint;  // --constraint, a feature expression; empty: none
+  std::string nodelist;    // --nodelist, a Slurm hostlist; empty: any nodes
+  bool exclusive = false;  // --exclusive: no other job on the nodes
+  // Job-wide, only `resources` has them: sbatch keeps them from the first
+  // component for every later one (no reset_each_pass), and Submit puts
+  // them in every component's job description the same way.
+  std::string account;      // --account; empty: the user's default account
+  std::string qos;          // --qos; empty: the association's default QOS
+  std::string reservation;  // --reservation, names joined by ','; empty: none
+  std::string exclude;      // --exclude, a Slurm hostlist; merged with bad nodes
   int Tasks() const { return nodes * tasks_per_node; }
 };
 
@@ -63,17 +77,18 @@ struct Resources {
 // sharing `resources`. ParseSpec fills what the block leaves out: partition,
 // cpus_per_task, gpus_per_node, gpus_per_task (unless the block names
 // either GPU field) and mem_per_task_mb from `resources`; nodes is
-// 1 and tasks_per_node cluster.<role> / nodes. The role's tasks are exactly
-// nodes x tasks_per_node, so cluster.<role> must equal that.
-// Its time_limit_minutes is the job's (`resources.time_limit`).
+// 1 and tasks_per_node cluster.<role> / nodes; constraint, nodelist and
+// exclusive are the block's own (empty, false when left out). The job-wide
+// account, qos, reservation and exclude are `resources`' alone.
+// The role's tasks are exactly nodes x tasks_per_node, so cluster.<role>
+// must equal that. Its time_limit_minutes is the job's (`resources.time_limit`).
 struct RoleResources : Resources {
-  std::string constraint;  // Slurm's --constraint; empty: none
   // Everything but nodes: roles that agree on it share one component.
   bool SameShape(const RoleResources& o) const {
     return partition == o.partition && tasks_per_node == o.tasks_per_node &&
            cpus_per_task == o.cpus_per_task && gpus_per_node == o.gpus_per_node &&
            gpus_per_task == o.gpus_per_task && mem_per_task_mb == o.mem_per_task_mb &&
-           constraint == o.constraint;
+           constraint == o.constraint && nodelist == o.nodelist && exclusive == o.exclusive;
   }
 };
 

@@ -22,6 +22,10 @@ using nlohmann::json;
 inline const std::regex kEnvNamePattern("[A-Za-z_][A-Za-z0-9_]*");
 inline const std::regex kPartitionPattern("[A-Za-z0-9_.-]{1,64}");
 inline const std::regex kInterfacePattern("[A-Za-z0-9_.:-]{1,32}");
+// Slurm's feature expressions (--constraint): names joined by & | , with
+// optional [ ] ( ) * and counts. No space, quote or $: it is shown in the
+// script's #SBATCH line as it is.
+inline const std::regex kConstraintPattern(R"([A-Za-z0-9_.:&|,*()\[\]!-]{1,256})");
 
 inline std::string TypeName(const json& v) {
   if (v.is_null()) return "null";
@@ -166,10 +170,17 @@ class Checker {
 };
 
 // The node-shape fields that `resources` and each `roles.<role>` share:
-// partition, nodes, tasks_per_node, cpus_per_task, gpus_per_node and
-// mem_per_task_mb of object `v` at `path`, each only when present (spec.cc).
-// Returns whether tasks_per_node was given.
+// partition, nodes, tasks_per_node, cpus_per_task, gpus_per_node,
+// gpus_per_task, mem_per_task_mb and the per-component site options
+// constraint, nodelist and exclusive of object `v` at `path`, each only when
+// present (spec.cc). Returns whether tasks_per_node was given.
 bool ParseNodeShape(Checker& c, const nlohmann::json& v, const std::string& path, Resources& out);
+
+// The number of node names in a Slurm hostlist expression ("gpu[01-04],cpu7"
+// is 5), or nullopt when `list` is not one: names of letters, digits, _ . -
+// with bracketed numeric ranges, joined by ','. Counts names as written
+// (duplicates twice); at most 1000000.
+std::optional<int64_t> CountHostlist(const std::string& list);
 
 // Parses the optional per-role block `roles` (spec_roles.cc) into
 // spec.roles; `resources` and `cluster` are parsed already.

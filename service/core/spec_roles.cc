@@ -9,37 +9,26 @@
 namespace tfslurm::spec_internal {
 namespace {
 
-// Slurm's feature expressions (--constraint): names joined by & | , with
-// optional [ ] ( ) * and counts. No space, quote or $: it is shown in the
-// script's #SBATCH line as it is.
-const std::regex kConstraintPattern(R"([A-Za-z0-9_.:&|,*()\[\]!-]{1,256})");
-
 void ParseRole(Checker& c, const json& v, const std::string& role, ExperimentSpec& spec) {
   const std::string path = "roles." + role;
   if (!c.IsObject(v, path)) return;
   c.OnlyKeys(v, path,
              {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
-              "gpus_per_task", "mem_per_task_mb", "constraint"});
-  // What the block leaves out comes from `resources`, but nodes (1) and
-  // tasks_per_node (below); time_limit is the job's.
+              "gpus_per_task", "mem_per_task_mb", "constraint", "nodelist", "exclusive"});
+  // What the block leaves out comes from `resources`, but nodes (1),
+  // tasks_per_node (below) and the per-component site options, which sbatch
+  // does not carry from one component to the next (spec.h); time_limit is
+  // the job's.
   RoleResources r;
   static_cast<Resources&>(r) = spec.resources;
   r.nodes = 1;
+  r.constraint.clear();
+  r.nodelist.clear();
+  r.exclusive = false;
   if (!ParseNodeShape(c, v, path, r)) {
     // Absent: the role's tasks spread evenly over its nodes.
     int tasks = spec.cluster.Count(role);
     r.tasks_per_node = tasks > 0 && tasks % r.nodes == 0 ? tasks / r.nodes : 1;
-  }
-  if (v.contains("constraint")) {
-    if (auto s = c.String(v["constraint"], path + ".constraint", 256)) {
-      if (std::regex_match(*s, kConstraintPattern))
-        r.constraint = *s;
-      else
-        c.Fail(path + ".constraint",
-               "must be a Slurm feature expression (feature names with & | , [ ] ( ) * !; no "
-               "spaces), got " +
-                   Show(v["constraint"]));
-    }
   }
   spec.roles[role] = r;
 }
@@ -88,6 +77,20 @@ void CheckRoles(Checker& c, const json& input, const ExperimentSpec& spec,
                           " (nodes " + std::to_string(spec.resources.nodes) + " x tasks_per_node " +
                           std::to_string(spec.resources.tasks_per_node) +
                           "); the roles not named in roles share resources");
+  }
+  // Without a `resources` component, its per-component options would
+  // reach no job description: refused rather than dropped.
+  if (unnamed == 0) {
+    const Resources& res = spec.resources;
+    const std::pair<const char*, bool> unused[] = {{"constraint", !res.constraint.empty()},
+                                                   {"nodelist", !res.nodelist.empty()},
+                                                   {"exclusive", res.exclusive}};
+    for (const auto& [name, given] : unused)
+      if (given)
+        c.Fail(std::string("resources.") + name,
+               "applies to the tasks that share resources, but every role with tasks has a "
+               "block in roles; set " +
+                   std::string(name) + " in those blocks instead");
   }
   if (input.contains("placement") && input["placement"].is_array())
     c.Fail("placement",

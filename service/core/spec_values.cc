@@ -151,6 +151,17 @@ nlohmann::json ExperimentSpec::ToJson() const {
     res["mem_per_task_mb"] = *resources.mem_per_task_mb;
   else
     res["mem_per_task_mb"] = "auto";
+  // The site's options only when given, as partition: a spec without them
+  // reads as it always did.
+  for (const auto& [key, value] :
+       {std::pair<const char*, const std::string*>{"constraint", &resources.constraint},
+        {"nodelist", &resources.nodelist},
+        {"account", &resources.account},
+        {"qos", &resources.qos},
+        {"reservation", &resources.reservation},
+        {"exclude", &resources.exclude}})
+    if (!value->empty()) res[key] = *value;
+  if (resources.exclusive) res["exclusive"] = true;
   j["resources"] = res;
   if (!roles.empty()) {
     json blocks = json::object();
@@ -163,6 +174,8 @@ nlohmann::json ExperimentSpec::ToJson() const {
       if (!r.partition.empty()) b["partition"] = r.partition;
       b["mem_per_task_mb"] = r.mem_per_task_mb ? json(*r.mem_per_task_mb) : json("auto");
       if (!r.constraint.empty()) b["constraint"] = r.constraint;
+      if (!r.nodelist.empty()) b["nodelist"] = r.nodelist;
+      if (r.exclusive) b["exclusive"] = true;
       blocks[role] = b;
     }
     j["roles"] = blocks;

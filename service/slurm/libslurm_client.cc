@@ -5,9 +5,11 @@
 #include <slurm/slurm_errno.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include "service/slurm/default_memory.h"
 #include "service/slurm/libslurm_client.h"
@@ -55,6 +57,76 @@ JobState FromSlurm(uint32_t state) {
     default:
       return JobState::kUnknown;
   }
+}
+
+// The spec field a refusal about the site's options is about (account,
+// QOS, reservation, node lists, accounting limits); nullopt for any other
+// error. slurmctld refuses an account the user has no association with
+// with ESLURM_INVALID_ACCOUNT (_job_create), a QOS the association may not
+// use with ESLURM_INVALID_QOS (_determine_and_validate_qos), and a job past
+// an association or QOS limit, under AccountingStorageEnforce=limits, with
+// ESLURM_ACCOUNTING_POLICY (_job_create, after acct_policy_validate), all in
+// src/slurmctld/job_mgr.c at slurm-22-05-8-1; ESLURM_QOS_THRES is a QOS
+// threshold (slurm_errno.h). Required and excluded nodes that overlap or
+// that the cluster does not have are ESLURM_INVALID_NODE_NAME (_job_create).
+std::optional<std::string> SiteOptionField(int err, const SubmitRequest& r) {
+  switch (err) {
+    case ESLURM_INVALID_ACCOUNT:
+      return std::string("resources.account");
+    case ESLURM_INVALID_QOS:
+    case ESLURM_QOS_THRES:
+      return std::string("resources.qos");
+    case ESLURM_RESERVATION_ACCESS:
+    case ESLURM_RESERVATION_INVALID:
+    case ESLURM_RESERVATION_NOT_USABLE:
+    case ESLURM_RESERVATION_BUSY:
+    case ESLURM_RESERVATION_MAINT:
+    case ESLURM_RESERVATION_USER_GROUP:
+      return std::string("resources.reservation");
+    case ESLURM_ACCOUNTING_POLICY:
+      // Any limit of the association or the QOS: the job's size, time or
+      // count. The QOS is the likelier knob when one was asked for.
+      return std::string(r.qos.empty() ? "resources" : "resources.qos");
+    case ESLURM_INVALID_NODE_NAME:
+      return std::string(r.nodelist.empty() ? "resources.exclude" : "resources.nodelist");
+    default:
+      return std::nullopt;
+  }
+}
+
+// "; resources.account was 'x'" for the field a refusal names.
+std::string SiteOptionValue(const std::string& field, const SubmitRequest& r) {
+  const std::string* value = nullptr;
+  if (field == "resources.account") value = &r.account;
+  if (field == "resources.qos") value = &r.qos;
+  if (field == "resources.reservation") value = &r.reservation;
+  if (field == "resources.nodelist") value = &r.nodelist;
+  if (field == "resources.exclude") value = &r.exclude_nodes;
+  if (!value) return "";
+  return value->empty() ? "; " + field + " was not given (Slurm's default)"
+                        : "; " + field + " was '" + *value + "'";
+}
+
+// After ESLURM_INVALID_NODE_NAME: the names in the job's node lists that
+// slurmctld does not know, in "; unknown nodes: a, b" form, or "" (one more
+// RPC, on this error path only).
+std::string UnknownNodes(const SubmitRequest& r) {
+  node_info_msg_t* nodes = nullptr;
+  if (slurm_load_node(0, &nodes, SHOW_ALL) != SLURM_SUCCESS) return "";
+  std::vector<std::string> known;
+  for (uint32_t i = 0; i < nodes->record_count; ++i)
+    if (nodes->node_array[i].name) known.emplace_back(nodes->node_array[i].name);
+  slurm_free_node_info_msg(nodes);
+  std::vector<std::string> unknown;
+  std::string lists = r.nodelist + "," + r.exclude_nodes;
+  for (const SubmitRequest::Component& c : r.more_components) lists += "," + c.nodelist;
+  for (const std::string& node : ExpandHostlist(lists))
+    if (std::find(known.begin(), known.end(), node) == known.end() &&
+        std::find(unknown.begin(), unknown.end(), node) == unknown.end())
+      unknown.push_back(node);
+  std::string out;
+  for (const std::string& node : unknown) out += (out.empty() ? "" : ", ") + node;
+  return out.empty() ? "" : "; nodes this cluster does not have: " + out;
 }
 
 // libslurm keeps process-wide state (the config, the auth plugin), set up once
@@ -141,11 +213,30 @@ class LibslurmClient final : public SlurmClient {
     // Component 0 is the request's own fields; a heterogeneous job adds one
     // job_desc_msg_t per further component. libslurm takes char*: every
     // string below outlives the call (a deque: its elements never move).
-    std::vector<SubmitRequest::Component> parts = {{r.partition, r.nodes, r.tasks_per_node,
-                                                    r.cpus_per_task, r.gpus_per_node,
-                                                    r.mem_per_cpu_mb, r.constraint}};
-    parts[0].gpus_per_task = r.gpus_per_task;
+    std::vector<SubmitRequest::Component> parts = {
+        {r.partition, r.nodes, r.tasks_per_node, r.cpus_per_task, r.gpus_per_node, r.mem_per_cpu_mb,
+         r.constraint, r.gpus_per_task, r.nodelist, r.exclusive}};
     parts.insert(parts.end(), r.more_components.begin(), r.more_components.end());
+    // slurmctld refuses required nodes that are also excluded with a bare
+    // "Invalid node name specified" (_job_create, src/slurmctld/job_mgr.c,
+    // slurm-22-05-8-1); say which node and why here instead. The excluded
+    // list holds the spec's exclude and the experiment's bad-node memory.
+    for (size_t k = 0; k < parts.size(); ++k) {
+      if (parts[k].nodelist.empty() || r.exclude_nodes.empty()) continue;
+      std::vector<std::string> excluded = ExpandHostlist(r.exclude_nodes);
+      for (const std::string& node : ExpandHostlist(parts[k].nodelist)) {
+        if (std::find(excluded.begin(), excluded.end(), node) == excluded.end()) continue;
+        // Components 1.. come from roles.<role> blocks, which this request
+        // does not name.
+        const std::string field = k == 0 ? "resources.nodelist" : "roles";
+        std::string msg = "nodelist " + parts[k].nodelist + " requires node " + node +
+                          ", which this job excludes (" + r.exclude_nodes +
+                          "): resources.exclude, or a node an earlier attempt of this experiment "
+                          "failed on (tfslurm's bad-node memory); remove " +
+                          node + " from nodelist";
+        return InvalidArgument("job " + r.job_name + ": " + msg, {{field, msg}});
+      }
+    }
     std::deque<std::string> strings;
     auto keep = [&](const std::string& s) { return strings.emplace_back(s).data(); };
     std::vector<char*> env;
@@ -173,6 +264,19 @@ class LibslurmClient final : public SlurmClient {
       desc.time_limit = static_cast<uint32_t>(r.time_limit_minutes);
       if (!r.exclude_nodes.empty()) desc.exc_nodes = keep(r.exclude_nodes);
       if (!c.constraint.empty()) desc.features = keep(c.constraint);
+      if (!c.nodelist.empty()) desc.req_nodes = keep(c.nodelist);
+      // sbatch --exclusive sets shared = JOB_SHARED_NONE (arg_set_exclusive
+      // in src/common/slurm_opt.c), copied into the job description by
+      // slurm_opt_create_job_desc; slurm_init_job_desc_msg leaves NO_VAL16,
+      // the partition's OverSubscribe.
+      if (c.exclusive) desc.shared = JOB_SHARED_NONE;
+      // Job-wide: sbatch keeps these from the first component for every
+      // later one (they are not reset_each_pass in slurm_opt.c), and
+      // slurmctld validates each component's own (job_allocate per
+      // component in _slurm_rpc_submit_batch_het_job, proc_req.c).
+      if (!r.account.empty()) desc.account = keep(r.account);
+      if (!r.qos.empty()) desc.qos = keep(r.qos);
+      if (!r.reservation.empty()) desc.reservation = keep(r.reservation);
       if (c.gpus_per_node > 0)
         desc.tres_per_node = keep("gres:gpu:" + std::to_string(c.gpus_per_node));
       // What sbatch --gpus-per-task=N sends: xfmt_tres(&tres_per_task,
@@ -212,6 +316,13 @@ class LibslurmClient final : public SlurmClient {
     if (rc != SLURM_SUCCESS) {
       int err = slurm_get_errno();
       std::string msg = SlurmError("slurmctld refused job " + r.job_name);
+      if (auto field = SiteOptionField(err, r)) {
+        // Slurm's own reason (slurm_strerror), then what the spec said.
+        std::string reason = std::string(slurm_strerror(err)) + " (Slurm errno " +
+                             std::to_string(err) + ")" + SiteOptionValue(*field, r);
+        if (err == ESLURM_INVALID_NODE_NAME) reason += UnknownNodes(r);
+        return InvalidArgument(msg, {{*field, reason}});
+      }
       // Errors about the request itself are the user's to fix; the rest
       // (slurmctld down, timeouts) are worth retrying.
       if (err == ESLURM_INVALID_PARTITION_NAME || err == ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE ||

@@ -90,8 +90,8 @@ struct SubmitRequest {
   int cpus_per_task = 1;
   int gpus_per_node = 0;
   int gpus_per_task = 0;  // --gpus-per-task; at most one of the two is > 0
-  // Comma-separated node names the job must not run on (--exclude); the
-  // experiment's bad-node memory.
+  // Node names the job must not run on (--exclude), comma-separated: the
+  // spec's resources.exclude, then the experiment's bad-node memory.
   std::string exclude_nodes;
   int64_t mem_per_cpu_mb = 0;
   int time_limit_minutes = 60;
@@ -104,6 +104,14 @@ struct SubmitRequest {
   // never be written into the script.
   std::vector<std::string> environment;
   std::string constraint;  // --constraint of the (first) component; empty: none
+  // --nodelist and --exclusive of the (first) component; empty, false: none.
+  std::string nodelist;
+  bool exclusive = false;
+  // Job-wide: every component's job description carries them, as sbatch
+  // gives them (spec.h). Empty: Slurm's default.
+  std::string account;
+  std::string qos;
+  std::string reservation;
   // Components 1.. of a heterogeneous job (the fields above are component
   // 0's, and the job-wide ones); empty: a plain job.
   struct Component {
@@ -114,7 +122,9 @@ struct SubmitRequest {
     int gpus_per_node = 0;
     int64_t mem_per_cpu_mb = 0;
     std::string constraint;
-    int gpus_per_task = 0;  // last: the fields above are brace-initialized in order
+    int gpus_per_task = 0;
+    std::string nodelist;    // --nodelist
+    bool exclusive = false;  // --exclusive; brace-initialized in this order
   };
   std::vector<Component> more_components;
   // The account the job runs as (core/ports/accounts.h): tfslurmd's own in
