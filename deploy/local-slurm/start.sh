@@ -17,7 +17,14 @@ source "$here/common.sh"
 # prints to stdout below lands on stderr and cannot break the caller's eval.
 exec 3>&1 1>&2
 
-[[ $# -eq 1 ]] || die "usage: $0 DIR"
+# --accounting (or LOCAL_SLURM_ACCOUNTING=1): also MariaDB and slurmdbd
+# under DIR, with enforced associations, accounts and QOS (accounting.sh).
+accounting="${LOCAL_SLURM_ACCOUNTING:-0}"
+if [[ "${1:-}" == --accounting ]]; then
+  accounting=1
+  shift
+fi
+[[ $# -eq 1 ]] || die "usage: $0 [--accounting] DIR"
 [[ $(id -u) -eq 0 ]] || die "must run as root (slurmd launches jobs for any user)"
 for tool in munged mungekey munge unmunge slurmctld slurmd sinfo scontrol python3 runuser; do
   command -v "$tool" >/dev/null || die "$tool not found; run deploy/install-deps.sh"
@@ -30,6 +37,8 @@ MUNGE_SOCKET="$MUNGE_DIR/munge.socket.2"
 PORTS_FILE="$DIR/etc/ports"
 HOST="$(hostname -s)"
 DEADLINE_SECONDS=60
+# shellcheck source-path=SCRIPTDIR source=accounting.sh
+source "$here/accounting.sh"
 
 # Unix socket paths are limited to 108 bytes. slurmd's step sockets are the
 # longest: SPOOL/node1/HOST_JOBID.STEPID with 10-digit ids.
@@ -172,6 +181,16 @@ node2=$node2_port
 node3=$node3_port
 EOF
   log "ports: slurmctld=$ctld_port node1=$node1_port node2=$node2_port node3=$node3_port"
+  # What accounting changes in slurm.conf; without it, the lines as always.
+  acct_storage=accounting_storage/none
+  acct_gather=jobacct_gather/none
+  if [[ "$accounting" == 1 ]]; then
+    accounting_ports
+    log "ports: mariadb=$db_port slurmdbd=$dbd_port"
+    acct_storage=accounting_storage/slurmdbd
+    # jobacct_gather/linux reads /proc: no cgroups needed for sacct's usage.
+    acct_gather=jobacct_gather/linux
+  fi
 
   # LOCAL_SLURM_CONSTRAIN_DEVICES=1: task/cgroup with ConstrainDevices, so a
   # task can open only its own GPUs' device files and CUDA_VISIBLE_DEVICES
@@ -241,8 +260,8 @@ TaskPlugin=$task_plugin
 FirstJobId=$first_job_id
 MpiDefault=none
 SwitchType=switch/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+JobAcctGatherType=$acct_gather
+AccountingStorageType=$acct_storage
 JobCompType=jobcomp/none
 # The default /usr/bin/mail is absent; slurmctld logs an error without this.
 MailProg=/bin/true
@@ -293,6 +312,7 @@ EOF
       echo "NodeName=$n Name=gpu File=$DIR/dev/$n/gpu[0-$((LOCAL_SLURM_GPUS_PER_NODE - 1))]"
     done
   } >"$DIR/etc/gres.conf"
+  if [[ "$accounting" == 1 ]]; then accounting_slurm_conf >>"$CONF.tmp"; fi
   mv "$CONF.tmp" "$CONF"
 fi
 
@@ -314,6 +334,16 @@ fail() {
   print_logs
   die "$* (logs above; deploy/local-slurm/stop.sh $DIR cleans up)"
 }
+
+# Accounting first: slurmctld registers with slurmdbd at start, and with
+# AccountingStorageEnforce=associations it refuses every job of a cluster
+# that slurmdbd does not know.
+if [[ "$accounting" == 1 ]]; then
+  grep -q '^AccountingStorageType=accounting_storage/slurmdbd' "$CONF" ||
+    die "$CONF has no accounting (daemons running from a start without --accounting); stop.sh $DIR first"
+  accounting_start
+  accounting_register
+fi
 
 # Slurm daemons daemonize themselves and write their pid files. They also
 # kill whatever pid an old pid file names, so stale files are removed first.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # stop.sh DIR: stops the local Slurm cluster started by start.sh DIR: the
 # slurmd and slurmctld daemons, the job steps (slurmstepd and their tasks)
-# they left behind, and munged. Only processes named in DIR's pid files, or
+# they left behind, slurmdbd and MariaDB (start.sh --accounting), and munged. Only processes named in DIR's pid files, or
 # job steps holding DIR's slurmd logs open, are touched. Safe when nothing
 # runs.
 # State, config and logs stay in DIR for the next start and for debugging.
@@ -83,6 +83,12 @@ stop_pids slurmd "${pids[@]+"${pids[@]}"}"
 
 p="$(daemon_pid "$DIR/run/slurmctld.pid" slurmctld)"
 stop_pids slurmctld ${p:+"$p"}
+
+# start.sh --accounting's slurmdbd and MariaDB, after slurmctld, which
+# sends them its last job records; nothing when they never ran.
+# shellcheck source-path=SCRIPTDIR source=accounting.sh
+source "$here/accounting.sh"
+accounting_stop
 
 # Job steps survive their slurmd (a safety net: normally none are left after
 # the scancel above, unless slurmctld was already dead). Without cgroups, their tasks are only
