@@ -229,9 +229,9 @@ class LibslurmClient final : public SlurmClient {
         // Components 1.. come from roles.<role> blocks, which this request
         // does not name.
         const std::string field = k == 0 ? "resources.nodelist" : "roles";
-        std::string msg = "nodelist " + parts[k].nodelist + " requires node " + node +
-                          ", which this job excludes (" + r.exclude_nodes +
-                          "): resources.exclude, or a node an earlier attempt of this experiment "
+        std::string msg = "nodelist '" + parts[k].nodelist + "' requires node " + node +
+                          ", which this job excludes ('" + r.exclude_nodes +
+                          "'): resources.exclude, or a node an earlier attempt of this experiment "
                           "failed on (tfslurm's bad-node memory); remove " +
                           node + " from nodelist";
         return InvalidArgument("job " + r.job_name + ": " + msg, {{field, msg}});

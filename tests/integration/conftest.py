@@ -251,3 +251,51 @@ def agent_hanging_task(proc):
 def squeue_ids(conf):
     out = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm_env(conf), stdout=subprocess.PIPE, text=True)
     return {int(x) for x in out.stdout.split()}
+
+
+@pytest.fixture(scope="session")
+def accounting_cluster():
+    """A second local cluster with accounting (start.sh --accounting):
+    slurmdbd and MariaDB behind it, AccountingStorageEnforce=associations,
+    limits,qos, accounts tfs-research and tfs-other, QOS tfs-high (allowed to
+    tfs-research) and tfs-low (allowed to nobody), root associated with
+    tfs-research. Started on first use, stopped at the end of the session;
+    yields its SLURM_CONF. TFSLURM_ACCOUNTING_SLURM_CONF: one already running."""
+    if os.environ.get("TFSLURM_ACCOUNTING_SLURM_CONF"):
+        yield os.environ["TFSLURM_ACCOUNTING_SLURM_CONF"]
+        return
+    d = tempfile.mkdtemp(prefix="tfs-", dir="/tmp")
+    os.chmod(d, 0o755)  # munged runs as the munge user and must reach its socket dir
+    try:
+        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), "--accounting", d],
+                             stdout=subprocess.PIPE, check=True, text=True)
+        conf = out.stdout.strip().split("=", 1)[1]
+        yield conf
+    finally:
+        subprocess.run([os.path.join(REPO, "deploy/local-slurm/stop.sh"), d], check=False)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def add_user_to_account(conf, user, account, default=True):
+    """Associates Unix `user` with `account` on the accounting cluster
+    (sacctmgr -i; a no-op when it is already); the association takes the
+    account's QOS list. default: make it the user's default account."""
+    env = slurm_env(conf)
+    have = subprocess.run(["sacctmgr", "-n", "-P", "list", "assoc", f"user={user}", f"account={account}",
+                           "format=user"], env=env, stdout=subprocess.PIPE, text=True, check=True)
+    if not have.stdout.strip():
+        args = ["sacctmgr", "-i", "add", "user", user, f"account={account}"]
+        if default:
+            args.append(f"defaultaccount={account}")
+        subprocess.run(args, env=env, stdout=subprocess.DEVNULL, check=True)
+    # slurmctld learns new associations from slurmdbd asynchronously: wait
+    # until it knows this one, or a job submitted right away is refused.
+    wait_for(lambda: _assoc_known(conf, user, account), 30,
+             f"slurmctld to know {user}'s association with {account}")
+
+
+def _assoc_known(conf, user, account):
+    out = subprocess.run(["scontrol", "show", "assoc_mgr", f"users={user}", f"accounts={account}",
+                          "flags=assoc"], env=slurm_env(conf), stdout=subprocess.PIPE, text=True)
+    return any(f"Account={account} " in line and f"UserName={user}(" in line
+               for line in out.stdout.splitlines())
