@@ -417,6 +417,8 @@ def test_enums_and_patterns_match_the_sources(doc):
     assert s["ExperimentSpec"]["properties"]["id"]["pattern"] == f"^{regexes['kIdPattern']}$"
     assert s["Resources"]["properties"]["partition"]["pattern"] == f"^{regexes['kPartitionPattern']}$"
     assert s["RoleResources"]["properties"]["partition"]["pattern"] == f"^{regexes['kPartitionPattern']}$"
+    for name in ("account", "qos"):
+        assert s["Resources"]["properties"][name]["pattern"] == f"^{regexes['kSlurmNamePattern']}$"
     assert f"interface:{regexes['kInterfacePattern']}" in s["Network"]["properties"]["address"]["pattern"]
     api_id = folder_constants("service/api")["kIdPattern"]
     assert api_id == f"({regexes['kIdPattern']})", "the API's id pattern differs from the spec's"
@@ -715,6 +717,17 @@ INVALID = [
     ({"roles": {"ps": {"mem_per_task_mb": 0}}}, "roles.ps.mem_per_task_mb"),
     ({"roles": {"ps": {"time_limit": "5"}}}, "roles.ps.time_limit"),
     ({"roles": {"master": {}}}, "roles.master"),
+    ({"resources": {"account": ""}}, "resources.account"),
+    ({"resources": {"account": "tfs research"}}, "resources.account"),
+    ({"resources": {"account": "a,b"}}, "resources.account"),
+    ({"resources": {"qos": "high'"}}, "resources.qos"),
+    ({"resources": {"reservation": "r1,"}}, "resources.reservation"),
+    ({"resources": {"exclude": "node1 node2"}}, "resources.exclude"),
+    ({"resources": {"nodelist": "node[1-"}}, "resources.nodelist"),
+    ({"resources": {"constraint": "a b"}}, "resources.constraint"),
+    ({"resources": {"exclusive": "yes"}}, "resources.exclusive"),
+    ({"roles": {"ps": {"account": "x"}}}, "roles.ps.account"),
+    ({"roles": {"ps": {"exclusive": 1}}}, "roles.ps.exclusive"),
 ]
 
 # Valid at the edges of what the document allows (and fitting the local
@@ -731,6 +744,9 @@ VALID = [
     {"resources": {"nodes": 1, "tasks_per_node": 1, "time_limit": "0-00:05", "partition": "debug",
                    "cpus_per_task": 4, "gpus_per_node": 64}},
     {"resources": {"nodes": 1, "tasks_per_node": 1, "time_limit": "5", "gpus_per_node": 0, "gpus_per_task": 64}},
+    {"resources": {"nodes": 1, "tasks_per_node": 1, "time_limit": "5", "account": "tfs-research",
+                   "qos": "normal", "reservation": "r1,r2", "exclude": "node[2-3]", "nodelist": "node1",
+                   "constraint": "bigmem", "exclusive": True}},
     {"network": {"address": "fqdn"}},
     {"network": {"address": "interface:lo"}},
     {"success": "worker0"},
