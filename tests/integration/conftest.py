@@ -276,6 +276,17 @@ def accounting_cluster():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def sacct_row(conf, job_id):
+    """sacct's record of the job once it ended: JobID, User, Account, QOS, State."""
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobID,User,Account,QOS,State"],
+                         env=slurm_env(conf), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in out.stdout.splitlines():
+        row = line.split("|")
+        if row[0] == str(job_id) and row[4] not in ("PENDING", "RUNNING"):
+            return row
+    return None
+
+
 def add_user_to_account(conf, user, account, default=True):
     """Associates Unix `user` with `account` on the accounting cluster
     (sacctmgr -i; a no-op when it is already); the association takes the

@@ -2,20 +2,24 @@
 --site; alice submits with tfctl over MUNGE, and her job runs as alice: her
 program's uid and groups are hers, everything made for the experiment (the
 experiment's directory, the logs, MODEL_DIR) and everything it writes is
-hers, and Slurm has the job under her name. An owner with no Unix account,
+hers, and Slurm has the job under her name (and, on the accounting
+cluster, charges it to her account in sacct). An owner with no Unix account,
 or root, is refused before anything is stored. Files alice plants (a
 symlink to a root-only file as the checkpoint state, or as a log) reach
 nothing that alice herself could not read."""
 import json
 import os
-import pwd
 import grp
+import pwd
+import shutil
 import subprocess
+import tempfile
 
 import pytest
 
-from conftest import REPO, scontrol_job, wait_for
-from unix_users import ALICE, as_unix, ensure_group, ensure_user, ok, site, tfctl, token_for  # noqa: F401
+from conftest import REPO, Service, add_user_to_account, sacct_row, scontrol_job, wait_for
+from unix_users import (ALICE, as_unix, ensure_group, ensure_user, munge_socket, ok, site, tfctl,  # noqa: F401
+                        token_for)
 
 SHARED_GROUP = "tfs-shared"
 
@@ -137,3 +141,46 @@ def test_symlinks_alice_plants_reach_nothing_she_could_not_read(alice_site, tmp_
     assert exp["attempts"][1].get("start_step") in (None, 0), exp["attempts"][1]
     assert "987654" not in json.dumps(exp)
     wait_done(service, "site-plant")
+
+
+def test_on_an_accounting_cluster_slurm_charges_alice_and_refuses_an_account_not_hers(accounting_cluster):
+    """The accounting cluster (conftest): enforced associations; alice is
+    associated with tfs-research only."""
+    ensure_user(ALICE)
+    add_user_to_account(accounting_cluster, ALICE, "tfs-research")
+    socket = munge_socket(accounting_cluster)
+    workdir = tempfile.mkdtemp(prefix="tfsd-site-acct-", dir="/tmp")
+    os.chmod(workdir, 0o755)
+    home = tempfile.mkdtemp(prefix=f"{ALICE}-", dir="/tmp")
+    subprocess.run(["chown", f"{ALICE}:{ALICE}", home], check=True)
+    service = Service(accounting_cluster, workdir, ["--site", "--munge-auth", "--munge-socket", socket],
+                      auth=True).start()
+    try:
+        service.admin = token_for(service, "root", admin=True)
+        at_site = (service, socket, {ALICE: home})
+
+        def spec(exp_id, account):
+            return {"id": exp_id, "command": ["/bin/true"], "cluster": {"worker": 1},
+                    "resources": {"account": account, "qos": "tfs-high", "time_limit": "00:05:00"}}
+
+        submit(at_site, ALICE, spec("site-charged", "tfs-research"))
+        done = wait_done(service, "site-charged", timeout=120)
+        assert done["state"] == "succeeded", done.get("reason")
+        # slurmdbd's record: the job is alice's, charged to her account.
+        want = [str(done["slurm_job_id"]), ALICE, "tfs-research", "tfs-high", "COMPLETED"]
+        wait_for(lambda: sacct_row(accounting_cluster, done["slurm_job_id"]) == want, 60,
+                 f"sacct to show {want}")
+
+        # tfs-other exists, but alice has no association with it: Slurm
+        # refuses, tfctl says so with the field, and nothing is stored.
+        path = os.path.join(home, "other.json")
+        with open(path, "w") as f:
+            json.dump(spec("site-other", "tfs-other"), f)
+        os.chmod(path, 0o644)
+        r = tfctl(at_site, ALICE, "submit", path)
+        assert r.returncode != 0 and "resources.account" in r.stderr and "Invalid account" in r.stderr, r
+        assert as_admin(service, "GET", "/experiments/site-other")[0] == 404
+    finally:
+        service.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)

@@ -15,7 +15,7 @@ import tempfile
 
 import pytest
 
-from conftest import Service, scontrol_job, slurm_env, wait_for
+from conftest import Service, sacct_row, scontrol_job, slurm_env, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -34,17 +34,6 @@ def spec(exp_id, **resources):
     return {"id": exp_id, "framework": "pytorch", "command": ["true"],
             "resources": dict({"nodes": 1, "tasks_per_node": 1, "time_limit": "00:05:00"}, **resources),
             "restart": {"max_restarts": 0}, "checkpoint": {"signal_grace_s": 10}}
-
-
-def sacct_row(conf, job_id):
-    """sacct's record of the job once it ended: JobID, User, Account, QOS, State."""
-    out = subprocess.run(["sacct", "-X", "-n", "-P", "-j", str(job_id), "-o", "JobID,User,Account,QOS,State"],
-                         env=slurm_env(conf), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in out.stdout.splitlines():
-        row = line.split("|")
-        if row[0] == str(job_id) and row[4] not in ("PENDING", "RUNNING"):
-            return row
-    return None
 
 
 def jobs_named(conf, name):
