@@ -91,8 +91,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   // endpoint, then tell the lifecycle where the endpoint is, all before the
   // first submission can happen.
   LifecycleConfig config = LifecycleConfigOf(options);
-  d->experiments_ = std::make_unique<Experiments>(ports.store, ports.slurm, ports.clock,
-                                                  ports.random, ports.files, ports.accounts, config);
+  d->experiments_ = std::make_unique<Experiments>(
+      ports.store, ports.slurm, ports.clock, ports.random, ports.files, ports.accounts, config);
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
   d->experiments_->SetMetrics(*d->metrics_);
   auto grpc_server = agentrpc::StartAgentGrpcServer(*d->experiments_, options.agent_listen);
