@@ -21,25 +21,7 @@ ACCT_PORTS_FILE="$DIR/etc/accounting-ports"
 # none of the ports in PORTS_FILE), into ACCT_PORTS_FILE; sets db_port and
 # dbd_port.
 accounting_ports() {
-  read -r db_port dbd_port < <(python3 - "$PORTS_FILE" <<'EOF'
-import random, socket, sys
-taken = {int(line.split("=")[1]) for line in open(sys.argv[1]) if "=" in line}
-chosen, socks = [], []
-while len(chosen) < 2:
-    port = random.randint(20000, 32000)
-    if port in chosen or port in taken:
-        continue
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("127.0.0.1", port))
-    except OSError:
-        s.close()
-        continue
-    socks.append(s)
-    chosen.append(port)
-print(*chosen)
-EOF
-  ) || true
+  read -r db_port dbd_port < <(python3 "$here/pick_ports.py" 2 127.0.0.1 "$PORTS_FILE") || true
   [[ -n "${dbd_port:-}" ]] || die "could not pick ports for MariaDB and slurmdbd"
   printf 'MariaDB=%s\nSlurmdbd=%s\n' "$db_port" "$dbd_port" >"$ACCT_PORTS_FILE"
 }

@@ -155,24 +155,7 @@ else
   # or any other service never silently shares ours. They are picked below
   # the kernel's ephemeral range (32768+) so outgoing connections (srun,
   # slurmd replies) cannot grab them between now and the daemons binding.
-  read -r ctld_port node1_port node2_port node3_port < <(python3 - <<'EOF'
-import random, socket
-chosen, socks = [], []
-while len(chosen) < 4:
-    port = random.randint(20000, 32000)
-    if port in chosen:
-        continue
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.bind(("0.0.0.0", port))
-    except OSError:
-        s.close()
-        continue
-    socks.append(s)  # keep bound so the next pick cannot return it
-    chosen.append(port)
-print(*chosen)
-EOF
-  ) || true
+  read -r ctld_port node1_port node2_port node3_port < <(python3 "$here/pick_ports.py" 4 0.0.0.0) || true
   [[ -n "${node3_port:-}" ]] || die "could not pick free ports"
   cat >"$PORTS_FILE" <<EOF
 SlurmctldPort=$ctld_port
