@@ -142,6 +142,12 @@ StatusOr<std::vector<ScalarPoint>> ParseScalarsLine(std::string_view line, doubl
     }
     wall_time = *seconds;
   }
+  // A key that begins with the marker was a bare NaN or Infinity in a key's
+  // place (`{"step": 1, Infinity: 2}`), which no JSON allows: QuoteNonFiniteTokens
+  // made it a string. Found by scalars_jsonl_fuzzer.
+  for (const auto& [key, v] : object.items()) {
+    if (!key.empty() && key.front() == '\0') return InvalidArgument("not valid JSON");
+  }
   std::vector<ScalarPoint> points;
   for (const auto& [key, v] : object.items()) {
     if (key == "step" || key == "wall_time" || key.empty()) continue;

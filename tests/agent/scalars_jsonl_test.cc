@@ -46,6 +46,17 @@ TEST(ParseScalarsLineTest, PythonsNanAndInfinityAreNumbers) {
   EXPECT_EQ((*points)[2].value, -INFINITY);
 }
 
+TEST(ParseScalarsLineTest, NanOrInfinityAsAKeyIsNotJson) {
+  // Found by scalars_jsonl_fuzzer: the bare token in a key's place became a
+  // tag starting with the quoting marker, a NUL.
+  for (const char* line : {R"({"step": -4, "b": true, Infinity: 1})", R"({"step": 1, NaN: 2})",
+                           R"({"step": 1, -Infinity: 2, "loss": 3})"}) {
+    auto points = ParseScalarsLine(line, kNow);
+    ASSERT_FALSE(points.ok()) << line;
+    EXPECT_EQ(points.status().message(), "not valid JSON") << line;
+  }
+}
+
 TEST(ParseScalarsLineTest, BlankLineIsValidAndEmpty) {
   auto points = ParseScalarsLine("  \r", kNow);
   ASSERT_TRUE(points.ok());
