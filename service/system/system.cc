@@ -54,9 +54,14 @@ class SystemRandomness final : public Randomness {
   }
 };
 
-// Acting as another account is needed only when it is not tfslurmd's own
-// (site mode); personal mode never switches.
-bool IsSelf(const RunAs& as) { return as.uid == geteuid(); }
+// The calling thread acts as `as` for the caller's scope
+// (ScopedThreadIdentity); nothing when `as` is tfslurmd's own account, so
+// personal mode never switches. The caller checks ok().
+std::optional<ScopedThreadIdentity> ActAs(const RunAs& as) {
+  if (as.uid == geteuid()) return std::nullopt;
+  return std::optional<ScopedThreadIdentity>(
+      std::in_place, as.uid, as.gid, std::vector<gid_t>(as.groups.begin(), as.groups.end()));
+}
 
 std::string ErrnoText(const std::string& what, const std::string& path) {
   return what + " " + path + ": " + strerror(errno);
@@ -114,12 +119,9 @@ class LocalFiles final : public Files {
   }
 
   Status CreateDirectories(const std::string& path, const RunAs& as) override {
-    std::optional<ScopedThreadIdentity> identity;
-    if (!IsSelf(as)) {
-      identity.emplace(as.uid, as.gid, std::vector<gid_t>(as.groups.begin(), as.groups.end()));
-      if (!identity->ok())
-        return Unavailable("cannot act as " + as.user + ": " + identity->error());
-    }
+    auto identity = ActAs(as);
+    if (identity && !identity->ok())
+      return Unavailable("cannot act as " + as.user + ": " + identity->error());
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
     if (ec) return Unavailable("cannot create " + path + " as " + as.user + ": " + ec.message());
@@ -131,11 +133,8 @@ class LocalFiles final : public Files {
                                                      const RunAs& as) override {
     // Read as the owner: a symlink or hard link planted in MODEL_DIR reaches
     // only what the owner may read, never what root may.
-    std::optional<ScopedThreadIdentity> identity;
-    if (!IsSelf(as)) {
-      identity.emplace(as.uid, as.gid, std::vector<gid_t>(as.groups.begin(), as.groups.end()));
-      if (!identity->ok()) return std::nullopt;
-    }
+    auto identity = ActAs(as);
+    if (identity && !identity->ok()) return std::nullopt;
     if (framework == Framework::kPytorch) {
       wire::LatestTorchCheckpoint latest;
       std::error_code ec;
