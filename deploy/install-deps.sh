@@ -18,6 +18,9 @@ packages=(
   # the MariaDB server it stores into.
   slurmdbd mariadb-server mariadb-client
   libmunge-dev  # tfctl proves its Unix user to tfslurmd with a MUNGE credential
+  # Building other Slurm releases from source (deploy/local-slurm/build-slurm.sh):
+  # slurmdbd's accounting_storage/mysql plugin needs MariaDB's client library.
+  libmariadb-dev xz-utils
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
   # PyTorch for examples/ddp and its tests: Debian's 1.13 has gloo and
   # torch.distributed (docs/pytorch.md says why not a PyPI wheel).

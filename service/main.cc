@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/build_info.h"
 #include "service/core/tokens.h"
 #include "service/daemon/daemon.h"
 #include "service/slurm/libslurm_client.h"
@@ -120,6 +121,11 @@ int main(int argc, char** argv) {
                  "connections served at once (one thread each)")
       ->capture_default_str();
 
+  bool show_version = false;
+  app.add_flag("--version", show_version,
+               "print tfslurmd's version and commit, the libslurm release it was built with, and "
+               "slurmctld's (SLURM_CONF's cluster), then exit");
+
   // tfslurmd token create --user NAME [--admin]: prints a new API token once.
   auto* token_cmd = app.add_subcommand("token", "manage API tokens");
   auto* create_cmd = token_cmd->add_subcommand(
@@ -152,6 +158,19 @@ int main(int argc, char** argv) {
             token_admin ? " (admin)" : "");
     return 0;
   }
+  if (show_version) {
+    printf("tfslurmd %s (commit %s)\n", tfslurm::base::TfslurmVersion(),
+           tfslurm::base::TfslurmCommit());
+    printf("libslurm %s\n", tfslurm::slurm::LibslurmRelease().c_str());
+    // libslurm ends the process itself when it finds no configuration.
+    fflush(stdout);
+    auto releases = tfslurm::slurm::CheckSlurmReleases();
+    if (releases.ok())
+      printf("slurmctld %s\n", releases->slurmctld.c_str());
+    else
+      printf("slurmctld: %s\n", releases.status().message().c_str());
+    return 0;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   std::string http_host, agent_host;
@@ -170,6 +189,26 @@ int main(int argc, char** argv) {
     spdlog::error("--no-auth is only allowed on a loopback address; --listen is {}", listen);
     return 2;
   }
+  // A tfslurmd whose libslurm cannot talk to this slurmctld would fail every
+  // poll and submission: refuse now, naming both releases. A slurmctld that
+  // is only down is waited for, as the polls always have.
+  std::string libslurm_release = tfslurm::slurm::LibslurmRelease(), slurmctld_release;
+  if (auto releases = tfslurm::slurm::CheckSlurmReleases(); releases.ok()) {
+    slurmctld_release = releases->slurmctld;
+    spdlog::info("tfslurmd {} (commit {}); libslurm {}, slurmctld {}",
+                 tfslurm::base::TfslurmVersion(), tfslurm::base::TfslurmCommit(), libslurm_release,
+                 slurmctld_release);
+  } else if (releases.status().code() == tfslurm::StatusCode::kFailedPrecondition) {
+    spdlog::error("{}", releases.status().message());
+    return 1;
+  } else {
+    spdlog::warn(
+        "tfslurmd {} (commit {}); libslurm {}; slurmctld's release is not known: {}. Starting "
+        "anyway: the polls retry until slurmctld answers",
+        tfslurm::base::TfslurmVersion(), tfslurm::base::TfslurmCommit(), libslurm_release,
+        releases.status().message());
+  }
+
   // Before anything else touches the database, a directory or a port: a second daemon
   // on this database must change nothing (store/ownership_lock.h).
   auto ownership = tfslurm::store::DatabaseOwnership::Acquire(db);
@@ -242,6 +281,8 @@ int main(int argc, char** argv) {
     accounts = tfslurm::system::NewPersonalAccounts();
   }
   options.max_connections = max_connections;
+  options.libslurm_release = libslurm_release;
+  options.slurmctld_release = slurmctld_release;
   if (no_auth) {
     spdlog::warn(
         "--no-auth: every caller on {} acts as the local admin; use tokens on a shared machine",

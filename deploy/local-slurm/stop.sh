@@ -47,6 +47,10 @@ stop_pids() {
 }
 
 export SLURM_CONF="$DIR/etc/slurm.conf"
+# The Slurm installation start.sh ran (--slurm-prefix), whose clients talk to
+# its daemons; empty: the system's.
+prefix="$(cat "$DIR/etc/slurm-prefix" 2>/dev/null || true)"
+if [[ -n "$prefix" ]]; then export PATH="$prefix/bin:$prefix/sbin:$PATH"; fi
 
 # End the jobs through Slurm first, while slurmctld and slurmd still run.
 # Killing their processes behind Slurm's back instead leaves slurmctld's saved

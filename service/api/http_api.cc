@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/build_info.h"
 #include "service/api/auth.h"
 #include "service/api/errors.h"
 #include "service/api/experiments_json.h"
@@ -89,6 +90,19 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
   server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     ReplyJson(res, 200, {{"status", "ok"}});
   });
+
+  // Behind a token, unlike /healthz: which Slurm a site runs is nobody's
+  // business without one.
+  server.Get(
+      "/version",
+      Guard(auth, [options](const httplib::Request&, httplib::Response& res, const Principal&) {
+        json slurmctld =
+            options.slurmctld_release.empty() ? json(nullptr) : json(options.slurmctld_release);
+        ReplyJson(
+            res, 200,
+            {{"tfslurm", {{"version", base::TfslurmVersion()}, {"commit", base::TfslurmCommit()}}},
+             {"slurm", {{"libslurm", options.libslurm_release}, {"slurmctld", slurmctld}}}});
+      }));
 
   server.Post("/experiments", Guard(auth, [&](const httplib::Request& req, httplib::Response& res,
                                               const Principal& who) {

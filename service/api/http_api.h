@@ -2,6 +2,7 @@
 // (auth.h) and checks ownership. Each handler parses the request, calls
 // core/, and maps the result (errors through errors.h). Routes:
 //   GET    /healthz
+//   GET    /version                     (tfslurm's build, libslurm's and slurmctld's releases)
 //   POST   /experiments                 (?dry_run=true: validate and render only)
 //   GET    /experiments                 (?state=running,queued&limit=&offset=)
 //   GET    /experiments/{id}
@@ -23,6 +24,10 @@ namespace tfslurm::api {
 
 struct ApiOptions {
   size_t max_body_bytes = 1 << 20;
+  // GET /version's Slurm releases: the libslurm tfslurmd was built with and
+  // slurmctld's, as learned at start ("" when slurmctld did not answer).
+  std::string libslurm_release;
+  std::string slurmctld_release;
 };
 
 // Installs the routes, JSON error pages for unknown routes and a JSON 500

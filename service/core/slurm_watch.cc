@@ -371,8 +371,14 @@ void SlurmWatch::Tick() {
         // The poll began at `now`, after the failure that set reconcile_at_ms.
         if (by_id && now >= a.reconcile_at_ms) ReconcileSubmission(a, *jobs, c, actions);
       } else if (by_id && a.attempt.slurm_job_id) {
+        // A job with the attempt's id but another name is not the attempt's:
+        // job ids start again from FirstJobId when a slurmctld loses its
+        // state, or when the database moves to another cluster (a Slurm
+        // upgrade that cannot carry the jobs over).
         auto j = by_id->find(a.attempt.slurm_job_id);
-        OnJobUpdate(a, j == by_id->end() ? nullptr : j->second, poll_seq, c);
+        const slurm::JobInfo* job =
+            j != by_id->end() && j->second->name == a.attempt.job_name ? j->second : nullptr;
+        OnJobUpdate(a, job, poll_seq, c);
       }
       CheckTimers(a, c, actions);
       if (!c.empty()) batch.push_back(std::move(c));

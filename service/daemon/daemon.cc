@@ -121,7 +121,10 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   d->http_ = std::make_unique<httplib::Server>();
   httplib::Server& http = *d->http_;
   ConfigureHttpServer(http, options.max_connections);
-  api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, {});
+  api::ApiOptions api_options;
+  api_options.libslurm_release = options.libslurm_release;
+  api_options.slurmctld_release = options.slurmctld_release;
+  api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, api_options);
   api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
   if (options.logs)
     api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {options.output_root});

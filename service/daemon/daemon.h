@@ -81,7 +81,11 @@ struct DaemonOptions {
   std::string munge_admin_group;
   size_t max_connections = 2048;  // connections served at once, one thread each
   bool web_assets = true;         // GET / and /ui/ (api/web_assets.h)
-  bool logs = true;               // GET /experiments/{id}/logs (api/logs_api.h)
+  // The Slurm releases GET /version reports: the libslurm tfslurmd was
+  // built with and slurmctld's ("" when unknown).
+  std::string libslurm_release;
+  std::string slurmctld_release;
+  bool logs = true;  // GET /experiments/{id}/logs (api/logs_api.h)
 };
 
 // What the daemon runs on; all must outlive it.

@@ -115,8 +115,8 @@ const std::regex kExperimentSub("/experiments/[^/]+/(logs|sbatch|resume|metrics)
 }  // namespace
 
 std::string RouteLabel(const std::string& method, const std::string& path) {
-  if (path == "/healthz" || path == "/metrics" || path == "/experiments" || path == "/tokens" ||
-      path == "/agent/v1/message")
+  if (path == "/healthz" || path == "/version" || path == "/metrics" || path == "/experiments" ||
+      path == "/tokens" || path == "/agent/v1/message")
     return method + " " + path;
   if (std::regex_match(path, kExperiment)) return method + " /experiments/{id}";
   std::smatch m;

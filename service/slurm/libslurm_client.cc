@@ -3,6 +3,7 @@
 // the configuration when the partition has no default memory of its own).
 #include <slurm/slurm.h>
 #include <slurm/slurm_errno.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,9 +14,7 @@
 
 #include "service/slurm/default_memory.h"
 #include "service/slurm/libslurm_client.h"
-
-// Exported by libslurm but not declared in slurm.h.
-extern "C" char* slurm_job_reason_string(enum job_state_reason inx);
+#include "service/slurm/slurm_releases.h"
 
 namespace tfslurm::slurm {
 namespace {
@@ -24,7 +23,7 @@ static_assert(kMemPerCpuFlag == MEM_PER_CPU && kNoVal64 == NO_VAL64,
               "default_memory.h decodes with other constants than this slurm.h");
 
 std::string SlurmError(const std::string& what) {
-  int err = slurm_get_errno();
+  int err = releases::LastError();
   return what + ": " + slurm_strerror(err) + " (errno " + std::to_string(err) + ")";
 }
 
@@ -179,7 +178,7 @@ class LibslurmClient final : public SlurmClient {
       if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS)
         return Unavailable(SlurmError("loading the configuration from slurmctld"));
       cluster_def_mem = conf->def_mem_per_cpu;
-      slurm_free_ctl_conf(conf);
+      releases::FreeConf(conf);
     }
     if (auto def = EffectiveDefMemPerCpu(partition_def_mem, cluster_def_mem)) {
       shape.def_mem_per_cpu_mb = def->mb;
@@ -306,15 +305,12 @@ class LibslurmClient final : public SlurmClient {
     if (descs.size() == 1) {
       rc = slurm_submit_batch_job(&descs[0], &resp);
     } else {
-      // slurm.h: slurm_submit_batch_het_job(List job_req_list, ...), a List
-      // of job_desc_msg_t, the leader first; the answer is the leader's id.
-      List list = slurm_list_create(nullptr);  // owns nothing: descs do
-      for (job_desc_msg_t& desc : descs) slurm_list_append(list, &desc);
-      rc = slurm_submit_batch_het_job(list, &resp);
-      slurm_list_destroy(list);
+      // A list of job_desc_msg_t, the leader first; the answer is the
+      // leader's id.
+      rc = releases::SubmitHetJob(descs, &resp);
     }
     if (rc != SLURM_SUCCESS) {
-      int err = slurm_get_errno();
+      int err = releases::LastError();
       std::string msg = SlurmError("slurmctld refused job " + r.job_name);
       if (auto field = SiteOptionField(err, r)) {
         // Slurm's own reason (slurm_strerror), then what the spec said.
@@ -333,7 +329,7 @@ class LibslurmClient final : public SlurmClient {
         return InvalidArgument(msg, {{"resources", msg}});
       return Unavailable(msg);
     }
-    int64_t id = resp->job_id;
+    int64_t id = releases::SubmittedJobId(*resp);
     slurm_free_submit_response_response_msg(resp);
     return id;
   }
@@ -354,7 +350,7 @@ class LibslurmClient final : public SlurmClient {
       if (j.state_desc && *j.state_desc)
         info.reason = j.state_desc;
       else
-        info.reason = slurm_job_reason_string(static_cast<job_state_reason>(j.state_reason));
+        info.reason = releases::JobReason(j.state_reason);
       info.nodes = j.nodes ? j.nodes : "";
       info.node_names = ExpandHostlist(info.nodes);
       // exit_code is a wait() status.
@@ -379,9 +375,9 @@ class LibslurmClient final : public SlurmClient {
   }
 
   Status CancelJob(int64_t job_id, int signal) override {
-    if (slurm_kill_job(static_cast<uint32_t>(job_id), static_cast<uint16_t>(signal), 0) !=
+    if (releases::KillJob(static_cast<uint32_t>(job_id), static_cast<uint16_t>(signal)) !=
         SLURM_SUCCESS) {
-      int err = slurm_get_errno();
+      int err = releases::LastError();
       // Already gone is what we wanted.
       if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
       return Unavailable(SlurmError("cancelling job " + std::to_string(job_id)));
@@ -390,9 +386,9 @@ class LibslurmClient final : public SlurmClient {
   }
 
   Status SignalStep(int64_t job_id, int step_id, int signal) override {
-    if (slurm_kill_job_step(static_cast<uint32_t>(job_id), static_cast<uint32_t>(step_id),
-                            static_cast<uint16_t>(signal)) != SLURM_SUCCESS) {
-      int err = slurm_get_errno();
+    if (releases::KillStep(static_cast<uint32_t>(job_id), static_cast<uint32_t>(step_id),
+                           static_cast<uint16_t>(signal)) != SLURM_SUCCESS) {
+      int err = releases::LastError();
       if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
       return Unavailable(
           SlurmError("signalling step " + std::to_string(job_id) + "." + std::to_string(step_id)));
@@ -406,16 +402,19 @@ class LibslurmClient final : public SlurmClient {
 std::unique_ptr<SlurmClient> NewLibslurmClient() { return std::make_unique<LibslurmClient>(); }
 
 std::vector<std::string> ExpandHostlist(const std::string& hostlist) {
-  std::vector<std::string> out;
-  if (hostlist.empty()) return out;
-  hostlist_t hl = slurm_hostlist_create(hostlist.c_str());
-  if (!hl) return out;
-  while (char* host = slurm_hostlist_shift(hl)) {
-    out.emplace_back(host);
-    free(host);
-  }
-  slurm_hostlist_destroy(hl);
-  return out;
+  return releases::ExpandHostlist(hostlist);
+}
+
+std::string LibslurmRelease() { return releases::BuiltWith(); }
+
+StatusOr<std::string> LoadControllerRelease() {
+  std::call_once(g_init_once, [] { slurm_init(nullptr); });
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS)
+    return Unavailable(SlurmError("asking slurmctld for its configuration"));
+  std::string version = conf->version ? conf->version : "";
+  releases::FreeConf(conf);
+  return version;
 }
 
 }  // namespace tfslurm::slurm

@@ -17,4 +17,34 @@ std::unique_ptr<SlurmClient> NewLibslurmClient();
 // node[1-3],gpu01 -> node1 node2 node3 gpu01, through libslurm's hostlist.
 std::vector<std::string> ExpandHostlist(const std::string& hostlist);
 
+// The Slurm release tfslurmd was compiled against, "22.05.8"
+// (slurm_version.h; the loader refuses a libslurm of another release, whose
+// soname differs).
+std::string LibslurmRelease();
+
+// The release slurmctld reports in its configuration (slurm_load_ctl_conf's
+// version), "26.05.3". Errors: Unavailable with libslurm's error when
+// slurmctld did not answer, as when it is down, or runs a release this
+// libslurm cannot talk to (it then closes the connection unanswered).
+StatusOr<std::string> LoadControllerRelease();
+
+// Both ends, once: this libslurm's release and slurmctld's.
+struct SlurmReleases {
+  std::string libslurm;   // "22.05.8"
+  std::string slurmctld;  // "26.05.3"
+  // How slurmctld's release was learned, for the log: "slurmctld", or
+  // "scontrol show config (/usr/bin/scontrol)" when libslurm could not talk
+  // to it and the site's own scontrol could.
+  std::string slurmctld_source;
+};
+
+// Asks slurmctld for its release through libslurm and, when that gets no
+// answer, through the first scontrol on PATH (the site's own client, which
+// may be of slurmctld's release where tfslurmd's libslurm is not), then
+// checks the two releases can talk (release_window.h). Errors:
+// FailedPrecondition naming both releases and the fix when they cannot;
+// Unavailable when neither way reached slurmctld (down, or a release
+// nothing here can talk to), naming what each way answered.
+StatusOr<SlurmReleases> CheckSlurmReleases();
+
 }  // namespace tfslurm::slurm

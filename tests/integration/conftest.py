@@ -44,6 +44,8 @@ def slurm_cluster():
         # A cluster the caller already started (tests/run.sh does this).
         yield os.environ["TFSLURM_SLURM_CONF"]
         return
+    from unix_users import ensure_test_users  # it imports this module
+    ensure_test_users()  # before slurmctld caches anyone's groups (unix_users.py says why)
     d = tempfile.mkdtemp(prefix="tfs-", dir="/tmp")
     os.chmod(d, 0o755)  # munged runs as the munge user and must reach its socket dir
     out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), d],
@@ -59,8 +61,13 @@ def slurm_cluster():
 class Service:
     """One tfslurmd process and a small JSON client for it."""
 
-    def __init__(self, slurm_conf, workdir, extra_args=(), auth=False, agent_host="127.0.0.1", run_as=None):
+    def __init__(self, slurm_conf, workdir, extra_args=(), auth=False, agent_host="127.0.0.1", run_as=None,
+                 bin_dir=BIN, env=None):
         self.slurm_conf = slurm_conf
+        # The build whose tfslurmd runs (another Slurm release's: test_slurm_release_crossing.py),
+        # and the environment it gets besides SLURM_CONF (default: the test's).
+        self.bin_dir = bin_dir
+        self.env = env if env is not None else os.environ
         self.workdir = workdir
         self.db = os.path.join(workdir, "tfslurm.db")
         self.output_root = os.path.join(workdir, "out")
@@ -87,13 +94,13 @@ class Service:
                 sock.bind(("127.0.0.1", 0))
                 open(port_file, "w").write(str(sock.getsockname()[1]))
         agent_listen = f"{self.agent_host}:" + open(port_file).read().strip()
-        env = dict(os.environ, SLURM_CONF=self.slurm_conf)
+        env = dict(self.env, SLURM_CONF=self.slurm_conf)
         self.log = open(self.log_path, "a")
         # setpriv execs (runuser would stay as the parent): the pid is tfslurmd's.
         as_user = (["setpriv", f"--reuid={self.run_as}", f"--regid={self.run_as}", "--init-groups", "--"]
                    if self.run_as else [])
         self.proc = subprocess.Popen(
-            as_user + [os.path.join(BIN, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
+            as_user + [os.path.join(self.bin_dir, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
              "--output-root", self.output_root, "--ready-file", ready, "--poll-interval-ms", "500",
              "--heartbeat-ms", "1000", "--shutdown-grace-ms", "3000", "--agent-listen", agent_listen]
             + self.extra_args,

@@ -4,6 +4,7 @@ Slurm job completes."""
 import json
 import os
 import re
+import signal
 import tempfile
 
 from conftest import REPO, agent_hanging_task, scontrol_job, squeue_ids, wait_for
@@ -62,6 +63,61 @@ def test_linear_ps_spread_succeeds_reaps_ps_and_job_completes(service, slurm_clu
     assert done["checkpoint"] is not None and done["checkpoint"]["step"] >= 100, done["checkpoint"]
     final = wait_job_final(slurm_cluster, done["slurm_job_id"])
     assert final["JobState"] == "COMPLETED", final
+
+
+def alive(pid):
+    """True while `pid` exists and is not a zombie."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def agent_pids(job_id, proc_id):
+    """The pids of the tfslurm-agent processes of task `proc_id` of Slurm job `job_id`."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            comm = open(f"/proc/{pid}/comm").read().strip()
+            env = set(open(f"/proc/{pid}/environ", "rb").read().decode(errors="replace").split("\0"))
+        except OSError:
+            continue
+        if comm == "tfslurm-agent" and {f"SLURM_JOB_ID={job_id}", f"SLURM_PROCID={proc_id}"} <= env:
+            found.append(int(pid))
+    return found
+
+
+def test_an_agent_that_does_not_confirm_its_shutdown_has_its_step_ended_by_slurm(service, slurm_cluster):
+    """The ps's agent is stopped (SIGSTOP), so it cannot confirm the Shutdown
+    tfslurm sends when the worker succeeds: after the shutdown grace (3 s
+    here) tfslurmd ends the job's step through Slurm (slurm_kill_job_step),
+    which kills the stopped agent too, and the job leaves Slurm."""
+    spec = {"id": "rdv-stopped", "cluster": {"ps": 1, "worker": 1},
+            "command": ["/bin/sh", "-c", 'if [ "$TFSLURM_ROLE" = ps ]; then exec sleep 600; fi; '
+                        'while [ ! -e "$MODEL_DIR/go" ]; do sleep 0.1; done'],
+            "resources": {"partition": "debug", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:10:00"},
+            "restart": {"max_restarts": 0}}
+    status, body = service.post("/experiments", spec)
+    assert status == 201, body
+    running = wait_for(lambda: (lambda e: e if len(e["tasks"]) == 2 and all(
+        t["state"] == "running" for t in e["tasks"]) else None)(service.experiment("rdv-stopped")),
+        120, "both tasks to run")
+    job = running["slurm_job_id"]
+    ps_proc = next(t["proc_id"] for t in running["tasks"] if t["role"] == "ps")
+    stopped = wait_for(lambda: agent_pids(job, ps_proc), 30, "the ps's agent process")
+    for pid in stopped:
+        os.kill(pid, signal.SIGSTOP)
+    open(os.path.join(running["model_dir"], "go"), "w").close()
+
+    done = service.wait_state("rdv-stopped", ("succeeded", "failed"), timeout=60)
+    assert done["state"] == "succeeded", done["reason"]
+    event = wait_for(lambda: next((e for e in service.experiment("rdv-stopped")["events"]
+                                   if "did not confirm the Shutdown" in e["why"]), None),
+                     30, "the step-ending event")
+    assert f"ending step {job}.0 through Slurm" in event["why"], event
+    assert "ps:0" in event["why"], event
+    wait_for(lambda: not any(alive(pid) for pid in stopped), 30, "Slurm to kill the stopped agent")
+    wait_job_final(slurm_cluster, job)
 
 
 def test_explicit_placement_puts_ps_where_the_list_says(service, slurm_cluster):

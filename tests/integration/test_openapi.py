@@ -507,6 +507,8 @@ def test_real_responses_match_the_document(service, doc):
 
     _, _, health = c.call("GET", "/healthz", "/healthz", expect=200)
     assert health == {"status": "ok"}
+    _, _, version = c.call("GET", "/version", "/version", expect=200)
+    assert version["slurm"]["libslurm"] == version["slurm"]["slurmctld"], version
 
     # Dry run: nothing stored.
     _, _, dry = c.call("POST", "/experiments", "/experiments?dry_run=true", SHORT, expect=200)
@@ -620,6 +622,8 @@ def test_auth_responses_match_the_document(service_factory, doc):
     forged = Contract(doc, Http(service.url, "tfs_forged"))
 
     nobody.call("GET", "/healthz", "/healthz", expect=200)
+    nobody.call("GET", "/version", "/version", expect=401)
+    alice.call("GET", "/version", "/version", expect=200)
     for c in (nobody, forged):
         _, hdrs, body = c.call("GET", "/experiments", "/experiments", expect=401)
         assert hdrs.get("WWW-Authenticate") == "Bearer" and body["error"]["code"] == "unauthenticated"

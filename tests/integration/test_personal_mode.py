@@ -5,19 +5,9 @@ on the real local Slurm cluster (which itself needs root: slurmd starts jobs
 for any user) runs to COMPLETED, and everything it writes is the user's."""
 import os
 import pwd
-import subprocess
 
 from conftest import REPO, scontrol_job, wait_for
-
-USER = "tfs-personal"
-
-
-def ensure_user(name):
-    try:
-        return pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-        return pwd.getpwnam(name)
+from unix_users import PERSONAL as USER, require_test_users
 
 
 def linear_ps_spec(exp_id):
@@ -27,7 +17,8 @@ def linear_ps_spec(exp_id):
 
 
 def test_a_personal_tfslurmd_of_an_ordinary_user_runs_linear_ps_as_that_user(service_factory, slurm_cluster):
-    user = ensure_user(USER)
+    require_test_users()
+    user = pwd.getpwnam(USER)
     service = service_factory(run_as=USER)
     status_line = next(line for line in open(f"/proc/{service.proc.pid}/status") if line.startswith("Uid:"))
     assert status_line.split()[1:] == [str(user.pw_uid)] * 4, status_line

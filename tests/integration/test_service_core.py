@@ -59,7 +59,10 @@ def test_three_nodes_two_tasks_run_with_computed_memory_and_succeed(service, slu
 def slurm_memory(conf, job_id):
     """(MB per CPU, CPUs per task, MB allocated to the whole job) as slurmctld recorded the job."""
     job = scontrol_job(conf, job_id)
-    tres = dict(kv.split("=", 1) for kv in job.get("TRES", "").split(",") if "=" in kv)
+    # scontrol names the job's allocated TRES "TRES" in 22.05 and "AllocTRES" from 23.02
+    # (beside "ReqTRES": _sprint_job_info in src/api/job_info.c at slurm-23-02-7-1).
+    alloc = job.get("AllocTRES", job.get("TRES", ""))
+    tres = dict(kv.split("=", 1) for kv in alloc.split(",") if "=" in kv)
     assert job.get("MinMemoryCPU", "").endswith("M") and tres.get("mem", "").endswith("M"), job
     return int(job["MinMemoryCPU"][:-1]), int(job["CPUs/Task"]), int(tres["mem"][:-1])
 

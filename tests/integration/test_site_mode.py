@@ -18,10 +18,8 @@ import tempfile
 import pytest
 
 from conftest import REPO, Service, add_user_to_account, sacct_row, scontrol_job, wait_for
-from unix_users import (ALICE, as_unix, ensure_group, ensure_user, munge_socket, ok, site, tfctl,  # noqa: F401
-                        token_for)
-
-SHARED_GROUP = "tfs-shared"
+from unix_users import (ALICE, SHARED_GROUP, as_unix, munge_socket, ok, require_test_users, site,  # noqa: F401
+                        tfctl, token_for)
 
 
 def as_admin(service, method, path, body=None):
@@ -31,9 +29,8 @@ def as_admin(service, method, path, body=None):
 @pytest.fixture
 def alice_site(site):
     service, _, _ = site
-    # A supplementary group of alice's, to see that the job has it too.
-    ensure_group(SHARED_GROUP)
-    ensure_user(ALICE, groups=[SHARED_GROUP])
+    # Alice is in SHARED_GROUP, to see that the job has her supplementary
+    # groups too (site made sure of it).
     service.admin = token_for(service, "root", admin=True)
     return site
 
@@ -146,7 +143,7 @@ def test_symlinks_alice_plants_reach_nothing_she_could_not_read(alice_site, tmp_
 def test_on_an_accounting_cluster_slurm_charges_alice_and_refuses_an_account_not_hers(accounting_cluster):
     """The accounting cluster (conftest): enforced associations; alice is
     associated with tfs-research only."""
-    ensure_user(ALICE)
+    require_test_users()
     add_user_to_account(accounting_cluster, ALICE, "tfs-research")
     socket = munge_socket(accounting_cluster)
     workdir = tempfile.mkdtemp(prefix="tfsd-site-acct-", dir="/tmp")

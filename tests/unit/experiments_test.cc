@@ -798,6 +798,21 @@ TEST_F(ExperimentsTest, JobThatEndedWhileTheServiceWasDownIsAnUnknownEndAndResta
   EXPECT_EQ(slurm_.submitted.size(), 2u);
 }
 
+TEST_F(ExperimentsTest, AJobWithTheAttemptsIdButAnotherNameIsNotTheAttemptsJob) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  // While tfslurmd was down its database moved to another cluster (or
+  // slurmctld lost its state), where job 100 is someone else's.
+  slurm_.jobs[100].name = "someone-elses-job";
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.at(0).end_reason, "unknown");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  EXPECT_TRUE(slurm_.cancelled.empty()) << "someone else's job is left alone";
+}
+
 TEST_F(ExperimentsTest, UnknownEndIsNotRestartedWhenThePolicyRestartsNothing) {
   json spec = PsSpec("a");
   spec["restart"]["on"] = json::array();

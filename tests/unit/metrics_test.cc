@@ -55,6 +55,7 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
 
 TEST(PrometheusMetrics, RoutesAreTemplatesNotPaths) {
   EXPECT_EQ(RouteLabel("GET", "/experiments"), "GET /experiments");
+  EXPECT_EQ(RouteLabel("GET", "/version"), "GET /version");
   EXPECT_EQ(RouteLabel("GET", "/experiments/mnist-01"), "GET /experiments/{id}");
   EXPECT_EQ(RouteLabel("GET", "/experiments/mnist-01/metrics"), "GET /experiments/{id}/metrics");
   EXPECT_EQ(RouteLabel("POST", "/tokens"), "POST /tokens");

@@ -1,0 +1,149 @@
+// CheckSlurmReleases (libslurm_client.h): this libslurm's release against
+// slurmctld's, learned through libslurm or else through the site's scontrol.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+#include "service/slurm/libslurm_client.h"
+#include "service/slurm/release_window.h"
+
+extern char** environ;
+
+namespace tfslurm::slurm {
+namespace {
+
+constexpr int kScontrolTimeoutMs = 15000;
+
+// The full path of the first `name` on PATH, or "".
+std::string OnPath(const std::string& name) {
+  const char* path = getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+// Runs `argv` (no shell) with stdout captured and stderr discarded, for at
+// most kScontrolTimeoutMs; the process is killed past it.
+StatusOr<std::string> RunCapturingStdout(const std::vector<std::string>& argv) {
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return Unavailable(std::string("pipe: ") + strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, argv[0].c_str(), &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    return Unavailable("cannot run " + argv[0] + ": " + strerror(rc));
+  }
+  std::string text;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kScontrolTimeoutMs);
+  bool timed_out = false;
+  char buf[4096];
+  while (true) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left)) <= 0) continue;
+    ssize_t n = read(out[0], buf, sizeof buf);
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  close(out[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out)
+    return Unavailable(argv[0] + " did not finish in " + std::to_string(kScontrolTimeoutMs / 1000) +
+                       " s");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Unavailable(argv[0] + " failed (exit status " + std::to_string(WEXITSTATUS(status)) +
+                       ")");
+  return text;
+}
+
+// slurmctld's release as `scontrol show config` prints it, from its
+// "SLURM_VERSION = 26.05.3" line: the configuration slurmctld sent, whose
+// version slurm_print_ctl_conf prints under that key
+// (slurm_ctl_conf_2_key_pairs in src/api/config_info.c, at slurm-22-05-8-1
+// and slurm-26-05-3-1 alike).
+StatusOr<std::string> ReleaseFromScontrol(const std::string& scontrol) {
+  auto out = RunCapturingStdout({scontrol, "show", "config"});
+  if (!out.ok()) return out.status();
+  std::istringstream lines(*out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("SLURM_VERSION", 0) != 0) continue;
+    auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    std::string value = line.substr(eq + 1);
+    value.erase(0, value.find_first_not_of(' '));
+    value.erase(value.find_last_not_of(" \r") + 1);
+    return value;
+  }
+  return Unavailable(scontrol + " show config printed no SLURM_VERSION line");
+}
+
+}  // namespace
+
+StatusOr<SlurmReleases> CheckSlurmReleases() {
+  SlurmReleases both;
+  both.libslurm = LibslurmRelease();
+  auto asked = LoadControllerRelease();
+  if (asked.ok()) {
+    both.slurmctld = *asked;
+    both.slurmctld_source = "slurmctld";
+  } else {
+    // libslurm got no answer: slurmctld is down, or of a release it cannot
+    // talk to. The site's own scontrol tells which.
+    std::string scontrol = OnPath("scontrol");
+    auto told = scontrol.empty() ? StatusOr<std::string>(Unavailable("no scontrol on PATH"))
+                                 : ReleaseFromScontrol(scontrol);
+    if (!told.ok()) {
+      auto lib = ParseSlurmRelease(both.libslurm);
+      return Unavailable(asked.status().message() + "; " + told.status().message() +
+                         ". slurmctld is down, or runs a release libslurm " + both.libslurm +
+                         " cannot talk to (it talks to slurmctld " +
+                         (lib ? ControllersReachableFrom(*lib) : both.libslurm) + ")");
+    }
+    both.slurmctld = *told;
+    both.slurmctld_source = "scontrol show config (" + scontrol + ")";
+  }
+  auto lib = ParseSlurmRelease(both.libslurm);
+  auto ctld = ParseSlurmRelease(both.slurmctld);
+  if (!lib || !ctld)
+    return Unavailable("cannot read the Slurm releases: libslurm '" + both.libslurm +
+                       "', slurmctld '" + both.slurmctld + "' (from " + both.slurmctld_source +
+                       ")");
+  if (auto why = ReleaseMismatch(*lib, *ctld)) return FailedPrecondition(*why);
+  if (!asked.ok())
+    return Unavailable("slurmctld runs Slurm " + both.slurmctld + " (from " +
+                       both.slurmctld_source + "), which libslurm " + both.libslurm +
+                       " can talk to, but it did not answer: " + asked.status().message());
+  return both;
+}
+
+}  // namespace tfslurm::slurm
