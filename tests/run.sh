@@ -26,7 +26,14 @@ repo="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 jobs=2
 
-step() { printf '\n=== %s ===\n' "$*"; }
+# Each step's wall time, for the summary (what each part of a CI run costs).
+step_names=() step_seconds=() step_started=$SECONDS
+step() {
+  if ((${#step_names[@]})); then step_seconds+=("$((SECONDS - step_started))"); fi
+  step_names+=("$*")
+  step_started=$SECONDS
+  printf '\n=== %s === (%d:%02d into the run)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60))
+}
 
 declare -A passed failed
 record() { passed[$1]=$2; failed[$1]=$3; }
@@ -219,6 +226,10 @@ if [[ "${TFSLURM_THREAD_SAFETY:-$sanitizers_default}" != 0 ]]; then
 fi
 
 step "summary"
+for i in "${!step_seconds[@]}"; do
+  printf '%6d:%02d  %s\n' $((step_seconds[i] / 60)) $((step_seconds[i] % 60)) "${step_names[i]}"
+done
+printf '%6d:%02d  the whole run\n' $((SECONDS / 60)) $((SECONDS % 60))
 total_p=0 total_f=0
 for k in "${!passed[@]}"; do
   printf '%-12s %4s passed, %s failed\n' "$k" "${passed[$k]}" "${failed[$k]}"
