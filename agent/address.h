@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::agent {
 

@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::agent {
 

@@ -38,7 +38,7 @@
 #ifndef TFSLURM_AGENT_PORT_RESERVATION_H_
 #define TFSLURM_AGENT_PORT_RESERVATION_H_
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::agent {
 

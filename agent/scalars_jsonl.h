@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "agent/event_scalars.h"
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::agent {
 

@@ -31,7 +31,7 @@
 
 #include "agent.grpc.pb.h"
 #include "agent.pb.h"
-#include "schema/mutex.h"
+#include "base/mutex.h"
 
 namespace tfslurm::agent {
 

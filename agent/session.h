@@ -53,7 +53,7 @@
 #include "agent/scalar_watch.h"
 #include "agent/service_stream.h"
 #include "agent/slurm_env.h"
-#include "schema/mutex.h"
+#include "base/mutex.h"
 
 namespace tfslurm::agent {
 

@@ -16,7 +16,7 @@
 #include <array>
 #include <csignal>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::agent {
 

@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::agent {
 

@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::client {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::client {
 

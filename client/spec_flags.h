@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::client {
 

@@ -2,7 +2,7 @@
 // (service/api/http_api.h and logs_api.h). tfctl is built on it.
 //
 // Every method returns a StatusOr: the value, or a Status with the service's
-// error code (schema/status.h), message and field list; or, when the service
+// error code (base/status.h), message and field list; or, when the service
 // cannot be reached, an Unavailable status whose message names the URL tried
 // and where it came from. A missing or unknown error code, and an answer
 // that is not tfslurmd's error format (its HTTP status is in the message),
@@ -31,9 +31,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/status.h"
 #include "client/connection.h"
 #include "client/experiment_types.h"
-#include "schema/status.h"
 
 namespace httplib {
 class Client;

@@ -139,10 +139,10 @@ int main(int argc, char** argv) {
   options.http_host = "127.0.0.1";
   options.http_port = 0;
   options.agent_listen = "127.0.0.1:0";
-  options.output_root = dir + "/out";
-  options.agent_path = "/usr/bin/tfslurm-agent";
-  options.poll_interval_ms = poll_ms;
-  options.heartbeat_interval_ms = heartbeat_ms;
+  options.core.output_root = dir + "/out";
+  options.core.launch.agent_path = "/usr/bin/tfslurm-agent";
+  options.core.poll_interval_ms = poll_ms;
+  options.core.heartbeat_interval_ms = heartbeat_ms;
   options.no_auth = true;
   options.web_assets = false;
   options.logs = false;

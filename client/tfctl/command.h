@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "client/tfctl/output.h"
 #include "client/tfslurm_client.h"
-#include "schema/status.h"
 
 namespace tfslurm::tfctl {
 

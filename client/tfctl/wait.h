@@ -7,8 +7,8 @@
 #include <ostream>
 #include <string>
 
+#include "base/status.h"
 #include "client/tfslurm_client.h"
-#include "schema/status.h"
 
 namespace tfslurm::tfctl {
 

@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "schema/status.h"
+#include "base/status.h"
 #include "service/core/experiments.h"
 
 namespace tfslurm::agentrpc {
@@ -22,12 +22,16 @@ class AgentGrpcServer {
  public:
   virtual ~AgentGrpcServer() = default;
   virtual int port() const = 0;
+  // Hands every message from now on to `experiments`, which must outlive
+  // the server; before, a registration is refused as retryable (agents of
+  // running jobs reconnect as soon as the port listens). Once.
+  virtual void Serve(Experiments& experiments) = 0;
   virtual void Shutdown() = 0;
 };
 
-// Listens on `address` ("host:port", port 0 picks one).
-StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(Experiments& experiments,
-                                                                const std::string& address);
+// Listens on `address` ("host:port", port 0 picks one), so that core can be
+// made knowing the port before it is served (Serve).
+StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(const std::string& address);
 
 // POST /agent/v1/message: body AgentMessage (JSON); answers ServiceMessage
 // (JSON). A register waits up to ?wait_s= seconds (default 30, at most 120)

@@ -11,7 +11,7 @@
 #include <deque>
 
 #include "agent.grpc.pb.h"
-#include "schema/mutex.h"
+#include "base/mutex.h"
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/agentrpc/convert.h"
 #include "service/agentrpc/dispatch.h"
@@ -44,9 +44,15 @@ class StreamChannel final : public TaskChannel {
 
 class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
  public:
-  explicit ConnectReactor(Experiments& experiments)
+  // `experiments` null: the stream arrived before the server served core,
+  // and ends at once as UNAVAILABLE, which agents retry like any broken
+  // connection.
+  explicit ConnectReactor(Experiments* experiments)
       : experiments_(experiments), channel_(std::make_shared<StreamChannel>(this)) {
-    StartRead(&in_);
+    if (experiments_)
+      StartRead(&in_);
+    else
+      FinishWhenWritten(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tfslurmd is starting; retry"));
   }
 
   // Called from core (under its lock): queue and return.
@@ -61,7 +67,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   void OnReadDone(bool ok) override {
     if (!ok) {
       // The agent closed its side (after Exited) or the stream broke.
-      if (registered_) experiments_.OnDisconnect(ref_, channel_.get());
+      if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
       FinishWhenWritten(grpc::Status::OK);
       return;
     }
@@ -73,14 +79,14 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
       }
       ref_ = FromProto(in_.task());
       registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
-      DispatchRegister(experiments_, in_, channel_);
+      DispatchRegister(*experiments_, in_, channel_);
     } else if (in_.body_case() == AgentMessage::kRegister) {
-      DispatchRegister(experiments_, in_, channel_);
+      DispatchRegister(*experiments_, in_, channel_);
     } else {
       // Reports carry their own identity; it must be the stream's.
       Status s =
           in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
-              ? DispatchReport(experiments_, in_)
+              ? DispatchReport(*experiments_, in_)
               : InvalidArgument("a stream speaks for one task only");
       if (!s.ok()) channel_->Send(RefusalFor(s));
     }
@@ -103,7 +109,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   void OnCancel() override {
-    if (registered_) experiments_.OnDisconnect(ref_, channel_.get());
+    if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
   }
 
  private:
@@ -124,7 +130,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     if (!writing_) WriteNextLocked();
   }
 
-  Experiments& experiments_;
+  Experiments* const experiments_;  // set whenever a read is outstanding
   const std::shared_ptr<StreamChannel> channel_;
 
   // The read side: only read reactions touch `in_` (one read is outstanding
@@ -157,14 +163,14 @@ void StreamChannel::Send(const ServiceMsg& message) {
 
 class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
  public:
-  explicit AgentServiceImpl(Experiments& experiments) : experiments_(experiments) {}
+  void Serve(Experiments& experiments) { experiments_ = &experiments; }
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
       grpc::CallbackServerContext*) override {
-    return new ConnectReactor(experiments_);
+    return new ConnectReactor(experiments_.load());
   }
 
  private:
-  Experiments& experiments_;
+  std::atomic<Experiments*> experiments_{nullptr};
 };
 
 class GrpcServer final : public AgentGrpcServer {
@@ -174,6 +180,7 @@ class GrpcServer final : public AgentGrpcServer {
       : service_(std::move(service)), server_(std::move(server)), port_(port) {}
   ~GrpcServer() override { Shutdown(); }
   int port() const override { return port_; }
+  void Serve(Experiments& experiments) override { service_->Serve(experiments); }
   void Shutdown() override {
     if (server_) {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -189,9 +196,8 @@ class GrpcServer final : public AgentGrpcServer {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(Experiments& experiments,
-                                                                const std::string& address) {
-  auto service = std::make_unique<AgentServiceImpl>(experiments);
+StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(const std::string& address) {
+  auto service = std::make_unique<AgentServiceImpl>();
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);

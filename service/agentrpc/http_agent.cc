@@ -13,12 +13,12 @@
 #include <map>
 #include <tuple>
 
-#include "schema/mutex.h"
+#include "base/mutex.h"
+#include "base/sha256.h"
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/agentrpc/convert.h"
 #include "service/agentrpc/dispatch.h"
 #include "service/api/errors.h"
-#include "service/core/sha256.h"
 
 namespace tfslurm::agentrpc {
 namespace {

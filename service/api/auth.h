@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "schema/status.h"
+#include "base/status.h"
 #include "service/core/records.h"
 #include "service/core/tokens.h"
 

@@ -16,7 +16,7 @@
 #include <deque>
 #include <functional>
 
-#include "schema/mutex.h"
+#include "base/mutex.h"
 
 namespace tfslurm::api {
 

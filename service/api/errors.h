@@ -8,7 +8,7 @@
 
 #include <httplib.h>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::api {
 

@@ -43,11 +43,10 @@ void WriteTaskCounts(JsonWriter& w, const std::vector<TaskStateCount>& counted) 
   for (const TaskStateCount& t : counted) {
     Counts& c = by_role[t.role];
     c.total += t.count;
-    if (t.state != "pending") c.registered += t.count;
-    if (t.state == "running") c.running += t.count;
-    if (t.state == "succeeded" || t.state == "failed" || t.state == "reaped" || t.state == "lost")
-      c.done += t.count;
-    if (t.state == "failed" || t.state == "lost") c.failed += t.count;
+    if (t.state != TaskState::kPending) c.registered += t.count;
+    if (t.state == TaskState::kRunning) c.running += t.count;
+    if (HasExited(t.state) || t.state == TaskState::kLost) c.done += t.count;
+    if (t.state == TaskState::kFailed || t.state == TaskState::kLost) c.failed += t.count;
   }
   w.Key("task_counts").BeginObject();
   for (const auto& [role, c] : by_role) {
@@ -86,8 +85,12 @@ void WriteSummaryFields(JsonWriter& w, const ExperimentRecord& e, const int64_t*
 void WriteAttempt(JsonWriter& w, const AttemptRecord& a) {
   w.BeginObject().Field("number", a.number);
   WriteJobIdField(w, a.slurm_job_id);
-  w.Field("job_name", a.job_name).Field("state", a.state).Field("slurm_state", a.slurm_state);
-  w.Field("end_reason", a.end_reason).Field("reason", a.reason).Field("nodes", a.nodes);
+  w.Field("job_name", a.job_name)
+      .Field("state", AttemptStateName(a.state))
+      .Field("slurm_state", a.slurm_state);
+  w.Field("end_reason", a.end_reason ? EndReasonName(*a.end_reason) : "")
+      .Field("reason", a.reason)
+      .Field("nodes", a.nodes);
   w.Field("start_step", a.start_step).Field("exit_code", a.exit_code);
   WriteTimestampField(w, "submitted_at", a.submitted_at);
   WriteTimestampField(w, "started_at", a.started_at);
@@ -99,12 +102,12 @@ void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
   w.BeginObject().Field("proc_id", t.proc_id).Field("role", t.role).Field("index", t.index);
   w.Field("node", t.node).Field("local_rank", t.local_rank).Field("address", t.address);
   w.Field("component", t.component);
-  w.Field("state", t.state);
+  w.Field("state", TaskStateName(t.state));
   w.Field("exit_code", t.exit_code).Field("signal", t.signal);
   WriteTimestampField(w, "registered_at", t.registered_at);
   WriteTimestampField(w, "ended_at", t.ended_at);
   w.Key("heartbeat_age_s");
-  if (t.last_heartbeat && t.state == "running")
+  if (t.last_heartbeat && t.state == TaskState::kRunning)
     w.Double(static_cast<double>(now_ms - t.last_heartbeat) / 1000.0);
   else
     w.Null();

@@ -84,7 +84,8 @@ Status CheckNesting(const std::string& body, int max_depth) {
 }  // namespace
 
 void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments, Clock& clock,
-                              Authenticator& auth, const ApiOptions& options) {
+                              Authenticator& auth, std::shared_ptr<ExperimentListCache> list_cache,
+                              const ApiOptions& options) {
   server.set_payload_max_length(options.max_body_bytes);
 
   server.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
@@ -127,9 +128,6 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
                 ReplyJsonText(res, 201, ExperimentViewJson(*view, clock.NowMs()));
               }));
 
-  // The one cache of lists, told of every write core makes.
-  auto list_cache = std::make_shared<ExperimentListCache>(ListSourceOf(experiments));
-  experiments.ObserveCommits(list_cache);
   server.Get("/experiments",
              Guard(auth, [list_cache](const httplib::Request& req, httplib::Response& res,
                                       const Principal& who) {

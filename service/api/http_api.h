@@ -17,7 +17,11 @@
 
 #include <httplib.h>
 
+#include <memory>
+#include <string>
+
 #include "service/api/auth.h"
+#include "service/api/list_cache.h"
 #include "service/core/experiments.h"
 
 namespace tfslurm::api {
@@ -32,7 +36,10 @@ struct ApiOptions {
 
 // Installs the routes, JSON error pages for unknown routes and a JSON 500
 // for exceptions on `server`.
+// `list_cache` answers GET /experiments; core must tell it of every write
+// (it is one of NewExperiments' observers).
 void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments, Clock& clock,
-                              Authenticator& auth, const ApiOptions& options);
+                              Authenticator& auth, std::shared_ptr<ExperimentListCache> list_cache,
+                              const ApiOptions& options);
 
 }  // namespace tfslurm::api

@@ -24,8 +24,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "schema/mutex.h"
-#include "schema/status.h"
+#include "base/mutex.h"
+#include "base/status.h"
 #include "service/core/ports/store.h"
 
 namespace tfslurm::api {
@@ -88,7 +88,7 @@ class ExperimentListCache final : public store::CommitObserver {
   // experiment, as the commits last wrote them.
   struct SeenTasks {
     int attempt = 0;
-    std::unordered_map<int, std::pair<std::string, std::string>> by_proc;
+    std::unordered_map<int, std::pair<std::string, TaskState>> by_proc;
   };
 
   uint64_t ItemVersionLocked(const std::string& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -79,7 +79,7 @@ bool AttemptEnded(Experiments& experiments, const std::string& id, int attempt) 
   auto attempts = experiments.ListAttempts(id);
   if (!attempts.ok()) return false;  // unknown now; the follow window still ends the response
   for (const AttemptRecord& a : *attempts)
-    if (a.number == attempt) return a.state == "ended";
+    if (a.number == attempt) return a.state == AttemptState::kEnded;
   return true;
 }
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "service/core/sha256.h"
+#include "base/sha256.h"
 #include "service/system/accounts.h"
 
 namespace tfslurm::api {

@@ -35,8 +35,8 @@
 #include <string_view>
 #include <vector>
 
-#include "schema/mutex.h"
-#include "schema/status.h"
+#include "base/mutex.h"
+#include "base/status.h"
 #include "service/api/auth.h"
 
 namespace tfslurm::api {

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::api {
 

@@ -1,9 +1,9 @@
 #include "service/api/scalars_api.h"
 
+#include "base/shell_quote.h"
 #include "service/api/errors.h"
 #include "service/api/json_writer.h"
 #include "service/api/request_params.h"
-#include "service/core/sbatch_script.h"
 #include "service/core/scalars.h"
 
 namespace tfslurm::api {
@@ -88,7 +88,7 @@ std::string MetricsJson(const ExperimentRecord& e, const std::vector<ScalarSerie
   } else {
     w.BeginObject()
         .Field("logdir", e.model_dir)
-        .Field("command", "tensorboard --logdir " + slurm::ShellQuote(e.model_dir))
+        .Field("command", "tensorboard --logdir " + ShellQuote(e.model_dir))
         .EndObject();
   }
   w.EndObject();

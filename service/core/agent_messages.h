@@ -14,7 +14,7 @@
 #include <variant>
 #include <vector>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm {
 

@@ -4,17 +4,17 @@
 
 #include <cmath>
 
+#include "base/sha256.h"
 #include "schema/tf_config_wire.h"
 #include "service/core/scalars.h"
-#include "service/core/sha256.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
 
 StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref) {
-  auto it = lc_.open.find(ref.experiment_id);
-  if (it == lc_.open.end()) {
-    auto e = lc_.ports.store.GetExperiment(ref.experiment_id);
+  auto it = core_.open().find(ref.experiment_id);
+  if (it == core_.open().end()) {
+    auto e = core_.ports().store.GetExperiment(ref.experiment_id);
     if (!e.ok()) return NotFound("no experiment '" + ref.experiment_id + "'");
     // Stored but not yet in memory: its submission is still being recorded.
     if (!IsTerminal(e->state))
@@ -23,23 +23,23 @@ StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref) {
                               ExperimentStateName(e->state) + ")");
   }
   OpenExperiment& a = *it->second;
-  if (ref.attempt != a.attempt.number)
+  if (ref.attempt != a.attempt.record.number)
     return FailedPrecondition(
         "attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
-        "' is not current (current: " + std::to_string(a.attempt.number) + ")");
-  if (Sha256Hex(ref.secret) != a.attempt.secret_sha256)
+        "' is not current (current: " + std::to_string(a.attempt.record.number) + ")");
+  if (Sha256Hex(ref.secret) != a.attempt.record.secret_sha256)
     return Status(StatusCode::kUnauthenticated, "wrong attempt secret for '" + ref.experiment_id +
                                                     "' attempt " + std::to_string(ref.attempt));
-  if (ref.proc_id < 0 || ref.proc_id >= a.run->size())
+  if (ref.proc_id < 0 || ref.proc_id >= a.attempt.run->size())
     return InvalidArgument("task " + std::to_string(ref.proc_id) +
-                           " is out of range: the attempt has " + std::to_string(a.run->size()) +
-                           " tasks");
+                           " is out of range: the attempt has " +
+                           std::to_string(a.attempt.run->size()) + " tasks");
   return &a;
 }
 
 void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
                                std::shared_ptr<TaskChannel> channel) {
-  MutexLock lock(lc_.mu);
+  MutexLock lock(core_.mu());
   auto found = FindTask(ref);
   if (!found.ok()) {
     channel->Send(RefusalFor(found.status()));
@@ -47,129 +47,130 @@ void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
   }
   OpenExperiment& a = **found;
   const int proc = ref.proc_id;
-  int64_t now = lc_.ports.clock.NowMs();
+  int64_t now = core_.ports().clock.NowMs();
   store::Changes c;
-  TaskSlot& slot = a.run->mutable_task(proc);
+  TaskSlot& slot = a.attempt.run->mutable_task(proc);
   std::string address = info.address + ":" + std::to_string(info.port);
-  if (a.run->outcome().kind != Outcome::kUndecided && !slot.registered) {
-    channel->Send(RefusedMsg{"attempt " + std::to_string(a.attempt.number) +
-                                 " has already ended: " + a.run->outcome().reason,
+  if (a.attempt.run->outcome().kind != Outcome::kUndecided && !slot.registered) {
+    channel->Send(RefusedMsg{"attempt " + std::to_string(a.attempt.record.number) +
+                                 " has already ended: " + a.attempt.run->outcome().reason,
                              true});
     return;
   }
   bool was_registered = slot.registered;
-  if (!was_registered) lc_.metrics->Registered();
+  if (!was_registered) core_.metrics().Registered();
   bool barrier_complete =
-      a.run->Register(proc, info.node_name, address, info.node_id, info.local_id);
-  a.channels[proc] = channel;
-  TaskRecord& t = a.tasks[proc];
+      a.attempt.run->Register(proc, info.node_name, address, info.node_id, info.local_id);
+  a.attempt.channels[proc] = channel;
+  TaskRecord& t = a.attempt.tasks[proc];
   t.node = info.node_name;
   t.address = address;
   t.local_rank = info.local_id;
   if (!t.registered_at) t.registered_at = now;
   t.last_heartbeat = now;
   t.state = slot.state;
-  if (a.run->assignments_sent()) {
+  if (a.attempt.run->assignments_sent()) {
     c.tasks.push_back(t);
   } else if (!barrier_complete) {
     // Before the barrier, registrations are written in batches by the next
     // Tick (as heartbeats are), or with the assignments, which write every
-    // task: a transaction per registration, under mu_, is what a storm of
+    // task: a transaction per registration, under core's lock, is what a storm of
     // thousands of agents would queue behind. An agent whose registration
     // is lost in a crash registers again when it reconnects.
-    a.heartbeat_dirty.insert(proc);
+    a.attempt.heartbeat_dirty.insert(proc);
   }
-  if (a.attempt.state == "pending") {
+  if (a.attempt.record.state == AttemptState::kPending) {
     // An agent registering proves the job runs, before the next poll says so.
-    a.attempt.state = "running";
-    a.attempt.slurm_state = "RUNNING";
-    a.attempt.started_at = now;
-    a.job_started_ms = now;
-    c.attempts.push_back(a.attempt);
+    a.attempt.record.state = AttemptState::kRunning;
+    a.attempt.record.slurm_state = "RUNNING";
+    a.attempt.record.started_at = now;
+    a.attempt.job_started_ms = now;
+    c.attempts.push_back(a.attempt.record);
   }
   if (a.record.state == ExperimentState::kQueued)
-    lc_.SetState(c, a, ExperimentState::kStarting, "tasks registering");
+    core_.SetState(c, a, ExperimentState::kStarting, "tasks registering");
   if (was_registered)
-    lc_.Event(c, a, "reconnected", TaskName(slot, proc) + " reconnected from " + address);
+    core_.Event(c, a, "reconnected", TaskName(slot, proc) + " reconnected from " + address);
 
   if (barrier_complete) {
     SendAssignments(a, c);
-  } else if (a.run->assignments_sent()) {
+  } else if (a.attempt.run->assignments_sent()) {
     // A reconnecting agent already holds its assignment; one that never got
     // it (its stream broke first, or the service restarted) needs it now.
     if (!info.reconnect) SendAssignments(a, c, proc);
     if (slot.shutdown_sent && !slot.exited)
-      channel->Send(ShutdownMsg{a.run->outcome().reason, lc_.config.shutdown_grace_ms});
+      channel->Send(ShutdownMsg{a.attempt.run->outcome().reason, core_.config().shutdown_grace_ms});
   }
-  lc_.Commit(c);
+  core_.Commit(c);
 }
 
 void AgentProtocol::SendAssignments(OpenExperiment& a, store::Changes& c, int only_proc) {
-  bool first = !a.run->assignments_sent();
-  a.run->MarkAssigned();
-  int checkpointing = a.run->CheckpointingTask();
-  const bool torch = a.run->framework() == Framework::kPytorch;
+  bool first = !a.attempt.run->assignments_sent();
+  a.attempt.run->MarkAssigned();
+  int checkpointing = a.attempt.run->CheckpointingTask();
+  const bool torch = a.attempt.run->framework() == Framework::kPytorch;
   std::shared_ptr<SharedCluster> cluster;  // TF_CONFIG's; PyTorch has none
   if (!torch) {
     cluster = std::make_shared<SharedCluster>();
-    cluster->json = a.run->ClusterSpec();
+    cluster->json = a.attempt.run->ClusterSpec();
     cluster->zlib = wire::CompressCluster(cluster->json);
   }
-  for (int i = 0; i < a.run->size(); ++i) {
+  for (int i = 0; i < a.attempt.run->size(); ++i) {
     if (only_proc >= 0 && i != only_proc) continue;
-    auto ch = a.channels.find(i);
-    if (ch == a.channels.end() || !ch->second) continue;
-    const TaskSlot& slot = a.run->task(i);
+    auto ch = a.attempt.channels.find(i);
+    if (ch == a.attempt.channels.end() || !ch->second) continue;
+    const TaskSlot& slot = a.attempt.run->task(i);
     AssignmentMsg m;
     m.role = slot.role.role;
     m.index = slot.role.index;
-    m.framework = FrameworkName(a.run->framework());
+    m.framework = FrameworkName(a.attempt.run->framework());
     m.cluster = cluster;
     m.command = a.spec.command;
     m.workdir = a.spec.workdir.empty() ? a.record.model_dir : a.spec.workdir;
-    for (auto& [k, v] : a.run->TaskEnv(i, a.record.model_dir)) m.env[k] = v;
+    for (auto& [k, v] : a.attempt.run->TaskEnv(i, a.record.model_dir)) m.env[k] = v;
     m.model_dir = a.record.model_dir;
-    m.heartbeat_interval_ms = lc_.config.heartbeat_interval_ms;
-    m.shutdown_grace_ms = lc_.config.shutdown_grace_ms;
+    m.heartbeat_interval_ms = core_.config().heartbeat_interval_ms;
+    m.shutdown_grace_ms = core_.config().shutdown_grace_ms;
     m.report_checkpoints = i == checkpointing;
-    if (first || a.tasks[i].state == "registered") {
-      a.tasks[i].state = slot.state;
-      c.tasks.push_back(a.tasks[i]);
+    if (first || a.attempt.tasks[i].state == TaskState::kRegistered) {
+      a.attempt.tasks[i].state = slot.state;
+      c.tasks.push_back(a.attempt.tasks[i]);
     }
     ch->second->Send(m);
   }
   if (first) {
-    a.last_progress_ms = lc_.ports.clock.NowMs();
-    if (a.job_started_ms > 0)
-      lc_.metrics->RendezvousDone(static_cast<double>(lc_.ports.clock.NowMs() - a.job_started_ms) /
-                                  1000.0);
-    lc_.Event(c, a, "assigned",
-              "all " + std::to_string(a.run->size()) + " tasks registered; " +
-                  (torch ? "ranks, MASTER_ADDR and MASTER_PORT sent" : "roles and TF_CONFIG sent"));
-    lc_.SetState(c, a, ExperimentState::kRunning, "training");
+    a.attempt.last_progress_ms = core_.ports().clock.NowMs();
+    if (a.attempt.job_started_ms > 0)
+      core_.metrics().RendezvousDone(
+          static_cast<double>(core_.ports().clock.NowMs() - a.attempt.job_started_ms) / 1000.0);
+    core_.Event(
+        c, a, "assigned",
+        "all " + std::to_string(a.attempt.run->size()) + " tasks registered; " +
+            (torch ? "ranks, MASTER_ADDR and MASTER_PORT sent" : "roles and TF_CONFIG sent"));
+    core_.SetState(c, a, ExperimentState::kRunning, "training");
   }
 }
 
 Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
-  MutexLock lock(lc_.mu);
+  MutexLock lock(core_.mu());
   auto found = FindTask(ref);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
-  a.tasks[ref.proc_id].last_heartbeat = lc_.ports.clock.NowMs();
-  a.heartbeat_dirty.insert(ref.proc_id);
-  if (a.tasks[ref.proc_id].state == "lost") {
-    const TaskSlot& slot = a.run->task(ref.proc_id);
+  a.attempt.tasks[ref.proc_id].last_heartbeat = core_.ports().clock.NowMs();
+  a.attempt.heartbeat_dirty.insert(ref.proc_id);
+  if (a.attempt.tasks[ref.proc_id].state == TaskState::kLost) {
+    const TaskSlot& slot = a.attempt.run->task(ref.proc_id);
     store::Changes c;
-    a.tasks[ref.proc_id].state = slot.state;
-    c.tasks.push_back(a.tasks[ref.proc_id]);
-    lc_.Event(c, a, "heartbeat", TaskName(slot, ref.proc_id) + " is back");
-    lc_.Commit(c);
+    a.attempt.tasks[ref.proc_id].state = slot.state;
+    c.tasks.push_back(a.attempt.tasks[ref.proc_id]);
+    core_.Event(c, a, "heartbeat", TaskName(slot, ref.proc_id) + " is back");
+    core_.Commit(c);
   }
   return Status::Ok();
 }
 
 Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::string& path) {
-  MutexLock lock(lc_.mu);
+  MutexLock lock(core_.mu());
   auto found = FindTask(ref);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
@@ -177,10 +178,10 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   store::Changes c;
   a.record.checkpoint_step = step;
   a.record.checkpoint_path = path;
-  a.record.updated_at = a.last_progress_ms = lc_.ports.clock.NowMs();
+  a.record.updated_at = a.attempt.last_progress_ms = core_.ports().clock.NowMs();
   c.experiment = a.record;
-  lc_.Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
-  lc_.Commit(c);
+  core_.Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
+  core_.Commit(c);
   return Status::Ok();
 }
 
@@ -194,7 +195,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
                   std::to_string(kMaxScalarsPerReport) + " are taken";
     points.resize(kMaxScalarsPerReport);
   }
-  const double now_s = static_cast<double>(lc_.ports.clock.NowMs()) / 1000.0;
+  const double now_s = static_cast<double>(core_.ports().clock.NowMs()) / 1000.0;
   std::erase_if(points, [&](ScalarPoint& p) {
     if (!std::isfinite(p.wall_time) || p.wall_time <= 0) p.wall_time = now_s;
     std::optional<std::string> problem = ScalarProblem(p);
@@ -203,28 +204,28 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
     return true;
   });
   {
-    MutexLock lock(lc_.mu);
+    MutexLock lock(core_.mu());
     auto found = FindTask(ref);
     if (!found.ok()) return found.status();
     OpenExperiment& a = **found;
-    if (ref.proc_id != a.run->CheckpointingTask()) {
+    if (ref.proc_id != a.attempt.run->CheckpointingTask()) {
       dropped += points.size();
-      dropped_why = TaskName(a.run->task(ref.proc_id), ref.proc_id) +
+      dropped_why = TaskName(a.attempt.run->task(ref.proc_id), ref.proc_id) +
                     " sent them, and only the reporting task (chief, or worker 0) does";
       points.clear();
     }
     for (const ScalarPoint& p : points) {
-      if (a.max_scalar_step && p.step <= *a.max_scalar_step) continue;
-      a.max_scalar_step = p.step;
-      a.last_progress_ms = lc_.ports.clock.NowMs();
+      if (a.attempt.max_scalar_step && p.step <= *a.attempt.max_scalar_step) continue;
+      a.attempt.max_scalar_step = p.step;
+      a.attempt.last_progress_ms = core_.ports().clock.NowMs();
     }
   }
   // Written outside the lock: other experiments' agents need not wait for
   // these rows.
   store::AppendedScalars appended;
   if (!points.empty()) {
-    auto written = lc_.ports.store.AppendScalars(ref.experiment_id, ref.attempt, points,
-                                                 lc_.config.scalar_limits);
+    auto written = core_.ports().store.AppendScalars(ref.experiment_id, ref.attempt, points,
+                                                     core_.config().scalar_limits);
     if (!written.ok()) {
       spdlog::warn("{}: {} training scalars not kept: {}", ref.experiment_id, points.size(),
                    written.status().message());
@@ -234,106 +235,110 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
   }
   if (dropped == 0 && appended.refused_tags.empty()) return Status::Ok();
 
-  MutexLock lock(lc_.mu);
+  MutexLock lock(core_.mu());
   auto found = FindTask(ref);
-  if (!found.ok() || (*found)->scalar_notice_given) return Status::Ok();
+  if (!found.ok() || (*found)->attempt.scalar_notice_given) return Status::Ok();
   OpenExperiment& a = **found;
-  a.scalar_notice_given = true;
+  a.attempt.scalar_notice_given = true;
   std::string why;
   if (dropped > 0)
     why = std::to_string(dropped) + " training scalar point(s) not kept: " + dropped_why;
   if (!appended.refused_tags.empty()) {
     if (!why.empty()) why += "; ";
     why += "tag '" + appended.refused_tags.front() + "' not kept: the experiment has " +
-           std::to_string(lc_.config.scalar_limits.tags) + " tags already (tfslurmd --scalar-tags)";
+           std::to_string(core_.config().scalar_limits.tags) +
+           " tags already (tfslurmd --scalar-tags)";
   }
   store::Changes c;
-  lc_.Event(c, a, "scalars", why + " (said once per attempt)");
-  lc_.Commit(c);
+  core_.Event(c, a, "scalars", why + " (said once per attempt)");
+  core_.Commit(c);
   return Status::Ok();
 }
 
 Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
                                std::optional<int> signal, bool reaped) {
-  MutexLock lock(lc_.mu);
+  MutexLock lock(core_.mu());
   auto found = FindTask(ref);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
   const int proc = ref.proc_id;
-  if (a.run->task(proc).exited) return Status::Ok();  // a re-sent report
-  bool decided_before = a.run->outcome().kind != Outcome::kUndecided;
+  if (a.attempt.run->task(proc).exited) return Status::Ok();  // a re-sent report
+  bool decided_before = a.attempt.run->outcome().kind != Outcome::kUndecided;
   // A task that ends after the user cancelled, or after it was told to shut
   // down, was ended by us: reaped, not failed, whatever its exit code.
-  reaped = reaped || a.user_cancelled || a.run->task(proc).shutdown_sent;
-  a.run->OnExit(proc, exit_code, signal, reaped);
-  const TaskSlot& slot = a.run->task(proc);
+  reaped = reaped || a.user_cancelled || a.attempt.run->task(proc).shutdown_sent;
+  a.attempt.run->OnExit(proc, exit_code, signal, reaped);
+  const TaskSlot& slot = a.attempt.run->task(proc);
   store::Changes c;
-  TaskRecord& t = a.tasks[proc];
+  TaskRecord& t = a.attempt.tasks[proc];
   t.state = slot.state;
   t.exit_code = exit_code;
   t.signal = signal;
-  t.ended_at = lc_.ports.clock.NowMs();
+  t.ended_at = core_.ports().clock.NowMs();
   c.tasks.push_back(t);
   std::string how = signal.value_or(0)
                         ? "was killed by signal " + std::to_string(*signal)
                         : "exited with code " + std::to_string(exit_code.value_or(-1));
-  lc_.Event(c, a, reaped ? "reaped" : "exited", TaskName(slot, proc) + " " + how);
-  if (a.reap_started_ms > 0 && a.run->UnconfirmedShutdowns().empty()) {
-    lc_.metrics->ReapingDone(static_cast<double>(t.ended_at - a.reap_started_ms) / 1000.0);
-    a.reap_started_ms = 0;
+  core_.Event(c, a, reaped ? "reaped" : "exited", TaskName(slot, proc) + " " + how);
+  if (a.attempt.reap_started_ms > 0 && a.attempt.run->UnconfirmedShutdowns().empty()) {
+    core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /
+                                1000.0);
+    a.attempt.reap_started_ms = 0;
   }
-  if (!decided_before && a.run->outcome().kind != Outcome::kUndecided) OnOutcome(a, c);
-  lc_.Commit(c);
+  if (!decided_before && a.attempt.run->outcome().kind != Outcome::kUndecided) OnOutcome(a, c);
+  core_.Commit(c);
   return Status::Ok();
 }
 
 void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel) {
-  MutexLock lock(lc_.mu);
-  auto it = lc_.open.find(ref.experiment_id);
-  if (it == lc_.open.end() || it->second->attempt.number != ref.attempt) return;
+  MutexLock lock(core_.mu());
+  auto it = core_.open().find(ref.experiment_id);
+  if (it == core_.open().end() || it->second->attempt.record.number != ref.attempt) return;
   OpenExperiment& a = *it->second;
-  auto ch = a.channels.find(ref.proc_id);
+  auto ch = a.attempt.channels.find(ref.proc_id);
   // A newer stream may already have replaced this one.
-  if (ch == a.channels.end() || ch->second.get() != channel) return;
-  a.channels.erase(ch);
-  const TaskSlot& slot = a.run->task(ref.proc_id);
-  if (slot.registered && !slot.exited) a.run->SetVanished(ref.proc_id, true);
+  if (ch == a.attempt.channels.end() || ch->second.get() != channel) return;
+  a.attempt.channels.erase(ch);
+  const TaskSlot& slot = a.attempt.run->task(ref.proc_id);
+  if (slot.registered && !slot.exited) a.attempt.run->SetVanished(ref.proc_id, true);
 }
 
 void AgentProtocol::OnOutcome(OpenExperiment& a, store::Changes& c) {
-  const Outcome& o = a.run->outcome();
+  const Outcome& o = a.attempt.run->outcome();
   if (o.kind == Outcome::kSucceeded) {
-    lc_.EndAttempt(a, EndReason::kSucceeded);
-    a.attempt.reason = o.reason;
-    c.attempts.push_back(a.attempt);
-    lc_.SetState(c, a, ExperimentState::kSucceeded, o.reason);
+    core_.EndAttempt(a, EndReason::kSucceeded);
+    a.attempt.record.reason = o.reason;
+    c.attempts.push_back(a.attempt.record);
+    core_.SetState(c, a, ExperimentState::kSucceeded, o.reason);
     ReapRemaining(a, c, "training succeeded: " + o.reason);
   } else if (o.kind == Outcome::kFailed) {
     // What the failure means for a restart is decided when the job has
     // ended: a task killed by SIGTERM may be the symptom of a preemption or
     // the time limit, which Slurm's final state tells apart.
     ReapRemaining(a, c, "attempt failed: " + o.reason);
-    a.record.reason = "attempt " + std::to_string(a.attempt.number) + " failed: " + o.reason +
-                      "; ending its Slurm job";
-    a.record.updated_at = lc_.ports.clock.NowMs();
+    a.record.reason = "attempt " + std::to_string(a.attempt.record.number) +
+                      " failed: " + o.reason + "; ending its Slurm job";
+    a.record.updated_at = core_.ports().clock.NowMs();
     c.experiment = a.record;
   }
 }
 
 void AgentProtocol::ReapRemaining(OpenExperiment& a, store::Changes& c, const std::string& reason) {
-  std::vector<int> to_reap = a.run->TasksToReap();
+  std::vector<int> to_reap = a.attempt.run->TasksToReap();
   if (to_reap.empty()) return;
   std::string names;
   for (int proc : to_reap) {
-    a.run->MarkShutdownSent(proc);
-    auto ch = a.channels.find(proc);
-    if (ch != a.channels.end()) ch->second->Send(ShutdownMsg{reason, lc_.config.shutdown_grace_ms});
-    names += (names.empty() ? "" : ", ") + TaskName(a.run->task(proc), proc);
+    a.attempt.run->MarkShutdownSent(proc);
+    auto ch = a.attempt.channels.find(proc);
+    if (ch != a.attempt.channels.end())
+      ch->second->Send(ShutdownMsg{reason, core_.config().shutdown_grace_ms});
+    names += (names.empty() ? "" : ", ") + TaskName(a.attempt.run->task(proc), proc);
   }
-  const int64_t now = lc_.ports.clock.NowMs();
-  if (a.reap_started_ms == 0) a.reap_started_ms = now;
-  a.reap_deadline_ms = now + lc_.config.shutdown_grace_ms + lc_.config.reap_timeout_margin_ms;
-  lc_.Event(c, a, "reaping", "Shutdown sent to " + names);
+  const int64_t now = core_.ports().clock.NowMs();
+  if (a.attempt.reap_started_ms == 0) a.attempt.reap_started_ms = now;
+  a.attempt.reap_deadline_ms =
+      now + core_.config().shutdown_grace_ms + core_.config().reap_timeout_margin_ms;
+  core_.Event(c, a, "reaping", "Shutdown sent to " + names);
 }
 
 }  // namespace tfslurm

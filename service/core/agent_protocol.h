@@ -12,49 +12,50 @@
 #include <string>
 #include <vector>
 
-#include "schema/status.h"
+#include "base/status.h"
 #include "service/core/agent_messages.h"
-#include "service/core/lifecycle.h"
+#include "service/core/core_state.h"
 
 namespace tfslurm {
 
 class AgentProtocol {
  public:
-  explicit AgentProtocol(Lifecycle& lifecycle) : lc_(lifecycle) {}
+  explicit AgentProtocol(CoreState& lifecycle) : core_(lifecycle) {}
 
   // Attaches `channel` for the task; the reply (Assignment or Refused)
   // arrives through it, now or when the barrier completes.
   void OnRegister(const TaskRef& ref, const RegisterInfo& info,
-                  std::shared_ptr<TaskChannel> channel) ABSL_LOCKS_EXCLUDED(lc_.mu);
-  Status OnHeartbeat(const TaskRef& ref) ABSL_LOCKS_EXCLUDED(lc_.mu);
+                  std::shared_ptr<TaskChannel> channel) ABSL_LOCKS_EXCLUDED(core_.mu());
+  Status OnHeartbeat(const TaskRef& ref) ABSL_LOCKS_EXCLUDED(core_.mu());
   Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path)
-      ABSL_LOCKS_EXCLUDED(lc_.mu);
+      ABSL_LOCKS_EXCLUDED(core_.mu());
   // Keeps the reporting task's training scalars (ports/store.h,
   // AppendScalars); a larger step than this attempt's so far is progress
   // (progress.stall_timeout_s). Points that cannot be kept are dropped and
   // an event says so once per attempt: the report itself is never refused,
   // since a refusal stops the agent's program.
-  Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) ABSL_LOCKS_EXCLUDED(lc_.mu);
+  Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points)
+      ABSL_LOCKS_EXCLUDED(core_.mu());
   Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
-                  bool reaped) ABSL_LOCKS_EXCLUDED(lc_.mu);
+                  bool reaped) ABSL_LOCKS_EXCLUDED(core_.mu());
   // The stream of `channel` broke; the agent may reconnect.
-  void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) ABSL_LOCKS_EXCLUDED(lc_.mu);
+  void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) ABSL_LOCKS_EXCLUDED(core_.mu());
 
   // Sends Shutdown to every task still running and sets the deadline after
   // which the Slurm watch ends the step itself.
   void ReapRemaining(OpenExperiment& e, store::Changes& c, const std::string& reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
  private:
   // Checks a TaskRef against the current attempt (id, attempt, secret, range).
-  StatusOr<OpenExperiment*> FindTask(const TaskRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+  StatusOr<OpenExperiment*> FindTask(const TaskRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // To every connected task, or only to `only_proc`.
   void SendAssignments(OpenExperiment& e, store::Changes& c, int only_proc = -1)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // The attempt has just been decided by the tasks' exits.
-  void OnOutcome(OpenExperiment& e, store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+  void OnOutcome(OpenExperiment& e, store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
-  Lifecycle& lc_;
+  CoreState& core_;
 };
 
 }  // namespace tfslurm

@@ -30,7 +30,7 @@ bool AttemptRun::Register(int proc, const std::string& node, const std::string& 
   t.vanished = false;  // a stream again: the agent is back
   if (!t.registered) {
     t.registered = true;
-    if (t.state == "pending") t.state = "registered";
+    if (t.state == TaskState::kPending) t.state = TaskState::kRegistered;
   }
   return !assignments_sent_ && AllRegistered();
 }
@@ -47,7 +47,7 @@ void AttemptRun::MarkAssigned() {
   assignments_sent_ = true;
   for (TaskSlot& t : tasks_) {
     t.assigned = true;
-    if (t.state == "registered") t.state = "running";
+    if (t.state == TaskState::kRegistered) t.state = TaskState::kRunning;
   }
 }
 
@@ -164,7 +164,7 @@ Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional
   t.signal = signal;
   t.reaped = reaped;
   bool ok = !signal.value_or(0) && exit_code.value_or(-1) == 0;
-  t.state = reaped ? "reaped" : ok ? "succeeded" : "failed";
+  t.state = reaped ? TaskState::kReaped : ok ? TaskState::kSucceeded : TaskState::kFailed;
   if (outcome_.kind == Outcome::kUndecided) outcome_ = Evaluate(proc);
   return outcome_;
 }
@@ -176,7 +176,8 @@ void AttemptRun::Decide(Outcome outcome) {
 Outcome AttemptRun::Evaluate(int proc) {
   const TaskSlot& t = tasks_[proc];
   std::string who = TaskName(t, proc);
-  if (t.state == "failed" && (IsTracked(proc) || t.role.role == "chief" || t.role.role == "ps")) {
+  if (t.state == TaskState::kFailed &&
+      (IsTracked(proc) || t.role.role == "chief" || t.role.role == "ps")) {
     std::string how = t.signal.value_or(0)
                           ? "was killed by signal " + std::to_string(*t.signal)
                           : "exited with code " + std::to_string(t.exit_code.value_or(-1));
@@ -196,7 +197,7 @@ Outcome AttemptRun::Evaluate(int proc) {
   }
   // Success: every tracked task exited 0.
   for (int i = 0; i < size(); ++i)
-    if (IsTracked(i) && tasks_[i].state != "succeeded") return {};
+    if (IsTracked(i) && tasks_[i].state != TaskState::kSucceeded) return {};
   if (spec_.framework == Framework::kPytorch)
     return {Outcome::kSucceeded, "every rank exited 0 (" + std::to_string(size()) + " ranks)"};
   std::string what;

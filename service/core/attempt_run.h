@@ -3,7 +3,7 @@
 // talks to agents and to Slurm.
 //
 // Thread safety: not thread-safe, not even the const methods (AllRegistered
-// moves a cached cursor): the caller serializes (core holds Lifecycle::mu).
+// moves a cached cursor): the caller serializes (core holds CoreState::mu()).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 
 #include "service/core/components.h"
 #include "service/core/placement.h"
+#include "service/core/records.h"
 #include "service/core/spec.h"
 
 namespace tfslurm {
@@ -39,9 +40,8 @@ struct TaskSlot {
   // the agent may be gone (killed, its node lost), and with it, through
   // PR_SET_PDEATHSIG, most likely its program.
   bool vanished = false;
-  // Task state as shown to users: pending, registered, running, succeeded,
-  // failed, reaped, lost.
-  std::string state = "pending";
+  // The task's state as users see it (records.h).
+  TaskState state = TaskState::kPending;
 };
 
 // What the exits so far decide about the attempt.

@@ -1,69 +1,102 @@
 #include "service/core/experiments.h"
 
+#include <spdlog/spdlog.h>
+
 #include <csignal>
 
+#include "service/core/agent_protocol.h"
 #include "service/core/components.h"
+#include "service/core/core_state.h"
+#include "service/core/slurm_watch.h"
+#include "service/core/submission.h"
 
 namespace tfslurm {
+namespace {
 
-Experiments::Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& clock,
-                         Randomness& random, Files& files, Accounts& accounts,
-                         LifecycleConfig config)
-    : lifecycle_({store, slurm, clock, random, files, accounts}, std::move(config)),
-      submission_(lifecycle_),
-      agents_(lifecycle_),
-      watch_(lifecycle_, agents_, submission_) {}
+class ExperimentsImpl final : public Experiments {
+ public:
+  ExperimentsImpl(const CorePorts& ports, CoreConfig config, Metrics& metrics,
+                  std::vector<std::shared_ptr<store::CommitObserver>> observers)
+      : core_(ports, std::move(config), metrics, std::move(observers)),
+        submission_(core_),
+        agents_(core_),
+        watch_(core_, agents_, submission_) {}
 
-void Experiments::SetLaunch(const slurm::AgentLaunch& launch) { lifecycle_.config.launch = launch; }
+  Status Recover() override { return watch_.Recover(); }
+  StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
+                                bool dry_run) override {
+    return submission_.Submit(spec, owner, dry_run);
+  }
+  Status Cancel(const std::string& id, const std::string& why) override;
+  StatusOr<AttemptRecord> Resume(const std::string& id) override { return submission_.Resume(id); }
 
-StatusOr<Experiments::Gauges> Experiments::ReadGauges() {
+  StatusOr<ExperimentView> Get(const std::string& id) override;
+  StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override {
+    return core_.ports().store.GetExperiment(id);
+  }
+  StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) override {
+    return core_.ports().store.ListAttempts(id);
+  }
+  StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt) override {
+    return core_.ports().store.ListTasks(id, attempt);
+  }
+  StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& id,
+                                                  const std::vector<std::string>& tags) override {
+    return core_.ports().store.ReadScalars(id, tags);
+  }
+  StatusOr<Gauges> ReadGauges() override;
+
+  void OnRegister(const TaskRef& ref, const RegisterInfo& info,
+                  std::shared_ptr<TaskChannel> channel) override {
+    agents_.OnRegister(ref, info, std::move(channel));
+  }
+  Status OnHeartbeat(const TaskRef& ref) override { return agents_.OnHeartbeat(ref); }
+  Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) override {
+    return agents_.OnProgress(ref, step, path);
+  }
+  Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) override {
+    return agents_.OnScalars(ref, std::move(points));
+  }
+  Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
+                  bool reaped) override {
+    return agents_.OnExited(ref, exit_code, signal, reaped);
+  }
+  void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) override {
+    agents_.OnDisconnect(ref, channel);
+  }
+
+  void Tick() override { watch_.Tick(); }
+
+ private:
+  CoreState core_;
+  Submission submission_;
+  AgentProtocol agents_;
+  SlurmWatch watch_;
+};
+
+StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
   Gauges g;
   for (ExperimentState state : kAllExperimentStates) {
     store::ListQuery q;
     q.states = {state};
-    auto n = lifecycle_.ports.store.CountExperiments(q);
+    auto n = core_.ports().store.CountExperiments(q);
     if (!n.ok()) return n.status();
     g.experiments_by_state.emplace_back(state, *n);
   }
-  MutexLock lock(lifecycle_.mu);
-  for (const auto& [id, a] : lifecycle_.open) g.agents_connected += a->channels.size();
+  MutexLock lock(core_.mu());
+  for (const auto& [id, a] : core_.open()) g.agents_connected += a->attempt.channels.size();
   return g;
 }
 
-void Experiments::ObserveCommits(std::shared_ptr<store::CommitObserver> observer) {
-  lifecycle_.ObserveCommits(std::move(observer));
-}
-
-StatusOr<ExperimentRecord> Experiments::GetExperiment(const std::string& id) {
-  return lifecycle_.ports.store.GetExperiment(id);
-}
-
-StatusOr<std::vector<AttemptRecord>> Experiments::ListAttempts(const std::string& id) {
-  return lifecycle_.ports.store.ListAttempts(id);
-}
-
-StatusOr<std::vector<TaskRecord>> Experiments::ListTasks(const std::string& id, int attempt) {
-  return lifecycle_.ports.store.ListTasks(id, attempt);
-}
-
-StatusOr<std::vector<store::ListedExperiment>> Experiments::ListPage(
-    const store::ListQuery& query, const store::NeedSummary& need) {
-  return lifecycle_.ports.store.ListPage(query, need);
-}
-
-StatusOr<int64_t> Experiments::CountExperiments(const store::ListQuery& query) {
-  return lifecycle_.ports.store.CountExperiments(query);
-}
-
-StatusOr<ExperimentView> Experiments::Get(const std::string& id) {
-  auto e = lifecycle_.ports.store.GetExperiment(id);
+StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
+  auto e = core_.ports().store.GetExperiment(id);
   if (!e.ok()) return e.status();
   ExperimentView v;
   v.experiment = std::move(e).value();
-  auto attempts = lifecycle_.ports.store.ListAttempts(id);
+  auto attempts = core_.ports().store.ListAttempts(id);
   if (!attempts.ok()) return attempts.status();
   v.attempts = std::move(attempts).value();
-  auto tasks = lifecycle_.ports.store.ListTasks(id, v.experiment.current_attempt);
+  auto tasks = core_.ports().store.ListTasks(id, v.experiment.current_attempt);
   if (!tasks.ok()) return tasks.status();
   v.tasks = std::move(tasks).value();
   // Each task's component follows from the spec. A plain job has one, and
@@ -71,25 +104,25 @@ StatusOr<ExperimentView> Experiments::Get(const std::string& id) {
   // on every GET of a plain experiment (GET's p99 target is 2 ms).
   if (v.experiment.spec_json.find("\"roles\":") != std::string::npos) {
     auto spec = ParseSpec(nlohmann::json::parse(v.experiment.spec_json, nullptr, false),
-                          lifecycle_.config.limits);
+                          core_.config().limits);
     if (spec.ok() && !spec->roles.empty()) {
       const std::vector<JobComponent> components = JobComponents(*spec);
       for (TaskRecord& t : v.tasks) t.component = ComponentOfTask(components, t.proc_id);
     }
   }
-  auto events = lifecycle_.ports.store.ListEvents(id, 500);
+  auto events = core_.ports().store.ListEvents(id, 500);
   if (!events.ok()) return events.status();
   v.events = std::move(events).value();
   return v;
 }
 
-Status Experiments::Cancel(const std::string& id, const std::string& why) {
+Status ExperimentsImpl::Cancel(const std::string& id, const std::string& why) {
   int64_t job = 0;
   {
-    MutexLock lock(lifecycle_.mu);
-    auto it = lifecycle_.open.find(id);
-    if (it == lifecycle_.open.end() || IsTerminal(it->second->record.state)) {
-      auto e = lifecycle_.ports.store.GetExperiment(id);
+    MutexLock lock(core_.mu());
+    auto it = core_.open().find(id);
+    if (it == core_.open().end() || IsTerminal(it->second->record.state)) {
+      auto e = core_.ports().store.GetExperiment(id);
       if (!e.ok()) return e.status();
       return FailedPrecondition("experiment '" + id + "' has already ended (" +
                                 ExperimentStateName(e->state) + "); nothing to cancel");
@@ -97,22 +130,38 @@ Status Experiments::Cancel(const std::string& id, const std::string& why) {
     OpenExperiment& a = *it->second;
     a.user_cancelled = true;
     store::Changes c;
-    a.run->Decide({Outcome::kFailed, "cancelled"});
-    lifecycle_.SetState(c, a, ExperimentState::kCancelled, why);
-    if (a.attempt.end_reason.empty()) {
-      lifecycle_.EndAttempt(a, EndReason::kCancelled);
-      a.attempt.reason = why;
-      c.attempts.push_back(a.attempt);
+    a.attempt.run->Decide({Outcome::kFailed, "cancelled"});
+    core_.SetState(c, a, ExperimentState::kCancelled, why);
+    if (!a.attempt.record.end_reason) {
+      core_.EndAttempt(a, EndReason::kCancelled);
+      a.attempt.record.reason = why;
+      c.attempts.push_back(a.attempt.record);
     }
-    lifecycle_.Commit(c);
-    job = a.attempt.slurm_job_id;
-    a.job_cancel_sent = true;
-    a.cancel_sent_at_ms = lifecycle_.ports.clock.NowMs();
+    core_.Commit(c);
+    job = a.attempt.record.slurm_job_id;
+    a.attempt.job_cancel_sent = true;
+    a.attempt.cancel_sent_at_ms = core_.ports().clock.NowMs();
   }
   // If this fails, Tick tries again while the job runs: the experiment is
   // cancelled either way.
-  if (job > 0) lifecycle_.ports.slurm.CancelJob(job, SIGKILL);
+  if (job > 0) {
+    if (Status s = core_.ports().slurm.CancelJob(job, SIGKILL); !s.ok())
+      spdlog::warn("cancelling Slurm job {} of {}: {}; tried again while it runs", job, id,
+                   s.message());
+  }
   return Status::Ok();
+}
+
+}  // namespace
+
+std::unique_ptr<Experiments> NewExperiments(
+    const CorePorts& ports, CoreConfig config, Metrics* metrics,
+    std::vector<std::shared_ptr<store::CommitObserver>> observers) {
+  // Counts nothing, for a core made without metrics; never destroyed, as
+  // cores may outlive any one owner of it.
+  static NoMetrics* const kNoMetrics = new NoMetrics();
+  return std::make_unique<ExperimentsImpl>(ports, std::move(config),
+                                           metrics ? *metrics : *kNoMetrics, std::move(observers));
 }
 
 }  // namespace tfslurm

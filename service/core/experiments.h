@@ -1,37 +1,35 @@
-// Experiments: the facade of core. The REST routes (api/) and the agent
-// endpoint (agentrpc/) call it and nothing else of core's state; it hands
-// each call to the part that owns it:
+// Experiments: core's face. The REST routes (api/), the agent endpoint
+// (agentrpc/) and the daemon call it and nothing else of core's state;
+// NewExperiments makes it, once, from everything it needs (its ports, its
+// config, where it reports metrics and who is told of its writes). Behind it
+// (experiments.cc) the parts do the work:
 //   submission.h      submit, resume, automatic resubmission
 //   agent_protocol.h  registration, barrier, heartbeats, progress, exits
 //   slurm_watch.h     polling Slurm, timers, restarts, recovery
 //   restart_policy.h  what an ended attempt means (pure)
-//   lifecycle.h       the shared state of open experiments
+//   core_state.h      the open experiments they share, and their lock
 // Core does no I/O of its own: the store, Slurm, the clock, randomness and
 // the file system are ports (core/ports/), so tests drive it with fakes and
 // no sleeps.
 //
-// Thread safety: every public method may be called from any thread, except
-// SetLaunch and ObserveCommits, which are called once before serving.
+// Thread safety: every method may be called from any thread.
 #pragma once
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "schema/status.h"
+#include "base/status.h"
 #include "service/core/agent_messages.h"
-#include "service/core/agent_protocol.h"
-#include "service/core/lifecycle.h"
-#include "service/core/ports/clock.h"
-#include "service/core/ports/files.h"
-#include "service/core/ports/slurm.h"
+#include "service/core/core_options.h"
+#include "service/core/memory.h"
+#include "service/core/ports/metrics.h"
 #include "service/core/ports/store.h"
 #include "service/core/records.h"
-#include "service/core/slurm_watch.h"
-#include "service/core/submission.h"
 
 namespace tfslurm {
 
@@ -43,91 +41,73 @@ struct ExperimentView {
   std::vector<EventRecord> events;
 };
 
+// Result of a dry run or a submission.
+struct SubmitResult {
+  ExperimentRecord experiment;
+  AttemptRecord attempt;
+  MemoryPlan memory;
+};
+
 class Experiments {
  public:
-  Experiments(store::Store& store, slurm::SlurmClient& slurm, Clock& clock, Randomness& random,
-              Files& files, Accounts& accounts, LifecycleConfig config);
-
-  // Where agents reach the service; set once the agent endpoint listens,
-  // before the first submission.
-  void SetLaunch(const slurm::AgentLaunch& launch);
-  // `observer` is told of every write from now on. Call before serving.
-  void ObserveCommits(std::shared_ptr<store::CommitObserver> observer);
-  // Where core reports what it counts (ports/metrics.h); it must outlive
-  // this object. Call before serving.
-  void SetMetrics(Metrics& metrics) { lifecycle_.metrics = &metrics; }
+  virtual ~Experiments() = default;
 
   // Loads open experiments from the store and reconciles them with Slurm:
   // an attempt whose submission was interrupted is matched by job name, or
   // submitted now. Call once before serving. When slurmctld does not answer
   // or the submission fails, Tick goes on reconciling at every poll.
-  Status Recover() { return watch_.Recover(); }
+  [[nodiscard]] virtual Status Recover() = 0;
 
   // Validates, stores the intent, submits. `dry_run` validates and renders
   // only: nothing is stored or submitted.
-  StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
-                                bool dry_run) {
-    return submission_.Submit(spec, owner, dry_run);
-  }
-  Status Cancel(const std::string& id, const std::string& why);
+  virtual StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
+                                        bool dry_run) = 0;
+  [[nodiscard]] virtual Status Cancel(const std::string& id, const std::string& why) = 0;
   // Starts a new attempt of a finished experiment with the same MODEL_DIR, so
   // the program restores its latest checkpoint. The restart budget starts
   // over. FailedPrecondition while the experiment still runs.
-  StatusOr<AttemptRecord> Resume(const std::string& id) { return submission_.Resume(id); }
+  virtual StatusOr<AttemptRecord> Resume(const std::string& id) = 0;
 
   // Reads, as the store has them.
-  StatusOr<ExperimentView> Get(const std::string& id);
-  StatusOr<ExperimentRecord> GetExperiment(const std::string& id);
-  StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id);
-  StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt);
-  // See store::Store::ListPage.
-  StatusOr<std::vector<store::ListedExperiment>> ListPage(const store::ListQuery& query,
-                                                          const store::NeedSummary& need);
-  StatusOr<int64_t> CountExperiments(const store::ListQuery& query);
+  virtual StatusOr<ExperimentView> Get(const std::string& id) = 0;
+  virtual StatusOr<ExperimentRecord> GetExperiment(const std::string& id) = 0;
+  virtual StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) = 0;
+  virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt) = 0;
   // The experiment's training scalars, as the store keeps them (only `tags`
   // when not empty); the caller has checked the experiment exists.
-  StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& id,
-                                                  const std::vector<std::string>& tags) {
-    return lifecycle_.ports.store.ReadScalars(id, tags);
-  }
+  virtual StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& id,
+                                                          const std::vector<std::string>& tags) = 0;
   // What a metrics scrape shows as gauges: experiments per state (from the
   // store), and the agents connected now.
   struct Gauges {
     std::vector<std::pair<ExperimentState, int64_t>> experiments_by_state;
     int64_t agents_connected = 0;
   };
-  StatusOr<Gauges> ReadGauges();
+  virtual StatusOr<Gauges> ReadGauges() = 0;
 
-  // Agent protocol (agent_protocol.h).
-  void OnRegister(const TaskRef& ref, const RegisterInfo& info,
-                  std::shared_ptr<TaskChannel> channel) {
-    agents_.OnRegister(ref, info, std::move(channel));
-  }
-  Status OnHeartbeat(const TaskRef& ref) { return agents_.OnHeartbeat(ref); }
-  Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) {
-    return agents_.OnProgress(ref, step, path);
-  }
-  Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) {
-    return agents_.OnScalars(ref, std::move(points));
-  }
-  Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
-                  bool reaped) {
-    return agents_.OnExited(ref, exit_code, signal, reaped);
-  }
-  void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) {
-    agents_.OnDisconnect(ref, channel);
-  }
+  // The agent protocol (agent_protocol.h). OnRegister attaches `channel`
+  // for the task; the reply (Assignment or Refused) arrives through it, now
+  // or when the barrier completes.
+  virtual void OnRegister(const TaskRef& ref, const RegisterInfo& info,
+                          std::shared_ptr<TaskChannel> channel) = 0;
+  virtual Status OnHeartbeat(const TaskRef& ref) = 0;
+  virtual Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) = 0;
+  virtual Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) = 0;
+  virtual Status OnExited(const TaskRef& ref, std::optional<int> exit_code,
+                          std::optional<int> signal, bool reaped) = 0;
+  virtual void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) = 0;
 
   // Periodic work (slurm_watch.h): polls Slurm every poll_interval_ms (one
   // RPC), times out barriers, marks lost tasks, ends unconfirmed reaps,
   // submits restarts. Safe to call from several threads at once.
-  void Tick() { watch_.Tick(); }
-
- private:
-  Lifecycle lifecycle_;
-  Submission submission_;
-  AgentProtocol agents_;
-  SlurmWatch watch_;
+  virtual void Tick() = 0;
 };
+
+// Core, made from its ports and config. `metrics` (which must outlive it;
+// null: nothing is counted) hears what core counts; every observer is told
+// of every batch of changes core commits.
+std::unique_ptr<Experiments> NewExperiments(
+    const CorePorts& ports, CoreConfig config, Metrics* metrics = nullptr,
+    std::vector<std::shared_ptr<store::CommitObserver>> observers = {});
 
 }  // namespace tfslurm

@@ -22,7 +22,7 @@ const char* ExperimentStateName(ExperimentState state) {
   return "unknown";
 }
 
-std::optional<ExperimentState> ParseExperimentState(const std::string& name) {
+std::optional<ExperimentState> ParseExperimentState(std::string_view name) {
   for (ExperimentState s : kAllExperimentStates)
     if (name == ExperimentStateName(s)) return s;
   return std::nullopt;
@@ -31,6 +31,95 @@ std::optional<ExperimentState> ParseExperimentState(const std::string& name) {
 bool IsTerminal(ExperimentState state) {
   return state == ExperimentState::kSucceeded || state == ExperimentState::kFailed ||
          state == ExperimentState::kCancelled;
+}
+
+const char* AttemptStateName(AttemptState state) {
+  switch (state) {
+    case AttemptState::kSubmitting:
+      return "submitting";
+    case AttemptState::kPending:
+      return "pending";
+    case AttemptState::kRunning:
+      return "running";
+    case AttemptState::kEnded:
+      return "ended";
+  }
+  return "ended";
+}
+
+std::optional<AttemptState> ParseAttemptState(std::string_view name) {
+  for (AttemptState s : {AttemptState::kSubmitting, AttemptState::kPending, AttemptState::kRunning,
+                         AttemptState::kEnded})
+    if (name == AttemptStateName(s)) return s;
+  return std::nullopt;
+}
+
+const char* TaskStateName(TaskState state) {
+  switch (state) {
+    case TaskState::kPending:
+      return "pending";
+    case TaskState::kRegistered:
+      return "registered";
+    case TaskState::kRunning:
+      return "running";
+    case TaskState::kSucceeded:
+      return "succeeded";
+    case TaskState::kFailed:
+      return "failed";
+    case TaskState::kReaped:
+      return "reaped";
+    case TaskState::kLost:
+      return "lost";
+  }
+  return "lost";
+}
+
+std::optional<TaskState> ParseTaskState(std::string_view name) {
+  for (TaskState s :
+       {TaskState::kPending, TaskState::kRegistered, TaskState::kRunning, TaskState::kSucceeded,
+        TaskState::kFailed, TaskState::kReaped, TaskState::kLost})
+    if (name == TaskStateName(s)) return s;
+  return std::nullopt;
+}
+
+bool HasExited(TaskState state) {
+  return state == TaskState::kSucceeded || state == TaskState::kFailed ||
+         state == TaskState::kReaped;
+}
+
+const char* EndReasonName(EndReason reason) {
+  switch (reason) {
+    case EndReason::kSucceeded:
+      return "succeeded";
+    case EndReason::kCancelled:
+      return "cancelled";
+    case EndReason::kPreempted:
+      return "preempted";
+    case EndReason::kTimeout:
+      return "timeout";
+    case EndReason::kNodeFail:
+      return "node_fail";
+    case EndReason::kRetryableExit:
+      return "retryable_exit";
+    case EndReason::kPermanentExit:
+      return "permanent_exit";
+    case EndReason::kStartFailed:
+      return "start_failed";
+    case EndReason::kStalled:
+      return "stalled";
+    case EndReason::kUnknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+std::optional<EndReason> ParseEndReason(std::string_view name) {
+  for (EndReason r :
+       {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted, EndReason::kTimeout,
+        EndReason::kNodeFail, EndReason::kRetryableExit, EndReason::kPermanentExit,
+        EndReason::kStartFailed, EndReason::kStalled, EndReason::kUnknown})
+    if (name == EndReasonName(r)) return r;
+  return std::nullopt;
 }
 
 }  // namespace tfslurm

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tfslurm {
@@ -30,8 +31,47 @@ inline constexpr ExperimentState kAllExperimentStates[] = {
     ExperimentState::kCancelled};
 
 const char* ExperimentStateName(ExperimentState state);
-std::optional<ExperimentState> ParseExperimentState(const std::string& name);
+std::optional<ExperimentState> ParseExperimentState(std::string_view name);
 bool IsTerminal(ExperimentState state);
+
+// An attempt is one Slurm job, in the service's view:
+//   submitting: intent recorded, Slurm has not confirmed a job id yet
+//   pending, running: as Slurm says
+//   ended: final; its EndReason classifies why
+enum class AttemptState { kSubmitting, kPending, kRunning, kEnded };
+
+const char* AttemptStateName(AttemptState state);
+std::optional<AttemptState> ParseAttemptState(std::string_view name);
+
+// pending -> registered -> running -> succeeded | failed | reaped, or lost
+// while its agent misses heartbeats (and back to what it was when one comes).
+enum class TaskState { kPending, kRegistered, kRunning, kSucceeded, kFailed, kReaped, kLost };
+
+const char* TaskStateName(TaskState state);
+std::optional<TaskState> ParseTaskState(std::string_view name);
+// Succeeded, failed or reaped: its program has exited.
+bool HasExited(TaskState state);
+
+// Why an attempt ended: the restart classes of schema/experiment-spec.md.
+enum class EndReason {
+  kSucceeded,
+  kCancelled,  // by the user
+  kPreempted,
+  kTimeout,
+  kNodeFail,
+  kRetryableExit,  // killed by a signal, 137, 143
+  kPermanentExit,  // 1, 2, 126, 127 and anything else
+  kStartFailed,    // barrier timeout, submission refused
+  // No new step within progress.stall_timeout_s while the tasks ran: a hang
+  // (a deadlocked collective, a stuck input pipeline).
+  kStalled,
+  // The job left Slurm while tfslurmd was down (Slurm forgets finished jobs
+  // after MinJobAge) before any task reported how it ended.
+  kUnknown,
+};
+
+const char* EndReasonName(EndReason reason);
+std::optional<EndReason> ParseEndReason(std::string_view name);
 
 struct ExperimentRecord {
   std::string id;
@@ -57,7 +97,7 @@ struct ExperimentRecord {
 // Tasks of one attempt in one role and state, counted.
 struct TaskStateCount {
   std::string role;
-  std::string state;
+  TaskState state = TaskState::kPending;
   int count = 0;
 };
 
@@ -74,19 +114,16 @@ struct ExperimentSummary {
   std::vector<TaskStateCount> task_counts;
 };
 
-// An attempt is one Slurm job. `state` is the service's view:
-//   submitting: intent recorded, Slurm has not confirmed a job id yet
-//   pending, running: as Slurm says
-//   ended: final; end_reason classifies why
+// An attempt as the store keeps it (AttemptState says what `state` means).
 struct AttemptRecord {
   std::string experiment_id;
   int number = 0;
   std::string secret_sha256;
   std::string job_name;  // tfx-<id>-a<number>: how reconciliation finds the job
   int64_t slurm_job_id = 0;
-  std::string state = "submitting";
+  AttemptState state = AttemptState::kSubmitting;
   std::string slurm_state;
-  std::string end_reason;  // EndReasonName, when ended
+  std::optional<EndReason> end_reason;  // once ended
   std::string reason;
   std::string nodes;  // Slurm's node list, compressed (node[1-3])
   std::string sbatch_script;
@@ -97,7 +134,7 @@ struct AttemptRecord {
   int64_t ended_at = 0;
 };
 
-// registered -> running -> succeeded | failed | reaped | lost
+// A task of an attempt as the store keeps it.
 struct TaskRecord {
   std::string experiment_id;
   int attempt = 0;
@@ -107,7 +144,7 @@ struct TaskRecord {
   std::string node;
   std::string address;  // host:port
   int local_rank = 0;   // SLURM_LOCALID: its index on its node (PyTorch's LOCAL_RANK)
-  std::string state = "pending";
+  TaskState state = TaskState::kPending;
   std::optional<int> exit_code;
   std::optional<int> signal;
   int64_t registered_at = 0;

@@ -7,7 +7,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "base/shell_quote.h"
+#include "service/core/job_plan.h"
 #include "service/core/memory.h"
 #include "service/core/ports/slurm.h"
 #include "service/core/spec.h"
@@ -24,25 +27,25 @@ struct AttemptPaths {
   std::string log_dir;  // per attempt: batch.out and task-<procid>.out
 };
 
-// The SubmitRequest for `attempt` of `spec`; its script is rendered too.
-// `secret` goes to the environment only. `exclude_nodes`: the experiment's
-// bad-node memory (--exclude; no line when empty). `memory` is the first
-// component's; with per-role resources (a heterogeneous job, core/
-// components.h) `more_memory` has the others', in component order, and the
-// script gets a `#SBATCH hetjob` section per further component and one
-// `srun --het-group=0,...` step over all. Without them the request and
-// the script are exactly those of a plain job.
-SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const MemoryPlan& memory, int attempt,
-                                 const AttemptPaths& paths, const AgentLaunch& launch,
-                                 const std::string& secret,
-                                 const std::vector<std::string>& base_environment,
-                                 const std::vector<std::string>& exclude_nodes = {},
-                                 const std::vector<MemoryPlan>& more_memory = {});
+// One attempt's own part of its job.
+struct AttemptJob {
+  int number = 1;
+  AttemptPaths paths;
+  std::string secret;  // goes to the job's environment only
+  // The experiment's bad-node memory (--exclude, after the spec's own).
+  std::vector<std::string> excluded_nodes;
+};
+
+// The SubmitRequest for attempt `attempt` of `spec` as `plan` planned it;
+// its script is rendered too. With per-role resources (a heterogeneous job,
+// core/components.h) the script gets a `#SBATCH hetjob` section per further
+// component and one `srun --het-group=0,...` step over all; without them
+// the request and the script are exactly those of a plain job. The job runs
+// as plan.account.
+SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const JobPlan& plan,
+                                 const AttemptJob& attempt, const AgentLaunch& launch,
+                                 const std::vector<std::string>& base_environment);
 
 std::string JobName(const std::string& experiment_id, int attempt);
-
-// Quotes `s` for bash so that it is one word whose value is `s`, byte for
-// byte: single quotes, with ' written as '\''.
-std::string ShellQuote(const std::string& s);
 
 }  // namespace tfslurm::slurm

@@ -15,42 +15,42 @@
 #include <string>
 #include <vector>
 
-#include "schema/status.h"
+#include "base/status.h"
 #include "service/core/agent_protocol.h"
-#include "service/core/lifecycle.h"
+#include "service/core/core_state.h"
 #include "service/core/submission.h"
 
 namespace tfslurm {
 
 class SlurmWatch {
  public:
-  SlurmWatch(Lifecycle& lifecycle, AgentProtocol& agents, Submission& submission)
-      : lc_(lifecycle), agents_(agents), submission_(submission) {}
+  SlurmWatch(CoreState& lifecycle, AgentProtocol& agents, Submission& submission)
+      : core_(lifecycle), agents_(agents), submission_(submission) {}
 
   // Loads open experiments from the store and reconciles them with Slurm.
-  Status Recover() ABSL_LOCKS_EXCLUDED(lc_.mu);
+  Status Recover() ABSL_LOCKS_EXCLUDED(core_.mu());
   // Polls Slurm every poll_interval_ms, then runs every experiment's timers.
-  void Tick() ABSL_LOCKS_EXCLUDED(lc_.mu);
+  void Tick() ABSL_LOCKS_EXCLUDED(core_.mu());
 
  private:
   struct Actions;  // Slurm calls to make after releasing the lock
 
   void OnJobUpdate(OpenExperiment& e, const slurm::JobInfo* job, int64_t poll_seq,
-                   store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+                   store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Ends the current attempt for the restart policy's purposes (the Slurm
   // job may still be finishing) and applies what the policy decides.
   void FinishAttempt(OpenExperiment& e, EndReason reason, const std::string& why, store::Changes& c)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   void CheckTimers(OpenExperiment& e, store::Changes& c, Actions& actions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
-  void RunActions(Actions& actions) ABSL_LOCKS_EXCLUDED(lc_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  void RunActions(Actions& actions) ABSL_LOCKS_EXCLUDED(core_.mu());
   // Adopts the job of an attempt still `submitting` from `jobs`, or queues
   // its submission in `actions`.
   void ReconcileSubmission(OpenExperiment& e, const std::vector<slurm::JobInfo>& jobs,
                            store::Changes& c, Actions& actions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
-  Lifecycle& lc_;
+  CoreState& core_;
   AgentProtocol& agents_;
   Submission& submission_;
   // Tick reads it outside the lock, and Tick may run on several threads:

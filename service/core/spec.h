@@ -15,7 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "schema/status.h"
+#include "base/status.h"
+#include "service/core/records.h"
 
 namespace tfslurm {
 
@@ -106,24 +107,7 @@ struct PytorchOptions {
   std::optional<int> omp_num_threads;
 };
 
-// Why an attempt ended, as far as the restart policy is concerned.
-enum class EndReason {
-  kSucceeded,
-  kCancelled,  // by the user
-  kPreempted,
-  kTimeout,
-  kNodeFail,
-  kRetryableExit,  // killed by a signal, 137, 143
-  kPermanentExit,  // 1, 2, 126, 127 and anything else
-  kStartFailed,    // barrier timeout, submission refused
-  // No new step within progress.stall_timeout_s while the tasks ran: a hang
-  // (a deadlocked collective, a stuck input pipeline).
-  kStalled,
-  // The job left Slurm while tfslurmd was down (Slurm forgets finished jobs
-  // after MinJobAge) before any task reported how it ended.
-  kUnknown,
-};
-
+// Which ends of an attempt (EndReason, records.h) start another.
 struct RestartPolicy {
   int max_restarts = 3;
   std::set<EndReason> on = {EndReason::kPreempted, EndReason::kTimeout, EndReason::kNodeFail,
@@ -180,8 +164,6 @@ StatusOr<ExperimentSpec> ParseSpec(const nlohmann::json& input, const SpecLimits
 
 // "chief" | "ps" | "worker" | "evaluator".
 bool IsRole(const std::string& role);
-const char* EndReasonName(EndReason reason);
-std::optional<EndReason> ParseEndReason(const std::string& name);
 const char* SuccessPolicyName(SuccessPolicy policy);
 const char* FrameworkName(Framework framework);
 // Slurm's time formats: "MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM",

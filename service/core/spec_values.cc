@@ -35,41 +35,6 @@ const char* FrameworkName(Framework framework) {
   return framework == Framework::kPytorch ? "pytorch" : "tensorflow";
 }
 
-const char* EndReasonName(EndReason reason) {
-  switch (reason) {
-    case EndReason::kSucceeded:
-      return "succeeded";
-    case EndReason::kCancelled:
-      return "cancelled";
-    case EndReason::kPreempted:
-      return "preempted";
-    case EndReason::kTimeout:
-      return "timeout";
-    case EndReason::kNodeFail:
-      return "node_fail";
-    case EndReason::kRetryableExit:
-      return "retryable_exit";
-    case EndReason::kPermanentExit:
-      return "permanent_exit";
-    case EndReason::kStartFailed:
-      return "start_failed";
-    case EndReason::kStalled:
-      return "stalled";
-    case EndReason::kUnknown:
-      return "unknown";
-  }
-  return "unknown";
-}
-
-std::optional<EndReason> ParseEndReason(const std::string& name) {
-  for (EndReason r :
-       {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted, EndReason::kTimeout,
-        EndReason::kNodeFail, EndReason::kRetryableExit, EndReason::kPermanentExit,
-        EndReason::kStartFailed, EndReason::kStalled, EndReason::kUnknown})
-    if (name == EndReasonName(r)) return r;
-  return std::nullopt;
-}
-
 const char* SuccessPolicyName(SuccessPolicy policy) {
   switch (policy) {
     case SuccessPolicy::kAuto:

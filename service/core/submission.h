@@ -15,54 +15,54 @@
 
 #include <nlohmann/json.hpp>
 
-#include "schema/mutex.h"
-#include "schema/status.h"
-#include "service/core/lifecycle.h"
+#include "base/mutex.h"
+#include "base/status.h"
+#include "service/core/core_state.h"
+#include "service/core/experiments.h"
+#include "service/core/job_plan.h"
 #include "service/core/memory.h"
 
 namespace tfslurm {
 
-// Result of a dry run or a submission.
-struct SubmitResult {
-  ExperimentRecord experiment;
-  AttemptRecord attempt;
-  MemoryPlan memory;
-};
-
 class Submission {
  public:
-  explicit Submission(Lifecycle& lifecycle) : lc_(lifecycle) {}
+  explicit Submission(CoreState& lifecycle) : core_(lifecycle) {}
 
   // Validates, stores the intent, submits. `dry_run` validates and renders
   // only: nothing is stored or submitted.
   StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner, bool dry_run)
-      ABSL_LOCKS_EXCLUDED(lc_.mu);
+      ABSL_LOCKS_EXCLUDED(core_.mu());
   // Starts a new attempt of a finished experiment with the same MODEL_DIR.
   // The restart budget starts over. FailedPrecondition while it still runs.
-  StatusOr<AttemptRecord> Resume(const std::string& id) ABSL_LOCKS_EXCLUDED(lc_.mu);
+  StatusOr<AttemptRecord> Resume(const std::string& id) ABSL_LOCKS_EXCLUDED(core_.mu());
   // A restart or a resubmission: prepares attempt `number` and submits it;
   // a failure to prepare it is retried later when transient, else fails the
   // experiment. With `queued_why`, the experiment moves to queued.
   // Adds the nodes the last attempt's end points at (OpenExperiment::
   // suspect_nodes) to the experiment's excluded nodes, unless the job would
   // then not fit its partition; an event says which, or why not.
-  void ExcludeSuspects(OpenExperiment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+  void ExcludeSuspects(OpenExperiment& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   void SubmitAutomatically(OpenExperiment& e, int number, const std::string& queued_why = "")
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(lc_.mu);
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
  private:
   struct PreparedAttempt;  // a submission checked and rendered, not yet recorded
 
   // The partition's shape, from Slurm at most every partition_cache_ms.
   StatusOr<PartitionShape> Partition(const std::string& name) ABSL_LOCKS_EXCLUDED(partition_mu_);
-  // Memory per task of each of the spec's job components (core/
-  // components.h), each from its own partition, and the fit check of each:
-  // every component that does not fit is named in one InvalidArgument.
-  StatusOr<std::vector<MemoryPlan>> PlanComponents(const ExperimentSpec& spec)
+  // The plan of `spec`'s job as `account` (job_plan.h), each component on
+  // its partition's shape.
+  StatusOr<JobPlan> PlanFor(const ExperimentSpec& spec, RunAs account)
       ABSL_LOCKS_EXCLUDED(partition_mu_);
-  // Checks and renders attempt `number` (directories, partition, memory)
-  // without changing `e` or the store: its failure leaves everything as it was.
-  StatusOr<PreparedAttempt> PrepareAttempt(const OpenExperiment& e, int number);
+  // The plan of the next attempt of `e`: its owner's account, then PlanFor.
+  StatusOr<JobPlan> PlanAttempt(const OpenExperiment& e) ABSL_LOCKS_EXCLUDED(partition_mu_);
+  // Makes attempt `number`'s directories and renders it as `plan` says,
+  // without changing `e` or the store: its failure leaves everything as it
+  // was (but for directories, which the next attempt reuses).
+  StatusOr<PreparedAttempt> PrepareAttempt(const OpenExperiment& e, int number,
+                                           const JobPlan& plan);
+  // Where attempt `number` of experiment `id` logs (the job's working directory).
+  std::string LogDir(const std::string& id, int number) const;
   // Records the intent, then submits. With `queued_why`, the experiment
   // moves to queued in the intent's own transaction.
   StatusOr<AttemptRecord> SubmitAttempt(OpenExperiment& e, PreparedAttempt prepared, bool create,
@@ -72,7 +72,7 @@ class Submission {
   void OnSubmissionNotPrepared(OpenExperiment& e, int number, const Status& why, store::Changes& c);
   int64_t NextSubmitRetryMs(OpenExperiment& e);
 
-  Lifecycle& lc_;
+  CoreState& core_;
   Mutex partition_mu_;
   // By partition name: when it was read, and its shape.
   std::map<std::string, std::pair<int64_t, PartitionShape>> partition_cache_

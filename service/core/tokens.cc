@@ -2,7 +2,7 @@
 
 #include <regex>
 
-#include "service/core/sha256.h"
+#include "base/sha256.h"
 
 namespace tfslurm {
 

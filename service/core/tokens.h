@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "schema/status.h"
+#include "base/status.h"
 #include "service/core/ports/clock.h"
 #include "service/core/ports/store.h"
 #include "service/core/records.h"

@@ -10,12 +10,14 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/api/auth.h"
 #include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
+#include "service/api/list_cache.h"
 #include "service/api/listen_backlog.h"
 #include "service/api/logs_api.h"
 #include "service/api/metrics_api.h"
@@ -43,17 +45,17 @@ void SetUpProcess() {
   }
 }
 
-LifecycleConfig LifecycleConfigOf(const DaemonOptions& o) {
-  LifecycleConfig config;
-  config.output_root = o.output_root;
-  config.launch.agent_path = o.agent_path;
-  config.job_environment = o.job_environment;
-  config.poll_interval_ms = o.poll_interval_ms;
-  config.barrier_timeout_ms = o.barrier_timeout_ms;
-  config.heartbeat_interval_ms = o.heartbeat_interval_ms;
-  config.shutdown_grace_ms = o.shutdown_grace_ms;
-  config.scalar_limits = o.scalar_limits;
-  return config;
+// The output root: made if missing (its parent must exist, as in site mode,
+// where experiment directories never make their parents), and absolute,
+// without a trailing '/', since it is written into every job's paths.
+StatusOr<std::string> PrepareOutputRoot(const std::string& root) {
+  std::error_code ec;
+  std::filesystem::create_directories(root, ec);
+  if (ec && !std::filesystem::is_directory(root))
+    return Unavailable("cannot create the output root " + root + ": " + ec.message());
+  std::string absolute = std::filesystem::absolute(root).lexically_normal().string();
+  if (absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
+  return absolute;
 }
 
 void ConfigureHttpServer(httplib::Server& http, size_t max_connections) {
@@ -86,16 +88,17 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   // On an error below, the destructor stops whatever has started.
   std::unique_ptr<Daemon> d(new Daemon());
 
-  // The lifecycle names the agent endpoint in every script, and the gRPC
-  // service hands messages to the lifecycle: start the lifecycle, then the
-  // endpoint, then tell the lifecycle where the endpoint is, all before the
-  // first submission can happen.
-  LifecycleConfig config = LifecycleConfigOf(options);
-  d->experiments_ = std::make_unique<Experiments>(
-      ports.store, ports.slurm, ports.clock, ports.random, ports.files, ports.accounts, config);
-  d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
-  d->experiments_->SetMetrics(*d->metrics_);
-  auto grpc_server = agentrpc::StartAgentGrpcServer(*d->experiments_, options.agent_listen);
+  CoreConfig config = options.core;
+  auto root = PrepareOutputRoot(config.output_root);
+  if (!root.ok()) return root.status();
+  config.output_root = *root;
+
+  // Core names the agent endpoint in every script, and the endpoint hands
+  // messages to core: the endpoint listens first, core is made knowing its
+  // address, then the endpoint serves it, all before the first submission
+  // can happen (agents of running jobs that reconnect meanwhile are asked to
+  // retry).
+  auto grpc_server = agentrpc::StartAgentGrpcServer(options.agent_listen);
   if (!grpc_server.ok()) return grpc_server.status();
   d->grpc_ = std::move(grpc_server).value();
   d->agent_port_ = d->grpc_->port();
@@ -103,7 +106,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   d->agent_address_ = (options.advertise_host.empty() ? agent_host : options.advertise_host) + ":" +
                       std::to_string(d->agent_port_);
   config.launch.service_address = d->agent_address_;
-  d->experiments_->SetLaunch(config.launch);
+  d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
+  // The one cache of lists, told of every write core makes.
+  auto list_cache = std::make_shared<api::ExperimentListCache>(api::ListSourceOf(ports.store));
+  d->experiments_ = NewExperiments(ports, config, d->metrics_.get(), {list_cache});
+  d->grpc_->Serve(*d->experiments_);
 
   d->tokens_ = std::make_unique<Tokens>(ports.store, ports.random, ports.clock);
   d->auth_ =
@@ -124,11 +131,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   api::ApiOptions api_options;
   api_options.libslurm_release = options.libslurm_release;
   api_options.slurmctld_release = options.slurmctld_release;
-  api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, api_options);
+  api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, list_cache,
+                                api_options);
   api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
-  if (options.logs)
-    api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {options.output_root});
-  api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, options.scalar_limits);
+  if (options.logs) api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {config.output_root});
+  api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, config.scalar_limits);
   api::RegisterTokenRoutes(http, *d->tokens_, *d->auth_);
   if (options.web_assets) api::RegisterWebAssetRoutes(http);
   agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_);

@@ -26,13 +26,9 @@
 #include <thread>
 #include <vector>
 
-#include "schema/status.h"
+#include "base/status.h"
+#include "service/core/core_options.h"
 #include "service/core/experiments.h"
-#include "service/core/ports/accounts.h"
-#include "service/core/ports/clock.h"
-#include "service/core/ports/files.h"
-#include "service/core/ports/slurm.h"
-#include "service/core/ports/store.h"
 #include "service/metrics/prometheus_metrics.h"
 
 namespace httplib {
@@ -52,6 +48,11 @@ class AgentGrpcServer;
 namespace tfslurm::daemon {
 
 struct DaemonOptions {
+  // Core's own options (core/core_options.h): the output root, the agent's
+  // path, the jobs' environment, the intervals and timeouts, the limits.
+  // The daemon fills in core.launch.service_address once the agent
+  // endpoint listens.
+  CoreConfig core;
   // The REST API; port 0 picks a free port (see Daemon::http_port).
   std::string http_host = "127.0.0.1";
   int http_port = 8080;
@@ -60,15 +61,6 @@ struct DaemonOptions {
   // The host agents use to reach the endpoint, as job scripts name it;
   // empty: the host of agent_listen.
   std::string advertise_host;
-  std::string output_root;                   // experiments' model dirs and logs (absolute)
-  std::string agent_path;                    // tfslurm-agent as the compute nodes see it
-  std::vector<std::string> job_environment;  // KEY=VALUE for every job
-  int64_t poll_interval_ms = 2000;
-  int64_t barrier_timeout_ms = 300 * 1000;
-  int heartbeat_interval_ms = 5000;
-  int shutdown_grace_ms = 10000;
-  // What is kept of each experiment's training scalars (GET /experiments/{id}/metrics).
-  store::ScalarLimits scalar_limits;
   // Every caller is the local admin; the caller checks that http_host is a
   // loopback address and says so in its log.
   bool no_auth = false;
@@ -81,32 +73,26 @@ struct DaemonOptions {
   std::string munge_admin_group;
   size_t max_connections = 2048;  // connections served at once, one thread each
   bool web_assets = true;         // GET / and /ui/ (api/web_assets.h)
+  bool logs = true;               // GET /experiments/{id}/logs (api/logs_api.h)
   // The Slurm releases GET /version reports: the libslurm tfslurmd was
   // built with and slurmctld's ("" when unknown).
   std::string libslurm_release;
   std::string slurmctld_release;
-  bool logs = true;  // GET /experiments/{id}/logs (api/logs_api.h)
 };
 
-// What the daemon runs on; all must outlive it.
-struct DaemonPorts {
-  store::Store& store;
-  slurm::SlurmClient& slurm;
-  Clock& clock;
-  Randomness& random;
-  Files& files;
-  Accounts& accounts;
-};
+// What the daemon runs on: core's ports, which must all outlive it.
+using DaemonPorts = CorePorts;
 
 class Daemon {
  public:
-  // Starts the lifecycle, then the agent endpoint (and tells the lifecycle
-  // where it is), binds the REST port, and only once both ports are bound
-  // recovers what the last run left (Experiments::Recover; a second daemon
-  // on the same ports fails before that). Then starts the ticker and the
-  // HTTP listener and returns once the listener runs. Errors: the agent
-  // endpoint's, or Unavailable "cannot listen on HOST:PORT: ..." for the
-  // REST port; whatever had started is stopped again.
+  // Makes the output root (core.output_root, made absolute), starts the
+  // agent endpoint, makes core knowing where the endpoint is, binds the
+  // REST port, and only once both ports are bound recovers what the last
+  // run left (Experiments::Recover; a second daemon on the same ports fails
+  // before that). Then starts the ticker and the HTTP listener and returns
+  // once the listener runs. Errors: an output root that cannot be made, the
+  // agent endpoint's, or Unavailable "cannot listen on HOST:PORT: ..." for
+  // the REST port; whatever had started is stopped again.
   static StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options, DaemonPorts ports);
 
   // Stop(), then frees everything.

@@ -78,12 +78,12 @@ void PrometheusMetrics::Registered() { f_->registrations.Increment(); }
 void PrometheusMetrics::RendezvousDone(double seconds) { f_->rendezvous.Observe(seconds); }
 void PrometheusMetrics::ReapingDone(double seconds) { f_->reaping.Observe(seconds); }
 
-void PrometheusMetrics::AttemptEnded(const std::string& end_reason) {
-  f_->attempts_ended.Add({{"end_reason", end_reason}}).Increment();
+void PrometheusMetrics::AttemptEnded(EndReason reason) {
+  f_->attempts_ended.Add({{"end_reason", EndReasonName(reason)}}).Increment();
 }
 
-void PrometheusMetrics::Restarted(const std::string& end_reason) {
-  f_->restarts.Add({{"end_reason", end_reason}}).Increment();
+void PrometheusMetrics::Restarted(EndReason reason) {
+  f_->restarts.Add({{"end_reason", EndReasonName(reason)}}).Increment();
 }
 
 void PrometheusMetrics::SlurmPolled(double seconds, bool ok) {

@@ -35,8 +35,8 @@ class PrometheusMetrics final : public Metrics {
   void Registered() override;
   void RendezvousDone(double seconds) override;
   void ReapingDone(double seconds) override;
-  void AttemptEnded(const std::string& end_reason) override;
-  void Restarted(const std::string& end_reason) override;
+  void AttemptEnded(EndReason reason) override;
+  void Restarted(EndReason reason) override;
   void SlurmPolled(double seconds, bool ok) override;
 
   // One HTTP request answered: its route (RouteLabel) and status code.

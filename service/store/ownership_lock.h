@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::store {
 

@@ -84,9 +84,11 @@ inline AttemptRecord ReadAttempt(Statement& s) {
   a.secret_sha256 = s.Text("secret_sha256");
   a.job_name = s.Text("job_name");
   a.slurm_job_id = s.Int("slurm_job_id");
-  a.state = s.Text("state");
+  // A value this build does not know (a newer tfslurmd wrote it) reads as
+  // ended: nothing acts on an ended attempt.
+  a.state = ParseAttemptState(s.Text("state")).value_or(AttemptState::kEnded);
   a.slurm_state = s.Text("slurm_state");
-  a.end_reason = s.Text("end_reason");
+  a.end_reason = ParseEndReason(s.Text("end_reason"));
   a.reason = s.Text("reason");
   a.nodes = s.Text("nodes");
   a.sbatch_script = s.Text("sbatch_script");
@@ -111,7 +113,8 @@ inline TaskRecord ReadTask(Statement& s) {
   t.index = static_cast<int>(s.Int("role_index"));
   t.node = s.Text("node");
   t.address = s.Text("address");
-  t.state = s.Text("state");
+  // Likewise, an unknown task state reads as lost.
+  t.state = ParseTaskState(s.Text("state")).value_or(TaskState::kLost);
   if (auto v = s.OptInt("exit_code")) t.exit_code = static_cast<int>(*v);
   if (auto v = s.OptInt("signal")) t.signal = static_cast<int>(*v);
   t.registered_at = s.Int("registered_at");

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "schema/status.h"
+#include "base/status.h"
 
 namespace tfslurm::store {
 
@@ -51,6 +51,8 @@ class Statement {
     sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
     return *this;
   }
+  // A state's or a reason's name (records.h).
+  Statement& Bind(int i, const char* v) { return Bind(i, std::string(v)); }
   Statement& Bind(int i, int64_t v) {
     sqlite3_bind_int64(stmt_, i, v);
     return *this;

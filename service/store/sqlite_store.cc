@@ -22,7 +22,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "schema/mutex.h"
+#include "base/mutex.h"
 #include "service/store/migrations.h"
 #include "service/store/sqlite_rows.h"
 #include "service/store/sqlite_scalars.h"
@@ -184,7 +184,7 @@ class SqliteStore final : public Store {
       std::string sql = std::string("BEGIN IMMEDIATE;\n") + m.sql +
                         "\nPRAGMA user_version=" + std::to_string(m.version) + ";\nCOMMIT;";
       if (Status s = Exec(sql.c_str()); !s.ok()) {
-        Exec("ROLLBACK");
+        RollBack();
         return Internal(std::string("migration ") + m.name + " failed: " + s.message());
       }
     }
@@ -198,14 +198,14 @@ class SqliteStore final : public Store {
     if (Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
     for (const Changes& c : batch) {
       if (Status s = ApplyLocked(c); !s.ok()) {
-        Exec("ROLLBACK");
+        RollBack();
         return s;
       }
     }
     if (Status s = Exec("COMMIT"); !s.ok()) {
       // A COMMIT that fails may or may not have rolled back; the caller
       // (core) tells its CommitObservers so.
-      Exec("ROLLBACK");
+      RollBack();
       return s;
     }
     return Status::Ok();
@@ -231,7 +231,8 @@ class SqliteStore final : public Store {
     // moment even if another process writes between the queries.
     if (Status s = Exec("BEGIN"); !s.ok()) return s;
     auto page = ListPageLocked(q, need);
-    Exec("COMMIT");
+    // A read: its COMMIT only ends the snapshot, and the page stands either way.
+    static_cast<void>(Exec("COMMIT"));
     return page;
   }
 
@@ -305,11 +306,11 @@ class SqliteStore final : public Store {
     auto appended =
         AppendScalarsInTransaction(*statements_, experiment_id, attempt, points, limits);
     if (!appended.ok()) {
-      Exec("ROLLBACK");
+      RollBack();
       return appended;
     }
     if (Status s = Exec("COMMIT"); !s.ok()) {
-      Exec("ROLLBACK");
+      RollBack();
       return s;
     }
     return appended;
@@ -392,7 +393,8 @@ class SqliteStore final : public Store {
     while ((rc = counts.Step()) == SQLITE_ROW) {
       auto& summary = out[needed.at(counts.Text("experiment_id"))].summary;
       summary->task_counts.push_back(
-          {counts.Text("role"), counts.Text("state"), static_cast<int>(counts.Int("tasks"))});
+          {counts.Text("role"), ParseTaskState(counts.Text("state")).value_or(TaskState::kLost),
+           static_cast<int>(counts.Int("tasks"))});
     }
     if (rc != SQLITE_DONE) return Error("counting tasks");
     return out;
@@ -458,7 +460,8 @@ class SqliteStore final : public Store {
           "exit_code=excluded.exit_code, submitted_at=excluded.submitted_at, "
           "started_at=excluded.started_at, ended_at=excluded.ended_at");
       s.Bind(1, a.experiment_id).Bind(2, a.number).Bind(3, a.secret_sha256).Bind(4, a.job_name);
-      s.Bind(5, a.slurm_job_id).Bind(6, a.state).Bind(7, a.slurm_state).Bind(8, a.end_reason);
+      s.Bind(5, a.slurm_job_id).Bind(6, AttemptStateName(a.state)).Bind(7, a.slurm_state);
+      s.Bind(8, a.end_reason ? EndReasonName(*a.end_reason) : "");
       s.Bind(9, a.reason).Bind(10, a.nodes).Bind(11, a.sbatch_script).Bind(12, a.start_step);
       s.Bind(13, a.exit_code).Bind(14, a.submitted_at).Bind(15, a.started_at).Bind(16, a.ended_at);
       if (s.Step() != SQLITE_DONE) return Error("writing attempt");
@@ -473,7 +476,8 @@ class SqliteStore final : public Store {
           .Bind(3, t.proc_id)
           .Bind(4, t.role)
           .Bind(5, t.index);
-      s.Bind(6, t.node).Bind(7, t.address).Bind(8, t.state).Bind(9, t.exit_code).Bind(10, t.signal);
+      s.Bind(6, t.node).Bind(7, t.address).Bind(8, TaskStateName(t.state));
+      s.Bind(9, t.exit_code).Bind(10, t.signal);
       s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
       s.Bind(14, t.local_rank);
       if (s.Step() != SQLITE_DONE) return Error("writing task");
@@ -513,6 +517,11 @@ class SqliteStore final : public Store {
   Statement Prepare(const std::string& sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return statements_->Prepare(sql);
   }
+
+  // After a failure inside a transaction, whose own error is what the caller
+  // gets: a ROLLBACK that fails too (none is open, as after a COMMIT that
+  // rolled back itself) leaves nothing more to undo.
+  void RollBack() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { static_cast<void>(Exec("ROLLBACK")); }
 
   Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     char* err = nullptr;

@@ -15,8 +15,8 @@
 #include <optional>
 #include <vector>
 
+#include "base/sha256.h"
 #include "schema/checkpoint_name.h"
-#include "service/core/sha256.h"
 #include "service/system/thread_identity.h"
 
 namespace tfslurm::system {

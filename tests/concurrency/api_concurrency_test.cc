@@ -49,19 +49,23 @@ class ApiConcurrencyTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = std::move(store::OpenSqliteStore((dir_.path() / "db").string())).value();
-    LifecycleConfig config;
+    CoreConfig config;
     config.output_root = (dir_.path() / "out").string();
     config.poll_interval_ms = 10;
     config.barrier_timeout_ms = 24 * 3600 * 1000;
     config.heartbeat_interval_ms = 3600 * 1000;
     config.shutdown_grace_ms = 3600 * 1000;
-    experiments_ =
-        std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config);
-    token_store_ = std::make_unique<Tokens>(*store_, random_, clock_);
-    auto grpc = agentrpc::StartAgentGrpcServer(*experiments_, "127.0.0.1:0");
+    // As the daemon wires it: the agent endpoint listens, core is made
+    // knowing its address, then the endpoint serves core.
+    auto grpc = agentrpc::StartAgentGrpcServer("127.0.0.1:0");
     ASSERT_TRUE(grpc.ok()) << grpc.status().message();
     grpc_ = std::move(grpc).value();
-    experiments_->SetLaunch({"/opt/tfslurm-agent", "127.0.0.1:" + std::to_string(grpc_->port())});
+    config.launch = {"/opt/tfslurm-agent", "127.0.0.1:" + std::to_string(grpc_->port())};
+    list_cache_ = std::make_shared<api::ExperimentListCache>(api::ListSourceOf(*store_));
+    experiments_ = NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config,
+                                  nullptr, {list_cache_});
+    grpc_->Serve(*experiments_);
+    token_store_ = std::make_unique<Tokens>(*store_, random_, clock_);
 
     for (auto [user, admin] :
          {std::pair<std::string, bool>{"alice", false}, {"bob", false}, {"root", true}})
@@ -71,7 +75,7 @@ class ApiConcurrencyTest : public ::testing::Test {
     http_.new_task_queue = [] { return new api::OnDemandThreads(256); };
     http_.set_read_timeout(10, 0);
     http_.set_write_timeout(10, 0);
-    api::RegisterExperimentRoutes(http_, *experiments_, clock_, *auth_, {});
+    api::RegisterExperimentRoutes(http_, *experiments_, clock_, *auth_, list_cache_, {});
     agentrpc::RegisterAgentHttpRoutes(http_, *experiments_);
     port_ = http_.bind_to_any_port("127.0.0.1");
     ASSERT_GT(port_, 0);
@@ -280,6 +284,7 @@ class ApiConcurrencyTest : public ::testing::Test {
   std::unique_ptr<Tokens> token_store_;
   LockedSlurm slurm_{4, 16};
   std::unique_ptr<store::Store> store_;
+  std::shared_ptr<api::ExperimentListCache> list_cache_;
   std::unique_ptr<Experiments> experiments_;
   std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
   std::map<std::string, std::string> tokens_;
@@ -385,8 +390,9 @@ TEST_F(ApiConcurrencyTest, UsersAndAgentsOnBothTransportsAtOnce) {
   threads.emplace_back([&] {
     ASSERT_TRUE(WaitFor([&] {
       auto tasks = store_->ListTasks("alice-c", 1);
-      return tasks.ok() && std::any_of(tasks->begin(), tasks->end(),
-                                       [](const TaskRecord& t) { return t.state != "pending"; });
+      return tasks.ok() && std::any_of(tasks->begin(), tasks->end(), [](const TaskRecord& t) {
+               return t.state != TaskState::kPending;
+             });
     }));
     auto res = Client("alice").Delete("/experiments/alice-c");
     ASSERT_TRUE(res) << httplib::to_string(res.error());
@@ -425,7 +431,8 @@ TEST_F(ApiConcurrencyTest, UsersAndAgentsOnBothTransportsAtOnce) {
   EXPECT_TRUE(WaitFor([&] {
     for (const auto& id : ids) {
       auto v = experiments_->Get(id);
-      if (!v.ok() || !IsTerminal(v->experiment.state) || v->attempts.back().state != "ended")
+      if (!v.ok() || !IsTerminal(v->experiment.state) ||
+          v->attempts.back().state != AttemptState::kEnded)
         return false;
     }
     return true;

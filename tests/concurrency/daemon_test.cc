@@ -21,9 +21,9 @@ class DaemonTest : public ::testing::Test {
     store_ = std::move(store::OpenSqliteStore((dir_.path() / "db").string())).value();
     options_.http_port = 0;
     options_.agent_listen = "127.0.0.1:0";
-    options_.output_root = (dir_.path() / "out").string();
-    options_.agent_path = "/opt/tfslurm-agent";
-    options_.poll_interval_ms = 50;
+    options_.core.output_root = (dir_.path() / "out").string();
+    options_.core.launch.agent_path = "/opt/tfslurm-agent";
+    options_.core.poll_interval_ms = 50;
   }
 
   daemon::DaemonPorts Ports() { return {*store_, slurm_, clock_, random_, files_, accounts_}; }

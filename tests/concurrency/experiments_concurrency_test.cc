@@ -32,7 +32,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = std::move(store::OpenSqliteStore((dir_.path() / "db").string())).value();
-    LifecycleConfig config;
+    CoreConfig config;
     config.output_root = (dir_.path() / "out").string();
     config.launch = {"/opt/tfslurm-agent", "svc:1"};
     config.poll_interval_ms = 10;
@@ -41,8 +41,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
     config.barrier_timeout_ms = 24 * 3600 * 1000;
     config.heartbeat_interval_ms = 3600 * 1000;
     config.shutdown_grace_ms = 3600 * 1000;
-    experiments_ =
-        std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config);
+    experiments_ = NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config);
   }
   void TearDown() override {
     StopBackground();
@@ -71,7 +70,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
     for (const auto& id : ids) {
       auto v = experiments_->Get(id);
       if (!v.ok() || !IsTerminal(v->experiment.state) || v->attempts.empty() ||
-          v->attempts.back().state != "ended")
+          v->attempts.back().state != AttemptState::kEnded)
         return false;
     }
     return true;
@@ -346,7 +345,8 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
       EXPECT_TRUE(roles[a.role].insert(a.index).second)
           << a.role << ":" << a.index << " assigned twice";
       const TaskRecord& rec = v.tasks[t.proc];
-      EXPECT_EQ(rec.state, a.role == "worker" ? "succeeded" : "reaped") << "task " << t.proc;
+      EXPECT_EQ(rec.state, a.role == "worker" ? TaskState::kSucceeded : TaskState::kReaped)
+          << "task " << t.proc;
       EXPECT_EQ(shutdowns, a.role == "worker" ? 0 : 1) << "task " << t.proc;
       if (t.channels.size() > 1) {
         EXPECT_EQ(t.channels.back()->All<ShutdownMsg>().size(), a.role == "worker" ? 0u : 1u)
@@ -445,11 +445,13 @@ class SlowPollSlurm final : public slurm::SlurmClient {
 // Slurm (node_fail, restart: a second job while the first one runs).
 TEST_F(ExperimentsConcurrencyTest, JobSubmittedDuringAPollIsNotTakenForVanished) {
   SlowPollSlurm slow(slurm_);
-  LifecycleConfig config;
+  CoreConfig config;
   config.output_root = (dir_.path() / "out").string();
   config.launch = {"/opt/tfslurm-agent", "svc:1"};
   config.poll_interval_ms = 10;
-  Experiments experiments(*store_, slow, clock_, random_, files_, accounts_, config);
+  std::unique_ptr<Experiments> core =
+      NewExperiments({*store_, slow, clock_, random_, files_, accounts_}, config);
+  Experiments& experiments = *core;
   ASSERT_TRUE(
       experiments.Submit(LoadSpec("first", true), "alice", false).ok());  // something to poll for
 
@@ -464,7 +466,7 @@ TEST_F(ExperimentsConcurrencyTest, JobSubmittedDuringAPollIsNotTakenForVanished)
   ExperimentView v = experiments.Get("second").value();
   EXPECT_STREQ(ExperimentStateName(v.experiment.state), "queued") << v.experiment.reason;
   ASSERT_EQ(v.attempts.size(), 1u);
-  EXPECT_EQ(v.attempts[0].state, "pending") << v.attempts[0].reason;
+  EXPECT_EQ(v.attempts[0].state, AttemptState::kPending) << v.attempts[0].reason;
   // The next poll, which does see the job, changes nothing either.
   clock_.Advance(config.poll_interval_ms);
   experiments.Tick();

@@ -180,8 +180,8 @@ TEST_F(BashTest, ShellQuoteRoundTripsThroughBash) {
     if (s.find('\0') != std::string::npos) continue;  // no argv carries a NUL
     EXPECT_EQ(CheckShellQuote(s), "");
     fs::path script = dir_ / "quote.sh", out = dir_ / "quoted";
-    std::ofstream(script, std::ios::binary) << "printf '%s' " << slurm::ShellQuote(s) << " > "
-                                            << slurm::ShellQuote(out.string()) << "\n";
+    std::ofstream(script, std::ios::binary)
+        << "printf '%s' " << ShellQuote(s) << " > " << ShellQuote(out.string()) << "\n";
     ASSERT_EQ(RunProcess({"bash", script}, {}, dir_ / "cwd"), 0) << s;
     EXPECT_EQ(Slurp(out), s);
   }

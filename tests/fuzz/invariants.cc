@@ -12,6 +12,7 @@
 #include "service/agentrpc/convert.h"
 #include "service/core/memory.h"
 #include "tests/fuzz/shell_words.h"
+#include "tests/unit/job_plans.h"
 
 namespace tfslurm::fuzz {
 namespace {
@@ -244,7 +245,7 @@ std::string CheckSpecInput(std::string_view bytes) {
 std::string CheckShellQuote(std::string_view bytes) {
   std::string s(bytes);
   std::string error;
-  auto commands = SplitShellCommands(slurm::ShellQuote(s) + "\n", &error);
+  auto commands = SplitShellCommands(ShellQuote(s) + "\n", &error);
   if (!commands) return "ShellQuote output is not a plain word: " + error;
   if (s.empty() && commands->size() == 1 && commands->at(0) == std::vector<std::string>{""})
     return "";
@@ -289,7 +290,8 @@ slurm::SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant
            std::to_string(attempt),
            "--address",
            spec.network_address};
-  return slurm::BuildSubmitRequest(spec, plan, attempt, paths, launch, "s3cr3t-NOT-IN-THE-SCRIPT",
+  return slurm::BuildSubmitRequest(spec, testing::PlanOf(spec, plan),
+                                   {attempt, paths, "s3cr3t-NOT-IN-THE-SCRIPT", {}}, launch,
                                    {"PATH=/usr/bin"});
 }
 

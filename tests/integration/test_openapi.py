@@ -392,10 +392,10 @@ def quoted_returns(source, function):
 
 def test_enums_and_patterns_match_the_sources(doc):
     s = doc["components"]["schemas"]
-    # The wire names of schema/status.h's codes; "ok" is no error, and
+    # The wire names of base/status.h's codes; "ok" is no error, and
     # "unknown" (the agent's and the client's local errors) the service
     # answers as "internal" (service/api/errors.cc).
-    status_cc = read_source("schema/status.cc")
+    status_cc = read_source("base/status.cc")
     codes = set(re.findall(r'\{StatusCode::k\w+, "([a-z_]+)"\}', status_cc)) - {"ok", "unknown"}
     assert "invalid_argument" in codes and "internal" in codes, codes
     assert set(s["Error"]["properties"]["error"]["properties"]["code"]["enum"]) == codes

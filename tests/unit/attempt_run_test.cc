@@ -135,7 +135,7 @@ TEST(AttemptRun, ReapedExitsDoNotChangeTheOutcome) {
   for (int p : run.TasksToReap()) run.MarkShutdownSent(p);
   EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{0, 1}));
   EXPECT_EQ(run.OnExit(0, std::nullopt, 15, true).kind, Outcome::kSucceeded);
-  EXPECT_EQ(run.task(0).state, "reaped");
+  EXPECT_EQ(run.task(0).state, TaskState::kReaped);
   EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{1}));
 }
 

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/sha256.h"
 #include "schema/tf_config_wire.h"
-#include "service/core/sha256.h"
 #include "service/store/sqlite_store.h"
 #include "tests/unit/fakes.h"
 #include "tests/unit/test_dir.h"
@@ -53,7 +53,7 @@ class ExperimentsTest : public ::testing::Test {
   // A new service process on the same database (and the same Slurm).
   void Restart() {
     experiments_ =
-        std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config_);
+        NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_);
   }
 
   void Poll() {
@@ -108,7 +108,8 @@ class ExperimentsTest : public ::testing::Test {
   FakeRandomness random_;
   FakeFiles files_;
   FakeAccounts accounts_;
-  LifecycleConfig config_;
+  CoreConfig config_;
+  Metrics* metrics_ = nullptr;  // a test that counts sets it before Restart()
   std::unique_ptr<Experiments> experiments_;
   int attempt_offset_ = 0;
 };
@@ -246,13 +247,13 @@ TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
   for (int p : {0, 2})
     ASSERT_TRUE(experiments_->OnExited(Ref("a", p), std::nullopt, 15, true).ok());
   auto v = View("a");
-  EXPECT_EQ(v.tasks[0].state, "reaped");
-  EXPECT_EQ(v.tasks[1].state, "succeeded");
+  EXPECT_EQ(v.tasks[0].state, TaskState::kReaped);
+  EXPECT_EQ(v.tasks[1].state, TaskState::kSucceeded);
 
   slurm_.SetState(100, slurm::JobState::kCompleted);
   Poll();
   v = View("a");
-  EXPECT_EQ(v.attempts[0].state, "ended");
+  EXPECT_EQ(v.attempts[0].state, AttemptState::kEnded);
   EXPECT_EQ(v.attempts[0].slurm_state, "COMPLETED");
   EXPECT_TRUE(slurm_.signalled_steps.empty()) << "every reaped task confirmed";
 }
@@ -296,7 +297,8 @@ TEST_F(ExperimentsTest, BarrierTimeoutNamesMissingTasksAndCancels) {
 TEST_F(ExperimentsTest, UnconfirmedReapEndsTheStepThroughSlurm) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
-  for (int p : {1, 3, 4, 5}) experiments_->OnExited(Ref("a", p), 0, std::nullopt, false);
+  for (int p : {1, 3, 4, 5})
+    EXPECT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
   Poll();
   EXPECT_TRUE(slurm_.signalled_steps.empty());
   clock_.Advance(config_.shutdown_grace_ms + config_.reap_timeout_margin_ms);
@@ -307,7 +309,7 @@ TEST_F(ExperimentsTest, UnconfirmedReapEndsTheStepThroughSlurm) {
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kSucceeded) << v.experiment.reason;
-  for (int p : {0, 2}) EXPECT_EQ(v.tasks[p].state, "reaped") << "task " << p;
+  for (int p : {0, 2}) EXPECT_EQ(v.tasks[p].state, TaskState::kReaped) << "task " << p;
 }
 
 TEST_F(ExperimentsTest, ATaskNobodyReapedThatEndsWithTheJobIsLost) {
@@ -318,13 +320,13 @@ TEST_F(ExperimentsTest, ATaskNobodyReapedThatEndsWithTheJobIsLost) {
   auto v = View("a");
   ASSERT_EQ(v.attempts.size(), 1u);
   ASSERT_FALSE(v.tasks.empty());
-  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, "lost") << "task " << t.proc_id;
+  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, TaskState::kLost) << "task " << t.proc_id;
 }
 
 TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
-  experiments_->OnExited(Ref("a", 3), 137, std::nullopt, false);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 137, std::nullopt, false).ok());
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << "decided when the job has ended";
   EXPECT_NE(v.experiment.reason.find("ending its Slurm job"), std::string::npos)
@@ -346,7 +348,7 @@ TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
   slurm_.SetState(101, slurm::JobState::kRunning);
   Poll();
   RegisterAll("a", 2);
-  experiments_->OnExited(Ref("a", 3, 2), 137, std::nullopt, false);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3, 2), 137, std::nullopt, false).ok());
   slurm_.SetState(101, slurm::JobState::kFailed, 137);
   Poll();
   v = View("a");
@@ -358,7 +360,7 @@ TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
 TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
-  experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false).ok());
   slurm_.SetState(100, slurm::JobState::kFailed, 1);
   Poll();
   auto v = View("a");
@@ -374,12 +376,12 @@ TEST_F(ExperimentsTest, AnExit1AfterAnotherAgentsStreamEndedIsRestarted) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   auto channels = RegisterAll("a");
   experiments_->OnDisconnect(Ref("a", 2), channels[2].get());  // ps:1's agent is gone
-  experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false).ok());
   slurm_.SetState(100, slurm::JobState::kFailed, 1);
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
-  EXPECT_EQ(v.attempts[0].end_reason, "retryable_exit");
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kRetryableExit);
   EXPECT_NE(v.attempts[0].reason.find("after the agent of ps:1 (task 2 on node2) had vanished"),
             std::string::npos)
       << v.attempts[0].reason;
@@ -400,7 +402,7 @@ TEST_F(ExperimentsTest, AnAgentNotBackSinceARestartCountsAsVanished) {
     info.reconnect = true;
     experiments_->OnRegister(Ref("a", p), info, std::make_shared<RecordingChannel>());
   }
-  experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false).ok());
   slurm_.SetState(100, slurm::JobState::kFailed, 1);
   Poll();
   auto v = View("a");
@@ -415,7 +417,7 @@ TEST_F(ExperimentsTest, AnExit1WithEveryAgentBackAfterARestartIsNotRestarted) {
   Restart();
   ASSERT_TRUE(experiments_->Recover().ok());
   RegisterAll("a");
-  experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false).ok());
   slurm_.SetState(100, slurm::JobState::kFailed, 1);
   Poll();
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kFailed);
@@ -425,11 +427,11 @@ TEST_F(ExperimentsTest, SigtermFromPreemptionIsClassifiedByTheJobState) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   // Slurm's SIGTERM reaches the tasks before the job shows PREEMPTED.
-  experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false).ok());
   slurm_.SetState(100, slurm::JobState::kPreempted);
   Poll();
   auto v = View("a");
-  EXPECT_EQ(v.attempts[0].end_reason, "preempted");
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kPreempted);
   // preempted is not in this spec's restart.on.
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed) << v.experiment.reason;
   EXPECT_NE(v.experiment.reason.find("preempted is not in restart.on"), std::string::npos)
@@ -461,7 +463,7 @@ TEST_F(ExperimentsTest, TasksEndingAfterACancelAreReapedNotFailed) {
   ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
   ASSERT_TRUE(experiments_->OnExited(Ref("a", 1), 143, std::nullopt, false).ok());
   auto v = View("a");
-  EXPECT_EQ(v.tasks[1].state, "reaped");
+  EXPECT_EQ(v.tasks[1].state, TaskState::kReaped);
   EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled);
 }
 
@@ -469,7 +471,7 @@ TEST_F(ExperimentsTest, RecoverAdoptsAnInterruptedSubmissionWithoutResubmitting)
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
   // Simulate a crash between Slurm's answer and recording it.
   auto attempts = *store_->ListAttempts("a");
-  attempts[0].state = "submitting";
+  attempts[0].state = AttemptState::kSubmitting;
   attempts[0].slurm_job_id = 0;
   store::Changes c;
   c.attempts = attempts;
@@ -483,7 +485,7 @@ TEST_F(ExperimentsTest, RecoverAdoptsAnInterruptedSubmissionWithoutResubmitting)
 TEST_F(ExperimentsTest, RecoverSubmitsWhenSlurmNeverGotTheJob) {
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
   auto attempts = *store_->ListAttempts("a");
-  attempts[0].state = "submitting";
+  attempts[0].state = AttemptState::kSubmitting;
   attempts[0].slurm_job_id = 0;
   store::Changes c;
   c.attempts = attempts;
@@ -568,7 +570,7 @@ TEST_F(ExperimentsTest, RestartIsRetriedWhileThePartitionLookupFails) {
   v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
   EXPECT_EQ(v.experiment.current_attempt, 2);
-  EXPECT_EQ(v.attempts.at(1).state, "pending");
+  EXPECT_EQ(v.attempts.at(1).state, AttemptState::kPending);
 }
 
 TEST_F(ExperimentsTest, RestartThatCanNoLongerBeSubmittedFailsWithTheReason) {
@@ -642,7 +644,7 @@ TEST_F(ExperimentsTest, RecoverRestartsAnExperimentLeftQueuedWithItsAttemptEnded
 // answer was: the attempt is `submitting` in the store.
 void InterruptSubmission(store::Store& store, const std::string& id) {
   auto attempts = *store.ListAttempts(id);
-  attempts.back().state = "submitting";
+  attempts.back().state = AttemptState::kSubmitting;
   attempts.back().slurm_job_id = 0;
   store::Changes c;
   c.attempts = attempts;
@@ -657,14 +659,14 @@ TEST_F(ExperimentsTest, RecoveryIsRetriedAtLaterPollsWhileSlurmIsDown) {
   Restart();
   EXPECT_EQ(experiments_->Recover().code(), StatusCode::kUnavailable);
   Poll();
-  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, "submitting");
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, AttemptState::kSubmitting);
   EXPECT_EQ(slurm_.submitted.size(), 1u);
 
   slurm_.refuse_load_jobs = Status::Ok();
   Poll();
   ASSERT_EQ(slurm_.submitted.size(), 2u);
   auto attempt = store_->ListAttempts("a")->at(0);
-  EXPECT_EQ(attempt.state, "pending");
+  EXPECT_EQ(attempt.state, AttemptState::kPending);
   EXPECT_EQ(attempt.slurm_job_id, 101);
   Poll();
   EXPECT_EQ(slurm_.submitted.size(), 2u) << "submitted once";
@@ -680,7 +682,7 @@ TEST_F(ExperimentsTest, RecoveryAdoptsAtALaterPollTheJobSlurmHad) {
   Poll();
   EXPECT_EQ(slurm_.submitted.size(), 1u);
   EXPECT_EQ(store_->ListAttempts("a")->at(0).slurm_job_id, 100);
-  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, "pending");
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, AttemptState::kPending);
 }
 
 TEST_F(ExperimentsTest, FailedResubmissionAtRecoveryIsRetried) {
@@ -690,7 +692,7 @@ TEST_F(ExperimentsTest, FailedResubmissionAtRecoveryIsRetried) {
   slurm_.refuse_submit = Unavailable("slurmctld busy");
   Restart();
   ASSERT_TRUE(experiments_->Recover().ok());
-  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, "submitting");
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, AttemptState::kSubmitting);
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kQueued);
   slurm_.refuse_submit = Status::Ok();
   Poll();  // before the retry delay
@@ -698,7 +700,7 @@ TEST_F(ExperimentsTest, FailedResubmissionAtRecoveryIsRetried) {
   clock_.Advance(config_.submit_retry_ms);
   Poll();
   ASSERT_EQ(slurm_.submitted.size(), 2u);
-  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, "pending");
+  EXPECT_EQ(store_->ListAttempts("a")->at(0).state, AttemptState::kPending);
 }
 
 TEST_F(ExperimentsTest, TransientSlurmErrorOnARestartIsRetriedNotFatal) {
@@ -709,7 +711,7 @@ TEST_F(ExperimentsTest, TransientSlurmErrorOnARestartIsRetriedNotFatal) {
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kQueued) << v.experiment.reason;
   ASSERT_EQ(v.attempts.size(), 2u);
-  EXPECT_EQ(v.attempts[1].state, "submitting");
+  EXPECT_EQ(v.attempts[1].state, AttemptState::kSubmitting);
   EXPECT_NE(v.events.back().why.find("submitting it again in 5 s"), std::string::npos)
       << v.events.back().why;
 
@@ -718,7 +720,7 @@ TEST_F(ExperimentsTest, TransientSlurmErrorOnARestartIsRetriedNotFatal) {
   Poll();
   ASSERT_EQ(slurm_.submitted.size(), 2u);
   v = View("a");
-  EXPECT_EQ(v.attempts[1].state, "pending");
+  EXPECT_EQ(v.attempts[1].state, AttemptState::kPending);
   EXPECT_EQ(v.attempts[1].slurm_job_id, 101);
   EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
 }
@@ -729,7 +731,7 @@ TEST_F(ExperimentsTest, RestartWhoseAnswerWasLostAdoptsTheJobInsteadOfSubmitting
   clock_.Advance(5000);
   Poll();
   ASSERT_EQ(slurm_.submitted.size(), 2u);
-  EXPECT_EQ(View("a").attempts.at(1).state, "submitting");
+  EXPECT_EQ(View("a").attempts.at(1).state, AttemptState::kSubmitting);
   slurm_.lose_submit_answer = false;
   for (int i = 0; i < 3; ++i) {
     clock_.Advance(config_.submit_retry_ms);
@@ -738,7 +740,7 @@ TEST_F(ExperimentsTest, RestartWhoseAnswerWasLostAdoptsTheJobInsteadOfSubmitting
   EXPECT_EQ(slurm_.submitted.size(), 2u) << "Slurm had the job: adopted, not submitted again";
   auto v = View("a");
   EXPECT_EQ(v.attempts.at(1).slurm_job_id, 101);
-  EXPECT_EQ(v.attempts.at(1).state, "pending");
+  EXPECT_EQ(v.attempts.at(1).state, AttemptState::kPending);
 }
 
 TEST_F(ExperimentsTest, RetriesBackOffUpToTheirCap) {
@@ -772,7 +774,7 @@ TEST_F(ExperimentsTest, CancelWhileASubmissionIsInDoubtSubmitsNothing) {
   EXPECT_EQ(slurm_.submitted.size(), 1u);
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled);
-  EXPECT_EQ(v.attempts.at(1).state, "ended");
+  EXPECT_EQ(v.attempts.at(1).state, AttemptState::kEnded);
 }
 
 TEST_F(ExperimentsTest, JobThatEndedWhileTheServiceWasDownIsAnUnknownEndAndRestarted) {
@@ -784,7 +786,7 @@ TEST_F(ExperimentsTest, JobThatEndedWhileTheServiceWasDownIsAnUnknownEndAndResta
   ASSERT_TRUE(experiments_->Recover().ok());
   Poll();
   auto v = View("a");
-  EXPECT_EQ(v.attempts.at(0).end_reason, "unknown");
+  EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kUnknown);
   // restart.on holds only retryable_exit: an unknown end is restarted all the same.
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   EXPECT_NE(v.experiment.reason.find("ended while tfslurmd was down; how is unknown"),
@@ -808,7 +810,7 @@ TEST_F(ExperimentsTest, AJobWithTheAttemptsIdButAnotherNameIsNotTheAttemptsJob) 
   ASSERT_TRUE(experiments_->Recover().ok());
   Poll();
   auto v = View("a");
-  EXPECT_EQ(v.attempts.at(0).end_reason, "unknown");
+  EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kUnknown);
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   EXPECT_TRUE(slurm_.cancelled.empty()) << "someone else's job is left alone";
 }
@@ -834,7 +836,7 @@ TEST_F(ExperimentsTest, JobVanishingWhileTheServiceWatchesIsNodeFail) {
   slurm_.jobs.clear();
   Poll();
   auto v = View("a");
-  EXPECT_EQ(v.attempts.at(0).end_reason, "node_fail");
+  EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kNodeFail);
   EXPECT_NE(v.attempts.at(0).reason.find("job 100 vanished from Slurm"), std::string::npos);
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
 }
@@ -842,12 +844,12 @@ TEST_F(ExperimentsTest, JobVanishingWhileTheServiceWatchesIsNodeFail) {
 TEST_F(ExperimentsTest, FailureReportedBeforeTheJobVanishedDecides) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
-  experiments_->OnExited(Ref("a", 3), 2, std::nullopt, false);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 2, std::nullopt, false).ok());
   // Slurm drops the job before its final state was seen.
   slurm_.jobs.clear();
   Poll();
   auto v = View("a");
-  EXPECT_EQ(v.attempts.at(0).end_reason, "permanent_exit");
+  EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kPermanentExit);
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
 }
 
@@ -865,7 +867,7 @@ TEST_F(ExperimentsTest, NodeFailAndBootFailAreNodeFailAndRestarted) {
     slurm_.jobs[job].reason = "node2 down";
     Poll();
     auto v = View(id);
-    EXPECT_EQ(v.attempts.at(0).end_reason, "node_fail") << id;
+    EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kNodeFail) << id;
     EXPECT_NE(v.attempts.at(0).reason.find("node2 down"), std::string::npos) << id;
     EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   }
@@ -883,11 +885,11 @@ TEST_F(ExperimentsTest, TimeLimitIsTimeoutEvenWhenTheTasksDiedOfSigterm) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
   RegisterAll("a");
   // Slurm's SIGTERM at the limit kills a worker before the job shows TIMEOUT.
-  experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false).ok());
   slurm_.SetState(100, slurm::JobState::kTimeout);
   Poll();
   auto v = View("a");
-  EXPECT_EQ(v.attempts.at(0).end_reason, "timeout");
+  EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kTimeout);
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   EXPECT_NE(v.experiment.reason.find("at its time limit"), std::string::npos);
 }
@@ -918,7 +920,8 @@ TEST_F(ExperimentsTest, UserCancelIsNeverRestartedEvenWhenTheTasksDieRetryably) 
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
-  for (int p = 0; p < 6; ++p) experiments_->OnExited(Ref("a", p), 143, std::nullopt, false);
+  for (int p = 0; p < 6; ++p)
+    EXPECT_TRUE(experiments_->OnExited(Ref("a", p), 143, std::nullopt, false).ok());
   slurm_.SetState(100, slurm::JobState::kFailed, 143);
   Poll();
   // Well past the 5 s backoff.
@@ -931,7 +934,7 @@ TEST_F(ExperimentsTest, UserCancelIsNeverRestartedEvenWhenTheTasksDieRetryably) 
   EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled);
   EXPECT_EQ(v.experiment.restarts, 0);
   EXPECT_EQ(v.attempts.size(), 1u);
-  EXPECT_EQ(v.attempts[0].end_reason, "cancelled");
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kCancelled);
 }
 
 TEST_F(ExperimentsTest, OnePollIsOneSlurmQueryWhateverTheNumberOfExperiments) {
@@ -952,8 +955,8 @@ class RecordingMetrics final : public Metrics {
   void Registered() override { ++registered; }
   void RendezvousDone(double s) override { rendezvous.push_back(s); }
   void ReapingDone(double s) override { reaping.push_back(s); }
-  void AttemptEnded(const std::string& r) override { ended.push_back(r); }
-  void Restarted(const std::string& r) override { restarted.push_back(r); }
+  void AttemptEnded(EndReason r) override { ended.push_back(EndReasonName(r)); }
+  void Restarted(EndReason r) override { restarted.push_back(EndReasonName(r)); }
   void SlurmPolled(double s, bool ok) override {
     polls.push_back(s);
     poll_errors += ok ? 0 : 1;
@@ -962,7 +965,8 @@ class RecordingMetrics final : public Metrics {
 
 TEST_F(ExperimentsTest, MetricsCountRegistrationsRendezvousReapingAndEnds) {
   RecordingMetrics m;
-  experiments_->SetMetrics(m);
+  metrics_ = &m;
+  Restart();
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));  // the job starts at this poll
   clock_.Advance(1500);
   auto ch = RegisterAll("a");
@@ -970,12 +974,13 @@ TEST_F(ExperimentsTest, MetricsCountRegistrationsRendezvousReapingAndEnds) {
   EXPECT_EQ(m.registered, 6);
   ASSERT_EQ(m.rendezvous.size(), 1u);
   EXPECT_DOUBLE_EQ(m.rendezvous[0], 1.5);
-  for (int p : {1, 3, 4, 5}) experiments_->OnExited(Ref("a", p), 0, std::nullopt, false);
+  for (int p : {1, 3, 4, 5})
+    EXPECT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
   EXPECT_EQ(m.ended, (std::vector<std::string>{"succeeded"}));
   clock_.Advance(700);
-  experiments_->OnExited(Ref("a", 0), std::nullopt, 15, true);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 0), std::nullopt, 15, true).ok());
   EXPECT_TRUE(m.reaping.empty()) << "ps 1 has not confirmed yet";
-  experiments_->OnExited(Ref("a", 2), std::nullopt, 15, true);
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 2), std::nullopt, 15, true).ok());
   ASSERT_EQ(m.reaping.size(), 1u);
   EXPECT_DOUBLE_EQ(m.reaping[0], 0.7);
   EXPECT_FALSE(m.polls.empty());
@@ -1027,7 +1032,7 @@ TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAnd
   slurm_.SetState(100, slurm::JobState::kFailed, 1);
   Poll();
   v = View("a");
-  EXPECT_EQ(v.attempts[0].end_reason, "stalled");
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kStalled);
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
 }
 
@@ -1052,7 +1057,7 @@ TEST_F(ExperimentsTest, NoStallTimeoutNoStall) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   clock_.Advance(7LL * 24 * 3600 * 1000);
-  for (int p = 0; p < 6; ++p) experiments_->OnHeartbeat(Ref("a", p));
+  for (int p = 0; p < 6; ++p) EXPECT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
   Poll();
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning);
 }
@@ -1129,9 +1134,10 @@ TEST_F(ExperimentsTest, AStallWhoseSilentTasksAreOnOneNodeExcludesIt) {
   RegisterAll("a");
   clock_.Advance(31000);
   // RegisterAll puts tasks 4 and 5 on node3: only they are silent.
-  for (int p : {0, 1, 2, 3}) experiments_->OnHeartbeat(Ref("a", p));
+  for (int p : {0, 1, 2, 3}) EXPECT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
   Poll();
-  for (int p = 0; p < 6; ++p) experiments_->OnExited(Ref("a", p), std::nullopt, 15, true);
+  for (int p = 0; p < 6; ++p)
+    EXPECT_TRUE(experiments_->OnExited(Ref("a", p), std::nullopt, 15, true).ok());
   slurm_.SetState(100, slurm::JobState::kFailed, 1);
   Poll();
   clock_.Advance(5000);
@@ -1168,7 +1174,7 @@ TEST_F(ExperimentsTest, TrainingScalarsAreKeptAndALargerStepIsProgress) {
   clock_.Advance(20000);
   ASSERT_TRUE(experiments_->OnScalars(Ref("a", 1), {{"loss", 30, 1.7e9, 0.4}}).ok());
   clock_.Advance(11000);
-  for (int p = 0; p < 6; ++p) experiments_->OnHeartbeat(Ref("a", p));
+  for (int p = 0; p < 6; ++p) EXPECT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
   Poll();
   EXPECT_NE(View("a").experiment.reason.find("the last, step 30, came 33 s ago"), std::string::npos)
       << View("a").experiment.reason;

@@ -10,6 +10,7 @@
 #include "service/core/attempt_run.h"
 #include "service/core/sbatch_script.h"
 #include "service/core/spec.h"
+#include "tests/unit/job_plans.h"
 
 namespace tfslurm {
 namespace {
@@ -49,9 +50,9 @@ bool AnyStartsWith(const std::vector<std::string>& v, const std::string& prefix)
 
 slurm::SubmitRequest Build(const ExperimentSpec& s, const std::vector<MemoryPlan>& more = {}) {
   MemoryPlan mem{2000, 2000, "auto: test"};
-  return slurm::BuildSubmitRequest(s, mem, 1, {"/out/gpu-1/logs/attempt-1"},
-                                   {"/usr/bin/tfslurm-agent", "svc:7070"}, "secret",
-                                   {"PATH=/usr/bin"}, {}, more);
+  return slurm::BuildSubmitRequest(s, testing::PlanOf(s, mem, more),
+                                   {1, {"/out/gpu-1/logs/attempt-1"}, "secret", {}},
+                                   {"/usr/bin/tfslurm-agent", "svc:7070"}, {"PATH=/usr/bin"});
 }
 
 TEST(GpusSpec, GpusPerTaskIsParsedAndRoundTrips) {

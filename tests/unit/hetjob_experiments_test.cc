@@ -45,7 +45,7 @@ class HetExperimentsTest : public ::testing::Test {
     psmem.nodes.push_back({"node9", 8, 16000});
     slurm_.more_partitions["psmem"] = psmem;
     experiments_ =
-        std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config_);
+        NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_);
   }
   void TearDown() override {
     experiments_.reset();
@@ -64,7 +64,8 @@ class HetExperimentsTest : public ::testing::Test {
   testing::FakeRandomness random_;
   testing::FakeFiles files_;
   testing::FakeAccounts accounts_;
-  LifecycleConfig config_;
+  CoreConfig config_;
+  Metrics* metrics_ = nullptr;  // a test that counts sets it before Restart()
   std::unique_ptr<Experiments> experiments_;
 };
 
@@ -134,16 +135,16 @@ TEST_F(HetExperimentsTest, TheJobEndsWhenEveryComponentHasEnded) {
   Poll();
   ExperimentView v = experiments_->Get("h3").value();
   EXPECT_EQ(v.attempts.back().nodes, "node[1-2],node9");
-  EXPECT_EQ(v.attempts.back().state, "running");
+  EXPECT_EQ(v.attempts.back().state, AttemptState::kRunning);
 
   slurm_.jobs[100].state = slurm::JobState::kCompleted;
   Poll();
-  EXPECT_EQ(experiments_->Get("h3").value().attempts.back().state, "running")
+  EXPECT_EQ(experiments_->Get("h3").value().attempts.back().state, AttemptState::kRunning)
       << "the ps component still runs";
   slurm_.jobs[101].state = slurm::JobState::kCompleted;
   Poll();
   v = experiments_->Get("h3").value();
-  EXPECT_EQ(v.attempts.back().state, "ended");
+  EXPECT_EQ(v.attempts.back().state, AttemptState::kEnded);
   EXPECT_EQ(v.experiment.state, ExperimentState::kSucceeded);
 }
 
@@ -151,7 +152,7 @@ TEST_F(HetExperimentsTest, AnUnconfirmedReapEndsTheStepInEveryComponent) {
   config_.shutdown_grace_ms = 2000;
   config_.reap_timeout_margin_ms = 1000;
   experiments_ =
-      std::make_unique<Experiments>(*store_, slurm_, clock_, random_, files_, accounts_, config_);
+      NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_);
   ASSERT_TRUE(experiments_->Submit(HetSpec("h4"), "alice", false).ok());
   slurm::JobInfo& leader = slurm_.jobs[100];
   leader.het_job_id = 100;
@@ -172,7 +173,8 @@ TEST_F(HetExperimentsTest, AnUnconfirmedReapEndsTheStepInEveryComponent) {
                              std::make_shared<testing::RecordingChannel>());
   }
   // The workers (component 0) succeed; the ps (component 1) never confirm.
-  for (int p = 0; p < 4; ++p) experiments_->OnExited({"h4", 1, secret, p}, 0, std::nullopt, false);
+  for (int p = 0; p < 4; ++p)
+    EXPECT_TRUE(experiments_->OnExited({"h4", 1, secret, p}, 0, std::nullopt, false).ok());
   Poll();
   EXPECT_TRUE(slurm_.signalled_steps.empty());
   clock_.Advance(config_.shutdown_grace_ms + config_.reap_timeout_margin_ms);

@@ -9,6 +9,7 @@
 #include "service/core/placement.h"
 #include "service/core/sbatch_script.h"
 #include "service/core/spec.h"
+#include "tests/unit/job_plans.h"
 
 namespace tfslurm {
 namespace {
@@ -279,9 +280,10 @@ TEST(HetScript, APlainSpecRendersExactlyAsBeforePerRoleResources) {
   MemoryPlan mem{2000, 4000,
                  "auto: smallest RealMemory/CPUs in partition debug is node1 (8000 MB / 4 CPUs = "
                  "2000 MB per CPU) x 2 CPUs per task = 4000 MB per task"};
-  auto r = slurm::BuildSubmitRequest(s, mem, 2, {"/out/mnist-ps-01/logs/attempt-2"},
-                                     {"/usr/bin/tfslurm-agent", "svc.example:7070"}, "secret",
-                                     {"PATH=/usr/bin"}, {"node4", "node7"});
+  auto r = slurm::BuildSubmitRequest(
+      s, testing::PlanOf(s, mem),
+      {2, {"/out/mnist-ps-01/logs/attempt-2"}, "secret", {"node4", "node7"}},
+      {"/usr/bin/tfslurm-agent", "svc.example:7070"}, {"PATH=/usr/bin"});
   EXPECT_EQ(r.script, kPlainScript);
   EXPECT_TRUE(r.more_components.empty());
   EXPECT_EQ(r.constraint, "");
@@ -298,9 +300,11 @@ TEST(HetScript, ComponentsAreRenderedWithHetjobSeparatorsAndOneStep) {
   MemoryPlan m2{8000, 32000,
                 "mem_per_task_mb 32000 given in the spec; 8000 MB per CPU x 4 CPUs = 32000 MB per "
                 "task"};
-  auto r = slurm::BuildSubmitRequest(Parse(HetSpec()), m0, 1, {"/out/mnist-ps-01/logs/attempt-1"},
-                                     {"/usr/bin/tfslurm-agent", "svc.example:7070"}, "secret",
-                                     {"PATH=/usr/bin"}, {}, {m1, m2});
+  const ExperimentSpec het = Parse(HetSpec());
+  auto r =
+      slurm::BuildSubmitRequest(het, testing::PlanOf(het, m0, {m1, m2}),
+                                {1, {"/out/mnist-ps-01/logs/attempt-1"}, "secret", {}},
+                                {"/usr/bin/tfslurm-agent", "svc.example:7070"}, {"PATH=/usr/bin"});
   EXPECT_EQ(r.script, kHetScript);
   ASSERT_EQ(r.more_components.size(), 2u);
   EXPECT_EQ(r.partition, "gpu");

@@ -152,7 +152,7 @@ TEST_F(ExperimentListCacheTest, ListVersionGrowsWithEveryWriteAListShowsAndOnlyT
   stayed("an event");
 
   Changes running;
-  t.state = "running";
+  t.state = TaskState::kRunning;
   running.tasks.push_back(t);
   ASSERT_TRUE(Apply(running).ok());
   grew("a task's state");
@@ -234,7 +234,7 @@ TEST_F(ExperimentListCacheTest, ABatchIsJudgedSetBySet) {
   std::vector<Changes> batch(3);
   t.last_heartbeat = 1;
   batch[0].tasks.push_back(t);  // a heartbeat
-  t.state = "running";
+  t.state = TaskState::kRunning;
   batch[1].tasks.push_back(t);  // a change
   t.last_heartbeat = 2;
   batch[2].tasks.push_back(t);  // a heartbeat of the state set just before
@@ -266,7 +266,7 @@ TEST_F(ExperimentListCacheTest, ItemVersionsChangeWithTheirOwnExperimentsWritesO
 
   using Change = std::function<void(Changes&)>;
   for (const Change& change : {Change([&](Changes& c) {
-                                 t.state = "running";
+                                 t.state = TaskState::kRunning;
                                  c.tasks.push_back(t);
                                }),
                                Change([&](Changes& c) {
@@ -364,7 +364,7 @@ TEST_F(ExperimentListCacheTest, BodiesAreReusedWhileTheVersionStaysAndItemsWhile
   EXPECT_EQ(Reads(), (PagesAndSummaries{0, {}})) << "a heartbeat changes no list";
 
   Changes running;
-  t.state = "running";
+  t.state = TaskState::kRunning;
   running.tasks.push_back(t);
   ASSERT_TRUE(Apply(running).ok());
   std::string after = Body();

@@ -22,9 +22,9 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
   m.Registered();
   m.RendezvousDone(0.3);
   m.ReapingDone(1.5);
-  m.AttemptEnded("succeeded");
-  m.AttemptEnded("retryable_exit");
-  m.Restarted("retryable_exit");
+  m.AttemptEnded(EndReason::kSucceeded);
+  m.AttemptEnded(EndReason::kRetryableExit);
+  m.Restarted(EndReason::kRetryableExit);
   m.SlurmPolled(0.004, true);
   m.SlurmPolled(2.0, false);
   m.RequestServed("GET /experiments/{id}", 200, 0.002);

@@ -3,6 +3,7 @@
 // that records its argv: nothing may run, and the arguments must arrive
 // byte for byte.
 #include "service/core/sbatch_script.h"
+#include "tests/unit/job_plans.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -61,8 +62,9 @@ TEST_F(SbatchScriptTest, HeaderMatchesRequest) {
   s.resources.partition = "debug";
   s.resources.time_limit_minutes = 90;
   s.signal_grace_s = 120;
-  auto r = BuildSubmitRequest(s, mem, 3, {"/out/x-1/logs/attempt-3"},
-                              {"/opt/tfslurm-agent", "svc:9"}, "s3cr3t-value", {"PATH=/usr/bin"});
+  auto r = BuildSubmitRequest(s, testing::PlanOf(s, mem),
+                              {3, {"/out/x-1/logs/attempt-3"}, "s3cr3t-value", {}},
+                              {"/opt/tfslurm-agent", "svc:9"}, {"PATH=/usr/bin"});
   EXPECT_EQ(r.job_name, "tfx-x-1-a3");
   EXPECT_EQ(r.mem_per_cpu_mb, 2000);
   const std::string& script = r.script;
@@ -82,8 +84,8 @@ TEST_F(SbatchScriptTest, HostileStringsRunNothingAndArgvArrivesIntact) {
   MemoryPlan mem{2000, 2000, "auto: $(touch PWNED)"};
   // The agent path and service address are admin-controlled, but quoted too.
   std::string agent = (dir_ / "bin" / "agent dir's $(x)").string();
-  auto r = BuildSubmitRequest(HostileSpec(), mem, 1, {(dir_ / "logs").string()}, {agent, "host:1"},
-                              "s", {});
+  auto r = BuildSubmitRequest(HostileSpec(), testing::PlanOf(HostileSpec(), mem),
+                              {1, {(dir_ / "logs").string()}, "s", {}}, {agent, "host:1"}, {});
   fs::path script = dir_ / "job.sh";
   std::ofstream(script) << r.script;
 

@@ -8,6 +8,7 @@
 #include "service/core/sbatch_script.h"
 #include "service/core/spec.h"
 #include "service/core/spec_checker.h"
+#include "tests/unit/job_plans.h"
 
 namespace tfslurm {
 namespace {
@@ -57,9 +58,9 @@ ExperimentSpec Parse(const json& j) {
 slurm::SubmitRequest Request(const ExperimentSpec& s, const std::vector<std::string>& bad = {}) {
   MemoryPlan mem{1000, 1000, "test"};
   std::vector<MemoryPlan> more(4, mem);
-  return slurm::BuildSubmitRequest(s, mem, 1, {"/out/site-1/logs/attempt-1"},
-                                   {"/usr/bin/tfslurm-agent", "svc:7070"}, "secret",
-                                   {"PATH=/usr/bin"}, bad, more);
+  return slurm::BuildSubmitRequest(s, testing::PlanOf(s, mem, more),
+                                   {1, {"/out/site-1/logs/attempt-1"}, "secret", bad},
+                                   {"/usr/bin/tfslurm-agent", "svc:7070"}, {"PATH=/usr/bin"});
 }
 
 const json kAll = {{"account", "tfs-research"}, {"qos", "tfs-high"},

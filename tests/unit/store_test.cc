@@ -126,9 +126,9 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   AttemptRecord& a = c.attempts[0];
   a.secret_sha256 = "s";
   a.slurm_job_id = 21;
-  a.state = "running";
+  a.state = AttemptState::kRunning;
   a.slurm_state = "RUNNING";
-  a.end_reason = "er";
+  a.end_reason = EndReason::kPreempted;
   a.reason = "ar";
   a.nodes = "n[1-2]";
   a.start_step = 22;
@@ -142,7 +142,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   t.node = "n1";
   t.address = "n1:9";
   t.local_rank = 3;
-  t.state = "failed";
+  t.state = TaskState::kFailed;
   t.exit_code = 31;
   t.signal = 32;
   t.registered_at = 33;
@@ -185,9 +185,9 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   EXPECT_EQ(ra.secret_sha256, "s");
   EXPECT_EQ(ra.job_name, "tfx-a-a1");
   EXPECT_EQ(ra.slurm_job_id, 21);
-  EXPECT_EQ(ra.state, "running");
+  EXPECT_EQ(ra.state, AttemptState::kRunning);
   EXPECT_EQ(ra.slurm_state, "RUNNING");
-  EXPECT_EQ(ra.end_reason, "er");
+  EXPECT_EQ(ra.end_reason, EndReason::kPreempted);
   EXPECT_EQ(ra.reason, "ar");
   EXPECT_EQ(ra.nodes, "n[1-2]");
   EXPECT_EQ(ra.sbatch_script, "#!/bin/bash\n");
@@ -206,7 +206,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   EXPECT_EQ(rt.node, "n1");
   EXPECT_EQ(rt.address, "n1:9");
   EXPECT_EQ(rt.local_rank, 3);
-  EXPECT_EQ(rt.state, "failed");
+  EXPECT_EQ(rt.state, TaskState::kFailed);
   EXPECT_EQ(rt.exit_code, 31);
   EXPECT_EQ(rt.signal, 32);
   EXPECT_EQ(rt.registered_at, 33);
@@ -314,7 +314,7 @@ TEST_F(StoreTest, ListCarriesTheCurrentAttemptAndCountsTheOpenExperimentsTasks) 
       t.attempt = 2;
       t.proc_id = proc;
       t.role = proc == 0 ? "ps" : "worker";
-      t.state = proc == 2 ? "pending" : "running";
+      t.state = proc == 2 ? TaskState::kPending : TaskState::kRunning;
       c.tasks.push_back(t);
     }
     ASSERT_TRUE(s.value()->Apply(c).ok());
@@ -330,7 +330,8 @@ TEST_F(StoreTest, ListCarriesTheCurrentAttemptAndCountsTheOpenExperimentsTasks) 
   EXPECT_EQ(open.nodes, "node[1-2]");
   EXPECT_EQ(open.slurm_state, "RUNNING");
   std::map<std::pair<std::string, std::string>, int> counts;
-  for (const TaskStateCount& c : open.task_counts) counts[{c.role, c.state}] += c.count;
+  for (const TaskStateCount& c : open.task_counts)
+    counts[{c.role, TaskStateName(c.state)}] += c.count;
   EXPECT_EQ(counts,
             (std::map<std::pair<std::string, std::string>, int>{
                 {{"ps", "running"}, 1}, {{"worker", "pending"}, 1}, {{"worker", "running"}, 1}}));
@@ -349,8 +350,8 @@ std::map<std::pair<std::string, std::string>, int> ListedCounts(Store& s, const 
   for (const ExperimentSummary& e : *list) {
     if (e.experiment.id != id) continue;
     for (const TaskStateCount& c : e.task_counts) {
-      EXPECT_GT(c.count, 0) << c.role << " " << c.state;
-      counts[{c.role, c.state}] += c.count;
+      EXPECT_GT(c.count, 0) << c.role << " " << TaskStateName(c.state);
+      counts[{c.role, TaskStateName(c.state)}] += c.count;
     }
   }
   return counts;
@@ -379,7 +380,7 @@ TEST_F(StoreTest, AListPageCountsTheTasksOfEachNeededOpenExperimentApart) {
       t.attempt = 1;
       t.proc_id = proc;
       t.role = "worker";
-      t.state = proc == 0 ? "running" : "pending";
+      t.state = proc == 0 ? TaskState::kRunning : TaskState::kPending;
       c.tasks.push_back(t);
     }
     ASSERT_TRUE(store.Apply(c).ok());
@@ -391,7 +392,7 @@ TEST_F(StoreTest, AListPageCountsTheTasksOfEachNeededOpenExperimentApart) {
     ASSERT_EQ(e.summary.has_value(), e.id != "e1") << e.id;
     if (!e.summary) continue;
     for (const TaskStateCount& c : e.summary->task_counts)
-      counted[e.id][{c.role, c.state}] += c.count;
+      counted[e.id][{c.role, TaskStateName(c.state)}] += c.count;
   }
   EXPECT_EQ(counted["e0"], (Counts{{{"worker", "running"}, 1}}));
   EXPECT_EQ(counted["e2"], (Counts{{{"worker", "running"}, 1}, {{"worker", "pending"}, 2}}));
@@ -417,7 +418,7 @@ TEST_F(StoreTest, ListedTaskCountsFollowTaskWritesAndSurviveARestart) {
 
     // Counted by the database at every list: later writes show.
     Changes registered;
-    task.state = "running";
+    task.state = TaskState::kRunning;
     registered.tasks.push_back(task);
     ASSERT_TRUE((*s)->Apply(registered).ok());
     EXPECT_EQ(
@@ -436,14 +437,14 @@ TEST_F(StoreTest, ListedTaskCountsFollowTaskWritesAndSurviveARestart) {
 
     // A transaction that fails changes neither the tasks nor the counts.
     Changes failing = NewExperiment("a", 5, ExperimentState::kRunning);  // id taken
-    failing.tasks[0].state = "failed";
+    failing.tasks[0].state = TaskState::kFailed;
     ASSERT_EQ((*s)->Apply(failing).code(), StatusCode::kAlreadyExists);
     EXPECT_EQ(
         ListedCounts(**s, "a"),
         (Counts{{{"ps", "pending"}, 1}, {{"worker", "pending"}, 2}, {{"worker", "running"}, 1}}));
 
     Changes ended;
-    task.state = "succeeded";
+    task.state = TaskState::kSucceeded;
     ended.tasks.push_back(task);
     ASSERT_TRUE((*s)->Apply(ended).ok());
   }
@@ -471,7 +472,7 @@ TEST_F(StoreTest, ListedTaskCountsAreThoseOfTheCurrentAttempt) {
     t.attempt = 2;
     t.proc_id = proc;
     t.role = "worker";
-    t.state = "running";
+    t.state = TaskState::kRunning;
     attempt2.tasks.push_back(t);
   }
   ASSERT_TRUE((*s)->Apply(attempt2).ok());

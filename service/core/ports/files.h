@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "schema/status.h"
+#include "base/status.h"
 #include "service/core/checkpoint_state.h"
 #include "service/core/ports/accounts.h"
 #include "service/core/spec.h"

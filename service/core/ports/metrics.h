@@ -6,7 +6,7 @@
 // under its lock, so they must not block or call back into core.
 #pragma once
 
-#include <string>
+#include "service/core/records.h"
 
 namespace tfslurm {
 
@@ -19,10 +19,10 @@ class Metrics {
   virtual void RendezvousDone(double seconds) = 0;
   // Every task sent a Shutdown confirmed its exit: seconds from the Shutdown.
   virtual void ReapingDone(double seconds) = 0;
-  // An attempt ended with this end_reason (EndReasonName).
-  virtual void AttemptEnded(const std::string& end_reason) = 0;
+  // An attempt ended for this reason.
+  virtual void AttemptEnded(EndReason reason) = 0;
   // An automatic restart was decided after an attempt that ended so.
-  virtual void Restarted(const std::string& end_reason) = 0;
+  virtual void Restarted(EndReason reason) = 0;
   // One poll of Slurm's jobs: how long it took, and whether it failed.
   virtual void SlurmPolled(double seconds, bool ok) = 0;
 };
@@ -32,8 +32,8 @@ class NoMetrics final : public Metrics {
   void Registered() override {}
   void RendezvousDone(double) override {}
   void ReapingDone(double) override {}
-  void AttemptEnded(const std::string&) override {}
-  void Restarted(const std::string&) override {}
+  void AttemptEnded(EndReason) override {}
+  void Restarted(EndReason) override {}
   void SlurmPolled(double, bool) override {}
 };
 

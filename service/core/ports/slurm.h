@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "schema/status.h"
+#include "base/status.h"
 #include "service/core/memory.h"
 
 namespace tfslurm::slurm {

@@ -1,6 +1,7 @@
 // The store port: every experiment, attempt, task and event, durably, as
-// core needs them. store/sqlite_store.cc implements it (the only code that
-// includes sqlite3.h); unit tests use it too, on a file in a temp directory.
+// core needs them. service/store/ implements it on SQLite (the only folder
+// that includes sqlite3.h); unit tests use it too, on a file in a temp
+// directory.
 //
 // Thread safety: implementations are thread-safe; every method may be called
 // from any thread.
@@ -12,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "schema/status.h"
+#include "base/status.h"
 #include "service/core/records.h"
 
 namespace tfslurm::store {

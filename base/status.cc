@@ -1,4 +1,4 @@
-#include "schema/status.h"
+#include "base/status.h"
 
 #include <array>
 #include <utility>

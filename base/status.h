@@ -47,7 +47,10 @@ struct FieldError {
   bool operator==(const FieldError&) const = default;
 };
 
-class Status {
+// [[nodiscard]]: a call that can fail is answered; dropping its Status is a
+// compile warning (a failure nobody sees), and where a caller means to
+// drop it, it says why and casts to void.
+class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message, std::vector<FieldError> fields = {})
@@ -87,7 +90,7 @@ inline Status Error(std::string message) { return {StatusCode::kUnknown, std::mo
 // A value or the Status explaining why there is none. Made from a Status, it
 // must be an error: an OK status without a value is a bug, caught here.
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT

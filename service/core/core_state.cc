@@ -1,4 +1,4 @@
-#include "service/core/lifecycle.h"
+#include "service/core/core_state.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,16 +6,12 @@
 
 namespace tfslurm {
 
-void Lifecycle::ObserveCommits(std::shared_ptr<store::CommitObserver> observer) {
-  observers_.push_back(std::move(observer));
-}
-
-Status Lifecycle::Apply(std::span<const store::Changes> batch) {
+Status CoreState::Apply(std::span<const store::Changes> batch) {
   // Most calls carry nothing (a registration before the barrier is written
   // by the next Tick): neither the store nor the observers need them.
   if (std::all_of(batch.begin(), batch.end(), [](const store::Changes& c) { return c.empty(); }))
     return Status::Ok();
-  Status s = ports.store.ApplyAll(batch);
+  Status s = ports_.store.ApplyAll(batch);
   // A refusal before the transaction (a taken id) changed nothing; any
   // other failure may have been a COMMIT that did or did not happen.
   if (s.code() != StatusCode::kAlreadyExists)
@@ -23,38 +19,38 @@ Status Lifecycle::Apply(std::span<const store::Changes> batch) {
   return s;
 }
 
-void Lifecycle::CommitAll(std::span<const store::Changes> batch) {
+void CoreState::CommitAll(std::span<const store::Changes> batch) {
   if (Status s = Apply(batch); !s.ok()) spdlog::error("could not persist changes: {}", s.message());
 }
 
-void Lifecycle::Commit(store::Changes& c) {
+void CoreState::Commit(store::Changes& c) {
   CommitAll({&c, 1});
   c = store::Changes{};
 }
 
-void Lifecycle::Event(store::Changes& c, const OpenExperiment& a, const std::string& what,
+void CoreState::Event(store::Changes& c, const OpenExperiment& a, const std::string& what,
                       const std::string& why) {
-  c.events.push_back({0, a.record.id, a.attempt.number, ports.clock.NowMs(), what, why});
+  c.events.push_back({0, a.record.id, a.attempt.record.number, ports_.clock.NowMs(), what, why});
 }
 
-void Lifecycle::EndAttempt(OpenExperiment& a, EndReason reason) {
-  a.attempt.end_reason = EndReasonName(reason);
-  metrics->AttemptEnded(a.attempt.end_reason);
+void CoreState::EndAttempt(OpenExperiment& a, EndReason reason) {
+  a.attempt.record.end_reason = reason;
+  metrics_.AttemptEnded(reason);
 }
 
-void Lifecycle::SetState(store::Changes& c, OpenExperiment& a, ExperimentState state,
+void CoreState::SetState(store::Changes& c, OpenExperiment& a, ExperimentState state,
                          const std::string& why) {
   if (a.record.state == state && a.record.reason == why) return;
   std::string from = ExperimentStateName(a.record.state);
   a.record.state = state;
   a.record.reason = why;
-  a.record.updated_at = ports.clock.NowMs();
+  a.record.updated_at = ports_.clock.NowMs();
   c.experiment = a.record;
   Event(c, a, "state",
         from + " -> " + ExperimentStateName(state) + (why.empty() ? "" : ": " + why));
 }
 
-StatusOr<std::unique_ptr<OpenExperiment>> Lifecycle::Load(const ExperimentRecord& record) {
+StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord& record) {
   auto spec_json = nlohmann::json::parse(record.spec_json, nullptr, false);
   auto spec = ParseSpec(spec_json, SpecLimits{1 << 20, 1 << 20, 1 << 30, 1 << 20, 1 << 30});
   if (!spec.ok())
@@ -63,53 +59,47 @@ StatusOr<std::unique_ptr<OpenExperiment>> Lifecycle::Load(const ExperimentRecord
   auto a = std::make_unique<OpenExperiment>();
   a->record = record;
   a->spec = std::move(spec).value();
-  auto attempts = ports.store.ListAttempts(record.id);
+  auto attempts = ports_.store.ListAttempts(record.id);
   if (!attempts.ok()) return attempts.status();
   if (attempts->empty()) return Internal("experiment '" + record.id + "' has no attempt");
-  a->attempt = attempts->back();
-  a->run = std::make_unique<AttemptRun>(a->spec, a->attempt.number);
-  auto tasks = ports.store.ListTasks(record.id, a->attempt.number);
-  if (!tasks.ok()) return tasks.status();
-  a->tasks = std::move(tasks).value();
-  a->tasks.resize(a->run->size());
+  a->attempt = LiveAttempt(a->spec, attempts->back());
+  LiveAttempt& live = a->attempt;
+  auto stored = ports_.store.ListTasks(record.id, live.record.number);
+  if (!stored.ok()) return stored.status();
   bool assigned = false;
-  for (int i = 0; i < a->run->size(); ++i) {
-    TaskRecord& t = a->tasks[i];
-    TaskSlot& slot = a->run->mutable_task(i);
-    t.experiment_id = record.id;
-    t.attempt = a->attempt.number;
-    t.proc_id = i;
-    t.role = slot.role.role;
-    t.index = slot.role.index;
-    if (t.state == "pending") continue;
+  for (TaskRecord& t : *stored) {
+    if (t.proc_id < 0 || t.proc_id >= live.run->size() || t.state == TaskState::kPending) continue;
+    TaskSlot& slot = live.run->mutable_task(t.proc_id);
     slot.registered = true;
     slot.node = t.node;
     slot.address = t.address;
     slot.local_id = t.local_rank;
     slot.state = t.state;
-    if (t.state == "running" || t.state == "succeeded" || t.state == "failed" ||
-        t.state == "reaped")
-      assigned = true;
-    if (t.state == "succeeded" || t.state == "failed" || t.state == "reaped") {
+    if (t.state == TaskState::kRunning || HasExited(t.state)) assigned = true;
+    if (HasExited(t.state)) {
       slot.exited = true;
       slot.exit_code = t.exit_code;
       slot.signal = t.signal;
-      slot.reaped = t.state == "reaped";
+      slot.reaped = t.state == TaskState::kReaped;
     }
     // Agents get a fresh window to reconnect after a service restart.
-    t.last_heartbeat = ports.clock.NowMs();
+    t.last_heartbeat = ports_.clock.NowMs();
     // Until its agent registers again nothing says it is still there: an
     // agent killed while the service was down is indistinguishable from one
     // not reconnected yet (AttemptRun::OnExit; found by bench/soak.py).
     if (!slot.exited) slot.vanished = true;
+    // The record as stored, with the identity the run gives it.
+    t.role = slot.role.role;
+    t.index = slot.role.index;
+    live.tasks[t.proc_id] = std::move(t);
   }
   if (assigned) {
-    a->run->MarkAssigned();
+    live.run->MarkAssigned();
     // The stall timeout starts over too: what happened while the service
     // was down is unknown, and the agents report the current step again.
-    a->last_progress_ms = ports.clock.NowMs();
+    live.last_progress_ms = ports_.clock.NowMs();
   }
-  if (a->attempt.state == "running") a->job_started_ms = ports.clock.NowMs();
+  if (live.record.state == AttemptState::kRunning) live.job_started_ms = ports_.clock.NowMs();
   if (record.state == ExperimentState::kCancelled) a->user_cancelled = true;
   return a;
 }

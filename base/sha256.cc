@@ -1,4 +1,4 @@
-#include "service/core/sha256.h"
+#include "base/sha256.h"
 
 #include <openssl/evp.h>
 

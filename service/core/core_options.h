@@ -1,0 +1,54 @@
+// What core is made from: its ports (core/ports/) and its configuration.
+// The daemon builds both once (service/daemon/daemon.h) and hands them to
+// NewExperiments (experiments.h); unit tests build them with fakes.
+//
+// Thread safety: plain values; the ports themselves are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "service/core/ports/accounts.h"
+#include "service/core/ports/clock.h"
+#include "service/core/ports/files.h"
+#include "service/core/ports/slurm.h"
+#include "service/core/ports/store.h"
+#include "service/core/sbatch_script.h"
+#include "service/core/spec.h"
+
+namespace tfslurm {
+
+struct CoreConfig {
+  std::string output_root;  // experiments' model dirs and logs (absolute)
+  // How the job scripts start the agent and where it reaches the service.
+  slurm::AgentLaunch launch;
+  std::vector<std::string> job_environment;  // KEY=VALUE for every job
+  int64_t poll_interval_ms = 2000;
+  int64_t barrier_timeout_ms = 5 * 60 * 1000;  // from the job's start
+  int heartbeat_interval_ms = 5000;
+  int lost_after_missed_heartbeats = 4;
+  int shutdown_grace_ms = 10000;  // SIGTERM -> SIGKILL in the agent
+  // After the grace, the service ends the step itself through Slurm.
+  int64_t reap_timeout_margin_ms = 5000;
+  int64_t partition_cache_ms = 30000;
+  // An automatic submission (a restart, or one interrupted by a crash) that
+  // fails on something transient (slurmctld, the disk) is tried again after
+  // this delay, doubled per failure up to the maximum.
+  int64_t submit_retry_ms = 5000;
+  int64_t submit_retry_max_ms = 5 * 60 * 1000;
+  SpecLimits limits;
+  store::ScalarLimits scalar_limits;
+};
+
+// The ports core works through (core/ports/).
+struct CorePorts {
+  store::Store& store;
+  slurm::SlurmClient& slurm;
+  Clock& clock;
+  Randomness& random;
+  Files& files;
+  Accounts& accounts;
+};
+
+}  // namespace tfslurm

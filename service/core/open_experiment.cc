@@ -1,0 +1,18 @@
+#include "service/core/open_experiment.h"
+
+namespace tfslurm {
+
+LiveAttempt::LiveAttempt(const ExperimentSpec& spec, AttemptRecord attempt)
+    : record(std::move(attempt)), run(std::make_unique<AttemptRun>(spec, record.number)) {
+  for (int i = 0; i < run->size(); ++i) {
+    TaskRecord t;
+    t.experiment_id = record.experiment_id;
+    t.attempt = record.number;
+    t.proc_id = i;
+    t.role = run->task(i).role.role;
+    t.index = run->task(i).role.index;
+    tasks.push_back(std::move(t));
+  }
+}
+
+}  // namespace tfslurm

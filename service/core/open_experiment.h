@@ -1,0 +1,94 @@
+// An open experiment in memory, and its current attempt as one value.
+// CoreState (core_state.h) keeps every open experiment; the parts of core
+// (submission, agent_protocol, slurm_watch) change them under its lock.
+//
+// Thread safety: plain values; CoreState's lock guards every OpenExperiment.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "service/core/agent_messages.h"
+#include "service/core/attempt_run.h"
+#include "service/core/records.h"
+#include "service/core/spec.h"
+
+namespace tfslurm {
+
+// The current attempt: its record, its tasks (as stored, and as its run
+// decides them), the channels of the agents connected for them, and its
+// timers. An attempt begins by replacing the whole value (Submission::
+// SubmitAttempt, CoreState::Load), so nothing of one attempt carries into
+// the next.
+struct LiveAttempt {
+  LiveAttempt() = default;
+  // Attempt `record.number` of `spec`, every task pending.
+  LiveAttempt(const ExperimentSpec& spec, AttemptRecord attempt);
+
+  AttemptRecord record;
+  std::unique_ptr<AttemptRun> run;
+  std::vector<TaskRecord> tasks;
+  std::map<int, std::shared_ptr<TaskChannel>> channels;
+  std::set<int> heartbeat_dirty;  // tasks whose heartbeat is not persisted yet
+  int64_t job_started_ms = 0;
+  int64_t reap_deadline_ms = 0;
+  int64_t reap_started_ms = 0;  // when the first Shutdown of the reaping went out
+  // When this attempt last made progress: its assignments (training
+  // starts), then each new checkpoint step. progress.stall_timeout_s runs
+  // from here.
+  int64_t last_progress_ms = 0;
+  // The largest step of this attempt's training scalars: a larger one is
+  // progress too.
+  std::optional<int64_t> max_scalar_step;
+  // An event has said this attempt's scalars were not all kept (the
+  // agent's reports are not refused: that would stop the program).
+  bool scalar_notice_given = false;
+  std::set<std::string> lost_nodes;  // nodes of this attempt's tasks that went lost
+  bool step_killed = false;
+  // A heterogeneous job's component job ids, from the last poll (empty for a
+  // plain job): ending its step means signalling each.
+  std::vector<int64_t> component_job_ids;
+  bool job_cancel_sent = false;
+  // Set when the service itself ended the attempt (barrier timeout, stall),
+  // so the job's CANCELLED state is not taken for a user's scancel.
+  std::optional<EndReason> decided_reason;
+  int64_t cancel_sent_at_ms = 0;
+  bool start_seen_in_slurm = false;
+  // This process has seen the attempt's job in Slurm (or Slurm took it from
+  // this process). False after a restart of the service until a poll finds it.
+  bool job_seen = false;
+  // An attempt still `submitting` (its submission was interrupted, or Slurm
+  // did not answer) is looked up in Slurm by name, then submitted, at the
+  // first poll from this time on.
+  int64_t reconcile_at_ms = 0;
+  // When Slurm's answer named this attempt's job, in submission order: a
+  // poll whose snapshot began before it cannot have seen the job.
+  int64_t job_known_seq = 0;
+};
+
+// Bad-node memory: the nodes an attempt's end points at, for the next
+// automatic attempt to exclude (Submission::ExcludeSuspects).
+struct SuspectNodes {
+  std::vector<std::string> nodes;
+  // Only those of `nodes` Slurm reports unavailable then (a NODE_FAIL names
+  // the job's nodes, not the one that failed).
+  bool only_if_down = false;
+  std::string why;
+};
+
+struct OpenExperiment {
+  ExperimentRecord record;
+  ExperimentSpec spec;
+  LiveAttempt attempt;
+  bool user_cancelled = false;
+  SuspectNodes suspects;
+  // Automatic submissions that failed in a row, for the retry backoff.
+  int submit_failures = 0;
+};
+
+}  // namespace tfslurm
