@@ -216,11 +216,6 @@ int main(int argc, char** argv) {
     spdlog::error("{}", ownership.status().message());
     return 1;
   }
-  std::error_code ec;
-  std::filesystem::create_directories(output_root, ec);
-  output_root = std::filesystem::absolute(output_root).lexically_normal().string();
-  if (!output_root.empty() && output_root.size() > 1 && output_root.back() == '/')
-    output_root.pop_back();
   if (agent_path.empty()) agent_path = SelfDirectory() + "/tfslurm-agent";
 
   // Signals are taken by sigwait below; block them in every thread (the
@@ -298,7 +293,7 @@ int main(int argc, char** argv) {
   spdlog::info("REST API listening on http://{}:{}", http_host, bound);
   spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)",
                (*daemon)->agent_address(), http_host, bound);
-  spdlog::info("database {}, output root {}, agent {}", db, output_root, agent_path);
+  spdlog::info("database {}, output root {}, agent {}", db, (*daemon)->output_root(), agent_path);
   if (!ready_file.empty()) {
     std::ofstream(ready_file)
         << nlohmann::json{{"http_port", bound}, {"agent_port", (*daemon)->agent_port()}}.dump()

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "service/agentrpc/agent_endpoint.h"
@@ -43,9 +44,24 @@ void SetUpProcess() {
   }
 }
 
-LifecycleConfig LifecycleConfigOf(const DaemonOptions& o) {
+// Experiment directories are made inside the output root without their
+// parents (in site mode as the experiment's owner, who could not make the
+// root), so the root must exist before the first submission; and it is
+// written into every experiment's model_dir, so it is made absolute and
+// normal once. Here rather than in main.cc, so that every wiring (the
+// benchmark's server too) gets a working root.
+StatusOr<std::string> MakeOutputRoot(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) return FailedPrecondition("cannot create the output root " + path + ": " + ec.message());
+  std::string root = std::filesystem::absolute(path).lexically_normal().string();
+  if (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
+}
+
+LifecycleConfig LifecycleConfigOf(const DaemonOptions& o, const std::string& output_root) {
   LifecycleConfig config;
-  config.output_root = o.output_root;
+  config.output_root = output_root;
   config.launch.agent_path = o.agent_path;
   config.job_environment = o.job_environment;
   config.poll_interval_ms = o.poll_interval_ms;
@@ -85,12 +101,15 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   SetUpProcess();
   // On an error below, the destructor stops whatever has started.
   std::unique_ptr<Daemon> d(new Daemon());
+  auto output_root = MakeOutputRoot(options.output_root);
+  if (!output_root.ok()) return output_root.status();
+  d->output_root_ = std::move(output_root).value();
 
   // The lifecycle names the agent endpoint in every script, and the gRPC
   // service hands messages to the lifecycle: start the lifecycle, then the
   // endpoint, then tell the lifecycle where the endpoint is, all before the
   // first submission can happen.
-  LifecycleConfig config = LifecycleConfigOf(options);
+  LifecycleConfig config = LifecycleConfigOf(options, d->output_root_);
   d->experiments_ = std::make_unique<Experiments>(
       ports.store, ports.slurm, ports.clock, ports.random, ports.files, ports.accounts, config);
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
@@ -126,8 +145,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   api_options.slurmctld_release = options.slurmctld_release;
   api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, api_options);
   api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
-  if (options.logs)
-    api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {options.output_root});
+  if (options.logs) api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {d->output_root_});
   api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, options.scalar_limits);
   api::RegisterTokenRoutes(http, *d->tokens_, *d->auth_);
   if (options.web_assets) api::RegisterWebAssetRoutes(http);

@@ -60,7 +60,9 @@ struct DaemonOptions {
   // The host agents use to reach the endpoint, as job scripts name it;
   // empty: the host of agent_listen.
   std::string advertise_host;
-  std::string output_root;                   // experiments' model dirs and logs (absolute)
+  // Experiments' model dirs and logs; Start creates it with its parents and
+  // makes it absolute (Daemon::output_root).
+  std::string output_root;
   std::string agent_path;                    // tfslurm-agent as the compute nodes see it
   std::vector<std::string> job_environment;  // KEY=VALUE for every job
   int64_t poll_interval_ms = 2000;
@@ -100,13 +102,14 @@ struct DaemonPorts {
 
 class Daemon {
  public:
-  // Starts the lifecycle, then the agent endpoint (and tells the lifecycle
+  // Creates the output root, starts the lifecycle, then the agent endpoint (and tells the lifecycle
   // where it is), binds the REST port, and only once both ports are bound
   // recovers what the last run left (Experiments::Recover; a second daemon
   // on the same ports fails before that). Then starts the ticker and the
   // HTTP listener and returns once the listener runs. Errors: the agent
-  // endpoint's, or Unavailable "cannot listen on HOST:PORT: ..." for the
-  // REST port; whatever had started is stopped again.
+  // endpoint's, FailedPrecondition "cannot create the output root ..."
+  // (before anything starts), or Unavailable "cannot listen on HOST:PORT:
+  // ..." for the REST port; whatever had started is stopped again.
   static StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options, DaemonPorts ports);
 
   // Stop(), then frees everything.
@@ -119,6 +122,8 @@ class Daemon {
   int agent_port() const { return agent_port_; }
   // "HOST:PORT" the job scripts give the agents.
   const std::string& agent_address() const { return agent_address_; }
+  // The output root as experiments get it: absolute, normal, no trailing '/'.
+  const std::string& output_root() const { return output_root_; }
   Experiments& experiments() { return *experiments_; }
 
   // Stops the REST listener (waiting for the connections being served), the
@@ -132,6 +137,7 @@ class Daemon {
   int http_port_ = 0;
   int agent_port_ = 0;
   std::string agent_address_;
+  std::string output_root_;
   // Destroyed bottom-up: the HTTP server and the authenticator before the
   // agent endpoint, all before the lifecycle they call into.
   // Before experiments_, which reports to it: destroyed after it.
