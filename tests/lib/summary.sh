@@ -71,7 +71,7 @@ print_summary() {
   fi
   check_skips tests/skip_allowlist.txt "$skips_file" "${MISSING_CONDITIONS[@]}"
   refused=$SKIPS_REFUSED
-  ((refused)) && why_failed+=("$refused skips not allowed on this machine")
+  ((refused)) && why_failed+=("$refused skipped tests not allowed to skip on this machine")
   if ((in_ci && not_run_count)); then
     why_failed+=("$not_run_count stages NOT RUN under CI")
   fi
