@@ -42,20 +42,21 @@ if [[ $mode == quick ]]; then
   )
 elif [[ $mode == smoke ]]; then
   # Each at its smallest: one size, one run, a few agents or experiments.
-  # What each costs on 2 shared cores, measured (most of it is the local
-  # cluster's and tfslurmd's start, and TensorFlow's import):
+  # What each cost on 2 shared cores at load 8-10 (2026-11-26; most of it is
+  # starting a local cluster and tfslurmd, and TensorFlow's import), about
+  # 6 min in all:
   runs=(
-    "rendezvous.sh --sizes 64 --runs 1 --warmup 0"                 # @RDV@
-    "torch_rendezvous.sh --sizes 64 --runs 1 --warmup 0"           # @TORCH@
-    "rendezvous_pairs.sh --size 64 --pairs 1"                      # @PAIRS@
-    "reaping.sh --runs 1 --steps 30"                               # @REAP@
-    "tf_ps.sh --runs 1 --steps 50"                                 # @TFPS@
-    "hang.sh --runs 1 --stall-timeouts 10 --backoff-s 1"           # @HANG@
-    "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # @SOAK@
-    "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # @API@
-    "submit.sh --count 5 --rounds 1"                               # @SUBMIT@
-    "slurm_load.sh --experiments 5 --cycles 1"                     # @LOAD@
-    "status_vs_slurmrestd.sh --experiments 5 --requests 50"        # @REST@
+    "rendezvous.sh --sizes 64 --runs 1 --warmup 0"       # 7 s
+    "torch_rendezvous.sh --sizes 64 --runs 1 --warmup 0" # 3 s; the first time 1-2 min more (libtorch-dev, its build)
+    "rendezvous_pairs.sh --size 64 --pairs 1"            # 1 s
+    "reaping.sh --runs 1 --steps 30"                     # 5 s
+    "tf_ps.sh --runs 1 --steps 50"                       # 3 min: the hand-written job holds its nodes to its 2-min limit
+    "hang.sh --runs 1 --stall-timeouts 10 --backoff-s 1" # 23 s
+    "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # 17 s
+    "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # 41 s
+    "submit.sh --count 5 --rounds 1"                     # 5 s
+    "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
+    "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(

@@ -270,8 +270,10 @@ fi
 
 # Benchmarks that cannot run fail CI rather than rot until someone needs a
 # figure: every bench/*.sh at its smallest size, on this build, its figures
-# to a scratch file, not bench/RESULTS.md. What each costs on 2 cores is in
-# bench/run.sh (--smoke); about 10 minutes in all.
+# to a scratch file, not bench/RESULTS.md. About 6 minutes on 2 cores, half
+# of it tf_ps.sh (whose hand-written job holds its nodes to its 2-minute
+# limit), 1-2 more the first time (libtorch-dev); each script's cost is in
+# bench/run.sh (--smoke).
 if [[ "${TFSLURM_SKIP_BENCH:-0}" == 1 ]]; then
   not_run bench "TFSLURM_SKIP_BENCH=1"
 else
