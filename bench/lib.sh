@@ -42,7 +42,7 @@ build_all() {
 need_packages() {
   local p missing=()
   for p; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == "install ok installed" ]] || missing+=("$p")
   done
   ((${#missing[@]})) || return 0
   [[ $(id -u) -eq 0 ]] || die "needs ${missing[*]}: apt-get install ${missing[*]} (as root)"
@@ -60,7 +60,9 @@ need_packages() {
 # anew for every library it recorded as NOTFOUND.
 build_optional() {
   local blog="${TMPDIR:-/tmp}/bench-build.log"
-  if ! ninja -C "$BUILD" -t targets all | grep -q "^$1:"; then
+  # (grep reads all of ninja's list: with -q it could exit first, and
+  # pipefail would take ninja's SIGPIPE for "not found")
+  if ! ninja -C "$BUILD" -t targets all | grep "^$1:" >/dev/null; then
     log "$1 is not in $BUILD's targets: configuring again to look for its libraries"
     cmake "$BUILD" >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "cmake failed"; }
   fi

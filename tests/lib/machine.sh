@@ -7,16 +7,14 @@
 
 machine_conditions=(ipv6-loopback cgroup-v1-devices root)
 
+# Plain shell, no python: this runs before deploy/install-deps.sh.
 # tests/agent/port_reservation_test.cc binds an AF_INET6 socket (TF's gRPC
-# server binds [::]:port) and skips on EAFNOSUPPORT.
-condition_ipv6_loopback() {
-  /usr/bin/python3 -c 'import socket; socket.socket(socket.AF_INET6).bind(("::1", 0))' 2>/dev/null
-}
+# server binds [::]:port) and skips on EAFNOSUPPORT: the kernel has IPv6
+# when it lists its addresses, and loopback has one.
+condition_ipv6_loopback() { grep -qs ' lo$' /proc/net/if_inet6; }
 # tests/integration/test_gpu_binding.py's cgroup_v1_devices(): Slurm's
 # task/cgroup constrains devices through cgroup v1's devices controller only.
-condition_cgroup_v1_devices() {
-  /usr/bin/python3 -c 'import os, sys; p = "/sys/fs/cgroup/devices"; sys.exit(not (os.path.isdir(p) and os.path.ismount(p)))'
-}
+condition_cgroup_v1_devices() { [[ -d /sys/fs/cgroup/devices ]] && mountpoint -q /sys/fs/cgroup/devices; }
 # tests/unit/local_files_test.cc acts as other accounts (setfsuid).
 condition_root() { [[ $(id -u) -eq 0 ]]; }
 

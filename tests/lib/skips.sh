@@ -15,14 +15,16 @@ check_skips() {
   shift 2
   local -a missing=("$@")
   local -A condition_of=()
-  local line id condition why stage reason m lacking
+  local line id condition why stage reason m lacking known
   SKIPS_REFUSED=0
   while IFS= read -r line; do
     [[ $line =~ ^[[:space:]]*(#|$) ]] && continue
     IFS='|' read -r id condition why <<<"$line"
     id=$(echo "$id" | sed 's/^ *//; s/ *$//')
     condition=$(echo "$condition" | sed 's/^ *//; s/ *$//')
-    if [[ -z $id || -z $condition || -z ${why// /} ]] || ! printf '%s\n' "${machine_conditions[@]}" | grep -qx -- "$condition"; then
+    known=0
+    for m in "${machine_conditions[@]}"; do [[ $m == "$condition" ]] && known=1; done
+    if [[ -z $id || -z $condition || -z ${why// /} ]] || ((!known)); then
       echo "  $allowlist: cannot read \"$line\" (ID | CONDITION | WHY, CONDITION one of ${machine_conditions[*]})"
       SKIPS_REFUSED=$((SKIPS_REFUSED + 1))
       continue
