@@ -30,7 +30,7 @@ while (($#)); do
   esac
 done
 command_line="bench/api_latency.sh --rates $rates --list-rates $list_rates --page-rates $page_rates --connections $conns --duration $duration --experiments $experiments"
-command -v wrk >/dev/null || die "wrk not found (apt-get install -y wrk; bench/run.sh does it)"
+need_packages wrk
 
 build_all
 work="$(mktemp -d /tmp/bench-api-XXXX)"

@@ -35,6 +35,40 @@ build_all() {
   export BENCH_BIN BENCH_LIB
 }
 
+# need_packages PKG...: the Debian packages one benchmark alone needs (wrk,
+# slurmrestd, libtorch-dev), installed when missing, as deploy/install-deps.sh
+# installs the rest (as root; a benchmark that cannot have them stops here,
+# naming them, rather than half-way through).
+need_packages() {
+  local p missing=()
+  for p; do
+    [[ $(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) == "install ok installed" ]] || missing+=("$p")
+  done
+  ((${#missing[@]})) || return 0
+  [[ $(id -u) -eq 0 ]] || die "needs ${missing[*]}: apt-get install ${missing[*]} (as root)"
+  log "installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
+    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2; } ||
+    die "could not install ${missing[*]}"
+}
+
+# build_optional TARGET: builds a bench program that the configure step
+# leaves out when its library is missing (bench_tcpstore_storm without
+# libtorch). A configure that found nothing is not repeated by ninja, so
+# when the target is unknown the build is configured again: CMake searches
+# anew for every library it recorded as NOTFOUND.
+build_optional() {
+  local blog="${TMPDIR:-/tmp}/bench-build.log"
+  # (grep reads all of ninja's list: with -q it could exit first, and
+  # pipefail would take ninja's SIGPIPE for "not found")
+  if ! ninja -C "$BUILD" -t targets all | grep "^$1:" >/dev/null; then
+    log "$1 is not in $BUILD's targets: configuring again to look for its libraries"
+    cmake "$BUILD" >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "cmake failed"; }
+  fi
+  ninja -C "$BUILD" -j2 "$1" >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "$1 did not build; see $blog"; }
+}
+
 # Benchmarks on a shared 2-core machine are only as good as its idleness:
 # wait (up to $1 s, default 600, at most BENCH_MAX_WAIT s if set) for the
 # 1-minute load average to drop below BENCH_MAX_LOAD (default 1.0), and say

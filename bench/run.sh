@@ -1,31 +1,34 @@
 #!/usr/bin/env bash
 # Runs every benchmark, in order, and appends their figures to
 # bench/RESULTS.md. For a fresh machine (Debian 12, root: the local Slurm
-# cluster needs it): installs what is missing through deploy/install-deps.sh,
-# plus wrk, slurmrestd and libtorch-dev (torch_rendezvous.sh), builds, then
-# runs. Each benchmark starts what it
-# needs and stops it again; one failing does not stop the others.
+# cluster needs it): installs what is missing through deploy/install-deps.sh
+# (each script installs what it alone needs: wrk, slurmrestd, libtorch-dev),
+# builds, then runs. Each benchmark starts what it needs and stops it again;
+# one failing does not stop the others.
 #
-#   bench/run.sh [--quick]     --quick: fewer runs and requests (a smoke test)
+#   bench/run.sh [--quick | --smoke]
+#     --quick  fewer runs and requests
+#     --smoke  every bench script (soak.sh and rendezvous_pairs.sh too) at its
+#              smallest size, without waiting for a quiet machine, figures to a
+#              scratch file rather than RESULTS.md: whether each still runs, not
+#              what it measures. tests/run.sh runs this (with
+#              TFSLURM_BENCH_BUILD=build); one line "bench smoke SCRIPT: ok" or
+#              "FAILED" per script.
 set -uo pipefail
 here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd -- "$here/.." && pwd)"
-quick=0
-[[ "${1:-}" == --quick ]] && quick=1
+mode=full failed=()
+case "${1:-}" in
+  --quick) mode=quick ;;
+  --smoke) mode=smoke ;;
+  "") ;;
+  *) { sed -n '9,16p' "$0"; exit 2; } >&2 ;;
+esac
 
 [[ $(id -u) -eq 0 ]] || { echo "bench/run.sh: run as root (the local Slurm cluster needs it)" >&2; exit 1; }
 "$repo/deploy/install-deps.sh" || exit 1
-missing=()
-for p in wrk slurmrestd libtorch-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" ||
-    { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } || exit 1
-fi
 
-if ((quick)); then
+if [[ $mode == quick ]]; then
   runs=(
     "rendezvous.sh --runs 3 --runs-4096 2 --warmup 1"
     "torch_rendezvous.sh --runs 3 --runs-4096 2 --warmup 1"
@@ -37,6 +40,42 @@ if ((quick)); then
     "status_vs_slurmrestd.sh --experiments 100 --requests 300"
     "hang.sh --runs 1 --stall-timeouts 10"
   )
+elif [[ $mode == smoke ]]; then
+  # Each at its smallest: one size, one run, a few agents or experiments.
+  # What each cost on 2 shared cores at load 8-10 (2026-11-26; most of it is
+  # starting a local cluster and tfslurmd, and TensorFlow's import), about
+  # 6 min in all:
+  runs=(
+    "rendezvous.sh --sizes 64 --runs 1 --warmup 0"       # 7 s
+    "torch_rendezvous.sh --sizes 64 --runs 1 --warmup 0" # 3 s; the first time 1-2 min more (libtorch-dev, its build)
+    "rendezvous_pairs.sh --size 64 --pairs 1"            # 1 s
+    "reaping.sh --runs 1 --steps 30"                     # 5 s
+    "tf_ps.sh --runs 1 --steps 50"                       # 3 min: the hand-written job holds its nodes to its 2-min limit
+    "hang.sh --runs 1 --stall-timeouts 10 --backoff-s 1" # 23 s
+    "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # 17 s
+    "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # 41 s
+    "submit.sh --count 5 --rounds 1"                     # 5 s
+    "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
+    "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
+  )
+  # Scripts that measure nothing of their own: they run the others.
+  drivers=(
+    run.sh          # this one
+    before_after.sh # builds another revision from scratch first (~25 min on 2 cores)
+  )
+  # A new script must be added to one of the two lists: one that no smoke
+  # run covers is one that can rot unseen.
+  for script in "$here"/*.sh; do
+    name=$(basename "$script")
+    [[ $name == lib.sh ]] && continue
+    listed=0
+    for r in "${runs[@]%% *}" "${drivers[@]}"; do [[ $r == "$name" ]] && listed=1; done
+    ((listed)) && continue
+    echo "bench smoke $name: FAILED (not in bench/run.sh's smoke list, nor among its drivers)"
+    failed+=("$name (not listed)")
+  done
+  TFSLURM_BENCH_RESULTS="$(mktemp /tmp/bench-smoke-XXXX.md)"
+  export TFSLURM_BENCH_RESULTS BENCH_MAX_WAIT=0
 else
   runs=(
     "rendezvous.sh"
@@ -50,14 +89,20 @@ else
     "hang.sh"
   )
 fi
-failed=()
 for r in "${runs[@]}"; do
   echo "=== bench/$r" >&2
+  started=$SECONDS
+  outcome=ok
   # shellcheck disable=SC2086
-  "$here"/$r || failed+=("$r")
+  "$here"/$r || { failed+=("$r"); outcome=FAILED; }
+  [[ $mode == smoke ]] && echo "bench smoke ${r%% *}: $outcome ($((SECONDS - started)) s: bench/$r)"
 done
+if [[ $mode == smoke ]]; then
+  rm -f "$TFSLURM_BENCH_RESULTS"
+fi
 if ((${#failed[@]})); then
   printf 'bench/run.sh: failed: %s\n' "${failed[@]}" >&2
   exit 1
 fi
+[[ $mode == smoke ]] && { echo "bench/run.sh: every benchmark ran at its smallest size" >&2; exit 0; }
 echo "bench/run.sh: all benchmarks ran; figures in $here/RESULTS.md" >&2

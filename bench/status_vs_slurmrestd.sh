@@ -24,7 +24,7 @@ while (($#)); do
   esac
 done
 command_line="bench/status_vs_slurmrestd.sh --experiments $experiments --requests $requests"
-command -v slurmrestd >/dev/null || die "slurmrestd not found (apt-get install -y slurmrestd; bench/run.sh does it)"
+need_packages slurmrestd
 
 build_all
 work="$(mktemp -d /tmp/bench-rest-XXXX)"

@@ -303,7 +303,7 @@ int RunDaemon(CommandLine& cl) {
   spdlog::info("REST API listening on http://{}:{}", d.http_host, bound);
   spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)",
                (*daemon)->agent_address(), d.http_host, bound);
-  spdlog::info("database {}, output root {}, agent {}", cl.db, d.core.output_root,
+  spdlog::info("database {}, output root {}, agent {}", cl.db, (*daemon)->output_root(),
                d.core.launch.agent_path);
   if (!cl.ready_file.empty()) {
     std::ofstream(cl.ready_file)

@@ -6,25 +6,55 @@
 #   3. integration tests (pytest) against a real local Slurm cluster, real
 #      TensorFlow among them (deploy/install-tf.sh)
 #   4. end-to-end dashboard tests in headless Chromium
-#   5. each libFuzzer target for a bounded time (clang, ASan + UBSan)
-#   6. unit, agent and concurrency tests built with TSan
-#   7. a clang build of every program with -Wthread-safety (lock annotations)
+#   5. the integration tests that make every libslurm call, against the
+#      newest Slurm release built from source (tests/compat.sh)
+#   6. each libFuzzer target for a bounded time (clang, ASan + UBSan)
+#   7. unit, agent and concurrency tests built with TSan
+#   8. a clang build of every program with -Wthread-safety (lock annotations)
+#   9. every benchmark script at its smallest size (bench/run.sh --smoke)
 # Works on a fresh Debian machine; CI runs it through .ci/run.
 #
-# Environment:
-#   TFSLURM_SKIP_SANITIZERS=1   skip steps 2, 5, 6 and 7 (local iterations)
+# The summary gives each stage's passed, failed and skipped tests, as the
+# runner's own closing lines count them (tests/lib/counts.sh), or NOT RUN.
+# The run fails when a test fails, when a test skipped that
+# tests/skip_allowlist.txt does not allow to skip on this machine
+# (tests/lib/skips.sh), and under CI when a stage did not run. The machine
+# conditions some tests need (IPv6 on loopback, cgroup v1's devices
+# controller, root) are checked and reported first (tests/lib/machine.sh).
+#
+# Environment, for local iterations only (under CI, refused; see below):
+#   TFSLURM_SKIP_SANITIZERS=1   skip steps 2, 6, 7 and 8
 #   TFSLURM_SKIP_E2E=1          skip step 4
-#   TFSLURM_FUZZ=0              skip step 5; TFSLURM_FUZZ=1 runs it even
+#   TFSLURM_FUZZ=0              skip step 6; TFSLURM_FUZZ=1 runs it even
 #                               with TFSLURM_SKIP_SANITIZERS=1
 #   TFSLURM_FUZZ_SECONDS=N      per fuzz target (default 60)
-#   TFSLURM_TSAN=0              skip step 6; =1 as TFSLURM_FUZZ=1
-#   TFSLURM_THREAD_SAFETY=0     skip step 7; =1 as TFSLURM_FUZZ=1
-#   PYTEST_ARGS="-k resume"     passed to pytest
+#   TFSLURM_TSAN=0              skip step 7; =1 as TFSLURM_FUZZ=1
+#   TFSLURM_THREAD_SAFETY=0     skip step 8; =1 as TFSLURM_FUZZ=1
+#   TFSLURM_SKIP_BENCH=1        skip step 9
+#   PYTEST_ARGS="-k resume"     passed to pytest (the tests left out count
+#                               as skipped, so the run fails: it did not run
+#                               everything)
+#   TFSLURM_BUILD=DIR           the build the integration tests run
 set -euo pipefail
 
 repo="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
 jobs=2
+# shellcheck source=lib/counts.sh
+source tests/lib/counts.sh
+# shellcheck source=lib/skips.sh
+source tests/lib/skips.sh
+# shellcheck source=lib/machine.sh
+source tests/lib/machine.sh
+# shellcheck source=lib/summary.sh
+source tests/lib/summary.sh
+# shellcheck source=lib/ci.sh
+source tests/lib/ci.sh
+
+# Under CI, a variable above that would switch a stage off is refused
+# before anything runs (tests/lib/ci.sh says why).
+detect_ci
+refuse_stage_switches >&2 || exit 2
 
 # Each step's wall time, for the summary (what each part of a CI run costs).
 step_names=() step_seconds=() step_started=$SECONDS
@@ -35,8 +65,18 @@ step() {
   printf '\n=== %s === (%d:%02d into the run)\n' "$*" $((SECONDS / 60)) $((SECONDS % 60))
 }
 
-declare -A passed failed
-record() { passed[$1]=$2; failed[$1]=$3; }
+# Every stage, in the order of the summary; each ends up counted (record)
+# or NOT RUN with the reason (not_run).
+compat_release=26.05.3
+stages=(format unit asan integration e2e "compat-$compat_release" fuzz tsan thread-safety bench)
+declare -A passed failed skipped not_run_why
+mkdir -p build
+skips_file=build/skips.tsv # STAGE<TAB>TEST<TAB>REASON, one line per skipped test
+: >"$skips_file"
+
+step "machine conditions"
+check_machine_conditions
+((in_ci)) && echo "CI=$CI: every stage must run (a NOT RUN stage fails the run)"
 
 step "install dependencies"
 deploy/install-deps.sh
@@ -50,7 +90,9 @@ if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -x tests/e2e/install.sh ]]; then
 fi
 
 step "build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# With the benchmark programs: the bench stage smoke-runs the scripts on
+# this build rather than building everything again in one of its own.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_BUILD_BENCH=ON >/dev/null
 ninja -C build -j"$jobs"
 
 # Every tracked C and C++ file must be as .clang-format says (docs/style.md).
@@ -59,13 +101,11 @@ ninja -C build -j"$jobs"
 # should they ever be. A file deleted in the work tree but still in the index
 # is skipped.
 step "format (clang-format --dry-run --Werror)"
-format_rc=0 format_checked=0 format_bad=()
+format_checked=0 format_bad=()
 if ! command -v clang-format >/dev/null; then
   echo "format: clang-format is not installed (deploy/install-deps.sh installs it)"
-  format_rc=1
 elif ! format_list=$(git ls-files -- '*.cc' '*.h' '*.c' ':!:third_party/**' ':!:*.pb.cc' ':!:*.pb.h'); then
   echo "format: git ls-files failed (not a git checkout?): cannot list the tracked files"
-  format_rc=1
 else
   while IFS= read -r f; do
     [[ -n $f && -f $f ]] || continue
@@ -73,7 +113,6 @@ else
     clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || format_bad+=("$f")
   done <<<"$format_list"
   if ((${#format_bad[@]})); then
-    format_rc=1
     echo "not formatted as .clang-format says (clang-format -i FILE fixes one; clang-format --dry-run FILE shows where):"
     printf '  %s\n' "${format_bad[@]}"
   else
@@ -83,26 +122,21 @@ fi
 if ((format_checked)); then
   record format "$((format_checked - ${#format_bad[@]}))" "${#format_bad[@]}"
 else
-  record format 0 "$format_rc"
+  record format 0 1 # nothing could be checked
 fi
 
-# ctest's summary line: "100% tests passed, 0 tests failed out of 68".
-ctest_counts() {
-  local log=$1 total fails
-  total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)
-  fails=$(sed -n 's/.* \([0-9]*\) tests failed out of.*/\1/p' "$log" | tail -1)
-  echo "$((total - fails)) $fails"
-}
-
+# ctest refuses to find no test (--no-tests=error): a build that registered
+# none must not pass as "0 failed".
 step "unit tests"
 set +e
-ctest --test-dir build --output-on-failure -j"$jobs" 2>&1 | tee build/unit.log
+ctest --test-dir build --output-on-failure --no-tests=error -j"$jobs" 2>&1 | tee build/unit.log
 unit_rc=${PIPESTATUS[0]}
 set -e
-read -r p f < <(ctest_counts build/unit.log)
-record unit "$p" "$f"
+record_counts unit ctest build/unit.log "$unit_rc"
 
-if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" != 1 ]]; then
+sanitizers_default=1
+if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" == 1 ]]; then sanitizers_default=0; fi
+if ((sanitizers_default)); then
   step "unit tests under ASan + UBSan"
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTFSLURM_SANITIZE=ON >/dev/null
   # Every gtest program (service, agent, client, concurrency, fuzz corpus).
@@ -110,13 +144,12 @@ if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" != 1 ]]; then
   ninja -C build-asan -j"$jobs" "${test_targets[@]}"
   set +e
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" 2>&1 | tee build-asan/unit.log
+    ctest --test-dir build-asan --output-on-failure --no-tests=error -j"$jobs" 2>&1 | tee build-asan/unit.log
   asan_rc=${PIPESTATUS[0]}
   set -e
-  read -r p f < <(ctest_counts build-asan/unit.log)
-  record asan "$p" "$f"
+  record_counts asan ctest build-asan/unit.log "$asan_rc"
 else
-  asan_rc=0
+  not_run asan "TFSLURM_SKIP_SANITIZERS=1"
 fi
 
 step "local Slurm cluster"
@@ -134,49 +167,53 @@ echo "cluster: $TFSLURM_SLURM_CONF"
 step "integration tests (real Slurm)"
 set +e
 # Debian's python3 has pytest; a python3 earlier on PATH (pyenv) may not.
+# -rs: each skip's reason in the log (the summary names the skipped tests).
 # test_slurm_release_crossing.py needs a second Slurm release: the compat stage runs it.
-/usr/bin/python3 -m pytest tests/integration -v -p no:cacheprovider \
+# shellcheck disable=SC2086 # PYTEST_ARGS is words
+/usr/bin/python3 -m pytest tests/integration -v -rs -p no:cacheprovider \
   --ignore=tests/integration/test_slurm_release_crossing.py ${PYTEST_ARGS:-} 2>&1 | tee build/integration.log
 integration_rc=${PIPESTATUS[0]}
 set -e
-p=$(grep -Eo '[0-9]+ passed' build/integration.log | tail -1 | grep -Eo '[0-9]+' || echo 0)
-f=$(grep -Eo '[0-9]+ (failed|error)' build/integration.log | tail -1 | grep -Eo '[0-9]+' || echo 0)
-record integration "$p" "$f"
+record_counts integration pytest build/integration.log "$integration_rc"
 
-e2e_rc=0
-if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -d tests/e2e ]]; then
+if [[ "${TFSLURM_SKIP_E2E:-0}" == 1 ]]; then
+  not_run e2e "TFSLURM_SKIP_E2E=1"
+elif [[ ! -d tests/e2e ]]; then
+  not_run e2e "no tests/e2e"
+else
   step "end-to-end dashboard tests (headless Chromium)"
-  set +e
-  # One file at a time: they share the one local cluster (node runs files in
-  # parallel on machines with more than 2 cores).
-  (cd tests/e2e && node --test --test-concurrency=1 2>&1) | tee build/e2e.log
-  e2e_rc=${PIPESTATUS[0]}
-  set -e
-  p=$(sed -n 's/^# pass \([0-9]*\)/\1/p' build/e2e.log | tail -1)
-  f=$(sed -n 's/^# fail \([0-9]*\)/\1/p' build/e2e.log | tail -1)
-  record e2e "${p:-0}" "${f:-0}"
+  # tests/lib/counts.sh reads node 20's TAP output (its node_counts says
+  # what it relies on); another node may count otherwise.
+  node_version=$(node --version 2>/dev/null || echo none)
+  echo "node $node_version"
+  if [[ $node_version != v20.* ]]; then
+    echo "e2e: node_counts (tests/lib/counts.sh) reads node 20's TAP output, and node $node_version is installed: check what it prints and adapt node_counts"
+    record e2e 0 1 0
+  else
+    set +e
+    # One file at a time: they share the one local cluster (node runs files in
+    # parallel on machines with more than 2 cores). TAP, as node_counts reads.
+    (cd tests/e2e && node --test --test-concurrency=1 --test-reporter=tap 2>&1) | tee build/e2e.log
+    e2e_rc=${PIPESTATUS[0]}
+    set -e
+    record_counts e2e node build/e2e.log "$e2e_rc"
+  fi
 fi
 
 # The newest Slurm release the project claims, built from its release source
 # (cached outside the checkout), with tfslurmd built against it and the
-# integration tests that make every libslurm call (tests/compat.sh).
-compat_release=26.05.3
+# integration tests that make every libslurm call (tests/compat.sh; it prints
+# its own summary, and compat_counts adds up its parts).
 step "Slurm $compat_release compatibility (tests/compat.sh)"
 set +e
 tests/compat.sh "$compat_release" 2>&1 | tee build/compat.log
 compat_rc=${PIPESTATUS[0]}
 set -e
-p=$(grep -Eo '[0-9]+ passed' build/compat.log | tail -1 | grep -Eo '[0-9]+' || echo 0)
-f=$(grep -Eo '[0-9]+ (failed|error)' build/compat.log | tail -1 | grep -Eo '[0-9]+' || echo 0)
-if [[ $compat_rc -ne 0 && $f -eq 0 ]]; then f=1; fi
-record "compat-$compat_release" "$p" "$f"
+record_counts "compat-$compat_release" compat build/compat.log "$compat_rc"
 
 # Fuzzing: each libFuzzer target (tests/fuzz, clang) runs for
 # TFSLURM_FUZZ_SECONDS, two at a time; longer runs: tests/fuzz/run-long.sh.
 # On 2 cores: 2-3 minutes of build (clang, cold), then 2 x SECONDS.
-sanitizers_default=1
-if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" == 1 ]]; then sanitizers_default=0; fi
-fuzz_rc=0 tsan_rc=0
 if [[ "${TFSLURM_FUZZ:-$sanitizers_default}" != 0 ]]; then
   fuzz_seconds=${TFSLURM_FUZZ_SECONDS:-60}
   step "fuzzing (libFuzzer + ASan + UBSan, $fuzz_seconds s per target)"
@@ -184,11 +221,11 @@ if [[ "${TFSLURM_FUZZ:-$sanitizers_default}" != 0 ]]; then
   tests/fuzz/run-fuzzers.sh -t "$fuzz_seconds" -j "$jobs" 2>&1 | tee build/fuzz.log
   fuzz_rc=${PIPESTATUS[0]}
   set -e
-  p=$(grep -c '^fuzz [a-z_]*: ok' build/fuzz.log || true)
-  f=$(grep -c '^fuzz [a-z_]*: FAILED' build/fuzz.log || true)
-  if [[ $fuzz_rc -ne 0 && $f -eq 0 ]]; then f=1; fi # the build failed
-  record fuzz "$p" "$f"
+  record_counts fuzz fuzz build/fuzz.log "$fuzz_rc"
+else
+  not_run fuzz "TFSLURM_FUZZ=0 or TFSLURM_SKIP_SANITIZERS=1"
 fi
+
 # TSan: the programs that run threads against each other (rendezvous, the
 # Slurm poller, the API). 5-8 minutes on 2 cores (cold), nearly all build.
 if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
@@ -198,22 +235,23 @@ if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
     ninja -C build-tsan -j"$jobs" service_unit_tests agent_unit_tests agent_end_to_end_test \
       experiments_concurrency_test api_concurrency_test daemon_test
   tsan_rc=$?
-  p=0 f=1
   if [[ $tsan_rc -eq 0 ]]; then
     # Test programs not built here are listed by ctest as *_NOT_BUILT.
-    ctest --test-dir build-tsan --output-on-failure -j"$jobs" -E _NOT_BUILT 2>&1 | tee build-tsan/tsan.log
+    ctest --test-dir build-tsan --output-on-failure --no-tests=error -j"$jobs" -E _NOT_BUILT 2>&1 | tee build-tsan/tsan.log
     tsan_rc=${PIPESTATUS[0]}
-    read -r p f < <(ctest_counts build-tsan/tsan.log)
+    record_counts tsan ctest build-tsan/tsan.log "$tsan_rc"
+  else
+    record tsan 0 1 0
   fi
   set -e
-  record tsan "$p" "$f"
+else
+  not_run tsan "TFSLURM_TSAN=0 or TFSLURM_SKIP_SANITIZERS=1"
 fi
 
 # Thread-safety analysis: clang checks the lock annotations of every library
 # (ABSL_GUARDED_BY and friends; docs/style.md). A compile, no test: an
 # unguarded access to guarded state fails it (-Werror=thread-safety, set in
 # CMakeLists.txt for clang). Debug, for the compile time: 3-4 minutes cold.
-tsa_rc=0
 if [[ "${TFSLURM_THREAD_SAFETY:-$sanitizers_default}" != 0 ]]; then
   step "thread-safety analysis (clang -Wthread-safety)"
   set +e
@@ -223,20 +261,32 @@ if [[ "${TFSLURM_THREAD_SAFETY:-$sanitizers_default}" != 0 ]]; then
   tsa_rc=$?
   set -e
   if [[ $tsa_rc -eq 0 ]]; then record thread-safety 1 0; else record thread-safety 0 1; fi
+else
+  not_run thread-safety "TFSLURM_THREAD_SAFETY=0 or TFSLURM_SKIP_SANITIZERS=1"
+fi
+
+# Benchmarks that cannot run fail CI rather than rot until someone needs a
+# figure: every bench/*.sh at its smallest size, on this build, its figures
+# to a scratch file, not bench/RESULTS.md. About 6 minutes on 2 cores, half
+# of it tf_ps.sh (whose hand-written job holds its nodes to its 2-minute
+# limit), 1-2 more the first time (libtorch-dev); each script's cost is in
+# bench/run.sh (--smoke).
+if [[ "${TFSLURM_SKIP_BENCH:-0}" == 1 ]]; then
+  not_run bench "TFSLURM_SKIP_BENCH=1"
+else
+  step "benchmarks, each at its smallest size (bench/run.sh --smoke)"
+  set +e
+  TFSLURM_BENCH_BUILD="$repo/build" bench/run.sh --smoke 2>&1 | tee build/bench.log
+  bench_rc=${PIPESTATUS[0]}
+  set -e
+  record_counts bench bench build/bench.log "$bench_rc"
 fi
 
 step "summary"
 for i in "${!step_seconds[@]}"; do
   printf '%6d:%02d  %s\n' $((step_seconds[i] / 60)) $((step_seconds[i] % 60)) "${step_names[i]}"
 done
-printf '%6d:%02d  the whole run\n' $((SECONDS / 60)) $((SECONDS % 60))
-total_p=0 total_f=0
-for k in "${!passed[@]}"; do
-  printf '%-12s %4s passed, %s failed\n' "$k" "${passed[$k]}" "${failed[$k]}"
-  total_p=$((total_p + passed[$k])); total_f=$((total_f + failed[$k]))
-done
+printf '%6d:%02d  the whole run\n\n' $((SECONDS / 60)) $((SECONDS % 60))
 rc=0
-for r in $format_rc $unit_rc $asan_rc $integration_rc $e2e_rc $compat_rc $fuzz_rc $tsan_rc $tsa_rc; do [[ $r -eq 0 ]] || rc=1; done
-if [[ $rc -ne 0 && $total_f -eq 0 ]]; then total_f=1; fi
-echo "summary: $total_p passed, $total_f failed"
-exit $rc
+print_summary || rc=$?
+exit "$rc"

@@ -99,6 +99,29 @@ constexpr auto kPollInterval = std::chrono::milliseconds(10);
 
 // ---------------------------------------------------------------- server --
 
+// Established TCP connections on this machine whose local port, and whose
+// remote port, is `port` (/proc/net/tcp and tcp6, state 01).
+std::pair<int, int> ConnectionsOfPort(int port) {
+  int local = 0, remote = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(table);
+    std::string line;
+    std::getline(f, line);  // the header
+    while (std::getline(f, line)) {
+      std::istringstream fields(line);
+      std::string slot, local_address, remote_address, state;
+      fields >> slot >> local_address >> remote_address >> state;
+      if (state != "01") continue;
+      auto port_of = [](const std::string& a) {
+        return std::stoi(a.substr(a.rfind(':') + 1), nullptr, 16);
+      };
+      local += port_of(local_address) == port;
+      remote += port_of(remote_address) == port;
+    }
+  }
+  return {local, remote};
+}
+
 int Serve(std::chrono::milliseconds timeout) {
   c10d::TCPStoreOptions opts;
   opts.port = 0;  // the OS chooses
@@ -107,6 +130,24 @@ int Serve(std::chrono::milliseconds timeout) {
   opts.multiTenant = true;   // as _create_c10d_store makes it
   opts.timeout = timeout;
   c10d::TCPStore store("127.0.0.1", opts);
+  // The store's own client connections (the client and its watch-key
+  // callback client) are accepted by its serving thread one per turn of its
+  // poll loop, maybe after the constructor returns. The load generator counts
+  // this process's descriptors from "ready" on as its idle share, so "ready"
+  // waits until every connection to the store is accepted; counted earlier,
+  // the late ones looked like a run's sockets never closed.
+  for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);;) {
+    auto [accepted, connected] = ConnectionsOfPort(store.getPort());
+    if (connected > 0 && accepted == connected) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      fprintf(
+          stderr,
+          "bench_tcpstore_storm --serve: %d of the store's own %d connections accepted in 60 s\n",
+          accepted, connected);
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   // The store's one serving thread (TCPStoreMasterDaemon) is the first
   // thread the constructor starts; the second is its own client's
   // callback thread.

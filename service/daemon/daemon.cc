@@ -45,17 +45,19 @@ void SetUpProcess() {
   }
 }
 
-// The output root: made if missing (its parent must exist, as in site mode,
-// where experiment directories never make their parents), and absolute,
-// without a trailing '/', since it is written into every job's paths.
-StatusOr<std::string> PrepareOutputRoot(const std::string& root) {
+// The output root: experiment directories are made without their parents
+// (in site mode as the experiment's owner, who could not make the root), so
+// the root must exist before the first submission; and it is written into
+// every experiment's model_dir, so it is made absolute and normal once.
+// Here rather than in main.cc, so that every wiring (the benchmark's server
+// too) gets a working root.
+StatusOr<std::string> MakeOutputRoot(const std::string& path) {
   std::error_code ec;
-  std::filesystem::create_directories(root, ec);
-  if (ec && !std::filesystem::is_directory(root))
-    return Unavailable("cannot create the output root " + root + ": " + ec.message());
-  std::string absolute = std::filesystem::absolute(root).lexically_normal().string();
-  if (absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
-  return absolute;
+  std::filesystem::create_directories(path, ec);
+  if (ec) return FailedPrecondition("cannot create the output root " + path + ": " + ec.message());
+  std::string root = std::filesystem::absolute(path).lexically_normal().string();
+  if (root.size() > 1 && root.back() == '/') root.pop_back();
+  return root;
 }
 
 void ConfigureHttpServer(httplib::Server& http, size_t max_connections) {
@@ -89,9 +91,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   std::unique_ptr<Daemon> d(new Daemon());
 
   CoreConfig config = options.core;
-  auto root = PrepareOutputRoot(config.output_root);
+  auto root = MakeOutputRoot(config.output_root);
   if (!root.ok()) return root.status();
-  config.output_root = *root;
+  config.output_root = d->output_root_ = *root;
 
   // Core names the agent endpoint in every script, and the endpoint hands
   // messages to core: the endpoint listens first, core is made knowing its

@@ -85,14 +85,16 @@ using DaemonPorts = CorePorts;
 
 class Daemon {
  public:
-  // Makes the output root (core.output_root, made absolute), starts the
-  // agent endpoint, makes core knowing where the endpoint is, binds the
-  // REST port, and only once both ports are bound recovers what the last
-  // run left (Experiments::Recover; a second daemon on the same ports fails
-  // before that). Then starts the ticker and the HTTP listener and returns
-  // once the listener runs. Errors: an output root that cannot be made, the
-  // agent endpoint's, or Unavailable "cannot listen on HOST:PORT: ..." for
-  // the REST port; whatever had started is stopped again.
+  // Makes the output root (core.output_root, with its parents, absolute and
+  // normal: Daemon::output_root), starts the agent endpoint, makes core
+  // knowing where the endpoint is, binds the REST port, and only once both
+  // ports are bound recovers what the last run left (Experiments::Recover;
+  // a second daemon on the same ports fails before that). Then starts the
+  // ticker and the HTTP listener and returns once the listener runs.
+  // Errors: FailedPrecondition "cannot create the output root ..." (before
+  // anything starts), the agent endpoint's, or Unavailable "cannot listen on
+  // HOST:PORT: ..." for the REST port; whatever had started is stopped
+  // again.
   static StatusOr<std::unique_ptr<Daemon>> Start(const DaemonOptions& options, DaemonPorts ports);
 
   // Stop(), then frees everything.
@@ -105,6 +107,8 @@ class Daemon {
   int agent_port() const { return agent_port_; }
   // "HOST:PORT" the job scripts give the agents.
   const std::string& agent_address() const { return agent_address_; }
+  // The output root as made: absolute and normal, without a trailing '/'.
+  const std::string& output_root() const { return output_root_; }
   Experiments& experiments() { return *experiments_; }
 
   // Stops the REST listener (waiting for the connections being served), the
@@ -118,6 +122,7 @@ class Daemon {
   int http_port_ = 0;
   int agent_port_ = 0;
   std::string agent_address_;
+  std::string output_root_;
   // Destroyed bottom-up: the HTTP server and the authenticator before the
   // agent endpoint, all before the lifecycle they call into.
   // Before experiments_, which reports to it: destroyed after it.

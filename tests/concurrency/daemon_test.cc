@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "service/core/tokens.h"
 #include "service/store/sqlite_store.h"
 #include "tests/concurrency/harness.h"
@@ -93,6 +96,45 @@ TEST_F(DaemonTest, ATakenPortIsRefusedWithItsAddressAndNothingRuns) {
             std::string::npos)
       << second.status().message();
   EXPECT_NE(second.status().message().find("another tfslurmd"), std::string::npos);
+}
+
+TEST_F(DaemonTest, MakesTheOutputRootWithItsParentsAndGivesExperimentsItNormalized) {
+  // Experiment directories are made without their parents: a wiring that did
+  // not make the root could not create any experiment (the rendezvous
+  // benchmark's server failed so before the root was made here).
+  options_.core.output_root = (dir_.path() / "a" / "." / "b" / ".." / "out").string() + "/";
+  const std::string made = (dir_.path() / "a" / "out").string();
+  ASSERT_FALSE(std::filesystem::exists(dir_.path() / "a"));
+  auto d = daemon::Daemon::Start(options_, Ports());
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(std::filesystem::is_directory(made));
+  EXPECT_EQ((*d)->output_root(), made);
+
+  httplib::Client c("127.0.0.1", (*d)->http_port());
+  json spec = {{"id", "rooted"},
+               {"command", {"python3", "train.py"}},
+               {"cluster", {{"worker", 1}}},
+               {"resources", {{"nodes", 1}, {"tasks_per_node", 1}}}};
+  auto token = Tokens(*store_, random_, clock_).Create("alice", false);
+  ASSERT_TRUE(token.ok());
+  c.set_bearer_token_auth(token->c_str());
+  auto created = c.Post("/experiments", spec.dump(), "application/json");
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->status, 201) << created->body;
+  auto got = c.Get("/experiments/rooted");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(json::parse(got->body)["model_dir"], made + "/rooted") << got->body;
+}
+
+TEST_F(DaemonTest, AnOutputRootThatCannotBeMadeIsRefusedBeforeAnythingListens) {
+  std::ofstream(dir_.path() / "file") << "in the way";
+  options_.core.output_root = (dir_.path() / "file" / "out").string();
+  auto d = daemon::Daemon::Start(options_, Ports());
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(d.status().message().find("cannot create the output root " + options_.core.output_root),
+            std::string::npos)
+      << d.status().message();
 }
 
 }  // namespace

@@ -817,27 +817,49 @@ function tableLayout(page) {
   );
 }
 
-test('polling stops while the tab is hidden and resumes when shown', async () => {
+// How many polls (each starts with GET /experiments/ID) the page began after
+// `since`, on its own clock (performance.now()), from its resource timings:
+// the browser's record, so a request it sent before `since` never counts.
+function pollsSince(page, url, since) {
+  return page.evaluate(
+    ({ url, since }) => performance.getEntriesByType('resource').filter((e) => e.name === url && e.startTime > since).length,
+    { url, since },
+  );
+}
+
+// No fixed waits: a hidden tab is watched for as long as a visible tab on the
+// same view takes to poll three times (on a loaded machine that is longer,
+// and the check stays as strict), and the shown tab is waited on until it has
+// polled twice.
+test('polling stops while the tab is hidden and resumes when shown', { timeout: 240000 }, async () => {
+  const url = `${svc.base}/experiments/e2e-linear-ps`;
   const page = await newPage();
   await page.goto(`${svc.base}/#/experiments/e2e-linear-ps`);
+  await page.evaluate(() => performance.setResourceTimingBufferSize(100000));
   await page.locator('[data-testid=tasks] tbody tr[data-task]').first().waitFor();
-  let calls = 0;
-  page.on('request', (r) => r.url().includes('/experiments/') && calls++);
+  // Returns the page's clock when the change took effect.
   const setHidden = (hidden) =>
     page.evaluate((hidden) => {
       Object.defineProperty(document, 'hidden', { configurable: true, get: () => hidden });
       Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => (hidden ? 'hidden' : 'visible') });
       document.dispatchEvent(new Event('visibilitychange'));
+      return performance.now();
     }, hidden);
-  await setHidden(true);
-  await page.waitForTimeout(500);
-  calls = 0;
-  await page.waitForTimeout(4000);
-  assert.equal(calls, 0, 'requests while hidden');
+  const hiddenAt = await setHidden(true);
   assert.match(await page.locator('#live-status').innerText(), /paused/);
-  await setHidden(false);
-  await page.waitForTimeout(3500);
-  assert.ok(calls >= 2, `only ${calls} requests after the tab came back`);
+
+  const control = await newPage();
+  let controlPolls = 0;
+  control.on('request', (r) => r.url() === url && controlPolls++);
+  await control.goto(`${svc.base}/#/experiments/e2e-linear-ps`);
+  await waitFor('a visible tab on the same view to poll 3 times', () => controlPolls >= 3, { timeoutMs: 120000 });
+  await control.close();
+  assert.equal(await pollsSince(page, url, hiddenAt), 0, `polls of the hidden tab while a visible one polled ${controlPolls} times`);
+  assert.match(await page.locator('#live-status').innerText(), /paused/);
+
+  const shownAt = await setHidden(false);
+  await waitFor('the tab to poll twice once shown', async () => (await pollsSince(page, url, shownAt)) >= 2, { timeoutMs: 120000 });
+  assert.match(await page.locator('#live-status').innerText(), /live/);
   await page.close();
 });
 

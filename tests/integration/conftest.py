@@ -99,11 +99,15 @@ class Service:
         # setpriv execs (runuser would stay as the parent): the pid is tfslurmd's.
         as_user = (["setpriv", f"--reuid={self.run_as}", f"--regid={self.run_as}", "--init-groups", "--"]
                    if self.run_as else [])
+        # Quick defaults for tests; a test may give its own value for one in
+        # extra_args (tfslurmd takes each option once).
+        timings = [arg for name, value in (("--poll-interval-ms", "500"), ("--heartbeat-ms", "1000"),
+                                           ("--shutdown-grace-ms", "3000"))
+                   if name not in self.extra_args for arg in (name, value)]
         self.proc = subprocess.Popen(
             as_user + [os.path.join(self.bin_dir, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
-             "--output-root", self.output_root, "--ready-file", ready, "--poll-interval-ms", "500",
-             "--heartbeat-ms", "1000", "--shutdown-grace-ms", "3000", "--agent-listen", agent_listen]
-            + self.extra_args,
+             "--output-root", self.output_root, "--ready-file", ready, "--agent-listen", agent_listen]
+            + timings + self.extra_args,
             env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0 or self._died(), 20,
                  "tfslurmd to listen")

@@ -7,6 +7,7 @@ what torch itself did: its ranks' logs, the parameters each rank ends with,
 the checkpoints it wrote and restored, the socket its TCPStore listens on.
 """
 import glob
+import json
 import os
 import re
 import signal
@@ -64,6 +65,33 @@ def wait_ended(service, exp_id, timeout):
         raise AssertionError(f"{timed_out}\nstate {exp['state']}: {exp['reason']}\n{tails}") from None
 
 
+# Loads checkpoints with torch as the next attempt would (examples/ddp: into
+# the example's model and optimizer, which raises unless they are whole and
+# of that shape), and digests their parameters as the ranks digest theirs.
+CHECKPOINT_PROBE = """
+import json, sys
+import torch
+sys.path.insert(0, sys.argv[1])
+from train import FEATURES, parameters_digest
+found = {}
+for path in sys.argv[2:]:
+    state = torch.load(path, map_location="cpu")
+    model = torch.nn.Linear(FEATURES, 1)
+    model.load_state_dict(state["model"])
+    torch.optim.SGD(model.parameters(), lr=0.05).load_state_dict(state["optimizer"])
+    found[path] = {"step": state["step"], "digest": parameters_digest(model)}
+print(json.dumps(found))
+"""
+
+
+def load_checkpoints(paths):
+    """{path: {"step", "digest"}} as torch reads each checkpoint back."""
+    out = subprocess.run([TORCH_PYTHON, "-c", CHECKPOINT_PROBE, os.path.dirname(DDP)] + list(paths),
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert out.returncode == 0, out.stdout[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def digests(model_dir):
     found = {}
     for path in glob.glob(os.path.join(model_dir, "digests", "rank-*.txt")):
@@ -107,10 +135,17 @@ def test_ddp_over_three_nodes_every_rank_ends_with_the_same_parameters(service, 
     assert len(found) == 6, found
     assert len(set(found.values())) == 1, found
     assert next(iter(found.values()))[0] == str(steps)
-    # Rank 0's torch.save checkpoints, as the agent reported them.
-    assert sorted(os.path.basename(p) for p in glob.glob(os.path.join(done["model_dir"], "ckpt-*.pt"))) == [
-        "ckpt-120.pt", "ckpt-40.pt", "ckpt-80.pt"]
+    # Rank 0's torch.save checkpoints, as the agent reported them, and as
+    # torch loads them: each holds its step, and the last one the very
+    # parameters every rank ended with.
+    paths = sorted(glob.glob(os.path.join(done["model_dir"], "ckpt-*.pt")))
+    assert sorted(os.path.basename(p) for p in paths) == ["ckpt-120.pt", "ckpt-40.pt", "ckpt-80.pt"]
     assert done["checkpoint"]["step"] == steps, done["checkpoint"]
+    loaded = {os.path.basename(p): c for p, c in load_checkpoints(paths).items()}
+    assert {name: c["step"] for name, c in loaded.items()} == {
+        "ckpt-40.pt": 40, "ckpt-80.pt": 80, "ckpt-120.pt": 120}, loaded
+    assert loaded["ckpt-120.pt"]["digest"] == next(iter(found.values()))[1], (loaded, found)
+    assert loaded["ckpt-40.pt"]["digest"] != loaded["ckpt-120.pt"]["digest"], loaded
     assert "ranks, MASTER_ADDR and MASTER_PORT sent" in " ".join(e["why"] for e in done["events"])
     assert job_final_state(slurm_cluster, done["slurm_job_id"]) == "COMPLETED"
 
@@ -166,6 +201,11 @@ def test_a_rank_killed_fails_the_attempt_at_once_and_the_restart_resumes_from_th
     found = digests(done["model_dir"])
     assert len(found) == 6 and len(set(found.values())) == 1, found
     assert next(iter(found.values()))[0] == str(steps)
+    # The last checkpoint, as torch loads it (the one attempt 2 started from
+    # is gone by now: rank 0 keeps the last three).
+    last_path = os.path.join(done["model_dir"], f"ckpt-{steps}.pt")
+    last = load_checkpoints([last_path])[last_path]
+    assert last["step"] == steps and last["digest"] == next(iter(found.values()))[1], (last, found)
     print(f"ddp-kill: the other ranks were reaped {reaped_in:.2f} s after rank 3's kill -9")
 
 
@@ -194,6 +234,9 @@ def test_time_limit_signal_makes_rank_0_save_and_the_next_attempt_starts_there(s
     start = int(re.search(r"attempt=2 start_step=(\d+)", log2).group(1))
     assert start == on_signal[-1] == second["start_step"], (start, on_signal, second)
     assert f"ddp: restored step={start}" in log2, log2[-2000:]
+    # The checkpoint written on the signal, as torch loads it.
+    on_signal_path = os.path.join(e["model_dir"], f"ckpt-{start}.pt")
+    assert load_checkpoints([on_signal_path])[on_signal_path]["step"] == start
     assert service.request("DELETE", "/experiments/ddp-limit")[0] in (200, 202)
     service.wait_state("ddp-limit", "cancelled", timeout=60)
 

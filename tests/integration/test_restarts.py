@@ -182,6 +182,26 @@ def test_service_killed_while_tasks_run_is_down_30s_and_the_experiment_completes
     assert job["JobState"] == "COMPLETED"
 
 
+def slurmctld_port(conf):
+    return int(next(line.split("=", 1)[1] for line in open(conf) if line.startswith("SlurmctldPort=")))
+
+
+def submission_waiting_in_slurmctld(pid, port):
+    """The submission of process pid is in slurmctld's socket, whole: a
+    connection of pid to slurmctld whose bytes have all left it (Send-Q 0)
+    and wait on slurmctld's side, unread, more than a poll's small request
+    holds (a job description: its script and environment, some kilobytes).
+    slurmctld is stopped, so its kernel holds them until it reads."""
+    def sockets(selector):
+        out = subprocess.run(["ss", "-Htnp", "state", "established", selector], stdout=subprocess.PIPE,
+                             text=True, check=True).stdout
+        return [line.split() for line in out.splitlines()]
+    # ss -H: Recv-Q Send-Q Local Peer [users:(...)]
+    waiting = {f[3]: int(f[0]) for f in sockets(f"sport = :{port}")}
+    ours = [f for f in sockets(f"dport = :{port}") if f"pid={pid}," in " ".join(f[4:])]
+    return [(f[2], waiting.get(f[2])) for f in ours if int(f[1]) == 0 and waiting.get(f[2], 0) > 1024]
+
+
 def test_service_killed_during_a_submission_leaves_exactly_one_job(service_factory, slurm_cluster):
     first = service_factory()
     ctld = int(subprocess.run(["pgrep", "-f", f"slurmctld.*{os.path.dirname(os.path.dirname(slurm_cluster))}"],
@@ -211,7 +231,8 @@ def test_service_killed_during_a_submission_leaves_exactly_one_job(service_facto
             return row and row[0] == "submitting"
 
         wait_for(intent_recorded, 30, "the intent to be recorded")
-        time.sleep(0.5)  # let the request reach slurmctld's socket
+        wait_for(lambda: submission_waiting_in_slurmctld(first.proc.pid, slurmctld_port(slurm_cluster)), 30,
+                 "the submission to wait, whole, in slurmctld's socket")
         first.stop(signal.SIGKILL)
     finally:
         os.kill(ctld, signal.SIGCONT)
@@ -219,4 +240,8 @@ def test_service_killed_during_a_submission_leaves_exactly_one_job(service_facto
     done = second.wait_state("rs-midsubmit", ("succeeded", "failed"), timeout=180)
     assert done["state"] == "succeeded", done["reason"]
     assert len(jobs_named(slurm_cluster, "tfx-rs-midsubmit-a1", second)) == 1
-    assert any(e["what"] == "recovered" for e in done["events"]), done["events"]
+    # slurmctld read the request once it ran again and made the job: the new
+    # service found it and adopted it, and submitted nothing itself.
+    recovered = [e["why"] for e in done["events"] if e["what"] == "recovered"]
+    assert recovered == [f"found Slurm job {done['slurm_job_id']} (tfx-rs-midsubmit-a1), whose submission was "
+                         "not confirmed; adopting it"], done["events"]

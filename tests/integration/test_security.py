@@ -5,6 +5,7 @@ import os
 import resource
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -126,9 +127,20 @@ def test_an_attempt_1_secret_cannot_act_on_attempt_2(service_factory, tmp_path):
     assert status == 409, reply
 
 
-def test_a_100_mb_body_is_refused_quickly(service):
+def peak_rss_kb(pid):
+    """The process's peak resident memory (VmHWM), in kB."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+def test_a_100_mb_body_is_refused_without_being_kept(service):
+    # httplib reads an oversized body through and drops it (the connection
+    # stays usable), then answers 413. What matters is that it is never held:
+    # tfslurmd's peak memory, not a time limit (a loaded machine makes any
+    # limit a flake; the time is printed).
     host, port = service.url.replace("http://", "").split(":")
     body = b"[" * (100 * 1024 * 1024)
+    peak_before = peak_rss_kb(service.proc.pid)
     start = time.monotonic()
     with socket.create_connection((host, int(port)), timeout=30) as s:
         s.sendall(b"POST /experiments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -145,10 +157,12 @@ def test_a_100_mb_body_is_refused_quickly(service):
             reply += chunk
         reply = reply.decode(errors="replace")
     elapsed = time.monotonic() - start
+    grown_kb = peak_rss_kb(service.proc.pid) - peak_before
     assert reply.startswith("HTTP/1.1 413"), reply[:200]
     assert '"resource_exhausted"' in reply
-    assert elapsed < 2.0, elapsed
+    assert grown_kb < 20 * 1024, f"tfslurmd's peak memory grew by {grown_kb} kB while refusing a 100 MB body"
     assert service.get("/healthz")[0] == 200
+    print(f"100 MB body refused in {elapsed:.2f} s; tfslurmd's peak memory grew by {grown_kb} kB")
 
 
 @pytest.mark.parametrize("body,needle", ids=["syntax", "types", "deep-arrays", "deep-objects", "not-object"], argvalues=[
@@ -165,6 +179,12 @@ def test_malformed_bodies_get_400(service, body, needle):
 
 
 def test_thousand_slow_connections_do_not_starve_a_normal_get(service):
+    """A normal GET is answered while 1,000 requests that never finish hold
+    their connections. A server with fewer threads than that would not
+    answer it at all while they last, so they are kept alive (a byte every
+    2 s, under the server's 10 s read timeout) for as long as the GETs take,
+    and the GETs have a generous 30 s each: no time limit on a shared
+    machine, only whether they are answered (latency: bench/api_latency.sh)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 8192)), hard))
     host, port = service.url.replace("http://", "").split(":")
@@ -175,19 +195,39 @@ def test_thousand_slow_connections_do_not_starve_a_normal_get(service):
             assert r.status == 200
         return time.monotonic() - start
 
-    baseline = min(timed_get() for _ in range(5))
-    slow = []
+    slow, trickle_errors = [], []
+    stop = threading.Event()
+
+    def trickle():  # as a slow-loris does
+        while not stop.wait(2):
+            for s in slow:
+                try:
+                    s.sendall(b"a")
+                except OSError as e:
+                    trickle_errors.append(e)
+
+    keeper = threading.Thread(target=trickle, daemon=True)
     try:
         for _ in range(1000):
             s = socket.create_connection((host, int(port)), timeout=10)
             s.sendall(b"GET /experiments HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # never finished
             slow.append(s)
-        # Keep them trickling, as a slow-loris does, while normal requests run.
-        for s in slow:
-            s.sendall(b"a")
+        keeper.start()
         during = sorted(timed_get() for _ in range(10))
+        stop.set()
+        keeper.join()
+        # Every slow request still held its connection when the GETs were
+        # answered: the server had neither answered nor closed any.
+        given_up = []
+        for s in slow:
+            s.setblocking(False)
+            try:
+                given_up.append(s.recv(1, socket.MSG_PEEK))
+            except BlockingIOError:
+                pass
+        assert not given_up and not trickle_errors, (len(given_up), trickle_errors[:3])
     finally:
+        stop.set()
         for s in slow:
             s.close()
-    p90 = during[8]
-    assert p90 < max(0.25, 20 * baseline), (baseline, during)
+    print(f"GET /experiments while 1,000 slow requests were held: {['%.3f' % d for d in during]} s")

@@ -160,8 +160,13 @@ def test_tf2_parameter_server_strategy_chief_decides_and_the_rest_are_reaped(ser
     # (float32 in the event file, 4 decimals in the log)
     assert loss["step"] == [st for st, _ in logged], (loss, logged)
     assert all(abs(v - lv) < 6e-5 for v, (_, lv) in zip(loss["value"], logged)), (loss, logged)
-    accuracy = series.get("tensorboard/eval/accuracy", {"step": [], "value": []})
+    # mnist_tf's evaluator writes one: a series that is missing or empty is a
+    # failure, not a pass over nothing.
+    assert "tensorboard/eval/accuracy" in series, sorted(series)
+    accuracy = series["tensorboard/eval/accuracy"]
+    assert accuracy["step"], accuracy
     evaluated = {int(st): float(a) for st, a in evaluations}
+    assert set(accuracy["step"]) <= set(evaluated), (accuracy, evaluations)
     assert all(abs(v - evaluated[st]) < 6e-5 for st, v in zip(accuracy["step"], accuracy["value"])), \
         (accuracy, evaluations)
 
@@ -262,7 +267,13 @@ def test_time_limit_signal_reaches_tf_which_saves_and_the_next_attempt_starts_th
     service.wait_state("tf-limit", "cancelled", timeout=60)
 
 
-def test_chief_raising_fails_the_attempt_at_once_with_its_traceback_in_the_log(service, slurm_cluster, tf_python):
+def test_chief_raising_fails_the_attempt_at_once_with_its_traceback_in_the_log(service_factory, slurm_cluster,
+                                                                                  tf_python):
+    # tfslurmd cancels a failed attempt's job only if its step has not ended
+    # by the reap deadline (the shutdown grace + 5 s); with a grace of 60 s
+    # the step always ends first, on its own, so Slurm's end state is the
+    # chief's exit through srun and nothing else.
+    service = service_factory(["--shutdown-grace-ms", "60000"])
     spec = ps_spec(tf_python, "tf-raise", 10 ** 6, extra_args=["--fail-at-step", "50"])
     assert service.post("/experiments", spec)[0] == 201
     failed = wait_ended(service, "tf-raise", 240)
@@ -273,7 +284,10 @@ def test_chief_raising_fails_the_attempt_at_once_with_its_traceback_in_the_log(s
     assert "RuntimeError: injected failure at step 50" in chief_log, chief_log[-2000:]
     failed = all_ended(service, "tf-raise")
     assert sorted(t["state"] for t in failed["tasks"]) == ["failed"] + ["reaped"] * 5, failed["tasks"]
-    assert job_final_state(slurm_cluster, failed["slurm_job_id"]) in ("FAILED", "COMPLETED", "CANCELLED")
+    # The batch script execs srun, which exits with its tasks' highest status:
+    # the chief's agent's 1 (the program's own, agent/README.md).
+    assert job_final_state(slurm_cluster, failed["slurm_job_id"]) == "FAILED"
+    assert scontrol_job(slurm_cluster, failed["slurm_job_id"])["ExitCode"] == "1:0"
 
 
 def test_worker_killed_under_ps_strategy_tf_trains_on_and_tfslurm_records_the_worker(service, tf_python):

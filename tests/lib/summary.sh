@@ -1,0 +1,88 @@
+# The closing summary of tests/run.sh: each stage's passed, failed and
+# skipped tests, or NOT RUN and why; the machine conditions the run lacked;
+# every skipped test with its verdict (tests/lib/skips.sh); then the one
+# closing line, "summary: N passed, N failed, N skipped".
+# shellcheck shell=bash
+
+# The stage tables tests/run.sh fills: passed, failed, skipped and
+# not_run_why, by stage; $skips_file gets every skipped test.
+record() { passed[$1]=$2 failed[$1]=$3 skipped[$1]=${4:-0}; }
+not_run() { not_run_why[$1]=$2; }
+
+# record_counts STAGE RUNNER LOG EXIT: STAGE's counts as RUNNER's closing
+# lines give them (RUNNER_counts, tests/lib/counts.sh), and its skipped tests
+# by name into $skips_file. What the counts do not show still fails: a log
+# without its closing lines, an exit code that says failure, a stage that
+# ran no test, skips the log does not name.
+record_counts() {
+  local stage=$1 runner=$2 log=$3 rc=$4 counts p f s named
+  if counts=$("${runner}_counts" "$log"); then
+    read -r p f s <<<"$counts"
+  else
+    p=0 f=1 s=0
+  fi
+  named=$("${runner}_skipped" "$log")
+  if [[ -n $named ]]; then
+    sed "s/^/$stage\t/" <<<"$named" >>"$skips_file"
+    named=$(wc -l <<<"$named")
+  else
+    named=0
+  fi
+  if ((named < s)); then
+    printf '%s\t(%d tests skipped without their names in %s)\t\n' "$stage" $((s - named)) "$log" >>"$skips_file"
+  fi
+  if ((p + f + s == 0)); then
+    echo "$stage: ran no test"
+    f=1
+  fi
+  if ((rc != 0 && f == 0)); then
+    echo "$stage: exited $rc, though its log counts no failure"
+    f=1
+  fi
+  record "$stage" "$p" "$f" "$s"
+}
+
+# print_summary: reads tests/run.sh's stages, passed, failed, skipped,
+# not_run_why, in_ci, skips_file and MISSING_CONDITIONS. Returns 1 when the
+# run fails: a failure in any stage, a skip the allowlist does not allow
+# here, or (under CI) a stage NOT RUN.
+print_summary() {
+  local stage total_p=0 total_f=0 total_s=0 rc=0 not_run_count=0 refused=0
+  local -a why_failed=()
+  printf '%-16s %8s %8s %8s\n' stage passed failed skipped
+  for stage in "${stages[@]}"; do
+    if [[ -n ${not_run_why[$stage]:-} || -z ${passed[$stage]:-} ]]; then
+      printf '%-16s NOT RUN (%s)\n' "$stage" "${not_run_why[$stage]:-no result recorded}"
+      not_run_count=$((not_run_count + 1))
+      continue
+    fi
+    printf '%-16s %8d %8d %8d\n' "$stage" "${passed[$stage]}" "${failed[$stage]}" "${skipped[$stage]}"
+    total_p=$((total_p + passed[$stage]))
+    total_f=$((total_f + failed[$stage]))
+    total_s=$((total_s + skipped[$stage]))
+  done
+  ((total_f)) && why_failed+=("$total_f failed")
+  if ((${#MISSING_CONDITIONS[@]})); then
+    printf '\n!!! This machine lacks %s: the tests that need it did not test anything here.\n' \
+      "${MISSING_CONDITIONS[*]}"
+  fi
+  if [[ -s $skips_file ]]; then
+    printf '\nskipped tests (tests/skip_allowlist.txt):\n'
+  fi
+  check_skips tests/skip_allowlist.txt "$skips_file" "${MISSING_CONDITIONS[@]}"
+  refused=$SKIPS_REFUSED
+  ((refused)) && why_failed+=("$refused skipped tests not allowed to skip on this machine")
+  if ((in_ci && not_run_count)); then
+    why_failed+=("$not_run_count stages NOT RUN under CI")
+  fi
+  echo
+  if ((${#why_failed[@]})); then
+    rc=1
+    printf 'the run FAILED: %s\n' "$(IFS=';'; echo "${why_failed[*]}" | sed 's/;/; /g')"
+    # The closing line counts every reason as a failure, so that it never
+    # reads as a pass when the run did not pass.
+    total_f=$((total_f + refused + (in_ci ? not_run_count : 0)))
+  fi
+  echo "summary: $total_p passed, $total_f failed, $total_s skipped"
+  return "$rc"
+}
