@@ -116,7 +116,7 @@ store::Changes Queued(int i, const std::string& spec) {
   a.number = 1;
   a.job_name = "tfx-" + e.id + "-a1";
   a.slurm_job_id = 1000 + i;
-  a.state = "pending";
+  a.state = AttemptState::kPending;
   a.slurm_state = "PENDING";
   a.sbatch_script = std::string(2500, '#');
   c.attempts.push_back(a);
