@@ -400,7 +400,8 @@ def test_enums_and_patterns_match_the_sources(doc):
     assert "invalid_argument" in codes and "internal" in codes, codes
     assert set(s["Error"]["properties"]["error"]["properties"]["code"]["enum"]) == codes
 
-    states = quoted_returns(read_source("service/core/records.cc"), "ExperimentStateName")
+    records_cc = read_source("service/core/records.cc")
+    states = quoted_returns(records_cc, "ExperimentStateName")
     assert s["ExperimentState"]["enum"] == states
 
     slurm_states = quoted_returns(read_source("service/core/job_state.cc"), "JobStateName")
@@ -408,7 +409,9 @@ def test_enums_and_patterns_match_the_sources(doc):
 
     spec_cc = (read_source("service/core/spec.cc") + read_source("service/core/spec_values.cc")
                + read_source("service/core/spec_checker.h"))
-    end_reasons = quoted_returns(spec_cc, "const char* EndReasonName")
+    end_reasons = quoted_returns(records_cc, "const char* EndReasonName")
+    assert s["Attempt"]["properties"]["state"]["enum"] == quoted_returns(records_cc, "AttemptStateName")
+    assert s["Task"]["properties"]["state"]["enum"] == quoted_returns(records_cc, "TaskStateName")
     assert set(s["Attempt"]["properties"]["end_reason"]["enum"]) == set(end_reasons) | {""}
     success = quoted_returns(spec_cc, "const char* SuccessPolicyName")
     assert s["ExperimentSpec"]["properties"]["success"]["enum"] == success
