@@ -92,7 +92,13 @@ fi
 step "build"
 # With the benchmark programs: the bench stage smoke-runs the scripts on
 # this build rather than building everything again in one of its own.
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_BUILD_BENCH=ON >/dev/null
+# Through ccache (tests/lib/ccache.sh): the compat stage builds tfslurmd
+# again, against another Slurm's libslurm in a build directory of its own,
+# and every file but the Slurm adapter's is compiled as here.
+# shellcheck source=lib/ccache.sh
+source tests/lib/ccache.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_BUILD_BENCH=ON \
+  "${ccache_launcher[@]}" >/dev/null
 ninja -C build -j"$jobs"
 
 # Every tracked C and C++ file must be as .clang-format says (docs/style.md).
