@@ -27,6 +27,13 @@ import signal
 import sys
 import time
 
+# Slurm's time-limit warning (sbatch --signal) reaches every task as SIGUSR1,
+# whose default action is to die, and slurmctld may send it as early as the
+# warning time plus 30 s before the end (PERIODIC_TIMEOUT, _job_timed_out in
+# src/slurmctld/job_mgr.c), which in a short job can be while the framework
+# below is still importing. So it is ignored before that import.
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel

@@ -24,6 +24,13 @@ import shutil
 import signal
 import sys
 
+# Slurm's time-limit warning (sbatch --signal) reaches every task as SIGUSR1,
+# whose default action is to die, and slurmctld may send it as early as the
+# warning time plus 30 s before the end (PERIODIC_TIMEOUT, _job_timed_out in
+# src/slurmctld/job_mgr.c), which in a short job can be while the framework
+# below is still importing. So it is ignored before that import.
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
 import numpy as np
 import tensorflow as tf
 
@@ -63,9 +70,6 @@ def variables_digest(variables):
 
 
 def main():
-    # Slurm's time-limit warning (sbatch --signal) reaches every task as
-    # SIGUSR1, whose default action is to die.
-    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     args = parse_args()
     model_dir = os.environ.get("MODEL_DIR")
     if not model_dir:

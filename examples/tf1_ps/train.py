@@ -21,6 +21,13 @@ import os
 import signal
 import sys
 
+# Slurm's time-limit warning (sbatch --signal) reaches every task as SIGUSR1,
+# whose default action is to die, and slurmctld may send it as early as the
+# warning time plus 30 s before the end (PERIODIC_TIMEOUT, _job_timed_out in
+# src/slurmctld/job_mgr.c), which in a short job can be while the framework
+# below is still importing. So it is ignored before that import.
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
 import numpy as np
 import tensorflow as tf
 
@@ -44,7 +51,6 @@ def parse_args():
 
 
 def main():
-    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     args = parse_args()
     v1.disable_eager_execution()
     tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))

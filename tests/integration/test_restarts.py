@@ -102,7 +102,9 @@ def test_real_preemption_comes_back_and_finishes_from_checkpoint(service, slurm_
 
 def test_time_limit_runs_as_a_chain_of_attempts_checkpointing_on_the_signal(service):
     # One-minute attempts; SIGUSR1 20 s before the end; about 100 s of training.
-    s = spec("rs-timelimit", steps=1000, step_sleep=0.4, time_limit="1", grace=20,
+    # SIGUSR1 5 to 35 s before each one-minute limit (docs/restarts.md), never
+    # while the program still imports TF.
+    s = spec("rs-timelimit", steps=1000, step_sleep=0.4, time_limit="1", grace=5,
              restart={"max_restarts": 5, "on": ["timeout"], "backoff_s": 1})
     assert service.post("/experiments", s)[0] == 201
     done = service.wait_state("rs-timelimit", ("succeeded", "failed"), timeout=420)
