@@ -94,7 +94,7 @@ std::string ReadFile(const std::string& path) {
 }
 
 // A queued experiment as a POST leaves it: submitted, its job pending.
-store::Changes Queued(int i, const std::string& spec) {
+Changes Queued(int i, const std::string& spec) {
   char id[32];
   snprintf(id, sizeof id, "list-%04d", i);
   ExperimentRecord e;
@@ -108,7 +108,7 @@ store::Changes Queued(int i, const std::string& spec) {
   e.mem_per_task_mb = 3800;
   e.mem_explanation = "partition debug: 7600 MB per node for 2 tasks per node";
   e.created_at = e.updated_at = 1763800000000 + i;
-  store::Changes c;
+  Changes c;
   c.create_experiment = true;
   c.experiment = e;
   AttemptRecord a;
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
       fprintf(stderr, "bench_list_page: %s\n", opened.status().message().c_str());
       return 1;
     }
-    store::Store& store = **opened;
+    Store& store = **opened;
     const std::string spec = ReadFile(TFSLURM_SOURCE_DIR "/examples/hello.json");
     for (int i = 0; i < o.experiments; ++i) {
       if (Status s = store.Apply(Queued(i, spec)); !s.ok()) {
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    store::ListQuery q;
+    ListQuery q;
     q.limit = 1000;
     api::ExperimentListCache kept(api::ListSourceOf(store));
     Figures whole, incremental;
@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
       for (int k = 0; k < o.changes; ++k) {
         char id[32];
         snprintf(id, sizeof id, "list-%04d", (run * o.changes + k) % o.experiments);
-        store::Changes c;
+        Changes c;
         c.experiment = *store.GetExperiment(id);
         c.experiment->reason = "run " + std::to_string(run);
         Status applied = store.Apply(c);

@@ -30,17 +30,20 @@
 
 namespace {
 
+using tfslurm::JobInfo;
+using tfslurm::JobState;
 using tfslurm::PartitionShape;
+using tfslurm::SlurmClient;
 using tfslurm::Status;
 using tfslurm::StatusOr;
-namespace slurm = tfslurm::slurm;
+using tfslurm::SubmitRequest;
 
 // Tasks per node in the benchmark's specs; a partition of 128 such nodes
 // holds the largest attempt the service accepts (SpecLimits::max_tasks).
 constexpr int kTasksPerNode = 32;
 constexpr int kNodes = 128;
 
-class StandInSlurm final : public slurm::SlurmClient {
+class StandInSlurm final : public SlurmClient {
  public:
   StandInSlurm() {
     partition_.name = "bench";
@@ -61,13 +64,13 @@ class StandInSlurm final : public slurm::SlurmClient {
     return partition_;
   }
 
-  StatusOr<int64_t> Submit(const slurm::SubmitRequest& r) override {
+  StatusOr<int64_t> Submit(const SubmitRequest& r) override {
     std::lock_guard lock(mu_);
-    slurm::JobInfo j;
+    JobInfo j;
     j.job_id = next_job_id_++;
     j.name = r.job_name;
     // Running at once: the storm is about registration, not queueing.
-    j.state = slurm::JobState::kRunning;
+    j.state = JobState::kRunning;
     for (int i = 0; i < r.nodes; ++i) j.node_names.push_back(NodeName(i));
     j.nodes = "node[0000-" + NodeName(r.nodes - 1).substr(4) + "]";
     jobs_.push_back(j);
@@ -76,7 +79,7 @@ class StandInSlurm final : public slurm::SlurmClient {
     return j.job_id;
   }
 
-  StatusOr<std::vector<slurm::JobInfo>> LoadJobs() override {
+  StatusOr<std::vector<JobInfo>> LoadJobs() override {
     std::lock_guard lock(mu_);
     return jobs_;
   }
@@ -84,7 +87,7 @@ class StandInSlurm final : public slurm::SlurmClient {
   Status CancelJob(int64_t job_id, int) override {
     std::lock_guard lock(mu_);
     for (auto& j : jobs_)
-      if (j.job_id == job_id) j.state = slurm::JobState::kCancelled;
+      if (j.job_id == job_id) j.state = JobState::kCancelled;
     return Status::Ok();
   }
 
@@ -98,7 +101,7 @@ class StandInSlurm final : public slurm::SlurmClient {
  private:
   std::mutex mu_;
   PartitionShape partition_;
-  std::vector<slurm::JobInfo> jobs_;
+  std::vector<JobInfo> jobs_;
   int64_t next_job_id_ = 1000;
   std::string last_secret_;
 };

@@ -131,7 +131,7 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
   server.Get("/experiments",
              Guard(auth, [list_cache](const httplib::Request& req, httplib::Response& res,
                                       const Principal& who) {
-               store::ListQuery q;
+               ListQuery q;
                // Users see their own experiments; admins all, or one owner's with ?owner=.
                q.owner = who.admin ? req.get_param_value("owner") : who.user;
                if (req.has_param("state")) {

@@ -40,7 +40,7 @@ namespace tfslurm::api {
 namespace {
 
 // The query, as the key of its body: equal for queries with equal answers.
-std::string QueryKey(const store::ListQuery& q) {
+std::string QueryKey(const ListQuery& q) {
   std::string key = q.owner + '\n' + std::to_string(q.limit) + '\n' + std::to_string(q.offset);
   for (ExperimentState st : q.states) {
     key += ExperimentStateName(st);
@@ -53,7 +53,7 @@ std::string QueryKey(const store::ListQuery& q) {
 
 ExperimentListCache::ExperimentListCache(ListSource source) : source_(std::move(source)) {}
 
-StatusOr<std::string> ExperimentListCache::Body(const store::ListQuery& q) {
+StatusOr<std::string> ExperimentListCache::Body(const ListQuery& q) {
   const std::string key = QueryKey(q);
   uint64_t version;
   {
@@ -92,7 +92,7 @@ StatusOr<std::string> ExperimentListCache::Body(const store::ListQuery& q) {
   std::vector<size_t> made;  // places of the items made from summaries
   for (size_t i = 0; i < slots.size(); ++i) {
     if (!slots[i].item) {
-      const store::ListedExperiment& listed = (*page)[i];
+      const ListedExperiment& listed = (*page)[i];
       if (!listed.summary)
         return Internal("the list source did not read the summary of '" + listed.id + "'");
       slots[i].item = std::make_shared<const std::string>(ExperimentSummaryJson(*listed.summary));
@@ -117,11 +117,11 @@ StatusOr<std::string> ExperimentListCache::Body(const store::ListQuery& q) {
   return body;
 }
 
-void ExperimentListCache::Committed(std::span<const store::Changes> batch, bool applied) {
+void ExperimentListCache::Committed(std::span<const Changes> batch, bool applied) {
   MutexLock lock(mu_);
   // One set after the other: each is judged against seen_ as the sets
   // before it in the batch left it, as they left the store.
-  for (const store::Changes& c : batch) {
+  for (const Changes& c : batch) {
     if (!applied) {
       Forget(c);
       Changed(c);
@@ -153,7 +153,7 @@ uint64_t ExperimentListCache::ItemVersionLocked(const std::string& id) const {
   return it == item_versions_.end() ? 0 : it->second;
 }
 
-bool ExperimentListCache::ChangesWhatListsShow(const store::Changes& c) const {
+bool ExperimentListCache::ChangesWhatListsShow(const Changes& c) const {
   if (c.experiment || !c.attempts.empty() || c.delete_experiment) return true;
   for (const TaskRecord& t : c.tasks) {
     auto it = seen_.find(t.experiment_id);
@@ -166,7 +166,7 @@ bool ExperimentListCache::ChangesWhatListsShow(const store::Changes& c) const {
   return false;
 }
 
-void ExperimentListCache::See(const store::Changes& c) {
+void ExperimentListCache::See(const Changes& c) {
   // In the order the store applies them: the delete first.
   if (c.delete_experiment) seen_.erase(*c.delete_experiment);
   for (const TaskRecord& t : c.tasks) {
@@ -187,7 +187,7 @@ void ExperimentListCache::See(const store::Changes& c) {
   if (seen_.size() > kMaxItems) seen_.clear();
 }
 
-void ExperimentListCache::Changed(const store::Changes& c) {
+void ExperimentListCache::Changed(const Changes& c) {
   ++list_version_;
   // A deleted experiment keeps a version (versions never go back, which
   // the argument above needs); its item goes.
@@ -200,7 +200,7 @@ void ExperimentListCache::Changed(const store::Changes& c) {
   for (const TaskRecord& t : c.tasks) item_versions_[t.experiment_id] = list_version_;
 }
 
-void ExperimentListCache::Forget(const store::Changes& c) {
+void ExperimentListCache::Forget(const Changes& c) {
   if (c.delete_experiment) seen_.erase(*c.delete_experiment);
   if (c.experiment) seen_.erase(c.experiment->id);
   for (const AttemptRecord& a : c.attempts) seen_.erase(a.experiment_id);

@@ -7,7 +7,7 @@
 //     experiment's version, so that after a change the list is made again
 //     from the changed experiments' summaries and the kept items of the
 //     others rather than from every row;
-// and learns of changes by observing core's commits (store::CommitObserver),
+// and learns of changes by observing core's commits (CommitObserver),
 // not from the store, which caches nothing.
 //
 // Thread safety: every method may be called from any thread. One mutex
@@ -30,27 +30,24 @@
 
 namespace tfslurm::api {
 
-// What a list is made from: store::Store's ListPage and CountExperiments,
+// What a list is made from: Store's ListPage and CountExperiments,
 // or the same calls through core (Experiments). Narrow, so that the cache
 // is tested against a store alone.
 struct ListSource {
-  std::function<StatusOr<std::vector<store::ListedExperiment>>(const store::ListQuery&,
-                                                               const store::NeedSummary&)>
+  std::function<StatusOr<std::vector<ListedExperiment>>(const ListQuery&, const NeedSummary&)>
       list_page;
-  std::function<StatusOr<int64_t>(const store::ListQuery&)> count_experiments;
+  std::function<StatusOr<int64_t>(const ListQuery&)> count_experiments;
 };
 
 // A ListSource calling `from`'s ListPage and CountExperiments (a
-// store::Store or an Experiments), which must outlive it.
+// Store or an Experiments), which must outlive it.
 template <typename T>
 ListSource ListSourceOf(T& from) {
-  return {[&from](const store::ListQuery& q, const store::NeedSummary& need) {
-            return from.ListPage(q, need);
-          },
-          [&from](const store::ListQuery& q) { return from.CountExperiments(q); }};
+  return {[&from](const ListQuery& q, const NeedSummary& need) { return from.ListPage(q, need); },
+          [&from](const ListQuery& q) { return from.CountExperiments(q); }};
 }
 
-class ExperimentListCache final : public store::CommitObserver {
+class ExperimentListCache final : public CommitObserver {
  public:
   explicit ExperimentListCache(ListSource source);
 
@@ -58,12 +55,11 @@ class ExperimentListCache final : public store::CommitObserver {
   // kept for it at the current version, or one made now, from the items
   // kept where they are current and from the source's summaries of the
   // others, and then kept.
-  StatusOr<std::string> Body(const store::ListQuery& query) ABSL_LOCKS_EXCLUDED(mu_);
+  StatusOr<std::string> Body(const ListQuery& query) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // store::CommitObserver: advances the versions of what `batch` changes of
+  // CommitObserver: advances the versions of what `batch` changes of
   // what a list shows.
-  void Committed(std::span<const store::Changes> batch, bool applied) override
-      ABSL_LOCKS_EXCLUDED(mu_);
+  void Committed(std::span<const Changes> batch, bool applied) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Grows with every committed change to what a list shows (what Body
   // returns): a body made at one version holds while it stays. Events
@@ -96,13 +92,13 @@ class ExperimentListCache final : public store::CommitObserver {
   // events and task rows whose role and state seen_ already knows (the
   // heartbeats flushed at every Tick while a dashboard lists). What seen_
   // does not know counts as a change.
-  bool ChangesWhatListsShow(const store::Changes& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ChangesWhatListsShow(const Changes& c) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Learns the task rows of `c`, committed.
-  void See(const store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void See(const Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A new list version, which every experiment `c` names is changed at.
-  void Changed(const store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Changed(const Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets what seen_ knows of every experiment `c` names.
-  void Forget(const store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(const Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PutItem(const std::string& id, uint64_t version, std::shared_ptr<const std::string> json)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -1,4 +1,4 @@
-// GET /metrics: Prometheus's text exposition format (issue 18), and the
+// GET /metrics: Prometheus's text exposition format, and the
 // API's request latency by route and status code.
 //
 // Who may scrape: anyone with a valid token (Guard, as every other route;

@@ -35,7 +35,7 @@ void WriteColumn(JsonWriter& w, std::string_view name, const ScalarSeries& s, Ge
 }
 
 std::string MetricsJson(const ExperimentRecord& e, const std::vector<ScalarSeries>& series,
-                        const store::ScalarLimits& limits) {
+                        const ScalarLimits& limits) {
   JsonWriter w;
   w.BeginObject().Field("experiment_id", e.id);
   w.Key("limits")
@@ -98,7 +98,7 @@ std::string MetricsJson(const ExperimentRecord& e, const std::vector<ScalarSerie
 }  // namespace
 
 void RegisterScalarRoutes(httplib::Server& server, Experiments& experiments, Authenticator& auth,
-                          const store::ScalarLimits& limits) {
+                          const ScalarLimits& limits) {
   server.Get(std::string("/experiments/") + kIdPattern + "/metrics",
              Guard(auth, [&experiments, limits](const httplib::Request& req, httplib::Response& res,
                                                 const Principal& who) {

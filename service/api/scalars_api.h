@@ -23,6 +23,6 @@
 namespace tfslurm::api {
 
 void RegisterScalarRoutes(httplib::Server& server, Experiments& experiments, Authenticator& auth,
-                          const store::ScalarLimits& limits);
+                          const ScalarLimits& limits);
 
 }  // namespace tfslurm::api

@@ -48,7 +48,7 @@ void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
   OpenExperiment& a = **found;
   const int proc = ref.proc_id;
   int64_t now = core_.ports().clock.NowMs();
-  store::Changes c;
+  Changes c;
   TaskSlot& slot = a.attempt.run->mutable_task(proc);
   std::string address = info.address + ":" + std::to_string(info.port);
   if (a.attempt.run->outcome().kind != Outcome::kUndecided && !slot.registered) {
@@ -104,7 +104,7 @@ void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
   core_.Commit(c);
 }
 
-void AgentProtocol::SendAssignments(OpenExperiment& a, store::Changes& c, int only_proc) {
+void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc) {
   bool first = !a.attempt.run->assignments_sent();
   a.attempt.run->MarkAssigned();
   int checkpointing = a.attempt.run->CheckpointingTask();
@@ -160,7 +160,7 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
   a.attempt.heartbeat_dirty.insert(ref.proc_id);
   if (a.attempt.tasks[ref.proc_id].state == TaskState::kLost) {
     const TaskSlot& slot = a.attempt.run->task(ref.proc_id);
-    store::Changes c;
+    Changes c;
     a.attempt.tasks[ref.proc_id].state = slot.state;
     c.tasks.push_back(a.attempt.tasks[ref.proc_id]);
     core_.Event(c, a, "heartbeat", TaskName(slot, ref.proc_id) + " is back");
@@ -175,7 +175,7 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
   if (a.record.checkpoint_step && *a.record.checkpoint_step == step) return Status::Ok();
-  store::Changes c;
+  Changes c;
   a.record.checkpoint_step = step;
   a.record.checkpoint_path = path;
   a.record.updated_at = a.attempt.last_progress_ms = core_.ports().clock.NowMs();
@@ -222,7 +222,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
   }
   // Written outside the lock: other experiments' agents need not wait for
   // these rows.
-  store::AppendedScalars appended;
+  AppendedScalars appended;
   if (!points.empty()) {
     auto written = core_.ports().store.AppendScalars(ref.experiment_id, ref.attempt, points,
                                                      core_.config().scalar_limits);
@@ -249,7 +249,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
            std::to_string(core_.config().scalar_limits.tags) +
            " tags already (tfslurmd --scalar-tags)";
   }
-  store::Changes c;
+  Changes c;
   core_.Event(c, a, "scalars", why + " (said once per attempt)");
   core_.Commit(c);
   return Status::Ok();
@@ -269,7 +269,7 @@ Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
   reaped = reaped || a.user_cancelled || a.attempt.run->task(proc).shutdown_sent;
   a.attempt.run->OnExit(proc, exit_code, signal, reaped);
   const TaskSlot& slot = a.attempt.run->task(proc);
-  store::Changes c;
+  Changes c;
   TaskRecord& t = a.attempt.tasks[proc];
   t.state = slot.state;
   t.exit_code = exit_code;
@@ -303,7 +303,7 @@ void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel)
   if (slot.registered && !slot.exited) a.attempt.run->SetVanished(ref.proc_id, true);
 }
 
-void AgentProtocol::OnOutcome(OpenExperiment& a, store::Changes& c) {
+void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
   const Outcome& o = a.attempt.run->outcome();
   if (o.kind == Outcome::kSucceeded) {
     core_.EndAttempt(a, EndReason::kSucceeded);
@@ -323,7 +323,7 @@ void AgentProtocol::OnOutcome(OpenExperiment& a, store::Changes& c) {
   }
 }
 
-void AgentProtocol::ReapRemaining(OpenExperiment& a, store::Changes& c, const std::string& reason) {
+void AgentProtocol::ReapRemaining(OpenExperiment& a, Changes& c, const std::string& reason) {
   std::vector<int> to_reap = a.attempt.run->TasksToReap();
   if (to_reap.empty()) return;
   std::string names;

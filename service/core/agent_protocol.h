@@ -43,17 +43,17 @@ class AgentProtocol {
 
   // Sends Shutdown to every task still running and sets the deadline after
   // which the Slurm watch ends the step itself.
-  void ReapRemaining(OpenExperiment& e, store::Changes& c, const std::string& reason)
+  void ReapRemaining(OpenExperiment& e, Changes& c, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
  private:
   // Checks a TaskRef against the current attempt (id, attempt, secret, range).
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // To every connected task, or only to `only_proc`.
-  void SendAssignments(OpenExperiment& e, store::Changes& c, int only_proc = -1)
+  void SendAssignments(OpenExperiment& e, Changes& c, int only_proc = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // The attempt has just been decided by the tasks' exits.
-  void OnOutcome(OpenExperiment& e, store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  void OnOutcome(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
   CoreState& core_;
 };

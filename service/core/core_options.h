@@ -22,7 +22,7 @@ namespace tfslurm {
 struct CoreConfig {
   std::string output_root;  // experiments' model dirs and logs (absolute)
   // How the job scripts start the agent and where it reaches the service.
-  slurm::AgentLaunch launch;
+  AgentLaunch launch;
   std::vector<std::string> job_environment;  // KEY=VALUE for every job
   int64_t poll_interval_ms = 2000;
   int64_t barrier_timeout_ms = 5 * 60 * 1000;  // from the job's start
@@ -38,13 +38,13 @@ struct CoreConfig {
   int64_t submit_retry_ms = 5000;
   int64_t submit_retry_max_ms = 5 * 60 * 1000;
   SpecLimits limits;
-  store::ScalarLimits scalar_limits;
+  ScalarLimits scalar_limits;
 };
 
 // The ports core works through (core/ports/).
 struct CorePorts {
-  store::Store& store;
-  slurm::SlurmClient& slurm;
+  Store& store;
+  SlurmClient& slurm;
   Clock& clock;
   Randomness& random;
   Files& files;

@@ -6,10 +6,10 @@
 
 namespace tfslurm {
 
-Status CoreState::Apply(std::span<const store::Changes> batch) {
+Status CoreState::Apply(std::span<const Changes> batch) {
   // Most calls carry nothing (a registration before the barrier is written
   // by the next Tick): neither the store nor the observers need them.
-  if (std::all_of(batch.begin(), batch.end(), [](const store::Changes& c) { return c.empty(); }))
+  if (std::all_of(batch.begin(), batch.end(), [](const Changes& c) { return c.empty(); }))
     return Status::Ok();
   Status s = ports_.store.ApplyAll(batch);
   // A refusal before the transaction (a taken id) changed nothing; any
@@ -19,16 +19,16 @@ Status CoreState::Apply(std::span<const store::Changes> batch) {
   return s;
 }
 
-void CoreState::CommitAll(std::span<const store::Changes> batch) {
+void CoreState::CommitAll(std::span<const Changes> batch) {
   if (Status s = Apply(batch); !s.ok()) spdlog::error("could not persist changes: {}", s.message());
 }
 
-void CoreState::Commit(store::Changes& c) {
+void CoreState::Commit(Changes& c) {
   CommitAll({&c, 1});
-  c = store::Changes{};
+  c = Changes{};
 }
 
-void CoreState::Event(store::Changes& c, const OpenExperiment& a, const std::string& what,
+void CoreState::Event(Changes& c, const OpenExperiment& a, const std::string& what,
                       const std::string& why) {
   c.events.push_back({0, a.record.id, a.attempt.record.number, ports_.clock.NowMs(), what, why});
 }
@@ -38,7 +38,7 @@ void CoreState::EndAttempt(OpenExperiment& a, EndReason reason) {
   metrics_.AttemptEnded(reason);
 }
 
-void CoreState::SetState(store::Changes& c, OpenExperiment& a, ExperimentState state,
+void CoreState::SetState(Changes& c, OpenExperiment& a, ExperimentState state,
                          const std::string& why) {
   if (a.record.state == state && a.record.reason == why) return;
   std::string from = ExperimentStateName(a.record.state);

@@ -34,7 +34,7 @@ namespace tfslurm {
 class CoreState {
  public:
   CoreState(CorePorts ports, CoreConfig config, Metrics& metrics,
-            std::vector<std::shared_ptr<store::CommitObserver>> observers)
+            std::vector<std::shared_ptr<CommitObserver>> observers)
       : ports_(ports),
         config_(std::move(config)),
         metrics_(metrics),
@@ -56,19 +56,17 @@ class CoreState {
   int64_t LastJobSeq() const { return job_seq_.load(); }
 
   // Writes `batch` in one transaction and tells the observers.
-  Status Apply(std::span<const store::Changes> batch);
+  Status Apply(std::span<const Changes> batch);
   // Writes `c` and empties it. A failed write is logged; the in-memory
   // state goes on.
-  void Commit(store::Changes& c);
+  void Commit(Changes& c);
   // Writes every set of `batch` in one transaction, as Commit.
-  void CommitAll(std::span<const store::Changes> batch);
+  void CommitAll(std::span<const Changes> batch);
 
-  void Event(store::Changes& c, const OpenExperiment& e, const std::string& what,
-             const std::string& why);
+  void Event(Changes& c, const OpenExperiment& e, const std::string& what, const std::string& why);
   // Records why the current attempt ended (its end_reason) and counts it.
   void EndAttempt(OpenExperiment& a, EndReason reason);
-  void SetState(store::Changes& c, OpenExperiment& e, ExperimentState state,
-                const std::string& why);
+  void SetState(Changes& c, OpenExperiment& e, ExperimentState state, const std::string& why);
 
   // An open experiment as the store has it, with its current attempt's
   // tasks as they were last recorded; agents get a fresh heartbeat window.
@@ -78,7 +76,7 @@ class CoreState {
   const CorePorts ports_;
   const CoreConfig config_;
   Metrics& metrics_;
-  const std::vector<std::shared_ptr<store::CommitObserver>> observers_;
+  const std::vector<std::shared_ptr<CommitObserver>> observers_;
   Mutex mu_;
   std::map<std::string, std::unique_ptr<OpenExperiment>> open_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> job_seq_{0};

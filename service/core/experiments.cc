@@ -16,7 +16,7 @@ namespace {
 class ExperimentsImpl final : public Experiments {
  public:
   ExperimentsImpl(const CorePorts& ports, CoreConfig config, Metrics& metrics,
-                  std::vector<std::shared_ptr<store::CommitObserver>> observers)
+                  std::vector<std::shared_ptr<CommitObserver>> observers)
       : core_(ports, std::move(config), metrics, std::move(observers)),
         submission_(core_),
         agents_(core_),
@@ -77,7 +77,7 @@ class ExperimentsImpl final : public Experiments {
 StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
   Gauges g;
   for (ExperimentState state : kAllExperimentStates) {
-    store::ListQuery q;
+    ListQuery q;
     q.states = {state};
     auto n = core_.ports().store.CountExperiments(q);
     if (!n.ok()) return n.status();
@@ -129,7 +129,7 @@ Status ExperimentsImpl::Cancel(const std::string& id, const std::string& why) {
     }
     OpenExperiment& a = *it->second;
     a.user_cancelled = true;
-    store::Changes c;
+    Changes c;
     a.attempt.run->Decide({Outcome::kFailed, "cancelled"});
     core_.SetState(c, a, ExperimentState::kCancelled, why);
     if (!a.attempt.record.end_reason) {
@@ -156,7 +156,7 @@ Status ExperimentsImpl::Cancel(const std::string& id, const std::string& why) {
 
 std::unique_ptr<Experiments> NewExperiments(
     const CorePorts& ports, CoreConfig config, Metrics* metrics,
-    std::vector<std::shared_ptr<store::CommitObserver>> observers) {
+    std::vector<std::shared_ptr<CommitObserver>> observers) {
   // Counts nothing, for a core made without metrics; never destroyed, as
   // cores may outlive any one owner of it.
   static NoMetrics* const kNoMetrics = new NoMetrics();

@@ -108,6 +108,6 @@ class Experiments {
 // of every batch of changes core commits.
 std::unique_ptr<Experiments> NewExperiments(
     const CorePorts& ports, CoreConfig config, Metrics* metrics = nullptr,
-    std::vector<std::shared_ptr<store::CommitObserver>> observers = {});
+    std::vector<std::shared_ptr<CommitObserver>> observers = {});
 
 }  // namespace tfslurm

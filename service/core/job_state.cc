@@ -5,7 +5,7 @@
 #include <map>
 #include <optional>
 
-namespace tfslurm::slurm {
+namespace tfslurm {
 
 const char* JobStateName(JobState state) {
   switch (state) {
@@ -92,4 +92,4 @@ std::vector<JobInfo> GroupHetJobs(std::vector<JobInfo> jobs) {
   return out;
 }
 
-}  // namespace tfslurm::slurm
+}  // namespace tfslurm

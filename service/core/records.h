@@ -174,7 +174,7 @@ struct ScalarPoint {
 };
 
 // What the store keeps of one tag of an experiment: its points across
-// attempts, downsampled (store::ScalarLimits), ordered by (attempt, step).
+// attempts, downsampled (ScalarLimits), ordered by (attempt, step).
 struct ScalarSeries {
   struct Point {
     int attempt = 0;

@@ -6,7 +6,7 @@
 
 #include "service/core/components.h"
 
-namespace tfslurm::slurm {
+namespace tfslurm {
 namespace {
 
 // One line with no control character, whatever `s` holds: JSON escapes them.
@@ -236,4 +236,4 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const JobPlan& plan
   return r;
 }
 
-}  // namespace tfslurm::slurm
+}  // namespace tfslurm

@@ -15,7 +15,7 @@
 #include "service/core/ports/slurm.h"
 #include "service/core/spec.h"
 
-namespace tfslurm::slurm {
+namespace tfslurm {
 
 // How tasks reach the service: the agent's path and the service's address.
 struct AgentLaunch {
@@ -48,4 +48,4 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const JobPlan& plan
 
 std::string JobName(const std::string& experiment_id, int attempt);
 
-}  // namespace tfslurm::slurm
+}  // namespace tfslurm

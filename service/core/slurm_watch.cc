@@ -18,59 +18,70 @@ struct SlurmWatch::Actions {
   std::vector<std::string> resubmits;  // attempts `submitting` that Slurm does not have
 };
 
-void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64_t poll_seq,
-                             store::Changes& c) {
+void SlurmWatch::OnJobUpdate(OpenExperiment& a, const JobInfo* job, int64_t poll_seq, Changes& c) {
   if (a.attempt.record.state == AttemptState::kEnded ||
       a.attempt.record.state == AttemptState::kSubmitting)
     return;
-  int64_t now = core_.ports().clock.NowMs();
   // Submitted while this poll's snapshot was being taken: absent from it,
   // not gone.
   if (!job && a.attempt.job_known_seq > poll_seq) return;
-  if (!job) {
-    a.attempt.record.state = AttemptState::kEnded;
-    a.attempt.record.ended_at = now;
-    a.attempt.record.slurm_state = "UNKNOWN";
-    c.attempts.push_back(a.attempt.record);
-    const std::string job_n = "job " + std::to_string(a.attempt.record.slurm_job_id);
-    const Outcome& o = a.attempt.run->outcome();
-    std::string event = "Slurm no longer knows " + job_n;
-    EndReason reason;
-    std::string why = o.reason;
-    // What the tasks reported before the job left decides, as it would have
-    // with the job's final state.
-    if (o.kind == Outcome::kSucceeded) {
-      reason = EndReason::kSucceeded;
-    } else if (a.attempt.decided_reason) {
-      reason = *a.attempt.decided_reason;
-    } else if (o.kind == Outcome::kFailed) {
-      reason = o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit;
-    } else if (!a.attempt.job_seen) {
-      // Not seen since this service started: the job ended while tfslurmd
-      // was down, longer ago than Slurm's MinJobAge. Without accounting
-      // (slurmdbd) nothing says how, and the agents' exit reports expired.
-      event +=
-          ": it ended while tfslurmd was down, and Slurm forgets finished jobs after "
-          "MinJobAge; with no task report and no accounting, how it ended is unknown";
-      reason = EndReason::kUnknown;
-      why = job_n + " ended while tfslurmd was down; how is unknown";
-    } else {
-      // Seen by this service and gone before any report: Slurm lost it.
-      reason = EndReason::kNodeFail;
-      why = job_n + " vanished from Slurm";
-    }
-    core_.Event(c, a, "job", event);
-    return FinishAttempt(a, reason, why, c);
+  if (!job) return OnJobGone(a, c);
+  const bool changed = NoteJob(a, *job, c);
+  if (!IsFinished(job->state) || job->completing) {
+    if (changed) c.attempts.push_back(a.attempt.record);
+    return;
   }
+  OnJobEnded(a, *job, c);
+}
+
+void SlurmWatch::OnJobGone(OpenExperiment& a, Changes& c) {
+  int64_t now = core_.ports().clock.NowMs();
+  a.attempt.record.state = AttemptState::kEnded;
+  a.attempt.record.ended_at = now;
+  a.attempt.record.slurm_state = "UNKNOWN";
+  c.attempts.push_back(a.attempt.record);
+  const std::string job_n = "job " + std::to_string(a.attempt.record.slurm_job_id);
+  const Outcome& o = a.attempt.run->outcome();
+  std::string event = "Slurm no longer knows " + job_n;
+  EndReason reason;
+  std::string why = o.reason;
+  // What the tasks reported before the job left decides, as it would have
+  // with the job's final state.
+  if (o.kind == Outcome::kSucceeded) {
+    reason = EndReason::kSucceeded;
+  } else if (a.attempt.decided_reason) {
+    reason = *a.attempt.decided_reason;
+  } else if (o.kind == Outcome::kFailed) {
+    reason = o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit;
+  } else if (!a.attempt.job_seen) {
+    // Not seen since this service started: the job ended while tfslurmd
+    // was down, longer ago than Slurm's MinJobAge. Without accounting
+    // (slurmdbd) nothing says how, and the agents' exit reports expired.
+    event +=
+        ": it ended while tfslurmd was down, and Slurm forgets finished jobs after "
+        "MinJobAge; with no task report and no accounting, how it ended is unknown";
+    reason = EndReason::kUnknown;
+    why = job_n + " ended while tfslurmd was down; how is unknown";
+  } else {
+    // Seen by this service and gone before any report: Slurm lost it.
+    reason = EndReason::kNodeFail;
+    why = job_n + " vanished from Slurm";
+  }
+  core_.Event(c, a, "job", event);
+  FinishAttempt(a, reason, why, c);
+}
+
+bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
+  int64_t now = core_.ports().clock.NowMs();
   a.attempt.job_seen = true;
   a.attempt.component_job_ids.clear();
-  for (const slurm::JobComponentInfo& comp : job->components)
+  for (const JobComponentInfo& comp : job.components)
     a.attempt.component_job_ids.push_back(comp.job_id);
-  std::string state = slurm::JobStateName(job->state);
-  bool changed = state != a.attempt.record.slurm_state || job->nodes != a.attempt.record.nodes;
+  std::string state = JobStateName(job.state);
+  bool changed = state != a.attempt.record.slurm_state || job.nodes != a.attempt.record.nodes;
   a.attempt.record.slurm_state = state;
-  a.attempt.record.nodes = job->nodes;
-  if (job->state == slurm::JobState::kRunning && !a.attempt.start_seen_in_slurm) {
+  a.attempt.record.nodes = job.nodes;
+  if (job.state == JobState::kRunning && !a.attempt.start_seen_in_slurm) {
     a.attempt.start_seen_in_slurm = true;
     if (!a.attempt.job_started_ms) a.attempt.job_started_ms = now;
     a.attempt.record.state = AttemptState::kRunning;
@@ -81,27 +92,28 @@ void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64
       // components' nodes follow each other in node_names.
       const JobComponent& comp = a.attempt.run->components()[a.attempt.run->task(i).component];
       int node = comp.first_node + (i - comp.first_task) / comp.resources.tasks_per_node;
-      if (node < static_cast<int>(job->node_names.size()) && a.attempt.tasks[i].node.empty())
-        a.attempt.run->mutable_task(i).node = job->node_names[node];
+      if (node < static_cast<int>(job.node_names.size()) && a.attempt.tasks[i].node.empty())
+        a.attempt.run->mutable_task(i).node = job.node_names[node];
     }
     core_.Event(c, a, "job",
-                "Slurm job " + std::to_string(job->job_id) + " started on " + job->nodes);
+                "Slurm job " + std::to_string(job.job_id) + " started on " + job.nodes);
     if (a.record.state == ExperimentState::kQueued)
       core_.SetState(c, a, ExperimentState::kStarting,
-                     "job running on " + job->nodes + "; tasks registering");
+                     "job running on " + job.nodes + "; tasks registering");
   }
-  if (!slurm::IsFinished(job->state) || job->completing) {
-    if (changed) c.attempts.push_back(a.attempt.record);
-    return;
-  }
+  return changed;
+}
 
+void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
+  int64_t now = core_.ports().clock.NowMs();
+  const std::string state = JobStateName(job.state);
   a.attempt.record.state = AttemptState::kEnded;
   a.attempt.record.ended_at = now;
-  a.attempt.record.exit_code = job->exit_signal ? 128 + job->exit_signal : job->exit_code;
+  a.attempt.record.exit_code = job.exit_signal ? 128 + job.exit_signal : job.exit_code;
   c.attempts.push_back(a.attempt.record);
   core_.Event(c, a, "job",
-              "Slurm job " + std::to_string(job->job_id) + " ended " + state +
-                  (job->reason.empty() || job->reason == "None" ? "" : " (" + job->reason + ")"));
+              "Slurm job " + std::to_string(job.job_id) + " ended " + state +
+                  (job.reason.empty() || job.reason == "None" ? "" : " (" + job.reason + ")"));
   for (int i = 0; i < a.attempt.run->size(); ++i) {
     TaskSlot& slot = a.attempt.run->mutable_task(i);
     if (!slot.exited && a.attempt.tasks[i].state != TaskState::kPending) {
@@ -117,20 +129,20 @@ void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64
   }
   if (a.user_cancelled) return;  // the experiment is cancelled already
   const Outcome& o = a.attempt.run->outcome();
-  std::string why = "Slurm job " + std::to_string(job->job_id) + " " + state;
+  std::string why = "Slurm job " + std::to_string(job.job_id) + " " + state;
   // Success decided by the tasks stands, whatever the reaping did to the job.
   if (o.kind == Outcome::kSucceeded) return FinishAttempt(a, EndReason::kSucceeded, o.reason, c);
-  switch (job->state) {
-    case slurm::JobState::kTimeout:
-    case slurm::JobState::kDeadline:
+  switch (job.state) {
+    case JobState::kTimeout:
+    case JobState::kDeadline:
       return FinishAttempt(a, EndReason::kTimeout, why + " at its time limit", c);
-    case slurm::JobState::kNodeFail:
-    case slurm::JobState::kBootFail:
-      a.suspects.nodes = job->node_names;
+    case JobState::kNodeFail:
+    case JobState::kBootFail:
+      a.suspects.nodes = job.node_names;
       a.suspects.only_if_down = true;
       a.suspects.why = "its attempt " + std::to_string(a.attempt.record.number) + " ended " + state;
-      return FinishAttempt(a, EndReason::kNodeFail, why + " (" + job->reason + ")", c);
-    case slurm::JobState::kPreempted:
+      return FinishAttempt(a, EndReason::kNodeFail, why + " (" + job.reason + ")", c);
+    case JobState::kPreempted:
       return FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job",
                            c);
     default:
@@ -140,21 +152,21 @@ void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64
   if (o.kind == Outcome::kFailed)
     return FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit,
                          o.reason, c);
-  switch (job->state) {
-    case slurm::JobState::kCompleted:
+  switch (job.state) {
+    case JobState::kCompleted:
       return FinishAttempt(a, EndReason::kSucceeded, why, c);
-    case slurm::JobState::kCancelled:
+    case JobState::kCancelled:
       a.user_cancelled = true;
       core_.EndAttempt(a, EndReason::kCancelled);
       a.attempt.record.reason = why + " outside tfslurm (scancel or an admin)";
       c.attempts.push_back(a.attempt.record);
       core_.SetState(c, a, ExperimentState::kCancelled, a.attempt.record.reason);
       return;
-    case slurm::JobState::kOutOfMemory:
+    case JobState::kOutOfMemory:
       return FinishAttempt(a, EndReason::kPermanentExit, why + ": out of memory", c);
     default: {
-      std::optional<int> code = job->exit_code, sig;
-      if (job->exit_signal) sig = job->exit_signal;
+      std::optional<int> code = job.exit_code, sig;
+      if (job.exit_signal) sig = job.exit_signal;
       return FinishAttempt(
           a, IsRetryableExit(code, sig) ? EndReason::kRetryableExit : EndReason::kPermanentExit,
           why + " with exit code " + std::to_string(a.attempt.record.exit_code), c);
@@ -163,7 +175,7 @@ void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64
 }
 
 void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::string& why,
-                               store::Changes& c) {
+                               Changes& c) {
   // Decided already (success by the agents, or a cancel): the job's end
   // only confirms it.
   if (a.attempt.record.end_reason) return;
@@ -194,10 +206,20 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
   }
 }
 
-void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& actions) {
-  int64_t now = core_.ports().clock.NowMs();
-  AttemptRun& run = *a.attempt.run;
+void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {
+  const int64_t now = core_.ports().clock.NowMs();
+  CheckBarrier(a, now, c, actions);
+  CheckStall(a, now, c);
+  CheckReaping(a, now, c, actions);
+  RepeatCancel(a, now, actions);
+  CheckHeartbeats(a, now, c);
+  if (a.record.state == ExperimentState::kRestarting &&
+      a.attempt.record.state == AttemptState::kEnded && now >= a.record.next_attempt_at)
+    actions.restarts.push_back(a.record.id);
+}
 
+void SlurmWatch::CheckBarrier(OpenExperiment& a, int64_t now, Changes& c, Actions& actions) {
+  AttemptRun& run = *a.attempt.run;
   // The barrier: every task must register within the timeout of the job's start.
   if (a.attempt.job_started_ms && !run.assignments_sent() &&
       run.outcome().kind == Outcome::kUndecided &&
@@ -221,7 +243,10 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
       a.attempt.job_cancel_sent = true;
     }
   }
+}
 
+void SlurmWatch::CheckStall(OpenExperiment& a, int64_t now, Changes& c) {
+  AttemptRun& run = *a.attempt.run;
   // A hang: training runs (its agents may well heartbeat) but makes no new
   // step. The attempt ends like a failure, as its own restart class.
   const int64_t stall_ms = int64_t{a.spec.stall_timeout_s} * 1000;
@@ -270,7 +295,10 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
     a.record.reason = why + "; ending the attempt";
     c.experiment = a.record;
   }
+}
 
+void SlurmWatch::CheckReaping(OpenExperiment& a, int64_t now, Changes& c, Actions& actions) {
+  AttemptRun& run = *a.attempt.run;
   // Reaping: tasks that did not confirm within the grace are ended by Slurm.
   if (a.attempt.reap_deadline_ms && now >= a.attempt.reap_deadline_ms && !a.attempt.step_killed &&
       a.attempt.record.state != AttemptState::kEnded) {
@@ -296,7 +324,9 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
       a.attempt.job_cancel_sent = true;
     }
   }
+}
 
+void SlurmWatch::RepeatCancel(OpenExperiment& a, int64_t now, Actions& actions) {
   // A cancel Slurm did not act on (slurmctld down, a lost RPC) is repeated
   // while the job is still there.
   if (a.user_cancelled && a.attempt.record.slurm_job_id &&
@@ -305,7 +335,10 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
     actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
     a.attempt.cancel_sent_at_ms = now;
   }
+}
 
+void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
+  AttemptRun& run = *a.attempt.run;
   // Heartbeats: a task silent for several intervals is lost (it may come back).
   int64_t lost_after =
       int64_t{core_.config().heartbeat_interval_ms} * core_.config().lost_after_missed_heartbeats;
@@ -326,16 +359,12 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, store::Changes& c, Actions& acti
   }
   for (int i : a.attempt.heartbeat_dirty) c.tasks.push_back(a.attempt.tasks[i]);
   a.attempt.heartbeat_dirty.clear();
-
-  if (a.record.state == ExperimentState::kRestarting &&
-      a.attempt.record.state == AttemptState::kEnded && now >= a.record.next_attempt_at)
-    actions.restarts.push_back(a.record.id);
 }
 
 void SlurmWatch::Tick() {
   int64_t now = core_.ports().clock.NowMs();
-  std::optional<std::unordered_map<int64_t, const slurm::JobInfo*>> by_id;
-  StatusOr<std::vector<slurm::JobInfo>> jobs = std::vector<slurm::JobInfo>{};
+  std::optional<std::unordered_map<int64_t, const JobInfo*>> by_id;
+  StatusOr<std::vector<JobInfo>> jobs = std::vector<JobInfo>{};
   int64_t last_poll = last_poll_ms_.load();
   // Of concurrent Ticks, only the one that moves last_poll_ms_ polls.
   bool poll = now - last_poll >= core_.config().poll_interval_ms &&
@@ -350,7 +379,7 @@ void SlurmWatch::Tick() {
     if (any_open) {
       const auto started = std::chrono::steady_clock::now();
       jobs = core_.ports().slurm.LoadJobs();
-      if (jobs.ok()) *jobs = slurm::GroupHetJobs(std::move(jobs).value());
+      if (jobs.ok()) *jobs = GroupHetJobs(std::move(jobs).value());
       core_.metrics().SlurmPolled(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
           jobs.ok());
@@ -369,10 +398,10 @@ void SlurmWatch::Tick() {
     // Every experiment's changes in one transaction: a poll that finds a
     // hundred jobs ended (a user cancelling a sweep) holds core's lock and the
     // store for one commit, not a hundred.
-    std::vector<store::Changes> batch;
+    std::vector<Changes> batch;
     for (auto it = core_.open().begin(); it != core_.open().end();) {
       OpenExperiment& a = *it->second;
-      store::Changes c;
+      Changes c;
       if (a.attempt.record.state == AttemptState::kSubmitting) {
         // The poll began at `now`, after the failure that set reconcile_at_ms.
         if (by_id && now >= a.attempt.reconcile_at_ms) ReconcileSubmission(a, *jobs, c, actions);
@@ -382,7 +411,7 @@ void SlurmWatch::Tick() {
         // state, or when the database moves to another cluster (a Slurm
         // upgrade that cannot carry the jobs over).
         auto j = by_id->find(a.attempt.record.slurm_job_id);
-        const slurm::JobInfo* job =
+        const JobInfo* job =
             j != by_id->end() && j->second->name == a.attempt.record.job_name ? j->second : nullptr;
         OnJobUpdate(a, job, poll_seq, c);
       }
@@ -430,9 +459,9 @@ void SlurmWatch::RunActions(Actions& actions) {
 // Slurm may or may not have the job of an attempt still `submitting`: the
 // newest job with its name is adopted; without one, the attempt is submitted
 // (again). The job name is unique per experiment and attempt.
-void SlurmWatch::ReconcileSubmission(OpenExperiment& a, const std::vector<slurm::JobInfo>& jobs,
-                                     store::Changes& c, Actions& actions) {
-  const slurm::JobInfo* match = nullptr;
+void SlurmWatch::ReconcileSubmission(OpenExperiment& a, const std::vector<JobInfo>& jobs,
+                                     Changes& c, Actions& actions) {
+  const JobInfo* match = nullptr;
   for (const auto& j : jobs)
     if (j.name == a.attempt.record.job_name && (!match || j.job_id > match->job_id)) match = &j;
   if (match) {
@@ -489,7 +518,7 @@ Status SlurmWatch::Recover() {
         // one: tfslurmd before this version recorded `queued` for a restart
         // or a resume ahead of the next attempt's intent, and stopped or
         // failed in between. Nothing else moves it: restart it now.
-        store::Changes c;
+        Changes c;
         loaded.record.next_attempt_at = core_.ports().clock.NowMs();
         core_.SetState(
             c, loaded, ExperimentState::kRestarting,
@@ -508,12 +537,12 @@ Status SlurmWatch::Recover() {
   // does not answer now, Tick tries again at every poll.
   auto jobs = core_.ports().slurm.LoadJobs();
   if (!jobs.ok()) return jobs.status();
-  *jobs = slurm::GroupHetJobs(std::move(jobs).value());
+  *jobs = GroupHetJobs(std::move(jobs).value());
   Actions actions;
   {
     MutexLock lock(core_.mu());
     for (OpenExperiment* a : submitting) {
-      store::Changes c;
+      Changes c;
       ReconcileSubmission(*a, *jobs, c, actions);
       core_.Commit(c);
     }

@@ -35,20 +35,49 @@ class SlurmWatch {
  private:
   struct Actions;  // Slurm calls to make after releasing the lock
 
-  void OnJobUpdate(OpenExperiment& e, const slurm::JobInfo* job, int64_t poll_seq,
-                   store::Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // One poll's news of the attempt's job (null: Slurm has no such job).
+  void OnJobUpdate(OpenExperiment& e, const JobInfo* job, int64_t poll_seq, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // The job left Slurm: the attempt ends by what its tasks reported, or as
+  // unknown (gone while tfslurmd was down) or node_fail (lost by Slurm).
+  void OnJobGone(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Takes in the job's state and nodes, and its start; true when the
+  // attempt's record changed.
+  bool NoteJob(OpenExperiment& e, const JobInfo& job, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // The job has ended: the tasks still open end with it, and the attempt's
+  // end is classified from the tasks' reports and the job's final state.
+  void OnJobEnded(OpenExperiment& e, const JobInfo& job, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Ends the current attempt for the restart policy's purposes (the Slurm
   // job may still be finishing) and applies what the policy decides.
-  void FinishAttempt(OpenExperiment& e, EndReason reason, const std::string& why, store::Changes& c)
+  void FinishAttempt(OpenExperiment& e, EndReason reason, const std::string& why, Changes& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  void CheckTimers(OpenExperiment& e, store::Changes& c, Actions& actions)
+  // Every timer of the experiment's attempt, then whether a restart is due.
+  void CheckTimers(OpenExperiment& e, Changes& c, Actions& actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Every task must register within barrier_timeout_ms of the job's start.
+  void CheckBarrier(OpenExperiment& e, int64_t now, Changes& c, Actions& actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // A hang: no new step for progress.stall_timeout_s while training runs.
+  void CheckStall(OpenExperiment& e, int64_t now, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Tasks that did not confirm their Shutdown within the grace: the step
+  // ends through Slurm.
+  void CheckReaping(OpenExperiment& e, int64_t now, Changes& c, Actions& actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // A user's cancel Slurm did not act on is sent again.
+  void RepeatCancel(OpenExperiment& e, int64_t now, Actions& actions)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // A running task silent for several heartbeat intervals is lost (it may
+  // come back); heartbeats not written yet are.
+  void CheckHeartbeats(OpenExperiment& e, int64_t now, Changes& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   void RunActions(Actions& actions) ABSL_LOCKS_EXCLUDED(core_.mu());
   // Adopts the job of an attempt still `submitting` from `jobs`, or queues
   // its submission in `actions`.
-  void ReconcileSubmission(OpenExperiment& e, const std::vector<slurm::JobInfo>& jobs,
-                           store::Changes& c, Actions& actions)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  void ReconcileSubmission(OpenExperiment& e, const std::vector<JobInfo>& jobs, Changes& c,
+                           Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
   CoreState& core_;
   AgentProtocol& agents_;

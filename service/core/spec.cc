@@ -64,29 +64,6 @@ std::optional<std::string> SlurmName(Checker& c, const json& v, const std::strin
   return s;
 }
 
-// A field holding a Slurm node list (--nodelist, --exclude); its count of
-// names, or nullopt when refused.
-std::optional<int64_t> NodeList(Checker& c, const json& v, const std::string& path,
-                                std::string& out) {
-  auto s = c.String(v, path, 4096);
-  if (!s) return std::nullopt;
-  const char* allowed =
-      "a Slurm node list such as node[1-4],gpu7: node names of letters, digits and _ . -, "
-      "numeric ranges in [ ], joined by ','; no spaces";
-  if (s->empty()) {
-    c.Fail(path, std::string("must be ") + allowed +
-                     ", got an empty string; leave the field out for no list");
-    return std::nullopt;
-  }
-  std::optional<int64_t> count = CountHostlist(*s);
-  if (!count) {
-    c.Fail(path, std::string("must be ") + allowed + ", got " + Show(v));
-    return std::nullopt;
-  }
-  out = *s;
-  return count;
-}
-
 void ParseResources(Checker& c, const json& v, Resources& out) {
   if (!c.IsObject(v, "resources")) return;
   c.OnlyKeys(v, "resources",
@@ -185,170 +162,15 @@ void CheckExplicitPlacement(Checker& c, const ExperimentSpec& spec) {
 
 }  // namespace
 
-namespace spec_internal {
-
 namespace {
 
-constexpr int64_t kMaxHostlistCount = 1000000;
-
-// At namespace scope, compiled at program start on one thread: two request
-// threads compiling a function-local std::regex at once race in libstdc++'s
-// shared ctype cache (TSan found that in Experiments::Get, aaebd2c).
-const std::regex kRange("([0-9]{1,9})(?:-([0-9]{1,9}))?");
-
-// "1-4,7" inside a hostlist's brackets: how many numbers it names.
-std::optional<int64_t> CountRanges(const std::string& body) {
-  int64_t total = 0;
-  size_t start = 0;
-  while (true) {
-    size_t comma = body.find(',', start);
-    std::smatch m;
-    const std::string part = body.substr(start, comma - start);
-    if (!std::regex_match(part, m, kRange)) return std::nullopt;
-    const int64_t lo = std::stoll(m[1].str());
-    const int64_t hi = m[2].matched ? std::stoll(m[2].str()) : lo;
-    if (hi < lo) return std::nullopt;
-    total += hi - lo + 1;
-    if (total > kMaxHostlistCount) return std::nullopt;
-    if (comma == std::string::npos) return total;
-    start = comma + 1;
-  }
-}
-
-bool IsNodeNameChar(char ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-         ch == '_' || ch == '.' || ch == '-';
-}
-
-}  // namespace
-
-std::optional<int64_t> CountHostlist(const std::string& list) {
-  int64_t total = 0;
-  size_t i = 0;
-  while (true) {
-    int64_t count = 1;
-    bool named = false;
-    while (i < list.size() && list[i] != ',') {
-      if (IsNodeNameChar(list[i])) {
-        named = true;
-        ++i;
-      } else if (list[i] == '[') {
-        const size_t close = list.find(']', i);
-        if (close == std::string::npos) return std::nullopt;
-        auto n = CountRanges(list.substr(i + 1, close - i - 1));
-        if (!n) return std::nullopt;
-        count *= *n;
-        if (count > kMaxHostlistCount) return std::nullopt;
-        i = close + 1;
-      } else {
-        return std::nullopt;
-      }
-    }
-    if (!named) return std::nullopt;  // empty, "[1-2]" alone, ",," or a trailing ','
-    total += count;
-    if (total > kMaxHostlistCount) return std::nullopt;
-    if (i == list.size()) return total;
-    ++i;
-  }
-}
-
-bool ParseNodeShape(Checker& c, const json& v, const std::string& path, Resources& out) {
-  if (v.contains("partition")) {
-    if (auto s = c.String(v["partition"], path + ".partition")) {
-      if (std::regex_match(*s, kPartitionPattern))
-        out.partition = *s;
-      else
-        c.Fail(
-            path + ".partition",
-            "must be a Slurm partition name (letters, digits, _ . -), got " + Show(v["partition"]));
-    }
-  }
-  auto count = [&](const char* name, int64_t min, int64_t max, int& target) {
-    if (!v.contains(name)) return false;
-    if (auto n = c.Int(v[name], path + "." + name, min, max)) target = static_cast<int>(*n);
-    return true;
-  };
-  count("nodes", 1, 10000, out.nodes);
-  bool tasks_per_node_given = count("tasks_per_node", 1, 1024, out.tasks_per_node);
-  count("cpus_per_task", 1, 1024, out.cpus_per_task);
-  const bool gpus_per_node_given = count("gpus_per_node", 0, 64, out.gpus_per_node);
-  const bool gpus_per_task_given = count("gpus_per_task", 0, 64, out.gpus_per_task);
-  // A block that names one GPU field says how its tasks get GPUs: a role
-  // does not inherit the other from `resources`.
-  if (gpus_per_node_given && !gpus_per_task_given) out.gpus_per_task = 0;
-  if (gpus_per_task_given && !gpus_per_node_given) out.gpus_per_node = 0;
-  // Slurm would take both, but then each node's GPUs are split among its
-  // tasks and the rest left idle; one way of asking is clearer.
-  if (out.gpus_per_node > 0 && out.gpus_per_task > 0)
-    c.Fail(path + ".gpus_per_task",
-           "cannot be combined with gpus_per_node (got gpus_per_task " +
-               std::to_string(out.gpus_per_task) + " and gpus_per_node " +
-               std::to_string(out.gpus_per_node) +
-               "): use gpus_per_task for GPUs of each task's own, or gpus_per_node for GPUs "
-               "every task of a node shares, and set the other to 0");
-  if (v.contains("mem_per_task_mb")) {
-    const json& m = v["mem_per_task_mb"];
-    if (m.is_string() && m.get<std::string>() == "auto") {
-      out.mem_per_task_mb.reset();
-    } else if (m.is_number_integer() || m.is_number_unsigned()) {
-      if (auto n = c.Int(m, path + ".mem_per_task_mb", 1, int64_t{1} << 40))
-        out.mem_per_task_mb = *n;
-    } else {
-      c.Fail(path + ".mem_per_task_mb", "must be \"auto\" or a whole number of MB, got " + Show(m));
-    }
-  }
-  if (v.contains("constraint")) {
-    if (auto s = c.String(v["constraint"], path + ".constraint", 256)) {
-      if (std::regex_match(*s, kConstraintPattern))
-        out.constraint = *s;
-      else
-        c.Fail(path + ".constraint",
-               "must be a Slurm feature expression (feature names with & | , [ ] ( ) * !; no "
-               "spaces), got " +
-                   Show(v["constraint"]));
-    }
-  }
-  if (v.contains("nodelist")) {
-    auto count = NodeList(c, v["nodelist"], path + ".nodelist", out.nodelist);
-    // slurmctld refuses a job whose required nodes outnumber its node count
-    // (validate_job_create_req and _job_create, src/slurmctld/job_mgr.c).
-    if (count && *count > out.nodes)
-      c.Fail(path + ".nodelist",
-             "names " + std::to_string(*count) + " nodes (" + Show(v["nodelist"]) + ") but " +
-                 path + ".nodes is " + std::to_string(out.nodes) +
-                 "; Slurm gives the job every node in nodelist, so name at most nodes of them");
-  }
-  if (v.contains("exclusive")) {
-    if (v["exclusive"].is_boolean())
-      out.exclusive = v["exclusive"].get<bool>();
-    else
-      c.Fail(path + ".exclusive", "must be true (no other job shares the nodes) or false, got " +
-                                      TypeAndValue(v["exclusive"]));
-  }
-  return tasks_per_node_given;
-}
-
-}  // namespace spec_internal
-
-StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) {
-  Checker c;
-  ExperimentSpec spec;
-  if (!input.is_object()) {
-    return InvalidArgument("the experiment spec must be a JSON object",
-                           {{"", "must be an object, got " + TypeName(input)}});
-  }
-  c.OnlyKeys(
-      input, "",
-      {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources", "roles",
-       "network", "success", "pytorch", "restart", "checkpoint", "progress", "model_dir"});
-
+// The framework, and the fields that belong to the other one: refused, not
+// ignored, since a user who wrote them expects them to do something.
+void ParseFramework(Checker& c, const json& input, ExperimentSpec& spec) {
   if (input.contains("framework"))
     if (auto s = c.OneOf(input["framework"], "framework", {"tensorflow", "pytorch"}))
       spec.framework = *s == "pytorch" ? Framework::kPytorch : Framework::kTensorflow;
-  const bool pytorch = spec.framework == Framework::kPytorch;
-  // Fields of one framework in the other's spec are refused, not ignored: a
-  // user who wrote them expects them to do something.
-  if (pytorch) {
+  if (spec.framework == Framework::kPytorch) {
     for (const char* field : {"cluster", "placement", "success"})
       if (input.contains(field))
         c.Fail(field,
@@ -362,83 +184,90 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   } else if (input.contains("pytorch")) {
     c.Fail("pytorch", "applies only to framework pytorch; this spec's framework is tensorflow");
   }
+}
 
-  if (input.contains("id")) {
-    if (auto s = c.String(input["id"], "id", 256)) {
-      if (IsValidExperimentId(*s))
-        spec.id = *s;
-      else
-        c.Fail(
-            "id",
-            "must match [a-z0-9][a-z0-9._-]{0,62} (lower case, digits, . _ -; at most 63), got " +
-                Show(input["id"]));
-    }
+void ParseId(Checker& c, const json& input, ExperimentSpec& spec) {
+  if (!input.contains("id")) return;
+  if (auto s = c.String(input["id"], "id", 256)) {
+    if (IsValidExperimentId(*s))
+      spec.id = *s;
+    else
+      c.Fail("id",
+             "must match [a-z0-9][a-z0-9._-]{0,62} (lower case, digits, . _ -; at most 63), got " +
+                 Show(input["id"]));
   }
+}
 
+void ParseCommand(Checker& c, const json& input, const SpecLimits& limits, ExperimentSpec& spec) {
   if (!input.contains("command")) {
     c.Fail("command",
            "is required: the program and its arguments, e.g. [\"python3\", \"train.py\"]");
-  } else if (!input["command"].is_array() || input["command"].empty()) {
-    c.Fail("command", "must be a non-empty array of strings (argv), got " + Show(input["command"]));
-  } else {
-    const json& cmd = input["command"];
-    if (static_cast<int>(cmd.size()) > limits.max_command_args)
-      c.Fail("command", "has " + std::to_string(cmd.size()) + " arguments; at most " +
-                            std::to_string(limits.max_command_args) + " allowed");
-    size_t bytes = 0;
-    for (size_t i = 0; i < cmd.size() && static_cast<int>(i) < limits.max_command_args; ++i) {
-      std::string path = "command[" + std::to_string(i) + "]";
-      if (auto s = c.String(cmd[i], path, limits.max_command_bytes)) {
-        if (i == 0 && s->empty()) c.Fail(path, "the program name must not be empty");
-        bytes += s->size();
-        spec.command.push_back(*s);
-      }
-    }
-    if (bytes > limits.max_command_bytes)
-      c.Fail("command", "is " + std::to_string(bytes) + " bytes in all; at most " +
-                            std::to_string(limits.max_command_bytes) + " allowed");
+    return;
   }
-
-  if (input.contains("workdir"))
-    if (auto s = c.AbsolutePath(input["workdir"], "workdir")) spec.workdir = *s;
-
-  if (input.contains("env")) {
-    const json& env = input["env"];
-    if (c.IsObject(env, "env")) {
-      if (static_cast<int>(env.size()) > limits.max_env_entries)
-        c.Fail("env", "has " + std::to_string(env.size()) + " entries; at most " +
-                          std::to_string(limits.max_env_entries) + " allowed");
-      size_t bytes = 0;
-      for (const auto& [key, value] : env.items()) {
-        std::string path = "env." + key;
-        if (key.size() > 256 || !std::regex_match(key, kEnvNamePattern)) {
-          c.Fail(path, "is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
-          continue;
-        }
-        if (key == "TF_CONFIG" || key == "EXPERIMENT_ID" || key == "MODEL_DIR" ||
-            key == "CUDA_VISIBLE_DEVICES" || key.rfind("TFSLURM_", 0) == 0 ||
-            key.rfind("SLURM_", 0) == 0) {
-          c.Fail(path, "is set by tfslurm for every task and cannot be overridden");
-          continue;
-        }
-        if (pytorch && IsTorchVariable(key)) {
-          c.Fail(path, key == "OMP_NUM_THREADS"
-                           ? "is set by tfslurm for every rank; use pytorch.omp_num_threads"
-                           : "is set by tfslurm for every rank of a pytorch experiment and "
-                             "cannot be overridden");
-          continue;
-        }
-        if (auto s = c.String(value, path, limits.max_env_bytes)) {
-          bytes += key.size() + s->size();
-          spec.env[key] = *s;
-        }
-      }
-      if (bytes > limits.max_env_bytes)
-        c.Fail("env", "is " + std::to_string(bytes) + " bytes in all; at most " +
-                          std::to_string(limits.max_env_bytes) + " allowed");
+  const json& cmd = input["command"];
+  if (!cmd.is_array() || cmd.empty()) {
+    c.Fail("command", "must be a non-empty array of strings (argv), got " + Show(cmd));
+    return;
+  }
+  if (static_cast<int>(cmd.size()) > limits.max_command_args)
+    c.Fail("command", "has " + std::to_string(cmd.size()) + " arguments; at most " +
+                          std::to_string(limits.max_command_args) + " allowed");
+  size_t bytes = 0;
+  for (size_t i = 0; i < cmd.size() && static_cast<int>(i) < limits.max_command_args; ++i) {
+    std::string path = "command[" + std::to_string(i) + "]";
+    if (auto s = c.String(cmd[i], path, limits.max_command_bytes)) {
+      if (i == 0 && s->empty()) c.Fail(path, "the program name must not be empty");
+      bytes += s->size();
+      spec.command.push_back(*s);
     }
   }
+  if (bytes > limits.max_command_bytes)
+    c.Fail("command", "is " + std::to_string(bytes) + " bytes in all; at most " +
+                          std::to_string(limits.max_command_bytes) + " allowed");
+}
 
+void ParseEnv(Checker& c, const json& input, const SpecLimits& limits, ExperimentSpec& spec) {
+  if (!input.contains("env")) return;
+  const json& env = input["env"];
+  if (!c.IsObject(env, "env")) return;
+  if (static_cast<int>(env.size()) > limits.max_env_entries)
+    c.Fail("env", "has " + std::to_string(env.size()) + " entries; at most " +
+                      std::to_string(limits.max_env_entries) + " allowed");
+  const bool pytorch = spec.framework == Framework::kPytorch;
+  size_t bytes = 0;
+  for (const auto& [key, value] : env.items()) {
+    std::string path = "env." + key;
+    if (key.size() > 256 || !std::regex_match(key, kEnvNamePattern)) {
+      c.Fail(path, "is not a valid environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
+      continue;
+    }
+    if (key == "TF_CONFIG" || key == "EXPERIMENT_ID" || key == "MODEL_DIR" ||
+        key == "CUDA_VISIBLE_DEVICES" || key.rfind("TFSLURM_", 0) == 0 ||
+        key.rfind("SLURM_", 0) == 0) {
+      c.Fail(path, "is set by tfslurm for every task and cannot be overridden");
+      continue;
+    }
+    if (pytorch && IsTorchVariable(key)) {
+      c.Fail(path, key == "OMP_NUM_THREADS"
+                       ? "is set by tfslurm for every rank; use pytorch.omp_num_threads"
+                       : "is set by tfslurm for every rank of a pytorch experiment and "
+                         "cannot be overridden");
+      continue;
+    }
+    if (auto s = c.String(value, path, limits.max_env_bytes)) {
+      bytes += key.size() + s->size();
+      spec.env[key] = *s;
+    }
+  }
+  if (bytes > limits.max_env_bytes)
+    c.Fail("env", "is " + std::to_string(bytes) + " bytes in all; at most " +
+                      std::to_string(limits.max_env_bytes) + " allowed");
+}
+
+// The job's shape: cluster, resources and roles (TensorFlow), the ranks and
+// pytorch options (PyTorch), and how the tasks add up.
+void ParseShape(Checker& c, const json& input, const SpecLimits& limits, ExperimentSpec& spec) {
+  const bool pytorch = spec.framework == Framework::kPytorch;
   bool cluster_given = input.contains("cluster") && !pytorch;
   if (cluster_given)
     ParseCluster(c, input["cluster"], spec.cluster);
@@ -452,81 +281,77 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
                             std::to_string(spec.resources.tasks_per_node) + "); at most " +
                             std::to_string(limits.max_tasks) + " allowed");
   if (pytorch && input.contains("pytorch")) ParsePytorch(c, input["pytorch"], spec.pytorch);
+  if (!cluster_given || !input["cluster"].is_object()) return;
+  const ClusterShape& k = spec.cluster;
+  if (k.chief + k.worker < 1) c.Fail("cluster", "needs at least one chief or worker to train");
+  if (k.Total() > limits.max_tasks)
+    c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks; at most " +
+                          std::to_string(limits.max_tasks) + " allowed");
+  if (input.contains("roles"))
+    CheckRoles(c, input, spec, limits);
+  else if (k.Total() != spec.resources.Tasks())
+    c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks (chief " +
+                          std::to_string(k.chief) + " + ps " + std::to_string(k.ps) + " + worker " +
+                          std::to_string(k.worker) + " + evaluator " + std::to_string(k.evaluator) +
+                          ") but resources give " + std::to_string(spec.resources.Tasks()) +
+                          " (nodes " + std::to_string(spec.resources.nodes) + " x tasks_per_node " +
+                          std::to_string(spec.resources.tasks_per_node) +
+                          "); every task needs exactly one role");
+}
 
-  if (cluster_given && input["cluster"].is_object()) {
-    const ClusterShape& k = spec.cluster;
-    if (k.chief + k.worker < 1) c.Fail("cluster", "needs at least one chief or worker to train");
-    if (k.Total() > limits.max_tasks)
-      c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks; at most " +
-                            std::to_string(limits.max_tasks) + " allowed");
-    if (input.contains("roles"))
-      CheckRoles(c, input, spec, limits);
-    else if (k.Total() != spec.resources.Tasks())
-      c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks (chief " +
-                            std::to_string(k.chief) + " + ps " + std::to_string(k.ps) +
-                            " + worker " + std::to_string(k.worker) + " + evaluator " +
-                            std::to_string(k.evaluator) + ") but resources give " +
-                            std::to_string(spec.resources.Tasks()) + " (nodes " +
-                            std::to_string(spec.resources.nodes) + " x tasks_per_node " +
-                            std::to_string(spec.resources.tasks_per_node) +
-                            "); every task needs exactly one role");
-  }
-
-  if (input.contains("placement") && !pytorch) {
-    const json& p = input["placement"];
-    if (p.is_array()) {
-      spec.placement.kind = PlacementKind::kExplicit;
-      bool ok = true;
-      for (size_t i = 0; i < p.size(); ++i) {
-        auto s = c.OneOf(p[i], "placement[" + std::to_string(i) + "]",
-                         {"chief", "ps", "worker", "evaluator"});
-        if (s)
-          spec.placement.roles.push_back(*s);
-        else
-          ok = false;
-      }
-      if (ok && c.errors.empty() && spec.roles.empty()) CheckExplicitPlacement(c, spec);
-    } else if (auto s = c.OneOf(p, "placement", {"spread", "pack"})) {
-      spec.placement.kind = *s == "spread" ? PlacementKind::kSpread : PlacementKind::kPack;
+void ParsePlacement(Checker& c, const json& input, ExperimentSpec& spec) {
+  if (!input.contains("placement") || spec.framework == Framework::kPytorch) return;
+  const json& p = input["placement"];
+  if (p.is_array()) {
+    spec.placement.kind = PlacementKind::kExplicit;
+    bool ok = true;
+    for (size_t i = 0; i < p.size(); ++i) {
+      auto s = c.OneOf(p[i], "placement[" + std::to_string(i) + "]",
+                       {"chief", "ps", "worker", "evaluator"});
+      if (s)
+        spec.placement.roles.push_back(*s);
+      else
+        ok = false;
     }
+    if (ok && c.errors.empty() && spec.roles.empty()) CheckExplicitPlacement(c, spec);
+  } else if (auto s = c.OneOf(p, "placement", {"spread", "pack"})) {
+    spec.placement.kind = *s == "spread" ? PlacementKind::kSpread : PlacementKind::kPack;
   }
+}
 
-  if (input.contains("network")) {
-    const json& n = input["network"];
-    if (c.IsObject(n, "network")) {
-      c.OnlyKeys(n, "network", {"address"});
-      if (n.contains("address")) {
-        auto s = c.String(n["address"], "network.address", 64);
-        if (s) {
-          bool iface =
-              s->rfind("interface:", 0) == 0 && std::regex_match(s->substr(10), kInterfacePattern);
-          if (*s == "hostname" || *s == "fqdn" || iface)
-            spec.network_address = *s;
-          else
-            c.Fail("network.address",
-                   "must be hostname | fqdn | interface:NAME (e.g. interface:ib0), got " +
-                       Show(n["address"]));
-        }
-      }
-    }
-  }
+void ParseNetwork(Checker& c, const json& input, ExperimentSpec& spec) {
+  if (!input.contains("network")) return;
+  const json& n = input["network"];
+  if (!c.IsObject(n, "network")) return;
+  c.OnlyKeys(n, "network", {"address"});
+  if (!n.contains("address")) return;
+  auto s = c.String(n["address"], "network.address", 64);
+  if (!s) return;
+  bool iface = s->rfind("interface:", 0) == 0 && std::regex_match(s->substr(10), kInterfacePattern);
+  if (*s == "hostname" || *s == "fqdn" || iface)
+    spec.network_address = *s;
+  else
+    c.Fail(
+        "network.address",
+        "must be hostname | fqdn | interface:NAME (e.g. interface:ib0), got " + Show(n["address"]));
+}
 
-  if (input.contains("success") && !pytorch) {
-    if (auto s =
-            c.OneOf(input["success"], "success", {"auto", "chief", "worker0", "all_workers"})) {
-      if (*s == "chief") spec.success = SuccessPolicy::kChief;
-      if (*s == "worker0") spec.success = SuccessPolicy::kWorker0;
-      if (*s == "all_workers") spec.success = SuccessPolicy::kAllWorkers;
-      if (spec.success == SuccessPolicy::kChief && spec.cluster.chief == 0)
-        c.Fail("success", "is chief but cluster.chief is 0; add a chief or use auto");
-      if ((spec.success == SuccessPolicy::kWorker0 || spec.success == SuccessPolicy::kAllWorkers) &&
-          spec.cluster.worker == 0)
-        c.Fail("success", "is " + *s + " but cluster.worker is 0");
-    }
-  }
+void ParseSuccess(Checker& c, const json& input, ExperimentSpec& spec) {
+  if (!input.contains("success") || spec.framework == Framework::kPytorch) return;
+  auto s = c.OneOf(input["success"], "success", {"auto", "chief", "worker0", "all_workers"});
+  if (!s) return;
+  if (*s == "chief") spec.success = SuccessPolicy::kChief;
+  if (*s == "worker0") spec.success = SuccessPolicy::kWorker0;
+  if (*s == "all_workers") spec.success = SuccessPolicy::kAllWorkers;
+  if (spec.success == SuccessPolicy::kChief && spec.cluster.chief == 0)
+    c.Fail("success", "is chief but cluster.chief is 0; add a chief or use auto");
+  if ((spec.success == SuccessPolicy::kWorker0 || spec.success == SuccessPolicy::kAllWorkers) &&
+      spec.cluster.worker == 0)
+    c.Fail("success", "is " + *s + " but cluster.worker is 0");
+}
 
-  if (input.contains("restart")) ParseRestart(c, input["restart"], spec.restart);
-
+// checkpoint.signal_grace_s, which must leave the job time to run.
+void ParseCheckpoint(Checker& c, const json& input, ExperimentSpec& spec) {
   if (input.contains("checkpoint")) {
     const json& cp = input["checkpoint"];
     if (c.IsObject(cp, "checkpoint")) {
@@ -543,42 +368,70 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
                " s, not shorter than resources.time_limit (" +
                std::to_string(spec.resources.time_limit_minutes * 60) +
                " s); the checkpoint signal would come before the job starts");
+}
 
-  if (input.contains("progress")) {
-    const json& p = input["progress"];
-    if (c.IsObject(p, "progress")) {
-      c.OnlyKeys(p, "progress", {"stall_timeout_s"});
-      if (p.contains("stall_timeout_s")) {
-        const json& t = p["stall_timeout_s"];
-        bool integer = t.is_number_integer() || t.is_number_unsigned();
-        if (integer && t.get<int64_t>() == 0)
-          spec.stall_timeout_s = 0;
-        else if (!integer || t.get<int64_t>() < 5 || t.get<int64_t>() > 7 * 24 * 3600)
-          c.Fail("progress.stall_timeout_s",
-                 "must be 0 (off) or a whole number of seconds from 5 to 604800, got " + Show(t));
-        else
-          spec.stall_timeout_s = static_cast<int>(t.get<int64_t>());
-      }
-    }
+void ParseProgress(Checker& c, const json& input, ExperimentSpec& spec) {
+  if (!input.contains("progress")) return;
+  const json& p = input["progress"];
+  if (!c.IsObject(p, "progress")) return;
+  c.OnlyKeys(p, "progress", {"stall_timeout_s"});
+  if (!p.contains("stall_timeout_s")) return;
+  const json& t = p["stall_timeout_s"];
+  bool integer = t.is_number_integer() || t.is_number_unsigned();
+  if (integer && t.get<int64_t>() == 0)
+    spec.stall_timeout_s = 0;
+  else if (!integer || t.get<int64_t>() < 5 || t.get<int64_t>() > 7 * 24 * 3600)
+    c.Fail("progress.stall_timeout_s",
+           "must be 0 (off) or a whole number of seconds from 5 to 604800, got " + Show(t));
+  else
+    spec.stall_timeout_s = static_cast<int>(t.get<int64_t>());
+}
+
+// Every problem found, in one InvalidArgument.
+Status Refusal(Checker& c) {
+  size_t n = c.errors.size() + c.more;
+  // Hostile input can have an error per byte; the answer stays small.
+  if (c.more > 0)
+    c.errors.push_back({"", "and " + std::to_string(c.more) + " more error" +
+                                (c.more == 1 ? "" : "s") + " (only the first " +
+                                std::to_string(kMaxSpecFieldErrors) + " are listed)"});
+  return InvalidArgument(
+      "the experiment spec has " + std::to_string(n) + " invalid field" + (n == 1 ? "" : "s"),
+      std::move(c.errors));
+}
+
+}  // namespace
+
+StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) {
+  if (!input.is_object()) {
+    return InvalidArgument("the experiment spec must be a JSON object",
+                           {{"", "must be an object, got " + TypeName(input)}});
   }
-
+  Checker c;
+  ExperimentSpec spec;
+  c.OnlyKeys(
+      input, "",
+      {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources", "roles",
+       "network", "success", "pytorch", "restart", "checkpoint", "progress", "model_dir"});
+  ParseFramework(c, input, spec);
+  ParseId(c, input, spec);
+  ParseCommand(c, input, limits, spec);
+  if (input.contains("workdir"))
+    if (auto s = c.AbsolutePath(input["workdir"], "workdir")) spec.workdir = *s;
+  ParseEnv(c, input, limits, spec);
+  ParseShape(c, input, limits, spec);
+  ParsePlacement(c, input, spec);
+  ParseNetwork(c, input, spec);
+  ParseSuccess(c, input, spec);
+  if (input.contains("restart")) ParseRestart(c, input["restart"], spec.restart);
+  ParseCheckpoint(c, input, spec);
+  ParseProgress(c, input, spec);
   if (input.contains("model_dir")) {
     const json& m = input["model_dir"];
     if (!(m.is_string() && m.get<std::string>() == "auto"))
       if (auto s = c.AbsolutePath(m, "model_dir")) spec.model_dir = *s;
   }
-
-  if (!c.errors.empty()) {
-    size_t n = c.errors.size() + c.more;
-    // Hostile input can have an error per byte; the answer stays small.
-    if (c.more > 0)
-      c.errors.push_back({"", "and " + std::to_string(c.more) + " more error" +
-                                  (c.more == 1 ? "" : "s") + " (only the first " +
-                                  std::to_string(kMaxSpecFieldErrors) + " are listed)"});
-    return InvalidArgument(
-        "the experiment spec has " + std::to_string(n) + " invalid field" + (n == 1 ? "" : "s"),
-        std::move(c.errors));
-  }
+  if (!c.errors.empty()) return Refusal(c);
   return spec;
 }
 

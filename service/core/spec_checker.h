@@ -173,8 +173,13 @@ class Checker {
 // partition, nodes, tasks_per_node, cpus_per_task, gpus_per_node,
 // gpus_per_task, mem_per_task_mb and the per-component site options
 // constraint, nodelist and exclusive of object `v` at `path`, each only when
-// present (spec.cc). Returns whether tasks_per_node was given.
+// present (spec_resources.cc). Returns whether tasks_per_node was given.
 bool ParseNodeShape(Checker& c, const nlohmann::json& v, const std::string& path, Resources& out);
+
+// A field holding a Slurm node list (--nodelist, --exclude) at `path`: its
+// count of names, or nullopt when refused (a FieldError says why).
+std::optional<int64_t> NodeList(Checker& c, const nlohmann::json& v, const std::string& path,
+                                std::string& out);
 
 // The number of node names in a Slurm hostlist expression ("gpu[01-04],cpu7"
 // is 5), or nullopt when `list` is not one: names of letters, digits, _ . -

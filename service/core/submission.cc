@@ -14,7 +14,7 @@ namespace tfslurm {
 
 struct Submission::PreparedAttempt {
   int number = 0;
-  slurm::SubmitRequest request;
+  SubmitRequest request;
   AttemptRecord attempt;
   MemoryPlan memory;
 };
@@ -104,11 +104,11 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
     AttemptRecord attempt;
     attempt.experiment_id = spec.id;
     attempt.number = 1;
-    attempt.job_name = slurm::JobName(spec.id, 1);
-    slurm::AttemptJob job{1, {LogDir(spec.id, 1)}, "", {}};
-    attempt.sbatch_script = slurm::BuildSubmitRequest(spec, *plan, job, core_.config().launch,
-                                                      core_.config().job_environment)
-                                .script;
+    attempt.job_name = JobName(spec.id, 1);
+    AttemptJob job{1, {LogDir(spec.id, 1)}, "", {}};
+    attempt.sbatch_script =
+        BuildSubmitRequest(spec, *plan, job, core_.config().launch, core_.config().job_environment)
+            .script;
     return SubmitResult{e, attempt, memory};
   }
 
@@ -142,9 +142,8 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   p.number = number;
   p.memory = plan.Summary();
   std::string secret = core_.ports().random.NewSecret();
-  p.request =
-      slurm::BuildSubmitRequest(a.spec, plan, {number, {log_dir}, secret, a.record.excluded_nodes},
-                                core_.config().launch, core_.config().job_environment);
+  p.request = BuildSubmitRequest(a.spec, plan, {number, {log_dir}, secret, a.record.excluded_nodes},
+                                 core_.config().launch, core_.config().job_environment);
   AttemptRecord& attempt = p.attempt;
   attempt.experiment_id = id;
   attempt.number = number;
@@ -176,7 +175,7 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   ExperimentRecord record = a.record;
   record.current_attempt = number;
   record.updated_at = now;
-  store::Changes intent;
+  Changes intent;
   if (number == 1) record.state = ExperimentState::kQueued;
   if (!queued_why.empty() &&
       (record.state != ExperimentState::kQueued || record.reason != queued_why)) {
@@ -213,11 +212,11 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   a.attempt = std::move(next);
 
   auto job = core_.ports().slurm.Submit(p.request);
-  store::Changes after;
+  Changes after;
   if (!job.ok()) {
     if (create) {
       // Nothing half-way: the experiment disappears with the refusal.
-      store::Changes undo;
+      Changes undo;
       undo.delete_experiment = id;
       if (Status s = core_.Apply({&undo, 1}); !s.ok())
         spdlog::error("experiment {} stays stored after Slurm refused it: {}", id, s.message());
@@ -265,7 +264,7 @@ int64_t Submission::NextSubmitRetryMs(OpenExperiment& a) {
 }
 
 void Submission::OnSubmissionNotPrepared(OpenExperiment& a, int number, const Status& why,
-                                         store::Changes& c) {
+                                         Changes& c) {
   std::string attempt_n = "attempt " + std::to_string(number);
   // Either the intent of `number` is recorded and waits (`submitting`), or
   // the experiment waits to restart.
@@ -345,7 +344,7 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
   if (a.suspects.nodes.empty()) return;
   std::vector<std::string> suspects = std::move(a.suspects.nodes);
   a.suspects.nodes.clear();
-  store::Changes c;
+  Changes c;
   // Fresh from Slurm, not the partition cache: the node failed just now.
   // A heterogeneous job has a partition per component (core/components.h).
   const std::vector<JobComponent>& components = a.attempt.run->components();
@@ -412,7 +411,7 @@ void Submission::SubmitAutomatically(OpenExperiment& a, int number, const std::s
   auto prepared =
       plan.ok() ? PrepareAttempt(a, number, *plan) : StatusOr<PreparedAttempt>(plan.status());
   if (!prepared.ok()) {
-    store::Changes c;
+    Changes c;
     OnSubmissionNotPrepared(a, number, prepared.status(), c);
     core_.Commit(c);
     return;

@@ -69,7 +69,7 @@ class Submission {
                                         const std::string& queued_why = "");
   // An automatic submission could not be prepared: retried later when the
   // cause is transient, else the experiment fails with the reason.
-  void OnSubmissionNotPrepared(OpenExperiment& e, int number, const Status& why, store::Changes& c);
+  void OnSubmissionNotPrepared(OpenExperiment& e, int number, const Status& why, Changes& c);
   int64_t NextSubmitRetryMs(OpenExperiment& e);
 
   CoreState& core_;

@@ -15,7 +15,7 @@ namespace tfslurm {
 
 class Tokens {
  public:
-  Tokens(store::Store& store, Randomness& random, Clock& clock)
+  Tokens(Store& store, Randomness& random, Clock& clock)
       : store_(store), random_(random), clock_(clock) {}
 
   // A new random token for `user`; stores only its hash. Returns the token,
@@ -25,7 +25,7 @@ class Tokens {
   StatusOr<TokenRecord> Find(const std::string& token);
 
  private:
-  store::Store& store_;
+  Store& store_;
   Randomness& random_;
   Clock& clock_;
 };

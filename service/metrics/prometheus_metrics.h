@@ -1,4 +1,4 @@
-// Metrics for Prometheus (issue 18): core's counts (ports/metrics.h), the
+// Metrics for Prometheus: core's counts (ports/metrics.h), the
 // API's request latency, and the gauges read at each scrape, rendered in
 // Prometheus's text exposition format by prometheus-cpp (Debian's
 // prometheus-cpp-dev: its counters, histograms and serializer are the

@@ -566,15 +566,6 @@ StatusOr<sqlite3*> OpenConnection(const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::vector<ExperimentSummary>> Store::ListExperiments(const ListQuery& query) {
-  auto page = ListPage(query, [](const std::string&) { return true; });
-  if (!page.ok()) return page.status();
-  std::vector<ExperimentSummary> out;
-  out.reserve(page->size());
-  for (ListedExperiment& listed : *page) out.push_back(std::move(listed.summary.value()));
-  return out;
-}
-
 StatusOr<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path,
                                                  const SqliteOptions& options) {
   auto db = OpenConnection(path);

@@ -119,7 +119,7 @@ class ApiConcurrencyTest : public ::testing::Test {
 
   pb::TaskRef Ref(const std::string& id, int proc) {
     std::string secret;
-    slurm_.JobOf(slurm::JobName(id, 1), &secret);
+    slurm_.JobOf(JobName(id, 1), &secret);
     pb::TaskRef ref;
     ref.set_experiment_id(id);
     ref.set_attempt(1);
@@ -132,7 +132,7 @@ class ApiConcurrencyTest : public ::testing::Test {
     pb::AgentMessage m;
     *m.mutable_task() = Ref(id, proc);
     auto* r = m.mutable_register_();
-    r->set_slurm_job_id(slurm_.JobOf(slurm::JobName(id, 1)));
+    r->set_slurm_job_id(slurm_.JobOf(JobName(id, 1)));
     r->set_node_name("node" + std::to_string(proc / 4 + 1));
     r->set_address("10.0.0." + std::to_string(proc / 4 + 1));
     r->set_port(30000 + proc);
@@ -152,8 +152,8 @@ class ApiConcurrencyTest : public ::testing::Test {
     std::thread killer;
     if (cancelled) {
       killer = std::thread([&] {
-        int64_t job = slurm_.JobOf(slurm::JobName(id, 1));
-        WaitFor([&] { return done || slurm_.StateOf(job) == slurm::JobState::kCancelled; });
+        int64_t job = slurm_.JobOf(JobName(id, 1));
+        WaitFor([&] { return done || slurm_.StateOf(job) == JobState::kCancelled; });
         ctx.TryCancel();
       });
     }
@@ -243,10 +243,9 @@ class ApiConcurrencyTest : public ::testing::Test {
     };
     pb::ServiceMessage reply;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(cancelled ? 10 : 120);
-    int64_t job = slurm_.JobOf(slurm::JobName(id, 1));
+    int64_t job = slurm_.JobOf(JobName(id, 1));
     while (log->assignments.empty()) {
-      if (cancelled && slurm_.StateOf(job) == slurm::JobState::kCancelled)
-        return;  // killed with the job
+      if (cancelled && slurm_.StateOf(job) == JobState::kCancelled) return;  // killed with the job
       int status = post(Register(id, proc), "?wait_s=1", &reply);
       if (reply.has_refused() || status >= 400) {
         log->refused = true;
@@ -292,7 +291,7 @@ class ApiConcurrencyTest : public ::testing::Test {
   testing::FakeAccounts accounts_;
   std::unique_ptr<Tokens> token_store_;
   LockedSlurm slurm_{4, 16};
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Store> store_;
   std::shared_ptr<api::ExperimentListCache> list_cache_;
   std::unique_ptr<Experiments> experiments_;
   std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
@@ -332,8 +331,8 @@ TEST_F(ApiConcurrencyTest, UsersAndAgentsOnBothTransportsAtOnce) {
     while (running.size() < ids.size() && !stop_) {
       for (const auto& id : ids)
         if (!running.count(id) && created[id])
-          if (int64_t job = slurm_.JobOf(slurm::JobName(id, 1))) {
-            slurm_.SetState(job, slurm::JobState::kRunning);
+          if (int64_t job = slurm_.JobOf(JobName(id, 1))) {
+            slurm_.SetState(job, JobState::kRunning);
             running.insert(id);
           }
       std::this_thread::yield();
@@ -420,8 +419,8 @@ TEST_F(ApiConcurrencyTest, UsersAndAgentsOnBothTransportsAtOnce) {
       agents.emplace_back([&, id, p] {
         // An agent starts when its job runs.
         ASSERT_TRUE(WaitFor([&] {
-          int64_t job = slurm_.JobOf(slurm::JobName(id, 1));
-          return job && slurm_.StateOf(job) != slurm::JobState::kPending;
+          int64_t job = slurm_.JobOf(JobName(id, 1));
+          return job && slurm_.StateOf(job) != JobState::kPending;
         }));
         AgentLog* log = &logs.at({id, p});
         if (p < 4)
@@ -435,8 +434,7 @@ TEST_F(ApiConcurrencyTest, UsersAndAgentsOnBothTransportsAtOnce) {
 
   // The batch scripts end; every experiment closes.
   for (const auto& id : ids)
-    if (!cancelled(id))
-      slurm_.SetState(slurm_.JobOf(slurm::JobName(id, 1)), slurm::JobState::kCompleted);
+    if (!cancelled(id)) slurm_.SetState(slurm_.JobOf(JobName(id, 1)), JobState::kCompleted);
   EXPECT_TRUE(WaitFor([&] {
     for (const auto& id : ids) {
       auto v = experiments_->Get(id);

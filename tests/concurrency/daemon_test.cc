@@ -37,7 +37,7 @@ class DaemonTest : public ::testing::Test {
   testing::FakeFiles files_;
   testing::FakeAccounts accounts_;
   LockedSlurm slurm_{4, 16};
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Store> store_;
   daemon::DaemonOptions options_;
 };
 
@@ -63,7 +63,7 @@ TEST_F(DaemonTest, ServesTheApiWithTokensAndNamesItsAgentEndpointInScripts) {
   ASSERT_TRUE(created);
   EXPECT_EQ(created->status, 201) << created->body;
   std::string secret;
-  ASSERT_GT(slurm_.JobOf(slurm::JobName("wired", 1), &secret), 0);
+  ASSERT_GT(slurm_.JobOf(JobName("wired", 1), &secret), 0);
   auto script = c.Get("/experiments/wired/sbatch");
   ASSERT_TRUE(script);
   EXPECT_NE(script->body.find((*d)->agent_address()), std::string::npos) << script->body;
@@ -72,7 +72,7 @@ TEST_F(DaemonTest, ServesTheApiWithTokensAndNamesItsAgentEndpointInScripts) {
   EXPECT_EQ(json::parse(listed->body)["total"], 1) << listed->body;
 
   // The ticker polls the (fake) Slurm: the job's start reaches the experiment.
-  slurm_.SetState(slurm_.JobOf(slurm::JobName("wired", 1)), slurm::JobState::kRunning);
+  slurm_.SetState(slurm_.JobOf(JobName("wired", 1)), JobState::kRunning);
   ASSERT_TRUE(WaitFor([&] {
     clock_.Advance(100);
     auto e = store_->GetExperiment("wired");

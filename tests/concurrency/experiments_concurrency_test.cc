@@ -78,7 +78,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
 
   TaskRef Ref(const std::string& id, int proc, int attempt = 1) {
     std::string secret;
-    slurm_.JobOf(slurm::JobName(id, attempt), &secret);
+    slurm_.JobOf(JobName(id, attempt), &secret);
     return {id, attempt, secret, proc};
   }
 
@@ -88,7 +88,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
   testing::FakeFiles files_;
   testing::FakeAccounts accounts_;
   LockedSlurm slurm_;
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Store> store_;
   std::unique_ptr<Experiments> experiments_;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> background_;
@@ -128,7 +128,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
           violation(id + ": view with " + std::to_string(v->tasks.size()) + " tasks");
         if (!v.ok() && v.status().code() != StatusCode::kNotFound)
           violation("Get: " + v.status().message());
-        store::ListQuery q;
+        ListQuery q;
         q.limit = 5;
         if (!store_->ListExperiments(q).ok() || !store_->CountExperiments(q).ok())
           violation("listing failed");
@@ -173,8 +173,8 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
     while (!stop_ && running.size() < ids.size()) {
       for (const auto& id : ids) {
         if (running.count(id) || !submitted[id]) continue;
-        if (int64_t job = slurm_.JobOf(slurm::JobName(id, 1)); job) {
-          slurm_.SetState(job, slurm::JobState::kRunning);
+        if (int64_t job = slurm_.JobOf(JobName(id, 1)); job) {
+          slurm_.SetState(job, JobState::kRunning);
           running.insert(id);
         }
       }
@@ -214,12 +214,12 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
     agents.emplace_back([&, k] {
       std::vector<SimTask*> mine;
       for (size_t i = k; i < tasks.size(); i += kAgentThreads) mine.push_back(&tasks[i]);
-      auto job_of = [&](const SimTask& t) { return slurm_.JobOf(slurm::JobName(t.id, 1)); };
+      auto job_of = [&](const SimTask& t) { return slurm_.JobOf(JobName(t.id, 1)); };
       // An agent starts when its job runs, and registers.
       for (SimTask* t : mine) {
         if (!WaitFor([&] {
               int64_t job = job_of(*t);
-              return job && slurm_.StateOf(job) != slurm::JobState::kPending;
+              return job && slurm_.StateOf(job) != JobState::kPending;
             }))
           return violation(t->id + ": job never started");
         RegisterInfo info;
@@ -239,8 +239,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
         bool ok = WaitFor([&] {
           if (!ch.All<AssignmentMsg>().empty()) return true;
           if (!ch.All<RefusedMsg>().empty()) return t->refused = true;
-          return t->cancelled_experiment &&
-                 slurm_.StateOf(job_of(*t)) == slurm::JobState::kCancelled;
+          return t->cancelled_experiment && slurm_.StateOf(job_of(*t)) == JobState::kCancelled;
         });
         if (!ok) return violation(t->id + " task " + std::to_string(t->proc) + ": no assignment");
         if (t->refused && !t->cancelled_experiment)
@@ -306,8 +305,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
 
   // The batch scripts end; Tick closes every experiment.
   for (const auto& id : ids)
-    if (!cancelled(id))
-      slurm_.SetState(slurm_.JobOf(slurm::JobName(id, 1)), slurm::JobState::kCompleted);
+    if (!cancelled(id)) slurm_.SetState(slurm_.JobOf(JobName(id, 1)), JobState::kCompleted);
   EXPECT_TRUE(WaitFor([&] { return AllEnded(ids); })) << "experiments or their jobs still open";
   StopBackground();
   ASSERT_EQ(violations, 0);
@@ -323,7 +321,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
     for (const auto& e : v.events) assigned_events += e.what == "assigned";
     if (cancelled(id)) {
       EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled) << v.experiment.reason;
-      int64_t job = slurm_.JobOf(slurm::JobName(id, 1));
+      int64_t job = slurm_.JobOf(JobName(id, 1));
       EXPECT_TRUE(slurm_.With(
           [&](auto& f) { return std::count(f.cancelled.begin(), f.cancelled.end(), job) >= 1; }));
       EXPECT_LE(assigned_events, 1);
@@ -414,14 +412,14 @@ TEST_F(ExperimentsConcurrencyTest, ConcurrentResumesStartOneAttempt) {
 
 // Slurm whose LoadJobs answers with the jobs as they were when the call
 // started, and returns only when the test says: a slow squeue.
-class SlowPollSlurm final : public slurm::SlurmClient {
+class SlowPollSlurm final : public SlurmClient {
  public:
   explicit SlowPollSlurm(LockedSlurm& slurm) : slurm_(slurm) {}
   StatusOr<PartitionShape> GetPartition(const std::string& name) override {
     return slurm_.GetPartition(name);
   }
-  StatusOr<int64_t> Submit(const slurm::SubmitRequest& r) override { return slurm_.Submit(r); }
-  StatusOr<std::vector<slurm::JobInfo>> LoadJobs() override {
+  StatusOr<int64_t> Submit(const SubmitRequest& r) override { return slurm_.Submit(r); }
+  StatusOr<std::vector<JobInfo>> LoadJobs() override {
     auto jobs = slurm_.LoadJobs();
     if (hold) {
       snapshot_taken.count_down();

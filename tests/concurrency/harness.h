@@ -48,7 +48,7 @@ class LockedRandomness final : public Randomness {
 
 // FakeSlurm behind one mutex, as slurmctld serializes RPCs. CancelJob also
 // ends the job, as Slurm would.
-class LockedSlurm final : public slurm::SlurmClient {
+class LockedSlurm final : public SlurmClient {
  public:
   explicit LockedSlurm(int nodes = 16, int cpus = 64) {
     fake_.partition.nodes.clear();
@@ -59,17 +59,17 @@ class LockedSlurm final : public slurm::SlurmClient {
     std::lock_guard lock(mu_);
     return fake_.GetPartition(name);
   }
-  StatusOr<int64_t> Submit(const slurm::SubmitRequest& r) override {
+  StatusOr<int64_t> Submit(const SubmitRequest& r) override {
     std::lock_guard lock(mu_);
     return fake_.Submit(r);
   }
-  StatusOr<std::vector<slurm::JobInfo>> LoadJobs() override {
+  StatusOr<std::vector<JobInfo>> LoadJobs() override {
     std::lock_guard lock(mu_);
     return fake_.LoadJobs();
   }
   Status CancelJob(int64_t job_id, int signal) override {
     std::lock_guard lock(mu_);
-    if (fake_.jobs.count(job_id)) fake_.SetState(job_id, slurm::JobState::kCancelled);
+    if (fake_.jobs.count(job_id)) fake_.SetState(job_id, JobState::kCancelled);
     return fake_.CancelJob(job_id, signal);
   }
   Status SignalStep(int64_t job_id, int step_id, int signal) override {
@@ -95,12 +95,12 @@ class LockedSlurm final : public slurm::SlurmClient {
     }
     return 0;
   }
-  slurm::JobState StateOf(int64_t job) {
+  JobState StateOf(int64_t job) {
     std::lock_guard lock(mu_);
     auto it = fake_.jobs.find(job);
-    return it == fake_.jobs.end() ? slurm::JobState::kUnknown : it->second.state;
+    return it == fake_.jobs.end() ? JobState::kUnknown : it->second.state;
   }
-  void SetState(int64_t job, slurm::JobState state, int exit_code = 0) {
+  void SetState(int64_t job, JobState state, int exit_code = 0) {
     std::lock_guard lock(mu_);
     fake_.SetState(job, state, exit_code);
   }

@@ -119,7 +119,7 @@ class BashTest : public ::testing::Test {
   // runs srun with exactly the expected argv, and nothing else happens.
   void CheckScript(const ExperimentSpec& spec, unsigned variant, const std::string& what) {
     std::vector<std::string> argv;
-    slurm::SubmitRequest r = RenderForCheck(spec, variant, &argv);
+    SubmitRequest r = RenderForCheck(spec, variant, &argv);
     fs::path script = dir_ / "job.sh", out = dir_ / "argv";
     std::ofstream(script, std::ios::binary) << r.script;
     fs::remove(out);

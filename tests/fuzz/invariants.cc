@@ -255,16 +255,16 @@ std::string CheckShellQuote(std::string_view bytes) {
   return "";
 }
 
-slurm::SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant,
-                                    std::vector<std::string>* argv) {
+SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant,
+                             std::vector<std::string>* argv) {
   // The launch is the operator's, not the user's, but quoting must hold for
   // any bytes, so some are hostile too.
-  static const slurm::AgentLaunch kLaunches[] = {
+  static const AgentLaunch kLaunches[] = {
       {"/opt/tfslurm/bin/tfslurm-agent", "login1.cluster:8081"},
       {"/opt/it's here/$(touch pwned)/tfslurm-agent", "[::1]:8081"},
       {"/a b\n\tc`x`;|&>\"\\", "h'; rm -rf / #:1"},
   };
-  const slurm::AgentLaunch& launch = kLaunches[variant % 3];
+  const AgentLaunch& launch = kLaunches[variant % 3];
   int attempt = 1 + static_cast<int>(variant % 7);
 
   PartitionShape partition;
@@ -275,8 +275,7 @@ slurm::SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant
   auto memory = ComputeMemPerTask(partition, spec.resources);
   MemoryPlan plan = memory.ok() ? *memory : MemoryPlan{1000, 1000, "fixed by the fuzzer"};
 
-  slurm::AttemptPaths paths{"/srv/tfslurm-out/" + spec.id + "/logs/attempt-" +
-                            std::to_string(attempt)};
+  AttemptPaths paths{"/srv/tfslurm-out/" + spec.id + "/logs/attempt-" + std::to_string(attempt)};
   *argv = {"exec",
            "srun",
            "--kill-on-bad-exit=0",
@@ -290,9 +289,9 @@ slurm::SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant
            std::to_string(attempt),
            "--address",
            spec.network_address};
-  return slurm::BuildSubmitRequest(spec, testing::PlanOf(spec, plan),
-                                   {attempt, paths, "s3cr3t-NOT-IN-THE-SCRIPT", {}}, launch,
-                                   {"PATH=/usr/bin"});
+  return BuildSubmitRequest(spec, testing::PlanOf(spec, plan),
+                            {attempt, paths, "s3cr3t-NOT-IN-THE-SCRIPT", {}}, launch,
+                            {"PATH=/usr/bin"});
 }
 
 std::string CheckSbatchInput(std::string_view bytes) {
@@ -304,7 +303,7 @@ std::string CheckSbatchInput(std::string_view bytes) {
   ExperimentSpec spec = std::move(parsed).value();
   if (spec.id.empty()) spec.id = "fuzz-id";
   std::vector<std::string> argv;
-  slurm::SubmitRequest r = RenderForCheck(spec, static_cast<unsigned>(bytes.size()), &argv);
+  SubmitRequest r = RenderForCheck(spec, static_cast<unsigned>(bytes.size()), &argv);
   const std::string& script = r.script;
 
   if (script.find("s3cr3t") != std::string::npos) return "the secret is in the script";

@@ -29,8 +29,8 @@ std::string CheckSbatchInput(std::string_view bytes);
 
 // The script for `spec` with a launch chosen by `variant`, as the sbatch
 // check renders it; `argv` gets the words the srun line must split into.
-slurm::SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant,
-                                    std::vector<std::string>* argv);
+SubmitRequest RenderForCheck(const ExperimentSpec& spec, unsigned variant,
+                             std::vector<std::string>* argv);
 
 // ShellQuote(bytes) reads back, as one word, as bytes.
 std::string CheckShellQuote(std::string_view bytes);

@@ -88,7 +88,7 @@ class ExperimentsTest : public ::testing::Test {
   // Submits `spec` as alice and has Slurm start its job (100, the first).
   void SubmitRunning(const json& spec) {
     ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
-    slurm_.SetState(100, slurm::JobState::kRunning);
+    slurm_.SetState(100, JobState::kRunning);
     Poll();
   }
 
@@ -96,13 +96,13 @@ class ExperimentsTest : public ::testing::Test {
   // with a retryable exit (137), so the next Tick after the backoff restarts it.
   void SubmitAndFailRetryably(const std::string& id) {
     ASSERT_TRUE(experiments_->Submit(PsSpec(id), "alice", false).ok());
-    slurm_.SetState(100, slurm::JobState::kFailed, 137);
+    slurm_.SetState(100, JobState::kFailed, 137);
     Poll();
     ASSERT_EQ(View(id).experiment.state, ExperimentState::kRestarting);
   }
 
   fs::path dir_;
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Store> store_;
   FakeSlurm slurm_;
   FakeClock clock_;
   FakeRandomness random_;
@@ -250,7 +250,7 @@ TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
   EXPECT_EQ(v.tasks[0].state, TaskState::kReaped);
   EXPECT_EQ(v.tasks[1].state, TaskState::kSucceeded);
 
-  slurm_.SetState(100, slurm::JobState::kCompleted);
+  slurm_.SetState(100, JobState::kCompleted);
   Poll();
   v = View("a");
   EXPECT_EQ(v.attempts[0].state, AttemptState::kEnded);
@@ -284,7 +284,7 @@ TEST_F(ExperimentsTest, BarrierTimeoutNamesMissingTasksAndCancels) {
   clock_.Advance(config_.barrier_timeout_ms);
   Poll();
   EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{100}));
-  slurm_.SetState(100, slurm::JobState::kCancelled);
+  slurm_.SetState(100, JobState::kCancelled);
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
@@ -305,7 +305,7 @@ TEST_F(ExperimentsTest, UnconfirmedReapEndsTheStepThroughSlurm) {
   Poll();
   EXPECT_EQ(slurm_.signalled_steps, (std::vector<int64_t>{100}));
   // The step's end ends the ps without a word from their agents.
-  slurm_.SetState(100, slurm::JobState::kCompleted);
+  slurm_.SetState(100, JobState::kCompleted);
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kSucceeded) << v.experiment.reason;
@@ -315,7 +315,7 @@ TEST_F(ExperimentsTest, UnconfirmedReapEndsTheStepThroughSlurm) {
 TEST_F(ExperimentsTest, ATaskNobodyReapedThatEndsWithTheJobIsLost) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
-  slurm_.SetState(100, slurm::JobState::kNodeFail);
+  slurm_.SetState(100, JobState::kNodeFail);
   Poll();
   auto v = View("a");
   ASSERT_EQ(v.attempts.size(), 1u);
@@ -331,7 +331,7 @@ TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << "decided when the job has ended";
   EXPECT_NE(v.experiment.reason.find("ending its Slurm job"), std::string::npos)
       << v.experiment.reason;
-  slurm_.SetState(100, slurm::JobState::kFailed, 137);
+  slurm_.SetState(100, JobState::kFailed, 137);
   Poll();
   v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
@@ -345,11 +345,11 @@ TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kQueued);
 
   // Attempt 2 fails the same way: max_restarts (1) reached.
-  slurm_.SetState(101, slurm::JobState::kRunning);
+  slurm_.SetState(101, JobState::kRunning);
   Poll();
   RegisterAll("a", 2);
   EXPECT_TRUE(experiments_->OnExited(Ref("a", 3, 2), 137, std::nullopt, false).ok());
-  slurm_.SetState(101, slurm::JobState::kFailed, 137);
+  slurm_.SetState(101, JobState::kFailed, 137);
   Poll();
   v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
@@ -361,7 +361,7 @@ TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
   EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
@@ -377,7 +377,7 @@ TEST_F(ExperimentsTest, AnExit1AfterAnotherAgentsStreamEndedIsRestarted) {
   auto channels = RegisterAll("a");
   experiments_->OnDisconnect(Ref("a", 2), channels[2].get());  // ps:1's agent is gone
   EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
@@ -403,7 +403,7 @@ TEST_F(ExperimentsTest, AnAgentNotBackSinceARestartCountsAsVanished) {
     experiments_->OnRegister(Ref("a", p), info, std::make_shared<RecordingChannel>());
   }
   EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
@@ -418,7 +418,7 @@ TEST_F(ExperimentsTest, AnExit1WithEveryAgentBackAfterARestartIsNotRestarted) {
   ASSERT_TRUE(experiments_->Recover().ok());
   RegisterAll("a");
   EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kFailed);
 }
@@ -428,7 +428,7 @@ TEST_F(ExperimentsTest, SigtermFromPreemptionIsClassifiedByTheJobState) {
   RegisterAll("a");
   // Slurm's SIGTERM reaches the tasks before the job shows PREEMPTED.
   EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false).ok());
-  slurm_.SetState(100, slurm::JobState::kPreempted);
+  slurm_.SetState(100, JobState::kPreempted);
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.attempts[0].end_reason, EndReason::kPreempted);
@@ -440,7 +440,7 @@ TEST_F(ExperimentsTest, SigtermFromPreemptionIsClassifiedByTheJobState) {
 
 TEST_F(ExperimentsTest, JobStateWithoutAgentsDecides) {
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kFailed);
 }
@@ -450,7 +450,7 @@ TEST_F(ExperimentsTest, CancelKillsTheJob) {
   ASSERT_TRUE(experiments_->Cancel("a", "cancelled by the user").ok());
   EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{100}));
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kCancelled);
-  slurm_.SetState(100, slurm::JobState::kCancelled);
+  slurm_.SetState(100, JobState::kCancelled);
   Poll();
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kCancelled);
   EXPECT_EQ(experiments_->Cancel("a", "again").code(), StatusCode::kFailedPrecondition);
@@ -473,7 +473,7 @@ TEST_F(ExperimentsTest, RecoverAdoptsAnInterruptedSubmissionWithoutResubmitting)
   auto attempts = *store_->ListAttempts("a");
   attempts[0].state = AttemptState::kSubmitting;
   attempts[0].slurm_job_id = 0;
-  store::Changes c;
+  Changes c;
   c.attempts = attempts;
   ASSERT_TRUE(store_->Apply(c).ok());
   Restart();
@@ -487,7 +487,7 @@ TEST_F(ExperimentsTest, RecoverSubmitsWhenSlurmNeverGotTheJob) {
   auto attempts = *store_->ListAttempts("a");
   attempts[0].state = AttemptState::kSubmitting;
   attempts[0].slurm_job_id = 0;
-  store::Changes c;
+  Changes c;
   c.attempts = attempts;
   ASSERT_TRUE(store_->Apply(c).ok());
   slurm_.jobs.clear();
@@ -517,7 +517,7 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
   EXPECT_EQ(experiments_->Resume("nope").status().code(), StatusCode::kNotFound);
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
   EXPECT_EQ(experiments_->Resume("a").status().code(), StatusCode::kFailedPrecondition);
-  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
   files_.SetCheckpoint((dir_ / "out" / "a").string(), "model.ckpt-1200", 1200);
@@ -593,7 +593,7 @@ TEST_F(ExperimentsTest, ResumeThatCannotBePreparedAnswersTheErrorAndChangesNothi
   config_.partition_cache_ms = 0;
   Restart();
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
   std::string reason = View("a").experiment.reason;
@@ -622,7 +622,7 @@ TEST_F(ExperimentsTest, RecoverRestartsAnExperimentLeftQueuedWithItsAttemptEnded
   auto e = *store_->GetExperiment("a");
   e.state = ExperimentState::kQueued;
   e.reason = "attempt 2 submitted";
-  store::Changes c;
+  Changes c;
   c.experiment = e;
   ASSERT_TRUE(store_->Apply(c).ok());
 
@@ -642,11 +642,11 @@ TEST_F(ExperimentsTest, RecoverRestartsAnExperimentLeftQueuedWithItsAttemptEnded
 
 // The intent of attempt 1 recorded, then the service killed before Slurm's
 // answer was: the attempt is `submitting` in the store.
-void InterruptSubmission(store::Store& store, const std::string& id) {
+void InterruptSubmission(Store& store, const std::string& id) {
   auto attempts = *store.ListAttempts(id);
   attempts.back().state = AttemptState::kSubmitting;
   attempts.back().slurm_job_id = 0;
-  store::Changes c;
+  Changes c;
   c.attempts = attempts;
   ASSERT_TRUE(store.Apply(c).ok());
 }
@@ -855,13 +855,13 @@ TEST_F(ExperimentsTest, FailureReportedBeforeTheJobVanishedDecides) {
 
 TEST_F(ExperimentsTest, NodeFailAndBootFailAreNodeFailAndRestarted) {
   for (auto [id, state] :
-       {std::pair{"nf", slurm::JobState::kNodeFail}, std::pair{"bf", slurm::JobState::kBootFail}}) {
+       {std::pair{"nf", JobState::kNodeFail}, std::pair{"bf", JobState::kBootFail}}) {
     json spec = PsSpec(id);
     spec["restart"]["on"] = {"node_fail"};
     auto r = experiments_->Submit(spec, "alice", false);
     ASSERT_TRUE(r.ok());
     int64_t job = r->attempt.slurm_job_id;
-    slurm_.SetState(job, slurm::JobState::kRunning);
+    slurm_.SetState(job, JobState::kRunning);
     Poll();
     slurm_.SetState(job, state);
     slurm_.jobs[job].reason = "node2 down";
@@ -873,7 +873,7 @@ TEST_F(ExperimentsTest, NodeFailAndBootFailAreNodeFailAndRestarted) {
   }
   // Not in restart.on: the experiment fails and says so.
   ASSERT_TRUE(experiments_->Submit(PsSpec("no"), "alice", false).ok());
-  slurm_.SetState(102, slurm::JobState::kNodeFail);
+  slurm_.SetState(102, JobState::kNodeFail);
   Poll();
   EXPECT_NE(View("no").experiment.reason.find("node_fail is not in restart.on"), std::string::npos)
       << View("no").experiment.reason;
@@ -886,7 +886,7 @@ TEST_F(ExperimentsTest, TimeLimitIsTimeoutEvenWhenTheTasksDiedOfSigterm) {
   RegisterAll("a");
   // Slurm's SIGTERM at the limit kills a worker before the job shows TIMEOUT.
   EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 143, std::nullopt, false).ok());
-  slurm_.SetState(100, slurm::JobState::kTimeout);
+  slurm_.SetState(100, JobState::kTimeout);
   Poll();
   auto v = View("a");
   EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kTimeout);
@@ -902,7 +902,7 @@ TEST_F(ExperimentsTest, BackoffDoublesPerRestartAndIsCappedAtTenMinutes) {
   for (int attempt = 1; attempt <= 6; ++attempt) {
     int64_t job = 100 + attempt - 1;
     ASSERT_EQ(slurm_.submitted.size(), static_cast<size_t>(attempt));
-    slurm_.SetState(job, slurm::JobState::kFailed, 137);
+    slurm_.SetState(job, JobState::kFailed, 137);
     Poll();
     auto e = View("a").experiment;
     ASSERT_EQ(e.state, ExperimentState::kRestarting) << e.reason;
@@ -922,7 +922,7 @@ TEST_F(ExperimentsTest, UserCancelIsNeverRestartedEvenWhenTheTasksDieRetryably) 
   ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
   for (int p = 0; p < 6; ++p)
     EXPECT_TRUE(experiments_->OnExited(Ref("a", p), 143, std::nullopt, false).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 143);
+  slurm_.SetState(100, JobState::kFailed, 143);
   Poll();
   // Well past the 5 s backoff.
   for (int i = 0; i < 5; ++i) {
@@ -988,7 +988,7 @@ TEST_F(ExperimentsTest, MetricsCountRegistrationsRendezvousReapingAndEnds) {
 
   // A retryable failure counts the attempt's end and the restart it causes.
   ASSERT_TRUE(experiments_->Submit(PsSpec("b"), "alice", false).ok());
-  slurm_.SetState(101, slurm::JobState::kFailed, 137);
+  slurm_.SetState(101, JobState::kFailed, 137);
   Poll();
   ASSERT_EQ(View("b").experiment.state, ExperimentState::kRestarting);
   EXPECT_EQ(m.ended, (std::vector<std::string>{"succeeded", "retryable_exit"}));
@@ -1029,7 +1029,7 @@ TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAnd
   // attempt ends as stalled and the restart policy restarts it.
   for (int p = 0; p < 6; ++p)
     ASSERT_TRUE(experiments_->OnExited(Ref("a", p), std::nullopt, 15, true).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   v = View("a");
   EXPECT_EQ(v.attempts[0].end_reason, EndReason::kStalled);
@@ -1077,7 +1077,7 @@ TEST_F(ExperimentsTest, ANodeFailureExcludesTheDownNodeFromTheNextAttemptsUntilA
   spec["restart"]["on"] = {"node_fail"};
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
   slurm_.partition.nodes[1].unavailable = true;  // node2 went down with the job
-  slurm_.SetState(100, slurm::JobState::kNodeFail);
+  slurm_.SetState(100, JobState::kNodeFail);
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kRestarting);
   clock_.Advance(5000);
@@ -1099,7 +1099,7 @@ TEST_F(ExperimentsTest, ANodeFailureExcludesTheDownNodeFromTheNextAttemptsUntilA
 
   // A user's resume clears it.
   ASSERT_TRUE(experiments_->Cancel("a", "test").ok());
-  slurm_.SetState(101, slurm::JobState::kCancelled);
+  slurm_.SetState(101, JobState::kCancelled);
   Poll();
   ASSERT_TRUE(experiments_->Resume("a").ok());
   EXPECT_TRUE(View("a").experiment.excluded_nodes.empty());
@@ -1111,7 +1111,7 @@ TEST_F(ExperimentsTest, ANodeIsNotExcludedWhenTheJobWouldNotFitWithoutIt) {
   spec["restart"]["on"] = {"node_fail"};
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
   slurm_.partition.nodes[2].unavailable = true;
-  slurm_.SetState(100, slurm::JobState::kNodeFail);
+  slurm_.SetState(100, JobState::kNodeFail);
   Poll();
   clock_.Advance(5000);
   Poll();
@@ -1138,7 +1138,7 @@ TEST_F(ExperimentsTest, AStallWhoseSilentTasksAreOnOneNodeExcludesIt) {
   Poll();
   for (int p = 0; p < 6; ++p)
     EXPECT_TRUE(experiments_->OnExited(Ref("a", p), std::nullopt, 15, true).ok());
-  slurm_.SetState(100, slurm::JobState::kFailed, 1);
+  slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   clock_.Advance(5000);
   Poll();

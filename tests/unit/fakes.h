@@ -84,7 +84,7 @@ class FakeAccounts final : public Accounts {
   std::map<std::string, uint32_t> uids_;
 };
 
-class FakeSlurm final : public slurm::SlurmClient {
+class FakeSlurm final : public SlurmClient {
  public:
   FakeSlurm() {
     partition.name = "debug";
@@ -99,23 +99,23 @@ class FakeSlurm final : public slurm::SlurmClient {
                              {{"resources.partition", "unknown"}});
     return partition;
   }
-  StatusOr<int64_t> Submit(const slurm::SubmitRequest& r) override {
+  StatusOr<int64_t> Submit(const SubmitRequest& r) override {
     if (!refuse_submit.ok()) return refuse_submit;
     submitted.push_back(r);
     int64_t id = next_job_id++;
-    slurm::JobInfo j;
+    JobInfo j;
     j.job_id = id;
     j.name = r.job_name;
-    j.state = slurm::JobState::kPending;
+    j.state = JobState::kPending;
     jobs[id] = j;
     // slurmctld took the job but its answer was lost (an RPC timeout).
     if (lose_submit_answer) return Unavailable("slurmctld did not answer in time");
     return id;
   }
-  StatusOr<std::vector<slurm::JobInfo>> LoadJobs() override {
+  StatusOr<std::vector<JobInfo>> LoadJobs() override {
     ++load_jobs_calls;
     if (!refuse_load_jobs.ok()) return refuse_load_jobs;
-    std::vector<slurm::JobInfo> out;
+    std::vector<JobInfo> out;
     for (auto& [_, j] : jobs) out.push_back(j);
     return out;
   }
@@ -128,14 +128,14 @@ class FakeSlurm final : public slurm::SlurmClient {
     return Status::Ok();
   }
 
-  void SetState(int64_t job, slurm::JobState state, int exit_code = 0) {
+  void SetState(int64_t job, JobState state, int exit_code = 0) {
     jobs[job].state = state;
     jobs[job].exit_code = exit_code;
     jobs[job].nodes = "node[1-3]";
     jobs[job].node_names = {"node1", "node2", "node3"};
   }
   // The secret the job's environment carries, as the agents would see it.
-  static std::string SecretOf(const slurm::SubmitRequest& r) {
+  static std::string SecretOf(const SubmitRequest& r) {
     for (const auto& e : r.environment)
       if (e.rfind("TFSLURM_SECRET=", 0) == 0) return e.substr(15);
     return "";
@@ -145,8 +145,8 @@ class FakeSlurm final : public slurm::SlurmClient {
   std::map<std::string, PartitionShape> more_partitions;  // by name, besides `partition`
   Status refuse_submit, refuse_partition, refuse_load_jobs;
   bool lose_submit_answer = false;
-  std::vector<slurm::SubmitRequest> submitted;
-  std::map<int64_t, slurm::JobInfo> jobs;
+  std::vector<SubmitRequest> submitted;
+  std::map<int64_t, JobInfo> jobs;
   std::vector<int64_t> cancelled, signalled_steps;
   int64_t next_job_id = 100;
   int load_jobs_calls = 0;

@@ -48,11 +48,11 @@ bool AnyStartsWith(const std::vector<std::string>& v, const std::string& prefix)
                      [&](const std::string& e) { return e.starts_with(prefix); });
 }
 
-slurm::SubmitRequest Build(const ExperimentSpec& s, const std::vector<MemoryPlan>& more = {}) {
+SubmitRequest Build(const ExperimentSpec& s, const std::vector<MemoryPlan>& more = {}) {
   MemoryPlan mem{2000, 2000, "auto: test"};
-  return slurm::BuildSubmitRequest(s, testing::PlanOf(s, mem, more),
-                                   {1, {"/out/gpu-1/logs/attempt-1"}, "secret", {}},
-                                   {"/usr/bin/tfslurm-agent", "svc:7070"}, {"PATH=/usr/bin"});
+  return BuildSubmitRequest(s, testing::PlanOf(s, mem, more),
+                            {1, {"/out/gpu-1/logs/attempt-1"}, "secret", {}},
+                            {"/usr/bin/tfslurm-agent", "svc:7070"}, {"PATH=/usr/bin"});
 }
 
 TEST(GpusSpec, GpusPerTaskIsParsedAndRoundTrips) {

@@ -58,7 +58,7 @@ class HetExperimentsTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Store> store_;
   testing::FakeSlurm slurm_;
   testing::FakeClock clock_;
   testing::FakeRandomness random_;
@@ -72,7 +72,7 @@ class HetExperimentsTest : public ::testing::Test {
 TEST_F(HetExperimentsTest, SubmitsOneHeterogeneousJobWithEachComponentsMemory) {
   ASSERT_TRUE(experiments_->Submit(HetSpec("h1"), "alice", false).ok());
   ASSERT_EQ(slurm_.submitted.size(), 1u);
-  const slurm::SubmitRequest& r = slurm_.submitted[0];
+  const SubmitRequest& r = slurm_.submitted[0];
   EXPECT_EQ(r.partition, "debug");
   EXPECT_EQ(r.mem_per_cpu_mb, 2000) << "debug's 8000 MB / 4 CPUs";
   ASSERT_EQ(r.more_components.size(), 1u);
@@ -121,12 +121,12 @@ TEST_F(HetExperimentsTest, AComponentThatCannotFitIsRefusedWithItsNumbersAndNoth
 TEST_F(HetExperimentsTest, TheJobEndsWhenEveryComponentHasEnded) {
   ASSERT_TRUE(experiments_->Submit(HetSpec("h3"), "alice", false).ok());
   // Slurm lists each component as a record of its own.
-  slurm::JobInfo& leader = slurm_.jobs[100];
+  JobInfo& leader = slurm_.jobs[100];
   leader.het_job_id = 100;
-  slurm::JobInfo ps = leader;
+  JobInfo ps = leader;
   ps.job_id = 101;
   ps.het_job_offset = 1;
-  leader.state = ps.state = slurm::JobState::kRunning;
+  leader.state = ps.state = JobState::kRunning;
   leader.nodes = "node[1-2]";
   leader.node_names = {"node1", "node2"};
   ps.nodes = "node9";
@@ -137,11 +137,11 @@ TEST_F(HetExperimentsTest, TheJobEndsWhenEveryComponentHasEnded) {
   EXPECT_EQ(v.attempts.back().nodes, "node[1-2],node9");
   EXPECT_EQ(v.attempts.back().state, AttemptState::kRunning);
 
-  slurm_.jobs[100].state = slurm::JobState::kCompleted;
+  slurm_.jobs[100].state = JobState::kCompleted;
   Poll();
   EXPECT_EQ(experiments_->Get("h3").value().attempts.back().state, AttemptState::kRunning)
       << "the ps component still runs";
-  slurm_.jobs[101].state = slurm::JobState::kCompleted;
+  slurm_.jobs[101].state = JobState::kCompleted;
   Poll();
   v = experiments_->Get("h3").value();
   EXPECT_EQ(v.attempts.back().state, AttemptState::kEnded);
@@ -154,10 +154,10 @@ TEST_F(HetExperimentsTest, AnUnconfirmedReapEndsTheStepInEveryComponent) {
   experiments_ =
       NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_);
   ASSERT_TRUE(experiments_->Submit(HetSpec("h4"), "alice", false).ok());
-  slurm::JobInfo& leader = slurm_.jobs[100];
+  JobInfo& leader = slurm_.jobs[100];
   leader.het_job_id = 100;
-  leader.state = slurm::JobState::kRunning;
-  slurm::JobInfo ps = leader;
+  leader.state = JobState::kRunning;
+  JobInfo ps = leader;
   ps.job_id = 101;
   ps.het_job_offset = 1;
   slurm_.jobs[101] = ps;

@@ -280,10 +280,10 @@ TEST(HetScript, APlainSpecRendersExactlyAsBeforePerRoleResources) {
   MemoryPlan mem{2000, 4000,
                  "auto: smallest RealMemory/CPUs in partition debug is node1 (8000 MB / 4 CPUs = "
                  "2000 MB per CPU) x 2 CPUs per task = 4000 MB per task"};
-  auto r = slurm::BuildSubmitRequest(
-      s, testing::PlanOf(s, mem),
-      {2, {"/out/mnist-ps-01/logs/attempt-2"}, "secret", {"node4", "node7"}},
-      {"/usr/bin/tfslurm-agent", "svc.example:7070"}, {"PATH=/usr/bin"});
+  auto r =
+      BuildSubmitRequest(s, testing::PlanOf(s, mem),
+                         {2, {"/out/mnist-ps-01/logs/attempt-2"}, "secret", {"node4", "node7"}},
+                         {"/usr/bin/tfslurm-agent", "svc.example:7070"}, {"PATH=/usr/bin"});
   EXPECT_EQ(r.script, kPlainScript);
   EXPECT_TRUE(r.more_components.empty());
   EXPECT_EQ(r.constraint, "");
@@ -301,10 +301,9 @@ TEST(HetScript, ComponentsAreRenderedWithHetjobSeparatorsAndOneStep) {
                 "mem_per_task_mb 32000 given in the spec; 8000 MB per CPU x 4 CPUs = 32000 MB per "
                 "task"};
   const ExperimentSpec het = Parse(HetSpec());
-  auto r =
-      slurm::BuildSubmitRequest(het, testing::PlanOf(het, m0, {m1, m2}),
-                                {1, {"/out/mnist-ps-01/logs/attempt-1"}, "secret", {}},
-                                {"/usr/bin/tfslurm-agent", "svc.example:7070"}, {"PATH=/usr/bin"});
+  auto r = BuildSubmitRequest(het, testing::PlanOf(het, m0, {m1, m2}),
+                              {1, {"/out/mnist-ps-01/logs/attempt-1"}, "secret", {}},
+                              {"/usr/bin/tfslurm-agent", "svc.example:7070"}, {"PATH=/usr/bin"});
   EXPECT_EQ(r.script, kHetScript);
   ASSERT_EQ(r.more_components.size(), 2u);
   EXPECT_EQ(r.partition, "gpu");
@@ -317,8 +316,6 @@ TEST(HetScript, ComponentsAreRenderedWithHetjobSeparatorsAndOneStep) {
 }
 
 TEST(GroupHetJobs, FoldsComponentsIntoTheLeaderInOffsetOrder) {
-  using slurm::JobInfo;
-  using slurm::JobState;
   // Field by field: designated initializers that leave `components` out
   // draw -Wmissing-field-initializers.
   auto job = [](int64_t id, std::string name, std::string nodes,
@@ -336,7 +333,7 @@ TEST(GroupHetJobs, FoldsComponentsIntoTheLeaderInOffsetOrder) {
   JobInfo plain = job(3, "p", "", {}, 0, 0);
   JobInfo c1 = job(11, "h", "node1", {"node1"}, 10, 1);
   JobInfo c0 = job(10, "h", "node[2-3]", {"node2", "node3"}, 10, 0);
-  auto jobs = slurm::GroupHetJobs({c1, plain, c0});
+  auto jobs = GroupHetJobs({c1, plain, c0});
   ASSERT_EQ(jobs.size(), 2u);
   EXPECT_EQ(jobs[0].job_id, 3);
   EXPECT_TRUE(jobs[0].components.empty());
@@ -349,12 +346,12 @@ TEST(GroupHetJobs, FoldsComponentsIntoTheLeaderInOffsetOrder) {
 
   // The leader ended but a component still runs: not over yet.
   c0.state = JobState::kCompleted;
-  auto later = slurm::GroupHetJobs({c0, c1});
+  auto later = GroupHetJobs({c0, c1});
   EXPECT_EQ(later[0].state, JobState::kCompleted);
   EXPECT_TRUE(later[0].completing) << "finished only when every component is";
   // A component's node failure is the job's.
   c1.state = JobState::kNodeFail;
-  auto failed = slurm::GroupHetJobs({c0, c1});
+  auto failed = GroupHetJobs({c0, c1});
   EXPECT_EQ(failed[0].state, JobState::kNodeFail);
   EXPECT_FALSE(failed[0].completing);
 }

@@ -17,8 +17,6 @@ namespace tfslurm::api {
 namespace {
 
 namespace fs = std::filesystem;
-using store::Changes;
-using store::ListQuery;
 
 Changes NewExperiment(const std::string& id, int64_t created, ExperimentState state,
                       const std::string& owner = "alice") {
@@ -68,7 +66,7 @@ class ExperimentListCacheTest : public ::testing::Test {
   // The store as a ListSource that counts pages read and remembers whose
   // summaries were read.
   ListSource CountingSource() {
-    return {[this](const ListQuery& q, const store::NeedSummary& need) {
+    return {[this](const ListQuery& q, const NeedSummary& need) {
               ++pages_;
               return store_->ListPage(q, [&](const std::string& id) {
                 bool needed = need(id);
@@ -113,7 +111,7 @@ class ExperimentListCacheTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Store> store_;
   std::unique_ptr<ExperimentListCache> cache_;
   int pages_ = 0;
   std::vector<std::string> summaries_;
@@ -441,29 +439,29 @@ struct FakeSource {
   Status fail = Status::Ok();
 
   ListSource Source() {
-    return {
-        [this](const ListQuery& q,
-               const store::NeedSummary& need) -> StatusOr<std::vector<store::ListedExperiment>> {
-          if (!fail.ok()) return fail;
-          if (after_ids) after_ids();
-          std::vector<store::ListedExperiment> page;
-          for (int i = experiments - 1 - q.offset; i >= 0 && page.size() < size_t(q.limit); --i) {
-            char id[16];
-            snprintf(id, sizeof id, "e%03d", i);
-            store::ListedExperiment listed;
-            listed.id = id;
-            if (need(listed.id)) {
-              ++summaries;
-              ExperimentSummary s;
-              s.experiment.id = id;
-              s.experiment.reason = "summary " + std::to_string(summaries);
-              listed.summary = s;
-            }
-            page.push_back(std::move(listed));
-          }
-          return page;
-        },
-        [this](const ListQuery&) -> StatusOr<int64_t> { return experiments; }};
+    return {[this](const ListQuery& q,
+                   const NeedSummary& need) -> StatusOr<std::vector<ListedExperiment>> {
+              if (!fail.ok()) return fail;
+              if (after_ids) after_ids();
+              std::vector<ListedExperiment> page;
+              for (int i = experiments - 1 - q.offset; i >= 0 && page.size() < size_t(q.limit);
+                   --i) {
+                char id[16];
+                snprintf(id, sizeof id, "e%03d", i);
+                ListedExperiment listed;
+                listed.id = id;
+                if (need(listed.id)) {
+                  ++summaries;
+                  ExperimentSummary s;
+                  s.experiment.id = id;
+                  s.experiment.reason = "summary " + std::to_string(summaries);
+                  listed.summary = s;
+                }
+                page.push_back(std::move(listed));
+              }
+              return page;
+            },
+            [this](const ListQuery&) -> StatusOr<int64_t> { return experiments; }};
   }
 };
 

@@ -23,7 +23,7 @@ class ScalarStoreTest : public ::testing::Test {
   void SetUp() override {
     dir_ = FreshTestDir("scalars-test");
     store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
-    store::Changes c;
+    Changes c;
     c.create_experiment = true;
     ExperimentRecord e;
     e.id = "exp";
@@ -51,8 +51,8 @@ class ScalarStoreTest : public ::testing::Test {
   }
 
   fs::path dir_;
-  std::unique_ptr<store::Store> store_;
-  store::ScalarLimits limits_;
+  std::unique_ptr<Store> store_;
+  ScalarLimits limits_;
 };
 
 TEST_F(ScalarStoreTest, KeepsPointsByTagInAttemptAndStepOrder) {

@@ -55,12 +55,12 @@ ExperimentSpec Parse(const json& j) {
   return s.ok() ? *s : ExperimentSpec{};
 }
 
-slurm::SubmitRequest Request(const ExperimentSpec& s, const std::vector<std::string>& bad = {}) {
+SubmitRequest Request(const ExperimentSpec& s, const std::vector<std::string>& bad = {}) {
   MemoryPlan mem{1000, 1000, "test"};
   std::vector<MemoryPlan> more(4, mem);
-  return slurm::BuildSubmitRequest(s, testing::PlanOf(s, mem, more),
-                                   {1, {"/out/site-1/logs/attempt-1"}, "secret", bad},
-                                   {"/usr/bin/tfslurm-agent", "svc:7070"}, {"PATH=/usr/bin"});
+  return BuildSubmitRequest(s, testing::PlanOf(s, mem, more),
+                            {1, {"/out/site-1/logs/attempt-1"}, "secret", bad},
+                            {"/usr/bin/tfslurm-agent", "svc:7070"}, {"PATH=/usr/bin"});
 }
 
 const json kAll = {{"account", "tfs-research"}, {"qos", "tfs-high"},
@@ -176,7 +176,7 @@ TEST(SiteOptions, PerComponentAndJobWideInAHeterogeneousJob) {
   EXPECT_FALSE(ps.exclusive) << "not inherited from resources";
   EXPECT_EQ(Parse(s.ToJson()).ToJson(), s.ToJson());
 
-  slurm::SubmitRequest r = Request(s, {"node7"});
+  SubmitRequest r = Request(s, {"node7"});
   ASSERT_EQ(r.more_components.size(), 1u);
   EXPECT_EQ(r.nodelist, "node1");
   EXPECT_TRUE(r.exclusive);
@@ -203,7 +203,7 @@ TEST(SiteOptions, PerComponentAndJobWideInAHeterogeneousJob) {
 }
 
 TEST(SiteOptions, SubmitRequestAndScriptCarryEveryOption) {
-  slurm::SubmitRequest r = Request(Parse(SiteSpec(kAll)));
+  SubmitRequest r = Request(Parse(SiteSpec(kAll)));
   EXPECT_EQ(r.account, "tfs-research");
   EXPECT_EQ(r.qos, "tfs-high");
   EXPECT_EQ(r.reservation, "maint,train_2");
@@ -217,7 +217,7 @@ TEST(SiteOptions, SubmitRequestAndScriptCarryEveryOption) {
         "#SBATCH --nodelist=node[1-2]\n", "#SBATCH --exclusive\n", "#SBATCH --exclude=node3\n"})
     EXPECT_NE(r.script.find(line), std::string::npos) << line << "in\n" << r.script;
 
-  slurm::SubmitRequest plain = Request(Parse(SiteSpec(json::object())), {"node4", "node5"});
+  SubmitRequest plain = Request(Parse(SiteSpec(json::object())), {"node4", "node5"});
   EXPECT_EQ(plain.exclude_nodes, "node4,node5");
   for (const char* opt :
        {"--account", "--qos", "--reservation", "--nodelist", "--exclusive", "--constraint"})

@@ -13,7 +13,7 @@
 #include "base/status.h"
 #include "service/core/memory.h"
 
-namespace tfslurm::slurm {
+namespace tfslurm {
 
 enum class JobState {
   kPending,
@@ -150,4 +150,4 @@ class SlurmClient {
   virtual Status SignalStep(int64_t job_id, int step_id, int signal) = 0;
 };
 
-}  // namespace tfslurm::slurm
+}  // namespace tfslurm

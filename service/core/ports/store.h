@@ -11,12 +11,13 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "service/core/records.h"
 
-namespace tfslurm::store {
+namespace tfslurm {
 
 // A set of writes applied in one transaction: all or none.
 struct Changes {
@@ -89,7 +90,14 @@ class Store {
   virtual StatusOr<std::vector<ListedExperiment>> ListPage(const ListQuery& query,
                                                            const NeedSummary& need) = 0;
   // The page with every summary (ExperimentSummary).
-  StatusOr<std::vector<ExperimentSummary>> ListExperiments(const ListQuery& query);
+  StatusOr<std::vector<ExperimentSummary>> ListExperiments(const ListQuery& query) {
+    auto page = ListPage(query, [](const std::string&) { return true; });
+    if (!page.ok()) return page.status();
+    std::vector<ExperimentSummary> out;
+    out.reserve(page->size());
+    for (ListedExperiment& listed : *page) out.push_back(std::move(listed.summary.value()));
+    return out;
+  }
   virtual StatusOr<int64_t> CountExperiments(const ListQuery& query) = 0;
   // Experiments not in a terminal state, for the lifecycle to pick up at start.
   virtual StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() = 0;
@@ -129,4 +137,4 @@ class CommitObserver {
   virtual void Committed(std::span<const Changes> batch, bool applied) = 0;
 };
 
-}  // namespace tfslurm::store
+}  // namespace tfslurm
