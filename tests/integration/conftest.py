@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import tempfile
@@ -88,12 +87,12 @@ class Service:
             os.unlink(ready)
         # The agent endpoint's address is written into every job's script:
         # it must stay the same when the service restarts on this workdir.
+        # The first start binds port 0 and the port tfslurmd got is kept (a
+        # port picked here and closed again could be taken by anyone before
+        # tfslurmd binds it).
         port_file = os.path.join(self.workdir, "agent_port")
-        if not os.path.exists(port_file):
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                open(port_file, "w").write(str(sock.getsockname()[1]))
-        agent_listen = f"{self.agent_host}:" + open(port_file).read().strip()
+        agent_port = open(port_file).read().strip() if os.path.exists(port_file) else "0"
+        agent_listen = f"{self.agent_host}:{agent_port}"
         env = dict(self.env, SLURM_CONF=self.slurm_conf)
         self.log = open(self.log_path, "a")
         # setpriv execs (runuser would stay as the parent): the pid is tfslurmd's.
@@ -116,6 +115,8 @@ class Service:
         ports = json.load(open(ready))
         self.url = f"http://127.0.0.1:{ports['http_port']}"
         self.agent_port = ports["agent_port"]
+        if not os.path.exists(port_file):
+            open(port_file, "w").write(str(self.agent_port))
         return self
 
     def _died(self):
