@@ -7,6 +7,7 @@
 
 #include "base/sha256.h"
 #include "service/core/components.h"
+#include "service/core/model_dir.h"
 #include "service/core/sbatch_script.h"
 #include "service/core/wording.h"
 
@@ -74,6 +75,19 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
                       "/resume (tfctl resume " + spec.id + "), or choose another id",
                   {{"id", "'" + spec.id + "' is taken"}});
   }
+
+  // Before anything is made: a model_dir in someone else's experiment would
+  // show their checkpoint and let this job overwrite it.
+  auto owner_of = [this](const std::string& id) -> std::optional<std::string> {
+    auto other = core_.ports().store.GetExperiment(id);
+    if (!other.ok()) return std::nullopt;
+    return other->owner;
+  };
+  if (Status s = CheckModelDir(
+          {spec.model_dir, spec.id, owner, core_.config().output_root, account->uid == 0},
+          owner_of);
+      !s.ok())
+    return s;
 
   auto partition = Partition(spec.resources.partition);
   if (!partition.ok()) return partition.status();

@@ -231,3 +231,43 @@ def test_thousand_slow_connections_do_not_starve_a_normal_get(service):
         for s in slow:
             s.close()
     print(f"GET /experiments while 1,000 slow requests were held: {['%.3f' % d for d in during]} s")
+
+
+@pytest.mark.parametrize("field", ["model_dir", "workdir"])
+@pytest.mark.parametrize("value", ["/tmp/x\x1b]0;TITLE\x07", "/tmp/\u009b2J", "/tmp/a\u202eb", "/tmp/a\nb"])
+def test_spec_paths_refuse_control_and_bidi_characters(service, field, value):
+    status, body = service.post("/experiments?dry_run=true", dict(SLEEPER, **{field: value}))
+    assert status == 400, body
+    fields = body["error"]["fields"]
+    assert [f["field"] for f in fields] == [field], body
+    assert "without control characters (C0, DEL, C1) or bidi controls" in fields[0]["reason"], body
+
+
+def test_model_dir_in_another_users_experiment_is_refused(secured):
+    """Issue 31: bob pointed model_dir at alice's MODEL_DIR and was shown her checkpoint."""
+    service, u = secured
+    alice, bob = u["alice"], u["bob"]
+    root = service.output_root
+    assert alice("POST", "/experiments", dict(SLEEPER, id="md-alice", command=["true"]))[0] == 201
+    for model_dir in (f"{root}/md-alice", f"{root}/md-alice/sub", f"{root}/md-bob/../md-alice",
+                      f"{root}//md-alice/./x/..", f"{root}/md-nobody/x", root, "/"):
+        status, body = bob("POST", "/experiments", dict(SLEEPER, id="md-bob", model_dir=model_dir))
+        assert status == 400, (model_dir, body)
+        fields = body["error"]["fields"]
+        assert [f["field"] for f in fields] == ["model_dir"], (model_dir, body)
+        assert f"under the experiment's own directory {root}/md-bob" in fields[0]["reason"], (model_dir, body)
+    # The refusal for alice's id and for an id nobody has are the same words.
+    _, theirs = bob("POST", "/experiments", dict(SLEEPER, id="md-bob", model_dir=f"{root}/md-alice/x"))
+    _, nobodys = bob("POST", "/experiments", dict(SLEEPER, id="md-bob", model_dir=f"{root}/md-zzzzz/x"))
+    assert theirs["error"]["message"].replace("md-alice", "ID") == nobodys["error"]["message"].replace("md-zzzzz", "ID")
+    assert not os.path.exists(os.path.join(root, "md-bob")), "a refused submission makes nothing"
+    # Normalized, and her own is fine for alice: continuing from her own checkpoint.
+    status, body = alice("POST", "/experiments",
+                         dict(SLEEPER, id="md-alice-2", model_dir=f"{root}//md-alice-2/../md-alice/./"))
+    assert status == 201 and body["model_dir"] == f"{root}/md-alice", body
+    assert alice("DELETE", "/experiments/md-alice-2")[0] == 200
+    # tfslurmd runs as root here without --site: nothing outside the output root.
+    if os.geteuid() == 0:
+        status, body = bob("POST", "/experiments", dict(SLEEPER, id="md-etc", model_dir="/etc/tfslurm-md-etc"))
+        assert status == 400 and "would create it as root" in body["error"]["fields"][0]["reason"], body
+        assert not os.path.exists("/etc/tfslurm-md-etc")
