@@ -233,6 +233,25 @@ def test_thousand_slow_connections_do_not_starve_a_normal_get(service):
     print(f"GET /experiments while 1,000 slow requests were held: {['%.3f' % d for d in during]} s")
 
 
+def test_invalid_utf8_in_a_query_parameter_is_a_400_naming_it(secured):
+    """Issue 31: ?tag=%ff was a 500 from the scalar store's JSON writer, and not logged."""
+    service, u = secured
+    alice = u["alice"]
+    assert alice("POST", "/experiments", dict(SLEEPER, id="utf8-alice"))[0] == 201
+    for path, name in [("/experiments/utf8-alice/metrics?tag=%ff", "tag"),
+                       ("/experiments/utf8-alice/metrics?tag=ok&tag=a%c3", "tag"),
+                       ("/experiments/utf8-alice/logs?task=%ff", "task"),
+                       ("/experiments?state=%c0%9b", "state"),
+                       ("/experiments/utf8-alice?x%ff=1", "x\\xFF")]:
+        status, body = alice("GET", path)
+        assert status == 400, (path, body)
+        assert body["error"]["code"] == "invalid_argument", (path, body)
+        assert [f["field"] for f in body["error"]["fields"]] == [name], (path, body)
+        assert "must be valid UTF-8" in body["error"]["fields"][0]["reason"], (path, body)
+    assert alice("GET", "/experiments/utf8-alice/metrics?tag=%c3%a9")[0] == 200, "é is UTF-8"
+    assert alice("DELETE", "/experiments/utf8-alice")[0] == 200
+
+
 @pytest.mark.parametrize("field", ["model_dir", "workdir"])
 @pytest.mark.parametrize("value", ["/tmp/x\x1b]0;TITLE\x07", "/tmp/\u009b2J", "/tmp/a\u202eb", "/tmp/a\nb"])
 def test_spec_paths_refuse_control_and_bidi_characters(service, field, value):
