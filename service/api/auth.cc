@@ -53,9 +53,10 @@ std::unique_ptr<Authenticator> NewOpenAuthenticator() {
 
 Status CheckAccess(const Principal& p, const ExperimentRecord& e) {
   if (p.admin || p.user == e.owner) return Status::Ok();
-  return Status(StatusCode::kPermissionDenied,
-                "experiment '" + e.id +
-                    "' belongs to another user; only its owner or an admin may see or change it");
+  // Word for word the store's answer for an id it does not have
+  // (store/sqlite_store.cc, GetExperiment): a 403 here would tell anyone with
+  // a token which ids exist.
+  return NotFound("no experiment with id '" + e.id + "'");
 }
 
 httplib::Server::Handler Guard(Authenticator& auth, AuthedHandler handler) {

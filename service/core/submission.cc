@@ -68,6 +68,12 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
   if (spec.id.empty()) spec.id = core_.ports().random.NewExperimentId();
 
   if (auto existing = core_.ports().store.GetExperiment(spec.id); existing.ok()) {
+    // Someone else's: that the id is taken, and nothing about it (its state,
+    // its owner), as its routes answer 404 (api/auth.cc, CheckAccess).
+    if (existing->owner != owner)
+      return Status(StatusCode::kAlreadyExists,
+                    "experiment id '" + spec.id + "' is taken; choose another id",
+                    {{"id", "'" + spec.id + "' is taken"}});
     return Status(StatusCode::kAlreadyExists,
                   "experiment '" + spec.id + "' exists (state " +
                       ExperimentStateName(existing->state) +

@@ -63,14 +63,19 @@ def test_authorization_matrix(secured):
     assert as_user(service, "tfs_forged")("GET", "/experiments")[0] == 401
     assert nobody("GET", "/healthz")[0] == 200
 
-    # Bob: cannot see, read, cancel, resume or read the logs of alice's experiment.
+    # Bob: cannot see, read, cancel, resume or read the logs of alice's
+    # experiment, and is told exactly what a missing id would tell him.
     assert bob("GET", "/experiments")[1]["experiments"] == []
     for method, path in [("GET", "/experiments/sec-alice"), ("GET", "/experiments/sec-alice/sbatch"),
-                         ("GET", "/experiments/sec-alice/logs"), ("DELETE", "/experiments/sec-alice"),
-                         ("POST", "/experiments/sec-alice/resume")]:
+                         ("GET", "/experiments/sec-alice/logs"), ("GET", "/experiments/sec-alice/metrics"),
+                         ("DELETE", "/experiments/sec-alice"), ("POST", "/experiments/sec-alice/resume")]:
         status, body = bob(method, path, {} if method == "POST" else None)
-        assert status == 403, (method, path, body)
-        assert "belongs to another user" in body["error"]["message"]
+        missing_status, missing = bob(method, path.replace("sec-alice", "sec-nobody"),
+                                      {} if method == "POST" else None)
+        assert status == 404, (method, path, body)
+        assert json.dumps(body).replace("sec-alice", "ID") == json.dumps(missing).replace("sec-nobody", "ID"), \
+            (method, path, body, missing)
+        assert missing_status == 404
 
     # Admin sees all and may cancel.
     assert [e["id"] for e in admin("GET", "/experiments")[1]["experiments"]] == ["sec-alice"]
@@ -231,6 +236,25 @@ def test_thousand_slow_connections_do_not_starve_a_normal_get(service):
         for s in slow:
             s.close()
     print(f"GET /experiments while 1,000 slow requests were held: {['%.3f' % d for d in during]} s")
+
+
+def test_another_users_experiment_is_answered_as_a_missing_one(secured):
+    """Issue 31: a 403 told bob that alice's id exists; a 409 told him its state."""
+    service, u = secured
+    alice, bob = u["alice"], u["bob"]
+    assert alice("POST", "/experiments", dict(SLEEPER, id="leak-alice"))[0] == 201
+    status, body = bob("GET", "/experiments/leak-alice")
+    assert (status, body["error"]) == (404, {"code": "not_found", "message": "no experiment with id 'leak-alice'",
+                                             "fields": [], "retryable": False}), body
+    # Her id, posted by bob: taken, and nothing more.
+    status, body = bob("POST", "/experiments", dict(SLEEPER, id="leak-alice"))
+    assert status == 409 and body["error"]["code"] == "already_exists", body
+    assert body["error"]["message"] == "experiment id 'leak-alice' is taken; choose another id", body
+    assert "state" not in json.dumps(body) and "resume" not in json.dumps(body), body
+    # Her own repost still hears its state and how to resume it.
+    status, body = alice("POST", "/experiments", dict(SLEEPER, id="leak-alice"))
+    assert status == 409 and "(state " in body["error"]["message"] and "resume" in body["error"]["message"], body
+    assert alice("DELETE", "/experiments/leak-alice")[0] == 200
 
 
 def test_invalid_utf8_in_a_query_parameter_is_a_400_naming_it(secured):

@@ -448,7 +448,8 @@ def test_with_tokens_logs_are_only_for_the_owner(service_factory, home):
     assert program_output(logs) == "mine\n"
 
     r = run_tfctl(home, "logs", "tfctl-owned", "--task", "worker:0", "--token", bob, url=service.url)
-    assert r.returncode == 1 and "belongs to another user" in r.stderr and "mine" not in r.stdout, r
+    # Bob hears what he would for an id that does not exist (issue 31).
+    assert r.returncode == 1 and "no experiment with id 'tfctl-owned'" in r.stderr and "mine" not in r.stdout, r
     r = run_tfctl(home, "logs", "tfctl-owned", "--task", "worker:0", url=service.url)
     assert r.returncode == 1 and "needs a token" in r.stderr and "TFSLURM_TOKEN" in r.stderr, r
 

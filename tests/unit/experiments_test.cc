@@ -180,6 +180,16 @@ TEST_F(ExperimentsTest, DuplicateIdIsConflictWithResumeHint) {
   EXPECT_EQ(slurm_.submitted.size(), 1u);
 }
 
+TEST_F(ExperimentsTest, AnotherOwnersIdIsConflictSayingOnlyThatItIsTaken) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  auto r = experiments_->Submit(PsSpec("a"), "bob", false);
+  ASSERT_EQ(r.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(r.status().message(), "experiment id 'a' is taken; choose another id")
+      << "neither alice's state nor how to resume her experiment";
+  EXPECT_EQ(r.status().message().find("state"), std::string::npos);
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+}
+
 TEST_F(ExperimentsTest, RefusedSubmissionLeavesNothing) {
   slurm_.refuse_submit = Unavailable("slurmctld down");
   auto r = experiments_->Submit(PsSpec("a"), "alice", false);
