@@ -91,6 +91,18 @@ def test_no_auth_is_refused_off_loopback(tmp_path):
     assert out.returncode == 2 and "only allowed on a loopback address" in out.stdout
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the refusal is for a tfslurmd run as root")
+def test_root_without_site_is_refused_unless_allowed(tmp_path):
+    """Issue 31: as root without --site every token holder's program ran as uid 0, with no warning."""
+    args = [os.path.join(BIN, "tfslurmd"), "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+            "--db", str(tmp_path / "db"), "--output-root", str(tmp_path / "out")]
+    out = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=20)
+    assert out.returncode == 2, out.stdout
+    assert "running as root without --site" in out.stdout and "--allow-root" in out.stdout, out.stdout
+    assert "docs/site-deployment.md" in out.stdout, out.stdout
+    assert not (tmp_path / "out").exists() and not (tmp_path / "db").exists(), "refused before touching anything"
+
+
 def test_an_attempt_1_secret_cannot_act_on_attempt_2(service_factory, tmp_path):
     secrets = tmp_path / "secrets"
     secrets.mkdir()
