@@ -158,7 +158,10 @@ start_tfslurmd() {
   export TOKEN AUTH_HEADER
   # Agent port 0: the default fixed port (8081) may be taken by another
   # tfslurmd on this machine.
-  ${TFSLURMD_PRELOAD:+env LD_PRELOAD="$TFSLURMD_PRELOAD"} "$BUILD/bin/tfslurmd" --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0 "${auth[@]}" --db "$dir/tfslurm.db" \
+  # As root, tfslurmd runs the benchmark's jobs as root only when told to.
+  local root=()
+  ((EUID == 0)) && root=(--allow-root)
+  ${TFSLURMD_PRELOAD:+env LD_PRELOAD="$TFSLURMD_PRELOAD"} "$BUILD/bin/tfslurmd" --listen 127.0.0.1:0 --agent-listen 127.0.0.1:0 "${auth[@]}" "${root[@]}" --db "$dir/tfslurm.db" \
     --output-root "$dir/out" --ready-file "$dir/ready.json" "$@" >>"$dir/tfslurmd.log" 2>&1 &
   TFSLURMD_PID=$!
   local i

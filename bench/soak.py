@@ -153,7 +153,8 @@ class Daemon:
                 [os.path.join(self.args.bin, "tfslurmd"), "--no-auth", "--listen", f"127.0.0.1:{self.http_port}",
                  "--agent-listen", f"127.0.0.1:{self.agent_port}", "--advertise", PROXY_HOST, "--db", self.db,
                  "--output-root", self.output_root, "--ready-file", ready, "--poll-interval-ms", "500",
-                 "--heartbeat-ms", str(HEARTBEAT_MS), "--shutdown-grace-ms", "3000"],
+                 "--heartbeat-ms", str(HEARTBEAT_MS), "--shutdown-grace-ms", "3000"]
+                + (["--allow-root"] if os.geteuid() == 0 else []),
                 env=env, stdout=self.log, stderr=subprocess.STDOUT)
             while time.monotonic() < deadline and self.proc.poll() is None:
                 if os.path.exists(ready) and os.path.getsize(ready) > 0:

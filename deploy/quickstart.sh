@@ -44,7 +44,11 @@ if [[ -f "$dir/tfslurmd.pid" ]] && kill -0 "$(cat "$dir/tfslurmd.pid")" 2>/dev/n
   echo "already running (pid $(cat "$dir/tfslurmd.pid"))"
 else
   rm -f "$dir/ready.json"
-  nohup "$repo/build/bin/tfslurmd" --listen "127.0.0.1:$port" --db "$dir/tfslurm.db" \
+  # As root (a container, a throwaway VM) the jobs run as root: tfslurmd
+  # wants that said (--allow-root). A shared machine wants --site instead.
+  root=()
+  ((EUID == 0)) && root=(--allow-root)
+  nohup "$repo/build/bin/tfslurmd" --listen "127.0.0.1:$port" --db "$dir/tfslurm.db" "${root[@]}" \
     --output-root "$dir/output" --ready-file "$dir/ready.json" >>"$dir/tfslurmd.log" 2>&1 &
   echo $! >"$dir/tfslurmd.pid"
   for _ in $(seq 100); do [[ -s "$dir/ready.json" ]] && break; sleep 0.1; done

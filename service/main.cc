@@ -35,6 +35,7 @@ struct CommandLine {
   std::string ready_file;
   std::string log_level = "info";
   bool site = false;
+  bool allow_root = false;
   bool show_version = false;
   // tfslurmd token create --user NAME [--admin]
   bool create_token = false;
@@ -130,6 +131,9 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
   app.add_flag("--site", cl.site,
                "site mode (as root): each experiment's job runs as its owner's Unix account, and "
                "its directories belong to the owner (docs/site-deployment.md)");
+  app.add_flag("--allow-root", cl.allow_root,
+               "run as root without --site anyway: every token holder's programs then run as "
+               "root (refused without it; as Jupyter's --allow-root)");
   app.add_option("--max-connections", d.max_connections,
                  "connections served at once (one thread each)")
       ->capture_default_str();
@@ -212,6 +216,17 @@ int CompleteOptions(CommandLine& cl) {
   if (cl.site && d.no_auth) {
     // Every caller would be the admin, and could run jobs as anyone.
     spdlog::error("--site and --no-auth exclude each other: site mode runs jobs as the caller");
+    return 2;
+  }
+  if (geteuid() == 0 && !cl.site && !cl.allow_root) {
+    // Personal mode runs every job as tfslurmd's own account: as root, every
+    // token holder's program would run as uid 0, and their model_dir be made
+    // as root.
+    spdlog::error(
+        "tfslurmd is running as root without --site: every token holder's program would run as "
+        "root (personal mode runs jobs as tfslurmd's own account). Use --site, where each "
+        "experiment runs as its owner's Unix account (docs/site-deployment.md); or run tfslurmd "
+        "as an ordinary user; or pass --allow-root to run jobs as root anyway");
     return 2;
   }
   if (d.core.launch.agent_path.empty())

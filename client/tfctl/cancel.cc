@@ -2,6 +2,7 @@
 #include <iostream>
 #include <memory>
 
+#include "client/terminal_text.h"
 #include "client/tfctl/command.h"
 
 namespace tfslurm::tfctl {
@@ -20,7 +21,8 @@ int RunCancel(const GlobalOptions& global, const CancelOptions& options) {
   if (options.output != OutputFormat::kTable)
     PrintStructured(cancelled->raw, options.output, std::cout);
   else
-    std::cout << "cancelled " << cancelled->id << " (state " << cancelled->state << ")\n";
+    std::cout << "cancelled " << client::EscapeForTerminal(cancelled->id) << " (state "
+              << client::EscapeForTerminal(cancelled->state) << ")\n";
   return kExitOk;
 }
 

@@ -1,14 +1,20 @@
 #include "client/tfctl/command.h"
 
+#include "client/terminal_text.h"
+
 #include <iostream>
 #include <regex>
 
 namespace tfslurm::tfctl {
 
 void PrintError(const Status& error, std::ostream& out) {
-  out << "tfctl: " << error.message() << "\n";
+  // The service's messages quote what was sent or stored (ids, paths, tags),
+  // and a message from a misbehaving server is text too: escaped.
+  using client::EscapeForTerminal;
+  out << "tfctl: " << EscapeForTerminal(error.message(), client::LineBreaks::kKeep) << "\n";
   for (const FieldError& f : error.fields())
-    out << "  " << (f.field.empty() ? "(the spec)" : f.field) << ": " << f.reason << "\n";
+    out << "  " << (f.field.empty() ? "(the spec)" : EscapeForTerminal(f.field)) << ": "
+        << EscapeForTerminal(f.reason) << "\n";
   if (error.code() == StatusCode::kUnauthenticated)
     out << "tfctl sends the token given with --token, in TFSLURM_TOKEN or as `token = ...` in "
            "~/.config/tfslurm/config\n";

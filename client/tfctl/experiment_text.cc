@@ -4,6 +4,7 @@
 #include <cmath>
 #include <ctime>
 
+#include "client/terminal_text.h"
 #include "client/tfctl/table.h"
 
 namespace tfslurm::tfctl {
@@ -47,8 +48,11 @@ int StateGroup(const std::string& state) {
   return 4;
 }
 
+// The value holds what users wrote (model_dir, the checkpoint path, reasons):
+// escaped for the terminal, on one line.
 void Field(std::string& out, const std::string& name, const std::string& value) {
-  out += name + std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') + value + "\n";
+  out += name + std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') +
+         client::EscapeForTerminal(value) + "\n";
 }
 
 }  // namespace
@@ -172,7 +176,7 @@ std::string FormatExperimentList(const std::vector<client::Experiment>& experime
 
 std::string FormatExperimentIds(const std::vector<client::Experiment>& experiments) {
   std::string out;
-  for (const client::Experiment& e : experiments) out += e.id + "\n";
+  for (const client::Experiment& e : experiments) out += client::EscapeForTerminal(e.id) + "\n";
   return out;
 }
 
@@ -184,7 +188,13 @@ std::string FormatEventTable(const std::vector<client::Event>& events) {
 }
 
 std::string FormatEventLine(const client::Event& e) {
-  return ShortTime(e.at) + "  attempt " + std::to_string(e.attempt) + "  " + e.what + ": " + e.why;
+  return client::EscapeForTerminal(ShortTime(e.at) + "  attempt " + std::to_string(e.attempt) +
+                                   "  " + e.what + ": " + e.why);
+}
+
+std::string FormatOutcomeLine(const client::Experiment& e) {
+  return client::EscapeForTerminal(e.id + " " + e.state +
+                                   (e.reason.empty() ? "" : ": " + e.reason));
 }
 
 }  // namespace tfslurm::tfctl

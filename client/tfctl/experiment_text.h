@@ -1,6 +1,8 @@
 // How tfctl shows experiments to people: the status page with its attempt
 // and task tables, the list, the events. Pure functions of their arguments
-// (the current time is passed in), so tests pin the exact text.
+// (the current time is passed in), so tests pin the exact text. Every text
+// that came from the service is escaped for the terminal
+// (client/terminal_text.h): users and their programs wrote much of it.
 //
 // Thread safety: functions of their arguments only, called from tfctl's one
 // thread.
@@ -37,5 +39,7 @@ std::string FormatExperimentIds(const std::vector<client::Experiment>& experimen
 std::string FormatEventTable(const std::vector<client::Event>& events);
 // One event on one line, as `submit --wait` prints them while following.
 std::string FormatEventLine(const client::Event& event);
+// "ID STATE: REASON", as `submit --wait` and `resume --wait` end.
+std::string FormatOutcomeLine(const client::Experiment& experiment);
 
 }  // namespace tfslurm::tfctl

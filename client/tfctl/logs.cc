@@ -1,10 +1,21 @@
 // tfctl logs: a task's output (or the batch script's), from the service's
 // log endpoint; -f follows it until the attempt ends.
+//
+// On a terminal the output is escaped (client/terminal_text.h), keeping line
+// breaks and tabs: a program's output is written by whoever submitted it, and
+// is often read by someone else (an admin, a colleague), so an OSC, a screen
+// clear or a bare CR in it must not act on the reader's terminal. This is
+// journalctl's default. Into a pipe or a file the bytes go as they are, for
+// grep and for tools that do their own escaping (less). --raw gives the bytes
+// on a terminal too, for someone who wants their own program's colours.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <thread>
 
+#include "client/terminal_text.h"
 #include "client/tfctl/command.h"
 
 namespace tfslurm::tfctl {
@@ -16,6 +27,7 @@ struct LogsOptions {
   std::optional<int> attempt;
   std::optional<int> tail;
   bool follow = false;
+  bool raw = false;
 };
 
 bool AttemptEnded(const client::Experiment& e, int attempt) {
@@ -29,13 +41,25 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
   if (!client) return kExitError;
   client::LogQuery query{options.id,   options.task, options.attempt,
                          options.tail, std::nullopt, options.follow};
-  auto print = [](std::string_view data) {
+  bool escape = !options.raw && isatty(STDOUT_FILENO);
+  client::TerminalEscaper escaper(client::LineBreaks::kKeep);
+  auto write = [](std::string_view data) {
     std::fwrite(data.data(), 1, data.size(), stdout);
     std::fflush(stdout);
   };
+  auto print = [&](std::string_view data) {
+    if (escape)
+      write(escaper.Feed(data));
+    else
+      write(data);
+  };
+  auto done = [&](int exit_code) {
+    if (escape) write(escaper.Finish());
+    return exit_code;
+  };
   if (!options.follow) {
     auto read = client->ReadLogs(query, print);
-    return read.ok() ? kExitOk : Fail(read.status());
+    return done(read.ok() ? kExitOk : Fail(read.status()));
   }
 
   // The service ends a follow response when the attempt ends or its follow
@@ -43,18 +67,18 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
   // Pin the attempt first, so that a restart does not switch files midway.
   if (!query.attempt) {
     auto e = client->GetExperiment(options.id);
-    if (!e.ok()) return Fail(e.status());
+    if (!e.ok()) return done(Fail(e.status()));
     query.attempt = e->attempt;
   }
   for (;;) {
     auto started = std::chrono::steady_clock::now();
     auto read = client->ReadLogs(query, print);
-    if (!read.ok()) return Fail(read.status());
+    if (!read.ok()) return done(Fail(read.status()));
     query.offset = *read;
     query.tail.reset();
     auto e = client->GetExperiment(options.id);
-    if (!e.ok()) return Fail(e.status());
-    if (AttemptEnded(*e, *query.attempt)) return kExitOk;
+    if (!e.ok()) return done(Fail(e.status()));
+    if (AttemptEnded(*e, *query.attempt)) return done(kExitOk);
     if (std::chrono::steady_clock::now() - started < std::chrono::seconds(1))
       std::this_thread::sleep_for(std::chrono::seconds(1));
   }
@@ -74,12 +98,17 @@ Command AddLogsCommand(CLI::App& app, const GlobalOptions& global) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--tail", options->tail, "only the last N lines")->check(CLI::Range(1, 1000000));
   sub->add_flag("-f,--follow", options->follow, "keep printing new output until the attempt ends");
+  sub->add_flag("--raw", options->raw,
+                "write the output's bytes as they are; by default control characters (escape "
+                "sequences, CR, ...) and bidi controls are shown escaped, as \\x1b or \\u202e, "
+                "when the output is a terminal");
   sub->footer(
       "Examples:\n"
       "  tfctl logs mnist-ps-01 --task chief:0 --tail 50\n"
       "  tfctl logs mnist-ps-01 --task worker:1 -f\n"
       "  tfctl logs mnist-ps-01 --attempt 1\n"
-      "  tfctl logs ddp-01 --task rank:3   (a PyTorch rank)");
+      "  tfctl logs ddp-01 --task rank:3   (a PyTorch rank)\n"
+      "  tfctl logs mnist-ps-01 --task chief:0 --raw   (colours and all)");
   return {sub, [&global, options] { return RunLogs(global, *options); }};
 }
 

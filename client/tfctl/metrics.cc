@@ -4,6 +4,7 @@
 #include <iostream>
 #include <memory>
 
+#include "client/terminal_text.h"
 #include "client/tfctl/command.h"
 #include "client/tfctl/table.h"
 
@@ -26,7 +27,7 @@ std::string Number(double value) {
 std::string FormatMetrics(const std::string& id, const client::TrainingMetrics& m) {
   std::string out;
   if (m.tags.empty()) {
-    out = "No training scalars yet for " + id +
+    out = "No training scalars yet for " + client::EscapeForTerminal(id) +
           ". tfslurm reads TensorBoard event files under MODEL_DIR, and lines of "
           "$TFSLURM_SCALARS_FILE, from the chief (or worker 0, or rank 0) while it runs (see "
           "docs/scalars.md).\n";
@@ -44,10 +45,10 @@ std::string FormatMetrics(const std::string& id, const client::TrainingMetrics& 
   }
   if (m.steps_per_second)
     out += "\nSteps per second: " + Number(*m.steps_per_second) + " (latest, from " +
-           m.steps_per_second_tag + ")\n";
+           client::EscapeForTerminal(m.steps_per_second_tag) + ")\n";
   if (!m.tensorboard_command.empty())
-    out += (m.steps_per_second ? "" : "\n") + std::string("TensorBoard: ") + m.tensorboard_command +
-           "\n";
+    out += (m.steps_per_second ? "" : "\n") + std::string("TensorBoard: ") +
+           client::EscapeForTerminal(m.tensorboard_command) + "\n";
   return out;
 }
 

@@ -4,6 +4,8 @@
 
 #include <regex>
 
+#include "client/terminal_text.h"
+
 namespace tfslurm::tfctl {
 namespace {
 
@@ -72,10 +74,13 @@ std::string ToYaml(const json& value) {
 }
 
 void PrintStructured(const json& value, OutputFormat format, std::ostream& out) {
+  // Exact: EscapeInStructured writes DEL, C1 and bidi controls as \u
+  // escapes, which read back as the same characters.
   if (format == OutputFormat::kYaml)
-    out << ToYaml(value);
+    out << client::EscapeInStructured(ToYaml(value));
   else
-    out << value.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    out << client::EscapeInStructured(value.dump(2, ' ', false, json::error_handler_t::replace))
+        << "\n";
 }
 
 }  // namespace tfslurm::tfctl

@@ -20,7 +20,8 @@ enum class OutputFormat { kTable, kJson, kYaml, kName };
 // "02:00:00") are quoted.
 std::string ToYaml(const nlohmann::json& value);
 
-// Pretty JSON or YAML, ending with a newline.
+// Pretty JSON or YAML, ending with a newline. Control and bidi characters in
+// strings are \u escapes, so the document is exact and safe on a terminal.
 void PrintStructured(const nlohmann::json& value, OutputFormat format, std::ostream& out);
 
 }  // namespace tfslurm::tfctl

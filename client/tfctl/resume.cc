@@ -4,7 +4,9 @@
 #include <memory>
 #include <thread>
 
+#include "client/terminal_text.h"
 #include "client/tfctl/command.h"
+#include "client/tfctl/experiment_text.h"
 #include "client/tfctl/wait.h"
 
 namespace tfslurm::tfctl {
@@ -37,10 +39,11 @@ int RunResume(const GlobalOptions& global, const ResumeOptions& options) {
   const client::Experiment& e = *resumed;
   bool table = options.output == OutputFormat::kTable;
   if (table) {
-    std::string origin = ", from the start (no checkpoint in " + e.model_dir + ")";
+    std::string origin =
+        ", from the start (no checkpoint in " + client::EscapeForTerminal(e.model_dir) + ")";
     if (!e.attempts.empty() && e.attempts.back().start_step)
       origin = ", from checkpoint step " + std::to_string(*e.attempts.back().start_step);
-    std::cout << "resumed " << e.id << ": attempt " << e.attempt;
+    std::cout << "resumed " << client::EscapeForTerminal(e.id) << ": attempt " << e.attempt;
     if (e.slurm_job_id) std::cout << ", Slurm job " << *e.slurm_job_id;
     std::cout << origin << "\n";
   }
@@ -52,8 +55,7 @@ int RunResume(const GlobalOptions& global, const ResumeOptions& options) {
   auto finished = WaitUntilFinished(*client, e.id, seen, table ? &std::cout : nullptr);
   if (!finished.ok()) return Fail(finished.status());
   if (table)
-    std::cout << e.id << " " << finished->state
-              << (finished->reason.empty() ? "" : ": " + finished->reason) << "\n";
+    std::cout << FormatOutcomeLine(*finished) << "\n";
   else
     PrintStructured(finished->raw, options.output, std::cout);
   return ExitCodeFor(*finished);

@@ -6,7 +6,9 @@
 
 #include "client/spec_file.h"
 #include "client/spec_flags.h"
+#include "client/terminal_text.h"
 #include "client/tfctl/command.h"
+#include "client/tfctl/experiment_text.h"
 #include "client/tfctl/wait.h"
 
 namespace tfslurm::tfctl {
@@ -43,7 +45,8 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
       return kExitOk;
     }
     // The script alone on stdout, so `> job.sbatch` gives a usable file.
-    std::cerr << "experiment " << dry->id << ", Slurm job name " << dry->job_name << "\n"
+    std::cerr << "experiment " << client::EscapeForTerminal(dry->id) << ", Slurm job name "
+              << dry->job_name << "\n"
               << "memory: " << dry->mem_per_task_mb << " MB per task, " << dry->mem_per_cpu_mb
               << " MB per CPU (" << dry->mem_explanation << ")\n"
               << "nothing was submitted (--dry-run); the sbatch script follows on stdout\n";
@@ -59,11 +62,12 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
     return kExitOk;
   }
   if (options.output == OutputFormat::kTable) {
-    std::cout << "submitted " << e.id << ": attempt " << e.attempt;
+    std::cout << "submitted " << client::EscapeForTerminal(e.id) << ": attempt " << e.attempt;
     if (e.slurm_job_id) std::cout << ", Slurm job " << *e.slurm_job_id;
     std::cout << ", " << e.mem_per_task_mb << " MB per task\n";
     if (!options.wait)
-      std::cout << "follow it with: tfctl status " << e.id << " --watch, or tfctl logs " << e.id
+      std::cout << "follow it with: tfctl status " << client::EscapeForTerminal(e.id)
+                << " --watch, or tfctl logs " << client::EscapeForTerminal(e.id)
                 << (e.raw.value("/spec/framework"_json_pointer, "") == "pytorch"
                         ? " --task rank:N -f\n"
                         : " --task ROLE:INDEX -f\n");
@@ -74,8 +78,7 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
   auto finished = WaitUntilFinished(*client, e.id, 0, table ? &std::cout : nullptr);
   if (!finished.ok()) return Fail(finished.status());
   if (table)
-    std::cout << e.id << " " << finished->state
-              << (finished->reason.empty() ? "" : ": " + finished->reason) << "\n";
+    std::cout << FormatOutcomeLine(*finished) << "\n";
   else
     PrintStructured(finished->raw, options.output, std::cout);
   return ExitCodeFor(*finished);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "client/terminal_text.h"
+
 namespace tfslurm::tfctl {
 namespace {
 
@@ -16,6 +18,7 @@ Table::Table(std::vector<std::string> header) { rows_.push_back(std::move(header
 
 void Table::AddRow(std::vector<std::string> cells) {
   cells.resize(std::max(cells.size(), rows_[0].size()));
+  for (std::string& cell : cells) cell = client::EscapeForTerminal(cell);
   rows_.push_back(std::move(cells));
 }
 

@@ -11,7 +11,9 @@ namespace tfslurm::tfctl {
 class Table {
  public:
   explicit Table(std::vector<std::string> header);
-  // A row shorter than the header is padded with empty cells.
+  // A row shorter than the header is padded with empty cells. Cells are
+  // escaped for the terminal (client/terminal_text.h): they hold what users
+  // and programs wrote, and a line break in one would forge a row.
   void AddRow(std::vector<std::string> cells);
   // Columns are separated by two spaces; the last one is not padded, so
   // lines carry no trailing blanks.

@@ -1,6 +1,9 @@
 #include "service/api/auth.h"
 
+#include <spdlog/spdlog.h>
+
 #include "service/api/errors.h"
+#include "service/api/request_params.h"
 
 namespace tfslurm::api {
 namespace {
@@ -50,9 +53,10 @@ std::unique_ptr<Authenticator> NewOpenAuthenticator() {
 
 Status CheckAccess(const Principal& p, const ExperimentRecord& e) {
   if (p.admin || p.user == e.owner) return Status::Ok();
-  return Status(StatusCode::kPermissionDenied,
-                "experiment '" + e.id +
-                    "' belongs to another user; only its owner or an admin may see or change it");
+  // Word for word the store's answer for an id it does not have
+  // (store/sqlite_store.cc, GetExperiment): a 403 here would tell anyone with
+  // a token which ids exist.
+  return NotFound("no experiment with id '" + e.id + "'");
 }
 
 httplib::Server::Handler Guard(Authenticator& auth, AuthedHandler handler) {
@@ -60,7 +64,13 @@ httplib::Server::Handler Guard(Authenticator& auth, AuthedHandler handler) {
       [&auth, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
         auto principal = auth.Authenticate(req);
         if (!principal.ok()) return ReplyError(res, principal.status());
+        if (Status s = CheckQueryIsUtf8(req); !s.ok()) return ReplyError(res, s);
         handler(req, res, *principal);
+        // A 500 is a bug: its message goes to the caller, and to the log with
+        // the route, so that the operator sees it too. (An exception that
+        // escapes the handler is logged by http_api.cc's exception handler.)
+        if (res.status == 500)
+          spdlog::error("{} {}: {}", req.method, PercentEncodedForLog(req.path), res.body);
       };
 }
 

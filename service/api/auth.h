@@ -35,7 +35,9 @@ std::unique_ptr<Authenticator> NewTokenAuthenticator(Tokens& tokens);
 // --no-auth: every request is the local admin.
 std::unique_ptr<Authenticator> NewOpenAuthenticator();
 
-// PermissionDenied (403) unless `p` owns `e` or is an admin.
+// NotFound (404) unless `p` owns `e` or is an admin, with the same message as
+// for an id that does not exist: every route that touches one experiment
+// calls this, so none tells a caller that someone else's id exists.
 Status CheckAccess(const Principal& p, const ExperimentRecord& e);
 
 using AuthedHandler =

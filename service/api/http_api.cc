@@ -1,5 +1,7 @@
 #include "service/api/http_api.h"
 
+#include <spdlog/spdlog.h>
+
 #include <nlohmann/json.hpp>
 
 #include "base/build_info.h"
@@ -243,17 +245,19 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
     res.status = status;
     return httplib::Server::HandlerResponse::Handled;
   }));
-  server.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        ReplyError(res, Internal("internal error: " + what));
-      });
+  server.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
+                                  std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    // A bug: logged with its route, not only told to the caller.
+    spdlog::error("{} {}: internal error: {}", req.method, PercentEncodedForLog(req.path), what);
+    ReplyError(res, Internal("internal error: " + what));
+  });
 }
 
 }  // namespace tfslurm::api

@@ -1,6 +1,9 @@
 #include "service/api/request_params.h"
 
+#include <cstdio>
 #include <regex>
+
+#include "base/unsafe_text.h"
 
 namespace tfslurm::api {
 namespace {
@@ -34,6 +37,70 @@ bool IsTrue(const httplib::Request& req, const char* name) {
   if (!req.has_param(name)) return false;
   std::string v = req.get_param_value(name);
   return v.empty() || v == "1" || v == "true" || v == "yes";
+}
+
+namespace {
+
+// The bytes of `text` that are not UTF-8 as \xNN, so that the error can quote
+// the value (the JSON writer would refuse it as it is).
+std::string Utf8Quoted(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    uint32_t c;
+    bool truncated;
+    size_t length = DecodeUtf8(text, i, c, truncated);
+    if (length == 0) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X",
+                    static_cast<unsigned>(static_cast<unsigned char>(text[i])));
+      out += buf;
+      ++i;
+    } else {
+      out.append(text, i, length);
+      i += length;
+    }
+  }
+  return out;
+}
+
+bool IsUtf8(const std::string& text) {
+  for (size_t i = 0; i < text.size();) {
+    uint32_t c;
+    bool truncated;
+    size_t length = DecodeUtf8(text, i, c, truncated);
+    if (length == 0) return false;
+    i += length;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status CheckQueryIsUtf8(const httplib::Request& req) {
+  for (const auto& [name, value] : req.params) {
+    if (IsUtf8(name) && IsUtf8(value)) continue;
+    std::string shown = Utf8Quoted(ShortForError(IsUtf8(name) ? value : name));
+    std::string field = IsUtf8(name) ? name : Utf8Quoted(ShortForError(name));
+    std::string reason = std::string(IsUtf8(name) ? "value" : "name") +
+                         " must be valid UTF-8 (percent-encoded in the URL), got '" + shown + "'";
+    return InvalidArgument("query parameter " + field + ": " + reason, {{field, reason}});
+  }
+  return Status::Ok();
+}
+
+std::string PercentEncodedForLog(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    auto b = static_cast<unsigned char>(ch);
+    if (b > 0x20 && b < 0x7F && b != '%') {
+      out += ch;
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned>(b));
+      out += buf;
+    }
+  }
+  return out;
 }
 
 }  // namespace tfslurm::api

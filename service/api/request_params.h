@@ -26,5 +26,12 @@ StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_
 std::string ShortForError(const std::string& value);
 // ?name, ?name=1|true|yes.
 bool IsTrue(const httplib::Request& req, const char* name);
+// InvalidArgument (400) naming the first query parameter whose name or value
+// is not valid UTF-8 (after percent-decoding, as `?tag=%ff`): every value is
+// text that may end up in JSON, whose writer refuses such bytes. Guard
+// (api/auth.h) checks every authenticated route with it.
+Status CheckQueryIsUtf8(const httplib::Request& req);
+// `text` with every byte that is not printable ASCII as %XX, for a log line.
+std::string PercentEncodedForLog(const std::string& text);
 
 }  // namespace tfslurm::api

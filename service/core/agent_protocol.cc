@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/sha256.h"
+#include "base/unsafe_text.h"
 #include "schema/tf_config_wire.h"
 #include "service/core/scalars.h"
 #include "service/core/wording.h"
@@ -177,8 +178,20 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   if (a.record.checkpoint_step && *a.record.checkpoint_step == step) return Status::Ok();
   Changes c;
   a.record.checkpoint_step = step;
-  a.record.checkpoint_path = path;
   a.record.updated_at = a.attempt.last_progress_ms = core_.ports().clock.NowMs();
+  // The path is what the program wrote in MODEL_DIR/checkpoint, and others
+  // (an admin) read it: one with a control or bidi character is not kept,
+  // and the event says why. The step still counts.
+  if (std::optional<std::string> unsafe = UnsafeCharacter(path)) {
+    a.record.checkpoint_path.clear();
+    c.experiment = a.record;
+    core_.Event(c, a, "checkpoint",
+                "step " + std::to_string(step) + "; its path is ignored: it has " + *unsafe +
+                    ", and a checkpoint path must be " + kSafeTextRule);
+    core_.Commit(c);
+    return Status::Ok();
+  }
+  a.record.checkpoint_path = path;
   c.experiment = a.record;
   core_.Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
   core_.Commit(c);

@@ -1,37 +1,19 @@
 #include "service/core/scalars.h"
 
-#include <nlohmann/json.hpp>
+#include "base/unsafe_text.h"
 
 namespace tfslurm {
-namespace {
-
-bool HasControlCharacter(const std::string& s) {
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
-  }
-  return false;
-}
-
-// nlohmann-json's serializer checks UTF-8 (it throws type_error 316 on an
-// invalid byte), which is where a tag ends up.
-bool IsUtf8(const std::string& s) {
-  try {
-    (void)nlohmann::json(s).dump();
-    return true;
-  } catch (const nlohmann::json::type_error&) {
-    return false;
-  }
-}
-
-}  // namespace
 
 std::optional<std::string> ScalarProblem(const ScalarPoint& point) {
   if (point.tag.empty()) return "its tag is empty";
   if (point.tag.size() > kMaxScalarTagBytes)
     return "its tag is " + std::to_string(point.tag.size()) + " bytes long; at most " +
            std::to_string(kMaxScalarTagBytes) + " are allowed";
-  if (HasControlCharacter(point.tag)) return "its tag has a control character";
-  if (!IsUtf8(point.tag)) return "its tag is not valid UTF-8";
+  // Other users read tags, in tfctl and on the dashboard: an ESC or a C1
+  // control acts on a terminal, a bidi override reverses the page's own text
+  // around it, and the JSON writer refuses bytes that are not UTF-8.
+  if (std::optional<std::string> unsafe = UnsafeCharacter(point.tag))
+    return "its tag has " + *unsafe + "; a tag must be " + kSafeTextRule;
   return std::nullopt;
 }
 

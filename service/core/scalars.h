@@ -21,8 +21,9 @@ inline constexpr size_t kMaxScalarsPerReport = 1000;
 inline constexpr size_t kMaxScalarTagBytes = 256;
 
 // Why `point` cannot be kept ("its tag is empty"), or nullopt. A tag must be
-// 1..kMaxScalarTagBytes bytes of UTF-8 without control characters: it is
-// shown in JSON, tables and the dashboard as it is.
+// 1..kMaxScalarTagBytes bytes of UTF-8 without control characters (C0, DEL,
+// C1) or bidi controls (base/unsafe_text.h): it is shown in JSON, tables and
+// the dashboard as it is.
 std::optional<std::string> ScalarProblem(const ScalarPoint& point);
 
 // Steps per second over time, from one tag's points: between points of one

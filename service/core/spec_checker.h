@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/unsafe_text.h"
+#include "service/core/model_dir.h"
 #include "service/core/spec.h"
 
 namespace tfslurm::spec_internal {
@@ -158,6 +160,10 @@ class Checker {
     return std::nullopt;
   }
 
+  // An absolute path, normalized (NormalizePath: "/a//b/./c/../" is "/a/b").
+  // Control characters and bidi controls are refused: the path is shown to
+  // admins in tfctl and on the dashboard, and goes into the job's
+  // environment.
   std::optional<std::string> AbsolutePath(const json& v, const std::string& path) {
     auto s = String(v, path);
     if (!s) return std::nullopt;
@@ -165,7 +171,11 @@ class Checker {
       Fail(path, "must be an absolute path (starting with /), got " + Show(v));
       return std::nullopt;
     }
-    return s;
+    if (std::optional<std::string> unsafe = UnsafeCharacter(*s)) {
+      Fail(path, "must be " + std::string(kSafeTextRule) + "; " + Show(v) + " has " + *unsafe);
+      return std::nullopt;
+    }
+    return NormalizePath(*s);
   }
 };
 

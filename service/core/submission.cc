@@ -7,6 +7,7 @@
 
 #include "base/sha256.h"
 #include "service/core/components.h"
+#include "service/core/model_dir.h"
 #include "service/core/sbatch_script.h"
 #include "service/core/wording.h"
 
@@ -67,6 +68,12 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
   if (spec.id.empty()) spec.id = core_.ports().random.NewExperimentId();
 
   if (auto existing = core_.ports().store.GetExperiment(spec.id); existing.ok()) {
+    // Someone else's: that the id is taken, and nothing about it (its state,
+    // its owner), as its routes answer 404 (api/auth.cc, CheckAccess).
+    if (existing->owner != owner)
+      return Status(StatusCode::kAlreadyExists,
+                    "experiment id '" + spec.id + "' is taken; choose another id",
+                    {{"id", "'" + spec.id + "' is taken"}});
     return Status(StatusCode::kAlreadyExists,
                   "experiment '" + spec.id + "' exists (state " +
                       ExperimentStateName(existing->state) +
@@ -74,6 +81,19 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
                       "/resume (tfctl resume " + spec.id + "), or choose another id",
                   {{"id", "'" + spec.id + "' is taken"}});
   }
+
+  // Before anything is made: a model_dir in someone else's experiment would
+  // show their checkpoint and let this job overwrite it.
+  auto owner_of = [this](const std::string& id) -> std::optional<std::string> {
+    auto other = core_.ports().store.GetExperiment(id);
+    if (!other.ok()) return std::nullopt;
+    return other->owner;
+  };
+  if (Status s = CheckModelDir(
+          {spec.model_dir, spec.id, owner, core_.config().output_root, account->uid == 0},
+          owner_of);
+      !s.ok())
+    return s;
 
   auto partition = Partition(spec.resources.partition);
   if (!partition.ok()) return partition.status();

@@ -1,7 +1,8 @@
 // The dashboard against a tfslurmd that checks bearer tokens (made with
 // `tfslurmd token create`, docs/security.md): the page asks for a token once,
 // a refused token is said to be refused, a real one lists, shows and cancels
-// its user's experiments, and another user's experiment is refused (403).
+// its user's experiments, and another user's experiment is answered as a
+// missing one (404: the answer does not tell that the id exists).
 //
 //   node --test tests/e2e/auth.test.mjs   (tests/e2e/install.sh first)
 import assert from 'node:assert/strict';
@@ -143,12 +144,14 @@ test('with real tokens: asked once, a bad token refused, the right one lists, sh
     return job === null || job.JobState === 'CANCELLED';
   });
 
-  // Bob's experiment by its address: tfslurmd's 403 is shown, not a blank page.
+  // Bob's experiment by its address: shown as an id that does not exist
+  // (tfslurmd answers 404, as for a missing id), not a blank page.
   await page.goto(`${svc.base}/#/experiments/e2e-auth-bob`);
+  await page.getByText(`No experiment "e2e-auth-bob"`).waitFor();
+  assert.match(await page.locator('body').innerText(), /no experiment with id 'e2e-auth-bob'/);
+  assert.doesNotMatch(await page.locator('body').innerText(), /belongs to another user/);
+  assert.equal(await page.evaluate(() => window.__tokenForms), 0, 'a 404 is not a reason to ask for a token');
   const outage = (text) => page.locator('#outage [role=alert]', { hasText: text });
-  await outage('belongs to another user').waitFor();
-  assert.match(await outage('belongs to another user').innerText(), /experiment 'e2e-auth-bob' belongs to another user/);
-  assert.equal(await page.evaluate(() => window.__tokenForms), 0, 'a 403 is not a reason to ask for a token');
 
   // A stored token that stops working (revoked, say) is refused visibly: the
   // form says so; dismissed, the page says it is not updating and why, with a

@@ -742,6 +742,27 @@ test('a restarted experiment: a line per attempt, "attempt 2" marked where it re
   await page.close();
 });
 
+test('what a program wrote keeps the page in its own order: bidi and control characters show escaped', { timeout: 180000 }, async () => {
+  // Issue 31: a U+202E reverses the text around it; tfslurm refuses it in
+  // tags and paths, and the page escapes it wherever it still comes from
+  // (program output, rows written before the refusal), as tfctl does.
+  const id = 'e2e-bidi';
+  await submit({
+    id,
+    command: ['/bin/sh', '-c', "printf 'step 7 \\342\\200\\256evil\\033]0;TITLE\\007 done\\n'; exec sleep 300"],
+    cluster: { worker: 1 },
+    resources: { partition: 'debug', nodes: 1, tasks_per_node: 1, time_limit: '00:05:00' },
+    restart: { max_restarts: 0 },
+  });
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/${id}`);
+  const text = await logPanelText(page, /done/, 90000);
+  assert.ok(text.includes('step 7 \\u202eevil\\x1b]0;TITLE\\x07 done'), text);
+  assert.ok(!text.includes('\u202e') && !text.includes('\x1b'), 'no raw override or ESC on the page');
+  await api(svc.base, 'DELETE', `/experiments/${id}`);
+  await page.close();
+});
+
 test('narrow window: no sideways scrolling, tables turn into cards', async () => {
   const wide = await newPage();
   await wide.goto(`${svc.base}/`);

@@ -13,6 +13,7 @@ import {
   sortTasks,
   stateIcon,
   stateTone,
+  visibleText,
 } from '../../web/ui/format.js';
 
 test('every state has an icon of its own, so color is never alone', () => {
@@ -82,4 +83,17 @@ test('hash routes', () => {
   assert.deepEqual(parseRoute('#/experiments/mnist-ps.01'), { view: 'experiment', id: 'mnist-ps.01', params: {} });
   assert.equal(experimentHref('a.b_c-1'), '#/experiments/a.b_c-1');
   assert.deepEqual(parseRoute(experimentHref('x y')), { view: 'experiment', id: 'x y', params: {} });
+});
+
+test('control and bidi characters users wrote are shown as visible escapes, as tfctl shows them', () => {
+  // An OSC title change, the 8-bit CSI, a right-to-left override that would
+  // reverse the page's own text around it, an isolate, DEL and a bare CR.
+  assert.equal(visibleText('x\x1b]0;TITLE\x07/model.ckpt-7'), 'x\\x1b]0;TITLE\\x07/model.ckpt-7');
+  assert.equal(visibleText('a\u009b2J'), 'a\\u009b2J');
+  assert.equal(visibleText("dropped tag 'loss\u202etset'"), "dropped tag 'loss\\u202etset'");
+  assert.equal(visibleText('\u2066x\u2069 \u200f'), '\\u2066x\\u2069 \\u200f');
+  assert.equal(visibleText('a\x7fb\rc'), 'a\\x7fb\\rc');
+  // Line breaks, tabs and ordinary text, Arabic and Hebrew included, stay.
+  const plain = 'step 7 (/m/model.ckpt-7)\n\ttrain/loss é 训练 שלום مرحبا \u00a0';
+  assert.equal(visibleText(plain), plain);
 });

@@ -98,6 +98,9 @@ export async function startService(slurmConf, { auth = false, tokens = {}, name 
       '--listen', '127.0.0.1:0',
       '--agent-listen', '127.0.0.1:0',
       ...(auth ? [] : ['--no-auth']),
+      // As root without --site tfslurmd refuses to start unless told that
+      // jobs may run as root.
+      ...(process.geteuid() === 0 ? ['--allow-root'] : []),
       '--db', db,
       '--output-root', path.join(dir, 'output'),
       '--ready-file', ready,

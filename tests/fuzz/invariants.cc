@@ -8,9 +8,11 @@
 #include <cstdlib>
 #include <set>
 
+#include "base/unsafe_text.h"
 #include "schema/tf_config_wire.h"
 #include "service/agentrpc/convert.h"
 #include "service/core/memory.h"
+#include "service/core/model_dir.h"
 #include "tests/fuzz/shell_words.h"
 #include "tests/unit/job_plans.h"
 
@@ -184,9 +186,15 @@ std::string CheckValidSpec(const ExperimentSpec& s, const SpecLimits& limits) {
     bytes += key.size() + value.size();
   }
   if (bytes > limits.max_env_bytes) return "env too large";
-  for (const std::string* path : {&s.workdir, &s.model_dir})
+  for (const std::string* path : {&s.workdir, &s.model_dir}) {
     if (!path->empty() && ((*path)[0] != '/' || HasNul(*path)))
       return "accepted a relative path " + Printable(*path);
+    // Others read these paths (tfctl, the dashboard): issue 31.
+    if (!path->empty() && UnsafeCharacter(*path))
+      return "accepted a path with " + *UnsafeCharacter(*path) + ": " + Printable(*path);
+    if (!path->empty() && NormalizePath(*path) != *path)
+      return "accepted a path that is not normalized: " + Printable(*path);
+  }
   if (s.network_address != "hostname" && s.network_address != "fqdn" &&
       !StartsWith(s.network_address, "interface:"))
     return "accepted network address " + Printable(s.network_address);

@@ -103,10 +103,14 @@ class Service:
         timings = [arg for name, value in (("--poll-interval-ms", "500"), ("--heartbeat-ms", "1000"),
                                            ("--shutdown-grace-ms", "3000"))
                    if name not in self.extra_args for arg in (name, value)]
+        # As root without --site, tfslurmd refuses to start unless told that
+        # jobs may run as root (issue 31): the tests run as root.
+        root = (["--allow-root"] if os.geteuid() == 0 and not self.run_as and "--site" not in self.extra_args
+                else [])
         self.proc = subprocess.Popen(
             as_user + [os.path.join(self.bin_dir, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
              "--output-root", self.output_root, "--ready-file", ready, "--agent-listen", agent_listen]
-            + timings + self.extra_args,
+            + timings + root + self.extra_args,
             env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0 or self._died(), 20,
                  "tfslurmd to listen")

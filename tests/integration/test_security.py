@@ -63,14 +63,19 @@ def test_authorization_matrix(secured):
     assert as_user(service, "tfs_forged")("GET", "/experiments")[0] == 401
     assert nobody("GET", "/healthz")[0] == 200
 
-    # Bob: cannot see, read, cancel, resume or read the logs of alice's experiment.
+    # Bob: cannot see, read, cancel, resume or read the logs of alice's
+    # experiment, and is told exactly what a missing id would tell him.
     assert bob("GET", "/experiments")[1]["experiments"] == []
     for method, path in [("GET", "/experiments/sec-alice"), ("GET", "/experiments/sec-alice/sbatch"),
-                         ("GET", "/experiments/sec-alice/logs"), ("DELETE", "/experiments/sec-alice"),
-                         ("POST", "/experiments/sec-alice/resume")]:
+                         ("GET", "/experiments/sec-alice/logs"), ("GET", "/experiments/sec-alice/metrics"),
+                         ("DELETE", "/experiments/sec-alice"), ("POST", "/experiments/sec-alice/resume")]:
         status, body = bob(method, path, {} if method == "POST" else None)
-        assert status == 403, (method, path, body)
-        assert "belongs to another user" in body["error"]["message"]
+        missing_status, missing = bob(method, path.replace("sec-alice", "sec-nobody"),
+                                      {} if method == "POST" else None)
+        assert status == 404, (method, path, body)
+        assert json.dumps(body).replace("sec-alice", "ID") == json.dumps(missing).replace("sec-nobody", "ID"), \
+            (method, path, body, missing)
+        assert missing_status == 404
 
     # Admin sees all and may cancel.
     assert [e["id"] for e in admin("GET", "/experiments")[1]["experiments"]] == ["sec-alice"]
@@ -84,6 +89,18 @@ def test_no_auth_is_refused_off_loopback(tmp_path):
                           str(tmp_path / "db")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          timeout=20)
     assert out.returncode == 2 and "only allowed on a loopback address" in out.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the refusal is for a tfslurmd run as root")
+def test_root_without_site_is_refused_unless_allowed(tmp_path):
+    """Issue 31: as root without --site every token holder's program ran as uid 0, with no warning."""
+    args = [os.path.join(BIN, "tfslurmd"), "--listen", "127.0.0.1:0", "--agent-listen", "127.0.0.1:0",
+            "--db", str(tmp_path / "db"), "--output-root", str(tmp_path / "out")]
+    out = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=20)
+    assert out.returncode == 2, out.stdout
+    assert "running as root without --site" in out.stdout and "--allow-root" in out.stdout, out.stdout
+    assert "docs/site-deployment.md" in out.stdout, out.stdout
+    assert not (tmp_path / "out").exists() and not (tmp_path / "db").exists(), "refused before touching anything"
 
 
 def test_an_attempt_1_secret_cannot_act_on_attempt_2(service_factory, tmp_path):
@@ -231,3 +248,81 @@ def test_thousand_slow_connections_do_not_starve_a_normal_get(service):
         for s in slow:
             s.close()
     print(f"GET /experiments while 1,000 slow requests were held: {['%.3f' % d for d in during]} s")
+
+
+def test_another_users_experiment_is_answered_as_a_missing_one(secured):
+    """Issue 31: a 403 told bob that alice's id exists; a 409 told him its state."""
+    service, u = secured
+    alice, bob = u["alice"], u["bob"]
+    assert alice("POST", "/experiments", dict(SLEEPER, id="leak-alice"))[0] == 201
+    status, body = bob("GET", "/experiments/leak-alice")
+    assert (status, body["error"]) == (404, {"code": "not_found", "message": "no experiment with id 'leak-alice'",
+                                             "fields": [], "retryable": False}), body
+    # Her id, posted by bob: taken, and nothing more.
+    status, body = bob("POST", "/experiments", dict(SLEEPER, id="leak-alice"))
+    assert status == 409 and body["error"]["code"] == "already_exists", body
+    assert body["error"]["message"] == "experiment id 'leak-alice' is taken; choose another id", body
+    assert "state" not in json.dumps(body) and "resume" not in json.dumps(body), body
+    # Her own repost still hears its state and how to resume it.
+    status, body = alice("POST", "/experiments", dict(SLEEPER, id="leak-alice"))
+    assert status == 409 and "(state " in body["error"]["message"] and "resume" in body["error"]["message"], body
+    assert alice("DELETE", "/experiments/leak-alice")[0] == 200
+
+
+def test_invalid_utf8_in_a_query_parameter_is_a_400_naming_it(secured):
+    """Issue 31: ?tag=%ff was a 500 from the scalar store's JSON writer, and not logged."""
+    service, u = secured
+    alice = u["alice"]
+    assert alice("POST", "/experiments", dict(SLEEPER, id="utf8-alice"))[0] == 201
+    for path, name in [("/experiments/utf8-alice/metrics?tag=%ff", "tag"),
+                       ("/experiments/utf8-alice/metrics?tag=ok&tag=a%c3", "tag"),
+                       ("/experiments/utf8-alice/logs?task=%ff", "task"),
+                       ("/experiments?state=%c0%9b", "state"),
+                       ("/experiments/utf8-alice?x%ff=1", "x\\xFF")]:
+        status, body = alice("GET", path)
+        assert status == 400, (path, body)
+        assert body["error"]["code"] == "invalid_argument", (path, body)
+        assert [f["field"] for f in body["error"]["fields"]] == [name], (path, body)
+        assert "must be valid UTF-8" in body["error"]["fields"][0]["reason"], (path, body)
+    assert alice("GET", "/experiments/utf8-alice/metrics?tag=%c3%a9")[0] == 200, "é is UTF-8"
+    assert alice("DELETE", "/experiments/utf8-alice")[0] == 200
+
+
+@pytest.mark.parametrize("field", ["model_dir", "workdir"])
+@pytest.mark.parametrize("value", ["/tmp/x\x1b]0;TITLE\x07", "/tmp/\u009b2J", "/tmp/a\u202eb", "/tmp/a\nb"])
+def test_spec_paths_refuse_control_and_bidi_characters(service, field, value):
+    status, body = service.post("/experiments?dry_run=true", dict(SLEEPER, **{field: value}))
+    assert status == 400, body
+    fields = body["error"]["fields"]
+    assert [f["field"] for f in fields] == [field], body
+    assert "without control characters (C0, DEL, C1) or bidi controls" in fields[0]["reason"], body
+
+
+def test_model_dir_in_another_users_experiment_is_refused(secured):
+    """Issue 31: bob pointed model_dir at alice's MODEL_DIR and was shown her checkpoint."""
+    service, u = secured
+    alice, bob = u["alice"], u["bob"]
+    root = service.output_root
+    assert alice("POST", "/experiments", dict(SLEEPER, id="md-alice", command=["true"]))[0] == 201
+    for model_dir in (f"{root}/md-alice", f"{root}/md-alice/sub", f"{root}/md-bob/../md-alice",
+                      f"{root}//md-alice/./x/..", f"{root}/md-nobody/x", root, "/"):
+        status, body = bob("POST", "/experiments", dict(SLEEPER, id="md-bob", model_dir=model_dir))
+        assert status == 400, (model_dir, body)
+        fields = body["error"]["fields"]
+        assert [f["field"] for f in fields] == ["model_dir"], (model_dir, body)
+        assert f"under the experiment's own directory {root}/md-bob" in fields[0]["reason"], (model_dir, body)
+    # The refusal for alice's id and for an id nobody has are the same words.
+    _, theirs = bob("POST", "/experiments", dict(SLEEPER, id="md-bob", model_dir=f"{root}/md-alice/x"))
+    _, nobodys = bob("POST", "/experiments", dict(SLEEPER, id="md-bob", model_dir=f"{root}/md-zzzzz/x"))
+    assert theirs["error"]["message"].replace("md-alice", "ID") == nobodys["error"]["message"].replace("md-zzzzz", "ID")
+    assert not os.path.exists(os.path.join(root, "md-bob")), "a refused submission makes nothing"
+    # Normalized, and her own is fine for alice: continuing from her own checkpoint.
+    status, body = alice("POST", "/experiments",
+                         dict(SLEEPER, id="md-alice-2", model_dir=f"{root}//md-alice-2/../md-alice/./"))
+    assert status == 201 and body["model_dir"] == f"{root}/md-alice", body
+    assert alice("DELETE", "/experiments/md-alice-2")[0] == 200
+    # tfslurmd runs as root here without --site: nothing outside the output root.
+    if os.geteuid() == 0:
+        status, body = bob("POST", "/experiments", dict(SLEEPER, id="md-etc", model_dir="/etc/tfslurm-md-etc"))
+        assert status == 400 and "would create it as root" in body["error"]["fields"][0]["reason"], body
+        assert not os.path.exists("/etc/tfslurm-md-etc")

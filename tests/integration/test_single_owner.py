@@ -13,7 +13,7 @@ def start_second(slurm_conf, workdir, db, listen="127.0.0.1:0", agent_listen="12
     """Runs another tfslurmd to its exit (it must refuse to start); (rc, output)."""
     out = subprocess.run(
         [os.path.join(BIN, "tfslurmd"), "--no-auth", "--listen", listen, "--agent-listen", agent_listen,
-         "--db", db, "--output-root", os.path.join(workdir, "out2")],
+         "--db", db, "--output-root", os.path.join(workdir, "out2")] + (["--allow-root"] if os.geteuid() == 0 else []),
         env=slurm_env(slurm_conf), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
     return out.returncode, out.stdout
 

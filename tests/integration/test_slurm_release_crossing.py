@@ -56,7 +56,8 @@ def start_refused(bin_dir, slurm_conf, env):
     workdir = tempfile.mkdtemp(prefix="tfsd-x-", dir="/tmp")
     proc = subprocess.run([os.path.join(bin_dir, "tfslurmd"), "--listen", "127.0.0.1:0", "--no-auth",
                            "--agent-listen", "127.0.0.1:0", "--db", os.path.join(workdir, "tfslurm.db"),
-                           "--output-root", os.path.join(workdir, "out")],
+                           "--output-root", os.path.join(workdir, "out")]
+                          + (["--allow-root"] if os.geteuid() == 0 else []),
                           env=dict(env, SLURM_CONF=slurm_conf), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=90)
     return proc.returncode, proc.stdout, workdir

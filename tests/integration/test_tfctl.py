@@ -448,7 +448,8 @@ def test_with_tokens_logs_are_only_for_the_owner(service_factory, home):
     assert program_output(logs) == "mine\n"
 
     r = run_tfctl(home, "logs", "tfctl-owned", "--task", "worker:0", "--token", bob, url=service.url)
-    assert r.returncode == 1 and "belongs to another user" in r.stderr and "mine" not in r.stdout, r
+    # Bob hears what he would for an id that does not exist (issue 31).
+    assert r.returncode == 1 and "no experiment with id 'tfctl-owned'" in r.stderr and "mine" not in r.stdout, r
     r = run_tfctl(home, "logs", "tfctl-owned", "--task", "worker:0", url=service.url)
     assert r.returncode == 1 and "needs a token" in r.stderr and "TFSLURM_TOKEN" in r.stderr, r
 
@@ -570,3 +571,72 @@ def test_list_o_name_prints_ids_and_completion_offers_them(service, home, tmp_pa
         ["tfctl-names-run"]
     assert complete(home, "tfctl status ", url=f"http://127.0.0.1:{unused_port()}") == []
     ok(run_tfctl(home, "cancel", "tfctl-names-run", url=service.url))
+
+
+def run_on_pty(home, service, *args, timeout=120):
+    """tfctl with its stdout on a terminal (a pty): what a person would see, as bytes."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([TFCTL, *args], env=tfctl_env(home, service.url), stdout=follower,
+                            stderr=subprocess.PIPE)
+    os.close(follower)
+    screen = b""
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: the other end is closed
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif proc.poll() is not None:
+                break
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        proc.kill()
+        os.close(leader)
+    # The pty's line discipline turns each \n into \r\n on the way out.
+    return screen.replace(b"\r\n", b"\n")
+
+
+def test_program_output_reaches_the_terminal_escaped(service, home, tmp_path):
+    """Issue 31: `tfctl logs` passed a program's OSC, CSI, CR, BS and NUL to
+    whoever read them. On a terminal they are shown escaped; --raw and a pipe
+    get the bytes; -o json stays exact."""
+    hostile = (r"printf 'title\033]0;PWNED\007 clip\033]52;c;QUFBQQ==\007 clear\033[2J "
+               r"cr\rbs\010nul\000 c1\302\233 rlo\342\200\256 end\n'")
+    spec = hello_spec("tfctl-escapes", f"{hostile}; exec sleep 300", 1)
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, spec), url=service.url))
+    wait_for(lambda: "end" in run_tfctl(home, "logs", "tfctl-escapes", "--task", "worker:0",
+                                        url=service.url).stdout, 90, "the hostile output")
+
+    escaped = (b"title\\x1b]0;PWNED\\x07 clip\\x1b]52;c;QUFBQQ==\\x07 clear\\x1b[2J "
+               b"cr\\rbs\\x08nul\\x00 c1\\u009b rlo\\u202e end\n")
+    raw = "title\033]0;PWNED\007 clip\033]52;c;QUFBQQ==\007 clear\033[2J cr\rbs\010nul\000 c1\u009b rlo\u202e end\n"
+    screen = run_on_pty(home, service, "logs", "tfctl-escapes", "--task", "worker:0")
+    assert escaped in screen, screen
+    assert b"\033" not in screen and b"\x9b" not in screen and "\u202e".encode() not in screen, screen
+    # --raw on a terminal, and a pipe: the bytes as the program wrote them.
+    raw_screen = run_on_pty(home, service, "logs", "tfctl-escapes", "--task", "worker:0", "--raw")
+    assert raw.encode() in raw_screen, raw_screen
+    piped = subprocess.run([TFCTL, "logs", "tfctl-escapes", "--task", "worker:0"],
+                           env=tfctl_env(home, service.url), stdout=subprocess.PIPE, check=True).stdout
+    assert raw.encode() in piped, piped
+
+    # -f on a terminal: escaped as it comes, until the attempt ends.
+    follower = threading.Thread(target=lambda: (time.sleep(3), ok(run_tfctl(home, "cancel", "tfctl-escapes",
+                                                                            url=service.url))))
+    follower.start()
+    followed = run_on_pty(home, service, "logs", "tfctl-escapes", "--task", "worker:0", "-f")
+    follower.join()
+    assert escaped in followed and b"\033" not in followed, followed
+
+    # status, events and metrics on a terminal carry no control byte at all,
+    # and -o json is exact JSON.
+    for args in (["status", "tfctl-escapes"], ["events", "tfctl-escapes"], ["metrics", "tfctl-escapes"]):
+        shown = run_on_pty(home, service, *args)
+        assert not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]", shown), (args, shown)
+    view = json.loads(run_on_pty(home, service, "status", "tfctl-escapes", "-o", "json"))
+    assert view["id"] == "tfctl-escapes" and view["state"] == "cancelled", view

@@ -180,6 +180,16 @@ TEST_F(ExperimentsTest, DuplicateIdIsConflictWithResumeHint) {
   EXPECT_EQ(slurm_.submitted.size(), 1u);
 }
 
+TEST_F(ExperimentsTest, AnotherOwnersIdIsConflictSayingOnlyThatItIsTaken) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  auto r = experiments_->Submit(PsSpec("a"), "bob", false);
+  ASSERT_EQ(r.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(r.status().message(), "experiment id 'a' is taken; choose another id")
+      << "neither alice's state nor how to resume her experiment";
+  EXPECT_EQ(r.status().message().find("state"), std::string::npos);
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+}
+
 TEST_F(ExperimentsTest, RefusedSubmissionLeavesNothing) {
   slurm_.refuse_submit = Unavailable("slurmctld down");
   auto r = experiments_->Submit(PsSpec("a"), "alice", false);
@@ -1195,6 +1205,48 @@ TEST_F(ExperimentsTest, ScalarsThatCannotBeKeptAreDroppedWithOneEventNotRefused)
   ASSERT_EQ(kept.size(), 1u);
   EXPECT_EQ(kept[0].points.size(), 1u) << "only the reporting task's valid point";
   EXPECT_FALSE(experiments_->OnScalars(Ref("a", 9), points).ok()) << "no such task";
+}
+
+TEST_F(ExperimentsTest, ATagWithABidiOverrideIsDroppedWithAnEventThatDoesNotQuoteIt) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  EXPECT_TRUE(experiments_
+                  ->OnScalars(Ref("a", 1), {{"loss", 1, 1.7e9, 0.5},
+                                            {"evil\xe2\x80\xae"
+                                             "ssol",
+                                             2, 1.7e9, 0.5},
+                                            {"csi\xc2\x9b"
+                                             "2J",
+                                             3, 1.7e9, 0.5}})
+                  .ok());
+  auto whys = Whys(View("a"), "scalars");
+  ASSERT_EQ(whys.size(), 1u);
+  EXPECT_NE(whys[0].find("2 training scalar point(s) not kept: a point of step 2: its tag has "
+                         "U+202E, a bidi control, at byte 4"),
+            std::string::npos)
+      << whys[0];
+  EXPECT_EQ(whys[0].find("\xe2\x80\xae"), std::string::npos) << "the event must not carry it";
+  auto kept = experiments_->ReadScalars("a", {}).value();
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].tag, "loss");
+}
+
+TEST_F(ExperimentsTest, ACheckpointPathWithAnEscapeIsIgnoredWithAnEventAndTheStepKept) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 7, "x\x1b]0;TITLE\x07/model.ckpt-7").ok());
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.checkpoint_step, 7);
+  EXPECT_EQ(v.experiment.checkpoint_path, "") << "not kept";
+  auto whys = Whys(v, "checkpoint");
+  ASSERT_EQ(whys.size(), 1u);
+  EXPECT_EQ(whys[0].find('\x1b'), std::string::npos) << whys[0];
+  EXPECT_NE(whys[0].find("step 7; its path is ignored: it has U+001B, a control character, at "
+                         "byte 1"),
+            std::string::npos)
+      << whys[0];
+  ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 8, "/m/model.ckpt-8").ok());
+  EXPECT_EQ(View("a").experiment.checkpoint_path, "/m/model.ckpt-8");
 }
 
 }  // namespace

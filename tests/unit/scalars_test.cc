@@ -148,8 +148,39 @@ TEST(ScalarProblemTest, TagsMustBePrintableUtf8OfBoundedLength) {
   EXPECT_EQ(ScalarProblem({"", 1, 0, 1.0}), "its tag is empty");
   EXPECT_EQ(ScalarProblem({std::string(257, 'x'), 1, 0, 1.0}),
             "its tag is 257 bytes long; at most 256 are allowed");
-  EXPECT_EQ(ScalarProblem({"a\nb", 1, 0, 1.0}), "its tag has a control character");
-  EXPECT_EQ(ScalarProblem({"bad\xff", 1, 0, 1.0}), "its tag is not valid UTF-8");
+  const std::string rule =
+      "; a tag must be valid UTF-8 without control characters (C0, DEL, C1) or bidi controls "
+      "(U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069)";
+  EXPECT_EQ(ScalarProblem({"a\nb", 1, 0, 1.0}),
+            "its tag has U+000A, a control character, at byte 1" + rule);
+  EXPECT_EQ(ScalarProblem({"a\x7f", 1, 0, 1.0}),
+            "its tag has U+007F, a control character, at byte 1" + rule);
+  EXPECT_EQ(ScalarProblem({"bad\xff", 1, 0, 1.0}),
+            "its tag has a byte that is not UTF-8 (0xFF) at byte 3" + rule);
+}
+
+TEST(ScalarProblemTest, TagsRefuseC1AndBidiControlsAsTheyRefuseC0) {
+  // U+009B is the 8-bit CSI; U+202E (RLO) would reverse the dashboard's own
+  // event text around the tag; U+2066 starts an isolate.
+  for (std::string tag : {"a\xc2\x9b"
+                          "2J",
+                          "loss\xe2\x80\xae"
+                          "tset",
+                          "x\xe2\x81\xa6y",
+                          "a\xc2\x85"
+                          "b",
+                          "rlm\xe2\x80\x8f"})
+    EXPECT_NE(ScalarProblem({tag, 1, 0, 1.0}), std::nullopt) << tag;
+  EXPECT_EQ(ScalarProblem({"loss\xe2\x80\xae"
+                           "tset",
+                           1, 0, 1.0})
+                ->substr(0, 41),
+            "its tag has U+202E, a bidi control, at by");
+  EXPECT_EQ(ScalarProblem({"a\xc2\xa0"
+                           "b",
+                           1, 0, 1.0}),
+            std::nullopt)
+      << "U+00A0 is printable";
 }
 
 ScalarSeries Series(const std::string& tag, std::vector<ScalarSeries::Point> points) {

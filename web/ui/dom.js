@@ -1,5 +1,8 @@
+import { visibleText } from './format.js';
+
 // A tiny DOM builder. Text always goes in as text nodes (never innerHTML), so
-// nothing from the API can become markup.
+// nothing from the API can become markup, and through visibleText, so no
+// control or bidi character in it acts on the page (format.js).
 //   h('a', {href: '#/', class: 'x', onclick: fn}, 'text', child, [more])
 export function h(tag, attrs, ...children) {
   const el = document.createElement(tag);
@@ -18,7 +21,7 @@ function append(el, children) {
   for (const c of children) {
     if (c === null || c === undefined || c === false) continue;
     if (Array.isArray(c)) append(el, c);
-    else el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    else el.append(c instanceof Node ? c : document.createTextNode(visibleText(String(c))));
   }
 }
 

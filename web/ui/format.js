@@ -2,6 +2,22 @@
 // them (tests/e2e/format.test.mjs). Every state is spelled with an icon *and*
 // a word, so a color never carries meaning alone.
 
+// What users and programs wrote (event text, reasons, paths, tags, logs) with
+// its control characters (C0 but line breaks and tabs, DEL, C1) and bidi
+// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) shown as
+// visible escapes, \x1b or \u202e, as tfctl shows them
+// (client/terminal_text.h; the set is base/unsafe_text.h's). The service
+// refuses them in tags and paths, but older rows and program output may
+// carry them, and a U+202E would reverse the page's own text around it.
+const UNSAFE_TEXT = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+export function visibleText(text) {
+  return text.replace(UNSAFE_TEXT, (c) => {
+    const n = c.codePointAt(0);
+    if (c === '\r') return '\\r';
+    return n < 0x80 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
+  });
+}
+
 // Experiment states (service/core/records.h).
 export const EXPERIMENT_STATES = ['queued', 'starting', 'running', 'restarting', 'succeeded', 'failed', 'cancelled'];
 export const OPEN_STATES = ['queued', 'starting', 'running', 'restarting'];

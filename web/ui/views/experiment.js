@@ -13,6 +13,7 @@ import {
   sortTasks,
   stateIcon,
   stateTone,
+  visibleText,
 } from '../format.js';
 import { ageSpan, emptyRow, errorNotice, roleCountsList, stateBadge, tickAges } from '../widgets.js';
 import { TrainingSection } from './training.js';
@@ -224,7 +225,7 @@ export class ExperimentView {
     try {
       const script = await getText(`${this.path}/sbatch?attempt=${n}`);
       if (this.disposed) return;
-      this.sbatchPre.textContent = script;
+      this.sbatchPre.textContent = visibleText(script);
       this.sbatchTitle.textContent = `sbatch script (attempt ${n})`;
       this.sbatchFor = n;
     } catch (e) {
@@ -290,7 +291,7 @@ export class ExperimentView {
     this.logPre.classList.remove('log-missing');
     this.logMeta.textContent = ` last ${LOG_TAIL_LINES} lines · attempt ${exp.attempt}`;
     if (this.logPre.textContent !== text) {
-      this.logPre.textContent = text || `(the log of ${key} is empty so far)`;
+      this.logPre.textContent = visibleText(text) || `(the log of ${key} is empty so far)`;
       if (atBottom) this.logPre.scrollTop = this.logPre.scrollHeight;
     }
   }
