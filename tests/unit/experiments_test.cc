@@ -132,6 +132,26 @@ TEST_F(ExperimentsTest, SubmitStoresAndSubmitsWithComputedMemory) {
   EXPECT_EQ(v.attempts[0].secret_sha256, Sha256Hex(FakeSlurm::SecretOf(slurm_.submitted[0])));
 }
 
+TEST_F(ExperimentsTest, SubmitRefusesAWorkdirTheOwnerCannotEnterNamingIt) {
+  files_.missing_workdirs.insert("/home/alice/nope");
+  json spec = PsSpec("a");
+  spec["workdir"] = "/home/alice/nope";
+  auto r = experiments_->Submit(spec, "alice", false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(r.status().fields().size(), 1u);
+  EXPECT_EQ(r.status().fields()[0].field, "workdir");
+  EXPECT_NE(r.status().fields()[0].reason.find("/home/alice/nope"), std::string::npos)
+      << r.status().fields()[0].reason;
+  EXPECT_NE(r.status().message().find("No such file or directory"), std::string::npos)
+      << r.status().message();
+  EXPECT_TRUE(slurm_.submitted.empty()) << "nothing submitted with an unusable workdir";
+  EXPECT_FALSE(store_->GetExperiment("a").ok()) << "nothing stored";
+
+  spec["workdir"] = "/home/alice/project";
+  EXPECT_TRUE(experiments_->Submit(spec, "alice", false).ok()) << "an existing one is taken";
+}
+
 TEST_F(ExperimentsTest, TheJobAndItsDirectoriesAreTheOwnersAccount) {
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
   ASSERT_TRUE(experiments_->Submit(PsSpec("b"), "bob", false).ok());

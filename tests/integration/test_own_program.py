@@ -1,0 +1,90 @@
+"""One's own program the first time (issue 30): tfctl submit runs it where
+tfctl was run from, and when it fails, status, list and logs say why without
+opening the task logs by hand."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+from conftest import wait_for
+from unix_users import ALICE, site  # noqa: F401
+from unix_users import ok as site_ok
+from unix_users import tfctl as site_tfctl
+from test_tfctl import TFCTL, home, ok, program_output, run_tfctl, table_after, tfctl_env  # noqa: F401
+
+TRAIN = """import os, sys
+print("trained in", os.getcwd(), "as", os.environ["TFSLURM_ROLE"], os.environ["TFSLURM_INDEX"])
+"""
+
+
+def run_in(cwd, home, *args, url):
+    return subprocess.run([TFCTL, *args], env=tfctl_env(home, url), cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=180)
+
+
+def project(tmp_path):
+    proj = tmp_path / "myproj"
+    proj.mkdir()
+    (proj / "train.py").write_text(TRAIN)
+    os.chmod(tmp_path, 0o755)
+    return proj
+
+
+def test_submit_runs_a_relative_script_in_the_directory_tfctl_runs_in(service, home, tmp_path):
+    proj = project(tmp_path)
+    out = ok(run_in(proj, home, "submit", "--id", "own-1", "--workers", "2", "--partition", "debug",
+                    "--time", "00:10:00", "--wait", "--", "python3", "train.py", url=service.url))
+    assert out.rstrip().splitlines()[-1].startswith("own-1 succeeded"), out
+    e = json.loads(ok(run_tfctl(home, "status", "own-1", "-o", "json", url=service.url)))
+    assert e["spec"]["workdir"] == str(proj)
+    logs = ok(run_tfctl(home, "logs", "own-1", "--task", "worker:1", url=service.url))
+    assert program_output(logs) == f"trained in {proj} as worker 1\n"
+
+
+def test_workdir_flag_is_taken_relative_to_where_tfctl_runs(service, home, tmp_path):
+    proj = project(tmp_path)
+    out = ok(run_in(tmp_path, home, "submit", "--id", "own-2", "--workers", "1", "--partition", "debug",
+                    "--time", "00:10:00", "--workdir", "myproj", "--wait", "--", "python3", "train.py",
+                    url=service.url))
+    assert out.rstrip().splitlines()[-1].startswith("own-2 succeeded"), out
+    logs = ok(run_tfctl(home, "logs", "own-2", "--task", "worker:0", url=service.url))
+    assert program_output(logs) == f"trained in {proj} as worker 0\n"
+
+
+def test_a_directory_as_the_spec_and_a_missing_workdir_are_explained(service, home, tmp_path):
+    proj = project(tmp_path)
+    r = run_tfctl(home, "submit", str(proj), url=service.url)
+    assert r.returncode == 2, r
+    assert f"'{proj}' is a directory, not a spec file" in r.stderr and "--workdir" in r.stderr, r.stderr
+    assert "File is actually a directory" not in r.stderr
+
+    missing = str(tmp_path / "gone")
+    r = run_tfctl(home, "submit", "--id", "own-3", "--workers", "1", "--partition", "debug",
+                  "--workdir", missing, "--", "python3", "train.py", url=service.url)
+    assert r.returncode == 1, r
+    assert re.search(r"^  workdir: must be a directory \S+ may enter, got '" + re.escape(missing) +
+                     "': No such file or directory$", r.stderr, re.M), r.stderr
+    r = run_tfctl(home, "status", "own-3", url=service.url)
+    assert r.returncode == 1, "a refused submission leaves nothing behind"
+
+
+def test_site_mode_checks_the_workdir_as_the_owner(site, tmp_path):
+    service, _, homes = site
+    # Root's own directory: root could enter it, alice cannot.
+    private = tempfile.mkdtemp(prefix="root-only-", dir="/tmp")
+    os.chmod(private, 0o700)
+    try:
+        r = site_tfctl(site, ALICE, "submit", "--id", "site-wd-1", "--workers", "1", "--partition", "debug",
+                       "--workdir", private, "--", "/bin/true")
+        assert r.returncode == 1, r
+        assert (f"  workdir: must be a directory {ALICE} may enter, got '{private}': "
+                f"Permission denied for {ALICE}") in r.stderr, r.stderr
+    finally:
+        os.rmdir(private)
+    # Without --workdir: where alice runs tfctl (her home), which she may enter.
+    out = site_ok(site_tfctl(site, ALICE, "submit", "--id", "site-wd-2", "--workers", "1",
+                             "--partition", "debug", "--wait", "--", "/bin/sh", "-c", "pwd"))
+    assert "site-wd-2 succeeded" in out, out
+    logs = site_ok(site_tfctl(site, ALICE, "logs", "site-wd-2", "--task", "worker:0"))
+    assert program_output(logs) == homes[ALICE] + "\n", logs
