@@ -381,12 +381,14 @@ void Session::StartProgram(const v1::Assignment& assignment) {
 
   if (spec.argv.empty()) {
     spdlog::error("the assignment has no command to run (exit code 127)");
+    exit_detail_ = "the assignment has no command to run";
     OnProgramEnded(ExitStatus{.exit_code = 127});
     return;
   }
   StatusOr<ChildProcess> child = ChildProcess::Start(spec);
   if (!child.ok()) {
     spdlog::error("{} (exit code 126)", child.status().message());
+    exit_detail_ = child.status().message();
     OnProgramEnded(ExitStatus{.exit_code = 126});
     return;
   }
@@ -394,6 +396,7 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   if (child_->launch_error()) {
     // The child exits 126/127 on its own; SIGCHLD reports it like any exit.
     spdlog::error("{}", *child_->launch_error());
+    exit_detail_ = child_->launch_cause().value_or("");
   } else {
     spdlog::info("program started: pid {} (its own process group)", child_->pid());
   }
@@ -489,6 +492,7 @@ void Session::SendExitReport() {
     exited->set_exit_code(program_status_->exit_code);
   }
   exited->set_reaped(shutdown_requested_);
+  if (!exit_detail_.empty()) exited->set_detail(exit_detail_);
   Send(std::move(message));
   stream_->CloseWrites();
   exit_reported_on_ = stream_->id();

@@ -47,6 +47,14 @@ int StateGroup(const std::string& state) {
   return 4;
 }
 
+// At most `max` bytes of `s`, cut at a character boundary, "..." marking a cut.
+std::string Shorten(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max - 3;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut) + "...";
+}
+
 void Field(std::string& out, const std::string& name, const std::string& value) {
   out += name + std::string(name.size() < 12 ? 12 - name.size() : 1, ' ') + value + "\n";
 }
@@ -146,6 +154,13 @@ std::string FormatStatus(const client::Experiment& e) {
   Field(out, "created", ShortTime(e.created_at));
   if (!e.attempts.empty()) out += "\n" + FormatAttemptTable(e.attempts);
   if (!e.tasks.empty()) out += "\n" + FormatTaskTable(e.tasks);
+  // Why a task ended, in its agent's words: too long for a column.
+  for (const client::Task& t : e.tasks) {
+    if (t.detail.empty()) continue;
+    out += (t.role == "rank" ? "rank " + std::to_string(t.index)
+                             : t.role + ":" + std::to_string(t.index)) +
+           ": " + t.detail + "\n";
+  }
   return out;
 }
 
@@ -159,13 +174,14 @@ std::vector<client::Experiment> RunningFirst(std::vector<client::Experiment> exp
 
 std::string FormatExperimentList(const std::vector<client::Experiment>& experiments,
                                  int64_t now_s) {
-  Table table({"ID", "STATE", "ATTEMPT", "TASKS", "JOB", "NODES", "CHECKPOINT", "AGE"});
+  Table table({"ID", "STATE", "ATTEMPT", "TASKS", "JOB", "NODES", "CHECKPOINT", "AGE", "REASON"});
   for (const client::Experiment& e : experiments) {
     auto created = ParseTimestamp(e.created_at);
     table.AddRow({e.id, e.state, std::to_string(e.attempt), TaskCountText(e),
                   e.slurm_job_id ? std::to_string(*e.slurm_job_id) : "-", OrDash(e.nodes),
                   CheckpointText(e),
-                  created ? FormatDuration(static_cast<double>(now_s - *created)) : "-"});
+                  created ? FormatDuration(static_cast<double>(now_s - *created)) : "-",
+                  OrDash(Shorten(e.reason, 140))});
   }
   return table.Render();
 }

@@ -69,6 +69,29 @@ def test_a_directory_as_the_spec_and_a_missing_workdir_are_explained(service, ho
     assert r.returncode == 1, "a refused submission leaves nothing behind"
 
 
+def test_a_program_that_cannot_start_says_why_in_status_list_and_logs(service, home, tmp_path):
+    proj = project(tmp_path)
+    cause = "cannot run 'trian.py': No such file or directory"
+    r = run_in(proj, home, "submit", "--id", "own-typo", "--workers", "2", "--partition", "debug",
+               "--time", "00:10:00", "--wait", "--", "trian.py", url=service.url)
+    assert r.returncode == 1, r
+    last = r.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("own-typo failed") and "exited with code 127: " + cause in last, last
+
+    e = json.loads(ok(run_tfctl(home, "status", "own-typo", "-o", "json", url=service.url)))
+    assert cause in e["reason"], e["reason"]
+    assert cause in e["attempts"][0]["reason"], e["attempts"][0]
+    failed = [t for t in e["tasks"] if t["state"] == "failed"]
+    assert failed and all(t["detail"].startswith(cause) for t in failed), e["tasks"]
+    table = ok(run_tfctl(home, "status", "own-typo", url=service.url))
+    assert re.search(r"^worker:\d: " + re.escape(cause), table, re.M), table
+
+    listed = ok(run_tfctl(home, "list", url=service.url))
+    row = next(line for line in listed.splitlines() if line.startswith("own-typo "))
+    assert "exited with code 127: " + cause in row, listed
+
+
+
 def test_site_mode_checks_the_workdir_as_the_owner(site, tmp_path):
     service, _, homes = site
     # Root's own directory: root could enter it, alice cannot.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -387,6 +388,31 @@ TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
   EXPECT_NE(v.experiment.reason.find("exited with code 1"), std::string::npos)
       << v.experiment.reason;
+}
+
+TEST_F(ExperimentsTest, TheAgentsDetailReachesTheTaskTheAttemptTheEventAndTheReason) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  // As a task could send it: control characters and far too long.
+  std::string detail =
+      "cannot run 'trian.py': No such file or directory\n\x1b[31m" + std::string(2000, 'x');
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 127, std::nullopt, false, detail).ok());
+  slurm_.SetState(100, slurm::JobState::kFailed, 127);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  const std::string cause =
+      "exited with code 127: cannot run 'trian.py': No such file or directory";
+  EXPECT_NE(v.experiment.reason.find(cause), std::string::npos) << v.experiment.reason;
+  EXPECT_NE(v.attempts[0].reason.find(cause), std::string::npos) << v.attempts[0].reason;
+  const std::string& kept = v.tasks[3].detail;
+  EXPECT_EQ(kept.rfind("cannot run 'trian.py': No such file or directory  [31mxxx", 0), 0u)
+      << "control characters become spaces: " << kept;
+  EXPECT_EQ(kept.size(), 503u) << "500 bytes and \"...\"";
+  EXPECT_EQ(kept.substr(500), "...");
+  EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
+    return e.what == "exited" && e.why.find(cause) != std::string::npos;
+  })) << "the exited event carries the cause";
 }
 
 // Found by bench/soak.py: kill -9 of a ps's agent (its program goes with

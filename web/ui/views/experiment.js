@@ -467,7 +467,13 @@ function taskRows(exp, logTask, onLog) {
       h('td', { 'data-label': 'Node', class: 'mono' }, t.node || '—'),
       h('td', { 'data-label': 'Address', class: 'mono' }, t.address || '—'),
       h('td', { 'data-label': 'State' }, stateBadge(t.state)),
-      h('td', { 'data-label': 'Exit', class: exit.bad ? 'mono exit-bad' : 'mono' }, exit.bad ? `✗ ${exit.text}` : exit.text),
+      h(
+        'td',
+        { 'data-label': 'Exit', class: exit.bad ? 'mono exit-bad' : 'mono' },
+        exit.bad ? `✗ ${exit.text}` : exit.text,
+        // Why it ended, in its agent's words ("cannot run 'trian.py': ...").
+        t.detail ? h('div', { class: 'small reason', 'data-testid': 'exit-detail' }, t.detail) : null,
+      ),
       h('td', { 'data-label': 'Heartbeat', class: stale ? 'stale' : null }, heartbeatText(hb)),
       h(
         'td',
