@@ -1,7 +1,11 @@
 // tfctl logs: a task's output (or the batch script's), from the service's
-// log endpoint; -f follows it until the attempt ends.
+// log endpoint; -f follows it until the attempt ends. Without --task it
+// chooses the task whose log explains the most (the one that failed) and
+// says which on stderr, so that it never prints nothing without a word.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <thread>
 
@@ -18,6 +22,44 @@ struct LogsOptions {
   bool follow = false;
 };
 
+// --task's value for the batch script's output (Slurm's messages about the job).
+constexpr const char* kBatch = "batch";
+
+std::string TaskKey(const client::Task& t) { return t.role + ":" + std::to_string(t.index); }
+
+// Without --task: the first task that failed, else the chief, else worker 0,
+// else the first task; the batch script's output ("") when there is no task
+// yet or the attempt asked for is not the current one (whose tasks are the
+// only ones the service lists). Says on stderr which it is.
+std::string ChooseTask(const client::Experiment& e, std::optional<int> attempt) {
+  const char* other = "; another: --task ROLE:INDEX, the batch script's output: --task batch\n";
+  if (e.tasks.empty() || (attempt && *attempt != e.attempt)) {
+    std::cerr << "tfctl: the batch script's output of attempt " << attempt.value_or(e.attempt)
+              << (e.tasks.empty() ? " (no task has started)" : "")
+              << "; a task's: --task ROLE:INDEX\n";
+    return "";
+  }
+  for (const client::Task& t : e.tasks) {
+    if (t.state != "failed") continue;
+    std::cerr << "tfctl: the log of " << TaskKey(t) << ", which failed ("
+              << (t.signal ? "signal " + std::to_string(*t.signal)
+                           : "exit code " + std::to_string(t.exit_code.value_or(-1)))
+              << ")" << other;
+    return TaskKey(t);
+  }
+  const client::Task* chosen = &e.tasks.front();
+  for (const char* preferred : {"chief:0", "worker:0"}) {
+    auto it = std::find_if(e.tasks.begin(), e.tasks.end(),
+                           [&](const client::Task& t) { return TaskKey(t) == preferred; });
+    if (it != e.tasks.end()) {
+      chosen = &*it;
+      break;
+    }
+  }
+  std::cerr << "tfctl: the log of " << TaskKey(*chosen) << " (no task failed)" << other;
+  return TaskKey(*chosen);
+}
+
 bool AttemptEnded(const client::Experiment& e, int attempt) {
   for (const client::Attempt& a : e.attempts)
     if (a.number == attempt) return a.state == "ended";
@@ -29,13 +71,26 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
   if (!client) return kExitError;
   client::LogQuery query{options.id,   options.task, options.attempt,
                          options.tail, std::nullopt, options.follow};
-  auto print = [](std::string_view data) {
+  if (options.task == kBatch) {
+    query.task.clear();
+  } else if (options.task.empty()) {
+    auto e = client->GetExperiment(options.id);
+    if (!e.ok()) return Fail(e.status());
+    query.task = ChooseTask(*e, options.attempt);
+  }
+  int64_t printed = 0;
+  auto print = [&printed](std::string_view data) {
     std::fwrite(data.data(), 1, data.size(), stdout);
     std::fflush(stdout);
+    printed += static_cast<int64_t>(data.size());
   };
   if (!options.follow) {
     auto read = client->ReadLogs(query, print);
-    return read.ok() ? kExitOk : Fail(read.status());
+    if (!read.ok()) return Fail(read.status());
+    if (printed == 0)
+      std::cerr << "tfctl: the log of " << (query.task.empty() ? "the batch script" : query.task)
+                << " is empty so far\n";
+    return kExitOk;
   }
 
   // The service ends a follow response when the attempt ends or its follow
@@ -67,15 +122,16 @@ Command AddLogsCommand(CLI::App& app, const GlobalOptions& global) {
   CLI::App* sub = app.add_subcommand("logs", "print a task's output (stdout and stderr)");
   AddExperimentIdArgument(sub, options->id);
   sub->add_option("--task", options->task,
-                  "ROLE:INDEX, e.g. worker:1 or ps:0 (rank:N for PyTorch); without it, the batch "
-                  "script's output "
-                  "(Slurm's own messages about the job)");
+                  "ROLE:INDEX, e.g. worker:1 or ps:0 (rank:N for PyTorch), or `batch` for the "
+                  "batch script's output (Slurm's own messages about the job); without it, the "
+                  "task that failed, else the chief or worker 0 (stderr says which)");
   sub->add_option("--attempt", options->attempt, "attempt number; default: the current one")
       ->check(CLI::PositiveNumber);
   sub->add_option("--tail", options->tail, "only the last N lines")->check(CLI::Range(1, 1000000));
   sub->add_flag("-f,--follow", options->follow, "keep printing new output until the attempt ends");
   sub->footer(
       "Examples:\n"
+      "  tfctl logs mnist-ps-01            (the failed task's, or the chief's or worker 0's)\n"
       "  tfctl logs mnist-ps-01 --task chief:0 --tail 50\n"
       "  tfctl logs mnist-ps-01 --task worker:1 -f\n"
       "  tfctl logs mnist-ps-01 --attempt 1\n"

@@ -90,6 +90,35 @@ def test_a_program_that_cannot_start_says_why_in_status_list_and_logs(service, h
     row = next(line for line in listed.splitlines() if line.startswith("own-typo "))
     assert "exited with code 127: " + cause in row, listed
 
+    r = run_tfctl(home, "logs", "own-typo", url=service.url)
+    assert r.returncode == 0, r
+    task = failed[0]
+    assert re.match(r"tfctl: the log of worker:\d, which failed \(exit code 127\)", r.stderr), r.stderr
+    assert cause in r.stdout, "the failed task's log, with its agent's line: " + r.stdout
+
+
+def test_logs_without_a_task_show_the_failed_tasks_output(service, home, tmp_path):
+    proj = project(tmp_path)
+    (proj / "train.py").write_text("import os, sys\n"
+                                   "if os.environ['TFSLURM_INDEX'] == '1':\n"
+                                   "    sys.exit('worker 1 gives up: no data')\n")
+    r = run_in(proj, home, "submit", "--id", "own-logs", "--workers", "2", "--partition", "debug",
+               "--time", "00:10:00", "--wait", "--", "python3", "train.py", url=service.url)
+    assert r.returncode == 1, r
+    r = run_tfctl(home, "logs", "own-logs", url=service.url)
+    assert r.returncode == 0, r
+    assert r.stderr.startswith("tfctl: the log of worker:1, which failed (exit code 1)"), r.stderr
+    assert "worker 1 gives up: no data\n" in program_output(r.stdout), r.stdout
+
+    # A task that succeeded: worker 0's (the chief's, when there is one).
+    ok(run_in(proj, home, "submit", "--id", "own-logs-ok", "--workers", "1", "--partition", "debug",
+              "--time", "00:10:00", "--wait", "--", "python3", "-c", "print('fine')", url=service.url))
+    r = run_tfctl(home, "logs", "own-logs-ok", url=service.url)
+    assert r.returncode == 0, r
+    assert r.stderr.startswith("tfctl: the log of worker:0 (no task failed)"), r.stderr
+    assert program_output(r.stdout) == "fine\n"
+    r = run_tfctl(home, "logs", "own-logs-ok", "--task", "batch", url=service.url)
+    assert r.returncode == 0 and "fine" not in r.stdout, r
 
 
 def test_site_mode_checks_the_workdir_as_the_owner(site, tmp_path):
