@@ -121,6 +121,37 @@ def test_logs_without_a_task_show_the_failed_tasks_output(service, home, tmp_pat
     assert r.returncode == 0 and "fine" not in r.stdout, r
 
 
+def test_a_mistyped_subcommand_is_named_with_the_nearest_and_version_is_answered(home):
+    r = run_tfctl(home, "stauts", "hello")
+    assert r.returncode == 2, r
+    assert r.stderr.startswith("tfctl: unknown subcommand 'stauts'; did you mean 'status'?\n"), r.stderr
+    r = run_tfctl(home, "--url", "http://127.0.0.1:1", "lgos", "x")
+    assert r.returncode == 2 and "did you mean 'logs'?" in r.stderr, r
+    r = run_tfctl(home, "--version")
+    assert r.returncode == 0, r
+    assert re.fullmatch(r"tfctl \d+\.\d+\.\d+ \(commit [0-9a-f]+(-dirty)?\)\n|tfctl \S+ \(commit unknown\)\n",
+                        r.stdout), r.stdout
+
+
+def test_metrics_of_a_tag_it_does_not_have_names_the_tags_it_has(service, home, tmp_path):
+    program = ("import json, os\n"
+               "p = os.environ.get('TFSLURM_SCALARS_FILE')\n"
+               "if p:\n"
+               "    with open(p, 'a') as f:\n"
+               "        for s in range(3): f.write(json.dumps({'step': s, 'loss': 1.0 / (s + 1), 'lr': 0.1}) + '\\n')\n"
+               "    import time; time.sleep(3)\n")
+    ok(run_tfctl(home, "submit", "--id", "own-tags", "--workers", "1", "--partition", "debug",
+                 "--time", "00:10:00", "--wait", "--", "python3", "-c", program, url=service.url))
+    wait_for(lambda: "loss" in run_tfctl(home, "metrics", "own-tags", url=service.url).stdout, 30, "the loss tag")
+    r = run_tfctl(home, "metrics", "own-tags", "--tag", "los", url=service.url)
+    assert r.returncode == 1, r
+    assert "own-tags has no training scalars of tag 'los'; did you mean 'loss'?" in r.stderr, r.stderr
+    assert "its tags: " in r.stderr and "loss" in r.stderr and "lr" in r.stderr, r.stderr
+    assert "No training scalars yet" not in r.stdout, r.stdout
+    r = run_tfctl(home, "metrics", "own-tags", "--tag", "loss", url=service.url)
+    assert r.returncode == 0 and re.search(r"^loss\s+2\s", r.stdout, re.M), r
+
+
 def test_site_mode_checks_the_workdir_as_the_owner(site, tmp_path):
     service, _, homes = site
     # Root's own directory: root could enter it, alice cannot.
