@@ -90,6 +90,19 @@ void SlurmWatch::OnJobUpdate(OpenExperiment& a, const slurm::JobInfo* job, int64
       core_.SetState(c, a, ExperimentState::kStarting,
                      "job running on " + job->nodes + "; tasks registering");
   }
+  if (job->state == slurm::JobState::kPending && a.record.state == ExperimentState::kQueued) {
+    // Why it waits, in Slurm's words (job_info's state_reason: Resources,
+    // Priority, a QOS limit, ReqNodeNotAvail...), as the reason users see.
+    std::string why =
+        "pending in Slurm as job " + std::to_string(job->job_id) + ": " +
+        (job->reason.empty() || job->reason == "None" ? std::string("not scheduled yet")
+                                                      : job->reason);
+    if (why != a.record.reason) {
+      a.record.reason = why;
+      a.record.updated_at = now;
+      c.experiment = a.record;
+    }
+  }
   if (!slurm::IsFinished(job->state) || job->completing) {
     if (changed) c.attempts.push_back(a.attempt.record);
     return;

@@ -171,3 +171,36 @@ def test_site_mode_checks_the_workdir_as_the_owner(site, tmp_path):
     assert "site-wd-2 succeeded" in out, out
     logs = site_ok(site_tfctl(site, ALICE, "logs", "site-wd-2", "--task", "worker:0"))
     assert program_output(logs) == homes[ALICE] + "\n", logs
+
+
+def test_a_queued_experiment_says_why_slurm_keeps_it_waiting(service, home, tmp_path):
+    # Every node's whole memory (8000 MB on the local cluster), so that the
+    # next job cannot start.
+    busy = {"id": "own-busy", "command": ["sleep", "300"], "cluster": {"worker": 3},
+            "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 1, "time_limit": "00:10:00",
+                          "mem_per_task_mb": 8000}}
+    spec = tmp_path / "busy.json"
+    spec.write_text(json.dumps(busy))
+    ok(run_tfctl(home, "submit", str(spec), url=service.url))
+    wait_for(lambda: json.loads(ok(run_tfctl(home, "status", "own-busy", "-o", "json", url=service.url)))
+             ["slurm_state"] == "RUNNING", 60, "own-busy to hold every node")
+    ok(run_tfctl(home, "submit", "--id", "own-queued", "--workers", "1", "--partition", "debug",
+                 "--time", "00:10:00", "--", "true", url=service.url))
+    try:
+        # Until slurmctld's scheduler has looked at the job its reason is
+        # None ("not scheduled yet"); then Resources, as every node is busy.
+        reason = wait_for(lambda: (lambda e: e["reason"] if e["state"] == "queued" and "pending in Slurm" in e["reason"]
+                                   and "not scheduled yet" not in e["reason"] else None)(
+            json.loads(ok(run_tfctl(home, "status", "own-queued", "-o", "json", url=service.url)))),
+            60, "Slurm's reason")
+        assert re.fullmatch(r"pending in Slurm as job \d+: (Resources|Priority)", reason), reason
+        table = ok(run_tfctl(home, "status", "own-queued", url=service.url))
+        assert re.search(r"^state\s+queued: pending in Slurm as job \d+: (Resources|Priority)$", table, re.M), table
+        listed = ok(run_tfctl(home, "list", url=service.url))
+        row = next(line for line in listed.splitlines() if line.startswith("own-queued "))
+        assert re.search(r"pending in Slurm as job \d+: (Resources|Priority)$", row), listed
+    finally:
+        run_tfctl(home, "cancel", "own-queued", url=service.url)
+        run_tfctl(home, "cancel", "own-busy", url=service.url)
+        service.wait_state("own-queued", "cancelled")
+        service.wait_state("own-busy", "cancelled")

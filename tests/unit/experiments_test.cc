@@ -133,6 +133,24 @@ TEST_F(ExperimentsTest, SubmitStoresAndSubmitsWithComputedMemory) {
   EXPECT_EQ(v.attempts[0].secret_sha256, Sha256Hex(FakeSlurm::SecretOf(slurm_.submitted[0])));
 }
 
+TEST_F(ExperimentsTest, AQueuedExperimentSaysWhySlurmKeepsItWaiting) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, slurm::JobState::kPending);
+  slurm_.jobs[100].reason = "Resources";
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kQueued);
+  EXPECT_EQ(View("a").experiment.reason, "pending in Slurm as job 100: Resources");
+  slurm_.jobs[100].reason = "Priority";
+  Poll();
+  EXPECT_EQ(View("a").experiment.reason, "pending in Slurm as job 100: Priority")
+      << "follows Slurm's reason as it changes";
+  slurm_.SetState(100, slurm::JobState::kRunning);
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kStarting);
+  EXPECT_EQ(View("a").experiment.reason.find("pending"), std::string::npos)
+      << View("a").experiment.reason;
+}
+
 TEST_F(ExperimentsTest, SubmitRefusesAWorkdirTheOwnerCannotEnterNamingIt) {
   files_.missing_workdirs.insert("/home/alice/nope");
   json spec = PsSpec("a");
