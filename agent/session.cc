@@ -14,6 +14,7 @@
 #include <random>
 
 #include "agent/child_env.h"
+#include "agent/exit_cause.h"
 
 namespace tfslurm::agent {
 
@@ -385,6 +386,7 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     OnProgramEnded(ExitStatus{.exit_code = 127});
     return;
   }
+  output_start_ = OutputSize(STDERR_FILENO);
   StatusOr<ChildProcess> child = ChildProcess::Start(spec);
   if (!child.ok()) {
     spdlog::error("{} (exit code 126)", child.status().message());
@@ -436,6 +438,12 @@ void Session::OnProgramEnded(const ExitStatus& status) {
   heartbeat_at_.reset();
   spdlog::info("the program {}{}", status.Describe(),
                shutdown_requested_ ? " (shut down by the service)" : "");
+  // A failure of its own: the line of its output that says why, if any
+  // (the last 64 KiB it wrote are enough for a traceback's end).
+  if (exit_detail_.empty() && !shutdown_requested_ && status.ShellStatus() != 0 && output_start_) {
+    if (auto tail = ReadOutputSince(STDERR_FILENO, *output_start_, 64 * 1024))
+      exit_detail_ = LastErrorLine(*tail);
+  }
   if (refused_permanently_) {
     Finish(kExitRefused);
     return;

@@ -97,6 +97,22 @@ def test_a_program_that_cannot_start_says_why_in_status_list_and_logs(service, h
     assert cause in r.stdout, "the failed task's log, with its agent's line: " + r.stdout
 
 
+def test_a_python_programs_own_error_line_is_the_cause(service, home, tmp_path):
+    proj = project(tmp_path)
+    (proj / "imports.py").write_text("print('starting')\nimport tensorflowx\n")
+    for exp_id, script, cause in (
+            ("own-py-typo", "trian.py", f"can't open file '{proj}/trian.py': [Errno 2] No such file or directory"),
+            ("own-py-module", "imports.py", "ModuleNotFoundError: No module named 'tensorflowx'")):
+        r = run_in(proj, home, "submit", "--id", exp_id, "--workers", "1", "--partition", "debug",
+                   "--time", "00:10:00", "--wait", "--", "python3", script, url=service.url)
+        assert r.returncode == 1, r
+        last = r.stdout.rstrip().splitlines()[-1]
+        assert re.search(r"exited with code \d+: \S*python3: " + re.escape(cause) if script == "trian.py"
+                         else r"exited with code 1: " + re.escape(cause), last), last
+        e = json.loads(ok(run_tfctl(home, "status", exp_id, "-o", "json", url=service.url)))
+        assert e["tasks"][0]["detail"].endswith(cause), e["tasks"]
+
+
 def test_logs_without_a_task_show_the_failed_tasks_output(service, home, tmp_path):
     proj = project(tmp_path)
     (proj / "train.py").write_text("import os, sys\n"
