@@ -140,10 +140,17 @@ std::string FormatStatus(const client::Experiment& e) {
   Field(out, "state", e.state + (e.reason.empty() ? "" : ": " + e.reason));
   Field(out, "attempt",
         std::to_string(e.attempt) + " (" + std::to_string(e.restarts) + " automatic restarts)");
-  if (e.slurm_job_id)
+  if (e.slurm_job_id) {
+    // The experiment's end is decided by its tasks, at once; Slurm's own end
+    // of the job follows a moment later, and the service's next poll sees it.
+    const bool ended = e.state == "succeeded" || e.state == "failed" || e.state == "cancelled";
+    const bool job_on = e.slurm_state == "RUNNING" || e.slurm_state == "PENDING" ||
+                        e.slurm_state == "CONFIGURING" || e.slurm_state == "COMPLETING";
     Field(out, "slurm job",
           std::to_string(*e.slurm_job_id) + " " + OrDash(e.slurm_state) +
-              (e.nodes.empty() ? "" : " on " + e.nodes));
+              (e.nodes.empty() ? "" : " on " + e.nodes) +
+              (ended && job_on ? " (ending: the experiment has ended, Slurm's end follows)" : ""));
+  }
   Field(out, "checkpoint",
         e.checkpoint_step
             ? "step " + std::to_string(*e.checkpoint_step) + " (" + e.checkpoint_path + ")"

@@ -151,6 +151,24 @@ TEST(FormatStatusTest, TasksThatSaidWhyTheyEndedAreExplainedUnderTheTable) {
             "worker:1: cannot run 'trian.py': No such file or directory\n");
 }
 
+TEST(FormatStatusTest, AJobStillRunningAfterTheExperimentEndedIsShownAsEnding) {
+  client::Experiment e = Summary("done", "succeeded");
+  e.slurm_job_id = 2;
+  e.slurm_state = "RUNNING";
+  e.nodes = "node[1-3]";
+  EXPECT_NE(FormatStatus(e).find("\nslurm job   2 RUNNING on node[1-3] (ending: the experiment has "
+                                 "ended, Slurm's end follows)\n"),
+            std::string::npos)
+      << FormatStatus(e);
+  e.slurm_state = "COMPLETED";
+  EXPECT_NE(FormatStatus(e).find("\nslurm job   2 COMPLETED on node[1-3]\n"), std::string::npos)
+      << FormatStatus(e);
+  e.state = "running";
+  e.slurm_state = "RUNNING";
+  EXPECT_NE(FormatStatus(e).find("\nslurm job   2 RUNNING on node[1-3]\n"), std::string::npos)
+      << FormatStatus(e);
+}
+
 TEST(FormatStatusTest, ShowsTheCheckpointStepAndItsPath) {
   client::Experiment e = Summary("mnist", "succeeded");
   e.checkpoint_step = 300;
