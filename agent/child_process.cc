@@ -180,25 +180,25 @@ StatusOr<ChildProcess> ChildProcess::Start(const ChildSpec& spec) {
   } while (n < 0 && errno == EINTR);
   ::close(pipe_fds[0]);
 
-  std::optional<std::string> launch_error;
+  std::optional<std::string> launch_cause;
+  int code = 0;
   if (n == sizeof(failure)) {
-    const int code = LaunchFailureExitCode(failure.error);
+    code = LaunchFailureExitCode(failure.error);
     if (failure.stage == LaunchFailure::kChdir) {
-      launch_error = "cannot change to the working directory '" + spec.workdir +
-                     "': " + std::strerror(failure.error) + " (exit code " + std::to_string(code) +
-                     ")";
+      launch_cause = "cannot change to the working directory '" + spec.workdir +
+                     "': " + std::strerror(failure.error);
     } else {
-      launch_error = "cannot run '" + spec.argv[0] + "': " + std::strerror(failure.error);
-      if (spec.argv[0].find('/') == std::string::npos) launch_error->append(" (PATH=" + path + ")");
-      launch_error->append(" (exit code " + std::to_string(code) + ")");
+      launch_cause = "cannot run '" + spec.argv[0] + "': " + std::strerror(failure.error);
+      if (spec.argv[0].find('/') == std::string::npos) launch_cause->append(" (PATH=" + path + ")");
     }
   }
-  return ChildProcess(pid, std::move(launch_error));
+  return ChildProcess(pid, std::move(launch_cause), code);
 }
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept
     : pid_(other.pid_),
       launch_error_(std::move(other.launch_error_)),
+      launch_cause_(std::move(other.launch_cause_)),
       status_(std::move(other.status_)) {
   other.pid_ = -1;
 }
@@ -206,6 +206,7 @@ ChildProcess::ChildProcess(ChildProcess&& other) noexcept
 ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
   pid_ = other.pid_;
   launch_error_ = std::move(other.launch_error_);
+  launch_cause_ = std::move(other.launch_cause_);
   status_ = std::move(other.status_);
   other.pid_ = -1;
   return *this;

@@ -68,6 +68,9 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // Why exec failed, e.g. "cannot run 'foo': No such file or directory".
   const std::optional<std::string>& launch_error() const { return launch_error_; }
+  // The same without "(exit code N)", for the exit report's detail, which
+  // carries the code of its own.
+  const std::optional<std::string>& launch_cause() const { return launch_cause_; }
 
   // Sends `sig` to the program's process group. A no-op once reaped.
   Status Signal(int sig);
@@ -85,11 +88,15 @@ class ChildProcess {
   const std::optional<ExitStatus>& status() const { return status_; }
 
  private:
-  ChildProcess(pid_t pid, std::optional<std::string> launch_error)
-      : pid_(pid), launch_error_(std::move(launch_error)) {}
+  ChildProcess(pid_t pid, std::optional<std::string> launch_cause, int launch_code)
+      : pid_(pid), launch_cause_(std::move(launch_cause)) {
+    if (launch_cause_)
+      launch_error_ = *launch_cause_ + " (exit code " + std::to_string(launch_code) + ")";
+  }
 
   pid_t pid_ = -1;
   std::optional<std::string> launch_error_;
+  std::optional<std::string> launch_cause_;
   std::optional<ExitStatus> status_;
 };
 

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "agent/child_env.h"
+#include "agent/exit_cause.h"
 
 namespace tfslurm::agent {
 
@@ -381,12 +382,15 @@ void Session::StartProgram(const v1::Assignment& assignment) {
 
   if (spec.argv.empty()) {
     spdlog::error("the assignment has no command to run (exit code 127)");
+    exit_detail_ = "the assignment has no command to run";
     OnProgramEnded(ExitStatus{.exit_code = 127});
     return;
   }
+  output_start_ = OutputSize(STDERR_FILENO);
   StatusOr<ChildProcess> child = ChildProcess::Start(spec);
   if (!child.ok()) {
     spdlog::error("{} (exit code 126)", child.status().message());
+    exit_detail_ = child.status().message();
     OnProgramEnded(ExitStatus{.exit_code = 126});
     return;
   }
@@ -394,6 +398,7 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   if (child_->launch_error()) {
     // The child exits 126/127 on its own; SIGCHLD reports it like any exit.
     spdlog::error("{}", *child_->launch_error());
+    exit_detail_ = child_->launch_cause().value_or("");
   } else {
     spdlog::info("program started: pid {} (its own process group)", child_->pid());
   }
@@ -433,6 +438,12 @@ void Session::OnProgramEnded(const ExitStatus& status) {
   heartbeat_at_.reset();
   spdlog::info("the program {}{}", status.Describe(),
                shutdown_requested_ ? " (shut down by the service)" : "");
+  // A failure of its own: the line of its output that says why, if any
+  // (the last 64 KiB it wrote are enough for a traceback's end).
+  if (exit_detail_.empty() && !shutdown_requested_ && status.ShellStatus() != 0 && output_start_) {
+    if (auto tail = ReadOutputSince(STDERR_FILENO, *output_start_, 64 * 1024))
+      exit_detail_ = LastErrorLine(*tail);
+  }
   if (refused_permanently_) {
     Finish(kExitRefused);
     return;
@@ -489,6 +500,7 @@ void Session::SendExitReport() {
     exited->set_exit_code(program_status_->exit_code);
   }
   exited->set_reaped(shutdown_requested_);
+  if (!exit_detail_.empty()) exited->set_detail(exit_detail_);
   Send(std::move(message));
   stream_->CloseWrites();
   exit_reported_on_ = stream_->id();

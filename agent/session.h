@@ -143,6 +143,12 @@ class Session {
   std::optional<tfslurm::agent::v1::Assignment> assignment_;
   std::optional<ChildProcess> child_;
   std::optional<ExitStatus> program_status_;
+  // Why the program ended, when the agent knows more than its exit status
+  // (it could not be started); sent as Exited.detail.
+  std::string exit_detail_;
+  // The size of the task's output file when the program started (nullopt
+  // when stderr is not a regular file): its own lines come after it.
+  std::optional<int64_t> output_start_;
   std::optional<CheckpointWatch> checkpoints_;
   std::optional<ScalarWatch> scalar_watch_;
   ScalarBuffer scalar_buffer_;

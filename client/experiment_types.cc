@@ -32,6 +32,7 @@ Task TaskFromJson(const json& j) {
   t.state = Get<std::string>(j, "state");
   t.exit_code = GetOptional<int>(j, "exit_code");
   t.signal = GetOptional<int>(j, "signal");
+  t.detail = j.value("detail", "");
   t.heartbeat_age_s = GetOptional<double>(j, "heartbeat_age_s");
   return t;
 }

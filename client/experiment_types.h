@@ -27,7 +27,8 @@ struct Task {
   std::optional<int> signal;
   std::optional<double> heartbeat_age_s;  // only while running
   int local_rank = 0;                     // its index on its node (SLURM_LOCALID)
-  int component = 0;  // its component of a heterogeneous job (per-role resources); 0 otherwise
+  int component = 0;   // its component of a heterogeneous job (per-role resources); 0 otherwise
+  std::string detail;  // why it ended, in its agent's words; may be empty
 };
 
 struct Attempt {

@@ -59,6 +59,10 @@ StatusOr<json> ComposeSpec(json spec, const SpecFlags& flags) {
         {{"", "must be an object, got " + std::string(spec.type_name())}});
   if (flags.id) spec["id"] = *flags.id;
   if (!flags.command.empty()) spec["command"] = flags.command;
+  if (flags.workdir)
+    spec["workdir"] = *flags.workdir;
+  else if (flags.default_workdir && !spec.contains("workdir"))
+    spec["workdir"] = *flags.default_workdir;
   if (flags.ps || flags.workers) {
     auto cluster = ObjectField(spec, "cluster");
     if (!cluster.ok()) return cluster.status();

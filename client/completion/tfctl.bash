@@ -44,7 +44,7 @@ _tfctl() {
       return 0
       ;;
     --task)
-      mapfile -t COMPREPLY < <(compgen -W "chief: ps: worker: evaluator:" -- "$cur")
+      mapfile -t COMPREPLY < <(compgen -W "chief: ps: worker: evaluator: batch" -- "$cur")
       compopt -o nospace 2>/dev/null
       return 0
       ;;

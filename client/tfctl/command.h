@@ -46,6 +46,12 @@ int Fail(const Status& error);
 // config file; nullopt after printing why there is none.
 std::optional<client::Client> Connect(const GlobalOptions& options);
 
+// The choice `word` was most likely meant to be, for "did you mean": the
+// nearest by edit distance (a swap of neighbours counts as one edit), or the
+// one that holds `word`, or whose last '/' part is near it (a tag
+// "train/loss" for "los"); "" when none is near enough to suggest.
+std::string Nearest(const std::string& word, const std::vector<std::string>& choices);
+
 // The positional ID, checked against the service's id pattern so that a
 // mistyped id is a usage error, not a request.
 void AddExperimentIdArgument(CLI::App* app, std::string& id);

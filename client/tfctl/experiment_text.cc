@@ -48,6 +48,14 @@ int StateGroup(const std::string& state) {
   return 4;
 }
 
+// At most `max` bytes of `s`, cut at a character boundary, "..." marking a cut.
+std::string Shorten(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max - 3;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut) + "...";
+}
+
 // The value holds what users wrote (model_dir, the checkpoint path, reasons):
 // escaped for the terminal, on one line.
 void Field(std::string& out, const std::string& name, const std::string& value) {
@@ -136,10 +144,17 @@ std::string FormatStatus(const client::Experiment& e) {
   Field(out, "state", e.state + (e.reason.empty() ? "" : ": " + e.reason));
   Field(out, "attempt",
         std::to_string(e.attempt) + " (" + std::to_string(e.restarts) + " automatic restarts)");
-  if (e.slurm_job_id)
+  if (e.slurm_job_id) {
+    // The experiment's end is decided by its tasks, at once; Slurm's own end
+    // of the job follows a moment later, and the service's next poll sees it.
+    const bool ended = e.state == "succeeded" || e.state == "failed" || e.state == "cancelled";
+    const bool job_on = e.slurm_state == "RUNNING" || e.slurm_state == "PENDING" ||
+                        e.slurm_state == "CONFIGURING" || e.slurm_state == "COMPLETING";
     Field(out, "slurm job",
           std::to_string(*e.slurm_job_id) + " " + OrDash(e.slurm_state) +
-              (e.nodes.empty() ? "" : " on " + e.nodes));
+              (e.nodes.empty() ? "" : " on " + e.nodes) +
+              (ended && job_on ? " (ending: the experiment has ended, Slurm's end follows)" : ""));
+  }
   Field(out, "checkpoint",
         e.checkpoint_step
             ? "step " + std::to_string(*e.checkpoint_step) + " (" + e.checkpoint_path + ")"
@@ -150,6 +165,13 @@ std::string FormatStatus(const client::Experiment& e) {
   Field(out, "created", ShortTime(e.created_at));
   if (!e.attempts.empty()) out += "\n" + FormatAttemptTable(e.attempts);
   if (!e.tasks.empty()) out += "\n" + FormatTaskTable(e.tasks);
+  // Why a task ended, in its agent's words: too long for a column.
+  for (const client::Task& t : e.tasks) {
+    if (t.detail.empty()) continue;
+    out += (t.role == "rank" ? "rank " + std::to_string(t.index)
+                             : t.role + ":" + std::to_string(t.index)) +
+           ": " + client::EscapeForTerminal(t.detail) + "\n";
+  }
   return out;
 }
 
@@ -163,13 +185,14 @@ std::vector<client::Experiment> RunningFirst(std::vector<client::Experiment> exp
 
 std::string FormatExperimentList(const std::vector<client::Experiment>& experiments,
                                  int64_t now_s) {
-  Table table({"ID", "STATE", "ATTEMPT", "TASKS", "JOB", "NODES", "CHECKPOINT", "AGE"});
+  Table table({"ID", "STATE", "ATTEMPT", "TASKS", "JOB", "NODES", "CHECKPOINT", "AGE", "REASON"});
   for (const client::Experiment& e : experiments) {
     auto created = ParseTimestamp(e.created_at);
     table.AddRow({e.id, e.state, std::to_string(e.attempt), TaskCountText(e),
                   e.slurm_job_id ? std::to_string(*e.slurm_job_id) : "-", OrDash(e.nodes),
                   CheckpointText(e),
-                  created ? FormatDuration(static_cast<double>(now_s - *created)) : "-"});
+                  created ? FormatDuration(static_cast<double>(now_s - *created)) : "-",
+                  OrDash(Shorten(e.reason, 140))});
   }
   return table.Render();
 }

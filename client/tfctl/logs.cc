@@ -1,5 +1,7 @@
 // tfctl logs: a task's output (or the batch script's), from the service's
-// log endpoint; -f follows it until the attempt ends.
+// log endpoint; -f follows it until the attempt ends. Without --task it
+// chooses the task whose log explains the most (the one that failed) and
+// says which on stderr, so that it never prints nothing without a word.
 //
 // On a terminal the output is escaped (client/terminal_text.h), keeping line
 // breaks and tabs: a program's output is written by whoever submitted it, and
@@ -10,8 +12,10 @@
 // on a terminal too, for someone who wants their own program's colours.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iostream>
 #include <memory>
 #include <thread>
 
@@ -30,6 +34,44 @@ struct LogsOptions {
   bool raw = false;
 };
 
+// --task's value for the batch script's output (Slurm's messages about the job).
+constexpr const char* kBatch = "batch";
+
+std::string TaskKey(const client::Task& t) { return t.role + ":" + std::to_string(t.index); }
+
+// Without --task: the first task that failed, else the chief, else worker 0,
+// else the first task; the batch script's output ("") when there is no task
+// yet or the attempt asked for is not the current one (whose tasks are the
+// only ones the service lists). Says on stderr which it is.
+std::string ChooseTask(const client::Experiment& e, std::optional<int> attempt) {
+  const char* other = "; another: --task ROLE:INDEX, the batch script's output: --task batch\n";
+  if (e.tasks.empty() || (attempt && *attempt != e.attempt)) {
+    std::cerr << "tfctl: the batch script's output of attempt " << attempt.value_or(e.attempt)
+              << (e.tasks.empty() ? " (no task has started)" : "")
+              << "; a task's: --task ROLE:INDEX\n";
+    return "";
+  }
+  for (const client::Task& t : e.tasks) {
+    if (t.state != "failed") continue;
+    std::cerr << "tfctl: the log of " << TaskKey(t) << ", which failed ("
+              << (t.signal ? "signal " + std::to_string(*t.signal)
+                           : "exit code " + std::to_string(t.exit_code.value_or(-1)))
+              << ")" << other;
+    return TaskKey(t);
+  }
+  const client::Task* chosen = &e.tasks.front();
+  for (const char* preferred : {"chief:0", "worker:0"}) {
+    auto it = std::find_if(e.tasks.begin(), e.tasks.end(),
+                           [&](const client::Task& t) { return TaskKey(t) == preferred; });
+    if (it != e.tasks.end()) {
+      chosen = &*it;
+      break;
+    }
+  }
+  std::cerr << "tfctl: the log of " << TaskKey(*chosen) << " (no task failed)" << other;
+  return TaskKey(*chosen);
+}
+
 bool AttemptEnded(const client::Experiment& e, int attempt) {
   for (const client::Attempt& a : e.attempts)
     if (a.number == attempt) return a.state == "ended";
@@ -41,13 +83,22 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
   if (!client) return kExitError;
   client::LogQuery query{options.id,   options.task, options.attempt,
                          options.tail, std::nullopt, options.follow};
+  if (options.task == kBatch) {
+    query.task.clear();
+  } else if (options.task.empty()) {
+    auto e = client->GetExperiment(options.id);
+    if (!e.ok()) return Fail(e.status());
+    query.task = ChooseTask(*e, options.attempt);
+  }
   bool escape = !options.raw && isatty(STDOUT_FILENO);
   client::TerminalEscaper escaper(client::LineBreaks::kKeep);
+  int64_t printed = 0;
   auto write = [](std::string_view data) {
     std::fwrite(data.data(), 1, data.size(), stdout);
     std::fflush(stdout);
   };
   auto print = [&](std::string_view data) {
+    printed += static_cast<int64_t>(data.size());
     if (escape)
       write(escaper.Feed(data));
     else
@@ -59,7 +110,11 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
   };
   if (!options.follow) {
     auto read = client->ReadLogs(query, print);
-    return done(read.ok() ? kExitOk : Fail(read.status()));
+    if (!read.ok()) return done(Fail(read.status()));
+    if (printed == 0)
+      std::cerr << "tfctl: the log of " << (query.task.empty() ? "the batch script" : query.task)
+                << " is empty so far\n";
+    return done(kExitOk);
   }
 
   // The service ends a follow response when the attempt ends or its follow
@@ -91,9 +146,9 @@ Command AddLogsCommand(CLI::App& app, const GlobalOptions& global) {
   CLI::App* sub = app.add_subcommand("logs", "print a task's output (stdout and stderr)");
   AddExperimentIdArgument(sub, options->id);
   sub->add_option("--task", options->task,
-                  "ROLE:INDEX, e.g. worker:1 or ps:0 (rank:N for PyTorch); without it, the batch "
-                  "script's output "
-                  "(Slurm's own messages about the job)");
+                  "ROLE:INDEX, e.g. worker:1 or ps:0 (rank:N for PyTorch), or `batch` for the "
+                  "batch script's output (Slurm's own messages about the job); without it, the "
+                  "task that failed, else the chief or worker 0 (stderr says which)");
   sub->add_option("--attempt", options->attempt, "attempt number; default: the current one")
       ->check(CLI::PositiveNumber);
   sub->add_option("--tail", options->tail, "only the last N lines")->check(CLI::Range(1, 1000000));
@@ -104,6 +159,7 @@ Command AddLogsCommand(CLI::App& app, const GlobalOptions& global) {
                 "when the output is a terminal");
   sub->footer(
       "Examples:\n"
+      "  tfctl logs mnist-ps-01            (the failed task's, or the chief's or worker 0's)\n"
       "  tfctl logs mnist-ps-01 --task chief:0 --tail 50\n"
       "  tfctl logs mnist-ps-01 --task worker:1 -f\n"
       "  tfctl logs mnist-ps-01 --attempt 1\n"

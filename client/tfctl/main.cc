@@ -1,7 +1,9 @@
 // tfctl: the command-line client of tfslurmd.
 #include <algorithm>
 #include <iostream>
+#include <string>
 
+#include "base/build_info.h"
 #include "client/tfctl/command.h"
 
 namespace {
@@ -27,6 +29,21 @@ constexpr const char* kFooter =
 void AddConnectionOptions(CLI::App* app, tfslurm::client::ConnectionFlags& flags) {
   app->add_option("--url", flags.url, "tfslurmd's URL, e.g. http://127.0.0.1:8080");
   app->add_option("--token", flags.token, "API token, sent as Authorization: Bearer");
+}
+
+// The first word that is neither an option nor an option's value: the
+// subcommand, when the command line is right. --url and --token take a value.
+std::optional<std::string> FirstWord(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--url" || a == "--token") {
+      ++i;
+      continue;
+    }
+    if (!a.empty() && a[0] == '-') continue;
+    return a;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -65,6 +82,27 @@ int main(int argc, char** argv) {
     AddConnectionOptions(c.app, global.connection);
     for (CLI::App* sub : c.app->get_subcommands([](CLI::App*) { return true; }))
       AddConnectionOptions(sub, global.connection);  // tfctl token create --url ...
+  }
+
+  app.set_version_flag("--version",
+                       std::string("tfctl ") + tfslurm::base::TfslurmVersion() + " (commit " +
+                           tfslurm::base::TfslurmCommit() + ")",
+                       "print tfctl's version and the commit it was built from");
+
+  // CLI11 would take a mistyped subcommand for an extra argument and answer
+  // "A subcommand is required".
+  if (auto word = FirstWord(args)) {
+    std::vector<std::string> names;
+    for (const Command& c : commands) names.push_back(c.app->get_name());
+    if (std::find(names.begin(), names.end(), *word) == names.end()) {
+      std::string near = Nearest(*word, names);
+      std::cerr << "tfctl: unknown subcommand '" << *word << "'"
+                << (near.empty() ? "" : "; did you mean '" + near + "'?") << "\n"
+                << "the subcommands: ";
+      for (size_t i = 0; i < names.size(); ++i) std::cerr << (i ? ", " : "") << names[i];
+      std::cerr << " (tfctl --help)\n";
+      return kExitUsage;
+    }
   }
 
   std::reverse(args.begin(), args.end());  // CLI11 takes the vector back to front

@@ -1,5 +1,6 @@
 // tfctl metrics: an experiment's training scalars, the latest value of each
 // tag (GET /experiments/{id}/metrics; -o json gives every kept point).
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -52,16 +53,54 @@ std::string FormatMetrics(const std::string& id, const client::TrainingMetrics& 
   return out;
 }
 
+// The --tag values the experiment has no scalars for, each said on stderr
+// with the nearest tag it has and the list of them.
+std::vector<std::string> ReportMissingTags(client::Client& client, const MetricsOptions& options,
+                                           const client::TrainingMetrics& found) {
+  std::vector<std::string> missing;
+  for (const std::string& tag : options.tags) {
+    bool have = std::any_of(found.tags.begin(), found.tags.end(),
+                            [&](const client::TrainingMetrics::Tag& t) { return t.tag == tag; });
+    if (!have && std::find(missing.begin(), missing.end(), tag) == missing.end())
+      missing.push_back(tag);
+  }
+  if (missing.empty()) return missing;
+  std::vector<std::string> all;
+  if (auto every = client.GetTrainingMetrics(options.id, {}); every.ok())
+    for (const client::TrainingMetrics::Tag& t : every->tags) all.push_back(t.tag);
+  for (const std::string& tag : missing) {
+    std::string near = Nearest(tag, all);
+    std::cerr << "tfctl: " << options.id << " has no training scalars of tag '" << tag << "'"
+              << (near.empty() ? "" : "; did you mean '" + near + "'?") << "\n";
+  }
+  if (all.empty()) {
+    std::cerr << "tfctl: " << options.id << " has no training scalars yet (docs/scalars.md)\n";
+  } else {
+    std::cerr << "its tags: ";
+    for (size_t i = 0; i < all.size(); ++i) std::cerr << (i ? ", " : "") << all[i];
+    std::cerr << "\n";
+  }
+  return missing;
+}
+
 int RunMetrics(const GlobalOptions& global, const MetricsOptions& options) {
   auto client = Connect(global);
   if (!client) return kExitError;
   auto metrics = client->GetTrainingMetrics(options.id, options.tags);
   if (!metrics.ok()) return Fail(metrics.status());
+  std::vector<std::string> missing;
+  if (!options.tags.empty()) {
+    missing = ReportMissingTags(*client, options, *metrics);
+    // Nothing of what was asked for: the reason is on stderr, not a table
+    // saying there are no scalars at all.
+    if (missing.size() == options.tags.size() && options.output == OutputFormat::kTable)
+      return kExitError;
+  }
   if (options.output != OutputFormat::kTable)
     PrintStructured(metrics->raw, options.output, std::cout);
   else
     std::cout << FormatMetrics(options.id, *metrics);
-  return kExitOk;
+  return missing.empty() ? kExitOk : kExitError;
 }
 
 }  // namespace
@@ -72,7 +111,9 @@ Command AddMetricsCommand(CLI::App& app, const GlobalOptions& global) {
       "metrics",
       "show an experiment's training scalars: each tag's latest value, steps per second");
   AddExperimentIdArgument(sub, options->id);
-  sub->add_option("--tag", options->tags, "only this tag (repeatable), e.g. train/epoch_loss");
+  sub->add_option("--tag", options->tags,
+                  "only this tag (repeatable), e.g. train/epoch_loss; a tag the experiment does "
+                  "not have is an error that names the nearest and lists those it has");
   AddOutputOption(sub, options->output);
   sub->footer(
       "Examples:\n"

@@ -1,8 +1,10 @@
 // tfctl submit: send an experiment spec (a file, flags, or both) to the
 // service; --dry-run shows the sbatch script instead, --wait follows the
 // experiment to its end.
+#include <filesystem>
 #include <iostream>
 #include <memory>
+#include <system_error>
 
 #include "client/spec_file.h"
 #include "client/spec_flags.h"
@@ -31,6 +33,17 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
     spec = std::move(loaded).value();
   }
   options.flags.command = command;
+  // Relative to where tfctl runs, like every other path on its command line;
+  // the service needs it absolute.
+  std::error_code ec;
+  std::filesystem::path here = std::filesystem::current_path(ec);
+  if (!ec) options.flags.default_workdir = here.string();
+  if (options.flags.workdir && !std::filesystem::path(*options.flags.workdir).is_absolute()) {
+    if (ec)
+      return Fail(InvalidArgument("cannot make --workdir absolute: " + ec.message(),
+                                  {{"workdir", "give an absolute path"}}));
+    options.flags.workdir = (here / *options.flags.workdir).lexically_normal().string();
+  }
   auto composed = client::ComposeSpec(std::move(spec), options.flags);
   if (!composed.ok()) return Fail(composed.status());
 
@@ -92,7 +105,22 @@ Command AddSubmitCommand(CLI::App& app, const GlobalOptions& global,
   CLI::App* sub =
       app.add_subcommand("submit", "submit an experiment from a spec file and/or flags");
   sub->add_option("spec", options->spec_file, "experiment spec, YAML or JSON (.json)")
-      ->check(CLI::ExistingFile);
+      ->check(CLI::Validator(
+          [](std::string& path) -> std::string {
+            std::error_code ec;
+            auto status = std::filesystem::status(path, ec);
+            if (std::filesystem::is_directory(status))
+              return "'" + path +
+                     "' is a directory, not a spec file; to run the program in it, give "
+                     "--workdir " +
+                     path + " (the default is the current directory)";
+            if (!std::filesystem::exists(status))
+              return "no spec file '" + path +
+                     "'; the program to run goes after --, e.g. tfctl submit --workers 2 -- "
+                     "python3 train.py";
+            return "";
+          },
+          "SPEC"));
   auto& f = options->flags;
   sub->add_option("--id", f.id, "experiment id (EXPERIMENT_ID); generated when absent");
   sub->add_option("--ps", f.ps, "number of parameter servers (cluster.ps)");
@@ -102,19 +130,25 @@ Command AddSubmitCommand(CLI::App& app, const GlobalOptions& global,
                   "tasks per node (resources.tasks_per_node)");
   sub->add_option("--partition", f.partition, "Slurm partition (resources.partition)");
   sub->add_option("--time", f.time_limit, "time limit, e.g. 02:00:00 (resources.time_limit)");
+  sub->add_option("--workdir", f.workdir,
+                  "the program's working directory (workdir); default: the spec's, else the "
+                  "current directory, as sbatch");
   sub->add_flag("--dry-run", options->dry_run,
                 "print the sbatch script and the memory per task; submit nothing");
   sub->add_flag("--wait", options->wait,
                 "follow the experiment to its end; exit 0 if it succeeded, 1 otherwise");
   AddOutputOption(sub, options->output);
   sub->footer(
-      "The program to run goes after --; it overrides the spec's command.\n"
+      "The program to run goes after --; it overrides the spec's command. It runs in\n"
+      "--workdir, else the spec's workdir, else the directory tfctl was run from (as sbatch),\n"
+      "so `tfctl submit ... -- python3 train.py` runs the train.py next to you.\n"
       "Without a spec file the flags make the spec. When neither nodes nor tasks per node\n"
       "are given, every task gets its own node.\n\n"
       "Examples:\n"
       "  tfctl submit experiment.yaml\n"
       "  tfctl submit experiment.yaml --workers 8 --time 04:00:00 --dry-run\n"
-      "  tfctl submit --id hello --workers 2 --wait -- /bin/sh -c 'echo hello from $TFSLURM_ROLE'");
+      "  tfctl submit --id hello --workers 2 --wait -- /bin/sh -c 'echo hello from $TFSLURM_ROLE'\n"
+      "  cd myproject && tfctl submit --id mine-1 --workers 2 --wait -- python3 train.py");
   return {sub, [&global, options, &command_after_dashes] {
             return RunSubmit(global, *options, command_after_dashes);
           }};

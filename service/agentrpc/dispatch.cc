@@ -18,7 +18,7 @@ Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m
         signal = m.exited().signal();
       else
         code = m.exited().exit_code();
-      return experiments.OnExited(ref, code, signal, m.exited().reaped());
+      return experiments.OnExited(ref, code, signal, m.exited().reaped(), m.exited().detail());
     }
     case agent::v1::AgentMessage::kScalars:
       return experiments.OnScalars(ref, FromProto(m.scalars()));

@@ -103,7 +103,7 @@ void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
   w.Field("node", t.node).Field("local_rank", t.local_rank).Field("address", t.address);
   w.Field("component", t.component);
   w.Field("state", TaskStateName(t.state));
-  w.Field("exit_code", t.exit_code).Field("signal", t.signal);
+  w.Field("exit_code", t.exit_code).Field("signal", t.signal).Field("detail", t.detail);
   WriteTimestampField(w, "registered_at", t.registered_at);
   WriteTimestampField(w, "ended_at", t.ended_at);
   w.Key("heartbeat_age_s");

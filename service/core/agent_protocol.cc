@@ -269,7 +269,8 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
 }
 
 Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
-                               std::optional<int> signal, bool reaped) {
+                               std::optional<int> signal, bool reaped,
+                               const std::string& agent_detail) {
   MutexLock lock(core_.mu());
   auto found = FindTask(ref);
   if (!found.ok()) return found.status();
@@ -280,18 +281,21 @@ Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
   // A task that ends after the user cancelled, or after it was told to shut
   // down, was ended by us: reaped, not failed, whatever its exit code.
   reaped = reaped || a.user_cancelled || a.attempt.run->task(proc).shutdown_sent;
-  a.attempt.run->OnExit(proc, exit_code, signal, reaped);
+  const std::string detail = ExitDetail(agent_detail);
+  a.attempt.run->OnExit(proc, exit_code, signal, reaped, detail);
   const TaskSlot& slot = a.attempt.run->task(proc);
   Changes c;
   TaskRecord& t = a.attempt.tasks[proc];
   t.state = slot.state;
   t.exit_code = exit_code;
   t.signal = signal;
+  t.detail = detail;
   t.ended_at = core_.ports().clock.NowMs();
   c.tasks.push_back(t);
   std::string how = signal.value_or(0)
                         ? "was killed by signal " + std::to_string(*signal)
                         : "exited with code " + std::to_string(exit_code.value_or(-1));
+  if (!detail.empty()) how += ": " + detail;
   core_.Event(c, a, reaped ? "reaped" : "exited", TaskName(slot, proc) + " " + how);
   if (a.attempt.reap_started_ms > 0 && a.attempt.run->UnconfirmedShutdowns().empty()) {
     core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /

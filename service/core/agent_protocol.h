@@ -36,8 +36,11 @@ class AgentProtocol {
   // since a refusal stops the agent's program.
   Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points)
       ABSL_LOCKS_EXCLUDED(core_.mu());
+  // `detail` (the agent's word on why, e.g. "cannot run 'x': No such file or
+  // directory") is kept with the task, bounded and without control
+  // characters, and joins the exit in the event and the attempt's reason.
   Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
-                  bool reaped) ABSL_LOCKS_EXCLUDED(core_.mu());
+                  bool reaped, const std::string& detail = "") ABSL_LOCKS_EXCLUDED(core_.mu());
   // The stream of `channel` broke; the agent may reconnect.
   void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) ABSL_LOCKS_EXCLUDED(core_.mu());
 

@@ -156,12 +156,13 @@ bool AttemptRun::IsTracked(int proc) const {
 }
 
 Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal,
-                           bool reaped) {
+                           bool reaped, const std::string& detail) {
   TaskSlot& t = tasks_[proc];
   if (t.exited) return outcome_;
   t.exited = true;
   t.exit_code = exit_code;
   t.signal = signal;
+  t.detail = detail;
   t.reaped = reaped;
   bool ok = !signal.value_or(0) && exit_code.value_or(-1) == 0;
   t.state = reaped ? TaskState::kReaped : ok ? TaskState::kSucceeded : TaskState::kFailed;
@@ -181,6 +182,7 @@ Outcome AttemptRun::Evaluate(int proc) {
     std::string how = t.signal.value_or(0)
                           ? "was killed by signal " + std::to_string(*t.signal)
                           : "exited with code " + std::to_string(t.exit_code.value_or(-1));
+    if (!t.detail.empty()) how += ": " + t.detail;
     Outcome failed{Outcome::kFailed, who + " " + how, IsRetryableExit(t.exit_code, t.signal)};
     if (!failed.retryable) {
       for (int i = 0; i < size(); ++i) {

@@ -34,6 +34,7 @@ struct TaskSlot {
   int local_id = 0;     // SLURM_LOCALID: the task's index on its node
   std::optional<int> exit_code;
   std::optional<int> signal;
+  std::string detail;  // the agent's word on why it ended (OnExit)
   bool reaped = false;
   // Its agent's stream ended without an exit report, or the service
   // restarted since it last registered, and no new stream has registered:
@@ -90,7 +91,10 @@ class AttemptRun {
   // retryable while another task's agent has vanished: peers of a lost ps
   // fail with their own errors a moment after it, and the attempt must be
   // judged by the cause, not by whichever report arrived first.
-  Outcome OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal, bool reaped);
+  // `detail`: why, in the agent's words (empty: only the status is known);
+  // it follows the exit in the outcome's reason.
+  Outcome OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal, bool reaped,
+                 const std::string& detail = "");
   // The agent's stream ended without an exit report (true), or a new stream
   // registered for the task (false).
   void SetVanished(int proc, bool vanished) { tasks_[proc].vanished = vanished; }

@@ -58,8 +58,8 @@ class ExperimentsImpl final : public Experiments {
     return agents_.OnScalars(ref, std::move(points));
   }
   Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
-                  bool reaped) override {
-    return agents_.OnExited(ref, exit_code, signal, reaped);
+                  bool reaped, const std::string& detail) override {
+    return agents_.OnExited(ref, exit_code, signal, reaped, detail);
   }
   void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) override {
     agents_.OnDisconnect(ref, channel);

@@ -147,6 +147,7 @@ struct TaskRecord {
   TaskState state = TaskState::kPending;
   std::optional<int> exit_code;
   std::optional<int> signal;
+  std::string detail;  // why it ended, in its agent's words (Exited.detail); may be empty
   int64_t registered_at = 0;
   int64_t last_heartbeat = 0;
   int64_t ended_at = 0;

@@ -101,6 +101,18 @@ bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
       core_.SetState(c, a, ExperimentState::kStarting,
                      "job running on " + job.nodes + "; tasks registering");
   }
+  if (job.state == JobState::kPending && a.record.state == ExperimentState::kQueued) {
+    // Why it waits, in Slurm's words (job_info's state_reason: Resources,
+    // Priority, a QOS limit, ReqNodeNotAvail...), as the reason users see.
+    std::string why = "pending in Slurm as job " + std::to_string(job.job_id) + ": " +
+                      (job.reason.empty() || job.reason == "None" ? std::string("not scheduled yet")
+                                                                  : job.reason);
+    if (why != a.record.reason) {
+      a.record.reason = why;
+      a.record.updated_at = now;
+      c.experiment = a.record;
+    }
+  }
   return changed;
 }
 

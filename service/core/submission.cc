@@ -65,6 +65,16 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
   // no Unix account or root) is refused here, not at the first attempt.
   auto account = core_.ports().accounts.ForOwner(owner);
   if (!account.ok()) return account.status();
+  if (!spec.workdir.empty()) {
+    Status usable = core_.ports().files.CheckWorkdir(spec.workdir, *account);
+    if (usable.code() == StatusCode::kUnavailable) return usable;
+    if (!usable.ok())
+      return InvalidArgument(
+          "the workdir " + spec.workdir + " cannot be used by " + account->user + ": " +
+              usable.message(),
+          {{"workdir", "must be a directory " + account->user + " may enter, got '" + spec.workdir +
+                           "': " + usable.message()}});
+  }
   if (spec.id.empty()) spec.id = core_.ports().random.NewExperimentId();
 
   if (auto existing = core_.ports().store.GetExperiment(spec.id); existing.ok()) {

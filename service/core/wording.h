@@ -19,6 +19,27 @@ inline std::string TaskName(const TaskSlot& t, int proc) {
          (t.node.empty() ? "" : " on " + t.node) + ")";
 }
 
+// An agent's Exited.detail as it is kept and shown: at most 500 bytes
+// (cut at a character boundary, "..." added), every control character a
+// space, surrounding spaces trimmed. It comes from the task's side, so it is
+// bounded before it reaches events, reasons and the store.
+inline std::string ExitDetail(const std::string& detail) {
+  constexpr size_t kMax = 500;
+  std::string out;
+  for (char ch : detail.substr(0, kMax + 1)) {
+    unsigned char u = static_cast<unsigned char>(ch);
+    out += u < 0x20 || u == 0x7f ? ' ' : ch;
+  }
+  if (out.size() > kMax) {
+    size_t cut = kMax;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
+    out = out.substr(0, cut) + "...";
+  }
+  size_t begin = out.find_first_not_of(' ');
+  if (begin == std::string::npos) return "";
+  return out.substr(begin, out.find_last_not_of(' ') - begin + 1);
+}
+
 // "5 s", rounded to the nearest second.
 inline std::string Seconds(int64_t ms) { return std::to_string((ms + 500) / 1000) + " s"; }
 

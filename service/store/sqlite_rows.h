@@ -102,7 +102,7 @@ inline AttemptRecord ReadAttempt(Statement& s) {
 
 inline constexpr const char* kTaskColumns =
     "experiment_id, attempt, proc_id, role, role_index, node, address, state, exit_code, signal, "
-    "registered_at, last_heartbeat, ended_at, local_rank";
+    "registered_at, last_heartbeat, ended_at, local_rank, detail";
 
 inline TaskRecord ReadTask(Statement& s) {
   TaskRecord t;
@@ -121,6 +121,7 @@ inline TaskRecord ReadTask(Statement& s) {
   t.last_heartbeat = s.Int("last_heartbeat");
   t.ended_at = s.Int("ended_at");
   t.local_rank = static_cast<int>(s.Int("local_rank"));
+  t.detail = s.Text("detail");
   return t;
 }
 

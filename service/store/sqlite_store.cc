@@ -470,7 +470,7 @@ class SqliteStore final : public Store {
       Statement s = Prepare(
           "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
           "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at, "
-          "local_rank) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+          "local_rank, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
       s.Bind(1, t.experiment_id)
           .Bind(2, t.attempt)
           .Bind(3, t.proc_id)
@@ -479,7 +479,7 @@ class SqliteStore final : public Store {
       s.Bind(6, t.node).Bind(7, t.address).Bind(8, TaskStateName(t.state));
       s.Bind(9, t.exit_code).Bind(10, t.signal);
       s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
-      s.Bind(14, t.local_rank);
+      s.Bind(14, t.local_rank).Bind(15, t.detail);
       if (s.Step() != SQLITE_DONE) return Error("writing task");
     }
     for (const EventRecord& ev : c.events) {

@@ -128,6 +128,20 @@ class LocalFiles final : public Files {
     return Status::Ok();
   }
 
+  Status CheckWorkdir(const std::string& path, const RunAs& as) override {
+    auto identity = ActAs(as);
+    if (identity && !identity->ok())
+      return Unavailable("cannot act as " + as.user + ": " + identity->error());
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return FailedPrecondition(strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return FailedPrecondition("not a directory");
+    // AT_EACCESS: the effective ids, which ActAs switched; plain access()
+    // would check tfslurmd's real ones.
+    if (faccessat(AT_FDCWD, path.c_str(), X_OK, AT_EACCESS) != 0)
+      return FailedPrecondition(std::string(strerror(errno)) + " for " + as.user);
+    return Status::Ok();
+  }
+
   std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
                                                      Framework framework,
                                                      const RunAs& as) override {

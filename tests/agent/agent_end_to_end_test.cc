@@ -538,9 +538,24 @@ TEST_F(AgentEndToEndTest, ProgramNotFoundExits127) {
   StartAgent();
   ASSERT_EQ(agent_->WaitForExit(), 127);
   EXPECT_EQ(ReportedExit().exit_code(), 127);
+  EXPECT_EQ(ReportedExit().detail().rfind(
+                "cannot run 'tfslurm-no-such-program': No such file or directory (PATH=", 0),
+            0u)
+      << "the service is told why: " << ReportedExit().detail();
   const std::string log = agent_->Log();
   EXPECT_NE(log.find("cannot run 'tfslurm-no-such-program': No such file or directory"),
             std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, AMissingWorkdirIsReportedAsTheCause) {
+  v1::Assignment assignment = ShellAssignment("exit 0");
+  assignment.set_workdir(dir_.Path("gone"));
+  AssignOnRegister(assignment);
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 127);
+  EXPECT_EQ(ReportedExit().exit_code(), 127);
+  EXPECT_EQ(ReportedExit().detail(), "cannot change to the working directory '" +
+                                         dir_.Path("gone") + "': No such file or directory");
 }
 
 TEST_F(AgentEndToEndTest, ProgramNotExecutableExits126) {
@@ -553,6 +568,8 @@ TEST_F(AgentEndToEndTest, ProgramNotExecutableExits126) {
   StartAgent();
   ASSERT_EQ(agent_->WaitForExit(), 126);
   EXPECT_EQ(ReportedExit().exit_code(), 126);
+  EXPECT_EQ(ReportedExit().detail(),
+            "cannot run '" + dir_.Path("not-executable") + "': Permission denied");
   EXPECT_NE(agent_->Log().find("Permission denied"), std::string::npos);
 }
 

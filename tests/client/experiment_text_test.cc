@@ -79,11 +79,27 @@ TEST(ExperimentListTest, ShowsTaskCountsJobCheckpointAndAge) {
   running.nodes = "node[1-3]";
   running.checkpoint_step = 1200;
   running.task_counts = {{"ps", {2, 2, 2, 0, 0}}, {"worker", {4, 4, 3, 1, 0}}};
+  running.reason = "all 6 tasks running";
   client::Experiment done = Summary("old", "succeeded");
-  EXPECT_EQ(FormatExperimentList({running, done}, 3725),
-            "ID     STATE      ATTEMPT  TASKS  JOB  NODES      CHECKPOINT  AGE\n"
-            "mnist  running    1        5/6    42   node[1-3]  step 1200   1h02m\n"
-            "old    succeeded  1        -      -    -          -           1h02m\n");
+  EXPECT_EQ(
+      FormatExperimentList({running, done}, 3725),
+      "ID     STATE      ATTEMPT  TASKS  JOB  NODES      CHECKPOINT  AGE    REASON\n"
+      "mnist  running    1        5/6    42   node[1-3]  step 1200   1h02m  all 6 tasks running\n"
+      "old    succeeded  1        -      -    -          -           1h02m  -\n");
+}
+
+TEST(ExperimentListTest, ALongReasonIsCutSoTheTableStaysReadable) {
+  client::Experiment failed = Summary("f", "failed");
+  failed.reason =
+      "attempt 1 permanent_exit: worker:1 (task 1 on node2) exited with code 127: cannot run "
+      "'trian.py': No such file or directory (PATH=/usr/local/bin:/usr/bin:/bin) (not "
+      "restarted: permanent_exit is not in restart.on)";
+  std::string table = FormatExperimentList({failed}, 0);
+  std::string row = table.substr(table.find("\nf ") + 1);
+  EXPECT_NE(row.find("exited with code 127: cannot run 'trian.py': No such file or directory"),
+            std::string::npos)
+      << "the cause stays in: " << table;
+  EXPECT_EQ(row.substr(row.size() - 4), "...\n") << table;
 }
 
 TEST(ExperimentListTest, IdsOneALineInTheGivenOrder) {
@@ -120,6 +136,37 @@ TEST(FormatStatusTest, ShowsTheExperimentItsAttemptsAndTasks) {
             "\n"
             "ROLE    INDEX  NODE   ADDRESS     STATE    EXIT  HEARTBEAT\n"
             "worker  0      node1  node1:5000  running  -     1.5s ago\n");
+}
+
+TEST(FormatStatusTest, TasksThatSaidWhyTheyEndedAreExplainedUnderTheTable) {
+  client::Experiment e = Summary("typo", "failed");
+  e.tasks = {{0, "worker", 0, "node1", "node1:5000", "succeeded", 0, std::nullopt, std::nullopt},
+             {1, "worker", 1, "node2", "node2:5000", "failed", 127, std::nullopt, std::nullopt}};
+  e.tasks[1].detail = "cannot run 'trian.py': No such file or directory";
+  std::string text = FormatStatus(e);
+  EXPECT_EQ(text.substr(text.rfind("HEARTBEAT")),
+            "HEARTBEAT\n"
+            "worker  0      node1  node1:5000  succeeded  0     -\n"
+            "worker  1      node2  node2:5000  failed     127   -\n"
+            "worker:1: cannot run 'trian.py': No such file or directory\n");
+}
+
+TEST(FormatStatusTest, AJobStillRunningAfterTheExperimentEndedIsShownAsEnding) {
+  client::Experiment e = Summary("done", "succeeded");
+  e.slurm_job_id = 2;
+  e.slurm_state = "RUNNING";
+  e.nodes = "node[1-3]";
+  EXPECT_NE(FormatStatus(e).find("\nslurm job   2 RUNNING on node[1-3] (ending: the experiment has "
+                                 "ended, Slurm's end follows)\n"),
+            std::string::npos)
+      << FormatStatus(e);
+  e.slurm_state = "COMPLETED";
+  EXPECT_NE(FormatStatus(e).find("\nslurm job   2 COMPLETED on node[1-3]\n"), std::string::npos)
+      << FormatStatus(e);
+  e.state = "running";
+  e.slurm_state = "RUNNING";
+  EXPECT_NE(FormatStatus(e).find("\nslurm job   2 RUNNING on node[1-3]\n"), std::string::npos)
+      << FormatStatus(e);
 }
 
 TEST(FormatStatusTest, ShowsTheCheckpointStepAndItsPath) {

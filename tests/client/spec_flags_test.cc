@@ -54,6 +54,23 @@ TEST(ComposeSpecTest, CommandAfterDashesReplacesTheFilesCommand) {
   EXPECT_EQ((*spec)["command"], json::parse(R"(["python3", "other.py"])"));
 }
 
+TEST(ComposeSpecTest, WorkdirIsTheFlagsElseTheSpecsElseWhereTfctlRuns) {
+  SpecFlags flags;
+  flags.default_workdir = "/home/alice/proj";
+  auto from_cwd = ComposeSpec(nullptr, flags);
+  ASSERT_TRUE(from_cwd.ok());
+  EXPECT_EQ((*from_cwd)["workdir"], "/home/alice/proj") << "as sbatch: where it was submitted";
+
+  auto from_file = ComposeSpec(json::parse(R"({"workdir": "/data/w"})"), flags);
+  ASSERT_TRUE(from_file.ok());
+  EXPECT_EQ((*from_file)["workdir"], "/data/w") << "the spec's own workdir wins over the cwd";
+
+  flags.workdir = "/other";
+  auto from_flag = ComposeSpec(json::parse(R"({"workdir": "/data/w"})"), flags);
+  ASSERT_TRUE(from_flag.ok());
+  EXPECT_EQ((*from_flag)["workdir"], "/other") << "--workdir wins over the file";
+}
+
 TEST(ComposeSpecTest, DerivesTheMissingHalfOfTheLayoutWhenTasksDivideEvenly) {
   auto per_node = ComposeSpec(
       json::parse(R"({"cluster": {"ps": 2, "worker": 4}, "resources": {"nodes": 3}})"), {});

@@ -429,6 +429,10 @@ test('a failed experiment shows its reason on both pages', { timeout: 180000 }, 
   await page.waitForFunction(() => document.querySelector('tr[data-task="worker:1"]')?.dataset.state === 'failed');
   assert.match(await worker1.innerText(), /✗ failed/);
   assert.match(await worker1.locator('[data-label=Exit]').innerText(), /✗ 1/);
+  // The log panel opens on the task that failed, whose log says why.
+  await page.waitForFunction(() => document.querySelector('#log-task')?.value === 'worker:1', null, { timeout: 15000 });
+  const failedLog = await logPanelText(page, /role=worker index=1/);
+  assert.match(failedLog, /^linear_ps: role=worker index=1 attempt=1\b/m, `worker:1 log: ${failedLog.slice(0, 300)}`);
   // The attempt's row: its Slurm job, marked failed, with the attempt's reason.
   const attempt = await waitFor('attempt 1 to end', async () => {
     const a = (await experiment(id)).attempts.at(-1);
@@ -483,6 +487,39 @@ test('a failed experiment shows its reason on both pages', { timeout: 180000 }, 
     return states.has('failed') && states.has('succeeded') && states.has('cancelled');
   });
   assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the filters reloaded the page');
+  await page.close();
+});
+
+test('a program that cannot start: the banner and its task say why, and its log opens', { timeout: 180000 }, async () => {
+  const id = 'e2e-typo';
+  await submit({
+    id,
+    command: ['trian.py'],
+    cluster: { worker: 2 },
+    resources: { partition: 'debug', nodes: 2, tasks_per_node: 1, time_limit: '00:10:00' },
+    restart: { max_restarts: 0 },
+  });
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/${id}`);
+  await page.waitForFunction(
+    () => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'failed',
+    null,
+    { timeout: 120000 },
+  );
+  const cause = "cannot run 'trian.py': No such file or directory";
+  const banner = page.locator('[data-testid=reason]');
+  await page.waitForFunction((c) => document.querySelector('[data-testid=reason]')?.textContent.includes(c), cause, { timeout: 15000 });
+  assert.match(await banner.innerText(), /exited with code 127: cannot run 'trian\.py': No such file or directory/);
+  const exp = await experiment(id);
+  const failed = exp.tasks.filter((t) => t.state === 'failed');
+  assert.ok(failed.length, JSON.stringify(exp.tasks));
+  const key = `${failed[0].role}:${failed[0].index}`;
+  const detail = page.locator(`[data-testid=tasks] tr[data-task="${key}"] [data-testid=exit-detail]`);
+  assert.ok((await detail.innerText()).startsWith(cause), await detail.innerText());
+  await page.waitForFunction((k) => document.querySelector('#log-task')?.value === k, key, { timeout: 15000 });
+  const log = await logPanelText(page, /cannot run/);
+  assert.ok(log.includes(cause), log.slice(0, 500));
+  await page.screenshot({ path: screenshotPath('experiment-cannot-start.png'), fullPage: true });
   await page.close();
 });
 

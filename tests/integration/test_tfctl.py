@@ -395,7 +395,7 @@ def test_logs_refuse_files_that_lead_outside_the_log_directory(service, home):
     for name in os.listdir(attempt_dir):
         os.unlink(os.path.join(attempt_dir, name))
         os.symlink(secret, os.path.join(attempt_dir, name))
-    for args in (["--task", "worker:0"], ["--task", "worker:1"], []):
+    for args in (["--task", "worker:0"], ["--task", "worker:1"], ["--task", "batch"], []):
         r = run_tfctl(home, "logs", "tfctl-link", *args, url=service.url)
         assert r.returncode == 1 and "SECRET" not in r.stdout, (args, r)
         assert "refused" in r.stderr, r.stderr
@@ -542,6 +542,7 @@ def test_bash_completion_offers_subcommands_flags_and_tasks(home):
     assert complete(home, "tfctl metrics x --t") == ["--tag", "--token"]
     assert "--tasks-per-node" in complete(home, "tfctl submit --t")
     assert complete(home, "tfctl logs x --task w") == ["worker:"]
+    assert complete(home, "tfctl logs x --task b") == ["batch"]
     assert complete(home, "tfctl list --state r") == ["running", "restarting"]
     assert complete(home, "tfctl status x -o ") == ["table", "json", "yaml"]
     assert complete(home, "tfctl list -o ") == ["table", "json", "yaml", "name"]

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -130,6 +131,44 @@ TEST_F(ExperimentsTest, SubmitStoresAndSubmitsWithComputedMemory) {
   EXPECT_TRUE(files_.Created(v.experiment.model_dir));
   // The secret is not stored, only its hash.
   EXPECT_EQ(v.attempts[0].secret_sha256, Sha256Hex(FakeSlurm::SecretOf(slurm_.submitted[0])));
+}
+
+TEST_F(ExperimentsTest, AQueuedExperimentSaysWhySlurmKeepsItWaiting) {
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, JobState::kPending);
+  slurm_.jobs[100].reason = "Resources";
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kQueued);
+  EXPECT_EQ(View("a").experiment.reason, "pending in Slurm as job 100: Resources");
+  slurm_.jobs[100].reason = "Priority";
+  Poll();
+  EXPECT_EQ(View("a").experiment.reason, "pending in Slurm as job 100: Priority")
+      << "follows Slurm's reason as it changes";
+  slurm_.SetState(100, JobState::kRunning);
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kStarting);
+  EXPECT_EQ(View("a").experiment.reason.find("pending"), std::string::npos)
+      << View("a").experiment.reason;
+}
+
+TEST_F(ExperimentsTest, SubmitRefusesAWorkdirTheOwnerCannotEnterNamingIt) {
+  files_.missing_workdirs.insert("/home/alice/nope");
+  json spec = PsSpec("a");
+  spec["workdir"] = "/home/alice/nope";
+  auto r = experiments_->Submit(spec, "alice", false);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_EQ(r.status().fields().size(), 1u);
+  EXPECT_EQ(r.status().fields()[0].field, "workdir");
+  EXPECT_NE(r.status().fields()[0].reason.find("/home/alice/nope"), std::string::npos)
+      << r.status().fields()[0].reason;
+  EXPECT_NE(r.status().message().find("No such file or directory"), std::string::npos)
+      << r.status().message();
+  EXPECT_TRUE(slurm_.submitted.empty()) << "nothing submitted with an unusable workdir";
+  EXPECT_FALSE(store_->GetExperiment("a").ok()) << "nothing stored";
+
+  spec["workdir"] = "/home/alice/project";
+  EXPECT_TRUE(experiments_->Submit(spec, "alice", false).ok()) << "an existing one is taken";
 }
 
 TEST_F(ExperimentsTest, TheJobAndItsDirectoriesAreTheOwnersAccount) {
@@ -377,6 +416,31 @@ TEST_F(ExperimentsTest, PermanentExitIsNotRestarted) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
   EXPECT_NE(v.experiment.reason.find("exited with code 1"), std::string::npos)
       << v.experiment.reason;
+}
+
+TEST_F(ExperimentsTest, TheAgentsDetailReachesTheTaskTheAttemptTheEventAndTheReason) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  // As a task could send it: control characters and far too long.
+  std::string detail =
+      "cannot run 'trian.py': No such file or directory\n\x1b[31m" + std::string(2000, 'x');
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 127, std::nullopt, false, detail).ok());
+  slurm_.SetState(100, JobState::kFailed, 127);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  const std::string cause =
+      "exited with code 127: cannot run 'trian.py': No such file or directory";
+  EXPECT_NE(v.experiment.reason.find(cause), std::string::npos) << v.experiment.reason;
+  EXPECT_NE(v.attempts[0].reason.find(cause), std::string::npos) << v.attempts[0].reason;
+  const std::string& kept = v.tasks[3].detail;
+  EXPECT_EQ(kept.rfind("cannot run 'trian.py': No such file or directory  [31mxxx", 0), 0u)
+      << "control characters become spaces: " << kept;
+  EXPECT_EQ(kept.size(), 503u) << "500 bytes and \"...\"";
+  EXPECT_EQ(kept.substr(500), "...");
+  EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
+    return e.what == "exited" && e.why.find(cause) != std::string::npos;
+  })) << "the exited event carries the cause";
 }
 
 // Found by bench/soak.py: kill -9 of a ps's agent (its program goes with

@@ -42,6 +42,11 @@ class FakeFiles final : public Files {
     created_as[path] = as.user;
     return Status::Ok();
   }
+  Status CheckWorkdir(const std::string& path, const RunAs&) override {
+    std::lock_guard lock(mu_);
+    if (missing_workdirs.count(path)) return FailedPrecondition("No such file or directory");
+    return Status::Ok();
+  }
   std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir, Framework,
                                                      const RunAs&) override {
     std::lock_guard lock(mu_);
@@ -62,6 +67,7 @@ class FakeFiles final : public Files {
   std::set<std::string> created;
   std::map<std::string, std::string> created_as;  // path -> the account it was made as
   std::map<std::string, CheckpointState> checkpoints;
+  std::set<std::string> missing_workdirs;  // CheckWorkdir refuses these
 
  private:
   std::mutex mu_;

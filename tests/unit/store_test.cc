@@ -572,8 +572,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 6, 5, 4, 3 and 2.
+  // Undo migrations 7, 6, 5, 4, 3 and 2.
   ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE tasks DROP COLUMN detail; "
                          "DROP TABLE scalars; DROP TABLE scalar_tags; "
                          "ALTER TABLE experiments DROP COLUMN excluded_nodes; "
                          "ALTER TABLE tasks DROP COLUMN local_rank; "
@@ -604,6 +605,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
       << "migration 5 must have added experiments.excluded_nodes";
   sqlite3_finalize(st);
   EXPECT_TRUE((*s)->ReadScalars("old", {}).ok()) << "migration 6 must have added the scalars";
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT detail FROM tasks", -1, &st, nullptr), SQLITE_OK)
+      << "migration 7 must have added tasks.detail";
+  sqlite3_finalize(st);
   sqlite3_close(db);
 }
 

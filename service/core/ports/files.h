@@ -27,6 +27,11 @@ class Files {
   // Creates `path` and its missing parents as `as` (the kernel checks
   // `as`'s permissions, and they belong to `as`); Unavailable when it cannot.
   virtual Status CreateDirectories(const std::string& path, const RunAs& as) = 0;
+  // OK when `path` is a directory `as` may enter, as the program's working
+  // directory must be; otherwise an error whose message says why (missing,
+  // not a directory, permission denied). The nodes are taken to see the
+  // same file system as tfslurmd, as they do the output root.
+  virtual Status CheckWorkdir(const std::string& path, const RunAs& as) = 0;
   // The latest checkpoint in model_dir; nullopt when there is none or it
   // cannot be read as `as`. TensorFlow: <model_dir>/checkpoint, a regular
   // file, parsed. PyTorch: the <name>-<step>.pt file with the largest step

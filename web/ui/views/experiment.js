@@ -201,6 +201,7 @@ export class ExperimentView {
     renderIfChanged(this.taskCounts, exp.task_counts, () => roleCountsList(exp.task_counts ?? countTasks(exp.tasks)));
     // Task rows are rebuilt when a task changes; heartbeat ages, which move
     // every poll, are written in place (a click on "log" is never lost).
+    this.updateLogChoices(exp);  // first: the rows mark the task whose log is shown
     const shape = exp.tasks.map(({ heartbeat_age_s, ...t }) => [t, heartbeat_age_s > STALE_HEARTBEAT_S]);
     renderIfChanged(this.tasksBody, [shape, this.logTask, exp.state], () =>
       taskRows(exp, this.logTask, (key) => this.selectLog(key)),
@@ -212,7 +213,6 @@ export class ExperimentView {
     renderIfChanged(this.attemptsBody, exp.attempts, () => attemptRows(exp.attempts, now));
     renderIfChanged(this.events, exp.events, () => eventItems(exp.events, now));
     renderIfChanged(this.specPre, exp.spec, () => JSON.stringify(exp.spec, null, 2));
-    this.updateLogChoices(exp);
   }
 
   async refreshSbatch(exp) {
@@ -233,12 +233,21 @@ export class ExperimentView {
     }
   }
 
-  // The log panel offers every task; the default is the chief, else worker 0.
+  // The log panel offers every task. Until one is picked by hand it shows
+  // the task that failed, since its log says why; else the chief, else
+  // worker 0.
   updateLogChoices(exp) {
     const tasks = sortTasks(exp.tasks);
     const keys = tasks.map((t) => `${t.role}:${t.index}`);
-    if (!this.logTask || !keys.includes(this.logTask)) {
-      this.logTask = keys.find((k) => k === 'chief:0') || keys.find((k) => k === 'worker:0') || keys[0] || '';
+    if (!this.logPicked || !keys.includes(this.logTask)) {
+      const failed = tasks.find((t) => t.state === 'failed');
+      const preferred = failed
+        ? `${failed.role}:${failed.index}`
+        : keys.find((k) => k === 'chief:0') || keys.find((k) => k === 'worker:0') || keys[0] || '';
+      if (preferred !== this.logTask) {
+        this.logTask = preferred;
+        this.lastLogFetch = null;
+      }
     }
     renderIfChanged(this.logSelect, [keys, this.logTask], () =>
       tasks.map((t) => {
@@ -249,6 +258,7 @@ export class ExperimentView {
   }
 
   selectLog(key) {
+    this.logPicked = true;
     if (key === this.logTask) return;
     this.logTask = key;
     this.logSelect.value = key;
@@ -468,7 +478,13 @@ function taskRows(exp, logTask, onLog) {
       h('td', { 'data-label': 'Node', class: 'mono' }, t.node || '—'),
       h('td', { 'data-label': 'Address', class: 'mono' }, t.address || '—'),
       h('td', { 'data-label': 'State' }, stateBadge(t.state)),
-      h('td', { 'data-label': 'Exit', class: exit.bad ? 'mono exit-bad' : 'mono' }, exit.bad ? `✗ ${exit.text}` : exit.text),
+      h(
+        'td',
+        { 'data-label': 'Exit', class: exit.bad ? 'mono exit-bad' : 'mono' },
+        exit.bad ? `✗ ${exit.text}` : exit.text,
+        // Why it ended, in its agent's words ("cannot run 'trian.py': ...").
+        t.detail ? h('div', { class: 'small reason', 'data-testid': 'exit-detail' }, t.detail) : null,
+      ),
       h('td', { 'data-label': 'Heartbeat', class: stale ? 'stale' : null }, heartbeatText(hb)),
       h(
         'td',

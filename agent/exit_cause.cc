@@ -1,0 +1,87 @@
+#include "agent/exit_cause.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <regex>
+#include <vector>
+
+namespace tfslurm::agent {
+namespace {
+
+constexpr size_t kMaxLine = 300;
+
+std::string Bounded(std::string line) {
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  if (line.size() <= kMaxLine) return line;
+  size_t cut = kMaxLine - 3;
+  while (cut > 0 && (static_cast<unsigned char>(line[cut]) & 0xC0) == 0x80) --cut;
+  return line.substr(0, cut) + "...";
+}
+
+}  // namespace
+
+std::string LastErrorLine(std::string_view output) {
+  // "ValueError: bad", "tensorflow.python.framework.errors_impl.NotFoundError: x",
+  // "KeyboardInterrupt": the last line of a traceback, not indented.
+  static const std::regex kException(
+      R"(^([A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(Error|Exception|Exit|Interrupt)(: .*)?$)");
+  static const std::regex kCannotOpen(R"(can't open file )");
+  static const std::regex kShellNotFound(
+      R"(^(/\S*/)?(ba|da)?sh: .*: (not found|command not found)$)");
+  std::vector<std::string_view> lines;
+  size_t start = 0;
+  while (start < output.size()) {
+    size_t end = output.find('\n', start);
+    if (end == std::string_view::npos) end = output.size();
+    std::string_view line = output.substr(start, end - start);
+    if (line.rfind("[tfslurm-agent ", 0) != 0) lines.push_back(line);
+    start = end + 1;
+  }
+  bool in_traceback = false;
+  std::string found;
+  for (std::string_view line : lines) {
+    std::string text(line);
+    if (!text.empty() && text.back() == '\r') text.pop_back();
+    if (text.rfind("Traceback (most recent call last):", 0) == 0) {
+      in_traceback = true;
+      continue;
+    }
+    if (in_traceback && !text.empty() && text[0] != ' ' && std::regex_search(text, kException)) {
+      found = text;
+      in_traceback = false;
+    } else if (std::regex_search(text, kCannotOpen) || std::regex_search(text, kShellNotFound)) {
+      found = text;
+    }
+  }
+  return found.empty() ? "" : Bounded(found);
+}
+
+std::optional<int64_t> OutputSize(int fd) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return static_cast<int64_t>(st.st_size);
+}
+
+std::optional<std::string> ReadOutputSince(int fd, int64_t from, int64_t max_bytes) {
+  auto size = OutputSize(fd);
+  if (!size || *size <= from) return std::nullopt;
+  std::string path = "/proc/self/fd/" + std::to_string(fd);
+  int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (in < 0) return std::nullopt;
+  int64_t offset = std::max(from, *size - max_bytes);
+  std::string text(static_cast<size_t>(*size - offset), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = ::pread(in, text.data() + got, text.size() - got, offset + got);
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(in);
+  text.resize(got);
+  return text;
+}
+
+}  // namespace tfslurm::agent

@@ -1,0 +1,39 @@
+// Why a program failed, read from the end of its own output: the line a
+// person would look for first in the task's log, sent with the exit report
+// (Exited.detail) so that the experiment's reason says it.
+//
+// The task's output is the file srun (--output) or --log-dir opened as the
+// agent's stdout and stderr, which the program inherits; the agent notes its
+// size when the program starts and reads what was written after that, so
+// an earlier attempt's lines in the same file are never taken.
+//
+// Thread safety: pure functions, and a read of a file through a descriptor.
+#ifndef TFSLURM_AGENT_EXIT_CAUSE_H_
+#define TFSLURM_AGENT_EXIT_CAUSE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tfslurm::agent {
+
+// The last line of `output` that names a failure, the agent's own lines
+// ("[tfslurm-agent ...") left out: a Python exception that ended a
+// traceback ("ModuleNotFoundError: No module named 'tensorflow'"), Python's
+// "can't open file", or a shell's "not found"; "" when there is none. At
+// most 300 bytes (cut at a character boundary, "..." added).
+std::string LastErrorLine(std::string_view output);
+
+// The size of the regular file `fd` refers to; nullopt for a pipe, a
+// terminal or /dev/null, whose content cannot be read back.
+std::optional<int64_t> OutputSize(int fd);
+
+// At most the last `max_bytes` written to the regular file `fd` refers to
+// since offset `from`, read through /proc/self/fd (the descriptor itself is
+// write-only); nullopt when it cannot be read.
+std::optional<std::string> ReadOutputSince(int fd, int64_t from, int64_t max_bytes);
+
+}  // namespace tfslurm::agent
+
+#endif  // TFSLURM_AGENT_EXIT_CAUSE_H_

@@ -1,0 +1,222 @@
+"""One's own program the first time (issue 30): tfctl submit runs it where
+tfctl was run from, and when it fails, status, list and logs say why without
+opening the task logs by hand."""
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+from conftest import wait_for
+from unix_users import ALICE, site  # noqa: F401
+from unix_users import ok as site_ok
+from unix_users import tfctl as site_tfctl
+from test_tfctl import TFCTL, home, ok, program_output, run_tfctl, table_after, tfctl_env  # noqa: F401
+
+TRAIN = """import os, sys
+print("trained in", os.getcwd(), "as", os.environ["TFSLURM_ROLE"], os.environ["TFSLURM_INDEX"])
+"""
+
+
+def run_in(cwd, home, *args, url):
+    return subprocess.run([TFCTL, *args], env=tfctl_env(home, url), cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=180)
+
+
+def project(tmp_path):
+    proj = tmp_path / "myproj"
+    proj.mkdir()
+    (proj / "train.py").write_text(TRAIN)
+    os.chmod(tmp_path, 0o755)
+    return proj
+
+
+def test_submit_runs_a_relative_script_in_the_directory_tfctl_runs_in(service, home, tmp_path):
+    proj = project(tmp_path)
+    out = ok(run_in(proj, home, "submit", "--id", "own-1", "--workers", "2", "--partition", "debug",
+                    "--time", "00:10:00", "--wait", "--", "python3", "train.py", url=service.url))
+    assert out.rstrip().splitlines()[-1].startswith("own-1 succeeded"), out
+    e = json.loads(ok(run_tfctl(home, "status", "own-1", "-o", "json", url=service.url)))
+    assert e["spec"]["workdir"] == str(proj)
+    logs = ok(run_tfctl(home, "logs", "own-1", "--task", "worker:1", url=service.url))
+    assert program_output(logs) == f"trained in {proj} as worker 1\n"
+
+
+def test_workdir_flag_is_taken_relative_to_where_tfctl_runs(service, home, tmp_path):
+    proj = project(tmp_path)
+    out = ok(run_in(tmp_path, home, "submit", "--id", "own-2", "--workers", "1", "--partition", "debug",
+                    "--time", "00:10:00", "--workdir", "myproj", "--wait", "--", "python3", "train.py",
+                    url=service.url))
+    assert out.rstrip().splitlines()[-1].startswith("own-2 succeeded"), out
+    logs = ok(run_tfctl(home, "logs", "own-2", "--task", "worker:0", url=service.url))
+    assert program_output(logs) == f"trained in {proj} as worker 0\n"
+
+
+def test_a_directory_as_the_spec_and_a_missing_workdir_are_explained(service, home, tmp_path):
+    proj = project(tmp_path)
+    r = run_tfctl(home, "submit", str(proj), url=service.url)
+    assert r.returncode == 2, r
+    assert f"'{proj}' is a directory, not a spec file" in r.stderr and "--workdir" in r.stderr, r.stderr
+    assert "File is actually a directory" not in r.stderr
+
+    missing = str(tmp_path / "gone")
+    r = run_tfctl(home, "submit", "--id", "own-3", "--workers", "1", "--partition", "debug",
+                  "--workdir", missing, "--", "python3", "train.py", url=service.url)
+    assert r.returncode == 1, r
+    assert re.search(r"^  workdir: must be a directory \S+ may enter, got '" + re.escape(missing) +
+                     "': No such file or directory$", r.stderr, re.M), r.stderr
+    r = run_tfctl(home, "status", "own-3", url=service.url)
+    assert r.returncode == 1, "a refused submission leaves nothing behind"
+
+
+def test_a_program_that_cannot_start_says_why_in_status_list_and_logs(service, home, tmp_path):
+    proj = project(tmp_path)
+    cause = "cannot run 'trian.py': No such file or directory"
+    r = run_in(proj, home, "submit", "--id", "own-typo", "--workers", "2", "--partition", "debug",
+               "--time", "00:10:00", "--wait", "--", "trian.py", url=service.url)
+    assert r.returncode == 1, r
+    last = r.stdout.rstrip().splitlines()[-1]
+    assert last.startswith("own-typo failed") and "exited with code 127: " + cause in last, last
+
+    e = json.loads(ok(run_tfctl(home, "status", "own-typo", "-o", "json", url=service.url)))
+    assert cause in e["reason"], e["reason"]
+    assert cause in e["attempts"][0]["reason"], e["attempts"][0]
+    failed = [t for t in e["tasks"] if t["state"] == "failed"]
+    assert failed and all(t["detail"].startswith(cause) for t in failed), e["tasks"]
+    table = ok(run_tfctl(home, "status", "own-typo", url=service.url))
+    assert re.search(r"^worker:\d: " + re.escape(cause), table, re.M), table
+
+    listed = ok(run_tfctl(home, "list", url=service.url))
+    row = next(line for line in listed.splitlines() if line.startswith("own-typo "))
+    assert "exited with code 127: " + cause in row, listed
+
+    r = run_tfctl(home, "logs", "own-typo", url=service.url)
+    assert r.returncode == 0, r
+    task = failed[0]
+    assert re.match(r"tfctl: the log of worker:\d, which failed \(exit code 127\)", r.stderr), r.stderr
+    assert cause in r.stdout, "the failed task's log, with its agent's line: " + r.stdout
+
+
+def test_a_python_programs_own_error_line_is_the_cause(service, home, tmp_path):
+    proj = project(tmp_path)
+    (proj / "imports.py").write_text("print('starting')\nimport tensorflowx\n")
+    for exp_id, script, cause in (
+            ("own-py-typo", "trian.py", f"can't open file '{proj}/trian.py': [Errno 2] No such file or directory"),
+            ("own-py-module", "imports.py", "ModuleNotFoundError: No module named 'tensorflowx'")):
+        r = run_in(proj, home, "submit", "--id", exp_id, "--workers", "1", "--partition", "debug",
+                   "--time", "00:10:00", "--wait", "--", "python3", script, url=service.url)
+        assert r.returncode == 1, r
+        last = r.stdout.rstrip().splitlines()[-1]
+        assert re.search(r"exited with code \d+: \S*python3: " + re.escape(cause) if script == "trian.py"
+                         else r"exited with code 1: " + re.escape(cause), last), last
+        e = json.loads(ok(run_tfctl(home, "status", exp_id, "-o", "json", url=service.url)))
+        assert e["tasks"][0]["detail"].endswith(cause), e["tasks"]
+
+
+def test_logs_without_a_task_show_the_failed_tasks_output(service, home, tmp_path):
+    proj = project(tmp_path)
+    (proj / "train.py").write_text("import os, sys\n"
+                                   "if os.environ['TFSLURM_INDEX'] == '1':\n"
+                                   "    sys.exit('worker 1 gives up: no data')\n")
+    r = run_in(proj, home, "submit", "--id", "own-logs", "--workers", "2", "--partition", "debug",
+               "--time", "00:10:00", "--wait", "--", "python3", "train.py", url=service.url)
+    assert r.returncode == 1, r
+    r = run_tfctl(home, "logs", "own-logs", url=service.url)
+    assert r.returncode == 0, r
+    assert r.stderr.startswith("tfctl: the log of worker:1, which failed (exit code 1)"), r.stderr
+    assert "worker 1 gives up: no data\n" in program_output(r.stdout), r.stdout
+
+    # A task that succeeded: worker 0's (the chief's, when there is one).
+    ok(run_in(proj, home, "submit", "--id", "own-logs-ok", "--workers", "1", "--partition", "debug",
+              "--time", "00:10:00", "--wait", "--", "python3", "-c", "print('fine')", url=service.url))
+    r = run_tfctl(home, "logs", "own-logs-ok", url=service.url)
+    assert r.returncode == 0, r
+    assert r.stderr.startswith("tfctl: the log of worker:0 (no task failed)"), r.stderr
+    assert program_output(r.stdout) == "fine\n"
+    r = run_tfctl(home, "logs", "own-logs-ok", "--task", "batch", url=service.url)
+    assert r.returncode == 0 and "fine" not in r.stdout, r
+
+
+def test_a_mistyped_subcommand_is_named_with_the_nearest_and_version_is_answered(home):
+    r = run_tfctl(home, "stauts", "hello")
+    assert r.returncode == 2, r
+    assert r.stderr.startswith("tfctl: unknown subcommand 'stauts'; did you mean 'status'?\n"), r.stderr
+    r = run_tfctl(home, "--url", "http://127.0.0.1:1", "lgos", "x")
+    assert r.returncode == 2 and "did you mean 'logs'?" in r.stderr, r
+    r = run_tfctl(home, "--version")
+    assert r.returncode == 0, r
+    assert re.fullmatch(r"tfctl \d+\.\d+\.\d+ \(commit [0-9a-f]+(-dirty)?\)\n|tfctl \S+ \(commit unknown\)\n",
+                        r.stdout), r.stdout
+
+
+def test_metrics_of_a_tag_it_does_not_have_names_the_tags_it_has(service, home, tmp_path):
+    program = ("import json, os\n"
+               "p = os.environ.get('TFSLURM_SCALARS_FILE')\n"
+               "if p:\n"
+               "    with open(p, 'a') as f:\n"
+               "        for s in range(3): f.write(json.dumps({'step': s, 'loss': 1.0 / (s + 1), 'lr': 0.1}) + '\\n')\n"
+               "    import time; time.sleep(3)\n")
+    ok(run_tfctl(home, "submit", "--id", "own-tags", "--workers", "1", "--partition", "debug",
+                 "--time", "00:10:00", "--wait", "--", "python3", "-c", program, url=service.url))
+    wait_for(lambda: "loss" in run_tfctl(home, "metrics", "own-tags", url=service.url).stdout, 30, "the loss tag")
+    r = run_tfctl(home, "metrics", "own-tags", "--tag", "los", url=service.url)
+    assert r.returncode == 1, r
+    assert "own-tags has no training scalars of tag 'los'; did you mean 'loss'?" in r.stderr, r.stderr
+    assert "its tags: " in r.stderr and "loss" in r.stderr and "lr" in r.stderr, r.stderr
+    assert "No training scalars yet" not in r.stdout, r.stdout
+    r = run_tfctl(home, "metrics", "own-tags", "--tag", "loss", url=service.url)
+    assert r.returncode == 0 and re.search(r"^loss\s+2\s", r.stdout, re.M), r
+
+
+def test_site_mode_checks_the_workdir_as_the_owner(site, tmp_path):
+    service, _, homes = site
+    # Root's own directory: root could enter it, alice cannot.
+    private = tempfile.mkdtemp(prefix="root-only-", dir="/tmp")
+    os.chmod(private, 0o700)
+    try:
+        r = site_tfctl(site, ALICE, "submit", "--id", "site-wd-1", "--workers", "1", "--partition", "debug",
+                       "--workdir", private, "--", "/bin/true")
+        assert r.returncode == 1, r
+        assert (f"  workdir: must be a directory {ALICE} may enter, got '{private}': "
+                f"Permission denied for {ALICE}") in r.stderr, r.stderr
+    finally:
+        os.rmdir(private)
+    # Without --workdir: where alice runs tfctl (her home), which she may enter.
+    out = site_ok(site_tfctl(site, ALICE, "submit", "--id", "site-wd-2", "--workers", "1",
+                             "--partition", "debug", "--wait", "--", "/bin/sh", "-c", "pwd"))
+    assert "site-wd-2 succeeded" in out, out
+    logs = site_ok(site_tfctl(site, ALICE, "logs", "site-wd-2", "--task", "worker:0"))
+    assert program_output(logs) == homes[ALICE] + "\n", logs
+
+
+def test_a_queued_experiment_says_why_slurm_keeps_it_waiting(service, home, tmp_path):
+    # Every node's whole memory (8000 MB on the local cluster), so that the
+    # next job cannot start.
+    busy = {"id": "own-busy", "command": ["sleep", "300"], "cluster": {"worker": 3},
+            "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 1, "time_limit": "00:10:00",
+                          "mem_per_task_mb": 8000}}
+    spec = tmp_path / "busy.json"
+    spec.write_text(json.dumps(busy))
+    ok(run_tfctl(home, "submit", str(spec), url=service.url))
+    wait_for(lambda: json.loads(ok(run_tfctl(home, "status", "own-busy", "-o", "json", url=service.url)))
+             ["slurm_state"] == "RUNNING", 60, "own-busy to hold every node")
+    ok(run_tfctl(home, "submit", "--id", "own-queued", "--workers", "1", "--partition", "debug",
+                 "--time", "00:10:00", "--", "true", url=service.url))
+    try:
+        # Until slurmctld's scheduler has looked at the job its reason is
+        # None ("not scheduled yet"); then Resources, as every node is busy.
+        reason = wait_for(lambda: (lambda e: e["reason"] if e["state"] == "queued" and "pending in Slurm" in e["reason"]
+                                   and "not scheduled yet" not in e["reason"] else None)(
+            json.loads(ok(run_tfctl(home, "status", "own-queued", "-o", "json", url=service.url)))),
+            60, "Slurm's reason")
+        assert re.fullmatch(r"pending in Slurm as job \d+: (Resources|Priority)", reason), reason
+        table = ok(run_tfctl(home, "status", "own-queued", url=service.url))
+        assert re.search(r"^state\s+queued: pending in Slurm as job \d+: (Resources|Priority)$", table, re.M), table
+        listed = ok(run_tfctl(home, "list", url=service.url))
+        row = next(line for line in listed.splitlines() if line.startswith("own-queued "))
+        assert re.search(r"pending in Slurm as job \d+: (Resources|Priority)$", row), listed
+    finally:
+        run_tfctl(home, "cancel", "own-queued", url=service.url)
+        run_tfctl(home, "cancel", "own-busy", url=service.url)
+        service.wait_state("own-queued", "cancelled")
+        service.wait_state("own-busy", "cancelled")
