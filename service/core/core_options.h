@@ -28,6 +28,11 @@ struct CoreConfig {
   int64_t barrier_timeout_ms = 5 * 60 * 1000;  // from the job's start
   int heartbeat_interval_ms = 5000;
   int lost_after_missed_heartbeats = 4;
+  // An agent whose stream is gone (the service restarted, or the connection
+  // broke) reconnects with a backoff capped at 5 s (agent/session.h,
+  // reconnect_max). It is not lost before it could have tried twice, however
+  // short the heartbeat interval.
+  int64_t reconnect_window_ms = 12000;
   int shutdown_grace_ms = 10000;  // SIGTERM -> SIGKILL in the agent
   // After the grace, the service ends the step itself through Slurm.
   int64_t reap_timeout_margin_ms = 5000;

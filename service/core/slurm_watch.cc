@@ -1,6 +1,7 @@
 #include "service/core/slurm_watch.h"
 
 #include <spdlog/spdlog.h>
+#include <algorithm>
 
 #include <chrono>
 #include <csignal>
@@ -359,7 +360,10 @@ void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
     // Agents heartbeat once they run their program; at the barrier the
     // barrier timeout watches them instead.
     if (t.state != TaskState::kRunning) continue;
-    if (now - t.last_heartbeat > lost_after) {
+    const int64_t limit = run.task(i).vanished
+                              ? std::max(lost_after, core_.config().reconnect_window_ms)
+                              : lost_after;
+    if (now - t.last_heartbeat > limit) {
       t.state = TaskState::kLost;
       if (!t.node.empty()) a.attempt.lost_nodes.insert(t.node);
       a.attempt.heartbeat_dirty.erase(i);

@@ -541,6 +541,25 @@ TEST_F(ExperimentsTest, TasksEndingAfterACancelAreReapedNotFailed) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled);
 }
 
+TEST_F(ExperimentsTest, AfterARestartAgentsHaveTheirReconnectWindowHoweverShortTheHeartbeat) {
+  // Lost after 4 s of silence: shorter than the agents' 5 s reconnect
+  // backoff cap, which an agent reaches during a long outage of the service.
+  config_.heartbeat_interval_ms = 1000;
+  Restart();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  for (int s = 0; s < 8; ++s) Poll();  // 8 s: twice lost_after, within the window
+  for (const TaskRecord& t : View("a").tasks)
+    EXPECT_EQ(t.state, TaskState::kRunning) << "task " << t.proc_id;
+  for (int s = 0; s < 5; ++s) Poll();  // 13 s: past reconnect_window_ms (12 s)
+  int lost = 0;
+  for (const TaskRecord& t : View("a").tasks) lost += t.state == TaskState::kLost;
+  EXPECT_GT(lost, 0);
+}
+
 TEST_F(ExperimentsTest, RecoverAdoptsAnInterruptedSubmissionWithoutResubmitting) {
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
   // Simulate a crash between Slurm's answer and recording it.
