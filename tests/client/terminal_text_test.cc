@@ -73,13 +73,19 @@ TEST(TerminalEscaperTest, FinishEscapesWhatWasHeldBack) {
   EXPECT_EQ(escaper.Finish(), "\\xe2\\x80");
 }
 
+// What others may write: an OSC in a path, C1, bidi and DEL in a tag, and
+// plain non-ASCII text that must stay as it is.
+json ValueWithControls() {
+  return {{"model_dir", "/m/\x1b]0;T\x07"},
+          {"tag",
+           "a\xc2\x9b"
+           "b\xe2\x80\xae"
+           "c\x7f"},
+          {"plain", "é"}};
+}
+
 TEST(EscapeInStructuredTest, JsonStaysExactAndCarriesNoControls) {
-  json value = {{"model_dir", "/m/\x1b]0;T\x07"},
-                {"tag",
-                 "a\xc2\x9b"
-                 "b\xe2\x80\xae"
-                 "c\x7f"},
-                {"plain", "é"}};
+  json value = ValueWithControls();
   std::ostringstream out;
   tfctl::PrintStructured(value, tfctl::OutputFormat::kJson, out);
   std::string text = out.str();
@@ -95,12 +101,7 @@ TEST(EscapeInStructuredTest, JsonStaysExactAndCarriesNoControls) {
 }
 
 TEST(EscapeInStructuredTest, YamlStaysExactAndCarriesNoControls) {
-  json value = {{"model_dir", "/m/\x1b]0;T\x07"},
-                {"tag",
-                 "a\xc2\x9b"
-                 "b\xe2\x80\xae"
-                 "c\x7f"},
-                {"plain", "é"}};
+  json value = ValueWithControls();
   std::ostringstream out;
   tfctl::PrintStructured(value, tfctl::OutputFormat::kYaml, out);
   std::string text = out.str();
