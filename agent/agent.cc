@@ -152,8 +152,16 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
   session_options.exit_ack_timeout = Seconds(options.exit_ack_timeout_s);
   session_options.exit_report_timeout = Seconds(options.exit_report_timeout_s);
   session_options.unknown_experiment_timeout = Seconds(options.unknown_experiment_timeout_s);
-  // `port` stays bound until we return: the program's lifetime.
-  Session session(std::move(session_options), std::move(identity).value(), *signal_fd);
+  session_options.on_next_attempt = [experiment = options.experiment_id,
+                                     proc = std::to_string(identity->proc_id)](
+                                        int attempt, const std::string& log_dir) {
+    if (!log_dir.empty()) RedirectOutput(log_dir, proc);
+    SetUpLogging(experiment, attempt, proc);
+  };
+  // The session holds the port for the program's lifetime, and a fresh one
+  // for each attempt in place.
+  Session session(std::move(session_options), std::move(identity).value(), *signal_fd,
+                  std::move(port).value());
   return session.Run();
 }
 

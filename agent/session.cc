@@ -84,9 +84,13 @@ std::optional<ScalarWatch> StartScalarWatch(const v1::Assignment& assignment,
 
 }  // namespace
 
-Session::Session(SessionOptions options, TaskIdentity identity, int signal_fd)
+Session::Session(SessionOptions options, TaskIdentity identity, int signal_fd,
+                 std::optional<PortReservation> port)
     : options_(std::move(options)),
       identity_(std::move(identity)),
+      attempt_(options_.attempt),
+      port_reservation_(std::move(port)),
+      port_(port_reservation_ ? port_reservation_->port() : options_.port),
       signal_fd_(signal_fd),
       backoff_(options_.reconnect_initial, options_.reconnect_max, std::random_device{}()) {
   event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -127,7 +131,7 @@ v1::AgentMessage Session::NewMessage() const {
   v1::AgentMessage message;
   v1::TaskRef* task = message.mutable_task();
   task->set_experiment_id(options_.experiment_id);
-  task->set_attempt(options_.attempt);
+  task->set_attempt(attempt_);
   task->set_secret(options_.secret);
   task->set_proc_id(identity_.proc_id);
   return message;
@@ -139,7 +143,8 @@ void Session::Send(v1::AgentMessage message) {
 
 void Session::Connect() {
   reconnect_at_.reset();
-  const bool reconnect = assignment_.has_value();
+  const bool standby = phase_ == Phase::kStandby;
+  const bool reconnect = assignment_.has_value() && !standby;
   stream_ = std::make_unique<ServiceStream>(options_.stream, ++last_stream_id_,
                                             [this](StreamEvent e) { PostEvent(std::move(e)); });
   stream_opened_at_ = Clock::now();
@@ -151,9 +156,10 @@ void Session::Connect() {
   reg->set_local_id(identity_.local_id);
   reg->set_node_name(identity_.node_name);
   reg->set_address(options_.address);
-  reg->set_port(options_.port);
+  reg->set_port(port_);
   reg->set_reconnect(reconnect);
-  if (child_) reg->set_child_pid(child_->pid());
+  reg->set_standby(standby);
+  if (child_ && !standby) reg->set_child_pid(child_->pid());
   Send(std::move(message));
   if (WorthLogging(failed_connections_ + 1)) {
     spdlog::info("{} with the service at {}", reconnect ? "re-registering" : "registering",
@@ -212,6 +218,10 @@ void Session::OnStreamEnded(const grpc::Status& status) {
     ack_deadline_.reset();
     if (status.ok()) {
       spdlog::info("the service acknowledged the exit report");
+      if (assignment_ && assignment_->stay_for_next_attempt() && !refused_permanently_) {
+        EnterStandby();
+        return;
+      }
       Finish(FinalExitStatus());
       return;
     }
@@ -226,7 +236,10 @@ void Session::OnStreamEnded(const grpc::Status& status) {
     backoff_.Reset();
     failed_connections_ = 0;
     unknown_experiment_since_.reset();
+    standby_deadline_.reset();
   }
+  if (phase_ == Phase::kStandby && !standby_deadline_)
+    standby_deadline_ = Clock::now() + options_.exit_report_timeout;
   ++failed_connections_;
   if (WorthLogging(failed_connections_)) {
     spdlog::warn("stream to the service at {} ended ({}){}", options_.stream.target,
@@ -264,6 +277,22 @@ void Session::OnServiceMessage(const v1::ServiceMessage& message) {
       return;
     case v1::ServiceMessage::kRefused:
       OnRefused(message.refused());
+      return;
+    case v1::ServiceMessage::kNextAttempt:
+      if (phase_ != Phase::kStandby) {
+        spdlog::warn("ignoring NextAttempt {}: this agent is not waiting for one",
+                     message.next_attempt().attempt());
+        return;
+      }
+      OnNextAttempt(message.next_attempt());
+      return;
+    case v1::ServiceMessage::kRelease:
+      if (phase_ == Phase::kRunning) {
+        spdlog::warn("ignoring Release while the program runs ({})", message.release().reason());
+        return;
+      }
+      spdlog::info("released by the service: {}; exiting", message.release().reason());
+      Finish(FinalExitStatus());
       return;
     case v1::ServiceMessage::BODY_NOT_SET:
       break;
@@ -337,7 +366,61 @@ void Session::OnRefused(const v1::Refused& refused) {
       spdlog::error("exiting without an acknowledged exit report");
       Finish(FinalExitStatus());
       return;
+    case Phase::kStandby:
+      Finish(FinalExitStatus());
+      return;
   }
+}
+
+// ---------------------------------------------------------------- restarts in place
+
+void Session::EnterStandby() {
+  phase_ = Phase::kStandby;
+  spdlog::info(
+      "waiting in the job for the service's word: the next attempt here (a restart in place), "
+      "or release");
+  backoff_.Reset();
+  failed_connections_ = 0;
+  Connect();
+}
+
+void Session::OnNextAttempt(const v1::NextAttempt& next) {
+  if (next.attempt() <= attempt_) {
+    spdlog::warn("ignoring NextAttempt {}: this agent serves attempt {} already", next.attempt(),
+                 attempt_);
+    return;
+  }
+  // A fresh port: the last program's connections may linger on the old one,
+  // and its peers may still dial it.
+  StatusOr<PortReservation> fresh = PortReservation::Reserve();
+  if (!fresh.ok()) {
+    spdlog::error("cannot reserve a port for attempt {}: {}; exiting", next.attempt(),
+                  fresh.status().message());
+    Finish(FinalExitStatus());
+    return;
+  }
+  const int from = attempt_;
+  attempt_ = next.attempt();
+  port_reservation_ = std::move(fresh).value();
+  port_ = port_reservation_->port();
+  if (options_.on_next_attempt) options_.on_next_attempt(attempt_, next.log_dir());
+  spdlog::info("attempt {} runs in this job after attempt {} ({}); program port {}", attempt_, from,
+               next.reason(), port_);
+  assignment_.reset();
+  child_.reset();
+  program_status_.reset();
+  exit_detail_.clear();
+  output_start_.reset();
+  checkpoints_.reset();
+  scalar_watch_.reset();
+  shutdown_requested_ = false;
+  exit_reported_on_.reset();
+  for (auto* timer : {&heartbeat_at_, &progress_poll_at_, &kill_at_, &ack_deadline_,
+                      &report_deadline_, &standby_deadline_, &unknown_experiment_since_})
+    timer->reset();
+  phase_ = Phase::kAwaitingAssignment;
+  stream_.reset();  // the standby stream: the next registers for the new attempt
+  Connect();
 }
 
 // ---------------------------------------------------------------- program
@@ -353,8 +436,8 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   env_inputs.inherited = CurrentEnvironment();
   env_inputs.assignment = &assignment;
   env_inputs.experiment_id = options_.experiment_id;
-  env_inputs.attempt = options_.attempt;
-  env_inputs.port = options_.port;
+  env_inputs.attempt = attempt_;
+  env_inputs.port = port_;
   ChildEnv env = BuildChildEnv(env_inputs);
   if (env.tf_config_unreadable)
     spdlog::error(
@@ -521,6 +604,9 @@ void Session::HandleSignals() {
     } else if (phase_ == Phase::kAwaitingAssignment && (sig == SIGTERM || sig == SIGINT)) {
       spdlog::warn("received {} before the program started; exiting", SignalName(sig));
       Finish(128 + sig);
+    } else if (phase_ == Phase::kStandby && (sig == SIGTERM || sig == SIGINT)) {
+      spdlog::info("received {} while waiting for the next attempt; exiting", SignalName(sig));
+      Finish(FinalExitStatus());
     } else {
       spdlog::info("received {}; no program running, ignored", SignalName(sig));
     }
@@ -562,13 +648,21 @@ void Session::RunDueTimers() {
     Finish(FinalExitStatus());
     return;
   }
+  if (due(standby_deadline_)) {
+    spdlog::error(
+        "no stream to the service at {} for {} ms while waiting for the next attempt; "
+        "exiting",
+        options_.stream.target, options_.exit_report_timeout.count());
+    Finish(FinalExitStatus());
+    return;
+  }
   if (due(reconnect_at_) && !stream_) Connect();
 }
 
 int Session::PollTimeoutMs() const {
   std::optional<Clock::time_point> next;
   for (const auto& t : {reconnect_at_, heartbeat_at_, progress_poll_at_, kill_at_, ack_deadline_,
-                        report_deadline_}) {
+                        report_deadline_, standby_deadline_}) {
     if (t && (!next || *t < *next)) next = t;
   }
   if (!next) return -1;

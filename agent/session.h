@@ -3,6 +3,8 @@
 // of that going across broken streams.
 //
 //   AwaitingAssignment --Assignment--> Running --program ends--> Reporting --ack--> exit
+//                 ^                                                          |
+//                 +------NextAttempt------ Standby <--ack, stay_for_next_attempt
 //
 // - AwaitingAssignment: Register (reconnect=false) on every new stream until
 //   an Assignment arrives. A permanent Refused ends the agent (exit 3); a
@@ -26,6 +28,12 @@
 //   OK is the acknowledgment. A stream that breaks first is reopened and the
 //   report sent again, until --exit-report-timeout. A stream that stays open
 //   without the acknowledgment is given up after --exit-ack-timeout.
+// - Standby (the Assignment's stay_for_next_attempt, restart.in_allocation):
+//   after the acknowledgment the agent stays in the job, registered with
+//   standby set, and waits. NextAttempt: it takes the new attempt number,
+//   moves its output to the attempt's log directory, reserves a fresh port
+//   and registers again (AwaitingAssignment). Release, a permanent refusal,
+//   SIGTERM, or no stream for --exit-report-timeout: it exits.
 //
 // Exit status of the agent: 0 when the program was reaped by a Shutdown (ps
 // tasks never end on their own; being reaped is their normal end, and the
@@ -42,6 +50,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -50,6 +59,7 @@
 #include "agent/backoff.h"
 #include "agent/checkpoint_watch.h"
 #include "agent/child_process.h"
+#include "agent/port_reservation.h"
 #include "agent/scalar_watch.h"
 #include "agent/service_stream.h"
 #include "agent/slurm_env.h"
@@ -73,12 +83,19 @@ struct SessionOptions {
   std::chrono::milliseconds unknown_experiment_timeout{std::chrono::seconds(300)};
   std::chrono::milliseconds reconnect_initial{200};
   std::chrono::milliseconds reconnect_max{std::chrono::seconds(5)};
+  // Called when the agent moves to the next attempt in its job: its log
+  // lines name the attempt, and the task's output moves to `log_dir` (empty:
+  // it stays where it is).
+  std::function<void(int attempt, const std::string& log_dir)> on_next_attempt;
 };
 
 class Session {
  public:
   // `signal_fd` comes from OpenSignalFd; the session does not own it.
-  Session(SessionOptions options, TaskIdentity identity, int signal_fd);
+  // `port` is the program's (options.port is ignored): the session holds it,
+  // and a fresh one for each attempt in place.
+  Session(SessionOptions options, TaskIdentity identity, int signal_fd,
+          std::optional<PortReservation> port = std::nullopt);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -88,7 +105,7 @@ class Session {
 
  private:
   using Clock = std::chrono::steady_clock;
-  enum class Phase { kAwaitingAssignment, kRunning, kReporting };
+  enum class Phase { kAwaitingAssignment, kRunning, kReporting, kStandby };
 
   // Stream lifecycle.
   void Connect();
@@ -103,6 +120,9 @@ class Session {
   void OnServiceMessage(const tfslurm::agent::v1::ServiceMessage& message);
   void OnShutdown(const tfslurm::agent::v1::Shutdown& shutdown);
   void OnRefused(const tfslurm::agent::v1::Refused& refused);
+  // Restarts in place (Standby).
+  void EnterStandby();
+  void OnNextAttempt(const tfslurm::agent::v1::NextAttempt& next);
 
   // The program.
   void StartProgram(const tfslurm::agent::v1::Assignment& assignment);
@@ -123,6 +143,11 @@ class Session {
 
   const SessionOptions options_;
   const TaskIdentity identity_;
+  // The attempt this agent serves and its program's port: the job's first,
+  // then each attempt in place's.
+  int attempt_;
+  std::optional<PortReservation> port_reservation_;
+  int port_;
   const int signal_fd_;
   int event_fd_ = -1;
 
@@ -168,6 +193,8 @@ class Session {
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> ack_deadline_;
   std::optional<Clock::time_point> report_deadline_;
+  // Standby without a stream since then: given up at the deadline.
+  std::optional<Clock::time_point> standby_deadline_;
 };
 
 }  // namespace tfslurm::agent

@@ -48,6 +48,7 @@ Attempt AttemptFromJson(const json& j) {
   a.reason = Get<std::string>(j, "reason");
   a.nodes = Get<std::string>(j, "nodes");
   a.start_step = GetOptional<int64_t>(j, "start_step");
+  a.in_place = j.value("in_place", false);
   a.submitted_at = Get<std::string>(j, "submitted_at");
   a.started_at = Get<std::string>(j, "started_at");
   a.ended_at = Get<std::string>(j, "ended_at");

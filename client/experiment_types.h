@@ -44,6 +44,8 @@ struct Attempt {
   std::string submitted_at;
   std::string started_at;
   std::string ended_at;
+  // Restarted inside the job of the attempt before it (restart.in_allocation).
+  bool in_place = false;
 };
 
 struct Event {

@@ -130,8 +130,9 @@ std::string FormatAttemptTable(const std::vector<client::Attempt>& attempts) {
   for (const client::Attempt& a : attempts) {
     std::string end = a.end_reason;
     if (!a.reason.empty()) end += (end.empty() ? "" : ": ") + a.reason;
-    table.AddRow({std::to_string(a.number), a.slurm_job_id ? std::to_string(*a.slurm_job_id) : "-",
-                  a.state, OrDash(a.slurm_state), OrDash(a.nodes),
+    std::string job = a.slurm_job_id ? std::to_string(*a.slurm_job_id) : "-";
+    if (a.in_place) job += " (in place)";
+    table.AddRow({std::to_string(a.number), job, a.state, OrDash(a.slurm_state), OrDash(a.nodes),
                   a.start_step ? std::to_string(*a.start_step) : "-", ShortTime(a.submitted_at),
                   ShortTime(a.ended_at), OrDash(end)});
   }

@@ -19,6 +19,7 @@ RegisterInfo FromProto(const agent::v1::Register& reg) {
   info.address = reg.address();
   info.port = reg.port();
   info.reconnect = reg.reconnect();
+  info.standby = reg.standby();
   return info;
 }
 
@@ -55,6 +56,7 @@ agent::v1::ServiceMessage ToProto(const ServiceMsg& message, TfConfigEncoding en
     p->set_heartbeat_interval_ms(a->heartbeat_interval_ms);
     p->set_shutdown_grace_ms(a->shutdown_grace_ms);
     p->set_report_checkpoints(a->report_checkpoints);
+    p->set_stay_for_next_attempt(a->stay_for_next_attempt);
   } else if (const auto* s = std::get_if<ShutdownMsg>(&message)) {
     out.mutable_shutdown()->set_reason(s->reason);
     out.mutable_shutdown()->set_grace_ms(s->grace_ms);
@@ -62,6 +64,12 @@ agent::v1::ServiceMessage ToProto(const ServiceMsg& message, TfConfigEncoding en
     out.mutable_refused()->set_reason(r->reason);
     out.mutable_refused()->set_permanent(r->permanent);
     out.mutable_refused()->set_unknown_experiment(r->unknown_experiment);
+  } else if (const auto* n = std::get_if<NextAttemptMsg>(&message)) {
+    out.mutable_next_attempt()->set_attempt(n->attempt);
+    out.mutable_next_attempt()->set_reason(n->reason);
+    out.mutable_next_attempt()->set_log_dir(n->log_dir);
+  } else if (const auto* r = std::get_if<ReleaseMsg>(&message)) {
+    out.mutable_release()->set_reason(r->reason);
   }
   return out;
 }

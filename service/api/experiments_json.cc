@@ -92,6 +92,7 @@ void WriteAttempt(JsonWriter& w, const AttemptRecord& a) {
       .Field("reason", a.reason)
       .Field("nodes", a.nodes);
   w.Field("start_step", a.start_step).Field("exit_code", a.exit_code);
+  w.Field("in_place", a.in_place);
   WriteTimestampField(w, "submitted_at", a.submitted_at);
   WriteTimestampField(w, "started_at", a.started_at);
   WriteTimestampField(w, "ended_at", a.ended_at);

@@ -33,6 +33,9 @@ struct RegisterInfo {
   std::string address;
   int port = 0;
   bool reconnect = false;
+  // The task's program has ended and its agent waits in the job for the
+  // next attempt (schema/agent.proto, Register.standby).
+  bool standby = false;
 };
 
 // An attempt's TF_CONFIG cluster object, built once after the barrier and
@@ -55,6 +58,8 @@ struct AssignmentMsg {
   int heartbeat_interval_ms = 0;
   int shutdown_grace_ms = 0;
   bool report_checkpoints = false;
+  // restart.in_allocation: the agent stays in the job when its program ends.
+  bool stay_for_next_attempt = false;
 };
 
 struct ShutdownMsg {
@@ -78,7 +83,19 @@ inline RefusedMsg RefusalFor(const Status& status) {
           status.code() == StatusCode::kNotFound};
 }
 
-using ServiceMsg = std::variant<AssignmentMsg, ShutdownMsg, RefusedMsg>;
+// A restart in place: the agent moves to attempt `attempt` of its job.
+struct NextAttemptMsg {
+  int attempt = 0;
+  std::string reason;
+  std::string log_dir;  // where the task's output goes from now on
+};
+
+// No further attempt in this job for the agent: it exits.
+struct ReleaseMsg {
+  std::string reason;
+};
+
+using ServiceMsg = std::variant<AssignmentMsg, ShutdownMsg, RefusedMsg, NextAttemptMsg, ReleaseMsg>;
 
 // Where core sends messages for one connected task: a gRPC stream or a
 // waiting HTTP request. Send must not block (implementations queue).

@@ -7,6 +7,7 @@
 #include "base/sha256.h"
 #include "base/unsafe_text.h"
 #include "schema/tf_config_wire.h"
+#include "service/core/in_place_restart.h"
 #include "service/core/scalars.h"
 #include "service/core/wording.h"
 
@@ -38,9 +39,52 @@ StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref) {
   return &a;
 }
 
+void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
+                              std::shared_ptr<TaskChannel> channel) {
+  auto it = core_.open().find(ref.experiment_id);
+  if (it != core_.open().end()) {
+    OpenExperiment& a = *it->second;
+    const AttemptRecord& current = a.attempt.record;
+    // The next attempt started in this job while this agent was away (its
+    // stream broke, or tfslurmd restarted, between the attempt's record and
+    // the agent's NextAttempt): it is told again. The secret is the job's.
+    if (ref.attempt < current.number && current.in_place &&
+        current.slurm_job_id == info.slurm_job_id &&
+        Sha256Hex(ref.secret) == current.secret_sha256 && ref.proc_id >= 0 &&
+        ref.proc_id < a.attempt.run->size() && !a.attempt.run->task(ref.proc_id).registered) {
+      channel->Send(NextAttemptMsg{
+          current.number, "attempt " + std::to_string(current.number) + " runs in this job",
+          AttemptLogDir(core_.config().output_root, a.record.id, current.number)});
+      return;
+    }
+  }
+  auto found = FindTask(ref);
+  if (!found.ok()) {
+    channel->Send(RefusalFor(found.status()));
+    return;
+  }
+  OpenExperiment& a = **found;
+  TaskSlot& slot = a.attempt.run->mutable_task(ref.proc_id);
+  const Outcome& outcome = a.attempt.run->outcome();
+  // Only a failure can bring a next attempt to this job; until the attempt
+  // is decided, a task that ended early (a rank done first) waits too.
+  if (!a.spec.restart.in_allocation || !slot.exited || a.user_cancelled ||
+      a.attempt.record.end_reason || outcome.kind == Outcome::kSucceeded ||
+      a.attempt.record.state != AttemptState::kRunning) {
+    channel->Send(
+        ReleaseMsg{IsTerminal(a.record.state) || a.record.state == ExperimentState::kRestarting
+                       ? a.record.reason
+                       : "no further attempt runs in this job"});
+    return;
+  }
+  slot.standing_by = true;
+  a.attempt.channels[ref.proc_id] = std::move(channel);
+}
+
 void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
                                std::shared_ptr<TaskChannel> channel) {
   MutexLock lock(core_.mu());
+  if (info.standby) return OnStandby(ref, info, std::move(channel));
   auto found = FindTask(ref);
   if (!found.ok()) {
     channel->Send(RefusalFor(found.status()));
@@ -133,6 +177,7 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
     m.heartbeat_interval_ms = core_.config().heartbeat_interval_ms;
     m.shutdown_grace_ms = core_.config().shutdown_grace_ms;
     m.report_checkpoints = i == checkpointing;
+    m.stay_for_next_attempt = a.spec.restart.in_allocation;
     if (first || a.attempt.tasks[i].state == TaskState::kRegistered) {
       a.attempt.tasks[i].state = slot.state;
       c.tasks.push_back(a.attempt.tasks[i]);
@@ -316,8 +361,9 @@ void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel)
   // A newer stream may already have replaced this one.
   if (ch == a.attempt.channels.end() || ch->second.get() != channel) return;
   a.attempt.channels.erase(ch);
-  const TaskSlot& slot = a.attempt.run->task(ref.proc_id);
+  TaskSlot& slot = a.attempt.run->mutable_task(ref.proc_id);
   if (slot.registered && !slot.exited) a.attempt.run->SetVanished(ref.proc_id, true);
+  slot.standing_by = false;  // until its agent comes back to wait
 }
 
 void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
@@ -328,13 +374,15 @@ void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
     c.attempts.push_back(a.attempt.record);
     core_.SetState(c, a, ExperimentState::kSucceeded, o.reason);
     ReapRemaining(a, c, "training succeeded: " + o.reason);
+    ReleaseWaitingAgents(a.attempt, "training succeeded");
   } else if (o.kind == Outcome::kFailed) {
     // What the failure means for a restart is decided when the job has
     // ended: a task killed by SIGTERM may be the symptom of a preemption or
     // the time limit, which Slurm's final state tells apart.
     ReapRemaining(a, c, "attempt failed: " + o.reason);
-    a.record.reason = "attempt " + std::to_string(a.attempt.record.number) +
-                      " failed: " + o.reason + "; ending its Slurm job";
+    a.record.reason =
+        "attempt " + std::to_string(a.attempt.record.number) + " failed: " + o.reason +
+        (a.spec.restart.in_allocation ? "; stopping its tasks" : "; ending its Slurm job");
     a.record.updated_at = core_.ports().clock.NowMs();
     c.experiment = a.record;
   }

@@ -50,6 +50,10 @@ class AgentProtocol {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
  private:
+  // An agent whose program ended waits in the job for the next attempt
+  // (in_place_restart.h), or is released or moved to the next attempt now.
+  void OnStandby(const TaskRef& ref, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Checks a TaskRef against the current attempt (id, attempt, secret, range).
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // To every connected task, or only to `only_proc`.

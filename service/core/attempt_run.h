@@ -41,6 +41,9 @@ struct TaskSlot {
   // the agent may be gone (killed, its node lost), and with it, through
   // PR_SET_PDEATHSIG, most likely its program.
   bool vanished = false;
+  // Its program has ended and its agent waits in the job for the next
+  // attempt (restart.in_allocation), on the channel core holds for it.
+  bool standing_by = false;
   // The task's state as users see it (records.h).
   TaskState state = TaskState::kPending;
 };

@@ -76,23 +76,30 @@ StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord
     slot.local_id = t.local_rank;
     slot.state = t.state;
     if (t.state == TaskState::kRunning || HasExited(t.state)) assigned = true;
-    if (HasExited(t.state)) {
-      slot.exited = true;
-      slot.exit_code = t.exit_code;
-      slot.signal = t.signal;
-      slot.reaped = t.state == TaskState::kReaped;
-    }
     // Agents get a fresh window to reconnect after a service restart.
     t.last_heartbeat = ports_.clock.NowMs();
-    // Until its agent registers again nothing says it is still there: an
-    // agent killed while the service was down is indistinguishable from one
-    // not reconnected yet (AttemptRun::OnExit; found by bench/soak.py).
-    if (!slot.exited) slot.vanished = true;
     // The record as stored, with the identity the run gives it.
     t.role = slot.role.role;
     t.index = slot.role.index;
     live.tasks[t.proc_id] = std::move(t);
   }
+  // The exits again, in the order they came, so that the attempt's outcome
+  // is what it was (a restart in place waits on it), judged as then: before
+  // the tasks still running are marked vanished below.
+  std::vector<const TaskRecord*> exits;
+  for (const TaskRecord& t : live.tasks)
+    if (HasExited(t.state)) exits.push_back(&t);
+  std::stable_sort(exits.begin(), exits.end(), [](const TaskRecord* x, const TaskRecord* y) {
+    return x->ended_at < y->ended_at;
+  });
+  for (const TaskRecord* t : exits)
+    live.run->OnExit(t->proc_id, t->exit_code, t->signal, t->state == TaskState::kReaped,
+                     t->detail);
+  // Until its agent registers again nothing says it is still there: an
+  // agent killed while the service was down is indistinguishable from one
+  // not reconnected yet (AttemptRun::OnExit; found by bench/soak.py).
+  for (int i = 0; i < live.run->size(); ++i)
+    if (live.run->task(i).registered && !live.run->task(i).exited) live.run->SetVanished(i, true);
   if (assigned) {
     live.run->MarkAssigned();
     // The stall timeout starts over too: what happened while the service

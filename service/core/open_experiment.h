@@ -15,6 +15,7 @@
 
 #include "service/core/agent_messages.h"
 #include "service/core/attempt_run.h"
+#include "service/core/ports/slurm.h"
 #include "service/core/records.h"
 #include "service/core/spec.h"
 
@@ -69,6 +70,17 @@ struct LiveAttempt {
   // When Slurm's answer named this attempt's job, in submission order: a
   // poll whose snapshot began before it cannot have seen the job.
   int64_t job_known_seq = 0;
+  // When the job reaches its time limit (Slurm's end_time for a running
+  // job), from the last poll; 0 when unknown.
+  int64_t job_end_ms = 0;
+  // The job's state at the last poll (kUnknown before the first).
+  JobState job_state = JobState::kUnknown;
+  // When a restart in place first found this attempt failed: its agents
+  // have until a deadline from then to come back and wait in the job.
+  int64_t failed_at_ms = 0;
+  // Why this attempt's successor cannot start in its job, once that was
+  // decided before the job ended (an agent did not come back to wait).
+  std::string in_place_given_up;
 };
 
 // Bad-node memory: the nodes an attempt's end points at, for the next

@@ -128,7 +128,11 @@ struct AttemptRecord {
   std::string nodes;  // Slurm's node list, compressed (node[1-3])
   std::string sbatch_script;
   std::optional<int64_t> start_step;  // checkpoint step the attempt started from
-  int exit_code = 0;                  // the batch script's, when Slurm reports it
+  // Started inside the Slurm job of the attempt before it, whose agents
+  // restarted their programs (restart.in_allocation): its job, job name and
+  // secret are that attempt's.
+  bool in_place = false;
+  int exit_code = 0;  // the batch script's, when Slurm reports it
   int64_t submitted_at = 0;
   int64_t started_at = 0;
   int64_t ended_at = 0;

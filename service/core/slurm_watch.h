@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "service/core/agent_protocol.h"
 #include "service/core/core_state.h"
+#include "service/core/in_place_restart.h"
 #include "service/core/submission.h"
 
 namespace tfslurm {
@@ -25,7 +26,7 @@ namespace tfslurm {
 class SlurmWatch {
  public:
   SlurmWatch(CoreState& lifecycle, AgentProtocol& agents, Submission& submission)
-      : core_(lifecycle), agents_(agents), submission_(submission) {}
+      : core_(lifecycle), agents_(agents), submission_(submission), in_place_(lifecycle) {}
 
   // Loads open experiments from the store and reconciles them with Slurm.
   Status Recover() ABSL_LOCKS_EXCLUDED(core_.mu());
@@ -33,7 +34,13 @@ class SlurmWatch {
   void Tick() ABSL_LOCKS_EXCLUDED(core_.mu());
 
  private:
-  struct Actions;  // Slurm calls to make after releasing the lock
+  // Slurm calls to make after releasing the lock.
+  struct Actions {
+    std::vector<int64_t> cancel_jobs;
+    std::vector<int64_t> kill_steps;
+    std::vector<std::string> restarts;
+    std::vector<std::string> resubmits;  // attempts `submitting` that Slurm does not have
+  };
 
   // One poll's news of the attempt's job (null: Slurm has no such job).
   void OnJobUpdate(OpenExperiment& e, const JobInfo* job, int64_t poll_seq, Changes& c)
@@ -52,6 +59,10 @@ class SlurmWatch {
   // Ends the current attempt for the restart policy's purposes (the Slurm
   // job may still be finishing) and applies what the policy decides.
   void FinishAttempt(OpenExperiment& e, EndReason reason, const std::string& why, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // A failed attempt whose agents all wait in its job ends now, and the next
+  // may start in place; one whose agents did not come back ends its job.
+  void CheckInPlace(OpenExperiment& e, int64_t now, Changes& c, Actions& actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Every timer of the experiment's attempt, then whether a restart is due.
   void CheckTimers(OpenExperiment& e, Changes& c, Actions& actions)
@@ -82,6 +93,7 @@ class SlurmWatch {
   CoreState& core_;
   AgentProtocol& agents_;
   Submission& submission_;
+  InPlaceRestart in_place_;
   // Tick reads it outside the lock, and Tick may run on several threads:
   // the one that advances it polls.
   std::atomic<int64_t> last_poll_ms_{0};

@@ -95,7 +95,16 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
 
 void ParseRestart(Checker& c, const json& v, RestartPolicy& out) {
   if (!c.IsObject(v, "restart")) return;
-  c.OnlyKeys(v, "restart", {"max_restarts", "on", "backoff_s"});
+  c.OnlyKeys(v, "restart", {"max_restarts", "on", "backoff_s", "in_allocation"});
+  if (v.contains("in_allocation")) {
+    if (v["in_allocation"].is_boolean())
+      out.in_allocation = v["in_allocation"].get<bool>();
+    else
+      c.Fail("restart.in_allocation",
+             "must be true (restart inside the running Slurm job when it can) or false (every "
+             "restart is a new Slurm job), got " +
+                 TypeAndValue(v["in_allocation"]));
+  }
   if (v.contains("max_restarts"))
     if (auto n = c.Int(v["max_restarts"], "restart.max_restarts", 0, 100))
       out.max_restarts = static_cast<int>(*n);

@@ -113,6 +113,10 @@ struct RestartPolicy {
   std::set<EndReason> on = {EndReason::kPreempted, EndReason::kTimeout, EndReason::kNodeFail,
                             EndReason::kRetryableExit, EndReason::kStalled};
   int backoff_s = 10;  // first delay; doubles per restart, capped at 10 min
+  // Restart inside the running Slurm job when the job and every agent are
+  // still there (docs/restarts.md); otherwise, and when false, a restart is
+  // a new Slurm job.
+  bool in_allocation = true;
 };
 
 struct ExperimentSpec {

@@ -149,8 +149,10 @@ nlohmann::json ExperimentSpec::ToJson() const {
   if (!torch) j["success"] = SuccessPolicyName(success);
   json on = json::array();
   for (EndReason r : restart.on) on.push_back(EndReasonName(r));
-  j["restart"] = {
-      {"max_restarts", restart.max_restarts}, {"on", on}, {"backoff_s", restart.backoff_s}};
+  j["restart"] = {{"max_restarts", restart.max_restarts},
+                  {"on", on},
+                  {"backoff_s", restart.backoff_s},
+                  {"in_allocation", restart.in_allocation}};
   j["checkpoint"] = {{"signal_grace_s", signal_grace_s}};
   j["progress"] = {{"stall_timeout_s", stall_timeout_s}};
   j["model_dir"] = model_dir.empty() ? json("auto") : json(model_dir);

@@ -7,6 +7,7 @@
 
 #include "base/sha256.h"
 #include "service/core/components.h"
+#include "service/core/in_place_restart.h"
 #include "service/core/model_dir.h"
 #include "service/core/sbatch_script.h"
 #include "service/core/wording.h"
@@ -153,7 +154,7 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
 }
 
 std::string Submission::LogDir(const std::string& id, int number) const {
-  return core_.config().output_root + "/" + id + "/logs/attempt-" + std::to_string(number);
+  return AttemptLogDir(core_.config().output_root, id, number);
 }
 
 StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExperiment& a,

@@ -38,7 +38,9 @@ struct PrometheusMetrics::Families {
   prometheus::Family<prometheus::Counter>& restarts =
       prometheus::BuildCounter()
           .Name("tfslurm_restarts_total")
-          .Help("Automatic restarts, by the end_reason of the attempt that caused them")
+          .Help(
+              "Automatic restarts, by the end_reason of the attempt that caused them and where "
+              "the next attempt runs (in_place: inside the same Slurm job; new_job)")
           .Register(registry);
   Histogram& rendezvous =
       prometheus::BuildHistogram()
@@ -82,8 +84,11 @@ void PrometheusMetrics::AttemptEnded(EndReason reason) {
   f_->attempts_ended.Add({{"end_reason", EndReasonName(reason)}}).Increment();
 }
 
-void PrometheusMetrics::Restarted(EndReason reason) {
-  f_->restarts.Add({{"end_reason", EndReasonName(reason)}}).Increment();
+void PrometheusMetrics::Restarted(EndReason reason, RestartKind kind) {
+  f_->restarts
+      .Add({{"end_reason", EndReasonName(reason)},
+            {"where", kind == RestartKind::kInPlace ? "in_place" : "new_job"}})
+      .Increment();
 }
 
 void PrometheusMetrics::SlurmPolled(double seconds, bool ok) {

@@ -36,7 +36,7 @@ class PrometheusMetrics final : public Metrics {
   void RendezvousDone(double seconds) override;
   void ReapingDone(double seconds) override;
   void AttemptEnded(EndReason reason) override;
-  void Restarted(EndReason reason) override;
+  void Restarted(EndReason reason, RestartKind kind) override;
   void SlurmPolled(double seconds, bool ok) override;
 
   // One HTTP request answered: its route (RouteLabel) and status code.

@@ -450,7 +450,7 @@ class SqliteStore final : public Store {
           "state, "
           "slurm_state, end_reason, reason, nodes, sbatch_script, start_step, exit_code, "
           "submitted_at, "
-          "started_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON "
+          "started_at, ended_at, in_place) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON "
           "CONFLICT(experiment_id, "
           "number) DO UPDATE SET secret_sha256=excluded.secret_sha256, job_name=excluded.job_name, "
           "slurm_job_id=excluded.slurm_job_id, state=excluded.state, "
@@ -458,12 +458,13 @@ class SqliteStore final : public Store {
           "end_reason=excluded.end_reason, reason=excluded.reason, nodes=excluded.nodes, "
           "sbatch_script=excluded.sbatch_script, start_step=excluded.start_step, "
           "exit_code=excluded.exit_code, submitted_at=excluded.submitted_at, "
-          "started_at=excluded.started_at, ended_at=excluded.ended_at");
+          "started_at=excluded.started_at, ended_at=excluded.ended_at, in_place=excluded.in_place");
       s.Bind(1, a.experiment_id).Bind(2, a.number).Bind(3, a.secret_sha256).Bind(4, a.job_name);
       s.Bind(5, a.slurm_job_id).Bind(6, AttemptStateName(a.state)).Bind(7, a.slurm_state);
       s.Bind(8, a.end_reason ? EndReasonName(*a.end_reason) : "");
       s.Bind(9, a.reason).Bind(10, a.nodes).Bind(11, a.sbatch_script).Bind(12, a.start_step);
       s.Bind(13, a.exit_code).Bind(14, a.submitted_at).Bind(15, a.started_at).Bind(16, a.ended_at);
+      s.Bind(17, a.in_place ? 1 : 0);
       if (s.Step() != SQLITE_DONE) return Error("writing attempt");
     }
     for (const TaskRecord& t : c.tasks) {

@@ -42,6 +42,10 @@ def test_a_node_failure_excludes_that_node_from_the_next_attempt(service, slurm_
                         "a resume clears the list"], whys
         job = scontrol_job(slurm_cluster, second["slurm_job_id"])
         assert job.get("ExcNodeList") == failed_node, job
+        # No spare node: Slurm ended the job NODE_FAIL, so not in place.
+        assert not second["in_place"], second
+        assert any(ev["what"] == "restart" and ev["why"] == "in a new Slurm job, not in place: Slurm job "
+                   f"{first['slurm_job_id']} has ended (NODE_FAIL)" for ev in e["events"]), e["events"]
         status, script = service.request("GET", "/experiments/badnode/sbatch?attempt=2", raw=True)
         assert status == 200 and f"\n#SBATCH --exclude={failed_node}\n" in script, script
         status, script1 = service.request("GET", "/experiments/badnode/sbatch?attempt=1", raw=True)

@@ -162,7 +162,7 @@ def test_ddp_over_three_nodes_every_rank_ends_with_the_same_parameters(service, 
     assert re.search(r"^5\s+node3\s+1\s+", out.stdout, re.M), out.stdout
 
 
-def test_a_rank_killed_fails_the_attempt_at_once_and_the_restart_resumes_from_the_checkpoint(service):
+def test_a_rank_killed_fails_the_attempt_at_once_and_the_restart_resumes_from_the_checkpoint(service, slurm_cluster):
     steps = 400
     spec = ddp_spec("ddp-kill", ["--steps", str(steps), "--checkpoint-every", "50", "--step-delay-ms", "25"],
                     restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1})
@@ -193,6 +193,9 @@ def test_a_rank_killed_fails_the_attempt_at_once_and_the_restart_resumes_from_th
     assert done["state"] == "succeeded", done["reason"]
     first, second = done["attempts"]
     assert first["end_reason"] == "retryable_exit" and "rank 3" in first["reason"], first
+    # restart.in_allocation (the default): every rank restarted inside the same job.
+    assert second["in_place"] and second["slurm_job_id"] == first["slurm_job_id"], done["attempts"]
+    assert job_final_state(slurm_cluster, first["slurm_job_id"]) == "COMPLETED"
     log = task_log(done, 0, attempt=2)
     restored = re.search(r"ddp: restored step=(\d+)", log)
     assert restored and int(restored.group(1)) >= 50, log[-2000:]

@@ -9,6 +9,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from conftest import REPO, program_pid, scontrol_job, slurm_env, squeue_ids, wait_for
 
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
@@ -34,6 +36,16 @@ def log(exp, attempt, proc):
     return open(path, errors="replace").read() if os.path.exists(path) else ""
 
 
+def task_addresses(service, exp_id, attempt):
+    """The host:port of an attempt's tasks, from the service's database (GET shows the current attempt's)."""
+    db = sqlite3.connect(f"file:{service.db}?mode=ro", uri=True)
+    try:
+        return {r[0] for r in db.execute("SELECT address FROM tasks WHERE experiment_id = ? AND attempt = ?",
+                                         (exp_id, attempt)) if r[0]}
+    finally:
+        db.close()
+
+
 def start_steps(exp, attempt):
     """start_step printed by the workers of an attempt."""
     steps = set()
@@ -55,18 +67,20 @@ def jobs_named(conf, name, service):
             if f"JobName={name} " in line and f"WorkDir={service.output_root}/" in line]
 
 
-def test_kill9_of_a_worker_restarts_from_the_last_checkpoint(service):
-    s = spec("rs-kill9", steps=300, step_sleep=0.1, restart={"max_restarts": 2, "on": ["retryable_exit"],
-                                                             "backoff_s": 1})
+@pytest.mark.parametrize("in_allocation", [True, False], ids=["in-place", "new-job"])
+def test_kill9_of_a_worker_restarts_from_the_last_checkpoint(service, slurm_cluster, in_allocation):
+    exp_id = "rs-kill9" if in_allocation else "rs-kill9-newjob"
+    s = spec(exp_id, steps=300, step_sleep=0.1, restart={"max_restarts": 2, "on": ["retryable_exit"],
+                                                         "backoff_s": 1, "in_allocation": in_allocation})
     assert service.post("/experiments", s)[0] == 201
-    wait_for(lambda: checkpoint_at_least(service, "rs-kill9", 30), 120, "a checkpoint reported as progress")
+    wait_for(lambda: checkpoint_at_least(service, exp_id, 30), 120, "a checkpoint reported as progress")
     # Resume of a running experiment: 409 (not 503, which means "ended, its job still finishing").
-    status, body = service.post("/experiments/rs-kill9/resume", {})
+    status, body = service.post(f"/experiments/{exp_id}/resume", {})
     assert status == 409, (status, body)
     assert "cancel it first" in json.dumps(body), body
-    pid = wait_for(lambda: program_pid("rs-kill9", "worker", 1), 30, "worker 1's program")
+    pid = wait_for(lambda: program_pid(exp_id, "worker", 1), 30, "worker 1's program")
     os.kill(pid, signal.SIGKILL)
-    done = service.wait_state("rs-kill9", ("succeeded", "failed"), timeout=240)
+    done = service.wait_state(exp_id, ("succeeded", "failed"), timeout=240)
     assert done["state"] == "succeeded", done["reason"]
     assert len(done["attempts"]) == 2, done["attempts"]
     first, second = done["attempts"]
@@ -75,6 +89,21 @@ def test_kill9_of_a_worker_restarts_from_the_last_checkpoint(service):
     assert min(start_steps(done, 2)) > 0, start_steps(done, 2)
     assert done["checkpoint"]["step"] >= 300
     assert any(e["what"] == "state" and "restart 1 of 2" in e["why"] for e in done["events"])
+    if in_allocation:
+        # Restarted inside the same Slurm job: one job for both attempts,
+        # every program of attempt 2 on new ports, and the job COMPLETED.
+        assert second["in_place"] and second["slurm_job_id"] == first["slurm_job_id"], done["attempts"]
+        assert second["job_name"] == first["job_name"] == f"tfx-{exp_id}-a1", done["attempts"]
+        assert any(e["what"] == "restart" and e["why"].startswith(
+            f"attempt 2 in Slurm job {first['slurm_job_id']}, restarted in place") for e in done["events"])
+        ports = [task_addresses(service, exp_id, n) for n in (1, 2)]
+        assert ports[0] and ports[1] and not ports[0] & ports[1], ports
+        wait_for(lambda: scontrol_job(slurm_cluster, first["slurm_job_id"]).get("JobState") == "COMPLETED",
+                 60, "the one job to complete")
+        assert len(jobs_named(slurm_cluster, f"tfx-{exp_id}-a2", service)) == 0
+    else:
+        assert not second["in_place"] and second["slurm_job_id"] != first["slurm_job_id"], done["attempts"]
+        assert second["job_name"] == f"tfx-{exp_id}-a2", second
 
 
 def test_real_preemption_comes_back_and_finishes_from_checkpoint(service, slurm_cluster):
@@ -96,6 +125,11 @@ def test_real_preemption_comes_back_and_finishes_from_checkpoint(service, slurm_
         assert done["state"] == "succeeded", done["reason"]
         assert done["attempts"][1]["start_step"] > 0
         assert min(start_steps(done, 2)) > 0
+        # A preempted job has ended: the restart cannot be in place.
+        first, second = done["attempts"][:2]
+        assert not second["in_place"] and second["slurm_job_id"] != first["slurm_job_id"], done["attempts"]
+        assert any(e["what"] == "restart" and e["why"] == "in a new Slurm job, not in place: Slurm job "
+                   f"{first['slurm_job_id']} has ended (PREEMPTED)" for e in done["events"]), done["events"]
     finally:
         subprocess.run(["scancel", urgent], env=slurm_env(slurm_cluster))
 

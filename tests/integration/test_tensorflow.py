@@ -219,7 +219,7 @@ def test_tf1_servers_between_graph_monitored_training_session(service, slurm_clu
     assert job_final_state(slurm_cluster, done["slurm_job_id"]) == "COMPLETED"
 
 
-def test_chief_killed_restarts_and_tf_restores_the_latest_checkpoint(service, tf_python):
+def test_chief_killed_restarts_and_tf_restores_the_latest_checkpoint(service, slurm_cluster, tf_python):
     steps = 600
     spec = ps_spec(tf_python, "tf-kill9", steps, restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1})
     assert service.post("/experiments", spec)[0] == 201
@@ -230,6 +230,9 @@ def test_chief_killed_restarts_and_tf_restores_the_latest_checkpoint(service, tf
     assert done["state"] == "succeeded", done["reason"]
     first, second = done["attempts"]
     assert first["end_reason"] == "retryable_exit" and "chief:0" in first["reason"] and "signal 9" in first["reason"], first
+    # restart.in_allocation (the default): the next attempt ran in the same job.
+    assert second["in_place"] and second["slurm_job_id"] == first["slurm_job_id"], done["attempts"]
+    assert job_final_state(slurm_cluster, first["slurm_job_id"]) == "COMPLETED"
     chief_log = task_log(done, proc_of(done, "chief"), attempt=2)
     restored = re.search(r"mnist_tf: restored step=(\d+) path=(\S+)", chief_log)
     assert restored and int(restored.group(1)) > 0, chief_log[-2000:]

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "base/sha256.h"
 #include "schema/tf_config_wire.h"
@@ -30,7 +31,11 @@ json PsSpec(const std::string& id) {
           {"command", {"python3", "train.py"}},
           {"cluster", {{"ps", 2}, {"worker", 4}}},
           {"resources", {{"partition", "debug"}, {"nodes", 3}, {"tasks_per_node", 2}}},
-          {"restart", {{"max_restarts", 1}, {"on", {"retryable_exit"}}, {"backoff_s", 5}}}};
+          {"restart",
+           {{"max_restarts", 1},
+            {"on", {"retryable_exit"}},
+            {"backoff_s", 5},
+            {"in_allocation", false}}}};
 }
 
 class ExperimentsTest : public ::testing::Test {
@@ -1049,7 +1054,7 @@ class RecordingMetrics final : public Metrics {
   void RendezvousDone(double s) override { rendezvous.push_back(s); }
   void ReapingDone(double s) override { reaping.push_back(s); }
   void AttemptEnded(EndReason r) override { ended.push_back(EndReasonName(r)); }
-  void Restarted(EndReason r) override { restarted.push_back(EndReasonName(r)); }
+  void Restarted(EndReason r, RestartKind) override { restarted.push_back(EndReasonName(r)); }
   void SlurmPolled(double s, bool ok) override {
     polls.push_back(s);
     poll_errors += ok ? 0 : 1;
@@ -1330,6 +1335,192 @@ TEST_F(ExperimentsTest, ACheckpointPathWithAnEscapeIsIgnoredWithAnEventAndTheSte
       << whys[0];
   ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 8, "/m/model.ckpt-8").ok());
   EXPECT_EQ(View("a").experiment.checkpoint_path, "/m/model.ckpt-8");
+}
+
+// Restarts in place (restart.in_allocation, service/core/in_place_restart.h).
+class InPlaceRestartTest : public ExperimentsTest {
+ protected:
+  static json InPlaceSpec(const std::string& id) {
+    json spec = PsSpec(id);
+    spec["restart"]["in_allocation"] = true;
+    return spec;
+  }
+  // Attempt `attempt`'s reference to task `proc`: in place, with the secret
+  // of the job's script (Slurm job 100, the first submission).
+  TaskRef JobRef(const std::string& id, int proc, int attempt) {
+    return {id, attempt, FakeSlurm::SecretOf(slurm_.submitted.at(0)), proc};
+  }
+  RegisterInfo Info(int proc, bool standby) {
+    RegisterInfo info;
+    info.slurm_job_id = 100;
+    info.node_name = "node" + std::to_string(proc / 2 + 1);
+    info.address = "host" + std::to_string(proc / 2 + 1);
+    info.port = 6000 + proc;
+    info.local_id = proc % 2;
+    info.standby = standby;
+    return info;
+  }
+  // Attempt 1 of `id` runs; worker 1 (task 3) is killed, the others are
+  // reaped, and every agent but those in `missing` comes back to wait.
+  std::vector<std::shared_ptr<RecordingChannel>> FailAndStandBy(const std::string& id,
+                                                                std::set<int> missing = {}) {
+    EXPECT_TRUE(experiments_->Submit(InPlaceSpec(id), "alice", false).ok());
+    slurm_.SetState(100, JobState::kRunning);
+    slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
+    Poll();
+    RegisterAll(id);
+    EXPECT_TRUE(experiments_->OnExited(JobRef(id, 3, 1), std::nullopt, 9, false).ok());
+    for (int p = 0; p < 6; ++p)
+      if (p != 3) EXPECT_TRUE(experiments_->OnExited(JobRef(id, p, 1), 0, std::nullopt, true).ok());
+    std::vector<std::shared_ptr<RecordingChannel>> waiting;
+    for (int p = 0; p < 6; ++p) {
+      auto ch = std::make_shared<RecordingChannel>();
+      if (!missing.count(p)) experiments_->OnRegister(JobRef(id, p, 1), Info(p, true), ch);
+      waiting.push_back(ch);
+    }
+    return waiting;
+  }
+};
+
+TEST_F(InPlaceRestartTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
+  auto waiting = FailAndStandBy("a");
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_EQ(slurm_.submitted.size(), 1u) << "nothing goes back to the queue";
+  EXPECT_TRUE(slurm_.cancelled.empty());
+  EXPECT_EQ(v.experiment.current_attempt, 2);
+  EXPECT_EQ(v.experiment.restarts, 1);
+  EXPECT_EQ(v.experiment.state, ExperimentState::kStarting) << v.experiment.reason;
+  EXPECT_EQ(v.attempts[0].state, AttemptState::kEnded);
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kRetryableExit);
+  EXPECT_FALSE(v.attempts[0].in_place);
+  EXPECT_TRUE(v.attempts[1].in_place);
+  EXPECT_EQ(v.attempts[1].slurm_job_id, 100);
+  EXPECT_EQ(v.attempts[1].job_name, "tfx-a-a1");
+  EXPECT_EQ(v.attempts[1].state, AttemptState::kRunning);
+  EXPECT_NE(v.experiment.reason.find("in Slurm job 100, restarted in place"), std::string::npos)
+      << v.experiment.reason;
+  for (int p = 0; p < 6; ++p) {
+    auto next = waiting[p]->All<NextAttemptMsg>();
+    ASSERT_EQ(next.size(), 1u) << "task " << p;
+    EXPECT_EQ(next[0].attempt, 2);
+    EXPECT_EQ(next[0].log_dir, (dir_ / "out" / "a" / "logs" / "attempt-2").string());
+  }
+  EXPECT_TRUE(files_.Created((dir_ / "out" / "a" / "logs" / "attempt-2").string()));
+
+  // The agents register for attempt 2 with the job's secret, on new ports.
+  std::vector<std::shared_ptr<RecordingChannel>> channels;
+  for (int p = 0; p < 6; ++p) {
+    channels.push_back(std::make_shared<RecordingChannel>());
+    experiments_->OnRegister(JobRef("a", p, 2), Info(p, false), channels.back());
+  }
+  for (int p = 0; p < 6; ++p) {
+    auto assigned = channels[p]->All<AssignmentMsg>();
+    ASSERT_EQ(assigned.size(), 1u) << "task " << p;
+    EXPECT_TRUE(assigned[0].stay_for_next_attempt);
+  }
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+  // Attempt 1's agents are not attempt 2's: its references are refused.
+  EXPECT_FALSE(experiments_->OnHeartbeat(JobRef("a", 0, 1)).ok());
+}
+
+TEST_F(InPlaceRestartTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRunsNow) {
+  auto waiting = FailAndStandBy("a");
+  Poll();
+  ASSERT_EQ(View("a").experiment.current_attempt, 2);
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  auto late = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 4, 1), Info(4, true), late);
+  auto next = late->All<NextAttemptMsg>();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].attempt, 2);
+  // A wrong secret is not told anything.
+  auto stranger = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister({"a", 1, "not-the-secret", 4}, Info(4, true), stranger);
+  EXPECT_TRUE(stranger->All<NextAttemptMsg>().empty());
+}
+
+TEST_F(InPlaceRestartTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttempt) {
+  auto waiting = FailAndStandBy("a");
+  Restart();  // before any Tick: attempt 1's exits are all the new process has
+  ASSERT_TRUE(experiments_->Recover().ok());
+  for (int p = 0; p < 6; ++p) {
+    waiting[p] = std::make_shared<RecordingChannel>();
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true), waiting[p]);
+  }
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_TRUE(v.attempts[1].in_place);
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kRetryableExit);
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<NextAttemptMsg>().size(), 1u);
+}
+
+TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
+  auto waiting = FailAndStandBy("a", /*missing=*/{5});
+  Poll();
+  EXPECT_EQ(View("a").attempts.size(), 1u) << "waits for the agent first";
+  EXPECT_TRUE(slurm_.cancelled.empty());
+  clock_.Advance(config_.shutdown_grace_ms + config_.reap_timeout_margin_ms +
+                 config_.reconnect_window_ms);
+  Poll();
+  ASSERT_EQ(slurm_.cancelled.size(), 1u);
+  EXPECT_EQ(slurm_.cancelled[0], 100);
+  for (int p = 0; p < 5; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
+  slurm_.SetState(100, JobState::kCancelled);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+  bool said_why = false;
+  for (const EventRecord& e : v.events)
+    said_why |=
+        e.what == "restart" && e.why.find("not in place: 1 of 6 agents (") != std::string::npos;
+  EXPECT_TRUE(said_why);
+  clock_.Advance(5000);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u);
+  EXPECT_EQ(slurm_.submitted[1].job_name, "tfx-a-a2");
+}
+
+TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
+  auto waiting = FailAndStandBy("a");
+  // checkpoint.signal_grace_s (120) + 60 s are needed; 100 s are left.
+  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 100;
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 1u);
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting);
+  bool said_why = false;
+  for (const EventRecord& e : v.events)
+    said_why |= e.why.find("left before Slurm job 100's time limit") != std::string::npos;
+  EXPECT_TRUE(said_why);
+  for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
+}
+
+TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
+  json spec = InPlaceSpec("a");
+  spec["restart"]["max_restarts"] = 0;
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->OnExited(JobRef("a", 3, 1), std::nullopt, 9, false).ok());
+  std::vector<std::shared_ptr<RecordingChannel>> waiting;
+  for (int p = 0; p < 6; ++p) {
+    if (p != 3) ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
+    waiting.push_back(std::make_shared<RecordingChannel>());
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true), waiting.back());
+  }
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+  for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
+  // An agent that comes back after the decision is released at once.
+  auto late = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 2, 1), Info(2, true), late);
+  EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u);
 }
 
 }  // namespace

@@ -24,7 +24,8 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
   m.ReapingDone(1.5);
   m.AttemptEnded(EndReason::kSucceeded);
   m.AttemptEnded(EndReason::kRetryableExit);
-  m.Restarted(EndReason::kRetryableExit);
+  m.Restarted(EndReason::kRetryableExit, RestartKind::kInPlace);
+  m.Restarted(EndReason::kTimeout, RestartKind::kNewJob);
   m.SlurmPolled(0.004, true);
   m.SlurmPolled(2.0, false);
   m.RequestServed("GET /experiments/{id}", 200, 0.002);
@@ -40,7 +41,8 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
            "tfslurm_experiments{state=\"failed\"} 1\n",
            "tfslurm_agents_connected 12\n",
            "tfslurm_attempts_ended_total{end_reason=\"succeeded\"} 1\n",
-           "tfslurm_restarts_total{end_reason=\"retryable_exit\"} 1\n",
+           "tfslurm_restarts_total{end_reason=\"retryable_exit\",where=\"in_place\"} 1\n",
+           "tfslurm_restarts_total{end_reason=\"timeout\",where=\"new_job\"} 1\n",
            "tfslurm_rendezvous_seconds_count 1\n",
            "tfslurm_rendezvous_seconds_bucket{le=\"0.25\"} 0\n",
            "tfslurm_rendezvous_seconds_bucket{le=\"0.5\"} 1\n",

@@ -572,8 +572,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 7, 6, 5, 4, 3 and 2.
+  // Undo migrations 8, 7, 6, 5, 4, 3 and 2.
   ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE attempts DROP COLUMN in_place; "
                          "ALTER TABLE tasks DROP COLUMN detail; "
                          "DROP TABLE scalars; DROP TABLE scalar_tags; "
                          "ALTER TABLE experiments DROP COLUMN excluded_nodes; "
@@ -607,6 +608,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   EXPECT_TRUE((*s)->ReadScalars("old", {}).ok()) << "migration 6 must have added the scalars";
   EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT detail FROM tasks", -1, &st, nullptr), SQLITE_OK)
       << "migration 7 must have added tasks.detail";
+  sqlite3_finalize(st);
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT in_place FROM attempts", -1, &st, nullptr), SQLITE_OK)
+      << "migration 8 must have added attempts.in_place";
   sqlite3_finalize(st);
   sqlite3_close(db);
 }

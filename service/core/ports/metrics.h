@@ -10,6 +10,9 @@
 
 namespace tfslurm {
 
+// Where a restart runs: inside the failed attempt's Slurm job, or as a new one.
+enum class RestartKind { kInPlace, kNewJob };
+
 class Metrics {
  public:
   virtual ~Metrics() = default;
@@ -22,7 +25,7 @@ class Metrics {
   // An attempt ended for this reason.
   virtual void AttemptEnded(EndReason reason) = 0;
   // An automatic restart was decided after an attempt that ended so.
-  virtual void Restarted(EndReason reason) = 0;
+  virtual void Restarted(EndReason reason, RestartKind kind) = 0;
   // One poll of Slurm's jobs: how long it took, and whether it failed.
   virtual void SlurmPolled(double seconds, bool ok) = 0;
 };
@@ -33,7 +36,7 @@ class NoMetrics final : public Metrics {
   void RendezvousDone(double) override {}
   void ReapingDone(double) override {}
   void AttemptEnded(EndReason) override {}
-  void Restarted(EndReason) override {}
+  void Restarted(EndReason, RestartKind) override {}
   void SlurmPolled(double, bool) override {}
 };
 

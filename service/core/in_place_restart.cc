@@ -1,0 +1,170 @@
+#include "service/core/in_place_restart.h"
+
+#include "service/core/wording.h"
+
+namespace tfslurm {
+namespace {
+
+std::string JobText(const AttemptRecord& attempt) {
+  return "Slurm job " + std::to_string(attempt.slurm_job_id);
+}
+
+// The tasks whose agents do not wait in the job, named (at most five).
+std::string Absent(const AttemptRun& run, int* count) {
+  std::string names;
+  *count = 0;
+  for (int i = 0; i < run.size(); ++i) {
+    if (run.task(i).standing_by) continue;
+    if (++*count <= 5) names += (names.empty() ? "" : ", ") + TaskName(run.task(i), i);
+  }
+  if (*count > 5) names += ", ...";
+  return names;
+}
+
+}  // namespace
+
+std::string AttemptLogDir(const std::string& output_root, const std::string& id, int number) {
+  return output_root + "/" + id + "/logs/attempt-" + std::to_string(number);
+}
+
+InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
+  LiveAttempt& at = a.attempt;
+  const AttemptRun& run = *at.run;
+  if (!a.spec.restart.in_allocation || a.user_cancelled || at.record.end_reason ||
+      at.record.state != AttemptState::kRunning || !run.assignments_sent() ||
+      run.outcome().kind != Outcome::kFailed || at.job_cancel_sent || at.step_killed ||
+      !at.in_place_given_up.empty())
+    return {};
+  if (!at.failed_at_ms) at.failed_at_ms = now;
+  int absent = 0;
+  std::string names = Absent(run, &absent);
+  if (absent == 0) {
+    EndReason reason = at.decided_reason         ? *at.decided_reason
+                       : run.outcome().retryable ? EndReason::kRetryableExit
+                                                 : EndReason::kPermanentExit;
+    return {InPlaceCheck::kReady, reason, run.outcome().reason};
+  }
+  // Long enough for a Shutdown's grace, the reaping's margin and an agent
+  // that reconnects: its stream broke just as its program ended.
+  const CoreConfig& config = core_.config();
+  const int64_t wait =
+      config.shutdown_grace_ms + config.reap_timeout_margin_ms + config.reconnect_window_ms;
+  if (now - at.failed_at_ms <= wait) return {InPlaceCheck::kWaiting};
+  return {InPlaceCheck::kGiveUp, EndReason::kRetryableExit,
+          std::to_string(absent) + " of " + std::to_string(run.size()) + " agents (" + names +
+              ") did not come back to wait in " + JobText(at.record) + " within " + Seconds(wait) +
+              " of the attempt's failure"};
+}
+
+std::optional<std::string> InPlaceRestart::Obstacle(const OpenExperiment& a, int64_t now) const {
+  const LiveAttempt& at = a.attempt;
+  if (!at.in_place_given_up.empty()) return at.in_place_given_up;
+  if (at.record.state != AttemptState::kRunning)
+    return JobText(at.record) + " has ended (" + at.record.slurm_state + ")";
+  if (at.job_state != JobState::kRunning && at.job_state != JobState::kUnknown)
+    return JobText(at.record) + " is " + JobStateName(at.job_state) + ", not running";
+  int absent = 0;
+  std::string names = Absent(*at.run, &absent);
+  if (absent > 0)
+    return std::to_string(absent) + " agents (" + names + ") are not waiting in the job";
+  if (!a.suspects.nodes.empty()) {
+    std::string nodes;
+    for (const std::string& n : a.suspects.nodes) nodes += (nodes.empty() ? "" : ",") + n;
+    return "the next attempt is to exclude " + nodes + " (" + a.suspects.why +
+           "), and the job has no spare node";
+  }
+  if (at.job_end_ms > 0) {
+    // The next attempt should reach a checkpoint before the time limit's
+    // warning: it may come checkpoint.signal_grace_s + 30 s early.
+    const int64_t need = (int64_t{a.spec.signal_grace_s} + 60) * 1000;
+    const int64_t left = at.job_end_ms - now;
+    if (left < need)
+      return "only " + Seconds(std::max<int64_t>(left, 0)) + " left before " + JobText(at.record) +
+             "'s time limit; an attempt in place needs at least " + Seconds(need) +
+             " (checkpoint.signal_grace_s + 60 s)";
+  }
+  return std::nullopt;
+}
+
+void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why) {
+  const int64_t now = core_.ports().clock.NowMs();
+  LiveAttempt& old = a.attempt;
+  old.record.state = AttemptState::kEnded;
+  old.record.ended_at = now;
+  c.attempts.push_back(old.record);
+
+  AttemptRecord r;
+  r.experiment_id = a.record.id;
+  r.number = old.record.number + 1;
+  // The job's agents authenticate with the secret its script gave them.
+  r.secret_sha256 = old.record.secret_sha256;
+  r.job_name = old.record.job_name;
+  r.slurm_job_id = old.record.slurm_job_id;
+  r.state = AttemptState::kRunning;
+  r.slurm_state = old.record.slurm_state;
+  r.nodes = old.record.nodes;
+  r.sbatch_script = old.record.sbatch_script;
+  r.in_place = true;
+  r.submitted_at = r.started_at = now;
+
+  // The tasks' output moves to the new attempt's log directory, made as the
+  // job's account; if it cannot be made, it stays where it is.
+  std::string log_dir = AttemptLogDir(core_.config().output_root, a.record.id, r.number);
+  std::string note;
+  auto account = core_.ports().accounts.ForOwner(a.record.owner);
+  if (!account.ok()) {
+    note = "; task output stays in attempt " + std::to_string(old.record.number) +
+           "'s log directory: " + account.status().message();
+    log_dir.clear();
+  } else {
+    if (Status s = core_.ports().files.CreateDirectories(log_dir, *account); !s.ok()) {
+      note = "; task output stays in attempt " + std::to_string(old.record.number) +
+             "'s log directory: " + s.message();
+      log_dir.clear();
+    }
+    if (auto cp =
+            core_.ports().files.ReadCheckpointState(a.record.model_dir, a.spec.framework, *account))
+      r.start_step = cp->step;
+  }
+
+  LiveAttempt next(a.spec, r);
+  next.job_seen = true;
+  next.start_seen_in_slurm = true;
+  next.job_started_ms = now;  // the barrier timeout runs from here
+  next.job_known_seq = old.job_known_seq;
+  next.job_end_ms = old.job_end_ms;
+  next.job_state = old.job_state;
+  next.component_job_ids = old.component_job_ids;
+  auto waiting = std::move(old.channels);
+  c.attempts.push_back(r);
+  c.tasks.insert(c.tasks.end(), next.tasks.begin(), next.tasks.end());
+  a.record.current_attempt = r.number;
+  a.record.updated_at = now;
+  a.attempt = std::move(next);
+
+  const std::string where = "in " + JobText(r) + ", restarted in place";
+  core_.Event(
+      c, a, "restart",
+      "attempt " + std::to_string(r.number) + " " + where +
+          ": every agent restarts its program, nothing goes back to Slurm's queue" +
+          (r.start_step ? "; resumes from checkpoint step " + std::to_string(*r.start_step) : "") +
+          note);
+  core_.SetState(c, a, ExperimentState::kStarting,
+                 why + "; attempt " + std::to_string(r.number) + " " + where);
+  for (auto& [proc, channel] : waiting)
+    if (channel) channel->Send(NextAttemptMsg{r.number, why, log_dir});
+}
+
+void ReleaseWaitingAgents(LiveAttempt& attempt, const std::string& why) {
+  for (int i = 0; i < attempt.run->size(); ++i) {
+    TaskSlot& slot = attempt.run->mutable_task(i);
+    if (!slot.standing_by) continue;
+    slot.standing_by = false;
+    auto ch = attempt.channels.find(i);
+    if (ch == attempt.channels.end()) continue;
+    if (ch->second) ch->second->Send(ReleaseMsg{why});
+    attempt.channels.erase(ch);
+  }
+}
+
+}  // namespace tfslurm

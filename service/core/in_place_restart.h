@@ -1,0 +1,67 @@
+// Restarts inside the allocation (restart.in_allocation): when an attempt
+// fails while its Slurm job runs and every agent is still there, the next
+// attempt starts in the same job. Each agent has stopped its program and
+// waits in the job (Register.standby); the service records the new attempt
+// (same job, same secret, `in_place`) and sends each agent NextAttempt, and
+// the agents register for it on fresh ports, through the barrier, as at a
+// job's start. No job goes back to Slurm's queue. When that cannot work (a
+// task's agent is gone, a node is to be excluded, too little time is left,
+// the job has ended) the restart is a new Slurm job, and an event says why.
+// docs/restarts.md has the whole story.
+//
+// Thread safety: every method needs core's lock held.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "service/core/core_state.h"
+
+namespace tfslurm {
+
+// What the standing-by tasks of a failed attempt say about its end.
+struct InPlaceCheck {
+  enum Kind {
+    kNotApplicable,  // not an attempt that restarts in place, or not yet decided
+    kWaiting,        // some task's agent has not come back to wait yet
+    kReady,          // every agent waits: the attempt ends now, with this reason
+    kGiveUp,         // an agent did not come back in time: the job ends, `why`
+  } kind = kNotApplicable;
+  EndReason reason = EndReason::kRetryableExit;
+  std::string why;
+};
+
+class InPlaceRestart {
+ public:
+  explicit InPlaceRestart(CoreState& core) : core_(core) {}
+
+  // Whether the attempt's end can be decided now, from its tasks alone,
+  // while its job still runs: an in_allocation attempt that failed, whose
+  // agents all stopped their programs and wait in the job.
+  InPlaceCheck Check(OpenExperiment& e, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+
+  // Why the next attempt cannot start in the current attempt's job; nullopt
+  // when it can.
+  std::optional<std::string> Obstacle(const OpenExperiment& e, int64_t now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+
+  // Records the next attempt in the current one's job and moves every
+  // waiting agent to it. The current attempt's end is recorded already.
+  void Begin(OpenExperiment& e, Changes& c, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+
+ private:
+  CoreState& core_;
+};
+
+// Tells every agent that waits in the attempt's job (TaskSlot::standing_by)
+// that no further attempt comes to it: each exits.
+void ReleaseWaitingAgents(LiveAttempt& attempt, const std::string& why);
+
+// Where attempt `number` of experiment `id` logs: its job's working
+// directory, or, for an attempt in place, where its agents move their
+// tasks' output.
+std::string AttemptLogDir(const std::string& output_root, const std::string& id, int number);
+
+}  // namespace tfslurm
