@@ -39,6 +39,7 @@ if [[ $mode == quick ]]; then
     "slurm_load.sh --experiments 100 --cycles 3"
     "status_vs_slurmrestd.sh --experiments 100 --requests 300"
     "hang.sh --runs 1 --stall-timeouts 10"
+    "in_place.sh --runs 2 --busy-runs 1"
   )
 elif [[ $mode == smoke ]]; then
   # Each at its smallest: one size, one run, a few agents or experiments.
@@ -52,6 +53,7 @@ elif [[ $mode == smoke ]]; then
     "reaping.sh --runs 1 --steps 30"                     # 5 s
     "tf_ps.sh --runs 1 --steps 50"                       # 3 min: the hand-written job holds its nodes to its 2-min limit
     "hang.sh --runs 1 --stall-timeouts 10 --backoff-s 1" # 23 s
+    "in_place.sh --runs 1 --busy-runs 0 --backoff-s 1"   # 30 s
     "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # 17 s
     "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # 41 s
     "submit.sh --count 5 --rounds 1"                     # 5 s
@@ -87,6 +89,7 @@ else
     "slurm_load.sh"
     "status_vs_slurmrestd.sh"
     "hang.sh"
+    "in_place.sh"
   )
 fi
 for r in "${runs[@]}"; do

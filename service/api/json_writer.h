@@ -28,6 +28,7 @@ class JsonWriter {
   JsonWriter& String(std::string_view value);
   JsonWriter& Int(int64_t value);
   JsonWriter& Double(double value);
+  JsonWriter& Bool(bool value);
   JsonWriter& Null();
   // A value that is already JSON text (a stored, canonical spec).
   JsonWriter& Raw(std::string_view json);
@@ -35,7 +36,9 @@ class JsonWriter {
   template <typename T>
   JsonWriter& Field(std::string_view key, const T& value) {
     Key(key);
-    if constexpr (std::is_integral_v<T>)
+    if constexpr (std::is_same_v<T, bool>)
+      return Bool(value);
+    else if constexpr (std::is_integral_v<T>)
       return Int(value);
     else
       return String(value);

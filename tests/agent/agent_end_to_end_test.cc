@@ -719,5 +719,81 @@ TEST_F(AgentEndToEndTest, MalformedServiceExits2) {
   EXPECT_NE(agent_->Log().find("is not HOST:PORT"), std::string::npos);
 }
 
+TEST_F(AgentEndToEndTest, StaysInTheJobAndRunsTheNextAttemptInPlace) {
+  // Attempt 2's program fails; the agent waits in the job (standby), is told
+  // attempt 3 runs here, registers for it on a fresh port with its output in
+  // attempt 3's log directory, runs the program again, and exits with its
+  // status once released.
+  v1::Assignment assignment = ShellAssignment(
+      R"(echo "$TFSLURM_PORT" > "$TEST_DIR/port-$TFSLURM_ATTEMPT"; echo "program of attempt $TFSLURM_ATTEMPT"; )"
+      R"([ "$TFSLURM_ATTEMPT" = 3 ] && exit 0; exit 3)");
+  assignment.set_stay_for_next_attempt(true);
+  const std::string log_dir = dir_.Path("attempt-3");
+  std::filesystem::create_directories(log_dir);
+  service().SetRegisterReply([&](const v1::AgentMessage& m, int) {
+    v1::ServiceMessage reply;
+    if (!m.register_().standby()) {
+      v1::Assignment a = assignment;
+      (*a.mutable_env())["TFSLURM_ATTEMPT"] = std::to_string(m.task().attempt());
+      return std::vector<v1::ServiceMessage>{AssignmentMessage(a)};
+    }
+    if (m.task().attempt() == 2) {
+      reply.mutable_next_attempt()->set_attempt(3);
+      reply.mutable_next_attempt()->set_reason("worker:1 exited with code 3; restart 1 of 3");
+      reply.mutable_next_attempt()->set_log_dir(log_dir);
+    } else {
+      reply.mutable_release()->set_reason("training succeeded");
+    }
+    return std::vector<v1::ServiceMessage>{reply};
+  });
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 0) << "the status of attempt 3's program";
+
+  auto registers = Messages(v1::AgentMessage::kRegister);
+  ASSERT_EQ(registers.size(), 4u);
+  std::vector<std::pair<int, bool>> seen;
+  for (const auto& r : registers) seen.push_back({r.task().attempt(), r.register_().standby()});
+  EXPECT_EQ(seen,
+            (std::vector<std::pair<int, bool>>{{2, false}, {2, true}, {3, false}, {3, true}}));
+  for (const auto& r : registers) EXPECT_EQ(r.task().secret(), kSecret) << "the job's secret";
+  const int first_port = registers[0].register_().port();
+  const int second_port = registers[2].register_().port();
+  EXPECT_NE(first_port, second_port) << "a fresh port for the attempt in place";
+  EXPECT_EQ(ReadFile(dir_.Path("port-2")), std::to_string(first_port) + "\n");
+  EXPECT_EQ(ReadFile(dir_.Path("port-3")), std::to_string(second_port) + "\n");
+
+  auto exits = Messages(v1::AgentMessage::kExited);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].task().attempt(), 2);
+  EXPECT_EQ(exits[0].exited().exit_code(), 3);
+  EXPECT_EQ(exits[1].task().attempt(), 3);
+  EXPECT_EQ(exits[1].exited().exit_code(), 0);
+  // From the move on, the task's output (the agent's and the program's) is
+  // in attempt 3's log directory, as the service's log route expects it.
+  const std::string moved = ReadFile(log_dir + "/task-3.out");
+  EXPECT_NE(moved.find("program of attempt 3"), std::string::npos) << moved;
+  EXPECT_NE(moved.find("attempt=3"), std::string::npos) << moved;
+  EXPECT_EQ(moved.find("program of attempt 2"), std::string::npos) << moved;
+}
+
+TEST_F(AgentEndToEndTest, SigtermWhileWaitingForTheNextAttemptEndsTheAgent) {
+  v1::Assignment assignment = ShellAssignment("exit 5");
+  assignment.set_stay_for_next_attempt(true);
+  service().SetRegisterReply([&](const v1::AgentMessage& m, int) {
+    if (m.register_().standby()) return std::vector<v1::ServiceMessage>{};  // no word yet
+    return std::vector<v1::ServiceMessage>{AssignmentMessage(assignment)};
+  });
+  StartAgent();
+  ASSERT_TRUE(service().WaitUntil(
+      [](const std::vector<FakeAgentService::Received>& received) {
+        return std::any_of(received.begin(), received.end(), [](const auto& r) {
+          return r.message.has_register_() && r.message.register_().standby();
+        });
+      },
+      kTimeout));
+  ::kill(agent_->pid(), SIGTERM);
+  EXPECT_EQ(agent_->WaitForExit(), 5) << "the program's own status";
+}
+
 }  // namespace
 }  // namespace tfslurm::agent::testing

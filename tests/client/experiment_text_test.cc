@@ -138,6 +138,19 @@ TEST(FormatStatusTest, ShowsTheExperimentItsAttemptsAndTasks) {
             "worker  0      node1  node1:5000  running  -     1.5s ago\n");
 }
 
+TEST(FormatAttemptTableTest, AnAttemptRestartedInPlaceSaysSoBesideItsJob) {
+  client::Attempt first{1,  7,       "tfx-a-a1",   "ended", "RUNNING", "retryable_exit",
+                        "", "node1", std::nullopt, "",      "",        ""};
+  client::Attempt second = first;
+  second.number = 2;
+  second.state = "running";
+  second.end_reason = "";
+  second.in_place = true;
+  std::string table = FormatAttemptTable({first, second});
+  EXPECT_NE(table.find("\n1        7             ended"), std::string::npos) << table;
+  EXPECT_NE(table.find("\n2        7 (in place)  running"), std::string::npos) << table;
+}
+
 TEST(FormatStatusTest, TasksThatSaidWhyTheyEndedAreExplainedUnderTheTable) {
   client::Experiment e = Summary("typo", "failed");
   e.tasks = {{0, "worker", 0, "node1", "node1:5000", "succeeded", 0, std::nullopt, std::nullopt},

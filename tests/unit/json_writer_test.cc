@@ -20,6 +20,14 @@ TEST(JsonWriterTest, NestsWithCommasWhereJsonWantsThem) {
   EXPECT_EQ(json::parse(text)["d"]["e"][0], 1);
 }
 
+TEST(JsonWriterTest, BooleansAreJsonBooleansNotNumbers) {
+  JsonWriter w;
+  w.BeginObject().Field("yes", true).Field("no", false).Field("n", 1).EndObject();
+  std::string text = w.Take();
+  EXPECT_EQ(text, R"({"yes":true,"no":false,"n":1})");
+  EXPECT_TRUE(json::parse(text)["yes"].is_boolean());
+}
+
 TEST(JsonWriterTest, EscapesControlCharactersQuotesAndBackslashes) {
   std::string nasty = "q\"b\\n\n\r\t\x01\x1f\x7f end";
   JsonWriter w;

@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Restarts in place against a requeue (issue 29), the measuring half of
+in_place.sh.
+
+Each run submits one experiment of 6 tasks (3 nodes x 2) running a small
+Python program (no framework: the restart's own cost, not an import's): every
+task steps every --step-interval s; worker 0 writes TensorFlow's `checkpoint`
+state file in MODEL_DIR at each step, which the agent reports as progress, and
+records when its program started and when it made its first step
+(MODEL_DIR/start.N, first_step.N). Once the service has seen step
+--kill-at-step, the bench kill -9s worker 3's program (attempt 1) and notes
+the time. The attempt fails, and attempt 2 resumes from the checkpoint:
+  - in place (restart.in_allocation: true): in the same Slurm job;
+  - requeue (restart.in_allocation: false): as a new Slurm job, after
+    restart.backoff_s.
+Busy runs (--busy) first fill the cluster with other jobs (one `sleep` per
+node needing the whole node, submitted with sbatch by this user, pending
+behind the experiment's job): a requeued job waits behind them, as it would
+behind other users' jobs on a full cluster.
+
+Per run, from the kill: the attempt's failure (the `exited` event), attempt 2
+recorded (its submitted_at), attempt 2's program start and first step.
+Prints a Markdown table of the runs and a summary (median of each mode);
+exits 1 if a run went wrong.
+"""
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+from hang import epoch, read_mark
+from http_json import http
+
+PROGRAM = r'''
+import os, signal, sys, time
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+model_dir = os.environ["MODEL_DIR"]
+attempt = int(os.environ["TFSLURM_ATTEMPT"])
+reporter = os.environ.get("TFSLURM_ROLE") == "worker" and os.environ.get("TFSLURM_INDEX") == "0"
+total, interval = int(sys.argv[1]), float(sys.argv[2])
+
+
+def mark(name, t):
+    path = os.path.join(model_dir, f"{name}.{attempt}")
+    with open(path + ".tmp", "w") as f:
+        f.write(f"{t:.6f}\n")
+    os.replace(path + ".tmp", path)
+
+
+state = os.path.join(model_dir, "checkpoint")
+step = 0
+if os.path.exists(state):
+    step = int(open(state).read().split('"')[1].rsplit("-", 1)[1])
+if reporter:
+    mark("start", time.time())
+print(f"in_place: attempt={attempt} start_step={step}", flush=True)
+first = True
+while step < total:
+    step += 1
+    if reporter:
+        with open(state + ".tmp", "w") as f:
+            f.write(f'model_checkpoint_path: "ckpt-{step}"\n')
+        os.replace(state + ".tmp", state)
+        if first:
+            mark("first_step", time.time())
+            first = False
+    time.sleep(interval)
+print(f"in_place: done step={step}", flush=True)
+'''
+
+
+def program_pid(exp_id, role, index, attempt):
+    """The pid of the task's program (not its agent), found by its environment."""
+    want = {f"EXPERIMENT_ID={exp_id}".encode(), f"TFSLURM_ROLE={role}".encode(),
+            f"TFSLURM_INDEX={index}".encode(), f"TFSLURM_ATTEMPT={attempt}".encode()}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = set(f.read().split(b"\0"))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if want <= env and b"in_place_program.py" in cmd:
+            return int(pid)
+    return None
+
+
+def wait(what, predicate, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise RuntimeError(f"timed out waiting for {what}")
+
+
+def fill_cluster(conf_env, seconds, nodes):
+    """One job per node that needs the whole node: pending while the experiment runs."""
+    ids = []
+    for _ in range(nodes):
+        out = subprocess.run(["sbatch", "--parsable", "-p", "debug", "-N1", "--exclusive", "--mem-per-cpu=100",
+                              "--output=/dev/null", "-J", "bench-filler", "--wrap", f"sleep {seconds}"],
+                             env=conf_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"sbatch of a filler job failed: {out.stderr.strip()}")
+        ids.append(out.stdout.strip().split(";")[0])
+    return ids
+
+
+def one_run(api, exp_id, program, in_place, busy, args):
+    total = args.kill_at_step + args.steps_after
+    spec = {"id": exp_id,
+            "command": ["/usr/bin/python3", program, str(total), str(args.step_interval)],
+            "cluster": {"worker": 6},
+            "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 2, "time_limit": "00:15:00",
+                          "mem_per_task_mb": 200},
+            "checkpoint": {"signal_grace_s": 30},
+            "restart": {"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": args.backoff_s,
+                        "in_allocation": in_place}}
+    load = open("/proc/loadavg").read().split()[0]
+    status, body = http("POST", f"{api}/experiments", spec)
+    if status not in (200, 201):
+        raise RuntimeError(f"POST /experiments answered {status}: {body}")
+
+    def progressed():
+        _, v = http("GET", f"{api}/experiments/{exp_id}")
+        cp = v.get("checkpoint") or {}
+        return v if (cp.get("step") or 0) >= args.kill_at_step else None
+    wait(f"{exp_id} to reach step {args.kill_at_step}", progressed, args.timeout)
+    fillers = fill_cluster(dict(os.environ), args.filler_s, 3) if busy else []
+    try:
+        if fillers:
+            time.sleep(1)  # slurmctld takes them in before the kill
+        pid = wait("worker 3's program", lambda: program_pid(exp_id, "worker", 3, 1), 30)
+        killed = time.time()
+        os.kill(pid, signal.SIGKILL)
+
+        def ended():
+            _, v = http("GET", f"{api}/experiments/{exp_id}")
+            return v if v["state"] in ("succeeded", "failed", "cancelled") else None
+        view = wait(f"{exp_id} to end", ended, args.timeout + (args.filler_s if busy else 0))
+    finally:
+        if fillers:
+            subprocess.run(["scancel"] + fillers, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    model_dir = view["model_dir"]
+    attempts = view.get("attempts", [])
+    problems = []
+    if view["state"] != "succeeded":
+        problems.append(f"experiment {view['state']}: {view.get('reason')}")
+    if len(attempts) != 2:
+        problems.append(f"{len(attempts)} attempts")
+        attempts = (attempts + [{}, {}])[:2]
+    a1, a2 = attempts
+    if bool(a2.get("in_place")) != in_place:
+        problems.append(f"attempt 2 in_place={a2.get('in_place')}")
+    if not a2.get("start_step"):
+        problems.append("attempt 2 did not resume from a checkpoint")
+    exited = next((e for e in view.get("events", []) if e["what"] == "exited" and e.get("attempt") == 1), None)
+
+    def since(t):
+        return (t - killed) if t is not None else float("nan")
+    return {"id": exp_id, "mode": "in place" if in_place else "requeue", "busy": busy, "load": load,
+            "jobs": f"{a1.get('slurm_job_id')}, {a2.get('slurm_job_id')}",
+            "failed": since(epoch(exited["at"]) if exited else None),
+            "recorded": since(epoch(a2.get("submitted_at"))),
+            "start2": since(read_mark(model_dir, "start.2")),
+            "first2": since(read_mark(model_dir, "first_step.2")),
+            "problems": "; ".join(problems)}
+
+
+def summary(values):
+    v = [x for x in values if x == x]
+    if not v:
+        return "-", "-", "-"
+    return f"{min(v):.2f}", f"{statistics.median(v):.2f}", f"{max(v):.2f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--api", required=True)
+    ap.add_argument("--work", required=True, help="a directory the jobs can read (the program goes there)")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--busy-runs", type=int, default=3)
+    ap.add_argument("--kill-at-step", type=int, default=10)
+    ap.add_argument("--steps-after", type=int, default=5)
+    ap.add_argument("--step-interval", type=float, default=0.2)
+    ap.add_argument("--backoff-s", type=int, default=10)
+    ap.add_argument("--filler-s", type=int, default=60)
+    ap.add_argument("--timeout", type=float, default=240)
+    args = ap.parse_args()
+
+    program = os.path.join(args.work, "in_place_program.py")
+    with open(program, "w") as f:
+        f.write(PROGRAM)
+    os.chmod(program, 0o755)
+    stamp = time.strftime("%H%M%S")
+    plan = [(True, False), (False, False)] * args.runs + [(True, True), (False, True)] * args.busy_runs
+    results = []
+    for i, (in_place, busy) in enumerate(plan):
+        exp_id = f"ip-{stamp}-{i}-{'inplace' if in_place else 'requeue'}{'-busy' if busy else ''}"
+        r = one_run(args.api, exp_id, program, in_place, busy, args)
+        results.append(r)
+        print(f"  {r['mode']}{' (busy)' if busy else ''}: first step of attempt 2 +{r['first2']:.2f} s "
+              f"(failed +{r['failed']:.2f}, recorded +{r['recorded']:.2f}, started +{r['start2']:.2f}; "
+              f"jobs {r['jobs']}; load {r['load']}) {r['problems']}", file=sys.stderr)
+
+    print("All times in seconds after the kill -9 of worker 3's program (6 tasks on 3 nodes).")
+    print()
+    print("| cluster | restart | run | Slurm jobs | load | attempt 1 failed | attempt 2 recorded "
+          "| attempt 2 program start | **attempt 2 first step** | problems |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {'busy' if r['busy'] else 'idle'} | {r['mode']} | {r['id'].split('-')[2]} | {r['jobs']} | {r['load']} "
+              f"| {r['failed']:.2f} | {r['recorded']:.2f} | {r['start2']:.2f} | **{r['first2']:.2f}** "
+              f"| {r['problems'] or '-'} |")
+    print()
+    print("| cluster | restart | runs | kill -> attempt 2's first step: min / median / max (s) | requeue median / in place median |")
+    print("|---|---|---|---|---|")
+    for busy in (False, True):
+        med = {}
+        for mode in ("in place", "requeue"):
+            rs = [r["first2"] for r in results if r["busy"] == busy and r["mode"] == mode]
+            if not rs:
+                continue
+            med[mode] = statistics.median([x for x in rs if x == x] or [float("nan")])
+            ratio = f"{med['requeue'] / med['in place']:.1f}x" if mode == "requeue" and "in place" in med else "-"
+            print(f"| {'busy' if busy else 'idle'} | {mode} | {len(rs)} | {' / '.join(summary(rs))} | {ratio} |")
+    print()
+    print(f"restart.backoff_s {args.backoff_s} (a requeue waits it; a restart in place has none); "
+          f"steps every {args.step_interval} s; busy: one `sleep {args.filler_s}` job per node needing the whole "
+          f"node (--exclusive), submitted after the experiment's job started.")
+    return 1 if any(r["problems"] for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
