@@ -9,7 +9,7 @@ state file in MODEL_DIR at each step, which the agent reports as progress, and
 records when its program started and when it made its first step
 (MODEL_DIR/start.N, first_step.N). Once the service has seen step
 --kill-at-step, the bench kill -9s worker 3's program (attempt 1) and notes
-the time. The attempt fails, and attempt 2 resumes from the checkpoint:
+the time; once attempt 2 has made its first step, it cancels the experiment. The attempt fails, and attempt 2 resumes from the checkpoint:
   - in place (restart.in_allocation: true): in the same Slurm job;
   - requeue (restart.in_allocation: false): as a new Slurm job, after
     restart.backoff_s.
@@ -141,18 +141,23 @@ def one_run(api, exp_id, program, in_place, busy, args):
         pid = wait("worker 3's program", lambda: program_pid(exp_id, "worker", 3, 1), 30)
         killed = time.time()
         os.kill(pid, signal.SIGKILL)
+        _, view = http("GET", f"{api}/experiments/{exp_id}")
+        wait(f"{exp_id}'s attempt 2 to make its first step",
+             lambda: read_mark(view["model_dir"], "first_step.2"), args.timeout + (args.filler_s if busy else 0))
+        # Measured: the rest of the training is not.
+        http("DELETE", f"{api}/experiments/{exp_id}")
 
         def ended():
             _, v = http("GET", f"{api}/experiments/{exp_id}")
             return v if v["state"] in ("succeeded", "failed", "cancelled") else None
-        view = wait(f"{exp_id} to end", ended, args.timeout + (args.filler_s if busy else 0))
+        view = wait(f"{exp_id} to end", ended, args.timeout)
     finally:
         if fillers:
             subprocess.run(["scancel"] + fillers, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     model_dir = view["model_dir"]
     attempts = view.get("attempts", [])
     problems = []
-    if view["state"] != "succeeded":
+    if view["state"] != "cancelled":
         problems.append(f"experiment {view['state']}: {view.get('reason')}")
     if len(attempts) != 2:
         problems.append(f"{len(attempts)} attempts")
@@ -189,7 +194,7 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--busy-runs", type=int, default=3)
     ap.add_argument("--kill-at-step", type=int, default=10)
-    ap.add_argument("--steps-after", type=int, default=5)
+    ap.add_argument("--steps-after", type=int, default=1000, help="more than the run needs: it is cancelled")
     ap.add_argument("--step-interval", type=float, default=0.2)
     ap.add_argument("--backoff-s", type=int, default=10)
     ap.add_argument("--filler-s", type=int, default=60)

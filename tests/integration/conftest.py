@@ -10,6 +10,8 @@ import json
 import os
 import shutil
 import signal
+import datetime
+import re
 import sqlite3
 import subprocess
 import tempfile
@@ -326,3 +328,22 @@ def _assoc_known(conf, user, account):
                           "flags=assoc"], env=slurm_env(conf), stdout=subprocess.PIPE, text=True)
     return any(f"Account={account} " in line and f"UserName={user}(" in line
                for line in out.stdout.splitlines())
+
+
+def api_time(ts):
+    """The API's "2024-01-02T03:04:05.678Z" as Unix seconds."""
+    fmt = "%Y-%m-%dT%H:%M:%S.%fZ" if "." in ts else "%Y-%m-%dT%H:%M:%SZ"
+    return datetime.datetime.strptime(ts, fmt).replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
+def resumed_after(exp, attempt, since):
+    """Seconds from `since` (Unix time) to the first checkpoint event of
+    `attempt` past the step it started from: the resumed training's first
+    checkpoint, an upper bound on its first step."""
+    start = next(a["start_step"] for a in exp["attempts"] if a["number"] == attempt) or 0
+    for e in exp["events"]:
+        m = re.match(r"step (\d+) ", e["why"]) if e["what"] == "checkpoint" and e["attempt"] == attempt else None
+        if m and int(m.group(1)) > start:
+            return api_time(e["at"]) - since
+    return None
+

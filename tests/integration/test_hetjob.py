@@ -127,7 +127,8 @@ def test_failure_in_one_component_fails_the_attempt_and_reaps_the_other(service,
 
 def test_restart_and_resume_of_a_heterogeneous_experiment(service, slurm_cluster):
     # Attempt 1: worker 1 is killed (137, retryable) at step 30; attempt 2
-    # resumes from the checkpoint and finishes; a resume makes attempt 3.
+    # resumes from the checkpoint in the same job and finishes; a resume
+    # makes attempt 3, a new job.
     spec = het_spec("het-restart", steps=120,
                     extra_args=["--fail-at-step", "30", "--fail-task", "worker:1", "--fail-code", "137"],
                     restart={"max_restarts": 1, "backoff_s": 0})
@@ -139,8 +140,10 @@ def test_restart_and_resume_of_a_heterogeneous_experiment(service, slurm_cluster
     assert [a["end_reason"] for a in done["attempts"]][:1] == ["retryable_exit"], done["attempts"]
     for n in (1, 2):
         assert "#SBATCH hetjob" in service.request("GET", f"/experiments/het-restart/sbatch?attempt={n}", raw=True)[1]
+    # restart.in_allocation (the default): every component's tasks restarted
+    # together inside the same heterogeneous job.
     first, second = done["attempts"][0]["slurm_job_id"], done["attempts"][1]["slurm_job_id"]
-    assert first != second
+    assert done["attempts"][1]["in_place"] and first == second, done["attempts"]
     all_components_final(slurm_cluster, second)
 
     # 503 while the service has not yet seen the job leave Slurm: retry.

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import BIN, REPO, agent_hanging_task, programs, squeue_ids, wait_for
+from conftest import BIN, REPO, agent_hanging_task, programs, resumed_after, squeue_ids, wait_for
 from test_tensorflow import job_final_state, listeners, task_log
 
 TORCH_PYTHON = "/usr/bin/python3"
@@ -172,7 +172,7 @@ def test_a_rank_killed_fails_the_attempt_at_once_and_the_restart_resumes_from_th
     pid = rank_pid("ddp-kill", 3, attempt=1)
     assert pid
     os.kill(pid, signal.SIGKILL)
-    killed_at = time.monotonic()
+    killed_at, killed_wall = time.monotonic(), time.time()
 
     def attempt1_reaped():
         events = [e for e in service.experiment("ddp-kill")["events"] if e["attempt"] == 1]
@@ -209,7 +209,10 @@ def test_a_rank_killed_fails_the_attempt_at_once_and_the_restart_resumes_from_th
     last_path = os.path.join(done["model_dir"], f"ckpt-{steps}.pt")
     last = load_checkpoints([last_path])[last_path]
     assert last["step"] == steps and last["digest"] == next(iter(found.values()))[1], (last, found)
-    print(f"ddp-kill: the other ranks were reaped {reaped_in:.2f} s after rank 3's kill -9")
+    resumed = resumed_after(done, 2, killed_wall)
+    assert resumed is not None and resumed < 30, resumed
+    print(f"ddp-kill: the other ranks were reaped {reaped_in:.2f} s after rank 3's kill -9; attempt 2 "
+          f"(in place) checkpointed past its start step {resumed:.2f} s after it")
 
 
 def test_time_limit_signal_makes_rank_0_save_and_the_next_attempt_starts_there(service):

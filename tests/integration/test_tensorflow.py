@@ -11,10 +11,11 @@ import os
 import re
 import signal
 import subprocess
+import time
 
 import pytest
 
-from conftest import REPO, program_pid, scontrol_job, wait_for
+from conftest import REPO, program_pid, resumed_after, scontrol_job, wait_for
 
 # Quiet TF's C++ INFO lines; one intra-op thread per process, since up to six
 # TF processes share this machine's 2 cores.
@@ -226,6 +227,7 @@ def test_chief_killed_restarts_and_tf_restores_the_latest_checkpoint(service, sl
     wait_checkpoint(service, "tf-kill9", 50)
     pid = wait_for(lambda: program_pid("tf-kill9", "chief", 0), 30, "the chief's program")
     os.kill(pid, signal.SIGKILL)
+    killed = time.time()
     done = wait_ended(service, "tf-kill9", 360)
     assert done["state"] == "succeeded", done["reason"]
     first, second = done["attempts"]
@@ -240,6 +242,9 @@ def test_chief_killed_restarts_and_tf_restores_the_latest_checkpoint(service, sl
     assert start == int(restored.group(1)) == second["start_step"], (start, restored.groups(), second)
     assert f"mnist_tf: done step={steps}" in chief_log
     assert latest_checkpoint(tf_python, done["model_dir"]).endswith(f"model.ckpt-{steps}")
+    resumed = resumed_after(done, 2, killed)
+    assert resumed is not None and resumed < 60, resumed
+    print(f"tf-kill9: attempt 2 (in place) checkpointed past its start step {resumed:.2f} s after the chief's kill -9")
 
 
 def test_time_limit_signal_reaches_tf_which_saves_and_the_next_attempt_starts_there(service, tf_python):
