@@ -1,5 +1,7 @@
 #include "service/core/attempt_run.h"
 
+#include <csignal>
+
 #include "service/core/tf_config.h"
 #include "service/core/wording.h"
 
@@ -184,6 +186,7 @@ Outcome AttemptRun::Evaluate(int proc) {
                           : "exited with code " + std::to_string(t.exit_code.value_or(-1));
     if (!t.detail.empty()) how += ": " + t.detail;
     Outcome failed{Outcome::kFailed, who + " " + how, IsRetryableExit(t.exit_code, t.signal)};
+    failed.by_sigterm = t.signal.value_or(0) == SIGTERM || (!t.signal && t.exit_code == 143);
     if (!failed.retryable) {
       for (int i = 0; i < size(); ++i) {
         const TaskSlot& other = tasks_[i];

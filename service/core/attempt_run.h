@@ -55,6 +55,10 @@ struct Outcome {
   // Failed only: whether the exit that decided it is worth a restart
   // (killed by a signal, 137, 143) or not (1, 2, 126, 127, ...).
   bool retryable = false;
+  // Failed only: the deciding exit was a SIGTERM (or 143), what Slurm sends
+  // every task at a time limit, a preemption or a cancel: only the job's end
+  // tells which, so the attempt is not judged before it.
+  bool by_sigterm = false;
 };
 
 class AttemptRun {

@@ -39,6 +39,12 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
   int absent = 0;
   std::string names = Absent(run, &absent);
   if (absent == 0) {
+    if (run.outcome().by_sigterm && !at.decided_reason)
+      return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit,
+              "the failure was a SIGTERM, which Slurm sends at a time limit, a preemption or a "
+              "cancel: the job's end decides"};
+    if (std::optional<std::string> obstacle = Obstacle(a, now))
+      return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit, *obstacle};
     EndReason reason = at.decided_reason         ? *at.decided_reason
                        : run.outcome().retryable ? EndReason::kRetryableExit
                                                  : EndReason::kPermanentExit;
@@ -49,7 +55,7 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
   const CoreConfig& config = core_.config();
   const int64_t wait =
       config.shutdown_grace_ms + config.reap_timeout_margin_ms + config.reconnect_window_ms;
-  if (now - at.failed_at_ms <= wait) return {InPlaceCheck::kWaiting};
+  if (now - at.failed_at_ms <= wait) return {InPlaceCheck::kWaiting, EndReason::kRetryableExit, ""};
   return {InPlaceCheck::kGiveUp, EndReason::kRetryableExit,
           std::to_string(absent) + " of " + std::to_string(run.size()) + " agents (" + names +
               ") did not come back to wait in " + JobText(at.record) + " within " + Seconds(wait) +

@@ -25,8 +25,10 @@ struct InPlaceCheck {
   enum Kind {
     kNotApplicable,  // not an attempt that restarts in place, or not yet decided
     kWaiting,        // some task's agent has not come back to wait yet
-    kReady,          // every agent waits: the attempt ends now, with this reason
-    kGiveUp,         // an agent did not come back in time: the job ends, `why`
+    kReady,          // every agent waits, nothing stands in the way: the attempt ends now
+    kLetTheJobEnd,   // every agent waits, but the next attempt cannot run here (`why`):
+                     // they are released, and the job's end decides as without them
+    kGiveUp,         // an agent did not come back in time: the job is ended, `why`
   } kind = kNotApplicable;
   EndReason reason = EndReason::kRetryableExit;
   std::string why;
@@ -38,7 +40,9 @@ class InPlaceRestart {
 
   // Whether the attempt's end can be decided now, from its tasks alone,
   // while its job still runs: an in_allocation attempt that failed, whose
-  // agents all stopped their programs and wait in the job.
+  // agents all stopped their programs and wait in the job, and whose next
+  // attempt can run in the job (Obstacle). A failure by SIGTERM is left to
+  // the job's end: it may be Slurm's time limit or a preemption.
   InPlaceCheck Check(OpenExperiment& e, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
   // Why the next attempt cannot start in the current attempt's job; nullopt

@@ -11,12 +11,17 @@ namespace tfslurm {
 void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Actions& actions) {
   InPlaceCheck check = in_place_.Check(a, now);
   if (check.kind == InPlaceCheck::kReady) return FinishAttempt(a, check.reason, check.why, c);
-  if (check.kind != InPlaceCheck::kGiveUp) return;
+  if (check.kind != InPlaceCheck::kGiveUp && check.kind != InPlaceCheck::kLetTheJobEnd) return;
+  // The job ends, and its end classifies the attempt as it would have
+  // without agents waiting (OnJobEnded); FinishAttempt then says why the
+  // restart, if any, is a new job.
   a.attempt.in_place_given_up = check.why;
-  core_.Event(c, a, "restart", "not in place: " + check.why + "; ending the job");
   ReleaseWaitingAgents(a.attempt, check.why);
-  actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
-  a.attempt.job_cancel_sent = true;
+  if (check.kind == InPlaceCheck::kGiveUp) {
+    core_.Event(c, a, "restart", "not in place: " + check.why + "; ending the job");
+    actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
+    a.attempt.job_cancel_sent = true;
+  }
 }
 
 void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {

@@ -1490,14 +1490,46 @@ TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
   // checkpoint.signal_grace_s (120) + 60 s are needed; 100 s are left.
   slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 100;
   Poll();
+  // The agents are released, and the job's end decides, as without them.
+  for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
+  EXPECT_TRUE(slurm_.cancelled.empty());
+  ASSERT_EQ(View("a").attempts.size(), 1u);
+  slurm_.SetState(100, JobState::kFailed, 137);
+  Poll();
   auto v = View("a");
   ASSERT_EQ(v.attempts.size(), 1u);
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kRetryableExit);
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting);
   bool said_why = false;
   for (const EventRecord& e : v.events)
-    said_why |= e.why.find("left before Slurm job 100's time limit") != std::string::npos;
-  EXPECT_TRUE(said_why);
+    said_why |= e.what == "restart" &&
+                e.why.find("not in place: only 99 s left before Slurm job 100's time limit") !=
+                    std::string::npos;
+  EXPECT_TRUE(said_why) << v.events.back().why;
+}
+
+TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeLimit) {
+  ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
+  Poll();
+  RegisterAll("a");
+  // Slurm's SIGTERM at the limit: every program ends by it, worker 1 first.
+  ASSERT_TRUE(experiments_->OnExited(JobRef("a", 3, 1), std::nullopt, 15, false).ok());
+  std::vector<std::shared_ptr<RecordingChannel>> waiting;
+  for (int p = 0; p < 6; ++p) {
+    if (p != 3) ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
+    waiting.push_back(std::make_shared<RecordingChannel>());
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true), waiting.back());
+  }
+  Poll();
   for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
+  EXPECT_EQ(View("a").attempts.size(), 1u);
+  slurm_.SetState(100, JobState::kTimeout);
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 1u);
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kTimeout) << "classified by the job's end";
 }
 
 TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
