@@ -70,7 +70,7 @@ void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
   // is decided, a task that ended early (a rank done first) waits too.
   if (!a.spec.restart.in_allocation || !slot.exited || a.user_cancelled ||
       a.attempt.record.end_reason || outcome.kind == Outcome::kSucceeded ||
-      a.attempt.record.state != AttemptState::kRunning) {
+      a.attempt.record.state != AttemptState::kRunning || !a.attempt.in_place_given_up.empty()) {
     channel->Send(
         ReleaseMsg{IsTerminal(a.record.state) || a.record.state == ExperimentState::kRestarting
                        ? a.record.reason

@@ -1493,6 +1493,10 @@ TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
   // The agents are released, and the job's end decides, as without them.
   for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
   EXPECT_TRUE(slurm_.cancelled.empty());
+  // One whose stream broke and comes back to wait is released too.
+  auto again = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 1, 1), Info(1, true), again);
+  EXPECT_EQ(again->All<ReleaseMsg>().size(), 1u);
   ASSERT_EQ(View("a").attempts.size(), 1u);
   slurm_.SetState(100, JobState::kFailed, 137);
   Poll();
