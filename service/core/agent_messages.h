@@ -45,7 +45,7 @@ struct SharedCluster {
 struct AssignmentMsg {
   std::string role;
   int index = 0;
-  std::string framework;  // FrameworkName: "tensorflow" | "pytorch"
+  std::string framework;  // FrameworkName: "tensorflow" | "pytorch" | "jax"
   // TF_CONFIG's cluster object; null for PyTorch, which has none.
   std::shared_ptr<const SharedCluster> cluster;
   std::vector<std::string> command;
