@@ -156,14 +156,27 @@ def test_six_processes_over_three_nodes_see_their_world_and_end_equal(service, s
           f"{min(init_s):.3f}-{max(init_s):.3f} s")
 
 
-def test_a_process_killed_restarts_the_attempt_from_the_checkpoint(service, jax_python):
-    steps = 400
-    spec = jax_spec(jax_python, "jax-kill", ["--steps", str(steps), "--checkpoint-every", "50",
+def test_a_process_killed_restarts_the_attempt_from_the_checkpoint_saved_on_sigusr1(service, jax_python):
+    # No periodic checkpoint (--checkpoint-every out of reach): the only one
+    # before the kill is the one process 0 saves on SIGUSR1, as on Slurm's
+    # time-limit warning, so the restart must resume at exactly that step.
+    steps = 600
+    spec = jax_spec(jax_python, "jax-kill", ["--steps", str(steps), "--checkpoint-every", str(10 ** 6),
                                              "--step-delay-ms", "25"],
                     restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1})
     assert service.post("/experiments", spec)[0] == 201
-    wait_for(lambda: (lambda e: e if e["checkpoint"] and e["checkpoint"]["step"] >= 50 else None)(
-        service.experiment("jax-kill")), 240, "process 0's first checkpoint")
+    wait_for(lambda: (lambda e: e if "step=10 " in task_log(e, 0) else None)(service.experiment("jax-kill")),
+             240, "process 0's tenth training step")
+    assert service.experiment("jax-kill")["checkpoint"] is None
+    pid0 = process_pid("jax-kill", 0, attempt=1)
+    assert pid0
+    os.kill(pid0, signal.SIGUSR1)
+    exp = wait_for(lambda: (lambda e: e if e["checkpoint"] else None)(service.experiment("jax-kill")),
+                   60, "the checkpoint saved on SIGUSR1 to be reported")
+    saved = exp["checkpoint"]["step"]
+    on_signal = [int(x) for x in re.findall(r"checkpoint on signal SIGUSR1 step=(\d+)", task_log(exp, 0))]
+    assert on_signal == [saved] and 10 <= saved < steps, (on_signal, exp["checkpoint"])
+    assert exp["checkpoint"]["path"] == os.path.join(exp["model_dir"], str(saved)), exp["checkpoint"]
     pid = process_pid("jax-kill", 3, attempt=1)
     assert pid
     os.kill(pid, signal.SIGKILL)
@@ -174,11 +187,13 @@ def test_a_process_killed_restarts_the_attempt_from_the_checkpoint(service, jax_
     assert done["state"] == "succeeded", done["reason"]
     first, second = done["attempts"]
     assert first["end_reason"] == "retryable_exit" and "rank 3" in first["reason"], first
-    restored = {int(re.search(r"jax-example: restored step=(\d+)", task_log(done, t["proc_id"], attempt=2)).group(1))
-                for t in done["tasks"]}
-    assert len(restored) == 1, restored
-    start = restored.pop()
-    assert start >= 50 and start % 50 == 0 and start == second["start_step"], (start, second)
+    assert "killed by signal 9" in first["reason"], first
+    # Every process of attempt 2 restored the step saved on the signal, the
+    # step the service read for the attempt's start.
+    restored = [re.search(r"jax-example: restored step=(\d+)", task_log(done, t["proc_id"], attempt=2))
+                for t in done["tasks"]]
+    assert all(restored), [task_log(done, t["proc_id"], attempt=2)[-500:] for t in done["tasks"]]
+    assert {int(m.group(1)) for m in restored} == {saved} == {second["start_step"]}, (saved, second)
     found = digests(done["model_dir"])
     assert len(found) == 6 and len(set(found.values())) == 1, found
     final_step, count, digest = next(iter(found.values()))
