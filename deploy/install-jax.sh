@@ -7,7 +7,7 @@
 # Idempotent, as deploy/install-tf.sh: the venv records the hash of the
 # requirements it was made from; when that matches and jax imports, a second
 # run costs one import (about 1 s). A changed requirements file rebuilds the
-# venv from scratch (about 25 s and 620 MB with a fast PyPI).
+# venv from scratch (30 s and 620 MB here with an empty pip cache).
 #
 #   deploy/install-jax.sh           venv at $TFSLURM_JAX_VENV, by default
 #                                   /opt/tfslurm/venv-jax as root, else

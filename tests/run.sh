@@ -86,8 +86,8 @@ deploy/install-deps.sh
 TFSLURM_TF_PYTHON="$(deploy/install-tf.sh)"
 export TFSLURM_TF_PYTHON
 # The real JAX of tests/integration/test_jax.py, the same way: a pinned
-# jax[cpu] in a venv of its own (deploy/install-jax.sh; 25-50 s the first
-# time, 2 s after).
+# jax[cpu] in a venv of its own (deploy/install-jax.sh; about 30 s the first
+# time, 1-2 s after).
 TFSLURM_JAX_PYTHON="$(deploy/install-jax.sh)"
 export TFSLURM_JAX_PYTHON
 if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -x tests/e2e/install.sh ]]; then
