@@ -201,6 +201,31 @@ def test_a_process_killed_restarts_the_attempt_from_the_checkpoint_saved_on_sigu
     assert load_checkpoint(jax_python, done["model_dir"], steps) == (steps, digest)
 
 
+PLAIN_INITIALIZE = """
+import jax
+from jax._src import distributed
+jax.distributed.initialize()
+print("plain:", jax.process_index(), jax.process_count(), distributed.global_state.coordinator_address, flush=True)
+jax.distributed.shutdown()
+"""
+
+
+def test_plain_initialize_uses_tfslurms_coordinator_not_jaxs_slurm_guess(service, jax_python):
+    # No arguments: JAX reads JAX_COORDINATOR_ADDRESS itself, and its Slurm
+    # detection fills only the count and the id (docs/jax.md), so the
+    # coordinator is process 0's reserved port, not 61440 + job id % 4096.
+    spec = jax_spec(jax_python, "jax-plain", [], nodes=2, tasks_per_node=2)
+    spec["command"] = [jax_python, "-c", PLAIN_INITIALIZE]
+    del spec["workdir"]
+    assert service.post("/experiments", spec)[0] == 201
+    done = wait_ended(service, "jax-plain", 240)
+    assert done["state"] == "succeeded", done["reason"]
+    coordinator = done["tasks"][0]["address"]  # JAX's guess would be node1:<61440 + job id % 4096>
+    for t in done["tasks"]:
+        log = task_log(done, t["proc_id"])
+        assert f"plain: {t['index']} 4 {coordinator}" in log, log[-2000:]
+
+
 def test_fields_that_do_not_apply_to_jax_are_refused_and_nothing_is_stored(service, jax_python):
     cases = {
         "cluster": {"cluster": {"worker": 6}},
