@@ -46,7 +46,7 @@ struct AssignmentMsg {
   std::string role;
   int index = 0;
   std::string framework;  // FrameworkName: "tensorflow" | "pytorch" | "jax"
-  // TF_CONFIG's cluster object; null for PyTorch, which has none.
+  // TF_CONFIG's cluster object; null for PyTorch and JAX, which have none.
   std::shared_ptr<const SharedCluster> cluster;
   std::vector<std::string> command;
   std::string workdir;
