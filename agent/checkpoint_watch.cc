@@ -140,15 +140,19 @@ CheckpointWatch::CheckpointWatch(std::string model_dir, CheckpointLayout layout)
     : model_dir_(std::move(model_dir)),
       layout_(layout),
       state_file_(model_dir_ + (layout == CheckpointLayout::kTorchFiles ? "/<name>-<step>.pt"
-                                                                        : "/checkpoint")) {}
+                                : layout == CheckpointLayout::kJaxStepDirectories
+                                    ? "/<step>/"
+                                    : "/checkpoint")) {}
 
-std::optional<CheckpointState> CheckpointWatch::ScanTorchFiles() const {
+std::optional<CheckpointState> CheckpointWatch::ScanDirectory() const {
   DIR* dir = ::opendir(model_dir_.c_str());
   if (dir == nullptr) return std::nullopt;
-  wire::LatestTorchCheckpoint latest;
+  const bool jax = layout_ == CheckpointLayout::kJaxStepDirectories;
+  wire::LatestCheckpoint latest(jax ? wire::JaxCheckpointStep : wire::TorchCheckpointStep);
   while (const dirent* entry = ::readdir(dir)) {
     // DT_UNKNOWN: a file system that does not say; the name decides.
-    if (entry->d_type == DT_REG || entry->d_type == DT_UNKNOWN) latest.See(entry->d_name);
+    if (entry->d_type == (jax ? DT_DIR : DT_REG) || entry->d_type == DT_UNKNOWN)
+      latest.See(entry->d_name);
   }
   ::closedir(dir);
   if (!latest.found()) return std::nullopt;
@@ -156,9 +160,9 @@ std::optional<CheckpointState> CheckpointWatch::ScanTorchFiles() const {
 }
 
 std::optional<CheckpointState> CheckpointWatch::Poll() {
-  const bool torch = layout_ == CheckpointLayout::kTorchFiles;
+  const bool scan = layout_ != CheckpointLayout::kTensorflowStateFile;
   struct stat st {};
-  if (::stat(torch ? model_dir_.c_str() : state_file_.c_str(), &st) != 0) {
+  if (::stat(scan ? model_dir_.c_str() : state_file_.c_str(), &st) != 0) {
     seen_.reset();  // so that a re-created file is read again
     return std::nullopt;
   }
@@ -169,9 +173,9 @@ std::optional<CheckpointState> CheckpointWatch::Poll() {
     return std::nullopt;
   }
   std::optional<CheckpointState> state;
-  if (torch) {
+  if (scan) {
     seen_ = now;
-    state = ScanTorchFiles();
+    state = ScanDirectory();
   } else {
     std::ifstream in(state_file_, std::ios::binary);
     if (!in) return std::nullopt;  // retried on the next poll

@@ -43,9 +43,13 @@ enum class CheckpointLayout {
   // PyTorch: <model_dir>/<name>-<step>.pt files, the largest step the latest
   // (schema/checkpoint_name.h).
   kTorchFiles,
+  // JAX: Orbax's <model_dir>/<step>/ directories, the largest step the
+  // latest (schema/checkpoint_name.h).
+  kJaxStepDirectories,
 };
 
-// Polls <model_dir>/checkpoint, or for kTorchFiles the directory's names.
+// Polls <model_dir>/checkpoint, or for kTorchFiles and kJaxStepDirectories
+// the directory's names.
 // Re-reads only when the file's (the directory's) mtime, size or inode
 // changed: TensorFlow replaces its file atomically by rename, so the inode
 // changes on every save, and creating or renaming a file in a directory
@@ -71,8 +75,9 @@ class CheckpointWatch {
     ino_t inode = 0;
   };
 
-  // The latest torch checkpoint in model_dir_; nullopt when there is none.
-  std::optional<CheckpointState> ScanTorchFiles() const;
+  // The latest torch or JAX checkpoint in model_dir_; nullopt when there is
+  // none.
+  std::optional<CheckpointState> ScanDirectory() const;
 
   std::string model_dir_;
   CheckpointLayout layout_;

@@ -27,6 +27,26 @@ std::optional<std::string> TfConfigOf(const tfslurm::agent::v1::Assignment& assi
   return wire::TfConfigForTask(*cluster, assignment.role(), assignment.index());
 }
 
+// JAX's local_device_ids for the GPUs Slurm bound to this task, "" when it
+// bound none. slurmstepd names them in CUDA_VISIBLE_DEVICES (ROCR_ for AMD),
+// and CUDA and ROCm number the devices a process sees from 0 in that order,
+// so the ids are 0..k-1, whatever Slurm's own indexes are. JAX's Slurm
+// detection would use [SLURM_LOCALID] instead (clusters/cluster.py:85-87 at
+// jax-v0.10.2), a device a task with one GPU of its own does not have.
+std::string JaxLocalDeviceIds(const std::map<std::string, std::string>& vars) {
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"}) {
+    auto it = vars.find(name);
+    // NoDevFiles: Slurm's word for a GPU gres without device files.
+    if (it == vars.end() || it->second.empty() || it->second == "NoDevFiles") continue;
+    std::string ids;
+    int count = 1;
+    for (char ch : it->second) count += ch == ',';
+    for (int i = 0; i < count; ++i) ids += (i ? "," : "") + std::to_string(i);
+    return ids;
+  }
+  return "";
+}
+
 }  // namespace
 
 ChildEnv BuildChildEnv(const ChildEnvInputs& inputs) {
@@ -57,10 +77,16 @@ ChildEnv BuildChildEnv(const ChildEnvInputs& inputs) {
     else
       result.tf_config_unreadable = true;
     fill("MODEL_DIR", assignment.model_dir());
-    // A PyTorch task has a rank (RANK, in env), not a role.
-    if (assignment.framework() != "pytorch") {
+    // A PyTorch or JAX task has a rank (RANK, JAX_PROCESS_ID in env), not a role.
+    if (assignment.framework() != "pytorch" && assignment.framework() != "jax") {
       fill("TFSLURM_ROLE", assignment.role());
       if (!assignment.role().empty()) fill("TFSLURM_INDEX", std::to_string(assignment.index()));
+    }
+    if (assignment.framework() == "jax" && !assigned.contains("JAX_LOCAL_DEVICE_IDS")) {
+      // Only from this task's GPUs, never inherited from elsewhere.
+      vars.erase("JAX_LOCAL_DEVICE_IDS");
+      if (std::string ids = JaxLocalDeviceIds(vars); !ids.empty())
+        vars["JAX_LOCAL_DEVICE_IDS"] = ids;
     }
   }
   auto fill_if_absent = [&](const char* name, const std::string& value) {

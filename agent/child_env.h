@@ -14,9 +14,11 @@
 //
 // Where the Assignment carries a value in a field of its own and env lacks
 // the variable, the field fills it (TF_CONFIG, MODEL_DIR, TFSLURM_ROLE,
-// TFSLURM_INDEX; the last two not for PyTorch, whose tasks have ranks); so do the agent's own
-// --experiment/--attempt and the port it reserved (EXPERIMENT_ID, TFSLURM_ATTEMPT, TFSLURM_PORT). A
-// variable in Assignment.env always wins.
+// TFSLURM_INDEX; the last two not for PyTorch or JAX, whose tasks have ranks); so do the agent's
+// own --experiment/--attempt and the port it reserved (EXPERIMENT_ID, TFSLURM_ATTEMPT,
+// TFSLURM_PORT). A variable in Assignment.env always wins. A JAX task also gets
+// JAX_LOCAL_DEVICE_IDS, 0..k-1 for the k GPUs in the CUDA_VISIBLE_DEVICES (or
+// ROCR_VISIBLE_DEVICES) slurmstepd gave it, and none when it has none.
 //
 // Thread safety: BuildChildEnv is a pure function; CurrentEnvironment reads
 // `environ`, which nothing may change meanwhile (setenv, putenv).

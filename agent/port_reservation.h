@@ -22,7 +22,13 @@
 //   agent does not set
 //   TF_GRPC_REUSE_PORT: without SO_REUSEPORT on TF's listener, nobody else
 //   can bind the port once TF listens, so no second listener can split its
-//   connections.
+//   connections. JAX's process 0 binds JAX_COORDINATOR_ADDRESS's port (its
+//   agent's) for the coordination service, XLA's gRPC server, which keeps
+//   gRPC's default: strace of jax 0.10.2 shows SO_REUSEPORT, SO_REUSEADDR,
+//   bind([::]:port), listen(4096). So it binds next to this socket as the
+//   same user through SO_REUSEPORT; another user's program never can, and
+//   only a program of the job's own user asking for this very number with
+//   SO_REUSEPORT could listen beside it (docs/jax.md).
 // - The kernel never hands a bound port to a socket asking for port 0 (with
 //   the default net.ipv4.ip_autobind_reuse=0), nor uses it as a connect()
 //   source port; so the only programs that could bind it before the user's

@@ -490,9 +490,10 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     if (model_dir.empty()) {
       spdlog::warn("asked to report checkpoints but the assignment names no model_dir");
     } else {
-      checkpoints_.emplace(model_dir, assignment.framework() == "pytorch"
-                                          ? CheckpointLayout::kTorchFiles
-                                          : CheckpointLayout::kTensorflowStateFile);
+      checkpoints_.emplace(
+          model_dir, assignment.framework() == "pytorch" ? CheckpointLayout::kTorchFiles
+                     : assignment.framework() == "jax"   ? CheckpointLayout::kJaxStepDirectories
+                                                         : CheckpointLayout::kTensorflowStateFile);
       spdlog::info("watching {} for checkpoints", checkpoints_->state_file());
       PollCheckpoint();  // a resumed attempt starts from one
     }

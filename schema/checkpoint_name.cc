@@ -23,8 +23,17 @@ std::optional<int64_t> TorchCheckpointStep(std::string_view name) {
   return step;
 }
 
-void LatestTorchCheckpoint::See(std::string_view file_name) {
-  std::optional<int64_t> step = TorchCheckpointStep(file_name);
+std::optional<int64_t> JaxCheckpointStep(std::string_view name) {
+  if (name.empty() || name.size() > 18) return std::nullopt;
+  for (char ch : name)
+    if (ch < '0' || ch > '9') return std::nullopt;
+  int64_t step = 0;
+  std::from_chars(name.data(), name.data() + name.size(), step);
+  return step;
+}
+
+void LatestCheckpoint::See(std::string_view file_name) {
+  std::optional<int64_t> step = step_of_(file_name);
   if (!step) return;
   if (step_ && (*step < *step_ || (*step == *step_ && file_name <= file_name_))) return;
   step_ = step;

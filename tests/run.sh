@@ -4,7 +4,7 @@
 #   1. unit tests (gtest, via ctest)
 #   2. the same unit tests built with ASan + UBSan
 #   3. integration tests (pytest) against a real local Slurm cluster, real
-#      TensorFlow among them (deploy/install-tf.sh)
+#      TensorFlow and JAX among them (deploy/install-tf.sh, install-jax.sh)
 #   4. end-to-end dashboard tests in headless Chromium
 #   5. the integration tests that make every libslurm call, against the
 #      newest Slurm release built from source (tests/compat.sh)
@@ -85,6 +85,11 @@ deploy/install-deps.sh
 # cached across runs and clones.
 TFSLURM_TF_PYTHON="$(deploy/install-tf.sh)"
 export TFSLURM_TF_PYTHON
+# The real JAX of tests/integration/test_jax.py, the same way: a pinned
+# jax[cpu] in a venv of its own (deploy/install-jax.sh; about 30 s the first
+# time, 1-2 s after).
+TFSLURM_JAX_PYTHON="$(deploy/install-jax.sh)"
+export TFSLURM_JAX_PYTHON
 if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -x tests/e2e/install.sh ]]; then
   tests/e2e/install.sh
 fi

@@ -94,7 +94,7 @@ std::optional<int64_t> ParseTimestamp(const std::string& timestamp) {
 }
 
 std::string FormatTaskTable(const std::vector<client::Task>& tasks) {
-  // A PyTorch experiment's tasks are ranks, not roles.
+  // A PyTorch or JAX experiment's tasks are ranks, not roles.
   if (!tasks.empty() && std::all_of(tasks.begin(), tasks.end(),
                                     [](const client::Task& t) { return t.role == "rank"; })) {
     Table table({"RANK", "NODE", "LOCAL RANK", "ADDRESS", "STATE", "EXIT", "HEARTBEAT"});

@@ -145,10 +145,11 @@ Command AddLogsCommand(CLI::App& app, const GlobalOptions& global) {
   auto options = std::make_shared<LogsOptions>();
   CLI::App* sub = app.add_subcommand("logs", "print a task's output (stdout and stderr)");
   AddExperimentIdArgument(sub, options->id);
-  sub->add_option("--task", options->task,
-                  "ROLE:INDEX, e.g. worker:1 or ps:0 (rank:N for PyTorch), or `batch` for the "
-                  "batch script's output (Slurm's own messages about the job); without it, the "
-                  "task that failed, else the chief or worker 0 (stderr says which)");
+  sub->add_option(
+      "--task", options->task,
+      "ROLE:INDEX, e.g. worker:1 or ps:0 (rank:N for PyTorch and JAX), or `batch` for the "
+      "batch script's output (Slurm's own messages about the job); without it, the "
+      "task that failed, else the chief or worker 0 (stderr says which)");
   sub->add_option("--attempt", options->attempt, "attempt number; default: the current one")
       ->check(CLI::PositiveNumber);
   sub->add_option("--tail", options->tail, "only the last N lines")->check(CLI::Range(1, 1000000));

@@ -81,7 +81,7 @@ int RunSubmit(const GlobalOptions& global, SubmitOptions options,
     if (!options.wait)
       std::cout << "follow it with: tfctl status " << client::EscapeForTerminal(e.id)
                 << " --watch, or tfctl logs " << client::EscapeForTerminal(e.id)
-                << (e.raw.value("/spec/framework"_json_pointer, "") == "pytorch"
+                << (e.raw.value("/spec/framework"_json_pointer, "tensorflow") != "tensorflow"
                         ? " --task rank:N -f\n"
                         : " --task ROLE:INDEX -f\n");
   }

@@ -40,13 +40,13 @@ const std::regex kTask("(chief|ps|worker|evaluator|rank):(0|[1-9][0-9]{0,5})");
 }  // namespace
 
 // ROLE:INDEX, strictly: the value selects a task record, and nothing else.
-// A PyTorch task is rank:RANK.
+// A PyTorch or JAX task is rank:RANK.
 StatusOr<TaskName> ParseTask(const std::string& value) {
   std::smatch m;
   if (!std::regex_match(value, m, kTask)) {
     std::string allowed =
-        "must be ROLE:INDEX with ROLE one of chief, ps, worker, evaluator (rank for PyTorch) and "
-        "INDEX a number, e.g. worker:1 or rank:3";
+        "must be ROLE:INDEX with ROLE one of chief, ps, worker, evaluator (rank for PyTorch and "
+        "JAX) and INDEX a number, e.g. worker:1 or rank:3";
     return InvalidArgument("task " + allowed + "; got '" + ShortForError(value) + "'",
                            {{"task", allowed + "; got '" + ShortForError(value) + "'"}});
   }

@@ -48,8 +48,8 @@ struct SharedCluster {
 struct AssignmentMsg {
   std::string role;
   int index = 0;
-  std::string framework;  // FrameworkName: "tensorflow" | "pytorch"
-  // TF_CONFIG's cluster object; null for PyTorch, which has none.
+  std::string framework;  // FrameworkName: "tensorflow" | "pytorch" | "jax"
+  // TF_CONFIG's cluster object; null for PyTorch and JAX, which have none.
   std::shared_ptr<const SharedCluster> cluster;
   std::vector<std::string> command;
   std::string workdir;

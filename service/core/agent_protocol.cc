@@ -153,9 +153,9 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
   bool first = !a.attempt.run->assignments_sent();
   a.attempt.run->MarkAssigned();
   int checkpointing = a.attempt.run->CheckpointingTask();
-  const bool torch = a.attempt.run->framework() == Framework::kPytorch;
-  std::shared_ptr<SharedCluster> cluster;  // TF_CONFIG's; PyTorch has none
-  if (!torch) {
+  const Framework framework = a.attempt.run->framework();
+  std::shared_ptr<SharedCluster> cluster;  // TF_CONFIG's; PyTorch and JAX have none
+  if (!HasRanks(framework)) {
     cluster = std::make_shared<SharedCluster>();
     cluster->json = a.attempt.run->ClusterSpec();
     cluster->zlib = wire::CompressCluster(cluster->json);
@@ -189,10 +189,11 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
     if (a.attempt.job_started_ms > 0)
       core_.metrics().RendezvousDone(
           static_cast<double>(core_.ports().clock.NowMs() - a.attempt.job_started_ms) / 1000.0);
-    core_.Event(
-        c, a, "assigned",
-        "all " + std::to_string(a.attempt.run->size()) + " tasks registered; " +
-            (torch ? "ranks, MASTER_ADDR and MASTER_PORT sent" : "roles and TF_CONFIG sent"));
+    core_.Event(c, a, "assigned",
+                "all " + std::to_string(a.attempt.run->size()) + " tasks registered; " +
+                    (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
+                     : framework == Framework::kJax ? "process ids and JAX_COORDINATOR_ADDRESS sent"
+                                                    : "roles and TF_CONFIG sent"));
     core_.SetState(c, a, ExperimentState::kRunning, "training");
   }
 }

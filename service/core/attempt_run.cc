@@ -64,7 +64,7 @@ std::string AttemptRun::ClusterSpec() const {
 }
 
 int AttemptRun::CheckpointingTask() const {
-  if (spec_.framework == Framework::kPytorch) return 0;
+  if (HasRanks(spec_.framework)) return 0;
   int worker0 = -1;
   for (int i = 0; i < size(); ++i) {
     if (tasks_[i].role.role == "chief") return i;
@@ -81,6 +81,8 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
   env.emplace_back("MODEL_DIR", model_dir);
   if (spec_.framework == Framework::kPytorch) {
     AddTorchEnv(proc, env);
+  } else if (spec_.framework == Framework::kJax) {
+    AddJaxEnv(proc, env);
   } else {
     env.emplace_back("TFSLURM_ROLE", t.role.role);
     env.emplace_back("TFSLURM_INDEX", std::to_string(t.role.index));
@@ -141,8 +143,26 @@ void AttemptRun::AddTorchEnv(int proc,
   add("TORCHELASTIC_MAX_RESTARTS", std::to_string(spec_.restart.max_restarts));
 }
 
+void AttemptRun::AddJaxEnv(int proc, std::vector<std::pair<std::string, std::string>>& env) const {
+  // jax.distributed.initialize's arguments (docs/jax.md cites JAX 0.10.2).
+  // JAX reads JAX_COORDINATOR_ADDRESS itself (jax/_src/distributed.py:76-77)
+  // as "host:port"; its process 0 serves there, binding [::]:port (:117), the
+  // port that process 0's agent holds bound for it, so the address is free
+  // and known to all before any program starts, instead of JAX's Slurm guess
+  // (61440 + job id % 4096, clusters/slurm_cluster.py:42), which two jobs on
+  // a node can share. JAX reads no variable for the count and the id (only
+  // its Slurm detection fills them, from SLURM_NTASKS and SLURM_PROCID): the
+  // program passes JAX_NUM_PROCESSES and JAX_PROCESS_ID, so a partial Slurm
+  // environment cannot derail it. JAX_LOCAL_DEVICE_IDS is the agent's: only
+  // it sees the GPUs Slurm bound to its task (agent/child_env.cc).
+  auto add = [&](const char* name, std::string value) { env.emplace_back(name, std::move(value)); };
+  add("JAX_COORDINATOR_ADDRESS", tasks_[0].address);
+  add("JAX_NUM_PROCESSES", std::to_string(size()));
+  add("JAX_PROCESS_ID", std::to_string(proc));
+}
+
 bool AttemptRun::IsTracked(int proc) const {
-  if (spec_.framework == Framework::kPytorch) return true;  // every rank must exit 0
+  if (HasRanks(spec_.framework)) return true;  // every rank must exit 0
   const TaskRole& r = tasks_[proc].role;
   switch (spec_.success) {
     case SuccessPolicy::kAuto:
@@ -203,7 +223,7 @@ Outcome AttemptRun::Evaluate(int proc) {
   // Success: every tracked task exited 0.
   for (int i = 0; i < size(); ++i)
     if (IsTracked(i) && tasks_[i].state != TaskState::kSucceeded) return {};
-  if (spec_.framework == Framework::kPytorch)
+  if (HasRanks(spec_.framework))
     return {Outcome::kSucceeded, "every rank exited 0 (" + std::to_string(size()) + " ranks)"};
   std::string what;
   switch (spec_.success) {

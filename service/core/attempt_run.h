@@ -85,11 +85,11 @@ class AttemptRun {
   // TensorFlow only.
   std::string ClusterSpec() const;
   // The task's environment but TF_CONFIG (the Assignment carries that). For
-  // PyTorch, torch.distributed's env:// variables (after the barrier: they
-  // name rank 0's address and port).
+  // PyTorch, torch.distributed's env:// variables; for JAX, jax.distributed's
+  // (after the barrier: they name rank 0's address and port).
   std::vector<std::pair<std::string, std::string>> TaskEnv(int proc,
                                                            const std::string& model_dir) const;
-  // The task that checkpoints: the chief, else worker 0; PyTorch: rank 0.
+  // The task that checkpoints: the chief, else worker 0; PyTorch, JAX: rank 0.
   int CheckpointingTask() const;
 
   // Records a task's exit and returns the attempt's outcome so far. Once
@@ -123,6 +123,7 @@ class AttemptRun {
  private:
   Outcome Evaluate(int proc);
   void AddTorchEnv(int proc, std::vector<std::pair<std::string, std::string>>& env) const;
+  void AddJaxEnv(int proc, std::vector<std::pair<std::string, std::string>>& env) const;
 
   ExperimentSpec spec_;
   std::vector<JobComponent> components_;

@@ -9,7 +9,7 @@ std::vector<JobComponent> JobComponents(const ExperimentSpec& spec) {
   shared.field = "resources";
   shared.resources = spec.resources;
   shared.constraint = spec.resources.constraint;
-  if (spec.framework == Framework::kPytorch || spec.roles.empty()) {
+  if (HasRanks(spec.framework) || spec.roles.empty()) {
     if (spec.framework == Framework::kTensorflow)
       for (const char* role : kRoleOrder)
         if (spec.cluster.Count(role) > 0) shared.roles.push_back(role);

@@ -27,8 +27,9 @@ std::vector<std::string> ComponentRoleList(const ExperimentSpec& spec, const Job
 }  // namespace
 
 std::vector<TaskRole> AssignRoles(const ExperimentSpec& spec) {
-  if (spec.framework == Framework::kPytorch) {
-    // No roles: task i is rank i (SLURM_PROCID), as torchrun numbers them.
+  if (HasRanks(spec.framework)) {
+    // No roles: task i is rank i (SLURM_PROCID), as torchrun numbers them;
+    // for JAX, it is process_id i.
     const int total = spec.resources.Tasks();
     std::vector<TaskRole> ranks(total);
     for (int i = 0; i < total; ++i) ranks[i] = {kRankRole, i};

@@ -108,10 +108,19 @@ std::string RenderScript(const ExperimentSpec& spec, const JobPlan& plan, int at
   else
     s += "# Memory per task: " + memory.explanation + ".\n";
   s += "# Each task runs tfslurm-agent, which registers with the service, receives its\n";
-  s += spec.framework == Framework::kPytorch
-           ? "# rank and torch.distributed's variables (RANK, MASTER_ADDR, ...), and runs the\n"
-             "# command below (argv, no shell):\n"
-           : "# role, index and TF_CONFIG, and runs the command below (argv, no shell):\n";
+  switch (spec.framework) {
+    case Framework::kPytorch:
+      s += "# rank and torch.distributed's variables (RANK, MASTER_ADDR, ...), and runs the\n"
+           "# command below (argv, no shell):\n";
+      break;
+    case Framework::kJax:
+      s += "# process id and jax.distributed's variables (JAX_COORDINATOR_ADDRESS, ...), and\n"
+           "# runs the command below (argv, no shell):\n";
+      break;
+    case Framework::kTensorflow:
+      s += "# role, index and TF_CONFIG, and runs the command below (argv, no shell):\n";
+      break;
+  }
   s += "#   command: " + CommentSafe(spec.command) + "\n";
   if (!spec.workdir.empty()) s += "#   workdir: " + CommentSafe(spec.workdir) + "\n";
   if (!spec.env.empty()) s += "#   env: " + CommentSafe(spec.env) + "\n";

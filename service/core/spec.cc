@@ -173,26 +173,31 @@ void CheckExplicitPlacement(Checker& c, const ExperimentSpec& spec) {
 
 namespace {
 
-// The framework, and the fields that belong to the other one: refused, not
+// The framework, and the fields that belong to another one: refused, not
 // ignored, since a user who wrote them expects them to do something.
 void ParseFramework(Checker& c, const json& input, ExperimentSpec& spec) {
   if (input.contains("framework"))
-    if (auto s = c.OneOf(input["framework"], "framework", {"tensorflow", "pytorch"}))
-      spec.framework = *s == "pytorch" ? Framework::kPytorch : Framework::kTensorflow;
-  if (spec.framework == Framework::kPytorch) {
+    if (auto s = c.OneOf(input["framework"], "framework", {"tensorflow", "pytorch", "jax"}))
+      spec.framework = *s == "pytorch" ? Framework::kPytorch
+                       : *s == "jax"   ? Framework::kJax
+                                       : Framework::kTensorflow;
+  const std::string name = FrameworkName(spec.framework);
+  if (HasRanks(spec.framework)) {
+    const std::string rank = spec.framework == Framework::kJax ? "process" : "rank";
     for (const char* field : {"cluster", "placement", "success"})
       if (input.contains(field))
-        c.Fail(field,
-               "does not apply to framework pytorch: its world is every task of the allocation "
-               "(resources.nodes x tasks_per_node), one rank each, and success is every rank "
-               "exiting 0; remove it, or use framework tensorflow");
+        c.Fail(field, "does not apply to framework " + name +
+                          ": its world is every task of the allocation "
+                          "(resources.nodes x tasks_per_node), one " +
+                          rank + " each, and success is every " + rank +
+                          " exiting 0; remove it, or use framework tensorflow");
     if (input.contains("roles"))
-      c.Fail("roles",
-             "does not apply to framework pytorch: every rank runs with resources, in one plain "
-             "job; per-role resources (a heterogeneous job) are for framework tensorflow");
-  } else if (input.contains("pytorch")) {
-    c.Fail("pytorch", "applies only to framework pytorch; this spec's framework is tensorflow");
+      c.Fail("roles", "does not apply to framework " + name + ": every " + rank +
+                          " runs with resources, in one plain job; per-role resources (a "
+                          "heterogeneous job) are for framework tensorflow");
   }
+  if (spec.framework != Framework::kPytorch && input.contains("pytorch"))
+    c.Fail("pytorch", "applies only to framework pytorch; this spec's framework is " + name);
 }
 
 void ParseId(Checker& c, const json& input, ExperimentSpec& spec) {
@@ -243,6 +248,7 @@ void ParseEnv(Checker& c, const json& input, const SpecLimits& limits, Experimen
     c.Fail("env", "has " + std::to_string(env.size()) + " entries; at most " +
                       std::to_string(limits.max_env_entries) + " allowed");
   const bool pytorch = spec.framework == Framework::kPytorch;
+  const bool jax = spec.framework == Framework::kJax;
   size_t bytes = 0;
   for (const auto& [key, value] : env.items()) {
     std::string path = "env." + key;
@@ -263,6 +269,11 @@ void ParseEnv(Checker& c, const json& input, const SpecLimits& limits, Experimen
                          "cannot be overridden");
       continue;
     }
+    if (jax && IsJaxVariable(key)) {
+      c.Fail(path,
+             "is set by tfslurm for every process of a jax experiment and cannot be overridden");
+      continue;
+    }
     if (auto s = c.String(value, path, limits.max_env_bytes)) {
       bytes += key.size() + s->size();
       spec.env[key] = *s;
@@ -274,17 +285,18 @@ void ParseEnv(Checker& c, const json& input, const SpecLimits& limits, Experimen
 }
 
 // The job's shape: cluster, resources and roles (TensorFlow), the ranks and
-// pytorch options (PyTorch), and how the tasks add up.
+// pytorch options (PyTorch, JAX), and how the tasks add up.
 void ParseShape(Checker& c, const json& input, const SpecLimits& limits, ExperimentSpec& spec) {
   const bool pytorch = spec.framework == Framework::kPytorch;
-  bool cluster_given = input.contains("cluster") && !pytorch;
+  const bool ranks = HasRanks(spec.framework);
+  bool cluster_given = input.contains("cluster") && !ranks;
   if (cluster_given)
     ParseCluster(c, input["cluster"], spec.cluster);
-  else if (!pytorch)
+  else if (!ranks)
     c.Fail("cluster", "is required, e.g. {\"ps\": 2, \"worker\": 4}");
   if (input.contains("resources")) ParseResources(c, input["resources"], spec.resources);
   if (cluster_given && input.contains("roles")) ParseRoles(c, input["roles"], spec);
-  if (pytorch && spec.resources.Tasks() > limits.max_tasks)
+  if (ranks && spec.resources.Tasks() > limits.max_tasks)
     c.Fail("resources", "give " + std::to_string(spec.resources.Tasks()) + " ranks (nodes " +
                             std::to_string(spec.resources.nodes) + " x tasks_per_node " +
                             std::to_string(spec.resources.tasks_per_node) + "); at most " +
@@ -309,7 +321,7 @@ void ParseShape(Checker& c, const json& input, const SpecLimits& limits, Experim
 }
 
 void ParsePlacement(Checker& c, const json& input, ExperimentSpec& spec) {
-  if (!input.contains("placement") || spec.framework == Framework::kPytorch) return;
+  if (!input.contains("placement") || HasRanks(spec.framework)) return;
   const json& p = input["placement"];
   if (p.is_array()) {
     spec.placement.kind = PlacementKind::kExplicit;
@@ -346,7 +358,7 @@ void ParseNetwork(Checker& c, const json& input, ExperimentSpec& spec) {
 }
 
 void ParseSuccess(Checker& c, const json& input, ExperimentSpec& spec) {
-  if (!input.contains("success") || spec.framework == Framework::kPytorch) return;
+  if (!input.contains("success") || HasRanks(spec.framework)) return;
   auto s = c.OneOf(input["success"], "success", {"auto", "chief", "worker0", "all_workers"});
   if (!s) return;
   if (*s == "chief") spec.success = SuccessPolicy::kChief;

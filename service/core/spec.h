@@ -97,8 +97,14 @@ enum class SuccessPolicy { kAuto, kChief, kWorker0, kAllWorkers };
 
 // What the tasks run, and so what their environment says: TensorFlow gets
 // roles and TF_CONFIG; PyTorch gets a rank per task and torch.distributed's
-// env:// variables (RANK, WORLD_SIZE, MASTER_ADDR, ...), with no roles.
-enum class Framework { kTensorflow, kPytorch };
+// env:// variables (RANK, WORLD_SIZE, MASTER_ADDR, ...), with no roles; JAX
+// gets a process per task and jax.distributed.initialize's arguments
+// (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID; docs/jax.md).
+enum class Framework { kTensorflow, kPytorch, kJax };
+
+// PyTorch and JAX: no roles, task i is rank (process) i, every rank must exit
+// 0, and rank 0 checkpoints. TensorFlow's tasks have roles.
+inline bool HasRanks(Framework framework) { return framework != Framework::kTensorflow; }
 
 // Options that apply to PyTorch experiments only.
 struct PytorchOptions {
@@ -126,14 +132,14 @@ struct ExperimentSpec {
   std::vector<std::string> command;
   std::string workdir;  // empty: MODEL_DIR
   std::map<std::string, std::string> env;
-  ClusterShape cluster;  // kTensorflow only; all zero for kPytorch
+  ClusterShape cluster;  // kTensorflow only; all zero for kPytorch and kJax
   Placement placement;   // kTensorflow only
   Resources resources;
   // Per-role resources by role name (TensorFlow only). Empty: every task uses
   // `resources` and the job is a plain one; see core/components.h.
   std::map<std::string, RoleResources> roles;
   std::string network_address = "hostname";      // hostname | fqdn | interface:NAME
-  SuccessPolicy success = SuccessPolicy::kAuto;  // kTensorflow; PyTorch: every rank exits 0
+  SuccessPolicy success = SuccessPolicy::kAuto;  // kTensorflow; else every rank exits 0
   RestartPolicy restart;
   int signal_grace_s = 120;
   // An attempt whose training makes no new step (a checkpoint the agent
@@ -180,5 +186,10 @@ bool IsValidExperimentId(const std::string& id);
 // adds (GROUP_WORLD_SIZE, ROLE_*, TORCHELASTIC_RUN_ID/RESTART_COUNT/
 // MAX_RESTARTS) and OMP_NUM_THREADS.
 bool IsTorchVariable(const std::string& name);
+// The variables tfslurm sets for every process of a JAX experiment, which its
+// env cannot override: JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES,
+// JAX_PROCESS_ID, and JAX_LOCAL_DEVICE_IDS (the agent's, from the GPUs Slurm
+// bound to the task).
+bool IsJaxVariable(const std::string& name);
 
 }  // namespace tfslurm

@@ -31,8 +31,21 @@ bool IsTorchVariable(const std::string& name) {
   return false;
 }
 
+bool IsJaxVariable(const std::string& name) {
+  return name == "JAX_COORDINATOR_ADDRESS" || name == "JAX_NUM_PROCESSES" ||
+         name == "JAX_PROCESS_ID" || name == "JAX_LOCAL_DEVICE_IDS";
+}
+
 const char* FrameworkName(Framework framework) {
-  return framework == Framework::kPytorch ? "pytorch" : "tensorflow";
+  switch (framework) {
+    case Framework::kTensorflow:
+      return "tensorflow";
+    case Framework::kPytorch:
+      return "pytorch";
+    case Framework::kJax:
+      return "jax";
+  }
+  return "tensorflow";
 }
 
 const char* SuccessPolicyName(SuccessPolicy policy) {
@@ -87,15 +100,16 @@ std::string FormatSlurmTime(int minutes) {
 nlohmann::json ExperimentSpec::ToJson() const {
   json j;
   const bool torch = framework == Framework::kPytorch;
+  const bool ranks = HasRanks(framework);
   j["id"] = id;
   j["framework"] = FrameworkName(framework);
   j["command"] = command;
   if (!workdir.empty()) j["workdir"] = workdir;
   j["env"] = env;
-  if (torch) {
+  if (torch)
     j["pytorch"] = {{"omp_num_threads",
                      pytorch.omp_num_threads ? json(*pytorch.omp_num_threads) : json("auto")}};
-  } else {
+  if (!ranks) {
     j["cluster"] = {{"chief", cluster.chief},
                     {"ps", cluster.ps},
                     {"worker", cluster.worker},
@@ -146,7 +160,7 @@ nlohmann::json ExperimentSpec::ToJson() const {
     j["roles"] = blocks;
   }
   j["network"] = {{"address", network_address}};
-  if (!torch) j["success"] = SuccessPolicyName(success);
+  if (!ranks) j["success"] = SuccessPolicyName(success);
   json on = json::array();
   for (EndReason r : restart.on) on.push_back(EndReasonName(r));
   j["restart"] = {{"max_restarts", restart.max_restarts},

@@ -149,14 +149,17 @@ class LocalFiles final : public Files {
     // only what the owner may read, never what root may.
     auto identity = ActAs(as);
     if (identity && !identity->ok()) return std::nullopt;
-    if (framework == Framework::kPytorch) {
-      wire::LatestTorchCheckpoint latest;
+    if (HasRanks(framework)) {
+      const bool jax = framework == Framework::kJax;
+      wire::LatestCheckpoint latest(jax ? wire::JaxCheckpointStep : wire::TorchCheckpointStep);
       std::error_code ec;
       // increment(ec), not a range-for: its ++ throws on a read error.
       for (std::filesystem::directory_iterator it(model_dir, ec), end; !ec && it != end;
            it.increment(ec)) {
         std::error_code type_ec;
-        if (it->is_regular_file(type_ec)) latest.See(it->path().filename().string());
+        // PyTorch's are files; JAX's (Orbax's) step directories.
+        if (jax ? it->is_directory(type_ec) : it->is_regular_file(type_ec))
+          latest.See(it->path().filename().string());
       }
       if (!latest.found()) return std::nullopt;
       return CheckpointState{latest.file_name(), latest.step()};

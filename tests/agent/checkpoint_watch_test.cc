@@ -181,5 +181,42 @@ TEST(CheckpointWatchTest, TorchFilesReportTheLargestStepOnce) {
   EXPECT_EQ(watch.latest()->step, 100);
 }
 
+TEST(JaxCheckpointNameTest, TheWholeNameIsTheStep) {
+  EXPECT_EQ(wire::JaxCheckpointStep("1200"), 1200);
+  EXPECT_EQ(wire::JaxCheckpointStep("0"), 0);
+  EXPECT_EQ(wire::JaxCheckpointStep("007"), 7);
+  for (const char* name : {"", "1200.orbax-checkpoint-tmp", "step_12", "12a", "-12", "digests",
+                           "1234567890123456789", "ckpt-12.pt"})
+    EXPECT_EQ(wire::JaxCheckpointStep(name), std::nullopt) << name;
+  wire::LatestJaxCheckpoint latest;
+  for (const char* name : {"40", "120.orbax-checkpoint-tmp", "80", "digests"}) latest.See(name);
+  EXPECT_EQ(latest.step(), 80);
+  EXPECT_EQ(latest.file_name(), "80");
+}
+
+TEST(CheckpointWatchTest, JaxStepDirectoriesReportTheLargestFinalizedStep) {
+  TempDir dir;
+  CheckpointWatch watch(dir.path(), CheckpointLayout::kJaxStepDirectories);
+  EXPECT_EQ(watch.state_file(), dir.path() + "/<step>/");
+  EXPECT_EQ(watch.Poll(), std::nullopt);
+  // Orbax writes into <step>.orbax-checkpoint-tmp: not a checkpoint yet.
+  std::filesystem::create_directory(dir.path() + "/50.orbax-checkpoint-tmp");
+  EXPECT_EQ(watch.Poll(), std::nullopt);
+  // A file with a step's name is not a step directory.
+  WriteFile(dir.path() + "/70", "x");
+  EXPECT_EQ(watch.Poll(), std::nullopt);
+  // Finalized: renamed to <step>.
+  std::filesystem::rename(dir.path() + "/50.orbax-checkpoint-tmp", dir.path() + "/50");
+  auto state = watch.Poll();
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 50);
+  EXPECT_EQ(state->path, dir.path() + "/50");
+  EXPECT_EQ(watch.Poll(), std::nullopt);
+  std::filesystem::create_directory(dir.path() + "/100");
+  state = watch.Poll();
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 100);
+}
+
 }  // namespace
 }  // namespace tfslurm::agent

@@ -96,6 +96,40 @@ TEST(BuildChildEnvTest, PytorchRanksGetNoRoleAndNoTfConfig) {
   EXPECT_EQ(vars["MODEL_DIR"], "/out/ddp");
 }
 
+TEST(BuildChildEnvTest, JaxProcessesGetLocalDeviceIdsForTheGpusSlurmBound) {
+  v1::Assignment assignment;
+  assignment.set_framework("jax");
+  assignment.set_role("rank");
+  assignment.set_index(3);
+  (*assignment.mutable_env())["JAX_PROCESS_ID"] = "3";
+  // Slurm bound GPUs 2 and 3 of the node: CUDA numbers them 0 and 1.
+  ChildEnvInputs inputs = Inputs(&assignment);
+  inputs.inherited.push_back("CUDA_VISIBLE_DEVICES=2,3");
+  inputs.inherited.push_back("JAX_LOCAL_DEVICE_IDS=7");  // not from this task's GPUs
+  auto vars = AsMap(BuildChildEnv(inputs).entries);
+  EXPECT_EQ(vars["JAX_LOCAL_DEVICE_IDS"], "0,1");
+  EXPECT_EQ(vars["CUDA_VISIBLE_DEVICES"], "2,3");
+  EXPECT_EQ(vars["JAX_PROCESS_ID"], "3");
+  EXPECT_FALSE(vars.contains("TFSLURM_ROLE"));
+  EXPECT_FALSE(vars.contains("TFSLURM_INDEX"));
+  // AMD's GPUs, named by ROCR_VISIBLE_DEVICES.
+  inputs = Inputs(&assignment);
+  inputs.inherited.push_back("ROCR_VISIBLE_DEVICES=5");
+  EXPECT_EQ(AsMap(BuildChildEnv(inputs).entries)["JAX_LOCAL_DEVICE_IDS"], "0");
+  // No GPU (or Slurm's NoDevFiles): no ids, so JAX uses every device it sees.
+  for (const char* none : {"PATH=/bin", "CUDA_VISIBLE_DEVICES=", "CUDA_VISIBLE_DEVICES=NoDevFiles",
+                           "JAX_LOCAL_DEVICE_IDS=0"}) {
+    inputs = Inputs(&assignment);
+    inputs.inherited.push_back(none);
+    EXPECT_FALSE(AsMap(BuildChildEnv(inputs).entries).contains("JAX_LOCAL_DEVICE_IDS")) << none;
+  }
+  // Another framework's task gets none.
+  assignment.set_framework("pytorch");
+  inputs = Inputs(&assignment);
+  inputs.inherited.push_back("CUDA_VISIBLE_DEVICES=2,3");
+  EXPECT_FALSE(AsMap(BuildChildEnv(inputs).entries).contains("JAX_LOCAL_DEVICE_IDS"));
+}
+
 TEST(BuildChildEnvTest, TfConfigFromTheCompressedClusterOfTheGrpcStream) {
   const std::string cluster = R"({"ps":["n1:1"],"worker":["n1:2","n2:3"]})";
   v1::Assignment assignment;

@@ -177,7 +177,8 @@ def test_validator_catches_what_it_should(doc):
     spec = {"$ref": "#/components/schemas/ExperimentSpec"}
     assert not v.errors({"command": ["true"], "cluster": {"worker": 1}}, spec)
     assert v.errors({"cluster": {"worker": 1}}, spec)  # required command
-    assert v.errors({"command": ["true"], "framework": "jax"}, spec)
+    assert v.errors({"command": ["true"], "framework": "mxnet"}, spec)
+    assert not v.errors({"command": ["true"], "framework": "jax"}, spec)
     assert not v.errors({"command": ["true"], "framework": "pytorch", "pytorch": {"omp_num_threads": 2}}, spec)
     assert v.errors({"command": ["true"], "framework": "pytorch", "pytorch": {"omp_num_threads": 0}}, spec)
     assert v.errors({"command": ["true"], "cluster": {"worker": 1}, "bogus": 1}, spec)
@@ -718,6 +719,7 @@ INVALID = [
     ({"model_dir": "relative"}, "model_dir"),
     ({"model_dir": 5}, "model_dir"),
     ({"bogus": 1}, "bogus"),
+    ({"framework": "mxnet"}, "framework"),
     ({"roles": {"ps": {"nodes": 0}}}, "roles.ps.nodes"),
     ({"roles": {"ps": {"partition": "no such!"}}}, "roles.ps.partition"),
     ({"roles": {"ps": {"constraint": "a b"}}}, "roles.ps.constraint"),

@@ -222,6 +222,40 @@ TEST(AttemptRun, PytorchMasterAddressIsAnUnbracketedIpv6Literal) {
   EXPECT_EQ(env["OMP_NUM_THREADS"], "7");
 }
 
+TEST(AttemptRun, JaxTasksAreProcessesWithJaxDistributedsArguments) {
+  ExperimentSpec spec = TorchSpec();
+  spec.id = "jx";
+  spec.framework = Framework::kJax;
+  AttemptRun run(spec, 2);
+  ASSERT_EQ(run.size(), 6);
+  for (int i = 0; i < run.size(); ++i) {
+    EXPECT_EQ(run.task(i).role.role, kRankRole);
+    EXPECT_EQ(run.task(i).role.index, i);
+    run.Register(i, "node" + std::to_string(i / 2 + 1),
+                 "n" + std::to_string(i / 2 + 1) + ":" + std::to_string(4000 + i), i / 2, i % 2);
+  }
+  run.MarkAssigned();
+  EXPECT_EQ(run.CheckpointingTask(), 0);
+  auto env = EnvOf(run, 3);
+  // Process 0's address and the port its agent holds, as "host:port".
+  EXPECT_EQ(env["JAX_COORDINATOR_ADDRESS"], "n1:4000");
+  EXPECT_EQ(env["JAX_NUM_PROCESSES"], "6");
+  EXPECT_EQ(env["JAX_PROCESS_ID"], "3");
+  EXPECT_EQ(env["TFSLURM_PORT"], "4003");
+  EXPECT_EQ(env["TFSLURM_ATTEMPT"], "2");
+  EXPECT_EQ(env["EXPERIMENT_ID"], "jx");
+  EXPECT_FALSE(env.contains("TFSLURM_SCALARS_FILE"));  // process 0 reports
+  EXPECT_TRUE(EnvOf(run, 0).contains("TFSLURM_SCALARS_FILE"));
+  // Neither TensorFlow's nor torch's names; JAX_LOCAL_DEVICE_IDS is the agent's.
+  for (const char* name : {"TFSLURM_ROLE", "RANK", "MASTER_ADDR", "OMP_NUM_THREADS",
+                           "JAX_LOCAL_DEVICE_IDS", "CUDA_VISIBLE_DEVICES"})
+    EXPECT_FALSE(env.contains(name)) << name;
+  EXPECT_EQ(run.ClusterSpec(), "{}");
+  for (int i = 0; i < 5; ++i)
+    EXPECT_EQ(run.OnExit(i, 0, std::nullopt, false).kind, Outcome::kUndecided);
+  EXPECT_EQ(run.OnExit(5, 0, std::nullopt, false).reason, "every rank exited 0 (6 ranks)");
+}
+
 TEST(AttemptRun, PytorchSucceedsWhenEveryRankExitsZero) {
   AttemptRun run(TorchSpec(), 1);
   RegisterAll(run);

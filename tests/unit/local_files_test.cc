@@ -155,5 +155,23 @@ TEST_F(LocalFilesTest, AFifoInPlaceOfTheCheckpointFileDoesNotHangTheRead) {
   EXPECT_FALSE(files_->ReadCheckpointState(model, Framework::kTensorflow, Self()).has_value());
 }
 
+TEST_F(LocalFilesTest, JaxsLatestCheckpointIsTheLargestStepDirectory) {
+  fs::path model = dir_ / "model";
+  fs::create_directory(model);
+  EXPECT_FALSE(files_->ReadCheckpointState(model, Framework::kJax, Self()).has_value());
+  for (const char* d : {"40", "80", "120.orbax-checkpoint-tmp", "digests"})
+    fs::create_directory(model / d);
+  Write(model / "200", "a file, not a step directory", fs::perms::owner_read);
+  Write(model / "ckpt-300.pt", "torch's", fs::perms::owner_read);
+  auto state = files_->ReadCheckpointState(model, Framework::kJax, Self());
+  ASSERT_TRUE(state.has_value());
+  EXPECT_EQ(state->step, 80);
+  EXPECT_EQ(state->path, "80");
+  // The same directory read for PyTorch finds torch's file, not JAX's.
+  auto torch = files_->ReadCheckpointState(model, Framework::kPytorch, Self());
+  ASSERT_TRUE(torch.has_value());
+  EXPECT_EQ(torch->step, 300);
+}
+
 }  // namespace
 }  // namespace tfslurm

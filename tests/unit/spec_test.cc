@@ -337,9 +337,69 @@ TEST(ParseSpec, PytorchFieldsInATensorflowSpecAreErrors) {
   auto errors = Errors(spec);
   EXPECT_TRUE(HasError(errors, "pytorch", "applies only to framework pytorch")) << Dump(errors);
   spec.erase("pytorch");
+  spec["framework"] = "mxnet";
+  EXPECT_TRUE(HasError(Errors(spec), "framework",
+                       "must be one of tensorflow | pytorch | jax, got \"mxnet\""));
+}
+
+json JaxSpec() {
+  json spec = TorchSpec();
+  spec["id"] = "jax-01";
   spec["framework"] = "jax";
-  EXPECT_TRUE(
-      HasError(Errors(spec), "framework", "must be one of tensorflow | pytorch, got \"jax\""));
+  return spec;
+}
+
+TEST(ParseSpec, JaxNeedsNoClusterAndHasNoRoles) {
+  auto r = ParseSpec(JaxSpec());
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->framework, Framework::kJax);
+  EXPECT_EQ(r->cluster.Total(), 0);
+  json canonical = r->ToJson();
+  EXPECT_EQ(canonical["framework"], "jax");
+  for (const char* field : {"cluster", "placement", "success", "roles", "pytorch"})
+    EXPECT_FALSE(canonical.contains(field)) << field;
+  auto again = ParseSpec(canonical);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->ToJson(), canonical);
+}
+
+TEST(ParseSpec, FieldsThatDoNotApplyToJaxAreErrors) {
+  json spec = JaxSpec();
+  spec["cluster"] = {{"worker", 6}};
+  spec["placement"] = "spread";
+  spec["success"] = "auto";
+  spec["roles"] = {{"worker", {{"nodes", 1}}}};
+  spec["pytorch"] = {{"omp_num_threads", 2}};
+  auto errors = Errors(spec);
+  for (const char* field : {"cluster", "placement", "success", "roles"})
+    EXPECT_TRUE(HasError(errors, field, "does not apply to framework jax")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "success", "success is every process exiting 0")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "pytorch",
+                       "applies only to framework pytorch; this spec's framework is jax"))
+      << Dump(errors);
+  EXPECT_EQ(errors.size(), 5u) << Dump(errors);
+  SpecLimits limits;
+  limits.max_tasks = 4;
+  auto r = ParseSpec(JaxSpec(), limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(HasError(r.status().fields(), "resources", "give 6 ranks"));
+}
+
+TEST(ParseSpec, JaxProcessVariablesAreTfslurms) {
+  json spec = JaxSpec();
+  spec["env"] = {
+      {"JAX_COORDINATOR_ADDRESS", "n1:1"}, {"JAX_NUM_PROCESSES", "6"}, {"JAX_PROCESS_ID", "0"},
+      {"JAX_LOCAL_DEVICE_IDS", "0"},       {"JAX_PLATFORMS", "cpu"},   {"RANK", "0"}};
+  auto errors = Errors(spec);
+  for (const char* name : {"env.JAX_COORDINATOR_ADDRESS", "env.JAX_NUM_PROCESSES",
+                           "env.JAX_PROCESS_ID", "env.JAX_LOCAL_DEVICE_IDS"})
+    EXPECT_TRUE(HasError(errors, name, "set by tfslurm for every process of a jax experiment"))
+        << Dump(errors);
+  EXPECT_EQ(errors.size(), 4u) << Dump(errors);
+  // Other frameworks' programs may use those names for their own purposes.
+  json torch = TorchSpec();
+  torch["env"] = {{"JAX_PROCESS_ID", "0"}};
+  EXPECT_TRUE(ParseSpec(torch).ok());
 }
 
 TEST(ParseSpec, PytorchRanksVariablesAreTfslurms) {

@@ -34,9 +34,9 @@ class Files {
   virtual Status CheckWorkdir(const std::string& path, const RunAs& as) = 0;
   // The latest checkpoint in model_dir; nullopt when there is none or it
   // cannot be read as `as`. TensorFlow: <model_dir>/checkpoint, a regular
-  // file, parsed. PyTorch: the <name>-<step>.pt file with the largest step
-  // (schema/checkpoint_name.h), its path relative to model_dir as
-  // TensorFlow's are.
+  // file, parsed. PyTorch: the <name>-<step>.pt file with the largest step;
+  // JAX: the <step> directory with the largest step (schema/
+  // checkpoint_name.h); its path relative to model_dir as TensorFlow's are.
   virtual std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
                                                              Framework framework,
                                                              const RunAs& as) = 0;

@@ -424,8 +424,8 @@ function facts(exp, now) {
     item('Slurm job', exp.slurm_job_id ? [String(exp.slurm_job_id), exp.slurm_state ? ` · ${exp.slurm_state}` : ''] : '—', 'mono'),
     item('Nodes', exp.nodes || '—', 'mono'),
     item('Checkpoint', exp.checkpoint ? [`step ${exp.checkpoint.step} `, h('span', { class: 'muted mono small' }, exp.checkpoint.path)] : 'none yet'),
-    spec.framework === 'pytorch'
-      ? item('Framework', `PyTorch · ${(res.nodes ?? 0) * (res.tasks_per_node ?? 0)} ranks · success: every rank exits 0`)
+    spec.framework === 'pytorch' || spec.framework === 'jax'
+      ? item('Framework', `${spec.framework === 'jax' ? 'JAX' : 'PyTorch'} · ${(res.nodes ?? 0) * (res.tasks_per_node ?? 0)} ${spec.framework === 'jax' ? 'processes' : 'ranks'} · success: every rank exits 0`)
       : item('Cluster', [cluster || '—', spec.placement ? ` · placement ${Array.isArray(spec.placement) ? 'explicit' : spec.placement}` : '', spec.success ? ` · success ${spec.success}` : '']),
     item('Resources', `${res.partition ? `partition ${res.partition} · ` : ''}${res.nodes ?? '?'} nodes × ${res.tasks_per_node ?? '?'} tasks · ${res.cpus_per_task ?? '?'} cpu/task · time ${res.time_limit ?? '?'}`),
     spec.roles ? item('Per-role resources', `${rolesText(spec.roles)} (a heterogeneous Slurm job; other roles use the resources above)`) : null,
@@ -437,7 +437,7 @@ function facts(exp, now) {
   );
 }
 
-// A PyTorch rank's place on its node (LOCAL_RANK), after "rank N".
+// A PyTorch rank's (or JAX process's) place on its node (LOCAL_RANK), after "rank N".
 function localRankNote(t) {
   if (t.role !== 'rank' || t.local_rank === undefined) return null;
   return h('span', { class: 'local-rank', title: 'LOCAL_RANK: its index on its node' }, ` · local ${t.local_rank}`);
