@@ -719,6 +719,13 @@ test('a restarted experiment: a line per attempt, "attempt 2" marked where it re
   await page.waitForFunction(() => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'succeeded', null, { timeout: 150000 });
   const exp = await experiment(id);
   assert.equal(exp.attempt, 2, `restarted once: ${exp.reason}`);
+  // restart.in_allocation (the default): attempt 2 ran in attempt 1's job,
+  // and its row says so under the job.
+  assert.ok(exp.attempts[1].in_place && exp.attempts[1].slurm_job_id === exp.attempts[0].slurm_job_id, JSON.stringify(exp.attempts));
+  const secondJob = page.locator('[data-testid=attempts] tr[data-attempt="2"] td[data-label="Slurm job"]');
+  await page.waitForFunction(() => !!document.querySelector('[data-testid=attempts] tr[data-attempt="2"] [data-in-place]'), null, { timeout: 15000 });
+  assert.match(await secondJob.innerText(), /restarted in place/);
+  assert.doesNotMatch(await page.locator('[data-testid=attempts] tr[data-attempt="1"] td[data-label="Slurm job"]').innerText(), /in place/);
   const m = await metrics(id);
 
   // 16 tags: 12 charts (in the API's order: "loss" after the "extra/" ones

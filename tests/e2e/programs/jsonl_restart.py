@@ -1,6 +1,6 @@
 """A program that restarts, for the dashboard's e2e tests: it appends training
 scalars to $TFSLURM_SCALARS_FILE (JSON lines, {"step": N, "loss": X}), and
-its first attempt dies as if killed (exit 143, a retryable_exit) after step
+its first attempt dies as if killed (exit 137, a retryable_exit) after step
 --fail-after; the second attempt resumes from step --resume-from, as from a
 checkpoint, and finishes. Values the test recomputes:
 
@@ -44,7 +44,7 @@ def main():
     print(f"jsonl_restart: attempt {attempt} wrote steps {start}..{end - 1}", flush=True)
     time.sleep(1.5)
     if first:
-        sys.exit(143)
+        sys.exit(137)
 
 
 if __name__ == "__main__":

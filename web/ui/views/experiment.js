@@ -518,7 +518,14 @@ function attemptRows(attempts, now) {
       'tr',
       { class: bad ? 'tone-row-bad' : null, 'data-attempt': a.number },
       h('td', { 'data-label': '#', class: 'num' }, a.number),
-      h('td', { 'data-label': 'Slurm job', class: 'mono' }, a.slurm_job_id ?? '—', h('div', { class: 'small muted' }, a.job_name)),
+      h(
+        'td',
+        { 'data-label': 'Slurm job', class: 'mono' },
+        a.slurm_job_id ?? '—',
+        h('div', { class: 'small muted' }, a.job_name),
+        // restart.in_allocation: this attempt ran inside the job of the one before.
+        a.in_place ? h('div', { class: 'small', 'data-in-place': '' }, 'restarted in place') : null,
+      ),
       h(
         'td',
         { 'data-label': 'State' },
