@@ -44,6 +44,7 @@ struct Attempt {
   std::string submitted_at;
   std::string started_at;
   std::string ended_at;
+  int spec_revision = 1;  // the spec revision it ran
 };
 
 struct Event {
@@ -71,6 +72,7 @@ struct Experiment {
   std::string reason;
   int attempt = 0;
   int restarts = 0;
+  int spec_revision = 1;  // a resume with changes makes the next
   std::string model_dir;
   int64_t mem_per_task_mb = 0;
   std::string mem_explanation;

@@ -220,8 +220,10 @@ StatusOr<Experiment> Client::CancelExperiment(const std::string& id) {
                  connection_.url);
 }
 
-StatusOr<Experiment> Client::ResumeExperiment(const std::string& id) {
-  return Convert(Call(Method::kPost, ExperimentPath(id) + "/resume", nullptr), ExperimentFromJson,
+StatusOr<Experiment> Client::ResumeExperiment(const std::string& id, const json& changes) {
+  json body = json::object();
+  if (!changes.is_null()) body["changes"] = changes;
+  return Convert(Call(Method::kPost, ExperimentPath(id) + "/resume", &body), ExperimentFromJson,
                  connection_.url);
 }
 

@@ -62,7 +62,8 @@ Command AddSubmitCommand(CLI::App& app, const GlobalOptions& global,
                          const std::vector<std::string>& command_after_dashes);
 Command AddStatusCommand(CLI::App& app, const GlobalOptions& global);
 Command AddListCommand(CLI::App& app, const GlobalOptions& global);
-Command AddResumeCommand(CLI::App& app, const GlobalOptions& global);
+Command AddResumeCommand(CLI::App& app, const GlobalOptions& global,
+                         const std::vector<std::string>& command_after_dashes);
 Command AddCancelCommand(CLI::App& app, const GlobalOptions& global);
 Command AddEventsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddLogsCommand(CLI::App& app, const GlobalOptions& global);

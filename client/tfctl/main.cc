@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
       AddLogsCommand(app, global),
       AddMetricsCommand(app, global),
       AddCancelCommand(app, global),
-      AddResumeCommand(app, global),
+      AddResumeCommand(app, global, command_after_dashes),
       AddTokenCommand(app, global),
   };
   for (const Command& c : commands) {

@@ -210,7 +210,27 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
       Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
         if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok())
           return ReplyError(res, s);
-        auto attempt = experiments.Resume(req.matches[1]);
+        // An empty body resumes as it was; {"changes": {...}} changes the
+        // spec (core/spec_changes.h).
+        nlohmann::json changes = nullptr;
+        if (!req.body.empty()) {
+          auto body = ParseBody(req);
+          if (!body.ok()) return ReplyError(res, body.status());
+          if (!body->is_object())
+            return ReplyError(res, InvalidArgument("the body must be a JSON object",
+                                                   {{"",
+                                                     "must be an object such as {\"changes\": "
+                                                     "{\"resources\": {\"time_limit\": "
+                                                     "\"02:00:00\"}}}"}}));
+          for (const auto& [key, value] : body->items())
+            if (key != "changes")
+              return ReplyError(res, InvalidArgument("unknown field '" + key + "'",
+                                                     {{key,
+                                                       "is not a field of a resume; the one "
+                                                       "field is changes"}}));
+          if (body->contains("changes")) changes = (*body)["changes"];
+        }
+        auto attempt = experiments.Resume(req.matches[1], changes);
         if (!attempt.ok()) return ReplyError(res, attempt.status());
         auto view = experiments.Get(req.matches[1]);
         if (!view.ok()) return ReplyError(res, view.status());

@@ -36,6 +36,7 @@ namespace tfslurm {
 // What GET /experiments/{id} shows.
 struct ExperimentView {
   ExperimentRecord experiment;
+  std::vector<SpecRevisionRecord> spec_revisions;  // spec_json left empty
   std::vector<AttemptRecord> attempts;
   std::vector<TaskRecord> tasks;  // of the current attempt
   std::vector<EventRecord> events;
@@ -65,8 +66,12 @@ class Experiments {
   [[nodiscard]] virtual Status Cancel(const std::string& id, const std::string& why) = 0;
   // Starts a new attempt of a finished experiment with the same MODEL_DIR, so
   // the program restores its latest checkpoint. The restart budget starts
-  // over. FailedPrecondition while the experiment still runs.
-  virtual StatusOr<AttemptRecord> Resume(const std::string& id) = 0;
+  // over. FailedPrecondition while the experiment still runs. `changes`
+  // (null: none) changes the spec as a merge patch (core/spec_changes.h:
+  // what may change, and why the rest may not); the changed spec is the
+  // next spec revision, which the new attempt runs.
+  virtual StatusOr<AttemptRecord> Resume(const std::string& id,
+                                         const nlohmann::json& changes = nullptr) = 0;
 
   // Reads, as the store has them.
   virtual StatusOr<ExperimentView> Get(const std::string& id) = 0;

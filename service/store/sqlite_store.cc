@@ -26,6 +26,7 @@
 #include "service/store/migrations.h"
 #include "service/store/sqlite_rows.h"
 #include "service/store/sqlite_scalars.h"
+#include "service/store/sqlite_spec_revisions.h"
 #include "service/store/sqlite_statement.h"
 #include "service/store/sqlite_store.h"
 
@@ -282,6 +283,12 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  StatusOr<std::vector<SpecRevisionRecord>> ListSpecRevisions(const std::string& id) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    return ReadSpecRevisions(*statements_, id);
+  }
+
   StatusOr<std::vector<EventRecord>> ListEvents(const std::string& id, int limit) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
@@ -411,7 +418,7 @@ class SqliteStore final : public Store {
       const ExperimentRecord& e = *c.experiment;
       // An upsert, not REPLACE: REPLACE deletes first, cascading to attempts.
       std::string sql = std::string("INSERT INTO experiments (") + kExperimentColumns +
-                        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+                        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
       if (!c.create_experiment)
         sql +=
             " ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, spec=excluded.spec, "
@@ -421,7 +428,7 @@ class SqliteStore final : public Store {
             "mem_per_task_mb=excluded.mem_per_task_mb, mem_explanation=excluded.mem_explanation, "
             "checkpoint_step=excluded.checkpoint_step, checkpoint_path=excluded.checkpoint_path, "
             "updated_at=excluded.updated_at, next_attempt_at=excluded.next_attempt_at, "
-            "excluded_nodes=excluded.excluded_nodes";
+            "excluded_nodes=excluded.excluded_nodes, spec_revision=excluded.spec_revision";
       Statement s = Prepare(sql);
       s.Bind(1, e.id)
           .Bind(2, e.owner)
@@ -436,7 +443,7 @@ class SqliteStore final : public Store {
       std::string excluded;
       for (const std::string& node : e.excluded_nodes)
         excluded += (excluded.empty() ? "" : ",") + node;
-      s.Bind(16, excluded);
+      s.Bind(16, excluded).Bind(17, e.spec_revision);
       int rc = s.Step();
       if (rc == SQLITE_CONSTRAINT && c.create_experiment)
         return {StatusCode::kAlreadyExists, "an experiment with id '" + e.id + "' exists"};
@@ -449,8 +456,8 @@ class SqliteStore final : public Store {
           "INSERT INTO attempts (experiment_id, number, secret_sha256, job_name, slurm_job_id, "
           "state, "
           "slurm_state, end_reason, reason, nodes, sbatch_script, start_step, exit_code, "
-          "submitted_at, "
-          "started_at, ended_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON "
+          "submitted_at, started_at, ended_at, spec_revision) "
+          "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON "
           "CONFLICT(experiment_id, "
           "number) DO UPDATE SET secret_sha256=excluded.secret_sha256, job_name=excluded.job_name, "
           "slurm_job_id=excluded.slurm_job_id, state=excluded.state, "
@@ -458,12 +465,14 @@ class SqliteStore final : public Store {
           "end_reason=excluded.end_reason, reason=excluded.reason, nodes=excluded.nodes, "
           "sbatch_script=excluded.sbatch_script, start_step=excluded.start_step, "
           "exit_code=excluded.exit_code, submitted_at=excluded.submitted_at, "
-          "started_at=excluded.started_at, ended_at=excluded.ended_at");
+          "started_at=excluded.started_at, ended_at=excluded.ended_at, "
+          "spec_revision=excluded.spec_revision");
       s.Bind(1, a.experiment_id).Bind(2, a.number).Bind(3, a.secret_sha256).Bind(4, a.job_name);
       s.Bind(5, a.slurm_job_id).Bind(6, AttemptStateName(a.state)).Bind(7, a.slurm_state);
       s.Bind(8, a.end_reason ? EndReasonName(*a.end_reason) : "");
       s.Bind(9, a.reason).Bind(10, a.nodes).Bind(11, a.sbatch_script).Bind(12, a.start_step);
       s.Bind(13, a.exit_code).Bind(14, a.submitted_at).Bind(15, a.started_at).Bind(16, a.ended_at);
+      s.Bind(17, a.spec_revision);
       if (s.Step() != SQLITE_DONE) return Error("writing attempt");
     }
     for (const TaskRecord& t : c.tasks) {
@@ -482,6 +491,8 @@ class SqliteStore final : public Store {
       s.Bind(14, t.local_rank).Bind(15, t.detail);
       if (s.Step() != SQLITE_DONE) return Error("writing task");
     }
+    for (const SpecRevisionRecord& r : c.spec_revisions)
+      if (Status s = InsertSpecRevision(*statements_, r); !s.ok()) return s;
     for (const EventRecord& ev : c.events) {
       Statement s =
           Prepare("INSERT INTO events (experiment_id, attempt, at, what, why) VALUES (?,?,?,?,?)");
