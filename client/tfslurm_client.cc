@@ -227,6 +227,11 @@ StatusOr<Experiment> Client::ResumeExperiment(const std::string& id, const json&
                  connection_.url);
 }
 
+StatusOr<json> Client::DeleteExperiment(const std::string& id, bool files) {
+  json body = json::object();
+  return Call(Method::kPost, ExperimentPath(id) + "/delete" + (files ? "?files=true" : ""), &body);
+}
+
 StatusOr<CreatedToken> Client::CreateToken(const std::string& user, bool admin) {
   json body = {{"admin", admin}};
   if (!user.empty()) body["user"] = user;

@@ -82,6 +82,10 @@ class Client {
   StatusOr<Experiment> ResumeExperiment(const std::string& id,
                                         const nlohmann::json& changes = nullptr);
 
+  // Removes an ended experiment from the service (POST /experiments/{id}/
+  // delete), and with `files` its directory; answers the service's JSON.
+  StatusOr<nlohmann::json> DeleteExperiment(const std::string& id, bool files);
+
   // The experiment's training scalars; only `tags` when not empty.
   StatusOr<TrainingMetrics> GetTrainingMetrics(const std::string& id,
                                                const std::vector<std::string>& tags = {});

@@ -65,6 +65,7 @@ Command AddListCommand(CLI::App& app, const GlobalOptions& global);
 Command AddResumeCommand(CLI::App& app, const GlobalOptions& global,
                          const std::vector<std::string>& command_after_dashes);
 Command AddCancelCommand(CLI::App& app, const GlobalOptions& global);
+Command AddDeleteCommand(CLI::App& app, const GlobalOptions& global);
 Command AddEventsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddLogsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddMetricsCommand(CLI::App& app, const GlobalOptions& global);

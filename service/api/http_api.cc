@@ -237,6 +237,23 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
         ReplyJsonText(res, 202, ExperimentViewJson(*view, clock.NowMs()));
       }));
 
+  // Not DELETE /experiments/{id}, which cancels: removing the record of an
+  // ended experiment (and, with ?files=true, its directory) cannot be undone.
+  server.Post(
+      std::string("/experiments/") + kIdPattern + "/delete",
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok())
+          return ReplyError(res, s);
+        auto deleted = experiments.Delete(req.matches[1], IsTrue(req, "files"));
+        if (!deleted.ok()) return ReplyError(res, deleted.status());
+        ReplyJson(res, 200,
+                  {{"id", deleted->id},
+                   {"deleted", true},
+                   {"files_removed_from", deleted->files_removed_from},
+                   {"entries_removed", deleted->entries_removed},
+                   {"model_dir_kept", deleted->model_dir_kept}});
+      }));
+
   // Errors httplib raises itself (unknown route, body too large) get the same
   // JSON shape; responses a handler already wrote are left alone.
   server.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,

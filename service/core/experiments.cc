@@ -7,6 +7,7 @@
 #include "service/core/agent_protocol.h"
 #include "service/core/components.h"
 #include "service/core/core_state.h"
+#include "service/core/deletion.h"
 #include "service/core/slurm_watch.h"
 #include "service/core/submission.h"
 
@@ -67,13 +68,21 @@ class ExperimentsImpl final : public Experiments {
     agents_.OnDisconnect(ref, channel);
   }
 
-  void Tick() override { watch_.Tick(); }
+  StatusOr<DeleteResult> Delete(const std::string& id, bool files) override {
+    return deletion_.Delete(id, files);
+  }
+
+  void Tick() override {
+    watch_.Tick();
+    deletion_.SweepIfDue();
+  }
 
  private:
   CoreState core_;
   Submission submission_;
   AgentProtocol agents_;
   SlurmWatch watch_;
+  Deletion deletion_{core_};
 };
 
 StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {

@@ -42,6 +42,16 @@ struct ExperimentView {
   std::vector<EventRecord> events;
 };
 
+// What a deletion removed.
+struct DeleteResult {
+  std::string id;
+  // The experiment's directory, when its files were removed; else "".
+  std::string files_removed_from;
+  int64_t entries_removed = 0;
+  // A model_dir outside the experiment's directory, which is never removed.
+  std::string model_dir_kept;
+};
+
 // Result of a dry run or a submission.
 struct SubmitResult {
   ExperimentRecord experiment;
@@ -72,6 +82,11 @@ class Experiments {
   // next spec revision, which the new attempt runs.
   virtual StatusOr<AttemptRecord> Resume(const std::string& id,
                                          const nlohmann::json& changes = nullptr) = 0;
+  // Removes an ended experiment from the store (its attempts, tasks, events,
+  // scalars, spec revisions), and with `files` its directory <output
+  // root>/<id>, as the owner's account (core/deletion.h). The id is free
+  // again. FailedPrecondition while it is open, naming its state.
+  virtual StatusOr<DeleteResult> Delete(const std::string& id, bool files) = 0;
 
   // Reads, as the store has them.
   virtual StatusOr<ExperimentView> Get(const std::string& id) = 0;

@@ -152,4 +152,27 @@ inline TokenRecord ReadToken(Statement& s) {
   return t;
 }
 
+// Writers of one row each, inside the caller's transaction.
+inline Status WriteTask(StatementCache& sql, const TaskRecord& t) {
+  Statement s = sql.Prepare(
+      "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
+      "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at, "
+      "local_rank, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  s.Bind(1, t.experiment_id).Bind(2, t.attempt).Bind(3, t.proc_id).Bind(4, t.role);
+  s.Bind(5, t.index).Bind(6, t.node).Bind(7, t.address).Bind(8, TaskStateName(t.state));
+  s.Bind(9, t.exit_code).Bind(10, t.signal);
+  s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
+  s.Bind(14, t.local_rank).Bind(15, t.detail);
+  if (s.Step() != SQLITE_DONE) return sql.Error("writing task");
+  return Status::Ok();
+}
+
+inline Status WriteEvent(StatementCache& sql, const EventRecord& ev) {
+  Statement s =
+      sql.Prepare("INSERT INTO events (experiment_id, attempt, at, what, why) VALUES (?,?,?,?,?)");
+  s.Bind(1, ev.experiment_id).Bind(2, ev.attempt).Bind(3, ev.at).Bind(4, ev.what).Bind(5, ev.why);
+  if (s.Step() != SQLITE_DONE) return sql.Error("writing event");
+  return Status::Ok();
+}
+
 }  // namespace tfslurm::store

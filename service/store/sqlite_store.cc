@@ -257,6 +257,20 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  StatusOr<std::vector<std::string>> ListEndedBefore(int64_t before_ms, int limit) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    Statement s = Prepare(
+        "SELECT id FROM experiments WHERE state IN ('succeeded','failed','cancelled') AND "
+        "updated_at < ? ORDER BY updated_at LIMIT ?");
+    s.Bind(1, before_ms).Bind(2, limit);
+    std::vector<std::string> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.Text("id"));
+    if (rc != SQLITE_DONE) return Error("listing ended experiments");
+    return out;
+  }
+
   StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
@@ -475,34 +489,12 @@ class SqliteStore final : public Store {
       s.Bind(17, a.spec_revision);
       if (s.Step() != SQLITE_DONE) return Error("writing attempt");
     }
-    for (const TaskRecord& t : c.tasks) {
-      Statement s = Prepare(
-          "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
-          "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at, "
-          "local_rank, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-      s.Bind(1, t.experiment_id)
-          .Bind(2, t.attempt)
-          .Bind(3, t.proc_id)
-          .Bind(4, t.role)
-          .Bind(5, t.index);
-      s.Bind(6, t.node).Bind(7, t.address).Bind(8, TaskStateName(t.state));
-      s.Bind(9, t.exit_code).Bind(10, t.signal);
-      s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
-      s.Bind(14, t.local_rank).Bind(15, t.detail);
-      if (s.Step() != SQLITE_DONE) return Error("writing task");
-    }
+    for (const TaskRecord& t : c.tasks)
+      if (Status s = WriteTask(*statements_, t); !s.ok()) return s;
     for (const SpecRevisionRecord& r : c.spec_revisions)
       if (Status s = InsertSpecRevision(*statements_, r); !s.ok()) return s;
-    for (const EventRecord& ev : c.events) {
-      Statement s =
-          Prepare("INSERT INTO events (experiment_id, attempt, at, what, why) VALUES (?,?,?,?,?)");
-      s.Bind(1, ev.experiment_id)
-          .Bind(2, ev.attempt)
-          .Bind(3, ev.at)
-          .Bind(4, ev.what)
-          .Bind(5, ev.why);
-      if (s.Step() != SQLITE_DONE) return Error("writing event");
-    }
+    for (const EventRecord& ev : c.events)
+      if (Status s = WriteEvent(*statements_, ev); !s.ok()) return s;
     return Status::Ok();
   }
 

@@ -1051,6 +1051,10 @@ class RecordingMetrics final : public Metrics {
   void ReapingDone(double s) override { reaping.push_back(s); }
   void AttemptEnded(EndReason r) override { ended.push_back(EndReasonName(r)); }
   void Restarted(EndReason r) override { restarted.push_back(EndReasonName(r)); }
+  void ExperimentDeleted(bool by_retention, int64_t files) override {
+    deleted.push_back({by_retention, files});
+  }
+  std::vector<std::pair<bool, int64_t>> deleted;
   void SlurmPolled(double s, bool ok) override {
     polls.push_back(s);
     poll_errors += ok ? 0 : 1;
@@ -1432,6 +1436,58 @@ TEST_F(ResumeChangesTest, ChangesAreCheckedAsANewSpecNamingTheField) {
   auto same = experiments_->Resume("a", json::object());
   ASSERT_TRUE(same.ok()) << same.status().message();
   EXPECT_EQ(same->spec_revision, 1);
+}
+
+class DeleteTest : public ResumeChangesTest {};
+
+TEST_F(DeleteTest, AnEndedExperimentGoesWithItsFilesAndItsIdIsFree) {
+  RecordingMetrics metrics;
+  metrics_ = &metrics;
+  Restart();
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  auto open = experiments_->Delete("a", true);
+  ASSERT_EQ(open.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(open.status().message().find("is queued"), std::string::npos)
+      << open.status().message();
+  slurm_.SetState(100, JobState::kFailed, 1);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+  const std::string dir = (dir_ / "out" / "a").string();
+  auto deleted = experiments_->Delete("a", true);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  EXPECT_EQ(deleted->files_removed_from, dir);
+  EXPECT_EQ(files_.set_aside, (std::vector<std::string>{dir}));
+  EXPECT_EQ(files_.removed.at(dir + ".aside"), "alice") << "removed as the owner's account";
+  EXPECT_EQ(experiments_->Get("a").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListSpecRevisions("a")->empty());
+  EXPECT_EQ(metrics.deleted, (std::vector<std::pair<bool, int64_t>>{{false, 1}}));
+  EXPECT_EQ(experiments_->Delete("a", false).status().code(), StatusCode::kNotFound);
+  // The id is free again.
+  EXPECT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+}
+
+TEST_F(DeleteTest, WithoutFilesOnlyTheRecordGoes) {
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFail());
+  auto deleted = experiments_->Delete("a", false);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  EXPECT_EQ(deleted->files_removed_from, "");
+  EXPECT_TRUE(files_.set_aside.empty());
+  EXPECT_TRUE(files_.removed.empty());
+}
+
+TEST_F(DeleteTest, TheRetentionSweepDeletesRowsOfExperimentsEndedLongAgoOnly) {
+  config_.retain_ended_ms = 24 * 3600 * 1000;
+  Restart();
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFail());  // "a", job 100
+  clock_.Advance(config_.retain_ended_ms / 2);
+  ASSERT_TRUE(experiments_->Submit(PsSpec("b"), "alice", false).ok());  // job 101, stays queued
+  experiments_->Tick();
+  EXPECT_TRUE(experiments_->Get("a").ok()) << "ended half a day ago: kept";
+  clock_.Advance(config_.retain_ended_ms / 2 + config_.retention_sweep_ms);
+  experiments_->Tick();
+  EXPECT_EQ(experiments_->Get("a").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(experiments_->Get("b").ok()) << "an open experiment is never swept";
+  EXPECT_TRUE(files_.removed.empty()) << "the sweep keeps the files";
 }
 
 }  // namespace

@@ -101,6 +101,9 @@ class Store {
     return out;
   }
   virtual StatusOr<int64_t> CountExperiments(const ListQuery& query) = 0;
+  // Ids of ended experiments (succeeded, failed, cancelled) last changed
+  // before `before_ms`, oldest first, at most `limit`: the retention sweep's.
+  virtual StatusOr<std::vector<std::string>> ListEndedBefore(int64_t before_ms, int limit) = 0;
   // Experiments not in a terminal state, for the lifecycle to pick up at start.
   virtual StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() = 0;
 
