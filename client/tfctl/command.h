@@ -52,6 +52,11 @@ std::optional<client::Client> Connect(const GlobalOptions& options);
 // "train/loss" for "los"); "" when none is near enough to suggest.
 std::string Nearest(const std::string& word, const std::vector<std::string>& choices);
 
+// Fail for a call about experiment `id`: after a 404, the caller's own
+// experiment nearest to `id` is suggested ("did you mean ...?"), found in
+// the list the service shows the caller (only their own).
+int FailForId(client::Client& client, const std::string& id, const Status& error);
+
 // The positional ID, checked against the service's id pattern so that a
 // mistyped id is a usage error, not a request.
 void AddExperimentIdArgument(CLI::App* app, std::string& id);

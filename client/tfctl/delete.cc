@@ -19,7 +19,7 @@ int RunDelete(const GlobalOptions& global, const DeleteOptions& options) {
   auto client = Connect(global);
   if (!client) return kExitError;
   auto deleted = client->DeleteExperiment(options.id, options.files);
-  if (!deleted.ok()) return Fail(deleted.status());
+  if (!deleted.ok()) return FailForId(*client, options.id, deleted.status());
   if (options.output != OutputFormat::kTable) {
     PrintStructured(*deleted, options.output, std::cout);
     return kExitOk;

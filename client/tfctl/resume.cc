@@ -55,7 +55,7 @@ int RunResume(const GlobalOptions& global, const ResumeOptions& options,
     std::this_thread::sleep_for(std::chrono::seconds(1));
     resumed = client->ResumeExperiment(options.id, *changes);
   }
-  if (!resumed.ok()) return Fail(resumed.status());
+  if (!resumed.ok()) return FailForId(*client, options.id, resumed.status());
   const client::Experiment& e = *resumed;
   bool table = options.output == OutputFormat::kTable;
   if (table) {

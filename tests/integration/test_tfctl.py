@@ -734,6 +734,11 @@ def test_delete_frees_the_id_removes_the_files_and_never_follows_a_symlink_out(s
     ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-del", workers=1), "again.yaml"), "--wait",
                  url=service.url))
     assert status_json(home, service, "tfctl-del")["attempt"] == 1
+    # A mistyped id of one's own: the 404 suggests it.
+    r = run_tfctl(home, "status", "tfctl-dle", url=service.url)
+    assert r.returncode == 1 and "did you mean 'tfctl-del'?" in r.stderr, r
+    r = run_tfctl(home, "logs", "tfctl-dl", url=service.url)
+    assert r.returncode == 1 and "did you mean 'tfctl-del'?" in r.stderr, r
     # Without --files the record goes and the files stay.
     deleted = wait_for(lambda: (lambda r: r if r.returncode == 0 or "still finishing" not in r.stderr else None)(
         run_tfctl(home, "delete", "tfctl-del", url=service.url)), 60, "the job to leave Slurm")
