@@ -49,6 +49,8 @@ Attempt AttemptFromJson(const json& j) {
   a.nodes = Get<std::string>(j, "nodes");
   a.start_step = GetOptional<int64_t>(j, "start_step");
   a.in_place = j.value("in_place", false);
+  // A tfslurmd before spec revisions sends none: its one revision.
+  a.spec_revision = GetOptional<int>(j, "spec_revision").value_or(1);
   a.submitted_at = Get<std::string>(j, "submitted_at");
   a.started_at = Get<std::string>(j, "started_at");
   a.ended_at = Get<std::string>(j, "ended_at");
@@ -70,6 +72,7 @@ Experiment ExperimentFromJson(const json& j) {
   e.reason = Get<std::string>(j, "reason");
   e.attempt = Get<int>(j, "attempt");
   e.restarts = Get<int>(j, "restarts");
+  e.spec_revision = GetOptional<int>(j, "spec_revision").value_or(1);
   e.model_dir = Get<std::string>(j, "model_dir");
   e.mem_per_task_mb = Get<int64_t>(j, "mem_per_task_mb");
   e.mem_explanation = Get<std::string>(j, "mem_explanation");

@@ -46,6 +46,7 @@ struct Attempt {
   std::string ended_at;
   // Restarted inside the job of the attempt before it (restart.in_allocation).
   bool in_place = false;
+  int spec_revision = 1;  // the spec revision it ran
 };
 
 struct Event {
@@ -73,6 +74,7 @@ struct Experiment {
   std::string reason;
   int attempt = 0;
   int restarts = 0;
+  int spec_revision = 1;  // a resume with changes makes the next
   std::string model_dir;
   int64_t mem_per_task_mb = 0;
   std::string mem_explanation;

@@ -1,5 +1,7 @@
 #include "client/spec_flags.h"
 
+#include <vector>
+
 namespace tfslurm::client {
 namespace {
 
@@ -80,6 +82,41 @@ StatusOr<json> ComposeSpec(json spec, const SpecFlags& flags) {
   }
   FillTaskLayout(spec);
   return spec;
+}
+
+Status SetSpecField(nlohmann::json& changes, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return InvalidArgument(
+        "--set takes PATH=VALUE with a dotted spec path, e.g. "
+        "restart.max_restarts=5 or env.LR=0.1; got '" +
+        assignment + "'");
+  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    size_t dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot == std::string::npos ? dot : dot - start));
+    if (parts.back().empty())
+      return InvalidArgument("--set: '" + path +
+                             "' has an empty part; a path is spec keys joined "
+                             "by dots, e.g. resources.time_limit");
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  nlohmann::json value = text;
+  if (parts[0] != "env" || text == "null") {
+    nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
+    if (!parsed.is_discarded()) value = parsed;
+  }
+  if (!changes.is_object()) changes = nlohmann::json::object();
+  nlohmann::json* at = &changes;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    nlohmann::json& next = (*at)[parts[i]];
+    if (!next.is_object()) next = nlohmann::json::object();
+    at = &next;
+  }
+  (*at)[parts.back()] = value;
+  return Status::Ok();
 }
 
 }  // namespace tfslurm::client

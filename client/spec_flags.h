@@ -37,4 +37,13 @@ struct SpecFlags {
 // every remaining problem is reported once, by field, by the service.
 StatusOr<nlohmann::json> ComposeSpec(nlohmann::json spec, const SpecFlags& flags);
 
+// `tfctl resume --set PATH=VALUE`: writes VALUE at the dotted spec PATH of
+// `changes` (a merge patch, POST /experiments/{id}/resume), e.g.
+// restart.max_restarts=5 gives {"restart": {"max_restarts": 5}}. VALUE is
+// read as JSON when it is JSON (5, true, null, ["a", "b"]) and as a string
+// otherwise; under env it is always a string (env.LR=0.1 is "0.1"), and
+// null unsets the variable. InvalidArgument for a PATH with an empty part or
+// an assignment without '='.
+Status SetSpecField(nlohmann::json& changes, const std::string& assignment);
+
 }  // namespace tfslurm::client

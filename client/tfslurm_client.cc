@@ -220,9 +220,16 @@ StatusOr<Experiment> Client::CancelExperiment(const std::string& id) {
                  connection_.url);
 }
 
-StatusOr<Experiment> Client::ResumeExperiment(const std::string& id) {
-  return Convert(Call(Method::kPost, ExperimentPath(id) + "/resume", nullptr), ExperimentFromJson,
+StatusOr<Experiment> Client::ResumeExperiment(const std::string& id, const json& changes) {
+  json body = json::object();
+  if (!changes.is_null()) body["changes"] = changes;
+  return Convert(Call(Method::kPost, ExperimentPath(id) + "/resume", &body), ExperimentFromJson,
                  connection_.url);
+}
+
+StatusOr<json> Client::DeleteExperiment(const std::string& id, bool files) {
+  json body = json::object();
+  return Call(Method::kPost, ExperimentPath(id) + "/delete" + (files ? "?files=true" : ""), &body);
 }
 
 StatusOr<CreatedToken> Client::CreateToken(const std::string& user, bool admin) {

@@ -76,8 +76,15 @@ class Client {
   StatusOr<Experiment> GetExperiment(const std::string& id);
   StatusOr<ExperimentList> ListExperiments(const ListQuery& query);
   StatusOr<Experiment> CancelExperiment(const std::string& id);
-  // Starts a new attempt from the experiment's latest checkpoint.
-  StatusOr<Experiment> ResumeExperiment(const std::string& id);
+  // Starts a new attempt from the experiment's latest checkpoint. `changes`
+  // (null: none): the spec fields to change, as a merge patch on the spec
+  // (POST /experiments/{id}/resume, schema/openapi.yaml).
+  StatusOr<Experiment> ResumeExperiment(const std::string& id,
+                                        const nlohmann::json& changes = nullptr);
+
+  // Removes an ended experiment from the service (POST /experiments/{id}/
+  // delete), and with `files` its directory; answers the service's JSON.
+  StatusOr<nlohmann::json> DeleteExperiment(const std::string& id, bool files);
 
   // The experiment's training scalars; only `tags` when not empty.
   StatusOr<TrainingMetrics> GetTrainingMetrics(const std::string& id,

@@ -114,6 +114,13 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
                  "training scalar tags kept per experiment; more are not kept")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
+  app.add_option_function<int64_t>(
+         "--retain-ended-days",
+         [&core](int64_t days) { core.retain_ended_ms = days * 24 * 60 * 60 * 1000; },
+         "delete from the database the experiments that ended more than this many days ago "
+         "(their rows, not their files); 0 keeps them forever")
+      ->default_str("0")
+      ->check(CLI::Range(0, 36500));
   app.add_option("--log-level", cl.log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_flag("--no-auth", d.no_auth,
                "single-user mode: no tokens, every caller is the local admin; only with a loopback "

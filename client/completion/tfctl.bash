@@ -16,7 +16,7 @@ _tfctl() {
   local cur prev command i
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="submit status list events logs metrics cancel resume token"
+  local commands="submit status list events logs metrics cancel resume delete token"
   local global_flags="--url --token --help"
 
   command=""
@@ -67,7 +67,8 @@ _tfctl() {
     events | cancel) flags="-o --output" ;;
     logs) flags="--task --attempt --tail --follow -f" ;;
     metrics) flags="--tag -o --output" ;;
-    resume) flags="--wait -o --output" ;;
+    resume) flags="--time-limit --set --wait -o --output" ;;
+    delete) flags="--files -o --output" ;;
     token)
       if [[ " ${COMP_WORDS[*]:1:COMP_CWORD-1} " != *" create "* ]]; then
         mapfile -t COMPREPLY < <(compgen -W "create" -- "$cur")

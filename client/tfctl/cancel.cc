@@ -17,7 +17,7 @@ int RunCancel(const GlobalOptions& global, const CancelOptions& options) {
   auto client = Connect(global);
   if (!client) return kExitError;
   auto cancelled = client->CancelExperiment(options.id);
-  if (!cancelled.ok()) return Fail(cancelled.status());
+  if (!cancelled.ok()) return FailForId(*client, options.id, cancelled.status());
   if (options.output != OutputFormat::kTable)
     PrintStructured(cancelled->raw, options.output, std::cout);
   else

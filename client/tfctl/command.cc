@@ -1,5 +1,7 @@
 #include "client/tfctl/command.h"
 
+#include "base/nearest_word.h"
+
 #include <algorithm>
 #include <iostream>
 #include <regex>
@@ -26,6 +28,27 @@ int Fail(const Status& error) {
   return kExitError;
 }
 
+int FailForId(client::Client& client, const std::string& id, const Status& error) {
+  PrintError(error, std::cerr);
+  if (error.code() != StatusCode::kNotFound || client.last_error_http_status() != 404)
+    return kExitError;
+  client::ListQuery query;
+  query.limit = 1000;
+  auto listed = client.ListExperiments(query);
+  if (!listed.ok()) return kExitError;
+  std::vector<std::string> ids;
+  for (const client::Experiment& e : listed->experiments) {
+    // The 404 was about something else (a task, an attempt) of this one.
+    if (e.id == id) return kExitError;
+    ids.push_back(e.id);
+  }
+  const std::string near = NearestWord(id, ids);
+  if (!near.empty())
+    std::cerr << "did you mean '" << client::EscapeForTerminal(near)
+              << "'? (tfctl list shows your experiments)\n";
+  return kExitError;
+}
+
 std::optional<client::Client> Connect(const GlobalOptions& options) {
   client::EnvLookup env = client::ProcessEnvironment();
   auto connection =
@@ -37,45 +60,8 @@ std::optional<client::Client> Connect(const GlobalOptions& options) {
   return client::Client(std::move(connection).value());
 }
 
-namespace {
-
-// Optimal string alignment distance: insertions, deletions, substitutions
-// and swaps of adjacent characters ("stauts" is one from "status").
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-}  // namespace
-
 std::string Nearest(const std::string& word, const std::vector<std::string>& choices) {
-  if (word.empty()) return "";
-  // Near enough: at most a third of the word wrong, and never more than 3.
-  const size_t allowed = std::min<size_t>(3, std::max<size_t>(1, word.size() / 3));
-  std::string best;
-  size_t best_distance = allowed + 1;
-  for (const std::string& choice : choices) {
-    size_t distance = EditDistance(word, choice);
-    const std::string last = choice.substr(choice.rfind('/') + 1);
-    if (last != choice) distance = std::min(distance, EditDistance(word, last));
-    if (distance > allowed && word.size() >= 3 && choice.find(word) != std::string::npos)
-      distance = allowed;
-    if (distance < best_distance) {
-      best = choice;
-      best_distance = distance;
-    }
-  }
-  return best;
+  return NearestWord(word, choices);
 }
 
 void AddExperimentIdArgument(CLI::App* app, std::string& id) {

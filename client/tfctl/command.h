@@ -52,6 +52,11 @@ std::optional<client::Client> Connect(const GlobalOptions& options);
 // "train/loss" for "los"); "" when none is near enough to suggest.
 std::string Nearest(const std::string& word, const std::vector<std::string>& choices);
 
+// Fail for a call about experiment `id`: after a 404, the caller's own
+// experiment nearest to `id` is suggested ("did you mean ...?"), found in
+// the list the service shows the caller (only their own).
+int FailForId(client::Client& client, const std::string& id, const Status& error);
+
 // The positional ID, checked against the service's id pattern so that a
 // mistyped id is a usage error, not a request.
 void AddExperimentIdArgument(CLI::App* app, std::string& id);
@@ -62,8 +67,10 @@ Command AddSubmitCommand(CLI::App& app, const GlobalOptions& global,
                          const std::vector<std::string>& command_after_dashes);
 Command AddStatusCommand(CLI::App& app, const GlobalOptions& global);
 Command AddListCommand(CLI::App& app, const GlobalOptions& global);
-Command AddResumeCommand(CLI::App& app, const GlobalOptions& global);
+Command AddResumeCommand(CLI::App& app, const GlobalOptions& global,
+                         const std::vector<std::string>& command_after_dashes);
 Command AddCancelCommand(CLI::App& app, const GlobalOptions& global);
+Command AddDeleteCommand(CLI::App& app, const GlobalOptions& global);
 Command AddEventsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddLogsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddMetricsCommand(CLI::App& app, const GlobalOptions& global);

@@ -17,7 +17,7 @@ int RunEvents(const GlobalOptions& global, const EventsOptions& options) {
   auto client = Connect(global);
   if (!client) return kExitError;
   auto e = client->GetExperiment(options.id);
-  if (!e.ok()) return Fail(e.status());
+  if (!e.ok()) return FailForId(*client, options.id, e.status());
   if (options.output != OutputFormat::kTable)
     PrintStructured(e->raw.value("events", nlohmann::json::array()), options.output, std::cout);
   else

@@ -87,7 +87,7 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
     query.task.clear();
   } else if (options.task.empty()) {
     auto e = client->GetExperiment(options.id);
-    if (!e.ok()) return Fail(e.status());
+    if (!e.ok()) return FailForId(*client, options.id, e.status());
     query.task = ChooseTask(*e, options.attempt);
   }
   bool escape = !options.raw && isatty(STDOUT_FILENO);

@@ -75,9 +75,12 @@ int main(int argc, char** argv) {
       AddLogsCommand(app, global),
       AddMetricsCommand(app, global),
       AddCancelCommand(app, global),
-      AddResumeCommand(app, global),
+      AddResumeCommand(app, global, command_after_dashes),
+      AddDeleteCommand(app, global),
       AddTokenCommand(app, global),
   };
+  size_t c_resume = 0;
+  while (c_resume < commands.size() && commands[c_resume].app->get_name() != "resume") ++c_resume;
   for (const Command& c : commands) {
     AddConnectionOptions(c.app, global.connection);
     for (CLI::App* sub : c.app->get_subcommands([](CLI::App*) { return true; }))
@@ -111,9 +114,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? kExitOk : kExitUsage;
   }
-  const Command& submit = commands.front();
-  if (has_dashes && !submit.app->parsed()) {
-    std::cerr << "tfctl: only `tfctl submit` takes a command after --\n";
+  // submit and resume take the program after --; nothing else does.
+  if (has_dashes && !commands.front().app->parsed() &&
+      !(c_resume < commands.size() && commands[c_resume].app->parsed())) {
+    std::cerr << "tfctl: only `tfctl submit` and `tfctl resume` take a command after --\n";
     return kExitUsage;
   }
   for (const Command& c : commands)

@@ -87,7 +87,7 @@ int RunMetrics(const GlobalOptions& global, const MetricsOptions& options) {
   auto client = Connect(global);
   if (!client) return kExitError;
   auto metrics = client->GetTrainingMetrics(options.id, options.tags);
-  if (!metrics.ok()) return Fail(metrics.status());
+  if (!metrics.ok()) return FailForId(*client, options.id, metrics.status());
   std::vector<std::string> missing;
   if (!options.tags.empty()) {
     missing = ReportMissingTags(*client, options, *metrics);

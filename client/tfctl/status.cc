@@ -35,7 +35,7 @@ int RunStatus(const GlobalOptions& global, const StatusOptions& options) {
   bool redraw = options.watch && options.output == OutputFormat::kTable && isatty(STDOUT_FILENO);
   for (bool first = true;; first = false) {
     auto e = client->GetExperiment(options.id);
-    if (!e.ok()) return Fail(e.status());
+    if (!e.ok()) return FailForId(*client, options.id, e.status());
     if (redraw)
       std::cout << "\033[H\033[2J";
     else if (!first)

@@ -93,6 +93,7 @@ void WriteAttempt(JsonWriter& w, const AttemptRecord& a) {
       .Field("nodes", a.nodes);
   w.Field("start_step", a.start_step).Field("exit_code", a.exit_code);
   w.Field("in_place", a.in_place);
+  w.Field("spec_revision", a.spec_revision);
   WriteTimestampField(w, "submitted_at", a.submitted_at);
   WriteTimestampField(w, "started_at", a.started_at);
   WriteTimestampField(w, "ended_at", a.ended_at);
@@ -152,6 +153,14 @@ std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
   w.EndArray();
   // The stored spec is the canonical JSON the service wrote itself.
   w.Key("spec").Raw(v.experiment.spec_json.empty() ? "null" : v.experiment.spec_json);
+  w.Field("spec_revision", v.experiment.spec_revision);
+  w.Key("spec_revisions").BeginArray();
+  for (const SpecRevisionRecord& r : v.spec_revisions) {
+    w.BeginObject().Field("revision", r.revision);
+    WriteTimestampField(w, "created_at", r.created_at);
+    w.Field("changes", r.changes).EndObject();
+  }
+  w.EndArray();
   w.Key("attempts").BeginArray();
   for (const AttemptRecord& a : v.attempts) WriteAttempt(w, a);
   w.EndArray();

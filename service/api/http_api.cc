@@ -210,11 +210,48 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
       Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
         if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok())
           return ReplyError(res, s);
-        auto attempt = experiments.Resume(req.matches[1]);
+        // An empty body resumes as it was; {"changes": {...}} changes the
+        // spec (core/spec_changes.h).
+        nlohmann::json changes = nullptr;
+        if (!req.body.empty()) {
+          auto body = ParseBody(req);
+          if (!body.ok()) return ReplyError(res, body.status());
+          if (!body->is_object())
+            return ReplyError(res, InvalidArgument("the body must be a JSON object",
+                                                   {{"",
+                                                     "must be an object such as {\"changes\": "
+                                                     "{\"resources\": {\"time_limit\": "
+                                                     "\"02:00:00\"}}}"}}));
+          for (const auto& [key, value] : body->items())
+            if (key != "changes")
+              return ReplyError(res, InvalidArgument("unknown field '" + key + "'",
+                                                     {{key,
+                                                       "is not a field of a resume; the one "
+                                                       "field is changes"}}));
+          if (body->contains("changes")) changes = (*body)["changes"];
+        }
+        auto attempt = experiments.Resume(req.matches[1], changes);
         if (!attempt.ok()) return ReplyError(res, attempt.status());
         auto view = experiments.Get(req.matches[1]);
         if (!view.ok()) return ReplyError(res, view.status());
         ReplyJsonText(res, 202, ExperimentViewJson(*view, clock.NowMs()));
+      }));
+
+  // Not DELETE /experiments/{id}, which cancels: removing the record of an
+  // ended experiment (and, with ?files=true, its directory) cannot be undone.
+  server.Post(
+      std::string("/experiments/") + kIdPattern + "/delete",
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        if (Status s = Authorize(experiments, who, req.matches[1]); !s.ok())
+          return ReplyError(res, s);
+        auto deleted = experiments.Delete(req.matches[1], IsTrue(req, "files"));
+        if (!deleted.ok()) return ReplyError(res, deleted.status());
+        ReplyJson(res, 200,
+                  {{"id", deleted->id},
+                   {"deleted", true},
+                   {"files_removed_from", deleted->files_removed_from},
+                   {"entries_removed", deleted->entries_removed},
+                   {"model_dir_kept", deleted->model_dir_kept}});
       }));
 
   // Errors httplib raises itself (unknown route, body too large) get the same

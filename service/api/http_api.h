@@ -7,8 +7,9 @@
 //   GET    /experiments                 (?state=running,queued&limit=&offset=)
 //   GET    /experiments/{id}
 //   GET    /experiments/{id}/sbatch     (?attempt=N)
-//   DELETE /experiments/{id}
-//   POST   /experiments/{id}/resume
+//   DELETE /experiments/{id}             (cancels)
+//   POST   /experiments/{id}/resume      (body {"changes": {...}}: spec changes)
+//   POST   /experiments/{id}/delete      (?files=true: its directory too; ended ones only)
 //
 // Thread safety: register the routes once, before serving; httplib then runs
 // the handlers on many threads at once, and what they share (Experiments, the

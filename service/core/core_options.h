@@ -42,6 +42,11 @@ struct CoreConfig {
   // this delay, doubled per failure up to the maximum.
   int64_t submit_retry_ms = 5000;
   int64_t submit_retry_max_ms = 5 * 60 * 1000;
+  // Ended experiments last changed longer ago than this are deleted from
+  // the store (not their files) by a sweep at most every
+  // retention_sweep_ms; 0 keeps them forever (--retain-ended-days).
+  int64_t retain_ended_ms = 0;
+  int64_t retention_sweep_ms = 60 * 1000;
   SpecLimits limits;
   ScalarLimits scalar_limits;
 };

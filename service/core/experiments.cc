@@ -7,6 +7,7 @@
 #include "service/core/agent_protocol.h"
 #include "service/core/components.h"
 #include "service/core/core_state.h"
+#include "service/core/deletion.h"
 #include "service/core/slurm_watch.h"
 #include "service/core/submission.h"
 
@@ -28,7 +29,9 @@ class ExperimentsImpl final : public Experiments {
     return submission_.Submit(spec, owner, dry_run);
   }
   Status Cancel(const std::string& id, const std::string& why) override;
-  StatusOr<AttemptRecord> Resume(const std::string& id) override { return submission_.Resume(id); }
+  StatusOr<AttemptRecord> Resume(const std::string& id, const nlohmann::json& changes) override {
+    return submission_.Resume(id, changes);
+  }
 
   StatusOr<ExperimentView> Get(const std::string& id) override;
   StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override {
@@ -65,13 +68,21 @@ class ExperimentsImpl final : public Experiments {
     agents_.OnDisconnect(ref, channel);
   }
 
-  void Tick() override { watch_.Tick(); }
+  StatusOr<DeleteResult> Delete(const std::string& id, bool files) override {
+    return deletion_.Delete(id, files);
+  }
+
+  void Tick() override {
+    watch_.Tick();
+    deletion_.SweepIfDue();
+  }
 
  private:
   CoreState core_;
   Submission submission_;
   AgentProtocol agents_;
   SlurmWatch watch_;
+  Deletion deletion_{core_};
 };
 
 StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
@@ -109,6 +120,16 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
       const std::vector<JobComponent> components = JobComponents(*spec);
       for (TaskRecord& t : v.tasks) t.component = ComponentOfTask(components, t.proc_id);
     }
+  }
+  // Most experiments never change their spec: the one revision is the
+  // experiment's own, with no query (GET's p99 target).
+  if (v.experiment.spec_revision > 1) {
+    auto revisions = core_.ports().store.ListSpecRevisions(id);
+    if (!revisions.ok()) return revisions.status();
+    v.spec_revisions = std::move(revisions).value();
+    for (SpecRevisionRecord& r : v.spec_revisions) r.spec_json.clear();
+  } else {
+    v.spec_revisions.push_back({id, 1, "", v.experiment.created_at, ""});
   }
   auto events = core_.ports().store.ListEvents(id, 500);
   if (!events.ok()) return events.status();

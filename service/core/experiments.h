@@ -36,9 +36,20 @@ namespace tfslurm {
 // What GET /experiments/{id} shows.
 struct ExperimentView {
   ExperimentRecord experiment;
+  std::vector<SpecRevisionRecord> spec_revisions;  // spec_json left empty
   std::vector<AttemptRecord> attempts;
   std::vector<TaskRecord> tasks;  // of the current attempt
   std::vector<EventRecord> events;
+};
+
+// What a deletion removed.
+struct DeleteResult {
+  std::string id;
+  // The experiment's directory, when its files were removed; else "".
+  std::string files_removed_from;
+  int64_t entries_removed = 0;
+  // A model_dir outside the experiment's directory, which is never removed.
+  std::string model_dir_kept;
 };
 
 // Result of a dry run or a submission.
@@ -65,8 +76,17 @@ class Experiments {
   [[nodiscard]] virtual Status Cancel(const std::string& id, const std::string& why) = 0;
   // Starts a new attempt of a finished experiment with the same MODEL_DIR, so
   // the program restores its latest checkpoint. The restart budget starts
-  // over. FailedPrecondition while the experiment still runs.
-  virtual StatusOr<AttemptRecord> Resume(const std::string& id) = 0;
+  // over. FailedPrecondition while the experiment still runs. `changes`
+  // (null: none) changes the spec as a merge patch (core/spec_changes.h:
+  // what may change, and why the rest may not); the changed spec is the
+  // next spec revision, which the new attempt runs.
+  virtual StatusOr<AttemptRecord> Resume(const std::string& id,
+                                         const nlohmann::json& changes = nullptr) = 0;
+  // Removes an ended experiment from the store (its attempts, tasks, events,
+  // scalars, spec revisions), and with `files` its directory <output
+  // root>/<id>, as the owner's account (core/deletion.h). The id is free
+  // again. FailedPrecondition while it is open, naming its state.
+  virtual StatusOr<DeleteResult> Delete(const std::string& id, bool files) = 0;
 
   // Reads, as the store has them.
   virtual StatusOr<ExperimentView> Get(const std::string& id) = 0;

@@ -111,6 +111,7 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   r.nodes = old.record.nodes;
   r.sbatch_script = old.record.sbatch_script;
   r.in_place = true;
+  r.spec_revision = old.record.spec_revision;  // the same spec, in the same job
   r.submitted_at = r.started_at = now;
 
   // The tasks' output moves to the new attempt's log directory, made as the

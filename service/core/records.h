@@ -92,6 +92,19 @@ struct ExperimentRecord {
   // Nodes the next automatic attempts leave out (--exclude), in the order
   // they were added; a resume clears them.
   std::vector<std::string> excluded_nodes;
+  // spec_json's revision: 1 as submitted, one more for each resume that
+  // changed it (SpecRevisionRecord keeps each).
+  int spec_revision = 1;
+};
+
+// One revision of an experiment's spec, kept whole: what its attempts of
+// that revision ran.
+struct SpecRevisionRecord {
+  std::string experiment_id;
+  int revision = 1;
+  std::string spec_json;  // canonical form
+  int64_t created_at = 0;
+  std::string changes;  // for people, what changed from the revision before; empty for 1
 };
 
 // Tasks of one attempt in one role and state, counted.
@@ -132,7 +145,8 @@ struct AttemptRecord {
   // restarted their programs (restart.in_allocation): its job, job name and
   // secret are that attempt's.
   bool in_place = false;
-  int exit_code = 0;  // the batch script's, when Slurm reports it
+  int spec_revision = 1;  // the spec revision it ran (SpecRevisionRecord)
+  int exit_code = 0;      // the batch script's, when Slurm reports it
   int64_t submitted_at = 0;
   int64_t started_at = 0;
   int64_t ended_at = 0;

@@ -1,6 +1,7 @@
 #include "service/core/spec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <regex>
 
 #include "service/core/spec_checker.h"
@@ -83,10 +84,20 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
     auto s = c.String(v["time_limit"], "resources.time_limit", 32);
     std::optional<int> minutes = s ? ParseSlurmTimeMinutes(*s) : std::nullopt;
     if (s && (!minutes || *minutes < 1)) {
+      std::string upper = *s;
+      for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      // Slurm's sbatch takes these; a job without an end gets no checkpoint
+      // signal before it, so tfslurm does not.
+      const bool unlimited = upper == "UNLIMITED" || upper == "INFINITE" || upper == "-1";
       c.Fail("resources.time_limit",
-             "must be a Slurm time of at least one minute: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or "
-             "D-HH:MM:SS, got " +
-                 Show(v["time_limit"]));
+             "must be a Slurm time from 1 minute to " + FormatSlurmTime(kMaxTimeLimitMinutes) +
+                 " (the most Slurm reads: it counts a time limit's seconds in a 32-bit int, "
+                 "time_str2secs in src/common/parse_time.c): MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM "
+                 "or D-HH:MM:SS, got " +
+                 Show(v["time_limit"]) +
+                 (unlimited ? "; an unlimited job would get no checkpoint signal before its end, "
+                              "so tfslurm needs a limit"
+                            : ""));
     } else if (minutes) {
       out.time_limit_minutes = *minutes;
     }
@@ -383,12 +394,21 @@ void ParseCheckpoint(Checker& c, const json& input, ExperimentSpec& spec) {
     }
   }
   // Slurm's warning signal must come before the end, or it never comes.
-  if (spec.signal_grace_s >= spec.resources.time_limit_minutes * 60)
+  const int64_t limit_s = int64_t{spec.resources.time_limit_minutes} * 60;
+  if (spec.signal_grace_s >= limit_s) {
+    const bool set = input.contains("checkpoint") && input["checkpoint"].is_object() &&
+                     input["checkpoint"].contains("signal_grace_s");
+    // Raised: the next whole minute past the grace, as Slurm counts minutes.
+    const int raised = spec.signal_grace_s / 60 + 1;
     c.Fail("checkpoint.signal_grace_s",
-           "is " + std::to_string(spec.signal_grace_s) +
-               " s, not shorter than resources.time_limit (" +
-               std::to_string(spec.resources.time_limit_minutes * 60) +
-               " s); the checkpoint signal would come before the job starts");
+           "is " + std::to_string(spec.signal_grace_s) + " s" + (set ? "" : " (the default)") +
+               ", not shorter than resources.time_limit (" +
+               FormatSlurmTime(spec.resources.time_limit_minutes) + ", " + std::to_string(limit_s) +
+               " s): the checkpoint signal would come before the job starts; lower "
+               "checkpoint.signal_grace_s below " +
+               std::to_string(limit_s) + " (e.g. " + std::to_string(limit_s / 2) +
+               "), or raise resources.time_limit to at least " + FormatSlurmTime(raised));
+  }
 }
 
 void ParseProgress(Checker& c, const json& input, ExperimentSpec& spec) {

@@ -176,8 +176,13 @@ StatusOr<ExperimentSpec> ParseSpec(const nlohmann::json& input, const SpecLimits
 bool IsRole(const std::string& role);
 const char* SuccessPolicyName(SuccessPolicy policy);
 const char* FrameworkName(Framework framework);
+// The longest time limit Slurm reads: time_str2secs (src/common/parse_time.c)
+// counts the seconds in an int, so 2^31 - 1 s, in whole minutes
+// (24855-03:14:00).
+inline constexpr int kMaxTimeLimitMinutes = 2147483647 / 60;
 // Slurm's time formats: "MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM",
-// "D-HH:MM:SS". Seconds round up to whole minutes, as Slurm does.
+// "D-HH:MM:SS". Seconds round up to whole minutes, as Slurm does; nullopt
+// past kMaxTimeLimitMinutes.
 std::optional<int> ParseSlurmTimeMinutes(const std::string& text);
 std::string FormatSlurmTime(int minutes);
 bool IsValidExperimentId(const std::string& id);

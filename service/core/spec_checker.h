@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/nearest_word.h"
 #include "base/unsafe_text.h"
 #include "service/core/model_dir.h"
 #include "service/core/spec.h"
@@ -97,7 +98,10 @@ class Checker {
       if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; })) {
         std::string list;
         for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-        Fail(Join(path, key), "unknown field; allowed here: " + list);
+        const std::string near = NearestWord(key, {allowed.begin(), allowed.end()});
+        Fail(Join(path, key),
+             "unknown field;" + (near.empty() ? "" : " did you mean '" + Join(path, near) + "'?") +
+                 " allowed here: " + list);
       }
     }
   }

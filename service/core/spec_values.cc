@@ -65,7 +65,7 @@ const char* SuccessPolicyName(SuccessPolicy policy) {
 namespace {
 
 // At program start, on one thread (see checkpoint_state.cc's kLine).
-const std::regex kTime(R"((?:(\d{1,4})-)?(\d{1,6})(?::(\d{1,2}))?(?::(\d{1,2}))?)");
+const std::regex kTime(R"((?:(\d{1,5})-)?(\d{1,6})(?::(\d{1,2}))?(?::(\d{1,2}))?)");
 
 }  // namespace
 
@@ -86,7 +86,7 @@ std::optional<int> ParseSlurmTimeMinutes(const std::string& text) {
     seconds = a * 60;  // MM
   }
   long minutes = (seconds + 59) / 60;
-  if (minutes > 365L * 24 * 60) return std::nullopt;
+  if (minutes > kMaxTimeLimitMinutes) return std::nullopt;
   return static_cast<int>(minutes);
 }
 

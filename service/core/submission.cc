@@ -10,6 +10,7 @@
 #include "service/core/in_place_restart.h"
 #include "service/core/model_dir.h"
 #include "service/core/sbatch_script.h"
+#include "service/core/spec_changes.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
@@ -19,6 +20,8 @@ struct Submission::PreparedAttempt {
   SubmitRequest request;
   AttemptRecord attempt;
   MemoryPlan memory;
+  // A resume that changed the spec: its new revision, stored with the intent.
+  std::optional<SpecRevisionRecord> revision;
 };
 
 StatusOr<JobPlan> Submission::PlanFor(const ExperimentSpec& spec, RunAs account) {
@@ -182,6 +185,7 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   attempt.job_name = p.request.job_name;
   attempt.state = AttemptState::kSubmitting;
   attempt.sbatch_script = p.request.script;
+  attempt.spec_revision = a.record.spec_revision;
   if (auto cp = core_.ports().files.ReadCheckpointState(a.record.model_dir, a.spec.framework, as))
     attempt.start_step = cp->step;
   return p;
@@ -219,6 +223,8 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   }
   intent.experiment = record;
   intent.create_experiment = create;
+  if (create) intent.spec_revisions.push_back({id, 1, record.spec_json, now, ""});
+  if (p.revision) intent.spec_revisions.push_back(*p.revision);
   intent.attempts.push_back(p.attempt);
   intent.tasks = next.tasks;
   intent.events.push_back(
@@ -326,7 +332,19 @@ void Submission::OnSubmissionNotPrepared(OpenExperiment& a, int number, const St
                  attempt_n + " cannot be submitted: " + why.message());
 }
 
-StatusOr<AttemptRecord> Submission::Resume(const std::string& id) {
+Status Submission::CheckChangedWorkdir(const OpenExperiment& a, const ExperimentSpec& changed) {
+  if (changed.workdir.empty() || changed.workdir == a.spec.workdir) return Status::Ok();
+  auto account = core_.ports().accounts.ForOwner(a.record.owner);
+  if (!account.ok()) return account.status();
+  Status usable = core_.ports().files.CheckWorkdir(changed.workdir, *account);
+  if (usable.ok() || usable.code() == StatusCode::kUnavailable) return usable;
+  return InvalidArgument("the workdir " + changed.workdir + " cannot be used by " + account->user +
+                             ": " + usable.message(),
+                         {{"workdir", "must be a directory " + account->user + " may enter, got '" +
+                                          changed.workdir + "': " + usable.message()}});
+}
+
+StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann::json& changes) {
   MutexLock lock(core_.mu());
   auto it = core_.open().find(id);
   if (it != core_.open().end()) {
@@ -352,12 +370,29 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id) {
   for (const std::string& node : a->record.excluded_nodes)
     cleared += (cleared.empty() ? "" : ", ") + node;
   a->record.excluded_nodes.clear();
-  // Nothing is stored before the intent: a failure to prepare the attempt
-  // answers the error and leaves the experiment as it was.
+  // Nothing is stored before the intent: a spec change that is refused, or a
+  // failure to prepare the attempt, answers the error and leaves the
+  // experiment as it was.
+  std::optional<SpecRevisionRecord> revision;
+  if (!changes.is_null()) {
+    auto changed = ApplySpecChanges(a->spec, changes, core_.config().limits);
+    if (!changed.ok()) return changed.status();
+    if (!changed->summary.empty()) {
+      if (Status s = CheckChangedWorkdir(*a, changed->spec); !s.ok()) return s;
+      a->spec = std::move(changed->spec);
+      a->record.spec_json = a->spec.ToJson().dump();
+      a->record.spec_revision++;
+      revision = SpecRevisionRecord{id, a->record.spec_revision, a->record.spec_json,
+                                    core_.ports().clock.NowMs(), changed->summary};
+    }
+  }
   auto plan = PlanAttempt(*a);
   if (!plan.ok()) return plan.status();
+  a->record.mem_per_task_mb = plan->Summary().mem_per_task_mb;
+  a->record.mem_explanation = plan->Summary().explanation;
   auto prepared = PrepareAttempt(*a, a->attempt.record.number + 1, *plan);
   if (!prepared.ok()) return prepared.status();
+  prepared->revision = revision;
   // The step the attempt starts from, as PrepareAttempt read it.
   const std::optional<int64_t> start_step = prepared->attempt.start_step;
   auto attempt = SubmitAttempt(
@@ -365,7 +400,10 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id) {
       "resumed by the user" +
           (start_step ? " from checkpoint step " + std::to_string(*start_step)
                       : std::string(" (no checkpoint in ") + a->record.model_dir + ")") +
-          (cleared.empty() ? "" : "; excluded nodes cleared (" + cleared + ")"));
+          (cleared.empty() ? "" : "; excluded nodes cleared (" + cleared + ")") +
+          (revision
+               ? "; spec revision " + std::to_string(revision->revision) + ": " + revision->changes
+               : ""));
   if (!attempt.ok()) return attempt.status();
   core_.open()[id] = std::move(a);
   return attempt;

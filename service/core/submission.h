@@ -34,7 +34,11 @@ class Submission {
       ABSL_LOCKS_EXCLUDED(core_.mu());
   // Starts a new attempt of a finished experiment with the same MODEL_DIR.
   // The restart budget starts over. FailedPrecondition while it still runs.
-  StatusOr<AttemptRecord> Resume(const std::string& id) ABSL_LOCKS_EXCLUDED(core_.mu());
+  // `changes` (null: none) is a merge patch on the spec (spec_changes.h);
+  // a spec it changes becomes the experiment's next spec revision, stored
+  // with the attempt's intent.
+  StatusOr<AttemptRecord> Resume(const std::string& id, const nlohmann::json& changes)
+      ABSL_LOCKS_EXCLUDED(core_.mu());
   // A restart or a resubmission: prepares attempt `number` and submits it;
   // a failure to prepare it is retried later when transient, else fails the
   // experiment. With `queued_why`, the experiment moves to queued.
@@ -71,6 +75,8 @@ class Submission {
   // cause is transient, else the experiment fails with the reason.
   void OnSubmissionNotPrepared(OpenExperiment& e, int number, const Status& why, Changes& c);
   int64_t NextSubmitRetryMs(OpenExperiment& e);
+  // A workdir a resume changes must be one the owner's account may enter.
+  Status CheckChangedWorkdir(const OpenExperiment& e, const ExperimentSpec& changed);
 
   CoreState& core_;
   Mutex partition_mu_;

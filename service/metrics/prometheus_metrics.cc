@@ -67,6 +67,16 @@ struct PrometheusMetrics::Families {
                                                .Help("Polls of slurmctld that failed")
                                                .Register(registry)
                                                .Add({});
+  prometheus::Family<prometheus::Counter>& deleted =
+      prometheus::BuildCounter()
+          .Name("tfslurm_experiments_deleted_total")
+          .Help("Ended experiments deleted, by whom (user, retention) and whether their files went")
+          .Register(registry);
+  prometheus::Counter& deleted_files = prometheus::BuildCounter()
+                                           .Name("tfslurm_deleted_files_total")
+                                           .Help("Files and directories removed with deletions")
+                                           .Register(registry)
+                                           .Add({});
   prometheus::Family<Histogram>& http = prometheus::BuildHistogram()
                                             .Name("tfslurm_http_request_duration_seconds")
                                             .Help("REST API requests, by route and status code")
@@ -89,6 +99,14 @@ void PrometheusMetrics::Restarted(EndReason reason, RestartKind kind) {
       .Add({{"end_reason", EndReasonName(reason)},
             {"where", kind == RestartKind::kInPlace ? "in_place" : "new_job"}})
       .Increment();
+}
+
+void PrometheusMetrics::ExperimentDeleted(bool by_retention, int64_t files_removed) {
+  f_->deleted
+      .Add({{"by", by_retention ? "retention" : "user"},
+            {"files", files_removed > 0 ? "removed" : "kept"}})
+      .Increment();
+  f_->deleted_files.Increment(static_cast<double>(files_removed));
 }
 
 void PrometheusMetrics::SlurmPolled(double seconds, bool ok) {

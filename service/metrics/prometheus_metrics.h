@@ -14,6 +14,8 @@
 //   tfslurm_reaping_seconds                           histogram
 //   tfslurm_slurm_poll_seconds                        histogram
 //   tfslurm_slurm_poll_errors_total                   counter
+//   tfslurm_experiments_deleted_total{by,files}       counter
+//   tfslurm_deleted_files_total                       counter
 //   tfslurm_http_request_duration_seconds{route,code} histogram
 //
 // Thread safety: every method may be called from any thread at once.
@@ -37,6 +39,7 @@ class PrometheusMetrics final : public Metrics {
   void ReapingDone(double seconds) override;
   void AttemptEnded(EndReason reason) override;
   void Restarted(EndReason reason, RestartKind kind) override;
+  void ExperimentDeleted(bool by_retention, int64_t files_removed) override;
   void SlurmPolled(double seconds, bool ok) override;
 
   // One HTTP request answered: its route (RouteLabel) and status code.

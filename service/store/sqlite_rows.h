@@ -14,7 +14,7 @@ namespace tfslurm::store {
 inline constexpr const char* kExperimentColumns =
     "id, owner, spec, state, reason, current_attempt, restarts, model_dir, mem_per_task_mb, "
     "mem_explanation, checkpoint_step, checkpoint_path, created_at, updated_at, next_attempt_at, "
-    "excluded_nodes";
+    "excluded_nodes, spec_revision";
 
 // The list's columns: an experiment's, from `experiments e`, without its
 // spec (a list never shows it), then its current attempt's, from
@@ -27,7 +27,8 @@ inline constexpr const char* kSummaryColumns =
     "e.mem_per_task_mb AS mem_per_task_mb, e.mem_explanation AS mem_explanation, "
     "e.checkpoint_step AS checkpoint_step, e.checkpoint_path AS checkpoint_path, "
     "e.created_at AS created_at, e.updated_at AS updated_at, e.next_attempt_at AS "
-    "next_attempt_at, e.excluded_nodes AS excluded_nodes, a.number AS attempt_number, "
+    "next_attempt_at, e.excluded_nodes AS excluded_nodes, e.spec_revision AS spec_revision, "
+    "a.number AS attempt_number, "
     "a.slurm_job_id AS attempt_slurm_job_id, "
     "a.nodes AS attempt_nodes, a.slurm_state AS attempt_slurm_state";
 
@@ -49,6 +50,7 @@ inline ExperimentRecord ReadExperiment(Statement& s) {
   e.created_at = s.Int("created_at");
   e.updated_at = s.Int("updated_at");
   e.next_attempt_at = s.Int("next_attempt_at");
+  e.spec_revision = static_cast<int>(s.Int("spec_revision"));
   // Comma-separated: node names never hold a comma.
   std::string excluded = s.Text("excluded_nodes");
   for (size_t start = 0; start < excluded.size();) {
@@ -75,7 +77,7 @@ inline ExperimentSummary ReadSummary(Statement& s) {
 inline constexpr const char* kAttemptColumns =
     "experiment_id, number, secret_sha256, job_name, slurm_job_id, state, slurm_state, "
     "end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, started_at, "
-    "ended_at, in_place";
+    "ended_at, in_place, spec_revision";
 
 inline AttemptRecord ReadAttempt(Statement& s) {
   AttemptRecord a;
@@ -98,6 +100,7 @@ inline AttemptRecord ReadAttempt(Statement& s) {
   a.submitted_at = s.Int("submitted_at");
   a.started_at = s.Int("started_at");
   a.ended_at = s.Int("ended_at");
+  a.spec_revision = static_cast<int>(s.Int("spec_revision"));
   return a;
 }
 
@@ -148,6 +151,29 @@ inline TokenRecord ReadToken(Statement& s) {
   t.admin = s.Int("admin") != 0;
   t.created_at = s.Int("created_at");
   return t;
+}
+
+// Writers of one row each, inside the caller's transaction.
+inline Status WriteTask(StatementCache& sql, const TaskRecord& t) {
+  Statement s = sql.Prepare(
+      "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
+      "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at, "
+      "local_rank, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  s.Bind(1, t.experiment_id).Bind(2, t.attempt).Bind(3, t.proc_id).Bind(4, t.role);
+  s.Bind(5, t.index).Bind(6, t.node).Bind(7, t.address).Bind(8, TaskStateName(t.state));
+  s.Bind(9, t.exit_code).Bind(10, t.signal);
+  s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
+  s.Bind(14, t.local_rank).Bind(15, t.detail);
+  if (s.Step() != SQLITE_DONE) return sql.Error("writing task");
+  return Status::Ok();
+}
+
+inline Status WriteEvent(StatementCache& sql, const EventRecord& ev) {
+  Statement s =
+      sql.Prepare("INSERT INTO events (experiment_id, attempt, at, what, why) VALUES (?,?,?,?,?)");
+  s.Bind(1, ev.experiment_id).Bind(2, ev.attempt).Bind(3, ev.at).Bind(4, ev.what).Bind(5, ev.why);
+  if (s.Step() != SQLITE_DONE) return sql.Error("writing event");
+  return Status::Ok();
 }
 
 }  // namespace tfslurm::store

@@ -26,6 +26,7 @@
 #include "service/store/migrations.h"
 #include "service/store/sqlite_rows.h"
 #include "service/store/sqlite_scalars.h"
+#include "service/store/sqlite_spec_revisions.h"
 #include "service/store/sqlite_statement.h"
 #include "service/store/sqlite_store.h"
 
@@ -256,6 +257,20 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  StatusOr<std::vector<std::string>> ListEndedBefore(int64_t before_ms, int limit) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    Statement s = Prepare(
+        "SELECT id FROM experiments WHERE state IN ('succeeded','failed','cancelled') AND "
+        "updated_at < ? ORDER BY updated_at LIMIT ?");
+    s.Bind(1, before_ms).Bind(2, limit);
+    std::vector<std::string> out;
+    int rc;
+    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.Text("id"));
+    if (rc != SQLITE_DONE) return Error("listing ended experiments");
+    return out;
+  }
+
   StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
@@ -280,6 +295,12 @@ class SqliteStore final : public Store {
     while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadTask(s));
     if (rc != SQLITE_DONE) return Error("listing tasks");
     return out;
+  }
+
+  StatusOr<std::vector<SpecRevisionRecord>> ListSpecRevisions(const std::string& id) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    return ReadSpecRevisions(*statements_, id);
   }
 
   StatusOr<std::vector<EventRecord>> ListEvents(const std::string& id, int limit) override
@@ -411,7 +432,7 @@ class SqliteStore final : public Store {
       const ExperimentRecord& e = *c.experiment;
       // An upsert, not REPLACE: REPLACE deletes first, cascading to attempts.
       std::string sql = std::string("INSERT INTO experiments (") + kExperimentColumns +
-                        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+                        ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
       if (!c.create_experiment)
         sql +=
             " ON CONFLICT(id) DO UPDATE SET owner=excluded.owner, spec=excluded.spec, "
@@ -421,7 +442,7 @@ class SqliteStore final : public Store {
             "mem_per_task_mb=excluded.mem_per_task_mb, mem_explanation=excluded.mem_explanation, "
             "checkpoint_step=excluded.checkpoint_step, checkpoint_path=excluded.checkpoint_path, "
             "updated_at=excluded.updated_at, next_attempt_at=excluded.next_attempt_at, "
-            "excluded_nodes=excluded.excluded_nodes";
+            "excluded_nodes=excluded.excluded_nodes, spec_revision=excluded.spec_revision";
       Statement s = Prepare(sql);
       s.Bind(1, e.id)
           .Bind(2, e.owner)
@@ -436,7 +457,7 @@ class SqliteStore final : public Store {
       std::string excluded;
       for (const std::string& node : e.excluded_nodes)
         excluded += (excluded.empty() ? "" : ",") + node;
-      s.Bind(16, excluded);
+      s.Bind(16, excluded).Bind(17, e.spec_revision);
       int rc = s.Step();
       if (rc == SQLITE_CONSTRAINT && c.create_experiment)
         return {StatusCode::kAlreadyExists, "an experiment with id '" + e.id + "' exists"};
@@ -449,8 +470,8 @@ class SqliteStore final : public Store {
           "INSERT INTO attempts (experiment_id, number, secret_sha256, job_name, slurm_job_id, "
           "state, "
           "slurm_state, end_reason, reason, nodes, sbatch_script, start_step, exit_code, "
-          "submitted_at, "
-          "started_at, ended_at, in_place) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON "
+          "submitted_at, started_at, ended_at, in_place, spec_revision) "
+          "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON "
           "CONFLICT(experiment_id, "
           "number) DO UPDATE SET secret_sha256=excluded.secret_sha256, job_name=excluded.job_name, "
           "slurm_job_id=excluded.slurm_job_id, state=excluded.state, "
@@ -458,41 +479,22 @@ class SqliteStore final : public Store {
           "end_reason=excluded.end_reason, reason=excluded.reason, nodes=excluded.nodes, "
           "sbatch_script=excluded.sbatch_script, start_step=excluded.start_step, "
           "exit_code=excluded.exit_code, submitted_at=excluded.submitted_at, "
-          "started_at=excluded.started_at, ended_at=excluded.ended_at, in_place=excluded.in_place");
+          "started_at=excluded.started_at, ended_at=excluded.ended_at, "
+          "in_place=excluded.in_place, spec_revision=excluded.spec_revision");
       s.Bind(1, a.experiment_id).Bind(2, a.number).Bind(3, a.secret_sha256).Bind(4, a.job_name);
       s.Bind(5, a.slurm_job_id).Bind(6, AttemptStateName(a.state)).Bind(7, a.slurm_state);
       s.Bind(8, a.end_reason ? EndReasonName(*a.end_reason) : "");
       s.Bind(9, a.reason).Bind(10, a.nodes).Bind(11, a.sbatch_script).Bind(12, a.start_step);
       s.Bind(13, a.exit_code).Bind(14, a.submitted_at).Bind(15, a.started_at).Bind(16, a.ended_at);
-      s.Bind(17, a.in_place ? 1 : 0);
+      s.Bind(17, a.in_place ? 1 : 0).Bind(18, a.spec_revision);
       if (s.Step() != SQLITE_DONE) return Error("writing attempt");
     }
-    for (const TaskRecord& t : c.tasks) {
-      Statement s = Prepare(
-          "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
-          "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at, "
-          "local_rank, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-      s.Bind(1, t.experiment_id)
-          .Bind(2, t.attempt)
-          .Bind(3, t.proc_id)
-          .Bind(4, t.role)
-          .Bind(5, t.index);
-      s.Bind(6, t.node).Bind(7, t.address).Bind(8, TaskStateName(t.state));
-      s.Bind(9, t.exit_code).Bind(10, t.signal);
-      s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
-      s.Bind(14, t.local_rank).Bind(15, t.detail);
-      if (s.Step() != SQLITE_DONE) return Error("writing task");
-    }
-    for (const EventRecord& ev : c.events) {
-      Statement s =
-          Prepare("INSERT INTO events (experiment_id, attempt, at, what, why) VALUES (?,?,?,?,?)");
-      s.Bind(1, ev.experiment_id)
-          .Bind(2, ev.attempt)
-          .Bind(3, ev.at)
-          .Bind(4, ev.what)
-          .Bind(5, ev.why);
-      if (s.Step() != SQLITE_DONE) return Error("writing event");
-    }
+    for (const TaskRecord& t : c.tasks)
+      if (Status s = WriteTask(*statements_, t); !s.ok()) return s;
+    for (const SpecRevisionRecord& r : c.spec_revisions)
+      if (Status s = InsertSpecRevision(*statements_, r); !s.ok()) return s;
+    for (const EventRecord& ev : c.events)
+      if (Status s = WriteEvent(*statements_, ev); !s.ok()) return s;
     return Status::Ok();
   }
 

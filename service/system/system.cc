@@ -17,6 +17,7 @@
 
 #include "base/sha256.h"
 #include "schema/checkpoint_name.h"
+#include "service/system/remove_tree.h"
 #include "service/system/thread_identity.h"
 
 namespace tfslurm::system {
@@ -140,6 +141,56 @@ class LocalFiles final : public Files {
     if (faccessat(AT_FDCWD, path.c_str(), X_OK, AT_EACCESS) != 0)
       return FailedPrecondition(std::string(strerror(errno)) + " for " + as.user);
     return Status::Ok();
+  }
+
+  StatusOr<std::string> SetAsideExperimentDirectory(const std::string& path) override {
+    const size_t slash = path.rfind('/');
+    if (slash == std::string::npos || slash + 1 == path.size())
+      return InvalidArgument("not a path in the output root: " + path);
+    const std::string parent = slash == 0 ? "/" : path.substr(0, slash);
+    const std::string name = path.substr(slash + 1);
+    int dir = open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return Unavailable(ErrnoText("cannot open", parent));
+    struct stat st;
+    Status status = Status::Ok();
+    std::string aside;
+    if (fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT) status = Unavailable(ErrnoText("cannot stat", path));
+    } else if (!S_ISDIR(st.st_mode)) {
+      status = FailedPrecondition(path + " is not a directory (a symlink?); left alone");
+    } else {
+      for (int n = 0; n < 1000 && aside.empty(); ++n) {
+        std::string to = ".deleted-" + name + "-" + std::to_string(n);
+        if (renameat2(dir, name.c_str(), dir, to.c_str(), RENAME_NOREPLACE) == 0)
+          aside = parent + "/" + to;
+        else if (errno != EEXIST)
+          break;
+      }
+      if (aside.empty()) status = Unavailable(ErrnoText("cannot move aside", path));
+    }
+    close(dir);
+    if (!status.ok()) return status;
+    return aside;
+  }
+
+  StatusOr<int64_t> RemoveDirectoryTree(const std::string& path, const RunAs& as) override {
+    int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return FailedPrecondition(ErrnoText("cannot open the directory", path));
+    int64_t removed = 0;
+    Status s = Status::Ok();
+    {
+      // The contents as their owner: the kernel checks what it may remove.
+      auto identity = ActAs(as);
+      if (identity && !identity->ok())
+        s = Unavailable("cannot act as " + as.user + ": " + identity->error());
+      else
+        s = RemoveContents(fd, path, &removed);
+    }
+    close(fd);
+    if (!s.ok()) return s;
+    // The directory itself as tfslurmd, which made it in the output root.
+    if (rmdir(path.c_str()) != 0) return Unavailable(ErrnoText("cannot remove", path));
+    return removed + 1;
   }
 
   std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,

@@ -111,5 +111,26 @@ TEST(ComposeSpecTest, RefusesToMergeFlagsIntoANonObject) {
   EXPECT_NE(list.status().message().find("mapping"), std::string::npos);
 }
 
+TEST(SetSpecFieldTest, DottedPathsMakeAMergePatchWithJsonValuesButStringsInEnv) {
+  json changes = nullptr;
+  for (const char* set : {"restart.max_restarts=5", "env.LR=0.1", "env.OLD=null",
+                          "resources.time_limit=02:00:00", "restart.on=[\"timeout\"]"})
+    ASSERT_TRUE(SetSpecField(changes, set).ok()) << set;
+  EXPECT_EQ(changes, json::parse(R"({
+    "restart": {"max_restarts": 5, "on": ["timeout"]},
+    "env": {"LR": "0.1", "OLD": null},
+    "resources": {"time_limit": "02:00:00"}})"));
+}
+
+TEST(SetSpecFieldTest, AnAssignmentWithoutPathOrValueIsRefusedSayingTheForm) {
+  json changes = nullptr;
+  for (const char* bad : {"restart.max_restarts", "=5", "restart..max_restarts=5", "env.=x"}) {
+    Status s = SetSpecField(changes, bad);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+  }
+  EXPECT_NE(SetSpecField(changes, "x").message().find("PATH=VALUE"), std::string::npos);
+  EXPECT_TRUE(changes.is_null()) << "nothing written by a refused assignment";
+}
+
 }  // namespace
 }  // namespace tfslurm::client

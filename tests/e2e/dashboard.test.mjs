@@ -298,6 +298,13 @@ test('a linear_ps run: listed while running, tasks fill in, ps reaped, succeeded
   assert.match(await page.locator('[data-testid=spec]').innerText(), /"worker": 4/);
   const events = await page.locator('[data-testid=events] li').allInnerTexts();
   assert.ok(events.some((e) => /reaped/.test(e)), `a reaped event in ${events.join(' | ')}`);
+  // Checkpoints in a row are one line, with the latest step and how many.
+  const checkpoints = (await experiment(id)).events.filter((e) => e.what === 'checkpoint');
+  assert.ok(checkpoints.length > 1, `several checkpoint events: ${JSON.stringify(checkpoints)}`);
+  const shownCheckpoints = await page.locator('[data-testid=events] li[data-what=checkpoint]').allInnerTexts();
+  assert.ok(shownCheckpoints.length < checkpoints.length, `folded: ${shownCheckpoints.join(' | ')}`);
+  assert.ok(shownCheckpoints[0].includes(checkpoints.at(-1).why), `the newest first: ${shownCheckpoints[0]}`);
+  assert.match(shownCheckpoints.join(' '), /latest of \d+ checkpoints since \d{4}-\d{2}-\d{2} /);
   // The log panel shows worker 0's tail by default: the program's own lines.
   assert.equal(await page.locator('#log-task').inputValue(), 'worker:0');
   const workerLog = await logPanelText(page, /linear_ps: /);
@@ -406,9 +413,8 @@ test('cancel from the UI asks first, then cancels the Slurm job', { timeout: 180
   await page.close();
 });
 
-test('a failed experiment shows its reason on both pages', { timeout: 180000 }, async () => {
-  const id = 'e2e-failed';
-  await submit(linearPsSpec(id, { steps: 2000, stepSleep: 0.05, extra: ['--fail-at-step', '30', '--fail-task', 'worker:1', '--fail-code', '1'] }));
+// A new page on experiment `id`, once its badge says failed.
+async function openWhenFailed(id) {
   const page = await newPage();
   await page.goto(`${svc.base}/#/experiments/${id}`);
   await page.waitForFunction(
@@ -416,6 +422,13 @@ test('a failed experiment shows its reason on both pages', { timeout: 180000 }, 
     null,
     { timeout: 120000 },
   );
+  return page;
+}
+
+test('a failed experiment shows its reason on both pages', { timeout: 180000 }, async () => {
+  const id = 'e2e-failed';
+  await submit(linearPsSpec(id, { steps: 2000, stepSleep: 0.05, extra: ['--fail-at-step', '30', '--fail-task', 'worker:1', '--fail-code', '1'] }));
+  const page = await openWhenFailed(id);
   const exp = await experiment(id);
   assert.equal(exp.state, 'failed');
   assert.ok(exp.reason, 'the API gives a reason');
@@ -499,13 +512,7 @@ test('a program that cannot start: the banner and its task say why, and its log 
     resources: { partition: 'debug', nodes: 2, tasks_per_node: 1, time_limit: '00:10:00' },
     restart: { max_restarts: 0 },
   });
-  const page = await newPage();
-  await page.goto(`${svc.base}/#/experiments/${id}`);
-  await page.waitForFunction(
-    () => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'failed',
-    null,
-    { timeout: 120000 },
-  );
+  const page = await openWhenFailed(id);
   const cause = "cannot run 'trian.py': No such file or directory";
   const banner = page.locator('[data-testid=reason]');
   await page.waitForFunction((c) => document.querySelector('[data-testid=reason]')?.textContent.includes(c), cause, { timeout: 15000 });

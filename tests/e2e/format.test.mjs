@@ -7,6 +7,9 @@ import {
   describeExit,
   eventTone,
   experimentHref,
+  foldCheckpoints,
+  formatTime,
+  zoneOf,
   formatDuration,
   parseRoute,
   roleCounts,
@@ -97,3 +100,41 @@ test('control and bidi characters users wrote are shown as visible escapes, as t
   const plain = 'step 7 (/m/model.ckpt-7)\n\ttrain/loss é 训练 שלום مرحبا \u00a0';
   assert.equal(visibleText(plain), plain);
 });
+
+test('formatTime always shows the date and the zone', () => {
+  const iso = '2026-11-26T19:33:00.000Z';
+  const d = new Date(iso);
+  const shown = formatTime(iso, Date.parse(iso));
+  assert.match(shown, /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC([+-]\d{2}:\d{2})?$/, shown);
+  assert.ok(shown.endsWith(` ${zoneOf(d)}`), shown);
+  // Today too: a time without its date is ambiguous on a screenshot.
+  assert.ok(shown.startsWith(`${d.getFullYear()}-`), shown);
+  assert.equal(formatTime(''), '—');
+  assert.equal(zoneOf({ getTimezoneOffset: () => 0 }), 'UTC');
+  assert.equal(zoneOf({ getTimezoneOffset: () => -60 }), 'UTC+01:00');
+  assert.equal(zoneOf({ getTimezoneOffset: () => 330 }), 'UTC-05:30');
+});
+
+test('foldCheckpoints folds a run of checkpoints into the latest, per attempt', () => {
+  const ev = (id, what, attempt, why = '') => ({ id, what, attempt, why, at: `t${id}` });
+  const folded = foldCheckpoints([
+    ev(1, 'state', 1),
+    ev(2, 'checkpoint', 1, 'step 10'),
+    ev(3, 'checkpoint', 1, 'step 20'),
+    ev(4, 'checkpoint', 1, 'step 30'),
+    ev(5, 'checkpoint', 2, 'step 40'),
+    ev(6, 'exited', 2),
+    ev(7, 'checkpoint', 2, 'step 50'),
+  ]);
+  assert.deepEqual(
+    folded.map((e) => [e.id, e.why, e.folded || 1, e.first_at || e.at]),
+    [
+      [1, '', 1, 't1'],
+      [4, 'step 30', 3, 't2'],
+      [5, 'step 40', 1, 't5'],
+      [6, '', 1, 't6'],
+      [7, 'step 50', 1, 't7'],
+    ],
+  );
+});
+

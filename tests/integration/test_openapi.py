@@ -569,6 +569,7 @@ def test_real_responses_match_the_document(service, doc):
     c.call("GET", "/experiments/{id}/metrics", "/experiments/oa-unknown/metrics", expect=404)
     c.call("DELETE", "/experiments/{id}", "/experiments/oa-unknown", expect=404)
     c.call("POST", "/experiments/{id}/resume", "/experiments/oa-unknown/resume", b"", expect=404)
+    c.call("POST", "/experiments/{id}/delete", "/experiments/oa-unknown/delete", b"", expect=404)
     c.call("DELETE", "/experiments/{id}", "/experiments/oa-real", expect=409)
     # An id outside the pattern is no route at all; so is an unknown path.
     status, _, payload = c.http("GET", "/experiments/Not-An-Id")
@@ -583,7 +584,21 @@ def test_real_responses_match_the_document(service, doc):
     _, _, view = c.call("GET", "/experiments/{id}", "/experiments/oa-real", expect=200)
     assert view["attempt"] == 2 and len(view["attempts"]) == 2
     c.call("POST", "/experiments/{id}/resume", "/experiments/oa-real/resume", b"", expect=(409, 503))
+    # A change the checkpoint would not survive, and one that is not valid.
+    c.call("POST", "/experiments/{id}/resume", "/experiments/oa-real/resume",
+           {"changes": {"framework": "pytorch"}}, expect=(400, 409, 503))
+    c.call("POST", "/experiments/{id}/resume", "/experiments/oa-real/resume", {"bogus": 1}, expect=400)
+    # An open experiment is not deleted (409, naming its state).
+    c.call("POST", "/experiments/{id}/delete", "/experiments/oa-real/delete", b"", expect=(409, 503))
     # Cancel it (it may already have succeeded: then 409).
+    c.call("DELETE", "/experiments/{id}", "/experiments/oa-real", expect=(200, 409))
+    service.wait_state("oa-real", ("succeeded", "cancelled"), timeout=60)
+    # Resumed with a change, then deleted with its files.
+    status = wait_for(lambda: (lambda s: s if s != 503 else None)(
+        c.call("POST", "/experiments/{id}/resume", "/experiments/oa-real/resume",
+               {"changes": {"env": {"OA": "1"}}}, expect=(202, 503))[0]), 60, "resume with changes", interval=1)
+    _, _, view = c.call("GET", "/experiments/{id}", "/experiments/oa-real", expect=200)
+    assert view["spec_revision"] == 2 and view["attempts"][-1]["spec_revision"] == 2, view
     c.call("DELETE", "/experiments/{id}", "/experiments/oa-real", expect=(200, 409))
     service.wait_state("oa-real", ("succeeded", "cancelled"), timeout=60)
 
@@ -607,6 +622,10 @@ def test_real_responses_match_the_document(service, doc):
     # A report for the ended attempt 1 of oa-real: not current.
     old = {"task": {"experiment_id": "oa-real", "attempt": 1, "secret": "x", "proc_id": 0}, "heartbeat": {}}
     c.call("POST", "/agent/v1/message", "/agent/v1/message", old, expect=409)
+
+    # Deleted with its files, last, as nothing above may need it.
+    wait_for(lambda: c.call("POST", "/experiments/{id}/delete", "/experiments/oa-real/delete?files=true", b"",
+                            expect=(200, 503))[0] == 200, 60, "delete to be accepted", interval=1)
 
     assert len(c.seen) >= 25, sorted(c.seen)
 
@@ -648,7 +667,8 @@ def test_auth_responses_match_the_document(service_factory, doc):
                                    ("GET", "/experiments/{id}/logs", None),
                                    ("GET", "/experiments/{id}/metrics", None),
                                    ("DELETE", "/experiments/{id}", None),
-                                   ("POST", "/experiments/{id}/resume", b"")]:
+                                   ("POST", "/experiments/{id}/resume", b""),
+                                   ("POST", "/experiments/{id}/delete", b"")]:
         _, _, err = bob.call(method, template, template.replace("{id}", "oa-alice"), body, expect=404)
         assert err["error"]["code"] == "not_found", "as if the id did not exist"
 

@@ -56,7 +56,7 @@ def test_authorization_matrix(secured):
     for method, path in [("GET", "/experiments"), ("GET", "/experiments/sec-alice"),
                          ("GET", "/experiments/sec-alice/sbatch"), ("GET", "/experiments/sec-alice/logs"),
                          ("DELETE", "/experiments/sec-alice"), ("POST", "/experiments/sec-alice/resume"),
-                         ("POST", "/experiments")]:
+                         ("POST", "/experiments/sec-alice/delete"), ("POST", "/experiments")]:
         status, body = nobody(method, path, {} if method == "POST" else None)
         assert status == 401, (method, path, body)
         assert body["error"]["code"] == "unauthenticated"
@@ -68,7 +68,9 @@ def test_authorization_matrix(secured):
     assert bob("GET", "/experiments")[1]["experiments"] == []
     for method, path in [("GET", "/experiments/sec-alice"), ("GET", "/experiments/sec-alice/sbatch"),
                          ("GET", "/experiments/sec-alice/logs"), ("GET", "/experiments/sec-alice/metrics"),
-                         ("DELETE", "/experiments/sec-alice"), ("POST", "/experiments/sec-alice/resume")]:
+                         ("DELETE", "/experiments/sec-alice"), ("POST", "/experiments/sec-alice/resume"),
+                         ("POST", "/experiments/sec-alice/delete"),
+                         ("POST", "/experiments/sec-alice/delete?files=true")]:
         status, body = bob(method, path, {} if method == "POST" else None)
         missing_status, missing = bob(method, path.replace("sec-alice", "sec-nobody"),
                                       {} if method == "POST" else None)
@@ -82,6 +84,10 @@ def test_authorization_matrix(secured):
     assert admin("GET", "/experiments/sec-alice")[0] == 200
     assert alice("GET", "/experiments/sec-alice/sbatch")[0] == 200
     assert admin("DELETE", "/experiments/sec-alice")[0] == 200
+    # Ended, it is still not bob's to delete.
+    wait_for(lambda: alice("GET", "/experiments/sec-alice")[1]["state"] == "cancelled", 60, "the cancel")
+    assert bob("POST", "/experiments/sec-alice/delete?files=true", {})[0] == 404
+    assert alice("GET", "/experiments/sec-alice")[0] == 200
 
 
 def test_no_auth_is_refused_off_loopback(tmp_path):

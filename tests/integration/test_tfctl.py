@@ -21,7 +21,7 @@ import urllib.request
 import pytest
 import yaml
 
-from conftest import BIN, REPO, wait_for
+from conftest import BIN, REPO, scontrol_job, wait_for
 
 TFCTL = os.path.join(BIN, "tfctl")
 
@@ -641,3 +641,106 @@ def test_program_output_reaches_the_terminal_escaped(service, home, tmp_path):
         assert not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]", shown), (args, shown)
     view = json.loads(run_on_pty(home, service, "status", "tfctl-escapes", "-o", "json"))
     assert view["id"] == "tfctl-escapes" and view["state"] == "cancelled", view
+
+
+def test_resume_with_a_raised_time_limit_and_step_count_trains_on_to_the_new_target(
+        service, slurm_cluster, home, tmp_path):
+    # linear_ps as its README shows it, with a lower first target.
+    template = open(os.path.join(REPO, "examples", "linear_ps", "experiment.json.in")).read()
+    spec = json.loads(template.replace("@REPO@", REPO))
+    spec["command"][-1] = "100"
+    path = tmp_path / "linear-ps.json"
+    path.write_text(json.dumps(spec))
+    out = ok(run_tfctl(home, "submit", str(path), "--id", "tfctl-raise", "--wait", url=service.url, timeout=300))
+    assert out.rstrip().splitlines()[-1].startswith("tfctl-raise succeeded"), out
+    first = status_json(home, service, "tfctl-raise")["checkpoint"]["step"]
+    assert 100 <= first < 200, first
+
+    # A change of the cluster's shape would not fit the checkpoint: refused,
+    # naming the field, and nothing is stored or submitted.
+    # (503 while the last job is still finishing.)
+    shape = {"changes": {"cluster": {"ps": 1, "worker": 4}, "resources": {"nodes": 3}}}
+    status, body = wait_for(lambda: (lambda r: r if r[0] != 503 else None)(
+        service.post("/experiments/tfctl-raise/resume", shape)), 60, "the last job to leave Slurm")
+    assert status == 400, body
+    fields = body["error"]["fields"]
+    assert [f["field"] for f in fields] == ["cluster.ps"], body
+    assert "cannot change on resume" in fields[0]["reason"], body
+    view = service.experiment("tfctl-raise")
+    assert len(view["attempts"]) == 1 and view["spec_revision"] == 1 and view["state"] == "succeeded", view
+    assert view["spec"]["cluster"]["ps"] == 2
+
+    # A higher --steps (a new command) and a longer time limit.
+    new_command = ["python3", f"{REPO}/examples/linear_ps/train.py", "--steps", "200"]
+    out = ok(run_tfctl(home, "resume", "tfctl-raise", "--time-limit", "00:20:00", "--set",
+                       "restart.max_restarts=5", "--wait", "--", *new_command, url=service.url, timeout=300))
+    assert re.search(rf"^resumed tfctl-raise: attempt 2, Slurm job \d+, from checkpoint step {first}, "
+                     r"spec revision 2$", out, re.M), out
+    assert out.rstrip().splitlines()[-1].startswith("tfctl-raise succeeded"), out
+    view = status_json(home, service, "tfctl-raise")
+    assert view["checkpoint"]["step"] >= 200, view["checkpoint"]
+    assert [(a["number"], a["spec_revision"]) for a in view["attempts"]] == [(1, 1), (2, 2)]
+    assert view["spec_revision"] == 2
+    assert view["spec"]["command"] == new_command
+    assert view["spec"]["resources"]["time_limit"] == "00:20:00"
+    assert view["spec"]["restart"]["max_restarts"] == 5
+    changes = view["spec_revisions"][1]["changes"]
+    assert 'resources.time_limit "00:10:00" -> "00:20:00"' in changes and "command" in changes, changes
+    job = view["attempts"][1]["slurm_job_id"]
+    limit = scontrol_job(slurm_cluster, job).get("TimeLimit")
+    assert limit in (None, "00:20:00"), limit  # None: Slurm has forgotten the job already
+    sbatch = urllib.request.urlopen(f"{service.url}/experiments/tfctl-raise/sbatch?attempt=2").read().decode()
+    assert "#SBATCH --time=00:20:00" in sbatch, sbatch
+    logs = ok(run_tfctl(home, "logs", "tfctl-raise", "--task", "worker:1", url=service.url))
+    assert f"start_step={first}" in logs, logs
+    done = [int(m) for m in re.findall(r"^linear_ps: done step=(\d+)", logs, re.M)]
+    assert done and done[-1] >= 200, logs
+
+
+def test_delete_frees_the_id_removes_the_files_and_never_follows_a_symlink_out(service, home, tmp_path):
+    running = hello_spec("tfctl-del", then="exec sleep 300", workers=1)
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, running), url=service.url))
+    service.wait_state("tfctl-del", ("starting", "running"))
+    # Open: refused, naming its state, and nothing is removed.
+    r = run_tfctl(home, "delete", "tfctl-del", "--files", url=service.url)
+    assert r.returncode == 1 and "cancel it first" in r.stderr and r.stdout == "", r
+    assert re.search(r"is (starting|running)", r.stderr), r.stderr
+    model_dir = status_json(home, service, "tfctl-del")["model_dir"]
+    assert os.path.isdir(model_dir)
+    ok(run_tfctl(home, "cancel", "tfctl-del", url=service.url))
+    service.wait_state("tfctl-del", "cancelled")
+
+    # What a user's program may leave in its directory: links out of the
+    # output root, to a directory and to a file, which must survive.
+    outside = tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    (outside / "keep" / "precious").write_text("mine")
+    os.symlink(outside / "keep", os.path.join(model_dir, "to-dir"))
+    os.symlink(outside / "keep" / "precious", os.path.join(model_dir, "to-file"))
+    with open(os.path.join(model_dir, "checkpoint"), "w") as f:
+        f.write('model_checkpoint_path: "model.ckpt-5"\n')
+
+    deleted = wait_for(lambda: (lambda r: r if r.returncode == 0 or "still finishing" not in r.stderr else None)(
+        run_tfctl(home, "delete", "tfctl-del", "--files", url=service.url)), 60, "the job to leave Slurm")
+    out = ok(deleted)
+    assert re.match(rf"^deleted tfctl-del and its files \({re.escape(model_dir)}, \d+ entries\)$", out), out
+    assert not os.path.lexists(model_dir)
+    assert (outside / "keep" / "precious").read_text() == "mine", "a symlink's target is left alone"
+    parent = os.path.dirname(model_dir)
+    assert not [n for n in os.listdir(parent) if "tfctl-del" in n], os.listdir(parent)
+    r = run_tfctl(home, "status", "tfctl-del", url=service.url)
+    assert r.returncode == 1 and "tfctl-del" in r.stderr, r
+    # The id is free again.
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-del", workers=1), "again.yaml"), "--wait",
+                 url=service.url))
+    assert status_json(home, service, "tfctl-del")["attempt"] == 1
+    # A mistyped id of one's own: the 404 suggests it.
+    r = run_tfctl(home, "status", "tfctl-dle", url=service.url)
+    assert r.returncode == 1 and "did you mean 'tfctl-del'?" in r.stderr, r
+    r = run_tfctl(home, "logs", "tfctl-dl", url=service.url)
+    assert r.returncode == 1 and "did you mean 'tfctl-del'?" in r.stderr, r
+    # Without --files the record goes and the files stay.
+    deleted = wait_for(lambda: (lambda r: r if r.returncode == 0 or "still finishing" not in r.stderr else None)(
+        run_tfctl(home, "delete", "tfctl-del", url=service.url)), 60, "the job to leave Slurm")
+    assert ok(deleted) == "deleted tfctl-del\n"
+    assert os.path.isdir(model_dir)

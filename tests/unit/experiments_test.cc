@@ -1055,6 +1055,10 @@ class RecordingMetrics final : public Metrics {
   void ReapingDone(double s) override { reaping.push_back(s); }
   void AttemptEnded(EndReason r) override { ended.push_back(EndReasonName(r)); }
   void Restarted(EndReason r, RestartKind) override { restarted.push_back(EndReasonName(r)); }
+  void ExperimentDeleted(bool by_retention, int64_t files) override {
+    deleted.push_back({by_retention, files});
+  }
+  std::vector<std::pair<bool, int64_t>> deleted;
   void SlurmPolled(double s, bool ok) override {
     polls.push_back(s);
     poll_errors += ok ? 0 : 1;
@@ -1557,6 +1561,159 @@ TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
   auto late = std::make_shared<RecordingChannel>();
   experiments_->OnRegister(JobRef("a", 2, 1), Info(2, true), late);
   EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u);
+}
+
+}  // namespace
+}  // namespace tfslurm
+
+namespace tfslurm {
+namespace {
+
+class ResumeChangesTest : public ExperimentsTest {
+ protected:
+  // Experiment "a" (PsSpec), its attempt 1 failed for good.
+  void SubmitAndFail() {
+    ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+    slurm_.SetState(100, JobState::kFailed, 1);
+    Poll();
+    ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+  }
+};
+
+TEST_F(ResumeChangesTest, TheChangedSpecIsTheNextRevisionAndTheNewAttemptRunsIt) {
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFail());
+  json changes = {{"resources", {{"time_limit", "02:00:00"}}},
+                  {"command", {"python3", "train.py", "--steps", "2000"}},
+                  {"env", {{"LR", "0.1"}}},
+                  {"restart", {{"max_restarts", 5}}}};
+  auto attempt = experiments_->Resume("a", changes);
+  ASSERT_TRUE(attempt.ok()) << attempt.status().message();
+  EXPECT_EQ(attempt->spec_revision, 2);
+  EXPECT_EQ(slurm_.submitted.back().time_limit_minutes, 120);
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.spec_revision, 2);
+  ASSERT_EQ(v.attempts.size(), 2u);
+  EXPECT_EQ(v.attempts[0].spec_revision, 1) << "attempt 1 ran the spec as submitted";
+  EXPECT_EQ(v.attempts[1].spec_revision, 2);
+  ASSERT_EQ(v.spec_revisions.size(), 2u);
+  const std::string& what = v.spec_revisions[1].changes;
+  EXPECT_NE(what.find("resources.time_limit \"01:00:00\" -> \"02:00:00\""), std::string::npos)
+      << what;
+  EXPECT_NE(what.find("restart.max_restarts 1 -> 5"), std::string::npos) << what;
+  EXPECT_NE(what.find("env.LR"), std::string::npos) << what;
+  EXPECT_EQ(what.find("0.1"), std::string::npos) << "an env value may be a secret: " << what;
+  EXPECT_NE(v.experiment.reason.find("spec revision 2"), std::string::npos) << v.experiment.reason;
+  json spec = json::parse(v.experiment.spec_json);
+  EXPECT_EQ(spec["restart"]["max_restarts"], 5);
+  EXPECT_EQ(spec["env"]["LR"], "0.1");
+  // Both revisions are stored whole.
+  auto stored = store_->ListSpecRevisions("a");
+  ASSERT_TRUE(stored.ok());
+  ASSERT_EQ(stored->size(), 2u);
+  EXPECT_EQ(json::parse(stored->at(0).spec_json)["resources"]["time_limit"], "01:00:00");
+  EXPECT_EQ(json::parse(stored->at(1).spec_json)["resources"]["time_limit"], "02:00:00");
+  // The tasks get the new command and environment.
+  auto channels = RegisterAll("a", 2);
+  auto assigned = channels[0]->All<AssignmentMsg>();
+  ASSERT_EQ(assigned.size(), 1u);
+  EXPECT_EQ(assigned[0].command,
+            (std::vector<std::string>{"python3", "train.py", "--steps", "2000"}));
+  EXPECT_EQ(assigned[0].env.at("LR"), "0.1");
+}
+
+TEST_F(ResumeChangesTest, AChangeThatWouldNotFitTheCheckpointIsRefusedAndNothingIsStored) {
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFail());
+  json changes = {{"cluster", {{"worker", 2}}},
+                  {"resources", {{"nodes", 2}, {"time_limit", "02:00:00"}}},
+                  {"model_dir", "/elsewhere"}};
+  auto attempt = experiments_->Resume("a", changes);
+  ASSERT_EQ(attempt.status().code(), StatusCode::kInvalidArgument);
+  std::set<std::string> fields;
+  for (const FieldError& f : attempt.status().fields()) {
+    fields.insert(f.field);
+    EXPECT_NE(f.reason.find("cannot change on resume"), std::string::npos) << f.reason;
+  }
+  EXPECT_EQ(fields, (std::set<std::string>{"cluster.worker", "resources.nodes", "model_dir"}))
+      << attempt.status().message();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_EQ(v.experiment.spec_revision, 1);
+  EXPECT_EQ(v.attempts.size(), 1u);
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  EXPECT_EQ(store_->ListSpecRevisions("a")->size(), 1u);
+}
+
+TEST_F(ResumeChangesTest, ChangesAreCheckedAsANewSpecNamingTheField) {
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFail());
+  // One minute is shorter than the default 120 s grace the user never set.
+  auto short_limit = experiments_->Resume("a", {{"resources", {{"time_limit", "1"}}}});
+  ASSERT_EQ(short_limit.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_FALSE(short_limit.status().fields().empty());
+  EXPECT_EQ(short_limit.status().fields()[0].field, "checkpoint.signal_grace_s");
+  auto negative = experiments_->Resume("a", {{"restart", {{"max_restarts", -1}}}});
+  ASSERT_EQ(negative.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(negative.status().fields().at(0).field, "restart.max_restarts");
+  auto unknown = experiments_->Resume("a", {{"restart", {{"max_restart", 2}}}});
+  ASSERT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.status().fields().at(0).field, "restart.max_restart");
+  EXPECT_EQ(experiments_->Resume("a", json::array()).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(View("a").attempts.size(), 1u) << "nothing stored for a refused change";
+  // The same spec again is no new revision.
+  auto same = experiments_->Resume("a", json::object());
+  ASSERT_TRUE(same.ok()) << same.status().message();
+  EXPECT_EQ(same->spec_revision, 1);
+}
+
+class DeleteTest : public ResumeChangesTest {};
+
+TEST_F(DeleteTest, AnEndedExperimentGoesWithItsFilesAndItsIdIsFree) {
+  RecordingMetrics metrics;
+  metrics_ = &metrics;
+  Restart();
+  ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+  auto open = experiments_->Delete("a", true);
+  ASSERT_EQ(open.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(open.status().message().find("is queued"), std::string::npos)
+      << open.status().message();
+  slurm_.SetState(100, JobState::kFailed, 1);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+  const std::string dir = (dir_ / "out" / "a").string();
+  auto deleted = experiments_->Delete("a", true);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  EXPECT_EQ(deleted->files_removed_from, dir);
+  EXPECT_EQ(files_.set_aside, (std::vector<std::string>{dir}));
+  EXPECT_EQ(files_.removed.at(dir + ".aside"), "alice") << "removed as the owner's account";
+  EXPECT_EQ(experiments_->Get("a").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListSpecRevisions("a")->empty());
+  EXPECT_EQ(metrics.deleted, (std::vector<std::pair<bool, int64_t>>{{false, 1}}));
+  EXPECT_EQ(experiments_->Delete("a", false).status().code(), StatusCode::kNotFound);
+  // The id is free again.
+  EXPECT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
+}
+
+TEST_F(DeleteTest, WithoutFilesOnlyTheRecordGoes) {
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFail());
+  auto deleted = experiments_->Delete("a", false);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  EXPECT_EQ(deleted->files_removed_from, "");
+  EXPECT_TRUE(files_.set_aside.empty());
+  EXPECT_TRUE(files_.removed.empty());
+}
+
+TEST_F(DeleteTest, TheRetentionSweepDeletesRowsOfExperimentsEndedLongAgoOnly) {
+  config_.retain_ended_ms = 24 * 3600 * 1000;
+  Restart();
+  ASSERT_NO_FATAL_FAILURE(SubmitAndFail());  // "a", job 100
+  clock_.Advance(config_.retain_ended_ms / 2);
+  ASSERT_TRUE(experiments_->Submit(PsSpec("b"), "alice", false).ok());  // job 101, stays queued
+  experiments_->Tick();
+  EXPECT_TRUE(experiments_->Get("a").ok()) << "ended half a day ago: kept";
+  clock_.Advance(config_.retain_ended_ms / 2 + config_.retention_sweep_ms);
+  experiments_->Tick();
+  EXPECT_EQ(experiments_->Get("a").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(experiments_->Get("b").ok()) << "an open experiment is never swept";
+  EXPECT_TRUE(files_.removed.empty()) << "the sweep keeps the files";
 }
 
 }  // namespace

@@ -54,6 +54,17 @@ class FakeFiles final : public Files {
     if (it == checkpoints.end()) return std::nullopt;
     return it->second;
   }
+  StatusOr<std::string> SetAsideExperimentDirectory(const std::string& path) override {
+    std::lock_guard lock(mu_);
+    if (!created.erase(path)) return std::string();
+    set_aside.push_back(path);
+    return path + ".aside";
+  }
+  StatusOr<int64_t> RemoveDirectoryTree(const std::string& path, const RunAs& as) override {
+    std::lock_guard lock(mu_);
+    removed[path] = as.user;
+    return 1;
+  }
   void SetCheckpoint(const std::string& model_dir, const std::string& path, int64_t step) {
     std::lock_guard lock(mu_);
     checkpoints[model_dir] = {path, step};
@@ -67,7 +78,9 @@ class FakeFiles final : public Files {
   std::set<std::string> created;
   std::map<std::string, std::string> created_as;  // path -> the account it was made as
   std::map<std::string, CheckpointState> checkpoints;
-  std::set<std::string> missing_workdirs;  // CheckWorkdir refuses these
+  std::set<std::string> missing_workdirs;      // CheckWorkdir refuses these
+  std::vector<std::string> set_aside;          // paths SetAsideExperimentDirectory moved
+  std::map<std::string, std::string> removed;  // path -> the account it was removed as
 
  private:
   std::mutex mu_;

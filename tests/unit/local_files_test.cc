@@ -173,5 +173,57 @@ TEST_F(LocalFilesTest, JaxsLatestCheckpointIsTheLargestStepDirectory) {
   EXPECT_EQ(torch->step, 300);
 }
 
+TEST_F(LocalFilesTest, ADeletedExperimentsTreeGoesButNotWhatItsSymlinksPointTo) {
+  fs::path outside = dir_ / "outside";
+  fs::create_directories(outside / "keep");
+  Write(outside / "keep" / "precious", "x", fs::perms::owner_all);
+  fs::path exp = dir_ / "exp";
+  ASSERT_TRUE(files_->CreateExperimentDirectory(exp, Self()).ok());
+  fs::create_directories(exp / "logs" / "attempt-1");
+  Write(exp / "logs" / "attempt-1" / "task-0.out", "hello", fs::perms::owner_all);
+  fs::create_directory_symlink(outside / "keep", exp / "to-dir");
+  fs::create_symlink(outside / "keep" / "precious", exp / "logs" / "to-file");
+  auto aside = files_->SetAsideExperimentDirectory(exp.string());
+  ASSERT_TRUE(aside.ok()) << aside.status().message();
+  EXPECT_FALSE(fs::exists(exp)) << "the id's directory is free at once";
+  ASSERT_TRUE(fs::is_directory(*aside));
+  auto removed = files_->RemoveDirectoryTree(*aside, Self());
+  ASSERT_TRUE(removed.ok()) << removed.status().message();
+  // logs, attempt-1, task-0.out, to-dir, to-file, and the directory itself.
+  EXPECT_EQ(*removed, 6);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(*aside)));
+  EXPECT_TRUE(fs::exists(outside / "keep" / "precious")) << "a symlink's target is left alone";
+  // No directory: nothing to remove.
+  auto none = files_->SetAsideExperimentDirectory((dir_ / "never").string());
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, "");
+}
+
+TEST_F(LocalFilesTest, AnExperimentDirectoryThatIsASymlinkIsLeftAlone) {
+  fs::path outside = dir_ / "outside";
+  fs::create_directories(outside);
+  Write(outside / "precious", "x", fs::perms::owner_all);
+  fs::create_directory_symlink(outside, dir_ / "exp");
+  auto aside = files_->SetAsideExperimentDirectory((dir_ / "exp").string());
+  EXPECT_EQ(aside.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "exp"));
+  EXPECT_TRUE(fs::exists(outside / "precious"));
+}
+
+TEST_F(LocalFilesTest, AnotherAccountsFilesInTheTreeAreNotRemovedAsTheOwner) {
+  NeedRoot();
+  fs::path exp = dir_ / "exp";
+  ASSERT_TRUE(files_->CreateExperimentDirectory(exp, kNobody).ok());
+  // A directory of root's inside it, which nobody may not empty.
+  fs::create_directories(exp / "roots");
+  Write(exp / "roots" / "file", "x", fs::perms::owner_all);
+  fs::permissions(exp / "roots", fs::perms::owner_all);
+  auto aside = files_->SetAsideExperimentDirectory(exp.string());
+  ASSERT_TRUE(aside.ok());
+  auto removed = files_->RemoveDirectoryTree(*aside, kNobody);
+  EXPECT_FALSE(removed.ok());
+  EXPECT_TRUE(fs::exists(fs::path(*aside) / "roots" / "file")) << "removed as nobody, not root";
+}
+
 }  // namespace
 }  // namespace tfslurm

@@ -163,8 +163,50 @@ TEST(ParseSpec, SignalGraceMustComeBeforeTheEnd) {
   s["resources"]["time_limit"] = "1";
   EXPECT_TRUE(
       HasError(Errors(s), "checkpoint.signal_grace_s", "not shorter than resources.time_limit"));
+  // The default, which the user never set, is named as such, and the fix
+  // has the numbers: a lower grace, or a limit past the grace.
+  EXPECT_TRUE(HasError(Errors(s), "checkpoint.signal_grace_s",
+                       "is 120 s (the default), not shorter than resources.time_limit (00:01:00, "
+                       "60 s): the checkpoint signal would come before the job starts; lower "
+                       "checkpoint.signal_grace_s below 60 (e.g. 30), or raise "
+                       "resources.time_limit to at least 00:03:00"))
+      << Dump(Errors(s));
+  s["checkpoint"] = {{"signal_grace_s", 90}};
+  EXPECT_TRUE(HasError(Errors(s), "checkpoint.signal_grace_s", "is 90 s, not shorter"))
+      << Dump(Errors(s));
   s["checkpoint"] = {{"signal_grace_s", 30}};
   EXPECT_TRUE(ParseSpec(s).ok());
+}
+
+TEST(ParseSpec, TimeLimitsUpToSlurmsLargestAreTakenAndTheErrorNamesIt) {
+  json s = ValidSpec();
+  s["checkpoint"] = {{"signal_grace_s", 30}};
+  s["resources"]["time_limit"] = "24855-03:14:00";
+  auto longest = ParseSpec(s);
+  ASSERT_TRUE(longest.ok()) << longest.status().message();
+  EXPECT_EQ(longest->resources.time_limit_minutes, kMaxTimeLimitMinutes);
+  EXPECT_EQ(FormatSlurmTime(kMaxTimeLimitMinutes), "24855-03:14:00");
+  s["resources"]["time_limit"] = "24855-03:14:07";  // 2^31 - 1 s, a minute more once rounded up
+  EXPECT_TRUE(
+      HasError(Errors(s), "resources.time_limit",
+               "must be a Slurm time from 1 minute to 24855-03:14:00 (the most Slurm reads"))
+      << Dump(Errors(s));
+  s["resources"]["time_limit"] = "UNLIMITED";
+  EXPECT_TRUE(HasError(Errors(s), "resources.time_limit", "tfslurm needs a limit"))
+      << Dump(Errors(s));
+}
+
+TEST(ParseSpec, AnUnknownFieldSuggestsTheNearestKnownOne) {
+  json s = ValidSpec();
+  s["restart"] = {{"max_restart", 2}};
+  s["comand"] = {"x"};
+  s["bogus_field_far_away"] = 1;
+  auto errors = Errors(s);
+  EXPECT_TRUE(HasError(errors, "restart.max_restart", "did you mean 'restart.max_restarts'?"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "comand", "did you mean 'command'?")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "bogus_field_far_away", "unknown field; allowed here:"))
+      << Dump(errors);
 }
 
 TEST(ParseSpec, RestartPolicy) {

@@ -572,8 +572,10 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 8, 7, 6, 5, 4, 3 and 2.
+  // Undo migrations 9, 8, 7, 6, 5, 4, 3 and 2.
   ASSERT_EQ(sqlite3_exec(db,
+                         "DROP TABLE spec_revisions; ALTER TABLE attempts DROP COLUMN "
+                         "spec_revision; ALTER TABLE experiments DROP COLUMN spec_revision; "
                          "ALTER TABLE attempts DROP COLUMN in_place; "
                          "ALTER TABLE tasks DROP COLUMN detail; "
                          "DROP TABLE scalars; DROP TABLE scalar_tags; "
@@ -612,7 +614,37 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT in_place FROM attempts", -1, &st, nullptr), SQLITE_OK)
       << "migration 8 must have added attempts.in_place";
   sqlite3_finalize(st);
+  EXPECT_EQ((*s)->GetExperiment("old")->spec_revision, 1);
+  auto revisions = (*s)->ListSpecRevisions("old");
+  ASSERT_TRUE(revisions.ok()) << revisions.status().message();
+  ASSERT_EQ(revisions->size(), 1u) << "migration 9 must keep each spec as its revision 1";
+  EXPECT_EQ(revisions->at(0).spec_json, (*s)->GetExperiment("old")->spec_json);
   sqlite3_close(db);
+}
+
+TEST_F(StoreTest, SpecRevisionsRoundTripAndGoWithTheirExperiment) {
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok());
+  Changes c = NewExperiment("a", 1, ExperimentState::kQueued);
+  c.experiment->spec_revision = 2;
+  c.attempts.at(0).spec_revision = 2;
+  c.spec_revisions = {{"a", 1, "{\"v\":1}", 10, ""}, {"a", 2, "{\"v\":2}", 20, "env.LR"}};
+  ASSERT_TRUE((*s)->Apply(c).ok());
+  EXPECT_EQ((*s)->GetExperiment("a")->spec_revision, 2);
+  EXPECT_EQ((*s)->ListAttempts("a")->at(0).spec_revision, 2);
+  auto revisions = (*s)->ListSpecRevisions("a");
+  ASSERT_EQ(revisions->size(), 2u);
+  EXPECT_EQ(revisions->at(1).spec_json, "{\"v\":2}");
+  EXPECT_EQ(revisions->at(1).changes, "env.LR");
+  EXPECT_EQ(revisions->at(1).created_at, 20);
+  Changes again;
+  again.spec_revisions = {{"a", 2, "{}", 30, ""}};
+  EXPECT_EQ((*s)->Apply(again).code(), StatusCode::kAlreadyExists)
+      << "a revision is never rewritten";
+  Changes gone;
+  gone.delete_experiment = "a";
+  ASSERT_TRUE((*s)->Apply(gone).ok());
+  EXPECT_TRUE((*s)->ListSpecRevisions("a")->empty());
 }
 
 }  // namespace

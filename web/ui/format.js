@@ -85,16 +85,42 @@ export function ageSeconds(iso, nowMs) {
   return Number.isNaN(t) ? null : Math.max(0, (nowMs - t) / 1000);
 }
 
-// "14:03:07" when `iso` is today (local time), else "2024-05-01 14:03".
+// The browser's zone as an offset from UTC at `d`: "UTC", "UTC+01:00",
+// "UTC-05:30" (an offset, not a name: names are ambiguous, and the machine
+// may have none).
+export function zoneOf(d) {
+  const off = -d.getTimezoneOffset();
+  if (off === 0) return 'UTC';
+  const p = (n) => String(n).padStart(2, '0');
+  return `UTC${off > 0 ? '+' : '-'}${p(Math.floor(Math.abs(off) / 60))}:${p(Math.abs(off) % 60)}`;
+}
+
+// "2024-05-01 14:03:07 UTC+02:00": local time, always with its date and its
+// zone, so that a time read off a screenshot or pasted into a ticket says
+// when it was. (`nowMs` is kept for callers that pass it.)
 export function formatTime(iso, nowMs = Date.now()) {
   if (!iso) return '—';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return String(iso);
-  const now = new Date(nowMs);
   const p = (n) => String(n).padStart(2, '0');
-  const hms = `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
-  if (d.toDateString() === now.toDateString()) return hms;
-  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${hms.slice(0, 5)}`;
+  const date = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
+  return `${date} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())} ${zoneOf(d)}`;
+}
+
+// Runs of consecutive checkpoint events become one: the latest (its step),
+// with `folded` the number of checkpoints it stands for and `first_at` the
+// first one's time. Other events are kept as they are; order is kept.
+export function foldCheckpoints(events) {
+  const out = [];
+  for (const e of events) {
+    const last = out.at(-1);
+    if (e.what === 'checkpoint' && last && last.what === 'checkpoint' && last.attempt === e.attempt) {
+      out[out.length - 1] = { ...e, folded: (last.folded || 1) + 1, first_at: last.first_at || last.at };
+    } else {
+      out.push(e);
+    }
+  }
+  return out;
 }
 
 const SIGNALS = { 1: 'SIGHUP', 2: 'SIGINT', 6: 'SIGABRT', 9: 'SIGKILL', 10: 'SIGUSR1', 11: 'SIGSEGV', 12: 'SIGUSR2', 15: 'SIGTERM' };

@@ -27,6 +27,16 @@ class Files {
   // Creates `path` and its missing parents as `as` (the kernel checks
   // `as`'s permissions, and they belong to `as`); Unavailable when it cannot.
   virtual Status CreateDirectories(const std::string& path, const RunAs& as) = 0;
+  // Moves the experiment's directory <output root>/<id> (`path`) aside, to
+  // <output root>/.deleted-<id>-<n> in the same directory, so that the id is
+  // free at once and the tree can be removed outside core's lock. Returns the
+  // new path, or "" when there is no such directory. Anything but a directory
+  // in its place (a symlink) is left alone: FailedPrecondition.
+  virtual StatusOr<std::string> SetAsideExperimentDirectory(const std::string& path) = 0;
+  // Removes the tree at `path` (a directory set aside): its contents as
+  // `as`, never following a symlink (a link is removed, its target stays),
+  // then the directory itself. Returns how many entries were removed.
+  virtual StatusOr<int64_t> RemoveDirectoryTree(const std::string& path, const RunAs& as) = 0;
   // OK when `path` is a directory `as` may enter, as the program's working
   // directory must be; otherwise an error whose message says why (missing,
   // not a directory, permission denied). The nodes are taken to see the

@@ -28,6 +28,10 @@ class Metrics {
   virtual void Restarted(EndReason reason, RestartKind kind) = 0;
   // One poll of Slurm's jobs: how long it took, and whether it failed.
   virtual void SlurmPolled(double seconds, bool ok) = 0;
+  // An ended experiment was deleted: by its owner (`by_retention` false) or
+  // by the retention sweep; `files_removed` entries of its directory went
+  // with it (0: its files were kept).
+  virtual void ExperimentDeleted(bool by_retention, int64_t files_removed) = 0;
 };
 
 class NoMetrics final : public Metrics {
@@ -38,6 +42,7 @@ class NoMetrics final : public Metrics {
   void AttemptEnded(EndReason) override {}
   void Restarted(EndReason, RestartKind) override {}
   void SlurmPolled(double, bool) override {}
+  void ExperimentDeleted(bool, int64_t) override {}
 };
 
 }  // namespace tfslurm

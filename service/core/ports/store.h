@@ -22,15 +22,17 @@ namespace tfslurm {
 // A set of writes applied in one transaction: all or none.
 struct Changes {
   std::optional<ExperimentRecord> experiment;
-  bool create_experiment = false;       // insert; AlreadyExists when the id is taken
-  std::vector<AttemptRecord> attempts;  // upserted by (experiment_id, number)
-  std::vector<TaskRecord> tasks;        // upserted by (experiment_id, attempt, proc_id)
-  std::vector<EventRecord> events;      // appended
+  bool create_experiment = false;                  // insert; AlreadyExists when the id is taken
+  std::vector<AttemptRecord> attempts;             // upserted by (experiment_id, number)
+  std::vector<TaskRecord> tasks;                   // upserted by (experiment_id, attempt, proc_id)
+  std::vector<EventRecord> events;                 // appended
+  std::vector<SpecRevisionRecord> spec_revisions;  // inserted; AlreadyExists when one is there
   // Removes an experiment with its attempts, tasks and events (a submission
   // Slurm refused leaves nothing behind). Applied first.
   std::optional<std::string> delete_experiment;
   bool empty() const {
-    return !experiment && attempts.empty() && tasks.empty() && events.empty() && !delete_experiment;
+    return !experiment && attempts.empty() && tasks.empty() && events.empty() &&
+           spec_revisions.empty() && !delete_experiment;
   }
 };
 
@@ -99,12 +101,18 @@ class Store {
     return out;
   }
   virtual StatusOr<int64_t> CountExperiments(const ListQuery& query) = 0;
+  // Ids of ended experiments (succeeded, failed, cancelled) last changed
+  // before `before_ms`, oldest first, at most `limit`: the retention sweep's.
+  virtual StatusOr<std::vector<std::string>> ListEndedBefore(int64_t before_ms, int limit) = 0;
   // Experiments not in a terminal state, for the lifecycle to pick up at start.
   virtual StatusOr<std::vector<ExperimentRecord>> ListOpenExperiments() = 0;
 
   virtual StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& experiment_id) = 0;
   virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& experiment_id,
                                                       int attempt) = 0;
+  // Every revision of the experiment's spec, oldest first.
+  virtual StatusOr<std::vector<SpecRevisionRecord>> ListSpecRevisions(
+      const std::string& experiment_id) = 0;
   // The newest `limit` events, oldest first.
   virtual StatusOr<std::vector<EventRecord>> ListEvents(const std::string& experiment_id,
                                                         int limit) = 0;

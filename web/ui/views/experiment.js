@@ -8,6 +8,7 @@ import {
   describeExit,
   eventTone,
   formatDuration,
+  foldCheckpoints,
   formatTime,
   isOpen,
   sortTasks,
@@ -545,7 +546,7 @@ const EVENT_ICONS = { bad: '✗', warn: '!', ok: '✓', info: '•' };
 
 function eventItems(events, now) {
   if (!events.length) return h('li', { class: 'muted' }, 'No events yet.');
-  return [...events].reverse().map((e) => {
+  return [...foldCheckpoints(events)].reverse().map((e) => {
     const tone = eventTone(e.what, e.why);
     return h(
       'li',
@@ -555,6 +556,9 @@ function eventItems(events, now) {
       h('span', { class: 'ev-what' }, e.what),
       e.attempt ? h('span', { class: 'ev-attempt', title: `attempt ${e.attempt}` }, `a${e.attempt}`) : null,
       h('span', { class: 'ev-why' }, e.why),
+      e.folded
+        ? h('span', { class: 'ev-folded muted small', 'data-testid': 'checkpoints-folded' }, ` (latest of ${e.folded} checkpoints since ${formatTime(e.first_at, now)})`)
+        : null,
     );
   });
 }
