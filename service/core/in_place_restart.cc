@@ -64,9 +64,11 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
 
 std::optional<std::string> InPlaceRestart::Obstacle(const OpenExperiment& a, int64_t now) const {
   const LiveAttempt& at = a.attempt;
-  if (!at.in_place_given_up.empty()) return at.in_place_given_up;
+  // Once the job has ended, its end is the reason (a SIGTERM that left the
+  // decision to it turned out to be a preemption, say).
   if (at.record.state != AttemptState::kRunning)
     return JobText(at.record) + " has ended (" + at.record.slurm_state + ")";
+  if (!at.in_place_given_up.empty()) return at.in_place_given_up;
   if (at.job_state != JobState::kRunning && at.job_state != JobState::kUnknown)
     return JobText(at.record) + " is " + JobStateName(at.job_state) + ", not running";
   int absent = 0;

@@ -17,6 +17,8 @@ void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Action
   // restart, if any, is a new job.
   a.attempt.in_place_given_up = check.why;
   ReleaseWaitingAgents(a.attempt, check.why);
+  if (check.kind == InPlaceCheck::kLetTheJobEnd)
+    core_.Event(c, a, "restart", "not in place: " + check.why + "; the job's end decides");
   if (check.kind == InPlaceCheck::kGiveUp) {
     core_.Event(c, a, "restart", "not in place: " + check.why + "; ending the job");
     actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
