@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from hang import epoch, read_mark
+from hang import epoch, read_mark, summary
 from http_json import http
 
 PROGRAM = r'''
@@ -178,13 +178,6 @@ def one_run(api, exp_id, program, in_place, busy, args):
             "start2": since(read_mark(model_dir, "start.2")),
             "first2": since(read_mark(model_dir, "first_step.2")),
             "problems": "; ".join(problems)}
-
-
-def summary(values):
-    v = [x for x in values if x == x]
-    if not v:
-        return "-", "-", "-"
-    return f"{min(v):.2f}", f"{statistics.median(v):.2f}", f"{max(v):.2f}"
 
 
 def main():

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -1368,12 +1369,18 @@ class InPlaceRestartTest : public ExperimentsTest {
   // reaped, and every agent but those in `missing` comes back to wait.
   std::vector<std::shared_ptr<RecordingChannel>> FailAndStandBy(const std::string& id,
                                                                 std::set<int> missing = {}) {
-    EXPECT_TRUE(experiments_->Submit(InPlaceSpec(id), "alice", false).ok());
+    return FailSpecAndStandBy(InPlaceSpec(id), SIGKILL, std::move(missing));
+  }
+  // The same for `spec`, worker 1 killed by `signal`.
+  std::vector<std::shared_ptr<RecordingChannel>> FailSpecAndStandBy(const json& spec, int signal,
+                                                                    std::set<int> missing = {}) {
+    const std::string id = spec["id"];
+    EXPECT_TRUE(experiments_->Submit(spec, "alice", false).ok());
     slurm_.SetState(100, JobState::kRunning);
     slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
     Poll();
     RegisterAll(id);
-    EXPECT_TRUE(experiments_->OnExited(JobRef(id, 3, 1), std::nullopt, 9, false).ok());
+    EXPECT_TRUE(experiments_->OnExited(JobRef(id, 3, 1), std::nullopt, signal, false).ok());
     for (int p = 0; p < 6; ++p)
       if (p != 3) EXPECT_TRUE(experiments_->OnExited(JobRef(id, p, 1), 0, std::nullopt, true).ok());
     std::vector<std::shared_ptr<RecordingChannel>> waiting;
@@ -1517,19 +1524,8 @@ TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
 }
 
 TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeLimit) {
-  ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
-  slurm_.SetState(100, JobState::kRunning);
-  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
-  Poll();
-  RegisterAll("a");
-  // Slurm's SIGTERM at the limit: every program ends by it, worker 1 first.
-  ASSERT_TRUE(experiments_->OnExited(JobRef("a", 3, 1), std::nullopt, 15, false).ok());
-  std::vector<std::shared_ptr<RecordingChannel>> waiting;
-  for (int p = 0; p < 6; ++p) {
-    if (p != 3) ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
-    waiting.push_back(std::make_shared<RecordingChannel>());
-    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true), waiting.back());
-  }
+  // Slurm's SIGTERM at the limit: worker 1's program ends by it first.
+  auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGTERM);
   Poll();
   for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
   EXPECT_EQ(View("a").attempts.size(), 1u);
@@ -1543,17 +1539,7 @@ TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeL
 TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
   json spec = InPlaceSpec("a");
   spec["restart"]["max_restarts"] = 0;
-  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
-  slurm_.SetState(100, JobState::kRunning);
-  Poll();
-  RegisterAll("a");
-  ASSERT_TRUE(experiments_->OnExited(JobRef("a", 3, 1), std::nullopt, 9, false).ok());
-  std::vector<std::shared_ptr<RecordingChannel>> waiting;
-  for (int p = 0; p < 6; ++p) {
-    if (p != 3) ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
-    waiting.push_back(std::make_shared<RecordingChannel>());
-    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true), waiting.back());
-  }
+  auto waiting = FailSpecAndStandBy(spec, SIGKILL);
   Poll();
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kFailed);
   for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
