@@ -376,6 +376,9 @@ void Session::OnRefused(const v1::Refused& refused) {
 
 void Session::EnterStandby() {
   phase_ = Phase::kStandby;
+  // The exit is reported: its deadline is over. Waiting has its own
+  // (standby_deadline_, armed only while no stream is open).
+  report_deadline_.reset();
   spdlog::info(
       "waiting in the job for the service's word: the next attempt here (a restart in place), "
       "or release");

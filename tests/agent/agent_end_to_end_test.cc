@@ -776,6 +776,37 @@ TEST_F(AgentEndToEndTest, StaysInTheJobAndRunsTheNextAttemptInPlace) {
   EXPECT_EQ(moved.find("program of attempt 2"), std::string::npos) << moved;
 }
 
+TEST_F(AgentEndToEndTest, WaitsForTheNextAttemptLongerThanTheExitReportTimeout) {
+  // A task done early waits while the others train: the exit report's
+  // deadline (1 s here) must not end the wait.
+  v1::Assignment assignment = ShellAssignment(R"([ "$TFSLURM_ATTEMPT" = 3 ] && exit 0; exit 4)");
+  assignment.set_stay_for_next_attempt(true);
+  service().SetRegisterReply([&](const v1::AgentMessage& m, int) {
+    if (m.register_().standby()) {
+      if (m.task().attempt() == 2) return std::vector<v1::ServiceMessage>{};  // no word yet
+      v1::ServiceMessage release;
+      release.mutable_release()->set_reason("training succeeded");
+      return std::vector<v1::ServiceMessage>{release};
+    }
+    v1::Assignment a = assignment;
+    (*a.mutable_env())["TFSLURM_ATTEMPT"] = std::to_string(m.task().attempt());
+    return std::vector<v1::ServiceMessage>{AssignmentMessage(a)};
+  });
+  StartAgent({{"--exit-report-timeout", "1"}});
+  auto standing_by = [](const std::vector<FakeAgentService::Received>& received) {
+    return std::any_of(received.begin(), received.end(), [](const auto& r) {
+      return r.message.has_register_() && r.message.register_().standby();
+    });
+  };
+  ASSERT_TRUE(service().WaitUntil(standing_by, kTimeout));
+  EXPECT_FALSE(agent_->WaitForExit(std::chrono::milliseconds(2500)).has_value())
+      << "still waiting after twice the exit report's deadline";
+  v1::ServiceMessage next;
+  next.mutable_next_attempt()->set_attempt(3);
+  service().Send(next);
+  EXPECT_EQ(agent_->WaitForExit(), 0) << "attempt 3's program exited 0, then Release";
+}
+
 TEST_F(AgentEndToEndTest, SigtermWhileWaitingForTheNextAttemptEndsTheAgent) {
   v1::Assignment assignment = ShellAssignment("exit 5");
   assignment.set_stay_for_next_attempt(true);
