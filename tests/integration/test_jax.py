@@ -16,7 +16,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, programs, wait_for
-from test_tensorflow import job_final_state, listeners, task_log
+from test_tensorflow import job_final_state, listeners, task_log, wait_ended
 
 EXAMPLE = os.path.join(REPO, "examples", "jax", "train.py")
 # Six processes share this machine's 2 cores: one XLA thread each.
@@ -56,16 +56,6 @@ def process_pid(exp_id, process, attempt=None):
     if attempt is not None:
         want.add(f"TFSLURM_ATTEMPT={attempt}")
     return next(iter(programs(want)), None)
-
-
-def wait_ended(service, exp_id, timeout):
-    try:
-        return service.wait_state(exp_id, ("succeeded", "failed"), timeout=timeout)
-    except AssertionError as timed_out:
-        exp = service.experiment(exp_id)
-        tails = "\n".join(f"--- process {t['index']} ({t['state']}):\n"
-                          f"{task_log(exp, t['proc_id'], exp['attempt'])[-1500:]}" for t in exp["tasks"])
-        raise AssertionError(f"{timed_out}\nstate {exp['state']}: {exp['reason']}\n{tails}") from None
 
 
 def digests(model_dir):

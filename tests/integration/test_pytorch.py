@@ -17,7 +17,7 @@ import time
 import pytest
 
 from conftest import BIN, REPO, agent_hanging_task, programs, resumed_after, squeue_ids, wait_for
-from test_tensorflow import job_final_state, listeners, task_log
+from test_tensorflow import job_final_state, listeners, task_log, wait_ended
 
 TORCH_PYTHON = "/usr/bin/python3"
 DDP = os.path.join(REPO, "examples", "ddp", "train.py")
@@ -53,16 +53,6 @@ def rank_pid(exp_id, rank, attempt=None):
     if attempt is not None:
         want.add(f"TFSLURM_ATTEMPT={attempt}")
     return next(iter(programs(want)), None)
-
-
-def wait_ended(service, exp_id, timeout):
-    try:
-        return service.wait_state(exp_id, ("succeeded", "failed"), timeout=timeout)
-    except AssertionError as timed_out:
-        exp = service.experiment(exp_id)
-        tails = "\n".join(f"--- rank {t['index']} ({t['state']}):\n{task_log(exp, t['proc_id'], exp['attempt'])[-1500:]}"
-                          for t in exp["tasks"])
-        raise AssertionError(f"{timed_out}\nstate {exp['state']}: {exp['reason']}\n{tails}") from None
 
 
 # Loads checkpoints with torch as the next attempt would (examples/ddp: into

@@ -65,13 +65,15 @@ def proc_of(exp, role, index=0):
 
 def wait_ended(service, exp_id, timeout):
     """Waits for the experiment to succeed or fail; on a timeout, says what each
-    task was doing (its state and the tail of its output)."""
+    task of its current attempt was doing (its state and the tail of its
+    output). Every framework's tests use it: a task is role:index (rank:3,
+    process:3 for PyTorch and JAX)."""
     try:
         return service.wait_state(exp_id, ("succeeded", "failed"), timeout=timeout)
     except AssertionError as timed_out:
         exp = service.experiment(exp_id)
-        tails = "\n".join(f"--- {t['role']}:{t['index']} ({t['state']}):\n{task_log(exp, t['proc_id'])[-1500:]}"
-                          for t in exp["tasks"])
+        tails = "\n".join(f"--- {t['role']}:{t['index']} ({t['state']}):\n"
+                          f"{task_log(exp, t['proc_id'], exp['attempt'])[-1500:]}" for t in exp["tasks"])
         raise AssertionError(f"{timed_out}\nstate {exp['state']}: {exp['reason']}\n{tails}") from None
 
 
