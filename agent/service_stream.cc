@@ -73,6 +73,7 @@ void ServiceStream::ReadLoop(StreamOptions options) {
 }
 
 void ServiceStream::WriteLoop(ReaderWriter* stream) {
+  bool first = true;
   while (true) {
     v1::AgentMessage message;
     {
@@ -94,6 +95,13 @@ void ServiceStream::WriteLoop(ReaderWriter* stream) {
       stop_writer_ = true;
       outbox_.clear();
       return;
+    }
+    if (first) {
+      first = false;
+      StreamEvent event;
+      event.stream_id = id_;
+      event.opened = true;
+      sink_(std::move(event));
     }
   }
   stream->WritesDone();

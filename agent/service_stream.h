@@ -11,9 +11,9 @@
 // own reconnect backoff (up to two minutes) after the service came back.
 //
 // Thread safety: Send, CloseWrites and Cancel may be called from any thread.
-// The sink is called from the reader thread, never after the destructor has
-// returned; it must not block and must not destroy the stream. `mu_` guards
-// the outbox and the writer's flags; the gRPC call is the reader's, except
+// The sink is called from the reader thread (and once, `opened`, from the
+// writer thread), never after the destructor has returned; it must not block and must not destroy
+// the stream. `mu_` guards the outbox and the writer's flags; the gRPC call is the reader's, except
 // that the writer thread writes to it until the reader has stopped it.
 #ifndef TFSLURM_AGENT_SERVICE_STREAM_H_
 #define TFSLURM_AGENT_SERVICE_STREAM_H_
@@ -37,9 +37,12 @@ namespace tfslurm::agent {
 
 struct StreamEvent {
   uint64_t stream_id = 0;
-  // Exactly one of the two.
+  // Exactly one of the three.
   std::optional<tfslurm::agent::v1::ServiceMessage> message;
   std::optional<grpc::Status> ended;  // the call is over; no event follows
+  // The first message went out: the service is there (the call is not
+  // wait_for_ready, so against a service that is down the write fails).
+  bool opened = false;
 };
 
 struct StreamOptions {

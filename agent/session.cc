@@ -204,6 +204,10 @@ void Session::HandleStreamEvents() {
       OnServiceMessage(*event.message);
     } else if (event.ended) {
       OnStreamEnded(*event.ended);
+    } else if (event.opened && phase_ == Phase::kStandby) {
+      // Waiting on a stream the service took: the deadline is for waiting
+      // without one.
+      standby_deadline_.reset();
     }
   }
 }
@@ -262,6 +266,10 @@ void Session::ScheduleReconnect() {
 void Session::OnServiceMessage(const v1::ServiceMessage& message) {
   switch (message.body_case()) {
     case v1::ServiceMessage::kAssignment:
+      if (phase_ == Phase::kStandby) {
+        RestartProgramAlone(message.assignment());
+        return;
+      }
       if (phase_ != Phase::kAwaitingAssignment) {
         spdlog::debug("ignoring a repeated Assignment");
         return;
@@ -409,6 +417,27 @@ void Session::OnNextAttempt(const v1::NextAttempt& next) {
   if (options_.on_next_attempt) options_.on_next_attempt(attempt_, next.log_dir());
   spdlog::info("attempt {} runs in this job after attempt {} ({}); program port {}", attempt_, from,
                next.reason(), port_);
+  ForgetProgram();
+  phase_ = Phase::kAwaitingAssignment;
+  stream_.reset();  // the standby stream: the next registers for the new attempt
+  Connect();
+}
+
+void Session::RestartProgramAlone(const v1::Assignment& assignment) {
+  // The rest of the attempt runs on (a TF worker's chief keeps training and
+  // takes it back at the same address), so the attempt, the port and the
+  // stream stay: the standby stream is the task's stream again.
+  spdlog::info(
+      "the service restarts this task's program alone in attempt {}, on the same port {}: the "
+      "rest of the attempt runs on",
+      attempt_, port_);
+  ForgetProgram();
+  backoff_.Reset();
+  failed_connections_ = 0;
+  StartProgram(assignment);
+}
+
+void Session::ForgetProgram() {
   assignment_.reset();
   child_.reset();
   program_status_.reset();
@@ -421,9 +450,6 @@ void Session::OnNextAttempt(const v1::NextAttempt& next) {
   for (auto* timer : {&heartbeat_at_, &progress_poll_at_, &kill_at_, &ack_deadline_,
                       &report_deadline_, &standby_deadline_, &unknown_experiment_since_})
     timer->reset();
-  phase_ = Phase::kAwaitingAssignment;
-  stream_.reset();  // the standby stream: the next registers for the new attempt
-  Connect();
 }
 
 // ---------------------------------------------------------------- program

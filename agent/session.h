@@ -5,6 +5,7 @@
 //   AwaitingAssignment --Assignment--> Running --program ends--> Reporting --ack--> exit
 //                 ^                                                          |
 //                 +------NextAttempt------ Standby <--ack, stay_for_next_attempt
+//                    (Assignment: Standby --> Running, the program alone, same attempt)
 //
 // - AwaitingAssignment: Register (reconnect=false) on every new stream until
 //   an Assignment arrives. A permanent Refused ends the agent (exit 3); a
@@ -32,8 +33,11 @@
 //   after the acknowledgment the agent stays in the job, registered with
 //   standby set, and waits. NextAttempt: it takes the new attempt number,
 //   moves its output to the attempt's log directory, reserves a fresh port
-//   and registers again (AwaitingAssignment). Release, a permanent refusal,
-//   SIGTERM, or no stream for --exit-report-timeout: it exits.
+//   and registers again (AwaitingAssignment). An Assignment: the service
+//   restarts this program alone in the same attempt (a TF worker or
+//   evaluator under parameter servers, restart.max_task_restarts), on the
+//   same port, over the standby stream (Running). Release, a permanent
+//   refusal, SIGTERM, or no stream for --exit-report-timeout: it exits.
 //
 // Exit status of the agent: 0 when the program was reaped by a Shutdown (ps
 // tasks never end on their own; being reaped is their normal end, and the
@@ -123,6 +127,11 @@ class Session {
   // Restarts in place (Standby).
   void EnterStandby();
   void OnNextAttempt(const tfslurm::agent::v1::NextAttempt& next);
+  // An Assignment while in standby: the service restarts this program alone
+  // (a TF worker or evaluator under parameter servers) in the same attempt.
+  void RestartProgramAlone(const tfslurm::agent::v1::Assignment& assignment);
+  // Clears what belonged to the last program run, before the next one.
+  void ForgetProgram();
 
   // The program.
   void StartProgram(const tfslurm::agent::v1::Assignment& assignment);
@@ -193,7 +202,8 @@ class Session {
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> ack_deadline_;
   std::optional<Clock::time_point> report_deadline_;
-  // Standby without a stream since then: given up at the deadline.
+  // Standby since a stream ended, and no stream the service took (its
+  // Register written) since: given up at the deadline.
   std::optional<Clock::time_point> standby_deadline_;
 };
 

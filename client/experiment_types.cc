@@ -33,6 +33,7 @@ Task TaskFromJson(const json& j) {
   t.exit_code = GetOptional<int>(j, "exit_code");
   t.signal = GetOptional<int>(j, "signal");
   t.detail = j.value("detail", "");
+  t.restarts = j.value("restarts", 0);
   t.heartbeat_age_s = GetOptional<double>(j, "heartbeat_age_s");
   return t;
 }

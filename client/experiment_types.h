@@ -29,6 +29,7 @@ struct Task {
   int local_rank = 0;                     // its index on its node (SLURM_LOCALID)
   int component = 0;   // its component of a heterogeneous job (per-role resources); 0 otherwise
   std::string detail;  // why it ended, in its agent's words; may be empty
+  int restarts = 0;    // times its program was restarted alone in this attempt
 };
 
 struct Attempt {

@@ -19,6 +19,13 @@ std::string ShortTime(const std::string& timestamp) {
   return OrDash(timestamp);
 }
 
+// "running, restarted alone 2x": a TF worker's program restarted inside
+// its attempt (restart.max_task_restarts).
+std::string StateText(const client::Task& t) {
+  if (t.restarts == 0) return t.state;
+  return t.state + ", restarted alone " + std::to_string(t.restarts) + "x";
+}
+
 std::string ExitText(const client::Task& t) {
   if (t.signal) return "signal " + std::to_string(*t.signal);
   if (t.exit_code) return std::to_string(*t.exit_code);
@@ -100,7 +107,7 @@ std::string FormatTaskTable(const std::vector<client::Task>& tasks) {
     Table table({"RANK", "NODE", "LOCAL RANK", "ADDRESS", "STATE", "EXIT", "HEARTBEAT"});
     for (const client::Task& t : tasks) {
       table.AddRow({std::to_string(t.index), OrDash(t.node), std::to_string(t.local_rank),
-                    OrDash(t.address), t.state, ExitText(t),
+                    OrDash(t.address), StateText(t), ExitText(t),
                     t.heartbeat_age_s ? FormatDuration(*t.heartbeat_age_s) + " ago" : "-"});
     }
     return table.Render();
@@ -110,14 +117,14 @@ std::string FormatTaskTable(const std::vector<client::Task>& tasks) {
     Table table({"ROLE", "INDEX", "COMPONENT", "NODE", "ADDRESS", "STATE", "EXIT", "HEARTBEAT"});
     for (const client::Task& t : tasks) {
       table.AddRow({t.role, std::to_string(t.index), std::to_string(t.component), OrDash(t.node),
-                    OrDash(t.address), t.state, ExitText(t),
+                    OrDash(t.address), StateText(t), ExitText(t),
                     t.heartbeat_age_s ? FormatDuration(*t.heartbeat_age_s) + " ago" : "-"});
     }
     return table.Render();
   }
   Table table({"ROLE", "INDEX", "NODE", "ADDRESS", "STATE", "EXIT", "HEARTBEAT"});
   for (const client::Task& t : tasks) {
-    table.AddRow({t.role, std::to_string(t.index), OrDash(t.node), OrDash(t.address), t.state,
+    table.AddRow({t.role, std::to_string(t.index), OrDash(t.node), OrDash(t.address), StateText(t),
                   ExitText(t),
                   t.heartbeat_age_s ? FormatDuration(*t.heartbeat_age_s) + " ago" : "-"});
   }

@@ -187,6 +187,10 @@ def make_train_step(strategy, coordinator, model, args):
 
 def run_chief(resolver, args, model_dir, attempt):
     signals = SignalFlags()
+    # The coordinator says at INFO when a lost worker is back ("Worker
+    # /job:worker/replica:0/task:1 has been recovered."): worth seeing when
+    # tfslurm restarts a worker alone (docs/restarts.md).
+    tf.get_logger().setLevel("INFO")
     strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
     coordinator = tf.distribute.experimental.coordinator.ClusterCoordinator(strategy)
     with strategy.scope():

@@ -106,6 +106,7 @@ void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
   w.Field("component", t.component);
   w.Field("state", TaskStateName(t.state));
   w.Field("exit_code", t.exit_code).Field("signal", t.signal).Field("detail", t.detail);
+  w.Field("restarts", t.restarts);
   WriteTimestampField(w, "registered_at", t.registered_at);
   WriteTimestampField(w, "ended_at", t.ended_at);
   w.Key("heartbeat_age_s");

@@ -64,6 +64,13 @@ void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
     return;
   }
   OpenExperiment& a = **found;
+  Changes c;
+  if (lone_.OnStandby(a, ref.proc_id, channel, c)) {
+    SendAssignments(a, c, ref.proc_id);
+    core_.Commit(c);
+    return;
+  }
+  core_.Commit(c);
   TaskSlot& slot = a.attempt.run->mutable_task(ref.proc_id);
   const Outcome& outcome = a.attempt.run->outcome();
   // Only a failure can bring a next attempt to this job; until the attempt
@@ -177,7 +184,7 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
     m.heartbeat_interval_ms = core_.config().heartbeat_interval_ms;
     m.shutdown_grace_ms = core_.config().shutdown_grace_ms;
     m.report_checkpoints = i == checkpointing;
-    m.stay_for_next_attempt = a.spec.restart.in_allocation;
+    m.stay_for_next_attempt = a.spec.restart.in_allocation || a.attempt.run->MayRestartAlone(i);
     if (first || a.attempt.tasks[i].state == TaskState::kRegistered) {
       a.attempt.tasks[i].state = slot.state;
       c.tasks.push_back(a.attempt.tasks[i]);
@@ -322,15 +329,21 @@ Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
   const int proc = ref.proc_id;
-  if (a.attempt.run->task(proc).exited) return Status::Ok();  // a re-sent report
+  // A re-sent report.
+  if (a.attempt.run->task(proc).exited || a.attempt.run->task(proc).restarting_alone)
+    return Status::Ok();
   bool decided_before = a.attempt.run->outcome().kind != Outcome::kUndecided;
   // A task that ends after the user cancelled, or after it was told to shut
   // down, was ended by us: reaped, not failed, whatever its exit code.
   reaped = reaped || a.user_cancelled || a.attempt.run->task(proc).shutdown_sent;
   const std::string detail = ExitDetail(agent_detail);
+  Changes c;
+  if (!reaped && lone_.OnExit(a, proc, exit_code, signal, detail, c)) {
+    core_.Commit(c);
+    return Status::Ok();
+  }
   a.attempt.run->OnExit(proc, exit_code, signal, reaped, detail);
   const TaskSlot& slot = a.attempt.run->task(proc);
-  Changes c;
   TaskRecord& t = a.attempt.tasks[proc];
   t.state = slot.state;
   t.exit_code = exit_code;
@@ -338,11 +351,8 @@ Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
   t.detail = detail;
   t.ended_at = core_.ports().clock.NowMs();
   c.tasks.push_back(t);
-  std::string how = signal.value_or(0)
-                        ? "was killed by signal " + std::to_string(*signal)
-                        : "exited with code " + std::to_string(exit_code.value_or(-1));
-  if (!detail.empty()) how += ": " + detail;
-  core_.Event(c, a, reaped ? "reaped" : "exited", TaskName(slot, proc) + " " + how);
+  core_.Event(c, a, reaped ? "reaped" : "exited",
+              TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail));
   if (a.attempt.reap_started_ms > 0 && a.attempt.run->UnconfirmedShutdowns().empty()) {
     core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /
                                 1000.0);

@@ -15,12 +15,13 @@
 #include "base/status.h"
 #include "service/core/agent_messages.h"
 #include "service/core/core_state.h"
+#include "service/core/lone_restart.h"
 
 namespace tfslurm {
 
 class AgentProtocol {
  public:
-  explicit AgentProtocol(CoreState& lifecycle) : core_(lifecycle) {}
+  explicit AgentProtocol(CoreState& lifecycle) : core_(lifecycle), lone_(lifecycle) {}
 
   // Attaches `channel` for the task; the reply (Assignment or Refused)
   // arrives through it, now or when the barrier completes.
@@ -63,6 +64,7 @@ class AgentProtocol {
   void OnOutcome(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
   CoreState& core_;
+  LoneRestart lone_;
 };
 
 }  // namespace tfslurm

@@ -177,6 +177,30 @@ bool AttemptRun::IsTracked(int proc) const {
   return false;
 }
 
+bool AttemptRun::MayRestartAlone(int proc) const {
+  const TaskRole& r = tasks_[proc].role;
+  return HasLoneRestarts(spec_) && spec_.restart.max_task_restarts > 0 &&
+         (r.role == "worker" || r.role == "evaluator") && proc != CheckpointingTask();
+}
+
+bool AttemptRun::RestartsAloneNow(int proc, std::optional<int> exit_code,
+                                  std::optional<int> signal) const {
+  const TaskSlot& t = tasks_[proc];
+  // SIGTERM (143) is what Slurm sends every task at a time limit, a
+  // preemption or a cancel: the job's end decides those, not a restart.
+  const bool died =
+      (signal.value_or(0) != 0 && *signal != SIGTERM) || (!signal.value_or(0) && exit_code == 137);
+  if (!died || !MayRestartAlone(proc) || outcome_.kind != Outcome::kUndecided || t.exited ||
+      t.shutdown_sent || t.restarting_alone || !assignments_sent_)
+    return false;
+  for (int i = 0; i < size(); ++i) {
+    const TaskSlot& other = tasks_[i];
+    if (i != CheckpointingTask() && other.role.role != "ps") continue;
+    if (!other.registered || other.exited || other.vanished) return false;
+  }
+  return true;
+}
+
 Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal,
                            bool reaped, const std::string& detail) {
   TaskSlot& t = tasks_[proc];
@@ -201,11 +225,8 @@ Outcome AttemptRun::Evaluate(int proc) {
   std::string who = TaskName(t, proc);
   if (t.state == TaskState::kFailed &&
       (IsTracked(proc) || t.role.role == "chief" || t.role.role == "ps")) {
-    std::string how = t.signal.value_or(0)
-                          ? "was killed by signal " + std::to_string(*t.signal)
-                          : "exited with code " + std::to_string(t.exit_code.value_or(-1));
-    if (!t.detail.empty()) how += ": " + t.detail;
-    Outcome failed{Outcome::kFailed, who + " " + how, IsRetryableExit(t.exit_code, t.signal)};
+    Outcome failed{Outcome::kFailed, who + " " + HowItEnded(t.exit_code, t.signal, t.detail),
+                   IsRetryableExit(t.exit_code, t.signal)};
     failed.by_sigterm = t.signal.value_or(0) == SIGTERM || (!t.signal && t.exit_code == 143);
     if (!failed.retryable) {
       for (int i = 0; i < size(); ++i) {

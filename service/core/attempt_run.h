@@ -44,6 +44,10 @@ struct TaskSlot {
   // Its program has ended and its agent waits in the job for the next
   // attempt (restart.in_allocation), on the channel core holds for it.
   bool standing_by = false;
+  // Its program died and is restarted alone (restart.max_task_restarts):
+  // its agent is to come back in standby and be given its Assignment
+  // again. The death is in exit_code and signal; `exited` stays false.
+  bool restarting_alone = false;
   // The task's state as users see it (records.h).
   TaskState state = TaskState::kPending;
 };
@@ -119,6 +123,16 @@ class AttemptRun {
 
   // True for the exits success waits for under the spec's policy.
   bool IsTracked(int proc) const;
+
+  // Whether task `proc` is one whose program may be restarted alone
+  // (core/lone_restart.h): a worker or evaluator, not the reporting task,
+  // of TensorFlow with parameter servers and restart.max_task_restarts > 0.
+  bool MayRestartAlone(int proc) const;
+  // Whether its program's death now is restarted alone, the count aside:
+  // it may be, it died by a signal other than SIGTERM (or 137), nobody
+  // asked it to stop, the attempt is undecided, and the reporting task and
+  // every ps run (registered, their agents connected).
+  bool RestartsAloneNow(int proc, std::optional<int> exit_code, std::optional<int> signal) const;
 
  private:
   Outcome Evaluate(int proc);

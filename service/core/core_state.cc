@@ -75,6 +75,14 @@ StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord
     slot.address = t.address;
     slot.local_id = t.local_rank;
     slot.state = t.state;
+    // A running task with a death on record: its program is restarting
+    // alone (core/lone_restart.h), its agent to come back in standby.
+    if (t.state == TaskState::kRunning && (t.exit_code || t.signal)) {
+      slot.restarting_alone = true;
+      slot.exit_code = t.exit_code;
+      slot.signal = t.signal;
+      slot.detail = t.detail;
+    }
     if (t.state == TaskState::kRunning || HasExited(t.state)) assigned = true;
     // Agents get a fresh window to reconnect after a service restart.
     t.last_heartbeat = ports_.clock.NowMs();

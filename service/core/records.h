@@ -169,6 +169,9 @@ struct TaskRecord {
   int64_t registered_at = 0;
   int64_t last_heartbeat = 0;
   int64_t ended_at = 0;
+  // How many times its program was restarted alone in this attempt
+  // (restart.max_task_restarts).
+  int restarts = 0;
   // Its job component (core/components.h), from the spec and proc_id: not
   // stored, filled in by Experiments::Get. 0 in a plain job.
   int component = 0;

@@ -104,9 +104,23 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
   }
 }
 
-void ParseRestart(Checker& c, const json& v, RestartPolicy& out) {
+void ParseRestart(Checker& c, const json& v, const ExperimentSpec& spec, RestartPolicy& out) {
   if (!c.IsObject(v, "restart")) return;
-  c.OnlyKeys(v, "restart", {"max_restarts", "on", "backoff_s", "in_allocation"});
+  c.OnlyKeys(v, "restart",
+             {"max_restarts", "on", "backoff_s", "in_allocation", "max_task_restarts"});
+  if (v.contains("max_task_restarts")) {
+    if (spec.framework != Framework::kTensorflow || spec.cluster.ps < 1)
+      c.Fail("restart.max_task_restarts",
+             "applies only to framework tensorflow with parameter servers (cluster.ps of 1 or "
+             "more), whose chief trains on while a worker restarts; this spec has " +
+                 (spec.framework == Framework::kTensorflow
+                      ? std::string("no ps: every worker takes part in each step")
+                      : "framework " + std::string(FrameworkName(spec.framework)) +
+                            ": a rank cannot rejoin its peers alone") +
+                 "; remove it");
+    else if (auto n = c.Int(v["max_task_restarts"], "restart.max_task_restarts", 0, 100))
+      out.max_task_restarts = static_cast<int>(*n);
+  }
   if (v.contains("in_allocation")) {
     if (v["in_allocation"].is_boolean())
       out.in_allocation = v["in_allocation"].get<bool>();
@@ -464,7 +478,7 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   ParsePlacement(c, input, spec);
   ParseNetwork(c, input, spec);
   ParseSuccess(c, input, spec);
-  if (input.contains("restart")) ParseRestart(c, input["restart"], spec.restart);
+  if (input.contains("restart")) ParseRestart(c, input["restart"], spec, spec.restart);
   ParseCheckpoint(c, input, spec);
   ParseProgress(c, input, spec);
   if (input.contains("model_dir")) {

@@ -123,6 +123,12 @@ struct RestartPolicy {
   // still there (docs/restarts.md); otherwise, and when false, a restart is
   // a new Slurm job.
   bool in_allocation = true;
+  // TensorFlow with parameter servers: how many times in one attempt a
+  // worker's or evaluator's program that dies (killed by a signal other
+  // than SIGTERM, or 137) is started again alone, on its node and port,
+  // while the chief trains on (docs/restarts.md). 0: such a death fails
+  // the attempt, as any other.
+  int max_task_restarts = 3;
 };
 
 struct ExperimentSpec {
@@ -151,6 +157,10 @@ struct ExperimentSpec {
   // ToJson() gives the same spec back.
   nlohmann::json ToJson() const;
 };
+
+// Whether restart.max_task_restarts applies to the spec: TensorFlow with
+// parameter servers, whose chief survives a worker's loss.
+bool HasLoneRestarts(const ExperimentSpec& spec);
 
 // Limits that keep one spec from exhausting the service or Slurm.
 struct SpecLimits {

@@ -97,6 +97,10 @@ std::string FormatSlurmTime(int minutes) {
   return days > 0 ? std::to_string(days) + "-" + clock : clock;
 }
 
+bool HasLoneRestarts(const ExperimentSpec& spec) {
+  return spec.framework == Framework::kTensorflow && spec.cluster.ps > 0;
+}
+
 nlohmann::json ExperimentSpec::ToJson() const {
   json j;
   const bool torch = framework == Framework::kPytorch;
@@ -167,6 +171,7 @@ nlohmann::json ExperimentSpec::ToJson() const {
                   {"on", on},
                   {"backoff_s", restart.backoff_s},
                   {"in_allocation", restart.in_allocation}};
+  if (HasLoneRestarts(*this)) j["restart"]["max_task_restarts"] = restart.max_task_restarts;
   j["checkpoint"] = {{"signal_grace_s", signal_grace_s}};
   j["progress"] = {{"stall_timeout_s", stall_timeout_s}};
   j["model_dir"] = model_dir.empty() ? json("auto") : json(model_dir);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "service/core/attempt_run.h"
@@ -38,6 +39,17 @@ inline std::string ExitDetail(const std::string& detail) {
   size_t begin = out.find_first_not_of(' ');
   if (begin == std::string::npos) return "";
   return out.substr(begin, out.find_last_not_of(' ') - begin + 1);
+}
+
+// How a program ended, after its task's name: "was killed by signal 9",
+// "exited with code 1: <detail>".
+inline std::string HowItEnded(std::optional<int> exit_code, std::optional<int> signal,
+                              const std::string& detail) {
+  std::string how = signal.value_or(0)
+                        ? "was killed by signal " + std::to_string(*signal)
+                        : "exited with code " + std::to_string(exit_code.value_or(-1));
+  if (!detail.empty()) how += ": " + detail;
+  return how;
 }
 
 // "5 s", rounded to the nearest second.

@@ -42,6 +42,13 @@ struct PrometheusMetrics::Families {
               "Automatic restarts, by the end_reason of the attempt that caused them and where "
               "the next attempt runs (in_place: inside the same Slurm job; new_job)")
           .Register(registry);
+  prometheus::Family<prometheus::Counter>& task_restarts =
+      prometheus::BuildCounter()
+          .Name("tfslurm_task_restarts_total")
+          .Help(
+              "Programs restarted alone inside their attempt, by TF role (a worker or evaluator "
+              "under parameter servers, restart.max_task_restarts)")
+          .Register(registry);
   Histogram& rendezvous =
       prometheus::BuildHistogram()
           .Name("tfslurm_rendezvous_seconds")
@@ -99,6 +106,10 @@ void PrometheusMetrics::Restarted(EndReason reason, RestartKind kind) {
       .Add({{"end_reason", EndReasonName(reason)},
             {"where", kind == RestartKind::kInPlace ? "in_place" : "new_job"}})
       .Increment();
+}
+
+void PrometheusMetrics::TaskRestartedAlone(const std::string& role) {
+  f_->task_restarts.Add({{"role", role}}).Increment();
 }
 
 void PrometheusMetrics::ExperimentDeleted(bool by_retention, int64_t files_removed) {

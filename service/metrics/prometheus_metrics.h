@@ -9,7 +9,8 @@
 //   tfslurm_agents_connected                          gauge
 //   tfslurm_registrations_total                       counter
 //   tfslurm_attempts_ended_total{end_reason}          counter
-//   tfslurm_restarts_total{end_reason}                counter
+//   tfslurm_restarts_total{end_reason,where}          counter
+//   tfslurm_task_restarts_total{role}                 counter
 //   tfslurm_rendezvous_seconds                        histogram
 //   tfslurm_reaping_seconds                           histogram
 //   tfslurm_slurm_poll_seconds                        histogram
@@ -39,6 +40,7 @@ class PrometheusMetrics final : public Metrics {
   void ReapingDone(double seconds) override;
   void AttemptEnded(EndReason reason) override;
   void Restarted(EndReason reason, RestartKind kind) override;
+  void TaskRestartedAlone(const std::string& role) override;
   void ExperimentDeleted(bool by_retention, int64_t files_removed) override;
   void SlurmPolled(double seconds, bool ok) override;
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -730,7 +731,7 @@ TEST_F(AgentEndToEndTest, StaysInTheJobAndRunsTheNextAttemptInPlace) {
   assignment.set_stay_for_next_attempt(true);
   const std::string log_dir = dir_.Path("attempt-3");
   std::filesystem::create_directories(log_dir);
-  service().SetRegisterReply([&](const v1::AgentMessage& m, int) {
+  service().SetRegisterReply([assignment, log_dir](const v1::AgentMessage& m, int) {
     v1::ServiceMessage reply;
     if (!m.register_().standby()) {
       v1::Assignment a = assignment;
@@ -776,12 +777,50 @@ TEST_F(AgentEndToEndTest, StaysInTheJobAndRunsTheNextAttemptInPlace) {
   EXPECT_EQ(moved.find("program of attempt 2"), std::string::npos) << moved;
 }
 
+TEST_F(AgentEndToEndTest, AnAssignmentInStandbyRestartsTheProgramAloneOnTheSamePort) {
+  // A TF worker's program dies (kill -9); the service answers the standby
+  // with the task's Assignment for the same attempt: the program runs again
+  // on the same port, and its second run's exit is reported in attempt 2.
+  v1::Assignment assignment =
+      ShellAssignment(R"(echo "$TFSLURM_PORT" >> "$TEST_DIR/ports"; )"
+                      R"([ -e "$TEST_DIR/ran" ] && exit 0; touch "$TEST_DIR/ran"; kill -9 $$)");
+  assignment.set_stay_for_next_attempt(true);
+  auto standbys = std::make_shared<std::atomic<int>>(0);
+  service().SetRegisterReply([assignment, standbys](const v1::AgentMessage& m, int) {
+    if (!m.register_().standby())
+      return std::vector<v1::ServiceMessage>{AssignmentMessage(assignment)};
+    if (++*standbys == 1) return std::vector<v1::ServiceMessage>{AssignmentMessage(assignment)};
+    v1::ServiceMessage release;
+    release.mutable_release()->set_reason("training succeeded");
+    return std::vector<v1::ServiceMessage>{release};
+  });
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 0) << "the second run's status";
+
+  auto registers = Messages(v1::AgentMessage::kRegister);
+  std::vector<std::pair<int, bool>> seen;
+  for (const auto& r : registers) seen.push_back({r.task().attempt(), r.register_().standby()});
+  EXPECT_EQ(seen, (std::vector<std::pair<int, bool>>{{2, false}, {2, true}, {2, true}}));
+  const std::string port = std::to_string(registers[0].register_().port());
+  EXPECT_EQ(ReadFile(dir_.Path("ports")), port + "\n" + port + "\n") << "the same port both times";
+  auto exits = Messages(v1::AgentMessage::kExited);
+  ASSERT_EQ(exits.size(), 2u);
+  EXPECT_EQ(exits[0].task().attempt(), 2);
+  EXPECT_EQ(exits[0].exited().signal(), SIGKILL);
+  EXPECT_EQ(exits[1].task().attempt(), 2);
+  EXPECT_EQ(exits[1].exited().exit_code(), 0);
+  EXPECT_NE(agent_->Log().find(
+                "restarts this task's program alone in attempt 2, on the same port " + port),
+            std::string::npos)
+      << agent_->Log();
+}
+
 TEST_F(AgentEndToEndTest, WaitsForTheNextAttemptLongerThanTheExitReportTimeout) {
   // A task done early waits while the others train: the exit report's
   // deadline (1 s here) must not end the wait.
   v1::Assignment assignment = ShellAssignment(R"([ "$TFSLURM_ATTEMPT" = 3 ] && exit 0; exit 4)");
   assignment.set_stay_for_next_attempt(true);
-  service().SetRegisterReply([&](const v1::AgentMessage& m, int) {
+  service().SetRegisterReply([assignment](const v1::AgentMessage& m, int) {
     if (m.register_().standby()) {
       if (m.task().attempt() == 2) return std::vector<v1::ServiceMessage>{};  // no word yet
       v1::ServiceMessage release;
@@ -807,10 +846,47 @@ TEST_F(AgentEndToEndTest, WaitsForTheNextAttemptLongerThanTheExitReportTimeout) 
   EXPECT_EQ(agent_->WaitForExit(), 0) << "attempt 3's program exited 0, then Release";
 }
 
+TEST_F(AgentEndToEndTest, AStandbyStreamBackAfterAServiceRestartWaitsOn) {
+  // The service restarts while the agent waits in the job: once its standby
+  // stream is back, the deadline for waiting without one (1 s here) is off.
+  v1::Assignment assignment = ShellAssignment(R"([ "$TFSLURM_ATTEMPT" = 3 ] && exit 0; exit 4)");
+  assignment.set_stay_for_next_attempt(true);
+  auto reply = [assignment](const v1::AgentMessage& m, int) {
+    if (m.register_().standby()) {
+      if (m.task().attempt() == 2) return std::vector<v1::ServiceMessage>{};  // no word yet
+      v1::ServiceMessage release;
+      release.mutable_release()->set_reason("training succeeded");
+      return std::vector<v1::ServiceMessage>{release};
+    }
+    v1::Assignment a = assignment;
+    (*a.mutable_env())["TFSLURM_ATTEMPT"] = std::to_string(m.task().attempt());
+    return std::vector<v1::ServiceMessage>{AssignmentMessage(a)};
+  };
+  service().SetRegisterReply(reply);
+  StartAgent({{"--exit-report-timeout", "1"}});
+  auto standing_by = [](const std::vector<FakeAgentService::Received>& received) {
+    return std::any_of(received.begin(), received.end(), [](const auto& r) {
+      return r.message.has_register_() && r.message.register_().standby();
+    });
+  };
+  ASSERT_TRUE(service().WaitUntil(standing_by, kTimeout));
+  const int service_port = server_->port();
+  server_.reset();
+  server_ = std::make_unique<FakeServer>(service_port);
+  service().SetRegisterReply(reply);
+  ASSERT_TRUE(service().WaitUntil(standing_by, kTimeout)) << "registered in standby again";
+  EXPECT_FALSE(agent_->WaitForExit(std::chrono::milliseconds(2500)).has_value())
+      << "still waiting, on its new stream, after twice the deadline";
+  v1::ServiceMessage next;
+  next.mutable_next_attempt()->set_attempt(3);
+  service().Send(next);
+  EXPECT_EQ(agent_->WaitForExit(), 0) << "attempt 3's program exited 0, then Release";
+}
+
 TEST_F(AgentEndToEndTest, SigtermWhileWaitingForTheNextAttemptEndsTheAgent) {
   v1::Assignment assignment = ShellAssignment("exit 5");
   assignment.set_stay_for_next_attempt(true);
-  service().SetRegisterReply([&](const v1::AgentMessage& m, int) {
+  service().SetRegisterReply([assignment](const v1::AgentMessage& m, int) {
     if (m.register_().standby()) return std::vector<v1::ServiceMessage>{};  // no word yet
     return std::vector<v1::ServiceMessage>{AssignmentMessage(assignment)};
   });

@@ -70,8 +70,11 @@ def jobs_named(conf, name, service):
 @pytest.mark.parametrize("in_allocation", [True, False], ids=["in-place", "new-job"])
 def test_kill9_of_a_worker_restarts_from_the_last_checkpoint(service, slurm_cluster, in_allocation):
     exp_id = "rs-kill9" if in_allocation else "rs-kill9-newjob"
+    # max_task_restarts 0: the worker's death fails the attempt (with lone
+    # restarts, the default, it would restart alone: test_tensorflow).
     s = spec(exp_id, steps=300, step_sleep=0.1, restart={"max_restarts": 2, "on": ["retryable_exit"],
-                                                         "backoff_s": 1, "in_allocation": in_allocation})
+                                                         "backoff_s": 1, "in_allocation": in_allocation,
+                                                         "max_task_restarts": 0})
     assert service.post("/experiments", s)[0] == 201
     wait_for(lambda: checkpoint_at_least(service, exp_id, 30), 120, "a checkpoint reported as progress")
     # Resume of a running experiment: 409 (not 503, which means "ended, its job still finishing").

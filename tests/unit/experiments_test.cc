@@ -36,7 +36,10 @@ json PsSpec(const std::string& id) {
            {{"max_restarts", 1},
             {"on", {"retryable_exit"}},
             {"backoff_s", 5},
-            {"in_allocation", false}}}};
+            {"in_allocation", false},
+            // A killed worker restarts the attempt here; LoneRestartTest turns
+            // lone restarts on.
+            {"max_task_restarts", 0}}}};
 }
 
 class ExperimentsTest : public ::testing::Test {
@@ -1056,6 +1059,8 @@ class RecordingMetrics final : public Metrics {
   void ReapingDone(double s) override { reaping.push_back(s); }
   void AttemptEnded(EndReason r) override { ended.push_back(EndReasonName(r)); }
   void Restarted(EndReason r, RestartKind) override { restarted.push_back(EndReasonName(r)); }
+  std::vector<std::string> alone;
+  void TaskRestartedAlone(const std::string& role) override { alone.push_back(role); }
   void ExperimentDeleted(bool by_retention, int64_t files) override {
     deleted.push_back({by_retention, files});
   }
@@ -1700,6 +1705,193 @@ TEST_F(DeleteTest, TheRetentionSweepDeletesRowsOfExperimentsEndedLongAgoOnly) {
   EXPECT_EQ(experiments_->Get("a").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(experiments_->Get("b").ok()) << "an open experiment is never swept";
   EXPECT_TRUE(files_.removed.empty()) << "the sweep keeps the files";
+}
+
+}  // namespace
+}  // namespace tfslurm
+
+namespace tfslurm {
+namespace {
+
+// A TF worker restarted alone (restart.max_task_restarts, core/lone_restart.h).
+// PsSpec, spread: ps 0 and 1 are tasks 0 and 2, workers 0-3 tasks 1, 3, 4
+// and 5; worker 0 reports, as there is no chief; in_allocation false, so
+// only the tasks that may restart alone stay.
+class LoneRestartTest : public ExperimentsTest {
+ protected:
+  static json Spec(const std::string& id, int max_task_restarts) {
+    json spec = PsSpec(id);
+    spec["restart"]["max_task_restarts"] = max_task_restarts;
+    return spec;
+  }
+  // Submits `spec` (the n-th submission: Slurm job 100 + n), starts its job
+  // and registers every task.
+  std::vector<std::shared_ptr<RecordingChannel>> Running(const json& spec, int n = 0) {
+    EXPECT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+    attempt_offset_ = n;
+    slurm_.SetState(100 + n, JobState::kRunning);
+    Poll();
+    return RegisterAll(spec["id"]);
+  }
+  // Task `proc`'s agent, its program reported dead, comes back in standby.
+  std::shared_ptr<RecordingChannel> StandBy(const std::string& id, int proc) {
+    auto ch = std::make_shared<RecordingChannel>();
+    RegisterInfo info;
+    info.node_name = "node" + std::to_string(proc / 2 + 1);
+    info.address = "host" + std::to_string(proc / 2 + 1);
+    info.port = 5000 + proc;
+    info.standby = true;
+    experiments_->OnRegister(Ref(id, proc), info, ch);
+    return ch;
+  }
+  int EventsNamed(const ExperimentView& v, const std::string& what) {
+    return static_cast<int>(std::count_if(v.events.begin(), v.events.end(),
+                                          [&](const EventRecord& e) { return e.what == what; }));
+  }
+};
+
+TEST_F(LoneRestartTest, AKilledWorkerRestartsAloneAndTheAttemptRunsOn) {
+  RecordingMetrics m;
+  metrics_ = &m;
+  Restart();
+  auto channels = Running(Spec("a", 2));
+  for (int p = 0; p < 6; ++p) {
+    auto assigned = channels[p]->All<AssignmentMsg>();
+    ASSERT_EQ(assigned.size(), 1u) << p;
+    // Only workers but the reporting one may restart alone: their agents stay.
+    EXPECT_EQ(assigned[0].stay_for_next_attempt, p == 3 || p == 4 || p == 5) << p;
+  }
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 4), std::nullopt, SIGKILL, false).ok());
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << v.experiment.reason;
+  EXPECT_EQ(v.tasks[4].restarts, 1);
+  EXPECT_EQ(v.tasks[4].state, TaskState::kRunning);
+  ASSERT_EQ(EventsNamed(v, "restarted_alone"), 1);
+  EXPECT_EQ(v.events.back().why,
+            "worker:2 (task 4 on node3) was killed by signal 9; its program starts again alone at "
+            "host3:5004 (restart 1 of 2 in this attempt), and the chief trains on");
+  EXPECT_EQ(m.alone, std::vector<std::string>{"worker"});
+  // A re-sent report (the ack was lost) counts once.
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 4), std::nullopt, SIGKILL, false).ok());
+  EXPECT_EQ(View("a").tasks[4].restarts, 1);
+  for (int p = 0; p < 6; ++p) EXPECT_TRUE(channels[p]->All<ShutdownMsg>().empty()) << p;
+
+  // Its agent comes back in standby and is given its Assignment again.
+  auto again = StandBy("a", 4);
+  auto assigned = again->All<AssignmentMsg>();
+  ASSERT_EQ(assigned.size(), 1u);
+  EXPECT_EQ(assigned[0].role, "worker");
+  EXPECT_EQ(assigned[0].index, 2);
+  EXPECT_EQ(assigned[0].cluster->json, channels[4]->All<AssignmentMsg>()[0].cluster->json)
+      << "the same TF_CONFIG: the same addresses";
+  EXPECT_TRUE(experiments_->OnHeartbeat(Ref("a", 4)).ok());
+  Poll();
+  v = View("a");
+  EXPECT_EQ(v.attempts.size(), 1u);
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  EXPECT_TRUE(slurm_.cancelled.empty());
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRunning);
+
+  // Every worker exits 0 (the reporting one last): success, in attempt 1.
+  for (int p = 3; p < 6; ++p)
+    ASSERT_TRUE(experiments_->OnExited(Ref("a", p), 0, std::nullopt, false).ok());
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 1), 0, std::nullopt, false).ok());
+  v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kSucceeded) << v.experiment.reason;
+  EXPECT_EQ(v.tasks[4].state, TaskState::kSucceeded);
+}
+
+TEST_F(LoneRestartTest, PastTheCapTheDeathCountsAsTheTasksExit) {
+  Running(Spec("a", 1));
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), std::nullopt, SIGKILL, false).ok());
+  StandBy("a", 3);
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 5), 137, std::nullopt, false).ok());
+  auto v = View("a");
+  EXPECT_EQ(v.tasks[5].restarts, 0);
+  EXPECT_EQ(v.tasks[5].state, TaskState::kFailed);
+  bool said = false;
+  for (const EventRecord& e : v.events)
+    said |= e.what == "restart" &&
+            e.why.find(
+                "not restarted alone: 1 of 1 lone restarts of this attempt are used "
+                "(restart.max_task_restarts)") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_NE(
+      v.experiment.reason.find("attempt 1 failed: worker:3 (task 5 on node3) exited with code 137"),
+      std::string::npos)
+      << v.experiment.reason;
+}
+
+TEST_F(LoneRestartTest, ASigtermOrAProgramsOwnExitCodeIsNotRestartedAlone) {
+  // Exit 1 is the program's own verdict.
+  Running(Spec("a", 3));
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false).ok());
+  // SIGTERM is Slurm's at a time limit or a preemption; the job's end decides.
+  Running(Spec("b", 3), 1);
+  ASSERT_TRUE(experiments_->OnExited(Ref("b", 3), std::nullopt, SIGTERM, false).ok());
+  for (const char* id : {"a", "b"}) {
+    auto v = View(id);
+    EXPECT_EQ(v.tasks[3].restarts, 0) << id;
+    EXPECT_EQ(v.tasks[3].state, TaskState::kFailed) << id;
+    EXPECT_EQ(EventsNamed(v, "restarted_alone"), 0) << id;
+  }
+}
+
+TEST_F(LoneRestartTest, TheReportingTaskAndThePsRestartTheAttempt) {
+  Running(Spec("a", 3));
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 0), std::nullopt, SIGKILL, false).ok());  // ps 0
+  auto v = View("a");
+  EXPECT_EQ(EventsNamed(v, "restarted_alone"), 0);
+  EXPECT_NE(v.experiment.reason.find("attempt 1 failed: ps:0"), std::string::npos)
+      << v.experiment.reason;
+}
+
+TEST_F(LoneRestartTest, NoLoneRestartWhileAPsIsGone) {
+  auto channels = Running(Spec("a", 3));
+  experiments_->OnDisconnect(Ref("a", 2), channels[2].get());  // ps 1's agent vanished
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), std::nullopt, SIGKILL, false).ok());
+  EXPECT_EQ(View("a").tasks[3].restarts, 0);
+}
+
+TEST_F(LoneRestartTest, AnAttemptThatEndsWhileTheProgramIsDownDoesNotStartItAgain) {
+  auto channels = Running(Spec("a", 3));
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), std::nullopt, SIGKILL, false).ok());
+  // Worker 0 (the reporting task) fails before worker 1's agent is back.
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 1), 1, std::nullopt, false).ok());
+  auto back = StandBy("a", 3);
+  EXPECT_TRUE(back->All<AssignmentMsg>().empty());
+  EXPECT_EQ(back->All<ReleaseMsg>().size(), 1u) << "in_allocation false: nothing follows here";
+  auto v = View("a");
+  EXPECT_EQ(v.tasks[3].state, TaskState::kFailed);
+  EXPECT_EQ(v.tasks[3].signal, SIGKILL);
+}
+
+TEST_F(LoneRestartTest, AServiceRestartBetweenTheDeathAndTheStandbyStillRestartsIt) {
+  Running(Spec("a", 3));
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), std::nullopt, SIGKILL, false).ok());
+  EXPECT_EQ(View("a").tasks[3].signal, SIGKILL) << "the death is on record while it restarts";
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  auto back = StandBy("a", 3);
+  ASSERT_EQ(back->All<AssignmentMsg>().size(), 1u);
+  auto v = View("a");
+  EXPECT_EQ(v.tasks[3].state, TaskState::kRunning);
+  EXPECT_FALSE(v.tasks[3].signal.has_value()) << "running again: no death on record";
+  EXPECT_EQ(v.tasks[3].restarts, 1);
+}
+
+TEST_F(LoneRestartTest, TheCountSurvivesAServiceRestart) {
+  Running(Spec("a", 1));
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), std::nullopt, SIGKILL, false).ok());
+  StandBy("a", 3);
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 4), std::nullopt, SIGKILL, false).ok());
+  auto v = View("a");
+  EXPECT_EQ(v.tasks[3].restarts, 1);
+  EXPECT_EQ(v.tasks[4].restarts, 0) << "the cap (1) was used before the restart";
+  EXPECT_EQ(v.tasks[4].state, TaskState::kFailed);
 }
 
 }  // namespace

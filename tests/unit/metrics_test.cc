@@ -26,6 +26,8 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
   m.AttemptEnded(EndReason::kRetryableExit);
   m.Restarted(EndReason::kRetryableExit, RestartKind::kInPlace);
   m.Restarted(EndReason::kTimeout, RestartKind::kNewJob);
+  m.TaskRestartedAlone("worker");
+  m.TaskRestartedAlone("worker");
   m.SlurmPolled(0.004, true);
   m.SlurmPolled(2.0, false);
   m.RequestServed("GET /experiments/{id}", 200, 0.002);
@@ -43,6 +45,7 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
            "tfslurm_attempts_ended_total{end_reason=\"succeeded\"} 1\n",
            "tfslurm_restarts_total{end_reason=\"retryable_exit\",where=\"in_place\"} 1\n",
            "tfslurm_restarts_total{end_reason=\"timeout\",where=\"new_job\"} 1\n",
+           "tfslurm_task_restarts_total{role=\"worker\"} 2\n",
            "tfslurm_rendezvous_seconds_count 1\n",
            "tfslurm_rendezvous_seconds_bucket{le=\"0.25\"} 0\n",
            "tfslurm_rendezvous_seconds_bucket{le=\"0.5\"} 1\n",

@@ -500,3 +500,48 @@ TEST(ParseSpec, StallTimeoutIsOffOrAtLeastFiveSeconds) {
 
 }  // namespace
 }  // namespace tfslurm
+
+namespace tfslurm {
+namespace {
+
+TEST(ParseSpec, RestartFlagsAreCheckedWithTheirValues) {
+  json s = ValidSpec();
+  s["restart"] = {{"in_allocation", "yes"}, {"max_task_restarts", 101}};
+  auto errors = Errors(s);
+  EXPECT_TRUE(HasError(errors, "restart.in_allocation", "must be true")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "restart.in_allocation", "\"yes\"")) << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "restart.max_task_restarts", "got 101")) << Dump(errors);
+}
+
+TEST(ParseSpec, MaxTaskRestartsAppliesOnlyToTensorflowWithParameterServers) {
+  json s = ValidSpec();  // TensorFlow with ps
+  s["restart"] = {{"max_task_restarts", 5}};
+  auto r = ParseSpec(s);
+  ASSERT_TRUE(r.ok()) << Dump(r.status().fields());
+  EXPECT_EQ(r->restart.max_task_restarts, 5);
+  EXPECT_EQ(r->ToJson()["restart"]["max_task_restarts"], 5);
+  EXPECT_EQ(ParseSpec(ValidSpec())->restart.max_task_restarts, 3) << "the default";
+
+  json no_ps = s;
+  no_ps["cluster"] = {{"worker", 6}};
+  EXPECT_TRUE(HasError(Errors(no_ps), "restart.max_task_restarts",
+                       "this spec has no ps: every worker takes part in each step"))
+      << Dump(Errors(no_ps));
+
+  json torch = s;
+  torch.erase("cluster");
+  torch["framework"] = "pytorch";
+  EXPECT_TRUE(HasError(Errors(torch), "restart.max_task_restarts",
+                       "framework pytorch: a rank cannot rejoin its peers alone"))
+      << Dump(Errors(torch));
+  // Where it does not apply, the canonical spec does not carry it either, so
+  // a stored spec parses again.
+  torch["restart"].erase("max_task_restarts");
+  auto parsed = ParseSpec(torch);
+  ASSERT_TRUE(parsed.ok()) << Dump(parsed.status().fields());
+  EXPECT_FALSE(parsed->ToJson()["restart"].contains("max_task_restarts"));
+  EXPECT_TRUE(ParseSpec(parsed->ToJson()).ok());
+}
+
+}  // namespace
+}  // namespace tfslurm

@@ -572,8 +572,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 9, 8, 7, 6, 5, 4, 3 and 2.
+  // Undo migrations 11, 9, 8, 7, 6, 5, 4, 3 and 2.
   ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE tasks DROP COLUMN restarts; "
                          "DROP TABLE spec_revisions; ALTER TABLE attempts DROP COLUMN "
                          "spec_revision; ALTER TABLE experiments DROP COLUMN spec_revision; "
                          "ALTER TABLE attempts DROP COLUMN in_place; "

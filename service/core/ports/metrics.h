@@ -6,6 +6,8 @@
 // under its lock, so they must not block or call back into core.
 #pragma once
 
+#include <string>
+
 #include "service/core/records.h"
 
 namespace tfslurm {
@@ -26,6 +28,9 @@ class Metrics {
   virtual void AttemptEnded(EndReason reason) = 0;
   // An automatic restart was decided after an attempt that ended so.
   virtual void Restarted(EndReason reason, RestartKind kind) = 0;
+  // A task's program was restarted alone inside its attempt
+  // (restart.max_task_restarts); `role` is its TF role.
+  virtual void TaskRestartedAlone(const std::string& role) = 0;
   // One poll of Slurm's jobs: how long it took, and whether it failed.
   virtual void SlurmPolled(double seconds, bool ok) = 0;
   // An ended experiment was deleted: by its owner (`by_retention` false) or
@@ -41,6 +46,7 @@ class NoMetrics final : public Metrics {
   void ReapingDone(double) override {}
   void AttemptEnded(EndReason) override {}
   void Restarted(EndReason, RestartKind) override {}
+  void TaskRestartedAlone(const std::string&) override {}
   void SlurmPolled(double, bool) override {}
   void ExperimentDeleted(bool, int64_t) override {}
 };

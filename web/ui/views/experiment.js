@@ -444,6 +444,13 @@ function localRankNote(t) {
   return h('span', { class: 'local-rank', title: 'LOCAL_RANK: its index on its node' }, ` · local ${t.local_rank}`);
 }
 
+// A TF worker's or evaluator's program restarted inside its attempt while
+// the chief trained on (restart.max_task_restarts).
+function loneRestartNote(t) {
+  if (!t.restarts) return null;
+  return h('span', { class: 'lone-restarts', title: 'its program was restarted alone in this attempt, on the same node and port, while the chief trained on' }, ` · restarted alone ${t.restarts}×`);
+}
+
 // A heterogeneous job's task (per-role resources): its component, after the
 // index; a plain job has one and shows none.
 function componentNote(exp, t) {
@@ -474,7 +481,7 @@ function taskRows(exp, logTask, onLog) {
         'data-task': key,
         'data-state': t.state,
       },
-      h('td', { 'data-label': 'Task' }, h('span', { class: 'role' }, t.role), ` ${t.index}`, localRankNote(t), componentNote(exp, t)),
+      h('td', { 'data-label': 'Task' }, h('span', { class: 'role' }, t.role), ` ${t.index}`, localRankNote(t), componentNote(exp, t), loneRestartNote(t)),
       h('td', { 'data-label': 'Proc', class: 'num' }, t.proc_id),
       h('td', { 'data-label': 'Node', class: 'mono' }, t.node || '—'),
       h('td', { 'data-label': 'Address', class: 'mono' }, t.address || '—'),
