@@ -815,14 +815,13 @@ TEST_F(AgentEndToEndTest, AnAssignmentInStandbyRestartsTheProgramAloneOnTheSameP
       << agent_->Log();
 }
 
-TEST_F(AgentEndToEndTest, WaitsForTheNextAttemptLongerThanTheExitReportTimeout) {
-  // A task done early waits while the others train: the exit report's
-  // deadline (1 s here) must not end the wait.
-  v1::Assignment assignment = ShellAssignment(R"([ "$TFSLURM_ATTEMPT" = 3 ] && exit 0; exit 4)");
-  assignment.set_stay_for_next_attempt(true);
-  service().SetRegisterReply([assignment](const v1::AgentMessage& m, int) {
+// The service of a task that waits in the job for attempt 3: its program
+// exits 4 in attempt 2 and 0 in attempt 3; a standby in attempt 2 gets no
+// word yet (the test sends NextAttempt), one in attempt 3 gets Release.
+FakeAgentService::RegisterReply WaitForAttempt3Reply(const v1::Assignment& assignment) {
+  return [assignment](const v1::AgentMessage& m, int) {
     if (m.register_().standby()) {
-      if (m.task().attempt() == 2) return std::vector<v1::ServiceMessage>{};  // no word yet
+      if (m.task().attempt() == 2) return std::vector<v1::ServiceMessage>{};
       v1::ServiceMessage release;
       release.mutable_release()->set_reason("training succeeded");
       return std::vector<v1::ServiceMessage>{release};
@@ -830,14 +829,23 @@ TEST_F(AgentEndToEndTest, WaitsForTheNextAttemptLongerThanTheExitReportTimeout) 
     v1::Assignment a = assignment;
     (*a.mutable_env())["TFSLURM_ATTEMPT"] = std::to_string(m.task().attempt());
     return std::vector<v1::ServiceMessage>{AssignmentMessage(a)};
-  });
-  StartAgent({{"--exit-report-timeout", "1"}});
-  auto standing_by = [](const std::vector<FakeAgentService::Received>& received) {
-    return std::any_of(received.begin(), received.end(), [](const auto& r) {
-      return r.message.has_register_() && r.message.register_().standby();
-    });
   };
-  ASSERT_TRUE(service().WaitUntil(standing_by, kTimeout));
+}
+
+bool StandingBy(const std::vector<FakeAgentService::Received>& received) {
+  return std::any_of(received.begin(), received.end(), [](const auto& r) {
+    return r.message.has_register_() && r.message.register_().standby();
+  });
+}
+
+TEST_F(AgentEndToEndTest, WaitsForTheNextAttemptLongerThanTheExitReportTimeout) {
+  // A task done early waits while the others train: the exit report's
+  // deadline (1 s here) must not end the wait.
+  v1::Assignment assignment = ShellAssignment(R"([ "$TFSLURM_ATTEMPT" = 3 ] && exit 0; exit 4)");
+  assignment.set_stay_for_next_attempt(true);
+  service().SetRegisterReply(WaitForAttempt3Reply(assignment));
+  StartAgent({{"--exit-report-timeout", "1"}});
+  ASSERT_TRUE(service().WaitUntil(StandingBy, kTimeout));
   EXPECT_FALSE(agent_->WaitForExit(std::chrono::milliseconds(2500)).has_value())
       << "still waiting after twice the exit report's deadline";
   v1::ServiceMessage next;
@@ -851,30 +859,14 @@ TEST_F(AgentEndToEndTest, AStandbyStreamBackAfterAServiceRestartWaitsOn) {
   // stream is back, the deadline for waiting without one (1 s here) is off.
   v1::Assignment assignment = ShellAssignment(R"([ "$TFSLURM_ATTEMPT" = 3 ] && exit 0; exit 4)");
   assignment.set_stay_for_next_attempt(true);
-  auto reply = [assignment](const v1::AgentMessage& m, int) {
-    if (m.register_().standby()) {
-      if (m.task().attempt() == 2) return std::vector<v1::ServiceMessage>{};  // no word yet
-      v1::ServiceMessage release;
-      release.mutable_release()->set_reason("training succeeded");
-      return std::vector<v1::ServiceMessage>{release};
-    }
-    v1::Assignment a = assignment;
-    (*a.mutable_env())["TFSLURM_ATTEMPT"] = std::to_string(m.task().attempt());
-    return std::vector<v1::ServiceMessage>{AssignmentMessage(a)};
-  };
-  service().SetRegisterReply(reply);
+  service().SetRegisterReply(WaitForAttempt3Reply(assignment));
   StartAgent({{"--exit-report-timeout", "1"}});
-  auto standing_by = [](const std::vector<FakeAgentService::Received>& received) {
-    return std::any_of(received.begin(), received.end(), [](const auto& r) {
-      return r.message.has_register_() && r.message.register_().standby();
-    });
-  };
-  ASSERT_TRUE(service().WaitUntil(standing_by, kTimeout));
+  ASSERT_TRUE(service().WaitUntil(StandingBy, kTimeout));
   const int service_port = server_->port();
   server_.reset();
   server_ = std::make_unique<FakeServer>(service_port);
-  service().SetRegisterReply(reply);
-  ASSERT_TRUE(service().WaitUntil(standing_by, kTimeout)) << "registered in standby again";
+  service().SetRegisterReply(WaitForAttempt3Reply(assignment));
+  ASSERT_TRUE(service().WaitUntil(StandingBy, kTimeout)) << "registered in standby again";
   EXPECT_FALSE(agent_->WaitForExit(std::chrono::milliseconds(2500)).has_value())
       << "still waiting, on its new stream, after twice the deadline";
   v1::ServiceMessage next;
@@ -891,13 +883,7 @@ TEST_F(AgentEndToEndTest, SigtermWhileWaitingForTheNextAttemptEndsTheAgent) {
     return std::vector<v1::ServiceMessage>{AssignmentMessage(assignment)};
   });
   StartAgent();
-  ASSERT_TRUE(service().WaitUntil(
-      [](const std::vector<FakeAgentService::Received>& received) {
-        return std::any_of(received.begin(), received.end(), [](const auto& r) {
-          return r.message.has_register_() && r.message.register_().standby();
-        });
-      },
-      kTimeout));
+  ASSERT_TRUE(service().WaitUntil(StandingBy, kTimeout));
   ::kill(agent_->pid(), SIGTERM);
   EXPECT_EQ(agent_->WaitForExit(), 5) << "the program's own status";
 }

@@ -326,6 +326,7 @@ def test_a_killed_worker_restarts_alone_and_the_chief_trains_on(service, tf_pyth
              60, "the evaluator's program to start again")
     done = wait_ended(service, "tf-lostworker", 300)
     assert done["state"] == "succeeded", done["reason"]
+    done = all_ended(service, "tf-lostworker")
     assert len(done["attempts"]) == 1, done["attempts"]
     after = next(t for t in done["tasks"] if t["role"] == "worker" and t["index"] == 1)
     assert after["restarts"] == 1, after
