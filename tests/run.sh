@@ -294,6 +294,15 @@ else
 fi
 
 step "summary"
+# What failed, by name and with its first lines, gathered from every stage's
+# log: the logs are long, and only the end of a CI run's output is kept.
+for log in build/unit.log build-asan/unit.log build/integration.log build/e2e.log build/compat.log \
+  build/fuzz.log build-tsan/tsan.log build/bench.log; do
+  [[ -f $log ]] || continue
+  failed=$(grep -E -A 12 '^not ok |^FAILED |^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)$' "$log" |
+    head -n 60 || true)
+  if [[ -n $failed ]]; then printf 'failed in %s:\n%s\n\n' "$log" "$failed"; fi
+done
 for i in "${!step_seconds[@]}"; do
   printf '%6d:%02d  %s\n' $((step_seconds[i] / 60)) $((step_seconds[i] % 60)) "${step_names[i]}"
 done
