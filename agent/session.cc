@@ -307,6 +307,15 @@ void Session::OnShutdown(const v1::Shutdown& shutdown) {
     Finish(0);
     return;
   }
+  // The program may have ended on its own just before this message was read,
+  // its SIGCHLD not handled yet: that end is its own (an exit 127 must not
+  // read "reaped"), so it is collected first and reported as it is.
+  if (phase_ == Phase::kRunning && !shutdown_requested_) ReapProgram();
+  if (phase_ == Phase::kRunning && child_ && child_->launch_error()) {
+    spdlog::info("ignoring Shutdown (reason: {}): the program could not start and is exiting",
+                 shutdown.reason());
+    return;
+  }
   if (phase_ != Phase::kRunning || shutdown_requested_) {
     spdlog::info("ignoring Shutdown (reason: {}): the program is already {}", shutdown.reason(),
                  phase_ == Phase::kRunning ? "being stopped" : "gone");

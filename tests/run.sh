@@ -243,7 +243,7 @@ if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   step "unit, agent and concurrency tests under TSan"
   set +e
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
-    ninja -C build-tsan -j"$jobs" service_unit_tests agent_unit_tests agent_end_to_end_test \
+    ninja -C build-tsan -j"$jobs" service_unit_tests agent_unit_tests agent_end_to_end_test agent_session_test \
       experiments_concurrency_test api_concurrency_test daemon_test
   tsan_rc=$?
   if [[ $tsan_rc -eq 0 ]]; then

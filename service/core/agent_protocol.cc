@@ -324,9 +324,13 @@ Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
   const int proc = ref.proc_id;
   if (a.attempt.run->task(proc).exited) return Status::Ok();  // a re-sent report
   bool decided_before = a.attempt.run->outcome().kind != Outcome::kUndecided;
-  // A task that ends after the user cancelled, or after it was told to shut
-  // down, was ended by us: reaped, not failed, whatever its exit code.
-  reaped = reaped || a.user_cancelled || a.attempt.run->task(proc).shutdown_sent;
+  // A task that ends after the user cancelled was ended by us (scancel's
+  // SIGTERM reaches the program through its agent, which then reports its
+  // own exit): reaped, not failed, whatever its exit code. A task told to
+  // shut down is reaped only if its agent says so: a report with reaped
+  // false was sent for a program that had ended on its own before the
+  // Shutdown reached it, and its exit is the one to show.
+  reaped = reaped || a.user_cancelled;
   const std::string detail = ExitDetail(agent_detail);
   a.attempt.run->OnExit(proc, exit_code, signal, reaped, detail);
   const TaskSlot& slot = a.attempt.run->task(proc);
