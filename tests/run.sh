@@ -19,8 +19,8 @@
 # The run fails when a test fails, when a test skipped that
 # tests/skip_allowlist.txt does not allow to skip on this machine
 # (tests/lib/skips.sh), and under CI when a stage did not run. The machine
-# conditions some tests need (IPv6 on loopback, cgroup v1's devices
-# controller, root) are checked and reported first (tests/lib/machine.sh).
+# conditions some tests need (IPv6 on loopback, cgroup v1's devices and
+# memory controllers, root) are checked and reported first (tests/lib/machine.sh).
 #
 # Environment, for local iterations only (under CI, refused; see below):
 #   TFSLURM_SKIP_SANITIZERS=1   skip steps 2, 6, 7 and 8

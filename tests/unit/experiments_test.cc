@@ -472,6 +472,23 @@ TEST_F(ExperimentsTest, ATaskThatEndedOnItsOwnBeforeItsShutdownKeepsItsExit) {
   })) << "an exited event, not a reaped one, for the second worker";
 }
 
+// The job ended OUT_OF_MEMORY with no task's report (the kill took the
+// agents with the step): the reason names the memory and the field to raise.
+TEST_F(ExperimentsTest, SlurmsOutOfMemoryNamesTheMemoryAndTheFieldToRaise) {
+  json spec = PsSpec("a");
+  spec["resources"]["mem_per_task_mb"] = 1500;
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  slurm_.SetState(100, JobState::kOutOfMemory);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_NE(v.experiment.reason.find(
+                "Slurm job 100 OUT_OF_MEMORY: out of memory (1500 MB per task); raise "
+                "resources.mem_per_task_mb"),
+            std::string::npos)
+      << v.experiment.reason;
+}
+
 // Found by bench/soak.py: kill -9 of a ps's agent (its program goes with
 // it) is followed by a worker's exit 1 on the refused connection; the
 // attempt must be restarted, as the cause was.
