@@ -237,9 +237,6 @@ function runningRow(e, now) {
       'td',
       { 'data-label': 'State' },
       stateBadge(e.state),
-      e.state === 'restarting' && e.next_attempt_at
-        ? h('div', { class: 'small muted' }, `next attempt at ${formatTime(e.next_attempt_at, now)}`)
-        : null,
       e.reason && e.state !== 'running' ? h('div', { class: 'small reason' }, e.reason) : null,
     ),
     h('td', { 'data-label': 'Attempt', class: 'num' }, e.attempt, e.restarts ? h('span', { class: 'muted' }, ` (${e.restarts} restarts)`) : null),
