@@ -15,7 +15,9 @@ namespace {
 // its Slurm job leave (so that no record goes while a task may still write),
 // and answers a delete with a 503 to retry in a few seconds. tfctl waits
 // that out rather than make the user retry by hand: the job leaves within a
-// poll or two of slurmctld, or the service is in trouble and says so.
+// poll or two of slurmctld, or the service is in trouble and says so. A 503
+// after which the experiment is gone (deleted, but some of its files could
+// not be removed) is not retried: its message is the answer.
 constexpr std::chrono::seconds kFinishingWait(60);
 constexpr std::chrono::milliseconds kFinishingRetry(500);
 
@@ -31,8 +33,12 @@ int RunDelete(const GlobalOptions& global, const DeleteOptions& options) {
   auto deleted = client->DeleteExperiment(options.id, options.files);
   const auto deadline = std::chrono::steady_clock::now() + kFinishingWait;
   bool said = false;
-  while (!deleted.ok() && deleted.status().retryable() && client->last_error_http_status() == 503 &&
-         std::chrono::steady_clock::now() < deadline) {
+  auto finishing = [&] {
+    if (deleted.ok() || !deleted.status().retryable() || client->last_error_http_status() != 503)
+      return false;
+    return client->GetExperiment(options.id).ok();
+  };
+  while (std::chrono::steady_clock::now() < deadline && finishing()) {
     if (!said) {
       std::cerr << "tfctl: " << client::EscapeForTerminal(deleted.status().message())
                 << "; waiting for it (up to " << kFinishingWait.count() << " s)\n";

@@ -140,12 +140,6 @@ def test_symlinks_alice_plants_reach_nothing_she_could_not_read(alice_site, tmp_
     wait_done(service, "site-plant")
 
 
-def delete_when_the_job_left(site, user, exp_id, *flags):
-    """tfctl delete, repeated while Slurm still finishes the job (503)."""
-    return wait_for(lambda: (lambda r: r if "still finishing" not in r.stderr else None)(
-        tfctl(site, user, "delete", exp_id, *flags)), 60, f"{exp_id}'s job to leave Slurm")
-
-
 def test_delete_in_site_mode_bob_cannot_alices_files_go_as_alice_and_links_out_stay(alice_site, tmp_path):
     service, _, _ = alice_site
     spec = {"id": "site-del", "command": ["/bin/sh", "-c", 'echo trained > "$MODEL_DIR/weights"'],
@@ -183,7 +177,8 @@ def test_delete_in_site_mode_bob_cannot_alices_files_go_as_alice_and_links_out_s
     with open(os.path.join(planted, "file"), "w") as f:
         f.write("root's too")
 
-    r = delete_when_the_job_left(alice_site, ALICE, "site-del", "--files")
+    # (Right after the end tfctl waits for the Slurm job to leave.)
+    r = tfctl(alice_site, ALICE, "delete", "site-del", "--files")
     assert r.returncode == 1, r
     assert "experiment 'site-del' was deleted, but not all of its files" in r.stderr, r.stderr
     assert "Permission denied" in r.stderr and "/roots/file" in r.stderr, r.stderr
@@ -200,7 +195,7 @@ def test_delete_in_site_mode_bob_cannot_alices_files_go_as_alice_and_links_out_s
     done = wait_done(service, "site-del")
     assert done["state"] == "succeeded", done.get("reason")
     os.symlink(outside, os.path.join(done["model_dir"], "to-dir"))
-    out = ok(delete_when_the_job_left(alice_site, ALICE, "site-del", "--files"))
+    out = ok(tfctl(alice_site, ALICE, "delete", "site-del", "--files"))
     assert out.startswith(f"deleted site-del and its files ({exp_dir}, "), out
     assert not os.path.lexists(exp_dir)
     assert not [n for n in os.listdir(service.output_root) if "site-del" in n], os.listdir(service.output_root)
