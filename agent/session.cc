@@ -315,6 +315,15 @@ void Session::OnShutdown(const v1::Shutdown& shutdown) {
     Finish(0);
     return;
   }
+  // The program may have ended on its own just before this message was read,
+  // its SIGCHLD not handled yet: that end is its own (an exit 127 must not
+  // read "reaped"), so it is collected first and reported as it is.
+  if (phase_ == Phase::kRunning && !shutdown_requested_) ReapProgram();
+  if (phase_ == Phase::kRunning && child_ && child_->launch_error()) {
+    spdlog::info("ignoring Shutdown (reason: {}): the program could not start and is exiting",
+                 shutdown.reason());
+    return;
+  }
   if (phase_ != Phase::kRunning || shutdown_requested_) {
     spdlog::info("ignoring Shutdown (reason: {}): the program is already {}", shutdown.reason(),
                  phase_ == Phase::kRunning ? "being stopped" : "gone");
@@ -443,6 +452,8 @@ void Session::ForgetProgram() {
   program_status_.reset();
   exit_detail_.clear();
   output_start_.reset();
+  memory_cgroup_.reset();
+  oom_kills_at_start_.reset();
   checkpoints_.reset();
   scalar_watch_.reset();
   shutdown_requested_ = false;
@@ -499,6 +510,8 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     return;
   }
   output_start_ = OutputSize(STDERR_FILENO);
+  memory_cgroup_ = CurrentMemoryCgroup();
+  oom_kills_at_start_ = memory_cgroup_ ? OomKills(*memory_cgroup_) : std::nullopt;
   StatusOr<ChildProcess> child = ChildProcess::Start(spec);
   if (!child.ok()) {
     spdlog::error("{} (exit code 126)", child.status().message());
@@ -551,6 +564,15 @@ void Session::OnProgramEnded(const ExitStatus& status) {
   heartbeat_at_.reset();
   spdlog::info("the program {}{}", status.Describe(),
                shutdown_requested_ ? " (shut down by the service)" : "");
+  // Killed by the kernel for memory: the program had no chance to say so.
+  // (137: a shell that ran it reports the SIGKILL as its exit code.)
+  if (exit_detail_.empty() && status.ShellStatus() == 128 + SIGKILL && oom_kills_at_start_) {
+    std::optional<int64_t> now = OomKills(*memory_cgroup_);
+    if (now && *now > *oom_kills_at_start_) {
+      exit_detail_ = OomKillCause(MemoryLimit(*memory_cgroup_));
+      spdlog::error("the program was {}", exit_detail_);
+    }
+  }
   // A failure of its own: the line of its output that says why, if any
   // (the last 64 KiB it wrote are enough for a traceback's end).
   if (exit_detail_.empty() && !shutdown_requested_ && status.ShellStatus() != 0 && output_start_) {

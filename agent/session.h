@@ -63,6 +63,7 @@
 #include "agent/backoff.h"
 #include "agent/checkpoint_watch.h"
 #include "agent/child_process.h"
+#include "agent/memory_cgroup.h"
 #include "agent/port_reservation.h"
 #include "agent/scalar_watch.h"
 #include "agent/service_stream.h"
@@ -183,6 +184,11 @@ class Session {
   // The size of the task's output file when the program started (nullopt
   // when stderr is not a regular file): its own lines come after it.
   std::optional<int64_t> output_start_;
+  // The program's memory cgroup (the agent's) and its OOM kills when the
+  // program started: a kill counted since, of a program dead of SIGKILL,
+  // is the cause reported.
+  std::optional<MemoryCgroup> memory_cgroup_;
+  std::optional<int64_t> oom_kills_at_start_;
   std::optional<CheckpointWatch> checkpoints_;
   std::optional<ScalarWatch> scalar_watch_;
   ScalarBuffer scalar_buffer_;

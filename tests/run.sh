@@ -19,8 +19,8 @@
 # The run fails when a test fails, when a test skipped that
 # tests/skip_allowlist.txt does not allow to skip on this machine
 # (tests/lib/skips.sh), and under CI when a stage did not run. The machine
-# conditions some tests need (IPv6 on loopback, cgroup v1's devices
-# controller, root) are checked and reported first (tests/lib/machine.sh).
+# conditions some tests need (IPv6 on loopback, cgroup v1's devices and
+# memory controllers, root) are checked and reported first (tests/lib/machine.sh).
 #
 # Environment, for local iterations only (under CI, refused; see below):
 #   TFSLURM_SKIP_SANITIZERS=1   skip steps 2, 6, 7 and 8
@@ -243,7 +243,7 @@ if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   step "unit, agent and concurrency tests under TSan"
   set +e
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
-    ninja -C build-tsan -j"$jobs" service_unit_tests agent_unit_tests agent_end_to_end_test \
+    ninja -C build-tsan -j"$jobs" service_unit_tests agent_unit_tests agent_end_to_end_test agent_session_test \
       experiments_concurrency_test api_concurrency_test daemon_test
   tsan_rc=$?
   if [[ $tsan_rc -eq 0 ]]; then

@@ -333,9 +333,13 @@ Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
   if (a.attempt.run->task(proc).exited || a.attempt.run->task(proc).restarting_alone)
     return Status::Ok();
   bool decided_before = a.attempt.run->outcome().kind != Outcome::kUndecided;
-  // A task that ends after the user cancelled, or after it was told to shut
-  // down, was ended by us: reaped, not failed, whatever its exit code.
-  reaped = reaped || a.user_cancelled || a.attempt.run->task(proc).shutdown_sent;
+  // A task that ends after the user cancelled was ended by us (scancel's
+  // SIGTERM reaches the program through its agent, which then reports its
+  // own exit): reaped, not failed, whatever its exit code. A task told to
+  // shut down is reaped only if its agent says so: a report with reaped
+  // false was sent for a program that had ended on its own before the
+  // Shutdown reached it, and its exit is the one to show.
+  reaped = reaped || a.user_cancelled;
   const std::string detail = ExitDetail(agent_detail);
   Changes c;
   if (!reaped && lone_.OnExit(a, proc, exit_code, signal, detail, c)) {

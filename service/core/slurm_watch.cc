@@ -171,7 +171,12 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
       core_.SetState(c, a, ExperimentState::kCancelled, a.attempt.record.reason);
       return;
     case JobState::kOutOfMemory:
-      return FinishAttempt(a, EndReason::kPermanentExit, why + ": out of memory", c);
+      // Slurm's own word when no task's agent reported the kill (its agent
+      // went with the step): the memory it had, and the field that sets it.
+      return FinishAttempt(a, EndReason::kPermanentExit,
+                           why + ": out of memory (" + std::to_string(a.record.mem_per_task_mb) +
+                               " MB per task); raise resources.mem_per_task_mb",
+                           c);
     default: {
       std::optional<int> code = job.exit_code, sig;
       if (job.exit_signal) sig = job.exit_signal;

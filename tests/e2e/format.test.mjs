@@ -12,7 +12,9 @@ import {
   zoneOf,
   formatDuration,
   parseRoute,
+  parseSlurmTime,
   roleCounts,
+  timeAgainstLimit,
   sortTasks,
   stateIcon,
   stateTone,
@@ -138,3 +140,35 @@ test('foldCheckpoints folds a run of checkpoints into the latest, per attempt', 
   );
 });
 
+
+test('Slurm time limits in every sbatch form, and the time used and left of the running job', () => {
+  assert.equal(parseSlurmTime('30'), 1800);
+  assert.equal(parseSlurmTime('10:30'), 630);
+  assert.equal(parseSlurmTime('01:00:00'), 3600);
+  assert.equal(parseSlurmTime('2-03'), 2 * 86400 + 3 * 3600);
+  assert.equal(parseSlurmTime('1-00:30'), 86400 + 1800);
+  assert.equal(parseSlurmTime('1-00:00:30'), 86430);
+  for (const none of ['UNLIMITED', 'INFINITE', '', null, undefined, '1:2:3:4']) assert.equal(parseSlurmTime(none), null);
+
+  const at = (iso) => Date.parse(iso);
+  const exp = {
+    spec: { resources: { time_limit: '00:10:00' } },
+    attempts: [
+      { number: 1, slurm_job_id: 4, started_at: '2026-01-01T00:00:00Z' },
+      // Restarted in place: the same Slurm job, the same limit.
+      { number: 2, slurm_job_id: 4, started_at: '2026-01-01T00:05:00Z' },
+    ],
+  };
+  assert.deepEqual(timeAgainstLimit(exp, at('2026-01-01T00:07:30Z')), {
+    used_s: 450, limit_s: 600, left_s: 150, started_at: '2026-01-01T00:00:00.000Z', job: 4,
+  });
+  // A new job for attempt 3: its own limit, from its own start.
+  const resubmitted = { ...exp, attempts: [...exp.attempts, { number: 3, slurm_job_id: 9, started_at: '2026-01-01T01:00:00Z' }] };
+  assert.equal(timeAgainstLimit(resubmitted, at('2026-01-01T01:01:00Z')).used_s, 60);
+  // Past the limit (Slurm's OverTimeLimit): left is negative.
+  assert.equal(timeAgainstLimit(exp, at('2026-01-01T00:11:00Z')).left_s, -60);
+  // Not started, or no limit: nothing to show.
+  assert.equal(timeAgainstLimit({ ...exp, attempts: [{ number: 1, slurm_job_id: 4, started_at: null }] }, at('2026-01-01T00:00:00Z')), null);
+  assert.equal(timeAgainstLimit({ ...exp, spec: { resources: { time_limit: 'UNLIMITED' } } }, at('2026-01-01T00:00:00Z')), null);
+  assert.equal(timeAgainstLimit({ ...exp, attempts: [] }, 0), null);
+});

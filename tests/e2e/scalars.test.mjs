@@ -11,8 +11,12 @@ import {
   formatClock,
   formatScalar,
   formatTick,
+  forLogScale,
+  logTicks,
   metricsPath,
   pointsOfAligned,
+  timeTicks,
+  xRange,
 } from '../../web/ui/scalars.js';
 
 test('one line per attempt over the union of steps: overlaps kept apart, gaps where not finite', () => {
@@ -96,4 +100,40 @@ test('many tags: a filter, and at most MAX_CHARTS charts unless all are asked fo
   assert.deepEqual(chooseTags(tags, 'loss_2'), { matching: ['train/loss_2', 'train/loss_20', 'train/loss_22', 'train/loss_24', 'train/loss_26', 'train/loss_28'], charted: ['train/loss_2', 'train/loss_20', 'train/loss_22', 'train/loss_24', 'train/loss_26', 'train/loss_28'], hidden: 0 });
   assert.deepEqual(chooseTags(tags, 'nothing'), { matching: [], charted: [], hidden: 0 });
   assert.equal(metricsPath('a b'), '/experiments/a%20b/metrics');
+});
+
+test('a single point gets a sensible x range: a minute around a time, a step either side of a step', () => {
+  const t = 1764100029.5;
+  assert.deepEqual(xRange(t, t, { time: true }), [t - 30, t + 30]);
+  assert.deepEqual(xRange(7, 7), [6, 8]);
+  // Real ranges are left as they are.
+  assert.deepEqual(xRange(t, t + 5, { time: true }), [t, t + 5]);
+  assert.deepEqual(xRange(0, 100), [0, 100]);
+});
+
+test('time ticks: the clock, with the date on the first tick and where the day changes; never one label twice', () => {
+  // 2025-11-25 23:59:00 UTC and the minutes after it.
+  const t0 = 1764115140;
+  assert.deepEqual(timeTicks([t0, t0 + 30, t0 + 60], 30), ['23:59:00\n2025-11-25', '23:59:30', '00:00:00\n2025-11-26']);
+  assert.deepEqual(timeTicks([t0 + 60, t0 + 120], 60), ['00:00\n2025-11-26', '00:01']);
+  // Ticks days, months or years apart say the date itself.
+  assert.deepEqual(timeTicks([t0 + 60, t0 + 60 + 86400], 86400), ['11-26', '11-27']);
+  assert.deepEqual(timeTicks([Date.UTC(2025, 0, 1) / 1000, Date.UTC(2025, 1, 1) / 1000], 31 * 86400), ['2025-01', '2025-02']);
+  // What the quickstart showed on a single point: 1 January of three years,
+  // each "01-01 00:00". Years apart, the year is the label.
+  const years = [1970, 2000, 2030].map((y) => Date.UTC(y, 0, 1) / 1000);
+  const labels = timeTicks(years, 30 * 365 * 86400);
+  assert.deepEqual(labels, ['1970', '2000', '2030']);
+  assert.equal(new Set(labels).size, labels.length);
+});
+
+test('a log scale draws only values above 0: the others are gaps, and counted', () => {
+  const r = forLogScale([[1, 0, -2, null, undefined, 0.5], [undefined, 3]]);
+  assert.deepEqual(r.ys, [[1, null, null, null, undefined, 0.5], [undefined, 3]]);
+  assert.equal(r.hidden, 2, '0 and -2; not the null (not finite) nor the missing point');
+  assert.equal(r.positive, 3);
+  assert.deepEqual(forLogScale([[0, -1]]).positive, 0);
+  // Labels at 1, 2 and 5 times a power of ten only.
+  assert.deepEqual(logTicks([0.01, 0.02, 0.03, 0.05, 0.07, 0.1, 0.2, 1, 3, 10]), ['0.01', '0.02', '', '0.05', '', '0.1', '0.2', '1', '', '10']);
+  assert.deepEqual(logTicks([0, -1]), ['', '']);
 });

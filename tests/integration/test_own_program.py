@@ -4,10 +4,13 @@ opening the task logs by hand."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 
-from conftest import wait_for
+import pytest
+
+from conftest import REPO, Service, wait_for
 from unix_users import ALICE, site  # noqa: F401
 from unix_users import ok as site_ok
 from unix_users import tfctl as site_tfctl
@@ -220,3 +223,56 @@ def test_a_queued_experiment_says_why_slurm_keeps_it_waiting(service, home, tmp_
         run_tfctl(home, "cancel", "own-busy", url=service.url)
         service.wait_state("own-queued", "cancelled")
         service.wait_state("own-busy", "cancelled")
+
+
+def cgroup_v1_memory():
+    return os.path.isdir("/sys/fs/cgroup/memory") and os.path.ismount("/sys/fs/cgroup/memory")
+
+
+@pytest.fixture
+def memory_cluster():
+    """A local cluster of its own whose jobs get their memory as a cgroup
+    limit (LOCAL_SLURM_CONSTRAIN_MEMORY=1: task/cgroup, ConstrainRAMSpace),
+    as on a site's cluster; the shared one enforces none."""
+    if not cgroup_v1_memory():
+        pytest.skip("no cgroup v1 memory controller at /sys/fs/cgroup/memory: task/cgroup cannot "
+                    "constrain memory here")
+    d = tempfile.mkdtemp(prefix="tfs-mem-", dir="/tmp")
+    os.chmod(d, 0o755)  # munged, as user munge, must reach its socket dir
+    try:
+        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), d], stdout=subprocess.PIPE,
+                             check=True, text=True, env=dict(os.environ, LOCAL_SLURM_CONSTRAIN_MEMORY="1"))
+        yield out.stdout.strip().split("=", 1)[1]
+    finally:
+        subprocess.run([os.path.join(REPO, "deploy/local-slurm/stop.sh"), d], check=False)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_an_oom_kill_names_the_memory_and_the_field_to_raise(memory_cluster, home, tmp_path):
+    workdir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
+    service = Service(memory_cluster, workdir).start()
+    try:
+        proj = project(tmp_path)
+        # 300 MB per task, and a program that fills 1 GiB.
+        (proj / "hog.py").write_text("print('allocating', flush=True)\nx = bytearray(1 << 30)\nprint('done')\n")
+        spec = {"id": "own-oom", "command": ["python3", "hog.py"], "cluster": {"worker": 1},
+                "resources": {"partition": "debug", "time_limit": "00:10:00", "mem_per_task_mb": 300},
+                "restart": {"max_restarts": 0}}
+        (proj / "oom.json").write_text(json.dumps(spec))
+        r = run_in(proj, home, "submit", "oom.json", "--wait", url=service.url)
+        assert r.returncode == 1, r
+        cause = "out of memory: the job has 300 MB on this node (OOM killer); raise resources.mem_per_task_mb"
+        last = r.stdout.rstrip().splitlines()[-1]
+        assert "worker:0 (task 0 on node1) was killed by signal 9: " + cause in last, last
+        e = json.loads(ok(run_tfctl(home, "status", "own-oom", "-o", "json", url=service.url)))
+        assert e["mem_per_task_mb"] == 300, e["mem_per_task_mb"]
+        assert e["tasks"][0]["signal"] == 9 and e["tasks"][0]["detail"] == cause, e["tasks"]
+        table = ok(run_tfctl(home, "status", "own-oom", url=service.url))
+        assert re.search(r"^worker:0: " + re.escape(cause), table, re.M), table
+        listed = ok(run_tfctl(home, "list", url=service.url))
+        row = next(line for line in listed.splitlines() if line.startswith("own-oom "))
+        # The list's reason is cut at 140 bytes: the cause and the memory show.
+        assert "was killed by signal 9: out of memory: the job has 300 MB on this node" in row, listed
+    finally:
+        service.stop()
+        shutil.rmtree(workdir, ignore_errors=True)

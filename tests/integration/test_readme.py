@@ -1,13 +1,17 @@
-"""README.md's tfctl walkthrough, run as written against a real tfslurmd and
+"""README.md's tfctl walkthroughs, run as written against a real tfslurmd and
 the local Slurm cluster, so that the README cannot drift from what tfctl does.
 
-The walkthrough is the part of README.md between the comments
-`<!-- tfctl walkthrough: begin ... -->` and `<!-- tfctl walkthrough: end -->`.
+A walkthrough is the part of README.md between the comments
+`<!-- NAME walkthrough: begin ... -->` and `<!-- NAME walkthrough: end -->`:
+"tfctl" (the command line) and "own script" (Your own training script).
 In its ```console blocks a line starting with "$ " is a command and the
 lines after it, up to the next command, are what it prints (stdout and
-stderr together, as a terminal shows them). The test runs every command in
-order, with bash, in the checkout, and asserts that each exits 0 and prints
-what is shown, where
+stderr together, as a terminal shows them). A ```python block after the
+words "Save this as `PATH`" is a file the reader saves: the test writes it
+there when it comes to it. The test runs every command in order, with
+bash, starting in the checkout and in the directory the last `cd` left it
+in (as one shell would), with HOME a fresh directory, and asserts that each
+exits 0 and prints what is shown, where
   - a host:port address stands for any address (the ADDRESS column, TF_CONFIG),
   - a duration ("2.8s", "1m05s") stands for any duration, and a run of
     digits for any number (Slurm job ids, times, memory),
@@ -22,31 +26,41 @@ quickstart's does; `$PWD/build/bin` is replaced with the build under test.
 """
 import os
 import re
+import shlex
 import subprocess
 
 from conftest import BIN, REPO
 
 README = os.path.join(REPO, "README.md")
-BEGIN = "<!-- tfctl walkthrough: begin"
-END = "<!-- tfctl walkthrough: end -->"
 QUICKSTART_URL = "http://127.0.0.1:8080"
 QUICKSTART_TOKEN_FILE = "/tmp/tfslurm-quickstart/token"
 QUICKSTART_OUTPUT_ROOT = "/tmp/tfslurm-quickstart/output"
 
 
-def walkthrough():
-    """[(command, [expected output lines])] in README order."""
+def walkthrough(name="tfctl"):
+    """[(command, [expected output lines]) or (("file", path), [its lines])]
+    in README order."""
+    begin, end = f"<!-- {name} walkthrough: begin", f"<!-- {name} walkthrough: end -->"
     text = open(README).read()
-    assert text.count(BEGIN) == 1 and text.count(END) == 1, "README.md must mark its tfctl walkthrough once"
-    section = text[text.index(BEGIN):text.index(END)]
+    assert text.count(begin) == 1 and text.count(end) == 1, f"README.md must mark its {name} walkthrough once"
+    section = text[text.index(begin):text.index(end)]
     steps = []
-    for block in re.findall(r"^```console\n(.*?)^```$", section, re.M | re.S):
-        for line in block.splitlines():
-            if line.startswith("$ "):
-                steps.append((line[2:], []))
-            else:
-                assert steps, f"output before the first command in README's walkthrough: {line!r}"
-                steps[-1][1].append(line)
+    last = 0
+    for block in re.finditer(r"^```(console|python)\n(.*?)^```$", section, re.M | re.S):
+        kind, body = block.group(1), block.group(2)
+        if kind == "python":
+            saved = re.findall(r"Save this as `([^`]+)`", section[last:block.start()])
+            assert len(saved) == 1, f"README's {name} walkthrough: a python block that no \"Save this as `PATH`\" names"
+            steps.append((("file", saved[0]), body.splitlines(keepends=True)))
+        else:
+            for line in body.splitlines():
+                if line.startswith("$ "):
+                    steps.append((line[2:], []))
+                else:
+                    assert steps and isinstance(steps[-1][0], str), \
+                        f"output before the first command in README's {name} walkthrough: {line!r}"
+                    steps[-1][1].append(line)
+        last = block.end()
     return steps
 
 
@@ -87,6 +101,52 @@ def test_output_pattern_matches_as_documented():
     assert not matches(["ID STATE", "a running 1s ago", "exp c on vm"])
 
 
+def run_walkthrough(steps, service, tmp_path):
+    """Runs `steps` (walkthrough()) against `service`, as one shell would,
+    and asserts each command's exit status and output. Returns the final
+    environment."""
+    token = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user",
+                            "readme", "--admin"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    token_file = tmp_path / "token"
+    token_file.write_text(token + "\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
+    cwd = REPO
+    cwd_file = tmp_path / "cwd"
+
+    for command, expected in steps:
+        if not isinstance(command, str):  # a file the reader saves
+            path = os.path.expanduser(command[1].replace("~", str(home), 1))
+            assert os.path.isdir(os.path.dirname(path)), f"README says to save {command[1]} in a missing directory"
+            with open(path, "w") as f:
+                f.write("".join(expected))
+            continue
+        run = (command.replace(QUICKSTART_URL, service.url).replace(QUICKSTART_TOKEN_FILE, str(token_file))
+               .replace("$PWD/build/bin", BIN))
+        if run.startswith("export "):
+            # Keep what the line exports for the commands after it.
+            r = subprocess.run(["bash", "-c", run + "\nenv -0"], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, timeout=30)
+            assert r.returncode == 0, (command, r.stderr)
+            env = dict(item.split("=", 1) for item in r.stdout.split("\0") if "=" in item)
+            continue
+        # The directory the command leaves the shell in is the next one's.
+        script = f'{run}\nrc=$?\npwd -P > {shlex.quote(str(cwd_file))}\nexit $rc'
+        r = subprocess.run(["bash", "-o", "pipefail", "-c", script], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+        cwd = cwd_file.read_text().strip() or cwd
+        actual = trimmed(r.stdout.splitlines())
+        shown = "\n".join(["README shows:", *expected, "tfctl printed:", *actual])
+        assert r.returncode == 0, f"`{command}` exited {r.returncode}\n{shown}"
+        expected = [line.replace(QUICKSTART_OUTPUT_ROOT, service.output_root) for line in trimmed(expected)]
+        normalized = "".join(normalize(line) + "\n" for line in actual)
+        assert re.fullmatch(output_pattern(expected), normalized), \
+            f"`{command}` did not print what README.md shows\n{shown}"
+    return env
+
+
 def test_readme_tfctl_walkthrough_works_as_shown(service_factory, tmp_path):
     steps = walkthrough()
     commands = [c for c, _ in steps]
@@ -96,32 +156,32 @@ def test_readme_tfctl_walkthrough_works_as_shown(service_factory, tmp_path):
         assert any(needed in c for c in commands), f"README's tfctl walkthrough has no `{needed}`"
 
     service = service_factory(auth=True)  # as deploy/quickstart.sh runs it: with tokens
-    token = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user",
-                            "readme", "--admin"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
-    token_file = tmp_path / "token"
-    token_file.write_text(token + "\n")
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
-
-    for command, expected in steps:
-        run = (command.replace(QUICKSTART_URL, service.url).replace(QUICKSTART_TOKEN_FILE, str(token_file))
-               .replace("$PWD/build/bin", BIN))
-        if run.startswith("export "):
-            # Keep what the line exports for the commands after it.
-            r = subprocess.run(["bash", "-c", run + "\nenv -0"], env=env, cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, timeout=30)
-            assert r.returncode == 0, (command, r.stderr)
-            env = dict(item.split("=", 1) for item in r.stdout.split("\0") if "=" in item)
-            continue
-        r = subprocess.run(["bash", "-o", "pipefail", "-c", run], env=env, cwd=REPO, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True, timeout=300)
-        actual = trimmed(r.stdout.splitlines())
-        shown = "\n".join(["README shows:", *expected, "tfctl printed:", *actual])
-        assert r.returncode == 0, f"`{command}` exited {r.returncode}\n{shown}"
-        expected = [line.replace(QUICKSTART_OUTPUT_ROOT, service.output_root) for line in trimmed(expected)]
-        normalized = "".join(normalize(line) + "\n" for line in actual)
-        assert re.fullmatch(output_pattern(expected), normalized), \
-            f"`{command}` did not print what README.md shows\n{shown}"
+    env = run_walkthrough(steps, service, tmp_path)
     assert "TFSLURM_TOKEN" in env and env["TFSLURM_URL"] == service.url
+
+
+def test_readme_own_training_script_works_as_shown(service_factory, tmp_path):
+    steps = walkthrough("own script")
+    commands = [c for c, _ in steps if isinstance(c, str)]
+    files = [c[1] for c, _ in steps if not isinstance(c, str)]
+    # What issue 30 asks of the section: a script of one's own, from nothing,
+    # submitted from its folder by a relative name, watched, then resumed.
+    assert files == ["~/myproj/train.py"], files
+    script = "".join(next(lines for c, lines in steps if not isinstance(c, str)))
+    for needed in ["TF_CONFIG", "MODEL_DIR", "checkpoint"]:
+        assert needed in script, f"README's train.py does not use {needed}"
+    for needed in ["cd ~/myproj", "tfctl submit ", "-- python3 train.py", "--wait", "tfctl logs ", "tfctl status ",
+                   "tfctl resume ", "tfctl delete "]:
+        assert any(needed in c for c in commands), f"README's own-script walkthrough has no `{needed}`"
+
+    service = service_factory(auth=True)
+    # "With the exports above": the command line walkthrough's.
+    exports = [(c, out) for c, out in walkthrough() if c.startswith("export ")]
+    run_walkthrough(exports + steps, service, tmp_path)
+    # (Its output shows the relative train.py found in ~/myproj, and the
+    # resumed attempt going on from step 200.) Deleted with its files: the id
+    # is free, so the walkthrough runs again as written.
+    status, _ = service.request("GET", "/experiments/mine-1", None,
+                                {"Authorization": f"Bearer {(tmp_path / 'token').read_text().strip()}"})
+    assert status == 404
+    assert not os.path.lexists(os.path.join(service.output_root, "mine-1"))

@@ -18,7 +18,7 @@ import tempfile
 import pytest
 
 from conftest import REPO, Service, add_user_to_account, sacct_row, scontrol_job, wait_for
-from unix_users import (ALICE, SHARED_GROUP, as_unix, munge_socket, ok, require_test_users, site,  # noqa: F401
+from unix_users import (ALICE, BOB, SHARED_GROUP, as_unix, munge_socket, ok, require_test_users, site,  # noqa: F401
                         tfctl, token_for)
 
 
@@ -138,6 +138,68 @@ def test_symlinks_alice_plants_reach_nothing_she_could_not_read(alice_site, tmp_
     assert exp["attempts"][1].get("start_step") in (None, 0), exp["attempts"][1]
     assert "987654" not in json.dumps(exp)
     wait_done(service, "site-plant")
+
+
+def test_delete_in_site_mode_bob_cannot_alices_files_go_as_alice_and_links_out_stay(alice_site, tmp_path):
+    service, _, _ = alice_site
+    spec = {"id": "site-del", "command": ["/bin/sh", "-c", 'echo trained > "$MODEL_DIR/weights"'],
+            "cluster": {"worker": 1}, "resources": {"partition": "debug"}}
+    submit(alice_site, ALICE, spec)
+    done = wait_done(service, "site-del")
+    assert done["state"] == "succeeded", done.get("reason")
+    exp_dir = os.path.join(service.output_root, "site-del")
+    model_dir = done["model_dir"]
+    assert os.path.isfile(os.path.join(model_dir, "weights"))
+
+    # Bob cannot delete it, and is told what a missing id would tell him;
+    # nothing of alice's is touched.
+    r = tfctl(alice_site, BOB, "delete", "site-del", "--files")
+    missing = tfctl(alice_site, BOB, "delete", "site-nobody", "--files")
+    assert r.returncode == 1 and missing.returncode == 1, (r, missing)
+    assert r.stderr.replace("site-del", "ID") == missing.stderr.replace("site-nobody", "ID"), (r.stderr, missing.stderr)
+    assert "no experiment with id 'site-del'" in r.stderr, r.stderr
+    assert os.path.isfile(os.path.join(model_dir, "weights"))
+    assert as_admin(service, "GET", "/experiments/site-del")[0] == 200
+
+    # Outside the output root, root's: a directory and a file the links in
+    # alice's MODEL_DIR point at, which a removal that followed them would
+    # empty (as root, it could).
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_text("root's")
+    os.chmod(tmp_path, 0o755)
+    os.symlink(outside, os.path.join(model_dir, "to-dir"))
+    os.symlink(outside / "precious", os.path.join(model_dir, "to-file"))
+    # And inside it, a directory of root's that alice cannot empty: removed
+    # as alice, its file stays (as root it would go), and the answer says so.
+    planted = os.path.join(model_dir, "roots")
+    os.mkdir(planted, 0o755)
+    with open(os.path.join(planted, "file"), "w") as f:
+        f.write("root's too")
+
+    # (Right after the end tfctl waits for the Slurm job to leave.)
+    r = tfctl(alice_site, ALICE, "delete", "site-del", "--files")
+    assert r.returncode == 1, r
+    assert "experiment 'site-del' was deleted, but not all of its files" in r.stderr, r.stderr
+    assert "Permission denied" in r.stderr and "/roots/file" in r.stderr, r.stderr
+    left = r.stderr.rsplit("what is left is in ", 1)[1].split()[0]
+    assert os.path.basename(left).startswith(".deleted-site-del"), left
+    assert os.path.isfile(os.path.join(left, os.path.relpath(planted, exp_dir), "file")), "root's file stays"
+    assert sorted(os.listdir(outside)) == ["precious"] and (outside / "precious").read_text() == "root's"
+    assert not os.path.lexists(exp_dir), "the id's directory is free"
+    assert as_admin(service, "GET", "/experiments/site-del")[0] == 404
+    shutil.rmtree(left)
+
+    # The id is free again; this time every file is alice's, and all go.
+    submit(alice_site, ALICE, spec)
+    done = wait_done(service, "site-del")
+    assert done["state"] == "succeeded", done.get("reason")
+    os.symlink(outside, os.path.join(done["model_dir"], "to-dir"))
+    out = ok(tfctl(alice_site, ALICE, "delete", "site-del", "--files"))
+    assert out.startswith(f"deleted site-del and its files ({exp_dir}, "), out
+    assert not os.path.lexists(exp_dir)
+    assert not [n for n in os.listdir(service.output_root) if "site-del" in n], os.listdir(service.output_root)
+    assert (outside / "precious").read_text() == "root's", "a symlink's target is left alone"
 
 
 def test_on_an_accounting_cluster_slurm_charges_alice_and_refuses_an_account_not_hers(accounting_cluster):

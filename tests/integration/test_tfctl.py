@@ -744,3 +744,17 @@ def test_delete_frees_the_id_removes_the_files_and_never_follows_a_symlink_out(s
         run_tfctl(home, "delete", "tfctl-del", url=service.url)), 60, "the job to leave Slurm")
     assert ok(deleted) == "deleted tfctl-del\n"
     assert os.path.isdir(model_dir)
+
+
+def test_delete_right_after_the_end_waits_for_the_slurm_job_to_leave(service_factory, home, tmp_path):
+    # Slurm polled every 10 s: when --wait returns (the tasks decided the
+    # outcome) the service has not yet seen the job end, and keeps it.
+    service = service_factory(extra_args=["--poll-interval-ms", "10000"])
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-del-now", workers=1)), "--wait",
+                 url=service.url))
+    r = run_tfctl(home, "delete", "tfctl-del-now", "--files", url=service.url)
+    out = ok(r)
+    assert re.search(r"^tfctl: experiment 'tfctl-del-now' has ended but its Slurm job \d+ is still finishing; "
+                     r"retry in a few seconds; waiting for it \(up to 60 s\)$", r.stderr, re.M), r.stderr
+    assert out.startswith("deleted tfctl-del-now and its files ("), out
+    assert run_tfctl(home, "status", "tfctl-del-now", url=service.url).returncode == 1

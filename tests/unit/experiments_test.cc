@@ -452,6 +452,46 @@ TEST_F(ExperimentsTest, TheAgentsDetailReachesTheTaskTheAttemptTheEventAndTheRea
   })) << "the exited event carries the cause";
 }
 
+// Two workers whose program is not there: the first exit fails the attempt
+// and the others are told to shut down, but the second worker's report of
+// its own exit 127 was already on its way. That task failed on its own; it
+// is not "reaped", and shows its exit. The ps, stopped by the Shutdown, are.
+TEST_F(ExperimentsTest, ATaskThatEndedOnItsOwnBeforeItsShutdownKeepsItsExit) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  auto ch = RegisterAll("a");
+  const std::string detail = "cannot run 'trian.py': No such file or directory";
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), 127, std::nullopt, false, detail).ok());
+  ASSERT_EQ(ch[4]->All<ShutdownMsg>().size(), 1u) << "the other tasks are told to shut down";
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 4), 127, std::nullopt, false, detail).ok());
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 0), std::nullopt, 15, true).ok());
+  auto v = View("a");
+  EXPECT_EQ(v.tasks[4].state, TaskState::kFailed) << "its agent said it was not reaped";
+  EXPECT_EQ(v.tasks[4].exit_code, 127);
+  EXPECT_EQ(v.tasks[4].detail, detail);
+  EXPECT_EQ(v.tasks[0].state, TaskState::kReaped) << "the ps ended by the Shutdown";
+  EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
+    return e.what == "exited" && e.why.find("(task 4") != std::string::npos &&
+           e.why.find("exited with code 127") != std::string::npos;
+  })) << "an exited event, not a reaped one, for the second worker";
+}
+
+// The job ended OUT_OF_MEMORY with no task's report (the kill took the
+// agents with the step): the reason names the memory and the field to raise.
+TEST_F(ExperimentsTest, SlurmsOutOfMemoryNamesTheMemoryAndTheFieldToRaise) {
+  json spec = PsSpec("a");
+  spec["resources"]["mem_per_task_mb"] = 1500;
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  slurm_.SetState(100, JobState::kOutOfMemory);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_NE(v.experiment.reason.find(
+                "Slurm job 100 OUT_OF_MEMORY: out of memory (1500 MB per task); raise "
+                "resources.mem_per_task_mb"),
+            std::string::npos)
+      << v.experiment.reason;
+}
+
 // Found by bench/soak.py: kill -9 of a ps's agent (its program goes with
 // it) is followed by a worker's exit 1 on the refused connection; the
 // attempt must be restarted, as the cause was.

@@ -107,6 +107,38 @@ export function formatTime(iso, nowMs = Date.now()) {
   return `${date} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())} ${zoneOf(d)}`;
 }
 
+// A Slurm time limit in seconds: "MM", "MM:SS", "HH:MM:SS", "D-HH",
+// "D-HH:MM", "D-HH:MM:SS" (sbatch --time's forms); null for "UNLIMITED",
+// "INFINITE" or anything else.
+export function parseSlurmTime(text) {
+  const m = /^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$/.exec(String(text ?? '').trim());
+  if (!m) return null;
+  const [, d, a, b, c] = m;
+  const n = (x) => (x === undefined ? 0 : Number(x));
+  if (d !== undefined) return n(d) * 86400 + n(a) * 3600 + n(b) * 60 + n(c); // D-HH[:MM[:SS]]
+  if (c !== undefined) return n(a) * 3600 + n(b) * 60 + n(c); // HH:MM:SS
+  if (b !== undefined) return n(a) * 60 + n(b); // MM:SS
+  return n(a) * 60; // MM
+}
+
+// The current Slurm job's time against its limit: {used_s, limit_s, left_s,
+// started_at, job}, or null before the job started or without a limit. The
+// limit is the job's: attempts restarted in place inside it share it, so
+// the time counts from the first of them to start.
+export function timeAgainstLimit(exp, nowMs) {
+  const limit = parseSlurmTime(exp?.spec?.resources?.time_limit);
+  const attempts = exp?.attempts ?? [];
+  const current = attempts.at(-1);
+  if (!limit || !current) return null;
+  const job = current.slurm_job_id;
+  const sameJob = job ? attempts.filter((a) => a.slurm_job_id === job && a.started_at) : current.started_at ? [current] : [];
+  const starts = sameJob.map((a) => Date.parse(a.started_at)).filter((t) => !Number.isNaN(t));
+  if (!starts.length) return null;
+  const start = Math.min(...starts);
+  const used = Math.max(0, (nowMs - start) / 1000);
+  return { used_s: used, limit_s: limit, left_s: limit - used, started_at: new Date(start).toISOString(), job: job ?? null };
+}
+
 // Runs of consecutive checkpoint events become one: the latest (its step),
 // with `folded` the number of checkpoints it stands for and `first_at` the
 // first one's time. Other events are kept as they are; order is kept.

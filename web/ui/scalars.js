@@ -98,6 +98,70 @@ export function formatClock(t, { seconds = false, date = false } = {}) {
   return date ? `${p(d.getMonth() + 1)}-${p(d.getDate())} ${hm}` : hm;
 }
 
+// The x range a chart draws for data from `min` to `max`. A single x (one
+// point: the first steps-per-second value, or a program's first step)
+// gives uPlot an empty range, which it widens by orders of magnitude: a
+// time axis then spans years, its ticks each 1 January at 00:00. Instead:
+// a minute around a single time, a step either side of a single step.
+export function xRange(min, max, { time = false } = {}) {
+  if (!Number.isFinite(min) || !Number.isFinite(max)) return [min, max];
+  if (min < max) return [min, max];
+  const pad = time ? 30 : 1;
+  return [min - pad, max + pad];
+}
+
+// Labels for a time axis's ticks (seconds since the epoch, in local time),
+// spaced `incr` seconds apart: the clock for ticks under a day apart, with
+// the date ("2026-11-25", on a second line) on the first tick and wherever
+// the day changes; "11-25" for ticks days apart, "2026-11" months apart,
+// "2026" years apart. Never the same label twice for ticks `incr` apart.
+export function timeTicks(splits, incr) {
+  const p = (n) => String(n).padStart(2, '0');
+  let lastDay = null;
+  return splits.map((t) => {
+    if (!Number.isFinite(t)) return '';
+    const d = new Date(t * 1000);
+    const day = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
+    if (incr >= 365 * 86400) return String(d.getFullYear());
+    if (incr >= 28 * 86400) return `${d.getFullYear()}-${p(d.getMonth() + 1)}`;
+    if (incr >= 86400) return `${p(d.getMonth() + 1)}-${p(d.getDate())}`;
+    const clock = formatClock(t, { seconds: incr < 60 });
+    const withDay = day !== lastDay ? `${clock}\n${day}` : clock;
+    lastDay = day;
+    return withDay;
+  });
+}
+
+// A series for a log scale, which cannot draw 0 or a negative value: those
+// become gaps (null), counted in `hidden`; undefined (no point) stays.
+//   -> {ys, hidden, positive}: positive counts the points it can draw.
+export function forLogScale(ys) {
+  let hidden = 0;
+  let positive = 0;
+  const out = ys.map((col) =>
+    col.map((v) => {
+      if (typeof v !== 'number') return v;
+      if (v > 0) {
+        positive++;
+        return v;
+      }
+      hidden++;
+      return null;
+    }),
+  );
+  return { ys: out, hidden, positive };
+}
+
+// On a log axis uPlot puts a tick at 1..9 times each power of ten; only 1,
+// 2 and 5 times get a label, so that they do not run into each other.
+export function logTicks(splits) {
+  return splits.map((v) => {
+    if (!(v > 0)) return '';
+    const mantissa = Math.round((v / 10 ** Math.floor(Math.log10(v) + 1e-9)) * 1000) / 1000;
+    return [1, 2, 5].includes(mantissa) ? formatTick(v) : '';
+  });
+}
+
 // Tags whose name contains `query` (case-insensitive; blank: all), and of
 // those the ones charted: the first MAX_CHARTS unless `all`.
 //   -> {matching: [tag names], charted: [tag names], hidden: count}

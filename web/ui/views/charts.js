@@ -10,7 +10,7 @@
 // fed with setData(): polling never rebuilds a canvas whose data did not
 // change, and keeps the one whose data did.
 import { h } from '../dom.js';
-import { formatClock, formatScalar, formatTick } from '../scalars.js';
+import { forLogScale, formatClock, formatScalar, formatTick, logTicks, timeTicks, xRange } from '../scalars.js';
 
 // uPlot is 145 KB: loaded with the first chart, not with every page.
 let uPlotPromise = null;
@@ -36,7 +36,7 @@ for (let p = 1; p <= 1e12; p *= 10) STEP_INCRS.push(p, 2 * p, ...(p >= 10 ? [2.5
 
 // A chart in `figure` (already in the document, so that it has a width).
 //   spec: {aligned: {x, attempts, ys}, markers: [{attempt, x}], time: bool,
-//          xLabel: 'step' | 'time'}
+//          xLabel: 'step' | 'time', log: bool (a log y scale)}
 export class Chart {
   constructor(uPlot, figure, spec) {
     this.uPlot = uPlot;
@@ -49,11 +49,20 @@ export class Chart {
   build(spec) {
     this.attemptsKey = spec.aligned.attempts.join(',');
     this.markers = spec.markers;
+    this.log = Boolean(spec.log);
+    this.rawYs = spec.aligned.ys;
     const many = spec.aligned.attempts.length > 1;
+    const time = spec.time;
     const opts = {
       width: this.width(),
       height: HEIGHT,
-      scales: { x: { time: spec.time } },
+      scales: {
+        // With a single x, uPlot hands a time scale [x, x + 86400 / ms]: a
+        // thousand days for times in seconds. The data says it is one point.
+        x: { time, range: (u, min, max) => (u.data?.[0]?.length === 1 ? xRange(u.data[0][0], u.data[0][0], { time }) : xRange(min, max, { time })) },
+        // distr 3: log10. Its values must be above 0 (see toUPlot).
+        y: this.log ? { distr: 3 } : {},
+      },
       series: [
         // The legend shows the values under the cursor ("—" when it is
         // elsewhere, or the attempt has no point there).
@@ -65,7 +74,11 @@ export class Chart {
           label: many ? `attempt ${a}` : spec.yLabel || 'value',
           stroke: attemptColor(a),
           width: 1.5,
-          value: (u, v, si, idx) => (idx === null || idx === undefined || v === undefined ? '—' : formatScalar(v)),
+          // The value as reported, also where the log scale cannot draw it.
+          value: (u, v, si, idx) => {
+            const raw = idx === null || idx === undefined ? undefined : this.rawYs[si - 1]?.[idx];
+            return raw === undefined ? '—' : formatScalar(raw);
+          },
         })),
       ],
       axes: [
@@ -75,31 +88,35 @@ export class Chart {
           ? {
               // "19:27:47" needs more room than uPlot's default 50 px a tick.
               space: 62,
-              values: (u, splits, ai, space, incr) => splits.map((t) => formatClock(t, { seconds: incr < 60, date: incr >= 86400 })),
+              values: (u, splits, ai, space, incr) => timeTicks(splits, incr),
             }
           : { incrs: STEP_INCRS, values: (u, splits, ai, space, incr) => splits.map((v) => formatTick(v, incr)) },
-        { values: (u, splits, ai, space, incr) => splits.map((v) => formatTick(v, incr)), size: 52 },
+        this.log
+          ? { values: (u, splits) => logTicks(splits), size: 52 }
+          : { values: (u, splits, ai, space, incr) => splits.map((v) => formatTick(v, incr)), size: 52 },
       ],
       legend: { live: true },
       cursor: { drag: { x: true, y: false } },
       hooks: { draw: [(u) => drawMarkers(u, this.markers)] },
     };
-    this.u = new this.uPlot(opts, toUPlot(spec.aligned), this.plotBox);
+    this.u = new this.uPlot(opts, toUPlot(spec.aligned, this.log), this.plotBox);
     // The e2e tests read the drawn data here (tests/e2e/dashboard.test.mjs).
     this.figure.uplot = this.u;
     this.figure.dataset.attempts = this.attemptsKey;
   }
 
   // New data: setData() on the same canvas, unless an attempt appeared (a
-  // new line: uPlot's series are fixed at creation, so the chart is rebuilt).
+  // new line) or the scale changed: uPlot's series and scales are fixed at
+  // creation, so the chart is rebuilt.
   update(spec) {
-    if (spec.aligned.attempts.join(',') !== this.attemptsKey) {
+    if (spec.aligned.attempts.join(',') !== this.attemptsKey || Boolean(spec.log) !== this.log) {
       this.u.destroy();
       this.build(spec);
       return;
     }
     this.markers = spec.markers;
-    this.u.setData(toUPlot(spec.aligned));
+    this.rawYs = spec.aligned.ys;
+    this.u.setData(toUPlot(spec.aligned, this.log));
   }
 
   width() {
@@ -119,8 +136,8 @@ export class Chart {
   }
 }
 
-function toUPlot(aligned) {
-  return [aligned.x, ...aligned.ys];
+function toUPlot(aligned, log) {
+  return [aligned.x, ...(log ? forLogScale(aligned.ys).ys : aligned.ys)];
 }
 
 // Restart markers: a dashed line at each attempt's first x and its name,

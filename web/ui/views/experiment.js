@@ -4,6 +4,7 @@ import { ApiError, getJson, getText, request } from '../api.js';
 import { confirmAction } from '../dialogs.js';
 import { fill, h, renderIfChanged } from '../dom.js';
 import {
+  timeAgainstLimit,
   countTasks,
   describeExit,
   eventTone,
@@ -48,6 +49,7 @@ export class ExperimentView {
     this.actionStatus = h('div', { class: 'action-status', 'aria-live': 'polite' });
     this.banner = h('div', { 'data-testid': 'banner' });
     this.facts = h('div');
+    this.timeLimit = h('div', { class: 'time-limit', 'data-testid': 'time-limit', hidden: true });
     this.taskCounts = h('div', { class: 'task-counts-line' });
     this.tasksBody = h('tbody');
     this.logSelect = h('select', { id: 'log-task', onchange: () => this.selectLog(this.logSelect.value) });
@@ -72,7 +74,7 @@ export class ExperimentView {
       this.actionStatus,
       this.loadError,
       this.banner,
-      h('section', { class: 'card', 'aria-label': 'Summary' }, this.facts),
+      h('section', { class: 'card', 'aria-label': 'Summary' }, this.timeLimit, this.facts),
       h(
         'section',
         { class: 'card', 'aria-labelledby': 'tasks-title', 'data-testid': 'tasks' },
@@ -102,20 +104,23 @@ export class ExperimentView {
             this.tasksBody,
           ),
         ),
+      ),
+      // The charts before the log: they say at a glance how training goes;
+      // the log's 200 lines are what one scrolls to.
+      this.training.element(),
+      h(
+        'section',
+        { class: 'card log-panel', 'aria-labelledby': 'log-title', 'data-testid': 'log-panel' },
         h(
           'div',
-          { class: 'log-panel', 'data-testid': 'log-panel' },
-          h(
-            'div',
-            { class: 'log-head' },
-            h('label', { for: 'log-task' }, 'Log tail of '),
-            this.logSelect,
-            this.logMeta,
-          ),
-          this.logPre,
+          { class: 'log-head' },
+          h('h2', { id: 'log-title' }, 'Log'),
+          h('label', { for: 'log-task' }, ' tail of '),
+          this.logSelect,
+          this.logMeta,
         ),
+        this.logPre,
       ),
-      this.training.element(),
       h(
         'section',
         { class: 'card', 'aria-labelledby': 'attempts-title', 'data-testid': 'attempts' },
@@ -199,6 +204,7 @@ export class ExperimentView {
     renderIfChanged(this.facts, factsData(exp), () => facts(exp, now));
     // Ages tick every poll without re-rendering (and unselecting) the rest.
     tickAges(this.facts, now);
+    showTimeLimit(this.timeLimit, exp, now);
     renderIfChanged(this.taskCounts, exp.task_counts, () => roleCountsList(exp.task_counts ?? countTasks(exp.tasks)));
     // Task rows are rebuilt when a task changes; heartbeat ages, which move
     // every poll, are written in place (a click on "log" is never lost).
@@ -404,6 +410,35 @@ function banner(exp, now) {
   );
 }
 
+// While the job runs: how much of its Slurm time limit is used and how much
+// is left, as words and a meter. The limit is the job's, so an attempt
+// restarted in place shares it with those before it in the same job.
+function showTimeLimit(box, exp, now) {
+  const t = exp.state === 'running' || exp.state === 'starting' ? timeAgainstLimit(exp, now) : null;
+  box.hidden = !t;
+  if (!t) return;
+  const over = t.left_s < 0;
+  const key = [t.used_s, t.limit_s].map((x) => Math.floor(x)).join('/');
+  if (box.dataset.key === key) return;
+  box.dataset.key = key;
+  box.dataset.usedS = String(Math.floor(t.used_s));
+  box.dataset.limitS = String(t.limit_s);
+  fill(
+    box,
+    h('span', { class: 'time-label' }, 'Time limit '),
+    h('meter', { min: '0', max: String(t.limit_s), value: String(Math.min(t.used_s, t.limit_s)), low: String(t.limit_s * 0.75), high: String(t.limit_s * 0.9), optimum: '0', 'aria-label': 'time used' }),
+    ' ',
+    h('span', { 'data-testid': 'time-used' }, `${formatDuration(t.used_s)} used of ${formatDuration(t.limit_s)}`),
+    ' · ',
+    h(
+      'span',
+      { 'data-testid': 'time-left', class: over || t.left_s < t.limit_s * 0.1 ? 'exit-bad' : null },
+      over ? `⚠ ${formatDuration(-t.left_s)} over: Slurm ends the job` : `${formatDuration(t.left_s)} left`,
+    ),
+    t.job ? h('span', { class: 'muted small' }, ` (Slurm job ${t.job} started ${formatTime(t.started_at, now)})`) : null,
+  );
+}
+
 // What the summary shows, minus what moves every second.
 function factsData(exp) {
   const { tasks, events, attempts, task_counts, ...rest } = exp;
@@ -502,7 +537,11 @@ function taskRows(exp, logTask, onLog) {
           {
             class: 'btn btn-small',
             'aria-pressed': key === logTask ? 'true' : 'false',
-            onclick: () => onLog(key),
+            onclick: () => {
+              onLog(key);
+              // The log is below the charts: bring it into view.
+              document.querySelector('[data-testid=log-panel]')?.scrollIntoView({ block: 'nearest' });
+            },
             title: `Show the end of ${t.role} ${t.index}'s log`,
           },
           'log',

@@ -1,4 +1,5 @@
-// The front page: running experiments first, at a glance; below, every
+// The front page: running experiments first, at a glance; then those that
+// wait (queued in Slurm, or between attempts) with why; below, every
 // experiment with a state filter and paging. Route: #/?state=failed&offset=25
 import { getJson } from '../api.js';
 import { fill, h, renderIfChanged } from '../dom.js';
@@ -6,6 +7,10 @@ import { experimentHref, formatTime, OPEN_STATES, stateTone } from '../format.js
 import { ageSpan, emptyRow, errorNotice, roleCountsList, stateBadge, tickAges } from '../widgets.js';
 
 const PAGE = 25;
+// "Running now" holds experiments whose Slurm job runs; the others that are
+// open wait for Slurm (queued) or for their next attempt (restarting).
+const RUNNING_STATES = ['starting', 'running'];
+const WAITING_STATES = ['queued', 'restarting'];
 const FILTERS = [
   { key: '', label: 'All' },
   { key: 'open', label: '▶ Open', states: OPEN_STATES },
@@ -26,6 +31,8 @@ export class ListView {
     this.runningBody = h('tbody');
     this.runningError = h('div');
     this.runningCount = h('span', { class: 'count' });
+    this.waitingBody = h('tbody');
+    this.waitingCount = h('span', { class: 'count' });
     this.allBody = h('tbody');
     this.allError = h('div');
     this.pager = h('div', { class: 'pager' });
@@ -62,6 +69,35 @@ export class ListView {
           ),
         ),
       ),
+      (this.waitingSection = h(
+        'section',
+        { class: 'card', 'aria-labelledby': 'waiting-title', 'data-testid': 'waiting', hidden: true },
+        h('h2', { id: 'waiting-title' }, 'Waiting ', this.waitingCount, h('span', { class: 'th-note' }, ' queued in Slurm, or between attempts')),
+        h(
+          'div',
+          { class: 'table-wrap' },
+          h(
+            'table',
+            { class: 'responsive waiting-table' },
+            h(
+              'thead',
+              null,
+              h(
+                'tr',
+                null,
+                h('th', null, 'Experiment'),
+                h('th', null, 'State'),
+                h('th', null, 'Why it waits'),
+                h('th', { class: 'num' }, 'Attempt'),
+                h('th', null, 'Slurm job'),
+                h('th', { class: 'num' }, 'Checkpoint'),
+                h('th', { class: 'num' }, 'Age'),
+              ),
+            ),
+            this.waitingBody,
+          ),
+        ),
+      )),
       h(
         'section',
         { class: 'card', 'aria-labelledby': 'all-title', 'data-testid': 'all' },
@@ -133,16 +169,22 @@ export class ListView {
       return;
     }
     renderIfChanged(this.runningError, '', () => []);
-    const items = result.value.experiments;
+    const open = result.value.experiments;
+    const items = open.filter((e) => RUNNING_STATES.includes(e.state));
+    const waiting = open.filter((e) => WAITING_STATES.includes(e.state));
     this.runningCount.textContent = `(${items.length})`;
     // Rows are rebuilt only when their data changed (a click is never lost
     // to a re-render); ages tick in place.
     renderIfChanged(this.runningBody, items, () =>
       items.length
         ? items.map((e) => runningRow(e, now))
-        : emptyRow(8, 'Nothing is queued or running. Submit an experiment with tfctl submit SPEC.'),
+        : emptyRow(8, waiting.length ? 'Nothing is running; see what waits below.' : 'Nothing is queued or running. Submit an experiment with tfctl submit SPEC.'),
     );
     tickAges(this.runningBody, now);
+    this.waitingSection.hidden = !waiting.length;
+    this.waitingCount.textContent = `(${waiting.length})`;
+    renderIfChanged(this.waitingBody, waiting, () => waiting.map((e) => waitingRow(e, now)));
+    tickAges(this.waitingBody, now);
   }
 
   showAll(result, now) {
@@ -195,15 +237,33 @@ function runningRow(e, now) {
       'td',
       { 'data-label': 'State' },
       stateBadge(e.state),
-      e.state === 'restarting' && e.next_attempt_at
-        ? h('div', { class: 'small muted' }, `next attempt at ${formatTime(e.next_attempt_at, now)}`)
-        : null,
       e.reason && e.state !== 'running' ? h('div', { class: 'small reason' }, e.reason) : null,
     ),
     h('td', { 'data-label': 'Attempt', class: 'num' }, e.attempt, e.restarts ? h('span', { class: 'muted' }, ` (${e.restarts} restarts)`) : null),
     h('td', { 'data-label': 'Slurm job', class: 'mono' }, e.slurm_job_id ?? '—', e.slurm_state ? h('div', { class: 'small muted' }, e.slurm_state) : null),
     h('td', { 'data-label': 'Nodes', class: 'mono' }, e.nodes || '—'),
     h('td', { 'data-label': 'Tasks' }, roleCountsList(e.task_counts)),
+    h('td', { 'data-label': 'Checkpoint', class: 'num' }, checkpointText(e)),
+    h('td', { 'data-label': 'Age', class: 'num', title: e.created_at }, ageSpan(e.created_at)),
+  );
+}
+
+function waitingRow(e, now) {
+  return h(
+    'tr',
+    { class: `tone-row-${stateTone(e.state)}`, 'data-id': e.id, 'data-state': e.state },
+    idCell(e),
+    h('td', { 'data-label': 'State' }, stateBadge(e.state)),
+    h(
+      'td',
+      { 'data-label': 'Why it waits', class: 'reason' },
+      e.reason || '—',
+      e.state === 'restarting' && e.next_attempt_at
+        ? h('div', { class: 'small muted' }, `next attempt at ${formatTime(e.next_attempt_at, now)}`)
+        : null,
+    ),
+    h('td', { 'data-label': 'Attempt', class: 'num' }, e.attempt, e.restarts ? h('span', { class: 'muted' }, ` (${e.restarts} restarts)`) : null),
+    h('td', { 'data-label': 'Slurm job', class: 'mono' }, e.slurm_job_id ?? '—', e.slurm_state ? h('div', { class: 'small muted' }, e.slurm_state) : null),
     h('td', { 'data-label': 'Checkpoint', class: 'num' }, checkpointText(e)),
     h('td', { 'data-label': 'Age', class: 'num', title: e.created_at }, ageSpan(e.created_at)),
   );

@@ -9,8 +9,8 @@
 // experiment is open; once it has ended, until an answer repeats itself.
 import { getJson } from '../api.js';
 import { fill, h, renderIfChanged } from '../dom.js';
-import { isOpen } from '../format.js';
-import { MAX_CHARTS, alignByAttempt, attemptStarts, chooseTags, formatClock, formatScalar, metricsPath } from '../scalars.js';
+import { isOpen, zoneOf } from '../format.js';
+import { MAX_CHARTS, alignByAttempt, attemptStarts, chooseTags, forLogScale, formatClock, formatScalar, metricsPath } from '../scalars.js';
 import { emptyRow } from '../widgets.js';
 import { Chart, attemptColor, loadUPlot } from './charts.js';
 
@@ -23,6 +23,27 @@ const LARGE_POINTS = 20000;
 const SLOW_MS = 10000;
 const FILTER_FROM_TAGS = 5; // the filter box shows from this many tags on
 
+// The charts drawn on a log scale, by key ('tag:NAME' or 'rate'), kept in
+// the browser for every experiment: a loss wanted on a log scale once is
+// wanted so for the next run too.
+const LOG_STORAGE_KEY = 'tfslurm.logScaleCharts';
+const LOG_KEYS_KEPT = 200;
+function loadLogKeys() {
+  try {
+    const v = JSON.parse(localStorage.getItem(LOG_STORAGE_KEY) || '[]');
+    return new Set(Array.isArray(v) ? v.filter((k) => typeof k === 'string') : []);
+  } catch {
+    return new Set(); // storage disabled, or a value we did not write
+  }
+}
+function saveLogKeys(keys) {
+  try {
+    localStorage.setItem(LOG_STORAGE_KEY, JSON.stringify([...keys].slice(-LOG_KEYS_KEPT)));
+  } catch {
+    // Storage disabled or full: the choice lasts as long as the page.
+  }
+}
+
 export class TrainingSection {
   constructor(id) {
     this.path = metricsPath(id);
@@ -34,6 +55,7 @@ export class TrainingSection {
     this.slow = false;
     this.settled = false; // ended, and an answer since then repeated the one before
     this.metrics = null;
+    this.logKeys = loadLogKeys();
     this.resizer = new ResizeObserver(() => this.charts.forEach((c) => c.chart?.resize()));
   }
 
@@ -151,7 +173,7 @@ export class TrainingSection {
       wanted.push({
         key: 'rate',
         title: 'steps per second',
-        note: `from ${r.tag}, by wall time`,
+        note: `from ${r.tag}, by wall time (${zoneOf(new Date())})`,
         spec: {
           aligned: alignByAttempt(r.wall_time, r.value, r.attempt),
           markers: attemptStarts(r.wall_time, r.attempt),
@@ -225,17 +247,37 @@ export class TrainingSection {
     let prev = null;
     for (const w of wanted) {
       let c = this.charts.get(w.key);
+      // A log scale draws only values above 0; with none, the chart stays linear.
+      const logWanted = this.logKeys.has(w.key);
+      const { hidden, positive } = forLogScale(w.spec.aligned.ys);
+      w.spec.log = logWanted && positive > 0;
       const data = JSON.stringify(w.spec);
       if (!c) {
+        const key = w.key;
+        const toggle = h('input', {
+          type: 'checkbox',
+          'data-testid': 'log-toggle',
+          onchange: () => this.setLog(key, toggle.checked),
+        });
         const figure = h(
           'figure',
           { class: 'chart', 'data-key': w.key, 'data-tag': w.tag ?? null, 'data-testid': w.key === 'rate' ? 'rate-chart' : 'chart' },
-          h('figcaption', null, h('span', { class: 'chart-title' }, w.title), ' ', h('span', { class: 'chart-note muted small' }, w.note)),
+          h(
+            'figcaption',
+            null,
+            h('span', { class: 'chart-title' }, w.title),
+            ' ',
+            h('span', { class: 'chart-note muted small' }, w.note),
+            h('label', { class: 'chart-log small', title: 'Draw the values on a logarithmic scale (remembered for this chart in this browser)' }, toggle, ' log scale'),
+          ),
         );
         figure.setAttribute('aria-label', `${w.title}: chart, ${w.key === 'rate' ? 'steps per second against time' : 'value against step'}`);
-        c = { figure, chart: null, data: null };
+        c = { figure, toggle, chart: null, data: null };
         this.charts.set(w.key, c);
       }
+      c.toggle.checked = logWanted;
+      c.figure.dataset.log = String(w.spec.log);
+      renderLogNote(c.figure, logWanted, w.spec.log, hidden);
       // In order: after the previous chart (a tag that came back goes back
       // to its place).
       const want = prev ? prev.nextSibling : this.grid.firstChild;
@@ -251,12 +293,41 @@ export class TrainingSection {
     }
   }
 
+  setLog(key, on) {
+    if (on) this.logKeys.add(key);
+    else this.logKeys.delete(key);
+    saveLogKeys(this.logKeys);
+    this.render();
+  }
+
   dispose() {
     this.disposed = true;
     this.resizer.disconnect();
     for (const c of this.charts.values()) c.chart?.destroy();
     this.charts.clear();
   }
+}
+
+// Under a chart on a log scale, what it cannot draw: values at or below 0
+// (gaps in the line), or, with nothing above 0, that it stays linear.
+function renderLogNote(figure, wanted, drawn, hidden) {
+  const text = !wanted
+    ? ''
+    : !drawn
+      ? 'No value above 0: drawn on a linear scale.'
+      : hidden
+        ? `${hidden} value${hidden === 1 ? '' : 's'} at or below 0 not drawn on the log scale.`
+        : '';
+  let p = figure.querySelector('.chart-lognote');
+  if (!text) {
+    p?.remove();
+    return;
+  }
+  if (!p) {
+    p = h('p', { class: 'chart-lognote small muted', 'data-testid': 'log-note' });
+    figure.querySelector('figcaption').after(p);
+  }
+  p.textContent = text;
 }
 
 // Under a chart, its restarts in words: "↻ attempt 2 from step 40".

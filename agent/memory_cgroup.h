@@ -1,0 +1,63 @@
+// The program's memory cgroup, as far as the agent can see it from inside:
+// how many times the kernel's out-of-memory killer has killed a process in
+// it, and the memory limit that applies to it. Slurm's task/cgroup puts
+// each task (the agent and the program it starts) in a cgroup of its own
+// under the step's, whose limit is the job's memory (ConstrainRAMSpace);
+// an OOM kill counted there while the program ran, and a program dead of
+// SIGKILL, is the cause to report: the program's own output says nothing.
+//
+// cgroup v1 (a "N:memory:/path" line in /proc/self/cgroup, counted in
+// memory.oom_control's oom_kill, limited by memory.limit_in_bytes) and v2
+// ("0::/path", memory.events' oom_kill, memory.max). Both count a kill in
+// the victim's cgroup and every ancestor.
+//
+// Thread safety: pure functions, and reads of files under the cgroup mount.
+#ifndef TFSLURM_AGENT_MEMORY_CGROUP_H_
+#define TFSLURM_AGENT_MEMORY_CGROUP_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tfslurm::agent {
+
+struct MemoryCgroup {
+  std::string root;  // the cgroup file system's mount, /sys/fs/cgroup/memory for v1
+  std::string path;  // this process's cgroup under it, "/" or "/slurm/uid_0/job_7/step_0/task_0"
+  bool v2 = false;
+
+  std::string dir() const { return path == "/" ? root : root + path; }
+};
+
+// From the text of /proc/self/cgroup and where cgroup file systems are
+// mounted (`mount_root`, /sys/fs/cgroup): the v1 memory controller's line
+// when there is one, else the v2 line when `v2_available` (the unified
+// hierarchy with the memory controller at `mount_root`). nullopt: no
+// memory cgroup to read.
+std::optional<MemoryCgroup> ParseMemoryCgroup(std::string_view proc_self_cgroup,
+                                              const std::string& mount_root, bool v2_available);
+
+// This process's memory cgroup, nullopt when there is none to read.
+std::optional<MemoryCgroup> CurrentMemoryCgroup(const std::string& mount_root = "/sys/fs/cgroup");
+
+// The oom_kill count of memory.oom_control (v1) or memory.events (v2)
+// text; nullopt when the file has none (a kernel before 4.13).
+std::optional<int64_t> ParseOomKills(std::string_view text);
+
+// The OOM kills counted in `cgroup` so far; nullopt when unreadable.
+std::optional<int64_t> OomKills(const MemoryCgroup& cgroup);
+
+// The smallest memory limit from `cgroup` up to the root of its hierarchy,
+// in bytes; nullopt when none is set (v1's "unlimited" is a huge number,
+// v2's is "max").
+std::optional<int64_t> MemoryLimit(const MemoryCgroup& cgroup);
+
+// The exit report's cause for a program the OOM killer ended, with the
+// limit when known: "out of memory: the job has 300 MB on this node (OOM
+// killer); raise resources.mem_per_task_mb".
+std::string OomKillCause(std::optional<int64_t> limit_bytes);
+
+}  // namespace tfslurm::agent
+
+#endif  // TFSLURM_AGENT_MEMORY_CGROUP_H_

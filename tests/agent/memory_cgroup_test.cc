@@ -1,0 +1,86 @@
+#include "agent/memory_cgroup.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "tests/agent/temp_dir.h"
+
+namespace tfslurm::agent {
+namespace {
+
+using testing::TempDir;
+using testing::WriteFile;
+
+TEST(MemoryCgroupTest, TheV1MemoryLineWinsOverTheUnifiedOne) {
+  // A hybrid host, as Slurm's task/cgroup (cgroup/v1) places a task.
+  const char* text =
+      "9:name=systemd:/\n"
+      "5:devices:/slurm_node1/uid_0/job_7/step_0/task_0\n"
+      "4:memory:/slurm_node1/uid_0/job_7/step_0/task_0\n"
+      "2:cpu,cpuacct:/\n"
+      "0::/\n";
+  auto cgroup = ParseMemoryCgroup(text, "/sys/fs/cgroup", true);
+  ASSERT_TRUE(cgroup);
+  EXPECT_FALSE(cgroup->v2);
+  EXPECT_EQ(cgroup->dir(), "/sys/fs/cgroup/memory/slurm_node1/uid_0/job_7/step_0/task_0");
+  // memory among other controllers of one hierarchy
+  cgroup = ParseMemoryCgroup("3:cpu,memory:/a/b\n", "/r", false);
+  ASSERT_TRUE(cgroup);
+  EXPECT_EQ(cgroup->dir(), "/r/memory/a/b");
+}
+
+TEST(MemoryCgroupTest, TheUnifiedLineOnlyWhenItHasTheMemoryController) {
+  auto cgroup = ParseMemoryCgroup("0::/system.slice/slurmstepd.scope/job_7/step_0/user/task_0\n",
+                                  "/sys/fs/cgroup", true);
+  ASSERT_TRUE(cgroup);
+  EXPECT_TRUE(cgroup->v2);
+  EXPECT_EQ(cgroup->dir(), "/sys/fs/cgroup/system.slice/slurmstepd.scope/job_7/step_0/user/task_0");
+  EXPECT_FALSE(ParseMemoryCgroup("0::/x\n", "/sys/fs/cgroup", false));
+  EXPECT_FALSE(ParseMemoryCgroup("5:devices:/x\n", "/sys/fs/cgroup", true));
+  EXPECT_FALSE(ParseMemoryCgroup("", "/sys/fs/cgroup", true));
+  EXPECT_EQ(ParseMemoryCgroup("0::/\n", "/r", true)->dir(), "/r");
+}
+
+TEST(MemoryCgroupTest, OomKillsFromV1AndV2Files) {
+  EXPECT_EQ(ParseOomKills("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n"), 3);
+  EXPECT_EQ(ParseOomKills("low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n"), 2);
+  EXPECT_EQ(ParseOomKills("oom_kill_disable 0\nunder_oom 0\n"), std::nullopt) << "before 4.13";
+  EXPECT_EQ(ParseOomKills("oom_kill x\n"), std::nullopt);
+}
+
+TEST(MemoryCgroupTest, TheLimitIsTheSmallestFromTheTaskUpAndCountsAreRead) {
+  TempDir dir;
+  const std::string root = dir.Path("memory");
+  const std::string task = root + "/slurm_node1/uid_0/job_7/step_0/task_0";
+  std::filesystem::create_directories(task);
+  WriteFile(root + "/memory.limit_in_bytes", "9223372036854771712\n");  // v1's unlimited
+  WriteFile(root + "/slurm_node1/uid_0/job_7/memory.limit_in_bytes", "629145600\n");  // 600 MB
+  WriteFile(root + "/slurm_node1/uid_0/job_7/step_0/memory.limit_in_bytes", "314572800\n");
+  WriteFile(task + "/memory.limit_in_bytes", "9223372036854771712\n");
+  WriteFile(task + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+  MemoryCgroup cgroup{root, "/slurm_node1/uid_0/job_7/step_0/task_0", false};
+  EXPECT_EQ(MemoryLimit(cgroup), 314572800);
+  EXPECT_EQ(OomKills(cgroup), 1);
+
+  const std::string v2 = dir.Path("unified");
+  std::filesystem::create_directories(v2 + "/job_7/task_0");
+  WriteFile(v2 + "/job_7/memory.max", "209715200\n");
+  WriteFile(v2 + "/job_7/task_0/memory.max", "max\n");
+  WriteFile(v2 + "/job_7/task_0/memory.events", "oom 1\noom_kill 1\n");
+  MemoryCgroup unified{v2, "/job_7/task_0", true};
+  EXPECT_EQ(MemoryLimit(unified), 209715200);
+  EXPECT_EQ(OomKills(unified), 1);
+  EXPECT_EQ(MemoryLimit(MemoryCgroup{v2, "/", true}), std::nullopt) << "no limit anywhere";
+}
+
+TEST(MemoryCgroupTest, TheCauseNamesTheMemoryAndTheField) {
+  EXPECT_EQ(OomKillCause(314572800),
+            "out of memory: the job has 300 MB on this node (OOM killer); raise "
+            "resources.mem_per_task_mb");
+  EXPECT_EQ(OomKillCause(std::nullopt),
+            "out of memory (OOM killer); raise resources.mem_per_task_mb");
+}
+
+}  // namespace
+}  // namespace tfslurm::agent
