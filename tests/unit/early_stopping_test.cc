@@ -131,6 +131,18 @@ TEST(EarlyStopping, MedianRuleWaitsForEnoughTrialsThenStopsTheWorseHalf) {
   EXPECT_EQ(good.verdict, Verdict::kContinue) << good.why;
 }
 
+TEST(EarlyStopping, AStoppedTrialDoesNotCompeteAtRungsPastItsStop) {
+  const EarlyStopping rule = Asha(2);  // rungs 10, 20
+  // Trial 0 was stopped at rung 1 (index 0) but reported up to step 25
+  // before its job ended; its 0.1 at step 20 must not cut trial 1 there.
+  Curve stopped = {{10, 0.9}, {20, 0.1}, {25, 0.05}};
+  EXPECT_EQ(UpToRung(stopped, rule, 0), (Curve{{10, 0.9}}));
+  EXPECT_EQ(UpToRung(stopped, rule, 1), (Curve{{10, 0.9}, {20, 0.1}}));
+  EXPECT_EQ(UpToRung(stopped, rule, 2), stopped) << "past every rung: the whole curve";
+  std::vector<Curve> curves = {UpToRung(stopped, rule, 0), {{10, 0.5}, {20, 0.4}}};
+  EXPECT_EQ(DecideAtRung(rule, Loss(), curves, 1, 1).verdict, Verdict::kContinue);
+}
+
 TEST(EarlyStopping, NoRuleNeverDecides) {
   EarlyStopping none;
   std::vector<Curve> curves = {{{10, 1.0}}, {{10, 0.1}}};
