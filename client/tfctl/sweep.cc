@@ -1,8 +1,6 @@
 // tfctl sweep submit|status|list|cancel: sweeps of trials over a parameter
 // space (schema/sweep-spec.md). The status table is sorted by the
 // objective, best first, and marks the sweep's best trial.
-#include <algorithm>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <regex>
@@ -10,6 +8,7 @@
 #include "client/spec_file.h"
 #include "client/terminal_text.h"
 #include "client/tfctl/command.h"
+#include "client/tfctl/sweep_text.h"
 #include "client/tfctl/table.h"
 
 namespace tfslurm::tfctl {
@@ -22,71 +21,6 @@ struct SweepOptions {
   std::string id;
   OutputFormat output = OutputFormat::kTable;
 };
-
-std::string Text(const json& v) {
-  if (v.is_null()) return "";
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number_float()) {
-    char buf[40];
-    std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
-    return buf;
-  }
-  return v.dump();
-}
-
-std::string Params(const json& params) {
-  std::string out;
-  if (!params.is_object()) return out;
-  for (const auto& [name, value] : params.items())
-    out += (out.empty() ? "" : " ") + name + "=" + Text(value);
-  return out;
-}
-
-// The trials sorted by the objective (best first; none last, by index).
-std::vector<json> SortedTrials(const json& sweep) {
-  std::vector<json> trials;
-  if (sweep.contains("trials") && sweep["trials"].is_array())
-    trials.assign(sweep["trials"].begin(), sweep["trials"].end());
-  const bool max = sweep.contains("objective") && sweep["objective"].is_object() &&
-                   sweep["objective"].value("goal", "min") == "max";
-  std::stable_sort(trials.begin(), trials.end(), [max](const json& a, const json& b) {
-    const json& x = a["objective"];
-    const json& y = b["objective"];
-    if (x.is_number() != y.is_number()) return x.is_number();
-    if (!x.is_number()) return a.value("index", 0) < b.value("index", 0);
-    return max ? x.get<double>() > y.get<double>() : x.get<double>() < y.get<double>();
-  });
-  return trials;
-}
-
-void PrintSweep(const json& s) {
-  using client::EscapeForTerminal;
-  const json& objective = s.contains("objective") ? s["objective"] : json::object();
-  const std::string tag = objective.is_object() ? objective.value("tag", "objective") : "objective";
-  std::cout << "sweep " << EscapeForTerminal(s.value("id", "")) << "  "
-            << EscapeForTerminal(s.value("state", "")) << "  ("
-            << EscapeForTerminal(s.value("reason", "")) << ")\n";
-  std::cout << "objective: " << EscapeForTerminal(tag) << " ("
-            << (objective.is_object() ? EscapeForTerminal(objective.value("goal", "")) : "")
-            << ", at " << (objective.is_object() ? EscapeForTerminal(Text(objective["at"])) : "")
-            << ")   node-hours: " << Text(s.value("node_seconds", 0.0) / 3600.0);
-  const json& best = s.contains("best_trial") ? s["best_trial"] : json(nullptr);
-  if (best.is_object())
-    std::cout << "   best: " << EscapeForTerminal(best.value("experiment_id", "")) << " ("
-              << EscapeForTerminal(tag) << " " << Text(best["objective"]) << ")";
-  std::cout << "\n\n";
-  Table table({"", "TRIAL", "STATE", "END", tag, "STEP", "PARAMS"});
-  const int best_index = best.is_object() ? best.value("index", 0) : 0;
-  for (const json& t : SortedTrials(s)) {
-    const std::string state = t["experiment_state"].is_string() && t.value("state", "") == "running"
-                                  ? t["experiment_state"].get<std::string>()
-                                  : t.value("state", "");
-    table.AddRow({t.value("index", 0) == best_index ? "*" : "", t.value("experiment_id", ""), state,
-                  t.value("end_reason", ""), Text(t["objective"]), Text(t["objective_step"]),
-                  Params(t["params"])});
-  }
-  std::cout << table.Render();
-}
 
 void AddSweepIdArgument(CLI::App* app, std::string& id) {
   static const std::regex kId("[a-z0-9][a-z0-9._-]{0,57}");
@@ -107,7 +41,7 @@ int Show(const StatusOr<json>& answer, OutputFormat output) {
   if (output != OutputFormat::kTable)
     PrintStructured(*answer, output, std::cout);
   else
-    PrintSweep(*answer);
+    std::cout << FormatSweepStatus(*answer);
   return kExitOk;
 }
 
@@ -142,8 +76,8 @@ int RunList(const GlobalOptions& global, const SweepOptions& options) {
   }
   Table table({"ID", "STATE", "TRIALS", "CREATED", "REASON"});
   for (const json& s : list->value("sweeps", json::array()))
-    table.AddRow({s.value("id", ""), s.value("state", ""), Text(s["trials_total"]),
-                  Text(s["created_at"]), s.value("reason", "")});
+    table.AddRow({s.value("id", ""), s.value("state", ""), SweepValueText(s["trials_total"]),
+                  SweepValueText(s["created_at"]), s.value("reason", "")});
   std::cout << table.Render();
   return kExitOk;
 }
