@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { api, launchBrowser, REPO, screenshotPath, startCluster, startService, waitFor } from './harness.mjs';
+import { parseRoute } from '../../web/ui/format.js';
 import { overlayCurves, paramNames, sortTrials, sweepHref } from '../../web/ui/sweeps.js';
 
 const TRAIN = path.join(REPO, 'examples/linear_ps/train.py');
@@ -44,6 +45,8 @@ test('pure helpers: trials by objective, parameter columns, curves on one axis',
     ],
   });
   assert.equal(sweepHref('a b'), '#/sweeps/a%20b');
+  assert.deepEqual(parseRoute(sweepHref('lr.2')), { view: 'sweep', id: 'lr.2', params: {} });
+  assert.deepEqual(parseRoute('#/sweeps/lr/'), { view: 'sweep', id: 'lr', params: {} });
 });
 
 test('the sweep view overlays every trial and greys the stopped ones', async () => {
@@ -78,7 +81,10 @@ test('the sweep view overlays every trial and greys the stopped ones', async () 
   assert.ok(done.best_trial, JSON.stringify(done));
 
   const page = await browser.context.newPage();
-  await page.goto(`${svc.base}/${sweepHref('e2e')}`);
+  // The front page lists the sweep and links its view.
+  await page.goto(`${svc.base}/`);
+  await page.locator('[data-testid="sweeps"] a', { hasText: 'e2e' }).click();
+  await page.waitForURL(`**/${sweepHref('e2e')}`);
   const figure = page.locator('[data-testid="sweep-chart"]');
   await figure.locator('canvas').first().waitFor();
   await page.waitForFunction(() => {
