@@ -160,6 +160,43 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
   EXPECT_EQ(by_reason["succeeded"], 3);
 }
 
+// tfslurmd killed between a trial's intent (its row, its experiment and the
+// attempt `submitting`, one transaction) and Slurm's answer: Slurm either
+// has the job (adopted by name) or not (submitted now), and either way the
+// trial runs once.
+TEST_F(SweepRunnerTest, ACrashBetweenATrialsIntentAndSlurmLosesNothingAndRepeatsNothing) {
+  for (bool slurm_has_it : {true, false}) {
+    SCOPED_TRACE(slurm_has_it ? "Slurm took the job" : "Slurm never saw the job");
+    TearDown();
+    slurm_ = FakeSlurm();
+    SetUp();
+    ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+    ASSERT_EQ(slurm_.submitted.size(), 2u);
+    // As the store stood before Slurm's answer for trial 2 was recorded.
+    AttemptRecord intent = store_->ListAttempts("s-2")->at(0);
+    intent.state = AttemptState::kSubmitting;
+    intent.slurm_job_id = 0;
+    Changes c;
+    c.attempts.push_back(intent);
+    ASSERT_TRUE(store_->Apply(c).ok());
+    if (!slurm_has_it) {
+      slurm_.jobs.erase(101);
+      slurm_.submitted.pop_back();
+    }
+    Restart();
+    Poll();
+    Poll();
+    int submissions = 0;
+    for (const SubmitRequest& r : slurm_.submitted) submissions += r.job_name == "tfx-s-2-a1";
+    EXPECT_EQ(submissions, 1) << "trial 2 is in Slurm exactly once";
+    auto attempt = store_->ListAttempts("s-2")->at(0);
+    EXPECT_NE(attempt.state, AttemptState::kSubmitting);
+    EXPECT_GT(attempt.slurm_job_id, 0);
+    EXPECT_EQ(View().trials.size(), 2u) << "no trial started twice, none lost";
+    EXPECT_EQ(slurm_.submitted.size(), 2u) << "max_concurrent still holds";
+  }
+}
+
 TEST_F(SweepRunnerTest, ABadSweepIsRefusedWholeAndNothingIsStored) {
   json bad = Sweep();
   bad["max_concurrent"] = 0;
