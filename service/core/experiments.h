@@ -7,6 +7,7 @@
 //   agent_protocol.h  registration, barrier, heartbeats, progress, exits
 //   slurm_watch.h     polling Slurm, timers, restarts, recovery
 //   restart_policy.h  what an ended attempt means (pure)
+//   sweep_runner.h    sweeps: trials started, stopped early, ended
 //   core_state.h      the open experiments they share, and their lock
 // Core does no I/O of its own: the store, Slurm, the clock, randomness and
 // the file system are ports (core/ports/), so tests drive it with fakes and
