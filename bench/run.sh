@@ -40,6 +40,7 @@ if [[ $mode == quick ]]; then
     "status_vs_slurmrestd.sh --experiments 100 --requests 300"
     "hang.sh --runs 1 --stall-timeouts 10"
     "in_place.sh --runs 2 --busy-runs 1"
+    "sweep.sh --steps 200"
   )
 elif [[ $mode == smoke ]]; then
   # Each at its smallest: one size, one run, a few agents or experiments.
@@ -59,6 +60,7 @@ elif [[ $mode == smoke ]]; then
     "submit.sh --count 5 --rounds 1"                     # 5 s
     "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
+    "sweep.sh --steps 40 --rungs 10,20"                  # 66 s: three 16-trial sweeps of 40 steps
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(
@@ -90,6 +92,7 @@ else
     "status_vs_slurmrestd.sh"
     "hang.sh"
     "in_place.sh"
+    "sweep.sh"
   )
 fi
 for r in "${runs[@]}"; do

@@ -232,6 +232,21 @@ StatusOr<json> Client::DeleteExperiment(const std::string& id, bool files) {
   return Call(Method::kPost, ExperimentPath(id) + "/delete" + (files ? "?files=true" : ""), &body);
 }
 
+StatusOr<json> Client::SubmitSweep(const json& spec) {
+  return Call(Method::kPost, "/sweeps", &spec);
+}
+
+StatusOr<json> Client::ListSweeps() { return Call(Method::kGet, "/sweeps", nullptr); }
+
+StatusOr<json> Client::GetSweep(const std::string& id) {
+  return Call(Method::kGet, "/sweeps/" + Encode(id), nullptr);
+}
+
+StatusOr<json> Client::CancelSweep(const std::string& id) {
+  json body = json::object();
+  return Call(Method::kPost, "/sweeps/" + Encode(id) + "/cancel", &body);
+}
+
 StatusOr<CreatedToken> Client::CreateToken(const std::string& user, bool admin) {
   json body = {{"admin", admin}};
   if (!user.empty()) body["user"] = user;

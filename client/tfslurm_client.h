@@ -86,6 +86,13 @@ class Client {
   // delete), and with `files` its directory; answers the service's JSON.
   StatusOr<nlohmann::json> DeleteExperiment(const std::string& id, bool files);
 
+  // Sweeps (schema/openapi.yaml, Sweep and SweepSummary), as the service's
+  // JSON: POST /sweeps, GET /sweeps, GET /sweeps/{id}, POST /sweeps/{id}/cancel.
+  StatusOr<nlohmann::json> SubmitSweep(const nlohmann::json& spec);
+  StatusOr<nlohmann::json> ListSweeps();
+  StatusOr<nlohmann::json> GetSweep(const std::string& id);
+  StatusOr<nlohmann::json> CancelSweep(const std::string& id);
+
   // The experiment's training scalars; only `tags` when not empty.
   StatusOr<TrainingMetrics> GetTrainingMetrics(const std::string& id,
                                                const std::vector<std::string>& tags = {});

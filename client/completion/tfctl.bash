@@ -16,7 +16,7 @@ _tfctl() {
   local cur prev command i
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="submit status list events logs metrics cancel resume delete token"
+  local commands="submit status list events logs metrics cancel resume delete token sweep"
   local global_flags="--url --token --help"
 
   command=""
@@ -75,6 +75,28 @@ _tfctl() {
         return 0
       fi
       flags="--user --admin"
+      ;;
+    sweep)
+      local verbs="submit status list cancel"
+      local verb="" w
+      for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
+        [[ " $verbs " == *" $w "* ]] && verb=$w
+      done
+      if [[ -z $verb ]]; then
+        mapfile -t COMPREPLY < <(compgen -W "$verbs" -- "$cur")
+        return 0
+      fi
+      if [[ $cur != -* && $verb == submit ]]; then
+        compopt -o filenames 2>/dev/null
+        mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+        return 0
+      fi
+      if [[ $cur != -* && ($verb == status || $verb == cancel) ]]; then
+        mapfile -t COMPREPLY < <(compgen -W "$(tfctl sweep list -o json 2>/dev/null |
+          sed -n 's/.*"id": *"\([^"]*\)".*/\1/p')" -- "$cur")
+        return 0
+      fi
+      flags="-o --output"
       ;;
     *) return 0 ;;
   esac

@@ -75,5 +75,6 @@ Command AddEventsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddLogsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddMetricsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddTokenCommand(CLI::App& app, const GlobalOptions& global);
+Command AddSweepCommand(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace tfslurm::tfctl

@@ -22,6 +22,7 @@ constexpr const char* kFooter =
     "  tfctl status mnist-ps-01 --watch\n"
     "  tfctl logs mnist-ps-01 --task worker:1 -f\n"
     "  tfctl metrics mnist-ps-01\n"
+    "  tfctl sweep submit sweep.yaml\n"
     "Run `tfctl COMMAND --help` for a command's options and examples.";
 
 // --url and --token go on tfctl itself and on every subcommand, so that they
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
       AddResumeCommand(app, global, command_after_dashes),
       AddDeleteCommand(app, global),
       AddTokenCommand(app, global),
+      AddSweepCommand(app, global),
   };
   size_t c_resume = 0;
   while (c_resume < commands.size() && commands[c_resume].app->get_name() != "resume") ++c_resume;

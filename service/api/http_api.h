@@ -10,6 +10,8 @@
 //   DELETE /experiments/{id}             (cancels)
 //   POST   /experiments/{id}/resume      (body {"changes": {...}}: spec changes)
 //   POST   /experiments/{id}/delete      (?files=true: its directory too; ended ones only)
+// The sweeps' routes are in sweeps_api.h, the logs' in logs_api.h, the
+// training scalars' in scalars_api.h.
 //
 // Thread safety: register the routes once, before serving; httplib then runs
 // the handlers on many threads at once, and what they share (Experiments, the

@@ -11,7 +11,53 @@ namespace {
 // Compiled at program start, on one thread (see service/core/checkpoint_state.cc).
 const std::regex kInteger("0|[1-9][0-9]{0,17}");
 
+// Rejects JSON nested deeper than `max_depth` before parsing it: the parser
+// recurses, and a body of a million '[' must not exhaust the stack.
+Status CheckNesting(const std::string& body, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        return InvalidArgument(
+            "the request body nests deeper than " + std::to_string(max_depth) + " levels",
+            {{"", "nested deeper than " + std::to_string(max_depth) + " levels"}});
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+StatusOr<nlohmann::json> ParseJsonBody(const httplib::Request& req) {
+  using nlohmann::json;
+  if (req.body.empty()) return InvalidArgument("the request body is empty; send the spec as JSON");
+  if (Status s = CheckNesting(req.body, 64); !s.ok()) return s;
+  json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) {
+    try {
+      // Parsed again only for the exception's position. A named result:
+      // GCC's warn_unused_result ignores a (void) cast.
+      [[maybe_unused]] json reparsed = json::parse(req.body);
+    } catch (const json::parse_error& e) {
+      return InvalidArgument(std::string("the request body is not valid JSON: ") + e.what(),
+                             {{"", "not valid JSON at byte " + std::to_string(e.byte)}});
+    }
+    return InvalidArgument("the request body is not valid JSON");
+  }
+  return body;
+}
 
 // Values are echoed in errors; a megabyte of query string is not.
 std::string ShortForError(const std::string& value) {

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "base/status.h"
 
 namespace tfslurm::api {
@@ -31,6 +33,10 @@ bool IsTrue(const httplib::Request& req, const char* name);
 // text that may end up in JSON, whose writer refuses such bytes. Guard
 // (api/auth.h) checks every authenticated route with it.
 Status CheckQueryIsUtf8(const httplib::Request& req);
+// The request body as JSON (an experiment or a sweep spec, ...): refused
+// when empty, nested deeper than 64 levels (the parser recurses, and a body
+// of a million '[' must not exhaust the stack), or not JSON, naming where.
+StatusOr<nlohmann::json> ParseJsonBody(const httplib::Request& req);
 // `text` with every byte that is not printable ASCII as %XX, for a log line.
 std::string PercentEncodedForLog(const std::string& text);
 

@@ -10,6 +10,7 @@
 #include "service/core/deletion.h"
 #include "service/core/slurm_watch.h"
 #include "service/core/submission.h"
+#include "service/core/sweep_runner.h"
 
 namespace tfslurm {
 namespace {
@@ -21,14 +22,23 @@ class ExperimentsImpl final : public Experiments {
       : core_(ports, std::move(config), metrics, std::move(observers)),
         submission_(core_),
         agents_(core_),
-        watch_(core_, agents_, submission_) {}
+        watch_(core_, agents_, submission_),
+        sweeps_(core_, submission_,
+                [this](const std::string& id, const std::string& why, EndReason reason) {
+                  return CancelAs(id, why, reason);
+                }) {}
 
   Status Recover() override { return watch_.Recover(); }
   StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
                                 bool dry_run) override {
     return submission_.Submit(spec, owner, dry_run);
   }
-  Status Cancel(const std::string& id, const std::string& why) override;
+  Status Cancel(const std::string& id, const std::string& why) override {
+    return CancelAs(id, why, EndReason::kCancelled);
+  }
+  // Cancels experiment `id`; its attempt ends with `reason` (a user's
+  // cancel, or a sweep's early stop: never restarted either way).
+  Status CancelAs(const std::string& id, const std::string& why, EndReason reason);
   StatusOr<AttemptRecord> Resume(const std::string& id, const nlohmann::json& changes) override {
     return submission_.Resume(id, changes);
   }
@@ -48,6 +58,17 @@ class ExperimentsImpl final : public Experiments {
     return core_.ports().store.ReadScalars(id, tags);
   }
   StatusOr<Gauges> ReadGauges() override;
+
+  StatusOr<SweepView> SubmitSweep(const nlohmann::json& spec, const std::string& owner) override {
+    return sweeps_.Submit(spec, owner);
+  }
+  StatusOr<SweepView> GetSweep(const std::string& id) override { return sweeps_.Get(id); }
+  StatusOr<std::vector<SweepRecord>> ListSweeps(const std::string& owner) override {
+    return core_.ports().store.ListSweeps({owner, false});
+  }
+  Status CancelSweep(const std::string& id, const std::string& why) override {
+    return sweeps_.Cancel(id, why);
+  }
 
   void OnRegister(const TaskRef& ref, const RegisterInfo& info,
                   std::shared_ptr<TaskChannel> channel) override {
@@ -74,6 +95,7 @@ class ExperimentsImpl final : public Experiments {
 
   void Tick() override {
     watch_.Tick();
+    sweeps_.Tick();
     deletion_.SweepIfDue();
   }
 
@@ -82,6 +104,7 @@ class ExperimentsImpl final : public Experiments {
   Submission submission_;
   AgentProtocol agents_;
   SlurmWatch watch_;
+  SweepRunner sweeps_;
   Deletion deletion_{core_};
 };
 
@@ -94,6 +117,9 @@ StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
     if (!n.ok()) return n.status();
     g.experiments_by_state.emplace_back(state, *n);
   }
+  auto trials = core_.ports().store.CountTrialsByEndReason();
+  if (!trials.ok()) return trials.status();
+  g.sweep_trials_by_end_reason = std::move(trials).value();
   MutexLock lock(core_.mu());
   for (const auto& [id, a] : core_.open()) g.agents_connected += a->attempt.channels.size();
   return g;
@@ -137,7 +163,7 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
   return v;
 }
 
-Status ExperimentsImpl::Cancel(const std::string& id, const std::string& why) {
+Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, EndReason reason) {
   int64_t job = 0;
   {
     MutexLock lock(core_.mu());
@@ -153,8 +179,9 @@ Status ExperimentsImpl::Cancel(const std::string& id, const std::string& why) {
     Changes c;
     a.attempt.run->Decide({Outcome::kFailed, "cancelled"});
     core_.SetState(c, a, ExperimentState::kCancelled, why);
+    if (reason == EndReason::kStoppedEarly) core_.Event(c, a, "stopped_early", why);
     if (!a.attempt.record.end_reason) {
-      core_.EndAttempt(a, EndReason::kCancelled);
+      core_.EndAttempt(a, reason);
       a.attempt.record.reason = why;
       c.attempts.push_back(a.attempt.record);
     }

@@ -7,6 +7,7 @@
 //   agent_protocol.h  registration, barrier, heartbeats, progress, exits
 //   slurm_watch.h     polling Slurm, timers, restarts, recovery
 //   restart_policy.h  what an ended attempt means (pure)
+//   sweep_runner.h    sweeps: trials started, stopped early, ended
 //   core_state.h      the open experiments they share, and their lock
 // Core does no I/O of its own: the store, Slurm, the clock, randomness and
 // the file system are ports (core/ports/), so tests drive it with fakes and
@@ -50,6 +51,26 @@ struct DeleteResult {
   int64_t entries_removed = 0;
   // A model_dir outside the experiment's directory, which is never removed.
   std::string model_dir_kept;
+};
+
+// What GET /sweeps/{id} shows of one trial.
+struct SweepTrialView {
+  SweepTrialRecord trial;  // objective: while it runs, as its scalars stand now
+  // Its experiment's state and reason; nullopt when it has none (not
+  // started, or deleted).
+  std::optional<ExperimentState> state;
+  std::string reason;
+};
+
+// What GET /sweeps/{id} shows.
+struct SweepView {
+  SweepRecord sweep;
+  std::vector<SweepTrialView> trials;  // the started ones, by index
+  // The best objective among the trials that succeeded; while none has, the
+  // best so far of those not stopped early; if every trial was stopped, the
+  // best of them. nullopt: no objective yet.
+  std::optional<int> best_trial;
+  double node_seconds = 0;  // every trial's nodes x running time so far
 };
 
 // Result of a dry run or a submission.
@@ -97,11 +118,21 @@ class Experiments {
   // when not empty); the caller has checked the experiment exists.
   virtual StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& id,
                                                           const std::vector<std::string>& tags) = 0;
+  // Sweeps (core/sweep_runner.h). SubmitSweep checks the sweep and every
+  // trial before anything is stored, then starts its first trials.
+  virtual StatusOr<SweepView> SubmitSweep(const nlohmann::json& spec, const std::string& owner) = 0;
+  virtual StatusOr<SweepView> GetSweep(const std::string& id) = 0;
+  // Newest first; `owner` empty: everyone's.
+  virtual StatusOr<std::vector<SweepRecord>> ListSweeps(const std::string& owner) = 0;
+  // Cancels the sweep and its running trials.
+  [[nodiscard]] virtual Status CancelSweep(const std::string& id, const std::string& why) = 0;
+
   // What a metrics scrape shows as gauges: experiments per state (from the
-  // store), and the agents connected now.
+  // store), the agents connected now, and sweeps' ended trials by end reason.
   struct Gauges {
     std::vector<std::pair<ExperimentState, int64_t>> experiments_by_state;
     int64_t agents_connected = 0;
+    std::vector<std::pair<std::string, int64_t>> sweep_trials_by_end_reason;
   };
   virtual StatusOr<Gauges> ReadGauges() = 0;
 

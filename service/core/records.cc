@@ -109,16 +109,55 @@ const char* EndReasonName(EndReason reason) {
       return "stalled";
     case EndReason::kUnknown:
       return "unknown";
+    case EndReason::kStoppedEarly:
+      return "stopped_early";
   }
   return "unknown";
 }
 
 std::optional<EndReason> ParseEndReason(std::string_view name) {
-  for (EndReason r :
-       {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted, EndReason::kTimeout,
-        EndReason::kNodeFail, EndReason::kRetryableExit, EndReason::kPermanentExit,
-        EndReason::kStartFailed, EndReason::kStalled, EndReason::kUnknown})
+  for (EndReason r : {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted,
+                      EndReason::kTimeout, EndReason::kNodeFail, EndReason::kRetryableExit,
+                      EndReason::kPermanentExit, EndReason::kStartFailed, EndReason::kStalled,
+                      EndReason::kUnknown, EndReason::kStoppedEarly})
     if (name == EndReasonName(r)) return r;
+  return std::nullopt;
+}
+
+const char* SweepStateName(SweepState state) {
+  switch (state) {
+    case SweepState::kRunning:
+      return "running";
+    case SweepState::kCompleted:
+      return "completed";
+    case SweepState::kCancelled:
+      return "cancelled";
+  }
+  return "running";
+}
+
+std::optional<SweepState> ParseSweepState(std::string_view name) {
+  for (SweepState s : {SweepState::kRunning, SweepState::kCompleted, SweepState::kCancelled})
+    if (name == SweepStateName(s)) return s;
+  return std::nullopt;
+}
+
+const char* SweepTrialStateName(SweepTrialState state) {
+  switch (state) {
+    case SweepTrialState::kRunning:
+      return "running";
+    case SweepTrialState::kEnded:
+      return "ended";
+    case SweepTrialState::kNotStarted:
+      return "not_started";
+  }
+  return "running";
+}
+
+std::optional<SweepTrialState> ParseSweepTrialState(std::string_view name) {
+  for (SweepTrialState s :
+       {SweepTrialState::kRunning, SweepTrialState::kEnded, SweepTrialState::kNotStarted})
+    if (name == SweepTrialStateName(s)) return s;
   return std::nullopt;
 }
 

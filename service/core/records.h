@@ -68,6 +68,9 @@ enum class EndReason {
   // The job left Slurm while tfslurmd was down (Slurm forgets finished jobs
   // after MinJobAge) before any task reported how it ended.
   kUnknown,
+  // A sweep's trial its early-stopping rule ended (core/early_stopping.h):
+  // cancelled in Slurm, never restarted.
+  kStoppedEarly,
 };
 
 const char* EndReasonName(EndReason reason);
@@ -207,6 +210,53 @@ struct ScalarSeries {
   std::string tag;
   int64_t reported = 0;  // points ever reported for the tag, before downsampling
   std::vector<Point> points;
+};
+
+// A sweep: trials of one base experiment over a parameter space
+// (core/sweep_spec.h). running -> completed (every trial has ended) |
+// cancelled (by its owner; its running trials are cancelled).
+enum class SweepState { kRunning, kCompleted, kCancelled };
+
+const char* SweepStateName(SweepState state);
+std::optional<SweepState> ParseSweepState(std::string_view name);
+
+struct SweepRecord {
+  std::string id;
+  std::string owner;      // every trial's owner
+  std::string spec_json;  // canonical form (SweepSpec::ToJson)
+  SweepState state = SweepState::kRunning;
+  std::string reason;  // why it is in this state, for people
+  int trials = 0;      // how many it runs in all
+  int64_t created_at = 0;
+  int64_t updated_at = 0;
+};
+
+// A trial from the sweep's point of view: started (its experiment
+// <sweep>-<index> is stored in the same transaction as this row, so a trial
+// is started exactly when its row exists), then ended once its experiment
+// has ended and its Slurm job is gone; or not_started when its submission
+// was refused for good.
+enum class SweepTrialState { kRunning, kEnded, kNotStarted };
+
+const char* SweepTrialStateName(SweepTrialState state);
+std::optional<SweepTrialState> ParseSweepTrialState(std::string_view name);
+
+struct SweepTrialRecord {
+  std::string sweep_id;
+  int index = 0;  // 1-based
+  std::string experiment_id;
+  std::string params_json;  // {"env.LR": 0.001, ...}
+  SweepTrialState state = SweepTrialState::kRunning;
+  std::optional<EndReason> end_reason;  // its experiment's last attempt's, once ended
+  // Its objective (SweepObjective) when it ended; while it runs, the
+  // sweep's view reads it from its scalars.
+  std::optional<double> objective;
+  std::optional<int64_t> objective_step;
+  int rungs_passed = 0;     // early stopping: the rungs it has gone past
+  double node_seconds = 0;  // its attempts' nodes x running time, once ended
+  std::string note;         // why it stopped early, or was not started
+  int64_t started_at = 0;
+  int64_t ended_at = 0;
 };
 
 // An API token. Only its SHA-256 is kept; the token itself is shown once.

@@ -1,6 +1,7 @@
-// The spec parser's checker, shared by spec.cc and spec_roles.cc: it walks
-// the input and collects FieldErrors with the field's path, what it got and
-// what is allowed. Internal to ParseSpec; nothing else includes it.
+// The spec parser's checker, shared by spec.cc, spec_roles.cc and
+// sweep_spec.cc: it walks the input and collects FieldErrors with the
+// field's path, what it got and what is allowed. Internal to ParseSpec and
+// ParseSweepSpec; nothing else includes it.
 //
 // Thread safety: a Checker is used by one parse at a time.
 #pragma once

@@ -22,6 +22,8 @@ struct Submission::PreparedAttempt {
   MemoryPlan memory;
   // A resume that changed the spec: its new revision, stored with the intent.
   std::optional<SpecRevisionRecord> revision;
+  // A sweep's trial: its row, stored with the intent.
+  std::optional<SweepTrialRecord> trial;
 };
 
 StatusOr<JobPlan> Submission::PlanFor(const ExperimentSpec& spec, RunAs account) {
@@ -61,7 +63,7 @@ StatusOr<PartitionShape> Submission::Partition(const std::string& name) {
 }
 
 StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std::string& owner,
-                                          bool dry_run) {
+                                          bool dry_run, std::optional<SweepTrialRecord> trial) {
   auto parsed = ParseSpec(input, core_.config().limits);
   if (!parsed.ok()) return parsed.status();
   ExperimentSpec spec = std::move(parsed).value();
@@ -148,6 +150,7 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
 
   auto prepared = PrepareAttempt(*a, 1, *plan);
   if (!prepared.ok()) return prepared.status();
+  prepared->trial = std::move(trial);
   auto submitted = SubmitAttempt(*a, std::move(prepared).value(), /*create=*/true);
   if (!submitted.ok()) return submitted.status();
   SubmitResult result{a->record, a->attempt.record, memory};
@@ -225,6 +228,7 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   intent.create_experiment = create;
   if (create) intent.spec_revisions.push_back({id, 1, record.spec_json, now, ""});
   if (p.revision) intent.spec_revisions.push_back(*p.revision);
+  if (p.trial) intent.sweep_trials.push_back(*p.trial);
   intent.attempts.push_back(p.attempt);
   intent.tasks = next.tasks;
   intent.events.push_back(
@@ -255,6 +259,13 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
       // Nothing half-way: the experiment disappears with the refusal.
       Changes undo;
       undo.delete_experiment = id;
+      if (p.trial) {
+        SweepTrialRecord refused = *p.trial;
+        refused.state = SweepTrialState::kNotStarted;
+        refused.note = "not started: " + job.status().message();
+        refused.ended_at = core_.ports().clock.NowMs();
+        undo.sweep_trials.push_back(refused);
+      }
       if (Status s = core_.Apply({&undo, 1}); !s.ok())
         spdlog::error("experiment {} stays stored after Slurm refused it: {}", id, s.message());
       return job.status();

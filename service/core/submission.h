@@ -29,8 +29,11 @@ class Submission {
   explicit Submission(CoreState& lifecycle) : core_(lifecycle) {}
 
   // Validates, stores the intent, submits. `dry_run` validates and renders
-  // only: nothing is stored or submitted.
-  StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner, bool dry_run)
+  // only: nothing is stored or submitted. A sweep's `trial` row is stored
+  // with the intent, in its transaction (sweep_runner.h); if Slurm refuses
+  // the submission, the row says so (not_started) and the experiment goes.
+  StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner, bool dry_run,
+                                std::optional<SweepTrialRecord> trial = std::nullopt)
       ABSL_LOCKS_EXCLUDED(core_.mu());
   // Starts a new attempt of a finished experiment with the same MODEL_DIR.
   // The restart budget starts over. FailedPrecondition while it still runs.

@@ -23,6 +23,7 @@
 #include "service/api/metrics_api.h"
 #include "service/api/munge_auth.h"
 #include "service/api/scalars_api.h"
+#include "service/api/sweeps_api.h"
 #include "service/api/tokens_api.h"
 #include "service/api/web_assets.h"
 #include "service/core/tokens.h"
@@ -138,6 +139,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
   if (options.logs) api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {config.output_root});
   api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, config.scalar_limits);
+  api::RegisterSweepRoutes(http, *d->experiments_, *d->auth_);
   api::RegisterTokenRoutes(http, *d->tokens_, *d->auth_);
   if (options.web_assets) api::RegisterWebAssetRoutes(http);
   agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_);

@@ -24,6 +24,11 @@ struct PrometheusMetrics::Families {
                                   .Help("Agents with an open stream to this tfslurmd")
                                   .Register(registry)
                                   .Add({});
+  prometheus::Family<prometheus::Gauge>& sweep_trials =
+      prometheus::BuildGauge()
+          .Name("tfslurm_sweep_trials_ended")
+          .Help("Ended trials of every sweep, by their end_reason, as the database has them")
+          .Register(registry);
   prometheus::Counter& registrations =
       prometheus::BuildCounter()
           .Name("tfslurm_registrations_total")
@@ -137,6 +142,9 @@ std::string PrometheusMetrics::Render(const Experiments::Gauges& gauges) {
   for (const auto& [state, n] : gauges.experiments_by_state)
     f_->experiments.Add({{"state", ExperimentStateName(state)}}).Set(static_cast<double>(n));
   f_->agents.Set(static_cast<double>(gauges.agents_connected));
+  for (const auto& [reason, n] : gauges.sweep_trials_by_end_reason)
+    f_->sweep_trials.Add({{"end_reason", reason.empty() ? "none" : reason}})
+        .Set(static_cast<double>(n));
   return prometheus::TextSerializer().Serialize(f_->registry.Collect());
 }
 
@@ -145,16 +153,20 @@ namespace {
 // Compiled at program start, on one thread (see service/core/checkpoint_state.cc).
 const std::regex kExperiment("/experiments/[^/]+");
 const std::regex kExperimentSub("/experiments/[^/]+/(logs|sbatch|resume|metrics)");
+const std::regex kSweep("/sweeps/[^/]+");
+const std::regex kSweepSub("/sweeps/[^/]+/(cancel)");
 
 }  // namespace
 
 std::string RouteLabel(const std::string& method, const std::string& path) {
   if (path == "/healthz" || path == "/version" || path == "/metrics" || path == "/experiments" ||
-      path == "/tokens" || path == "/agent/v1/message")
+      path == "/tokens" || path == "/agent/v1/message" || path == "/sweeps")
     return method + " " + path;
   if (std::regex_match(path, kExperiment)) return method + " /experiments/{id}";
   std::smatch m;
   if (std::regex_match(path, m, kExperimentSub)) return method + " /experiments/{id}/" + m[1].str();
+  if (std::regex_match(path, kSweep)) return method + " /sweeps/{id}";
+  if (std::regex_match(path, m, kSweepSub)) return method + " /sweeps/{id}/" + m[1].str();
   if (method == "GET" && (path == "/" || path.rfind("/ui/", 0) == 0)) return "GET /ui";
   return "other";
 }

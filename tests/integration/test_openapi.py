@@ -630,6 +630,31 @@ def test_real_responses_match_the_document(service, doc):
     assert len(c.seen) >= 25, sorted(c.seen)
 
 
+def test_sweep_responses_match_the_document(service, doc):
+    c = Contract(doc, Http(service.url))
+    sweep = {"id": "oa-sweep", "experiment": SHORT, "parameters": {"env.OA": {"values": [1, 2, 3]}},
+             "max_concurrent": 1, "objective": {"tag": "loss", "goal": "min"},
+             "early_stopping": {"rule": "asha", "rungs": [10]}}
+    _, hdrs, created = c.call("POST", "/sweeps", "/sweeps", sweep, expect=201)
+    assert hdrs["Location"] == "/sweeps/oa-sweep"
+    assert created["trials_total"] == 3 and len(created["trials"]) == 1, created
+    c.call("POST", "/sweeps", "/sweeps", sweep, expect=409)
+    _, _, bad = c.call("POST", "/sweeps", "/sweeps", dict(sweep, id="oa-bad", max_concurrent=0), expect=400)
+    assert any(f["field"] == "max_concurrent" for f in bad["error"]["fields"]), bad
+    c.call("POST", "/sweeps", "/sweeps", b"{not json", expect=400)
+    _, _, listed = c.call("GET", "/sweeps", "/sweeps", expect=200)
+    assert [s["id"] for s in listed["sweeps"]] == ["oa-sweep"], listed
+    c.call("GET", "/sweeps/{id}", "/sweeps/oa-sweep", expect=200)
+    c.call("GET", "/sweeps/{id}", "/sweeps/oa-unknown", expect=404)
+    c.call("POST", "/sweeps/{id}/cancel", "/sweeps/oa-unknown/cancel", b"", expect=404)
+    _, _, cancelled = c.call("POST", "/sweeps/{id}/cancel", "/sweeps/oa-sweep/cancel", b"", expect=200)
+    assert cancelled["state"] == "cancelled", cancelled
+    c.call("POST", "/sweeps/{id}/cancel", "/sweeps/oa-sweep/cancel", b"", expect=409)
+    done = wait_for(lambda: (lambda s: s if all(t["state"] != "running" for t in s["trials"]) else None)(
+        c.call("GET", "/sweeps/{id}", "/sweeps/oa-sweep", expect=200)[2]), 60, "the trial to end", interval=0.5)
+    assert len(done["trials"]) == 1, "no trial starts after a cancel"
+
+
 def create_token(service, user, admin=False):
     args = [os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user", user]
     out = subprocess.run(args + (["--admin"] if admin else []), stdout=subprocess.PIPE, text=True,

@@ -275,6 +275,32 @@ def test_another_users_experiment_is_answered_as_a_missing_one(secured):
     assert alice("DELETE", "/experiments/leak-alice")[0] == 200
 
 
+def test_sweeps_are_their_owners_and_another_users_is_answered_as_a_missing_one(secured):
+    """Issue 33: a sweep and its trials are its owner's."""
+    service, u = secured
+    alice, bob, admin, nobody = u["alice"], u["bob"], u["root"], as_user(service, None)
+    sweep = {"id": "sec-sweep", "experiment": SLEEPER, "parameters": {"env.X": {"values": [1, 2]}},
+             "objective": {"tag": "loss", "goal": "min"}}
+    status, body = alice("POST", "/sweeps", sweep)
+    assert status == 201 and body["owner"] == "alice", body
+    assert alice("GET", "/experiments/sec-sweep-1")[1]["owner"] == "alice", "a trial is its sweep's owner's"
+    for method, path in [("GET", "/sweeps"), ("GET", "/sweeps/sec-sweep"), ("POST", "/sweeps/sec-sweep/cancel"),
+                         ("POST", "/sweeps")]:
+        status, body = nobody(method, path, {} if method == "POST" else None)
+        assert status == 401 and body["error"]["code"] == "unauthenticated", (method, path, body)
+    assert bob("GET", "/sweeps")[1]["sweeps"] == []
+    for method, path in [("GET", "/sweeps/sec-sweep"), ("POST", "/sweeps/sec-sweep/cancel")]:
+        status, body = bob(method, path, {} if method == "POST" else None)
+        missing_status, missing = bob(method, path.replace("sec-sweep", "sec-nobody"),
+                                      {} if method == "POST" else None)
+        assert (status, missing_status) == (404, 404), (method, path, body)
+        assert json.dumps(body).replace("sec-sweep", "ID") == json.dumps(missing).replace("sec-nobody", "ID")
+    assert bob("GET", "/experiments/sec-sweep-1")[0] == 404
+    assert [s["id"] for s in admin("GET", "/sweeps")[1]["sweeps"]] == ["sec-sweep"]
+    status, body = admin("POST", "/sweeps/sec-sweep/cancel", {})
+    assert status == 200 and body["state"] == "cancelled", body
+
+
 def test_invalid_utf8_in_a_query_parameter_is_a_400_naming_it(secured):
     """Issue 31: ?tag=%ff was a 500 from the scalar store's JSON writer, and not logged."""
     service, u = secured

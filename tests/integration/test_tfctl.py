@@ -537,7 +537,9 @@ def complete(home, line, url=None):
 
 
 def test_bash_completion_offers_subcommands_flags_and_tasks(home):
-    assert complete(home, "tfctl s") == ["submit", "status"]
+    assert complete(home, "tfctl s") == ["submit", "status", "sweep"]
+    assert complete(home, "tfctl sweep s") == ["submit", "status"]
+    assert complete(home, "tfctl sweep status -") == ["-o", "--output", "--url", "--token", "--help"]
     assert complete(home, "tfctl m") == ["metrics"]
     assert complete(home, "tfctl metrics x --t") == ["--tag", "--token"]
     assert "--tasks-per-node" in complete(home, "tfctl submit --t")

@@ -572,9 +572,10 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 11, 9, 8, 7, 6, 5, 4, 3 and 2.
+  // Undo migrations 11, 10, 9, 8, 7, 6, 5, 4, 3 and 2.
   ASSERT_EQ(sqlite3_exec(db,
                          "ALTER TABLE tasks DROP COLUMN restarts; "
+                         "DROP TABLE sweep_trials; DROP TABLE sweeps; "
                          "DROP TABLE spec_revisions; ALTER TABLE attempts DROP COLUMN "
                          "spec_revision; ALTER TABLE experiments DROP COLUMN spec_revision; "
                          "ALTER TABLE attempts DROP COLUMN in_place; "
@@ -620,6 +621,10 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   ASSERT_TRUE(revisions.ok()) << revisions.status().message();
   ASSERT_EQ(revisions->size(), 1u) << "migration 9 must keep each spec as its revision 1";
   EXPECT_EQ(revisions->at(0).spec_json, (*s)->GetExperiment("old")->spec_json);
+  auto sweeps = (*s)->ListSweeps({});
+  ASSERT_TRUE(sweeps.ok()) << "migration 10 must have added the sweeps: "
+                           << sweeps.status().message();
+  EXPECT_TRUE(sweeps->empty());
   sqlite3_close(db);
 }
 

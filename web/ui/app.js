@@ -8,6 +8,7 @@ import { fill, h } from './dom.js';
 import { parseRoute } from './format.js';
 import { ExperimentView } from './views/experiment.js';
 import { ListView } from './views/list.js';
+import { SweepView } from './views/sweep.js';
 
 const POLL_MS = 1500;
 const RETRY_MS = 5000;
@@ -25,7 +26,9 @@ let lastOk = 0;
 function route() {
   const r = parseRoute(location.hash);
   if (view) view.dispose();
-  view = r.view === 'experiment' ? new ExperimentView(r.id) : new ListView(r.params);
+  if (r.view === 'experiment') view = new ExperimentView(r.id);
+  else if (r.view === 'sweep') view = new SweepView(r.id);
+  else view = new ListView(r.params);
   view.mount(main);
   window.scrollTo(0, 0);
   restart();

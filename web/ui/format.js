@@ -219,6 +219,8 @@ export function parseRoute(hash) {
   const params = Object.fromEntries(new URLSearchParams(query));
   const m = path.match(/^\/experiments\/([^/]+)\/?$/);
   if (m) return { view: 'experiment', id: decodeURIComponent(m[1]), params };
+  const sw = path.match(/^\/sweeps\/([^/]+)\/?$/);
+  if (sw) return { view: 'sweep', id: decodeURIComponent(sw[1]), params };
   return { view: 'list', params };
 }
 

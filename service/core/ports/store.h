@@ -30,10 +30,22 @@ struct Changes {
   // Removes an experiment with its attempts, tasks and events (a submission
   // Slurm refused leaves nothing behind). Applied first.
   std::optional<std::string> delete_experiment;
+  std::optional<SweepRecord> sweep;
+  bool create_sweep = false;  // insert; AlreadyExists when the id is taken
+  // Upserted by (sweep_id, index), after the experiment row: a trial's row
+  // and its experiment's are written in one transaction.
+  std::vector<SweepTrialRecord> sweep_trials;
   bool empty() const {
     return !experiment && attempts.empty() && tasks.empty() && events.empty() &&
-           spec_revisions.empty() && !delete_experiment;
+           spec_revisions.empty() && !delete_experiment && !sweep && sweep_trials.empty();
   }
+};
+
+struct SweepQuery {
+  std::string owner;  // empty: all owners
+  // Only sweeps still running, or with a trial still running (a cancelled
+  // sweep's trials end after it).
+  bool open_only = false;
 };
 
 struct ListQuery {
@@ -127,6 +139,15 @@ class Store {
   // tag, each with its kept points in (attempt, step) order.
   virtual StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& experiment_id,
                                                           const std::vector<std::string>& tags) = 0;
+
+  // NotFound for an unknown id.
+  virtual StatusOr<SweepRecord> GetSweep(const std::string& id) = 0;
+  // Newest first.
+  virtual StatusOr<std::vector<SweepRecord>> ListSweeps(const SweepQuery& query) = 0;
+  // By index.
+  virtual StatusOr<std::vector<SweepTrialRecord>> ListSweepTrials(const std::string& sweep_id) = 0;
+  // Ended trials of every sweep, counted by end reason (its name).
+  virtual StatusOr<std::vector<std::pair<std::string, int64_t>>> CountTrialsByEndReason() = 0;
 
   virtual Status PutToken(const TokenRecord& token) = 0;
   // NotFound for an unknown hash.

@@ -4,6 +4,7 @@
 import { getJson } from '../api.js';
 import { fill, h, renderIfChanged } from '../dom.js';
 import { experimentHref, formatTime, OPEN_STATES, stateTone } from '../format.js';
+import { sweepHref } from '../sweeps.js';
 import { ageSpan, emptyRow, errorNotice, roleCountsList, stateBadge, tickAges } from '../widgets.js';
 
 const PAGE = 25;
@@ -36,6 +37,14 @@ export class ListView {
     this.allBody = h('tbody');
     this.allError = h('div');
     this.pager = h('div', { class: 'pager' });
+    // Shown once there is a sweep (views/sweep.js has each one's page).
+    this.sweepsList = h('ul', { class: 'sweep-list' });
+    this.sweepsCard = h(
+      'section',
+      { class: 'card', hidden: true, 'aria-labelledby': 'sweeps-title', 'data-testid': 'sweeps' },
+      h('h2', { id: 'sweeps-title' }, 'Sweeps'),
+      this.sweepsList,
+    );
     fill(
       root,
       h(
@@ -98,6 +107,7 @@ export class ListView {
           ),
         ),
       )),
+      this.sweepsCard,
       h(
         'section',
         { class: 'card', 'aria-labelledby': 'all-title', 'data-testid': 'all' },
@@ -154,13 +164,23 @@ export class ListView {
     const allQuery =
       `/experiments?limit=${PAGE}&offset=${this.offset}` +
       (this.filter.states ? `&state=${this.filter.states.join(',')}` : '');
-    const [running, all] = await Promise.allSettled([getJson(openQuery), getJson(allQuery)]);
+    const [running, all, sweeps] = await Promise.allSettled([getJson(openQuery), getJson(allQuery), getJson('/sweeps')]);
     if (this.disposed) return;
+    if (sweeps.status === 'fulfilled') this.showSweeps(sweeps.value.sweeps || []);
     this.showRunning(running, now);
     this.showAll(all, now);
     // Let the poller know about an outage without hiding what was shown.
     const failed = [running, all].find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
+  }
+
+  showSweeps(sweeps) {
+    this.sweepsCard.hidden = sweeps.length === 0;
+    renderIfChanged(this.sweepsList, sweeps, () =>
+      sweeps.map((s) =>
+        h('li', null, h('a', { href: sweepHref(s.id) }, s.id), ' ', stateBadge(s.state), ' ', h('span', { class: 'muted small' }, s.reason)),
+      ),
+    );
   }
 
   showRunning(result, now) {

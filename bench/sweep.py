@@ -1,0 +1,109 @@
+"""The sweep benchmark (bench/sweep.sh): a 16-trial grid of linear_ps run to
+the end, against the same grid under ASHA, on the local cluster. Prints a
+Markdown table: each run's best objective, node-seconds and wall time."""
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
+
+
+def call(api, method, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(api + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def spec(sweep_id, steps, lrs, stopping):
+    return {
+        "id": sweep_id,
+        "experiment": {
+            "command": ["python3", TRAIN, f"--steps={steps}", "--log-every=10",
+                        f"--checkpoint-every={steps}", "--step-sleep=0.05"],
+            "workdir": os.path.join(REPO, "examples/linear_ps"),
+            "cluster": {"ps": 1, "worker": 1},
+            "resources": {"partition": "debug", "nodes": 1, "tasks_per_node": 2, "time_limit": "00:20:00"},
+            "restart": {"max_restarts": 0},
+            "checkpoint": {"signal_grace_s": 30},
+        },
+        # A grid of 8 learning rates x 2 batch sizes, in the order listed
+        # (the last parameter by name, arg.--lr, turns fastest).
+        "parameters": {"arg.--lr": {"values": lrs}, "arg.--batch-size": {"values": [16, 64]}},
+        "max_concurrent": 3,
+        "objective": {"tag": "loss", "goal": "min"},
+        "early_stopping": stopping,
+    }
+
+
+def run(api, sweep_id, body, timeout_s):
+    started = time.monotonic()
+    status, created = call(api, "POST", "/sweeps", body)
+    if status != 201:
+        raise SystemExit(f"POST /sweeps {sweep_id}: {status} {created}")
+    while True:
+        status, s = call(api, "GET", f"/sweeps/{sweep_id}")
+        if s["state"] != "running":
+            break
+        if time.monotonic() - started > timeout_s:
+            raise SystemExit(f"sweep {sweep_id} still running after {timeout_s} s: {s['reason']}")
+        time.sleep(1)
+    wall = time.monotonic() - started
+    best = s["best_trial"]
+    return {"id": sweep_id, "wall": wall, "node_seconds": s["node_seconds"], "best": best,
+            "stopped": s["counts"]["stopped_early"], "trials": len(s["trials"]), "state": s["state"],
+            "reason": s["reason"]}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--api", required=True)
+    p.add_argument("--steps", type=int, default=400)
+    p.add_argument("--rungs", default="20,80")
+    p.add_argument("--reduction-factor", type=int, default=4)
+    p.add_argument("--timeout-s", type=int, default=1800)
+    a = p.parse_args()
+    lrs = [0.0003, 0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2]
+    asha = {"rule": "asha", "rungs": [int(x) for x in a.rungs.split(",")],
+            "reduction_factor": a.reduction_factor}
+    runs = [
+        ("grid", "the grid, run to the end", spec("grid", a.steps, lrs, {"rule": "none"})),
+        ("asha-desc", "ASHA, learning rates listed high to low",
+         spec("asha-desc", a.steps, lrs[::-1], asha)),
+        ("asha-asc", "ASHA, learning rates listed low to high",
+         spec("asha-asc", a.steps, lrs, asha)),
+    ]
+    results = []
+    for sweep_id, what, body in runs:
+        print(f"bench: sweep {sweep_id} ({what})", file=sys.stderr)
+        r = run(a.api, sweep_id, body, a.timeout_s)
+        r["what"] = what
+        results.append(r)
+        print(f"bench: {sweep_id}: {r['reason']}; {r['node_seconds']:.0f} node-s, {r['wall']:.0f} s",
+              file=sys.stderr)
+    grid = results[0]
+    print("| run | trials | stopped early | best trial | best loss | vs grid's best | node-seconds | vs grid | wall time |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    ok = True
+    for r in results:
+        b = r["best"]
+        rel = b["objective"] / grid["best"]["objective"] - 1
+        ns = r["node_seconds"] / grid["node_seconds"]
+        params = ", ".join(f"{k}={v}" for k, v in b["params"].items())
+        print(f"| {r['what']} | {r['trials']} | {r['stopped']} | {b['experiment_id']} ({params}) | "
+              f"{b['objective']:.5g} | {rel * 100:+.1f}% | {r['node_seconds']:.0f} | {ns:.2f}x | {r['wall']:.0f} s |")
+        ok = ok and r["state"] == "completed"
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

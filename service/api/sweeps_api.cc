@@ -1,0 +1,141 @@
+#include "service/api/sweeps_api.h"
+
+#include <nlohmann/json.hpp>
+
+#include "service/api/experiments_json.h"
+#include "service/api/json_writer.h"
+
+#include "service/api/errors.h"
+#include "service/api/request_params.h"
+
+namespace tfslurm::api {
+namespace {
+
+using nlohmann::json;
+
+// The path segment of a sweep id (core/sweep_spec.cc's pattern).
+constexpr const char* kSweepIdPattern = "([a-z0-9][a-z0-9._-]{0,57})";
+
+json Optional(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
+json Optional(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+
+// RFC 3339 with milliseconds, or null for "not yet", as every time of the API.
+json Time(int64_t ms) {
+  JsonWriter w;
+  WriteTimestamp(w, ms);
+  return json::parse(w.Take(), nullptr, false);
+}
+
+json SweepSummaryJson(const SweepRecord& s) {
+  return {{"id", s.id},
+          {"owner", s.owner},
+          {"state", SweepStateName(s.state)},
+          {"reason", s.reason},
+          {"trials_total", s.trials},
+          {"created_at", Time(s.created_at)},
+          {"updated_at", Time(s.updated_at)}};
+}
+
+json TrialJson(const SweepTrialView& v) {
+  const SweepTrialRecord& t = v.trial;
+  json params = json::parse(t.params_json, nullptr, false);
+  return {{"index", t.index},
+          {"experiment_id", t.experiment_id},
+          {"params", params.is_discarded() ? json::object() : params},
+          {"state", SweepTrialStateName(t.state)},
+          {"experiment_state", v.state ? json(ExperimentStateName(*v.state)) : json(nullptr)},
+          {"reason", v.reason},
+          {"end_reason", t.end_reason ? EndReasonName(*t.end_reason) : ""},
+          {"objective", Optional(t.objective)},
+          {"objective_step", Optional(t.objective_step)},
+          {"rungs_passed", t.rungs_passed},
+          {"node_seconds", t.node_seconds},
+          {"note", t.note},
+          {"started_at", Time(t.started_at)},
+          {"ended_at", Time(t.ended_at)}};
+}
+
+void Reply(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+// NotFound unless `p` owns the sweep or is an admin, with the message of an
+// id that does not exist.
+Status CheckSweepAccess(const Principal& p, const SweepRecord& s) {
+  if (p.admin || s.owner == p.user) return Status::Ok();
+  return NotFound("no sweep with id '" + s.id + "'");
+}
+
+}  // namespace
+
+std::string SweepViewJson(const SweepView& view) {
+  json j = SweepSummaryJson(view.sweep);
+  json spec = json::parse(view.sweep.spec_json, nullptr, false);
+  j["spec"] = spec.is_discarded() ? json(nullptr) : spec;
+  j["objective"] = spec.is_discarded() ? json(nullptr) : spec["objective"];
+  j["node_seconds"] = view.node_seconds;
+  json trials = json::array();
+  json counts = {{"running", 0}, {"ended", 0}, {"not_started", 0}, {"stopped_early", 0}};
+  json best = nullptr;
+  for (const SweepTrialView& v : view.trials) {
+    trials.push_back(TrialJson(v));
+    counts[SweepTrialStateName(v.trial.state)] =
+        counts[SweepTrialStateName(v.trial.state)].get<int>() + 1;
+    if (v.trial.end_reason == EndReason::kStoppedEarly)
+      counts["stopped_early"] = counts["stopped_early"].get<int>() + 1;
+    if (view.best_trial && v.trial.index == *view.best_trial) best = trials.back();
+  }
+  j["counts"] = counts;
+  j["best_trial"] = best;
+  j["trials"] = trials;
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void RegisterSweepRoutes(httplib::Server& server, Experiments& experiments, Authenticator& auth) {
+  server.Post("/sweeps", Guard(auth, [&](const httplib::Request& req, httplib::Response& res,
+                                         const Principal& who) {
+                auto body = ParseJsonBody(req);
+                if (!body.ok()) return ReplyError(res, body.status());
+                auto view = experiments.SubmitSweep(*body, who.user);
+                if (!view.ok()) return ReplyError(res, view.status());
+                res.set_header("Location", "/sweeps/" + view->sweep.id);
+                res.status = 201;
+                res.set_content(SweepViewJson(*view), "application/json");
+              }));
+
+  server.Get("/sweeps", Guard(auth, [&](const httplib::Request&, httplib::Response& res,
+                                        const Principal& who) {
+               auto sweeps = experiments.ListSweeps(who.admin ? "" : who.user);
+               if (!sweeps.ok()) return ReplyError(res, sweeps.status());
+               json list = json::array();
+               for (const SweepRecord& s : *sweeps) list.push_back(SweepSummaryJson(s));
+               Reply(res, 200, {{"sweeps", list}});
+             }));
+
+  server.Get(
+      std::string("/sweeps/") + kSweepIdPattern,
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        auto view = experiments.GetSweep(req.matches[1]);
+        if (!view.ok()) return ReplyError(res, view.status());
+        if (Status s = CheckSweepAccess(who, view->sweep); !s.ok()) return ReplyError(res, s);
+        res.status = 200;
+        res.set_content(SweepViewJson(*view), "application/json");
+      }));
+
+  server.Post(
+      std::string("/sweeps/") + kSweepIdPattern + "/cancel",
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        auto view = experiments.GetSweep(req.matches[1]);
+        if (!view.ok()) return ReplyError(res, view.status());
+        if (Status s = CheckSweepAccess(who, view->sweep); !s.ok()) return ReplyError(res, s);
+        if (Status s = experiments.CancelSweep(req.matches[1], "cancelled by " + who.user); !s.ok())
+          return ReplyError(res, s);
+        auto after = experiments.GetSweep(req.matches[1]);
+        if (!after.ok()) return ReplyError(res, after.status());
+        res.status = 200;
+        res.set_content(SweepViewJson(*after), "application/json");
+      }));
+}
+
+}  // namespace tfslurm::api

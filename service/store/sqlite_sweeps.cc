@@ -1,0 +1,131 @@
+#include "service/store/sqlite_sweeps.h"
+
+namespace tfslurm::store {
+namespace {
+
+constexpr const char* kSweepColumns =
+    "id, owner, spec, state, reason, trials, created_at, updated_at";
+constexpr const char* kTrialColumns =
+    "sweep_id, trial, experiment_id, params, state, end_reason, objective, objective_step, "
+    "rungs_passed, node_seconds, note, started_at, ended_at";
+
+SweepRecord ReadSweepRow(Statement& s) {
+  SweepRecord r;
+  r.id = s.Text("id");
+  r.owner = s.Text("owner");
+  r.spec_json = s.Text("spec");
+  r.state = ParseSweepState(s.Text("state")).value_or(SweepState::kRunning);
+  r.reason = s.Text("reason");
+  r.trials = static_cast<int>(s.Int("trials"));
+  r.created_at = s.Int("created_at");
+  r.updated_at = s.Int("updated_at");
+  return r;
+}
+
+SweepTrialRecord ReadTrialRow(Statement& s) {
+  SweepTrialRecord t;
+  t.sweep_id = s.Text("sweep_id");
+  t.index = static_cast<int>(s.Int("trial"));
+  t.experiment_id = s.Text("experiment_id");
+  t.params_json = s.Text("params");
+  t.state = ParseSweepTrialState(s.Text("state")).value_or(SweepTrialState::kRunning);
+  t.end_reason = ParseEndReason(s.Text("end_reason"));
+  t.objective = s.OptReal("objective");
+  t.objective_step = s.OptInt("objective_step");
+  t.rungs_passed = static_cast<int>(s.Int("rungs_passed"));
+  t.node_seconds = s.Real("node_seconds");
+  t.note = s.Text("note");
+  t.started_at = s.Int("started_at");
+  t.ended_at = s.Int("ended_at");
+  return t;
+}
+
+}  // namespace
+
+Status WriteSweepChanges(StatementCache& sql, const Changes& c) {
+  if (c.sweep) {
+    const SweepRecord& r = *c.sweep;
+    std::string text =
+        std::string("INSERT INTO sweeps (") + kSweepColumns + ") VALUES (?,?,?,?,?,?,?,?)";
+    if (!c.create_sweep)
+      text +=
+          " ON CONFLICT(id) DO UPDATE SET state=excluded.state, reason=excluded.reason, "
+          "updated_at=excluded.updated_at";
+    Statement s = sql.Prepare(text);
+    s.Bind(1, r.id).Bind(2, r.owner).Bind(3, r.spec_json).Bind(4, SweepStateName(r.state));
+    s.Bind(5, r.reason).Bind(6, r.trials).Bind(7, r.created_at).Bind(8, r.updated_at);
+    int rc = s.Step();
+    if (rc == SQLITE_CONSTRAINT && c.create_sweep)
+      return {StatusCode::kAlreadyExists, "a sweep with id '" + r.id + "' exists"};
+    if (rc != SQLITE_DONE) return sql.Error("writing a sweep");
+  }
+  for (const SweepTrialRecord& t : c.sweep_trials) {
+    Statement s = sql.Prepare(std::string("INSERT INTO sweep_trials (") + kTrialColumns +
+                              ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(sweep_id, trial) "
+                              "DO UPDATE SET state=excluded.state, end_reason=excluded.end_reason, "
+                              "objective=excluded.objective, "
+                              "objective_step=excluded.objective_step, "
+                              "rungs_passed=excluded.rungs_passed, "
+                              "node_seconds=excluded.node_seconds, note=excluded.note, "
+                              "ended_at=excluded.ended_at");
+    s.Bind(1, t.sweep_id).Bind(2, t.index).Bind(3, t.experiment_id).Bind(4, t.params_json);
+    s.Bind(5, SweepTrialStateName(t.state))
+        .Bind(6, t.end_reason ? EndReasonName(*t.end_reason) : "");
+    if (t.objective)
+      s.Bind(7, *t.objective);
+    else
+      s.BindNull(7);
+    s.Bind(8, t.objective_step).Bind(9, t.rungs_passed).Bind(10, t.node_seconds);
+    s.Bind(11, t.note).Bind(12, t.started_at).Bind(13, t.ended_at);
+    if (s.Step() != SQLITE_DONE) return sql.Error("writing a sweep's trial");
+  }
+  return Status::Ok();
+}
+
+StatusOr<SweepRecord> ReadSweep(StatementCache& sql, const std::string& id) {
+  Statement s = sql.Prepare(std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE id=?");
+  s.Bind(1, id);
+  int rc = s.Step();
+  if (rc == SQLITE_ROW) return ReadSweepRow(s);
+  if (rc == SQLITE_DONE) return NotFound("no sweep with id '" + id + "'");
+  return sql.Error("reading a sweep");
+}
+
+StatusOr<std::vector<SweepRecord>> ReadSweeps(StatementCache& sql, const SweepQuery& q) {
+  Statement s = sql.Prepare(
+      std::string("SELECT ") + kSweepColumns +
+      " FROM sweeps WHERE (?1 = '' OR owner = ?1) AND (?2 = 0 OR state = 'running' OR id IN "
+      "(SELECT sweep_id FROM sweep_trials WHERE state = 'running')) "
+      "ORDER BY created_at DESC, id");
+  s.Bind(1, q.owner).Bind(2, q.open_only ? 1 : 0);
+  std::vector<SweepRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadSweepRow(s));
+  if (rc != SQLITE_DONE) return sql.Error("listing sweeps");
+  return out;
+}
+
+StatusOr<std::vector<SweepTrialRecord>> ReadSweepTrials(StatementCache& sql,
+                                                        const std::string& sweep_id) {
+  Statement s = sql.Prepare(std::string("SELECT ") + kTrialColumns +
+                            " FROM sweep_trials WHERE sweep_id=? ORDER BY trial");
+  s.Bind(1, sweep_id);
+  std::vector<SweepTrialRecord> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadTrialRow(s));
+  if (rc != SQLITE_DONE) return sql.Error("listing a sweep's trials");
+  return out;
+}
+
+StatusOr<std::vector<std::pair<std::string, int64_t>>> CountEndedTrials(StatementCache& sql) {
+  Statement s = sql.Prepare(
+      "SELECT end_reason, count(*) AS n FROM sweep_trials WHERE state = 'ended' "
+      "GROUP BY end_reason ORDER BY end_reason");
+  std::vector<std::pair<std::string, int64_t>> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Text("end_reason"), s.Int("n"));
+  if (rc != SQLITE_DONE) return sql.Error("counting a sweep's trials");
+  return out;
+}
+
+}  // namespace tfslurm::store

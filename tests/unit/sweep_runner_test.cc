@@ -1,0 +1,270 @@
+// Sweeps through core's facade, with a fake Slurm and clock and the real
+// SQLite store: trials started up to max_concurrent, stopped early by ASHA,
+// the next started once a job has left Slurm, nothing lost or repeated by
+// a restart, a bad sweep leaving nothing behind.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "service/core/experiments.h"
+#include "service/store/sqlite_store.h"
+#include "tests/unit/fakes.h"
+#include "tests/unit/test_dir.h"
+
+namespace tfslurm {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using testing::FakeAccounts;
+using testing::FakeClock;
+using testing::FakeFiles;
+using testing::FakeRandomness;
+using testing::FakeSlurm;
+
+json Sweep() {
+  return json::parse(R"({
+    "id": "s",
+    "experiment": {
+      "command": ["python3", "train.py"],
+      "cluster": {"worker": 1},
+      "resources": {"partition": "debug", "nodes": 1}
+    },
+    "parameters": {"env.LR": {"values": [1, 2, 3, 4]}},
+    "max_concurrent": 2,
+    "objective": {"tag": "loss", "goal": "min"},
+    "early_stopping": {"rule": "asha", "rungs": [10], "reduction_factor": 2}
+  })");
+}
+
+class SweepRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = FreshTestDir("sweep-runner-test");
+    store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
+    config_.output_root = (dir_ / "out").string();
+    config_.launch = {"/opt/tfslurm-agent", "svc:1"};
+    config_.poll_interval_ms = 1000;
+    Restart();
+  }
+  void TearDown() override {
+    experiments_.reset();
+    store_.reset();
+    fs::remove_all(dir_);
+  }
+  void Restart() {
+    experiments_ = NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_);
+    ASSERT_TRUE(experiments_->Recover().ok());
+  }
+  void Poll() {
+    clock_.Advance(config_.poll_interval_ms);
+    experiments_->Tick();
+  }
+  void Report(const std::string& id, int64_t step, double loss) {
+    ScalarPoint p{"loss", step, 1.0, loss};
+    ASSERT_TRUE(store_->AppendScalars(id, 1, {&p, 1}, {}).ok());
+  }
+  // Jobs in Slurm now that have not finished.
+  int InSlurm() {
+    int n = 0;
+    for (const auto& [id, j] : slurm_.jobs) n += !IsFinished(j.state);
+    return n;
+  }
+  SweepView View() { return experiments_->GetSweep("s").value(); }
+
+  fs::path dir_;
+  std::unique_ptr<Store> store_;
+  FakeSlurm slurm_;
+  FakeClock clock_;
+  FakeRandomness random_;
+  FakeFiles files_;
+  FakeAccounts accounts_;
+  CoreConfig config_;
+  std::unique_ptr<Experiments> experiments_;
+};
+
+TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeaves) {
+  auto created = experiments_->SubmitSweep(Sweep(), "alice");
+  ASSERT_TRUE(created.ok()) << created.status().message();
+  EXPECT_EQ(created->sweep.trials, 4);
+  ASSERT_EQ(slurm_.submitted.size(), 2u) << "max_concurrent trials start at once";
+  EXPECT_EQ(slurm_.submitted[0].job_name, "tfx-s-1-a1");
+  auto trial1 = experiments_->GetExperiment("s-1");
+  ASSERT_TRUE(trial1.ok());
+  EXPECT_EQ(trial1->owner, "alice") << "a trial is the sweep's owner's";
+  EXPECT_NE(trial1->spec_json.find("\"LR\":\"1\""), std::string::npos) << trial1->spec_json;
+
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.SetState(101, JobState::kRunning);
+  Poll();
+  Report("s-1", 10, 0.5);
+  Report("s-2", 10, 0.9);
+  Poll();
+  auto stopped = experiments_->Get("s-2");
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ(stopped->experiment.state, ExperimentState::kCancelled);
+  EXPECT_EQ(stopped->attempts.back().end_reason, EndReason::kStoppedEarly);
+  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{101})) << "stopped in Slurm too";
+  bool event = false;
+  for (const EventRecord& e : stopped->events)
+    if (e.what == "stopped_early") {
+      event = true;
+      EXPECT_NE(e.why.find("loss 0.9 at step 10 is worse than rung 1's cut 0.5"), std::string::npos)
+          << e.why;
+    }
+  EXPECT_TRUE(event) << "the event gives the value against the rung's cut";
+  EXPECT_FALSE(IsTerminal(experiments_->GetExperiment("s-1")->state)) << "the better one goes on";
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 2u) << "s-2's job is still in Slurm: no third trial yet";
+
+  slurm_.SetState(101, JobState::kCancelled);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 3u) << "s-2's job has left: trial 3 starts";
+  EXPECT_EQ(slurm_.submitted[2].job_name, "tfx-s-3-a1");
+  EXPECT_EQ(InSlurm(), 2);
+
+  // A restart of the service: nothing lost, nothing started twice.
+  Restart();
+  Poll();
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 3u);
+  SweepView v = View();
+  ASSERT_EQ(v.trials.size(), 3u);
+  EXPECT_EQ(v.trials[1].trial.state, SweepTrialState::kEnded);
+  EXPECT_EQ(v.trials[1].trial.end_reason, EndReason::kStoppedEarly);
+  EXPECT_NE(v.trials[1].trial.note.find("worse than rung 1's cut 0.5"), std::string::npos);
+
+  // Trial 1 succeeds; 3 and then 4 run to the end.
+  slurm_.SetState(100, JobState::kCompleted);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 4u);
+  EXPECT_EQ(InSlurm(), 2);
+  Report("s-3", 10, 0.4);
+  Report("s-4", 10, 0.45);
+  Poll();
+  slurm_.SetState(102, JobState::kCompleted);
+  slurm_.SetState(103, JobState::kCompleted);
+  Poll();
+  Poll();
+  v = View();
+  EXPECT_EQ(v.sweep.state, SweepState::kCompleted) << v.sweep.reason;
+  ASSERT_TRUE(v.best_trial);
+  EXPECT_EQ(*v.best_trial, 3) << "0.4 is the best objective of the trials that succeeded";
+  EXPECT_NE(v.sweep.reason.find("best trial s-3"), std::string::npos) << v.sweep.reason;
+  EXPECT_EQ(slurm_.submitted.size(), 4u) << "4 trials, each once";
+  auto gauges = experiments_->ReadGauges();
+  ASSERT_TRUE(gauges.ok());
+  std::map<std::string, int64_t> by_reason(gauges->sweep_trials_by_end_reason.begin(),
+                                           gauges->sweep_trials_by_end_reason.end());
+  EXPECT_EQ(by_reason["stopped_early"], 1);
+  EXPECT_EQ(by_reason["succeeded"], 3);
+}
+
+// tfslurmd killed between a trial's intent (its row, its experiment and the
+// attempt `submitting`, one transaction) and Slurm's answer: Slurm either
+// has the job (adopted by name) or not (submitted now), and either way the
+// trial runs once.
+TEST_F(SweepRunnerTest, ACrashBetweenATrialsIntentAndSlurmLosesNothingAndRepeatsNothing) {
+  for (bool slurm_has_it : {true, false}) {
+    SCOPED_TRACE(slurm_has_it ? "Slurm took the job" : "Slurm never saw the job");
+    TearDown();
+    slurm_ = FakeSlurm();
+    SetUp();
+    ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+    ASSERT_EQ(slurm_.submitted.size(), 2u);
+    // As the store stood before Slurm's answer for trial 2 was recorded.
+    AttemptRecord intent = store_->ListAttempts("s-2")->at(0);
+    intent.state = AttemptState::kSubmitting;
+    intent.slurm_job_id = 0;
+    Changes c;
+    c.attempts.push_back(intent);
+    ASSERT_TRUE(store_->Apply(c).ok());
+    if (!slurm_has_it) {
+      slurm_.jobs.erase(101);
+      slurm_.submitted.pop_back();
+    }
+    Restart();
+    Poll();
+    Poll();
+    int submissions = 0;
+    for (const SubmitRequest& r : slurm_.submitted) submissions += r.job_name == "tfx-s-2-a1";
+    EXPECT_EQ(submissions, 1) << "trial 2 is in Slurm exactly once";
+    auto attempt = store_->ListAttempts("s-2")->at(0);
+    EXPECT_NE(attempt.state, AttemptState::kSubmitting);
+    EXPECT_GT(attempt.slurm_job_id, 0);
+    EXPECT_EQ(View().trials.size(), 2u) << "no trial started twice, none lost";
+    EXPECT_EQ(slurm_.submitted.size(), 2u) << "max_concurrent still holds";
+  }
+}
+
+TEST_F(SweepRunnerTest, ABadSweepIsRefusedWholeAndNothingIsStored) {
+  json bad = Sweep();
+  bad["max_concurrent"] = 0;
+  // The partition's nodes have 4 CPUs: a valid spec, but no node fits it.
+  bad["parameters"]["resources.cpus_per_task"] = {{"values", {1, 64}}};
+  auto r = experiments_->SubmitSweep(bad, "alice");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_FALSE(r.status().fields().empty());
+  EXPECT_EQ(r.status().fields()[0].field, "max_concurrent");
+  bad["max_concurrent"] = 2;
+  auto trial = experiments_->SubmitSweep(bad, "alice");
+  ASSERT_FALSE(trial.ok()) << "a trial with 64 CPUs per task does not fit";
+  EXPECT_EQ(trial.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_FALSE(trial.status().fields().empty());
+  const FieldError& f = trial.status().fields()[0];
+  EXPECT_EQ(f.field.rfind("experiment.resources", 0), 0u) << f.field << ": " << f.reason;
+  EXPECT_NE(f.reason.find("in trial 2"), std::string::npos) << f.reason;
+  EXPECT_TRUE(experiments_->ListSweeps("")->empty());
+  EXPECT_TRUE(slurm_.submitted.empty());
+  EXPECT_EQ(experiments_->GetExperiment("s-1").status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(SweepRunnerTest, ATakenTrialIdRefusesTheSweep) {
+  json spec = Sweep()["experiment"];
+  spec["id"] = "s-3";
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  auto r = experiments_->SubmitSweep(Sweep(), "alice");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(r.status().fields().at(0).field, "id");
+  EXPECT_TRUE(experiments_->ListSweeps("")->empty());
+}
+
+TEST_F(SweepRunnerTest, CancellingASweepCancelsItsRunningTrialsAndStartsNoMore) {
+  ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+  ASSERT_TRUE(experiments_->CancelSweep("s", "cancelled by alice").ok());
+  EXPECT_EQ(experiments_->GetExperiment("s-1")->state, ExperimentState::kCancelled);
+  EXPECT_EQ(experiments_->GetExperiment("s-2")->state, ExperimentState::kCancelled);
+  EXPECT_EQ(slurm_.cancelled.size(), 2u);
+  slurm_.SetState(100, JobState::kCancelled);
+  slurm_.SetState(101, JobState::kCancelled);
+  Poll();
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 2u) << "no trial starts after the cancel";
+  SweepView v = View();
+  EXPECT_EQ(v.sweep.state, SweepState::kCancelled);
+  EXPECT_EQ(v.trials.at(0).trial.state, SweepTrialState::kEnded);
+  EXPECT_EQ(v.trials.at(0).trial.end_reason, EndReason::kCancelled);
+  EXPECT_EQ(experiments_->CancelSweep("s", "again").code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SweepRunnerTest, TheNodeHoursCapEndsTheSweep) {
+  json capped = Sweep();
+  capped["max_node_hours"] = 1;
+  capped["early_stopping"] = {{"rule", "none"}};
+  ASSERT_TRUE(experiments_->SubmitSweep(capped, "alice").ok());
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.SetState(101, JobState::kRunning);
+  Poll();
+  clock_.Advance(31 * 60 * 1000);  // two one-node trials for 31 minutes: past 1 node-hour
+  Poll();
+  SweepView v = View();
+  EXPECT_EQ(v.sweep.state, SweepState::kCompleted);
+  EXPECT_NE(v.sweep.reason.find("node-hours cap"), std::string::npos) << v.sweep.reason;
+  EXPECT_EQ(experiments_->GetExperiment("s-1")->state, ExperimentState::kCancelled);
+  EXPECT_EQ(slurm_.submitted.size(), 2u);
+}
+
+}  // namespace
+}  // namespace tfslurm
