@@ -65,6 +65,17 @@ StatusOr<json> ComposeSpec(json spec, const SpecFlags& flags) {
     spec["workdir"] = *flags.workdir;
   else if (flags.default_workdir && !spec.contains("workdir"))
     spec["workdir"] = *flags.default_workdir;
+  if (!flags.env.empty()) {
+    auto env = ObjectField(spec, "env");
+    if (!env.ok()) return env.status();
+    for (const std::string& assignment : flags.env) {
+      const size_t eq = assignment.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return InvalidArgument("--env takes NAME=VALUE, e.g. --env LR=0.1; got '" + assignment +
+                               "'");
+      (**env)[assignment.substr(0, eq)] = assignment.substr(eq + 1);
+    }
+  }
   if (flags.ps || flags.workers) {
     auto cluster = ObjectField(spec, "cluster");
     if (!cluster.ok()) return cluster.status();

@@ -22,6 +22,7 @@ struct SpecFlags {
   std::optional<int> tasks_per_node;
   std::optional<std::string> partition;
   std::optional<std::string> time_limit;
+  std::vector<std::string> env;        // --env NAME=VALUE, each one variable of the spec's env
   std::optional<std::string> workdir;  // --workdir, already made absolute
   // The directory tfctl runs in: the workdir when neither --workdir nor the
   // spec file names one, as sbatch runs a job where it was submitted from.

@@ -129,7 +129,10 @@ Command AddSubmitCommand(CLI::App& app, const GlobalOptions& global,
   sub->add_option("--tasks-per-node", f.tasks_per_node,
                   "tasks per node (resources.tasks_per_node)");
   sub->add_option("--partition", f.partition, "Slurm partition (resources.partition)");
-  sub->add_option("--time", f.time_limit, "time limit, e.g. 02:00:00 (resources.time_limit)");
+  sub->add_option("--time-limit,--time", f.time_limit,
+                  "time limit, e.g. 02:00:00 (resources.time_limit)");
+  sub->add_option("--env", f.env,
+                  "NAME=VALUE, an environment variable of the program (env); repeat for more");
   sub->add_option("--workdir", f.workdir,
                   "the program's working directory (workdir); default: the spec's, else the "
                   "current directory, as sbatch");

@@ -46,6 +46,19 @@ TEST(ComposeSpecTest, FlagsOverrideTheFileAndKeepItsOtherFields) {
             json::parse(R"({"nodes": 1, "tasks_per_node": 3, "partition": "debug"})"));
 }
 
+TEST(ComposeSpecTest, EnvFlagsJoinTheFilesEnv) {
+  SpecFlags flags;
+  flags.env = {"LR=0.1", "DATA=/scratch/a=b", "EMPTY="};
+  auto spec = ComposeSpec(json{{"env", {{"KEEP", "1"}, {"LR", "0.5"}}}}, flags);
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_EQ((*spec)["env"],
+            (json{{"KEEP", "1"}, {"LR", "0.1"}, {"DATA", "/scratch/a=b"}, {"EMPTY", ""}}));
+  flags.env = {"LR"};
+  auto bad = ComposeSpec(json(nullptr), flags);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "--env takes NAME=VALUE, e.g. --env LR=0.1; got 'LR'");
+}
+
 TEST(ComposeSpecTest, CommandAfterDashesReplacesTheFilesCommand) {
   SpecFlags flags;
   flags.command = {"python3", "other.py"};
