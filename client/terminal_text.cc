@@ -114,4 +114,31 @@ std::string TerminalEscaper::Finish() {
   return out;
 }
 
+std::string PrefixedLines::Feed(std::string_view piece) {
+  constexpr size_t kMaxLine = 64 * 1024;
+  pending_ += piece;
+  std::string out;
+  size_t start = 0;
+  for (;;) {
+    size_t end = pending_.find('\n', start);
+    if (end == std::string::npos) {
+      if (pending_.size() - start < kMaxLine) break;
+      end = start + kMaxLine - 1;  // a part of an overlong line, as a line
+      out += prefix_ + pending_.substr(start, end + 1 - start) + "\n";
+    } else {
+      out += prefix_ + pending_.substr(start, end + 1 - start);
+    }
+    start = end + 1;
+  }
+  pending_.erase(0, start);
+  return out;
+}
+
+std::string PrefixedLines::Finish() {
+  if (pending_.empty()) return "";
+  std::string out = prefix_ + pending_ + "\n";
+  pending_.clear();
+  return out;
+}
+
 }  // namespace tfslurm::client

@@ -15,6 +15,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace tfslurm::client {
 
@@ -45,6 +46,22 @@ class TerminalEscaper {
 
  private:
   LineBreaks line_breaks_;
+  std::string pending_;
+};
+
+// Whole lines of a stream that arrives in pieces, each after `prefix`
+// (tfctl logs of every task: "worker:1 | "): a line is given out once its
+// \n has come, so that lines of streams shown together never mix. A line
+// longer than 64 KiB is given out in 64 KiB parts.
+class PrefixedLines {
+ public:
+  explicit PrefixedLines(std::string prefix) : prefix_(std::move(prefix)) {}
+  std::string Feed(std::string_view piece);
+  // The last line, ended with \n, if it had no end: the stream has ended.
+  std::string Finish();
+
+ private:
+  std::string prefix_;
   std::string pending_;
 };
 

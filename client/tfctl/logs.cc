@@ -1,7 +1,9 @@
 // tfctl logs: a task's output (or the batch script's), from the service's
 // log endpoint; -f follows it until the attempt ends. Without --task it
-// chooses the task whose log explains the most (the one that failed) and
-// says which on stderr, so that it never prints nothing without a word.
+// shows the log that explains the most: the task that failed, else every
+// task's, each line after its task ("worker:1 | ", whole lines only, so that
+// tasks never mix within a line; with -f, as they come). It says which on
+// stderr, so that it never prints nothing without a word.
 //
 // On a terminal the output is escaped (client/terminal_text.h), keeping line
 // breaks and tabs: a program's output is written by whoever submitted it, and
@@ -17,7 +19,10 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "client/terminal_text.h"
 #include "client/tfctl/command.h"
@@ -39,10 +44,13 @@ constexpr const char* kBatch = "batch";
 
 std::string TaskKey(const client::Task& t) { return t.role + ":" + std::to_string(t.index); }
 
-// Without --task: the first task that failed, else the chief, else worker 0,
-// else the first task; the batch script's output ("") when there is no task
-// yet or the attempt asked for is not the current one (whose tasks are the
-// only ones the service lists). Says on stderr which it is.
+// ChooseTask's answer for "every task's log".
+constexpr const char* kEveryTask = "*";
+
+// Without --task: the first task that failed, else every task (kEveryTask);
+// the batch script's output ("") when there is no task yet or the attempt
+// asked for is not the current one (whose tasks are the only ones the
+// service lists). Says on stderr which it is.
 std::string ChooseTask(const client::Experiment& e, std::optional<int> attempt) {
   const char* other = "; another: --task ROLE:INDEX, the batch script's output: --task batch\n";
   if (e.tasks.empty() || (attempt && *attempt != e.attempt)) {
@@ -59,23 +67,77 @@ std::string ChooseTask(const client::Experiment& e, std::optional<int> attempt) 
               << ")" << other;
     return TaskKey(t);
   }
-  const client::Task* chosen = &e.tasks.front();
-  for (const char* preferred : {"chief:0", "worker:0"}) {
-    auto it = std::find_if(e.tasks.begin(), e.tasks.end(),
-                           [&](const client::Task& t) { return TaskKey(t) == preferred; });
-    if (it != e.tasks.end()) {
-      chosen = &*it;
-      break;
-    }
-  }
-  std::cerr << "tfctl: the log of " << TaskKey(*chosen) << " (no task failed)" << other;
-  return TaskKey(*chosen);
+  std::cerr << "tfctl: every task's log, each line after its task (no task failed); one "
+               "task's: --task ROLE:INDEX, the batch script's output: --task batch\n";
+  return kEveryTask;
 }
 
 bool AttemptEnded(const client::Experiment& e, int attempt) {
   for (const client::Attempt& a : e.attempts)
     if (a.number == attempt) return a.state == "ended";
   return true;
+}
+
+// Every task's log of the current attempt, each line after its task. Without
+// -f one task after another; with -f in rounds, whole lines as they come,
+// until the attempt ends.
+int RunEveryTask(client::Client& client, const client::Experiment& e, const LogsOptions& options,
+                 bool escape) {
+  struct Stream {
+    Stream(client::LogQuery q, std::string prefix)
+        : query(std::move(q)), lines(std::move(prefix)) {}
+    client::LogQuery query;
+    client::TerminalEscaper escaper{client::LineBreaks::kKeep};
+    client::PrefixedLines lines;
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  size_t width = 0;
+  for (const client::Task& t : e.tasks) width = std::max(width, TaskKey(t).size());
+  for (const client::Task& t : e.tasks) {
+    std::string key = TaskKey(t);
+    std::string prefix = key + std::string(width - key.size(), ' ') + " | ";
+    streams.push_back(std::make_unique<Stream>(
+        client::LogQuery{options.id, key, e.attempt, options.tail, std::nullopt, false}, prefix));
+  }
+  auto write = [](const std::string& data) {
+    std::fwrite(data.data(), 1, data.size(), stdout);
+    std::fflush(stdout);
+  };
+  int64_t printed = 0;
+  auto read_once = [&](Stream& s) -> Status {
+    auto read = client.ReadLogs(s.query, [&](std::string_view data) {
+      printed += static_cast<int64_t>(data.size());
+      write(s.lines.Feed(escape ? s.escaper.Feed(data) : std::string(data)));
+    });
+    if (!read.ok()) return read.status();
+    s.query.offset = *read;
+    s.query.tail.reset();
+    return Status::Ok();
+  };
+  auto finish = [&](Stream& s) {
+    write(s.lines.Feed(escape ? s.escaper.Finish() : "") + s.lines.Finish());
+  };
+  for (;;) {
+    auto started = std::chrono::steady_clock::now();
+    for (auto& s : streams) {
+      if (Status st = read_once(*s); !st.ok()) return Fail(st);
+      if (!options.follow) finish(*s);
+    }
+    if (!options.follow) break;
+    auto now = client.GetExperiment(options.id);
+    if (!now.ok()) return Fail(now.status());
+    if (AttemptEnded(*now, e.attempt)) {
+      for (auto& s : streams) {
+        if (Status st = read_once(*s); !st.ok()) return Fail(st);
+        finish(*s);
+      }
+      break;
+    }
+    if (std::chrono::steady_clock::now() - started < std::chrono::seconds(1))
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  if (printed == 0) std::cerr << "tfctl: every task's log is empty so far\n";
+  return kExitOk;
 }
 
 int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
@@ -89,6 +151,8 @@ int RunLogs(const GlobalOptions& global, const LogsOptions& options) {
     auto e = client->GetExperiment(options.id);
     if (!e.ok()) return FailForId(*client, options.id, e.status());
     query.task = ChooseTask(*e, options.attempt);
+    if (query.task == kEveryTask)
+      return RunEveryTask(*client, *e, options, !options.raw && isatty(STDOUT_FILENO));
   }
   bool escape = !options.raw && isatty(STDOUT_FILENO);
   client::TerminalEscaper escaper(client::LineBreaks::kKeep);
@@ -160,7 +224,7 @@ Command AddLogsCommand(CLI::App& app, const GlobalOptions& global) {
                 "when the output is a terminal");
   sub->footer(
       "Examples:\n"
-      "  tfctl logs mnist-ps-01            (the failed task's, or the chief's or worker 0's)\n"
+      "  tfctl logs mnist-ps-01            (the failed task's, or every task's)\n"
       "  tfctl logs mnist-ps-01 --task chief:0 --tail 50\n"
       "  tfctl logs mnist-ps-01 --task worker:1 -f\n"
       "  tfctl logs mnist-ps-01 --attempt 1\n"

@@ -137,3 +137,27 @@ TEST(TfctlTextTest, StatusEventsAndTablesShowUserTextEscaped) {
 
 }  // namespace
 }  // namespace tfslurm::client
+
+namespace tfslurm::client {
+namespace {
+
+TEST(PrefixedLinesTest, WholeLinesOnlyEachAfterThePrefix) {
+  PrefixedLines lines("worker:1 | ");
+  EXPECT_EQ(lines.Feed("a\nb"), "worker:1 | a\n");
+  EXPECT_EQ(lines.Feed("c\n\nd"), "worker:1 | bc\nworker:1 | \n");
+  EXPECT_EQ(lines.Finish(), "worker:1 | d\n") << "the last line, ended";
+  EXPECT_EQ(lines.Finish(), "");
+  EXPECT_EQ(lines.Feed("e\n"), "worker:1 | e\n");
+  EXPECT_EQ(lines.Finish(), "") << "nothing held back";
+}
+
+TEST(PrefixedLinesTest, AnOverlongLineComesOutInParts) {
+  PrefixedLines lines("p ");
+  const std::string long_line(64 * 1024 + 10, 'x');
+  std::string out = lines.Feed(long_line);
+  EXPECT_EQ(out, "p " + std::string(64 * 1024, 'x') + "\n");
+  EXPECT_EQ(lines.Finish(), "p " + std::string(10, 'x') + "\n");
+}
+
+}  // namespace
+}  // namespace tfslurm::client

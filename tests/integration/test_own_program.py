@@ -129,13 +129,20 @@ def test_logs_without_a_task_show_the_failed_tasks_output(service, home, tmp_pat
     assert r.stderr.startswith("tfctl: the log of worker:1, which failed (exit code 1)"), r.stderr
     assert "worker 1 gives up: no data\n" in program_output(r.stdout), r.stdout
 
-    # A task that succeeded: worker 0's (the chief's, when there is one).
-    ok(run_in(proj, home, "submit", "--id", "own-logs-ok", "--workers", "1", "--partition", "debug",
-              "--time", "00:10:00", "--wait", "--", "python3", "-c", "print('fine')", url=service.url))
+    # No task failed: every task's log, each line after its task.
+    ok(run_in(proj, home, "submit", "--id", "own-logs-ok", "--workers", "2", "--partition", "debug",
+              "--time", "00:10:00", "--wait", "--", "python3", "-c",
+              "import os; print('fine from', os.environ['TFSLURM_INDEX'])", url=service.url))
     r = run_tfctl(home, "logs", "own-logs-ok", url=service.url)
     assert r.returncode == 0, r
-    assert r.stderr.startswith("tfctl: the log of worker:0 (no task failed)"), r.stderr
-    assert program_output(r.stdout) == "fine\n"
+    assert r.stderr.startswith("tfctl: every task's log, each line after its task (no task failed)"), r.stderr
+    lines = r.stdout.splitlines()
+    assert lines and all(line.startswith(("worker:0 | ", "worker:1 | ")) for line in lines), r.stdout
+    programs = [line for line in lines if " | [tfslurm-agent " not in line]
+    assert programs == ["worker:0 | fine from 0", "worker:1 | fine from 1"], r.stdout
+    # -f over an attempt that has ended: the same, once.
+    followed = run_tfctl(home, "logs", "-f", "own-logs-ok", url=service.url)
+    assert followed.returncode == 0 and followed.stdout == r.stdout, (followed, r.stdout)
     r = run_tfctl(home, "logs", "own-logs-ok", "--task", "batch", url=service.url)
     assert r.returncode == 0 and "fine" not in r.stdout, r
 
