@@ -34,9 +34,8 @@ class LoneRestart {
   // not reaped). True when the program is restarted alone instead of the
   // exit counting: the exit is noted on the task and in an event, and the
   // task waits for its agent's standby registration (OnStandby).
-  bool OnExit(OpenExperiment& a, int proc, std::optional<int> exit_code,
-              std::optional<int> signal, const std::string& detail, Changes& c)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  bool OnExit(OpenExperiment& a, int proc, std::optional<int> exit_code, std::optional<int> signal,
+              const std::string& detail, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
   // The agent of task `proc` registered in standby. True when its program is
   // to run again now: `channel` is the task's, and the caller sends its
