@@ -120,7 +120,8 @@ std::string ExitStatus::Describe() const {
   if (signal == 0) return "exited with code " + std::to_string(exit_code);
   const char* name = ::sigabbrev_np(signal);
   return "was killed by signal " + std::to_string(signal) +
-         (name != nullptr ? std::string(" (SIG") + name + ")" : std::string());
+         (name != nullptr ? std::string(" (SIG") + name + ")" : std::string()) +
+         (core_dumped ? ", core dumped" : "");
 }
 
 ExitStatus DecodeWaitStatus(int wait_status) {
@@ -129,6 +130,7 @@ ExitStatus DecodeWaitStatus(int wait_status) {
     status.exit_code = WEXITSTATUS(wait_status);
   } else if (WIFSIGNALED(wait_status)) {
     status.signal = WTERMSIG(wait_status);
+    status.core_dumped = WCOREDUMP(wait_status);
   }
   return status;
 }

@@ -42,8 +42,9 @@ struct ChildSpec {
 
 // How a process ended.
 struct ExitStatus {
-  int exit_code = 0;  // when it exited normally
-  int signal = 0;     // when a signal ended it
+  int exit_code = 0;         // when it exited normally
+  int signal = 0;            // when a signal ended it
+  bool core_dumped = false;  // the signal's default action wrote a core file (WCOREDUMP)
 
   // The shell's convention: the exit code, or 128 + signal.
   int ShellStatus() const { return signal != 0 ? 128 + signal : exit_code; }

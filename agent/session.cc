@@ -579,6 +579,10 @@ void Session::OnProgramEnded(const ExitStatus& status) {
     if (auto tail = ReadOutputSince(STDERR_FILENO, *output_start_, 64 * 1024))
       exit_detail_ = LastErrorLine(*tail);
   }
+  // Where to look next: the core file (its place is the kernel's
+  // core_pattern; in the working directory by default).
+  if (status.core_dumped)
+    exit_detail_ = exit_detail_.empty() ? "core dumped" : exit_detail_ + "; core dumped";
   if (refused_permanently_) {
     Finish(kExitRefused);
     return;

@@ -44,6 +44,19 @@ TEST(ChildProcessTest, ExitCodeAndSignal) {
   EXPECT_EQ(killed.signal, 9);
   EXPECT_EQ(killed.ShellStatus(), 137);
   EXPECT_EQ(killed.Describe(), "was killed by signal 9 (SIGKILL)");
+  EXPECT_FALSE(killed.core_dumped);
+}
+
+TEST(ChildProcessTest, ACoreDumpIsSaid) {
+  // What waitpid gives for a SIGSEGV that wrote a core file (the 0x80 bit,
+  // WCOREDUMP), and for one that did not (RLIMIT_CORE 0).
+  ExitStatus dumped = DecodeWaitStatus(SIGSEGV | 0x80);
+  EXPECT_EQ(dumped.signal, SIGSEGV);
+  EXPECT_TRUE(dumped.core_dumped);
+  EXPECT_EQ(dumped.Describe(), "was killed by signal 11 (SIGSEGV), core dumped");
+  ExitStatus not_dumped = DecodeWaitStatus(SIGSEGV);
+  EXPECT_FALSE(not_dumped.core_dumped);
+  EXPECT_EQ(not_dumped.Describe(), "was killed by signal 11 (SIGSEGV)");
 }
 
 TEST(ChildProcessTest, EnvironmentIsExactlyTheSpecs) {
