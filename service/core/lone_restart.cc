@@ -43,12 +43,12 @@ bool LoneRestart::OnExit(OpenExperiment& a, int proc, std::optional<int> exit_co
   t.detail = detail;
   c.tasks.push_back(t);
   core_.metrics().TaskRestartedAlone(slot.role.role);
+  const std::string count =
+      "restart " + std::to_string(so_far + 1) + " of " + std::to_string(cap) + " in this attempt";
   core_.Event(c, a, "restarted_alone",
               who + " " + HowItEnded(exit_code, signal, detail) +
-                  "; its program starts again "
-                  "alone at " +
-                  slot.address + " (restart " + std::to_string(so_far + 1) + " of " +
-                  std::to_string(cap) + " in this attempt), and the chief trains on");
+                  "; its program starts again alone at " + slot.address + " (" + count +
+                  "), and the chief trains on");
   return true;
 }
 
