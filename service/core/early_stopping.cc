@@ -1,16 +1,11 @@
 #include "service/core/early_stopping.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "base/number_text.h"
 
 namespace tfslurm {
 namespace {
-
-std::string Number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 // The running average of `curve` over its points up to the one that
 // reached `step`.
@@ -38,11 +33,12 @@ StopDecision Asha(const EarlyStopping& rule, const SweepObjective& objective,
   d.compared = static_cast<int>(at_rung.size());
   const bool stop = objective.Better(d.cut, d.value);
   d.verdict = stop ? StopDecision::Verdict::kStop : StopDecision::Verdict::kContinue;
-  d.why = objective.tag + " " + Number(d.value) + " at step " + std::to_string(d.step) + " is " +
-          (stop ? "worse than" : "within") + " rung " + std::to_string(d.rung + 1) + "'s cut " +
-          Number(d.cut) + " (step " + std::to_string(d.rung_step) + ": the best " +
-          std::to_string(keep) + " of " + std::to_string(at_rung.size()) +
-          " trials there go on, reduction factor " + std::to_string(rule.reduction_factor) + ")";
+  d.why = objective.tag + " " + SignificantDigits(d.value, 6) + " at step " +
+          std::to_string(d.step) + " is " + (stop ? "worse than" : "within") + " rung " +
+          std::to_string(d.rung + 1) + "'s cut " + SignificantDigits(d.cut, 6) + " (step " +
+          std::to_string(d.rung_step) + ": the best " + std::to_string(keep) + " of " +
+          std::to_string(at_rung.size()) + " trials there go on, reduction factor " +
+          std::to_string(rule.reduction_factor) + ")";
   return d;
 }
 
@@ -74,10 +70,11 @@ StopDecision Median(const EarlyStopping& rule, const SweepObjective& objective,
   d.cut = n % 2 ? averages[n / 2] : (averages[n / 2 - 1] + averages[n / 2]) / 2;
   const bool stop = objective.Better(d.cut, best);
   d.verdict = stop ? StopDecision::Verdict::kStop : StopDecision::Verdict::kContinue;
-  d.why = "best " + objective.tag + " " + Number(best) + " by step " + std::to_string(d.step) +
-          " is " + (stop ? "worse than" : "no worse than") + " rung " + std::to_string(d.rung + 1) +
-          "'s cut " + Number(d.cut) + " (step " + std::to_string(d.rung_step) + ": the median of " +
-          std::to_string(n) + " other trials' running averages)";
+  d.why = "best " + objective.tag + " " + SignificantDigits(best, 6) + " by step " +
+          std::to_string(d.step) + " is " + (stop ? "worse than" : "no worse than") + " rung " +
+          std::to_string(d.rung + 1) + "'s cut " + SignificantDigits(d.cut, 6) + " (step " +
+          std::to_string(d.rung_step) + ": the median of " + std::to_string(n) +
+          " other trials' running averages)";
   return d;
 }
 

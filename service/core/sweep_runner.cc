@@ -2,8 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
-
+#include "base/number_text.h"
 #include "service/core/components.h"
 #include "service/core/early_stopping.h"
 #include "service/core/sweep_space.h"
@@ -12,12 +11,6 @@ namespace tfslurm {
 namespace {
 
 using nlohmann::json;
-
-std::string Number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 // The nodes a job of `spec_json` holds: every component's.
 int NodesOf(const std::string& spec_json) {
@@ -344,8 +337,8 @@ void SweepRunner::Advance(SweepRecord sweep) {
   const bool capped = spec->max_node_hours && node_seconds >= *spec->max_node_hours * 3600.0;
   if (sweep.state == SweepState::kRunning && capped) {
     sweep.state = SweepState::kCompleted;
-    sweep.reason = "its node-hours cap (" + Number(*spec->max_node_hours) +
-                   ") is reached: " + Number(node_seconds / 3600.0) +
+    sweep.reason = "its node-hours cap (" + SignificantDigits(*spec->max_node_hours, 6) +
+                   ") is reached: " + SignificantDigits(node_seconds / 3600.0, 6) +
                    " node-hours used; no more trials start";
     sweep.updated_at = now;
     c.sweep = sweep;
@@ -409,7 +402,7 @@ void SweepRunner::Advance(SweepRecord sweep) {
       for (const SweepTrialView& v : view->trials)
         if (v.trial.index == *view->best_trial)
           best = "best trial " + v.trial.experiment_id + ": " + spec->objective.tag + " " +
-                 Number(v.trial.objective.value_or(0)) + " " + v.trial.params_json;
+                 SignificantDigits(v.trial.objective.value_or(0), 6) + " " + v.trial.params_json;
     int stopped = 0, succeeded = 0;
     for (const SweepTrialRecord& t : trials) {
       stopped += t.end_reason == EndReason::kStoppedEarly;

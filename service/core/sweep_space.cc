@@ -1,8 +1,9 @@
 #include "service/core/sweep_space.h"
 
 #include <cmath>
-#include <cstdio>
 #include <set>
+
+#include "base/number_text.h"
 
 namespace tfslurm {
 namespace {
@@ -28,12 +29,6 @@ class Draws {
   uint64_t state_;
 };
 
-double TwelveDigits(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.12g", v);
-  return std::stod(buf);
-}
-
 json Draw(const SweepParameter& p, Draws& draws) {
   if (p.kind == SweepParameter::Kind::kValues || p.count > 0) {
     std::vector<json> points = p.GridPoints();
@@ -44,7 +39,7 @@ json Draw(const SweepParameter& p, Draws& draws) {
                  ? p.low + u * (p.high - p.low)
                  : std::exp(std::log(p.low) + u * (std::log(p.high) - std::log(p.low)));
   if (p.integer) return static_cast<int64_t>(std::llround(v));
-  return TwelveDigits(v);
+  return std::stod(SignificantDigits(v, 12));
 }
 
 void Apply(const SweepParameter& p, const json& value, json& spec) {

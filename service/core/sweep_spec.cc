@@ -1,9 +1,9 @@
 #include "service/core/sweep_spec.h"
 
 #include <cmath>
-#include <cstdio>
 #include <regex>
 
+#include "base/number_text.h"
 #include "service/core/spec_checker.h"
 
 namespace tfslurm {
@@ -318,12 +318,6 @@ Status Refusal(Checker& c) {
       std::move(c.errors));
 }
 
-std::string RoundTwelveDigits(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.12g", v);
-  return buf;
-}
-
 }  // namespace
 
 std::vector<json> SweepParameter::GridPoints() const {
@@ -337,7 +331,7 @@ std::vector<json> SweepParameter::GridPoints() const {
     if (integer)
       out.push_back(static_cast<int64_t>(std::llround(v)));
     else
-      out.push_back(std::stod(RoundTwelveDigits(v)));
+      out.push_back(std::stod(SignificantDigits(v, 12)));
   }
   return out;
 }

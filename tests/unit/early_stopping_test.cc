@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
+#include "base/number_text.h"
+
 namespace tfslurm {
 namespace {
 
@@ -147,6 +151,22 @@ TEST(EarlyStopping, NoRuleNeverDecides) {
   EarlyStopping none;
   std::vector<Curve> curves = {{{10, 1.0}}, {{10, 0.1}}};
   EXPECT_EQ(DecideAtRung(none, Loss(), curves, 0, 0).verdict, Verdict::kWait);
+}
+
+}  // namespace
+}  // namespace tfslurm
+
+namespace tfslurm {
+namespace {
+
+TEST(SignificantDigitsTest, WritesWhatPrintfsGConversionWrites) {
+  for (double v : {0.0, 3.0, 0.001, 1e-05, 123456789.0, 0.1 + 0.2, -2.5e300, 1.0 / 3.0}) {
+    for (int digits : {6, 12}) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+      EXPECT_EQ(SignificantDigits(v, digits), buf) << v << " to " << digits << " digits";
+    }
+  }
 }
 
 }  // namespace
