@@ -21,6 +21,16 @@ std::string Bounded(std::string line) {
   return line.substr(0, cut) + "...";
 }
 
+const std::regex& CannotOpenFile() {
+  static const std::regex re(R"(can't open file )");
+  return re;
+}
+
+const std::regex& ShellNotFound() {
+  static const std::regex re(R"(^(/\S*/)?(ba|da)?sh: .*: (not found|command not found)$)");
+  return re;
+}
+
 }  // namespace
 
 std::string LastErrorLine(std::string_view output) {
@@ -28,9 +38,9 @@ std::string LastErrorLine(std::string_view output) {
   // "KeyboardInterrupt": the last line of a traceback, not indented.
   static const std::regex kException(
       R"(^([A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(Error|Exception|Exit|Interrupt)(: .*)?$)");
-  static const std::regex kCannotOpen(R"(can't open file )");
-  static const std::regex kShellNotFound(
-      R"(^(/\S*/)?(ba|da)?sh: .*: (not found|command not found)$)");
+  // A syntax error in the main script itself: the file, the line and a
+  // caret, then this, with no "Traceback" before them.
+  static const std::regex kSyntaxError(R"(^(SyntaxError|IndentationError|TabError)(: .*)?$)");
   std::vector<std::string_view> lines;
   size_t start = 0;
   while (start < output.size()) {
@@ -52,11 +62,21 @@ std::string LastErrorLine(std::string_view output) {
     if (in_traceback && !text.empty() && text[0] != ' ' && std::regex_search(text, kException)) {
       found = text;
       in_traceback = false;
-    } else if (std::regex_search(text, kCannotOpen) || std::regex_search(text, kShellNotFound)) {
+    } else if (std::regex_search(text, CannotOpenFile()) ||
+               std::regex_search(text, ShellNotFound()) || std::regex_search(text, kSyntaxError)) {
       found = text;
     }
   }
   return found.empty() ? "" : Bounded(found);
+}
+
+bool RepeatsAtStartup(std::string_view error_line) {
+  // The exception's name, qualified or not, as the line's first word.
+  static const std::regex kStartupException(
+      R"(^([A-Za-z_][A-Za-z0-9_]*\.)*(ImportError|ModuleNotFoundError|SyntaxError|IndentationError|TabError)(: .*)?$)");
+  const std::string line(error_line);
+  return std::regex_search(line, kStartupException) || std::regex_search(line, CannotOpenFile()) ||
+         std::regex_search(line, ShellNotFound());
 }
 
 std::optional<int64_t> OutputSize(int fd) {

@@ -20,10 +20,18 @@ namespace tfslurm::agent {
 
 // The last line of `output` that names a failure, the agent's own lines
 // ("[tfslurm-agent ...") left out: a Python exception that ended a
-// traceback ("ModuleNotFoundError: No module named 'tensorflow'"), Python's
-// "can't open file", or a shell's "not found"; "" when there is none. At
+// traceback ("ModuleNotFoundError: No module named 'tensorflow'"), a
+// SyntaxError of the main script (which Python prints without a traceback),
+// Python's "can't open file", or a shell's "not found"; "" when there is none. At
 // most 300 bytes (cut at a character boundary, "..." added).
 std::string LastErrorLine(std::string_view output);
+
+// Whether `error_line` (LastErrorLine's) names a failure that repeats on
+// every start of the same program: Python could not open the script, or
+// import a module (ImportError, ModuleNotFoundError), or parse a file
+// (SyntaxError, IndentationError, TabError), or a shell did not find the
+// command. Exceptions raised by training itself (ValueError, ...) do not.
+bool RepeatsAtStartup(std::string_view error_line);
 
 // The size of the regular file `fd` refers to; nullopt for a pipe, a
 // terminal or /dev/null, whose content cannot be read back.

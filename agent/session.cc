@@ -451,6 +451,7 @@ void Session::ForgetProgram() {
   child_.reset();
   program_status_.reset();
   exit_detail_.clear();
+  exit_at_startup_ = false;
   output_start_.reset();
   memory_cgroup_.reset();
   oom_kills_at_start_.reset();
@@ -506,6 +507,7 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   if (spec.argv.empty()) {
     spdlog::error("the assignment has no command to run (exit code 127)");
     exit_detail_ = "the assignment has no command to run";
+    exit_at_startup_ = true;
     OnProgramEnded(ExitStatus{.exit_code = 127});
     return;
   }
@@ -516,6 +518,7 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   if (!child.ok()) {
     spdlog::error("{} (exit code 126)", child.status().message());
     exit_detail_ = child.status().message();
+    exit_at_startup_ = true;
     OnProgramEnded(ExitStatus{.exit_code = 126});
     return;
   }
@@ -524,6 +527,7 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     // The child exits 126/127 on its own; SIGCHLD reports it like any exit.
     spdlog::error("{}", *child_->launch_error());
     exit_detail_ = child_->launch_cause().value_or("");
+    exit_at_startup_ = true;
   } else {
     spdlog::info("program started: pid {} (its own process group)", child_->pid());
   }
@@ -576,8 +580,10 @@ void Session::OnProgramEnded(const ExitStatus& status) {
   // A failure of its own: the line of its output that says why, if any
   // (the last 64 KiB it wrote are enough for a traceback's end).
   if (exit_detail_.empty() && !shutdown_requested_ && status.ShellStatus() != 0 && output_start_) {
-    if (auto tail = ReadOutputSince(STDERR_FILENO, *output_start_, 64 * 1024))
+    if (auto tail = ReadOutputSince(STDERR_FILENO, *output_start_, 64 * 1024)) {
       exit_detail_ = LastErrorLine(*tail);
+      exit_at_startup_ = !status.signal && RepeatsAtStartup(exit_detail_);
+    }
   }
   // Where to look next: the core file (its place is the kernel's
   // core_pattern; in the working directory by default).
@@ -640,6 +646,7 @@ void Session::SendExitReport() {
   }
   exited->set_reaped(shutdown_requested_);
   if (!exit_detail_.empty()) exited->set_detail(exit_detail_);
+  exited->set_at_startup(exit_at_startup_ && !shutdown_requested_);
   Send(std::move(message));
   stream_->CloseWrites();
   exit_reported_on_ = stream_->id();

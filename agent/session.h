@@ -181,6 +181,9 @@ class Session {
   // Why the program ended, when the agent knows more than its exit status
   // (it could not be started); sent as Exited.detail.
   std::string exit_detail_;
+  // The failure repeats at every start (Exited.at_startup): exec failed, or
+  // the program's last error line says so (RepeatsAtStartup).
+  bool exit_at_startup_ = false;
   // The size of the task's output file when the program started (nullopt
   // when stderr is not a regular file): its own lines come after it.
   std::optional<int64_t> output_start_;

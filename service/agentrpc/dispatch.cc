@@ -13,12 +13,15 @@ Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m
       return experiments.OnProgress(ref, m.progress().checkpoint_step(),
                                     m.progress().checkpoint_path());
     case agent::v1::AgentMessage::kExited: {
-      std::optional<int> code, signal;
+      ExitReport exit;
       if (m.exited().signal() != 0)
-        signal = m.exited().signal();
+        exit.signal = m.exited().signal();
       else
-        code = m.exited().exit_code();
-      return experiments.OnExited(ref, code, signal, m.exited().reaped(), m.exited().detail());
+        exit.exit_code = m.exited().exit_code();
+      exit.reaped = m.exited().reaped();
+      exit.detail = m.exited().detail();
+      exit.at_startup = m.exited().at_startup();
+      return experiments.OnExited(ref, exit);
     }
     case agent::v1::AgentMessage::kScalars:
       return experiments.OnScalars(ref, FromProto(m.scalars()));

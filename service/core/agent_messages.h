@@ -38,6 +38,18 @@ struct RegisterInfo {
   bool standby = false;
 };
 
+// How a task's program ended, as its agent reports it (Exited).
+struct ExitReport {
+  std::optional<int> exit_code;  // when it exited normally
+  std::optional<int> signal;     // when a signal ended it
+  bool reaped = false;           // it ended because of a Shutdown
+  std::string detail;            // why, in the agent's words; may be empty
+  // The agent judged the failure one that repeats at every start: the
+  // program could not be executed, or Python could not open the script,
+  // import a module or parse a file (Exited.at_startup).
+  bool at_startup = false;
+};
+
 // An attempt's TF_CONFIG cluster object, built once after the barrier and
 // shared by every assignment of the attempt (schema/tf_config_wire.h).
 struct SharedCluster {

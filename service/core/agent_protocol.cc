@@ -232,6 +232,7 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   Changes c;
   a.record.checkpoint_step = step;
   a.record.updated_at = a.attempt.last_progress_ms = core_.ports().clock.NowMs();
+  a.attempt.run->MarkStepTrained();
   // The path is what the program wrote in MODEL_DIR/checkpoint, and others
   // (an admin) read it: one with a control or bidi character is not kept,
   // and the event says why. The step still counts.
@@ -284,6 +285,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
       if (a.attempt.max_scalar_step && p.step <= *a.attempt.max_scalar_step) continue;
       a.attempt.max_scalar_step = p.step;
       a.attempt.last_progress_ms = core_.ports().clock.NowMs();
+      a.attempt.run->MarkStepTrained();
     }
   }
   // Written outside the lock: other experiments' agents need not wait for
@@ -321,9 +323,9 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
   return Status::Ok();
 }
 
-Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
-                               std::optional<int> signal, bool reaped,
-                               const std::string& agent_detail) {
+Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
+  const std::optional<int> exit_code = exit.exit_code;
+  const std::optional<int> signal = exit.signal;
   MutexLock lock(core_.mu());
   auto found = FindTask(ref);
   if (!found.ok()) return found.status();
@@ -339,20 +341,21 @@ Status AgentProtocol::OnExited(const TaskRef& ref, std::optional<int> exit_code,
   // shut down is reaped only if its agent says so: a report with reaped
   // false was sent for a program that had ended on its own before the
   // Shutdown reached it, and its exit is the one to show.
-  reaped = reaped || a.user_cancelled;
-  const std::string detail = ExitDetail(agent_detail);
+  const bool reaped = exit.reaped || a.user_cancelled;
+  const std::string detail = ExitDetail(exit.detail);
   Changes c;
   if (!reaped && lone_.OnExit(a, proc, exit_code, signal, detail, c)) {
     core_.Commit(c);
     return Status::Ok();
   }
-  a.attempt.run->OnExit(proc, exit_code, signal, reaped, detail);
+  a.attempt.run->OnExit(proc, exit_code, signal, reaped, detail, exit.at_startup);
   const TaskSlot& slot = a.attempt.run->task(proc);
   TaskRecord& t = a.attempt.tasks[proc];
   t.state = slot.state;
   t.exit_code = exit_code;
   t.signal = signal;
   t.detail = detail;
+  t.startup_error = slot.failed_at_startup;
   t.ended_at = core_.ports().clock.NowMs();
   c.tasks.push_back(t);
   core_.Event(c, a, reaped ? "reaped" : "exited",

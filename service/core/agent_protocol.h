@@ -40,8 +40,10 @@ class AgentProtocol {
   // `detail` (the agent's word on why, e.g. "cannot run 'x': No such file or
   // directory") is kept with the task, bounded and without control
   // characters, and joins the exit in the event and the attempt's reason.
-  Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
-                  bool reaped, const std::string& detail = "") ABSL_LOCKS_EXCLUDED(core_.mu());
+  // An exit judged a start-up failure (ExitReport::at_startup) before the
+  // attempt's first step (a new checkpoint or scalar step) ends it as
+  // startup_error.
+  Status OnExited(const TaskRef& ref, const ExitReport& exit) ABSL_LOCKS_EXCLUDED(core_.mu());
   // The stream of `channel` broke; the agent may reconnect.
   void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) ABSL_LOCKS_EXCLUDED(core_.mu());
 

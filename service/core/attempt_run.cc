@@ -202,13 +202,14 @@ bool AttemptRun::RestartsAloneNow(int proc, std::optional<int> exit_code,
 }
 
 Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal,
-                           bool reaped, const std::string& detail) {
+                           bool reaped, const std::string& detail, bool at_startup) {
   TaskSlot& t = tasks_[proc];
   if (t.exited) return outcome_;
   t.exited = true;
   t.exit_code = exit_code;
   t.signal = signal;
   t.detail = detail;
+  t.failed_at_startup = at_startup && !step_trained_;
   t.reaped = reaped;
   bool ok = !signal.value_or(0) && exit_code.value_or(-1) == 0;
   t.state = reaped ? TaskState::kReaped : ok ? TaskState::kSucceeded : TaskState::kFailed;
@@ -225,14 +226,16 @@ Outcome AttemptRun::Evaluate(int proc) {
   std::string who = TaskName(t, proc);
   if (t.state == TaskState::kFailed &&
       (IsTracked(proc) || t.role.role == "chief" || t.role.role == "ps")) {
-    Outcome failed{Outcome::kFailed, who + " " + HowItEnded(t.exit_code, t.signal, t.detail),
-                   IsRetryableExit(t.exit_code, t.signal)};
+    Outcome failed{Outcome::kFailed, who + " " + HowItEnded(t.exit_code, t.signal, t.detail)};
+    failed.failure = IsRetryableExit(t.exit_code, t.signal) ? EndReason::kRetryableExit
+                     : t.failed_at_startup                  ? EndReason::kStartupError
+                                                            : EndReason::kPermanentExit;
     failed.by_sigterm = t.signal.value_or(0) == SIGTERM || (!t.signal && t.exit_code == 143);
-    if (!failed.retryable) {
+    if (failed.failure != EndReason::kRetryableExit) {
       for (int i = 0; i < size(); ++i) {
         const TaskSlot& other = tasks_[i];
         if (i == proc || !other.vanished || other.exited) continue;
-        failed.retryable = true;
+        failed.failure = EndReason::kRetryableExit;
         failed.reason += ", after the agent of " + TaskName(other, i) +
                          " had vanished without reporting an exit (counted as retryable: its "
                          "program may have gone with it, and this failure may follow from that)";

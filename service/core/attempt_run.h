@@ -35,6 +35,10 @@ struct TaskSlot {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string detail;  // the agent's word on why it ended (OnExit)
+  // Its failure repeats at every start (its agent's judgement: an exec
+  // failure; Python's ImportError, SyntaxError, "can't open file") and came
+  // before the attempt trained a step.
+  bool failed_at_startup = false;
   bool reaped = false;
   // Its agent's stream ended without an exit report, or the service
   // restarted since it last registered, and no new stream has registered:
@@ -56,9 +60,11 @@ struct TaskSlot {
 struct Outcome {
   enum Kind { kUndecided, kSucceeded, kFailed } kind = kUndecided;
   std::string reason;
-  // Failed only: whether the exit that decided it is worth a restart
-  // (killed by a signal, 137, 143) or not (1, 2, 126, 127, ...).
-  bool retryable = false;
+  // Failed only: the restart class of the exit that decided it:
+  // kRetryableExit (killed by a signal, 137, 143), kStartupError (a failure
+  // that repeats at every start, before the attempt's first step) or
+  // kPermanentExit (1, 2, 126, 127, ...).
+  EndReason failure = EndReason::kPermanentExit;
   // Failed only: the deciding exit was a SIGTERM (or 143), what Slurm sends
   // every task at a time limit, a preemption or a cancel: only the job's end
   // tells which, so the attempt is not judged before it.
@@ -104,8 +110,14 @@ class AttemptRun {
   // judged by the cause, not by whichever report arrived first.
   // `detail`: why, in the agent's words (empty: only the status is known);
   // it follows the exit in the outcome's reason.
+  // `at_startup`: its agent judged it a failure that repeats at every start;
+  // it counts as one (startup_error) only before the attempt's first step.
   Outcome OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal, bool reaped,
-                 const std::string& detail = "");
+                 const std::string& detail = "", bool at_startup = false);
+  // The attempt has trained a step: a new checkpoint or training scalar.
+  // From then on no failure is a start-up error.
+  void MarkStepTrained() { step_trained_ = true; }
+  bool step_trained() const { return step_trained_; }
   // The agent's stream ended without an exit report (true), or a new stream
   // registered for the task (false).
   void SetVanished(int proc, bool vanished) { tasks_[proc].vanished = vanished; }
@@ -145,6 +157,7 @@ class AttemptRun {
   std::vector<TaskSlot> tasks_;
   mutable size_t first_unregistered_ = 0;  // see AllRegistered
   bool assignments_sent_ = false;
+  bool step_trained_ = false;
   Outcome outcome_;
 };
 

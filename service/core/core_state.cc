@@ -101,8 +101,8 @@ StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord
     return x->ended_at < y->ended_at;
   });
   for (const TaskRecord* t : exits)
-    live.run->OnExit(t->proc_id, t->exit_code, t->signal, t->state == TaskState::kReaped,
-                     t->detail);
+    live.run->OnExit(t->proc_id, t->exit_code, t->signal, t->state == TaskState::kReaped, t->detail,
+                     t->startup_error);
   // Until its agent registers again nothing says it is still there: an
   // agent killed while the service was down is indistinguishable from one
   // not reconnected yet (AttemptRun::OnExit; found by bench/soak.py).

@@ -81,9 +81,8 @@ class ExperimentsImpl final : public Experiments {
   Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) override {
     return agents_.OnScalars(ref, std::move(points));
   }
-  Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
-                  bool reaped, const std::string& detail) override {
-    return agents_.OnExited(ref, exit_code, signal, reaped, detail);
+  Status OnExited(const TaskRef& ref, const ExitReport& exit) override {
+    return agents_.OnExited(ref, exit);
   }
   void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) override {
     agents_.OnDisconnect(ref, channel);

@@ -144,12 +144,11 @@ class Experiments {
   virtual Status OnHeartbeat(const TaskRef& ref) = 0;
   virtual Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) = 0;
   virtual Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) = 0;
+  virtual Status OnExited(const TaskRef& ref, const ExitReport& exit) = 0;
   // `detail`: the agent's own word on why the program ended (Exited.detail).
-  virtual Status OnExited(const TaskRef& ref, std::optional<int> exit_code,
-                          std::optional<int> signal, bool reaped, const std::string& detail) = 0;
   Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
-                  bool reaped) {
-    return OnExited(ref, exit_code, signal, reaped, "");
+                  bool reaped, const std::string& detail = "") {
+    return OnExited(ref, ExitReport{exit_code, signal, reaped, detail});
   }
   virtual void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) = 0;
 

@@ -45,9 +45,7 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
               "cancel: the job's end decides"};
     if (std::optional<std::string> obstacle = Obstacle(a, now))
       return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit, *obstacle};
-    EndReason reason = at.decided_reason         ? *at.decided_reason
-                       : run.outcome().retryable ? EndReason::kRetryableExit
-                                                 : EndReason::kPermanentExit;
+    EndReason reason = at.decided_reason ? *at.decided_reason : run.outcome().failure;
     return {InPlaceCheck::kReady, reason, run.outcome().reason};
   }
   // Long enough for a Shutdown's grace, the reaping's margin and an agent

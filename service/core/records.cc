@@ -103,6 +103,8 @@ const char* EndReasonName(EndReason reason) {
       return "retryable_exit";
     case EndReason::kPermanentExit:
       return "permanent_exit";
+    case EndReason::kStartupError:
+      return "startup_error";
     case EndReason::kStartFailed:
       return "start_failed";
     case EndReason::kStalled:
@@ -118,8 +120,8 @@ const char* EndReasonName(EndReason reason) {
 std::optional<EndReason> ParseEndReason(std::string_view name) {
   for (EndReason r : {EndReason::kSucceeded, EndReason::kCancelled, EndReason::kPreempted,
                       EndReason::kTimeout, EndReason::kNodeFail, EndReason::kRetryableExit,
-                      EndReason::kPermanentExit, EndReason::kStartFailed, EndReason::kStalled,
-                      EndReason::kUnknown, EndReason::kStoppedEarly})
+                      EndReason::kPermanentExit, EndReason::kStartupError, EndReason::kStartFailed,
+                      EndReason::kStalled, EndReason::kUnknown, EndReason::kStoppedEarly})
     if (name == EndReasonName(r)) return r;
   return std::nullopt;
 }

@@ -61,7 +61,12 @@ enum class EndReason {
   kNodeFail,
   kRetryableExit,  // killed by a signal, 137, 143
   kPermanentExit,  // 1, 2, 126, 127 and anything else
-  kStartFailed,    // barrier timeout, submission refused
+  // A failure that repeats on every start, before the attempt's first step:
+  // the program could not be executed (a missing file, no permission, a bad
+  // workdir), or Python could not open the script, import a module or
+  // parse a file. Not restarted unless restart.on names it.
+  kStartupError,
+  kStartFailed,  // barrier timeout, submission refused
   // No new step within progress.stall_timeout_s while the tasks ran: a hang
   // (a deadlocked collective, a stuck input pipeline).
   kStalled,
@@ -175,6 +180,9 @@ struct TaskRecord {
   // How many times its program was restarted alone in this attempt
   // (restart.max_task_restarts).
   int restarts = 0;
+  // Its failure repeats at every start and came before the attempt's first
+  // step (EndReason::kStartupError; AttemptRun::OnExit).
+  bool startup_error = false;
   // Its job component (core/components.h), from the spec and proc_id: not
   // stored, filled in by Experiments::Get. 0 in a plain job.
   int component = 0;

@@ -21,6 +21,10 @@ AfterAttempt DecideAfterAttempt(const RestartPolicy& p, EndReason reason, const 
             attempt_n + " " + EndReasonName(reason) + ": " + why + " (not restarted: " +
                 (unknown ? std::string("restart.on is empty")
                          : std::string(EndReasonName(reason)) + " is not in restart.on") +
+                (reason == EndReason::kStartupError
+                     ? ": it would fail the same way again; fix it and resume, or name "
+                       "startup_error in restart.on if it can pass"
+                     : "") +
                 ")"};
   }
   if (restarts >= p.max_restarts) {

@@ -46,7 +46,7 @@ void SlurmWatch::OnJobGone(OpenExperiment& a, Changes& c) {
   } else if (a.attempt.decided_reason) {
     reason = *a.attempt.decided_reason;
   } else if (o.kind == Outcome::kFailed) {
-    reason = o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit;
+    reason = o.failure;
   } else if (!a.attempt.job_seen) {
     // Not seen since this service started: the job ended while tfslurmd
     // was down, longer ago than Slurm's MinJobAge. Without accounting
@@ -157,9 +157,7 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
       break;
   }
   if (a.attempt.decided_reason) return FinishAttempt(a, *a.attempt.decided_reason, o.reason, c);
-  if (o.kind == Outcome::kFailed)
-    return FinishAttempt(a, o.retryable ? EndReason::kRetryableExit : EndReason::kPermanentExit,
-                         o.reason, c);
+  if (o.kind == Outcome::kFailed) return FinishAttempt(a, o.failure, o.reason, c);
   switch (job.state) {
     case JobState::kCompleted:
       return FinishAttempt(a, EndReason::kSucceeded, why, c);

@@ -140,14 +140,16 @@ void ParseRestart(Checker& c, const json& v, const ExperimentSpec& spec, Restart
     const json& on = v["on"];
     if (!on.is_array()) {
       c.Fail("restart.on",
-             "must be an array of: preempted, timeout, node_fail, retryable_exit, stalled");
+             "must be an array of: preempted, timeout, node_fail, retryable_exit, stalled, "
+             "startup_error");
       return;
     }
     out.on.clear();
     for (size_t i = 0; i < on.size(); ++i) {
       std::string path = "restart.on[" + std::to_string(i) + "]";
-      auto s =
-          c.OneOf(on[i], path, {"preempted", "timeout", "node_fail", "retryable_exit", "stalled"});
+      auto s = c.OneOf(
+          on[i], path,
+          {"preempted", "timeout", "node_fail", "retryable_exit", "stalled", "startup_error"});
       if (s) out.on.insert(*ParseEndReason(*s));
     }
   }

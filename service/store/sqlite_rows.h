@@ -106,7 +106,7 @@ inline AttemptRecord ReadAttempt(Statement& s) {
 
 inline constexpr const char* kTaskColumns =
     "experiment_id, attempt, proc_id, role, role_index, node, address, state, exit_code, signal, "
-    "registered_at, last_heartbeat, ended_at, local_rank, detail, restarts";
+    "registered_at, last_heartbeat, ended_at, local_rank, detail, restarts, startup_error";
 
 inline TaskRecord ReadTask(Statement& s) {
   TaskRecord t;
@@ -127,6 +127,7 @@ inline TaskRecord ReadTask(Statement& s) {
   t.local_rank = static_cast<int>(s.Int("local_rank"));
   t.detail = s.Text("detail");
   t.restarts = static_cast<int>(s.Int("restarts"));
+  t.startup_error = s.Int("startup_error") != 0;
   return t;
 }
 
@@ -159,12 +160,13 @@ inline Status WriteTask(StatementCache& sql, const TaskRecord& t) {
   Statement s = sql.Prepare(
       "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
       "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at, "
-      "local_rank, detail, restarts) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      "local_rank, detail, restarts, startup_error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   s.Bind(1, t.experiment_id).Bind(2, t.attempt).Bind(3, t.proc_id).Bind(4, t.role);
   s.Bind(5, t.index).Bind(6, t.node).Bind(7, t.address).Bind(8, TaskStateName(t.state));
   s.Bind(9, t.exit_code).Bind(10, t.signal);
   s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);
   s.Bind(14, t.local_rank).Bind(15, t.detail).Bind(16, t.restarts);
+  s.Bind(17, t.startup_error ? 1 : 0);
   if (s.Step() != SQLITE_DONE) return sql.Error("writing task");
   return Status::Ok();
 }

@@ -47,6 +47,35 @@ TEST(LastErrorLineTest, PythonsCannotOpenFileAndTheShellsNotFound) {
             "bash: line 1: trian.py: command not found");
 }
 
+TEST(LastErrorLineTest, ASyntaxErrorOfTheMainScriptHasNoTraceback) {
+  // What python3 prints for "def f(" in the script it was given.
+  EXPECT_EQ(LastErrorLine("  File \"/w/train.py\", line 1\n"
+                          "    def f(\n"
+                          "         ^\n"
+                          "SyntaxError: '(' was never closed\n"),
+            "SyntaxError: '(' was never closed");
+  EXPECT_EQ(
+      LastErrorLine("  File \"/w/t.py\", line 2\n    x\nIndentationError: unexpected indent\n"),
+      "IndentationError: unexpected indent");
+}
+
+TEST(RepeatsAtStartupTest, ImportAndSyntaxErrorsAndMissingFilesRepeatTrainingErrorsDoNot) {
+  for (const char* line :
+       {"ModuleNotFoundError: No module named 'tensorflowx'",
+        "ImportError: cannot import name 'Foo' from 'bar'", "SyntaxError: '(' was never closed",
+        "IndentationError: unexpected indent",
+        "TabError: inconsistent use of tabs and spaces in indentation",
+        "/usr/bin/python3: can't open file '/w/trian.py': [Errno 2] No such file "
+        "or directory",
+        "/bin/sh: 1: trian.py: not found", "bash: line 1: trian.py: command not found"})
+    EXPECT_TRUE(RepeatsAtStartup(line)) << line;
+  for (const char* line :
+       {"ValueError: loss is nan", "RuntimeError: NCCL error", "KeyboardInterrupt", "core dumped",
+        "", "tensorflow.python.framework.errors_impl.NotFoundError: /data: no",
+        "print('ImportError: no')"})
+    EXPECT_FALSE(RepeatsAtStartup(line)) << line;
+}
+
 TEST(LastErrorLineTest, ALongLineIsCut) {
   std::string line = LastErrorLine(
       "Traceback (most recent call last):\nValueError: " + std::string(1000, 'x') + "\n");

@@ -98,14 +98,31 @@ def test_a_program_that_cannot_start_says_why_in_status_list_and_logs(service, h
     task = failed[0]
     assert re.match(r"tfctl: the log of worker:\d, which failed \(exit code 127\)", r.stderr), r.stderr
     assert cause in r.stdout, "the failed task's log, with its agent's line: " + r.stdout
+    # It would fail the same way again: not retried, and classed so.
+    assert [a["end_reason"] for a in e["attempts"]] == ["startup_error"], e["attempts"]
+    assert "startup_error is not in restart.on" in e["reason"], e["reason"]
 
 
 def test_a_python_programs_own_error_line_is_the_cause(service, home, tmp_path):
     proj = project(tmp_path)
     (proj / "imports.py").write_text("print('starting')\nimport tensorflowx\n")
-    for exp_id, script, cause in (
-            ("own-py-typo", "trian.py", f"can't open file '{proj}/trian.py': [Errno 2] No such file or directory"),
-            ("own-py-module", "imports.py", "ModuleNotFoundError: No module named 'tensorflowx'")):
+    (proj / "broken.py").write_text("print('never runs')\ndef f(\n")
+    # Trains (its scalars reach the service) and then fails on an import:
+    # training had begun, so it is not a start-up failure.
+    (proj / "late.py").write_text(
+        "import json, os, time\n"
+        "with open(os.environ['TFSLURM_SCALARS_FILE'], 'a') as f:\n"
+        "    for step in (1, 2, 3):\n"
+        "        f.write(json.dumps({'step': step, 'loss': 1.0 / step}) + '\\n')\n"
+        "        f.flush()\n"
+        "        time.sleep(0.5)\n"
+        "import tensorflowx\n")
+    for exp_id, script, cause, end_reason in (
+            ("own-py-typo", "trian.py", f"can't open file '{proj}/trian.py': [Errno 2] No such file or directory",
+             "startup_error"),
+            ("own-py-module", "imports.py", "ModuleNotFoundError: No module named 'tensorflowx'", "startup_error"),
+            ("own-py-syntax", "broken.py", "SyntaxError: '(' was never closed", "startup_error"),
+            ("own-py-late", "late.py", "ModuleNotFoundError: No module named 'tensorflowx'", "permanent_exit")):
         r = run_in(proj, home, "submit", "--id", exp_id, "--workers", "1", "--partition", "debug",
                    "--time", "00:10:00", "--wait", "--", "python3", script, url=service.url)
         assert r.returncode == 1, r
@@ -114,6 +131,20 @@ def test_a_python_programs_own_error_line_is_the_cause(service, home, tmp_path):
                          else r"exited with code 1: " + re.escape(cause), last), last
         e = json.loads(ok(run_tfctl(home, "status", exp_id, "-o", "json", url=service.url)))
         assert e["tasks"][0]["detail"].endswith(cause), e["tasks"]
+        assert [a["end_reason"] for a in e["attempts"]] == [end_reason], (exp_id, e["attempts"])
+
+
+def test_a_startup_error_is_restarted_when_restart_on_names_it(service, home, tmp_path):
+    proj = project(tmp_path)
+    (proj / "imports.py").write_text("import tensorflowx\n")
+    spec = {"id": "own-py-retry", "command": ["python3", "imports.py"], "workdir": str(proj),
+            "cluster": {"worker": 1}, "resources": {"partition": "debug", "time_limit": "00:10:00"},
+            "restart": {"max_restarts": 1, "on": ["startup_error"], "backoff_s": 0}}
+    status, body = service.post("/experiments", spec)
+    assert status == 201, body
+    e = service.wait_state("own-py-retry", "failed")
+    assert [a["end_reason"] for a in e["attempts"]] == ["startup_error", "startup_error"], e["attempts"]
+    assert "max_restarts 1 reached" in e["reason"], e["reason"]
 
 
 def test_logs_without_a_task_show_the_failed_tasks_output(service, home, tmp_path):

@@ -69,7 +69,7 @@ TEST(AttemptRun, PsFailureFailsFastAndIsNotRetryableForExitOne) {
   RegisterAll(run);
   Outcome o = run.OnExit(0, 1, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
-  EXPECT_FALSE(o.retryable);
+  EXPECT_EQ(o.failure, EndReason::kPermanentExit);
   EXPECT_NE(o.reason.find("ps:0"), std::string::npos) << o.reason;
   EXPECT_NE(o.reason.find("exited with code 1"), std::string::npos) << o.reason;
   EXPECT_EQ(run.TasksToReap().size(), 5u);
@@ -85,7 +85,7 @@ TEST(AttemptRun, AFailureAfterAnotherAgentVanishedIsRetryableAndNamesIt) {
   run.SetVanished(1, true);  // ps:1's stream ended without an exit report
   Outcome o = run.OnExit(3, 1, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
-  EXPECT_TRUE(o.retryable);
+  EXPECT_EQ(o.failure, EndReason::kRetryableExit);
   EXPECT_NE(o.reason.find("worker:1 (task 3 on node2) exited with code 1, after the agent of ps:1 "
                           "(task 1 on node1) had vanished"),
             std::string::npos)
@@ -99,7 +99,7 @@ TEST(AttemptRun, AVanishedAgentThatCameBackChangesNothing) {
   EXPECT_FALSE(run.Register(1, "node1", "h:1001", 0, 1));  // it reconnected
   Outcome o = run.OnExit(3, 1, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
-  EXPECT_FALSE(o.retryable) << o.reason;
+  EXPECT_EQ(o.failure, EndReason::kPermanentExit) << o.reason;
 }
 
 TEST(AttemptRun, AVanishedAgentDoesNotExcuseItsOwnFailure) {
@@ -107,7 +107,35 @@ TEST(AttemptRun, AVanishedAgentDoesNotExcuseItsOwnFailure) {
   RegisterAll(run);
   run.SetVanished(3, true);  // its stream broke, then its report came on a new one
   Outcome o = run.OnExit(3, 1, std::nullopt, false);
-  EXPECT_FALSE(o.retryable) << o.reason;
+  EXPECT_EQ(o.failure, EndReason::kPermanentExit) << o.reason;
+}
+
+TEST(AttemptRun, AStartupFailureBeforeTheFirstStepIsAStartupError) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  Outcome o = run.OnExit(3, 1, std::nullopt, false, "ModuleNotFoundError: No module named 'tf'",
+                         /*at_startup=*/true);
+  EXPECT_EQ(o.kind, Outcome::kFailed);
+  EXPECT_EQ(o.failure, EndReason::kStartupError) << o.reason;
+  EXPECT_TRUE(run.task(3).failed_at_startup);
+}
+
+TEST(AttemptRun, TheSameFailureAfterAStepIsAPermanentExit) {
+  // A module imported late, after training began: the start-up worked.
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  run.MarkStepTrained();
+  Outcome o = run.OnExit(3, 1, std::nullopt, false, "ImportError: x", /*at_startup=*/true);
+  EXPECT_EQ(o.failure, EndReason::kPermanentExit) << o.reason;
+  EXPECT_FALSE(run.task(3).failed_at_startup);
+}
+
+TEST(AttemptRun, AStartupFailureAfterAnotherAgentVanishedIsRetryable) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  run.SetVanished(1, true);
+  Outcome o = run.OnExit(3, 127, std::nullopt, false, "cannot run 'x'", /*at_startup=*/true);
+  EXPECT_EQ(o.failure, EndReason::kRetryableExit) << o.reason;
 }
 
 TEST(AttemptRun, KilledTaskIsRetryable) {
@@ -115,7 +143,7 @@ TEST(AttemptRun, KilledTaskIsRetryable) {
   RegisterAll(run);
   Outcome o = run.OnExit(4, std::nullopt, 9, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
-  EXPECT_TRUE(o.retryable);
+  EXPECT_EQ(o.failure, EndReason::kRetryableExit);
   EXPECT_TRUE(IsRetryableExit(137, std::nullopt));
   EXPECT_TRUE(IsRetryableExit(143, std::nullopt));
   for (int code : {1, 2, 126, 127}) EXPECT_FALSE(IsRetryableExit(code, std::nullopt)) << code;
@@ -272,7 +300,7 @@ TEST(AttemptRun, PytorchAnyRankFailingFailsTheAttempt) {
   EXPECT_EQ(run.OnExit(0, 0, std::nullopt, false).kind, Outcome::kUndecided);
   Outcome o = run.OnExit(4, std::nullopt, 9, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
-  EXPECT_TRUE(o.retryable);
+  EXPECT_EQ(o.failure, EndReason::kRetryableExit);
   EXPECT_EQ(o.reason, "rank 4 (on node3) was killed by signal 9");
   EXPECT_EQ(run.TasksToReap(), (std::vector<int>{1, 2, 3, 5}));
 }

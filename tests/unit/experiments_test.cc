@@ -452,6 +452,70 @@ TEST_F(ExperimentsTest, TheAgentsDetailReachesTheTaskTheAttemptTheEventAndTheRea
   })) << "the exited event carries the cause";
 }
 
+TEST_F(ExperimentsTest, AStartupErrorIsNotRestartedUnlessRestartOnNamesIt) {
+  const ExitReport missing_module{1, std::nullopt, false,
+                                  "ModuleNotFoundError: No module named 'tensorflowx'", true};
+  // restart.on is retryable_exit: the failure ends the experiment, and says so.
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), missing_module).ok());
+  slurm_.SetState(100, JobState::kFailed, 1);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kStartupError);
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  EXPECT_NE(v.experiment.reason.find("startup_error is not in restart.on"), std::string::npos)
+      << v.experiment.reason;
+  EXPECT_TRUE(v.tasks[3].startup_error) << "kept with the task";
+}
+
+TEST_F(ExperimentsTest, AStartupErrorIsRestartedWhenRestartOnNamesIt) {
+  // A module on a file system not mounted yet on one node, say.
+  json spec = PsSpec("b");
+  spec["restart"]["on"] = {"startup_error"};
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  RegisterAll("b");
+  ASSERT_TRUE(
+      experiments_
+          ->OnExited(Ref("b", 3), ExitReport{1, std::nullopt, false,
+                                             "ModuleNotFoundError: No module named 'x'", true})
+          .ok());
+  slurm_.SetState(100, JobState::kFailed, 1);
+  Poll();
+  auto v = View("b");
+  EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kStartupError);
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
+}
+
+TEST_F(ExperimentsTest, AStartupErrorAfterTheFirstStepIsAPermanentExit) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->OnProgress(Ref("a", 2), 100, "/out/a/model.ckpt-100").ok());
+  ASSERT_TRUE(
+      experiments_
+          ->OnExited(Ref("a", 3), ExitReport{1, std::nullopt, false, "ImportError: x", true})
+          .ok());
+  slurm_.SetState(100, JobState::kFailed, 1);
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.at(0).end_reason, EndReason::kPermanentExit);
+  EXPECT_FALSE(v.tasks[3].startup_error);
+}
+
+TEST_F(ExperimentsTest, AStartupErrorIsJudgedTheSameByARestartedService) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_
+                  ->OnExited(Ref("a", 3), ExitReport{127, std::nullopt, false,
+                                                     "cannot run 'trian.py': No such file", true})
+                  .ok());
+  Restart();  // before the job's end was seen
+  ASSERT_TRUE(experiments_->Recover().ok());
+  slurm_.SetState(100, JobState::kFailed, 127);
+  Poll();
+  EXPECT_EQ(View("a").attempts.at(0).end_reason, EndReason::kStartupError);
+}
+
 // Two workers whose program is not there: the first exit fails the attempt
 // and the others are told to shut down, but the second worker's report of
 // its own exit 127 was already on its way. That task failed on its own; it

@@ -22,6 +22,20 @@ TEST(RestartPolicyTest, AReasonNotInRestartOnFailsAndSaysWhy) {
             "restart.on)");
 }
 
+TEST(RestartPolicyTest, AStartupErrorIsNotRestartedByDefaultAndSaysHowToChangeThat) {
+  RestartPolicy p;
+  AfterAttempt next =
+      DecideAfterAttempt(p, EndReason::kStartupError, "worker:0 exited with code 1", 1, 0);
+  EXPECT_EQ(next.action, AfterAttempt::kFail);
+  EXPECT_EQ(next.why,
+            "attempt 1 startup_error: worker:0 exited with code 1 (not restarted: startup_error "
+            "is not in restart.on: it would fail the same way again; fix it and resume, or name "
+            "startup_error in restart.on if it can pass)");
+  p.on.insert(EndReason::kStartupError);
+  EXPECT_EQ(DecideAfterAttempt(p, EndReason::kStartupError, "x", 1, 0).action,
+            AfterAttempt::kRestart);
+}
+
 TEST(RestartPolicyTest, TheBudgetEndsRestarts) {
   RestartPolicy p;
   p.max_restarts = 2;

@@ -493,9 +493,13 @@ TEST(ParseSpec, StallTimeoutIsOffOrAtLeastFiveSeconds) {
   spec.erase("progress");
   spec["restart"] = {{"on", {"stalled", "hung"}}};
   auto errors = Errors(spec);
-  EXPECT_TRUE(HasError(errors, "restart.on[1]", "retryable_exit | stalled, got \"hung\""))
+  EXPECT_TRUE(HasError(errors, "restart.on[1]", "stalled | startup_error, got \"hung\""))
       << Dump(errors);
   EXPECT_TRUE(ParseSpec(ValidSpec())->restart.on.contains(EndReason::kStalled)) << "on by default";
+  // A start-up failure repeats: restarted only when the user asks.
+  EXPECT_FALSE(ParseSpec(ValidSpec())->restart.on.contains(EndReason::kStartupError));
+  spec["restart"] = {{"on", {"startup_error"}}};
+  EXPECT_TRUE(ParseSpec(spec)->restart.on.contains(EndReason::kStartupError));
 }
 
 }  // namespace
