@@ -137,6 +137,9 @@ def run_walkthrough(steps, service, tmp_path):
         r = subprocess.run(["bash", "-o", "pipefail", "-c", script], env=env, cwd=cwd, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=300)
         cwd = cwd_file.read_text().strip() or cwd
+        if os.environ.get("TFSLURM_WALKTHROUGH_LOG"):  # the transcript, for a closing note
+            with open(os.environ["TFSLURM_WALKTHROUGH_LOG"], "a") as log:
+                log.write(f"$ {command}\n{r.stdout}")
         actual = trimmed(r.stdout.splitlines())
         shown = "\n".join(["README shows:", *expected, "tfctl printed:", *actual])
         assert r.returncode == 0, f"`{command}` exited {r.returncode}\n{shown}"
