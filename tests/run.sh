@@ -27,7 +27,7 @@
 #   TFSLURM_SKIP_E2E=1          skip step 4
 #   TFSLURM_FUZZ=0              skip step 6; TFSLURM_FUZZ=1 runs it even
 #                               with TFSLURM_SKIP_SANITIZERS=1
-#   TFSLURM_FUZZ_SECONDS=N      per fuzz target (default 60)
+#   TFSLURM_FUZZ_SECONDS=N      per fuzz target (default 30)
 #   TFSLURM_TSAN=0              skip step 7; =1 as TFSLURM_FUZZ=1
 #   TFSLURM_THREAD_SAFETY=0     skip step 8; =1 as TFSLURM_FUZZ=1
 #   TFSLURM_SKIP_BENCH=1        skip step 9
@@ -223,10 +223,12 @@ set -e
 record_counts "compat-$compat_release" compat build/compat.log "$compat_rc"
 
 # Fuzzing: each libFuzzer target (tests/fuzz, clang) runs for
-# TFSLURM_FUZZ_SECONDS, two at a time; longer runs: tests/fuzz/run-long.sh.
+# TFSLURM_FUZZ_SECONDS, two at a time: 30 s each keeps the whole CI run
+# inside its limit, and catches what a change breaks in the corpus's
+# neighbourhood; finding deep bugs is tests/fuzz/run-long.sh's job (hours).
 # On 2 cores: 2-3 minutes of build (clang, cold), then 2 x SECONDS.
 if [[ "${TFSLURM_FUZZ:-$sanitizers_default}" != 0 ]]; then
-  fuzz_seconds=${TFSLURM_FUZZ_SECONDS:-60}
+  fuzz_seconds=${TFSLURM_FUZZ_SECONDS:-30}
   step "fuzzing (libFuzzer + ASan + UBSan, $fuzz_seconds s per target)"
   set +e
   tests/fuzz/run-fuzzers.sh -t "$fuzz_seconds" -j "$jobs" 2>&1 | tee build/fuzz.log
@@ -238,13 +240,17 @@ else
 fi
 
 # TSan: the programs that run threads against each other (rendezvous, the
-# Slurm poller, the API). 5-8 minutes on 2 cores (cold), nearly all build.
+# Slurm poller, the API, the agent's session and its streams, the daemon).
+# The service's unit tests are not among them: they drive core from one
+# thread (TSan finds nothing there that ASan's run misses), and their 25
+# files were a third of this stage's build. 4-6 minutes on 2 cores (cold),
+# nearly all build.
 if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   step "unit, agent and concurrency tests under TSan"
   set +e
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
-    ninja -C build-tsan -j"$jobs" service_unit_tests agent_unit_tests agent_end_to_end_test agent_session_test \
-      experiments_concurrency_test api_concurrency_test daemon_test
+    ninja -C build-tsan -j"$jobs" agent_unit_tests agent_end_to_end_test agent_session_test \
+      experiments_concurrency_test api_concurrency_test daemon_test local_files_test
   tsan_rc=$?
   if [[ $tsan_rc -eq 0 ]]; then
     # Test programs not built here are listed by ctest as *_NOT_BUILT.
