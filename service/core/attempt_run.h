@@ -117,7 +117,6 @@ class AttemptRun {
   // The attempt has trained a step: a new checkpoint or training scalar.
   // From then on no failure is a start-up error.
   void MarkStepTrained() { step_trained_ = true; }
-  bool step_trained() const { return step_trained_; }
   // The agent's stream ended without an exit report (true), or a new stream
   // registered for the task (false).
   void SetVanished(int proc, bool vanished) { tasks_[proc].vanished = vanished; }
