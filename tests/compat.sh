@@ -116,7 +116,9 @@ cluster_time="$(seconds $t)"
 # Slurm's refusals of them on an accounting cluster, a node failure with
 # its node excluded from the next attempt, a time limit with its warning
 # signal, preemption, a job as another user (site mode), and the release
-# checks of test_slurm_releases.py.
+# checks of test_slurm_releases.py. And the restarts that keep the job: a
+# killed program's next attempt inside the same job (and, to compare, in a
+# new one), and a real TF worker restarted alone while its chief trains on.
 subset=(
   tests/integration/test_slurm_releases.py
   "tests/integration/test_service_core.py::test_three_nodes_two_tasks_run_with_computed_memory_and_succeed"
@@ -131,6 +133,8 @@ subset=(
   "tests/integration/test_bad_nodes.py::test_a_node_failure_excludes_that_node_from_the_next_attempt"
   "tests/integration/test_restarts.py::test_time_limit_runs_as_a_chain_of_attempts_checkpointing_on_the_signal"
   "tests/integration/test_restarts.py::test_real_preemption_comes_back_and_finishes_from_checkpoint"
+  "tests/integration/test_restarts.py::test_kill9_of_a_worker_restarts_from_the_last_checkpoint"
+  "tests/integration/test_tensorflow.py::test_a_killed_worker_restarts_alone_and_the_chief_trains_on"
   "tests/integration/test_site_mode.py::test_alices_job_runs_as_alice_and_everything_made_for_it_is_hers"
 )
 step "integration tests against Slurm $version"
