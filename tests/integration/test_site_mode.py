@@ -12,12 +12,13 @@ import os
 import grp
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 
 import pytest
 
-from conftest import REPO, Service, add_user_to_account, sacct_row, scontrol_job, wait_for
+from conftest import REPO, Service, add_user_to_account, program_pid, sacct_row, scontrol_job, wait_for
 from unix_users import (ALICE, BOB, SHARED_GROUP, as_unix, munge_socket, ok, require_test_users, site,  # noqa: F401
                         tfctl, token_for)
 
@@ -95,6 +96,43 @@ def test_alices_job_runs_as_alice_and_everything_made_for_it_is_hers(alice_site,
     assert any(p.startswith("logs/attempt-1/") for p in owners), sorted(owners)
     assert {p: uid for p, uid in owners.items() if uid != alice.pw_uid} == {}, owners
     assert os.stat(exp_dir).st_mode & 0o777 == 0o750
+
+
+def test_alices_program_killed_restarts_in_place_as_alice(alice_site, slurm_cluster):
+    # Issue 29 in site mode: the next attempt runs inside alice's job, so her
+    # agents (running as alice) move their output into the attempt's new log
+    # directory, which tfslurmd (root) made for her, and start her program
+    # again as alice.
+    service, _, _ = alice_site
+    alice = pwd.getpwnam(ALICE)
+    record = 'id -u > "$MODEL_DIR/id-$TFSLURM_ATTEMPT-$TFSLURM_INDEX"'
+    submit(alice_site, ALICE, {
+        "id": "site-inplace", "workdir": os.path.join(REPO, "examples/linear_ps"),
+        "command": ["/bin/sh", "-c", record + "; exec python3 train.py --steps 200 --checkpoint-every 10 "
+                    "--step-sleep 0.05"],
+        "cluster": {"ps": 1, "worker": 2},
+        "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 1, "time_limit": "00:10:00"},
+        "restart": {"max_restarts": 1, "on": ["retryable_exit"], "in_allocation": True,
+                    "max_task_restarts": 0}})
+    wait_for(lambda: (lambda e: e if e["checkpoint"] and e["checkpoint"]["step"] >= 30 else None)(
+        as_admin(service, "GET", "/experiments/site-inplace")[1]), 120, "a checkpoint")
+    pid = wait_for(lambda: program_pid("site-inplace", "worker", 1), 30, "worker 1's program")
+    assert os.stat(f"/proc/{pid}").st_uid == alice.pw_uid
+    os.kill(pid, signal.SIGKILL)
+    done = wait_done(service, "site-inplace", timeout=240)
+    assert done["state"] == "succeeded", done.get("reason")
+    first, second = done["attempts"]
+    assert first["end_reason"] == "retryable_exit", first
+    assert second["in_place"] and second["slurm_job_id"] == first["slurm_job_id"], done["attempts"]
+    assert second["start_step"] and second["start_step"] >= 30, second
+    model_dir = done["model_dir"]
+    for index in (0, 1):
+        assert int(open(os.path.join(model_dir, f"id-2-{index}")).read()) == alice.pw_uid, index
+    # Both attempts' logs, and all the job wrote, are alice's.
+    exp_dir = os.path.join(service.output_root, "site-inplace")
+    owners = owners_under(exp_dir)
+    assert any(p.startswith("logs/attempt-2/task-") for p in owners), sorted(owners)
+    assert {p: uid for p, uid in owners.items() if uid != alice.pw_uid} == {}, owners
 
 
 def test_an_owner_with_no_unix_account_or_root_is_refused_and_nothing_is_stored(alice_site):
