@@ -109,6 +109,30 @@ def test_kill9_of_a_worker_restarts_from_the_last_checkpoint(service, slurm_clus
         assert second["job_name"] == f"tfx-{exp_id}-a2", second
 
 
+def test_a_failure_close_to_the_time_limit_restarts_in_a_new_job_and_says_why(service, slurm_cluster):
+    # A one-minute job: less than signal_grace_s + 60 s is ever left, so an
+    # attempt in place would hardly reach a checkpoint before the warning.
+    exp_id = "rs-late"
+    s = spec(exp_id, steps=200, step_sleep=0.1, time_limit="1", grace=5,
+             restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 0, "in_allocation": True,
+                      "max_task_restarts": 0})
+    assert service.post("/experiments", s)[0] == 201
+    wait_for(lambda: checkpoint_at_least(service, exp_id, 20), 120, "a checkpoint reported as progress")
+    os.kill(wait_for(lambda: program_pid(exp_id, "worker", 1), 30, "worker 1's program"), signal.SIGKILL)
+    done = service.wait_state(exp_id, ("succeeded", "failed"), timeout=240)
+    assert done["state"] == "succeeded", done["reason"]
+    first, second = done["attempts"]
+    assert first["end_reason"] == "retryable_exit", first
+    assert not second["in_place"] and second["slurm_job_id"] != first["slurm_job_id"], done["attempts"]
+    assert second["start_step"] >= 20, second
+    said = [e["why"] for e in done["events"] if e["what"] == "restart"]
+    job = first["slurm_job_id"]
+    assert any(re.fullmatch(rf"not in place: only \d+ s left before Slurm job {job}'s time limit; an attempt in "
+                            r"place needs at least 65 s \(checkpoint.signal_grace_s \+ 60 s\); the job's end decides",
+                            why) for why in said), said
+    assert f"in a new Slurm job, not in place: Slurm job {job} has ended (FAILED)" in said, said
+
+
 def test_real_preemption_comes_back_and_finishes_from_checkpoint(service, slurm_cluster):
     s = spec("rs-preempt", steps=400, step_sleep=0.1, restart={"max_restarts": 2, "on": ["preempted"],
                                                                "backoff_s": 1})
