@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import REPO, program_pid, scontrol_job, slurm_env, squeue_ids, wait_for
+from conftest import REPO, program_pid, programs, scontrol_job, slurm_env, squeue_ids, wait_for
 
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
 
@@ -243,6 +243,37 @@ def test_service_killed_while_tasks_run_is_down_30s_and_the_experiment_completes
     job = wait_for(lambda: (lambda j: j if j.get("JobState") == "COMPLETED" else None)(
         scontrol_job(slurm_cluster, done["slurm_job_id"])), 60, "the job to complete")
     assert job["JobState"] == "COMPLETED"
+
+
+def test_service_killed_in_the_middle_of_a_restart_in_place_finishes_it_once(service_factory, slurm_cluster):
+    first = service_factory()
+    exp_id = "rs-mid"
+    s = spec(exp_id, steps=120, step_sleep=0.1, restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 0,
+                                                         "in_allocation": True, "max_task_restarts": 0})
+    # Each program lingers 5 s after train.py ends (its wrapper ignores the
+    # Shutdown's SIGTERM; train.py checkpoints on it and exits): the restart
+    # stays in its middle (attempt 1 has failed, its programs are being
+    # stopped, attempt 2 is not recorded) long enough to kill tfslurmd there.
+    s["command"] = ["/bin/sh", "-c", 'trap "" TERM; "$@"; rc=$?; sleep 5; exit $rc', "sh"] + s["command"]
+    assert first.post("/experiments", s)[0] == 201
+    wait_for(lambda: checkpoint_at_least(first, exp_id, 20), 120, "a checkpoint reported as progress")
+    os.kill(wait_for(lambda: program_pid(exp_id, "worker", 1), 30, "worker 1's program"), signal.SIGKILL)
+    middle = wait_for(lambda: (lambda e: e if any(ev["what"] == "reaping" for ev in e["events"]) else None)(
+        first.experiment(exp_id)), 60, "the Shutdowns of attempt 1")
+    first.stop(signal.SIGKILL)
+    assert len(middle["attempts"]) == 1, middle["attempts"]
+
+    second = service_factory(workdir=first.workdir)
+    done = second.wait_state(exp_id, ("succeeded", "failed"), timeout=240)
+    assert done["state"] == "succeeded", done["reason"]
+    one, two = done["attempts"]
+    assert one["end_reason"] == "retryable_exit", one
+    assert two["in_place"] and two["slurm_job_id"] == one["slurm_job_id"] and two["start_step"] >= 20, done["attempts"]
+    # Once: no second Slurm job, and no program of attempt 1 left behind.
+    assert len(jobs_named(slurm_cluster, f"tfx-{exp_id}-a2", second)) == 0
+    assert programs({f"EXPERIMENT_ID={exp_id}", "TFSLURM_ATTEMPT=1"}) == []
+    assert sum(1 for e in done["events"] if e["what"] == "restart" and "restarted in place" in e["why"]) == 1, \
+        done["events"]
 
 
 def slurmctld_port(conf):
