@@ -34,7 +34,7 @@ trap 'rm -rf "$work"' EXIT
 table="$work/table.md"
 : >"$table"
 IFS=, read -r -a size_list <<<"$sizes"
-loads=""
+loads="" ends=""
 extra=("$@")
 for n in "${size_list[@]}"; do
   r=$runs
@@ -46,6 +46,7 @@ for n in "${size_list[@]}"; do
     --runs "$r" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/runs-$n.csv" \
     --server-arg --poll-interval-ms --server-arg "$poll_ms" "${extra[@]}" >"$work/out-$n.md"
   cat "$work/out-$n.md" >&2
+  ends+="${ends:+, }$n ranks: $(cut -d' ' -f1 /proc/loadavg)"
   if [[ -s "$table" ]]; then tail -n +3 "$work/out-$n.md" >>"$table"; else cat "$work/out-$n.md" >>"$table"; fi
   # A size whose runs went wrong fails the script (and the smoke run).
   awk -F'|' 'NR > 2 && $(NF-1) + 0 > 0 { exit 1 }' "$work/out-$n.md" ||
@@ -55,7 +56,8 @@ done
 {
   cat "$table"
   echo
-  echo "Load average when each size started: $loads."
+  echo "Load average when each size started: $loads; when it ended: $ends (other work on a"
+  echo "shared machine shows there, and in runs slower than their neighbours)."
   cat <<EOF
 
 Per run, at the load generator: the failing exit is rank N/2's Exited
