@@ -28,8 +28,8 @@ build_all() {
     cmake -S "$REPO" -B "$BUILD" -G Ninja -DTFSLURM_BUILD_BENCH=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >>"$blog" 2>&1 ||
       { tail -30 "$blog" >&2; die "cmake failed"; }
   fi
-  ninja -C "$BUILD" -j2 tfslurmd tfslurm-agent bench_rendezvous_server bench_rendezvous_floor bench_rendezvous_storm bench_submit_libslurm \
-    bench_http_rate bench_slurm_timing bench_list_page >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "building failed"; }
+  ninja -C "$BUILD" -j2 tfslurmd tfslurm-agent bench_rendezvous_server bench_rendezvous_floor bench_rendezvous_storm bench_in_place_storm \
+    bench_submit_libslurm bench_http_rate bench_slurm_timing bench_list_page >>"$blog" 2>&1 || { tail -30 "$blog" >&2; die "building failed"; }
   BENCH_BIN="$BUILD/bin"
   BENCH_LIB="$BUILD/lib"
   export BENCH_BIN BENCH_LIB

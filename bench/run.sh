@@ -31,6 +31,7 @@ esac
 if [[ $mode == quick ]]; then
   runs=(
     "rendezvous.sh --runs 3 --runs-4096 2 --warmup 1"
+    "in_place_rendezvous.sh --runs 3 --runs-4096 2 --warmup 1"
     "torch_rendezvous.sh --runs 3 --runs-4096 2 --warmup 1"
     "reaping.sh --runs 2"
     "tf_ps.sh --runs 1"
@@ -49,6 +50,7 @@ elif [[ $mode == smoke ]]; then
   # 6 min in all:
   runs=(
     "rendezvous.sh --sizes 64 --runs 1 --warmup 0"       # 7 s
+    "in_place_rendezvous.sh --sizes 64 --runs 1 --warmup 0" # 1 s
     "torch_rendezvous.sh --sizes 64 --runs 1 --warmup 0" # 3 s; the first time 1-2 min more (libtorch-dev, its build)
     "rendezvous_pairs.sh --size 64 --pairs 1"            # 1 s
     "reaping.sh --runs 1 --steps 30"                     # 5 s
@@ -83,6 +85,7 @@ elif [[ $mode == smoke ]]; then
 else
   runs=(
     "rendezvous.sh"
+    "in_place_rendezvous.sh"
     "torch_rendezvous.sh"
     "reaping.sh"
     "tf_ps.sh"

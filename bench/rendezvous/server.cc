@@ -7,11 +7,17 @@
 // and the attempt secret only exists in the job's environment; here the
 // stand-in sees the SubmitRequest and hands the secret to the load generator.
 //
-// Driven line by line on stdin by bench_rendezvous_storm (its parent):
-//   new N    -> submits an experiment of N tasks; answers "exp ID SECRET JOB"
-//   cancel ID -> DELETE of the experiment; answers "ok" or "error ..."
+// Driven line by line on stdin by bench_rendezvous_storm or
+// bench_in_place_storm (its parent):
+//   new N [pytorch] -> submits an experiment of N tasks: TensorFlow (1 ps per
+//                      32 tasks, the rest workers), or N PyTorch ranks that
+//                      restart in place (restart.in_allocation); answers
+//                      "exp ID SECRET JOB"
+//   cancel ID       -> DELETE of the experiment; answers "ok" or "error ..."
 //   quit
-// First line on stdout: "ready agent_port=P http_port=H pid=PID".
+// First line on stdout: "ready agent_port=P http_port=H pid=PID tick_ms=T
+// poll_ms=P": T is how often core's timers run (a restart in place is
+// decided at one of them), P how often Slurm is polled.
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +26,7 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "service/core/ports/slurm.h"
@@ -106,6 +113,38 @@ class StandInSlurm final : public SlurmClient {
   std::string last_secret_;
 };
 
+std::string ExperimentId(int seq) {
+  return "storm-" + std::to_string(getpid()) + "-" + std::to_string(seq);
+}
+
+nlohmann::json Resources(int n) {
+  const int per_node = std::min(n, kTasksPerNode);
+  return {{"partition", "bench"},
+          {"nodes", n / per_node},
+          {"tasks_per_node", per_node},
+          {"time_limit", "01:00:00"}};
+}
+
+nlohmann::json TensorflowSpec(int n, int seq) {
+  const int ps = std::max(1, n / 32);
+  return {{"id", ExperimentId(seq)},
+          {"command", {"/bin/true"}},
+          {"cluster", {{"ps", ps}, {"worker", n - ps}}},
+          {"placement", "spread"},
+          {"resources", Resources(n)}};
+}
+
+// Ranks whose failure restarts the attempt in the same job (the defaults
+// say so: restart.in_allocation, retryable_exit in restart.on); spelled
+// out, since the in-place benchmark depends on it.
+nlohmann::json TorchSpec(int n, int seq) {
+  return {{"id", ExperimentId(seq)},
+          {"framework", "pytorch"},
+          {"command", {"/bin/true"}},
+          {"resources", Resources(n)},
+          {"restart", {{"in_allocation", true}, {"max_restarts", 3}, {"on", {"retryable_exit"}}}}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,28 +196,20 @@ int main(int argc, char** argv) {
   }
   tfslurm::Experiments& experiments = (*daemon)->experiments();
 
-  printf("ready agent_port=%d http_port=%d pid=%d\n", (*daemon)->agent_port(),
-         (*daemon)->http_port(), getpid());
+  printf("ready agent_port=%d http_port=%d pid=%d tick_ms=%d poll_ms=%lld\n",
+         (*daemon)->agent_port(), (*daemon)->http_port(), getpid(),
+         tfslurm::daemon::kTickIntervalMs, static_cast<long long>(poll_ms));
   fflush(stdout);
 
   std::string line;
   int seq = 0;
   while (std::getline(std::cin, line)) {
     if (line.rfind("new ", 0) == 0) {
-      int n = std::stoi(line.substr(4));
-      int per_node = std::min(n, kTasksPerNode);
-      int ps = std::max(1, n / 32);
-      nlohmann::json spec = {
-          {"id", "storm-" + std::to_string(getpid()) + "-" + std::to_string(++seq)},
-          {"command", {"/bin/true"}},
-          {"cluster", {{"ps", ps}, {"worker", n - ps}}},
-          {"placement", "spread"},
-          {"resources",
-           {{"partition", "bench"},
-            {"nodes", n / per_node},
-            {"tasks_per_node", per_node},
-            {"time_limit", "01:00:00"}}},
-      };
+      std::istringstream words(line.substr(4));
+      int n = 0;
+      std::string framework;
+      words >> n >> framework;
+      auto spec = framework == "pytorch" ? TorchSpec(n, ++seq) : TensorflowSpec(n, ++seq);
       auto r = experiments.Submit(spec, "bench", false);
       if (!r.ok()) {
         printf("error %s\n", r.status().message().c_str());

@@ -22,148 +22,38 @@
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent.grpc.pb.h"
+#include "bench/rendezvous/storm_common.h"
 
 namespace {
 
+using bench::Clock;
+using bench::CpuMs;
+using bench::Ms;
+using bench::Percentile;
+using bench::ProcStatus;
+using bench::ReadProcStatus;
+using bench::SelfCpuMs;
+using bench::ServerProcess;
 using tfslurm::agent::v1::AgentMessage;
 using tfslurm::agent::v1::AgentService;
 using tfslurm::agent::v1::ServiceMessage;
-using Clock = std::chrono::steady_clock;
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-// Nearest-rank percentile of `v` (p in 0..100).
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
-
-// ---------------------------------------------------------------- server --
-
-struct ProcStatus {
-  long threads = 0, vm_rss_kb = 0, vm_hwm_kb = 0;
-};
-
-ProcStatus ReadProcStatus(pid_t pid) {
-  ProcStatus s;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("Threads:", 0) == 0)
-      s.threads = std::atol(line.c_str() + 8);
-    else if (line.rfind("VmRSS:", 0) == 0)
-      s.vm_rss_kb = std::atol(line.c_str() + 6);
-    else if (line.rfind("VmHWM:", 0) == 0)
-      s.vm_hwm_kb = std::atol(line.c_str() + 6);
-  }
-  return s;
-}
-
-// utime + stime of `pid`, in milliseconds.
-double CpuMs(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), {});
-  auto close = stat.rfind(')');
-  std::istringstream rest(stat.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return (utime + stime) * 1000.0 / sysconf(_SC_CLK_TCK);
-}
-
-class ServerProcess {
- public:
-  ServerProcess(const std::string& binary, const std::string& dir,
-                const std::vector<std::string>& extra) {
-    int in[2], out[2];
-    if (pipe(in) != 0 || pipe(out) != 0) Die("pipe");
-    pid_ = fork();
-    if (pid_ < 0) Die("fork");
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      close(in[1]);
-      close(out[0]);
-      std::vector<std::string> args = {binary, "--dir", dir};
-      args.insert(args.end(), extra.begin(), extra.end());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(binary.c_str(), argv.data());
-      perror(binary.c_str());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_ = fdopen(in[1], "w");
-    from_ = fdopen(out[0], "r");
-    // Skip what a wrapper (heaptrack, perf) may print first.
-    std::string ready;
-    for (int i = 0; i < 20 && ready.rfind("ready ", 0) != 0; ++i) ready = ReadLine();
-    if (sscanf(ready.c_str(), "ready agent_port=%d", &agent_port_) != 1)
-      Die("server did not start: " + ready);
-  }
-  ~ServerProcess() {
-    Command("quit", /*answer=*/false);
-    fclose(to_);
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    fclose(from_);
-  }
-
-  std::string Command(const std::string& line, bool answer = true) {
-    fprintf(to_, "%s\n", line.c_str());
-    fflush(to_);
-    return answer ? ReadLine() : "";
-  }
-  pid_t pid() const { return pid_; }
-  int agent_port() const { return agent_port_; }
-
-  [[noreturn]] static void Die(const std::string& why) {
-    fprintf(stderr, "bench_rendezvous_storm: %s\n", why.c_str());
-    exit(1);
-  }
-
- private:
-  std::string ReadLine() {
-    char buf[4096];
-    if (!fgets(buf, sizeof buf, from_)) Die("the server exited");
-    std::string s(buf);
-    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
-    return s;
-  }
-
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
-  int agent_port_ = 0;
-};
 
 // ----------------------------------------------------------------- agents --
 
@@ -282,13 +172,6 @@ void StopProfiler(pid_t pid) {
   waitpid(pid, &status, 0);
 }
 
-double SelfCpuMs() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
-         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
-}
-
 RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
                    const std::string& profile_cmd) {
   RunResult res;
@@ -384,14 +267,6 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
   return res;
 }
 
-std::vector<int> ParseSizes(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoi(item));
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -431,11 +306,7 @@ int main(int argc, char** argv) {
     }
   }
   if (server_bin.empty()) ServerProcess::Die("--server PATH (bench_rendezvous_server) is required");
-  rlimit r{};
-  getrlimit(RLIMIT_NOFILE, &r);
-  r.rlim_cur = r.rlim_max;
-  setrlimit(RLIMIT_NOFILE, &r);
-  signal(SIGPIPE, SIG_IGN);
+  bench::RaiseFileLimitAndIgnoreSigpipe();
   // Debian builds abseil without NDEBUG, so every absl::Mutex (all of gRPC's
   // locks) runs deadlock detection; the load generator shares the machine
   // with the server and must stay light.
@@ -457,7 +328,7 @@ int main(int argc, char** argv) {
       "errors |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   fflush(stdout);
-  for (int n : ParseSizes(sizes_arg)) {
+  for (int n : bench::ParseSizes(sizes_arg)) {
     std::string run_dir = dir + "/n" + std::to_string(n);
     std::string cmd = "rm -rf '" + run_dir + "'";
     if (system(cmd.c_str()) != 0) ServerProcess::Die("cannot clear " + run_dir);

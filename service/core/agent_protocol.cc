@@ -90,8 +90,18 @@ void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
 
 void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
                                std::shared_ptr<TaskChannel> channel) {
-  MutexLock lock(core_.mu());
-  if (info.standby) return OnStandby(ref, info, std::move(channel));
+  {
+    MutexLock lock(core_.mu());
+    if (info.standby) return OnStandby(ref, info, std::move(channel));
+    RegisterTask(ref, info, std::move(channel));
+  }
+  // The barrier's commit, written while gRPC writes the Assignments and
+  // other agents' messages go on; in the store before this returns.
+  core_.WriteQueued();
+}
+
+void AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
+                                 std::shared_ptr<TaskChannel> channel) {
   auto found = FindTask(ref);
   if (!found.ok()) {
     channel->Send(RefusalFor(found.status()));
@@ -153,7 +163,8 @@ void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
     if (slot.shutdown_sent && !slot.exited)
       channel->Send(ShutdownMsg{a.attempt.run->outcome().reason, core_.config().shutdown_grace_ms});
   }
-  core_.Commit(c);
+  // The barrier's holds every task's row; the lock need not wait for them.
+  core_.CommitAfterUnlock(c);
 }
 
 void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc) {

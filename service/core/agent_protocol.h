@@ -24,7 +24,9 @@ class AgentProtocol {
   explicit AgentProtocol(CoreState& lifecycle) : core_(lifecycle), lone_(lifecycle) {}
 
   // Attaches `channel` for the task; the reply (Assignment or Refused)
-  // arrives through it, now or when the barrier completes.
+  // arrives through it, now or when the barrier completes. What the
+  // registration changed is in the store when this returns; the barrier's
+  // commit (every task's row) is written after core's lock is released.
   void OnRegister(const TaskRef& ref, const RegisterInfo& info,
                   std::shared_ptr<TaskChannel> channel) ABSL_LOCKS_EXCLUDED(core_.mu());
   Status OnHeartbeat(const TaskRef& ref) ABSL_LOCKS_EXCLUDED(core_.mu());
@@ -57,6 +59,11 @@ class AgentProtocol {
   // (in_place_restart.h), or is released or moved to the next attempt now.
   void OnStandby(const TaskRef& ref, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // A registration for the current attempt: recorded, and the barrier's
+  // Assignments sent when it is the last; its changes are queued
+  // (CoreState::CommitAfterUnlock).
+  void RegisterTask(const TaskRef& ref, const RegisterInfo& info,
+                    std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Checks a TaskRef against the current attempt (id, attempt, secret, range).
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // To every connected task, or only to `only_proc`.

@@ -6,7 +6,7 @@
 
 namespace tfslurm {
 
-Status CoreState::Apply(std::span<const Changes> batch) {
+Status CoreState::Write(std::span<const Changes> batch) {
   // Most calls carry nothing (a registration before the barrier is written
   // by the next Tick): neither the store nor the observers need them.
   if (std::all_of(batch.begin(), batch.end(), [](const Changes& c) { return c.empty(); }))
@@ -19,6 +19,24 @@ Status CoreState::Apply(std::span<const Changes> batch) {
   return s;
 }
 
+void CoreState::WriteQueuedLocked() {
+  std::vector<Changes> queued;
+  {
+    MutexLock lock(queue_mu_);
+    queued.swap(queued_);
+  }
+  // What several callers queued goes in one transaction, as a Tick's batch
+  // does; a failure is logged, as Commit's are.
+  if (Status s = Write(queued); !s.ok())
+    spdlog::error("could not persist changes: {}", s.message());
+}
+
+Status CoreState::Apply(std::span<const Changes> batch) {
+  MutexLock lock(write_mu_);
+  WriteQueuedLocked();
+  return Write(batch);
+}
+
 void CoreState::CommitAll(std::span<const Changes> batch) {
   if (Status s = Apply(batch); !s.ok()) spdlog::error("could not persist changes: {}", s.message());
 }
@@ -26,6 +44,18 @@ void CoreState::CommitAll(std::span<const Changes> batch) {
 void CoreState::Commit(Changes& c) {
   CommitAll({&c, 1});
   c = Changes{};
+}
+
+void CoreState::CommitAfterUnlock(Changes& c) {
+  if (c.empty()) return;
+  MutexLock lock(queue_mu_);
+  queued_.push_back(std::move(c));
+  c = Changes{};
+}
+
+void CoreState::WriteQueued() {
+  MutexLock lock(write_mu_);
+  WriteQueuedLocked();
 }
 
 void CoreState::Event(Changes& c, const OpenExperiment& a, const std::string& what,

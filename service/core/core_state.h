@@ -8,7 +8,9 @@
 // Thread safety: mu() guards open() and every OpenExperiment in it; clang's
 // thread-safety analysis checks that (the accessors carry the annotations).
 // The ports, the config, the metrics and the observers are given at
-// construction and never change; the job sequence is atomic. Polls, cancels
+// construction and never change; the job sequence is atomic. Writes to the
+// store are ordered by a lock of their own, taken after mu(), and the
+// biggest (the barrier's) is made once mu() is released (CommitAfterUnlock). Polls, cancels
 // and step kills go to Slurm outside the lock; a resume and an automatic
 // submission hold it across their submission, as a user's first submission
 // does not.
@@ -55,13 +57,25 @@ class CoreState {
   int64_t NextJobSeq() { return ++job_seq_; }
   int64_t LastJobSeq() const { return job_seq_.load(); }
 
-  // Writes `batch` in one transaction and tells the observers.
-  Status Apply(std::span<const Changes> batch);
+  // Writes `batch` in one transaction and tells the observers, after
+  // whatever CommitAfterUnlock queued: the store sees every write in the
+  // order core decided it.
+  Status Apply(std::span<const Changes> batch) ABSL_LOCKS_EXCLUDED(write_mu_, queue_mu_);
   // Writes `c` and empties it. A failed write is logged; the in-memory
   // state goes on.
-  void Commit(Changes& c);
+  void Commit(Changes& c) ABSL_LOCKS_EXCLUDED(write_mu_, queue_mu_);
   // Writes every set of `batch` in one transaction, as Commit.
-  void CommitAll(std::span<const Changes> batch);
+  void CommitAll(std::span<const Changes> batch) ABSL_LOCKS_EXCLUDED(write_mu_, queue_mu_);
+  // Queues `c` to be written by WriteQueued once the caller has released
+  // mu(), and empties it: for a commit whose size would hold every agent's
+  // message up behind core's lock (the barrier's, with every task's row: 24
+  // ms of 4,096 rows in bench/RESULTS.md's profile). A Commit or Apply made
+  // meanwhile writes it first. Failures are logged, as Commit's.
+  void CommitAfterUnlock(Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+      ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // Writes what CommitAfterUnlock queued and returns once it is in the
+  // store, written by this thread or by another that got there first.
+  void WriteQueued() ABSL_LOCKS_EXCLUDED(mu_, write_mu_, queue_mu_);
 
   void Event(Changes& c, const OpenExperiment& e, const std::string& what, const std::string& why);
   // Records why the current attempt ended (its end_reason) and counts it.
@@ -77,8 +91,20 @@ class CoreState {
   const CoreConfig config_;
   Metrics& metrics_;
   const std::vector<std::shared_ptr<CommitObserver>> observers_;
+  // Writes what CommitAfterUnlock queued, in one transaction.
+  void WriteQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_) ABSL_LOCKS_EXCLUDED(queue_mu_);
+  // One transaction to the store, then the observers.
+  Status Write(std::span<const Changes> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+
   Mutex mu_;
   std::map<std::string, std::unique_ptr<OpenExperiment>> open_ ABSL_GUARDED_BY(mu_);
+  // Held across every write to the store, taken after mu_ when both are:
+  // writes reach the store one at a time, in the order they were decided.
+  Mutex write_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  // Guards only the queue, so that queueing under mu_ never waits for a
+  // write in progress.
+  Mutex queue_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
+  std::vector<Changes> queued_ ABSL_GUARDED_BY(queue_mu_);
   std::atomic<int64_t> job_seq_{0};
 };
 

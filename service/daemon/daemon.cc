@@ -167,7 +167,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   d->ticker_ = std::thread([self] {
     while (!self->stopping_) {
       self->experiments_->Tick();
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      std::this_thread::sleep_for(std::chrono::milliseconds(kTickIntervalMs));
     }
   });
   d->http_thread_ = std::thread([self] {

@@ -47,6 +47,11 @@ class AgentGrpcServer;
 
 namespace tfslurm::daemon {
 
+// How often the ticker runs Experiments::Tick (it sleeps this long after each
+// one): the cadence of core's timers, a restart in place's decision among
+// them. Slurm is polled at most every CoreConfig::poll_interval_ms of these.
+inline constexpr int kTickIntervalMs = 200;
+
 struct DaemonOptions {
   // Core's own options (core/core_options.h): the output root, the agent's
   // path, the jobs' environment, the intervals and timeouts, the limits.
