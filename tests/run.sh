@@ -274,6 +274,7 @@ fi
 # written or linked.
 if [[ "${TFSLURM_THREAD_SAFETY:-$sanitizers_default}" != 0 ]]; then
   step "thread-safety analysis (clang -Wthread-safety)"
+  tsa_sources=()
   set +e
   cmake -S . -B build-tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
     -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_SYNTAX_ONLY=ON >/dev/null &&
