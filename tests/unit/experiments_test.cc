@@ -1490,8 +1490,11 @@ class InPlaceRestartTest : public ExperimentsTest {
     Poll();
     RegisterAll(id);
     EXPECT_TRUE(experiments_->OnExited(JobRef(id, 3, 1), std::nullopt, signal, false).ok());
-    for (int p = 0; p < 6; ++p)
-      if (p != 3) EXPECT_TRUE(experiments_->OnExited(JobRef(id, p, 1), 0, std::nullopt, true).ok());
+    for (int p = 0; p < 6; ++p) {
+      if (p != 3) {
+        EXPECT_TRUE(experiments_->OnExited(JobRef(id, p, 1), 0, std::nullopt, true).ok());
+      }
+    }
     std::vector<std::shared_ptr<RecordingChannel>> waiting;
     for (int p = 0; p < 6; ++p) {
       auto ch = std::make_shared<RecordingChannel>();
