@@ -4,7 +4,6 @@
 // NewExperiments, so that a commit observer can look at the lock.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <memory>
 #include <thread>
 
@@ -12,17 +11,11 @@
 #include "service/core/core_state.h"
 #include "service/core/submission.h"
 #include "service/store/sqlite_store.h"
-#include "tests/unit/fakes.h"
-#include "tests/unit/test_dir.h"
+#include "tests/unit/core_test.h"
 
 namespace tfslurm {
 namespace {
 
-namespace fs = std::filesystem;
-using testing::FakeAccounts;
-using testing::FakeClock;
-using testing::FakeFiles;
-using testing::FakeRandomness;
 using testing::FakeSlurm;
 using testing::RecordingChannel;
 
@@ -65,17 +58,14 @@ class WriteWatcher final : public CommitObserver {
   std::vector<Write> writes;
 };
 
-class CoreWritesTest : public ::testing::Test {
+class CoreWritesTest : public testing::CoreTest {
  protected:
+  CoreWritesTest() : CoreTest("core-writes-test") {}
   void SetUp() override {
-    dir_ = FreshTestDir("core-writes-test");
-    store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
-    config_.output_root = (dir_ / "out").string();
-    config_.launch = {"/opt/tfslurm-agent", "svc:1"};
+    CoreTest::SetUp();
     watcher_ = std::make_shared<WriteWatcher>();
-    core_ = std::make_unique<CoreState>(
-        CorePorts{*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_,
-        std::vector<std::shared_ptr<CommitObserver>>{watcher_});
+    core_ = std::make_unique<CoreState>(Ports(), config_, metrics_,
+                                        std::vector<std::shared_ptr<CommitObserver>>{watcher_});
     watcher_->core_mu = &core_->mu();
     submission_ = std::make_unique<Submission>(*core_);
     agents_ = std::make_unique<AgentProtocol>(*core_);
@@ -91,8 +81,7 @@ class CoreWritesTest : public ::testing::Test {
     agents_.reset();
     submission_.reset();
     core_.reset();
-    store_.reset();
-    fs::remove_all(dir_);
+    CoreTest::TearDown();
   }
 
   void Register(int proc) {
@@ -113,15 +102,7 @@ class CoreWritesTest : public ::testing::Test {
     return c;
   }
 
-  fs::path dir_;
-  std::unique_ptr<Store> store_;
-  FakeSlurm slurm_;
-  FakeClock clock_;
-  FakeRandomness random_;
-  FakeFiles files_;
-  FakeAccounts accounts_;
   NoMetrics metrics_;
-  CoreConfig config_;
   std::shared_ptr<WriteWatcher> watcher_;
   std::unique_ptr<CoreState> core_;
   std::unique_ptr<Submission> submission_;

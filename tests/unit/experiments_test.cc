@@ -12,18 +12,13 @@
 #include "base/sha256.h"
 #include "schema/tf_config_wire.h"
 #include "service/store/sqlite_store.h"
-#include "tests/unit/fakes.h"
-#include "tests/unit/test_dir.h"
+#include "tests/unit/core_test.h"
 
 namespace tfslurm {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using testing::FakeAccounts;
-using testing::FakeClock;
-using testing::FakeFiles;
-using testing::FakeRandomness;
 using testing::FakeSlurm;
 using testing::RecordingChannel;
 
@@ -42,13 +37,11 @@ json PsSpec(const std::string& id) {
             {"max_task_restarts", 0}}}};
 }
 
-class ExperimentsTest : public ::testing::Test {
+class ExperimentsTest : public testing::CoreTest {
  protected:
+  ExperimentsTest() : CoreTest("experiments-test") {}
   void SetUp() override {
-    dir_ = FreshTestDir("experiments-test");
-    store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
-    config_.output_root = (dir_ / "out").string();
-    config_.launch = {"/opt/tfslurm-agent", "svc:1"};
+    CoreTest::SetUp();
     config_.poll_interval_ms = 1000;
     config_.barrier_timeout_ms = 60000;
     config_.shutdown_grace_ms = 2000;
@@ -57,14 +50,10 @@ class ExperimentsTest : public ::testing::Test {
   }
   void TearDown() override {
     experiments_.reset();
-    store_.reset();
-    fs::remove_all(dir_);
+    CoreTest::TearDown();
   }
   // A new service process on the same database (and the same Slurm).
-  void Restart() {
-    experiments_ =
-        NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_);
-  }
+  void Restart() { experiments_ = NewExperiments(Ports(), config_, metrics_); }
 
   void Poll() {
     clock_.Advance(config_.poll_interval_ms);
@@ -111,14 +100,6 @@ class ExperimentsTest : public ::testing::Test {
     ASSERT_EQ(View(id).experiment.state, ExperimentState::kRestarting);
   }
 
-  fs::path dir_;
-  std::unique_ptr<Store> store_;
-  FakeSlurm slurm_;
-  FakeClock clock_;
-  FakeRandomness random_;
-  FakeFiles files_;
-  FakeAccounts accounts_;
-  CoreConfig config_;
   Metrics* metrics_ = nullptr;  // a test that counts sets it before Restart()
   std::unique_ptr<Experiments> experiments_;
   int attempt_offset_ = 0;

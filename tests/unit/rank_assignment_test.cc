@@ -4,39 +4,29 @@
 // job, and of each restart in place, writes N small messages.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <memory>
 #include <set>
 
 #include "service/core/experiments.h"
 #include "service/store/sqlite_store.h"
-#include "tests/unit/fakes.h"
-#include "tests/unit/test_dir.h"
+#include "tests/unit/core_test.h"
 
 namespace tfslurm {
 namespace {
 
-namespace fs = std::filesystem;
-using testing::FakeAccounts;
-using testing::FakeClock;
-using testing::FakeFiles;
-using testing::FakeRandomness;
 using testing::FakeSlurm;
 using testing::RecordingChannel;
 
-class RankAssignmentTest : public ::testing::Test {
+class RankAssignmentTest : public testing::CoreTest {
  protected:
+  RankAssignmentTest() : CoreTest("rank-assignment-test") {}
   void SetUp() override {
-    dir_ = FreshTestDir("rank-assignment-test");
-    store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
-    config_.output_root = (dir_ / "out").string();
-    config_.launch = {"/opt/tfslurm-agent", "svc:1"};
-    experiments_ = NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_);
+    CoreTest::SetUp();
+    experiments_ = NewExperiments(Ports(), config_);
   }
   void TearDown() override {
     experiments_.reset();
-    store_.reset();
-    fs::remove_all(dir_);
+    CoreTest::TearDown();
   }
 
   // Submits `id` with `ranks` tasks on the fake partition's 3 nodes, as
@@ -88,14 +78,6 @@ class RankAssignmentTest : public ::testing::Test {
     return keys;
   }
 
-  fs::path dir_;
-  std::unique_ptr<Store> store_;
-  FakeSlurm slurm_;
-  FakeClock clock_;
-  FakeRandomness random_;
-  FakeFiles files_;
-  FakeAccounts accounts_;
-  CoreConfig config_;
   std::unique_ptr<Experiments> experiments_;
 };
 
@@ -109,8 +91,9 @@ TEST_F(RankAssignmentTest, ARanksAssignmentCarriesNoClusterWhateverTheWorldSize)
       EXPECT_EQ(m.cluster, nullptr) << framework << " rank " << m.index << " carries the cluster";
       EXPECT_EQ(m.role, "rank");
       // Rank 0 also has TFSLURM_SCALARS_FILE: it reports for the attempt.
-      if (m.index > 0)
+      if (m.index > 0) {
         EXPECT_EQ(EnvKeys(m), EnvKeys(large[1])) << framework << ": the same for every rank";
+      }
     }
     // 12 ranks against 3: a few more digits (WORLD_SIZE 12, a two-digit
     // rank), nothing per other rank.

@@ -4,22 +4,14 @@
 // a restart, a bad sweep leaving nothing behind.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "service/core/experiments.h"
 #include "service/store/sqlite_store.h"
-#include "tests/unit/fakes.h"
-#include "tests/unit/test_dir.h"
+#include "tests/unit/core_test.h"
 
 namespace tfslurm {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-using testing::FakeAccounts;
-using testing::FakeClock;
-using testing::FakeFiles;
-using testing::FakeRandomness;
 using testing::FakeSlurm;
 
 json Sweep() {
@@ -37,23 +29,20 @@ json Sweep() {
   })");
 }
 
-class SweepRunnerTest : public ::testing::Test {
+class SweepRunnerTest : public testing::CoreTest {
  protected:
+  SweepRunnerTest() : CoreTest("sweep-runner-test") {}
   void SetUp() override {
-    dir_ = FreshTestDir("sweep-runner-test");
-    store_ = std::move(store::OpenSqliteStore((dir_ / "db").string())).value();
-    config_.output_root = (dir_ / "out").string();
-    config_.launch = {"/opt/tfslurm-agent", "svc:1"};
+    CoreTest::SetUp();
     config_.poll_interval_ms = 1000;
     Restart();
   }
   void TearDown() override {
     experiments_.reset();
-    store_.reset();
-    fs::remove_all(dir_);
+    CoreTest::TearDown();
   }
   void Restart() {
-    experiments_ = NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_);
+    experiments_ = NewExperiments(Ports(), config_);
     ASSERT_TRUE(experiments_->Recover().ok());
   }
   void Poll() {
@@ -72,14 +61,6 @@ class SweepRunnerTest : public ::testing::Test {
   }
   SweepView View() { return experiments_->GetSweep("s").value(); }
 
-  fs::path dir_;
-  std::unique_ptr<Store> store_;
-  FakeSlurm slurm_;
-  FakeClock clock_;
-  FakeRandomness random_;
-  FakeFiles files_;
-  FakeAccounts accounts_;
-  CoreConfig config_;
   std::unique_ptr<Experiments> experiments_;
 };
 
