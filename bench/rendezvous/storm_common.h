@@ -1,7 +1,8 @@
-// What the two load generators against bench_rendezvous_server share
-// (storm.cc: the first rendezvous; in_place_storm.cc: the rendezvous of an
-// attempt restarted in place): the server as a child process driven on its
-// stdin, what /proc says about it, and nearest-rank percentiles.
+// What the load generators share: the server as a child process driven on
+// its stdin (storm.cc: the first rendezvous; in_place_storm.cc: the
+// rendezvous of an attempt restarted in place, both against
+// bench_rendezvous_server), what /proc says about a process, and
+// nearest-rank percentiles (tcpstore_storm.cc too).
 //
 // Thread safety: ServerProcess belongs to the thread that drives it; the
 // free functions are safe from any thread.
@@ -46,7 +47,7 @@ inline std::vector<int> ParseSizes(const std::string& s) {
 }
 
 struct ProcStatus {
-  long threads = 0, vm_rss_kb = 0, vm_hwm_kb = 0;
+  long threads = 0, vm_rss_kb = 0, rss_anon_kb = 0, vm_hwm_kb = 0;
 };
 
 inline ProcStatus ReadProcStatus(pid_t pid) {
@@ -58,6 +59,8 @@ inline ProcStatus ReadProcStatus(pid_t pid) {
       s.threads = std::atol(line.c_str() + 8);
     else if (line.rfind("VmRSS:", 0) == 0)
       s.vm_rss_kb = std::atol(line.c_str() + 6);
+    else if (line.rfind("RssAnon:", 0) == 0)
+      s.rss_anon_kb = std::atol(line.c_str() + 8);
     else if (line.rfind("VmHWM:", 0) == 0)
       s.vm_hwm_kb = std::atol(line.c_str() + 6);
   }

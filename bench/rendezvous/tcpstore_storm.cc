@@ -72,19 +72,18 @@
 #include <thread>
 #include <vector>
 
+#include "bench/rendezvous/storm_common.h"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-// Nearest-rank percentile of `v` (p in 0..100), as bench_rendezvous_storm.
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * v.size()));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
+using bench::Clock;
+using bench::CpuMs;
+using bench::Ms;
+using bench::ParseSizes;
+using bench::Percentile;
+using bench::ProcStatus;
+using bench::ReadProcStatus;
+using bench::SelfCpuMs;
 
 [[noreturn]] void Die(const std::string& why) {
   fprintf(stderr, "bench_tcpstore_storm: %s\n", why.c_str());
@@ -166,49 +165,6 @@ int Serve(std::chrono::milliseconds timeout) {
   while (fgets(line, sizeof line, stdin))
     if (std::string(line).rfind("quit", 0) == 0) break;
   return 0;
-}
-
-struct ProcStatus {
-  long threads = 0, vm_rss_kb = 0, rss_anon_kb = 0, vm_hwm_kb = 0;
-};
-
-ProcStatus ReadProcStatus(pid_t pid) {
-  ProcStatus s;
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("Threads:", 0) == 0)
-      s.threads = std::atol(line.c_str() + 8);
-    else if (line.rfind("VmRSS:", 0) == 0)
-      s.vm_rss_kb = std::atol(line.c_str() + 6);
-    else if (line.rfind("RssAnon:", 0) == 0)
-      s.rss_anon_kb = std::atol(line.c_str() + 8);
-    else if (line.rfind("VmHWM:", 0) == 0)
-      s.vm_hwm_kb = std::atol(line.c_str() + 6);
-  }
-  return s;
-}
-
-// utime + stime of `pid`, in milliseconds.
-double CpuMs(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(f)), {});
-  auto close = stat.rfind(')');
-  std::istringstream rest(stat.substr(close + 2));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 3; i <= 15 && rest >> field; ++i) {
-    if (i == 14) utime = std::stoull(field);
-    if (i == 15) stime = std::stoull(field);
-  }
-  return (utime + stime) * 1000.0 / sysconf(_SC_CLK_TCK);
-}
-
-double SelfCpuMs() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
-         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
 }
 
 // What the store's serving thread is doing, from /proc/PID/task/TID: on a
@@ -492,14 +448,6 @@ RunResult RunBarrier(ServerProcess& server, int n, int run, const Options& o) {
   ranks.clear();  // closes 2N connections, stops N callback threads
   server.WaitIdle();
   return res;
-}
-
-std::vector<int> ParseSizes(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(std::stoi(item));
-  return out;
 }
 
 }  // namespace
