@@ -90,22 +90,25 @@ void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
 
 void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
                                std::shared_ptr<TaskChannel> channel) {
+  bool queued;
   {
     MutexLock lock(core_.mu());
     if (info.standby) return OnStandby(ref, info, std::move(channel));
-    RegisterTask(ref, info, std::move(channel));
+    queued = RegisterTask(ref, info, std::move(channel));
   }
   // The barrier's commit, written while gRPC writes the Assignments and
-  // other agents' messages go on; in the store before this returns.
-  core_.WriteQueued();
+  // other agents' messages go on; in the store before this returns. A
+  // registration that queued nothing (most of them: rows before the
+  // barrier are written by the next Tick) does not wait for the store.
+  if (queued) core_.WriteQueued();
 }
 
-void AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
+bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
                                  std::shared_ptr<TaskChannel> channel) {
   auto found = FindTask(ref);
   if (!found.ok()) {
     channel->Send(RefusalFor(found.status()));
-    return;
+    return false;
   }
   OpenExperiment& a = **found;
   const int proc = ref.proc_id;
@@ -117,7 +120,7 @@ void AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
     channel->Send(RefusedMsg{"attempt " + std::to_string(a.attempt.record.number) +
                                  " has already ended: " + a.attempt.run->outcome().reason,
                              true});
-    return;
+    return false;
   }
   bool was_registered = slot.registered;
   if (!was_registered) core_.metrics().Registered();
@@ -164,7 +167,7 @@ void AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
       channel->Send(ShutdownMsg{a.attempt.run->outcome().reason, core_.config().shutdown_grace_ms});
   }
   // The barrier's holds every task's row; the lock need not wait for them.
-  core_.CommitAfterUnlock(c);
+  return core_.CommitAfterUnlock(c);
 }
 
 void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc) {

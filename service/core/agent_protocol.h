@@ -61,8 +61,8 @@ class AgentProtocol {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // A registration for the current attempt: recorded, and the barrier's
   // Assignments sent when it is the last; its changes are queued
-  // (CoreState::CommitAfterUnlock).
-  void RegisterTask(const TaskRef& ref, const RegisterInfo& info,
+  // (CoreState::CommitAfterUnlock). Returns whether it queued any.
+  bool RegisterTask(const TaskRef& ref, const RegisterInfo& info,
                     std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Checks a TaskRef against the current attempt (id, attempt, secret, range).
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());

@@ -46,11 +46,12 @@ void CoreState::Commit(Changes& c) {
   c = Changes{};
 }
 
-void CoreState::CommitAfterUnlock(Changes& c) {
-  if (c.empty()) return;
+bool CoreState::CommitAfterUnlock(Changes& c) {
+  if (c.empty()) return false;
   MutexLock lock(queue_mu_);
   queued_.push_back(std::move(c));
   c = Changes{};
+  return true;
 }
 
 void CoreState::WriteQueued() {

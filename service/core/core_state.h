@@ -70,8 +70,10 @@ class CoreState {
   // mu(), and empties it: for a commit whose size would hold every agent's
   // message up behind core's lock (the barrier's, with every task's row: 24
   // ms of 4,096 rows in bench/RESULTS.md's profile). A Commit or Apply made
-  // meanwhile writes it first. Failures are logged, as Commit's.
-  void CommitAfterUnlock(Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
+  // meanwhile writes it first. Failures are logged, as Commit's. Returns
+  // whether anything was queued (an empty `c` is not): only then need the
+  // caller wait for WriteQueued.
+  bool CommitAfterUnlock(Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_)
       ABSL_LOCKS_EXCLUDED(queue_mu_);
   // Writes what CommitAfterUnlock queued and returns once it is in the
   // store, written by this thread or by another that got there first.
