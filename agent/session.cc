@@ -302,6 +302,20 @@ void Session::OnServiceMessage(const v1::ServiceMessage& message) {
       spdlog::info("released by the service: {}; exiting", message.release().reason());
       Finish(FinalExitStatus());
       return;
+    case v1::ServiceMessage::kSpare:
+      if (phase_ != Phase::kAwaitingAssignment) {
+        spdlog::warn("ignoring Spare: this agent has a task already ({})",
+                     message.spare().reason());
+        return;
+      }
+      spdlog::info("this node is a spare ({}): no program; waiting in the job",
+                   message.spare().reason());
+      backoff_.Reset();
+      failed_connections_ = 0;
+      unknown_experiment_since_.reset();
+      stream_.reset();  // the standby stream replaces it
+      EnterStandby();
+      return;
     case v1::ServiceMessage::BODY_NOT_SET:
       break;
   }

@@ -70,6 +70,8 @@ agent::v1::ServiceMessage ToProto(const ServiceMsg& message, TfConfigEncoding en
     out.mutable_next_attempt()->set_log_dir(n->log_dir);
   } else if (const auto* r = std::get_if<ReleaseMsg>(&message)) {
     out.mutable_release()->set_reason(r->reason);
+  } else if (const auto* s = std::get_if<SpareMsg>(&message)) {
+    out.mutable_spare()->set_reason(s->reason);
   }
   return out;
 }

@@ -67,8 +67,16 @@ StatusOr<int> ProcIdOf(Experiments& experiments, const std::string& id, int atte
                        const TaskName& task) {
   auto tasks = experiments.ListTasks(id, attempt);
   if (!tasks.ok()) return tasks.status();
-  for (const TaskRecord& t : *tasks)
-    if (t.role == task.role && t.index == task.index) return t.proc_id;
+  for (const TaskRecord& t : *tasks) {
+    if (t.role != task.role || t.index != task.index) continue;
+    // A spare node that took a node's place runs the task under its own
+    // SLURM_PROCID, the name of its output file (node_slots.h).
+    auto attempts = experiments.ListAttempts(id);
+    if (attempts.ok())
+      for (const AttemptRecord& a : *attempts)
+        if (a.number == attempt) return a.node_slots.ProcOfTask(t.proc_id);
+    return t.proc_id;
+  }
   std::string name = task.role + ":" + std::to_string(task.index);
   std::string has = "attempt " + std::to_string(attempt) + " has " + DescribeTasks(*tasks);
   return InvalidArgument("experiment '" + id + "' has no task " + name + "; " + has,

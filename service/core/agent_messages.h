@@ -107,7 +107,14 @@ struct ReleaseMsg {
   std::string reason;
 };
 
-using ServiceMsg = std::variant<AssignmentMsg, ShutdownMsg, RefusedMsg, NextAttemptMsg, ReleaseMsg>;
+// The agent's node is a spare (node_slots.h): it runs no program and waits
+// in the job (Register.standby) for a NextAttempt or a Release.
+struct SpareMsg {
+  std::string reason;
+};
+
+using ServiceMsg =
+    std::variant<AssignmentMsg, ShutdownMsg, RefusedMsg, NextAttemptMsg, ReleaseMsg, SpareMsg>;
 
 // Where core sends messages for one connected task: a gRPC stream or a
 // waiting HTTP request. Send must not block (implementations queue).

@@ -13,7 +13,7 @@
 
 namespace tfslurm {
 
-StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref) {
+StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace* place) {
   auto it = core_.open().find(ref.experiment_id);
   if (it == core_.open().end()) {
     auto e = core_.ports().store.GetExperiment(ref.experiment_id);
@@ -32,11 +32,52 @@ StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref) {
   if (Sha256Hex(ref.secret) != a.attempt.record.secret_sha256)
     return Status(StatusCode::kUnauthenticated, "wrong attempt secret for '" + ref.experiment_id +
                                                     "' attempt " + std::to_string(ref.attempt));
-  if (ref.proc_id < 0 || ref.proc_id >= a.attempt.run->size())
-    return InvalidArgument("task " + std::to_string(ref.proc_id) +
-                           " is out of range: the attempt has " +
-                           std::to_string(a.attempt.run->size()) + " tasks");
+  *place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
+  if (place->kind == ProcPlace::kOut) {
+    if (ref.proc_id < 0 || a.attempt.record.node_slots.IsIdentity())
+      return InvalidArgument("task " + std::to_string(ref.proc_id) +
+                             " is out of range: the attempt has " +
+                             std::to_string(a.attempt.run->size()) + " tasks");
+    return FailedPrecondition("task " + std::to_string(ref.proc_id) + "'s node is out of attempt " +
+                              std::to_string(ref.attempt) +
+                              ": a spare node took its place, or it was a spare left unused");
+  }
   return &a;
+}
+
+StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, int* task) {
+  ProcPlace place;
+  auto found = FindAgent(ref, &place);
+  if (!found.ok()) return found;
+  if (place.kind != ProcPlace::kTask)
+    return FailedPrecondition("task " + std::to_string(ref.proc_id) +
+                              " runs on a spare node: it has no program to report on");
+  *task = place.task;
+  return found;
+}
+
+void AgentProtocol::OnSpare(OpenExperiment& a, const TaskRef& ref, const RegisterInfo& info,
+                            std::shared_ptr<TaskChannel> channel) {
+  LiveAttempt::SpareAgent& spare = a.attempt.spare_agents[ref.proc_id];
+  spare.node = info.node_name;
+  const bool over = a.user_cancelled || a.attempt.record.end_reason ||
+                    a.attempt.record.state != AttemptState::kRunning ||
+                    a.attempt.run->outcome().kind == Outcome::kSucceeded ||
+                    !a.attempt.in_place_given_up.empty();
+  if (over) {
+    spare.channel.reset();
+    channel->Send(ReleaseMsg{IsTerminal(a.record.state) ? a.record.reason
+                                                        : "no further attempt runs in this job"});
+    return;
+  }
+  if (!info.standby) {
+    channel->Send(SpareMsg{"node " + info.node_name + " is a spare of Slurm job " +
+                           std::to_string(a.attempt.record.slurm_job_id) +
+                           " (resources.spare_nodes): it takes a failed node's place in a restart "
+                           "in place"});
+    return;
+  }
+  spare.channel = std::move(channel);
 }
 
 void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
@@ -48,30 +89,37 @@ void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
     // The next attempt started in this job while this agent was away (its
     // stream broke, or tfslurmd restarted, between the attempt's record and
     // the agent's NextAttempt): it is told again. The secret is the job's.
+    const ProcPlace place = current.node_slots.Place(ref.proc_id, a.attempt.run->size());
+    const bool not_back = place.kind == ProcPlace::kSpare
+                              ? !a.attempt.spare_agents.contains(ref.proc_id)
+                              : place.kind == ProcPlace::kTask &&
+                                    !a.attempt.run->task(place.task).registered;
     if (ref.attempt < current.number && current.in_place &&
         current.slurm_job_id == info.slurm_job_id &&
-        Sha256Hex(ref.secret) == current.secret_sha256 && ref.proc_id >= 0 &&
-        ref.proc_id < a.attempt.run->size() && !a.attempt.run->task(ref.proc_id).registered) {
+        Sha256Hex(ref.secret) == current.secret_sha256 && not_back) {
       channel->Send(NextAttemptMsg{
           current.number, "attempt " + std::to_string(current.number) + " runs in this job",
           AttemptLogDir(core_.config().output_root, a.record.id, current.number)});
       return;
     }
   }
-  auto found = FindTask(ref);
+  ProcPlace place;
+  auto found = FindAgent(ref, &place);
   if (!found.ok()) {
     channel->Send(RefusalFor(found.status()));
     return;
   }
   OpenExperiment& a = **found;
+  if (place.kind == ProcPlace::kSpare) return OnSpare(a, ref, info, std::move(channel));
+  const int task = place.task;
   Changes c;
-  if (lone_.OnStandby(a, ref.proc_id, channel, c)) {
-    SendAssignments(a, c, ref.proc_id);
+  if (lone_.OnStandby(a, task, channel, c)) {
+    SendAssignments(a, c, task);
     core_.Commit(c);
     return;
   }
   core_.Commit(c);
-  TaskSlot& slot = a.attempt.run->mutable_task(ref.proc_id);
+  TaskSlot& slot = a.attempt.run->mutable_task(task);
   const Outcome& outcome = a.attempt.run->outcome();
   // Only a failure can bring a next attempt to this job; until the attempt
   // is decided, a task that ended early (a rank done first) waits too.
@@ -85,7 +133,7 @@ void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
     return;
   }
   slot.standing_by = true;
-  a.attempt.channels[ref.proc_id] = std::move(channel);
+  a.attempt.channels[task] = std::move(channel);
 }
 
 void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
@@ -105,13 +153,18 @@ void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
 
 bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
                                  std::shared_ptr<TaskChannel> channel) {
-  auto found = FindTask(ref);
+  ProcPlace place;
+  auto found = FindAgent(ref, &place);
   if (!found.ok()) {
     channel->Send(RefusalFor(found.status()));
     return false;
   }
   OpenExperiment& a = **found;
-  const int proc = ref.proc_id;
+  if (place.kind == ProcPlace::kSpare) {
+    OnSpare(a, ref, info, std::move(channel));
+    return false;
+  }
+  const int proc = place.task;
   int64_t now = core_.ports().clock.NowMs();
   Changes c;
   TaskSlot& slot = a.attempt.run->mutable_task(proc);
@@ -221,17 +274,18 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
 
 Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
   MutexLock lock(core_.mu());
-  auto found = FindTask(ref);
+  int task;
+  auto found = FindTask(ref, &task);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
-  a.attempt.tasks[ref.proc_id].last_heartbeat = core_.ports().clock.NowMs();
-  a.attempt.heartbeat_dirty.insert(ref.proc_id);
-  if (a.attempt.tasks[ref.proc_id].state == TaskState::kLost) {
-    const TaskSlot& slot = a.attempt.run->task(ref.proc_id);
+  a.attempt.tasks[task].last_heartbeat = core_.ports().clock.NowMs();
+  a.attempt.heartbeat_dirty.insert(task);
+  if (a.attempt.tasks[task].state == TaskState::kLost) {
+    const TaskSlot& slot = a.attempt.run->task(task);
     Changes c;
-    a.attempt.tasks[ref.proc_id].state = slot.state;
-    c.tasks.push_back(a.attempt.tasks[ref.proc_id]);
-    core_.Event(c, a, "heartbeat", TaskName(slot, ref.proc_id) + " is back");
+    a.attempt.tasks[task].state = slot.state;
+    c.tasks.push_back(a.attempt.tasks[task]);
+    core_.Event(c, a, "heartbeat", TaskName(slot, task) + " is back");
     core_.Commit(c);
   }
   return Status::Ok();
@@ -239,7 +293,8 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
 
 Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::string& path) {
   MutexLock lock(core_.mu());
-  auto found = FindTask(ref);
+  int task;
+  auto found = FindTask(ref, &task);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
   if (a.record.checkpoint_step && *a.record.checkpoint_step == step) return Status::Ok();
@@ -286,12 +341,13 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
   });
   {
     MutexLock lock(core_.mu());
-    auto found = FindTask(ref);
+    int task;
+    auto found = FindTask(ref, &task);
     if (!found.ok()) return found.status();
     OpenExperiment& a = **found;
-    if (ref.proc_id != a.attempt.run->CheckpointingTask()) {
+    if (task != a.attempt.run->CheckpointingTask()) {
       dropped += points.size();
-      dropped_why = TaskName(a.attempt.run->task(ref.proc_id), ref.proc_id) +
+      dropped_why = TaskName(a.attempt.run->task(task), task) +
                     " sent them, and only the reporting task (chief, or worker 0) does";
       points.clear();
     }
@@ -318,7 +374,8 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
   if (dropped == 0 && appended.refused_tags.empty()) return Status::Ok();
 
   MutexLock lock(core_.mu());
-  auto found = FindTask(ref);
+  int task;
+  auto found = FindTask(ref, &task);
   if (!found.ok() || (*found)->attempt.scalar_notice_given) return Status::Ok();
   OpenExperiment& a = **found;
   a.attempt.scalar_notice_given = true;
@@ -341,10 +398,10 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   const std::optional<int> exit_code = exit.exit_code;
   const std::optional<int> signal = exit.signal;
   MutexLock lock(core_.mu());
-  auto found = FindTask(ref);
+  int proc;
+  auto found = FindTask(ref, &proc);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
-  const int proc = ref.proc_id;
   // A re-sent report.
   if (a.attempt.run->task(proc).exited || a.attempt.run->task(proc).restarting_alone)
     return Status::Ok();
@@ -389,12 +446,20 @@ void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel)
   auto it = core_.open().find(ref.experiment_id);
   if (it == core_.open().end() || it->second->attempt.record.number != ref.attempt) return;
   OpenExperiment& a = *it->second;
-  auto ch = a.attempt.channels.find(ref.proc_id);
+  const ProcPlace place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
+  if (place.kind == ProcPlace::kSpare) {
+    auto spare = a.attempt.spare_agents.find(ref.proc_id);
+    if (spare != a.attempt.spare_agents.end() && spare->second.channel.get() == channel)
+      spare->second.channel.reset();  // until it comes back to wait
+    return;
+  }
+  if (place.kind != ProcPlace::kTask) return;
+  auto ch = a.attempt.channels.find(place.task);
   // A newer stream may already have replaced this one.
   if (ch == a.attempt.channels.end() || ch->second.get() != channel) return;
   a.attempt.channels.erase(ch);
-  TaskSlot& slot = a.attempt.run->mutable_task(ref.proc_id);
-  if (slot.registered && !slot.exited) a.attempt.run->SetVanished(ref.proc_id, true);
+  TaskSlot& slot = a.attempt.run->mutable_task(place.task);
+  if (slot.registered && !slot.exited) a.attempt.run->SetVanished(place.task, true);
   slot.standing_by = false;  // until its agent comes back to wait
 }
 

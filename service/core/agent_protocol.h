@@ -64,8 +64,17 @@ class AgentProtocol {
   // (CoreState::CommitAfterUnlock). Returns whether it queued any.
   bool RegisterTask(const TaskRef& ref, const RegisterInfo& info,
                     std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // Checks a TaskRef against the current attempt (id, attempt, secret, range).
-  StatusOr<OpenExperiment*> FindTask(const TaskRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Checks a TaskRef against the current attempt (id, attempt, secret) and
+  // places its SLURM_PROCID in the attempt's nodes (node_slots.h): a task,
+  // a spare, or out of range.
+  StatusOr<OpenExperiment*> FindAgent(const TaskRef& ref, ProcPlace* place)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // FindAgent for the agent of a task: the task's index in *task.
+  StatusOr<OpenExperiment*> FindTask(const TaskRef& ref, int* task)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // A spare node's agent registered (Register, or Register.standby).
+  void OnSpare(OpenExperiment& e, const TaskRef& ref, const RegisterInfo& info,
+               std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // To every connected task, or only to `only_proc`.
   void SendAssignments(OpenExperiment& e, Changes& c, int only_proc = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());

@@ -1,5 +1,8 @@
 #include "service/core/in_place_restart.h"
 
+#include <algorithm>
+#include <map>
+
 #include "service/core/wording.h"
 
 namespace tfslurm {
@@ -21,6 +24,71 @@ std::string Absent(const AttemptRun& run, int* count) {
   return names;
 }
 
+int TasksPerNode(const OpenExperiment& a) { return a.attempt.record.node_slots.tasks_per_node(); }
+
+int JobNodeOf(const OpenExperiment& a, int task) {
+  return a.attempt.record.node_slots.JobNodeOfTask(task);
+}
+
+// The spare nodes whose every agent waits in the job.
+std::vector<int> ReadySpares(const OpenExperiment& a) {
+  const int per_node = TasksPerNode(a);
+  std::vector<int> ready;
+  for (int node : a.attempt.record.node_slots.spares()) {
+    bool all = true;
+    for (int p = node * per_node; p < (node + 1) * per_node && all; ++p) {
+      auto it = a.attempt.spare_agents.find(p);
+      all = it != a.attempt.spare_agents.end() && it->second.channel;
+    }
+    if (all) ready.push_back(node);
+  }
+  return ready;
+}
+
+// What the next attempt in place does with the job's nodes: those whose
+// agents do not wait (gone with their node) or that the bad-node memory
+// excludes leave it, and ready spares take their place, lowest first.
+struct NodePlan {
+  std::vector<int> out;             // the job's nodes that leave, in slot order
+  std::optional<NodeSlots> slots;   // after the spares took their place; nullopt: too few
+  std::string swaps;                // "node3 (a spare) takes node2's place", for the event
+  std::map<int, std::string> names;  // job node -> name, of the nodes above
+};
+
+NodePlan PlanNodes(const OpenExperiment& a) {
+  const LiveAttempt& at = a.attempt;
+  const AttemptRun& run = *at.run;
+  NodePlan plan;
+  auto leave = [&](int node) {
+    if (std::find(plan.out.begin(), plan.out.end(), node) == plan.out.end()) plan.out.push_back(node);
+  };
+  for (int i = 0; i < run.size(); ++i) {
+    const int node = JobNodeOf(a, i);
+    if (!run.task(i).node.empty()) plan.names[node] = run.task(i).node;
+    const bool suspect = !a.suspects.only_if_down &&
+                         std::find(a.suspects.nodes.begin(), a.suspects.nodes.end(),
+                                   run.task(i).node) != a.suspects.nodes.end();
+    if (!run.task(i).standing_by || suspect) leave(node);
+  }
+  std::sort(plan.out.begin(), plan.out.end());
+  plan.slots = at.record.node_slots.Replacing(plan.out, ReadySpares(a));
+  if (!plan.slots) return plan;
+  const int per_node = TasksPerNode(a);
+  for (int node : plan.out) {
+    // The slot `node` ran: the same slot after the replacement.
+    int slot = 0;
+    while (at.record.node_slots.JobNodeOfSlot(slot) != node) ++slot;
+    const int spare = plan.slots->JobNodeOfSlot(slot);
+    auto agent = at.spare_agents.find(spare * per_node);
+    const std::string spare_name =
+        agent != at.spare_agents.end() ? agent->second.node : "node " + std::to_string(spare);
+    plan.names[spare] = spare_name;
+    plan.swaps += (plan.swaps.empty() ? "" : ", ") + spare_name + " (a spare) takes " +
+                  plan.names[node] + "'s place";
+  }
+  return plan;
+}
+
 }  // namespace
 
 std::string AttemptLogDir(const std::string& output_root, const std::string& id, int number) {
@@ -36,9 +104,32 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
       !at.in_place_given_up.empty())
     return {};
   if (!at.failed_at_ms) at.failed_at_ms = now;
+  // Long enough for a Shutdown's grace, the reaping's margin and an agent
+  // that reconnects: its stream broke just as its program ended.
+  const CoreConfig& config = core_.config();
+  const int64_t wait =
+      config.shutdown_grace_ms + config.reap_timeout_margin_ms + config.reconnect_window_ms;
   int absent = 0;
   std::string names = Absent(run, &absent);
-  if (absent == 0) {
+  bool spares_cover = false;
+  if (absent > 0 && !at.record.node_slots.spares().empty()) {
+    // Agents that Slurm or their silence says are gone with their node
+    // need not be waited for: spares take their nodes' place.
+    bool all_gone = true;
+    for (int i = 0; i < run.size(); ++i)
+      if (!run.task(i).standing_by)
+        all_gone = all_gone && (at.tasks[i].state == TaskState::kLost ||
+                                NodeLeftJob(at, run.task(i).node));
+    if (all_gone || now - at.failed_at_ms > wait) {
+      if (!PlanNodes(a).slots)
+        return {InPlaceCheck::kGiveUp, EndReason::kRetryableExit,
+                std::to_string(absent) + " of " + std::to_string(run.size()) + " agents (" +
+                    names + ") are gone from " + JobText(at.record) +
+                    ", and too few spare nodes wait in it to take their nodes' place"};
+      spares_cover = true;
+    }
+  }
+  if (absent == 0 || spares_cover) {
     if (run.outcome().by_sigterm && !at.decided_reason)
       return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit,
               "the failure was a SIGTERM, which Slurm sends at a time limit, a preemption or a "
@@ -48,11 +139,6 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
     EndReason reason = at.decided_reason ? *at.decided_reason : run.outcome().failure;
     return {InPlaceCheck::kReady, reason, run.outcome().reason};
   }
-  // Long enough for a Shutdown's grace, the reaping's margin and an agent
-  // that reconnects: its stream broke just as its program ended.
-  const CoreConfig& config = core_.config();
-  const int64_t wait =
-      config.shutdown_grace_ms + config.reap_timeout_margin_ms + config.reconnect_window_ms;
   if (now - at.failed_at_ms <= wait) return {InPlaceCheck::kWaiting, EndReason::kRetryableExit, ""};
   return {InPlaceCheck::kGiveUp, EndReason::kRetryableExit,
           std::to_string(absent) + " of " + std::to_string(run.size()) + " agents (" + names +
@@ -71,13 +157,17 @@ std::optional<std::string> InPlaceRestart::Obstacle(const OpenExperiment& a, int
     return JobText(at.record) + " is " + JobStateName(at.job_state) + ", not running";
   int absent = 0;
   std::string names = Absent(*at.run, &absent);
-  if (absent > 0)
-    return std::to_string(absent) + " agents (" + names + ") are not waiting in the job";
-  if (!a.suspects.nodes.empty()) {
+  const bool has_spares = !at.record.node_slots.spares().empty();
+  const NodePlan plan = PlanNodes(a);
+  if (absent > 0 && !plan.slots)
+    return std::to_string(absent) + " agents (" + names + ") are not waiting in the job" +
+           (has_spares ? ", and too few spare nodes wait in it to take their nodes' place" : "");
+  if (!plan.slots) {
     std::string nodes;
     for (const std::string& n : a.suspects.nodes) nodes += (nodes.empty() ? "" : ",") + n;
-    return "the next attempt is to exclude " + nodes + " (" + a.suspects.why +
-           "), and the job has no spare node";
+    return "the next attempt is to exclude " + nodes + " (" + a.suspects.why + "), and " +
+           (has_spares ? "no spare node waits in the job to take its place"
+                       : "the job has no spare node");
   }
   if (at.job_end_ms > 0) {
     // The next attempt should reach a checkpoint before the time limit's
@@ -112,6 +202,18 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   r.sbatch_script = old.record.sbatch_script;
   r.in_place = true;
   r.spec_revision = old.record.spec_revision;  // the same spec, in the same job
+  // Obstacle found enough spares for the nodes that leave.
+  const NodePlan plan = PlanNodes(a);
+  if (plan.slots) r.node_slots = *plan.slots;
+  for (int i = 0; i < old.run->size(); ++i) {
+    if (std::find(plan.out.begin(), plan.out.end(), JobNodeOf(a, i)) == plan.out.end()) continue;
+    auto ch = old.channels.find(i);
+    if (ch == old.channels.end()) continue;
+    if (ch->second)
+      ch->second->Send(ReleaseMsg{"its node " + old.run->task(i).node +
+                                  " leaves this job's attempts: a spare node takes its place"});
+    old.channels.erase(ch);
+  }
   r.submitted_at = r.started_at = now;
 
   // The tasks' output moves to the new attempt's log directory, made as the
@@ -141,8 +243,12 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   next.job_known_seq = old.job_known_seq;
   next.job_end_ms = old.job_end_ms;
   next.job_state = old.job_state;
+  next.job_node_names = old.job_node_names;
   next.component_job_ids = old.component_job_ids;
   auto waiting = std::move(old.channels);
+  std::vector<std::shared_ptr<TaskChannel>> spares;
+  for (auto& [proc, spare] : old.spare_agents)
+    if (spare.channel) spares.push_back(std::move(spare.channel));
   c.attempts.push_back(r);
   c.tasks.insert(c.tasks.end(), next.tasks.begin(), next.tasks.end());
   a.record.current_attempt = r.number;
@@ -154,12 +260,16 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
       c, a, "restart",
       "attempt " + std::to_string(r.number) + " " + where +
           ": every agent restarts its program, nothing goes back to Slurm's queue" +
+          (plan.swaps.empty() ? "" : "; " + plan.swaps) +
           (r.start_step ? "; resumes from checkpoint step " + std::to_string(*r.start_step) : "") +
           note);
   core_.SetState(c, a, ExperimentState::kStarting,
                  why + "; attempt " + std::to_string(r.number) + " " + where);
   for (auto& [proc, channel] : waiting)
     if (channel) channel->Send(NextAttemptMsg{r.number, why, log_dir});
+  // Every spare moves too: one taking a node's place registers as its
+  // task, the others as spares again.
+  for (auto& channel : spares) channel->Send(NextAttemptMsg{r.number, why, log_dir});
 }
 
 void ReleaseWaitingAgents(LiveAttempt& attempt, const std::string& why) {
@@ -172,6 +282,8 @@ void ReleaseWaitingAgents(LiveAttempt& attempt, const std::string& why) {
     if (ch->second) ch->second->Send(ReleaseMsg{why});
     attempt.channels.erase(ch);
   }
+  for (auto& [proc, spare] : attempt.spare_agents)
+    if (spare.channel) std::exchange(spare.channel, nullptr)->Send(ReleaseMsg{why});
 }
 
 }  // namespace tfslurm

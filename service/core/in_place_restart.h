@@ -59,8 +59,8 @@ class InPlaceRestart {
   CoreState& core_;
 };
 
-// Tells every agent that waits in the attempt's job (TaskSlot::standing_by)
-// that no further attempt comes to it: each exits.
+// Tells every agent that waits in the attempt's job (TaskSlot::standing_by,
+// and the spares) that no further attempt comes to it: each exits.
 void ReleaseWaitingAgents(LiveAttempt& attempt, const std::string& why);
 
 // Where attempt `number` of experiment `id` logs: its job's working

@@ -1,5 +1,7 @@
 #include "service/core/open_experiment.h"
 
+#include <algorithm>
+
 namespace tfslurm {
 
 LiveAttempt::LiveAttempt(const ExperimentSpec& spec, AttemptRecord attempt)
@@ -13,6 +15,11 @@ LiveAttempt::LiveAttempt(const ExperimentSpec& spec, AttemptRecord attempt)
     t.index = run->task(i).role.index;
     tasks.push_back(std::move(t));
   }
+}
+
+bool NodeLeftJob(const LiveAttempt& attempt, const std::string& node) {
+  const std::vector<std::string>& names = attempt.job_node_names;
+  return !names.empty() && !node.empty() && std::find(names.begin(), names.end(), node) == names.end();
 }
 
 }  // namespace tfslurm

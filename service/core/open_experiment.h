@@ -81,6 +81,18 @@ struct LiveAttempt {
   // Why this attempt's successor cannot start in its job, once that was
   // decided before the job ended (an agent did not come back to wait).
   std::string in_place_given_up;
+  // The agents of the job's spare nodes (record.node_slots), by
+  // SLURM_PROCID: their node's name, and the channel core holds while one
+  // waits in the job (null until it does, and after its stream broke).
+  struct SpareAgent {
+    std::string node;
+    std::shared_ptr<TaskChannel> channel;
+  };
+  std::map<int, SpareAgent> spare_agents;
+  // The job's nodes, as the last poll named them: with spares the job is
+  // submitted --no-kill, and Slurm takes a failed node out of its list
+  // (excise_node_from_job) while the job runs on. Empty before a poll.
+  std::vector<std::string> job_node_names;
 };
 
 // Bad-node memory: the nodes an attempt's end points at, for the next
@@ -102,5 +114,9 @@ struct OpenExperiment {
   // Automatic submissions that failed in a row, for the retry backoff.
   int submit_failures = 0;
 };
+
+// Whether Slurm's last poll of the attempt's running job left `node` out:
+// a job with spare nodes runs on without a failed node (--no-kill).
+bool NodeLeftJob(const LiveAttempt& attempt, const std::string& node);
 
 }  // namespace tfslurm

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "service/core/node_slots.h"
+
 namespace tfslurm {
 
 // queued -> starting -> running -> succeeded | failed | cancelled, with
@@ -153,6 +155,10 @@ struct AttemptRecord {
   // restarted their programs (restart.in_allocation): its job, job name and
   // secret are that attempt's.
   bool in_place = false;
+  // Which of the job's nodes run the tasks and which wait as spares
+  // (resources.spare_nodes; node_slots.h). The same job's attempts in place
+  // differ when a spare took a node's place.
+  NodeSlots node_slots;
   int spec_revision = 1;  // the spec revision it ran (SpecRevisionRecord)
   int exit_code = 0;      // the batch script's, when Slurm reports it
   int64_t submitted_at = 0;

@@ -97,6 +97,7 @@ std::string RenderScript(const ExperimentSpec& spec, const JobPlan& plan, int at
   s += "#SBATCH --time=" + FormatSlurmTime(r.time_limit_minutes) + "\n";
   if (r.warn_signal) s += "#SBATCH --signal=USR1@" + std::to_string(r.warn_time_s) + "\n";
   s += "#SBATCH --no-requeue\n";
+  if (r.no_kill) s += "#SBATCH --no-kill\n";
   s += "#SBATCH --chdir=" + r.work_dir + "\n";
   s += "#SBATCH --output=" + r.batch_output + "\n";
   s += RenderMoreComponents(r);
@@ -130,6 +131,13 @@ std::string RenderScript(const ExperimentSpec& spec, const JobPlan& plan, int at
   if (UsesGpusPerTask(r))
     s += "# GPUs per task: SLURM_GPUS_PER_TASK in the job's environment, as sbatch sets it, has\n"
          "# srun bind each task to GPUs of its own; CUDA_VISIBLE_DEVICES is Slurm's alone.\n";
+  if (r.no_kill)
+    s += "# Spare nodes: " + std::to_string(spec.resources.spare_nodes) + " of the " +
+         std::to_string(r.nodes) +
+         " nodes run agents that wait with no program, to take a failed node's place\n"
+         "# in a restart in place. --no-kill on the job and on srun: Slurm takes a failed node\n"
+         "# out of the job and kills only that node's tasks (kill_step_on_node, without\n"
+         "# SSF_NO_KILL it kills the whole step).\n";
   if (r.warn_signal)
     s += "# Slurm sends SIGUSR1 to every task " + std::to_string(r.warn_time_s) +
          " s before the time limit; the agent forwards it so the program can checkpoint.\n";
@@ -149,8 +157,8 @@ std::string RenderScript(const ExperimentSpec& spec, const JobPlan& plan, int at
     s += "  " + ShellQuote(launch.agent_path) + " \\\n";
     s += "  --log-dir " + ShellQuote(paths.log_dir) + " \\\n";
   } else {
-    s += "exec srun --kill-on-bad-exit=0 --output=" + ShellQuote(paths.log_dir + "/task-%t.out") +
-         " \\\n";
+    s += std::string("exec srun --kill-on-bad-exit=0 ") + (r.no_kill ? "--no-kill " : "") +
+         "--output=" + ShellQuote(paths.log_dir + "/task-%t.out") + " \\\n";
     s += "  " + ShellQuote(launch.agent_path) + " \\\n";
   }
   s += "  --service " + ShellQuote(launch.service_address) + " \\\n";
@@ -174,7 +182,9 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const JobPlan& plan
   const Resources& first = components.front().resources;
   r.job_name = JobName(spec.id, attempt.number);
   r.partition = first.partition;
-  r.nodes = first.nodes;
+  // The spares' nodes come after the slots' (node_slots.h).
+  r.nodes = first.nodes + spec.resources.spare_nodes;
+  r.no_kill = spec.resources.spare_nodes > 0;
   r.tasks_per_node = first.tasks_per_node;
   r.cpus_per_task = first.cpus_per_task;
   r.gpus_per_node = first.gpus_per_node;

@@ -77,6 +77,7 @@ bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
   a.attempt.record.nodes = job.nodes;
   if (job.end_time > 0) a.attempt.job_end_ms = job.end_time * 1000;
   a.attempt.job_state = job.state;
+  if (job.state == JobState::kRunning && !job.completing) a.attempt.job_node_names = job.node_names;
   if (job.state == JobState::kRunning && !a.attempt.start_seen_in_slurm) {
     a.attempt.start_seen_in_slurm = true;
     if (!a.attempt.job_started_ms) a.attempt.job_started_ms = now;
@@ -86,8 +87,10 @@ bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
     for (int i = 0; i < a.attempt.run->size(); ++i) {
       // Within its component, task j runs on node j / tasks_per_node; the
       // components' nodes follow each other in node_names.
+      // With spare nodes, slot s is on the job's node node_slots' s.
       const JobComponent& comp = a.attempt.run->components()[a.attempt.run->task(i).component];
-      int node = comp.first_node + (i - comp.first_task) / comp.resources.tasks_per_node;
+      int node = a.attempt.record.node_slots.JobNodeOfSlot(
+          comp.first_node + (i - comp.first_task) / comp.resources.tasks_per_node);
       if (node < static_cast<int>(job.node_names.size()) && a.attempt.tasks[i].node.empty())
         a.attempt.run->mutable_task(i).node = job.node_names[node];
     }

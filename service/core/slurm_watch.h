@@ -80,6 +80,11 @@ class SlurmWatch {
   // A user's cancel Slurm did not act on is sent again.
   void RepeatCancel(OpenExperiment& e, int64_t now, Actions& actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // In a job with spare nodes (submitted --no-kill), Slurm takes a failed
+  // node out of the job and the job runs on: the tasks there are gone
+  // (Slurm killed them), and the attempt fails as node_fail. The same for
+  // a task lost to silence there: its node stopped answering.
+  void CheckNodesLeft(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // A running task silent for several heartbeat intervals is lost (it may
   // come back); heartbeats not written yet are.
   void CheckHeartbeats(OpenExperiment& e, int64_t now, Changes& c)

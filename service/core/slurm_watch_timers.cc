@@ -1,6 +1,7 @@
 // SlurmWatch's timers (slurm_watch.h): the barrier, stalls, reaping,
 // repeated cancels, heartbeats and restarts in place, run at every Tick for
 // each open experiment.
+#include <csignal>
 #include <set>
 
 #include "service/core/slurm_watch.h"
@@ -33,6 +34,7 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {
   CheckReaping(a, now, c, actions);
   RepeatCancel(a, now, actions);
   CheckHeartbeats(a, now, c);
+  CheckNodesLeft(a, c);
   CheckInPlace(a, now, c, actions);
   if (a.record.state == ExperimentState::kRestarting &&
       a.attempt.record.state == AttemptState::kEnded && now >= a.record.next_attempt_at)
@@ -163,6 +165,44 @@ void SlurmWatch::RepeatCancel(OpenExperiment& a, int64_t now, Actions& actions) 
       now - a.attempt.cancel_sent_at_ms > 10 * core_.config().poll_interval_ms) {
     actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
     a.attempt.cancel_sent_at_ms = now;
+  }
+}
+
+void SlurmWatch::CheckNodesLeft(OpenExperiment& a, Changes& c) {
+  LiveAttempt& at = a.attempt;
+  AttemptRun& run = *at.run;
+  if (a.spec.resources.spare_nodes == 0 || at.record.state != AttemptState::kRunning ||
+      !run.assignments_sent())
+    return;
+  const std::string job_n = "Slurm job " + std::to_string(at.record.slurm_job_id);
+  for (int i = 0; i < run.size(); ++i) {
+    const TaskSlot& slot = run.task(i);
+    if (!slot.registered || slot.exited || slot.restarting_alone) continue;
+    const bool left = NodeLeftJob(at, slot.node);
+    if (!left && at.tasks[i].state != TaskState::kLost) continue;
+    const std::string why =
+        left ? "its node " + slot.node + " left " + job_n +
+                   ": Slurm took it out of the job (a node failure; the job runs on, --no-kill)"
+             : "its node " + slot.node + " stopped answering (no heartbeat)";
+    const bool undecided = run.outcome().kind == Outcome::kUndecided;
+    run.OnExit(i, std::nullopt, SIGKILL, /*reaped=*/false, why, /*at_startup=*/false);
+    TaskRecord& t = at.tasks[i];
+    t.state = TaskState::kLost;
+    t.signal = SIGKILL;
+    t.detail = why;
+    t.ended_at = core_.ports().clock.NowMs();
+    if (!slot.node.empty()) at.lost_nodes.insert(slot.node);
+    c.tasks.push_back(t);
+    core_.Event(c, a, "lost", TaskName(slot, i) + " is gone: " + why);
+    if (!undecided) continue;
+    const std::string reason = TaskName(slot, i) + " is gone: " + why;
+    run.Decide({Outcome::kFailed, reason, EndReason::kNodeFail});
+    at.decided_reason = EndReason::kNodeFail;
+    agents_.ReapRemaining(a, c, "attempt failed: " + reason);
+    a.record.reason = "attempt " + std::to_string(at.record.number) + " failed: " + reason +
+                      "; stopping its tasks";
+    a.record.updated_at = core_.ports().clock.NowMs();
+    c.experiment = a.record;
   }
 }
 

@@ -70,8 +70,11 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
   c.OnlyKeys(v, "resources",
              {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
               "gpus_per_task", "mem_per_task_mb", "time_limit", "constraint", "nodelist",
-              "exclusive", "account", "qos", "reservation", "exclude"});
+              "exclusive", "account", "qos", "reservation", "exclude", "spare_nodes"});
   ParseNodeShape(c, v, "resources", out);
+  if (v.contains("spare_nodes"))
+    if (auto n = c.Int(v["spare_nodes"], "resources.spare_nodes", 0, 64))
+      out.spare_nodes = static_cast<int>(*n);
   if (v.contains("account"))
     if (auto s = SlurmName(c, v["account"], "resources.account", "account")) out.account = *s;
   if (v.contains("qos"))
@@ -457,6 +460,24 @@ Status Refusal(Checker& c) {
       std::move(c.errors));
 }
 
+// A spare stands in for a node in a restart inside the job, in a job of
+// one node shape.
+void CheckSpareNodes(Checker& c, const ExperimentSpec& spec) {
+  const int k = spec.resources.spare_nodes;
+  if (k == 0) return;
+  if (!spec.roles.empty())
+    c.Fail("resources.spare_nodes",
+           "is " + std::to_string(k) +
+               ", but the spec gives roles resources of their own (roles), which makes a "
+               "heterogeneous job: a spare node of one component could not stand in for another's; "
+               "leave spare_nodes out, or the roles block");
+  if (!spec.restart.in_allocation)
+    c.Fail("resources.spare_nodes",
+           "is " + std::to_string(k) +
+               ", but restart.in_allocation is false: a spare takes a failed node's place only in "
+               "a restart inside the job; set in_allocation to true, or leave spare_nodes out");
+}
+
 }  // namespace
 
 StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) {
@@ -483,6 +504,7 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   if (input.contains("restart")) ParseRestart(c, input["restart"], spec, spec.restart);
   ParseCheckpoint(c, input, spec);
   ParseProgress(c, input, spec);
+  CheckSpareNodes(c, spec);
   if (input.contains("model_dir")) {
     const json& m = input["model_dir"];
     if (!(m.is_string() && m.get<std::string>() == "auto"))

@@ -70,6 +70,10 @@ struct Resources {
   std::string qos;          // --qos; empty: the association's default QOS
   std::string reservation;  // --reservation, names joined by ','; empty: none
   std::string exclude;      // --exclude, a Slurm hostlist; merged with bad nodes
+  // More nodes than `nodes`, whose agents wait with no program, to take a
+  // failed or excluded node's place in a restart in place (node_slots.h,
+  // docs/restarts.md). `resources` only, and only with in_allocation.
+  int spare_nodes = 0;
   int Tasks() const { return nodes * tasks_per_node; }
 };
 

@@ -145,6 +145,7 @@ nlohmann::json ExperimentSpec::ToJson() const {
         {"exclude", &resources.exclude}})
     if (!value->empty()) res[key] = *value;
   if (resources.exclusive) res["exclusive"] = true;
+  if (resources.spare_nodes > 0) res["spare_nodes"] = resources.spare_nodes;
   j["resources"] = res;
   if (!roles.empty()) {
     json blocks = json::object();

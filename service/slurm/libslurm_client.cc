@@ -291,6 +291,11 @@ class LibslurmClient final : public SlurmClient {
       // with a new secret; Slurm requeueing the same job would run the old
       // attempt a second time next to it.
       desc.requeue = 0;
+      // sbatch --no-kill: slurmctld then takes a failed node out of the job
+      // (excise_node_from_job) instead of ending it NODE_FAIL
+      // (kill_running_job_by_node_name, src/slurmctld/job_mgr.c,
+      // slurm-22-05-8-1; _foreach_kill_running_job_by_node in 26.05).
+      if (r.no_kill) desc.kill_on_node_fail = 0;
       // Root or SlurmUser may submit for any user (slurmctld's _valid_id,
       // src/slurmctld/proc_req.c at slurm-22-05-8-1); anyone else only for
       // themselves. There is no field for supplementary groups: slurmctld

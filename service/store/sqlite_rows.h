@@ -77,7 +77,7 @@ inline ExperimentSummary ReadSummary(Statement& s) {
 inline constexpr const char* kAttemptColumns =
     "experiment_id, number, secret_sha256, job_name, slurm_job_id, state, slurm_state, "
     "end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, started_at, "
-    "ended_at, in_place, spec_revision";
+    "ended_at, in_place, spec_revision, node_slots";
 
 inline AttemptRecord ReadAttempt(Statement& s) {
   AttemptRecord a;
@@ -96,6 +96,8 @@ inline AttemptRecord ReadAttempt(Statement& s) {
   a.sbatch_script = s.Text("sbatch_script");
   a.start_step = s.OptInt("start_step");
   a.in_place = s.Int("in_place") != 0;
+  // Unreadable (a newer tfslurmd's form): no spare, slot s on node s.
+  a.node_slots = NodeSlots::FromText(s.Text("node_slots")).value_or(NodeSlots());
   a.exit_code = static_cast<int>(s.Int("exit_code"));
   a.submitted_at = s.Int("submitted_at");
   a.started_at = s.Int("started_at");

@@ -401,8 +401,8 @@ class SqliteStore final : public Store {
           "INSERT INTO attempts (experiment_id, number, secret_sha256, job_name, slurm_job_id, "
           "state, "
           "slurm_state, end_reason, reason, nodes, sbatch_script, start_step, exit_code, "
-          "submitted_at, started_at, ended_at, in_place, spec_revision) "
-          "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON "
+          "submitted_at, started_at, ended_at, in_place, spec_revision, node_slots) "
+          "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON "
           "CONFLICT(experiment_id, "
           "number) DO UPDATE SET secret_sha256=excluded.secret_sha256, job_name=excluded.job_name, "
           "slurm_job_id=excluded.slurm_job_id, state=excluded.state, "
@@ -411,13 +411,14 @@ class SqliteStore final : public Store {
           "sbatch_script=excluded.sbatch_script, start_step=excluded.start_step, "
           "exit_code=excluded.exit_code, submitted_at=excluded.submitted_at, "
           "started_at=excluded.started_at, ended_at=excluded.ended_at, "
-          "in_place=excluded.in_place, spec_revision=excluded.spec_revision");
+          "in_place=excluded.in_place, spec_revision=excluded.spec_revision, "
+          "node_slots=excluded.node_slots");
       s.Bind(1, a.experiment_id).Bind(2, a.number).Bind(3, a.secret_sha256).Bind(4, a.job_name);
       s.Bind(5, a.slurm_job_id).Bind(6, AttemptStateName(a.state)).Bind(7, a.slurm_state);
       s.Bind(8, a.end_reason ? EndReasonName(*a.end_reason) : "");
       s.Bind(9, a.reason).Bind(10, a.nodes).Bind(11, a.sbatch_script).Bind(12, a.start_step);
       s.Bind(13, a.exit_code).Bind(14, a.submitted_at).Bind(15, a.started_at).Bind(16, a.ended_at);
-      s.Bind(17, a.in_place ? 1 : 0).Bind(18, a.spec_revision);
+      s.Bind(17, a.in_place ? 1 : 0).Bind(18, a.spec_revision).Bind(19, a.node_slots.ToText());
       if (s.Step() != SQLITE_DONE) return Error("writing attempt");
     }
     for (const TaskRecord& t : c.tasks)

@@ -1642,6 +1642,134 @@ TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
   EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u);
 }
 
+// Spare nodes (resources.spare_nodes, service/core/node_slots.h): a job of
+// 2 nodes of 2 tasks (ps 1, worker 3) and 1 spare: procs 4 and 5 on node3.
+class SpareNodesTest : public InPlaceRestartTest {
+ protected:
+  static json SpareSpec(const std::string& id) {
+    json spec = InPlaceSpec(id);
+    spec["cluster"] = {{"ps", 1}, {"worker", 3}};
+    spec["resources"]["nodes"] = 2;
+    spec["resources"]["spare_nodes"] = 1;
+    spec["restart"]["on"] = {"retryable_exit", "node_fail"};
+    return spec;
+  }
+  // Attempt 1 runs on node1 and node2; node3's agents wait as spares
+  // (unless `spares_wait` is false). Returns the spares' standby channels.
+  std::vector<std::shared_ptr<RecordingChannel>> RunWithSpares(const std::string& id,
+                                                               bool spares_wait = true) {
+    EXPECT_TRUE(experiments_->Submit(SpareSpec(id), "alice", false).ok());
+    slurm_.SetState(100, JobState::kRunning);
+    slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
+    Poll();
+    for (int p = 0; p < 6; ++p) {
+      tasks_.push_back(std::make_shared<RecordingChannel>());
+      experiments_->OnRegister(JobRef(id, p, 1), Info(p, false), tasks_.back());
+    }
+    std::vector<std::shared_ptr<RecordingChannel>> spares;
+    for (int p = 4; p < 6; ++p) {
+      EXPECT_EQ(tasks_[p]->All<SpareMsg>().size(), 1u) << p;
+      EXPECT_TRUE(tasks_[p]->All<AssignmentMsg>().empty()) << p;
+      spares.push_back(std::make_shared<RecordingChannel>());
+      if (spares_wait) experiments_->OnRegister(JobRef(id, p, 1), Info(p, true), spares.back());
+    }
+    for (int p = 0; p < 4; ++p) EXPECT_EQ(tasks_[p]->All<AssignmentMsg>().size(), 1u) << p;
+    return spares;
+  }
+  // node2 fails: Slurm takes it out of the job, which runs on (--no-kill);
+  // node1's tasks are shut down and come back to wait.
+  std::vector<std::shared_ptr<RecordingChannel>> FailNode2(const std::string& id) {
+    slurm_.jobs[100].nodes = "node[1,3]";
+    slurm_.jobs[100].node_names = {"node1", "node3"};
+    Poll();
+    for (int p = 0; p < 2; ++p) {
+      EXPECT_EQ(tasks_[p]->All<ShutdownMsg>().size(), 1u) << p;
+      EXPECT_TRUE(experiments_->OnExited(JobRef(id, p, 1), 0, std::nullopt, true).ok());
+    }
+    std::vector<std::shared_ptr<RecordingChannel>> waiting;
+    for (int p = 0; p < 2; ++p) {
+      waiting.push_back(std::make_shared<RecordingChannel>());
+      experiments_->OnRegister(JobRef(id, p, 1), Info(p, true), waiting.back());
+    }
+    return waiting;
+  }
+  std::vector<std::shared_ptr<RecordingChannel>> tasks_;
+};
+
+TEST_F(SpareNodesTest, ASpareTakesAFailedNodesPlaceInTheSameJob) {
+  auto spares = RunWithSpares("a");
+  ASSERT_EQ(slurm_.submitted.size(), 1u);
+  EXPECT_EQ(slurm_.submitted[0].nodes, 3) << "2 nodes and 1 spare";
+  EXPECT_TRUE(slurm_.submitted[0].no_kill);
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning)
+      << "the spares are not in the barrier";
+  auto waiting = FailNode2("a");
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kNodeFail) << v.attempts[0].reason;
+  EXPECT_NE(v.attempts[0].reason.find("its node node2 left Slurm job 100"), std::string::npos)
+      << v.attempts[0].reason;
+  EXPECT_TRUE(v.attempts[1].in_place);
+  EXPECT_EQ(slurm_.submitted.size(), 1u) << "nothing goes back to the queue";
+  EXPECT_TRUE(slurm_.cancelled.empty());
+  EXPECT_EQ(v.attempts[1].node_slots.JobNodeOfSlot(1), 2) << "node3 runs slot 1 now";
+  EXPECT_TRUE(v.attempts[1].node_slots.spares().empty());
+  bool said = false;
+  for (const std::string& why : Whys(v, "restart"))
+    said = said || why.find("node3 (a spare) takes node2's place") != std::string::npos;
+  EXPECT_TRUE(said) << v.experiment.reason;
+  for (auto& ch : waiting) EXPECT_EQ(ch->All<NextAttemptMsg>().size(), 1u);
+  for (auto& ch : spares) EXPECT_EQ(ch->All<NextAttemptMsg>().size(), 1u);
+
+  // Attempt 2: node1's agents and the spare's register; node2's is out.
+  std::vector<std::shared_ptr<RecordingChannel>> next(6);
+  for (int p : {0, 1, 4, 5}) {
+    next[p] = std::make_shared<RecordingChannel>();
+    experiments_->OnRegister(JobRef("a", p, 2), Info(p, false), next[p]);
+  }
+  for (int p : {0, 1, 4, 5}) ASSERT_EQ(next[p]->All<AssignmentMsg>().size(), 1u) << p;
+  const AssignmentMsg spare = next[4]->All<AssignmentMsg>()[0];
+  EXPECT_EQ(spare.role, "worker");
+  EXPECT_EQ(spare.index, 1) << "task 2's role: placement does not move";
+  EXPECT_NE(spare.cluster->json.find("host3:6004"), std::string::npos) << spare.cluster->json;
+  EXPECT_EQ(spare.cluster->json.find("host2"), std::string::npos) << spare.cluster->json;
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+  auto gone = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 2, 2), Info(2, false), gone);
+  EXPECT_EQ(gone->All<RefusedMsg>().size(), 1u) << "node2's agents are out";
+  // The spare reports as task 2.
+  ASSERT_TRUE(experiments_->OnHeartbeat(JobRef("a", 4, 2)).ok());
+  EXPECT_EQ(View("a").tasks[2].node, "node3");
+
+  // A restarted tfslurmd places the agents the same way.
+  Restart();
+  ASSERT_TRUE(experiments_->Recover().ok());
+  EXPECT_EQ(View("a").attempts[1].node_slots, v.attempts[1].node_slots);
+  ASSERT_TRUE(experiments_->OnHeartbeat(JobRef("a", 5, 2)).ok());
+  EXPECT_FALSE(experiments_->OnHeartbeat(JobRef("a", 3, 2)).ok());
+}
+
+TEST_F(SpareNodesTest, WithNoSpareWaitingTheRestartGoesToANewJob) {
+  RunWithSpares("a", /*spares_wait=*/false);
+  auto waiting = FailNode2("a");
+  Poll();
+  ASSERT_EQ(slurm_.cancelled.size(), 1u);
+  for (auto& ch : waiting) EXPECT_EQ(ch->All<ReleaseMsg>().size(), 1u);
+  bool said = false;
+  for (const std::string& why : Whys(View("a"), "restart"))
+    said = said || why.find("too few spare nodes wait in it") != std::string::npos;
+  EXPECT_TRUE(said) << View("a").experiment.reason;
+}
+
+TEST_F(SpareNodesTest, SparesAreReleasedWhenTrainingSucceeds) {
+  auto spares = RunWithSpares("a");
+  for (int p = 0; p < 4; ++p)
+    ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, false).ok());
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kSucceeded);
+  for (auto& ch : spares) EXPECT_EQ(ch->All<ReleaseMsg>().size(), 1u) << "else the job never ends";
+}
+
 }  // namespace
 }  // namespace tfslurm
 

@@ -80,6 +80,28 @@ TEST_F(SbatchScriptTest, HeaderMatchesRequest) {
             r.environment.end());
 }
 
+TEST_F(SbatchScriptTest, SpareNodesAddNodesAndNoKillOnTheJobAndTheStep) {
+  MemoryPlan mem{2000, 2000, "auto: test"};
+  ExperimentSpec s = HostileSpec();
+  s.resources.spare_nodes = 2;
+  auto r = BuildSubmitRequest(s, testing::PlanOf(s, mem), {1, {"/out/x-1/logs/attempt-1"}, "s", {}},
+                              {"/opt/tfslurm-agent", "svc:9"}, {});
+  EXPECT_EQ(r.nodes, 3) << "1 node for the tasks and 2 spares";
+  EXPECT_TRUE(r.no_kill);
+  EXPECT_NE(r.script.find("#SBATCH --nodes=3\n"), std::string::npos) << r.script;
+  EXPECT_NE(r.script.find("#SBATCH --no-kill\n"), std::string::npos) << r.script;
+  EXPECT_NE(r.script.find("exec srun --kill-on-bad-exit=0 --no-kill "), std::string::npos)
+      << "without it slurmctld kills the whole step when a node fails\n"
+      << r.script;
+
+  s.resources.spare_nodes = 0;
+  auto plain = BuildSubmitRequest(s, testing::PlanOf(s, mem), {1, {"/o"}, "s", {}},
+                                  {"/opt/tfslurm-agent", "svc:9"}, {});
+  EXPECT_EQ(plain.nodes, 1);
+  EXPECT_FALSE(plain.no_kill);
+  EXPECT_EQ(plain.script.find("no-kill"), std::string::npos) << plain.script;
+}
+
 TEST_F(SbatchScriptTest, HostileStringsRunNothingAndArgvArrivesIntact) {
   MemoryPlan mem{2000, 2000, "auto: $(touch PWNED)"};
   // The agent path and service address are admin-controlled, but quoted too.

@@ -517,6 +517,34 @@ TEST(ParseSpec, RestartFlagsAreCheckedWithTheirValues) {
   EXPECT_TRUE(HasError(errors, "restart.max_task_restarts", "got 101")) << Dump(errors);
 }
 
+TEST(ParseSpec, SpareNodesAreCheckedAndNeedOneNodeShapeAndRestartsInPlace) {
+  json s = ValidSpec();
+  s["resources"]["spare_nodes"] = 1;
+  auto r = ParseSpec(s);
+  ASSERT_TRUE(r.ok()) << Dump(r.status().fields());
+  EXPECT_EQ(r->resources.spare_nodes, 1);
+  EXPECT_EQ(r->ToJson()["resources"]["spare_nodes"], 1);
+  EXPECT_FALSE(ParseSpec(ValidSpec())->ToJson()["resources"].contains("spare_nodes"))
+      << "absent when 0, as before";
+
+  s["resources"]["spare_nodes"] = 65;
+  EXPECT_TRUE(HasError(Errors(s), "resources.spare_nodes", "got 65")) << Dump(Errors(s));
+  s["resources"]["spare_nodes"] = "one";
+  EXPECT_TRUE(HasError(Errors(s), "resources.spare_nodes", "\"one\"")) << Dump(Errors(s));
+
+  json off = ValidSpec();
+  off["resources"]["spare_nodes"] = 2;
+  off["restart"] = {{"in_allocation", false}};
+  EXPECT_TRUE(HasError(Errors(off), "resources.spare_nodes", "restart.in_allocation is false"))
+      << Dump(Errors(off));
+
+  json roles = ValidSpec();
+  roles["resources"]["spare_nodes"] = 1;
+  roles["roles"] = {{"ps", {{"nodes", 1}}}};
+  EXPECT_TRUE(HasError(Errors(roles), "resources.spare_nodes", "heterogeneous job"))
+      << Dump(Errors(roles));
+}
+
 TEST(ParseSpec, MaxTaskRestartsAppliesOnlyToTensorflowWithParameterServers) {
   json s = ValidSpec();  // TensorFlow with ps
   s["restart"] = {{"max_task_restarts", 5}};

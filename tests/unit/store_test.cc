@@ -572,8 +572,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 12, 11, 10, 9, 8, 7, 6, 5, 4, 3 and 2.
+  // Undo migrations 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3 and 2.
   ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE attempts DROP COLUMN node_slots; "
                          "ALTER TABLE tasks DROP COLUMN startup_error; "
                          "ALTER TABLE tasks DROP COLUMN restarts; "
                          "DROP TABLE sweep_trials; DROP TABLE sweeps; "
@@ -629,6 +630,9 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT restarts, startup_error FROM tasks", -1, &st, nullptr),
             SQLITE_OK)
       << "migrations 11 and 12 must have added tasks.restarts and tasks.startup_error";
+  sqlite3_finalize(st);
+  EXPECT_EQ(sqlite3_prepare_v2(db, "SELECT node_slots FROM attempts", -1, &st, nullptr), SQLITE_OK)
+      << "migration 13 must have added attempts.node_slots";
   sqlite3_finalize(st);
   sqlite3_close(db);
 }

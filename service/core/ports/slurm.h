@@ -107,6 +107,9 @@ struct SubmitRequest {
   // --nodelist and --exclusive of the (first) component; empty, false: none.
   std::string nodelist;
   bool exclusive = false;
+  // --no-kill (kill_on_node_fail 0): a node failure takes the node out of
+  // the job, which runs on (a job with spare nodes).
+  bool no_kill = false;
   // Job-wide: every component's job description carries them, as sbatch
   // gives them (spec.h). Empty: Slurm's default.
   std::string account;
