@@ -163,6 +163,21 @@ std::string FormatStatus(const client::Experiment& e) {
               (e.nodes.empty() ? "" : " on " + e.nodes) +
               (ended && job_on ? " (ending: the experiment has ended, Slurm's end follows)" : ""));
   }
+  // Spare nodes (resources.spare_nodes) that run no task now.
+  const nlohmann::json* spares = e.raw.is_object() && e.raw.contains("spares") ? &e.raw["spares"]
+                                                                                : nullptr;
+  if (spares && spares->is_array() && !spares->empty()) {
+    std::string text;
+    for (const nlohmann::json& spare : *spares) {
+      if (!spare.is_object()) continue;
+      const std::string node = spare.value("node", "");
+      text += (text.empty() ? "" : ", ") +
+              (node.empty() ? std::string("a node not registered yet")
+                            : client::EscapeForTerminal(node)) +
+              (spare.value("waiting", false) ? " (waiting)" : " (starting)");
+    }
+    Field(out, "spares", text);
+  }
   Field(out, "checkpoint",
         e.checkpoint_step
             ? "step " + std::to_string(*e.checkpoint_step) + " (" + e.checkpoint_path + ")"

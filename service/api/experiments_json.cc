@@ -168,6 +168,10 @@ std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
   w.Key("tasks").BeginArray();
   for (const TaskRecord& t : v.tasks) WriteTask(w, t, now_ms);
   w.EndArray();
+  w.Key("spares").BeginArray();
+  for (const ExperimentView::Spare& s : v.spares)
+    w.BeginObject().Field("node", s.node).Field("waiting", s.waiting).EndObject();
+  w.EndArray();
   std::vector<TaskStateCount> counted;
   for (const TaskRecord& t : v.tasks) counted.push_back({t.role, t.state, 1});
   WriteTaskCounts(w, counted);

@@ -60,8 +60,10 @@ void AgentProtocol::OnSpare(OpenExperiment& a, const TaskRef& ref, const Registe
                             std::shared_ptr<TaskChannel> channel) {
   LiveAttempt::SpareAgent& spare = a.attempt.spare_agents[ref.proc_id];
   spare.node = info.node_name;
+  // A spare may register before any task proves the job runs (the attempt
+  // is still pending then): only an ended attempt has no use for it.
   const bool over = a.user_cancelled || a.attempt.record.end_reason ||
-                    a.attempt.record.state != AttemptState::kRunning ||
+                    a.attempt.record.state == AttemptState::kEnded ||
                     a.attempt.run->outcome().kind == Outcome::kSucceeded ||
                     !a.attempt.in_place_given_up.empty();
   if (over) {

@@ -99,6 +99,10 @@ class ExperimentsImpl final : public Experiments {
   }
 
  private:
+  // What the current attempt's spare nodes do now, from core's live state.
+  std::vector<ExperimentView::Spare> Spares(const std::string& id, const NodeSlots& slots)
+      ABSL_LOCKS_EXCLUDED(core_.mu());
+
   CoreState core_;
   Submission submission_;
   AgentProtocol agents_;
@@ -122,6 +126,33 @@ StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
   MutexLock lock(core_.mu());
   for (const auto& [id, a] : core_.open()) g.agents_connected += a->attempt.channels.size();
   return g;
+}
+
+std::vector<ExperimentView::Spare> ExperimentsImpl::Spares(const std::string& id,
+                                                          const NodeSlots& slots) {
+  std::vector<ExperimentView::Spare> out;
+  // Only experiments with spares come here: the others' GETs never take
+  // core's lock.
+  MutexLock lock(core_.mu());
+  auto it = core_.open().find(id);
+  const LiveAttempt* at = it == core_.open().end() ? nullptr : &it->second->attempt;
+  for (int node : slots.spares()) {
+    ExperimentView::Spare spare;
+    bool all = at != nullptr && at->record.node_slots == slots;
+    for (int p = node * slots.tasks_per_node(); all && p < (node + 1) * slots.tasks_per_node();
+         ++p) {
+      auto agent = at->spare_agents.find(p);
+      if (agent == at->spare_agents.end()) {
+        all = false;
+        break;
+      }
+      spare.node = agent->second.node;
+      all = agent->second.channel != nullptr;
+    }
+    spare.waiting = all;
+    out.push_back(spare);
+  }
+  return out;
 }
 
 StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
@@ -155,6 +186,13 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
     for (SpecRevisionRecord& r : v.spec_revisions) r.spec_json.clear();
   } else {
     v.spec_revisions.push_back({id, 1, "", v.experiment.created_at, ""});
+  }
+  if (!v.attempts.empty()) {
+    const NodeSlots& slots = v.attempts.back().node_slots;
+    // A spare's agent runs a task under its own SLURM_PROCID, which names
+    // its output file.
+    for (TaskRecord& t : v.tasks) t.proc_id = slots.ProcOfTask(t.proc_id);
+    if (!slots.spares().empty()) v.spares = Spares(id, slots);
   }
   auto events = core_.ports().store.ListEvents(id, 500);
   if (!events.ok()) return events.status();

@@ -39,7 +39,16 @@ struct ExperimentView {
   ExperimentRecord experiment;
   std::vector<SpecRevisionRecord> spec_revisions;  // spec_json left empty
   std::vector<AttemptRecord> attempts;
-  std::vector<TaskRecord> tasks;  // of the current attempt
+  std::vector<TaskRecord> tasks;  // of the current attempt; proc_id is SLURM_PROCID
+  // The current attempt's spare nodes (resources.spare_nodes), in job node
+  // order: the node's name once its agents registered ("" before), and
+  // whether every agent there waits in the job, ready to take a failed
+  // node's place.
+  struct Spare {
+    std::string node;
+    bool waiting = false;
+  };
+  std::vector<Spare> spares;
   std::vector<EventRecord> events;
 };
 

@@ -181,9 +181,9 @@ void SlurmWatch::CheckNodesLeft(OpenExperiment& a, Changes& c) {
     const bool left = NodeLeftJob(at, slot.node);
     if (!left && at.tasks[i].state != TaskState::kLost) continue;
     const std::string why =
-        left ? "its node " + slot.node + " left " + job_n +
+        left ? "its node left " + job_n +
                    ": Slurm took it out of the job (a node failure; the job runs on, --no-kill)"
-             : "its node " + slot.node + " stopped answering (no heartbeat)";
+             : "its node stopped answering (no heartbeat)";
     const bool undecided = run.outcome().kind == Outcome::kUndecided;
     run.OnExit(i, std::nullopt, SIGKILL, /*reaped=*/false, why, /*at_startup=*/false);
     TaskRecord& t = at.tasks[i];
@@ -194,7 +194,15 @@ void SlurmWatch::CheckNodesLeft(OpenExperiment& a, Changes& c) {
     if (!slot.node.empty()) at.lost_nodes.insert(slot.node);
     c.tasks.push_back(t);
     core_.Event(c, a, "lost", TaskName(slot, i) + " is gone: " + why);
-    if (!undecided) continue;
+    if (!undecided) {
+      // The peers it left often fail first (a collective's broken
+      // connection, counted retryable after its agent vanished): the node
+      // is the cause, and its class is the attempt's.
+      if (!at.decided_reason && run.outcome().kind == Outcome::kFailed &&
+          run.outcome().failure == EndReason::kRetryableExit)
+        at.decided_reason = EndReason::kNodeFail;
+      continue;
+    }
     const std::string reason = TaskName(slot, i) + " is gone: " + why;
     run.Decide({Outcome::kFailed, reason, EndReason::kNodeFail});
     at.decided_reason = EndReason::kNodeFail;

@@ -1,12 +1,8 @@
 """Issue 18, part 4: bad-node memory on the real local Slurm cluster. A node
-fails under a running attempt (its slurmd killed and the node set DOWN, as
-bench/soak.py's node fault does); Slurm ends the job NODE_FAIL; the next
+fails under a running attempt (its slurmd and processes killed and the node
+set DOWN, conftest.fail_node); Slurm ends the job NODE_FAIL; the next
 attempt is submitted with that node excluded, and the event names it."""
-import os
-import signal
-import subprocess
-
-from conftest import REPO, scontrol_job, slurm_env, wait_for
+from conftest import fail_node, restore_node, scontrol_job, wait_for
 
 SLEEPERS = {"command": ["sleep", "600"], "cluster": {"worker": 2},
             "resources": {"partition": "debug", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:05:00"},
@@ -14,24 +10,14 @@ SLEEPERS = {"command": ["sleep", "600"], "cluster": {"worker": 2},
             "restart": {"max_restarts": 1, "on": ["node_fail"], "backoff_s": 1}}
 
 
-def node_state(conf, node):
-    out = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], env=slurm_env(conf),
-                         stdout=subprocess.PIPE, text=True)
-    return (out.stdout.split() or [""])[0]  # a line per partition it is in
-
-
 def test_a_node_failure_excludes_that_node_from_the_next_attempt(service, slurm_cluster):
-    cluster_dir = os.path.dirname(os.path.dirname(slurm_cluster))
     status, body = service.post("/experiments", dict(SLEEPERS, id="badnode"))
     assert status == 201, body
     e = service.wait_state("badnode", "running", timeout=120)
     failed_node = e["tasks"][1]["node"]
     other_node = e["tasks"][0]["node"]
     try:
-        pid = int(open(os.path.join(cluster_dir, "run", f"slurmd-{failed_node}.pid")).read().split()[0])
-        os.kill(pid, signal.SIGKILL)
-        subprocess.run(["scontrol", "update", f"nodename={failed_node}", "state=down", "reason=tfslurm test"],
-                       env=slurm_env(slurm_cluster), check=True)
+        fail_node(slurm_cluster, failed_node)
         e = wait_for(lambda: (lambda x: x if len(x["attempts"]) == 2 and x["attempts"][1]["slurm_job_id"] else None)(
             service.experiment("badnode")), 120, "attempt 2 to be submitted")
         first, second = e["attempts"]
@@ -56,9 +42,4 @@ def test_a_node_failure_excludes_that_node_from_the_next_attempt(service, slurm_
         assert failed_node not in nodes and other_node in nodes, nodes
     finally:
         service.request("DELETE", "/experiments/badnode")
-        subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), cluster_dir],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        subprocess.run(["scontrol", "update", f"nodename={failed_node}", "state=resume"],
-                       env=slurm_env(slurm_cluster), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: node_state(slurm_cluster, failed_node) in ("idle", "mixed", "allocated"), 120,
-                 f"{failed_node} to be back")
+        restore_node(slurm_cluster, failed_node)

@@ -1708,7 +1708,8 @@ TEST_F(SpareNodesTest, ASpareTakesAFailedNodesPlaceInTheSameJob) {
   auto v = View("a");
   ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
   EXPECT_EQ(v.attempts[0].end_reason, EndReason::kNodeFail) << v.attempts[0].reason;
-  EXPECT_NE(v.attempts[0].reason.find("its node node2 left Slurm job 100"), std::string::npos)
+  EXPECT_NE(v.attempts[0].reason.find("worker:1 (task 2 on node2) was killed by signal 9: its node left Slurm job 100"),
+            std::string::npos)
       << v.attempts[0].reason;
   EXPECT_TRUE(v.attempts[1].in_place);
   EXPECT_EQ(slurm_.submitted.size(), 1u) << "nothing goes back to the queue";
@@ -1760,6 +1761,18 @@ TEST_F(SpareNodesTest, WithNoSpareWaitingTheRestartGoesToANewJob) {
   for (const std::string& why : Whys(View("a"), "restart"))
     said = said || why.find("too few spare nodes wait in it") != std::string::npos;
   EXPECT_TRUE(said) << View("a").experiment.reason;
+}
+
+TEST_F(SpareNodesTest, ASpareThatRegistersBeforeAnyTaskWaits) {
+  ASSERT_TRUE(experiments_->Submit(SpareSpec("a"), "alice", false).ok());
+  // No poll has seen the job run, and no task proved it yet.
+  auto first = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 5, 1), Info(5, false), first);
+  EXPECT_EQ(first->All<SpareMsg>().size(), 1u);
+  auto standby = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 5, 1), Info(5, true), standby);
+  EXPECT_TRUE(standby->All<ReleaseMsg>().empty()) << "the attempt has not ended";
+  EXPECT_EQ(View("a").spares.size(), 1u);
 }
 
 TEST_F(SpareNodesTest, SparesAreReleasedWhenTrainingSucceeds) {

@@ -210,8 +210,8 @@ export class ExperimentView {
     // every poll, are written in place (a click on "log" is never lost).
     this.updateLogChoices(exp);  // first: the rows mark the task whose log is shown
     const shape = exp.tasks.map(({ heartbeat_age_s, ...t }) => [t, heartbeat_age_s > STALE_HEARTBEAT_S]);
-    renderIfChanged(this.tasksBody, [shape, this.logTask, exp.state], () =>
-      taskRows(exp, this.logTask, (key) => this.selectLog(key)),
+    renderIfChanged(this.tasksBody, [shape, exp.spares, this.logTask, exp.state], () =>
+      [].concat(taskRows(exp, this.logTask, (key) => this.selectLog(key)), spareRows(exp)),
     );
     for (const t of exp.tasks) {
       const cell = this.tasksBody.querySelector(`tr[data-task="${t.role}:${t.index}"] [data-label=Heartbeat]`);
@@ -549,6 +549,25 @@ function taskRows(exp, logTask, onLog) {
       ),
     );
   });
+}
+
+// The job's spare nodes (resources.spare_nodes): agents that run no
+// program and wait to take a failed node's place in a restart in place.
+function spareRows(exp) {
+  return (exp.spares ?? []).map((s) =>
+    h(
+      'tr',
+      { class: 'spare-row', 'data-testid': 'spare-row', 'data-node': s.node },
+      h('td', { 'data-label': 'Task' }, h('span', { class: 'role', title: 'a spare node: no program; it takes a failed node\'s place in a restart inside the job' }, 'spare')),
+      h('td', { 'data-label': 'Proc', class: 'num' }, '—'),
+      h('td', { 'data-label': 'Node', class: 'mono' }, s.node || '—'),
+      h('td', { 'data-label': 'Address', class: 'mono' }, '—'),
+      h('td', { 'data-label': 'State' }, s.waiting ? 'waiting' : 'starting'),
+      h('td', { 'data-label': 'Exit', class: 'mono' }, '—'),
+      h('td', { 'data-label': 'Heartbeat' }, '—'),
+      h('td', { 'data-label': 'Log' }),
+    ),
+  );
 }
 
 function heartbeatText(ageS) {
