@@ -18,8 +18,18 @@ node needing the whole node, submitted with sbatch by this user, pending
 behind the experiment's job): a requeued job waits behind them, as it would
 behind other users' jobs on a full cluster.
 
-Per run, from the kill: the attempt's failure (the `exited` event), attempt 2
-recorded (its submitted_at), attempt 2's program start and first step.
+Node runs (--node-runs, --node-busy-runs) fail a node instead: 4 tasks on 2
+nodes, and node2 fails as a node does (deploy/local-slurm/node_fault.py: its
+slurmd, slurmstepd, agents and programs killed -9, the node set DOWN):
+  - spare (resources.spare_nodes 1, a third node whose agents wait): the job
+    runs on without node2 (--no-kill) and attempt 2 starts in it, node3 in
+    node2's place;
+  - requeue (no spare): Slurm ends the job NODE_FAIL and attempt 2 is a new
+    job without node2, after restart.backoff_s.
+
+Per run, from the kill: the attempt's failure (the `exited` or `lost`
+event), attempt 2 recorded (its submitted_at), attempt 2's program start and
+first step.
 Prints a Markdown table of the runs and a summary (median of each mode);
 exits 1 if a run went wrong.
 """
@@ -33,6 +43,9 @@ import time
 
 from hang import epoch, read_mark, summary
 from http_json import http
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy", "local-slurm"))
+from node_fault import fail_node, restore_node  # noqa: E402
 
 PROGRAM = r'''
 import os, signal, sys, time
@@ -114,7 +127,7 @@ def fill_cluster(conf_env, seconds, nodes):
     return ids
 
 
-def one_run(api, exp_id, program, in_place, busy, args):
+def one_run(api, exp_id, program, in_place, busy, node_fault, args):
     total = args.kill_at_step + args.steps_after
     spec = {"id": exp_id,
             "command": ["/usr/bin/python3", program, str(total), str(args.step_interval)],
@@ -124,6 +137,14 @@ def one_run(api, exp_id, program, in_place, busy, args):
             "checkpoint": {"signal_grace_s": 30},
             "restart": {"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": args.backoff_s,
                         "in_allocation": in_place}}
+    if node_fault:
+        # Worker 3 runs on node2, the node that fails; a spare is node3.
+        spec["cluster"] = {"worker": 4}
+        spec["resources"]["nodes"] = 2
+        spec["restart"]["on"] = ["retryable_exit", "node_fail"]
+        spec["restart"]["in_allocation"] = True
+        if in_place:
+            spec["resources"]["spare_nodes"] = 1
     load = open("/proc/loadavg").read().split()[0]
     status, body = http("POST", f"{api}/experiments", spec)
     if status not in (200, 201):
@@ -139,8 +160,11 @@ def one_run(api, exp_id, program, in_place, busy, args):
         if fillers:
             time.sleep(1)  # slurmctld takes them in before the kill
         pid = wait("worker 3's program", lambda: program_pid(exp_id, "worker", 3, 1), 30)
-        killed = time.time()
-        os.kill(pid, signal.SIGKILL)
+        if node_fault:
+            killed = fail_node(os.environ["SLURM_CONF"], "node2")
+        else:
+            killed = time.time()
+            os.kill(pid, signal.SIGKILL)
         _, view = http("GET", f"{api}/experiments/{exp_id}")
         wait(f"{exp_id}'s attempt 2 to make its first step",
              lambda: read_mark(view["model_dir"], "first_step.2"), args.timeout + (args.filler_s if busy else 0))
@@ -154,6 +178,8 @@ def one_run(api, exp_id, program, in_place, busy, args):
     finally:
         if fillers:
             subprocess.run(["scancel"] + fillers, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if node_fault:
+            restore_node(os.environ["SLURM_CONF"], "node2")
     model_dir = view["model_dir"]
     attempts = view.get("attempts", [])
     problems = []
@@ -167,11 +193,14 @@ def one_run(api, exp_id, program, in_place, busy, args):
         problems.append(f"attempt 2 in_place={a2.get('in_place')}")
     if not a2.get("start_step"):
         problems.append("attempt 2 did not resume from a checkpoint")
-    exited = next((e for e in view.get("events", []) if e["what"] == "exited" and e.get("attempt") == 1), None)
+    exited = next((e for e in view.get("events", [])
+                   if e["what"] in ("exited", "lost", "job") and e.get("attempt") == 1
+                   and epoch(e["at"]) >= killed - 0.5 and (e["what"] != "job" or "ended" in e["why"])), None)
 
     def since(t):
         return (t - killed) if t is not None else float("nan")
-    return {"id": exp_id, "mode": "in place" if in_place else "requeue", "busy": busy, "load": load,
+    mode = ("spare" if in_place else "requeue") if node_fault else ("in place" if in_place else "requeue")
+    return {"id": exp_id, "mode": mode, "fault": "node" if node_fault else "kill", "busy": busy, "load": load,
             "jobs": f"{a1.get('slurm_job_id')}, {a2.get('slurm_job_id')}",
             "failed": since(epoch(exited["at"]) if exited else None),
             "recorded": since(epoch(a2.get("submitted_at"))),
@@ -186,6 +215,8 @@ def main():
     ap.add_argument("--work", required=True, help="a directory the jobs can read (the program goes there)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--busy-runs", type=int, default=3)
+    ap.add_argument("--node-runs", type=int, default=5, help="runs of each mode with node2 failing")
+    ap.add_argument("--node-busy-runs", type=int, default=3)
     ap.add_argument("--kill-at-step", type=int, default=10)
     ap.add_argument("--steps-after", type=int, default=1000, help="more than the run needs: it is cancelled")
     ap.add_argument("--step-interval", type=float, default=0.2)
@@ -199,37 +230,45 @@ def main():
         f.write(PROGRAM)
     os.chmod(program, 0o755)
     stamp = time.strftime("%H%M%S")
-    plan = [(True, False), (False, False)] * args.runs + [(True, True), (False, True)] * args.busy_runs
+    plan = ([(True, False, False), (False, False, False)] * args.runs +
+            [(True, True, False), (False, True, False)] * args.busy_runs +
+            [(True, False, True), (False, False, True)] * args.node_runs +
+            [(True, True, True), (False, True, True)] * args.node_busy_runs)
     results = []
-    for i, (in_place, busy) in enumerate(plan):
-        exp_id = f"ip-{stamp}-{i}-{'inplace' if in_place else 'requeue'}{'-busy' if busy else ''}"
-        r = one_run(args.api, exp_id, program, in_place, busy, args)
+    for i, (in_place, busy, node_fault) in enumerate(plan):
+        exp_id = (f"ip-{stamp}-{i}-{'node-' if node_fault else ''}{'inplace' if in_place else 'requeue'}"
+                  f"{'-busy' if busy else ''}")
+        r = one_run(args.api, exp_id, program, in_place, busy, node_fault, args)
         results.append(r)
-        print(f"  {r['mode']}{' (busy)' if busy else ''}: first step of attempt 2 +{r['first2']:.2f} s "
+        print(f"  {r['fault']}: {r['mode']}{' (busy)' if busy else ''}: first step of attempt 2 +{r['first2']:.2f} s "
               f"(failed +{r['failed']:.2f}, recorded +{r['recorded']:.2f}, started +{r['start2']:.2f}; "
               f"jobs {r['jobs']}; load {r['load']}) {r['problems']}", file=sys.stderr)
 
-    print("All times in seconds after the kill -9 of worker 3's program (6 tasks on 3 nodes).")
+    print("All times in seconds after the fault: the kill -9 of worker 3's program (6 tasks on 3 nodes), "
+          "or node2's failure (4 tasks on 2 nodes, and a spare node in the spare runs).")
     print()
-    print("| cluster | restart | run | Slurm jobs | load | attempt 1 failed | attempt 2 recorded "
+    print("| fault | cluster | restart | run | Slurm jobs | load | attempt 1 failed | attempt 2 recorded "
           "| attempt 2 program start | **attempt 2 first step** | problems |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
-        print(f"| {'busy' if r['busy'] else 'idle'} | {r['mode']} | {r['id'].split('-')[2]} | {r['jobs']} | {r['load']} "
-              f"| {r['failed']:.2f} | {r['recorded']:.2f} | {r['start2']:.2f} | **{r['first2']:.2f}** "
+        print(f"| {r['fault']} | {'busy' if r['busy'] else 'idle'} | {r['mode']} | {r['id'].split('-')[2]} | {r['jobs']} "
+              f"| {r['load']} | {r['failed']:.2f} | {r['recorded']:.2f} | {r['start2']:.2f} | **{r['first2']:.2f}** "
               f"| {r['problems'] or '-'} |")
     print()
-    print("| cluster | restart | runs | kill -> attempt 2's first step: min / median / max (s) | requeue median / in place median |")
-    print("|---|---|---|---|---|")
-    for busy in (False, True):
-        med = {}
-        for mode in ("in place", "requeue"):
-            rs = [r["first2"] for r in results if r["busy"] == busy and r["mode"] == mode]
-            if not rs:
-                continue
-            med[mode] = statistics.median([x for x in rs if x == x] or [float("nan")])
-            ratio = f"{med['requeue'] / med['in place']:.1f}x" if mode == "requeue" and "in place" in med else "-"
-            print(f"| {'busy' if busy else 'idle'} | {mode} | {len(rs)} | {' / '.join(summary(rs))} | {ratio} |")
+    print("| fault | cluster | restart | runs | fault -> attempt 2's first step: min / median / max (s) "
+          "| requeue median / in job median |")
+    print("|---|---|---|---|---|---|")
+    for fault, modes in (("kill", ("in place", "requeue")), ("node", ("spare", "requeue"))):
+        for busy in (False, True):
+            med = {}
+            for mode in modes:
+                rs = [r["first2"] for r in results if r["busy"] == busy and r["mode"] == mode and r["fault"] == fault]
+                if not rs:
+                    continue
+                med[mode] = statistics.median([x for x in rs if x == x] or [float("nan")])
+                ratio = (f"{med['requeue'] / med[modes[0]]:.1f}x" if mode == "requeue" and modes[0] in med else "-")
+                print(f"| {fault} | {'busy' if busy else 'idle'} | {mode} | {len(rs)} | {' / '.join(summary(rs))} "
+                      f"| {ratio} |")
     print()
     print(f"restart.backoff_s {args.backoff_s} (a requeue waits it; a restart in place has none); "
           f"steps every {args.step_interval} s; busy: one `sleep {args.filler_s}` job per node needing the whole "

@@ -40,7 +40,7 @@ if [[ $mode == quick ]]; then
     "slurm_load.sh --experiments 100 --cycles 3"
     "status_vs_slurmrestd.sh --experiments 100 --requests 300"
     "hang.sh --runs 1 --stall-timeouts 10"
-    "in_place.sh --runs 2 --busy-runs 1"
+    "in_place.sh --runs 2 --busy-runs 1 --node-runs 2 --node-busy-runs 1"
     "sweep.sh --steps 200"
   )
 elif [[ $mode == smoke ]]; then
@@ -56,7 +56,7 @@ elif [[ $mode == smoke ]]; then
     "reaping.sh --runs 1 --steps 30"                     # 5 s
     "tf_ps.sh --runs 1 --steps 50"                       # 3 min: the hand-written job holds its nodes to its 2-min limit
     "hang.sh --runs 1 --stall-timeouts 10 --backoff-s 1" # 23 s
-    "in_place.sh --runs 1 --busy-runs 0 --backoff-s 1"   # 30 s
+    "in_place.sh --runs 1 --busy-runs 0 --node-runs 1 --node-busy-runs 0 --backoff-s 1" # 50 s
     "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # 17 s
     "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # 41 s
     "submit.sh --count 5 --rounds 1"                     # 5 s

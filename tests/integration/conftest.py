@@ -14,6 +14,7 @@ import datetime
 import re
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -348,74 +349,7 @@ def resumed_after(exp, attempt, since):
     return None
 
 
-
-def node_state(conf, node):
-    """The node's state as sinfo names it (idle, allocated, down*, ...)."""
-    out = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], env=slurm_env(conf),
-                         stdout=subprocess.PIPE, text=True)
-    return (out.stdout.split() or [""])[0]  # a line per partition it is in
-
-
-def _stepds_of(cluster_dir, node):
-    """The slurmstepd processes of one node of the local cluster: each keeps
-    its node's slurmd log open (deploy/local-slurm/common.sh, stepd_pids)."""
-    log = os.path.join(cluster_dir, "log", f"slurmd-{node}.log")
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if open(f"/proc/{entry}/comm").read().strip() != "slurmstepd":
-                continue
-            fds = os.listdir(f"/proc/{entry}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{entry}/fd/{fd}") == log:
-                    found.append(int(entry))
-                    break
-            except OSError:
-                pass
-    return found
-
-
-def _descendants(pids):
-    out, frontier = [], list(pids)
-    while frontier:
-        ps = subprocess.run(["ps", "-o", "pid=", "--ppid", ",".join(map(str, frontier))],
-                            stdout=subprocess.PIPE, text=True).stdout.split()
-        frontier = [int(p) for p in ps]
-        out += frontier
-    return out
-
-
-def fail_node(slurm_conf, node):
-    """A node of the local cluster dies as a real one would: its slurmd,
-    its slurmstepds and every process they started (agents, programs) are
-    killed -9 at once, and the node is set DOWN, as slurmctld does once
-    SlurmdTimeout passes (the three slurmd share this host, so nothing else
-    would stop the node's processes). Returns the time of the kill."""
-    cluster_dir = os.path.dirname(os.path.dirname(slurm_conf))
-    slurmd = int(open(os.path.join(cluster_dir, "run", f"slurmd-{node}.pid")).read().split()[0])
-    stepds = _stepds_of(cluster_dir, node)
-    victims = [slurmd] + stepds + _descendants(stepds)
-    killed_at = time.time()
-    for pid in victims:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=tfslurm test: node failure"],
-                   env=slurm_env(slurm_conf), check=True)
-    return killed_at
-
-
-def restore_node(slurm_conf, node):
-    """Brings a node fail_node killed back: its slurmd again, and RESUME."""
-    cluster_dir = os.path.dirname(os.path.dirname(slurm_conf))
-    subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), cluster_dir],
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-    subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=slurm_env(slurm_conf),
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(lambda: node_state(slurm_conf, node) in ("idle", "mixed", "allocated"), 120, f"{node} to be back")
+# A node of the local cluster failing as a real one does, and coming back
+# (deploy/local-slurm/node_fault.py, which the benches use too).
+sys.path.insert(0, os.path.join(REPO, "deploy", "local-slurm"))
+from node_fault import fail_node, node_state, restore_node  # noqa: E402,F401
