@@ -118,7 +118,8 @@ cluster_time="$(seconds $t)"
 # signal, preemption, a job as another user (site mode), and the release
 # checks of test_slurm_releases.py. And the restarts that keep the job: a
 # killed program's next attempt inside the same job (and, to compare, in a
-# new one), and a real TF worker restarted alone while its chief trains on.
+# new one), a real TF worker restarted alone while its chief trains on, and
+# a node's failure in a --no-kill job whose spare node takes its place.
 subset=(
   tests/integration/test_slurm_releases.py
   "tests/integration/test_service_core.py::test_three_nodes_two_tasks_run_with_computed_memory_and_succeed"
@@ -136,6 +137,7 @@ subset=(
   "tests/integration/test_restarts.py::test_kill9_of_a_worker_restarts_from_the_last_checkpoint"
   "tests/integration/test_tensorflow.py::test_a_killed_worker_restarts_alone_and_the_chief_trains_on"
   "tests/integration/test_site_mode.py::test_alices_job_runs_as_alice_and_everything_made_for_it_is_hers"
+  tests/integration/test_spare_nodes.py
 )
 step "integration tests against Slurm $version"
 t=$SECONDS

@@ -4,7 +4,8 @@
 // scale, which is remembered; the charts come before the log; experiments
 // that wait are shown apart from those that run; a running experiment shows
 // the time used and left against its limit; a task whose program ended on
-// its own shows its exit, not "reaped". Screenshots land in
+// its own shows its exit, not "reaped"; a spare node (issue 29) shows as a
+// spare. Screenshots land in
 // tests/e2e/screenshots/.
 //
 //   node --test tests/e2e/experiment_view.test.mjs   (tests/e2e/install.sh first)
@@ -261,6 +262,38 @@ test('two tasks with the same typo: both show their own exit 127 and its cause, 
   }
   await page.screenshot({ path: screenshotPath('experiment-two-typos.png'), fullPage: true });
   await page.close();
+});
+
+test('a spare node is shown as a spare in the task table, waiting, with no program', { timeout: 180000 }, async () => {
+  const id = 'ev-spare';
+  await submit({
+    id,
+    command: ['sleep', '300'],
+    cluster: { worker: 2 },
+    resources: { partition: 'debug', nodes: 2, tasks_per_node: 1, spare_nodes: 1, time_limit: '00:10:00' },
+    restart: { max_restarts: 0 },
+  });
+  await waitState(id, 'running');
+  const exp = await waitFor('the spare to wait', async () => {
+    const e = await experiment(id);
+    return e.spares.length === 1 && e.spares[0].waiting ? e : null;
+  });
+  const taskNodes = exp.tasks.map((t) => t.node);
+  assert.ok(!taskNodes.includes(exp.spares[0].node), `the spare runs no task: ${JSON.stringify(exp.tasks)}`);
+  const page = await newPage();
+  await page.goto(`${svc.base}/#/experiments/${id}`);
+  const spareRow = page.locator('[data-testid=tasks] tr[data-testid=spare-row]');
+  await spareRow.waitFor({ timeout: 30000 });
+  assert.equal(await spareRow.count(), 1);
+  const text = await spareRow.innerText();
+  assert.match(text, /spare/);
+  assert.match(text, new RegExp(exp.spares[0].node));
+  assert.match(await spareRow.locator('[data-label=State]').innerText(), /waiting/);
+  assert.equal(await page.locator('[data-testid=tasks] tr[data-task]').count(), 2, 'the two workers as before');
+  assert.match(await page.locator('body').innerText(), /2 nodes × 1 tasks \+ 1 spare node ·/);
+  await page.screenshot({ path: screenshotPath('experiment-spare-node.png'), fullPage: true });
+  await page.close();
+  await api(svc.base, 'DELETE', `/experiments/${id}`);
 });
 
 test('no script errors on these pages', () => {

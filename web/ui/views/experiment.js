@@ -463,7 +463,7 @@ function facts(exp, now) {
     spec.framework === 'pytorch' || spec.framework === 'jax'
       ? item('Framework', `${spec.framework === 'jax' ? 'JAX' : 'PyTorch'} · ${(res.nodes ?? 0) * (res.tasks_per_node ?? 0)} ${spec.framework === 'jax' ? 'processes' : 'ranks'} · success: every rank exits 0`)
       : item('Cluster', [cluster || '—', spec.placement ? ` · placement ${Array.isArray(spec.placement) ? 'explicit' : spec.placement}` : '', spec.success ? ` · success ${spec.success}` : '']),
-    item('Resources', `${res.partition ? `partition ${res.partition} · ` : ''}${res.nodes ?? '?'} nodes × ${res.tasks_per_node ?? '?'} tasks · ${res.cpus_per_task ?? '?'} cpu/task · time ${res.time_limit ?? '?'}`),
+    item('Resources', `${res.partition ? `partition ${res.partition} · ` : ''}${res.nodes ?? '?'} nodes × ${res.tasks_per_node ?? '?'} tasks${res.spare_nodes ? ` + ${res.spare_nodes} spare node${res.spare_nodes > 1 ? 's' : ''}` : ''} · ${res.cpus_per_task ?? '?'} cpu/task · time ${res.time_limit ?? '?'}`),
     spec.roles ? item('Per-role resources', `${rolesText(spec.roles)} (a heterogeneous Slurm job; other roles use the resources above)`) : null,
     item('Memory per task', [exp.mem_per_task_mb ? `${exp.mem_per_task_mb} MB` : '—', exp.mem_explanation ? h('div', { class: 'small muted' }, exp.mem_explanation) : null]),
     item('Command', spec.command ? spec.command.join(' ') : '—', 'mono wrap'),
