@@ -151,6 +151,24 @@ TEST(FormatAttemptTableTest, AnAttemptRestartedInPlaceSaysSoBesideItsJob) {
   EXPECT_NE(table.find("\n2        7 (in place)  running"), std::string::npos) << table;
 }
 
+TEST(FormatStatusTest, SpareNodesHaveALineSayingWhetherTheyWait) {
+  client::Experiment e = Summary("spare", "running");
+  e.slurm_job_id = 7;
+  e.slurm_state = "RUNNING";
+  e.nodes = "node[1-3]";
+  e.raw = nlohmann::json::parse(
+      R"({"spares": [{"node": "node3", "waiting": true}, {"node": "", "waiting": false},
+                     {"node": "evil\u001b]0;x\u0007", "waiting": false}]})");
+  std::string text = FormatStatus(e);
+  EXPECT_NE(text.find("slurm job   7 RUNNING on node[1-3]\nspares      node3 (waiting), a node not "
+                      "registered yet (starting), evil"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find('\x1b'), std::string::npos) << "escaped for the terminal";
+  e.raw = nlohmann::json::parse(R"({"spares": []})");
+  EXPECT_EQ(FormatStatus(e).find("spares"), std::string::npos);
+}
+
 TEST(FormatStatusTest, TasksThatSaidWhyTheyEndedAreExplainedUnderTheTable) {
   client::Experiment e = Summary("typo", "failed");
   e.tasks = {{0, "worker", 0, "node1", "node1:5000", "succeeded", 0, std::nullopt, std::nullopt},
