@@ -1751,6 +1751,52 @@ TEST_F(SpareNodesTest, ASpareTakesAFailedNodesPlaceInTheSameJob) {
   EXPECT_FALSE(experiments_->OnHeartbeat(JobRef("a", 3, 2)).ok());
 }
 
+TEST_F(SpareNodesTest, ANodeTheBadNodeMemoryExcludesGivesItsPlaceToASpare) {
+  json spec = SpareSpec("a");
+  spec["progress"] = {{"stall_timeout_s", 60}};
+  spec["restart"]["on"] = {"stalled"};
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
+  Poll();
+  for (int p = 0; p < 6; ++p) {
+    tasks_.push_back(std::make_shared<RecordingChannel>());
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, false), tasks_.back());
+  }
+  std::vector<std::shared_ptr<RecordingChannel>> spares;
+  for (int p = 4; p < 6; ++p) {
+    spares.push_back(std::make_shared<RecordingChannel>());
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true), spares.back());
+  }
+  // No step at all; node2's tasks stop heartbeating 15 s before the stall
+  // (not yet lost), node1's go on: the stall points at node2.
+  for (int s = 0; s < 62 && View("a").experiment.state == ExperimentState::kRunning; ++s) {
+    for (int p = 0; p < 4; ++p)
+      if (p < 2 || s < 45) ASSERT_TRUE(experiments_->OnHeartbeat(JobRef("a", p, 1)).ok());
+    Poll();
+  }
+  for (int p = 0; p < 4; ++p)
+    ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
+  std::vector<std::shared_ptr<RecordingChannel>> waiting;
+  for (int p = 0; p < 4; ++p) {
+    waiting.push_back(std::make_shared<RecordingChannel>());
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true), waiting.back());
+  }
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kStalled);
+  EXPECT_TRUE(v.attempts[1].in_place) << "a spare stands in: no new job";
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  EXPECT_EQ(v.attempts[1].node_slots.JobNodeOfSlot(1), 2);
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(waiting[p]->All<NextAttemptMsg>().size(), 1u) << p;
+  for (int p = 2; p < 4; ++p) {
+    EXPECT_TRUE(waiting[p]->All<NextAttemptMsg>().empty()) << p;
+    EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << "node2 leaves the job's attempts";
+  }
+  for (auto& ch : spares) EXPECT_EQ(ch->All<NextAttemptMsg>().size(), 1u);
+}
+
 TEST_F(SpareNodesTest, WithNoSpareWaitingTheRestartGoesToANewJob) {
   RunWithSpares("a", /*spares_wait=*/false);
   auto waiting = FailNode2("a");
