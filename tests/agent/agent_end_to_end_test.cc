@@ -777,6 +777,43 @@ TEST_F(AgentEndToEndTest, StaysInTheJobAndRunsTheNextAttemptInPlace) {
   EXPECT_EQ(moved.find("program of attempt 2"), std::string::npos) << moved;
 }
 
+TEST_F(AgentEndToEndTest, ASpareWaitsWithNoProgramThenRunsTheNextAttemptInItsNodesPlace) {
+  // The service answers attempt 2's registration with Spare: the agent
+  // starts nothing and waits (standby); NextAttempt 3 gives its node a
+  // failed node's place, and it runs attempt 3's program.
+  v1::Assignment assignment = ShellAssignment(
+      R"(echo "program of attempt $TFSLURM_ATTEMPT" > "$TEST_DIR/ran-$TFSLURM_ATTEMPT"; exit 0)");
+  assignment.set_stay_for_next_attempt(true);
+  service().SetRegisterReply([assignment](const v1::AgentMessage& m, int) {
+    v1::ServiceMessage reply;
+    if (m.task().attempt() == 2 && !m.register_().standby()) {
+      reply.mutable_spare()->set_reason("node node3 is a spare of Slurm job 1");
+    } else if (m.task().attempt() == 2) {
+      reply.mutable_next_attempt()->set_attempt(3);
+      reply.mutable_next_attempt()->set_reason("node3 (a spare) takes node2's place");
+    } else if (!m.register_().standby()) {
+      v1::Assignment a = assignment;
+      (*a.mutable_env())["TFSLURM_ATTEMPT"] = "3";
+      return std::vector<v1::ServiceMessage>{AssignmentMessage(a)};
+    } else {
+      reply.mutable_release()->set_reason("training succeeded");
+    }
+    return std::vector<v1::ServiceMessage>{reply};
+  });
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  auto registers = Messages(v1::AgentMessage::kRegister);
+  std::vector<std::pair<int, bool>> seen;
+  for (const auto& r : registers) seen.push_back({r.task().attempt(), r.register_().standby()});
+  EXPECT_EQ(seen,
+            (std::vector<std::pair<int, bool>>{{2, false}, {2, true}, {3, false}, {3, true}}));
+  EXPECT_FALSE(std::filesystem::exists(dir_.Path("ran-2"))) << "a spare runs no program";
+  EXPECT_EQ(ReadFile(dir_.Path("ran-3")), "program of attempt 3\n");
+  auto exits = Messages(v1::AgentMessage::kExited);
+  ASSERT_EQ(exits.size(), 1u) << "only attempt 3's program ran and exited";
+  EXPECT_EQ(exits[0].task().attempt(), 3);
+}
+
 TEST_F(AgentEndToEndTest, AnAssignmentInStandbyRestartsTheProgramAloneOnTheSamePort) {
   // A TF worker's program dies (kill -9); the service answers the standby
   // with the task's Assignment for the same attempt: the program runs again
