@@ -59,24 +59,28 @@ StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Re
     most_cpus = std::max(most_cpus, n.cpus);
     most_mem = std::max(most_mem, n.real_memory_mb);
   }
-  const std::string nodes_needed = N(r.nodes) + " node" + (r.nodes == 1 ? "" : "s");
-  if (static_cast<int>(partition.nodes.size()) < r.nodes) {
+  // Spare nodes are held for the whole job, as the others.
+  const int job_nodes = r.nodes + r.spare_nodes;
+  const std::string nodes_needed =
+      N(job_nodes) + " node" + (job_nodes == 1 ? "" : "s") +
+      (r.spare_nodes > 0 ? " (" + N(r.nodes) + " and " + N(r.spare_nodes) + " spare_nodes)" : "");
+  if (static_cast<int>(partition.nodes.size()) < job_nodes) {
     errors.push_back({field + ".nodes", "asks for " + nodes_needed + " but " + where + " has " +
                                             N(partition.nodes.size())});
   } else {
-    if (cpu_fit < r.nodes)
+    if (cpu_fit < job_nodes)
       errors.push_back({field + ".tasks_per_node",
                         N(r.tasks_per_node) + " tasks x " + N(r.cpus_per_task) +
                             " cpus_per_task = " + N(cpus_needed) + " CPUs per node, but only " +
                             N(cpu_fit) + " nodes of " + where + " have that many (most: " +
                             N(most_cpus) + "); " + nodes_needed + " needed"});
-    if (mem_fit < r.nodes)
+    if (mem_fit < job_nodes)
       errors.push_back({field + ".mem_per_task_mb",
                         N(r.tasks_per_node) + " tasks x " + N(plan.mem_per_task_mb) + " MB = " +
                             N(mem_needed) + " MB per node, but only " + N(mem_fit) + " nodes of " +
                             where + " have that much RealMemory (most: " + N(most_mem) + " MB); " +
                             nodes_needed + " needed"});
-    if (cpu_fit >= r.nodes && mem_fit >= r.nodes && both_fit < r.nodes)
+    if (cpu_fit >= job_nodes && mem_fit >= job_nodes && both_fit < job_nodes)
       errors.push_back({field, "only " + N(both_fit) + " nodes of " + where + " have both " +
                                    N(cpus_needed) + " CPUs and " + N(mem_needed) + " MB; " +
                                    nodes_needed + " needed"});

@@ -28,6 +28,21 @@ TEST(ComputeMemPerTask, ExclusivePartitionUsesRealMemoryPerCpu) {
   EXPECT_NE(plan->explanation.find("8000 MB / 4 CPUs"), std::string::npos) << plan->explanation;
 }
 
+TEST(ComputeMemPerTask, SpareNodesMustFitThePartitionToo) {
+  Resources r = Res(2, 2, 1);
+  r.spare_nodes = 1;
+  EXPECT_TRUE(ComputeMemPerTask(Uniform(3, 4, 8000), r).ok());
+  r.spare_nodes = 2;
+  auto plan = ComputeMemPerTask(Uniform(3, 4, 8000), r);
+  ASSERT_FALSE(plan.ok());
+  ASSERT_EQ(plan.status().fields().size(), 1u);
+  EXPECT_EQ(plan.status().fields()[0].field, "resources.nodes");
+  EXPECT_NE(plan.status().fields()[0].reason.find(
+                "asks for 4 nodes (2 and 2 spare_nodes) but partition debug has 3"),
+            std::string::npos)
+      << plan.status().fields()[0].reason;
+}
+
 TEST(ComputeMemPerTask, CpusPerTaskMultiplies) {
   auto plan = ComputeMemPerTask(Uniform(3, 4, 8000), Res(2, 2, 2));
   ASSERT_TRUE(plan.ok());
