@@ -41,6 +41,7 @@ if [[ $mode == quick ]]; then
     "status_vs_slurmrestd.sh --experiments 100 --requests 300"
     "hang.sh --runs 1 --stall-timeouts 10"
     "in_place.sh --runs 2 --busy-runs 1 --node-runs 2 --node-busy-runs 1"
+    "framework_restarts.sh --runs 2 --busy-runs 1"
     "sweep.sh --steps 200"
   )
 elif [[ $mode == smoke ]]; then
@@ -57,6 +58,7 @@ elif [[ $mode == smoke ]]; then
     "tf_ps.sh --runs 1 --steps 50"                       # 3 min: the hand-written job holds its nodes to its 2-min limit
     "hang.sh --runs 1 --stall-timeouts 10 --backoff-s 1" # 23 s
     "in_place.sh --runs 1 --busy-runs 0 --node-runs 1 --node-busy-runs 0 --backoff-s 1" # 50 s
+    "framework_restarts.sh --runs 1 --busy-runs 0 --backoff-s 1 --workloads ddp" # 43 s at load 4: one DDP run in place, one requeued
     "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # 17 s
     "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # 41 s
     "submit.sh --count 5 --rounds 1"                     # 5 s
@@ -95,6 +97,7 @@ else
     "status_vs_slurmrestd.sh"
     "hang.sh"
     "in_place.sh"
+    "framework_restarts.sh"
     "sweep.sh"
   )
 fi
