@@ -56,9 +56,14 @@ def parse_args():
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic set")
     parser.add_argument("--step-delay-ms", type=int, default=0,
                         help="sleep this long after each step (to make a tiny model take time)")
+    parser.add_argument("--log-every", type=int, default=10, metavar="N",
+                        help="log the step and loss every N steps")
     parser.add_argument("--timeout-s", type=int, default=300,
                         help="torch.distributed's timeout for the rendezvous and collectives")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.log_every < 1:
+        parser.error("--log-every must be at least 1")
+    return args
 
 
 def rank_shard(seed, rank, size=2048):
@@ -143,7 +148,7 @@ def main():
         loss.backward()  # DDP all-reduces the gradients here
         optimizer.step()
         step += 1
-        if step % 10 == 0 or step == args.steps:
+        if step % args.log_every == 0 or step == args.steps:
             log(f"step={step} loss={loss.item():.5f}")
         if rank == 0 and (step % args.checkpoint_every == 0 or step == args.steps or save_now):
             why = " on signal SIGUSR1" if save_now else ""
