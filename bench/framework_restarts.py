@@ -23,6 +23,13 @@ Busy runs first fill the cluster with other jobs (in_place.py's
 fill_cluster: one `sleep --filler-s` per node needing the whole node,
 pending behind the experiment's job), so a requeued job waits behind them.
 
+The floor (--floor-runs): the same six programs started by hand on this
+machine, with no Slurm and no tfslurm (TF_CONFIG, or RANK, MASTER_ADDR and
+the rest, written here; every address on 127.0.0.1), first to a checkpoint
+at --kill-at-step, then again, timed from their launch to the reporting
+task's first step past the checkpoint: what the framework itself needs to
+start again from a checkpoint, the best any restart can do.
+
 From the kill, the reporting task's log of attempt 2 (the chief for tf, rank
 0 for ddp: MODEL_DIR/logs/attempt-2/task-<proc>.out) is read every 50 ms:
 its `start_step=N` line (the framework imported, the checkpoint restored)
@@ -33,9 +40,11 @@ Prints a Markdown table of the runs and a summary per (workload, cluster,
 restart); exits 1 if a run went wrong.
 """
 import argparse
+import json
 import os
 import re
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -44,6 +53,7 @@ import time
 from hang import epoch, summary
 from http_json import http
 from in_place import fill_cluster, wait
+from procs import programs
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 POLL_S = 0.05
@@ -52,21 +62,10 @@ POLL_S = 0.05
 TF_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_NUM_INTRAOP_THREADS": "1"}
 
 
-def programs(want):
+def train_programs(want):
     """The pids of the training programs (train.py) whose environment holds
-    every NAME=value of `want` (tests/integration/conftest.py's)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = set(f.read().decode(errors="replace").split("\0"))
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        if want <= env and "train.py" in cmd:
-            found.append(int(pid))
-    return found
+    every NAME=value of `want`."""
+    return programs(want, "train.py")
 
 
 class Tf:
@@ -94,7 +93,22 @@ class Tf:
                 "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 2, "time_limit": "00:15:00"}}
 
     def victim(self, exp_id):
-        return programs({f"EXPERIMENT_ID={exp_id}", "TFSLURM_ROLE=chief", "TFSLURM_INDEX=0", "TFSLURM_ATTEMPT=1"})
+        return train_programs({f"EXPERIMENT_ID={exp_id}", "TFSLURM_ROLE=chief", "TFSLURM_INDEX=0", "TFSLURM_ATTEMPT=1"})
+
+    def floor_tasks(self, args, model_dir, ports, steps, attempt):
+        """(env, argv) of each program started by hand; the chief first."""
+        train = os.path.join(REPO, "examples", "mnist_tf", "train.py")
+        cluster = {"chief": [f"127.0.0.1:{ports[0]}"], "ps": [f"127.0.0.1:{p}" for p in ports[1:3]],
+                   "worker": [f"127.0.0.1:{p}" for p in ports[3:5]]}
+        argv = [self.python, train] + self.data + [
+            "--steps", str(steps), "--checkpoint-every", str(args.tf_checkpoint_every),
+            "--steps-per-dispatch", str(args.tf_steps_per_dispatch)]
+        tasks = []
+        for role, index in (("chief", 0), ("ps", 0), ("ps", 1), ("worker", 0), ("worker", 1), ("evaluator", 0)):
+            env = dict(os.environ, **TF_ENV, MODEL_DIR=model_dir, TFSLURM_ATTEMPT=str(attempt),
+                       TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}))
+            tasks.append((env, argv))
+        return tasks
 
     def args_line(self, args):
         return (f"{' '.join(self.data)}, --checkpoint-every {args.tf_checkpoint_every}, --steps-per-dispatch "
@@ -123,7 +137,16 @@ class Ddp:
                 "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 2, "time_limit": "00:15:00"}}
 
     def victim(self, exp_id):
-        return programs({f"EXPERIMENT_ID={exp_id}", "RANK=3", "TFSLURM_ATTEMPT=1"})
+        return train_programs({f"EXPERIMENT_ID={exp_id}", "RANK=3", "TFSLURM_ATTEMPT=1"})
+
+    def floor_tasks(self, args, model_dir, ports, steps, attempt):
+        """(env, argv) of each rank started by hand; rank 0 first."""
+        train = os.path.join(REPO, "examples", "ddp", "train.py")
+        argv = ["/usr/bin/python3", train, "--steps", str(steps), "--checkpoint-every",
+                str(args.ddp_checkpoint_every), "--step-delay-ms", str(args.ddp_step_delay_ms), "--log-every", "1"]
+        return [(dict(os.environ, MODEL_DIR=model_dir, TFSLURM_ATTEMPT=str(attempt), RANK=str(rank),
+                      WORLD_SIZE="6", LOCAL_RANK=str(rank % 2), NODE_RANK=str(rank // 2), MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(ports[0]), OMP_NUM_THREADS="1"), argv) for rank in range(6)]
 
     def args_line(self, args):
         return (f"--checkpoint-every {args.ddp_checkpoint_every}, --step-delay-ms {args.ddp_step_delay_ms}, "
@@ -149,12 +172,17 @@ def watch_attempt_2(model_dir, proc, prefix, timeout):
     """Reads the task's attempt-2 log every 50 ms: (time of its start_step
     line, start_step, time of its first step line past start_step, that
     step); None for what was not seen within timeout."""
+    return watch_output(lambda: read_log(model_dir, proc, 2), prefix, timeout)
+
+
+def watch_output(read, prefix, timeout):
+    """watch_attempt_2 on the text read() returns."""
     start_re = re.compile(r"attempt=2 start_step=(\d+)")
     step_re = re.compile(re.escape(prefix) + r"step=(\d+) ")
     started = start_step = None
     deadline = time.time() + timeout
     while time.time() < deadline:
-        text = read_log(model_dir, proc, 2)
+        text = read()
         now = time.time()
         if start_step is None:
             m = start_re.search(text)
@@ -167,6 +195,61 @@ def watch_attempt_2(model_dir, proc, prefix, timeout):
                 return started, start_step, now, int(m.group(1))
         time.sleep(POLL_S)
     return started, start_step, None, None
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def launch(tasks, out_dir, tag):
+    """Starts each (env, argv) in a session of its own, output to
+    out_dir/<tag>-<k>.out; returns the Popen objects."""
+    procs = []
+    for k, (env, argv) in enumerate(tasks):
+        with open(os.path.join(out_dir, f"{tag}-{k}.out"), "w") as out:
+            procs.append(subprocess.Popen(argv, env=env, cwd=os.path.dirname(argv[1]), stdout=out,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+    return procs
+
+
+def kill_all(procs):
+    for p in procs:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for p in procs:
+        p.wait()
+
+
+def floor_run(workload, args, work, i):
+    """The framework alone, started by hand from a checkpoint: seconds from
+    the launch to the start_step line and to the first step past it."""
+    model_dir = os.path.join(work, f"floor-{workload.name}-{i}")
+    os.makedirs(model_dir)
+    first = launch(workload.floor_tasks(args, model_dir, free_ports(6), args.kill_at_step, 1), model_dir, "to-checkpoint")
+    try:
+        first[0].wait(timeout=args.timeout)  # the chief, or rank 0, ends at the checkpoint
+    finally:
+        kill_all(first)  # a TF ps or worker never ends by itself
+    t0 = time.time()
+    again = launch(workload.floor_tasks(args, model_dir, free_ports(6), 10 ** 7, 2), model_dir, "restart")
+    try:
+        reporter = os.path.join(model_dir, "restart-0.out")
+        started, start_step, first_step, step = watch_output(lambda: open(reporter, errors="replace").read(),
+                                                             workload.prefix, args.timeout)
+    finally:
+        kill_all(again)
+    if first_step is None or not start_step:
+        raise RuntimeError(f"floor run {i} of {workload.name}: no step past a restored checkpoint "
+                           f"(start_step {start_step}); see {model_dir}")
+    return {"start": started - t0, "first": first_step - t0, "steps": f"{start_step} -> {step}"}
 
 
 def one_run(api, workload, exp_id, in_place, busy, args):
@@ -211,7 +294,7 @@ def one_run(api, workload, exp_id, in_place, busy, args):
             subprocess.run(["scancel"] + fillers, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # The next run starts on a quiet machine: no program of this one left.
     try:
-        wait(f"{exp_id}'s programs to be gone", lambda: not programs({f"EXPERIMENT_ID={exp_id}"}), 60)
+        wait(f"{exp_id}'s programs to be gone", lambda: not train_programs({f"EXPERIMENT_ID={exp_id}"}), 60)
     except RuntimeError as e:
         print(f"  warning: {e}", file=sys.stderr)
 
@@ -264,6 +347,8 @@ def main():
     ap.add_argument("--ddp-checkpoint-every", type=int, default=20)
     ap.add_argument("--ddp-step-delay-ms", type=int, default=20)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--floor-runs", type=int, default=3, help="runs of the framework alone, per workload")
+    ap.add_argument("--work", default="/tmp", help="where the floor runs write (a directory of their own each)")
     args = ap.parse_args()
     names = [w for w in args.workloads.split(",") if w]
     unknown = [w for w in names if w not in WORKLOADS]
@@ -320,6 +405,28 @@ def main():
                 ratio = f"{med['requeue'] / med['in place']:.1f}x" if mode == "requeue" and "in place" in med else "-"
                 print(f"| {name} | {'busy' if busy else 'idle'} | {mode} | {len(rs)} | {' / '.join(summary(rs))} "
                       f"| {ratio} |")
+    floors = {}
+    for name in names if args.floor_runs > 0 else []:
+        workload = WORKLOADS[name](args)
+        floors[name] = [floor_run(workload, args, args.work, i) for i in range(args.floor_runs)]
+        for i, f in enumerate(floors[name]):
+            print(f"  {name}: floor {i}: first step past the checkpoint +{f['first']:.2f} s after the launch "
+                  f"(start_step line +{f['start']:.2f}; steps {f['steps']})", file=sys.stderr)
+    if floors:
+        print()
+        print("The floor: the same programs started by hand from a checkpoint (no Slurm, no tfslurm), launch -> "
+              "the first step past it, against kill -9 -> attempt 2's first step in place on the idle cluster:")
+        print()
+        print("| workload | floor runs | floor: min / median / max (s) | in place, idle: median (s) "
+              "| **in place / floor** |")
+        print("|---|---|---|---|---|")
+        for name, fs in floors.items():
+            firsts = [f["first"] for f in fs]
+            ip = [r["first2"] for r in results if r["workload"] == name and not r["busy"] and r["mode"] == "in place"]
+            ip = [x for x in ip if x == x]
+            ip_med = statistics.median(ip) if ip else float("nan")
+            print(f"| {name} | {len(fs)} | {' / '.join(summary(firsts))} | {ip_med:.2f} "
+                  f"| **{ip_med / statistics.median(firsts):.2f}x** |")
     print()
     print(f"restart.backoff_s {args.backoff_s} (a requeue waits it; a restart in place has none); killed once the "
           f"service had seen a checkpoint at step {args.kill_at_step} or later; the reporting task's log (the chief, "

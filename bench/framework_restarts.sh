@@ -9,11 +9,13 @@
 # same with no framework. Starts its own Slurm cluster and tfslurmd. See
 # framework_restarts.py.
 #
-#   bench/framework_restarts.sh [--runs 5] [--busy-runs 3] [--backoff-s 10] [--filler-s 90]
-#                               [--workloads tf,ddp] [--build DIR]
+#   bench/framework_restarts.sh [--runs 5] [--busy-runs 3] [--floor-runs 3] [--backoff-s 10]
+#                               [--filler-s 90] [--workloads tf,ddp] [--build DIR]
 #
 # --runs N: idle runs of each mode (one in place, one requeue), per workload.
 # --busy-runs N: the same on the busy cluster.
+# --floor-runs N: the floor, per workload: the same programs started by hand
+# from a checkpoint, no Slurm, no tfslurm (framework_restarts.py says how).
 # --build DIR: take tfslurmd and tfslurm-agent from DIR/bin as they are
 # (e.g. the tree's own build/), instead of building $TFSLURM_BENCH_BUILD.
 # TensorFlow: $TFSLURM_TF_PYTHON, else /opt/tfslurm/venv-tf/bin/python, else
@@ -23,11 +25,12 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-runs=5 busy_runs=3 backoff_s=10 filler_s=90 workloads=tf,ddp prebuilt=""
+runs=5 busy_runs=3 floor_runs=3 backoff_s=10 filler_s=90 workloads=tf,ddp prebuilt=""
 while (($#)); do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --busy-runs) busy_runs="$2"; shift 2 ;;
+    --floor-runs) floor_runs="$2"; shift 2 ;;
     --backoff-s) backoff_s="$2"; shift 2 ;;
     --filler-s) filler_s="$2"; shift 2 ;;
     --workloads) workloads="$2"; shift 2 ;;
@@ -35,12 +38,12 @@ while (($#)); do
     *) die "unknown argument $1" ;;
   esac
 done
-for n in "$runs" "$busy_runs" "$backoff_s" "$filler_s"; do
-  [[ "$n" =~ ^[0-9]+$ ]] || die "--runs, --busy-runs, --backoff-s and --filler-s take a whole number, not '$n'"
+for n in "$runs" "$busy_runs" "$floor_runs" "$backoff_s" "$filler_s"; do
+  [[ "$n" =~ ^[0-9]+$ ]] || die "--runs, --busy-runs, --floor-runs, --backoff-s and --filler-s take a whole number, not '$n'"
 done
 ((runs + busy_runs > 0)) || die "nothing to run: --runs and --busy-runs are both 0"
 [[ "$workloads" =~ ^(tf|ddp)(,(tf|ddp))*$ ]] || die "--workloads: tf, ddp or both (comma-separated), not '$workloads'"
-command_line="bench/framework_restarts.sh --runs $runs --busy-runs $busy_runs --backoff-s $backoff_s --filler-s $filler_s --workloads $workloads${prebuilt:+ --build $prebuilt}"
+command_line="bench/framework_restarts.sh --runs $runs --busy-runs $busy_runs --floor-runs $floor_runs --backoff-s $backoff_s --filler-s $filler_s --workloads $workloads${prebuilt:+ --build $prebuilt}"
 log "$command_line"
 
 tf_python=/opt/tfslurm/venv-tf/bin/python
@@ -57,14 +60,7 @@ if [[ ,$workloads, == *,ddp,* ]]; then
     die "no torch with gloo for /usr/bin/python3: deploy/install-deps.sh installs python3-torch"
 fi
 
-if [[ -n "$prebuilt" ]]; then
-  BUILD="$(cd -- "$prebuilt" && pwd)"
-  [[ -x "$BUILD/bin/tfslurmd" && -x "$BUILD/bin/tfslurm-agent" ]] || die "no tfslurmd and tfslurm-agent in $BUILD/bin"
-  binaries="$BUILD/bin/tfslurmd as built $(date -u -r "$BUILD/bin/tfslurmd" '+%Y-%m-%d %H:%M UTC')"
-else
-  build_all
-  binaries="built in $BUILD (RelWithDebInfo)"
-fi
+use_binaries "$prebuilt"
 wait_quiet 600
 work="$(mktemp -d /tmp/bench-fw-restarts-XXXX)"
 chmod 755 "$work"
@@ -74,7 +70,7 @@ start_tfslurmd "$work/svc"
 started=$(date +%s)
 status=0
 PYTHONPATH="$BENCH_DIR" python3 "$BENCH_DIR/framework_restarts.py" --api "$API" --runs "$runs" --busy-runs "$busy_runs" \
-  --backoff-s "$backoff_s" --filler-s "$filler_s" --workloads "$workloads" --tf-python "$tf_python" >"$work/table.md" || status=$?
+  --floor-runs "$floor_runs" --work "$work" --backoff-s "$backoff_s" --filler-s "$filler_s" --workloads "$workloads" --tf-python "$tf_python" >"$work/table.md" || status=$?
 title="Real frameworks restarted in place against a requeue (issue 29)"
 ((status == 0)) || title="$title -- FAILED RUNS"
 {

@@ -43,6 +43,7 @@ import time
 
 from hang import epoch, read_mark, summary
 from http_json import http
+from procs import programs
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "deploy", "local-slurm"))
 from node_fault import fail_node, restore_node  # noqa: E402
@@ -86,22 +87,10 @@ print(f"in_place: done step={step}", flush=True)
 
 
 def program_pid(exp_id, role, index, attempt):
-    """The pid of the task's program (not its agent), found by its environment."""
-    want = {f"EXPERIMENT_ID={exp_id}".encode(), f"TFSLURM_ROLE={role}".encode(),
-            f"TFSLURM_INDEX={index}".encode(), f"TFSLURM_ATTEMPT={attempt}".encode()}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = set(f.read().split(b"\0"))
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if want <= env and b"in_place_program.py" in cmd:
-            return int(pid)
-    return None
+    """The pid of the task's program (not its agent)."""
+    pids = programs({f"EXPERIMENT_ID={exp_id}", f"TFSLURM_ROLE={role}", f"TFSLURM_INDEX={index}",
+                     f"TFSLURM_ATTEMPT={attempt}"}, "in_place_program.py")
+    return pids[0] if pids else None
 
 
 def wait(what, predicate, timeout):

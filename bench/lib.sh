@@ -15,6 +15,20 @@ die() {
   exit 1
 }
 
+# use_binaries DIR: with DIR (a script's --build), takes tfslurmd and
+# tfslurm-agent from DIR/bin as they are; without, build_all. Sets BUILD and
+# `binaries`, the line saying which, for the script's section.
+use_binaries() {
+  if [[ -n "$1" ]]; then
+    BUILD="$(cd -- "$1" && pwd)"
+    [[ -x "$BUILD/bin/tfslurmd" && -x "$BUILD/bin/tfslurm-agent" ]] || die "no tfslurmd and tfslurm-agent in $BUILD/bin"
+    binaries="$BUILD/bin/tfslurmd as built $(date -u -r "$BUILD/bin/tfslurmd" '+%Y-%m-%d %H:%M UTC')"
+  else
+    build_all
+    binaries="built in $BUILD (RelWithDebInfo)"
+  fi
+}
+
 # Configures $BUILD (TFSLURM_BUILD_BENCH=ON, RelWithDebInfo) and builds
 # tfslurmd, the agent and the bench programs with 2 jobs (the machines this
 # runs on are small). Sets BENCH_BIN and BENCH_LIB.

@@ -33,26 +33,16 @@ import time
 
 from hang import epoch
 from http_json import http
+from procs import programs
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 STEP = re.compile(r"^mnist_tf: step=(\d+) ")
 
 
 def program_pid(exp_id, role, index):
-    want = {f"EXPERIMENT_ID={exp_id}".encode(), f"TFSLURM_ROLE={role}".encode(), f"TFSLURM_INDEX={index}".encode()}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = set(f.read().split(b"\0"))
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if want <= env and b"mnist_tf/train.py" in cmd:
-            return int(pid)
-    return None
+    pids = programs({f"EXPERIMENT_ID={exp_id}", f"TFSLURM_ROLE={role}", f"TFSLURM_INDEX={index}"},
+                    "mnist_tf/train.py")
+    return pids[0] if pids else None
 
 
 class Follower:

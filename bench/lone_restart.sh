@@ -26,14 +26,7 @@ while (($#)); do
 done
 command_line="bench/lone_restart.sh --runs $runs --warmup-s $warmup_s --after-s $after_s${prebuilt:+ --build $prebuilt}"
 
-if [[ -n "$prebuilt" ]]; then
-  BUILD="$(cd -- "$prebuilt" && pwd)"
-  [[ -x "$BUILD/bin/tfslurmd" && -x "$BUILD/bin/tfslurm-agent" ]] || die "no tfslurmd and tfslurm-agent in $BUILD/bin"
-  binaries="$BUILD/bin/tfslurmd as built $(date -u -r "$BUILD/bin/tfslurmd" '+%Y-%m-%d %H:%M UTC')"
-else
-  build_all
-  binaries="built in $BUILD (RelWithDebInfo)"
-fi
+use_binaries "$prebuilt"
 tf_python="$("$REPO/deploy/install-tf.sh")" || die "deploy/install-tf.sh failed"
 work="$(mktemp -d /tmp/bench-lone-XXXX)"
 chmod 755 "$work"

@@ -42,7 +42,7 @@ if [[ $mode == quick ]]; then
     "hang.sh --runs 1 --stall-timeouts 10"
     "in_place.sh --runs 2 --busy-runs 1 --node-runs 2 --node-busy-runs 1"
     "lone_restart.sh --runs 2"
-    "framework_restarts.sh --runs 2 --busy-runs 1"
+    "framework_restarts.sh --runs 2 --busy-runs 1 --floor-runs 1"
     "sweep.sh --steps 200"
   )
 elif [[ $mode == smoke ]]; then
@@ -60,7 +60,7 @@ elif [[ $mode == smoke ]]; then
     "hang.sh --runs 1 --stall-timeouts 10 --backoff-s 1" # 23 s
     "in_place.sh --runs 1 --busy-runs 0 --node-runs 1 --node-busy-runs 0 --backoff-s 1" # 50 s
     "lone_restart.sh --runs 1 --warmup-s 5 --after-s 5"  # 40 s: TensorFlow's start-up, mostly
-    "framework_restarts.sh --runs 1 --busy-runs 0 --backoff-s 1 --workloads ddp" # 43 s at load 4: one DDP run in place, one requeued
+    "framework_restarts.sh --runs 1 --busy-runs 0 --floor-runs 1 --backoff-s 1 --workloads ddp" # 55 s at load 4: one DDP run in place, one requeued, one by hand
     "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # 17 s
     "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # 41 s
     "submit.sh --count 5 --rounds 1"                     # 5 s

@@ -27,14 +27,7 @@ while (($#)); do
 done
 command_line="bench/sweep.sh --steps $steps --rungs $rungs --reduction-factor $factor${prebuilt:+ --build $prebuilt}"
 
-if [[ -n "$prebuilt" ]]; then
-  BUILD="$(cd -- "$prebuilt" && pwd)"
-  [[ -x "$BUILD/bin/tfslurmd" && -x "$BUILD/bin/tfslurm-agent" ]] || die "no tfslurmd and tfslurm-agent in $BUILD/bin"
-  binaries="$BUILD/bin/tfslurmd as built $(date -u -r "$BUILD/bin/tfslurmd" '+%Y-%m-%d %H:%M UTC')"
-else
-  build_all
-  binaries="built in $BUILD (RelWithDebInfo)"
-fi
+use_binaries "$prebuilt"
 work="$(mktemp -d /tmp/bench-sweep-XXXX)"
 chmod 755 "$work"
 clean_up_on_exit "$work"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "service/core/wording.h"
 
@@ -59,26 +60,25 @@ NodePlan PlanNodes(const OpenExperiment& a) {
   const LiveAttempt& at = a.attempt;
   const AttemptRun& run = *at.run;
   NodePlan plan;
-  auto leave = [&](int node) {
-    if (std::find(plan.out.begin(), plan.out.end(), node) == plan.out.end()) plan.out.push_back(node);
-  };
+  const int per_node = TasksPerNode(a);
+  std::map<int, int> slot_of;  // job node -> the slot it runs, of the nodes that leave
   for (int i = 0; i < run.size(); ++i) {
     const int node = JobNodeOf(a, i);
     if (!run.task(i).node.empty()) plan.names[node] = run.task(i).node;
     const bool suspect = !a.suspects.only_if_down &&
                          std::find(a.suspects.nodes.begin(), a.suspects.nodes.end(),
                                    run.task(i).node) != a.suspects.nodes.end();
-    if (!run.task(i).standing_by || suspect) leave(node);
+    if ((!run.task(i).standing_by || suspect) && !slot_of.contains(node)) {
+      slot_of[node] = i / per_node;
+      plan.out.push_back(node);
+    }
   }
   std::sort(plan.out.begin(), plan.out.end());
   plan.slots = at.record.node_slots.Replacing(plan.out, ReadySpares(a));
   if (!plan.slots) return plan;
-  const int per_node = TasksPerNode(a);
   for (int node : plan.out) {
-    // The slot `node` ran: the same slot after the replacement.
-    int slot = 0;
-    while (at.record.node_slots.JobNodeOfSlot(slot) != node) ++slot;
-    const int spare = plan.slots->JobNodeOfSlot(slot);
+    // The spare that runs the slot `node` ran.
+    const int spare = plan.slots->JobNodeOfSlot(slot_of[node]);
     auto agent = at.spare_agents.find(spare * per_node);
     const std::string spare_name =
         agent != at.spare_agents.end() ? agent->second.node : "node " + std::to_string(spare);

@@ -48,6 +48,7 @@ class NodeSlots {
   }
   // Where SLURM_PROCID `proc` is in an attempt of `tasks` tasks.
   ProcPlace Place(int proc, int tasks) const;
+  // 1 for a job with no spare, where a slot is a task.
   int tasks_per_node() const { return tasks_per_node_; }
 
   const std::vector<int>& spares() const { return spares_; }
