@@ -164,8 +164,8 @@ std::string FormatStatus(const client::Experiment& e) {
               (ended && job_on ? " (ending: the experiment has ended, Slurm's end follows)" : ""));
   }
   // Spare nodes (resources.spare_nodes) that run no task now.
-  const nlohmann::json* spares = e.raw.is_object() && e.raw.contains("spares") ? &e.raw["spares"]
-                                                                                : nullptr;
+  const nlohmann::json* spares =
+      e.raw.is_object() && e.raw.contains("spares") ? &e.raw["spares"] : nullptr;
   if (spares && spares->is_array() && !spares->empty()) {
     std::string text;
     for (const nlohmann::json& spare : *spares) {

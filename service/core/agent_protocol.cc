@@ -92,10 +92,10 @@ void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
     // stream broke, or tfslurmd restarted, between the attempt's record and
     // the agent's NextAttempt): it is told again. The secret is the job's.
     const ProcPlace place = current.node_slots.Place(ref.proc_id, a.attempt.run->size());
-    const bool not_back = place.kind == ProcPlace::kSpare
-                              ? !a.attempt.spare_agents.contains(ref.proc_id)
-                              : place.kind == ProcPlace::kTask &&
-                                    !a.attempt.run->task(place.task).registered;
+    const bool not_back =
+        place.kind == ProcPlace::kSpare
+            ? !a.attempt.spare_agents.contains(ref.proc_id)
+            : place.kind == ProcPlace::kTask && !a.attempt.run->task(place.task).registered;
     if (ref.attempt < current.number && current.in_place &&
         current.slurm_job_id == info.slurm_job_id &&
         Sha256Hex(ref.secret) == current.secret_sha256 && not_back) {

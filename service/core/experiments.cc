@@ -129,7 +129,7 @@ StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
 }
 
 std::vector<ExperimentView::Spare> ExperimentsImpl::Spares(const std::string& id,
-                                                          const NodeSlots& slots) {
+                                                           const NodeSlots& slots) {
   std::vector<ExperimentView::Spare> out;
   // Only experiments with spares come here: the others' GETs never take
   // core's lock.

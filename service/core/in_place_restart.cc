@@ -50,9 +50,9 @@ std::vector<int> ReadySpares(const OpenExperiment& a) {
 // agents do not wait (gone with their node) or that the bad-node memory
 // excludes leave it, and ready spares take their place, lowest first.
 struct NodePlan {
-  std::vector<int> out;             // the job's nodes that leave, in slot order
-  std::optional<NodeSlots> slots;   // after the spares took their place; nullopt: too few
-  std::string swaps;                // "node3 (a spare) takes node2's place", for the event
+  std::vector<int> out;              // the job's nodes that leave, in slot order
+  std::optional<NodeSlots> slots;    // after the spares took their place; nullopt: too few
+  std::string swaps;                 // "node3 (a spare) takes node2's place", for the event
   std::map<int, std::string> names;  // job node -> name, of the nodes above
 };
 
@@ -65,9 +65,9 @@ NodePlan PlanNodes(const OpenExperiment& a) {
   for (int i = 0; i < run.size(); ++i) {
     const int node = JobNodeOf(a, i);
     if (!run.task(i).node.empty()) plan.names[node] = run.task(i).node;
-    const bool suspect = !a.suspects.only_if_down &&
-                         std::find(a.suspects.nodes.begin(), a.suspects.nodes.end(),
-                                   run.task(i).node) != a.suspects.nodes.end();
+    const bool suspect =
+        !a.suspects.only_if_down && std::find(a.suspects.nodes.begin(), a.suspects.nodes.end(),
+                                              run.task(i).node) != a.suspects.nodes.end();
     if ((!run.task(i).standing_by || suspect) && !slot_of.contains(node)) {
       slot_of[node] = i / per_node;
       plan.out.push_back(node);
@@ -118,13 +118,13 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
     bool all_gone = true;
     for (int i = 0; i < run.size(); ++i)
       if (!run.task(i).standing_by)
-        all_gone = all_gone && (at.tasks[i].state == TaskState::kLost ||
-                                NodeLeftJob(at, run.task(i).node));
+        all_gone = all_gone &&
+                   (at.tasks[i].state == TaskState::kLost || NodeLeftJob(at, run.task(i).node));
     if (all_gone || now - at.failed_at_ms > wait) {
       if (!PlanNodes(a).slots)
         return {InPlaceCheck::kGiveUp, EndReason::kRetryableExit,
-                std::to_string(absent) + " of " + std::to_string(run.size()) + " agents (" +
-                    names + ") are gone from " + JobText(at.record) +
+                std::to_string(absent) + " of " + std::to_string(run.size()) + " agents (" + names +
+                    ") are gone from " + JobText(at.record) +
                     ", and too few spare nodes wait in it to take their nodes' place"};
       spares_cover = true;
     }

@@ -17,7 +17,7 @@ NodeSlots NodeSlots::ForNewJob(int nodes, int spares, int tasks_per_node) {
 
 int NodeSlots::JobNodeOfSlot(int slot) const {
   return slots_.empty() || slot < 0 || slot >= static_cast<int>(slots_.size()) ? slot
-                                                                                : slots_[slot];
+                                                                               : slots_[slot];
 }
 
 ProcPlace NodeSlots::Place(int proc, int tasks) const {
@@ -27,7 +27,8 @@ ProcPlace NodeSlots::Place(int proc, int tasks) const {
   const int node = proc / tasks_per_node;
   auto slot = std::find(slots_.begin(), slots_.end(), node);
   if (slot != slots_.end()) {
-    const int task = static_cast<int>(slot - slots_.begin()) * tasks_per_node + proc % tasks_per_node;
+    const int task =
+        static_cast<int>(slot - slots_.begin()) * tasks_per_node + proc % tasks_per_node;
     return task < tasks ? ProcPlace{ProcPlace::kTask, task} : ProcPlace{};
   }
   if (std::find(spares_.begin(), spares_.end(), node) != spares_.end())
@@ -55,8 +56,8 @@ std::optional<NodeSlots> NodeSlots::Replacing(const std::vector<int>& failed,
 
 std::string NodeSlots::ToText() const {
   if (IsIdentity()) return "";
-  return nlohmann::json{
-      {"slots", slots_}, {"spares", spares_}, {"tasks_per_node", tasks_per_node_}}.dump();
+  return nlohmann::json{{"slots", slots_}, {"spares", spares_}, {"tasks_per_node", tasks_per_node_}}
+      .dump();
 }
 
 std::optional<NodeSlots> NodeSlots::FromText(const std::string& text) {
@@ -75,8 +76,8 @@ std::optional<NodeSlots> NodeSlots::FromText(const std::string& text) {
   std::vector<int> per_node;
   if (!j.is_object() || !j.contains("slots") || !j.contains("spares") ||
       !j.contains("tasks_per_node") || !ints(j["slots"], s.slots_) ||
-      !ints(j["spares"], s.spares_) || !ints(nlohmann::json::array({j["tasks_per_node"]}), per_node) ||
-      per_node[0] < 1)
+      !ints(j["spares"], s.spares_) ||
+      !ints(nlohmann::json::array({j["tasks_per_node"]}), per_node) || per_node[0] < 1)
     return std::nullopt;
   s.tasks_per_node_ = per_node[0];
   return s;

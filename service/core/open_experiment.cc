@@ -19,7 +19,8 @@ LiveAttempt::LiveAttempt(const ExperimentSpec& spec, AttemptRecord attempt)
 
 bool NodeLeftJob(const LiveAttempt& attempt, const std::string& node) {
   const std::vector<std::string>& names = attempt.job_node_names;
-  return !names.empty() && !node.empty() && std::find(names.begin(), names.end(), node) == names.end();
+  return !names.empty() && !node.empty() &&
+         std::find(names.begin(), names.end(), node) == names.end();
 }
 
 }  // namespace tfslurm

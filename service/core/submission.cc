@@ -189,7 +189,7 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   attempt.state = AttemptState::kSubmitting;
   attempt.sbatch_script = p.request.script;
   attempt.node_slots = NodeSlots::ForNewJob(a.spec.resources.nodes, a.spec.resources.spare_nodes,
-                                             a.spec.resources.tasks_per_node);
+                                            a.spec.resources.tasks_per_node);
   attempt.spec_revision = a.record.spec_revision;
   if (auto cp = core_.ports().files.ReadCheckpointState(a.record.model_dir, a.spec.framework, as))
     attempt.start_step = cp->step;

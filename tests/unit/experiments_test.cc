@@ -1708,7 +1708,8 @@ TEST_F(SpareNodesTest, ASpareTakesAFailedNodesPlaceInTheSameJob) {
   auto v = View("a");
   ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
   EXPECT_EQ(v.attempts[0].end_reason, EndReason::kNodeFail) << v.attempts[0].reason;
-  EXPECT_NE(v.attempts[0].reason.find("worker:1 (task 2 on node2) was killed by signal 9: its node left Slurm job 100"),
+  EXPECT_NE(v.attempts[0].reason.find(
+                "worker:1 (task 2 on node2) was killed by signal 9: its node left Slurm job 100"),
             std::string::npos)
       << v.attempts[0].reason;
   EXPECT_TRUE(v.attempts[1].in_place);

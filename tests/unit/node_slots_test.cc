@@ -71,8 +71,9 @@ TEST(NodeSlots, RoundTripsThroughTheStoresText) {
   ASSERT_TRUE(back.has_value());
   EXPECT_EQ(*back, s);
   EXPECT_EQ(NodeSlots::FromText(""), NodeSlots());
-  for (const char* bad : {"{", "[]", R"({"slots":[1]})", R"({"slots":[1],"spares":["x"],"tasks_per_node":1})",
-                          R"({"slots":[1],"spares":[],"tasks_per_node":0})"})
+  for (const char* bad :
+       {"{", "[]", R"({"slots":[1]})", R"({"slots":[1],"spares":["x"],"tasks_per_node":1})",
+        R"({"slots":[1],"spares":[],"tasks_per_node":0})"})
     EXPECT_FALSE(NodeSlots::FromText(bad).has_value()) << bad;
 }
 
