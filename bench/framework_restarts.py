@@ -52,7 +52,7 @@ import time
 
 from hang import epoch, summary
 from http_json import http
-from in_place import fill_cluster, wait
+from in_place import cancel_and_wait_ended, fill_cluster, wait
 from procs import programs
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -283,12 +283,7 @@ def one_run(api, workload, exp_id, in_place, busy, args):
         if first is None:
             problems.append(f"no step of attempt 2 in task-{proc}.out within {timeout:.0f} s")
         # Measured: the rest of the training is not.
-        http("DELETE", f"{api}/experiments/{exp_id}")
-
-        def ended():
-            _, v = http("GET", f"{api}/experiments/{exp_id}")
-            return v if v["state"] in ("succeeded", "failed", "cancelled") else None
-        view = wait(f"{exp_id} to end", ended, args.timeout)
+        view = cancel_and_wait_ended(api, exp_id, args.timeout)
     finally:
         if fillers:
             subprocess.run(["scancel"] + fillers, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -103,6 +103,16 @@ def wait(what, predicate, timeout):
     raise RuntimeError(f"timed out waiting for {what}")
 
 
+def cancel_and_wait_ended(api, exp_id, timeout):
+    """Cancels the experiment and returns its view once it has ended."""
+    http("DELETE", f"{api}/experiments/{exp_id}")
+
+    def ended():
+        _, v = http("GET", f"{api}/experiments/{exp_id}")
+        return v if v["state"] in ("succeeded", "failed", "cancelled") else None
+    return wait(f"{exp_id} to end", ended, timeout)
+
+
 def fill_cluster(conf_env, seconds, nodes):
     """One job per node that needs the whole node: pending while the experiment runs."""
     ids = []
@@ -158,12 +168,7 @@ def one_run(api, exp_id, program, in_place, busy, node_fault, args):
         wait(f"{exp_id}'s attempt 2 to make its first step",
              lambda: read_mark(view["model_dir"], "first_step.2"), args.timeout + (args.filler_s if busy else 0))
         # Measured: the rest of the training is not.
-        http("DELETE", f"{api}/experiments/{exp_id}")
-
-        def ended():
-            _, v = http("GET", f"{api}/experiments/{exp_id}")
-            return v if v["state"] in ("succeeded", "failed", "cancelled") else None
-        view = wait(f"{exp_id} to end", ended, args.timeout)
+        view = cancel_and_wait_ended(api, exp_id, args.timeout)
     finally:
         if fillers:
             subprocess.run(["scancel"] + fillers, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

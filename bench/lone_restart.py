@@ -33,6 +33,7 @@ import time
 
 from hang import epoch
 from http_json import http
+from in_place import wait
 from procs import programs
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -162,16 +163,6 @@ def one_run(api, exp_id, args):
         return (x - killed) if x is not None and x == x else float("nan")
     return {"id": exp_id, "decided": since(decided), "serving": since(serving), "recovered": since(recovered),
             "rates": rates, "timeline": timeline, "problems": "; ".join(problems)}
-
-
-def wait(what, predicate, timeout):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise RuntimeError(f"timed out waiting for {what}")
 
 
 def main():
