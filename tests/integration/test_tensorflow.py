@@ -308,7 +308,7 @@ def test_a_killed_worker_restarts_alone_and_the_chief_trains_on(service, tf_pyth
     at its address (WorkerPreemptionHandler in cluster_coordinator.py). So
     tfslurm restarts only that worker's program, on its node and port, and the
     attempt runs on to the chief's success (restart.max_task_restarts)."""
-    steps = 600
+    steps = 800
     assert service.post("/experiments", ps_spec(tf_python, "tf-lostworker", steps))[0] == 201
     wait_checkpoint(service, "tf-lostworker", 50)
     before = service.experiment("tf-lostworker")
@@ -319,6 +319,21 @@ def test_a_killed_worker_restarts_alone_and_the_chief_trains_on(service, tf_pyth
     again = wait_for(lambda: (lambda p: p if p and p != pid else None)(program_pid("tf-lostworker", "worker", 1)),
                      60, "worker 1's program to start again")
     restarted_in = time.monotonic() - killed_at
+    # The chief trains on without worker 1 ...
+    trained_on = wait_checkpoint(service, "tf-lostworker", before["checkpoint"]["step"] + 50)["checkpoint"]["step"]
+    # ... and is then held (SIGSTOP) until worker 1's new program serves, so
+    # that it cannot reach its last step before TF's import on a loaded
+    # machine lets TF take the worker back: once it serves, the chief's
+    # blocked update_server_def reconnects within a second (TF caps gRPC's
+    # reconnect backoff at 1 s: GetChannelArguments in
+    # tensorflow/core/distributed_runtime/rpc/grpc_channel.cc).
+    chief_pid = wait_for(lambda: program_pid("tf-lostworker", "chief", 0), 30, "the chief's program")
+    os.kill(chief_pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: task_log(service.experiment("tf-lostworker"), proc_of(before, "worker", 1)).count(
+            "role=worker index=1 serving") == 2, 120, "worker 1's new program to serve")
+    finally:
+        os.kill(chief_pid, signal.SIGCONT)
     # The evaluator, a side-car nobody waits for, restarts alone the same way.
     evaluator_pid = wait_for(lambda: program_pid("tf-lostworker", "evaluator", 0), 30, "the evaluator's program")
     os.kill(evaluator_pid, signal.SIGKILL)
@@ -348,4 +363,5 @@ def test_a_killed_worker_restarts_alone_and_the_chief_trains_on(service, tf_pyth
     port = worker1["address"].rsplit(":", 1)[1]
     assert f"restarts this task's program alone in attempt 1, on the same port {port}" in worker_log, \
         worker_log[-3000:]
-    print(f"tf-lostworker: worker 1's program ran again {restarted_in:.2f} s after its kill -9 (pid {again})")
+    print(f"tf-lostworker: worker 1's program ran again {restarted_in:.2f} s after its kill -9 (pid {again}); "
+          f"the chief trained on to step {trained_on} without it")
