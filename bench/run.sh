@@ -43,7 +43,7 @@ if [[ $mode == quick ]]; then
     "in_place.sh --runs 2 --busy-runs 1 --node-runs 2 --node-busy-runs 1"
     "lone_restart.sh --runs 2"
     "framework_restarts.sh --runs 2 --busy-runs 1 --floor-runs 1"
-    "sweep.sh --steps 200"
+    "sweep.sh --steps 200 --rungs 10,40 --shuffle-seeds 0"
   )
 elif [[ $mode == smoke ]]; then
   # Each at its smallest: one size, one run, a few agents or experiments.
@@ -66,7 +66,7 @@ elif [[ $mode == smoke ]]; then
     "submit.sh --count 5 --rounds 1"                     # 5 s
     "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
-    "sweep.sh --steps 40 --rungs 10,20"                  # 66 s: three 16-trial sweeps of 40 steps
+    "sweep.sh --steps 40 --rungs 10,20 --shuffle-seeds 0" # about 90 s: four 16-trial sweeps of 40 steps
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(

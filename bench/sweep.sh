@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Sweeps (issue 33): a 16-trial grid of linear_ps (8 learning rates x 2 batch
 # sizes, one node per trial, 3 at a time) run to the end, against the same
-# grid under ASHA, listed in both orders (ASHA decides as trials arrive, so
-# the order of the grid matters). Reports each run's best objective, the
+# grid under ASHA, listed in both orders and shuffled (ASHA decides as trials
+# arrive, so the order of the grid matters). Reports each run's best
+# objective (linear_ps's held_out_loss), the
 # node-seconds its trials used (tfslurm's record of each attempt's job
 # start and end, times its nodes) and its wall time. Starts its own Slurm
 # cluster and tfslurmd. See sweep.py.
 #
-#   bench/sweep.sh [--steps 400] [--rungs 20,80] [--reduction-factor 4] [--build DIR]
+#   bench/sweep.sh [--steps 800] [--lr-schedule cosine] [--rungs 20,80,320]
+#                  [--reduction-factor 4] [--shuffle-seeds 0,1] [--build DIR]
 #
 # --build DIR: take tfslurmd and tfslurm-agent from DIR/bin as they are
 # (e.g. the tree's own build/), instead of building $TFSLURM_BENCH_BUILD.
@@ -15,17 +17,19 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-steps=400 rungs=20,80 factor=4 prebuilt=""
+steps=800 schedule=cosine rungs=20,80,320 factor=4 seeds=0,1 prebuilt=""
 while (($#)); do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
+    --lr-schedule) schedule="$2"; shift 2 ;;
     --rungs) rungs="$2"; shift 2 ;;
     --reduction-factor) factor="$2"; shift 2 ;;
+    --shuffle-seeds) seeds="$2"; shift 2 ;;
     --build) prebuilt="$2"; shift 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
-command_line="bench/sweep.sh --steps $steps --rungs $rungs --reduction-factor $factor${prebuilt:+ --build $prebuilt}"
+command_line="bench/sweep.sh --steps $steps --lr-schedule $schedule --rungs $rungs --reduction-factor $factor --shuffle-seeds $seeds${prebuilt:+ --build $prebuilt}"
 
 use_binaries "$prebuilt"
 work="$(mktemp -d /tmp/bench-sweep-XXXX)"
@@ -35,8 +39,8 @@ start_cluster
 start_tfslurmd "$work/svc" --poll-interval-ms 500
 started=$(date +%s)
 status=0
-python3 "$BENCH_DIR/sweep.py" --api "$API" --steps "$steps" --rungs "$rungs" \
-  --reduction-factor "$factor" >"$work/table.md" || status=$?
+python3 "$BENCH_DIR/sweep.py" --api "$API" --steps "$steps" --lr-schedule "$schedule" --rungs "$rungs" \
+  --reduction-factor "$factor" --shuffle-seeds "$seeds" >"$work/table.md" || status=$?
 title="Sweeps: a 16-trial grid to the end against ASHA (issue 33)"
 ((status == 0)) || title="$title -- FAILED RUNS"
 {
@@ -46,9 +50,10 @@ title="Sweeps: a 16-trial grid to the end against ASHA (issue 33)"
   cat <<NOTE
 
 Each trial is linear_ps with 1 ps and 1 worker on one node, ${steps} steps
-(0.05 s each), the loss reported every 10 steps; 3 trials at a time on the
-local 3-node cluster. ASHA: rungs at steps ${rungs}, the best 1/${factor} at
-each rung go on. Node-seconds: each attempt's job start to end as tfslurm
+(0.05 s each) at a ${schedule} learning rate, its held_out_loss (the
+objective) reported every 10 steps; 3 trials at a time on the local 3-node
+cluster. ASHA: rungs at steps ${rungs}, the best 1/${factor} at each rung go
+on. Node-seconds: each attempt's job start to end as tfslurm
 recorded it, times its nodes (startup included: about 3 s of each trial is
 Slurm starting the job and Python importing before the first step).
 NOTE

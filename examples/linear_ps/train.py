@@ -64,6 +64,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--step-sleep", type=float, default=0.02, metavar="SECONDS",
                         help="pause after each step, to make training last (default 0.02)")
     parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default 0.05)")
+    parser.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
+                        help="constant: --lr at every step (default); cosine: --lr decayed to 0 "
+                             "at --steps along a half cosine, as most training runs")
     parser.add_argument("--features", type=int, default=16, help="input dimension (default 16)")
     parser.add_argument("--batch-size", type=int, default=32, help="minibatch size (default 32)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic data (default 0)")
@@ -183,7 +186,7 @@ def run_trainer(task: Task, args: argparse.Namespace, failure: FailureInjection)
                             args.ps_retry_timeout)
     config = TrainConfig(steps=args.steps, checkpoint_every=args.checkpoint_every,
                          log_every=args.log_every, step_sleep=args.step_sleep, lr=args.lr,
-                         batch_size=args.batch_size, seed=args.seed,
+                         lr_schedule=args.lr_schedule, batch_size=args.batch_size, seed=args.seed,
                          startup_timeout=args.startup_timeout)
     trainer = Trainer(cluster, RegressionProblem(args.seed, args.features), config, task.role,
                       task.index, task.attempt, task.model_dir if task.checkpoints else None,

@@ -9,6 +9,7 @@ it back and increments the global step, without waiting for the others.
 from __future__ import annotations
 
 import json
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -85,6 +86,7 @@ class TrainConfig:
     log_every: int
     step_sleep: float
     lr: float
+    lr_schedule: str  # "constant" or "cosine" (decayed to 0 at `steps`)
     batch_size: int
     seed: int
     startup_timeout: float  # how long a worker waits for the chief to initialize the ps
@@ -160,18 +162,32 @@ class Trainer:
                 last_saved = self._checkpoint_if_due(step, params, last_saved)
             batch = self._problem.sample(rng, self._config.batch_size)
             loss, grad = loss_and_gradient(params, batch)
-            self._cluster.push(grad, self._config.lr)
+            self._cluster.push(grad, self._lr_at(step))
             previous, step = step, self._cluster.increment_step()
             if step // self._config.log_every > previous // self._config.log_every:
                 log(f"step={step} loss={loss:.4f}")
-                self._report_scalars(step, loss=loss)
+                self._report_scalars(step, loss=loss, params=params)
             time.sleep(self._config.step_sleep)
 
-    def _report_scalars(self, step: int, **scalars: float) -> None:
+    def _lr_at(self, step: int) -> float:
+        """The learning rate at a global step: a function of the step alone, so
+        a resumed attempt goes on along the same schedule."""
+        if self._config.lr_schedule == "cosine":
+            return self._config.lr * 0.5 * (1 + math.cos(math.pi * min(step, self._config.steps)
+                                                         / self._config.steps))
+        return self._config.lr
+
+    def _report_scalars(self, step: int, loss: float, params: list[float]) -> None:
+        """The minibatch's loss, and held_out_loss: the mean squared error of
+        the parameters this step started from on the fixed held-out set, the
+        value to compare runs by (a minibatch's loss is noisy: its spread at
+        batch size 16 is about a third of the loss itself)."""
         if self._scalars_file is None:
             return
+        held_out = mean_squared_error(params, self._problem.held_out)
         with open(self._scalars_file, "a") as f:
-            f.write(json.dumps({"step": step, "wall_time": time.time(), **scalars}) + "\n")
+            f.write(json.dumps({"step": step, "wall_time": time.time(), "loss": loss,
+                                "held_out_loss": held_out}) + "\n")
 
     def _restore_or_initialize(self) -> None:
         restored = checkpoints.load_latest(self._checkpoint_dir)

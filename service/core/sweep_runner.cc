@@ -44,7 +44,13 @@ bool Recorded(Store& store, const std::string& sweep_id, int index) {
 }
 
 StatusOr<SweepSpec> SpecOf(const SweepRecord& sweep) {
-  return ParseSweepSpec(json::parse(sweep.spec_json, nullptr, false));
+  json stored = json::parse(sweep.spec_json, nullptr, false);
+  // A grid stored before search.order existed ran in its listed order; its
+  // trials keep the points they were created with.
+  if (stored.is_object() && stored.contains("search") && stored["search"].is_object() &&
+      stored["search"].value("type", "") == "grid" && !stored["search"].contains("order"))
+    stored["search"]["order"] = "listed";
+  return ParseSweepSpec(stored);
 }
 
 // The best trial: among those that succeeded, else among those not stopped

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "base/number_text.h"
 
@@ -97,6 +98,15 @@ const SweepParameter* Culprit(const SweepSpec& spec, const std::string& field) {
   return nullptr;
 }
 
+// A grid's points in its trial order: as listed, or a Fisher-Yates shuffle
+// driven by the seed (the same order on every platform, as for Draw).
+std::vector<json> Ordered(const SweepSpec& spec, std::vector<json> points) {
+  if (spec.order != GridOrder::kShuffled) return points;
+  Draws draws(spec.seed);
+  for (size_t i = points.size(); i > 1; --i) std::swap(points[i - 1], points[draws.Index(i)]);
+  return points;
+}
+
 }  // namespace
 
 std::string TrialId(const std::string& sweep_id, int index) {
@@ -132,11 +142,11 @@ std::vector<json> SweepPoints(const SweepSpec& spec) {
       --i;
       if (++at[i] < axes[i].size()) break;
       at[i] = 0;
-      if (i == 0) return out;
+      if (i == 0) return Ordered(spec, std::move(out));
     }
-    if (axes.empty()) return out;
+    if (axes.empty()) break;
   }
-  return out;
+  return Ordered(spec, std::move(out));
 }
 
 json TrialSpecInput(const SweepSpec& spec, int index, const json& params) {

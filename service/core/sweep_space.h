@@ -1,7 +1,8 @@
 // A sweep's trials: the points of its parameter space in trial order (a
-// grid's in odometer order, the last parameter fastest; a random search's
-// drawn from its seed), and each trial's experiment spec, the base with the
-// trial's id and values applied and checked by ParseSpec.
+// grid's in odometer order, the last parameter fastest, or that order
+// shuffled from the seed; a random search's drawn from its seed), and each
+// trial's experiment spec, the base with the trial's id and values applied
+// and checked by ParseSpec.
 //
 // Thread safety: pure functions.
 #pragma once

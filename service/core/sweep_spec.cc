@@ -1,6 +1,7 @@
 #include "service/core/sweep_spec.h"
 
 #include <cmath>
+#include <optional>
 #include <regex>
 
 #include "base/number_text.h"
@@ -146,20 +147,28 @@ void ParseParameter(Checker& c, const std::string& name, const json& v, SweepPar
   }
 }
 
-void ParseSearch(Checker& c, const json& input, SweepSpec& spec) {
-  if (!input.contains("search")) return;
+// Returns search.order as given, if it was.
+std::optional<GridOrder> ParseSearch(Checker& c, const json& input, SweepSpec& spec) {
+  std::optional<GridOrder> order;
+  if (!input.contains("search")) return order;
   const json& s = input["search"];
-  if (!c.IsObject(s, "search")) return;
-  c.OnlyKeys(s, "search", {"type", "seed"});
+  if (!c.IsObject(s, "search")) return order;
+  c.OnlyKeys(s, "search", {"type", "order", "seed"});
   if (s.contains("type"))
     if (auto t = c.OneOf(s["type"], "search.type", {"grid", "random"}))
       spec.search = *t == "grid" ? SearchKind::kGrid : SearchKind::kRandom;
+  if (s.contains("order")) {
+    if (spec.search != SearchKind::kGrid)
+      c.Fail("search.order", "applies to search type grid only (a random search draws its own)");
+    else if (auto o = c.OneOf(s["order"], "search.order", {"listed", "shuffled"}))
+      order = *o == "listed" ? GridOrder::kListed : GridOrder::kShuffled;
+  }
   if (s.contains("seed")) {
-    if (spec.search != SearchKind::kRandom)
-      c.Fail("search.seed", "applies to search type random only");
-    else if (auto n = c.Int(s["seed"], "search.seed", 0, (int64_t{1} << 53)))
+    // A listed grid's seed is refused once the order's default is known.
+    if (auto n = c.Int(s["seed"], "search.seed", 0, (int64_t{1} << 53)))
       spec.seed = static_cast<uint64_t>(*n);
   }
+  return order;
 }
 
 void ParseObjective(Checker& c, const json& input, SweepSpec& spec) {
@@ -372,7 +381,7 @@ StatusOr<SweepSpec> ParseSweepSpec(const json& input, const SpecLimits& limits) 
       spec.parameters.push_back(std::move(p));
     }
   }
-  ParseSearch(c, input, spec);
+  const std::optional<GridOrder> order = ParseSearch(c, input, spec);
   if (input.contains("max_trials"))
     if (auto n = c.Int(input["max_trials"], "max_trials", 1, kMaxTrials))
       spec.max_trials = static_cast<int>(*n);
@@ -381,6 +390,16 @@ StatusOr<SweepSpec> ParseSweepSpec(const json& input, const SpecLimits& limits) 
       spec.max_concurrent = static_cast<int>(*n);
   ParseObjective(c, input, spec);
   ParseEarlyStopping(c, input, spec);
+  if (spec.search == SearchKind::kGrid) {
+    spec.order =
+        order.value_or(spec.early_stopping.rule == StoppingRule::kNone ? GridOrder::kListed
+                                                                       : GridOrder::kShuffled);
+    if (spec.order == GridOrder::kListed && input.contains("search") &&
+        input["search"].is_object() && input["search"].contains("seed"))
+      c.Fail("search.seed",
+             "applies to search type random, or a grid of order shuffled (the default with "
+             "early stopping)");
+  }
   if (input.contains("max_node_hours")) {
     const json& h = input["max_node_hours"];
     if (!h.is_number() || !(h.get<double>() > 0) || h.get<double>() > 1e6)
@@ -438,7 +457,9 @@ json SweepSpec::ToJson() const {
   }
   j["parameters"] = params;
   j["search"] = {{"type", search == SearchKind::kGrid ? "grid" : "random"}};
-  if (search == SearchKind::kRandom) j["search"]["seed"] = seed;
+  if (search == SearchKind::kGrid)
+    j["search"]["order"] = order == GridOrder::kListed ? "listed" : "shuffled";
+  if (search == SearchKind::kRandom || order == GridOrder::kShuffled) j["search"]["seed"] = seed;
   j["max_trials"] = max_trials;
   j["max_concurrent"] = max_concurrent;
   j["objective"] = {{"tag", objective.tag},

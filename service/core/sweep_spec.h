@@ -51,6 +51,13 @@ struct SweepParameter {
 };
 
 enum class SearchKind { kGrid, kRandom };
+// The order a grid's points become trials. Early stopping judges trials as
+// they reach each rung, so a grid started in its listed order (a learning
+// rate's values low to high, say) lets the first values listed pass the
+// early rungs against few peers; shuffled, every part of the grid reaches
+// them early. Optuna's GridSampler shuffles its grid too
+// (optuna/samplers/_grid.py).
+enum class GridOrder { kListed, kShuffled };
 enum class ObjectiveGoal { kMin, kMax };
 enum class StoppingRule { kNone, kAsha, kMedian };
 
@@ -75,7 +82,9 @@ struct SweepSpec {
   nlohmann::json experiment;               // the base experiment spec, as given (no id)
   std::vector<SweepParameter> parameters;  // by name
   SearchKind search = SearchKind::kGrid;
-  uint64_t seed = 0;   // random search
+  // grid: listed by default, shuffled by default with early stopping.
+  GridOrder order = GridOrder::kListed;
+  uint64_t seed = 0;   // random search; a shuffled grid's order
   int max_trials = 0;  // grid: its number of points
   int max_concurrent = 1;
   SweepObjective objective;

@@ -62,6 +62,7 @@ test('the sweep view overlays every trial and greys the stopped ones', async () 
     },
     // Best first: the later trials reach the rung after the first ones, and worse.
     parameters: { 'arg.--lr': { values: [0.2, 0.05, 0.003, 0.0001] } },
+    search: { type: 'grid', order: 'listed' },
     max_concurrent: 2,
     objective: { tag: 'loss', goal: 'min' },
     early_stopping: { rule: 'asha', rungs: [15], reduction_factor: 2 },

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "service/core/experiments.h"
+#include "service/core/sweep_space.h"
+#include "service/core/sweep_spec.h"
 #include "service/store/sqlite_store.h"
 #include "tests/unit/core_test.h"
 
@@ -23,6 +25,7 @@ json Sweep() {
       "resources": {"partition": "debug", "nodes": 1}
     },
     "parameters": {"env.LR": {"values": [1, 2, 3, 4]}},
+    "search": {"type": "grid", "order": "listed"},
     "max_concurrent": 2,
     "objective": {"tag": "loss", "goal": "min"},
     "early_stopping": {"rule": "asha", "rungs": [10], "reduction_factor": 2}
@@ -63,6 +66,34 @@ class SweepRunnerTest : public testing::CoreTest {
 
   std::unique_ptr<Experiments> experiments_;
 };
+
+TEST_F(SweepRunnerTest, AGridStoredBeforeSearchOrderExistedGoesOnInItsListedOrder) {
+  ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+  // The canonical form as it was stored before search.order: the grid ran in
+  // its listed order, and its trials 3 and 4 must keep LR 3 and 4 though a
+  // grid with early stopping is now shuffled by default.
+  SweepRecord old = View().sweep;
+  json spec = json::parse(old.spec_json);
+  spec["search"] = {{"type", "grid"}};
+  auto today = ParseSweepSpec(spec);
+  ASSERT_TRUE(today.ok());
+  ASSERT_NE(SweepPoints(*today)[2]["env.LR"], 3) << "this test needs an order that differs";
+  old.spec_json = spec.dump();
+  Changes c;
+  c.sweep = old;
+  ASSERT_TRUE(store_->Apply(c).ok());
+  Restart();
+  slurm_.SetState(100, JobState::kCompleted);
+  slurm_.SetState(101, JobState::kCompleted);
+  Poll();
+  Poll();
+  for (int index : {3, 4}) {
+    auto trial = experiments_->GetExperiment("s-" + std::to_string(index));
+    ASSERT_TRUE(trial.ok()) << index;
+    EXPECT_NE(trial->spec_json.find("\"LR\":\"" + std::to_string(index) + "\""), std::string::npos)
+        << trial->spec_json;
+  }
+}
 
 TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeaves) {
   auto created = experiments_->SubmitSweep(Sweep(), "alice");

@@ -1,5 +1,8 @@
 #include "service/core/sweep_spec.h"
 
+#include <set>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "service/core/sweep_space.h"
@@ -121,8 +124,16 @@ TEST(ParseSweepSpec, RefusesTargetsATrialCannotSet) {
   EXPECT_TRUE(HasError(s.status(), "parameters.Resources.Nodes", "env.NAME"));
 }
 
+// ValidSweep with its grid in the order listed (its early stopping would
+// shuffle it otherwise).
+json ListedSweep() {
+  json in = ValidSweep();
+  in["search"] = {{"type", "grid"}, {"order", "listed"}};
+  return in;
+}
+
 TEST(SweepSpace, GridIsTheProductInOdometerOrderWithLogPoints) {
-  auto s = ParseSweepSpec(ValidSweep());
+  auto s = ParseSweepSpec(ListedSweep());
   ASSERT_TRUE(s.ok());
   std::vector<json> points = SweepPoints(*s);
   ASSERT_EQ(points.size(), 8u);
@@ -131,6 +142,60 @@ TEST(SweepSpace, GridIsTheProductInOdometerOrderWithLogPoints) {
   EXPECT_EQ(points[1], json::parse(R"({"arg.--batch": 32, "env.LR": 0.001})"));
   EXPECT_EQ(points[3], json::parse(R"({"arg.--batch": 32, "env.LR": 0.1})"));
   EXPECT_EQ(points[4], json::parse(R"({"arg.--batch": 64, "env.LR": 0.0001})"));
+}
+
+TEST(SweepSpace, AGridWithEarlyStoppingIsShuffledFromItsSeed) {
+  auto shuffled = ParseSweepSpec(ValidSweep());
+  ASSERT_TRUE(shuffled.ok()) << Dump(shuffled.status());
+  EXPECT_EQ(shuffled->order, GridOrder::kShuffled) << "the default with early stopping";
+  EXPECT_EQ(shuffled->ToJson()["search"], json::parse(R"({"type": "grid", "order": "shuffled",
+                                                           "seed": 0})"));
+  auto listed = ParseSweepSpec(ListedSweep());
+  ASSERT_TRUE(listed.ok());
+  std::vector<json> a = SweepPoints(*shuffled), b = SweepPoints(*listed);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_NE(a, b);
+  std::set<std::string> as, bs;
+  for (const json& p : a) as.insert(p.dump());
+  for (const json& p : b) bs.insert(p.dump());
+  EXPECT_EQ(as, bs) << "the same points, each once";
+  EXPECT_EQ(SweepPoints(*shuffled), a) << "the same seed, the same order";
+  // Fixed by this code's generator: the same on every platform.
+  EXPECT_EQ(a[0].dump(), R"({"arg.--batch":32,"env.LR":0.01})");
+  json seeded = ValidSweep();
+  seeded["search"] = {{"seed", 5}};
+  auto other = ParseSweepSpec(seeded);
+  ASSERT_TRUE(other.ok()) << Dump(other.status());
+  EXPECT_NE(SweepPoints(*other), a) << "another seed, another order";
+  auto again = ParseSweepSpec(other->ToJson());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(SweepPoints(*again), SweepPoints(*other)) << "the canonical form keeps the order";
+
+  json plain = ValidSweep();
+  plain["early_stopping"] = {{"rule", "none"}};
+  auto none = ParseSweepSpec(plain);
+  ASSERT_TRUE(none.ok()) << Dump(none.status());
+  EXPECT_EQ(none->order, GridOrder::kListed) << "the default without early stopping";
+  EXPECT_EQ(SweepPoints(*none), b);
+}
+
+TEST(ParseSweepSpec, RefusesAnOrderOrSeedThatDoesNotApply) {
+  json seeded = ListedSweep();
+  seeded["search"]["seed"] = 3;
+  auto s = ParseSweepSpec(seeded);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(HasError(s.status(), "search.seed", "a grid of order shuffled")) << Dump(s.status());
+  json random = ValidSweep();
+  random["search"] = {{"type", "random"}, {"order", "shuffled"}};
+  random["max_trials"] = 4;
+  auto r = ParseSweepSpec(random);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(HasError(r.status(), "search.order", "grid only")) << Dump(r.status());
+  json bad = ValidSweep();
+  bad["search"] = {{"order", "sorted"}};
+  auto b = ParseSweepSpec(bad);
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(HasError(b.status(), "search.order", "listed")) << Dump(b.status());
 }
 
 TEST(SweepSpace, IntegerRangesGiveIntegers) {
@@ -172,7 +237,7 @@ TEST(SweepSpace, RandomSearchIsFixedByItsSeedAndStaysInRange) {
 }
 
 TEST(SweepSpace, TrialsSetEnvArgsAndFieldsAndAreCheckedAsSpecs) {
-  json in = ValidSweep();
+  json in = ListedSweep();
   in["parameters"]["cluster.worker"] = {{"values", {1}}};
   in["parameters"]["arg.--steps"] = {{"values", {50}}};
   auto s = ParseSweepSpec(in);
@@ -192,7 +257,7 @@ TEST(SweepSpace, TrialsSetEnvArgsAndFieldsAndAreCheckedAsSpecs) {
 }
 
 TEST(SweepSpace, AValueThatBreaksATrialNamesTheParameter) {
-  json in = ValidSweep();
+  json in = ListedSweep();
   in["parameters"]["resources.nodes"] = {{"values", {2, 3}}};  // cluster has 2 tasks
   auto s = ParseSweepSpec(in);
   ASSERT_TRUE(s.ok()) << Dump(s.status());
@@ -200,7 +265,7 @@ TEST(SweepSpace, AValueThatBreaksATrialNamesTheParameter) {
   ASSERT_FALSE(trials.ok());
   EXPECT_TRUE(HasError(trials.status(), "experiment.cluster", "in trial 2"))
       << Dump(trials.status());
-  json env = ValidSweep();
+  json env = ListedSweep();
   env["parameters"]["env.TF_CONFIG"] = {{"values", {"x"}}};
   auto s2 = ParseSweepSpec(env);
   ASSERT_TRUE(s2.ok());
