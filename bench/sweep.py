@@ -29,12 +29,13 @@ def call(api, method, path, body=None):
         return e.code, json.loads(e.read() or b"null")
 
 
-def spec(sweep_id, steps, schedule, lrs, stopping, search=None):
+def spec(sweep_id, steps, step_sleep, schedule, lrs, stopping, search=None):
     body = {
         "id": sweep_id,
         "experiment": {
             "command": ["python3", TRAIN, f"--steps={steps}", "--log-every=10",
-                        f"--checkpoint-every={steps}", "--step-sleep=0.05", f"--lr-schedule={schedule}"],
+                        f"--checkpoint-every={steps}", f"--step-sleep={step_sleep}",
+                        f"--lr-schedule={schedule}"],
             "workdir": os.path.join(REPO, "examples/linear_ps"),
             "cluster": {"ps": 1, "worker": 1},
             "resources": {"partition": "debug", "nodes": 1, "tasks_per_node": 2, "time_limit": "00:20:00"},
@@ -76,6 +77,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--api", required=True)
     p.add_argument("--steps", type=int, default=800)
+    p.add_argument("--step-sleep", type=float, default=0.05,
+                   help="seconds each step takes (linear_ps's --step-sleep): the model's compute")
     p.add_argument("--lr-schedule", choices=("constant", "cosine"), default="cosine")
     p.add_argument("--rungs", default="20,80,320")
     p.add_argument("--reduction-factor", type=int, default=4)
@@ -89,15 +92,16 @@ def main():
             "reduction_factor": a.reduction_factor}
     listed = {"type": "grid", "order": "listed"}
     runs = [
-        ("grid", "the grid, run to the end", spec("grid", a.steps, a.lr_schedule, lrs, {"rule": "none"})),
+        ("grid", "the grid, run to the end",
+         spec("grid", a.steps, a.step_sleep, a.lr_schedule, lrs, {"rule": "none"})),
         ("asha-desc", "ASHA, learning rates listed high to low (order: listed)",
-         spec("asha-desc", a.steps, a.lr_schedule, lrs[::-1], asha, listed)),
+         spec("asha-desc", a.steps, a.step_sleep, a.lr_schedule, lrs[::-1], asha, listed)),
         ("asha-asc", "ASHA, learning rates listed low to high (order: listed)",
-         spec("asha-asc", a.steps, a.lr_schedule, lrs, asha, listed)),
+         spec("asha-asc", a.steps, a.step_sleep, a.lr_schedule, lrs, asha, listed)),
     ]
     for seed in [int(x) for x in a.shuffle_seeds.split(",") if x]:
         runs.append((f"asha-shuffled-{seed}", f"ASHA, the grid shuffled (the default), seed {seed}",
-                     spec(f"asha-shuffled-{seed}", a.steps, a.lr_schedule, lrs, asha,
+                     spec(f"asha-shuffled-{seed}", a.steps, a.step_sleep, a.lr_schedule, lrs, asha,
                           {"type": "grid", "order": "shuffled", "seed": seed})))
     results = []
     for sweep_id, what, body in runs:

@@ -8,8 +8,9 @@
 # start and end, times its nodes) and its wall time. Starts its own Slurm
 # cluster and tfslurmd. See sweep.py.
 #
-#   bench/sweep.sh [--steps 800] [--lr-schedule cosine] [--rungs 20,80,320]
-#                  [--reduction-factor 4] [--shuffle-seeds 0,1] [--build DIR]
+#   bench/sweep.sh [--steps 800] [--step-sleep 0.05] [--lr-schedule cosine]
+#                  [--rungs 20,80,320] [--reduction-factor 4] [--shuffle-seeds 0,1]
+#                  [--build DIR]
 #
 # --build DIR: take tfslurmd and tfslurm-agent from DIR/bin as they are
 # (e.g. the tree's own build/), instead of building $TFSLURM_BENCH_BUILD.
@@ -17,10 +18,11 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-steps=800 schedule=cosine rungs=20,80,320 factor=4 seeds=0,1 prebuilt=""
+steps=800 step_sleep=0.05 schedule=cosine rungs=20,80,320 factor=4 seeds=0,1 prebuilt=""
 while (($#)); do
   case "$1" in
     --steps) steps="$2"; shift 2 ;;
+    --step-sleep) step_sleep="$2"; shift 2 ;;
     --lr-schedule) schedule="$2"; shift 2 ;;
     --rungs) rungs="$2"; shift 2 ;;
     --reduction-factor) factor="$2"; shift 2 ;;
@@ -29,7 +31,7 @@ while (($#)); do
     *) die "unknown argument $1" ;;
   esac
 done
-command_line="bench/sweep.sh --steps $steps --lr-schedule $schedule --rungs $rungs --reduction-factor $factor --shuffle-seeds $seeds${prebuilt:+ --build $prebuilt}"
+command_line="bench/sweep.sh --steps $steps --step-sleep $step_sleep --lr-schedule $schedule --rungs $rungs --reduction-factor $factor --shuffle-seeds $seeds${prebuilt:+ --build $prebuilt}"
 
 use_binaries "$prebuilt"
 work="$(mktemp -d /tmp/bench-sweep-XXXX)"
@@ -39,7 +41,7 @@ start_cluster
 start_tfslurmd "$work/svc" --poll-interval-ms 500
 started=$(date +%s)
 status=0
-python3 "$BENCH_DIR/sweep.py" --api "$API" --steps "$steps" --lr-schedule "$schedule" --rungs "$rungs" \
+python3 "$BENCH_DIR/sweep.py" --api "$API" --steps "$steps" --step-sleep "$step_sleep" --lr-schedule "$schedule" --rungs "$rungs" \
   --reduction-factor "$factor" --shuffle-seeds "$seeds" >"$work/table.md" || status=$?
 title="Sweeps: a 16-trial grid to the end against ASHA (issue 33)"
 ((status == 0)) || title="$title -- FAILED RUNS"
@@ -50,7 +52,7 @@ title="Sweeps: a 16-trial grid to the end against ASHA (issue 33)"
   cat <<NOTE
 
 Each trial is linear_ps with 1 ps and 1 worker on one node, ${steps} steps
-(0.05 s each) at a ${schedule} learning rate, its held_out_loss (the
+(${step_sleep} s each) at a ${schedule} learning rate, its held_out_loss (the
 objective) reported every 10 steps; 3 trials at a time on the local 3-node
 cluster. ASHA: rungs at steps ${rungs}, the best 1/${factor} at each rung go
 on. Node-seconds: each attempt's job start to end as tfslurm
