@@ -453,8 +453,13 @@ test('a failed experiment shows its reason on both pages', { timeout: 180000 }, 
   });
   assert.ok(attempt.reason, `the API gives the attempt a reason: ${JSON.stringify(attempt)}`);
   const attemptRow = page.locator('[data-testid=attempts] tbody tr[data-attempt="1"]');
+  // The reason can show while the attempt is still being stopped; the row
+  // turns bad once the page has polled the attempt as ended.
   await page.waitForFunction(
-    (reason) => document.querySelector('[data-testid=attempts] tr[data-attempt="1"] td[data-label=Reason]')?.textContent.includes(reason),
+    (reason) => {
+      const row = document.querySelector('[data-testid=attempts] tr[data-attempt="1"]');
+      return row?.querySelector('td[data-label=Reason]')?.textContent.includes(reason) && row.classList.contains('tone-row-bad');
+    },
     attempt.reason,
     { timeout: 15000 },
   );
