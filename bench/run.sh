@@ -66,7 +66,7 @@ elif [[ $mode == smoke ]]; then
     "submit.sh --count 5 --rounds 1"                     # 5 s
     "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
-    "sweep.sh --steps 40 --rungs 10,20 --shuffle-seeds 0" # about 90 s: four 16-trial sweeps of 40 steps
+    "sweep.sh --steps 40 --rungs 10,20 --shuffle-seeds 0" # 68 s: four 16-trial sweeps of 40 steps
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(

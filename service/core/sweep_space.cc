@@ -98,11 +98,32 @@ const SweepParameter* Culprit(const SweepSpec& spec, const std::string& field) {
   return nullptr;
 }
 
-// A grid's points in its trial order: as listed, or a Fisher-Yates shuffle
-// driven by the seed (the same order on every platform, as for Draw).
-std::vector<json> Ordered(const SweepSpec& spec, std::vector<json> points) {
-  if (spec.order != GridOrder::kShuffled) return points;
-  Draws draws(spec.seed);
+// A grid's points in odometer order, the last axis turning fastest.
+std::vector<json> GridInListedOrder(const SweepSpec& spec) {
+  std::vector<json> out;
+  std::vector<std::vector<json>> axes;
+  for (const SweepParameter& p : spec.parameters) axes.push_back(p.GridPoints());
+  std::vector<size_t> at(axes.size(), 0);
+  while (static_cast<int>(out.size()) < spec.max_trials) {
+    json point = json::object();
+    for (size_t i = 0; i < axes.size(); ++i) point[spec.parameters[i].name] = axes[i][at[i]];
+    out.push_back(std::move(point));
+    size_t i = axes.size();
+    while (i > 0) {
+      --i;
+      if (++at[i] < axes[i].size()) break;
+      at[i] = 0;
+      if (i == 0) return out;
+    }
+    if (axes.empty()) return out;
+  }
+  return out;
+}
+
+// A Fisher-Yates shuffle driven by the seed: the same order on every
+// platform, as for Draw.
+std::vector<json> Shuffled(std::vector<json> points, uint64_t seed) {
+  Draws draws(seed);
   for (size_t i = points.size(); i > 1; --i) std::swap(points[i - 1], points[draws.Index(i)]);
   return points;
 }
@@ -129,24 +150,8 @@ std::vector<json> SweepPoints(const SweepSpec& spec) {
     }
     return out;
   }
-  std::vector<std::vector<json>> axes;
-  for (const SweepParameter& p : spec.parameters) axes.push_back(p.GridPoints());
-  std::vector<size_t> at(axes.size(), 0);
-  while (static_cast<int>(out.size()) < spec.max_trials) {
-    json point = json::object();
-    for (size_t i = 0; i < axes.size(); ++i) point[spec.parameters[i].name] = axes[i][at[i]];
-    out.push_back(std::move(point));
-    // The odometer: the last axis turns fastest.
-    size_t i = axes.size();
-    while (i > 0) {
-      --i;
-      if (++at[i] < axes[i].size()) break;
-      at[i] = 0;
-      if (i == 0) return Ordered(spec, std::move(out));
-    }
-    if (axes.empty()) break;
-  }
-  return Ordered(spec, std::move(out));
+  std::vector<json> grid = GridInListedOrder(spec);
+  return spec.order == GridOrder::kShuffled ? Shuffled(std::move(grid), spec.seed) : grid;
 }
 
 json TrialSpecInput(const SweepSpec& spec, int index, const json& params) {
