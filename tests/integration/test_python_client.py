@@ -1,6 +1,6 @@
 """Issue 47: the Python package against a real tfslurmd and the local Slurm
-cluster. The client (client/python, from the tree) drives real TensorFlow
-and PyTorch runs written with tfslurm.task, waits for them, reads their
+cluster. The client (client/python, from the tree) drives real TensorFlow,
+PyTorch and JAX runs written with tfslurm.task, waits for them, reads their
 metrics, resumes them with a longer time limit and runs a small sweep; the
 helper's time-limit hook saves a checkpoint on Slurm's warning and the next
 attempt starts from it; a plain script with no handler under the same
@@ -41,6 +41,15 @@ def tf_python():
     return python
 
 
+@pytest.fixture(scope="module")
+def jax_python():
+    python = os.environ.get("TFSLURM_JAX_PYTHON", "/opt/tfslurm/venv-jax/bin/python")
+    if not os.access(python, os.X_OK):
+        pytest.fail(f"no JAX python at {python}: run deploy/install-jax.sh (tests/run.sh does) and set "
+                    "TFSLURM_JAX_PYTHON to the path it prints")
+    return python
+
+
 def client(service):
     return tfslurm.Client(service.url, config_path="")  # the test's tfslurmd runs --no-auth
 
@@ -49,7 +58,8 @@ def attempt(e, n):
     return next(a for a in e.attempts if a.number == n)
 
 
-def test_client_runs_tensorflow_and_pytorch_reads_metrics_resumes_longer_and_sweeps(service, tf_python):
+def test_client_runs_tensorflow_and_pytorch_reads_metrics_resumes_longer_and_sweeps(service, tf_python,
+                                                                                    jax_python):
     c = client(service)
     # A bad spec first: refused, every field named with its value and what is allowed.
     with pytest.raises(tfslurm.InvalidArgument) as refused:
@@ -81,7 +91,13 @@ def test_client_runs_tensorflow_and_pytorch_reads_metrics_resumes_longer_and_swe
                        "restart": {"max_restarts": 0}},
         "parameters": {"arg.--lr": {"values": [0.1, 0.0001]}},
         "max_concurrent": 2, "objective": {"tag": "loss", "goal": "min"}}
-    a, b = c.submit(ddp), c.submit(tf_spec)
+    jax_spec = {"id": "py-jax", "framework": "jax", "workdir": os.path.join(REPO, "examples", "jax"),
+                "command": [jax_python, "train_with_helper.py", "--steps", "60", "--checkpoint-every", "30"],
+                "env": dict(TASK_ENV, JAX_PLATFORMS="cpu",
+                            XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"),
+                "resources": {"nodes": 2, "tasks_per_node": 1, "time_limit": "00:05:00"},
+                "restart": {"max_restarts": 0}}
+    a, b, j = c.submit(ddp), c.submit(tf_spec), c.submit(jax_spec)
     sweep = c.submit_sweep(sweep_spec)
     assert (a.state, b.state, sweep.state) == ("queued", "queued", "running")
 
@@ -91,7 +107,9 @@ def test_client_runs_tensorflow_and_pytorch_reads_metrics_resumes_longer_and_swe
     assert b.succeeded, b.reason
     assert re.search(r"attempt 1  state: \w+ -> succeeded: every rank exited 0", events.getvalue()), \
         events.getvalue()
-    for e, last in ((a, 100), (b, 200)):
+    j = j.wait(progress=False, timeout=300)
+    assert j.succeeded, j.reason
+    for e, last in ((a, 100), (b, 200), (j, 60)):
         m = e.metrics()
         points = m.points("loss")
         assert points and points[-1].step == last and all(p.attempt == 1 for p in points), (e.id, points)
