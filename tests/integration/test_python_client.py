@@ -130,6 +130,15 @@ def test_client_runs_tensorflow_and_pytorch_reads_metrics_resumes_longer_and_swe
         points = e.metrics(["loss"]).points("loss")
         assert points[-1].step == last and points[-1].attempt == 2, (e.id, points[-3:])
 
+    # The log of an ended attempt, followed: the service's chunked follow,
+    # ended when the job has; then the experiment deleted with its files.
+    followed = "".join(a.follow_logs("rank:0", attempt=1))
+    assert "ddp-helper: done step=100" in followed and followed == a.logs("rank:0", attempt=1), followed[-500:]
+    deleted = a.delete(files=True)
+    assert deleted.deleted and deleted.entries_removed > 0 and deleted.files_removed_from.endswith("/py-ddp")
+    with pytest.raises(tfslurm.NotFound, match="no experiment with id 'py-ddp'"):
+        c.get("py-ddp")
+
     sweep = c.wait_sweep("py-lr", progress=False, timeout=300)
     assert sweep.state == "completed" and len(sweep.trials) == 2, sweep
     assert sweep.best_trial.params == {"arg.--lr": 0.1}, sweep.best_trial

@@ -365,3 +365,57 @@ def test_dataframes(fake):
     assert list(side.columns) == ["a", "b"] and list(side.index) == [10, 20, 30]
     assert side.loc[20, "a"] == 0.3, "a step a restart redid keeps the latest attempt's value"
     assert pd.isna(side.loc[30, "a"]) and side.loc[30, "b"] == 0.1
+
+
+def test_an_https_service_is_verified_against_the_ca_file_given(tmp_path):
+    # TLS as a later tfslurmd serves it: the client verifies the service's
+    # certificate against cacert= (a site's CA), or the system's CAs.
+    import shutil
+    import ssl
+    import subprocess
+    if not shutil.which("openssl"):
+        pytest.fail("the openssl command is missing (Debian's openssl package)")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    version = {"tfslurm": {"version": "0.1.0", "commit": "x"}, "slurm": {"libslurm": "22.05.8", "slurmctld": None}}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            data = json.dumps(version).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
+    try:
+        url = f"https://127.0.0.1:{server.server_address[1]}"
+        assert tfslurm.Client(url, "t", cacert=str(cert), config_path="").version().tfslurm.version == "0.1.0"
+        with pytest.raises(tfslurm.ServiceUnreachable, match=r"TLS failed .*CERTIFICATE_VERIFY_FAILED.*; give the "
+                                                              r"service's CA file as cacert="):
+            tfslurm.Client(url, "t", config_path="").version()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_waiting_for_a_resumed_experiment_shows_its_new_attempt(fake):
+    doc = experiment(state="succeeded", attempt=2)
+    doc["events"] = [{"id": 1, "at": T0, "attempt": 1, "what": "state", "why": "old attempt"},
+                     {"id": 2, "at": T0, "attempt": 2, "what": "state", "why": "resumed"}]
+    fake.on("GET", "/experiments/e1", (200, doc))
+    out = io.StringIO()
+    client(fake).wait("e1", out=out)
+    assert out.getvalue() == "2026-11-21T23:22:02Z  attempt 2  state: resumed\n"
+    out = io.StringIO()
+    client(fake).wait("e1", out=out, after_event=0)
+    assert len(out.getvalue().splitlines()) == 2

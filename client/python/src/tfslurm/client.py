@@ -253,15 +253,16 @@ class Client:
         tag: a training scalar (e.g. "loss") whose newest value the status
         line shows. check: raise ExperimentFailed unless it succeeded.
         on_event: called with each new event. after_event: events up to this
-        id are not shown (default: those from before the call are shown, the
-        history of an experiment just submitted). timeout: seconds, then
+        id are not shown (default: those of the attempts before the current
+        one, so that waiting for a resumed experiment shows its new attempt,
+        and one just submitted all of its history). timeout: seconds, then
         WaitTimeout (the experiment goes on). Rides out a restart of the
         service for a minute; a KeyboardInterrupt leaves the experiment
         running."""
         display = _progress.choose(progress, out)
         started = time.monotonic()
         deadline = None if timeout is None else started + timeout
-        seen = after_event if after_event is not None else 0
+        seen = after_event
         unreachable_since: Optional[float] = None
         last_scalar_at = 0.0
         scalar_value = None
@@ -276,6 +277,8 @@ class Client:
                         raise
                 else:
                     unreachable_since = None
+                    if seen is None:
+                        seen = max((ev.id for ev in e.events if ev.attempt < e.attempt), default=0)
                     for event in e.events:
                         if event.id <= seen:
                             continue
