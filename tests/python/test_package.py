@@ -56,7 +56,7 @@ def test_the_wheel_holds_the_package_its_types_and_no_dependency():
         names = set(wheel.namelist())
         metadata = next(wheel.read(n).decode() for n in names if n.endswith(".dist-info/METADATA"))
     for module in ("__init__", "client", "task", "types", "errors", "connection", "spec", "progress",
-                   "_http", "_munge", "_yaml", "_text", "_frames", "_compare"):
+                   "_http", "_munge", "_yaml", "_text", "_unsafe", "_frames", "_compare"):
         assert f"tfslurm/{module}.py" in names, module
     assert "tfslurm/py.typed" in names, "typed for mypy users (PEP 561)"
     assert "Requires-Python: >=3.10" in metadata

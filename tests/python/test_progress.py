@@ -12,6 +12,8 @@ from tfslurm import _text, progress
 def test_escape_shows_controls_as_tfctl_does():
     assert _text.escape("a\x1b]0;title\x07b") == "a\\x1b]0;title\\x07b"
     assert _text.escape("x\u202ey\u2028z\x9b") == "x\\u202ey\\u2028z\\u009b"
+    # Invisible characters too (base/unsafe_text.h, issue 41): two tags that look alike.
+    assert _text.escape("lo\u200bss\U000e0041") == "lo\\u200bss\\U000e0041"
     assert _text.escape("l1\nl2\r\n\tend\r") == "l1\\nl2\\r\\n\\tend\\r"
     assert _text.escape("l1\nl2\r\n\tend\r", keep_line_breaks=True) == "l1\nl2\r\n\tend\\r"
     assert _text.escape("café ✓ \\x1b") == "café ✓ \\x1b", "text and backslashes as they are"

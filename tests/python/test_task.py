@@ -111,6 +111,8 @@ def test_report_refuses_what_the_service_would_drop(tmp_path):
         t.report(1.5, loss=1.0)  # a step is an integer
     with pytest.raises(ValueError, match=r"U\+202E is not allowed"):
         t.report(1, **{"lo\u202ess": 1.0})
+    with pytest.raises(ValueError, match=r"U\+200B is not allowed"):
+        t.report(1, **{"lo\u200bss": 1.0})
     with pytest.raises(ValueError, match="1 to 256 bytes"):
         t.report(1, **{"x" * 257: 1.0})
     assert not (tmp_path / "s.jsonl").exists()

@@ -5,23 +5,15 @@ text anyone with a token wrote: an ESC in it would let that person set the
 reader's window title or clear the screen, and a bidi override would
 reorder what the reader sees. As tfctl does (client/terminal_text.h), such
 characters are shown as visible escapes: C0 controls and DEL as \\xNN (a
-line break and a tab kept where asked), C1 and bidi controls, and the line
-and paragraph separators, as \\uNNNN. The characters are those of
-base/unsafe_text.h, plus U+2028 and U+2029, which break a line in some
-terminals and every browser.
+line break and a tab kept where asked), the others (C1 and bidi controls,
+invisible characters, line separators: _unsafe.py) as \\uNNNN.
 """
 
 from __future__ import annotations
 
 import html
 
-_BIDI_CONTROLS = frozenset(
-    [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
-)
-
-
-def _is_unsafe(code: int) -> bool:
-    return code < 0x20 or 0x7F <= code <= 0x9F or code in _BIDI_CONTROLS
+from ._unsafe import is_unsafe as _is_unsafe
 
 
 def escape(text: str, keep_line_breaks: bool = False) -> str:
@@ -46,8 +38,10 @@ def escape(text: str, keep_line_breaks: bool = False) -> str:
             out.append("\\r")
         elif code < 0x80:
             out.append(f"\\x{code:02x}")
-        else:
+        elif code <= 0xFFFF:
             out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
     return "".join(out)
 
 

@@ -51,6 +51,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
+from ._unsafe import is_unsafe
+
 __all__ = ["Task", "init", "latest_checkpoint_step"]
 
 WARNING_SIGNAL = signal.SIGUSR1
@@ -134,12 +136,9 @@ def _check_tag(tag: str) -> None:
     if not 1 <= len(encoded) <= 256:
         raise ValueError(f"scalar tag {tag!r}: must be 1 to 256 bytes of UTF-8")
     for ch in tag:
-        code = ord(ch)
-        if (code < 0x20 or 0x7F <= code <= 0x9F or code in (0x061C, 0x200E, 0x200F)
-                or 0x202A <= code <= 0x202E or 0x2066 <= code <= 0x2069
-                or 0xD800 <= code <= 0xDFFF):
-            raise ValueError(f"scalar tag {tag!r}: U+{code:04X} is not allowed (control "
-                             "characters and bidi controls are refused, docs/scalars.md)")
+        if is_unsafe(ord(ch)):
+            raise ValueError(f"scalar tag {tag!r}: U+{ord(ch):04X} is not allowed (control, bidi, "
+                             "invisible and line-separator characters are refused, docs/scalars.md)")
 
 
 class Task:
