@@ -78,6 +78,16 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   dfl.sa_handler = SIG_DFL;
   ::sigemptyset(&dfl.sa_mask);
   ::sigaction(SIGPIPE, &dfl, nullptr);
+  // SIGUSR1 is Slurm's warning before the time limit, and Slurm sends it to
+  // every process of the step, this one included, not only to the agent
+  // (proctrack_g_signal in slurmstepd's _handle_signal_container). Its
+  // default action is death: a program with no handler would die of it,
+  // minutes before its limit. Ignored across exec, as nohup does with
+  // SIGHUP: a program that wants the warning installs a handler, which
+  // replaces SIG_IGN (signal(2), sigaction(2), Python's signal.signal).
+  struct sigaction ign = dfl;
+  ign.sa_handler = SIG_IGN;
+  ::sigaction(SIGUSR1, &ign, nullptr);
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);

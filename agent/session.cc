@@ -15,6 +15,7 @@
 
 #include "agent/child_env.h"
 #include "agent/exit_cause.h"
+#include "agent/signal_catchers.h"
 
 namespace tfslurm::agent {
 
@@ -676,6 +677,7 @@ void Session::HandleSignals() {
     if (sig == SIGCHLD) {
       ReapProgram();
     } else if (child_ && !child_->reaped()) {
+      if (sig == SIGUSR1 && !time_limit_warning_.PassOnNow(child_->pid())) continue;
       spdlog::info("forwarding {} to the program", SignalName(sig));
       if (Status s = child_->Signal(sig); !s.ok()) spdlog::warn("{}", s.message());
     } else if (phase_ == Phase::kAwaitingAssignment && (sig == SIGTERM || sig == SIGINT)) {
@@ -705,6 +707,9 @@ void Session::RunDueTimers() {
     v1::AgentMessage message = NewMessage();
     message.mutable_heartbeat();
     Send(std::move(message));
+    if (child_ && !child_->reaped() && time_limit_warning_.HeldOneIsDue(child_->pid())) {
+      if (Status s = child_->Signal(SIGUSR1); !s.ok()) spdlog::warn("{}", s.message());
+    }
   }
   if (due(progress_poll_at_)) {
     progress_poll_at_ = Clock::now() + kProgressPollInterval;

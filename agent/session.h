@@ -67,6 +67,7 @@
 #include "agent/port_reservation.h"
 #include "agent/scalar_watch.h"
 #include "agent/service_stream.h"
+#include "agent/signal_catchers.h"
 #include "agent/slurm_env.h"
 #include "base/mutex.h"
 
@@ -208,6 +209,7 @@ class Session {
   std::optional<Clock::time_point> unknown_experiment_since_;
   std::optional<Clock::time_point> heartbeat_at_;
   std::optional<Clock::time_point> progress_poll_at_;  // checkpoints and scalars
+  TimeLimitWarning time_limit_warning_;                // SIGUSR1 only for a program that catches it
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> ack_deadline_;
   std::optional<Clock::time_point> report_deadline_;

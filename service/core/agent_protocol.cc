@@ -431,8 +431,9 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   t.startup_error = slot.failed_at_startup;
   t.ended_at = core_.ports().clock.NowMs();
   c.tasks.push_back(t);
-  core_.Event(c, a, reaped ? "reaped" : "exited",
-              TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail));
+  core_.Event(
+      c, a, reaped ? "reaped" : "exited",
+      TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
   if (a.attempt.reap_started_ms > 0 && a.attempt.run->UnconfirmedShutdowns().empty()) {
     core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /
                                 1000.0);

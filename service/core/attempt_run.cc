@@ -188,8 +188,10 @@ bool AttemptRun::RestartsAloneNow(int proc, std::optional<int> exit_code,
   const TaskSlot& t = tasks_[proc];
   // SIGTERM (143) is what Slurm sends every task at a time limit, a
   // preemption or a cancel: the job's end decides those, not a restart.
-  const bool died =
-      (signal.value_or(0) != 0 && *signal != SIGTERM) || (!signal.value_or(0) && exit_code == 137);
+  // The time-limit warning's death is the limit's too (Evaluate).
+  const bool died = (signal.value_or(0) != 0 && *signal != SIGTERM &&
+                     !KilledByTimeLimitWarning(signal, spec_.signal_grace_s)) ||
+                    (!signal.value_or(0) && exit_code == 137);
   if (!died || !MayRestartAlone(proc) || outcome_.kind != Outcome::kUndecided || t.exited ||
       t.shutdown_sent || t.restarting_alone || !assignments_sent_)
     return false;
@@ -226,12 +228,16 @@ Outcome AttemptRun::Evaluate(int proc) {
   std::string who = TaskName(t, proc);
   if (t.state == TaskState::kFailed &&
       (IsTracked(proc) || t.role.role == "chief" || t.role.role == "ps")) {
-    Outcome failed{Outcome::kFailed, who + " " + HowItEnded(t.exit_code, t.signal, t.detail)};
-    failed.failure = IsRetryableExit(t.exit_code, t.signal) ? EndReason::kRetryableExit
-                     : t.failed_at_startup                  ? EndReason::kStartupError
-                                                            : EndReason::kPermanentExit;
+    Outcome failed{Outcome::kFailed,
+                   who + " " + HowItEnded(t.exit_code, t.signal, t.detail, spec_.signal_grace_s)};
+    // A program killed by the warning before the time limit ends where the
+    // limit would have ended it, a little earlier: a timeout.
+    failed.failure = KilledByTimeLimitWarning(t.signal, spec_.signal_grace_s) ? EndReason::kTimeout
+                     : IsRetryableExit(t.exit_code, t.signal) ? EndReason::kRetryableExit
+                     : t.failed_at_startup                    ? EndReason::kStartupError
+                                                              : EndReason::kPermanentExit;
     failed.by_sigterm = t.signal.value_or(0) == SIGTERM || (!t.signal && t.exit_code == 143);
-    if (failed.failure != EndReason::kRetryableExit) {
+    if (failed.failure == EndReason::kPermanentExit || failed.failure == EndReason::kStartupError) {
       for (int i = 0; i < size(); ++i) {
         const TaskSlot& other = tasks_[i];
         if (i == proc || !other.vanished || other.exited) continue;

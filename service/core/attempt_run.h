@@ -62,8 +62,9 @@ struct Outcome {
   std::string reason;
   // Failed only: the restart class of the exit that decided it:
   // kRetryableExit (killed by a signal, 137, 143), kStartupError (a failure
-  // that repeats at every start, before the attempt's first step) or
-  // kPermanentExit (1, 2, 126, 127, ...).
+  // that repeats at every start, before the attempt's first step),
+  // kPermanentExit (1, 2, 126, 127, ...) or kTimeout (killed by SIGUSR1, the
+  // time-limit warning: KilledByTimeLimitWarning in wording.h).
   EndReason failure = EndReason::kPermanentExit;
   // Failed only: the deciding exit was a SIGTERM (or 143), what Slurm sends
   // every task at a time limit, a preemption or a cancel: only the job's end

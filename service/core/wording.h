@@ -3,6 +3,7 @@
 // Thread safety: pure functions.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -50,6 +51,27 @@ inline std::string HowItEnded(std::optional<int> exit_code, std::optional<int> s
                         : "exited with code " + std::to_string(exit_code.value_or(-1));
   if (!detail.empty()) how += ": " + detail;
   return how;
+}
+
+// A program killed by SIGUSR1, Slurm's warning before the time limit
+// (checkpoint.signal_grace_s > 0): the agent starts programs with it ignored
+// and passes it on only to one that catches it (agent/README.md), so such a
+// death means the program set it back to its default action, death.
+inline bool KilledByTimeLimitWarning(std::optional<int> signal, int signal_grace_s) {
+  return signal_grace_s > 0 && signal.value_or(0) == SIGUSR1;
+}
+
+// HowItEnded, where a death by the time-limit warning says so and what to do.
+inline std::string HowItEnded(std::optional<int> exit_code, std::optional<int> signal,
+                              const std::string& detail, int signal_grace_s) {
+  if (!KilledByTimeLimitWarning(signal, signal_grace_s))
+    return HowItEnded(exit_code, signal, detail);
+  return "was killed by SIGUSR1 (signal " + std::to_string(SIGUSR1) + "), Slurm's warning " +
+         std::to_string(signal_grace_s) +
+         " s before the time limit (checkpoint.signal_grace_s), which it does not catch: catch "
+         "it to save a checkpoint (tfslurm.task does, docs/python.md), or set "
+         "checkpoint.signal_grace_s: 0 for no warning" +
+         (detail.empty() ? "" : "; " + detail);
 }
 
 // "5 s", rounded to the nearest second.

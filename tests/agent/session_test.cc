@@ -162,5 +162,49 @@ TEST_F(SessionTest, AProgramStillRunningWhenTheShutdownComesIsReaped) {
   EXPECT_EQ(status.get(), 0);
 }
 
+// Slurm's warning before the time limit (SIGUSR1) is passed on only to a
+// program that catches it. This one set its default action back (it would
+// die of it) and catches nothing: the warning is not passed on, so the
+// SIGTERM after it is what ends it. (Passed on, the SIGUSR1 would have
+// killed it first: it is sent first and is the lower number.)
+TEST_F(SessionTest, TheTimeLimitWarningIsNotPassedOnToAProgramThatDoesNotCatchIt) {
+  std::future<int> status = RunSession(R"(exec /usr/bin/python3 -c '
+import signal, time
+signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+open("ready", "w").close()
+time.sleep(60)')");
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(dir_.Path("ready")); }));
+  DeliverSignal(SIGUSR1);
+  DeliverSignal(SIGTERM);
+  ASSERT_TRUE(Eventually([&] {
+    DeliverSignal(SIGCHLD);
+    return WaitForExit(milliseconds(100));
+  }));
+  std::vector<v1::Exited> exits = Exits();
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].signal(), SIGTERM);
+  ASSERT_EQ(status.wait_for(kTimeout), std::future_status::ready);
+}
+
+// The control: a program with a handler gets the warning.
+TEST_F(SessionTest, TheTimeLimitWarningIsPassedOnToAProgramThatCatchesIt) {
+  std::future<int> status = RunSession(R"(exec /usr/bin/python3 -c '
+import signal, sys, time
+signal.signal(signal.SIGUSR1, lambda *a: sys.exit(7))
+open("ready", "w").close()
+time.sleep(60)')");
+  ASSERT_TRUE(Eventually([&] { return std::filesystem::exists(dir_.Path("ready")); }));
+  DeliverSignal(SIGUSR1);
+  ASSERT_TRUE(Eventually([&] {
+    DeliverSignal(SIGCHLD);
+    return WaitForExit(milliseconds(100));
+  }));
+  std::vector<v1::Exited> exits = Exits();
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(exits[0].exit_code(), 7) << "its handler ran";
+  ASSERT_EQ(status.wait_for(kTimeout), std::future_status::ready);
+  EXPECT_EQ(status.get(), 7);
+}
+
 }  // namespace
 }  // namespace tfslurm::agent::testing

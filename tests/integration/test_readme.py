@@ -3,7 +3,8 @@ the local Slurm cluster, so that the README cannot drift from what tfctl does.
 
 A walkthrough is the part of README.md between the comments
 `<!-- NAME walkthrough: begin ... -->` and `<!-- NAME walkthrough: end -->`:
-"tfctl" (the command line) and "own script" (Your own training script).
+"tfctl" (the command line), "own script" (Your own training script) and
+"python" (the Python package, a notebook's session).
 In its ```console blocks a line starting with "$ " is a command and the
 lines after it, up to the next command, are what it prints (stdout and
 stderr together, as a terminal shows them). A ```python block after the
@@ -19,11 +20,20 @@ exits 0 and prints what is shown, where
   - a line "..." stands for any number of lines, and a line ending in "..."
     for any line that starts with what comes before the dots.
 
+The python walkthrough's ```pycon blocks are one Python session: a line
+starting with ">>> " begins a statement, "... " continues it, and the lines
+after it are what it prints, compared as the console's are. It runs with
+the tools venv's python (deploy/install-pytools.sh: PyYAML and pandas, the
+package's extras) and the package from the tree (client/python/src), in the
+checkout, with TFSLURM_URL and TFSLURM_TOKEN as the tfctl walkthrough
+exports them.
+
 The walkthrough uses the service deploy/quickstart.sh leaves running: its URL
 and token file in the commands, and its output root in what they print, are
 replaced with those of this test's tfslurmd, which runs with tokens as the
 quickstart's does; `$PWD/build/bin` is replaced with the build under test.
 """
+import json
 import os
 import re
 import shlex
@@ -188,3 +198,64 @@ def test_readme_own_training_script_works_as_shown(service_factory, tmp_path):
                                 {"Authorization": f"Bearer {(tmp_path / 'token').read_text().strip()}"})
     assert status == 404
     assert not os.path.lexists(os.path.join(service.output_root, "mine-1"))
+
+
+def pycon_walkthrough(name="python"):
+    """[(statement, [expected output lines])] of the walkthrough's ```pycon blocks."""
+    begin, end = f"<!-- {name} walkthrough: begin", f"<!-- {name} walkthrough: end -->"
+    text = open(README).read()
+    assert text.count(begin) == 1 and text.count(end) == 1, f"README.md must mark its {name} walkthrough once"
+    section = text[text.index(begin):text.index(end)]
+    steps = []
+    for block in re.finditer(r"^```pycon\n(.*?)^```$", section, re.M | re.S):
+        for line in block.group(1).splitlines():
+            if line.startswith(">>> "):
+                steps.append([line[4:], []])
+            elif line.startswith("... ") and steps and not steps[-1][1]:
+                steps[-1][0] += "\n" + line[4:]
+            else:
+                assert steps, f"output before the first statement in README's {name} walkthrough: {line!r}"
+                steps[-1][1].append(line)
+    return [(source + "\n", lines) for source, lines in steps]
+
+
+def test_pycon_walkthrough_reads_statements_and_their_output():
+    steps = pycon_walkthrough()
+    sources = [s for s, _ in steps]
+    # What the issue asks the example to show: submit, watch the loss, resume
+    # with a longer time limit, compare two runs.
+    for needed in ["tfslurm.Client()", ".submit(", 'tag="loss"', "time_limit=", ".resume(", "compare("]:
+        assert any(needed in s for s in sources), f"README's python walkthrough has no `{needed}`"
+    assert any(s.count("\n") > 1 for s in sources), "a statement continued with '... ' is one statement"
+
+
+def test_readme_python_walkthrough_works_as_shown(service_factory, tmp_path):
+    steps = pycon_walkthrough()
+    service = service_factory(auth=True)  # as deploy/quickstart.sh runs it: with tokens
+    token = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user",
+                            "readme", "--admin"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    python = subprocess.run([os.path.join(REPO, "deploy", "install-pytools.sh")], stdout=subprocess.PIPE,
+                            text=True, check=True).stdout.strip()
+    home = tmp_path / "home"
+    home.mkdir()
+    statements = tmp_path / "statements.json"
+    statements.write_text(json.dumps([source for source, _ in steps]))
+    mark = "@@README-STATEMENT-END@@"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), TFSLURM_URL=service.url,
+               TFSLURM_TOKEN=token, PYTHONPATH=os.path.join(REPO, "client", "python", "src"))
+    r = subprocess.run([python, os.path.join(os.path.dirname(__file__), "helpers", "pycon_session.py"),
+                        str(statements), mark], env=env, cwd=REPO, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=900)
+    if os.environ.get("TFSLURM_WALKTHROUGH_LOG"):  # the transcript, for a closing note
+        with open(os.environ["TFSLURM_WALKTHROUGH_LOG"], "a") as log:
+            log.write(r.stdout)
+    outputs = re.split(rf"\n?{re.escape(mark)} \d+\n", r.stdout)
+    assert r.returncode == 0 and len(outputs) == len(steps) + 1, r.stdout[-5000:]
+    for (source, expected), printed in zip(steps, outputs):
+        actual = trimmed(printed.splitlines())
+        shown = "\n".join(["README shows:", *expected, "Python printed:", *actual])
+        assert "Traceback (most recent call last)" not in printed, f"`{source.strip()}` raised\n{shown}"
+        normalized = "".join(normalize(line) + "\n" for line in actual)
+        assert re.fullmatch(output_pattern(trimmed(expected)), normalized), \
+            f"`{source.strip()}` did not print what README.md shows\n{shown}"

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <map>
 
 namespace tfslurm {
@@ -147,6 +148,32 @@ TEST(AttemptRun, KilledTaskIsRetryable) {
   EXPECT_TRUE(IsRetryableExit(137, std::nullopt));
   EXPECT_TRUE(IsRetryableExit(143, std::nullopt));
   for (int code : {1, 2, 126, 127}) EXPECT_FALSE(IsRetryableExit(code, std::nullopt)) << code;
+}
+
+// SIGUSR1 is Slurm's warning before the time limit (checkpoint.signal_grace_s):
+// a program killed by it ends where the limit would have ended it, and the
+// reason says what it was and what to do (agent/README.md).
+TEST(AttemptRun, ATaskKilledByTheTimeLimitWarningIsATimeoutThatSaysWhatToDo) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  Outcome o = run.OnExit(4, std::nullopt, SIGUSR1, false);
+  EXPECT_EQ(o.kind, Outcome::kFailed);
+  EXPECT_EQ(o.failure, EndReason::kTimeout);
+  EXPECT_FALSE(o.by_sigterm);
+  EXPECT_NE(o.reason.find("was killed by SIGUSR1 (signal 10), Slurm's warning 120 s before the "
+                          "time limit (checkpoint.signal_grace_s)"),
+            std::string::npos)
+      << o.reason;
+  EXPECT_NE(o.reason.find("tfslurm.task"), std::string::npos) << o.reason;
+
+  // Without a warning configured, SIGUSR1 is any other signal.
+  ExperimentSpec no_warning = PsSpec();
+  no_warning.signal_grace_s = 0;
+  AttemptRun plain(no_warning, 1);
+  RegisterAll(plain);
+  Outcome killed = plain.OnExit(4, std::nullopt, SIGUSR1, false);
+  EXPECT_EQ(killed.failure, EndReason::kRetryableExit);
+  EXPECT_NE(killed.reason.find("was killed by signal 10"), std::string::npos) << killed.reason;
 }
 
 TEST(AttemptRun, UntrackedWorkerFailureUnderChiefPolicyIsTolerated) {
