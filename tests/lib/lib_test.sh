@@ -114,6 +114,31 @@ out=$(print_summary)
 expect "summary: NOT RUN under CI fails" 1 $?
 expect "summary: under CI its closing line" "summary: 10 passed, 1 failed, 0 skipped" "$(tail -n 1 <<<"$out")"
 
+# Floors: a stage that counts fewer tests than its floor fails the run and
+# is named; skipped tests count towards it; the checked-in file reads.
+stages=(unit e2e) in_ci=1 skips_file="$work/no-skips" MISSING_CONDITIONS=()
+: >"$skips_file"
+declare -A passed=([unit]=8 [e2e]=3) failed=([unit]=0 [e2e]=0) skipped=([unit]=1 [e2e]=0) not_run_why=()
+floor=([unit]=10 [e2e]=3)
+out=$(print_summary)
+expect "floor: a stage below its floor fails" 1 $?
+grep -q '^  unit counted 9, below its floor of 10$' <<<"$out"
+expect "floor: naming the stage, its count and its floor" 0 $?
+expect "floor: the closing line counts it" "summary: 11 passed, 1 failed, 1 skipped" "$(tail -n 1 <<<"$out")"
+floor=([unit]=9 [e2e]=3)
+print_summary >/dev/null
+expect "floor: at its floor, skips included, passes" 0 $?
+printf 'unit 10\ne2e x\n' >"$work/floors"
+read_floors "$work/floors" >/dev/null
+expect "floor: an unreadable line is an error" 1 $?
+read_floors tests/floors.txt
+expect "floor: tests/floors.txt reads" 0 $?
+for stage in unit integration e2e fuzz tsan bench; do
+  [[ -n ${floor[$stage]:-} ]]
+  expect "floor: tests/floors.txt has $stage" 0 $?
+done
+floor=()
+
 # A run assembled from the captured logs, as tests/run.sh records them: the
 # skips each names reach the summary, and an exit code the log does not
 # explain is a failure.
