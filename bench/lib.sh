@@ -134,20 +134,40 @@ wait_quiet() {
   BENCH_LOAD_AT_START="$load"
 }
 
+# Whether the checkout is exactly its HEAD commit: no change to a tracked
+# file, staged or not, and no untracked file that is not ignored. The whole
+# tree, not the service's folders alone: a benchmark's own script, the
+# example program it runs, the deploy script that starts its cluster all
+# shape its figures. Build directories are ignored (.gitignore).
+tree_is_clean() {
+  git -C "$REPO" diff --quiet HEAD -- 2>/dev/null &&
+    [[ -z "$(git -C "$REPO" ls-files --others --exclude-standard 2>/dev/null)" ]]
+}
+
+# The files that make the tree differ from its HEAD (at most 8 named).
+tree_changes() {
+  { git -C "$REPO" diff --name-only HEAD --; git -C "$REPO" ls-files --others --exclude-standard; } 2>/dev/null |
+    sort -u | awk 'NR <= 8 {printf "%s%s", (NR > 1 ? ", " : ""), $0} END {if (NR > 8) printf ", and %d more", NR - 8}'
+}
+
 machine_line() {
-  printf '%s, %s CPUs, %s MB RAM; load average at start %s; tree %s%s' \
+  local tree
+  tree="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  tree_is_clean || tree+=" + uncommitted changes: $(tree_changes)"
+  printf '%s, %s CPUs, %s MB RAM; load average at start %s; tree %s' \
     "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" "$(nproc)" \
-    "$(awk '/MemTotal/ {printf "%d", $2/1024}' /proc/meminfo)" "${BENCH_LOAD_AT_START:-?}" \
-    "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')" \
-    "$(git -C "$REPO" diff --quiet HEAD -- service agent schema 2>/dev/null || echo ' + uncommitted changes in service/agent/schema')"
+    "$(awk '/MemTotal/ {printf "%d", $2/1024}' /proc/meminfo)" "${BENCH_LOAD_AT_START:-?}" "$tree"
 }
 
 # results_append TITLE COMMAND FILE: appends a section to RESULTS.md with the
-# date, the command that produced it, the machine, and FILE's contents. With
-# errors met (bench_error), the title says FAILED, the section lists them,
-# and the script exits 1 once it is written.
+# date, the command that produced it, the machine, and FILE's contents. On a
+# tree with changes not committed, the title says so: the command alone
+# cannot reproduce what a commit does not hold (the machine line names the
+# files). With errors met (bench_error), the title says FAILED, the section
+# lists them, and the script exits 1 once it is written.
 results_append() {
   local title="$1" command="$2" body="$3"
+  tree_is_clean || title+=" (uncommitted changes)"
   ((${#BENCH_ERRORS[@]} == 0)) || title+=" -- FAILED: ${#BENCH_ERRORS[@]} errors"
   {
     printf '\n## %s\n\n' "$title"
