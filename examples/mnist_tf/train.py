@@ -21,6 +21,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 
 # Slurm's time-limit warning (sbatch --signal) reaches every task as SIGUSR1,
 # whose default action is to die, and slurmctld may send it as early as the
@@ -62,6 +63,10 @@ def parse_args():
                              "testing how a failed chief is reported); 0 = never")
     parser.add_argument("--eval-interval", type=float, default=30.0, metavar="SECONDS",
                         help="evaluator: least time between two evaluations")
+    parser.add_argument("--dispatch-pause", type=float, default=0.0, metavar="SECONDS",
+                        help="chief: wait this long after each round of --steps-per-dispatch steps, "
+                             "as a bigger model's time would pass but without its CPU (for tests that "
+                             "need the training to last); 0 = never")
     return parser.parse_args()
 
 
@@ -240,6 +245,8 @@ def run_chief(resolver, args, model_dir, attempt):
             elif step // args.checkpoint_every > last_saved // args.checkpoint_every:
                 save()
                 last_saved = step
+            if args.dispatch_pause and step < args.steps:
+                time.sleep(args.dispatch_pause)
     except tf.errors.OpError as err:
         # Slurm sends SIGTERM to every task at once: the ps may be gone before
         # the chief could save. That is a termination, not a training failure.

@@ -469,7 +469,8 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
       gone += after.contains(n.name);
       gone_before += excluded.contains(n.name);
     }
-    const int needed = components[k].resources.nodes;
+    // The first component's job holds the spare nodes too (sbatch_script.cc).
+    const int needed = components[k].resources.nodes + (k == 0 ? a.spec.resources.spare_nodes : 0);
     if (total - gone < needed) {
       core_.Event(c, a, "exclude",
                   "not excluding " + names + " (" + a.suspects.why + "): partition " +

@@ -55,6 +55,17 @@ def start_steps(exp, attempt):
     return steps
 
 
+def checkpoints_written(exp, attempt):
+    """The steps of the checkpoints an attempt's programs wrote, as they
+    logged them (linear_ps's checkpointing task prints a line per save:
+    "checkpoint step=N path=..." or "checkpoint on signal step=N ...")."""
+    steps = set()
+    for proc in range(6):
+        steps |= {int(m) for m in re.findall(r"^linear_ps: checkpoint (?:on signal )?step=(\d+)",
+                                             log(exp, attempt, proc), re.M)}
+    return steps
+
+
 def checkpoint_at_least(service, exp_id, step):
     e = service.experiment(exp_id)
     return e if e["checkpoint"] and e["checkpoint"]["step"] >= step else None
@@ -88,8 +99,15 @@ def test_kill9_of_a_worker_restarts_from_the_last_checkpoint(service, slurm_clus
     assert len(done["attempts"]) == 2, done["attempts"]
     first, second = done["attempts"]
     assert first["end_reason"] == "retryable_exit" and "signal 9" in first["reason"], first
-    assert second["start_step"] and second["start_step"] > 0, second
-    assert min(start_steps(done, 2)) > 0, start_steps(done, 2)
+    # From the last checkpoint attempt 1 wrote, its exact step: what the
+    # service recorded, what every program of attempt 2 says it started
+    # from, and what the checkpointing task restored.
+    latest = max(checkpoints_written(done, 1), default=None)
+    assert latest and latest >= 30, checkpoints_written(done, 1)
+    assert second["start_step"] == latest, (second, sorted(checkpoints_written(done, 1)))
+    assert start_steps(done, 2) == {latest}, (start_steps(done, 2), latest)
+    assert any(re.search(rf"^linear_ps: restored step={latest} path=\S*model\.ckpt-{latest}$", log(done, 2, proc), re.M)
+               for proc in range(6)), [log(done, 2, proc)[-500:] for proc in range(6)]
     assert done["checkpoint"]["step"] >= 300
     assert any(e["what"] == "state" and "restart 1 of 2" in e["why"] for e in done["events"])
     if in_allocation:

@@ -604,6 +604,14 @@ def run_on_pty(home, service, *args, timeout=120):
     return screen.replace(b"\r\n", b"\n")
 
 
+# What must never reach a terminal raw from text others wrote: C0 controls
+# but newline and tab, DEL, C1 controls (U+0080-U+009F, as UTF-8), and the
+# bidi controls that reorder what is shown (U+061C, U+200E, U+200F,
+# U+202A-U+202E, U+2066-U+2069).
+RAW_CONTROLS = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xaa-\xae]|"
+                          rb"\xe2\x81[\xa6-\xa9]")
+
+
 def test_program_output_reaches_the_terminal_escaped(service, home, tmp_path):
     """Issue 31: `tfctl logs` passed a program's OSC, CSI, CR, BS and NUL to
     whoever read them. On a terminal they are shown escaped; --raw and a pipe
@@ -637,12 +645,49 @@ def test_program_output_reaches_the_terminal_escaped(service, home, tmp_path):
     assert escaped in followed and b"\033" not in followed, followed
 
     # status, events and metrics on a terminal carry no control byte at all,
-    # and -o json is exact JSON.
+    # and -o json is exact JSON. (Of this cancelled program none holds its
+    # output: a failed task's detail does, in the test below.)
     for args in (["status", "tfctl-escapes"], ["events", "tfctl-escapes"], ["metrics", "tfctl-escapes"]):
         shown = run_on_pty(home, service, *args)
-        assert not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]", shown), (args, shown)
+        assert not RAW_CONTROLS.search(shown), (args, shown)
     view = json.loads(run_on_pty(home, service, "status", "tfctl-escapes", "-o", "json"))
     assert view["id"] == "tfctl-escapes" and view["state"] == "cancelled", view
+
+
+def test_a_failed_tasks_detail_reaches_the_terminal_escaped(service, home, tmp_path):
+    """A failed task's detail is the last error line of its program's own
+    output (agent/exit_cause.h), and the experiment's reason and events say
+    it: so a program chooses what tfctl prints there. Its C0 controls are
+    spaces by the time they are stored (service/core/wording.h, ExitDetail);
+    its C1 control and bidi controls are stored as written, and must reach a
+    terminal escaped in status and events, and exact in -o json."""
+    line = (r"ValueError: title\033]0;PWNED\007 clear\033[2J c1\302\233[31m rlo\342\200\256 "
+            r"lri\342\201\246 end")
+    program = (r"printf 'Traceback (most recent call last):\n  File \"train.py\", line 1, in <module>\n" +
+               line + r"\n' >&2; exit 1")
+    spec = hello_spec("tfctl-detail", program, 1)
+    spec["restart"] = {"max_restarts": 0}
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, spec), url=service.url))
+
+    def failed():
+        e = status_json(home, service, "tfctl-detail")
+        return e if e["state"] == "failed" and e["tasks"] and e["tasks"][0]["detail"] else None
+    view = wait_for(failed, 120, "the hostile program to fail with its detail")
+    # As stored: the C0 bytes (ESC, BEL) spaces, the rest as written. (A CR
+    # would end the line for exit_cause's pattern, and no detail is taken.)
+    stored = "ValueError: title ]0;PWNED  clear [2J c1\u009b[31m rlo\u202e lri\u2066 end"
+    assert view["tasks"][0]["detail"] == stored, view["tasks"]
+    assert stored in view["reason"], view["reason"]
+
+    escaped = b"c1\\u009b[31m rlo\\u202e lri\\u2066 end"
+    for args in (["status", "tfctl-detail"], ["events", "tfctl-detail"], ["list"]):
+        shown = run_on_pty(home, service, *args)
+        assert not RAW_CONTROLS.search(shown), (args, RAW_CONTROLS.findall(shown), shown)
+        if args[0] != "list":  # the list's reason column is cut short
+            assert escaped in shown, (args, shown)
+    # The task's own line in status: its detail in full, escaped.
+    status = run_on_pty(home, service, "status", "tfctl-detail")
+    assert b"worker:0: ValueError: title ]0;PWNED  clear [2J " + escaped + b"\n" in status, status
 
 
 def test_resume_with_a_raised_time_limit_and_step_count_trains_on_to_the_new_target(

@@ -1317,6 +1317,33 @@ TEST_F(ExperimentsTest, ANodeIsNotExcludedWhenTheJobWouldNotFitWithoutIt) {
             "excluded already, and the job needs 3; the next attempt may run there again");
 }
 
+TEST_F(ExperimentsTest, ANodeIsNotExcludedWhenTheJobsSparesWouldNotFitWithoutIt) {
+  // 2 nodes and 1 spare: a job of 3 nodes, the partition's 3. Excluding
+  // node3 left 2, and slurmctld refused the next job ("Requested node
+  // configuration is not available"): the experiment failed instead of
+  // going on in a new job.
+  json spec = PsSpec("a");
+  spec["resources"]["nodes"] = 2;
+  spec["resources"]["tasks_per_node"] = 3;
+  spec["resources"]["spare_nodes"] = 1;
+  spec["restart"]["in_allocation"] = true;
+  spec["restart"]["on"] = {"node_fail"};
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  slurm_.partition.nodes[2].unavailable = true;
+  slurm_.SetState(100, JobState::kNodeFail);
+  Poll();
+  clock_.Advance(5000);
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 2u) << View("a").experiment.reason;
+  EXPECT_EQ(slurm_.submitted[1].nodes, 3);
+  EXPECT_EQ(slurm_.submitted[1].exclude_nodes, "");
+  auto whys = Whys(View("a"), "exclude");
+  ASSERT_EQ(whys.size(), 1u);
+  EXPECT_EQ(whys[0],
+            "not excluding node3 (its attempt 1 ended NODE_FAIL): partition debug has 3 nodes, 0 "
+            "excluded already, and the job needs 3; the next attempt may run there again");
+}
+
 TEST_F(ExperimentsTest, AStallWhoseSilentTasksAreOnOneNodeExcludesIt) {
   json spec = PsSpec("a");
   spec["resources"]["nodes"] = 2;
