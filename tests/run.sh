@@ -261,7 +261,7 @@ if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   set +e
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
     ninja -C build-tsan -j"$jobs" agent_unit_tests agent_end_to_end_test agent_session_test \
-      experiments_concurrency_test api_concurrency_test daemon_test local_files_test
+      experiments_concurrency_test api_concurrency_test daemon_test local_files_test tsan_grpc_control
   tsan_rc=$?
   if [[ $tsan_rc -eq 0 ]]; then
     # Test programs not built here are listed by ctest as *_NOT_BUILT.
