@@ -27,15 +27,14 @@ size_t OnDemandThreads::active() const {
   return active_;
 }
 
-void OnDemandThreads::enqueue(std::function<void()> fn) {
+bool OnDemandThreads::enqueue(std::function<void()> fn) {
   {
     MutexLock lock(mu_);
-    if (shutting_down_) return;
+    if (shutting_down_) return false;
     if (active_ >= max_threads_) {
-      // The closure owns the accepted socket and closes it when it runs, so
-      // it is kept (a few bytes) until a thread frees up.
+      // Kept until a thread frees up: the closure owns what it serves.
       queue_.push_back(std::move(fn));
-      return;
+      return true;
     }
     ++active_;
   }
@@ -60,6 +59,7 @@ void OnDemandThreads::enqueue(std::function<void()> fn) {
     Run(std::move(start->fn));
     delete start;
   }
+  return true;
 }
 
 void OnDemandThreads::Run(std::function<void()> fn) {

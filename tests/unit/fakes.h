@@ -100,7 +100,7 @@ class FakeAccounts final : public Accounts {
     std::lock_guard lock(mu_);
     if (refused.count(owner)) return Status{StatusCode::kPermissionDenied, "no account " + owner};
     auto [it, added] = uids_.emplace(owner, 1000 + static_cast<uint32_t>(uids_.size()));
-    return RunAs{owner, it->second, it->second, {it->second}};
+    return RunAs{owner, it->second, it->second, {it->second}, {}};
   }
   std::set<std::string> refused;
 

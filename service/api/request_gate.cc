@@ -1,0 +1,306 @@
+#include "service/api/request_gate.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "base/status.h"
+#include "service/api/buffered_stream.h"
+#include "service/api/errors.h"
+
+namespace tfslurm::api {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// httplib's acceptor calls the server's process_and_close_socket through its
+// task queue; this one runs it at once, on the acceptor's thread, where the
+// gate only takes the socket in.
+class RunAtOnce final : public httplib::TaskQueue {
+ public:
+  bool enqueue(std::function<void()> fn) override {
+    fn();
+    return true;
+  }
+  void shutdown() override {}
+};
+
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 408:
+      return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Payload Too Large";
+    case 431:
+      return "Request Header Fields Too Large";
+    default:
+      return "Service Unavailable";
+  }
+}
+
+// The answer to a request refused at the gate: the API's JSON error shape
+// (errors.h), the HTTP status the refusal calls for.
+std::string RefusalResponse(int http_status, const std::string& message) {
+  const Status status = http_status == 400   ? InvalidArgument(message)
+                        : http_status == 411 ? InvalidArgument(message)
+                        : http_status == 408 || http_status == 503
+                            ? Unavailable(message)
+                            : Status(StatusCode::kResourceExhausted, message);
+  const std::string body = ErrorBody(status);
+  return "HTTP/1.1 " + std::to_string(http_status) + " " + ReasonPhrase(http_status) +
+         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\nConnection: close\r\n\r\n" + body;
+}
+
+// Closes a connection after its answer: what the client still sends is read
+// and dropped for a moment (at most 64 KiB, without waiting), so that the
+// close does not reset the connection before the answer is read.
+void CloseAfter(int fd, const std::string& answer) {
+  if (!answer.empty()) (void)send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  shutdown(fd, SHUT_WR);
+  char sink[16384];
+  for (int i = 0; i < 4 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  }
+  close(fd);
+}
+
+}  // namespace
+
+struct GatedServer::Waiting {
+  int fd = -1;
+  uint64_t order = 0;
+  Clock::time_point accepted;
+  std::string bytes;
+  HeadScan head;  // kComplete once the head has arrived
+  bool continue_sent = false;
+};
+
+GatedServer::GatedServer(const GateOptions& options)
+    : options_(options), threads_(options.max_threads) {
+  new_task_queue = [] { return new RunAtOnce(); };
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event wake{};
+  wake.events = EPOLLIN;
+  wake.data.fd = wake_fd_;
+  if (epoll_fd_ < 0 || wake_fd_ < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake) != 0)
+    spdlog::critical("the REST port's gate cannot start: {}", strerror(errno));
+  gate_ = std::thread([this] { RunGate(); });
+}
+
+GatedServer::~GatedServer() {
+  Shutdown();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void GatedServer::Shutdown() {
+  {
+    MutexLock lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+    for (auto& [fd, w] : waiting_) close(fd);
+    waiting_.clear();
+    by_age_.clear();
+  }
+  const uint64_t one = 1;
+  (void)::write(wake_fd_, &one, sizeof one);
+  if (gate_.joinable()) gate_.join();
+  threads_.shutdown();
+}
+
+size_t GatedServer::waiting() const {
+  MutexLock lock(mu_);
+  return waiting_.size();
+}
+
+size_t GatedServer::buffered_bytes() const {
+  MutexLock lock(mu_);
+  return buffered_;
+}
+
+bool GatedServer::process_and_close_socket(socket_t sock) {
+  MutexLock lock(mu_);
+  if (shut_down_) {
+    close(sock);
+    return false;
+  }
+  // Full: the connection that has waited longest goes (it is the closest to
+  // its deadline, and an honest client's request arrives at once).
+  if (waiting_.size() >= options_.max_waiting && !by_age_.empty())
+    Refuse(*waiting_.at(by_age_.begin()->second), 503,
+           "tfslurmd has too many connections whose request has not arrived; retry");
+  auto w = std::make_unique<Waiting>();
+  w->fd = sock;
+  w->order = ++accepted_;
+  w->accepted = Clock::now();
+  epoll_event ev{};
+  // Edge-triggered: reported once per arrival; OnReadable reads until none
+  // is left. Data already there when it is added is reported too.
+  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+  ev.data.fd = sock;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, sock, &ev) != 0) {
+    spdlog::warn("the REST port's gate cannot watch a connection: {}", strerror(errno));
+    close(sock);
+    return false;
+  }
+  by_age_[w->order] = sock;
+  waiting_[sock] = std::move(w);
+  return true;
+}
+
+void GatedServer::RunGate() {
+  std::vector<epoll_event> events(256);
+  int wait_ms = 1000;
+  for (;;) {
+    const int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), wait_ms);
+    if (n < 0 && errno != EINTR) {
+      spdlog::error("the REST port's gate: epoll_wait: {}", strerror(errno));
+      return;
+    }
+    std::vector<Ready> ready;
+    {
+      MutexLock lock(mu_);
+      if (shut_down_) return;
+      for (int i = 0; i < n; ++i) {
+        auto it = waiting_.find(events[i].data.fd);
+        if (it != waiting_.end()) OnReadable(*it->second);
+      }
+      wait_ms = ExpireOverdue();
+      ready.swap(ready_);
+    }
+    // Outside the lock: a thread that cannot be started serves it right here.
+    for (Ready& r : ready) {
+      const int fd = r.fd;
+      const size_t held = r.request.size();
+      if (!threads_.enqueue([this, fd, request = std::move(r.request)]() mutable {
+            Serve(fd, std::move(request));
+          })) {
+        close(fd);  // shutting down
+        MutexLock lock(mu_);
+        buffered_ -= held;
+      }
+    }
+  }
+}
+
+void GatedServer::OnReadable(Waiting& w) {
+  char buf[16384];
+  for (;;) {
+    // As much as the head may be until it has ended, then exactly the body.
+    const size_t want = w.head.kind == HeadScan::Kind::kComplete
+                            ? w.head.head_bytes + w.head.body_bytes - w.bytes.size()
+                            : options_.head.max_header_bytes + 1 -
+                                  std::min(w.bytes.size(), options_.head.max_header_bytes + 1);
+    if (want == 0) break;
+    const ssize_t n = recv(w.fd, buf, std::min(want, sizeof buf), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      const int fd = w.fd;  // the client went away
+      Forget(w);
+      close(fd);
+      return;
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;  // all read; edge-triggered, so the next arrival is reported
+    }
+    if (buffered_ + static_cast<size_t>(n) > options_.max_buffered_bytes)
+      return Refuse(w, 503, "tfslurmd holds too many requests at once; retry");
+    w.bytes.append(buf, static_cast<size_t>(n));
+    buffered_ += static_cast<size_t>(n);
+    if (w.head.kind != HeadScan::Kind::kComplete) {
+      w.head = ScanRequestHead(w.bytes, options_.head);
+      if (w.head.kind == HeadScan::Kind::kRefused) return Refuse(w, w.head.status, w.head.message);
+    }
+  }
+  if (w.head.kind != HeadScan::Kind::kComplete) return;
+  const size_t whole = w.head.head_bytes + w.head.body_bytes;
+  if (w.bytes.size() >= whole) return Dispatch(w);
+  if (w.head.expects_continue && !w.continue_sent) {
+    static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    (void)send(w.fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    w.continue_sent = true;
+  }
+}
+
+int GatedServer::ExpireOverdue() {
+  const Clock::time_point now = Clock::now();
+  int next_ms = 1000;
+  // In accept order; a head that has arrived has the later deadline of the
+  // whole request, so the scan stops at the first head still in time.
+  for (auto it = by_age_.begin(); it != by_age_.end();) {
+    Waiting& w = *waiting_.at(it->second);
+    ++it;
+    const bool head_done = w.head.kind == HeadScan::Kind::kComplete;
+    const auto deadline =
+        w.accepted + (head_done ? options_.request_timeout : options_.header_timeout);
+    if (now >= deadline) {
+      Refuse(w, 408,
+             head_done ? "the request's body did not arrive within " +
+                             std::to_string(options_.request_timeout.count() / 1000) + " s"
+                       : "the request's header fields did not arrive within " +
+                             std::to_string(options_.header_timeout.count() / 1000) + " s");
+      continue;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    next_ms = std::min<int>(next_ms, static_cast<int>(left.count()) + 1);
+    if (!head_done) break;
+  }
+  return next_ms;
+}
+
+void GatedServer::Dispatch(Waiting& w) {
+  Ready r{w.fd, {}};
+  r.request.swap(w.bytes);
+  buffered_ -= r.request.size();
+  r.request.resize(w.head.head_bytes + w.head.body_bytes);
+  // Answered here already, or not needed (the body is here): httplib must
+  // not answer it again.
+  if (w.head.expects_continue)
+    r.request.erase(w.head.expect_line_begin, w.head.expect_line_end - w.head.expect_line_begin);
+  Forget(w);
+  buffered_ += r.request.size();  // held until served
+  ready_.push_back(std::move(r));
+}
+
+void GatedServer::Refuse(Waiting& w, int http_status, const std::string& message) {
+  const int fd = w.fd;
+  Forget(w);
+  CloseAfter(fd, RefusalResponse(http_status, message));
+}
+
+void GatedServer::Forget(Waiting& w) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, w.fd, nullptr);
+  buffered_ -= w.bytes.size();
+  by_age_.erase(w.order);
+  waiting_.erase(w.fd);  // destroys w
+}
+
+void GatedServer::Serve(int fd, std::string request) {
+  const size_t held = request.size();
+  {
+    std::string remote_addr, local_addr;
+    int remote_port = 0, local_port = 0;
+    SocketAddress(fd, /*peer=*/true, remote_addr, remote_port);
+    SocketAddress(fd, /*peer=*/false, local_addr, local_port);
+    BufferedStream stream(fd, std::move(request), options_.write_timeout,
+                          options_.response_timeout);
+    bool closed = false;
+    process_request(stream, remote_addr, remote_port, local_addr, local_port,
+                    /*close_connection=*/true, closed, nullptr);
+  }
+  CloseAfter(fd, "");
+  MutexLock lock(mu_);
+  buffered_ -= held;
+}
+
+}  // namespace tfslurm::api

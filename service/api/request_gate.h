@@ -1,0 +1,107 @@
+// The REST port's gate: no thread serves a connection until its whole
+// request has arrived, within the limits.
+//
+// cpp-httplib serves a connection on one thread, which waits in recv for
+// every byte of the request; a client that trickles a byte within every read
+// timeout holds that thread for as long as it likes, and with enough such
+// clients every thread is held and nobody else is answered (issue 41: 2,300
+// of them delayed /healthz by 51 s). Here an accepted connection first waits
+// at the gate, one thread with epoll for all of them, which reads its bytes
+// as they come:
+//   - the request line and header fields within `header_timeout` of the
+//     accept, and the body within `request_timeout` (else 408);
+//   - at most HeadLimits' header bytes and fields (431), a body only with a
+//     Content-Length (411) of at most max_body_bytes (413), all checked by
+//     ScanRequestHead (request_head.h) before anything else sees them;
+//   - at most `max_buffered_bytes` held by all requests, waiting or being
+//     served (503 past it), and at most `max_waiting` connections waiting
+//     (the oldest is closed past it).
+// A complete request is then handed to a thread (at most `max_threads` at
+// once, started on demand: connection_threads.h) with its bytes, and
+// httplib parses and routes it from memory (BufferedStream), so the thread
+// never waits for the client. The response is written with `write_timeout`
+// per write and `response_timeout` in all from its first byte, and the
+// connection is closed after it: one request per connection, so that a
+// next request cannot trickle in on a thread already given.
+//
+// An `Expect: 100-continue` is answered by the gate once the head is
+// accepted, and the field dropped before httplib reads the request.
+//
+// Thread safety: as httplib::Server; the gate's state is guarded by mu_.
+// Shutdown() after stop().
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/mutex.h"
+#include "service/api/connection_threads.h"
+#include "service/api/gate_options.h"
+
+namespace tfslurm::api {
+
+class GatedServer final : public httplib::Server {
+ public:
+  explicit GatedServer(const GateOptions& options);
+  ~GatedServer() override;
+  GatedServer(const GatedServer&) = delete;
+  GatedServer& operator=(const GatedServer&) = delete;
+
+  // Closes the waiting connections and waits for those being served (at
+  // most 10 s). After stop(); idempotent.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // For tests and the log: connections waiting at the gate, and the bytes
+  // held by requests waiting or being served.
+  size_t waiting() const ABSL_LOCKS_EXCLUDED(mu_);
+  size_t buffered_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Waiting;
+  // A complete request, to be handed to a thread once the lock is released.
+  struct Ready {
+    int fd;
+    std::string request;
+  };
+
+  // httplib's acceptor hands each accepted socket here (on its own thread,
+  // through a task queue that runs it at once): it waits at the gate.
+  bool process_and_close_socket(socket_t sock) override ABSL_LOCKS_EXCLUDED(mu_);
+  // The gate's thread: epoll over the waiting connections, and their
+  // deadlines.
+  void RunGate() ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads what `w` has been sent; hands it on, refuses it or lets it wait.
+  void OnReadable(Waiting& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Connections past their deadline get 408; returns the ms to the next one.
+  int ExpireOverdue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch(Waiting& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Refuse(Waiting& w, int http_status, const std::string& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Forget(Waiting& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // On a connection thread: the request, as httplib's own
+  // process_and_close_socket serves it, from memory.
+  void Serve(int fd, std::string request) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const GateOptions options_;
+  OnDemandThreads threads_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;  // an eventfd: Shutdown wakes the gate's thread
+  std::thread gate_;
+
+  mutable Mutex mu_;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::unordered_map<int, std::unique_ptr<Waiting>> waiting_ ABSL_GUARDED_BY(mu_);  // by fd
+  std::map<uint64_t, int> by_age_ ABSL_GUARDED_BY(mu_);  // accept order -> fd
+  uint64_t accepted_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t buffered_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Ready> ready_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tfslurm::api
