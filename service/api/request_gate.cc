@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <deque>
 #include <vector>
 
 #include "base/status.h"
@@ -61,9 +62,10 @@ std::string RefusalResponse(int http_status, const std::string& message) {
          "\r\nConnection: close\r\n\r\n" + body;
 }
 
-// Closes a connection after its answer: what the client still sends is read
-// and dropped for a moment (at most 64 KiB, without waiting), so that the
-// close does not reset the connection before the answer is read.
+// Closes a connection after its answer, at once: what the client has sent
+// and the gate has not read is dropped (at most 64 KiB of it is read first,
+// without waiting, so that a close does not reset the connection before a
+// small answer is read).
 void CloseAfter(int fd, const std::string& answer) {
   if (!answer.empty()) (void)send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   shutdown(fd, SHUT_WR);
@@ -72,6 +74,14 @@ void CloseAfter(int fd, const std::string& answer) {
   }
   close(fd);
 }
+
+// A refused client may still be sending its request (a body over the limit,
+// say): closing with its bytes unread would reset the connection, and most
+// clients, sending all before they read, would see a broken pipe instead of
+// the answer. So the gate reads and drops what it sends for a while: at most
+// kLingerTime, kLingerBytes, and never more than max_waiting connections.
+constexpr std::chrono::milliseconds kLingerTime{2000};
+constexpr size_t kLingerBytes = 16 << 20;
 
 }  // namespace
 
@@ -109,8 +119,11 @@ void GatedServer::Shutdown() {
     if (shut_down_) return;
     shut_down_ = true;
     for (auto& [fd, w] : waiting_) close(fd);
+    for (auto& [fd, l] : lingering_) close(fd);
     waiting_.clear();
     by_age_.clear();
+    lingering_.clear();
+    linger_queue_.clear();
   }
   const uint64_t one = 1;
   (void)::write(wake_fd_, &one, sizeof one);
@@ -136,9 +149,14 @@ bool GatedServer::process_and_close_socket(socket_t sock) {
   }
   // Full: the connection that has waited longest goes (it is the closest to
   // its deadline, and an honest client's request arrives at once).
-  if (waiting_.size() >= options_.max_waiting && !by_age_.empty())
-    Refuse(*waiting_.at(by_age_.begin()->second), 503,
-           "tfslurmd has too many connections whose request has not arrived; retry");
+  if (waiting_.size() >= options_.max_waiting && !by_age_.empty()) {
+    Waiting& oldest = *waiting_.at(by_age_.begin()->second);
+    const int fd = oldest.fd;
+    Forget(oldest);
+    CloseAfter(fd, RefusalResponse(503,
+                                   "tfslurmd has too many connections whose request has not "
+                                   "arrived; retry"));
+  }
   auto w = std::make_unique<Waiting>();
   w->fd = sock;
   w->order = ++accepted_;
@@ -172,8 +190,11 @@ void GatedServer::RunGate() {
       MutexLock lock(mu_);
       if (shut_down_) return;
       for (int i = 0; i < n; ++i) {
-        auto it = waiting_.find(events[i].data.fd);
-        if (it != waiting_.end()) OnReadable(*it->second);
+        const int fd = events[i].data.fd;
+        if (auto it = waiting_.find(fd); it != waiting_.end())
+          OnReadable(*it->second);
+        else if (auto l = lingering_.find(fd); l != lingering_.end())
+          OnLingering(fd, l->second);
       }
       wait_ms = ExpireOverdue();
       ready.swap(ready_);
@@ -235,6 +256,18 @@ void GatedServer::OnReadable(Waiting& w) {
 int GatedServer::ExpireOverdue() {
   const Clock::time_point now = Clock::now();
   int next_ms = 1000;
+  // Lingering ones in the order they began, each for kLingerTime.
+  while (!linger_queue_.empty() && linger_queue_.front().first <= now) {
+    const auto [fd, order] = linger_queue_.front().second;
+    linger_queue_.pop_front();
+    if (auto l = lingering_.find(fd); l != lingering_.end() && l->second.order == order)
+      StopLingering(fd);
+  }
+  if (!linger_queue_.empty())
+    next_ms = static_cast<int>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(linger_queue_.front().first - now)
+            .count() +
+        1);
   // In accept order; a head that has arrived has the later deadline of the
   // whole request, so the scan stops at the first head still in time.
   for (auto it = by_age_.begin(); it != by_age_.end();) {
@@ -274,8 +307,41 @@ void GatedServer::Dispatch(Waiting& w) {
 
 void GatedServer::Refuse(Waiting& w, int http_status, const std::string& message) {
   const int fd = w.fd;
-  Forget(w);
-  CloseAfter(fd, RefusalResponse(http_status, message));
+  const uint64_t order = w.order;
+  const std::string answer = RefusalResponse(http_status, message);
+  if (lingering_.size() >= options_.max_waiting) {
+    Forget(w);
+    return CloseAfter(fd, answer);
+  }
+  (void)send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  shutdown(fd, SHUT_WR);  // the answer is all: the client reads it, then the end
+  // Out of the waiting connections, still watched by epoll.
+  buffered_ -= w.bytes.size();
+  by_age_.erase(w.order);
+  waiting_.erase(fd);
+  const Clock::time_point until = Clock::now() + kLingerTime;
+  lingering_[fd] = {order, until, kLingerBytes};
+  linger_queue_.push_back({until, {fd, order}});
+}
+
+void GatedServer::OnLingering(int fd, Lingering& l) {
+  char sink[16384];
+  for (;;) {
+    const ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (n > 0 && static_cast<size_t>(n) < l.discard_left) {
+      l.discard_left -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    return StopLingering(fd);  // the client closed, or has sent enough
+  }
+}
+
+void GatedServer::StopLingering(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  lingering_.erase(fd);
 }
 
 void GatedServer::Forget(Waiting& w) {

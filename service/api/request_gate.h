@@ -25,7 +25,9 @@
 // next request cannot trickle in on a thread already given.
 //
 // An `Expect: 100-continue` is answered by the gate once the head is
-// accepted, and the field dropped before httplib reads the request.
+// accepted, and the field dropped before httplib reads the request. A
+// refused client is answered, then what it still sends is read and dropped
+// for up to 2 s (16 MiB), so that it reads the answer rather than a reset.
 //
 // Thread safety: as httplib::Server; the gate's state is guarded by mu_.
 // Shutdown() after stop().
@@ -34,6 +36,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -65,6 +68,13 @@ class GatedServer final : public httplib::Server {
 
  private:
   struct Waiting;
+  // A refused connection whose client may still be sending: its bytes are
+  // read and dropped until `until`, at most `discard_left` more.
+  struct Lingering {
+    uint64_t order;
+    std::chrono::steady_clock::time_point until;
+    size_t discard_left;
+  };
   // A complete request, to be handed to a thread once the lock is released.
   struct Ready {
     int fd;
@@ -82,8 +92,11 @@ class GatedServer final : public httplib::Server {
   // Connections past their deadline get 408; returns the ms to the next one.
   int ExpireOverdue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(Waiting& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers `w` with `http_status` and lingers on it (Lingering).
   void Refuse(Waiting& w, int http_status, const std::string& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnLingering(int fd, Lingering& l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StopLingering(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(Waiting& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // On a connection thread: the request, as httplib's own
   // process_and_close_socket serves it, from memory.
@@ -102,6 +115,10 @@ class GatedServer final : public httplib::Server {
   uint64_t accepted_ ABSL_GUARDED_BY(mu_) = 0;
   size_t buffered_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Ready> ready_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<int, Lingering> lingering_ ABSL_GUARDED_BY(mu_);  // by fd
+  // (until, (fd, order)), in the order they began lingering.
+  std::deque<std::pair<std::chrono::steady_clock::time_point, std::pair<int, uint64_t>>>
+      linger_queue_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tfslurm::api
