@@ -83,6 +83,19 @@ void CloseAfter(int fd, const std::string& answer) {
 constexpr std::chrono::milliseconds kLingerTime{2000};
 constexpr size_t kLingerBytes = 16 << 20;
 
+// The first request of `bytes` (whose head `head` scanned complete, and
+// which holds all of it) for httplib, and what follows it in `*leftover`
+// (the start of a next request on the connection). An Expect field is
+// dropped: the gate answered it, or the body is here already.
+std::string TakeRequest(std::string bytes, const HeadScan& head, std::string* leftover) {
+  const size_t whole = head.head_bytes + head.body_bytes;
+  *leftover = bytes.substr(whole);
+  bytes.resize(whole);
+  if (head.expects_continue)
+    bytes.erase(head.expect_line_begin, head.expect_line_end - head.expect_line_begin);
+  return bytes;
+}
+
 }  // namespace
 
 struct GatedServer::Waiting {
@@ -92,6 +105,7 @@ struct GatedServer::Waiting {
   std::string bytes;
   HeadScan head;  // kComplete once the head has arrived
   bool continue_sent = false;
+  bool kept_alive = false;  // back after an answer, for the connection's next request
 };
 
 GatedServer::GatedServer(const GateOptions& options)
@@ -202,9 +216,10 @@ void GatedServer::RunGate() {
     // Outside the lock: a thread that cannot be started serves it right here.
     for (Ready& r : ready) {
       const int fd = r.fd;
-      const size_t held = r.request.size();
-      if (!threads_.enqueue([this, fd, request = std::move(r.request)]() mutable {
-            Serve(fd, std::move(request));
+      const size_t held = r.request.size() + r.leftover.size();
+      if (!threads_.enqueue([this, fd, request = std::move(r.request),
+                             leftover = std::move(r.leftover)]() mutable {
+            Serve(fd, std::move(request), std::move(leftover));
           })) {
         close(fd);  // shutting down
         MutexLock lock(mu_);
@@ -218,10 +233,10 @@ void GatedServer::OnReadable(Waiting& w) {
   char buf[16384];
   for (;;) {
     // As much as the head may be until it has ended, then exactly the body.
-    const size_t want = w.head.kind == HeadScan::Kind::kComplete
-                            ? w.head.head_bytes + w.head.body_bytes - w.bytes.size()
-                            : options_.head.max_header_bytes + 1 -
-                                  std::min(w.bytes.size(), options_.head.max_header_bytes + 1);
+    const size_t limit = w.head.kind == HeadScan::Kind::kComplete
+                             ? w.head.head_bytes + w.head.body_bytes
+                             : options_.head.max_header_bytes + 1;
+    const size_t want = limit - std::min(w.bytes.size(), limit);
     if (want == 0) break;
     const ssize_t n = recv(w.fd, buf, std::min(want, sizeof buf), MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -276,6 +291,12 @@ int GatedServer::ExpireOverdue() {
     const bool head_done = w.head.kind == HeadScan::Kind::kComplete;
     const auto deadline =
         w.accepted + (head_done ? options_.request_timeout : options_.header_timeout);
+    if (now >= deadline && w.kept_alive && w.bytes.empty()) {
+      const int fd = w.fd;  // an idle kept-alive connection: closed, as any server does
+      Forget(w);
+      close(fd);
+      continue;
+    }
     if (now >= deadline) {
       Refuse(w, 408,
              head_done ? "the request's body did not arrive within " +
@@ -292,16 +313,12 @@ int GatedServer::ExpireOverdue() {
 }
 
 void GatedServer::Dispatch(Waiting& w) {
-  Ready r{w.fd, {}};
-  r.request.swap(w.bytes);
-  buffered_ -= r.request.size();
-  r.request.resize(w.head.head_bytes + w.head.body_bytes);
-  // Answered here already, or not needed (the body is here): httplib must
-  // not answer it again.
-  if (w.head.expects_continue)
-    r.request.erase(w.head.expect_line_begin, w.head.expect_line_end - w.head.expect_line_begin);
+  Ready r{w.fd, {}, {}};
+  buffered_ -= w.bytes.size();
+  r.request = TakeRequest(std::move(w.bytes), w.head, &r.leftover);
+  w.bytes.clear();
   Forget(w);
-  buffered_ += r.request.size();  // held until served
+  buffered_ += r.request.size() + r.leftover.size();  // held until served
   ready_.push_back(std::move(r));
 }
 
@@ -351,22 +368,77 @@ void GatedServer::Forget(Waiting& w) {
   waiting_.erase(w.fd);  // destroys w
 }
 
-void GatedServer::Serve(int fd, std::string request) {
-  const size_t held = request.size();
-  {
-    std::string remote_addr, local_addr;
-    int remote_port = 0, local_port = 0;
-    SocketAddress(fd, /*peer=*/true, remote_addr, remote_port);
-    SocketAddress(fd, /*peer=*/false, local_addr, local_port);
-    BufferedStream stream(fd, std::move(request), options_.write_timeout,
-                          options_.response_timeout);
-    bool closed = false;
-    process_request(stream, remote_addr, remote_port, local_addr, local_port,
-                    /*close_connection=*/true, closed, nullptr);
+void GatedServer::Serve(int fd, std::string request, std::string leftover) {
+  std::string remote_addr, local_addr;
+  int remote_port = 0, local_port = 0;
+  SocketAddress(fd, /*peer=*/true, remote_addr, remote_port);
+  SocketAddress(fd, /*peer=*/false, local_addr, local_port);
+  for (size_t served = 1;; ++served) {
+    const size_t held = request.size() + leftover.size();
+    // The connection's last request says so in its answer.
+    const bool last = served >= keep_alive_max_count_;
+    bool closed = last;
+    bool written;
+    {
+      BufferedStream stream(fd, std::move(request), options_.write_timeout,
+                            options_.response_timeout);
+      written = process_request(stream, remote_addr, remote_port, local_addr, local_port, last,
+                                closed, nullptr);
+    }
+    {
+      MutexLock lock(mu_);
+      buffered_ -= held;
+      buffered_ += leftover.size();  // until it is served or waits at the gate
+    }
+    if (!written || closed) break;
+    // A next request sent along (pipelined) is served here if it is all
+    // there; else the connection waits at the gate again, without a thread.
+    const HeadScan next = ScanRequestHead(leftover, options_.head);
+    if (next.kind != HeadScan::Kind::kComplete ||
+        leftover.size() < next.head_bytes + next.body_bytes)
+      return Repark(fd, std::move(leftover));
+    const size_t counted = leftover.size();
+    request = TakeRequest(std::move(leftover), next, &leftover);
+    MutexLock lock(mu_);
+    buffered_ -= counted - (request.size() + leftover.size());  // an Expect line dropped
   }
-  CloseAfter(fd, "");
   MutexLock lock(mu_);
-  buffered_ -= held;
+  buffered_ -= leftover.size();
+  CloseAfter(fd, "");
+}
+
+void GatedServer::Repark(int fd, std::string leftover) {
+  MutexLock lock(mu_);
+  buffered_ -= leftover.size();
+  if (shut_down_) {
+    close(fd);
+    return;
+  }
+  auto w = std::make_unique<Waiting>();
+  w->fd = fd;
+  w->order = ++accepted_;
+  w->accepted = Clock::now();
+  w->kept_alive = true;
+  w->bytes = std::move(leftover);
+  buffered_ += w->bytes.size();
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    buffered_ -= w->bytes.size();
+    close(fd);
+    return;
+  }
+  Waiting& parked = *w;
+  by_age_[w->order] = fd;
+  waiting_[fd] = std::move(w);
+  // Part of the next request may be here already: its head is checked now
+  // (what is still to come is reported by epoll).
+  if (!parked.bytes.empty()) {
+    parked.head = ScanRequestHead(parked.bytes, options_.head);
+    if (parked.head.kind == HeadScan::Kind::kRefused)
+      Refuse(parked, parked.head.status, parked.head.message);
+  }
 }
 
 }  // namespace tfslurm::api

@@ -20,9 +20,10 @@
 // once, started on demand: connection_threads.h) with its bytes, and
 // httplib parses and routes it from memory (BufferedStream), so the thread
 // never waits for the client. The response is written with `write_timeout`
-// per write and `response_timeout` in all from its first byte, and the
-// connection is closed after it: one request per connection, so that a
-// next request cannot trickle in on a thread already given.
+// per write and `response_timeout` in all from its first byte. A kept-alive
+// connection then goes back to the gate for its next request (its thread
+// goes on to other work), so that a next request trickling in holds no
+// thread either; idle there for `header_timeout`, it is closed.
 //
 // An `Expect: 100-continue` is answered by the gate once the head is
 // accepted, and the field dropped before httplib reads the request. A
@@ -79,6 +80,7 @@ class GatedServer final : public httplib::Server {
   struct Ready {
     int fd;
     std::string request;
+    std::string leftover;  // what came after it: the start of the next request
   };
 
   // httplib's acceptor hands each accepted socket here (on its own thread,
@@ -99,8 +101,13 @@ class GatedServer final : public httplib::Server {
   void StopLingering(int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(Waiting& w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // On a connection thread: the request, as httplib's own
-  // process_and_close_socket serves it, from memory.
-  void Serve(int fd, std::string request) ABSL_LOCKS_EXCLUDED(mu_);
+  // process_and_close_socket serves it, from memory; then the connection's
+  // next request if all of it came along, else the connection goes back to
+  // the gate (Repark) or is closed.
+  void Serve(int fd, std::string request, std::string leftover) ABSL_LOCKS_EXCLUDED(mu_);
+  // A kept-alive connection waits at the gate for its next request, whose
+  // first bytes may be `leftover`.
+  void Repark(int fd, std::string leftover) ABSL_LOCKS_EXCLUDED(mu_);
 
   const GateOptions options_;
   OnDemandThreads threads_;

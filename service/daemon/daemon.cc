@@ -61,10 +61,16 @@ StatusOr<std::string> MakeOutputRoot(const std::string& path) {
   return root;
 }
 
-void ConfigureHttpServer(httplib::Server& http, size_t max_body_bytes) {
+void ConfigureHttpServer(httplib::Server& http, const api::GateOptions& gate) {
   // The gate (api/request_gate.h) has read each request whole before httplib
-  // parses it; these are what httplib checks again on its own.
-  http.set_payload_max_length(max_body_bytes);
+  // parses it; this is what httplib checks again on its own.
+  http.set_payload_max_length(gate.head.max_body_bytes);
+  // What answers to a kept-alive connection say: it may wait at the gate
+  // for its next request as long as for a new one's header fields, and
+  // take this many requests (then it is closed).
+  http.set_keep_alive_timeout(
+      std::chrono::duration_cast<std::chrono::seconds>(gate.header_timeout).count());
+  http.set_keep_alive_max_count(1000);
   // Answers are written as headers then body; with Nagle's algorithm the
   // body waits for the client's delayed ACK (40 ms on Linux).
   http.set_tcp_nodelay(true);
@@ -125,7 +131,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
 
   d->http_ = std::make_unique<api::GatedServer>(options.gate);
   httplib::Server& http = *d->http_;
-  ConfigureHttpServer(http, options.gate.head.max_body_bytes);
+  ConfigureHttpServer(http, options.gate);
   api::ApiOptions api_options;
   api_options.max_body_bytes = options.gate.head.max_body_bytes;
   api_options.libslurm_release = options.libslurm_release;

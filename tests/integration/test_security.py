@@ -2,6 +2,7 @@
 and limits that keep bad input and slow clients from hurting the service."""
 import json
 import os
+import re
 import resource
 import shutil
 import socket
@@ -298,8 +299,9 @@ def test_a_header_flood_is_refused_before_authentication(secured):
 def test_trickling_connections_hold_no_thread_and_healthz_is_answered(service_factory):
     """Issue 41, point 8: 2,300 connections trickling a byte within every
     read timeout delayed /healthz by 51 s (each held one of the 2,061
-    threads). Here tfslurmd has 16 threads and 3,000 tricklers: they wait at
-    the gate holding none, /healthz and a GET of experiments are answered at
+    threads). Here tfslurmd has 16 threads and 3,000 tricklers (one in ten
+    on a connection already served once and kept alive): they wait at the
+    gate holding none, /healthz and a GET of experiments are answered at
     once, and each trickler gets a 408 when its header time is up."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 16384)), hard))
@@ -319,8 +321,16 @@ def test_trickling_connections_hold_no_thread_and_healthz_is_answered(service_fa
     keeper = threading.Thread(target=trickle, daemon=True)
     try:
         started = time.monotonic()
-        for _ in range(3000):
+        for i in range(3000):
             s = socket.create_connection((host, int(port)), timeout=10)
+            if i % 10 == 0:
+                # Kept alive after a first, quick request: the next one
+                # trickles on a connection that has been served once.
+                s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                first = b""
+                while b'{"status":"ok"}' not in first:
+                    first += s.recv(4096)
+                assert b"Keep-Alive" in first, first
             s.sendall(b"GET /experiments HTTP/1.1\r\nHost: x\r\nX-Slow: ")  # never finished
             slow.append(s)
         opened = time.monotonic() - started
@@ -346,6 +356,29 @@ def test_trickling_connections_hold_no_thread_and_healthz_is_answered(service_fa
         stop.set()
         for s in slow:
             s.close()
+
+
+def test_a_kept_alive_connection_serves_each_request_and_pipelined_ones(service):
+    """The gate reads one request at a time: a kept-alive connection goes
+    back to it after each answer, and requests sent together (pipelined,
+    the second with a body) are answered in order."""
+    host, port = service.url.replace("http://", "").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        for _ in range(3):
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            got = b""
+            while b'{"status":"ok"}' not in got:
+                got += s.recv(4096)
+            assert got.startswith(b"HTTP/1.1 200 ") and b"Keep-Alive" in got, got
+        body = json.dumps(dict(SLEEPER, id="sec-pipe41")).encode()
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                  b"POST /experiments?dry_run=true HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s"
+                  b"GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % (len(body), body))
+        got = _answer(s, 1 << 20)
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", got)
+    assert statuses == [b"200", b"200", b"404"], got[:400]
+    assert b'"job_name":"tfx-sec-pipe41-a1"' in got, got[:400]
 
 
 def test_another_users_experiment_is_answered_as_a_missing_one(secured):
