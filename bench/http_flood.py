@@ -133,8 +133,9 @@ def main():
           f"600 MB body; one 40,000-field GET |")
     print(f"| answers | bodies: {', '.join(l for _, l in bodies)}; floods: {', '.join(l for _, l in floods)} | "
           f"0.11.4: 401 after the whole body; 200 |")
-    print(f"| bytes the server took before refusing | bodies {body_sent} MB in all; floods {flood_sent} KB in all | "
-          f"the whole 600 MB; the whole 328 MB |")
+    print(f"| bytes sent before the server closed | bodies {body_sent} MB in all; floods {flood_sent} KB in all "
+          f"(after the answer the gate reads and drops up to 16 MiB for 2 s, so that a client reads its "
+          f"answer; none of it is kept) | the whole 600 MB, kept; the whole 328 MB, kept |")
     print(f"| tfslurmd RSS | {rss_start / 1024:.0f} MB at start, peak {max(peak_kb, hwm_kb) / 1024:.0f} MB "
           f"(sampled every 50 ms, and VmHWM) | under {a.limit_mb} MB (target); 0.11.4: 108 MB -> 1.15 GB, +420 MB |")
     print(f"| GET /healthz every 100 ms meanwhile | {len(ok_probes)} of {len(probes)} answered 200, slowest "

@@ -48,9 +48,9 @@ title="Strangers flooding the REST port: peak RSS and /healthz (issue 41)"
 The gate in front of the REST port (service/api/request_gate.h) reads each
 request before any thread, route or token sees it: a body needs a
 Content-Length (411 for Transfer-Encoding), the header fields are at most
-32 KiB and 64 of them (431). So what each attacker got in was what the
-kernel's socket buffers held when the answer went out, and tfslurmd kept
-none of it. The anchors of 0.11.4 are the probe's (issue 41), on the same
+32 KiB and 64 of them (431). After the answer it reads and drops what the
+client still sends, up to 16 MiB or 2 s, so that an honest client reads the
+answer rather than a reset; tfslurmd keeps none of it. The anchors of 0.11.4 are the probe's (issue 41), on the same
 kind of machine.
 NOTE
 } >"$work/section.md"

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <chrono>
+
 namespace tfslurm::api {
 namespace {
 
@@ -15,6 +17,9 @@ struct Start {
 // deep request bodies the fuzzers made. A thousand connections reserve 8 GiB
 // of address space, but pages are only touched on use.
 constexpr size_t kStackBytes = 8 * 1024 * 1024;
+
+// How long a thread without work waits for more before it ends.
+constexpr std::chrono::seconds kKeepIdle{2};
 
 }  // namespace
 
@@ -31,6 +36,12 @@ bool OnDemandThreads::enqueue(std::function<void()> fn) {
   {
     MutexLock lock(mu_);
     if (shutting_down_) return false;
+    // A thread waiting for work takes it: no thread is started per request.
+    if (waiting_for_work_ > queue_.size()) {
+      queue_.push_back(std::move(fn));
+      work_.notify_one();
+      return true;
+    }
     if (active_ >= max_threads_) {
       // Kept until a thread frees up: the closure owns what it serves.
       queue_.push_back(std::move(fn));
@@ -66,6 +77,15 @@ void OnDemandThreads::Run(std::function<void()> fn) {
   for (;;) {
     fn();
     MutexLock lock(mu_);
+    if (queue_.empty() && !shutting_down_) {
+      // Kept a while for the next piece of work (a kept-alive connection's
+      // next request, say), then gone.
+      ++waiting_for_work_;
+      work_.wait_for(mu_, kKeepIdle, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || shutting_down_;
+      });
+      --waiting_for_work_;
+    }
     if (queue_.empty() || shutting_down_) {
       --active_;
       if (active_ == 0) idle_.notify_all();
@@ -79,6 +99,7 @@ void OnDemandThreads::Run(std::function<void()> fn) {
 void OnDemandThreads::shutdown() {
   MutexLock lock(mu_);
   shutting_down_ = true;
+  work_.notify_all();
   // condition_variable_any unlocks and relocks mu_ itself; the analysis
   // sees mu_ held throughout, as it is whenever the predicate runs.
   idle_.wait_for(mu_, std::chrono::seconds(10),

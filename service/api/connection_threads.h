@@ -1,8 +1,8 @@
 // Threads started on demand, up to a bound, each running queued work until
-// none is left: the REST port's gate (request_gate.h) hands each complete
-// request to one. An idle service has none; past `max_threads`, work waits
-// in a queue for a thread. It is an httplib::TaskQueue too, for a server
-// run without the gate.
+// none is left, then waiting 2 s for more before it ends: the REST port's
+// gate (request_gate.h) hands each complete request to one. An idle service
+// has none; past `max_threads`, work waits in a queue for a thread. It is an httplib::TaskQueue
+// too, for a server run without the gate.
 //
 // Thread safety: every method may be called from any thread; `mu_` guards
 // the queue and the counts.
@@ -36,9 +36,11 @@ class OnDemandThreads final : public httplib::TaskQueue {
   const size_t max_threads_;
   mutable Mutex mu_;
   // _any: it waits on a tfslurm::Mutex.
-  std::condition_variable_any idle_;
+  std::condition_variable_any idle_;  // active_ reached 0
+  std::condition_variable_any work_;  // work queued, or shutting down
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mu_);
-  size_t active_ ABSL_GUARDED_BY(mu_) = 0;  // threads serving connections
+  size_t active_ ABSL_GUARDED_BY(mu_) = 0;  // threads, working or waiting for work
+  size_t waiting_for_work_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
 

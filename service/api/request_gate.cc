@@ -1,5 +1,6 @@
 #include "service/api/request_gate.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -81,6 +82,13 @@ void CloseAfter(int fd, const std::string& answer) {
 // the answer. So the gate reads and drops what it sends for a while: at most
 // kLingerTime, kLingerBytes, and never more than max_waiting connections.
 constexpr std::chrono::milliseconds kLingerTime{2000};
+
+// How long a thread that has answered a kept-alive connection waits for its
+// next request before handing it back to the gate: long enough for a
+// client's next call (one wake-up per request, not two), short enough that
+// a client trickling its next request holds the thread no longer than this
+// for each request it has made.
+constexpr std::chrono::milliseconds kNextRequestWait{50};
 constexpr size_t kLingerBytes = 16 << 20;
 
 // The first request of `bytes` (whose head `head` scanned complete, and
@@ -391,20 +399,71 @@ void GatedServer::Serve(int fd, std::string request, std::string leftover) {
       buffered_ += leftover.size();  // until it is served or waits at the gate
     }
     if (!written || closed) break;
-    // A next request sent along (pipelined) is served here if it is all
-    // there; else the connection waits at the gate again, without a thread.
-    const HeadScan next = ScanRequestHead(leftover, options_.head);
-    if (next.kind != HeadScan::Kind::kComplete ||
-        leftover.size() < next.head_bytes + next.body_bytes)
-      return Repark(fd, std::move(leftover));
-    const size_t counted = leftover.size();
-    request = TakeRequest(std::move(leftover), next, &leftover);
-    MutexLock lock(mu_);
-    buffered_ -= counted - (request.size() + leftover.size());  // an Expect line dropped
+    // The connection's next request, if it comes at once (pipelined, or a
+    // client's next call), is served on this thread; else the connection
+    // waits for it at the gate, without a thread.
+    HeadScan next;
+    switch (AwaitNext(fd, leftover, next)) {
+      case Next::kWaitAtGate:
+        return Repark(fd, std::move(leftover));
+      case Next::kClosed:
+        break;
+      case Next::kRefused: {
+        {
+          MutexLock lock(mu_);
+          buffered_ -= leftover.size();
+        }
+        return CloseAfter(fd, RefusalResponse(next.status, next.message));
+      }
+      case Next::kComplete: {
+        const size_t counted = leftover.size();
+        request = TakeRequest(std::move(leftover), next, &leftover);
+        MutexLock lock(mu_);
+        buffered_ -= counted - (request.size() + leftover.size());  // an Expect line dropped
+        continue;
+      }
+    }
+    break;
   }
   MutexLock lock(mu_);
   buffered_ -= leftover.size();
   CloseAfter(fd, "");
+}
+
+GatedServer::Next GatedServer::AwaitNext(int fd, std::string& bytes, HeadScan& head) {
+  const Clock::time_point until = Clock::now() + kNextRequestWait;
+  bool continue_sent = false;
+  char buf[16384];
+  for (;;) {
+    head = ScanRequestHead(bytes, options_.head);
+    if (head.kind == HeadScan::Kind::kRefused) return Next::kRefused;
+    const bool head_done = head.kind == HeadScan::Kind::kComplete;
+    const size_t limit =
+        head_done ? head.head_bytes + head.body_bytes : options_.head.max_header_bytes + 1;
+    if (head_done && bytes.size() >= limit) return Next::kComplete;
+    if (head_done && head.expects_continue && !continue_sent) {
+      static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      (void)send(fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      continue_sent = true;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+    if (left.count() <= 0) return Next::kWaitAtGate;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return Next::kWaitAtGate;
+    const ssize_t n =
+        recv(fd, buf, std::min(limit - std::min(bytes.size(), limit), sizeof buf), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      return Next::kClosed;
+    if (n < 0) continue;
+    {
+      MutexLock lock(mu_);
+      if (buffered_ + static_cast<size_t>(n) > options_.max_buffered_bytes) return Next::kClosed;
+      buffered_ += static_cast<size_t>(n);
+    }
+    bytes.append(buf, static_cast<size_t>(n));
+  }
 }
 
 void GatedServer::Repark(int fd, std::string leftover) {

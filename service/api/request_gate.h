@@ -22,8 +22,9 @@
 // never waits for the client. The response is written with `write_timeout`
 // per write and `response_timeout` in all from its first byte. A kept-alive
 // connection then goes back to the gate for its next request (its thread
-// goes on to other work), so that a next request trickling in holds no
-// thread either; idle there for `header_timeout`, it is closed.
+// goes on to other work) unless that request comes within 50 ms, so that a
+// next request trickling in holds a thread no longer than that; idle at the
+// gate for `header_timeout`, the connection is closed.
 //
 // An `Expect: 100-continue` is answered by the gate once the head is
 // accepted, and the field dropped before httplib reads the request. A
@@ -105,6 +106,12 @@ class GatedServer final : public httplib::Server {
   // next request if all of it came along, else the connection goes back to
   // the gate (Repark) or is closed.
   void Serve(int fd, std::string request, std::string leftover) ABSL_LOCKS_EXCLUDED(mu_);
+  // What became of a kept-alive connection's next request while its thread
+  // waited for it (AwaitNext).
+  enum class Next { kComplete, kWaitAtGate, kClosed, kRefused };
+  // Reads the connection's next request into `bytes` (which may hold its
+  // start) for up to 50 ms; `head` gets its scan.
+  Next AwaitNext(int fd, std::string& bytes, HeadScan& head) ABSL_LOCKS_EXCLUDED(mu_);
   // A kept-alive connection waits at the gate for its next request, whose
   // first bytes may be `leftover`.
   void Repark(int fd, std::string leftover) ABSL_LOCKS_EXCLUDED(mu_);
