@@ -16,6 +16,7 @@
 #include "agent/child_env.h"
 #include "agent/exit_cause.h"
 #include "agent/signal_catchers.h"
+#include "base/unsafe_text.h"
 
 namespace tfslurm::agent {
 
@@ -155,8 +156,8 @@ void Session::Connect() {
   reg->set_slurm_job_id(identity_.slurm_job_id);
   reg->set_node_id(identity_.node_id);
   reg->set_local_id(identity_.local_id);
-  reg->set_node_name(identity_.node_name);
-  reg->set_address(options_.address);
+  reg->set_node_name(EscapeInvalidUtf8(identity_.node_name));
+  reg->set_address(EscapeInvalidUtf8(options_.address));
   reg->set_port(port_);
   reg->set_reconnect(reconnect);
   reg->set_standby(standby);
@@ -626,7 +627,9 @@ void Session::PollCheckpoint() {
 void Session::SendProgress(const CheckpointState& state) {
   v1::AgentMessage message = NewMessage();
   message.mutable_progress()->set_checkpoint_step(state.step);
-  message.mutable_progress()->set_checkpoint_path(state.path);
+  // A string field of agent.proto must be UTF-8, or the service cannot
+  // parse the message at all (as for every string below).
+  message.mutable_progress()->set_checkpoint_path(EscapeInvalidUtf8(state.path));
   Send(std::move(message));
 }
 
@@ -642,7 +645,7 @@ void Session::SendScalars() {
     v1::AgentMessage message = NewMessage();
     for (ScalarPoint& point : scalar_buffer_.Take(kScalarsPerMessage)) {
       v1::Scalar* scalar = message.mutable_scalars()->add_scalars();
-      scalar->set_tag(std::move(point.tag));
+      scalar->set_tag(EscapeInvalidUtf8(point.tag));
       scalar->set_step(point.step);
       scalar->set_wall_time(point.wall_time);
       scalar->set_value(point.value);
@@ -660,7 +663,9 @@ void Session::SendExitReport() {
     exited->set_exit_code(program_status_->exit_code);
   }
   exited->set_reaped(shutdown_requested_);
-  if (!exit_detail_.empty()) exited->set_detail(exit_detail_);
+  // What the program wrote last may be in any encoding; protobuf refuses a
+  // string that is not UTF-8, and the report would be lost with it.
+  if (!exit_detail_.empty()) exited->set_detail(EscapeInvalidUtf8(exit_detail_));
   exited->set_at_startup(exit_at_startup_ && !shutdown_requested_);
   Send(std::move(message));
   stream_->CloseWrites();

@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
   ccache  # tests/lib/ccache.sh: the compat stage's second build of tfslurmd reuses the first's
-  libcpp-httplib-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev
+  nlohmann-json3-dev libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev prometheus-cpp-dev
   libboost-dev  # header-only Boost.CRC: the agent's CRC32C of TensorBoard event files

@@ -19,7 +19,7 @@ std::string SweepValueText(const json& v) {
     std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
     return buf;
   }
-  return v.dump();
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 namespace {

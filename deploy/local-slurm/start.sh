@@ -23,6 +23,7 @@ exec 3>&1 1>&2
 # PREFIX (bin/, sbin/, lib/; e.g. one build-slurm.sh made) instead of
 # Debian's; DIR remembers it, so stop.sh and env.sh use the same one.
 accounting="${LOCAL_SLURM_ACCOUNTING:-0}"
+private_data="${LOCAL_SLURM_PRIVATE_DATA-jobs}"
 prefix="${LOCAL_SLURM_PREFIX:-}"
 while [[ $# -gt 1 ]]; do
   case "$1" in
@@ -282,6 +283,10 @@ SlurmctldPort=$ctld_port
 SlurmdPort=$node1_port
 SlurmUser=root
 SlurmdUser=root
+# Users see only their own jobs: a job's name holds its experiment's id, and
+# tfslurmd --site refuses to start without it (docs/site-deployment.md).
+# LOCAL_SLURM_PRIVATE_DATA= (empty) leaves it out.
+${private_data:+PrivateData=$private_data}
 
 # All clients (sbatch, squeue, libslurm via SLURM_CONF) and the daemons talk
 # to our own munged. cred_expire also sets how long a requeued (preempted)

@@ -49,6 +49,10 @@ struct CoreConfig {
   int64_t retention_sweep_ms = 60 * 1000;
   SpecLimits limits;
   ScalarLimits scalar_limits;
+  // Sweeps still running per owner; one more is refused (ResourceExhausted).
+  // Every open sweep is stepped at each poll, on the thread that also polls
+  // Slurm (--max-open-sweeps-per-user).
+  int max_open_sweeps_per_owner = 10;
 };
 
 // The ports core works through (core/ports/).

@@ -24,9 +24,8 @@ class ExperimentsImpl final : public Experiments {
         agents_(core_),
         watch_(core_, agents_, submission_),
         sweeps_(core_, submission_,
-                [this](const std::string& id, const std::string& why, EndReason reason) {
-                  return CancelAs(id, why, reason);
-                }) {}
+                [this](const std::string& id, const std::string& owner, const std::string& why,
+                       EndReason reason) { return CancelAs(id, why, reason, &owner); }) {}
 
   Status Recover() override { return watch_.Recover(); }
   StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
@@ -37,8 +36,11 @@ class ExperimentsImpl final : public Experiments {
     return CancelAs(id, why, EndReason::kCancelled);
   }
   // Cancels experiment `id`; its attempt ends with `reason` (a user's
-  // cancel, or a sweep's early stop: never restarted either way).
-  Status CancelAs(const std::string& id, const std::string& why, EndReason reason);
+  // cancel, or a sweep's early stop: never restarted either way). With
+  // `owner`, only an experiment of that owner (NotFound otherwise), checked
+  // under the lock so that the check and the cancel see the same experiment.
+  Status CancelAs(const std::string& id, const std::string& why, EndReason reason,
+                  const std::string* owner = nullptr);
   StatusOr<AttemptRecord> Resume(const std::string& id, const nlohmann::json& changes) override {
     return submission_.Resume(id, changes);
   }
@@ -200,14 +202,18 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
   return v;
 }
 
-Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, EndReason reason) {
+Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, EndReason reason,
+                                 const std::string* owner) {
   int64_t job = 0;
   {
     MutexLock lock(core_.mu());
     auto it = core_.open().find(id);
+    if (it != core_.open().end() && owner && it->second->record.owner != *owner)
+      return NotFound("no experiment '" + id + "'");
     if (it == core_.open().end() || IsTerminal(it->second->record.state)) {
       auto e = core_.ports().store.GetExperiment(id);
       if (!e.ok()) return e.status();
+      if (owner && e->owner != *owner) return NotFound("no experiment '" + id + "'");
       return FailedPrecondition("experiment '" + id + "' has already ended (" +
                                 ExperimentStateName(e->state) + "); nothing to cancel");
     }

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
+
 #include "base/number_text.h"
 #include "service/core/components.h"
 #include "service/core/early_stopping.h"
@@ -41,6 +43,21 @@ bool Recorded(Store& store, const std::string& sweep_id, int index) {
   for (const SweepTrialRecord& t : *trials)
     if (t.index == index) return true;
   return false;
+}
+
+// The experiment of trial `t`: only one its sweep started. A trial is tied
+// to its experiment by id, and an id is free again once its experiment is
+// deleted, so the owner is checked too: someone else's experiment of that id
+// (made after a deletion, or while the trial waited to start) is not the
+// trial's, and nothing of it is shown or acted on (NotFound, as if gone).
+StatusOr<ExperimentRecord> TrialExperiment(Store& store, const SweepRecord& sweep,
+                                           const SweepTrialRecord& t) {
+  if (t.state == SweepTrialState::kNotStarted)
+    return NotFound("trial " + std::to_string(t.index) + " never started");
+  auto e = store.GetExperiment(t.experiment_id);
+  if (!e.ok()) return e.status();
+  if (e->owner != sweep.owner) return NotFound("no experiment '" + t.experiment_id + "'");
+  return e;
 }
 
 StatusOr<SweepSpec> SpecOf(const SweepRecord& sweep) {
@@ -87,6 +104,26 @@ std::optional<int> BestTrial(const std::vector<SweepTrialView>& trials,
 
 }  // namespace
 
+Curve SweepRunner::CurveOfTrial(const SweepRecord& sweep, const SweepTrialRecord& t,
+                                const std::string& tag) {
+  // An ended trial's curve no longer changes: read once, not at every step
+  // of its sweep for as long as the sweep runs.
+  const std::pair<std::string, int> key{sweep.id, t.index};
+  if (t.state == SweepTrialState::kEnded)
+    if (auto it = ended_curves_.find(key); it != ended_curves_.end()) return it->second;
+  Curve curve;
+  auto series = core_.ports().store.ReadScalars(t.experiment_id, {tag});
+  if (series.ok() && !series->empty()) curve = CurveOf(series->front());
+  if (t.state == SweepTrialState::kEnded && series.ok()) ended_curves_[key] = curve;
+  return curve;
+}
+
+void SweepRunner::ForgetEndedSweeps(const std::vector<SweepRecord>& open) {
+  std::set<std::string> ids;
+  for (const SweepRecord& s : open) ids.insert(s.id);
+  std::erase_if(ended_curves_, [&](const auto& entry) { return !ids.contains(entry.first.first); });
+}
+
 bool SweepRunner::JobGone(const ExperimentRecord& e, std::vector<AttemptRecord>& attempts,
                           std::optional<std::vector<JobInfo>>& jobs, Changes& c) {
   if (!IsTerminal(e.state)) return false;
@@ -130,6 +167,15 @@ StatusOr<SweepView> SweepRunner::Submit(const json& input, const std::string& ow
   if (core_.ports().store.GetSweep(spec.id).ok())
     return Status(StatusCode::kAlreadyExists, "sweep '" + spec.id + "' exists; choose another id",
                   {{"id", "'" + spec.id + "' is taken"}});
+  // One owner's sweeps cannot take the poll thread from everyone else's.
+  if (auto open = core_.ports().store.ListSweeps({owner, /*open_only=*/true}); !open.ok()) {
+    return open.status();
+  } else if (static_cast<int>(open->size()) >= core_.config().max_open_sweeps_per_owner) {
+    return Status(StatusCode::kResourceExhausted,
+                  owner + " has " + std::to_string(open->size()) + " sweeps running, at most " +
+                      std::to_string(core_.config().max_open_sweeps_per_owner) +
+                      " at once; cancel one (tfctl sweep cancel ID) or wait for one to end");
+  }
   auto trials = ExpandTrials(spec, core_.config().limits);
   if (!trials.ok()) return trials.status();
   // Each trial as the submission of an experiment would check it (its
@@ -193,7 +239,7 @@ StatusOr<SweepView> SweepRunner::Get(const std::string& id) {
   const int64_t now = core_.ports().clock.NowMs();
   for (SweepTrialRecord& t : *trials) {
     SweepTrialView v;
-    if (auto e = store.GetExperiment(t.experiment_id); e.ok()) {
+    if (auto e = TrialExperiment(store, *sweep, t); e.ok()) {
       v.state = e->state;
       v.reason = e->reason;
       if (t.state == SweepTrialState::kRunning) {
@@ -244,6 +290,7 @@ void SweepRunner::Tick() {
     spdlog::warn("reading the open sweeps: {}", open.status().message());
     return;
   }
+  ForgetEndedSweeps(*open);
   for (SweepRecord& sweep : *open) Advance(std::move(sweep));
 }
 
@@ -271,15 +318,14 @@ void SweepRunner::Advance(SweepRecord sweep) {
   for (size_t i = 0; i < trials.size(); ++i) {
     SweepTrialRecord& t = trials[i];
     if (t.state == SweepTrialState::kNotStarted) continue;
-    auto series = store.ReadScalars(t.experiment_id, {spec->objective.tag});
-    if (series.ok() && !series->empty()) curves[i] = CurveOf(series->front());
+    curves[i] = CurveOfTrial(sweep, t, spec->objective.tag);
     if (t.end_reason == EndReason::kStoppedEarly)
       curves[i] = UpToRung(curves[i], spec->early_stopping, t.rungs_passed);
     if (t.state == SweepTrialState::kEnded) {
       node_seconds += t.node_seconds;
       continue;
     }
-    auto e = store.GetExperiment(t.experiment_id);
+    auto e = TrialExperiment(store, sweep, t);
     if (!e.ok() && e.status().code() != StatusCode::kNotFound) return;  // the store: next time
     std::vector<AttemptRecord> attempts;
     if (e.ok()) {
@@ -331,8 +377,9 @@ void SweepRunner::Advance(SweepRecord sweep) {
       t.end_reason = EndReason::kStoppedEarly;  // its attempt's too, once it has ended
       curves[i] = UpToRung(curves[i], spec->early_stopping, k);
       open[i] = false;
-      Status s = cancel_(t.experiment_id, "stopped early by sweep " + sweep.id + ": " + d.why,
-                         EndReason::kStoppedEarly);
+      Status s =
+          cancel_(t.experiment_id, sweep.owner, "stopped early by sweep " + sweep.id + ": " + d.why,
+                  EndReason::kStoppedEarly);
       if (!s.ok())
         spdlog::warn("sweep {}: stopping {}: {}", sweep.id, t.experiment_id, s.message());
     }
@@ -354,7 +401,7 @@ void SweepRunner::Advance(SweepRecord sweep) {
     for (size_t i = 0; i < trials.size(); ++i) {
       if (!open[i]) continue;
       Status s =
-          cancel_(trials[i].experiment_id,
+          cancel_(trials[i].experiment_id, sweep.owner,
                   "sweep " + sweep.id + " " + SweepStateName(sweep.state) + ": " + sweep.reason,
                   EndReason::kCancelled);
       if (!s.ok() && s.code() != StatusCode::kFailedPrecondition)

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "service/core/core_state.h"
+#include "service/core/early_stopping.h"
 #include "service/core/experiments.h"
 #include "service/core/submission.h"
 #include "service/core/sweep_spec.h"
@@ -34,9 +36,10 @@ namespace tfslurm {
 class SweepRunner {
  public:
   // Cancels experiment `id` (Experiments::Cancel) with `reason` as its
-  // attempt's end reason.
-  using CancelFn =
-      std::function<Status(const std::string& id, const std::string& why, EndReason reason)>;
+  // attempt's end reason, if `owner` owns it (NotFound otherwise: a trial
+  // acts only on its own sweep's owner's experiment).
+  using CancelFn = std::function<Status(const std::string& id, const std::string& owner,
+                                        const std::string& why, EndReason reason)>;
 
   SweepRunner(CoreState& core, Submission& submission, CancelFn cancel)
       : core_(core), submission_(submission), cancel_(std::move(cancel)) {}
@@ -64,11 +67,20 @@ class SweepRunner {
   bool JobGone(const ExperimentRecord& e, std::vector<AttemptRecord>& attempts,
                std::optional<std::vector<JobInfo>>& jobs, Changes& c);
 
+  // Trial `t`'s curve of `tag`, from the store; an ended trial's once.
+  Curve CurveOfTrial(const SweepRecord& sweep, const SweepTrialRecord& t, const std::string& tag)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the kept curves of sweeps no longer open.
+  void ForgetEndedSweeps(const std::vector<SweepRecord>& open) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   CoreState& core_;
   Submission& submission_;
   const CancelFn cancel_;
   Mutex mu_;
   int64_t last_tick_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  // The curves of ended trials of open sweeps, by (sweep id, trial index):
+  // they no longer change. At most a sweep's trials' points per open sweep.
+  std::map<std::pair<std::string, int>, Curve> ended_curves_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tfslurm

@@ -422,4 +422,14 @@ StatusOr<std::string> LoadControllerRelease() {
   return version;
 }
 
+StatusOr<bool> JobsArePrivate() {
+  std::call_once(g_init_once, [] { slurm_init(nullptr); });
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS)
+    return Unavailable(SlurmError("asking slurmctld for its configuration"));
+  const bool hidden = (conf->private_data & PRIVATE_DATA_JOBS) != 0;
+  releases::FreeConf(conf);
+  return hidden;
+}
+
 }  // namespace tfslurm::slurm

@@ -28,6 +28,12 @@ std::string LibslurmRelease();
 // libslurm cannot talk to (it then closes the connection unanswered).
 StatusOr<std::string> LoadControllerRelease();
 
+// Whether slurmctld hides each user's jobs from the others: slurm.conf's
+// PrivateData includes "jobs" (slurm_conf_t.private_data has
+// PRIVATE_DATA_JOBS). Without it any user's squeue shows every job's name,
+// which holds the experiment's id. Unavailable when slurmctld did not answer.
+StatusOr<bool> JobsArePrivate();
+
 // Both ends, once: this libslurm's release and slurmctld's.
 struct SlurmReleases {
   std::string libslurm;   // "22.05.8"

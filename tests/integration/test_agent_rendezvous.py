@@ -166,10 +166,10 @@ def test_wrong_secret_is_refused(service):
                                             "register": {"node_name": "node1", "address": "x", "port": 1}})
     assert status == 200, reply
     assert reply["refused"]["permanent"] is True
-    assert "wrong attempt secret" in reply["refused"]["reason"]
+    assert reply["refused"]["reason"] == "no experiment 'rdv-secret' with attempt 1 and this secret", reply
     status, reply = agent_message(service, {"task": {"experiment_id": "rdv-secret", "attempt": 1,
                                                      "secret": "nope", "proc_id": 0}, "heartbeat": {}})
-    assert status == 401, reply
+    assert status == 404, reply
     service.request("DELETE", "/experiments/rdv-secret")
 
 

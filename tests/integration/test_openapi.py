@@ -619,9 +619,12 @@ def test_real_responses_match_the_document(service, doc):
     c.call("POST", "/agent/v1/message", "/agent/v1/message", beat, expect=404)
     c.call("POST", "/agent/v1/message", "/agent/v1/message", {"task": msg["task"]}, expect=400)
     c.call("POST", "/agent/v1/message", "/agent/v1/message", {"bogus": 1}, expect=400)
-    # A report for the ended attempt 1 of oa-real: not current.
+    # A report for the ended attempt 1 of oa-real without its secret: the
+    # answer of a missing experiment, not the 409 its secret would get
+    # (issue 41: a stranger learns nothing of oa-real's state).
     old = {"task": {"experiment_id": "oa-real", "attempt": 1, "secret": "x", "proc_id": 0}, "heartbeat": {}}
-    c.call("POST", "/agent/v1/message", "/agent/v1/message", old, expect=409)
+    _, _, stranger = c.call("POST", "/agent/v1/message", "/agent/v1/message", old, expect=404)
+    assert stranger["error"]["message"] == "no experiment 'oa-real' with attempt 1 and this secret", stranger
 
     # Deleted with its files, last, as nothing above may need it.
     wait_for(lambda: c.call("POST", "/experiments/{id}/delete", "/experiments/oa-real/delete?files=true", b"",

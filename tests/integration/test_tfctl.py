@@ -805,3 +805,56 @@ def test_delete_right_after_the_end_waits_for_the_slurm_job_to_leave(service_fac
                      r"retry in a few seconds; waiting for it \(up to 60 s\)$", r.stderr, re.M), r.stderr
     assert out.startswith("deleted tfctl-del-now and its files ("), out
     assert run_tfctl(home, "status", "tfctl-del-now", url=service.url).returncode == 1
+
+
+def run_all_on_pty(home, args, cwd=None, url=None, timeout=60):
+    """tfctl with stdout and stderr on one terminal (a pty): (exit code, bytes seen)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([TFCTL.encode(), *args], env=tfctl_env(home, url), stdout=follower,
+                            stderr=follower, cwd=cwd)
+    os.close(follower)
+    screen = b""
+    try:
+        while True:
+            if select.select([leader], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: the other end is closed
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(timeout=timeout)
+    finally:
+        proc.kill()
+        os.close(leader)
+    return code, screen.replace(b"\r\n", b"\n")
+
+
+def test_text_that_is_not_utf8_is_refused_naming_the_field_not_an_abort(home, tmp_path):
+    """Issue 41, point 9: tfctl aborted (SIGABRT, exit 134: nlohmann's
+    type_error 316) on a byte that is not UTF-8 in a spec file, in --workdir,
+    in an argument after --, or in the name of the directory it runs from.
+    Each is now an error naming the field, with the byte shown escaped, and
+    no raw byte reaches the terminal."""
+    url = f"http://127.0.0.1:{unused_port()}"  # refused before anything is sent
+    spec = tmp_path / "latin1.yaml"
+    spec.write_bytes(b"id: latin1\ncommand: [python3, caf\xe9.py]\ncluster: {worker: 1}\n")
+    os.makedirs(os.fsencode(tmp_path) + b"/dir-\xe9")
+    cases = [
+        ("a spec file", [b"submit", str(spec).encode()], None, b"command[1]"),
+        ("--workdir", [b"submit", b"--workers", b"1", b"--workdir", b"/tmp/caf\xe9", b"--",
+                       b"python3", b"x.py"], None, b"workdir"),
+        ("an argument after --", [b"submit", b"--workers", b"1", b"--", b"python3", b"caf\xe9.py"], None,
+         b"command[1]"),
+        ("the directory it runs from", [b"submit", b"--workers", b"1", b"--", b"python3", b"x.py"],
+         os.fsencode(tmp_path) + b"/dir-\xe9", b"workdir"),
+    ]
+    for what, args, cwd, field in cases:
+        code, screen = run_all_on_pty(home, args, cwd=cwd, url=url)
+        assert code == 1, (what, code, screen)
+        assert field + b" is not valid UTF-8 (byte 0xE9" in screen, (what, screen)
+        assert b"\\xe9" in screen, (what, screen)
+        assert b"\xe9" not in screen, (what, "a raw byte reached the terminal", screen)

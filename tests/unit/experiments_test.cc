@@ -10,6 +10,7 @@
 #include <set>
 
 #include "base/sha256.h"
+#include "base/unsafe_text.h"
 #include "schema/tf_config_wire.h"
 #include "service/store/sqlite_store.h"
 #include "tests/unit/core_test.h"
@@ -297,21 +298,53 @@ TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
   EXPECT_TRUE(slurm_.signalled_steps.empty()) << "every reaped task confirmed";
 }
 
-TEST_F(ExperimentsTest, RefusesWrongSecretAndStaleAttempt) {
+// Issue 41: a stranger's guesses learned which experiments exist, which
+// had ended and which attempt was current. Without the attempt's secret,
+// every message gets the answer of an experiment that does not exist.
+TEST_F(ExperimentsTest, WithoutTheSecretEveryRefusalIsThatOfAMissingExperiment) {
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  auto ch = std::make_shared<RecordingChannel>();
-  TaskRef bad = Ref("a", 0);
-  bad.secret = "guess";
-  experiments_->OnRegister(bad, {}, ch);
-  auto refused = ch->All<RefusedMsg>();
-  ASSERT_EQ(refused.size(), 1u);
-  EXPECT_TRUE(refused[0].permanent);
-  EXPECT_NE(refused[0].reason.find("wrong attempt secret"), std::string::npos);
-  TaskRef stale = Ref("a", 0);
-  stale.attempt = 7;
-  experiments_->OnRegister(stale, {}, ch);
-  EXPECT_NE(ch->All<RefusedMsg>().at(1).reason.find("not current"), std::string::npos);
-  EXPECT_EQ(experiments_->OnHeartbeat(bad).code(), StatusCode::kUnauthenticated);
+  const std::string secret1 = Ref("a", 0).secret;
+  auto refusal = [&](const TaskRef& ref) {
+    auto ch = std::make_shared<RecordingChannel>();
+    experiments_->OnRegister(ref, {}, ch);
+    auto refused = ch->All<RefusedMsg>();
+    EXPECT_EQ(refused.size(), 1u);
+    Status beat = experiments_->OnHeartbeat(ref);
+    return std::make_tuple(refused.empty() ? RefusedMsg{} : refused[0], beat.code(),
+                           beat.message());
+  };
+  auto missing = [&](const std::string& id, int attempt) {
+    const std::string reason =
+        "no experiment '" + id + "' with attempt " + std::to_string(attempt) + " and this secret";
+    return std::make_tuple(RefusedMsg{reason, true, true}, StatusCode::kNotFound, reason);
+  };
+  auto expect_missing = [&](const TaskRef& ref, const std::string& what) {
+    auto [refused, code, message] = refusal(ref);
+    auto [want_refused, want_code, want_message] = missing(ref.experiment_id, ref.attempt);
+    EXPECT_EQ(refused.reason, want_refused.reason) << what;
+    EXPECT_EQ(refused.permanent, want_refused.permanent) << what;
+    EXPECT_EQ(refused.unknown_experiment, want_refused.unknown_experiment) << what;
+    EXPECT_EQ(code, want_code) << what;
+    EXPECT_EQ(message, want_message) << what;
+  };
+  expect_missing({"nope", 1, secret1, 0}, "a missing experiment");
+  expect_missing({"a", 1, "guess", 0}, "a wrong secret");
+  expect_missing({"a", 2, secret1, 0}, "an attempt that never was, with attempt 1's secret");
+  expect_missing({"a", 7, "guess", 0}, "a wrong attempt and secret");
+
+  slurm_.SetState(100, JobState::kFailed, 1);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+  expect_missing({"a", 1, "guess", 0}, "an ended experiment, a wrong secret");
+  // The holder of the secret is told how things are.
+  EXPECT_NE(std::get<2>(refusal({"a", 1, secret1, 0})).find("has ended (failed)"),
+            std::string::npos);
+
+  ASSERT_TRUE(experiments_->Resume("a").ok());
+  expect_missing({"a", 1, "guess", 0}, "an attempt not current, a wrong secret");
+  expect_missing({"a", 2, secret1, 0}, "attempt 2 with attempt 1's secret");
+  EXPECT_NE(std::get<2>(refusal({"a", 1, secret1, 0})).find("not current (current: 2)"),
+            std::string::npos);
 }
 
 TEST_F(ExperimentsTest, BarrierTimeoutNamesMissingTasksAndCancels) {
@@ -424,13 +457,27 @@ TEST_F(ExperimentsTest, TheAgentsDetailReachesTheTaskTheAttemptTheEventAndTheRea
   EXPECT_NE(v.experiment.reason.find(cause), std::string::npos) << v.experiment.reason;
   EXPECT_NE(v.attempts[0].reason.find(cause), std::string::npos) << v.attempts[0].reason;
   const std::string& kept = v.tasks[3].detail;
-  EXPECT_EQ(kept.rfind("cannot run 'trian.py': No such file or directory  [31mxxx", 0), 0u)
-      << "control characters become spaces: " << kept;
-  EXPECT_EQ(kept.size(), 503u) << "500 bytes and \"...\"";
-  EXPECT_EQ(kept.substr(500), "...");
+  EXPECT_EQ(kept.rfind("cannot run 'trian.py': No such file or directory [31mxxx", 0), 0u)
+      << "control characters become one space: " << kept;
+  EXPECT_EQ(kept.size(), 303u) << "300 bytes and \"...\"";
+  EXPECT_EQ(kept.substr(300), "...");
   EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
     return e.what == "exited" && e.why.find(cause) != std::string::npos;
   })) << "the exited event carries the cause";
+}
+
+// Issue 41: a detail of 500 spaces and a made-up row showed as a row of its
+// own on the admin's one line; bytes that are not UTF-8 must not reach the
+// store, the JSON or a terminal as they are.
+TEST_F(ExperimentsTest, AnAgentsDetailCannotPadALineOrCarryBytesThatAreNotUtf8) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  std::string detail =
+      "Error: bad \xff\xfe input" + std::string(500, ' ') + "worker-0\u2028succeeded\u200b\u00a0ok";
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false, detail).ok());
+  const std::string kept = View("a").tasks[3].detail;
+  EXPECT_EQ(kept, "Error: bad \\xff\\xfe input worker-0 succeeded \u00a0ok") << kept;
+  EXPECT_FALSE(UnsafeCharacter(kept).has_value()) << *UnsafeCharacter(kept);
 }
 
 TEST_F(ExperimentsTest, AStartupErrorIsNotRestartedUnlessRestartOnNamesIt) {
@@ -718,12 +765,13 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
   EXPECT_NE(v.experiment.reason.find("checkpoint step 1200"), std::string::npos)
       << v.experiment.reason;
   EXPECT_EQ(v.attempts.size(), 2u);
-  // Agents of the old attempt are refused; the new attempt's secret works.
+  // Agents of the old attempt are refused; its secret does not work for the
+  // new attempt.
   auto ch = std::make_shared<RecordingChannel>();
   experiments_->OnRegister({"a", 1, FakeSlurm::SecretOf(slurm_.submitted[0]), 0}, {}, ch);
   EXPECT_NE(ch->All<RefusedMsg>().at(0).reason.find("not current"), std::string::npos);
   EXPECT_EQ(experiments_->OnHeartbeat({"a", 2, FakeSlurm::SecretOf(slurm_.submitted[0]), 0}).code(),
-            StatusCode::kUnauthenticated);
+            StatusCode::kNotFound);
 }
 
 TEST_F(ExperimentsTest, RestartIsRetriedWhileThePartitionLookupFails) {
@@ -1457,6 +1505,61 @@ TEST_F(ExperimentsTest, ACheckpointPathWithAnEscapeIsIgnoredWithAnEventAndTheSte
       << whys[0];
   ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 8, "/m/model.ckpt-8").ok());
   EXPECT_EQ(View("a").experiment.checkpoint_path, "/m/model.ckpt-8");
+}
+
+// Issue 41: 80 checkpoints with 3 MB names made GET /experiments/ID 243 MB.
+TEST_F(ExperimentsTest, ACheckpointPathLongerThanAPathIsIgnoredWithAnEventThatDoesNotQuoteIt) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  const std::string longest = "/m/" + std::string(kMaxCheckpointPathBytes - 3, 'c');
+  ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 6, longest).ok());
+  EXPECT_EQ(View("a").experiment.checkpoint_path, longest) << "4096 bytes are kept";
+  ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 7, longest + "c").ok());
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.checkpoint_step, 7) << "the step counts";
+  EXPECT_EQ(v.experiment.checkpoint_path, "");
+  auto whys = Whys(v, "checkpoint");
+  ASSERT_EQ(whys.size(), 2u);
+  EXPECT_EQ(whys[1], "step 7; its path is ignored: it is 4097 bytes long, at most 4096 are kept");
+}
+
+// Issue 41: a node name an agent reported reached the next attempt's
+// "#SBATCH --exclude=" line as it was.
+TEST_F(ExperimentsTest, ARegistrationWithANodeNameOrAddressThatIsNoHostNameIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  struct Case {
+    std::string node, address;
+    int port;
+    std::string why;
+  };
+  for (const Case& bad :
+       {Case{"node1\n#SBATCH --uid=0", "h", 1, "the node name must be"},
+        Case{std::string(256, 'n'), "h", 1, "the node name must be at most 255 bytes"},
+        Case{"node1", "h; rm -rf /", 1, "the address must be"},
+        Case{"node1", "h", 70000, "the port must be from 0 to 65535, got 70000"}}) {
+    auto ch = std::make_shared<RecordingChannel>();
+    RegisterInfo info;
+    info.node_name = bad.node;
+    info.address = bad.address;
+    info.port = bad.port;
+    experiments_->OnRegister(Ref("a", 0), info, ch);
+    auto refused = ch->All<RefusedMsg>();
+    ASSERT_EQ(refused.size(), 1u) << bad.why;
+    EXPECT_TRUE(refused[0].permanent);
+    EXPECT_NE(refused[0].reason.find(bad.why), std::string::npos) << refused[0].reason;
+    EXPECT_EQ(refused[0].reason.find('\n'), std::string::npos) << "never quoted";
+  }
+  Poll();
+  EXPECT_EQ(View("a").tasks[0].node, "") << "nothing of it was recorded";
+  RegisterInfo good;
+  good.node_name = "gpu-01.cluster_a";
+  good.address = "fe80::1%ib0";
+  good.port = 6000;
+  auto ch = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(Ref("a", 0), good, ch);
+  EXPECT_TRUE(ch->All<RefusedMsg>().empty());
+  Poll();
+  EXPECT_EQ(View("a").tasks[0].node, "gpu-01.cluster_a");
 }
 
 // Restarts in place (restart.in_allocation, service/core/in_place_restart.h).

@@ -42,6 +42,11 @@ class FakeFiles final : public Files {
     created_as[path] = as.user;
     return Status::Ok();
   }
+  Status CheckCanCreateDirectories(const std::string& path, const RunAs&) override {
+    std::lock_guard lock(mu_);
+    if (auto it = refuse_directories.find(path); it != refuse_directories.end()) return it->second;
+    return Status::Ok();
+  }
   Status CheckWorkdir(const std::string& path, const RunAs&) override {
     std::lock_guard lock(mu_);
     if (missing_workdirs.count(path)) return FailedPrecondition("No such file or directory");
@@ -78,9 +83,10 @@ class FakeFiles final : public Files {
   std::set<std::string> created;
   std::map<std::string, std::string> created_as;  // path -> the account it was made as
   std::map<std::string, CheckpointState> checkpoints;
-  std::set<std::string> missing_workdirs;      // CheckWorkdir refuses these
-  std::vector<std::string> set_aside;          // paths SetAsideExperimentDirectory moved
-  std::map<std::string, std::string> removed;  // path -> the account it was removed as
+  std::set<std::string> missing_workdirs;            // CheckWorkdir refuses these
+  std::map<std::string, Status> refuse_directories;  // CheckCanCreateDirectories's answers
+  std::vector<std::string> set_aside;                // paths SetAsideExperimentDirectory moved
+  std::map<std::string, std::string> removed;        // path -> the account it was removed as
 
  private:
   std::mutex mu_;
@@ -94,7 +100,7 @@ class FakeAccounts final : public Accounts {
     std::lock_guard lock(mu_);
     if (refused.count(owner)) return Status{StatusCode::kPermissionDenied, "no account " + owner};
     auto [it, added] = uids_.emplace(owner, 1000 + static_cast<uint32_t>(uids_.size()));
-    return RunAs{owner, it->second, it->second, {it->second}};
+    return RunAs{owner, it->second, it->second, {it->second}, {}};
   }
   std::set<std::string> refused;
 

@@ -243,6 +243,82 @@ TEST_F(SweepRunnerTest, ATakenTrialIdRefusesTheSweep) {
   EXPECT_TRUE(experiments_->ListSweeps("")->empty());
 }
 
+// Issue 41: bob took alice's trial id "s-3" before her trial 3 started,
+// and her sweep then showed his experiment's state and reason, never ran its
+// trial 3, and her cancel cancelled his experiment.
+TEST_F(SweepRunnerTest, ATrialsIdIsKeptForItWhileItsSweepLives) {
+  ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+  json spec = Sweep()["experiment"];
+  spec["id"] = "s-3";
+  auto bob = experiments_->Submit(spec, "bob", false);
+  ASSERT_FALSE(bob.ok());
+  EXPECT_EQ(bob.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(bob.status().message(), "experiment id 's-3' is taken; choose another id")
+      << "bob learns only that it is taken, as for any id";
+  auto alice = experiments_->Submit(spec, "alice", false);
+  ASSERT_FALSE(alice.ok());
+  EXPECT_NE(alice.status().message().find("kept for trial 3 of your sweep 's'"), std::string::npos)
+      << alice.status().message();
+  for (const char* free_id : {"s-5", "s-03", "s-0", "s-x"}) {
+    spec["id"] = free_id;
+    EXPECT_TRUE(experiments_->Submit(spec, "bob", true).ok()) << free_id << " is no trial's";
+  }
+}
+
+// The same, had bob's experiment of a trial's id come first anyway (his
+// submission racing the sweep's, whose dry run found the id free): the
+// trial shows nothing of it and acts on nothing of it.
+TEST_F(SweepRunnerTest, ATrialNeverShowsOrActsOnAnotherOwnersExperimentOfItsId) {
+  json spec = Sweep()["experiment"];
+  spec["id"] = "s-3";
+  ASSERT_TRUE(experiments_->Submit(spec, "bob", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  // Alice's sweep, stored as SweepRunner::Submit stores it after its checks.
+  auto parsed = ParseSweepSpec(Sweep());
+  ASSERT_TRUE(parsed.ok());
+  SweepRecord sweep;
+  sweep.id = "s";
+  sweep.owner = "alice";
+  sweep.spec_json = parsed->ToJson().dump();
+  sweep.state = SweepState::kRunning;
+  sweep.trials = 4;
+  sweep.created_at = sweep.updated_at = clock_.NowMs();
+  Changes row;
+  row.sweep = sweep;
+  row.create_sweep = true;
+  ASSERT_TRUE(store_->Apply(row).ok());
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 3u) << "bob's job and alice's trials 1 and 2";
+  slurm_.SetState(101, JobState::kCompleted);
+  slurm_.SetState(102, JobState::kCompleted);
+  Poll();
+  Poll();
+  SweepView v = View();
+  ASSERT_GE(v.trials.size(), 3u);
+  EXPECT_EQ(v.trials[2].trial.state, SweepTrialState::kNotStarted) << v.trials[2].trial.note;
+  EXPECT_FALSE(v.trials[2].state.has_value()) << "bob's experiment's state is not shown";
+  EXPECT_EQ(v.trials[2].reason, "") << "nor its reason";
+
+  // Had trial 3 started and its experiment been deleted, its row would name
+  // the id as running: bob's experiment is still not the trial's.
+  SweepTrialRecord t = v.trials[2].trial;
+  t.state = SweepTrialState::kRunning;
+  t.note = "";
+  Changes running;
+  running.sweep_trials.push_back(t);
+  ASSERT_TRUE(store_->Apply(running).ok());
+  v = View();
+  EXPECT_FALSE(v.trials[2].state.has_value()) << "bob's experiment's state is not shown";
+  ASSERT_TRUE(experiments_->CancelSweep("s", "cancelled by alice").ok());
+  EXPECT_FALSE(IsTerminal(store_->GetExperiment("s-3")->state))
+      << "alice's cancel does not reach bob's experiment";
+  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{103})) << "only alice's trial 4";
+  Poll();
+  v = View();
+  EXPECT_EQ(v.trials[2].trial.state, SweepTrialState::kEnded);
+  EXPECT_NE(v.trials[2].trial.note.find("is gone"), std::string::npos) << v.trials[2].trial.note;
+}
+
 TEST_F(SweepRunnerTest, CancellingASweepCancelsItsRunningTrialsAndStartsNoMore) {
   ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
   ASSERT_TRUE(experiments_->CancelSweep("s", "cancelled by alice").ok());
