@@ -68,7 +68,7 @@ elif [[ $mode == smoke ]]; then
     "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
     "sweep.sh --steps 40 --rungs 10,20 --shuffle-seeds 0" # 68 s: four 16-trial sweeps of 40 steps
-    "sweep_stop.sh --runs 1"                             # SMOKE_COST
+    "sweep_stop.sh --runs 1"                             # 30 s: one stop and one scancel; most of it the cluster's start
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(

@@ -375,7 +375,6 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
       return Status::Ok();
     }
     appended = std::move(written).value();
-    core_.NoteScalarsStored();
   }
   if (dropped == 0 && appended.refused_tags.empty()) return Status::Ok();
 

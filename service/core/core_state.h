@@ -57,12 +57,6 @@ class CoreState {
   int64_t NextJobSeq() { return ++job_seq_; }
   int64_t LastJobSeq() const { return job_seq_.load(); }
 
-  // Counts the reports of training scalars stored: a sweep's rung decisions
-  // follow a report at once rather than the next poll of Slurm
-  // (SweepRunner::Tick).
-  void NoteScalarsStored() { ++scalars_seq_; }
-  int64_t ScalarsStored() const { return scalars_seq_.load(); }
-
   // Writes `batch` in one transaction and tells the observers, after
   // whatever CommitAfterUnlock queued: the store sees every write in the
   // order core decided it.
@@ -114,7 +108,6 @@ class CoreState {
   Mutex queue_mu_ ABSL_ACQUIRED_AFTER(write_mu_);
   std::vector<Changes> queued_ ABSL_GUARDED_BY(queue_mu_);
   std::atomic<int64_t> job_seq_{0};
-  std::atomic<int64_t> scalars_seq_{0};
 };
 
 }  // namespace tfslurm

@@ -330,16 +330,8 @@ StatusOr<SweepDeleteResult> SweepRunner::Delete(const std::string& id, bool file
 void SweepRunner::Tick() {
   MutexLock lock(mu_);
   const int64_t now = core_.ports().clock.NowMs();
-  const int64_t scalars = core_.ScalarsStored();
-  // At every poll interval, and as soon as training scalars arrive (at most
-  // every kSoonestStepMs): a trial that reached a rung is judged when its
-  // report does, not up to a poll interval (2 s) later, while it trains on.
-  const int64_t since = now - last_tick_ms_;
-  if (since < core_.config().poll_interval_ms &&
-      (scalars == last_scalars_ || since < kSoonestStepMs))
-    return;
+  if (now - last_tick_ms_ < core_.config().poll_interval_ms) return;
   last_tick_ms_ = now;
-  last_scalars_ = scalars;
   auto open = core_.ports().store.ListSweeps({"", /*open_only=*/true});
   if (!open.ok()) {
     spdlog::warn("reading the open sweeps: {}", open.status().message());

@@ -77,12 +77,8 @@ class SweepRunner {
   Submission& submission_;
   const CancelFn cancel_;
   const DeleteFn delete_;
-  // The soonest a step follows the one before when scalars arrived.
-  static constexpr int64_t kSoonestStepMs = 250;
-
   Mutex mu_;
   int64_t last_tick_ms_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t last_scalars_ ABSL_GUARDED_BY(mu_) = 0;  // CoreState::ScalarsStored at the last step
 };
 
 }  // namespace tfslurm
