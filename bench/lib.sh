@@ -166,14 +166,16 @@ machine_line() {
 # files). With errors met (bench_error), the title says FAILED, the section
 # lists them, and the script exits 1 once it is written.
 results_append() {
-  local title="$1" command="$2" body="$3"
+  local title="$1" command="$2" body="$3" machine
   tree_is_clean || title+=" (uncommitted changes)"
+  # Before the section is written: RESULTS.md is part of the tree.
+  machine="$(machine_line)"
   ((${#BENCH_ERRORS[@]} == 0)) || title+=" -- FAILED: ${#BENCH_ERRORS[@]} errors"
   {
     printf '\n## %s\n\n' "$title"
     printf -- '- date: %s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     printf -- '- command: `%s`\n' "$command"
-    printf -- '- machine: %s\n\n' "$(machine_line)"
+    printf -- '- machine: %s\n\n' "$machine"
     if ((${#BENCH_ERRORS[@]})); then
       printf 'Errors met while measuring (the figures below are not to be trusted):\n\n'
       printf -- '- %s\n' "${BENCH_ERRORS[@]}"

@@ -45,6 +45,7 @@ if [[ $mode == quick ]]; then
     "framework_restarts.sh --runs 2 --busy-runs 1 --floor-runs 1"
     "sweep.sh --steps 200 --rungs 10,40 --shuffle-seeds 0"
     "http_flood.sh"
+    "sweep_stop.sh --runs 2"
   )
 elif [[ $mode == smoke ]]; then
   # Each at its smallest: one size, one run, a few agents or experiments.
@@ -69,6 +70,7 @@ elif [[ $mode == smoke ]]; then
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
     "sweep.sh --steps 40 --rungs 10,20 --shuffle-seeds 0" # 68 s: four 16-trial sweeps of 40 steps
     "http_flood.sh --bodies 1 --body-mb 64 --floods 1 --flood-fields 1000" # 3 s
+    "sweep_stop.sh --runs 1"                             # 30 s: one stop and one scancel; most of it the cluster's start
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(
@@ -105,6 +107,7 @@ else
     "framework_restarts.sh"
     "sweep.sh"
     "http_flood.sh"
+    "sweep_stop.sh"
   )
 fi
 for r in "${runs[@]}"; do

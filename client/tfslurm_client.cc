@@ -182,6 +182,21 @@ std::string Client::MungeAuthorization(std::string_view method, const std::strin
   return header;
 }
 
+Status Client::WithTokenOrigin(Status status) const {
+  // A token the service refused: say which one, as an unreachable URL's
+  // message says where the URL came from. Only its first characters: the
+  // rest is a secret, and may be on a shared screen.
+  if (status.code() != StatusCode::kUnauthenticated || connection_.token.empty()) return status;
+  const std::string& t = connection_.token;
+  const std::string shown = t.size() > 12 ? t.substr(0, 8) + "..." : "...";
+  return Status(status.code(),
+                status.message() + " (tfctl sent the token " + shown + " from " +
+                    (connection_.token_origin.empty() ? "its options" : connection_.token_origin) +
+                    "; give another with --token, TFSLURM_TOKEN or `token = ...` in "
+                    "~/.config/tfslurm/config)",
+                status.fields());
+}
+
 Status Client::WithMungeError(Status status) const {
   // Only where the service asked for MUNGE: a token-only tfslurmd never would.
   if (status.code() != StatusCode::kUnauthenticated || munge_error_.empty() ||
@@ -214,7 +229,7 @@ StatusOr<json> Client::Call(Method method, const std::string& path, const json* 
   if (!res) return Unreachable(connection_, res.error());
   if (res->status < 200 || res->status >= 300) {
     last_error_http_status_ = res->status;
-    return WithMungeError(ServiceError(res->status, res->body, connection_.url));
+    return WithTokenOrigin(WithMungeError(ServiceError(res->status, res->body, connection_.url)));
   }
   json j = json::parse(res->body, nullptr, false);
   if (j.is_discarded())
@@ -284,6 +299,12 @@ StatusOr<json> Client::GetSweep(const std::string& id) {
 StatusOr<json> Client::CancelSweep(const std::string& id) {
   json body = json::object();
   return Call(Method::kPost, "/sweeps/" + Encode(id) + "/cancel", &body);
+}
+
+StatusOr<json> Client::DeleteSweep(const std::string& id, bool files) {
+  json body = json::object();
+  return Call(Method::kPost, "/sweeps/" + Encode(id) + "/delete" + (files ? "?files=true" : ""),
+              &body);
 }
 
 StatusOr<CreatedToken> Client::CreateToken(const std::string& user, bool admin) {

@@ -24,7 +24,7 @@ packages=(
   libmariadb-dev xz-utils
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
   # PyTorch for examples/ddp and its tests: Debian's 1.13 has gloo and
-  # torch.distributed (docs/pytorch.md says why not a PyPI wheel).
+  # torch.distributed (the README's PyTorch section says why not a PyPI wheel).
   python3-torch
 )
 if [[ "${1:-}" == "--browser" ]]; then

@@ -236,9 +236,11 @@ int PrintVersion() {
   printf("tfslurmd %s (commit %s)\n", tfslurm::base::TfslurmVersion(),
          tfslurm::base::TfslurmCommit());
   printf("libslurm %s\n", tfslurm::slurm::LibslurmRelease().c_str());
-  // libslurm ends the process itself when it finds no configuration.
   fflush(stdout);
-  auto releases = tfslurm::slurm::CheckSlurmReleases();
+  // In a child process: libslurm ends the process that calls it where it
+  // finds no Slurm configuration (a build or login host), and what is known
+  // here is worth printing there too.
+  auto releases = tfslurm::slurm::CheckSlurmReleasesInChild();
   if (releases.ok())
     printf("slurmctld %s\n", releases->slurmctld.c_str());
   else

@@ -234,8 +234,11 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
     // is lost in a crash registers again when it reconnects.
     a.attempt.heartbeat_dirty.insert(proc);
   }
+  // An agent registering proves the job runs, before the next poll says so
+  // (a restart in place asks whether it still does).
+  if (a.attempt.job_state == JobState::kPending || a.attempt.job_state == JobState::kUnknown)
+    a.attempt.job_state = JobState::kRunning;
   if (a.attempt.record.state == AttemptState::kPending) {
-    // An agent registering proves the job runs, before the next poll says so.
     a.attempt.record.state = AttemptState::kRunning;
     a.attempt.record.slurm_state = "RUNNING";
     a.attempt.record.started_at = now;
@@ -507,6 +510,29 @@ void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel)
   slot.standing_by = false;  // until its agent comes back to wait
 }
 
+namespace {
+
+// The experiment's reason while a failed attempt's tasks are stopped. A
+// SIGTERM that tfslurm did not send is how Slurm ends a job at its time
+// limit, at a preemption or at a scancel: until Slurm says which, it is not
+// called a failure.
+std::string FailureReason(const OpenExperiment& a, const Outcome& o, int64_t now) {
+  const std::string attempt_n = "attempt " + std::to_string(a.attempt.record.number);
+  // Slurm's end time for a running job is its start plus its time limit;
+  // the SIGTERM comes when it passes (give or take a poll of slurmctld's).
+  if (o.by_sigterm && a.attempt.job_end_ms > 0 && now >= a.attempt.job_end_ms - 5000)
+    return attempt_n + ": " + o.reason +
+           " at its Slurm job's time limit; waiting for Slurm to end the job";
+  if (o.by_sigterm)
+    return attempt_n + ": " + o.reason +
+           ": a SIGTERM, which Slurm sends at a time limit, a preemption or a scancel; waiting "
+           "for Slurm to say how the job ended";
+  return attempt_n + " failed: " + o.reason +
+         (a.spec.restart.in_allocation ? "; stopping its tasks" : "; ending its Slurm job");
+}
+
+}  // namespace
+
 void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
   const Outcome& o = a.attempt.run->outcome();
   if (o.kind == Outcome::kSucceeded) {
@@ -521,9 +547,7 @@ void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
     // ended: a task killed by SIGTERM may be the symptom of a preemption or
     // the time limit, which Slurm's final state tells apart.
     ReapRemaining(a, c, "attempt failed: " + o.reason);
-    a.record.reason =
-        "attempt " + std::to_string(a.attempt.record.number) + " failed: " + o.reason +
-        (a.spec.restart.in_allocation ? "; stopping its tasks" : "; ending its Slurm job");
+    a.record.reason = FailureReason(a, o, core_.ports().clock.NowMs());
     a.record.updated_at = core_.ports().clock.NowMs();
     c.experiment = a.record;
   }

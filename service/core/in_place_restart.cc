@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "service/core/restart_policy.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
@@ -134,9 +135,15 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
       return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit,
               "the failure was a SIGTERM, which Slurm sends at a time limit, a preemption or a "
               "cancel: the job's end decides"};
-    if (std::optional<std::string> obstacle = Obstacle(a, now))
-      return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit, *obstacle};
     EndReason reason = at.decided_reason ? *at.decided_reason : run.outcome().failure;
+    // A failure the policy does not restart needs no place to restart in:
+    // it ends now, and no event speaks of a restart that will not come.
+    const bool restarts =
+        DecideAfterAttempt(a.spec.restart, reason, "", at.record.number, a.record.restarts)
+            .action == AfterAttempt::kRestart;
+    if (restarts)
+      if (std::optional<std::string> obstacle = Obstacle(a, now))
+        return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit, *obstacle};
     return {InPlaceCheck::kReady, reason, run.outcome().reason};
   }
   if (now - at.failed_at_ms <= wait) return {InPlaceCheck::kWaiting, EndReason::kRetryableExit, ""};

@@ -215,7 +215,7 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
       // No backoff: the allocation is ours, and nothing goes to slurmctld.
       core_.metrics().Restarted(reason, RestartKind::kInPlace);
       a.record.restarts++;
-      return in_place_.Begin(a, c, next.why);
+      return in_place_.Begin(a, c, next.why_in_place);
     }
   }
   ReleaseWaitingAgents(a.attempt, next.why);

@@ -413,9 +413,10 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann
   if (it != core_.open().end()) {
     const OpenExperiment& a = *it->second;
     if (!IsTerminal(a.record.state))
-      return FailedPrecondition(
-          "experiment '" + id + "' is " + ExperimentStateName(a.record.state) +
-          "; cancel it first (DELETE /experiments/" + id + ") or wait for it to end");
+      return FailedPrecondition("experiment '" + id + "' is " +
+                                ExperimentStateName(a.record.state) +
+                                "; cancel it first (tfctl cancel " + id +
+                                ", or DELETE /experiments/" + id + ") or wait for it to end");
     return Status(StatusCode::kUnavailable, "experiment '" + id + "' has ended but its Slurm job " +
                                                 std::to_string(a.attempt.record.slurm_job_id) +
                                                 " is still finishing; retry in a few seconds");

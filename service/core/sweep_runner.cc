@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 
+#include "base/nearest_word.h"
 #include "base/number_text.h"
 #include "service/core/components.h"
 #include "service/core/early_stopping.h"
@@ -80,7 +82,11 @@ std::optional<int> BestTrial(const std::vector<SweepTrialView>& trials,
     for (const SweepTrialView& v : trials) {
       const SweepTrialRecord& t = v.trial;
       if (!t.objective || t.end_reason == EndReason::kStoppedEarly) continue;
-      if (succeeded_only && v.state != ExperimentState::kSucceeded) continue;
+      // Its experiment's state, or the trial's own record of its end when
+      // the experiment was deleted since.
+      const bool succeeded =
+          v.state ? *v.state == ExperimentState::kSucceeded : t.end_reason == EndReason::kSucceeded;
+      if (succeeded_only && !succeeded) continue;
       if (!value || objective.Better(*t.objective, *value)) {
         value = t.objective;
         best = t.index;
@@ -100,6 +106,49 @@ std::optional<int> BestTrial(const std::vector<SweepTrialView>& trials,
       best = v.trial.index;
     }
   return best;
+}
+
+// A trial that reports training scalars, but not the objective's tag: most
+// likely a misspelled objective.tag, which would otherwise leave every trial
+// unjudged to its end.
+struct ObjectiveMissing {
+  std::string trial;  // its experiment id
+  std::vector<std::string> tags;
+  std::string nearest;          // the tag nearest the objective's ("did you mean")
+  bool ran_to_its_end = false;  // its experiment succeeded without it
+
+  std::string Why(const std::string& objective) const {
+    std::string list;
+    for (size_t i = 0; i < tags.size() && i < 8; ++i) list += (i ? ", " : "") + tags[i];
+    if (tags.size() > 8) list += ", ... (" + std::to_string(tags.size()) + " tags)";
+    return "trial " + trial + " reported " + list + " but not " + objective +
+           ", the sweep's objective" +
+           (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)");
+  }
+};
+
+// Among the trials with no point of the objective's tag: one that
+// succeeded without it, else the first that reported other tags. With
+// `states` (of the trials that ran at this step's start) only those are
+// looked at; without, every started trial (once, as the sweep completes).
+std::optional<ObjectiveMissing> FindObjectiveMissing(
+    Store& store, const std::vector<SweepTrialRecord>& trials, const std::vector<Curve>& curves,
+    const std::vector<std::optional<ExperimentState>>& states, const std::string& objective) {
+  std::optional<ObjectiveMissing> found;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const SweepTrialRecord& t = trials[i];
+    if (t.state == SweepTrialState::kNotStarted || !curves[i].empty()) continue;
+    if (!states.empty() && !states[i]) continue;
+    auto tags = store.ListScalarTags(t.experiment_id);
+    if (!tags.ok() || tags->empty() ||
+        std::find(tags->begin(), tags->end(), objective) != tags->end())
+      continue;
+    ObjectiveMissing m{t.experiment_id, *tags, NearestWord(objective, *tags)};
+    m.ran_to_its_end = !states.empty() && states[i] == ExperimentState::kSucceeded;
+    if (m.ran_to_its_end) return m;
+    if (!found) found = std::move(m);
+  }
+  return found;
 }
 
 }  // namespace
@@ -244,11 +293,14 @@ StatusOr<SweepView> SweepRunner::Get(const std::string& id) {
       v.reason = e->reason;
       if (t.state == SweepTrialState::kRunning) {
         auto series = store.ReadScalars(t.experiment_id, {spec->objective.tag});
-        if (series.ok() && !series->empty())
-          if (auto o = ObjectiveOf(CurveOf(series->front()), spec->objective)) {
+        if (series.ok() && !series->empty()) {
+          const Curve curve = CurveOf(series->front());
+          if (!curve.empty()) t.last_step = curve.rbegin()->first;
+          if (auto o = ObjectiveOf(curve, spec->objective)) {
             t.objective_step = o->first;
             t.objective = o->second;
           }
+        }
         if (auto attempts = store.ListAttempts(t.experiment_id); attempts.ok())
           t.node_seconds = NodeSeconds(*e, *attempts, now);
       }
@@ -280,6 +332,46 @@ Status SweepRunner::Cancel(const std::string& id, const std::string& why) {
   return Status::Ok();
 }
 
+StatusOr<SweepDeleteResult> SweepRunner::Delete(const std::string& id, bool files) {
+  // Under mu_: no step of this sweep starts a trial while it goes.
+  MutexLock lock(mu_);
+  Store& store = core_.ports().store;
+  auto sweep = store.GetSweep(id);
+  if (!sweep.ok()) return sweep.status();
+  if (sweep->state == SweepState::kRunning)
+    return FailedPrecondition("sweep '" + id + "' is running (" + sweep->reason +
+                              "); only an ended sweep can be deleted: cancel it first (tfctl "
+                              "sweep cancel " +
+                              id + ") or wait for it to complete");
+  auto trials = store.ListSweepTrials(id);
+  if (!trials.ok()) return trials.status();
+  for (const SweepTrialRecord& t : *trials)
+    if (t.state == SweepTrialState::kRunning)
+      return Unavailable("sweep '" + id + "' has ended but its trial " + t.experiment_id +
+                         " is still ending (its Slurm job has not left yet); retry in a few "
+                         "seconds");
+  SweepDeleteResult result{id, {}};
+  for (const SweepTrialRecord& t : *trials) {
+    if (t.state == SweepTrialState::kNotStarted) continue;
+    auto deleted = delete_(t.experiment_id, files);
+    if (deleted.ok()) {
+      result.experiments.push_back(std::move(deleted).value());
+    } else if (deleted.status().code() != StatusCode::kNotFound) {
+      // The trials deleted so far stay deleted; a retry goes on from here.
+      return Status(deleted.status().code(),
+                    "deleting sweep '" + id + "': its trial " + t.experiment_id + ": " +
+                        deleted.status().message(),
+                    deleted.status().fields());
+    }
+  }
+  Changes c;
+  c.delete_sweep = id;
+  if (Status s = core_.Apply({&c, 1}); !s.ok()) return s;
+  spdlog::info("sweep {} deleted by its owner, with {} trial experiments{}", id,
+               result.experiments.size(), files ? " and their files" : "");
+  return result;
+}
+
 void SweepRunner::Tick() {
   MutexLock lock(mu_);
   const int64_t now = core_.ports().clock.NowMs();
@@ -309,6 +401,8 @@ void SweepRunner::Advance(SweepRecord sweep) {
   Changes c;
   std::vector<Curve> curves(trials.size());
   std::vector<bool> open(trials.size(), false);  // its experiment has not ended
+  // The state of the experiments of trials that ran at this step's start.
+  std::vector<std::optional<ExperimentState>> states(trials.size());
   double node_seconds = 0;
   int running = 0;
   std::optional<std::vector<JobInfo>> jobs;  // Slurm's, when a step needs them
@@ -319,6 +413,9 @@ void SweepRunner::Advance(SweepRecord sweep) {
     SweepTrialRecord& t = trials[i];
     if (t.state == SweepTrialState::kNotStarted) continue;
     curves[i] = CurveOfTrial(sweep, t, spec->objective.tag);
+    // Where it got to, before a stopped trial's curve is cut at its rung.
+    const std::optional<int64_t> last_step =
+        curves[i].empty() ? std::nullopt : std::optional<int64_t>(curves[i].rbegin()->first);
     if (t.end_reason == EndReason::kStoppedEarly)
       curves[i] = UpToRung(curves[i], spec->early_stopping, t.rungs_passed);
     if (t.state == SweepTrialState::kEnded) {
@@ -332,6 +429,7 @@ void SweepRunner::Advance(SweepRecord sweep) {
       auto a = store.ListAttempts(t.experiment_id);
       if (!a.ok()) return;
       attempts = std::move(a).value();
+      states[i] = e->state;
     }
     if (e.ok() && !JobGone(*e, attempts, jobs, c)) {
       open[i] = !IsTerminal(e->state);
@@ -346,6 +444,7 @@ void SweepRunner::Advance(SweepRecord sweep) {
     } else {
       t.end_reason = attempts.empty() ? std::nullopt : attempts.back().end_reason;
       t.node_seconds = NodeSeconds(*e, attempts, now);
+      t.last_step = last_step;
       if (auto o = ObjectiveOf(curves[i], spec->objective)) {
         t.objective_step = o->first;
         t.objective = o->second;
@@ -353,6 +452,19 @@ void SweepRunner::Advance(SweepRecord sweep) {
     }
     node_seconds += t.node_seconds;
     c.sweep_trials.push_back(t);
+  }
+
+  const std::optional<ObjectiveMissing> missing =
+      FindObjectiveMissing(store, trials, curves, states, spec->objective.tag);
+  if (sweep.state == SweepState::kRunning && missing && missing->ran_to_its_end) {
+    // Every trial would do the same: none could be judged or ranked.
+    sweep.state = SweepState::kCancelled;
+    sweep.reason = "stopped: " + missing->Why(spec->objective.tag) +
+                   ", and succeeded without it: no trial can be judged or ranked by it; fix "
+                   "objective.tag and submit the sweep again";
+    sweep.updated_at = now;
+    c.sweep = sweep;
+    spdlog::warn("sweep {}: {}", sweep.id, sweep.reason);
   }
 
   // Early stopping, rung by rung and at each rung trial by trial in index
@@ -451,6 +563,8 @@ void SweepRunner::Advance(SweepRecord sweep) {
       static_cast<int>(trials.size()) >= sweep.trials) {
     auto view = Get(sweep.id);
     std::string best = "no trial reported " + spec->objective.tag;
+    if (auto m = FindObjectiveMissing(store, trials, curves, {}, spec->objective.tag))
+      best += " (" + m->Why(spec->objective.tag) + ")";
     if (view.ok() && view->best_trial)
       for (const SweepTrialView& v : view->trials)
         if (v.trial.index == *view->best_trial)
@@ -471,6 +585,9 @@ void SweepRunner::Advance(SweepRecord sweep) {
   } else if (sweep.state == SweepState::kRunning) {
     std::string reason = std::to_string(running) + " of " + std::to_string(sweep.trials) +
                          " trials running, " + std::to_string(trials.size()) + " started";
+    if (missing)
+      reason = "warning: " + missing->Why(spec->objective.tag) +
+               ": it cannot be judged or ranked; " + reason;
     if (reason != sweep.reason) {
       sweep.reason = reason;
       sweep.updated_at = now;

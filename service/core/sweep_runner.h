@@ -41,8 +41,14 @@ class SweepRunner {
   using CancelFn = std::function<Status(const std::string& id, const std::string& owner,
                                         const std::string& why, EndReason reason)>;
 
-  SweepRunner(CoreState& core, Submission& submission, CancelFn cancel)
-      : core_(core), submission_(submission), cancel_(std::move(cancel)) {}
+  // Deletes experiment `id` (Experiments::Delete).
+  using DeleteFn = std::function<StatusOr<DeleteResult>(const std::string& id, bool files)>;
+
+  SweepRunner(CoreState& core, Submission& submission, CancelFn cancel, DeleteFn remove)
+      : core_(core),
+        submission_(submission),
+        cancel_(std::move(cancel)),
+        delete_(std::move(remove)) {}
 
   // Checks the sweep and every trial (as a dry run of its submission), then
   // stores it and starts its first trials. Nothing is stored when anything
@@ -52,6 +58,9 @@ class SweepRunner {
   StatusOr<SweepView> Get(const std::string& id);
   // Cancels the sweep and its running trials. FailedPrecondition once it has ended.
   Status Cancel(const std::string& id, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes an ended sweep: its trials' experiments, then its rows
+  // (Experiments::DeleteSweep).
+  StatusOr<SweepDeleteResult> Delete(const std::string& id, bool files) ABSL_LOCKS_EXCLUDED(mu_);
   // Every poll interval: each open sweep's step (Advance).
   void Tick() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -76,6 +85,7 @@ class SweepRunner {
   CoreState& core_;
   Submission& submission_;
   const CancelFn cancel_;
+  const DeleteFn delete_;
   Mutex mu_;
   int64_t last_tick_ms_ ABSL_GUARDED_BY(mu_) = 0;
   // The curves of ended trials of open sweeps, by (sweep id, trial index):

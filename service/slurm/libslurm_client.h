@@ -53,4 +53,17 @@ struct SlurmReleases {
 // nothing here can talk to), naming what each way answered.
 StatusOr<SlurmReleases> CheckSlurmReleases();
 
+// CheckSlurmReleases in a child process, for `tfslurmd --version`, which
+// must answer on a host with no Slurm configuration (a build or login host).
+// There libslurm ends the process that calls it: slurm_conf_init calls
+// fatal("Could not establish a configuration source") when
+// _establish_config_source finds neither $SLURM_CONF, the default
+// slurm.conf, /run/slurm/conf/slurm.conf (a configless slurmd's copy), nor
+// slurmctld through SLURM_CONF_SERVER or DNS SRV records
+// (src/common/read_config.c at slurm-26-05-3-1; at slurm-22-05-8-1 the same
+// through log_var(LOG_LEVEL_FATAL, ...), which exits too, src/common/log.c).
+// Errors: CheckSlurmReleases's, and FailedPrecondition with libslurm's own
+// last words when it ended the child before slurmctld could be asked.
+StatusOr<SlurmReleases> CheckSlurmReleasesInChild();
+
 }  // namespace tfslurm::slurm

@@ -656,6 +656,10 @@ def test_sweep_responses_match_the_document(service, doc):
     done = wait_for(lambda: (lambda s: s if all(t["state"] != "running" for t in s["trials"]) else None)(
         c.call("GET", "/sweeps/{id}", "/sweeps/oa-sweep", expect=200)[2]), 60, "the trial to end", interval=0.5)
     assert len(done["trials"]) == 1, "no trial starts after a cancel"
+    c.call("POST", "/sweeps/{id}/delete", "/sweeps/oa-unknown/delete", b"", expect=404)
+    _, _, deleted = c.call("POST", "/sweeps/{id}/delete", "/sweeps/oa-sweep/delete?files=true", b"", expect=200)
+    assert [d["id"] for d in deleted["experiments_deleted"]] == ["oa-sweep-1"], deleted
+    c.call("GET", "/sweeps/{id}", "/sweeps/oa-sweep", expect=404)
 
 
 def create_token(service, user, admin=False):

@@ -130,7 +130,18 @@ def test_a_python_programs_own_error_line_is_the_cause(service, home, tmp_path):
         assert re.search(r"exited with code \d+: \S*python3: " + re.escape(cause) if script == "trian.py"
                          else r"exited with code 1: " + re.escape(cause), last), last
         e = json.loads(ok(run_tfctl(home, "status", exp_id, "-o", "json", url=service.url)))
-        assert e["tasks"][0]["detail"].endswith(cause), e["tasks"]
+        detail = e["tasks"][0]["detail"]
+        if "ModuleNotFoundError" in cause:
+            # Which python did not have the module (issue 48): the file the
+            # process ran (through a venv's symlink or a pyenv shim, the
+            # interpreter itself), and the `python3` the job's PATH found.
+            python = subprocess.run(["python3", "-c", "import os, sys; print(os.path.realpath(sys.executable))"],
+                                    stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+            assert detail.startswith(f"{cause} (the Python that ran: {python}"), detail
+            if shutil.which("python3") != python:
+                assert detail.endswith(f", started as {shutil.which('python3')})"), detail
+        else:
+            assert detail.endswith(cause), e["tasks"]
         assert [a["end_reason"] for a in e["attempts"]] == [end_reason], (exp_id, e["attempts"])
 
 

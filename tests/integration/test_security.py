@@ -410,11 +410,12 @@ def test_sweeps_are_their_owners_and_another_users_is_answered_as_a_missing_one(
     assert status == 201 and body["owner"] == "alice", body
     assert alice("GET", "/experiments/sec-sweep-1")[1]["owner"] == "alice", "a trial is its sweep's owner's"
     for method, path in [("GET", "/sweeps"), ("GET", "/sweeps/sec-sweep"), ("POST", "/sweeps/sec-sweep/cancel"),
-                         ("POST", "/sweeps")]:
+                         ("POST", "/sweeps"), ("POST", "/sweeps/sec-sweep/delete")]:
         status, body = nobody(method, path, {} if method == "POST" else None)
         assert status == 401 and body["error"]["code"] == "unauthenticated", (method, path, body)
     assert bob("GET", "/sweeps")[1]["sweeps"] == []
-    for method, path in [("GET", "/sweeps/sec-sweep"), ("POST", "/sweeps/sec-sweep/cancel")]:
+    for method, path in [("GET", "/sweeps/sec-sweep"), ("POST", "/sweeps/sec-sweep/cancel"),
+                         ("POST", "/sweeps/sec-sweep/delete")]:
         status, body = bob(method, path, {} if method == "POST" else None)
         missing_status, missing = bob(method, path.replace("sec-sweep", "sec-nobody"),
                                       {} if method == "POST" else None)

@@ -356,7 +356,8 @@ def test_a_bad_spec_file_names_each_field(service, home, tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("id: x\ncluster: {worker: 2\n")
     r = run_tfctl(home, "submit", str(broken), url=service.url)
-    assert r.returncode == 1 and f"{broken}:" in r.stderr and "not valid YAML" in r.stderr
+    # Where the `{` opens (line 2), not where the parser noticed (line 3).
+    assert r.returncode == 1 and f"{broken}:2:10: this `{{` is never closed" in r.stderr, r.stderr
 
 
 def test_logs_refuse_task_values_that_are_not_role_index(service, home, tmp_path):

@@ -672,6 +672,27 @@ TEST_F(ExperimentsTest, CancelKillsTheJob) {
   EXPECT_EQ(experiments_->Cancel("nope", "x").code(), StatusCode::kNotFound);
 }
 
+TEST_F(ExperimentsTest, ACancelStopsTheProgramsThroughTheirAgentsAtOnce) {
+  // Slurm's cancel reaches the programs only once slurmctld has had every
+  // node's slurmd signal its steps; the agents are a message away.
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  auto ch = RegisterAll("a");
+  ASSERT_TRUE(
+      experiments_->CancelAs("a", "stopped early by sweep s: worse", EndReason::kStoppedEarly)
+          .ok());
+  for (int p = 0; p < 6; ++p) {
+    auto shutdowns = ch[p]->All<ShutdownMsg>();
+    ASSERT_EQ(shutdowns.size(), 1u) << "task " << p << " is told to stop with the cancel";
+    EXPECT_EQ(shutdowns[0].reason, "stopped early by sweep s: worse");
+  }
+  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{100})) << "and the job is cancelled too";
+  auto v = View("a");
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kStoppedEarly);
+  bool reaping = false;
+  for (const EventRecord& e : v.events) reaping |= e.what == "reaping";
+  EXPECT_TRUE(reaping);
+}
+
 TEST_F(ExperimentsTest, TasksEndingAfterACancelAreReapedNotFailed) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
@@ -1757,6 +1778,95 @@ TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeL
   auto v = View("a");
   ASSERT_EQ(v.attempts.size(), 1u);
   EXPECT_EQ(v.attempts[0].end_reason, EndReason::kTimeout) << "classified by the job's end";
+}
+
+TEST_F(InPlaceRestartTest, ARestartInPlaceSaysItCameAtOnceNotAfterABackoff) {
+  auto waiting = FailAndStandBy("a");
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("restart 1 of 1, at once; attempt 2 in Slurm job 100, "
+                                     "restarted in place"),
+            std::string::npos)
+      << v.experiment.reason;
+  EXPECT_EQ(v.experiment.reason.find(" in 5 s"), std::string::npos)
+      << "the backoff (restart.backoff_s 5) is a new job's: " << v.experiment.reason;
+}
+
+TEST_F(InPlaceRestartTest, ASigtermIsNotCalledAFailureWhileSlurmHasNotSaidHowTheJobEnded) {
+  auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGTERM);
+  std::string reason = View("a").experiment.reason;
+  EXPECT_EQ(reason.find("failed"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("a SIGTERM, which Slurm sends at a time limit, a preemption or a "
+                        "scancel; waiting for Slurm to say how the job ended"),
+            std::string::npos)
+      << reason;
+}
+
+TEST_F(InPlaceRestartTest, ASigtermAtTheJobsEndTimeIsSaidToBeItsTimeLimit) {
+  ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 2;
+  Poll();
+  RegisterAll("a");
+  clock_.Advance(1000);
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), std::nullopt, SIGTERM, false).ok());
+  const std::string reason = View("a").experiment.reason;
+  EXPECT_NE(reason.find("was killed by signal 15 at its Slurm job's time limit; waiting for "
+                        "Slurm to end the job"),
+            std::string::npos)
+      << reason;
+}
+
+TEST_F(InPlaceRestartTest, AJobSeenPendingRunsOnceItsAgentsHaveRegistered) {
+  // The last poll saw the job PENDING; its agents registered and a task
+  // failed before the next poll: the job runs, and the restart is in place.
+  ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, JobState::kPending);
+  Poll();
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->OnExited(JobRef("a", 3, 1), std::nullopt, SIGKILL, false).ok());
+  for (int p = 0; p < 6; ++p) {
+    if (p != 3) {
+      ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
+    }
+  }
+  for (int p = 0; p < 6; ++p)
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true),
+                             std::make_shared<RecordingChannel>());
+  experiments_->Tick();  // the timers, with no poll of Slurm since it said PENDING
+  auto v = View("a");
+  for (const std::string& why : Whys(v, "restart"))
+    EXPECT_EQ(why.find("PENDING"), std::string::npos) << why;
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_TRUE(v.attempts[1].in_place);
+}
+
+TEST_F(InPlaceRestartTest, AFailureThatIsNotRestartedSaysNothingOfARestartNotInPlace) {
+  json spec = InPlaceSpec("a");
+  spec["restart"]["on"] = json::array();  // nothing is restarted
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  // Too little time left for an attempt in place: an obstacle, were it
+  // restarted.
+  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 30;
+  Poll();
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->OnExited(JobRef("a", 3, 1), 1, std::nullopt, false).ok());
+  for (int p = 0; p < 6; ++p) {
+    if (p != 3) {
+      ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
+    }
+  }
+  for (int p = 0; p < 6; ++p)
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true),
+                             std::make_shared<RecordingChannel>());
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed) << v.experiment.reason;
+  EXPECT_EQ(Whys(v, "restart"), std::vector<std::string>{}) << "no restart comes";
 }
 
 TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {

@@ -114,6 +114,16 @@ export function formatTime(iso, nowMs = Date.now()) {
   return `${date} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())} ${zoneOf(d)}`;
 }
 
+// "14:03:07 UTC+02:00": the time of day (24-hour, local) with its zone, for
+// the header's last update; toLocaleTimeString would say "2:03:07 PM"
+// in some locales, with no zone.
+export function formatClockWithZone(ms) {
+  const d = new Date(ms);
+  if (Number.isNaN(d.getTime())) return '—';
+  const p = (n) => String(n).padStart(2, '0');
+  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())} ${zoneOf(d)}`;
+}
+
 // A Slurm time limit in seconds: "MM", "MM:SS", "HH:MM:SS", "D-HH",
 // "D-HH:MM", "D-HH:MM:SS" (sbatch --time's forms); null for "UNLIMITED",
 // "INFINITE" or anything else.
