@@ -90,7 +90,8 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
   app.add_option("--agent-path", core.launch.agent_path,
                  "tfslurm-agent as the compute nodes see it; default: next to tfslurmd");
   app.add_option("--advertise", d.advertise_host,
-                 "host the agents use to reach the service; default: the agent listen host");
+                 "host the agents use to reach the service; default: the agent listen host, or "
+                 "this host's name when that is 0.0.0.0 or ::");
   app.add_option("--ready-file", cl.ready_file,
                  "write {\"http_port\", \"agent_port\"} here once listening");
   app.add_option("--poll-interval-ms", core.poll_interval_ms,
