@@ -62,6 +62,7 @@ struct DaemonOptions {
   std::string http_host = "127.0.0.1";
   int http_port = 8080;
   // The gRPC agent endpoint, "HOST:PORT"; port 0 picks a free port.
+  // (tfslurmd's command line defaults to 0.0.0.0:8081.)
   std::string agent_listen = "127.0.0.1:8081";
   // The host agents use to reach the endpoint, as job scripts name it;
   // empty: the host of agent_listen, or this host's name when that is a

@@ -69,6 +69,15 @@ def run_on(conf, host, argv, **kwargs):
     return subprocess.run(on_host(conf, host, argv), **kwargs)
 
 
+def ss(conf, host, args):
+    """`ss ARGS`'s output on `host` (here on one host): sockets are a
+    host's own."""
+    argv = ["ss"] + list(args)
+    if apart(conf):
+        argv = ["nsenter", f"--net=/run/netns/{netns(conf, host)}", "--"] + argv
+    return subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=True).stdout
+
+
 def _ns_inode(path):
     return os.stat(path).st_ino
 
