@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import BIN, scontrol_job, wait_for
+from conftest import BIN, scontrol_job, slurm_env, wait_for
 from helpers import hosts, netfault
 from test_pytorch import ddp_spec, digests, rank_pid
 from test_tensorflow import task_log, wait_ended
@@ -144,7 +144,7 @@ def test_a_node_cut_off_from_everything_goes_slurms_node_fail_way(service_factor
         assert not e["attempts"][1]["in_place"], e["attempts"]
         down_after = time.time() - cut_at
         state = subprocess.run(hosts.on_host(slurm_cluster, "login", ["sinfo", "-h", "-N", "-n", node, "-o", "%T"]),
-                               stdout=subprocess.PIPE, text=True).stdout.split()
+                               env=slurm_env(slurm_cluster), stdout=subprocess.PIPE, text=True).stdout.split()
         assert state and state[0].startswith("down"), state
         e = wait_for(lambda: (lambda x: x if x["state"] == "running" else None)(service.experiment("cut-all")), 120,
                      "attempt 2 to run")
