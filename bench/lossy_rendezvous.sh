@@ -26,6 +26,7 @@ build_all
 work="$(mktemp -d /tmp/bench-lossy-XXXX)"
 trap stop_cluster EXIT
 LOCAL_SLURM_HOSTS_APART=1 start_cluster
+wait_quiet 120
 set +e
 "$REPO/deploy/local-slurm/on-host.sh" "$CLUSTER_DIR" svc python3 "$BENCH_DIR/lossy_rendezvous.py" \
   --slurm-conf "$SLURM_CONF" --bin "$BENCH_BIN" --runs "$runs" --delay-ms "$delay" --loss "$loss" | tee "$work/out"

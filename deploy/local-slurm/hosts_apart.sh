@@ -176,17 +176,24 @@ hosts_apart_netns_list() {
 # deletes the namespaces (their links and the bridges go with them), the
 # /etc/hosts block and DIR/etc/network. Safe when nothing is left.
 hosts_apart_down() {
-  local ns inode p lock_fd pids=()
+  local ns p lock_fd pids=()
   hosts_apart_enabled || return 0
   hosts_apart_load
   exec {lock_fd}>"$HA_LOCK"
   flock "$lock_fd"
+  local mine=()
   for ns in $(hosts_apart_netns_list); do
-    [[ -e "/run/netns/$ns" ]] || continue
-    [[ "$ns" == "$HA_SVC_NETNS" ]] && continue
-    inode="$(stat -L -c %i "/run/netns/$ns")"
-    for p in /proc/[0-9]*; do
-      [[ "$(stat -L -c %i "$p/ns/net" 2>/dev/null)" == "$inode" ]] && pids+=("${p#/proc/}")
+    if [[ -e "/run/netns/$ns" && "$ns" != "$HA_SVC_NETNS" ]]; then mine+=("/run/netns/$ns"); fi
+  done
+  # -ef compares device and inode in bash itself: one pass over /proc with
+  # no process started per entry (a stat(1) each took minutes on a loaded
+  # machine).
+  for p in /proc/[0-9]*; do
+    for ns in "${mine[@]+"${mine[@]}"}"; do
+      if [[ "$p/ns/net" -ef "$ns" ]]; then
+        pids+=("${p#/proc/}")
+        break
+      fi
     done
   done
   if ((${#pids[@]})); then

@@ -190,12 +190,18 @@ until [ -n "$reply" ] && [ "$reply" != "{}" ]; do
     -d "{\"task\": $task, \"register\": {\"node_name\": \"$SLURMD_NODENAME\", \"address\": \"$(hostname)\", \"port\": $((30000 + SLURM_PROCID))}}")
 done
 echo "$reply" > "$TMPDIR_FOR_TEST/assignment-$SLURM_PROCID.json"
+# Heartbeats while the program runs, as every agent sends them: a task
+# silent past the reconnect window is gone (docs/restarts.md).
+(while :; do sleep 1; curl -sS -X POST "$url/agent/v1/message" -H 'Content-Type: application/json' \
+   -d "{\"task\": $task, \"heartbeat\": {}}" > /dev/null; done) &
+beating=$!
 set +e
 /usr/bin/python3 -c 'import json,os,sys; a=json.load(open(sys.argv[1]))["assignment"];
 env=dict(os.environ); env.update(a.get("env", {})); env["TF_CONFIG"]=a["tf_config"]; os.chdir(a["workdir"]); os.execvpe(a["command"][0], a["command"], env)' \
   "$TMPDIR_FOR_TEST/assignment-$SLURM_PROCID.json"
 rc=$?
 set -e
+kill $beating
 curl -sS -X POST "$url/agent/v1/message" -H 'Content-Type: application/json' \
   -d "{\"task\": $task, \"exited\": {\"exit_code\": $rc}}" > /dev/null
 exit $rc
