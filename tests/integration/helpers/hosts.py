@@ -69,6 +69,18 @@ def run_on(conf, host, argv, **kwargs):
     return subprocess.run(on_host(conf, host, argv), **kwargs)
 
 
+def extra_address(conf, host, last_octet):
+    """Gives `host` a second address on the cluster network, 198.18.N.<last
+    octet> (as a host with two addresses on one link); returns it and a
+    function that takes it away again."""
+    net = network(conf)
+    addr = f"198.18.{net['HA_INDEX']}.{last_octet}"
+    ifname = net["HA_SVC_IF"] if host == "svc" else "eth0"
+    ip = ["ip", "-n", netns(conf, host), "addr"]
+    subprocess.run(ip + ["add", f"{addr}/24", "dev", ifname], check=True)
+    return addr, lambda: subprocess.run(ip + ["del", f"{addr}/24", "dev", ifname], check=False)
+
+
 def ss(conf, host, args):
     """`ss ARGS`'s output on `host` (here on one host): sockets are a
     host's own."""
