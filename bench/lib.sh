@@ -266,7 +266,13 @@ stop_tfslurmd() {
 
 # Cancels every job of the local cluster (benchmarks leave nothing queued).
 cancel_all_jobs() {
-  [[ -n "${SLURM_CONF:-}" ]] && scancel --user="$(id -un)" 2>/dev/null || true
+  [[ -n "${SLURM_CONF:-}" ]] || return 0
+  if [[ -s "${CLUSTER_DIR:-}/etc/network" ]]; then
+    # Hosts apart: slurmctld is reached from the cluster's hosts only.
+    "$REPO/deploy/local-slurm/on-host.sh" "$CLUSTER_DIR" login scancel --user="$(id -un)" 2>/dev/null || true
+  else
+    scancel --user="$(id -un)" 2>/dev/null || true
+  fi
 }
 
 # The usual end of a benchmark, whatever way it exits: tfslurmd stopped, its

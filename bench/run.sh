@@ -46,6 +46,7 @@ if [[ $mode == quick ]]; then
     "sweep.sh --steps 200 --rungs 10,40 --shuffle-seeds 0"
     "http_flood.sh"
     "sweep_stop.sh --runs 2"
+    "lossy_rendezvous.sh --runs 3"
   )
 elif [[ $mode == smoke ]]; then
   # Each at its smallest: one size, one run, a few agents or experiments.
@@ -71,6 +72,7 @@ elif [[ $mode == smoke ]]; then
     "sweep.sh --steps 40 --rungs 10,20 --shuffle-seeds 0" # 68 s: four 16-trial sweeps of 40 steps
     "http_flood.sh --bodies 1 --body-mb 64 --floods 1 --flood-fields 1000" # 3 s
     "sweep_stop.sh --runs 1"                             # 30 s: one stop and one scancel; most of it the cluster's start
+    "lossy_rendezvous.sh --runs 1"                       # ~25 s: a hosts-apart cluster, two 6-task experiments
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(
@@ -108,6 +110,7 @@ else
     "sweep.sh"
     "http_flood.sh"
     "sweep_stop.sh"
+    "lossy_rendezvous.sh"
   )
 fi
 for r in "${runs[@]}"; do

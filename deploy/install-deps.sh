@@ -23,6 +23,10 @@ packages=(
   # slurmdbd's accounting_storage/mysql plugin needs MariaDB's client library.
   libmariadb-dev xz-utils
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
+  # The hosts-apart cluster's network faults (tests/integration/helpers/
+  # netfault.py: nftables drops, iptables' NFQUEUE delay where the kernel
+  # has no netem) and the record of its traffic (helpers/capture.py).
+  nftables iptables tcpdump
   # PyTorch for examples/ddp and its tests: Debian's 1.13 has gloo and
   # torch.distributed (the README's PyTorch section says why not a PyPI wheel).
   python3-torch

@@ -98,7 +98,8 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
       ->capture_default_str();
   app.add_option(
       "--agent-listen", d.agent_listen,
-      "agent endpoint (gRPC) HOST:PORT; default: the REST host, port 8081. Keep it fixed: "
+      "agent endpoint (gRPC) HOST:PORT; default: every address, port 8081 (the agents run on "
+      "the compute nodes), told to them as this host's name (--advertise). Keep it fixed: "
       "running jobs reconnect to it after a restart of the service");
   app.add_option("--db", cl.db, "SQLite database file")->capture_default_str();
   app.add_option("--output-root", core.output_root,
@@ -107,7 +108,8 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
   app.add_option("--agent-path", core.launch.agent_path,
                  "tfslurm-agent as the compute nodes see it; default: next to tfslurmd");
   app.add_option("--advertise", d.advertise_host,
-                 "host the agents use to reach the service; default: the agent listen host");
+                 "host the agents use to reach the service; default: the agent listen host, or "
+                 "this host's name when that is 0.0.0.0 or ::");
   app.add_option("--ready-file", cl.ready_file,
                  "write {\"http_port\", \"agent_port\"} here once listening");
   app.add_option("--poll-interval-ms", core.poll_interval_ms,
@@ -119,6 +121,13 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
       ->default_str(std::to_string(core.barrier_timeout_ms / 1000));
   app.add_option("--heartbeat-ms", core.heartbeat_interval_ms, "agents' heartbeat interval")
       ->capture_default_str();
+  app.add_option_function<int64_t>(
+         "--reconnect-window-s", [&core](int64_t s) { core.reconnect_window_ms = s * 1000; },
+         "how long a running task may go unheard (its agent silent or out of reach) before it is "
+         "gone and its attempt restarts; at least 4 heartbeat intervals (docs/restarts.md, "
+         "\"Network faults\")")
+      ->default_str(std::to_string(core.reconnect_window_ms / 1000))
+      ->check(CLI::Range(1, 3600));
   app.add_option("--shutdown-grace-ms", core.shutdown_grace_ms,
                  "SIGTERM -> SIGKILL grace when reaping tasks")
       ->capture_default_str();
@@ -257,8 +266,10 @@ int CompleteOptions(CommandLine& cl) {
     spdlog::error("--listen must be HOST:PORT, got '{}'", cl.listen);
     return 2;
   }
-  // The agent endpoint defaults to the REST host.
-  if (!cl.agent_listen_given) d.agent_listen = d.http_host + ":8081";
+  // The agents run on the compute nodes, which reach no loopback address
+  // of this host: the endpoint listens on every address unless told
+  // otherwise, whatever the REST API does (loopback, for --no-auth).
+  if (!cl.agent_listen_given) d.agent_listen = "0.0.0.0:8081";
   std::string agent_host;
   int agent_port = 0;
   if (!SplitHostPort(d.agent_listen, &agent_host, &agent_port)) {

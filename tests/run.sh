@@ -172,7 +172,11 @@ cluster_dir="$(mktemp -d /tmp/tfs-ci-XXXX)"
 chmod 755 "$cluster_dir" # munged runs as the munge user and must reach its socket
 cleanup() { deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true; rm -rf "$cluster_dir"; }
 trap cleanup EXIT
-conf_line="$(deploy/local-slurm/start.sh "$cluster_dir")"
+# Hosts apart (issue 43): every slurmd, slurmctld, the service host and a
+# login host in network namespaces of their own, joined by bridges; the
+# integration tests run on the service host and reach every other host by
+# its own address (deploy/local-slurm/README.md, "Hosts apart").
+conf_line="$(deploy/local-slurm/start.sh --hosts-apart "$cluster_dir")"
 export TFSLURM_SLURM_CONF="${conf_line#SLURM_CONF=}"
 echo "cluster: $TFSLURM_SLURM_CONF"
 

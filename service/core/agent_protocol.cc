@@ -178,6 +178,7 @@ void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
   bool queued;
   {
     MutexLock lock(core_.mu());
+    core_.HeardFromAgent(core_.ports().clock.NowMs());
     if (info.standby) return OnStandby(ref, info, std::move(channel));
     queued = RegisterTask(ref, info, std::move(channel));
   }
@@ -318,6 +319,7 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
   auto found = FindTask(ref, &task);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
+  core_.HeardFromAgent(core_.ports().clock.NowMs());
   a.attempt.tasks[task].last_heartbeat = core_.ports().clock.NowMs();
   a.attempt.heartbeat_dirty.insert(task);
   if (a.attempt.tasks[task].state == TaskState::kLost) {

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "service/core/restart_policy.h"
 #include "service/core/wording.h"
@@ -88,6 +91,30 @@ NodePlan PlanNodes(const OpenExperiment& a) {
                   plan.names[node] + "'s place";
   }
   return plan;
+}
+
+// Nodes that leave a job's attempts while Slurm still counts them in the
+// job (one cut off from the service only: its slurmd answers slurmctld)
+// leave the Slurm job too, so that their slurmd ends what the old attempt
+// left running there (SlurmClient::ShrinkJob).
+struct Shrink {
+  std::string keep;  // the job's other nodes, comma-separated; empty: no shrink
+  std::string note;  // for the restart's event
+};
+
+// `job_nodes`: the job's nodes as Slurm last named them (a node it took out
+// already is not among them); `leaving`: the names of those that leave.
+Shrink ShrinkFor(const std::vector<std::string>& job_nodes, const std::set<std::string>& leaving,
+                 const std::string& job_text) {
+  Shrink shrink;
+  std::string gone;
+  for (const std::string& node : job_nodes) {
+    std::string& list = leaving.contains(node) ? gone : shrink.keep;
+    list += (list.empty() ? "" : ",") + node;
+  }
+  if (gone.empty() || shrink.keep.empty()) return {};
+  shrink.note = "; " + gone + " taken out of " + job_text + ", whose processes there Slurm ends";
+  return shrink;
 }
 
 }  // namespace
@@ -222,6 +249,10 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
     old.channels.erase(ch);
   }
   r.submitted_at = r.started_at = now;
+  std::set<std::string> leaving;
+  for (int node : plan.out)
+    if (auto name = plan.names.find(node); name != plan.names.end()) leaving.insert(name->second);
+  const Shrink shrink = ShrinkFor(old.job_node_names, leaving, JobText(r));
 
   // The tasks' output moves to the new attempt's log directory, made as the
   // job's account; if it cannot be made, it stays where it is.
@@ -251,6 +282,7 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   next.job_end_ms = old.job_end_ms;
   next.job_state = old.job_state;
   next.job_node_names = old.job_node_names;
+  next.shrink_to = shrink.keep;
   next.component_job_ids = old.component_job_ids;
   auto waiting = std::move(old.channels);
   std::vector<std::shared_ptr<TaskChannel>> spares;
@@ -267,7 +299,7 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
       c, a, "restart",
       "attempt " + std::to_string(r.number) + " " + where +
           ": every agent restarts its program, nothing goes back to Slurm's queue" +
-          (plan.swaps.empty() ? "" : "; " + plan.swaps) +
+          (plan.swaps.empty() ? "" : "; " + plan.swaps) + shrink.note +
           (r.start_step ? "; resumes from checkpoint step " + std::to_string(*r.start_step) : "") +
           note);
   core_.SetState(c, a, ExperimentState::kStarting,

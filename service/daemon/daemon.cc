@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -85,6 +86,25 @@ void ConfigureHttpServer(httplib::Server& http, const api::GateOptions& gate) {
   });
 }
 
+// The host agents are told to reach the endpoint at: --advertise, else the
+// listen host, except a wildcard (0.0.0.0, ::), which an agent on another
+// host cannot connect to (on one host it happens to mean loopback): then
+// this host's name, which a cluster's nodes resolve as they resolve each
+// other's (network.address: hostname makes the same assumption).
+std::string AdvertisedHost(const DaemonOptions& options) {
+  if (!options.advertise_host.empty()) return options.advertise_host;
+  std::string host = options.agent_listen.substr(0, options.agent_listen.rfind(':'));
+  if (host != "0.0.0.0" && host != "::" && host != "[::]" && host != "*" && !host.empty())
+    return host;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return host;
+  spdlog::info(
+      "the agent endpoint listens on all addresses ({}): agents are told this host's name, {} "
+      "(--advertise HOST tells them another)",
+      options.agent_listen, name);
+  return name;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, DaemonPorts ports) {
@@ -106,9 +126,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   if (!grpc_server.ok()) return grpc_server.status();
   d->grpc_ = std::move(grpc_server).value();
   d->agent_port_ = d->grpc_->port();
-  std::string agent_host = options.agent_listen.substr(0, options.agent_listen.rfind(':'));
-  d->agent_address_ = (options.advertise_host.empty() ? agent_host : options.advertise_host) + ":" +
-                      std::to_string(d->agent_port_);
+  d->agent_address_ = AdvertisedHost(options) + ":" + std::to_string(d->agent_port_);
   config.launch.service_address = d->agent_address_;
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
   // The one cache of lists, told of every write core makes.

@@ -60,9 +60,11 @@ struct DaemonOptions {
   std::string http_host = "127.0.0.1";
   int http_port = 8080;
   // The gRPC agent endpoint, "HOST:PORT"; port 0 picks a free port.
+  // (tfslurmd's command line defaults to 0.0.0.0:8081.)
   std::string agent_listen = "127.0.0.1:8081";
   // The host agents use to reach the endpoint, as job scripts name it;
-  // empty: the host of agent_listen.
+  // empty: the host of agent_listen, or this host's name when that is a
+  // wildcard (0.0.0.0, ::), which agents on other hosts cannot connect to.
   std::string advertise_host;
   // Every caller is the local admin; the caller checks that http_host is a
   // loopback address and says so in its log.

@@ -426,6 +426,9 @@ class SlowPollSlurm final : public SlurmClient {
     return jobs;
   }
   Status CancelJob(int64_t job_id, int signal) override { return slurm_.CancelJob(job_id, signal); }
+  Status ShrinkJob(int64_t job_id, const std::string& keep) override {
+    return slurm_.ShrinkJob(job_id, keep);
+  }
   Status SignalStep(int64_t job_id, int step_id, int signal) override {
     return slurm_.SignalStep(job_id, step_id, signal);
   }

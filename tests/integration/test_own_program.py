@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from conftest import REPO, Service, wait_for
+from conftest import REPO, Service, cluster_start_args, wait_for
 from unix_users import ALICE, site  # noqa: F401
 from unix_users import ok as site_ok
 from unix_users import tfctl as site_tfctl
@@ -279,7 +279,7 @@ def cgroup_v1_memory():
 
 
 @pytest.fixture
-def memory_cluster():
+def memory_cluster(slurm_cluster):  # on the session's service host, its hosts apart like it
     """A local cluster of its own whose jobs get their memory as a cgroup
     limit (LOCAL_SLURM_CONSTRAIN_MEMORY=1: task/cgroup, ConstrainRAMSpace),
     as on a site's cluster; the shared one enforces none."""
@@ -289,7 +289,8 @@ def memory_cluster():
     d = tempfile.mkdtemp(prefix="tfs-mem-", dir="/tmp")
     os.chmod(d, 0o755)  # munged, as user munge, must reach its socket dir
     try:
-        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), d], stdout=subprocess.PIPE,
+        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh")] + cluster_start_args() + [d],
+                             stdout=subprocess.PIPE,
                              check=True, text=True, env=dict(os.environ, LOCAL_SLURM_CONSTRAIN_MEMORY="1"))
         yield out.stdout.strip().split("=", 1)[1]
     finally:

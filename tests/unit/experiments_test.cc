@@ -66,6 +66,14 @@ class ExperimentsTest : public testing::CoreTest {
             proc};
   }
 
+  // Every task's agent heartbeats, as agents do while their programs run:
+  // a task silent past the reconnect window is gone (docs/restarts.md,
+  // "Network faults"), so tests that move the clock far say the agents are
+  // there.
+  void BeatAll(const std::string& id, int attempt = 1) {
+    for (int p = 0; p < 6; ++p) (void)experiments_->OnHeartbeat(Ref(id, p, attempt));
+  }
+
   // Registers every task of the job; returns their channels.
   std::vector<std::shared_ptr<RecordingChannel>> RegisterAll(const std::string& id,
                                                              int attempt = 1) {
@@ -722,6 +730,65 @@ TEST_F(ExperimentsTest, AfterARestartAgentsHaveTheirReconnectWindowHoweverShortT
   EXPECT_GT(lost, 0);
 }
 
+// docs/restarts.md, "Network faults": a node cut off from the service.
+TEST_F(ExperimentsTest, ATaskSilentPastTheReconnectWindowFailsItsAttemptWithoutSpares) {
+  config_.heartbeat_interval_ms = 1000;  // lost after 4 s; gone after 12 s (the window)
+  Restart();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  auto channels = RegisterAll("a");
+  auto beat_all_but_node2 = [&] {
+    for (int p : {0, 1, 4, 5}) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
+  };
+  for (int s = 0; s < 11; ++s) {
+    beat_all_but_node2();
+    Poll();
+  }
+  auto v = View("a");
+  EXPECT_EQ(v.tasks[2].state, TaskState::kLost) << "silent for 11 s";
+  EXPECT_EQ(v.attempts[0].state, AttemptState::kRunning)
+      << "within the window: " << v.experiment.reason;
+  for (int p : {0, 1}) EXPECT_TRUE(channels[p]->All<ShutdownMsg>().empty()) << p;
+  beat_all_but_node2();
+  Poll();
+  beat_all_but_node2();
+  Poll();  // 13 s
+  v = View("a");
+  EXPECT_NE(v.experiment.reason.find("is gone: its node stopped answering (no heartbeat)"),
+            std::string::npos)
+      << v.experiment.reason;
+  for (int p : {0, 1}) EXPECT_EQ(channels[p]->All<ShutdownMsg>().size(), 1u) << p;
+}
+
+TEST_F(ExperimentsTest, WhileTheServiceIsCutOffNoTaskIsLostAndAfterwardsTheyHaveTimeToBeHeard) {
+  config_.heartbeat_interval_ms = 1000;
+  Restart();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  auto channels = RegisterAll("a");
+  // The service's host is cut off: no agent is heard, slurmctld does not
+  // answer, for 60 s.
+  slurm_.refuse_load_jobs = Unavailable("slurmctld does not answer");
+  for (int s = 0; s < 60; ++s) Poll();
+  auto v = View("a");
+  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.proc_id;
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << v.experiment.reason;
+  // Back: Slurm answers first; the agents' streams take up to 85 s.
+  slurm_.refuse_load_jobs = Status::Ok();
+  for (int s = 0; s < 80; ++s) Poll();
+  v = View("a");
+  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.proc_id;
+  for (auto& ch : channels) EXPECT_TRUE(ch->All<ShutdownMsg>().empty());
+  for (int p = 0; p < 6; ++p) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+  // A task still silent past the window after that is lost as ever.
+  for (int s = 0; s < 13; ++s) {
+    for (int p : {0, 1, 4, 5}) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
+    Poll();
+  }
+  EXPECT_NE(View("a").experiment.reason.find("is gone"), std::string::npos)
+      << View("a").experiment.reason;
+}
+
 TEST_F(ExperimentsTest, RecoverAdoptsAnInterruptedSubmissionWithoutResubmitting) {
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
   // Simulate a crash between Slurm's answer and recording it.
@@ -1267,16 +1334,19 @@ TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAnd
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
   RegisterAll("a");  // training starts: the stall timer runs from here
   clock_.Advance(20000);
+  BeatAll("a");
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning);
   ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 10, "/m/ckpt-10").ok());  // a new step
-  clock_.Advance(25000);
+  clock_.Advance(14000);
+  BeatAll("a");
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning)
-      << "26 s since step 10 (Poll moves the clock 1 s)";
-  // Five agents still heartbeat; the program is stuck all the same.
+      << "15 s since step 10 (Poll moves the clock 1 s)";
+  // Five agents still heartbeat (task 3's last was 17 s ago: not
+  // heartbeating, not yet gone); the program is stuck all the same.
+  clock_.Advance(16001);
   for (int p : {0, 1, 2, 4, 5}) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
-  clock_.Advance(5001);
   Poll();
   auto v = View("a");
   EXPECT_NE(v.experiment.reason.find("stalled: no new step for 30 s (progress.stall_timeout_s); "
@@ -1307,9 +1377,11 @@ TEST_F(ExperimentsTest, AServiceRestartGivesTheStallTimeoutAFreshWindow) {
   Restart();
   ASSERT_TRUE(experiments_->Recover().ok());
   clock_.Advance(20000);
+  BeatAll("a");
   Poll();
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning) << "20 s since the restart";
   clock_.Advance(11000);
+  BeatAll("a");
   Poll();
   EXPECT_NE(View("a").experiment.reason.find("stalled: no new step for 30 s"), std::string::npos)
       << View("a").experiment.reason;
@@ -1451,6 +1523,7 @@ TEST_F(ExperimentsTest, TrainingScalarsAreKeptAndALargerStepIsProgress) {
   for (int step = 1; step <= 3; ++step) {
     clock_.Advance(20000);
     ASSERT_TRUE(experiments_->OnScalars(Ref("a", 1), {{"loss", step * 10, 1.7e9, 0.5}}).ok());
+    BeatAll("a");
     Poll();
     ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning) << "step " << step * 10;
   }
@@ -1462,6 +1535,7 @@ TEST_F(ExperimentsTest, TrainingScalarsAreKeptAndALargerStepIsProgress) {
   // The same step again is no progress: the stall is caught, naming it.
   clock_.Advance(20000);
   ASSERT_TRUE(experiments_->OnScalars(Ref("a", 1), {{"loss", 30, 1.7e9, 0.4}}).ok());
+  BeatAll("a");
   clock_.Advance(11000);
   for (int p = 0; p < 6; ++p) EXPECT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
   Poll();
@@ -2035,6 +2109,41 @@ TEST_F(SpareNodesTest, ANodeTheBadNodeMemoryExcludesGivesItsPlaceToASpare) {
     EXPECT_TRUE(waiting[p]->All<NextAttemptMsg>().empty()) << p;
     EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << "node2 leaves the job's attempts";
   }
+  for (auto& ch : spares) EXPECT_EQ(ch->All<NextAttemptMsg>().size(), 1u);
+}
+
+TEST_F(SpareNodesTest, ASilentNodesPlaceGoesToASpareAndTheNodeLeavesTheSlurmJob) {
+  // node2 is cut off from the service only: Slurm still counts it in the
+  // job, so tfslurmd takes it out (a job shrink), which ends its processes.
+  config_.heartbeat_interval_ms = 1000;
+  Restart();
+  auto spares = RunWithSpares("a");
+  for (int s = 0; s < 13; ++s) {
+    for (int p : {0, 1}) ASSERT_TRUE(experiments_->OnHeartbeat(JobRef("a", p, 1)).ok());
+    Poll();
+  }
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_EQ(tasks_[p]->All<ShutdownMsg>().size(), 1u) << p;
+    EXPECT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true),
+                             std::make_shared<RecordingChannel>());
+  }
+  EXPECT_TRUE(slurm_.shrunk.empty());
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kNodeFail) << v.attempts[0].reason;
+  EXPECT_TRUE(v.attempts[1].in_place);
+  using Shrunk = std::vector<std::pair<int64_t, std::string>>;
+  EXPECT_EQ(slurm_.shrunk, (Shrunk{{100, "node1,node3"}}));
+  bool said = false;
+  for (const std::string& why : Whys(v, "restart"))
+    said = said || why.find(
+                       "node3 (a spare) takes node2's place; node2 taken out of Slurm job "
+                       "100, whose processes there Slurm ends") != std::string::npos;
+  EXPECT_TRUE(said) << v.experiment.reason;
+  Poll();
+  EXPECT_EQ(slurm_.shrunk.size(), 1u) << "asked once";
   for (auto& ch : spares) EXPECT_EQ(ch->All<NextAttemptMsg>().size(), 1u);
 }
 

@@ -8,6 +8,9 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "service/core/experiments.h"
 
@@ -152,6 +155,10 @@ class FakeSlurm final : public SlurmClient {
     signalled_steps.push_back(job_id);
     return Status::Ok();
   }
+  Status ShrinkJob(int64_t job_id, const std::string& keep) override {
+    shrunk.emplace_back(job_id, keep);
+    return Status::Ok();
+  }
 
   void SetState(int64_t job, JobState state, int exit_code = 0) {
     jobs[job].state = state;
@@ -173,6 +180,7 @@ class FakeSlurm final : public SlurmClient {
   std::vector<SubmitRequest> submitted;
   std::map<int64_t, JobInfo> jobs;
   std::vector<int64_t> cancelled, signalled_steps;
+  std::vector<std::pair<int64_t, std::string>> shrunk;  // job id, the nodes it keeps
   int64_t next_job_id = 100;
   int load_jobs_calls = 0;
 };
