@@ -201,6 +201,13 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
                  "log follow responses of one user at once; more get 429")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app.add_option("--max-tasks-per-experiment", core.limits.max_tasks,
+                 "the most tasks (ranks) one experiment may have; a larger spec is refused. "
+                 "Every task's agent holds a connection, so it must fit the process's file "
+                 "descriptors with 1024 to spare (docs/site-deployment.md, \"How large an "
+                 "experiment may be\")")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--max-open-sweeps-per-user", core.max_open_sweeps_per_owner,
                  "sweeps of one user running at once; another is refused (429)")
       ->capture_default_str()
@@ -459,6 +466,7 @@ int main(int argc, char** argv) {
   DefineOptions(app, cl);
   CLI11_PARSE(app, argc, argv);
   cl.agent_listen_given = app.count("--agent-listen") > 0;
+  cl.daemon.max_tasks_given = app.count("--max-tasks-per-experiment") > 0;
   if (cl.create_token) return CreateToken(cl);
   if (cl.show_version) return PrintVersion();
   spdlog::set_level(spdlog::level::from_str(cl.log_level));

@@ -45,10 +45,11 @@ using tfslurm::Status;
 using tfslurm::StatusOr;
 using tfslurm::SubmitRequest;
 
-// Tasks per node in the benchmark's specs; a partition of 128 such nodes
-// holds the largest attempt the service accepts (SpecLimits::max_tasks).
+// Tasks per node in the benchmark's specs; a partition of 512 such nodes
+// holds the largest attempt the service accepts by default
+// (kDefaultMaxTasks, 16,384).
 constexpr int kTasksPerNode = 32;
-constexpr int kNodes = 128;
+constexpr int kNodes = 512;
 
 class StandInSlurm final : public SlurmClient {
  public:

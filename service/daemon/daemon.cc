@@ -28,6 +28,7 @@
 #include "service/api/tokens_api.h"
 #include "service/api/web_assets.h"
 #include "service/core/tokens.h"
+#include "service/daemon/descriptor_budget.h"
 
 namespace tfslurm::daemon {
 namespace {
@@ -107,12 +108,27 @@ std::string AdvertisedHost(const DaemonOptions& options) {
 
 }  // namespace
 
+// The task cap that fits this process's descriptors (descriptor_budget.h).
+static StatusOr<int> TaskCapForDescriptors(const DaemonOptions& options) {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_max == RLIM_INFINITY)
+    return options.core.limits.max_tasks;
+  auto cap = FitTaskCap(options.core.limits.max_tasks, options.max_tasks_given,
+                        static_cast<int64_t>(files.rlim_max));
+  if (!cap.ok()) return cap.status();
+  if (!cap->warning.empty()) spdlog::warn("{}", cap->warning);
+  return cap->max_tasks;
+}
+
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, DaemonPorts ports) {
   SetUpProcess();
   // On an error below, the destructor stops whatever has started.
   std::unique_ptr<Daemon> d(new Daemon());
 
   CoreConfig config = options.core;
+  auto max_tasks = TaskCapForDescriptors(options);
+  if (!max_tasks.ok()) return max_tasks.status();
+  config.limits.max_tasks = *max_tasks;
   auto root = MakeOutputRoot(config.output_root);
   if (!root.ok()) return root.status();
   config.output_root = d->output_root_ = *root;

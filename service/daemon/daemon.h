@@ -6,7 +6,8 @@
 //
 // Start also sets what the daemon needs of the process: SIGPIPE ignored, the
 // soft RLIMIT_NOFILE raised to the hard limit (one descriptor per connection
-// and per agent stream), and abseil's mutex deadlock detection off (gRPC
+// and per agent stream; an experiment at the task cap must fit in it:
+// descriptor_budget.h), and abseil's mutex deadlock detection off (gRPC
 // takes absl::Mutex locks for every message; the check was 9% of tfslurmd's
 // CPU in a 4,096-agent rendezvous).
 //
@@ -56,6 +57,11 @@ struct DaemonOptions {
   // The daemon fills in core.launch.service_address once the agent
   // endpoint listens.
   CoreConfig core;
+  // Whether the site set core.limits.max_tasks (--max-tasks-per-experiment):
+  // one that does not fit the process's file descriptors is refused at
+  // Start; the default is lowered to fit, with a warning
+  // (descriptor_budget.h).
+  bool max_tasks_given = false;
   // The REST API; port 0 picks a free port (see Daemon::http_port).
   std::string http_host = "127.0.0.1";
   int http_port = 8080;
