@@ -80,6 +80,9 @@ class ExperimentsImpl final : public Experiments {
   void OnRegister(const TaskRef& ref, const RegisterInfo& info,
                   std::shared_ptr<TaskChannel> channel) override {
     agents_.OnRegister(ref, info, std::move(channel));
+    // The restart in place is decided as its last agent comes back to wait,
+    // not at the next Tick.
+    if (info.standby) watch_.OnStandby(ref.experiment_id);
   }
   Status OnHeartbeat(const TaskRef& ref) override { return agents_.OnHeartbeat(ref); }
   Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) override {

@@ -81,6 +81,10 @@ struct LiveAttempt {
   // Why this attempt's successor cannot start in its job, once that was
   // decided before the job ended (an agent did not come back to wait).
   std::string in_place_given_up;
+  // The tasks below this index were standing by when a standby last looked
+  // (SlurmWatch::OnStandby), so that the one completing the set is found
+  // without a scan of every task at every standby.
+  int standby_scan_from = 0;
   // The agents of the job's spare nodes (record.node_slots), by
   // SLURM_PROCID: their node's name, and the channel core holds while one
   // waits in the job (null until it does, and after its stream broke).

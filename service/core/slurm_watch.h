@@ -33,6 +33,12 @@ class SlurmWatch {
   Status Recover() ABSL_LOCKS_EXCLUDED(core_.mu());
   // Polls Slurm every poll_interval_ms, then runs every experiment's timers.
   void Tick() ABSL_LOCKS_EXCLUDED(core_.mu());
+  // An agent of experiment `id` came back to wait in its job: when every
+  // task's agent now waits, the restart in place is decided at once
+  // (CheckInPlace), not at the next Tick, which stays the backstop for the
+  // deadlines (an agent that does not come back, spares taking a node's
+  // place).
+  void OnStandby(const std::string& id) ABSL_LOCKS_EXCLUDED(core_.mu());
 
  private:
   // Slurm calls to make after releasing the lock.

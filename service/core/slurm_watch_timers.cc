@@ -27,6 +27,31 @@ void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Action
   }
 }
 
+void SlurmWatch::OnStandby(const std::string& id) {
+  Actions actions;
+  {
+    MutexLock lock(core_.mu());
+    auto it = core_.open().find(id);
+    if (it == core_.open().end()) return;
+    OpenExperiment& a = *it->second;
+    LiveAttempt& at = a.attempt;
+    const AttemptRun& run = *at.run;
+    // Amortized O(1) per standby: a task found waiting is not looked at
+    // again (one that stopped waiting since makes CheckInPlace say so).
+    while (at.standby_scan_from < run.size() && run.task(at.standby_scan_from).standing_by)
+      ++at.standby_scan_from;
+    if (at.standby_scan_from < run.size()) return;
+    Changes c;
+    CheckInPlace(a, core_.ports().clock.NowMs(), c, actions);
+    if (!a.attempt.shrink_to.empty()) {
+      actions.shrink_jobs.emplace_back(a.attempt.record.slurm_job_id, a.attempt.shrink_to);
+      a.attempt.shrink_to.clear();
+    }
+    if (!c.empty()) core_.Commit(c);
+  }
+  RunActions(actions);
+}
+
 void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {
   const int64_t now = core_.ports().clock.NowMs();
   CheckBarrier(a, now, c, actions);

@@ -47,8 +47,9 @@ class AgentGrpcServer;
 namespace tfslurm::daemon {
 
 // How often the ticker runs Experiments::Tick (it sleeps this long after each
-// one): the cadence of core's timers, a restart in place's decision among
-// them. Slurm is polled at most every CoreConfig::poll_interval_ms of these.
+// one): the cadence of core's timers, among them a restart in place's
+// deadlines (it is decided as its last agent waits: SlurmWatch::OnStandby).
+// Slurm is polled at most every CoreConfig::poll_interval_ms of these.
 inline constexpr int kTickIntervalMs = 200;
 
 struct DaemonOptions {
