@@ -142,7 +142,7 @@ std::string ExperimentListJson(const std::vector<std::shared_ptr<const std::stri
   return w.Take();
 }
 
-std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
+std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms, const TaskPage& page) {
   JsonWriter w;
   w.BeginObject();
   const AttemptRecord* current = v.attempts.empty() ? nullptr : &v.attempts.back();
@@ -166,8 +166,15 @@ std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
   for (const AttemptRecord& a : v.attempts) WriteAttempt(w, a);
   w.EndArray();
   w.Key("tasks").BeginArray();
-  for (const TaskRecord& t : v.tasks) WriteTask(w, t, now_ms);
+  int64_t matching = 0;
+  for (const TaskRecord& t : v.tasks) {
+    if (page.state && t.state != *page.state) continue;
+    const int64_t at = matching++;
+    if (at >= page.offset && (page.limit < 0 || at < page.offset + page.limit))
+      WriteTask(w, t, now_ms);
+  }
   w.EndArray();
+  w.Field("tasks_total", matching);
   w.Key("spares").BeginArray();
   for (const ExperimentView::Spare& s : v.spares)
     w.BeginObject().Field("node", s.node).Field("waiting", s.waiting).EndObject();

@@ -34,6 +34,28 @@ Status Authorize(Experiments& experiments, const Principal& p, const std::string
   return CheckAccess(p, *e);
 }
 
+// GET /experiments/{id}'s ?task_state, ?tasks_offset and ?tasks_limit.
+StatusOr<TaskPage> TaskPageOf(const httplib::Request& req) {
+  TaskPage page;
+  if (req.has_param("task_state")) {
+    const std::string name = req.get_param_value("task_state");
+    page.state = ParseTaskState(name);
+    if (!page.state)
+      return InvalidArgument("unknown task state '" + ShortForError(name) + "'",
+                             {{"task_state",
+                               "must be one of pending, registered, running, succeeded, failed, "
+                               "reaped, lost; got '" +
+                                   ShortForError(name) + "'"}});
+  }
+  auto offset = IntParam(req, "tasks_offset", 0, 0, 1 << 30);
+  if (!offset.ok()) return offset.status();
+  auto limit = IntParam(req, "tasks_limit", -1, 0, 1 << 30);
+  if (!limit.ok()) return limit.status();
+  page.offset = *offset;
+  page.limit = *limit;
+  return page;
+}
+
 }  // namespace
 
 void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments, Clock& clock,
@@ -124,10 +146,12 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
   server.Get(
       std::string("/experiments/") + kIdPattern,
       Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        auto page = TaskPageOf(req);
+        if (!page.ok()) return ReplyError(res, page.status());
         auto view = experiments.Get(req.matches[1]);
         if (!view.ok()) return ReplyError(res, view.status());
         if (Status s = CheckAccess(who, view->experiment); !s.ok()) return ReplyError(res, s);
-        ReplyJsonText(res, 200, ExperimentViewJson(*view, clock.NowMs()));
+        ReplyJsonText(res, 200, ExperimentViewJson(*view, clock.NowMs(), *page));
       }));
 
   server.Get(
@@ -207,31 +231,31 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
 
   // Errors httplib raises itself (unknown route, body too large) get the same
   // JSON shape; responses a handler already wrote are left alone.
-  server.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
-                                                                   httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    Status s;
-    switch (res.status) {
-      case 404:
-        s = NotFound("no route for " + req.method + " " + req.path);
-        break;
-      case 413:
-        s = Status(StatusCode::kResourceExhausted, "the request body is larger than the limit");
-        break;
-      case 400:
-        // httplib refuses a malformed request before routing: a request
-        // line or a header field it cannot parse, framing it does not take.
-        s = InvalidArgument("malformed HTTP request for " + req.method + " " + req.path);
-        break;
-      default:
-        s = InvalidArgument("the request could not be handled (HTTP " + std::to_string(res.status) +
-                            ")");
-    }
-    int status = res.status;
-    ReplyError(res, s);
-    res.status = status;
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  server.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        Status s;
+        switch (res.status) {
+          case 404:
+            s = NotFound("no route for " + req.method + " " + req.path);
+            break;
+          case 413:
+            s = Status(StatusCode::kResourceExhausted, "the request body is larger than the limit");
+            break;
+          case 400:
+            // httplib refuses a malformed request before routing: a request
+            // line or a header field it cannot parse, framing it does not take.
+            s = InvalidArgument("malformed HTTP request for " + req.method + " " + req.path);
+            break;
+          default:
+            s = InvalidArgument("the request could not be handled (HTTP " +
+                                std::to_string(res.status) + ")");
+        }
+        int status = res.status;
+        ReplyError(res, s);
+        res.status = status;
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   server.set_exception_handler([](const httplib::Request& req, httplib::Response& res,
                                   std::exception_ptr ep) {
     std::string what = "unknown exception";
