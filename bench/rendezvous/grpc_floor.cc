@@ -19,6 +19,7 @@
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -53,16 +54,21 @@ class FloorReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceM
 // One attempt's barrier: the streams by SLURM_PROCID until all N are in.
 class Rendezvous {
  public:
-  void Expect(int n) {
+  // `ranks`: PyTorch's Assignment (a rank and torchrun's variables, no
+  // cluster object), as tfslurmd's for framework pytorch.
+  void Expect(int n, bool ranks) {
     std::lock_guard lock(mu_);
     tasks_.assign(n, {});
     registered_ = 0;
+    ranks_ = ranks;
   }
 
   void Register(FloorReactor* reactor, const AgentMessage& m) {
     std::vector<Task> ready;
+    bool ranks = false;
     {
       std::lock_guard lock(mu_);
+      ranks = ranks_;
       int proc = m.task().proc_id();
       if (proc < 0 || proc >= static_cast<int>(tasks_.size()) || tasks_[proc].reactor) return;
       tasks_[proc] = {reactor,
@@ -76,13 +82,22 @@ class Rendezvous {
     const int ps = std::max(1, n / 32);
     nlohmann::json cluster = {{"ps", nlohmann::json::array()}, {"worker", nlohmann::json::array()}};
     for (int i = 0; i < n; ++i) cluster[i < ps ? "ps" : "worker"].push_back(ready[i].address);
-    std::string zlib = tfslurm::wire::CompressCluster(cluster.dump());
+    std::string zlib = ranks ? "" : tfslurm::wire::CompressCluster(cluster.dump());
     for (int i = 0; i < n; ++i) {
       ServiceMessage out;
       auto* a = out.mutable_assignment();
-      a->set_role(i < ps ? "ps" : "worker");
-      a->set_index(i < ps ? i : i - ps);
-      a->set_cluster_zlib(zlib);
+      a->set_role(ranks ? "rank" : i < ps ? "ps" : "worker");
+      a->set_index(ranks ? i : i < ps ? i : i - ps);
+      if (!ranks) a->set_cluster_zlib(zlib);
+      if (ranks) {
+        auto& env = *a->mutable_env();
+        env["RANK"] = std::to_string(i);
+        env["WORLD_SIZE"] = std::to_string(n);
+        env["LOCAL_RANK"] = std::to_string(i % 32);
+        env["LOCAL_WORLD_SIZE"] = "32";
+        env["MASTER_ADDR"] = ready[0].address.substr(0, ready[0].address.rfind(':'));
+        env["MASTER_PORT"] = "29500";
+      }
       a->add_command("/bin/true");
       a->set_workdir("/tmp/bench-rendezvous/out/floor");
       auto& env = *a->mutable_env();
@@ -103,6 +118,7 @@ class Rendezvous {
     FloorReactor* reactor = nullptr;
     std::string address;
   };
+  bool ranks_ = false;
   std::mutex mu_;
   std::vector<Task> tasks_;
   int registered_ = 0;
@@ -160,7 +176,11 @@ int main() {
   int seq = 0;
   while (std::getline(std::cin, line)) {
     if (line.rfind("new ", 0) == 0) {
-      rendezvous.Expect(std::stoi(line.substr(4)));
+      std::istringstream words(line.substr(4));
+      int n = 0;
+      std::string framework;
+      words >> n >> framework;
+      rendezvous.Expect(n, framework == "pytorch");
       ++seq;
       printf("exp floor-%d secret %d\n", seq, 1000 + seq);
     } else if (line.rfind("cancel ", 0) == 0) {

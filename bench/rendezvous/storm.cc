@@ -3,7 +3,10 @@
 // For each size N it starts a fresh bench_rendezvous_server (so the server's
 // peak RSS belongs to that size), then runs the storm `--warmup + --runs`
 // times. One run:
-//   1. asks the server for a new experiment of N tasks (and its secret);
+//   1. asks the server for a new experiment of N tasks (and its secret):
+//      TensorFlow parameter servers, whose Assignments carry the whole
+//      cluster (compressed), or with --framework pytorch N ranks, whose
+//      Assignments carry none (the floor sends the same shapes);
 //   2. opens N gRPC channels, one TCP connection each as N agents on N hosts
 //      would, and waits until all are connected (timed apart: "connect");
 //   3. "go": starts N Connect streams whose first message is Register, as
@@ -182,11 +185,11 @@ void StopProfiler(pid_t pid) {
   waitpid(pid, &status, 0);
 }
 
-RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
+RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::string& framework,
                    const std::string& profile_cmd) {
   RunResult res;
   res.n = n;
-  std::string answer = server.Command("new " + std::to_string(n));
+  std::string answer = server.Command("new " + std::to_string(n) + " " + framework);
   char exp[256], secret[256];
   long long job = 0;
   if (sscanf(answer.c_str(), "exp %255s %255s %lld", exp, secret, &job) != 3)
@@ -284,7 +287,7 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
 
 int main(int argc, char** argv) {
   std::string server_bin, dir = "/tmp/bench-rendezvous", sizes_arg = "64,512,4096", runs_csv,
-                          profile_cmd;
+                          profile_cmd, framework = "tensorflow";
   int runs = 20, warmup = 2, tasks_per_node = 32;
   std::vector<std::string> server_args;
   for (int i = 1; i < argc; ++i) {
@@ -309,16 +312,21 @@ int main(int argc, char** argv) {
       server_args.push_back(next());
     else if (a == "--profile-cmd")
       profile_cmd = next();
+    else if (a == "--framework")
+      framework = next();
     else {
       fprintf(stderr,
               "usage: %s --server PATH [--sizes 64,512,4096] [--runs 20] [--warmup 2] [--dir D]\n"
               "          [--runs-csv FILE] [--server-arg ARG]... [--profile-cmd 'perf record -g -p "
-              "{pid} -o F']\n",
+              "{pid} -o F']\n"
+              "          [--framework tensorflow|pytorch]\n",
               argv[0]);
       return 2;
     }
   }
   if (server_bin.empty()) ServerProcess::Die("--server PATH (bench_rendezvous_server) is required");
+  if (framework != "tensorflow" && framework != "pytorch")
+    ServerProcess::Die("--framework must be tensorflow or pytorch, got " + framework);
   bench::RaiseFileLimitAndIgnoreSigpipe();
   // Debian builds abseil without NDEBUG, so every absl::Mutex (all of gRPC's
   // locks) runs deadlock detection; the load generator shares the machine
@@ -352,8 +360,8 @@ int main(int argc, char** argv) {
     long threads = 0, hwm = 0;
     int errors = 0;
     for (int run = 0; run < warmup + runs; ++run) {
-      RunResult res =
-          RunStorm(server, n, std::min(n, tasks_per_node), run < warmup ? "" : profile_cmd);
+      RunResult res = RunStorm(server, n, std::min(n, tasks_per_node), framework,
+                               run < warmup ? "" : profile_cmd);
       double p50 = Percentile(res.per_agent_ms, 50), p99 = Percentile(res.per_agent_ms, 99);
       fprintf(stderr,
               "  N=%d run %d%s: connect %.1f ms, registers handed over %.1f..%.1f ms, last "
