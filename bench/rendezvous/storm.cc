@@ -200,6 +200,12 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetMaxReceiveMessageSize(64 << 20);
+  // gRPC gives up a connection attempt after its minimum connect timeout
+  // (20 s) and tries again; opening 16,384 at once on a loaded machine takes
+  // about that long, and each retry left the server one more descriptor
+  // (the floor ran out of its 20,000: "Failed accept4: Too many open files").
+  // The 60 s the wait below allows, instead.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 60000);
   std::string target = "127.0.0.1:" + std::to_string(server.agent_port());
   auto c0 = Clock::now();
   std::vector<std::shared_ptr<grpc::Channel>> channels;
