@@ -47,6 +47,7 @@ if [[ $mode == quick ]]; then
     "http_flood.sh"
     "sweep_stop.sh --runs 2"
     "lossy_rendezvous.sh --runs 3"
+    "big_experiment.sh --duration 3"
   )
 elif [[ $mode == smoke ]]; then
   # Each at its smallest: one size, one run, a few agents or experiments.
@@ -73,6 +74,7 @@ elif [[ $mode == smoke ]]; then
     "http_flood.sh --bodies 1 --body-mb 64 --floods 1 --flood-fields 1000" # 3 s
     "sweep_stop.sh --runs 1"                             # 30 s: one stop and one scancel; most of it the cluster's start
     "lossy_rendezvous.sh --runs 1"                       # ~25 s: a hosts-apart cluster, two 6-task experiments
+    "big_experiment.sh --tasks 512 --rate 20 --duration 1 --connections 1" # ~20 s: the cluster's start, mostly
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(
@@ -111,6 +113,7 @@ else
     "http_flood.sh"
     "sweep_stop.sh"
     "lossy_rendezvous.sh"
+    "big_experiment.sh"
   )
 fi
 for r in "${runs[@]}"; do

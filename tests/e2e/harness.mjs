@@ -75,8 +75,10 @@ export async function startCluster() {
 // with --no-auth (every caller is the local admin). With {auth: true} it
 // checks bearer tokens: `tokens` ({alice: {admin: false}, ...}) are made with
 // `tfslurmd token create` before it starts and returned as svc.tokens.alice.
-// `name` names the copy of its log kept in screenshots/ (NAME.log).
-export async function startService(slurmConf, { auth = false, tokens = {}, name = 'tfslurmd' } = {}) {
+// `name` names the copy of its log kept in screenshots/ (NAME.log). `seed`
+// (async, given the database's path) writes rows before tfslurmd starts; the
+// database has tfslurmd's schema by then.
+export async function startService(slurmConf, { auth = false, tokens = {}, name = 'tfslurmd', seed = null } = {}) {
   const tfslurmd = path.join(BIN, 'tfslurmd');
   if (!existsSync(tfslurmd)) throw new Error(`${tfslurmd} is missing: build with ninja -C build tfslurmd tfslurm-agent`);
   if (!existsSync(path.join(BIN, 'tfslurm-agent'))) throw new Error(`${BIN}/tfslurm-agent is missing: tasks cannot start`);
@@ -90,6 +92,11 @@ export async function startService(slurmConf, { auth = false, tokens = {}, name 
     const { stdout } = await execFileAsync(tfslurmd, args, { timeout: 30000 });
     created[user] = stdout.trim();
     if (!/^tfs_[0-9a-f]{64}$/.test(created[user])) throw new Error(`tfslurmd ${args.join(' ')} printed ${stdout}`);
+  }
+  if (seed) {
+    // Any tfslurmd that opens the database gives it the schema.
+    if (!existsSync(db)) await execFileAsync(tfslurmd, ['token', 'create', '--user', 'e2e-seed', '--db', db], { timeout: 30000 });
+    await seed(db);
   }
   const out = openSync(logPath, 'a');
   const child = spawn(
