@@ -51,7 +51,9 @@ out="$work/section.md"
   echo "| GET | answer (bytes) | tasks in it | target req/s | achieved req/s | unsent | p50 ms | p90 ms | p99 ms | max ms | tfslurmd CPU per request (ms) | errors |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 } >"$out"
-for path in /experiments/small "/experiments/big" "/experiments/big?tasks_limit=100" "/experiments/big?task_state=failed"; do
+# The whole answer last: when tfslurmd cannot keep up, the requests it still
+# has queued would be counted against the next GET's.
+for path in /experiments/small "/experiments/big?tasks_limit=100" "/experiments/big?task_state=failed" /experiments/big; do
   bytes="$(curl -s -o "$work/body.json" -w '%{size_download}' "$API$path")" || bench_error "GET $path failed"
   n="$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["tasks"]))' "$work/body.json" 2>/dev/null || echo '?')"
   before="$(cpu_ms)"
