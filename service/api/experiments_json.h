@@ -27,15 +27,12 @@ std::string ExperimentListJson(const std::vector<std::shared_ptr<const std::stri
 // Which of the current attempt's tasks GET /experiments/{id} lists
 // (?task_state, ?tasks_offset, ?tasks_limit): by default every one. An
 // experiment of 16,384 tasks is 4 MB of them; the dashboard asks for a page.
-struct TaskPage {
-  std::optional<TaskState> state;  // only tasks in this state
-  int64_t offset = 0;
-  int64_t limit = -1;  // -1: all
-};
+using TaskPage = TaskQuery;
 // Everything GET /experiments/{id} shows: `tasks` is the page of them that
 // `page` asks for, in SLURM_PROCID order, `tasks_total` how many the
-// filter left, and task_counts counts every task. `now_ms` gives heartbeat
-// ages.
+// filter left, and task_counts counts every task. A view whose tasks are a
+// page already (Experiments::GetPage: tasks_total >= 0) is written as it
+// is. `now_ms` gives heartbeat ages.
 std::string ExperimentViewJson(const ExperimentView& view, int64_t now_ms,
                                const TaskPage& page = {});
 

@@ -148,10 +148,10 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
       Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
         auto page = TaskPageOf(req);
         if (!page.ok()) return ReplyError(res, page.status());
-        auto view = experiments.Get(req.matches[1]);
+        auto view = experiments.GetPage(req.matches[1], *page);
         if (!view.ok()) return ReplyError(res, view.status());
         if (Status s = CheckAccess(who, view->experiment); !s.ok()) return ReplyError(res, s);
-        ReplyJsonText(res, 200, ExperimentViewJson(*view, clock.NowMs(), *page));
+        ReplyJsonText(res, 200, ExperimentViewJson(*view, clock.NowMs()));
       }));
 
   server.Get(

@@ -62,5 +62,16 @@ TEST(ExperimentViewJson, AStateKeepsOnlyItsTasksAndPagesOverThem) {
   EXPECT_EQ(Procs(body), (std::vector<int>{15007, 16007}));
 }
 
+TEST(ExperimentViewJson, AViewPagedByTheStoreIsWrittenAsItIs) {
+  ExperimentView v = ViewOf(3);  // the page the store read
+  v.tasks_total = 16384;
+  v.task_counts = {{"rank", TaskState::kReaped, 16383}, {"rank", TaskState::kFailed, 1}};
+  json body = json::parse(ExperimentViewJson(v, 0));
+  EXPECT_EQ(Procs(body), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(body["tasks_total"], 16384);
+  EXPECT_EQ(body["task_counts"]["rank"]["total"], 16384) << body["task_counts"].dump();
+  EXPECT_EQ(body["task_counts"]["rank"]["failed"], 1);
+}
+
 }  // namespace
 }  // namespace tfslurm::api
