@@ -27,6 +27,22 @@ Status NoSuchAgent(const TaskRef& ref) {
                   std::to_string(ref.attempt) + " and this secret");
 }
 
+// "; but TF_CONFIG is N bytes, ..." when the cluster makes TF_CONFIG longer
+// than a program can be started with (wire::kMaxTfConfigBytes): a
+// TensorFlow cluster past about 7,700 tasks with short host names, 3,400
+// with long ones. Every program then fails to start with "Argument list too
+// long", which names neither TF_CONFIG nor its size.
+std::string TfConfigTooLong(const SharedCluster& cluster, int tasks) {
+  const size_t longest = wire::TfConfigForTask(cluster.json, "evaluator", tasks).size();
+  if (longest <= wire::kMaxTfConfigBytes) return "";
+  return "; but TF_CONFIG is " + std::to_string(longest) +
+         " bytes, more than Linux passes to a program in one environment variable (" +
+         std::to_string(wire::kMaxTfConfigBytes) +
+         " bytes), and TensorFlow reads the cluster from TF_CONFIG only: every program will "
+         "fail to start (\"Argument list too long\"). Fewer tasks, or shorter addresses "
+         "(network.address: hostname), fit";
+}
+
 }  // namespace
 
 bool AgentProtocol::HoldsSecretOf(const TaskRef& ref, const OpenExperiment* open) {
@@ -308,7 +324,8 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
                 "all " + std::to_string(a.attempt.run->size()) + " tasks registered; " +
                     (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
                      : framework == Framework::kJax ? "process ids and JAX_COORDINATOR_ADDRESS sent"
-                                                    : "roles and TF_CONFIG sent"));
+                                                    : "roles and TF_CONFIG sent") +
+                    (cluster ? TfConfigTooLong(*cluster, a.attempt.run->size()) : ""));
     core_.SetState(c, a, ExperimentState::kRunning, "training");
   }
 }

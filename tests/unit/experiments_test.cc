@@ -266,6 +266,40 @@ TEST_F(ExperimentsTest, DryRunRendersWithoutStoringOrSubmitting) {
   EXPECT_EQ(*store_->CountExperiments({}), 0);
 }
 
+// Issue 49, point 3: a TensorFlow cluster whose TF_CONFIG no program can
+// be started with (Linux's MAX_ARG_STRLEN) is said so at the barrier.
+TEST_F(ExperimentsTest, ATfConfigTooLongForLinuxIsSaidAtTheBarrier) {
+  for (auto& node : slurm_.partition.nodes) {
+    node.cpus = 200;
+    node.real_memory_mb = 200 * 100;
+  }
+  json spec = PsSpec("big");
+  spec["cluster"] = {{"ps", 10}, {"worker", 590}};
+  spec["resources"]["tasks_per_node"] = 200;
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  // 600 addresses of 230 bytes: a cluster of 140 KB.
+  const std::string host(226, 'h');
+  std::vector<std::shared_ptr<RecordingChannel>> channels;
+  for (int p = 0; p < 600; ++p) {
+    RegisterInfo info;
+    info.node_name = "node" + std::to_string(p / 200 + 1);
+    info.address = host;
+    info.port = 1000 + p;
+    info.local_id = p % 200;
+    channels.push_back(std::make_shared<RecordingChannel>());
+    experiments_->OnRegister(Ref("big", p), info, channels.back());
+  }
+  ASSERT_EQ(channels[0]->All<AssignmentMsg>().size(), 1u);
+  std::string assigned;
+  for (const EventRecord& e : View("big").events)
+    if (e.what == "assigned") assigned = e.why;
+  EXPECT_NE(assigned.find("but TF_CONFIG is 1"), std::string::npos) << assigned;
+  EXPECT_NE(assigned.find("more than Linux passes to a program in one environment variable "
+                          "(131061 bytes)"),
+            std::string::npos)
+      << assigned;
+}
+
 TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kStarting);
