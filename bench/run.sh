@@ -74,7 +74,7 @@ elif [[ $mode == smoke ]]; then
     "http_flood.sh --bodies 1 --body-mb 64 --floods 1 --flood-fields 1000" # 3 s
     "sweep_stop.sh --runs 1"                             # 30 s: one stop and one scancel; most of it the cluster's start
     "lossy_rendezvous.sh --runs 1"                       # ~25 s: a hosts-apart cluster, two 6-task experiments
-    "big_experiment.sh --tasks 512 --rate 20 --duration 1 --connections 1" # ~20 s: the cluster's start, mostly
+    "big_experiment.sh --tasks 512 --rate 20 --whole-rate 2 --duration 1 --connections 1" # ~20 s: the cluster's start, mostly
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(
