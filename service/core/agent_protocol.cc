@@ -9,6 +9,7 @@
 #include "schema/tf_config_wire.h"
 #include "service/core/in_place_restart.h"
 #include "service/core/scalars.h"
+#include "service/core/tf_config.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
@@ -27,20 +28,15 @@ Status NoSuchAgent(const TaskRef& ref) {
                   std::to_string(ref.attempt) + " and this secret");
 }
 
-// "; but TF_CONFIG is N bytes, ..." when the cluster makes TF_CONFIG longer
-// than a program can be started with (wire::kMaxTfConfigBytes): a
-// TensorFlow cluster past about 7,700 tasks with short host names, 3,400
-// with long ones. Every program then fails to start with "Argument list too
-// long", which names neither TF_CONFIG nor its size.
-std::string TfConfigTooLong(const SharedCluster& cluster, int tasks) {
-  const size_t longest = wire::TfConfigForTask(cluster.json, "evaluator", tasks).size();
-  if (longest <= wire::kMaxTfConfigBytes) return "";
-  return "; but TF_CONFIG is " + std::to_string(longest) +
-         " bytes, more than Linux passes to a program in one environment variable (" +
-         std::to_string(wire::kMaxTfConfigBytes) +
-         " bytes), and TensorFlow reads the cluster from TF_CONFIG only: every program will "
-         "fail to start (\"Argument list too long\"). Fewer tasks, or shorter addresses "
-         "(network.address: hostname), fit";
+// Whether a task told to shut down has not confirmed it yet, in amortized
+// O(1) per exit report (LiveAttempt::reap_scan_from): a scan of every task
+// at each of 16,384 exit reports was seconds of a restart in place.
+bool AnyUnconfirmedShutdown(LiveAttempt& at) {
+  const AttemptRun& run = *at.run;
+  while (at.reap_scan_from < run.size() &&
+         !(run.task(at.reap_scan_from).shutdown_sent && !run.task(at.reap_scan_from).exited))
+    ++at.reap_scan_from;
+  return at.reap_scan_from < run.size();
 }
 
 }  // namespace
@@ -325,7 +321,7 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
                     (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
                      : framework == Framework::kJax ? "process ids and JAX_COORDINATOR_ADDRESS sent"
                                                     : "roles and TF_CONFIG sent") +
-                    (cluster ? TfConfigTooLong(*cluster, a.attempt.run->size()) : ""));
+                    (cluster ? TfConfigTooLong(cluster->json, a.attempt.run->size()) : ""));
     core_.SetState(c, a, ExperimentState::kRunning, "training");
   }
 }
@@ -497,7 +493,7 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   core_.Event(
       c, a, reaped ? "reaped" : "exited",
       TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
-  if (a.attempt.reap_started_ms > 0 && a.attempt.run->UnconfirmedShutdowns().empty()) {
+  if (a.attempt.reap_started_ms > 0 && !AnyUnconfirmedShutdown(a.attempt)) {
     core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /
                                 1000.0);
     a.attempt.reap_started_ms = 0;
@@ -575,6 +571,7 @@ void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
 void AgentProtocol::ReapRemaining(OpenExperiment& a, Changes& c, const std::string& reason) {
   std::vector<int> to_reap = a.attempt.run->TasksToReap();
   if (to_reap.empty()) return;
+  a.attempt.reap_scan_from = 0;  // these become unconfirmed
   std::string names;
   for (int proc : to_reap) {
     a.attempt.run->MarkShutdownSent(proc);

@@ -85,6 +85,11 @@ struct LiveAttempt {
   // (SlurmWatch::OnStandby), so that the one completing the set is found
   // without a scan of every task at every standby.
   int standby_scan_from = 0;
+  // The same for the tasks told to shut down that have not confirmed it
+  // (AgentProtocol::OnExited): those below it had, or were never told, when
+  // an exit report last looked. Back to 0 at each round of Shutdowns
+  // (ReapRemaining), the only way a task becomes unconfirmed.
+  int reap_scan_from = 0;
   // The agents of the job's spare nodes (record.node_slots), by
   // SLURM_PROCID: their node's name, and the channel core holds while one
   // waits in the job (null until it does, and after its stream broke).
