@@ -307,6 +307,7 @@ int CompleteOptions(CommandLine& cl) {
     return 2;
   }
   // An empty or relative entry would search the job's working directory.
+  bool srun_found = false;
   for (size_t start = 0; start <= cl.job_path.size();) {
     size_t end = std::min(cl.job_path.find(':', start), cl.job_path.size());
     if (end == start || cl.job_path[start] != '/') {
@@ -314,8 +315,17 @@ int CompleteOptions(CommandLine& cl) {
                     cl.job_path);
       return 2;
     }
+    const std::string srun = cl.job_path.substr(start, end - start) + "/srun";
+    srun_found = srun_found || access(srun.c_str(), X_OK) == 0;
     start = end + 1;
   }
+  // The compute nodes may lay Slurm out otherwise than this host, so only a
+  // warning; but where they are alike, every job would fail at its srun.
+  if (cl.site && !srun_found)
+    spdlog::warn(
+        "site mode: no srun in --job-path {} on this host; every job fails unless the compute "
+        "nodes have srun there (give --job-path the directory of srun on the compute nodes)",
+        cl.job_path);
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
   d.core.job_environment = JobEnvironment(cl.site, cl.job_path);
