@@ -210,7 +210,8 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
   if (a.record.state == ExperimentState::kQueued)
     core_.SetState(c, a, ExperimentState::kStarting, "tasks registering");
   if (was_registered)
-    core_.Event(c, a, "reconnected", TaskName(slot, proc) + " reconnected from " + address);
+    core_.Event(c, a, EventCode::kReconnected,
+                TaskName(slot, proc) + " reconnected from " + address);
 
   if (barrier_complete) {
     SendAssignments(a, c);
@@ -265,7 +266,7 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
     if (a.attempt.job_started_ms > 0)
       core_.metrics().RendezvousDone(
           static_cast<double>(core_.ports().clock.NowMs() - a.attempt.job_started_ms) / 1000.0);
-    core_.Event(c, a, "assigned",
+    core_.Event(c, a, EventCode::kAssigned,
                 "all " + std::to_string(a.attempt.run->size()) + " tasks registered; " +
                     (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
                      : framework == Framework::kJax ? "process ids and JAX_COORDINATOR_ADDRESS sent"
@@ -287,7 +288,7 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
     Changes c;
     a.attempt.tasks[task].state = slot.state;
     c.tasks.push_back(a.attempt.tasks[task]);
-    core_.Event(c, a, "heartbeat", TaskName(slot, task) + " is back");
+    core_.Event(c, a, EventCode::kHeartbeat, TaskName(slot, task) + " is back");
     core_.Commit(c);
   }
   return Status::Ok();
@@ -310,7 +311,7 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   if (std::optional<std::string> unsafe = UnsafeCharacter(path)) {
     a.record.checkpoint_path.clear();
     c.experiment = a.record;
-    core_.Event(c, a, "checkpoint",
+    core_.Event(c, a, EventCode::kCheckpoint,
                 "step " + std::to_string(step) + "; its path is ignored: it has " + *unsafe +
                     ", and a checkpoint path must be " + kSafeTextRule);
     core_.Commit(c);
@@ -318,7 +319,7 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   }
   a.record.checkpoint_path = path;
   c.experiment = a.record;
-  core_.Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
+  core_.Event(c, a, EventCode::kCheckpoint, "step " + std::to_string(step) + " (" + path + ")");
   core_.Commit(c);
   return Status::Ok();
 }
@@ -391,7 +392,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
            " tags already (tfslurmd --scalar-tags)";
   }
   Changes c;
-  core_.Event(c, a, "scalars", why + " (said once per attempt)");
+  core_.Event(c, a, EventCode::kScalars, why + " (said once per attempt)");
   core_.Commit(c);
   return Status::Ok();
 }
@@ -432,7 +433,7 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   t.ended_at = core_.ports().clock.NowMs();
   c.tasks.push_back(t);
   core_.Event(
-      c, a, reaped ? "reaped" : "exited",
+      c, a, reaped ? EventCode::kReaped : EventCode::kExited,
       TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
   if (a.attempt.reap_started_ms > 0 && a.attempt.run->UnconfirmedShutdowns().empty()) {
     core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /
@@ -503,7 +504,7 @@ void AgentProtocol::ReapRemaining(OpenExperiment& a, Changes& c, const std::stri
   if (a.attempt.reap_started_ms == 0) a.attempt.reap_started_ms = now;
   a.attempt.reap_deadline_ms =
       now + core_.config().shutdown_grace_ms + core_.config().reap_timeout_margin_ms;
-  core_.Event(c, a, "reaping", "Shutdown sent to " + names);
+  core_.Event(c, a, EventCode::kReaping, "Shutdown sent to " + names);
 }
 
 }  // namespace tfslurm

@@ -1,6 +1,6 @@
 // What core is made from: its ports (core/ports/) and its configuration.
 // The daemon builds both once (service/daemon/daemon.h) and hands them to
-// NewExperiments (experiments.h); unit tests build them with fakes.
+// NewCore (core.h); unit tests build them with fakes.
 //
 // Thread safety: plain values; the ports themselves are thread-safe.
 #pragma once

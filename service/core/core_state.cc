@@ -59,8 +59,7 @@ void CoreState::WriteQueued() {
   WriteQueuedLocked();
 }
 
-void CoreState::Event(Changes& c, const OpenExperiment& a, const std::string& what,
-                      const std::string& why) {
+void CoreState::Event(Changes& c, const OpenExperiment& a, EventCode what, const std::string& why) {
   c.events.push_back({0, a.record.id, a.attempt.record.number, ports_.clock.NowMs(), what, why});
 }
 
@@ -77,7 +76,7 @@ void CoreState::SetState(Changes& c, OpenExperiment& a, ExperimentState state,
   a.record.reason = why;
   a.record.updated_at = ports_.clock.NowMs();
   c.experiment = a.record;
-  Event(c, a, "state",
+  Event(c, a, EventCode::kState,
         from + " -> " + ExperimentStateName(state) + (why.empty() ? "" : ": " + why));
 }
 

@@ -79,7 +79,7 @@ class CoreState {
   // store, written by this thread or by another that got there first.
   void WriteQueued() ABSL_LOCKS_EXCLUDED(mu_, write_mu_, queue_mu_);
 
-  void Event(Changes& c, const OpenExperiment& e, const std::string& what, const std::string& why);
+  void Event(Changes& c, const OpenExperiment& e, EventCode what, const std::string& why);
   // Records why the current attempt ended (its end_reason) and counts it.
   void EndAttempt(OpenExperiment& a, EndReason reason);
   void SetState(Changes& c, OpenExperiment& e, ExperimentState state, const std::string& why);

@@ -1,4 +1,4 @@
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,35 +10,26 @@
 #include "service/core/deletion.h"
 #include "service/core/slurm_watch.h"
 #include "service/core/submission.h"
-#include "service/core/sweep_runner.h"
 
 namespace tfslurm {
 namespace {
 
-class ExperimentsImpl final : public Experiments {
+class ExperimentsImpl final : public Core {
  public:
   ExperimentsImpl(const CorePorts& ports, CoreConfig config, Metrics& metrics,
                   std::vector<std::shared_ptr<CommitObserver>> observers)
       : core_(ports, std::move(config), metrics, std::move(observers)),
         submission_(core_),
         agents_(core_),
-        watch_(core_, agents_, submission_),
-        sweeps_(core_, submission_,
-                [this](const std::string& id, const std::string& why, EndReason reason) {
-                  return CancelAs(id, why, reason);
-                }) {}
+        watch_(core_, agents_, submission_) {}
 
   Status Recover() override { return watch_.Recover(); }
   StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
-                                bool dry_run) override {
-    return submission_.Submit(spec, owner, dry_run);
+                                const SubmitOptions& options) override {
+    return submission_.Submit(spec, owner, options);
   }
-  Status Cancel(const std::string& id, const std::string& why) override {
-    return CancelAs(id, why, EndReason::kCancelled);
-  }
-  // Cancels experiment `id`; its attempt ends with `reason` (a user's
-  // cancel, or a sweep's early stop: never restarted either way).
-  Status CancelAs(const std::string& id, const std::string& why, EndReason reason);
+  Status Cancel(const std::string& id, const std::string& why, EndReason reason) override;
+  StatusOr<bool> IsOver(const std::string& id) override { return watch_.IsOver(id); }
   StatusOr<AttemptRecord> Resume(const std::string& id, const nlohmann::json& changes) override {
     return submission_.Resume(id, changes);
   }
@@ -58,17 +49,6 @@ class ExperimentsImpl final : public Experiments {
     return core_.ports().store.ReadScalars(id, tags);
   }
   StatusOr<Gauges> ReadGauges() override;
-
-  StatusOr<SweepView> SubmitSweep(const nlohmann::json& spec, const std::string& owner) override {
-    return sweeps_.Submit(spec, owner);
-  }
-  StatusOr<SweepView> GetSweep(const std::string& id) override { return sweeps_.Get(id); }
-  StatusOr<std::vector<SweepRecord>> ListSweeps(const std::string& owner) override {
-    return core_.ports().store.ListSweeps({owner, false});
-  }
-  Status CancelSweep(const std::string& id, const std::string& why) override {
-    return sweeps_.Cancel(id, why);
-  }
 
   void OnRegister(const TaskRef& ref, const RegisterInfo& info,
                   std::shared_ptr<TaskChannel> channel) override {
@@ -94,7 +74,6 @@ class ExperimentsImpl final : public Experiments {
 
   void Tick() override {
     watch_.Tick();
-    sweeps_.Tick();
     deletion_.SweepIfDue();
   }
 
@@ -107,13 +86,12 @@ class ExperimentsImpl final : public Experiments {
   Submission submission_;
   AgentProtocol agents_;
   SlurmWatch watch_;
-  SweepRunner sweeps_;
   Deletion deletion_{core_};
 };
 
 StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
   Gauges g;
-  for (ExperimentState state : kAllExperimentStates) {
+  for (const auto& [state, name] : kExperimentStateNames) {
     ListQuery q;
     q.states = {state};
     auto n = core_.ports().store.CountExperiments(q);
@@ -200,7 +178,7 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
   return v;
 }
 
-Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, EndReason reason) {
+Status ExperimentsImpl::Cancel(const std::string& id, const std::string& why, EndReason reason) {
   int64_t job = 0;
   {
     MutexLock lock(core_.mu());
@@ -216,7 +194,7 @@ Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, 
     Changes c;
     a.attempt.run->Decide({Outcome::kFailed, "cancelled"});
     core_.SetState(c, a, ExperimentState::kCancelled, why);
-    if (reason == EndReason::kStoppedEarly) core_.Event(c, a, "stopped_early", why);
+    if (reason == EndReason::kStoppedEarly) core_.Event(c, a, EventCode::kStoppedEarly, why);
     if (!a.attempt.record.end_reason) {
       core_.EndAttempt(a, reason);
       a.attempt.record.reason = why;
@@ -239,9 +217,8 @@ Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, 
 
 }  // namespace
 
-std::unique_ptr<Experiments> NewExperiments(
-    const CorePorts& ports, CoreConfig config, Metrics* metrics,
-    std::vector<std::shared_ptr<CommitObserver>> observers) {
+std::unique_ptr<Core> NewCore(const CorePorts& ports, CoreConfig config, Metrics* metrics,
+                              std::vector<std::shared_ptr<CommitObserver>> observers) {
   // Counts nothing, for a core made without metrics; never destroyed, as
   // cores may outlive any one owner of it.
   static NoMetrics* const kNoMetrics = new NoMetrics();

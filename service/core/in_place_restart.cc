@@ -182,6 +182,54 @@ std::optional<std::string> InPlaceRestart::Obstacle(const OpenExperiment& a, int
   return std::nullopt;
 }
 
+namespace {
+
+// The next attempt's record: the same job as `old`'s (its name, id and the
+// secret its script gave the agents), running, in place, on `slots`.
+AttemptRecord NextInPlace(const AttemptRecord& old, const std::optional<NodeSlots>& slots,
+                          int64_t now) {
+  AttemptRecord r;
+  r.experiment_id = old.experiment_id;
+  r.number = old.number + 1;
+  r.secret_sha256 = old.secret_sha256;
+  r.job_name = old.job_name;
+  r.slurm_job_id = old.slurm_job_id;
+  r.state = AttemptState::kRunning;
+  r.slurm_state = old.slurm_state;
+  r.nodes = old.nodes;
+  r.sbatch_script = old.sbatch_script;
+  r.in_place = true;
+  r.spec_revision = old.spec_revision;  // the same spec, in the same job
+  // Obstacle found enough spares for the nodes that leave.
+  if (slots) r.node_slots = *slots;
+  r.submitted_at = r.started_at = now;
+  return r;
+}
+
+}  // namespace
+
+std::string InPlaceRestart::PrepareLogDir(const OpenExperiment& a, AttemptRecord& r,
+                                          std::string& note) {
+  // The tasks' output moves to the new attempt's log directory, made as the
+  // job's account; if it cannot be made, it stays where it is.
+  std::string log_dir = AttemptLogDir(core_.config().output_root, a.record.id, r.number);
+  const std::string stays =
+      "; task output stays in attempt " + std::to_string(r.number - 1) + "'s log directory: ";
+  auto account = core_.ports().accounts.ForOwner(a.record.owner);
+  if (!account.ok()) {
+    note = stays + account.status().message();
+    return "";
+  }
+  if (Status s = core_.ports().files.CreateDirectories(log_dir, *account); !s.ok()) {
+    note = stays + s.message();
+    log_dir.clear();
+  }
+  if (auto cp =
+          core_.ports().files.ReadCheckpointState(a.record.model_dir, a.spec.framework, *account))
+    r.start_step = cp->step;
+  return log_dir;
+}
+
 void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why) {
   const int64_t now = core_.ports().clock.NowMs();
   LiveAttempt& old = a.attempt;
@@ -189,22 +237,8 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   old.record.ended_at = now;
   c.attempts.push_back(old.record);
 
-  AttemptRecord r;
-  r.experiment_id = a.record.id;
-  r.number = old.record.number + 1;
-  // The job's agents authenticate with the secret its script gave them.
-  r.secret_sha256 = old.record.secret_sha256;
-  r.job_name = old.record.job_name;
-  r.slurm_job_id = old.record.slurm_job_id;
-  r.state = AttemptState::kRunning;
-  r.slurm_state = old.record.slurm_state;
-  r.nodes = old.record.nodes;
-  r.sbatch_script = old.record.sbatch_script;
-  r.in_place = true;
-  r.spec_revision = old.record.spec_revision;  // the same spec, in the same job
-  // Obstacle found enough spares for the nodes that leave.
   const NodePlan plan = PlanNodes(a);
-  if (plan.slots) r.node_slots = *plan.slots;
+  AttemptRecord r = NextInPlace(old.record, plan.slots, now);
   for (int i = 0; i < old.run->size(); ++i) {
     if (std::find(plan.out.begin(), plan.out.end(), JobNodeOf(a, i)) == plan.out.end()) continue;
     auto ch = old.channels.find(i);
@@ -214,27 +248,8 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
                                   " leaves this job's attempts: a spare node takes its place"});
     old.channels.erase(ch);
   }
-  r.submitted_at = r.started_at = now;
-
-  // The tasks' output moves to the new attempt's log directory, made as the
-  // job's account; if it cannot be made, it stays where it is.
-  std::string log_dir = AttemptLogDir(core_.config().output_root, a.record.id, r.number);
   std::string note;
-  auto account = core_.ports().accounts.ForOwner(a.record.owner);
-  if (!account.ok()) {
-    note = "; task output stays in attempt " + std::to_string(old.record.number) +
-           "'s log directory: " + account.status().message();
-    log_dir.clear();
-  } else {
-    if (Status s = core_.ports().files.CreateDirectories(log_dir, *account); !s.ok()) {
-      note = "; task output stays in attempt " + std::to_string(old.record.number) +
-             "'s log directory: " + s.message();
-      log_dir.clear();
-    }
-    if (auto cp =
-            core_.ports().files.ReadCheckpointState(a.record.model_dir, a.spec.framework, *account))
-      r.start_step = cp->step;
-  }
+  const std::string log_dir = PrepareLogDir(a, r, note);
 
   LiveAttempt next(a.spec, r);
   next.job_seen = true;
@@ -257,7 +272,7 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
 
   const std::string where = "in " + JobText(r) + ", restarted in place";
   core_.Event(
-      c, a, "restart",
+      c, a, EventCode::kRestart,
       "attempt " + std::to_string(r.number) + " " + where +
           ": every agent restarts its program, nothing goes back to Slurm's queue" +
           (plan.swaps.empty() ? "" : "; " + plan.swaps) +

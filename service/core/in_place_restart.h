@@ -56,6 +56,12 @@ class InPlaceRestart {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
  private:
+  // Makes the log directory of `r`, the next attempt in place, as the job's
+  // account, and reads the step it starts from; "" (and why in `note`) when
+  // the tasks' output stays where it is.
+  std::string PrepareLogDir(const OpenExperiment& e, AttemptRecord& r, std::string& note)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+
   CoreState& core_;
 };
 

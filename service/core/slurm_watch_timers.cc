@@ -19,9 +19,10 @@ void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Action
   a.attempt.in_place_given_up = check.why;
   ReleaseWaitingAgents(a.attempt, check.why);
   if (check.kind == InPlaceCheck::kLetTheJobEnd)
-    core_.Event(c, a, "restart", "not in place: " + check.why + "; the job's end decides");
+    core_.Event(c, a, EventCode::kRestart,
+                "not in place: " + check.why + "; the job's end decides");
   if (check.kind == InPlaceCheck::kGiveUp) {
-    core_.Event(c, a, "restart", "not in place: " + check.why + "; ending the job");
+    core_.Event(c, a, EventCode::kRestart, "not in place: " + check.why + "; ending the job");
     actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
     a.attempt.job_cancel_sent = true;
   }
@@ -113,7 +114,7 @@ void SlurmWatch::CheckStall(OpenExperiment& a, int64_t now, Changes& c) {
                       (alive.empty() ? "" : ": " + alive);
     run.Decide({Outcome::kFailed, why});
     a.attempt.decided_reason = EndReason::kStalled;
-    core_.Event(c, a, "stalled", why);
+    core_.Event(c, a, EventCode::kStalled, why);
     agents_.ReapRemaining(a, c, why);
     a.record.reason = why + "; ending the attempt";
     c.experiment = a.record;
@@ -135,7 +136,7 @@ void SlurmWatch::CheckReaping(OpenExperiment& a, int64_t now, Changes& c, Action
       std::string names;
       for (int proc : unconfirmed)
         names += (names.empty() ? "" : ", ") + TaskName(run.task(proc), proc);
-      core_.Event(c, a, "reaping",
+      core_.Event(c, a, EventCode::kReaping,
                   names + " did not confirm the Shutdown; ending step " +
                       std::to_string(a.attempt.record.slurm_job_id) + ".0 through Slurm");
       // A heterogeneous job's step has a part in each component's record.
@@ -193,7 +194,7 @@ void SlurmWatch::CheckNodesLeft(OpenExperiment& a, Changes& c) {
     t.ended_at = core_.ports().clock.NowMs();
     if (!slot.node.empty()) at.lost_nodes.insert(slot.node);
     c.tasks.push_back(t);
-    core_.Event(c, a, "lost", TaskName(slot, i) + " is gone: " + why);
+    core_.Event(c, a, EventCode::kLost, TaskName(slot, i) + " is gone: " + why);
     if (!undecided) {
       // The peers it left often fail first (a collective's broken
       // connection, counted retryable after its agent vanished): the node
@@ -233,7 +234,7 @@ void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
       a.attempt.heartbeat_dirty.erase(i);
       c.tasks.push_back(t);
       core_.Event(
-          c, a, "lost",
+          c, a, EventCode::kLost,
           TaskName(run.task(i), i) + " sent no heartbeat for " + Seconds(now - t.last_heartbeat));
     }
   }

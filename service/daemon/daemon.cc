@@ -84,6 +84,41 @@ void ConfigureHttpServer(httplib::Server& http, size_t max_connections) {
   });
 }
 
+// Bearer tokens (or everyone, with --no-auth), and MUNGE credentials in
+// front of them with --munge-auth.
+StatusOr<std::unique_ptr<api::Authenticator>> NewAuthenticator(const DaemonOptions& options,
+                                                               Tokens& tokens, Clock& clock) {
+  std::unique_ptr<api::Authenticator> auth =
+      options.no_auth ? api::NewOpenAuthenticator() : api::NewTokenAuthenticator(tokens);
+  if (!options.munge_auth || options.no_auth) return auth;
+  Clock* c = &clock;
+  auto munge = api::NewMungeAuthenticator(
+      {options.munge_socket, options.munge_max_age_s, options.munge_admin_group}, std::move(auth),
+      api::LibmungeDecoder(options.munge_socket), api::SystemUserLookup(),
+      [c] { return c->NowMs() / 1000; });
+  if (!munge.ok()) return munge.status();
+  return std::move(munge).value();
+}
+
+// Binds the REST listener; the port bound.
+StatusOr<int> Bind(httplib::Server& http, const DaemonOptions& options) {
+  const std::string listen = options.http_host + ":" + std::to_string(options.http_port);
+  int bound =
+      options.http_port == 0
+          ? http.bind_to_any_port(options.http_host)
+          : (http.bind_to_port(options.http_host, options.http_port) ? options.http_port : -1);
+  if (bound <= 0) {
+    int err = errno;
+    return Unavailable("cannot listen on " + listen + ": " + strerror(err) +
+                       (err == EADDRINUSE ? " (another tfslurmd or program listens there; `ss "
+                                            "-ltnp` names it; give this one another --listen)"
+                                          : ""));
+  }
+  if (!api::RaiseListenBacklog(bound))
+    spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
+  return bound;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, DaemonPorts ports) {
@@ -112,21 +147,15 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
   // The one cache of lists, told of every write core makes.
   auto list_cache = std::make_shared<api::ExperimentListCache>(api::ListSourceOf(ports.store));
-  d->experiments_ = NewExperiments(ports, config, d->metrics_.get(), {list_cache});
-  d->grpc_->Serve(*d->experiments_);
+  d->core_ = NewCore(ports, config, d->metrics_.get(), {list_cache});
+  d->grpc_->Serve(*d->core_);
+  d->sweeps_ = sweeps::NewSweeps(*d->core_, ports.store, ports.clock, ports.random,
+                                 {config.limits, config.poll_interval_ms});
 
   d->tokens_ = std::make_unique<Tokens>(ports.store, ports.random, ports.clock);
-  d->auth_ =
-      options.no_auth ? api::NewOpenAuthenticator() : api::NewTokenAuthenticator(*d->tokens_);
-  if (options.munge_auth && !options.no_auth) {
-    Clock* clock = &ports.clock;
-    auto munge = api::NewMungeAuthenticator(
-        {options.munge_socket, options.munge_max_age_s, options.munge_admin_group},
-        std::move(d->auth_), api::LibmungeDecoder(options.munge_socket), api::SystemUserLookup(),
-        [clock] { return clock->NowMs() / 1000; });
-    if (!munge.ok()) return munge.status();
-    d->auth_ = std::move(*munge);
-  }
+  auto auth = NewAuthenticator(options, *d->tokens_, ports.clock);
+  if (!auth.ok()) return auth.status();
+  d->auth_ = std::move(auth).value();
 
   d->http_ = std::make_unique<httplib::Server>();
   httplib::Server& http = *d->http_;
@@ -134,39 +163,26 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   api::ApiOptions api_options;
   api_options.libslurm_release = options.libslurm_release;
   api_options.slurmctld_release = options.slurmctld_release;
-  api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, list_cache,
-                                api_options);
-  api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
-  if (options.logs) api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {config.output_root});
-  api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, config.scalar_limits);
-  api::RegisterSweepRoutes(http, *d->experiments_, *d->auth_);
+  api::RegisterExperimentRoutes(http, *d->core_, ports.clock, *d->auth_, list_cache, api_options);
+  api::RegisterMetricsRoutes(http, *d->core_, *d->auth_, *d->metrics_);
+  if (options.logs) api::RegisterLogRoutes(http, *d->core_, *d->auth_, {config.output_root});
+  api::RegisterScalarRoutes(http, *d->core_, *d->auth_, config.scalar_limits);
+  api::RegisterSweepRoutes(http, *d->sweeps_, *d->auth_);
   api::RegisterTokenRoutes(http, *d->tokens_, *d->auth_);
   if (options.web_assets) api::RegisterWebAssetRoutes(http);
-  agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_);
-  const std::string listen = options.http_host + ":" + std::to_string(options.http_port);
-  int bound =
-      options.http_port == 0
-          ? http.bind_to_any_port(options.http_host)
-          : (http.bind_to_port(options.http_host, options.http_port) ? options.http_port : -1);
-  if (bound <= 0) {
-    int err = errno;
-    return Unavailable("cannot listen on " + listen + ": " + strerror(err) +
-                       (err == EADDRINUSE ? " (another tfslurmd or program listens there; `ss "
-                                            "-ltnp` names it; give this one another --listen)"
-                                          : ""));
-  }
-  d->http_port_ = bound;
-  if (!api::RaiseListenBacklog(bound))
-    spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
+  agentrpc::RegisterAgentHttpRoutes(http, *d->core_);
+  auto bound = Bind(http, options);
+  if (!bound.ok()) return bound.status();
+  d->http_port_ = *bound;
   // Both ports are ours (a second daemon fails above, before recovering
   // anything): now pick up what the last run left.
-  if (auto s = d->experiments_->Recover(); !s.ok())
-    spdlog::warn("recovery incomplete: {}", s.message());
+  if (auto s = d->core_->Recover(); !s.ok()) spdlog::warn("recovery incomplete: {}", s.message());
 
   Daemon* self = d.get();
   d->ticker_ = std::thread([self] {
     while (!self->stopping_) {
-      self->experiments_->Tick();
+      self->core_->Tick();
+      self->sweeps_->Tick();
       std::this_thread::sleep_for(std::chrono::milliseconds(kTickIntervalMs));
     }
   });

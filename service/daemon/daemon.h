@@ -27,9 +27,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "service/core/core.h"
 #include "service/core/core_options.h"
-#include "service/core/experiments.h"
 #include "service/metrics/prometheus_metrics.h"
+#include "service/sweeps/sweeps.h"
 
 namespace httplib {
 class Server;
@@ -47,7 +48,7 @@ class AgentGrpcServer;
 
 namespace tfslurm::daemon {
 
-// How often the ticker runs Experiments::Tick (it sleeps this long after each
+// How often the ticker runs Core::Tick (it sleeps this long after each
 // one): the cadence of core's timers, a restart in place's decision among
 // them. Slurm is polled at most every CoreConfig::poll_interval_ms of these.
 inline constexpr int kTickIntervalMs = 200;
@@ -93,7 +94,7 @@ class Daemon {
   // Makes the output root (core.output_root, with its parents, absolute and
   // normal: Daemon::output_root), starts the agent endpoint, makes core
   // knowing where the endpoint is, binds the REST port, and only once both
-  // ports are bound recovers what the last run left (Experiments::Recover;
+  // ports are bound recovers what the last run left (Core::Recover;
   // a second daemon on the same ports fails before that). Then starts the
   // ticker and the HTTP listener and returns once the listener runs.
   // Errors: FailedPrecondition "cannot create the output root ..." (before
@@ -114,7 +115,7 @@ class Daemon {
   const std::string& agent_address() const { return agent_address_; }
   // The output root as made: absolute and normal, without a trailing '/'.
   const std::string& output_root() const { return output_root_; }
-  Experiments& experiments() { return *experiments_; }
+  Experiments& experiments() { return *core_; }
 
   // Stops the REST listener (waiting for the connections being served), the
   // ticker, then the agent endpoint. Running jobs go on; a next Start on the
@@ -130,9 +131,11 @@ class Daemon {
   std::string output_root_;
   // Destroyed bottom-up: the HTTP server and the authenticator before the
   // agent endpoint, all before the lifecycle they call into.
-  // Before experiments_, which reports to it: destroyed after it.
+  // Before core_, which reports to it: destroyed after it.
   std::unique_ptr<metrics::PrometheusMetrics> metrics_;
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> core_;
+  // After core_, which it calls: destroyed before it.
+  std::unique_ptr<sweeps::Sweeps> sweeps_;
   std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
   std::unique_ptr<Tokens> tokens_;
   std::unique_ptr<api::Authenticator> auth_;

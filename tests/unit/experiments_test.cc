@@ -1,4 +1,4 @@
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -53,7 +53,7 @@ class ExperimentsTest : public testing::CoreTest {
     CoreTest::TearDown();
   }
   // A new service process on the same database (and the same Slurm).
-  void Restart() { experiments_ = NewExperiments(Ports(), config_, metrics_); }
+  void Restart() { experiments_ = NewCore(Ports(), config_, metrics_); }
 
   void Poll() {
     clock_.Advance(config_.poll_interval_ms);
@@ -101,7 +101,7 @@ class ExperimentsTest : public testing::CoreTest {
   }
 
   Metrics* metrics_ = nullptr;  // a test that counts sets it before Restart()
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
   int attempt_offset_ = 0;
 };
 
@@ -429,7 +429,7 @@ TEST_F(ExperimentsTest, TheAgentsDetailReachesTheTaskTheAttemptTheEventAndTheRea
   EXPECT_EQ(kept.size(), 503u) << "500 bytes and \"...\"";
   EXPECT_EQ(kept.substr(500), "...");
   EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
-    return e.what == "exited" && e.why.find(cause) != std::string::npos;
+    return e.what == EventCode::kExited && e.why.find(cause) != std::string::npos;
   })) << "the exited event carries the cause";
 }
 
@@ -515,7 +515,7 @@ TEST_F(ExperimentsTest, ATaskThatEndedOnItsOwnBeforeItsShutdownKeepsItsExit) {
   EXPECT_EQ(v.tasks[4].detail, detail);
   EXPECT_EQ(v.tasks[0].state, TaskState::kReaped) << "the ps ended by the Shutdown";
   EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
-    return e.what == "exited" && e.why.find("(task 4") != std::string::npos &&
+    return e.what == EventCode::kExited && e.why.find("(task 4") != std::string::npos &&
            e.why.find("exited with code 127") != std::string::npos;
   })) << "an exited event, not a reaped one, for the second worker";
 }
@@ -739,7 +739,7 @@ TEST_F(ExperimentsTest, RestartIsRetriedWhileThePartitionLookupFails) {
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   EXPECT_EQ(v.attempts.size(), 1u);
-  EXPECT_EQ(v.events.back().what, "retry");
+  EXPECT_EQ(v.events.back().what, EventCode::kRetry);
   EXPECT_NE(v.events.back().why.find("attempt 2 not submitted: slurmctld at ctl:6817"),
             std::string::npos)
       << v.events.back().why;
@@ -943,7 +943,7 @@ TEST_F(ExperimentsTest, RetriesBackOffUpToTheirCap) {
     Poll();
   }
   for (const auto& e : View("a").events)
-    if (e.what == "retry") delays.push_back(e.why.substr(e.why.rfind(" in ") + 4));
+    if (e.what == EventCode::kRetry) delays.push_back(e.why.substr(e.why.rfind(" in ") + 4));
   EXPECT_EQ(delays, (std::vector<std::string>{"5 s", "10 s", "20 s", "20 s", "20 s"}));
 }
 
@@ -1216,7 +1216,7 @@ TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAnd
             std::string::npos)
       << v.experiment.reason;
   bool event = false;
-  for (const auto& e : v.events) event |= e.what == "stalled";
+  for (const auto& e : v.events) event |= e.what == EventCode::kStalled;
   EXPECT_TRUE(event);
   // Every task is told to stop; once they have, and the job has ended, the
   // attempt ends as stalled and the restart policy restarts it.
@@ -1259,7 +1259,7 @@ TEST_F(ExperimentsTest, NoStallTimeoutNoStall) {
 std::vector<std::string> Whys(const ExperimentView& v, const std::string& what) {
   std::vector<std::string> out;
   for (const auto& e : v.events)
-    if (e.what == what) out.push_back(e.why);
+    if (EventCodeName(e.what) == what) out.push_back(e.why);
   return out;
 }
 
@@ -1435,11 +1435,18 @@ TEST_F(ExperimentsTest, ACheckpointPathWithAnEscapeIsIgnoredWithAnEventAndTheSte
 // Restarts in place (restart.in_allocation, service/core/in_place_restart.h).
 class InPlaceRestartTest : public ExperimentsTest {
  protected:
-  static json InPlaceSpec(const std::string& id) {
+  json InPlaceSpec(const std::string& id) const {
     json spec = PsSpec(id);
     spec["restart"]["in_allocation"] = true;
+    if (spare_nodes_ > 0) spec["resources"]["spare_nodes"] = spare_nodes_;
     return spec;
   }
+  // Spare nodes of the job (resources.spare_nodes): with one, the job has a
+  // fourth node whose agents (SLURM_PROCID 6 and 7) wait with no program,
+  // and a task's SLURM_PROCID and its index differ once a spare takes a
+  // node's place; InPlaceRestartCasesTest runs the same cases with and
+  // without it.
+  int spare_nodes_ = 0;
   // Attempt `attempt`'s reference to task `proc`: in place, with the secret
   // of the job's script (Slurm job 100, the first submission).
   TaskRef JobRef(const std::string& id, int proc, int attempt) {
@@ -1486,7 +1493,26 @@ class InPlaceRestartTest : public ExperimentsTest {
   }
 };
 
-TEST_F(InPlaceRestartTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
+// The restart-in-place cases, each with no spare node and with one: the
+// spare's agents never register here, so the same decisions must follow.
+class InPlaceRestartCasesTest : public InPlaceRestartTest,
+                                public ::testing::WithParamInterface<int> {
+ protected:
+  void SetUp() override {
+    InPlaceRestartTest::SetUp();
+    spare_nodes_ = GetParam();
+    // A fourth node for the spare (the fake partition has three).
+    if (spare_nodes_ > 0) slurm_.partition.nodes.push_back({"node4", 4, 8000});
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(SpareNodes, InPlaceRestartCasesTest, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("NoSpare")
+                                                  : std::string("OneSpare");
+                         });
+
+TEST_P(InPlaceRestartCasesTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
   auto waiting = FailAndStandBy("a");
   Poll();
   auto v = View("a");
@@ -1529,7 +1555,7 @@ TEST_F(InPlaceRestartTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
   EXPECT_FALSE(experiments_->OnHeartbeat(JobRef("a", 0, 1)).ok());
 }
 
-TEST_F(InPlaceRestartTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRunsNow) {
+TEST_P(InPlaceRestartCasesTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRunsNow) {
   auto waiting = FailAndStandBy("a");
   Poll();
   ASSERT_EQ(View("a").experiment.current_attempt, 2);
@@ -1546,7 +1572,7 @@ TEST_F(InPlaceRestartTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRu
   EXPECT_TRUE(stranger->All<NextAttemptMsg>().empty());
 }
 
-TEST_F(InPlaceRestartTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttempt) {
+TEST_P(InPlaceRestartCasesTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttempt) {
   auto waiting = FailAndStandBy("a");
   Restart();  // before any Tick: attempt 1's exits are all the new process has
   ASSERT_TRUE(experiments_->Recover().ok());
@@ -1563,7 +1589,7 @@ TEST_F(InPlaceRestartTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttemp
   for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<NextAttemptMsg>().size(), 1u);
 }
 
-TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
+TEST_P(InPlaceRestartCasesTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
   auto waiting = FailAndStandBy("a", /*missing=*/{5});
   Poll();
   EXPECT_EQ(View("a").attempts.size(), 1u) << "waits for the agent first";
@@ -1580,8 +1606,8 @@ TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   bool said_why = false;
   for (const EventRecord& e : v.events)
-    said_why |=
-        e.what == "restart" && e.why.find("not in place: 1 of 6 agents (") != std::string::npos;
+    said_why |= e.what == EventCode::kRestart &&
+                e.why.find("not in place: 1 of 6 agents (") != std::string::npos;
   EXPECT_TRUE(said_why);
   clock_.Advance(5000);
   Poll();
@@ -1589,7 +1615,7 @@ TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
   EXPECT_EQ(slurm_.submitted[1].job_name, "tfx-a-a2");
 }
 
-TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
+TEST_P(InPlaceRestartCasesTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
   auto waiting = FailAndStandBy("a");
   // checkpoint.signal_grace_s (120) + 60 s are needed; 100 s are left.
   slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 100;
@@ -1610,13 +1636,13 @@ TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting);
   bool said_why = false;
   for (const EventRecord& e : v.events)
-    said_why |= e.what == "restart" &&
+    said_why |= e.what == EventCode::kRestart &&
                 e.why.find("not in place: only 99 s left before Slurm job 100's time limit") !=
                     std::string::npos;
   EXPECT_TRUE(said_why) << v.events.back().why;
 }
 
-TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeLimit) {
+TEST_P(InPlaceRestartCasesTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeLimit) {
   // Slurm's SIGTERM at the limit: worker 1's program ends by it first.
   auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGTERM);
   Poll();
@@ -1629,7 +1655,7 @@ TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeL
   EXPECT_EQ(v.attempts[0].end_reason, EndReason::kTimeout) << "classified by the job's end";
 }
 
-TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
+TEST_P(InPlaceRestartCasesTest, NoRestartLeftReleasesTheWaitingAgents) {
   json spec = InPlaceSpec("a");
   spec["restart"]["max_restarts"] = 0;
   auto waiting = FailSpecAndStandBy(spec, SIGKILL);
@@ -1646,7 +1672,7 @@ TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
 // 2 nodes of 2 tasks (ps 1, worker 3) and 1 spare: procs 4 and 5 on node3.
 class SpareNodesTest : public InPlaceRestartTest {
  protected:
-  static json SpareSpec(const std::string& id) {
+  json SpareSpec(const std::string& id) const {
     json spec = InPlaceSpec(id);
     spec["cluster"] = {{"ps", 1}, {"worker", 3}};
     spec["resources"]["nodes"] = 2;
@@ -2021,8 +2047,9 @@ class LoneRestartTest : public ExperimentsTest {
     return ch;
   }
   int EventsNamed(const ExperimentView& v, const std::string& what) {
-    return static_cast<int>(std::count_if(v.events.begin(), v.events.end(),
-                                          [&](const EventRecord& e) { return e.what == what; }));
+    return static_cast<int>(
+        std::count_if(v.events.begin(), v.events.end(),
+                      [&](const EventRecord& e) { return EventCodeName(e.what) == what; }));
   }
 };
 
@@ -2087,7 +2114,7 @@ TEST_F(LoneRestartTest, PastTheCapTheDeathCountsAsTheTasksExit) {
   EXPECT_EQ(v.tasks[5].state, TaskState::kFailed);
   bool said = false;
   for (const EventRecord& e : v.events)
-    said |= e.what == "restart" &&
+    said |= e.what == EventCode::kRestart &&
             e.why.find(
                 "not restarted alone: 1 of 1 lone restarts of this attempt are used "
                 "(restart.max_task_restarts)") != std::string::npos;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "service/core/agent_messages.h"
 #include "service/core/experiments.h"
 
 namespace tfslurm::testing {

@@ -1,13 +1,15 @@
-#include "service/core/sweep_runner.h"
+#include "service/sweeps/sweep_runner.h"
 
 #include <spdlog/spdlog.h>
 
+#include <memory>
+
 #include "base/number_text.h"
 #include "service/core/components.h"
-#include "service/core/early_stopping.h"
-#include "service/core/sweep_space.h"
+#include "service/sweeps/early_stopping.h"
+#include "service/sweeps/sweep_space.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 namespace {
 
 using nlohmann::json;
@@ -87,57 +89,36 @@ std::optional<int> BestTrial(const std::vector<SweepTrialView>& trials,
 
 }  // namespace
 
-bool SweepRunner::JobGone(const ExperimentRecord& e, std::vector<AttemptRecord>& attempts,
-                          std::optional<std::vector<JobInfo>>& jobs, Changes& c) {
-  if (!IsTerminal(e.state)) return false;
-  if (attempts.empty() || attempts.back().state == AttemptState::kEnded) return true;
-  {
-    MutexLock lock(core_.mu());
-    if (core_.open().find(e.id) != core_.open().end()) return false;  // SlurmWatch ends it
-  }
-  // Read again: core may have ended it (and stopped watching) since the
-  // caller read it, and its record of the end is the one to keep.
-  auto again = core_.ports().store.ListAttempts(e.id);
-  if (!again.ok() || again->empty()) return false;
-  attempts = std::move(again).value();
-  if (attempts.back().state == AttemptState::kEnded) return true;
-  AttemptRecord& last = attempts.back();
-  if (last.slurm_job_id > 0) {
-    if (!jobs) {
-      auto loaded = core_.ports().slurm.LoadJobs();
-      if (!loaded.ok()) return false;  // the next step asks again
-      jobs = GroupHetJobs(std::move(loaded).value());
-    }
-    for (const JobInfo& j : *jobs)
-      if (j.job_id == last.slurm_job_id && j.name == last.job_name &&
-          (!IsFinished(j.state) || j.completing))
-        return false;
-  }
-  last.state = AttemptState::kEnded;
-  last.ended_at = core_.ports().clock.NowMs();
-  c.attempts.push_back(last);
-  return true;
+void SweepRunner::Write(const Changes& c) {
+  if (c.empty()) return;
+  if (Status s = store_.Apply(c); !s.ok())
+    spdlog::error("could not persist a sweep's changes: {}", s.message());
+}
+
+std::unique_ptr<Sweeps> NewSweeps(Experiments& experiments, Store& store, Clock& clock,
+                                  Randomness& random, SweepsConfig config) {
+  return std::make_unique<SweepRunner>(experiments, store, clock, random, config);
 }
 
 StatusOr<SweepView> SweepRunner::Submit(const json& input, const std::string& owner) {
-  auto parsed = ParseSweepSpec(input, core_.config().limits);
+  auto parsed = ParseSweepSpec(input, config_.limits);
   if (!parsed.ok()) return parsed.status();
   SweepSpec spec = std::move(parsed).value();
   if (spec.id.empty()) {
-    spec.id = core_.ports().random.NewExperimentId().substr(0, kMaxSweepIdLength);
+    spec.id = random_.NewExperimentId().substr(0, kMaxSweepIdLength);
     while (!spec.id.empty() && !IsValidSweepId(spec.id)) spec.id.pop_back();
   }
-  if (core_.ports().store.GetSweep(spec.id).ok())
+  if (store_.GetSweep(spec.id).ok())
     return Status(StatusCode::kAlreadyExists, "sweep '" + spec.id + "' exists; choose another id",
                   {{"id", "'" + spec.id + "' is taken"}});
-  auto trials = ExpandTrials(spec, core_.config().limits);
+  auto trials = ExpandTrials(spec, config_.limits);
   if (!trials.ok()) return trials.status();
   // Each trial as the submission of an experiment would check it (its
   // owner's account, workdir, partition, memory, the id being free), so that
   // a sweep refused here leaves nothing behind, and one taken here does not
   // fail trial by trial later.
   for (const TrialPlan& t : *trials) {
-    auto dry = submission_.Submit(t.spec, owner, /*dry_run=*/true);
+    auto dry = experiments_.Submit(t.spec, owner, /*dry_run=*/true);
     if (dry.ok()) continue;
     const Status& s = dry.status();
     if (s.fields().empty()) return s;
@@ -155,7 +136,7 @@ StatusOr<SweepView> SweepRunner::Submit(const json& input, const std::string& ow
                       "' would be refused: " + s.message(),
                   std::move(fields));
   }
-  const int64_t now = core_.ports().clock.NowMs();
+  const int64_t now = clock_.NowMs();
   SweepRecord record;
   record.id = spec.id;
   record.owner = owner;
@@ -167,7 +148,7 @@ StatusOr<SweepView> SweepRunner::Submit(const json& input, const std::string& ow
   Changes c;
   c.sweep = record;
   c.create_sweep = true;
-  if (Status s = core_.Apply({&c, 1}); !s.ok()) {
+  if (Status s = store_.Apply(c); !s.ok()) {
     if (s.code() == StatusCode::kAlreadyExists)
       return Status(StatusCode::kAlreadyExists, "sweep '" + spec.id + "' exists; choose another id",
                     {{"id", "'" + spec.id + "' is taken"}});
@@ -181,7 +162,7 @@ StatusOr<SweepView> SweepRunner::Submit(const json& input, const std::string& ow
 }
 
 StatusOr<SweepView> SweepRunner::Get(const std::string& id) {
-  Store& store = core_.ports().store;
+  Store& store = store_;
   auto sweep = store.GetSweep(id);
   if (!sweep.ok()) return sweep.status();
   auto spec = SpecOf(*sweep);
@@ -190,7 +171,7 @@ StatusOr<SweepView> SweepRunner::Get(const std::string& id) {
   if (!trials.ok()) return trials.status();
   SweepView view;
   view.sweep = std::move(sweep).value();
-  const int64_t now = core_.ports().clock.NowMs();
+  const int64_t now = clock_.NowMs();
   for (SweepTrialRecord& t : *trials) {
     SweepTrialView v;
     if (auto e = store.GetExperiment(t.experiment_id); e.ok()) {
@@ -217,17 +198,17 @@ StatusOr<SweepView> SweepRunner::Get(const std::string& id) {
 
 Status SweepRunner::Cancel(const std::string& id, const std::string& why) {
   MutexLock lock(mu_);
-  auto sweep = core_.ports().store.GetSweep(id);
+  auto sweep = store_.GetSweep(id);
   if (!sweep.ok()) return sweep.status();
   if (sweep->state != SweepState::kRunning)
     return FailedPrecondition("sweep '" + id + "' has already ended (" +
                               SweepStateName(sweep->state) + "); nothing to cancel");
   sweep->state = SweepState::kCancelled;
   sweep->reason = why;
-  sweep->updated_at = core_.ports().clock.NowMs();
+  sweep->updated_at = clock_.NowMs();
   Changes c;
   c.sweep = *sweep;
-  if (Status s = core_.Apply({&c, 1}); !s.ok()) return s;
+  if (Status s = store_.Apply(c); !s.ok()) return s;
   // Its running trials are cancelled by the step; a crash before it leaves
   // them to the next one.
   Advance(*sweep);
@@ -236,10 +217,10 @@ Status SweepRunner::Cancel(const std::string& id, const std::string& why) {
 
 void SweepRunner::Tick() {
   MutexLock lock(mu_);
-  const int64_t now = core_.ports().clock.NowMs();
-  if (now - last_tick_ms_ < core_.config().poll_interval_ms) return;
+  const int64_t now = clock_.NowMs();
+  if (now - last_tick_ms_ < config_.poll_interval_ms) return;
   last_tick_ms_ = now;
-  auto open = core_.ports().store.ListSweeps({"", /*open_only=*/true});
+  auto open = store_.ListSweeps({"", /*open_only=*/true});
   if (!open.ok()) {
     spdlog::warn("reading the open sweeps: {}", open.status().message());
     return;
@@ -247,80 +228,85 @@ void SweepRunner::Tick() {
   for (SweepRecord& sweep : *open) Advance(std::move(sweep));
 }
 
-void SweepRunner::Advance(SweepRecord sweep) {
-  Store& store = core_.ports().store;
-  auto spec = SpecOf(sweep);
-  if (!spec.ok()) {
-    spdlog::error("sweep {}: its stored spec does not parse: {}", sweep.id,
-                  spec.status().message());
-    return;
-  }
-  auto listed = store.ListSweepTrials(sweep.id);
-  if (!listed.ok()) return;
-  std::vector<SweepTrialRecord>& trials = *listed;
-  const int64_t now = core_.ports().clock.NowMs();
-  Changes c;
-  std::vector<Curve> curves(trials.size());
-  std::vector<bool> open(trials.size(), false);  // its experiment has not ended
+// What one step of a sweep works on, phase after phase.
+struct SweepRunner::Step {
+  SweepRecord sweep;
+  SweepSpec spec;
+  std::vector<SweepTrialRecord> trials;
+  int64_t now = 0;
+  Changes changes;
+  std::vector<Curve> curves;  // each trial's objective so far
+  std::vector<bool> open;     // its experiment has not ended
   double node_seconds = 0;
   int running = 0;
-  std::optional<std::vector<JobInfo>> jobs;  // Slurm's, when a step needs them
+};
 
+bool SweepRunner::RecordEndedTrials(Step& step) {
+  Store& store = store_;
   // What became of the trials: every curve (a rung compares with them all),
   // and the end of those whose job has left Slurm.
-  for (size_t i = 0; i < trials.size(); ++i) {
-    SweepTrialRecord& t = trials[i];
+  for (size_t i = 0; i < step.trials.size(); ++i) {
+    SweepTrialRecord& t = step.trials[i];
     if (t.state == SweepTrialState::kNotStarted) continue;
-    auto series = store.ReadScalars(t.experiment_id, {spec->objective.tag});
-    if (series.ok() && !series->empty()) curves[i] = CurveOf(series->front());
+    auto series = store.ReadScalars(t.experiment_id, {step.spec.objective.tag});
+    if (series.ok() && !series->empty()) step.curves[i] = CurveOf(series->front());
     if (t.end_reason == EndReason::kStoppedEarly)
-      curves[i] = UpToRung(curves[i], spec->early_stopping, t.rungs_passed);
+      step.curves[i] = UpToRung(step.curves[i], step.spec.early_stopping, t.rungs_passed);
     if (t.state == SweepTrialState::kEnded) {
-      node_seconds += t.node_seconds;
+      step.node_seconds += t.node_seconds;
       continue;
     }
+    // Core says whether the trial's experiment is over, its job gone;
+    // NotFound: it was deleted. Anything else unanswered: the next step.
+    StatusOr<bool> over = experiments_.IsOver(t.experiment_id);
+    if (!over.ok() && over.status().code() != StatusCode::kNotFound) return false;
     auto e = store.GetExperiment(t.experiment_id);
-    if (!e.ok() && e.status().code() != StatusCode::kNotFound) return;  // the store: next time
+    if (!e.ok() && e.status().code() != StatusCode::kNotFound)
+      return false;  // the store: next time
     std::vector<AttemptRecord> attempts;
     if (e.ok()) {
       auto a = store.ListAttempts(t.experiment_id);
-      if (!a.ok()) return;
+      if (!a.ok()) return false;
       attempts = std::move(a).value();
     }
-    if (e.ok() && !JobGone(*e, attempts, jobs, c)) {
-      open[i] = !IsTerminal(e->state);
-      node_seconds += NodeSeconds(*e, attempts, now);
-      ++running;
+    if (e.ok() && over.ok() && !*over) {
+      step.open[i] = !IsTerminal(e->state);
+      step.node_seconds += NodeSeconds(*e, attempts, step.now);
+      ++step.running;
       continue;
     }
     t.state = SweepTrialState::kEnded;
-    t.ended_at = now;
+    t.ended_at = step.now;
     if (!e.ok()) {
       t.note = "its experiment " + t.experiment_id + " is gone (deleted)";
     } else {
       t.end_reason = attempts.empty() ? std::nullopt : attempts.back().end_reason;
-      t.node_seconds = NodeSeconds(*e, attempts, now);
-      if (auto o = ObjectiveOf(curves[i], spec->objective)) {
+      t.node_seconds = NodeSeconds(*e, attempts, step.now);
+      if (auto o = ObjectiveOf(step.curves[i], step.spec.objective)) {
         t.objective_step = o->first;
         t.objective = o->second;
       }
     }
-    node_seconds += t.node_seconds;
-    c.sweep_trials.push_back(t);
+    step.node_seconds += t.node_seconds;
+    step.changes.sweep_trials.push_back(t);
   }
+  return true;
+}
 
+void SweepRunner::JudgeAtRungs(Step& step) {
   // Early stopping, rung by rung and at each rung trial by trial in index
   // order: a trial stopped at a rung is out of the later rungs before any
   // trial is judged there, as if every report had been judged as it came
   // (points arrive between steps, and a step may see a trial past several
   // rungs).
-  std::vector<bool> changed(trials.size(), false);
-  const int rungs = static_cast<int>(spec->early_stopping.rungs.size());
-  for (int k = 0; k < rungs && sweep.state == SweepState::kRunning; ++k) {
-    for (size_t i = 0; i < trials.size(); ++i) {
-      SweepTrialRecord& t = trials[i];
-      if (!open[i] || t.rungs_passed != k) continue;
-      StopDecision d = DecideAtRung(spec->early_stopping, spec->objective, curves, i, k);
+  std::vector<bool> changed(step.trials.size(), false);
+  const int rungs = static_cast<int>(step.spec.early_stopping.rungs.size());
+  for (int k = 0; k < rungs && step.sweep.state == SweepState::kRunning; ++k) {
+    for (size_t i = 0; i < step.trials.size(); ++i) {
+      SweepTrialRecord& t = step.trials[i];
+      if (!step.open[i] || t.rungs_passed != k) continue;
+      StopDecision d =
+          DecideAtRung(step.spec.early_stopping, step.spec.objective, step.curves, i, k);
       if (d.verdict == StopDecision::Verdict::kWait) continue;
       changed[i] = true;
       if (d.verdict == StopDecision::Verdict::kContinue) {
@@ -329,109 +315,159 @@ void SweepRunner::Advance(SweepRecord sweep) {
       }
       t.note = "stopped early: " + d.why;
       t.end_reason = EndReason::kStoppedEarly;  // its attempt's too, once it has ended
-      curves[i] = UpToRung(curves[i], spec->early_stopping, k);
-      open[i] = false;
-      Status s = cancel_(t.experiment_id, "stopped early by sweep " + sweep.id + ": " + d.why,
-                         EndReason::kStoppedEarly);
+      step.curves[i] = UpToRung(step.curves[i], step.spec.early_stopping, k);
+      step.open[i] = false;
+      Status s = experiments_.Cancel(t.experiment_id,
+                                     "stopped early by sweep " + step.sweep.id + ": " + d.why,
+                                     EndReason::kStoppedEarly);
       if (!s.ok())
-        spdlog::warn("sweep {}: stopping {}: {}", sweep.id, t.experiment_id, s.message());
+        spdlog::warn("sweep {}: stopping {}: {}", step.sweep.id, t.experiment_id, s.message());
     }
   }
-  for (size_t i = 0; i < trials.size(); ++i)
-    if (changed[i]) c.sweep_trials.push_back(trials[i]);
+  for (size_t i = 0; i < step.trials.size(); ++i)
+    if (changed[i]) step.changes.sweep_trials.push_back(step.trials[i]);
+}
 
-  const bool capped = spec->max_node_hours && node_seconds >= *spec->max_node_hours * 3600.0;
+void SweepRunner::ApplyCapAndEnd(Step& step) {
+  SweepRecord& sweep = step.sweep;
+  const SweepSpec& spec = step.spec;
+  const bool capped = spec.max_node_hours && step.node_seconds >= *spec.max_node_hours * 3600.0;
   if (sweep.state == SweepState::kRunning && capped) {
     sweep.state = SweepState::kCompleted;
-    sweep.reason = "its node-hours cap (" + SignificantDigits(*spec->max_node_hours, 6) +
-                   ") is reached: " + SignificantDigits(node_seconds / 3600.0, 6) +
+    sweep.reason = "its node-hours cap (" + SignificantDigits(*spec.max_node_hours, 6) +
+                   ") is reached: " + SignificantDigits(step.node_seconds / 3600.0, 6) +
                    " node-hours used; no more trials start";
-    sweep.updated_at = now;
-    c.sweep = sweep;
+    sweep.updated_at = step.now;
+    step.changes.sweep = sweep;
   }
   // An ended sweep's trials end with it (cancelled, or the cap reached).
-  if (sweep.state != SweepState::kRunning) {
-    for (size_t i = 0; i < trials.size(); ++i) {
-      if (!open[i]) continue;
-      Status s =
-          cancel_(trials[i].experiment_id,
-                  "sweep " + sweep.id + " " + SweepStateName(sweep.state) + ": " + sweep.reason,
-                  EndReason::kCancelled);
-      if (!s.ok() && s.code() != StatusCode::kFailedPrecondition)
-        spdlog::warn("sweep {}: cancelling {}: {}", sweep.id, trials[i].experiment_id, s.message());
-    }
+  if (sweep.state == SweepState::kRunning) return;
+  for (size_t i = 0; i < step.trials.size(); ++i) {
+    if (!step.open[i]) continue;
+    Status s = experiments_.Cancel(
+        step.trials[i].experiment_id,
+        "sweep " + sweep.id + " " + SweepStateName(sweep.state) + ": " + sweep.reason,
+        EndReason::kCancelled);
+    if (!s.ok() && s.code() != StatusCode::kFailedPrecondition)
+      spdlog::warn("sweep {}: cancelling {}: {}", sweep.id, step.trials[i].experiment_id,
+                   s.message());
   }
-  core_.Commit(c);
+}
 
+void SweepRunner::StartNextTrials(Step& step) {
   // The next trials, while fewer than max_concurrent run.
-  int next = static_cast<int>(trials.size()) + 1;
-  if (sweep.state == SweepState::kRunning && running < spec->max_concurrent &&
-      next <= sweep.trials) {
-    std::vector<json> points = SweepPoints(*spec);
-    while (running < spec->max_concurrent && next <= sweep.trials) {
-      SweepTrialRecord t;
-      t.sweep_id = sweep.id;
-      t.index = next;
-      t.experiment_id = TrialId(sweep.id, next);
-      t.params_json = points[next - 1].dump();
-      t.started_at = core_.ports().clock.NowMs();
-      auto started = submission_.Submit(TrialSpecInput(*spec, next, points[next - 1]), sweep.owner,
-                                        /*dry_run=*/false, t);
-      if (started.ok()) {
-        ++running;
-        trials.push_back(t);
-      } else if (started.status().retryable() && !Recorded(store, sweep.id, next)) {
-        // Refused before its intent (Slurm or the disk down): nothing is
-        // stored, and the next step tries again. After its intent the row
-        // says not_started already (Submission::SubmitAttempt).
-        spdlog::warn("sweep {}: trial {} not started yet: {}", sweep.id, next,
-                     started.status().message());
-        break;
-      } else {
-        t.state = SweepTrialState::kNotStarted;
-        t.note = "not started: " + started.status().message();
-        t.ended_at = t.started_at;
-        Changes refused;
-        refused.sweep_trials.push_back(t);
-        core_.Commit(refused);
-        trials.push_back(t);
-      }
-      ++next;
+  SweepRecord& sweep = step.sweep;
+  const SweepSpec& spec = step.spec;
+  int next = static_cast<int>(step.trials.size()) + 1;
+  if (sweep.state != SweepState::kRunning || step.running >= spec.max_concurrent ||
+      next > sweep.trials)
+    return;
+  std::vector<json> points = SweepPoints(spec);
+  while (step.running < spec.max_concurrent && next <= sweep.trials) {
+    SweepTrialRecord t;
+    t.sweep_id = sweep.id;
+    t.index = next;
+    t.experiment_id = TrialId(sweep.id, next);
+    t.params_json = points[next - 1].dump();
+    t.started_at = clock_.NowMs();
+    Status started = StartTrial(step, t, points[next - 1]);
+    if (started.ok()) {
+      ++step.running;
+      step.trials.push_back(t);
+    } else if (started.retryable() && !Recorded(store_, sweep.id, next)) {
+      // Refused before its intent (Slurm or the disk down): nothing is
+      // stored, and the next step tries again. After its intent the row
+      // says not_started already (StartTrial's if_refused).
+      spdlog::warn("sweep {}: trial {} not started yet: {}", sweep.id, next, started.message());
+      break;
+    } else {
+      t.state = SweepTrialState::kNotStarted;
+      t.note = "not started: " + started.message();
+      t.ended_at = t.started_at;
+      Changes refused;
+      refused.sweep_trials.push_back(t);
+      Write(refused);
+      step.trials.push_back(t);
     }
+    ++next;
   }
+}
 
-  if (sweep.state == SweepState::kRunning && running == 0 &&
-      static_cast<int>(trials.size()) >= sweep.trials) {
+Status SweepRunner::StartTrial(const Step& step, SweepTrialRecord& t, const json& point) {
+  SubmitOptions options;
+  // The trial's row goes with its experiment's first intent: the trial is
+  // started exactly when its row exists.
+  options.with_intent.sweep_trials.push_back(t);
+  // Slurm refused it, and its experiment goes: the row says so instead.
+  options.if_refused = [t, this](const Status& refusal, Changes& instead) {
+    SweepTrialRecord refused = t;
+    refused.state = SweepTrialState::kNotStarted;
+    refused.note = "not started: " + refusal.message();
+    refused.ended_at = clock_.NowMs();
+    instead.sweep_trials.push_back(refused);
+  };
+  return experiments_.Submit(TrialSpecInput(step.spec, t.index, point), step.sweep.owner, options)
+      .status();
+}
+
+void SweepRunner::CompleteOrReport(Step& step) {
+  SweepRecord& sweep = step.sweep;
+  if (sweep.state != SweepState::kRunning) return;
+  if (step.running == 0 && static_cast<int>(step.trials.size()) >= sweep.trials) {
     auto view = Get(sweep.id);
-    std::string best = "no trial reported " + spec->objective.tag;
+    std::string best = "no trial reported " + step.spec.objective.tag;
     if (view.ok() && view->best_trial)
       for (const SweepTrialView& v : view->trials)
         if (v.trial.index == *view->best_trial)
-          best = "best trial " + v.trial.experiment_id + ": " + spec->objective.tag + " " +
+          best = "best trial " + v.trial.experiment_id + ": " + step.spec.objective.tag + " " +
                  SignificantDigits(v.trial.objective.value_or(0), 6) + " " + v.trial.params_json;
     int stopped = 0, succeeded = 0;
-    for (const SweepTrialRecord& t : trials) {
+    for (const SweepTrialRecord& t : step.trials) {
       stopped += t.end_reason == EndReason::kStoppedEarly;
       succeeded += t.end_reason == EndReason::kSucceeded;
     }
     sweep.state = SweepState::kCompleted;
-    sweep.reason = std::to_string(trials.size()) + " trials ended (" + std::to_string(succeeded) +
-                   " succeeded, " + std::to_string(stopped) + " stopped early); " + best;
-    sweep.updated_at = now;
+    sweep.reason = std::to_string(step.trials.size()) + " trials ended (" +
+                   std::to_string(succeeded) + " succeeded, " + std::to_string(stopped) +
+                   " stopped early); " + best;
+    sweep.updated_at = step.now;
     Changes done;
     done.sweep = sweep;
-    core_.Commit(done);
-  } else if (sweep.state == SweepState::kRunning) {
-    std::string reason = std::to_string(running) + " of " + std::to_string(sweep.trials) +
-                         " trials running, " + std::to_string(trials.size()) + " started";
-    if (reason != sweep.reason) {
-      sweep.reason = reason;
-      sweep.updated_at = now;
-      Changes progress;
-      progress.sweep = sweep;
-      core_.Commit(progress);
-    }
+    Write(done);
+    return;
   }
+  std::string reason = std::to_string(step.running) + " of " + std::to_string(sweep.trials) +
+                       " trials running, " + std::to_string(step.trials.size()) + " started";
+  if (reason == sweep.reason) return;
+  sweep.reason = reason;
+  sweep.updated_at = step.now;
+  Changes progress;
+  progress.sweep = sweep;
+  Write(progress);
 }
 
-}  // namespace tfslurm
+void SweepRunner::Advance(SweepRecord sweep) {
+  auto spec = SpecOf(sweep);
+  if (!spec.ok()) {
+    spdlog::error("sweep {}: its stored spec does not parse: {}", sweep.id,
+                  spec.status().message());
+    return;
+  }
+  auto listed = store_.ListSweepTrials(sweep.id);
+  if (!listed.ok()) return;
+  Step step;
+  step.sweep = std::move(sweep);
+  step.spec = std::move(spec).value();
+  step.trials = std::move(listed).value();
+  step.now = clock_.NowMs();
+  step.curves.resize(step.trials.size());
+  step.open.assign(step.trials.size(), false);
+  if (!RecordEndedTrials(step)) return;
+  JudgeAtRungs(step);
+  ApplyCapAndEnd(step);
+  Write(step.changes);
+  StartNextTrials(step);
+  CompleteOrReport(step);
+}
+
+}  // namespace tfslurm::sweeps
