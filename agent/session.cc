@@ -15,6 +15,7 @@
 
 #include "agent/child_env.h"
 #include "agent/exit_cause.h"
+#include "base/unsafe_text.h"
 
 namespace tfslurm::agent {
 
@@ -105,8 +106,8 @@ void Session::Connect() {
   reg->set_slurm_job_id(identity_.slurm_job_id);
   reg->set_node_id(identity_.node_id);
   reg->set_local_id(identity_.local_id);
-  reg->set_node_name(identity_.node_name);
-  reg->set_address(options_.address);
+  reg->set_node_name(EscapeInvalidUtf8(identity_.node_name));
+  reg->set_address(EscapeInvalidUtf8(options_.address));
   reg->set_port(port_);
   reg->set_reconnect(reconnect);
   reg->set_standby(standby);
@@ -424,7 +425,7 @@ void Session::ForgetProgram() {
   scalar_watch_.reset();
   shutdown_requested_ = false;
   exit_reported_on_.reset();
-  for (auto* timer : {&heartbeat_at_, &progress_poll_at_, &kill_at_, &ack_deadline_,
+  for (auto* timer : {&heartbeat_at_, &progress_poll_at_, &kill_at_, &exe_probe_at_, &ack_deadline_,
                       &report_deadline_, &standby_deadline_, &unknown_experiment_since_})
     timer->reset();
 }

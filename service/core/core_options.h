@@ -6,9 +6,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "service/core/ports/accounts.h"
 #include "service/core/ports/clock.h"
 #include "service/core/ports/files.h"
@@ -31,7 +33,10 @@ struct CoreConfig {
   // An agent whose stream is gone (the service restarted, or the connection
   // broke) reconnects with a backoff capped at 5 s (agent/session.h,
   // reconnect_max). It is not lost before it could have tried twice, however
-  // short the heartbeat interval.
+  // short the heartbeat interval. A running task silent for longer than
+  // this and lost_after_missed_heartbeats intervals is gone, and its
+  // attempt fails (tfslurmd --reconnect-window-s; docs/restarts.md,
+  // "Network faults").
   int64_t reconnect_window_ms = 12000;
   int shutdown_grace_ms = 10000;  // SIGTERM -> SIGKILL in the agent
   // After the grace, the service ends the step itself through Slurm.
@@ -49,6 +54,12 @@ struct CoreConfig {
   int64_t retention_sweep_ms = 60 * 1000;
   SpecLimits limits;
   ScalarLimits scalar_limits;
+  // Ids a client of core keeps for experiments it starts itself (a sweep's
+  // trials: sweeps/sweeps.h, CheckIdNotKept): asked of every submission but
+  // the keeper's own (SubmitOptions::keeper) with its id and owner, and a
+  // refusal is returned as is. Empty: no id is kept. Core knows nothing of
+  // who keeps them or why.
+  std::function<Status(const std::string& id, const std::string& owner)> kept_ids;
 };
 
 // The ports core works through (core/ports/).

@@ -28,7 +28,13 @@ class ExperimentsImpl final : public Core {
                                 const SubmitOptions& options) override {
     return submission_.Submit(spec, owner, options);
   }
-  Status Cancel(const std::string& id, const std::string& why, EndReason reason) override;
+  Status Cancel(const std::string& id, const std::string& why, EndReason reason) override {
+    return CancelIfOwner(id, why, reason, nullptr);
+  }
+  Status CancelOwnedBy(const std::string& id, const std::string& owner, const std::string& why,
+                       EndReason reason) override {
+    return CancelIfOwner(id, why, reason, &owner);
+  }
   StatusOr<bool> IsOver(const std::string& id) override { return watch_.IsOver(id); }
   StatusOr<AttemptRecord> Resume(const std::string& id, const nlohmann::json& changes) override {
     return submission_.Resume(id, changes);
@@ -78,6 +84,11 @@ class ExperimentsImpl final : public Core {
   }
 
  private:
+  // Cancel; with `owner`, only an experiment of that owner (NotFound
+  // otherwise), checked under the lock so that the check and the cancel see
+  // the same experiment.
+  Status CancelIfOwner(const std::string& id, const std::string& why, EndReason reason,
+                       const std::string* owner);
   // What the current attempt's spare nodes do now, from core's live state.
   std::vector<ExperimentView::Spare> Spares(const std::string& id, const NodeSlots& slots)
       ABSL_LOCKS_EXCLUDED(core_.mu());
@@ -178,14 +189,18 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
   return v;
 }
 
-Status ExperimentsImpl::Cancel(const std::string& id, const std::string& why, EndReason reason) {
+Status ExperimentsImpl::CancelIfOwner(const std::string& id, const std::string& why,
+                                      EndReason reason, const std::string* owner) {
   int64_t job = 0;
   {
     MutexLock lock(core_.mu());
     auto it = core_.open().find(id);
+    if (it != core_.open().end() && owner && it->second->record.owner != *owner)
+      return NotFound("no experiment '" + id + "'");
     if (it == core_.open().end() || IsTerminal(it->second->record.state)) {
       auto e = core_.ports().store.GetExperiment(id);
       if (!e.ok()) return e.status();
+      if (owner && e->owner != *owner) return NotFound("no experiment '" + id + "'");
       return FailedPrecondition("experiment '" + id + "' has already ended (" +
                                 ExperimentStateName(e->state) + "); nothing to cancel");
     }
@@ -195,6 +210,10 @@ Status ExperimentsImpl::Cancel(const std::string& id, const std::string& why, En
     a.attempt.run->Decide({Outcome::kFailed, "cancelled"});
     core_.SetState(c, a, ExperimentState::kCancelled, why);
     if (reason == EndReason::kStoppedEarly) core_.Event(c, a, EventCode::kStoppedEarly, why);
+    // Slurm's cancel reaches the programs only after slurmctld has told
+    // every node's slurmd, each of which signals its steps; the agents are
+    // a message away and stop their programs at once (bench/sweep_stop.sh).
+    agents_.ReapRemaining(a, c, why);
     if (!a.attempt.record.end_reason) {
       core_.EndAttempt(a, reason);
       a.attempt.record.reason = why;

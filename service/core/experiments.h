@@ -81,6 +81,9 @@ struct SubmitOptions {
   // Slurm refused the first submission, and the experiment is removed
   // again: what to write instead, in that transaction (given the refusal).
   std::function<void(const Status& refusal, Changes& instead)> if_refused;
+  // The caller keeps this experiment's id for itself (CoreConfig::kept_ids:
+  // a sweep starting its trial), so the id is not refused as kept.
+  bool keeper = false;
 };
 
 class Experiments {
@@ -94,14 +97,25 @@ class Experiments {
                                 bool dry_run) {
     return Submit(spec, owner, SubmitOptions{dry_run, {}, {}});
   }
-  // Cancels the experiment (its job too); its attempt ends with `reason`:
-  // kCancelled (a user's), or kStoppedEarly (a sweep's rule), never
-  // restarted either way.
+  // Cancels experiment `id`; its attempt ends with `reason`: kCancelled (a
+  // user's cancel) or kStoppedEarly (a sweep's rule), never restarted either
+  // way. The programs are stopped at once: each running task's agent is sent
+  // a Shutdown now (SIGTERM, SIGKILL after the shutdown grace), as a decided
+  // attempt's are, rather than waiting for Slurm to deliver the job's
+  // cancel; the Slurm job is cancelled too. FailedPrecondition once it has
+  // ended.
   [[nodiscard]] virtual Status Cancel(const std::string& id, const std::string& why,
                                       EndReason reason) = 0;
   [[nodiscard]] Status Cancel(const std::string& id, const std::string& why) {
     return Cancel(id, why, EndReason::kCancelled);
   }
+  // Cancel, only if `owner` owns experiment `id` (NotFound otherwise, as for
+  // an id that does not exist), checked under core's lock so that the check
+  // and the cancel see the same experiment: a caller that knows an
+  // experiment by id alone (a sweep's trial, whose id is free again once its
+  // experiment is deleted) acts on no one else's.
+  [[nodiscard]] virtual Status CancelOwnedBy(const std::string& id, const std::string& owner,
+                                             const std::string& why, EndReason reason) = 0;
   // Whether experiment `id` is over for good: it has ended and its last
   // Slurm job has left Slurm (a job still being killed may hold its nodes).
   // Core watches each job until then, also across its own restarts; an

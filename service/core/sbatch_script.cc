@@ -189,6 +189,53 @@ std::string RenderScript(const ExperimentSpec& spec, const JobPlan& plan, int at
          RenderStep(spec, attempt, paths, launch, r);
 }
 
+// The job's environment: tfslurmd's `base`, the account's identity over
+// it, the attempt's secret, and what sbatch would have set for srun.
+std::vector<std::string> JobEnvironment(const JobPlan& plan, const AttemptJob& attempt,
+                                        const std::vector<std::string>& base) {
+  const std::vector<JobComponent>& components = plan.components;
+  std::vector<std::string> env = base;
+  // The account's own HOME, USER and LOGNAME (site mode), over tfslurmd's.
+  for (const std::string& kv : plan.account.identity_env) {
+    const std::string key = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(key); });
+    env.push_back(kv);
+  }
+  env.push_back("TFSLURM_SECRET=" + attempt.secret);
+  // The job's --gpus-per-task alone does not reach the step: srun in the
+  // script learns it from SLURM_GPUS_PER_TASK (SLURM_GPUS_PER_TASK_HET_GROUP_k
+  // per component; _opt_env in src/srun/libsrun/opt.c), which sbatch puts in
+  // the job's environment (sbatch.c calls set_env_from_opts in
+  // src/common/env.c; slurm-22-05-8-1) and libslurm does not. With it srun
+  // binds each task to GPUs of its own (an implicit tres_bind
+  // "gpu:per_task:N", _create_job_step_create_request in
+  // src/srun/libsrun/launch.c); without it every task of a node sees all of
+  // the node's GPUs of the job (checked on the local cluster).
+  for (size_t k = 0; k < components.size(); ++k) {
+    const int gpus = components[k].resources.gpus_per_task;
+    if (gpus == 0) continue;
+    const std::string group =
+        components.size() > 1 ? "_HET_GROUP_" + std::to_string(k) + "=" : std::string("=");
+    env.push_back("SLURM_GPUS_PER_TASK" + group + std::to_string(gpus));
+  }
+  if (components.size() > 1) {
+    // What sbatch puts in a heterogeneous job's environment for each
+    // component k (sbatch.c calls opt.c's set_envs on the first job
+    // description with each component's offset): srun --het-group sizes
+    // each component's part of the step from these. Without them, srun in
+    // the batch script fails "More processors requested than permitted".
+    for (size_t k = 0; k < components.size(); ++k) {
+      const Resources& c = components[k].resources;
+      const std::string group = "_HET_GROUP_" + std::to_string(k) + "=";
+      env.push_back("SLURM_CPUS_PER_TASK" + group + std::to_string(c.cpus_per_task));
+      env.push_back("SLURM_NPROCS" + group + std::to_string(c.Tasks()));
+      env.push_back("SLURM_NTASKS" + group + std::to_string(c.Tasks()));
+      env.push_back("SLURM_NTASKS_PER_NODE" + group + std::to_string(c.tasks_per_node));
+    }
+  }
+  return env;
+}
+
 }  // namespace
 
 std::string JobName(const std::string& experiment_id, int attempt) {
@@ -239,39 +286,7 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const JobPlan& plan
   }
   r.work_dir = attempt.paths.log_dir;
   r.batch_output = attempt.paths.log_dir + "/batch.out";
-  r.environment = base_environment;
-  r.environment.push_back("TFSLURM_SECRET=" + attempt.secret);
-  // The job's --gpus-per-task alone does not reach the step: srun in the
-  // script learns it from SLURM_GPUS_PER_TASK (SLURM_GPUS_PER_TASK_HET_GROUP_k
-  // per component; _opt_env in src/srun/libsrun/opt.c), which sbatch puts in
-  // the job's environment (sbatch.c calls set_env_from_opts in
-  // src/common/env.c; slurm-22-05-8-1) and libslurm does not. With it srun
-  // binds each task to GPUs of its own (an implicit tres_bind
-  // "gpu:per_task:N", _create_job_step_create_request in
-  // src/srun/libsrun/launch.c); without it every task of a node sees all of
-  // the node's GPUs of the job (checked on the local cluster).
-  for (size_t k = 0; k < components.size(); ++k) {
-    const int gpus = components[k].resources.gpus_per_task;
-    if (gpus == 0) continue;
-    const std::string group =
-        components.size() > 1 ? "_HET_GROUP_" + std::to_string(k) + "=" : std::string("=");
-    r.environment.push_back("SLURM_GPUS_PER_TASK" + group + std::to_string(gpus));
-  }
-  if (components.size() > 1) {
-    // What sbatch puts in a heterogeneous job's environment for each
-    // component k (sbatch.c calls opt.c's set_envs on the first job
-    // description with each component's offset): srun --het-group sizes
-    // each component's part of the step from these. Without them, srun in
-    // the batch script fails "More processors requested than permitted".
-    for (size_t k = 0; k < components.size(); ++k) {
-      const Resources& c = components[k].resources;
-      const std::string group = "_HET_GROUP_" + std::to_string(k) + "=";
-      r.environment.push_back("SLURM_CPUS_PER_TASK" + group + std::to_string(c.cpus_per_task));
-      r.environment.push_back("SLURM_NPROCS" + group + std::to_string(c.Tasks()));
-      r.environment.push_back("SLURM_NTASKS" + group + std::to_string(c.Tasks()));
-      r.environment.push_back("SLURM_NTASKS_PER_NODE" + group + std::to_string(c.tasks_per_node));
-    }
-  }
+  r.environment = JobEnvironment(plan, attempt, base_environment);
   r.script = RenderScript(spec, plan, attempt.number, attempt.paths, launch, r);
   return r;
 }

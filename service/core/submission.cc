@@ -116,8 +116,24 @@ Status Submission::CheckNewExperiment(const ExperimentSpec& spec, const std::str
     if (!other.ok()) return std::nullopt;
     return other->owner;
   };
-  return CheckModelDir(
-      {spec.model_dir, spec.id, owner, core_.config().output_root, account.uid == 0}, owner_of);
+  if (Status s = CheckModelDir(
+          {spec.model_dir, spec.id, owner, core_.config().output_root, account.uid == 0}, owner_of);
+      !s.ok())
+    return s;
+  // Before anything is made, in the dry run too: a model_dir outside the
+  // experiment's own directory must be one the account can make or write
+  // into (its own directory is made by tfslurmd and given to it).
+  const std::string own_dir = core_.config().output_root + "/" + spec.id;
+  if (spec.model_dir.empty() || spec.model_dir == own_dir ||
+      spec.model_dir.starts_with(own_dir + "/"))
+    return Status::Ok();
+  Status usable = core_.ports().files.CheckCanCreateDirectories(spec.model_dir, account);
+  if (usable.ok() || usable.code() == StatusCode::kUnavailable) return usable;
+  return InvalidArgument(
+      "the model_dir " + spec.model_dir + " cannot be made by " + account.user + ": " +
+          usable.message(),
+      {{"model_dir", "must be a directory " + account.user + " may create or write into, got '" +
+                         spec.model_dir + "': " + usable.message()}});
 }
 
 std::unique_ptr<OpenExperiment> Submission::NewExperiment(const ExperimentSpec& spec,
@@ -151,6 +167,10 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
   if (!account.ok()) return account.status();
   if (Status s = CheckWorkdir(spec.workdir, *account); !s.ok()) return s;
   if (spec.id.empty()) spec.id = core_.ports().random.NewExperimentId();
+  // An id a client of core keeps for an experiment it starts itself (a
+  // sweep's trial) is taken to anyone else.
+  if (core_.config().kept_ids && !options.keeper)
+    if (Status s = core_.config().kept_ids(spec.id, owner); !s.ok()) return s;
   if (Status s = CheckNewExperiment(spec, owner, *account); !s.ok()) return s;
 
   auto partition = Partition(spec.resources.partition);
@@ -398,9 +418,10 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann
   if (it != core_.open().end()) {
     const OpenExperiment& a = *it->second;
     if (!IsTerminal(a.record.state))
-      return FailedPrecondition(
-          "experiment '" + id + "' is " + ExperimentStateName(a.record.state) +
-          "; cancel it first (DELETE /experiments/" + id + ") or wait for it to end");
+      return FailedPrecondition("experiment '" + id + "' is " +
+                                ExperimentStateName(a.record.state) +
+                                "; cancel it first (tfctl cancel " + id +
+                                ", or DELETE /experiments/" + id + ") or wait for it to end");
     return Status(StatusCode::kUnavailable, "experiment '" + id + "' has ended but its Slurm job " +
                                                 std::to_string(a.attempt.record.slurm_job_id) +
                                                 " is still finishing; retry in a few seconds");
@@ -482,9 +503,15 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
     for (const NodeShape& n : partition.nodes)
       if (n.unavailable) down.insert(n.name);
   std::vector<std::string> add;
-  for (const std::string& node : suspects)
+  for (const std::string& node : suspects) {
+    // A name an agent reported goes into the job's --exclude: a node name
+    // only (RegisterInfoProblem), whatever an older row holds.
+    RegisterInfo named;
+    named.node_name = node;
+    if (node.empty() || !RegisterInfoProblem(named).empty()) continue;
     if ((!a.suspects.only_if_down || down.contains(node)) && !excluded.contains(node))
       add.push_back(node);
+  }
   std::string names;
   for (const std::string& node : add) names += (names.empty() ? "" : ", ") + node;
   if (add.empty()) {
@@ -504,7 +531,8 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
       gone += after.contains(n.name);
       gone_before += excluded.contains(n.name);
     }
-    const int needed = components[k].resources.nodes;
+    // The first component's job holds the spare nodes too (sbatch_script.cc).
+    const int needed = components[k].resources.nodes + (k == 0 ? a.spec.resources.spare_nodes : 0);
     if (total - gone < needed) {
       core_.Event(c, a, EventCode::kExclude,
                   "not excluding " + names + " (" + a.suspects.why + "): partition " +

@@ -3,38 +3,17 @@
 #include <spdlog/spdlog.h>
 
 #include <memory>
+#include <set>
 
 #include "base/number_text.h"
-#include "service/core/components.h"
 #include "service/sweeps/early_stopping.h"
 #include "service/sweeps/sweep_space.h"
+#include "service/sweeps/sweep_trials.h"
 
 namespace tfslurm::sweeps {
 namespace {
 
 using nlohmann::json;
-
-// The nodes a job of `spec_json` holds: every component's.
-int NodesOf(const std::string& spec_json) {
-  auto spec = ParseSpec(json::parse(spec_json, nullptr, false));
-  if (!spec.ok()) return 1;
-  int nodes = 0;
-  for (const JobComponent& c : JobComponents(*spec)) nodes += c.resources.nodes;
-  return nodes > 0 ? nodes : 1;
-}
-
-// Node-seconds of an experiment's attempts up to `now_ms`: each attempt
-// from its start (a job running) to its end, times the job's nodes.
-double NodeSeconds(const ExperimentRecord& e, const std::vector<AttemptRecord>& attempts,
-                   int64_t now_ms) {
-  double ms = 0;
-  for (const AttemptRecord& a : attempts) {
-    if (a.in_place || a.started_at == 0) continue;  // in place: the job of the one before
-    const int64_t end = a.ended_at > 0 ? a.ended_at : now_ms;
-    if (end > a.started_at) ms += static_cast<double>(end - a.started_at);
-  }
-  return ms / 1000.0 * NodesOf(e.spec_json);
-}
 
 // Whether trial `index` of `sweep_id` has its row.
 bool Recorded(Store& store, const std::string& sweep_id, int index) {
@@ -55,39 +34,27 @@ StatusOr<SweepSpec> SpecOf(const SweepRecord& sweep) {
   return ParseSweepSpec(stored);
 }
 
-// The best trial: among those that succeeded, else among those not stopped
-// early; by objective.
-std::optional<int> BestTrial(const std::vector<SweepTrialView>& trials,
-                             const SweepObjective& objective) {
-  auto pick = [&](bool succeeded_only) -> std::optional<int> {
-    std::optional<int> best;
-    std::optional<double> value;
-    for (const SweepTrialView& v : trials) {
-      const SweepTrialRecord& t = v.trial;
-      if (!t.objective || t.end_reason == EndReason::kStoppedEarly) continue;
-      if (succeeded_only && v.state != ExperimentState::kSucceeded) continue;
-      if (!value || objective.Better(*t.objective, *value)) {
-        value = t.objective;
-        best = t.index;
-      }
-    }
-    return best;
-  };
-  if (auto best = pick(true)) return best;
-  if (auto best = pick(false)) return best;
-  // Every trial stopped early (a rule cutting at every rung): the best
-  // value seen is still the sweep's best.
-  std::optional<int> best;
-  std::optional<double> value;
-  for (const SweepTrialView& v : trials)
-    if (v.trial.objective && (!value || objective.Better(*v.trial.objective, *value))) {
-      value = v.trial.objective;
-      best = v.trial.index;
-    }
-  return best;
+}  // namespace
+
+Curve SweepRunner::CurveOfTrial(const SweepRecord& sweep, const SweepTrialRecord& t,
+                                const std::string& tag) {
+  // An ended trial's curve no longer changes: read once, not at every step
+  // of its sweep for as long as the sweep runs.
+  const std::pair<std::string, int> key{sweep.id, t.index};
+  if (t.state == SweepTrialState::kEnded)
+    if (auto it = ended_curves_.find(key); it != ended_curves_.end()) return it->second;
+  Curve curve;
+  auto series = store_.ReadScalars(t.experiment_id, {tag});
+  if (series.ok() && !series->empty()) curve = CurveOf(series->front());
+  if (t.state == SweepTrialState::kEnded && series.ok()) ended_curves_[key] = curve;
+  return curve;
 }
 
-}  // namespace
+void SweepRunner::ForgetEndedSweeps(const std::vector<SweepRecord>& open) {
+  std::set<std::string> ids;
+  for (const SweepRecord& s : open) ids.insert(s.id);
+  std::erase_if(ended_curves_, [&](const auto& entry) { return !ids.contains(entry.first.first); });
+}
 
 void SweepRunner::Write(const Changes& c) {
   if (c.empty()) return;
@@ -111,6 +78,15 @@ StatusOr<SweepView> SweepRunner::Submit(const json& input, const std::string& ow
   if (store_.GetSweep(spec.id).ok())
     return Status(StatusCode::kAlreadyExists, "sweep '" + spec.id + "' exists; choose another id",
                   {{"id", "'" + spec.id + "' is taken"}});
+  // One owner's sweeps cannot take the poll thread from everyone else's.
+  if (auto open = store_.ListSweeps({owner, /*open_only=*/true}); !open.ok()) {
+    return open.status();
+  } else if (static_cast<int>(open->size()) >= config_.max_open_per_owner) {
+    return Status(StatusCode::kResourceExhausted,
+                  owner + " has " + std::to_string(open->size()) + " sweeps running, at most " +
+                      std::to_string(config_.max_open_per_owner) +
+                      " at once; cancel one (tfctl sweep cancel ID) or wait for one to end");
+  }
   auto trials = ExpandTrials(spec, config_.limits);
   if (!trials.ok()) return trials.status();
   // Each trial as the submission of an experiment would check it (its
@@ -174,16 +150,19 @@ StatusOr<SweepView> SweepRunner::Get(const std::string& id) {
   const int64_t now = clock_.NowMs();
   for (SweepTrialRecord& t : *trials) {
     SweepTrialView v;
-    if (auto e = store.GetExperiment(t.experiment_id); e.ok()) {
+    if (auto e = TrialExperiment(store, view.sweep, t); e.ok()) {
       v.state = e->state;
       v.reason = e->reason;
       if (t.state == SweepTrialState::kRunning) {
         auto series = store.ReadScalars(t.experiment_id, {spec->objective.tag});
-        if (series.ok() && !series->empty())
-          if (auto o = ObjectiveOf(CurveOf(series->front()), spec->objective)) {
+        if (series.ok() && !series->empty()) {
+          const Curve curve = CurveOf(series->front());
+          if (!curve.empty()) t.last_step = curve.rbegin()->first;
+          if (auto o = ObjectiveOf(curve, spec->objective)) {
             t.objective_step = o->first;
             t.objective = o->second;
           }
+        }
         if (auto attempts = store.ListAttempts(t.experiment_id); attempts.ok())
           t.node_seconds = NodeSeconds(*e, *attempts, now);
       }
@@ -215,6 +194,48 @@ Status SweepRunner::Cancel(const std::string& id, const std::string& why) {
   return Status::Ok();
 }
 
+StatusOr<SweepDeleteResult> SweepRunner::Delete(const std::string& id, bool files) {
+  // Under mu_: no step of this sweep starts a trial while it goes.
+  MutexLock lock(mu_);
+  auto sweep = store_.GetSweep(id);
+  if (!sweep.ok()) return sweep.status();
+  if (sweep->state == SweepState::kRunning)
+    return FailedPrecondition("sweep '" + id + "' is running (" + sweep->reason +
+                              "); only an ended sweep can be deleted: cancel it first (tfctl "
+                              "sweep cancel " +
+                              id + ") or wait for it to complete");
+  auto trials = store_.ListSweepTrials(id);
+  if (!trials.ok()) return trials.status();
+  for (const SweepTrialRecord& t : *trials)
+    if (t.state == SweepTrialState::kRunning)
+      return Unavailable("sweep '" + id + "' has ended but its trial " + t.experiment_id +
+                         " is still ending (its Slurm job has not left yet); retry in a few "
+                         "seconds");
+  SweepDeleteResult result{id, {}};
+  for (const SweepTrialRecord& t : *trials) {
+    // Deleted already, or someone else's since: not the trial's to delete.
+    auto e = TrialExperiment(store_, *sweep, t);
+    if (!e.ok() && e.status().code() == StatusCode::kNotFound) continue;
+    auto deleted =
+        e.ok() ? experiments_.Delete(t.experiment_id, files) : StatusOr<DeleteResult>(e.status());
+    if (deleted.ok()) {
+      result.experiments.push_back(std::move(deleted).value());
+    } else if (deleted.status().code() != StatusCode::kNotFound) {
+      // The trials deleted so far stay deleted; a retry goes on from here.
+      return Status(deleted.status().code(),
+                    "deleting sweep '" + id + "': its trial " + t.experiment_id + ": " +
+                        deleted.status().message(),
+                    deleted.status().fields());
+    }
+  }
+  Changes c;
+  c.delete_sweep = id;
+  if (Status s = store_.Apply(c); !s.ok()) return s;
+  spdlog::info("sweep {} deleted by its owner, with {} trial experiments{}", id,
+               result.experiments.size(), files ? " and their files" : "");
+  return result;
+}
+
 void SweepRunner::Tick() {
   MutexLock lock(mu_);
   const int64_t now = clock_.NowMs();
@@ -225,6 +246,7 @@ void SweepRunner::Tick() {
     spdlog::warn("reading the open sweeps: {}", open.status().message());
     return;
   }
+  ForgetEndedSweeps(*open);
   for (SweepRecord& sweep : *open) Advance(std::move(sweep));
 }
 
@@ -237,6 +259,10 @@ struct SweepRunner::Step {
   Changes changes;
   std::vector<Curve> curves;  // each trial's objective so far
   std::vector<bool> open;     // its experiment has not ended
+  // The state of the experiments of trials that ran at this step's start.
+  std::vector<std::optional<ExperimentState>> states;
+  // A trial that reports scalars but not the objective's tag.
+  std::optional<ObjectiveMissing> missing;
   double node_seconds = 0;
   int running = 0;
 };
@@ -248,26 +274,31 @@ bool SweepRunner::RecordEndedTrials(Step& step) {
   for (size_t i = 0; i < step.trials.size(); ++i) {
     SweepTrialRecord& t = step.trials[i];
     if (t.state == SweepTrialState::kNotStarted) continue;
-    auto series = store.ReadScalars(t.experiment_id, {step.spec.objective.tag});
-    if (series.ok() && !series->empty()) step.curves[i] = CurveOf(series->front());
+    step.curves[i] = CurveOfTrial(step.sweep, t, step.spec.objective.tag);
+    // Where it got to, before a stopped trial's curve is cut at its rung.
+    const std::optional<int64_t> last_step =
+        step.curves[i].empty() ? std::nullopt
+                               : std::optional<int64_t>(step.curves[i].rbegin()->first);
     if (t.end_reason == EndReason::kStoppedEarly)
       step.curves[i] = UpToRung(step.curves[i], step.spec.early_stopping, t.rungs_passed);
     if (t.state == SweepTrialState::kEnded) {
       step.node_seconds += t.node_seconds;
       continue;
     }
-    // Core says whether the trial's experiment is over, its job gone;
-    // NotFound: it was deleted. Anything else unanswered: the next step.
-    StatusOr<bool> over = experiments_.IsOver(t.experiment_id);
-    if (!over.ok() && over.status().code() != StatusCode::kNotFound) return false;
-    auto e = store.GetExperiment(t.experiment_id);
+    // NotFound: it was deleted (or the id is someone else's since).
+    auto e = TrialExperiment(store, step.sweep, t);
     if (!e.ok() && e.status().code() != StatusCode::kNotFound)
       return false;  // the store: next time
+    // Core says whether the trial's experiment is over, its job gone.
+    // Anything unanswered: the next step.
+    StatusOr<bool> over = e.ok() ? experiments_.IsOver(t.experiment_id) : StatusOr<bool>(true);
+    if (!over.ok() && over.status().code() != StatusCode::kNotFound) return false;
     std::vector<AttemptRecord> attempts;
     if (e.ok()) {
       auto a = store.ListAttempts(t.experiment_id);
       if (!a.ok()) return false;
       attempts = std::move(a).value();
+      step.states[i] = e->state;
     }
     if (e.ok() && over.ok() && !*over) {
       step.open[i] = !IsTerminal(e->state);
@@ -282,6 +313,7 @@ bool SweepRunner::RecordEndedTrials(Step& step) {
     } else {
       t.end_reason = attempts.empty() ? std::nullopt : attempts.back().end_reason;
       t.node_seconds = NodeSeconds(*e, attempts, step.now);
+      t.last_step = last_step;
       if (auto o = ObjectiveOf(step.curves[i], step.spec.objective)) {
         t.objective_step = o->first;
         t.objective = o->second;
@@ -291,6 +323,21 @@ bool SweepRunner::RecordEndedTrials(Step& step) {
     step.changes.sweep_trials.push_back(t);
   }
   return true;
+}
+
+void SweepRunner::CheckObjectiveReported(Step& step) {
+  step.missing =
+      FindObjectiveMissing(store_, step.trials, step.curves, step.states, step.spec.objective.tag);
+  SweepRecord& sweep = step.sweep;
+  if (sweep.state != SweepState::kRunning || !step.missing || !step.missing->ran_to_its_end) return;
+  // Every trial would do the same: none could be judged or ranked.
+  sweep.state = SweepState::kCancelled;
+  sweep.reason = "stopped: " + step.missing->Why(step.spec.objective.tag) +
+                 ", and succeeded without it: no trial can be judged or ranked by it; fix "
+                 "objective.tag and submit the sweep again";
+  sweep.updated_at = step.now;
+  step.changes.sweep = sweep;
+  spdlog::warn("sweep {}: {}", sweep.id, sweep.reason);
 }
 
 void SweepRunner::JudgeAtRungs(Step& step) {
@@ -317,9 +364,9 @@ void SweepRunner::JudgeAtRungs(Step& step) {
       t.end_reason = EndReason::kStoppedEarly;  // its attempt's too, once it has ended
       step.curves[i] = UpToRung(step.curves[i], step.spec.early_stopping, k);
       step.open[i] = false;
-      Status s = experiments_.Cancel(t.experiment_id,
-                                     "stopped early by sweep " + step.sweep.id + ": " + d.why,
-                                     EndReason::kStoppedEarly);
+      Status s = experiments_.CancelOwnedBy(
+          t.experiment_id, step.sweep.owner,
+          "stopped early by sweep " + step.sweep.id + ": " + d.why, EndReason::kStoppedEarly);
       if (!s.ok())
         spdlog::warn("sweep {}: stopping {}: {}", step.sweep.id, t.experiment_id, s.message());
     }
@@ -344,8 +391,8 @@ void SweepRunner::ApplyCapAndEnd(Step& step) {
   if (sweep.state == SweepState::kRunning) return;
   for (size_t i = 0; i < step.trials.size(); ++i) {
     if (!step.open[i]) continue;
-    Status s = experiments_.Cancel(
-        step.trials[i].experiment_id,
+    Status s = experiments_.CancelOwnedBy(
+        step.trials[i].experiment_id, sweep.owner,
         "sweep " + sweep.id + " " + SweepStateName(sweep.state) + ": " + sweep.reason,
         EndReason::kCancelled);
     if (!s.ok() && s.code() != StatusCode::kFailedPrecondition)
@@ -398,6 +445,8 @@ Status SweepRunner::StartTrial(const Step& step, SweepTrialRecord& t, const json
   // The trial's row goes with its experiment's first intent: the trial is
   // started exactly when its row exists.
   options.with_intent.sweep_trials.push_back(t);
+  // Its id is kept for it (CheckIdNotKept), and this is the keeper.
+  options.keeper = true;
   // Slurm refused it, and its experiment goes: the row says so instead.
   options.if_refused = [t, this](const Status& refusal, Changes& instead) {
     SweepTrialRecord refused = t;
@@ -416,6 +465,9 @@ void SweepRunner::CompleteOrReport(Step& step) {
   if (step.running == 0 && static_cast<int>(step.trials.size()) >= sweep.trials) {
     auto view = Get(sweep.id);
     std::string best = "no trial reported " + step.spec.objective.tag;
+    if (auto m =
+            FindObjectiveMissing(store_, step.trials, step.curves, {}, step.spec.objective.tag))
+      best += " (" + m->Why(step.spec.objective.tag) + ")";
     if (view.ok() && view->best_trial)
       for (const SweepTrialView& v : view->trials)
         if (v.trial.index == *view->best_trial)
@@ -438,6 +490,9 @@ void SweepRunner::CompleteOrReport(Step& step) {
   }
   std::string reason = std::to_string(step.running) + " of " + std::to_string(sweep.trials) +
                        " trials running, " + std::to_string(step.trials.size()) + " started";
+  if (step.missing)
+    reason = "warning: " + step.missing->Why(step.spec.objective.tag) +
+             ": it cannot be judged or ranked; " + reason;
   if (reason == sweep.reason) return;
   sweep.reason = reason;
   sweep.updated_at = step.now;
@@ -462,7 +517,9 @@ void SweepRunner::Advance(SweepRecord sweep) {
   step.now = clock_.NowMs();
   step.curves.resize(step.trials.size());
   step.open.assign(step.trials.size(), false);
+  step.states.resize(step.trials.size());
   if (!RecordEndedTrials(step)) return;
+  CheckObjectiveReported(step);
   JudgeAtRungs(step);
   ApplyCapAndEnd(step);
   Write(step.changes);

@@ -14,8 +14,10 @@
 // serializes the sweeps' steps. Core's own locks are taken inside its calls.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +43,8 @@ class SweepRunner final : public Sweeps {
     return store_.ListSweeps({owner, false});
   }
   Status Cancel(const std::string& id, const std::string& why) override ABSL_LOCKS_EXCLUDED(mu_);
+  StatusOr<SweepDeleteResult> Delete(const std::string& id, bool files) override
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Tick() override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -50,6 +54,10 @@ class SweepRunner final : public Sweeps {
   // The trials whose experiment is over (core's IsOver) are ended, with
   // their objective; false when the store or Slurm did not answer.
   bool RecordEndedTrials(Step& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A trial that reports scalars but not the objective's tag is named in
+  // the sweep's reason; one that succeeded without it stops the sweep (no
+  // trial could be judged or ranked).
+  void CheckObjectiveReported(Step& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The running trials judged at each rung they have reached.
   void JudgeAtRungs(Step& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The node-hours cap; an ended sweep's running trials are cancelled.
@@ -63,6 +71,11 @@ class SweepRunner final : public Sweeps {
   void CompleteOrReport(Step& step) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes `c`; a failure is logged and the next step goes on from the store.
   void Write(const Changes& c);
+  // Trial `t`'s curve of `tag`, from the store; an ended trial's once.
+  Curve CurveOfTrial(const SweepRecord& sweep, const SweepTrialRecord& t, const std::string& tag)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the kept curves of sweeps no longer open.
+  void ForgetEndedSweeps(const std::vector<SweepRecord>& open) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Experiments& experiments_;
   Store& store_;
@@ -71,6 +84,9 @@ class SweepRunner final : public Sweeps {
   const SweepsConfig config_;
   Mutex mu_;
   int64_t last_tick_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  // The curves of ended trials of open sweeps, by (sweep id, trial index):
+  // they no longer change. At most a sweep's trials' points per open sweep.
+  std::map<std::pair<std::string, int>, Curve> ended_curves_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tfslurm::sweeps

@@ -37,6 +37,13 @@ struct SweepTrialView {
   std::string reason;
 };
 
+// What a sweep's deletion removed: its trials' experiments, each as
+// Experiments::Delete removed it.
+struct SweepDeleteResult {
+  std::string id;
+  std::vector<DeleteResult> experiments;
+};
+
 // What GET /sweeps/{id} shows.
 struct SweepView {
   SweepRecord sweep;
@@ -62,6 +69,12 @@ class Sweeps {
   // Cancels the sweep and its running trials. FailedPrecondition once it
   // has ended.
   [[nodiscard]] virtual Status Cancel(const std::string& id, const std::string& why) = 0;
+  // Removes an ended sweep: its trials' experiments (each as
+  // Experiments::Delete would, with `files` their directories) and then its
+  // own rows. FailedPrecondition while it runs; Unavailable while a trial's
+  // Slurm job is still finishing (retry). A trial's experiment deleted
+  // already, or not the sweep owner's, is skipped.
+  virtual StatusOr<SweepDeleteResult> Delete(const std::string& id, bool files) = 0;
   // Every poll interval, each open sweep's step: trials that ended are
   // recorded, running ones judged at their rungs, the cap applied, the next
   // trials started, and the sweep completed when its last trial has ended.
@@ -71,7 +84,18 @@ class Sweeps {
 struct SweepsConfig {
   SpecLimits limits;                // a trial's spec, as any submission's
   int64_t poll_interval_ms = 2000;  // how often Tick takes a step
+  // Sweeps still running per owner; one more is refused (ResourceExhausted),
+  // since every open sweep is stepped at each poll on the ticker's thread.
+  int max_open_per_owner = 10;
 };
+
+// Whether a submission of experiment `id` by `owner` takes an id a sweep
+// keeps: <sweep>-<n>, n from 1 to a stored sweep's trials, is kept for that
+// trial while the sweep exists, so that nobody (its owner included, by
+// hand) takes it before the trial starts. The sweep's owner is told why;
+// anyone else only that it is taken, as for any id (AlreadyExists). Core
+// asks it of every submission but a sweep's own (CoreConfig::kept_ids).
+Status CheckIdNotKept(Store& store, const std::string& id, const std::string& owner);
 
 // Sweeps over `experiments`, keeping their rows in `store`; each must
 // outlive them.
