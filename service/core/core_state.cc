@@ -94,6 +94,27 @@ void CoreState::FreshWindow(int64_t now) {
       if (t.state == TaskState::kRunning || t.state == TaskState::kLost) t.last_heartbeat = now;
 }
 
+OpenExperiment* CoreState::Find(const std::string& id) {
+  auto it = open_.find(id);
+  return it == open_.end() ? nullptr : it->second.get();
+}
+
+void CoreState::Add(std::unique_ptr<OpenExperiment> e) {
+  const std::string id = e->record.id;
+  open_[id] = std::move(e);
+}
+
+std::vector<OpenExperiment*> CoreState::All() {
+  std::vector<OpenExperiment*> all;
+  all.reserve(open_.size());
+  for (auto& [id, e] : open_) all.push_back(e.get());
+  return all;
+}
+
+void CoreState::CloseEnded() {
+  std::erase_if(open_, [](const auto& entry) { return entry.second->Over(); });
+}
+
 void CoreState::HeardFromAgent(int64_t now) {
   if (now >= quiet_until_ms_ && CutOff(now)) FreshWindow(now);
   last_heard_ms_ = now;

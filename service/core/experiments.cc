@@ -113,7 +113,7 @@ StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
   if (!trials.ok()) return trials.status();
   g.sweep_trials_by_end_reason = std::move(trials).value();
   MutexLock lock(core_.mu());
-  for (const auto& [id, a] : core_.open()) g.agents_connected += a->attempt.channels.size();
+  for (const OpenExperiment* a : core_.All()) g.agents_connected += a->attempt.channels.size();
   return g;
 }
 
@@ -123,8 +123,8 @@ std::vector<ExperimentView::Spare> ExperimentsImpl::Spares(const std::string& id
   // Only experiments with spares come here: the others' GETs never take
   // core's lock.
   MutexLock lock(core_.mu());
-  auto it = core_.open().find(id);
-  const LiveAttempt* at = it == core_.open().end() ? nullptr : &it->second->attempt;
+  const OpenExperiment* open = core_.Find(id);
+  const LiveAttempt* at = open ? &open->attempt : nullptr;
   for (int node : slots.spares()) {
     ExperimentView::Spare spare;
     bool all = at != nullptr && at->record.node_slots == slots;
@@ -194,17 +194,17 @@ Status ExperimentsImpl::CancelIfOwner(const std::string& id, const std::string& 
   int64_t job = 0;
   {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it != core_.open().end() && owner && it->second->record.owner != *owner)
+    OpenExperiment* open = core_.Find(id);
+    if (open && owner && open->record.owner != *owner)
       return NotFound("no experiment '" + id + "'");
-    if (it == core_.open().end() || IsTerminal(it->second->record.state)) {
+    if (!open || IsTerminal(open->record.state)) {
       auto e = core_.ports().store.GetExperiment(id);
       if (!e.ok()) return e.status();
       if (owner && e->owner != *owner) return NotFound("no experiment '" + id + "'");
       return FailedPrecondition("experiment '" + id + "' has already ended (" +
                                 ExperimentStateName(e->state) + "); nothing to cancel");
     }
-    OpenExperiment& a = *it->second;
+    OpenExperiment& a = *open;
     a.user_cancelled = true;
     Changes c;
     a.attempt.run->Decide({Outcome::kFailed, "cancelled"});

@@ -248,7 +248,7 @@ void SlurmWatch::Tick() {
     bool any_open = false;
     {
       MutexLock lock(core_.mu());
-      any_open = !core_.open().empty();
+      any_open = core_.AnyOpen();
     }
     if (any_open) {
       const auto started = std::chrono::steady_clock::now();
@@ -275,8 +275,8 @@ void SlurmWatch::Tick() {
     // hundred jobs ended (a user cancelling a sweep) holds core's lock and the
     // store for one commit, not a hundred.
     std::vector<Changes> batch;
-    for (auto it = core_.open().begin(); it != core_.open().end();) {
-      OpenExperiment& a = *it->second;
+    for (OpenExperiment* open : core_.All()) {
+      OpenExperiment& a = *open;
       Changes c;
       if (a.attempt.record.state == AttemptState::kSubmitting) {
         // The poll began at `now`, after the failure that set reconcile_at_ms.
@@ -293,12 +293,9 @@ void SlurmWatch::Tick() {
       }
       CheckTimers(a, c, actions);
       if (!c.empty()) batch.push_back(std::move(c));
-      // Done when the experiment is final and its last job has left Slurm.
-      if (IsTerminal(a.record.state) && a.attempt.record.state == AttemptState::kEnded)
-        it = core_.open().erase(it);
-      else
-        ++it;
     }
+    // Done with those final whose last job has left Slurm.
+    core_.CloseEnded();
     core_.CommitAll(batch);
   }
   RunActions(actions);
@@ -320,20 +317,18 @@ void SlurmWatch::RunActions(Actions& actions) {
       spdlog::warn("cancelling Slurm job {}: {}", job, s.message());
   for (const std::string& id : actions.restarts) {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it == core_.open().end() || it->second->record.state != ExperimentState::kRestarting)
-      continue;
-    OpenExperiment& a = *it->second;
+    OpenExperiment* open = core_.Find(id);
+    if (!open || open->record.state != ExperimentState::kRestarting) continue;
+    OpenExperiment& a = *open;
     const int number = a.attempt.record.number + 1;
     submission_.SubmitAutomatically(a, number, "attempt " + std::to_string(number) + " submitted");
   }
   for (const std::string& id : actions.resubmits) {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it == core_.open().end() || it->second->attempt.record.state != AttemptState::kSubmitting ||
-        it->second->user_cancelled)
+    OpenExperiment* open = core_.Find(id);
+    if (!open || open->attempt.record.state != AttemptState::kSubmitting || open->user_cancelled)
       continue;
-    submission_.SubmitAutomatically(*it->second, it->second->attempt.record.number);
+    submission_.SubmitAutomatically(*open, open->attempt.record.number);
   }
 }
 
@@ -401,7 +396,7 @@ StatusOr<bool> SlurmWatch::IsOver(const std::string& id) {
   if (attempts->empty() || attempts->back().state == AttemptState::kEnded) return true;
   {
     MutexLock lock(core_.mu());
-    if (core_.open().contains(id)) return false;  // the watch ends it
+    if (core_.Find(id)) return false;  // the watch ends it
   }
   // Read again: the watch may have ended it (and stopped watching) since,
   // and its record of the end is the one to keep.
@@ -465,7 +460,7 @@ Status SlurmWatch::Recover() {
         agents_.ReapRemaining(loaded, c, "attempt failed: " + loaded.attempt.run->outcome().reason);
         core_.Commit(c);
       }
-      core_.open()[r.id] = std::move(a).value();
+      core_.Add(std::move(a).value());
     }
   }
   if (submitting.empty()) return Status::Ok();

@@ -10,19 +10,9 @@
 namespace tfslurm {
 
 void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Actions& actions) {
-  InPlaceCheck check = in_place_.Check(a, now);
+  const InPlaceCheck check = in_place_.Decide(a, now, c);
   if (check.kind == InPlaceCheck::kReady) return FinishAttempt(a, check.reason, check.why, c);
-  if (check.kind != InPlaceCheck::kGiveUp && check.kind != InPlaceCheck::kLetTheJobEnd) return;
-  // The job ends, and its end classifies the attempt as it would have
-  // without agents waiting (OnJobEnded); FinishAttempt then says why the
-  // restart, if any, is a new job.
-  a.attempt.in_place_given_up = check.why;
-  ReleaseWaitingAgents(a.attempt, check.why);
-  if (check.kind == InPlaceCheck::kLetTheJobEnd)
-    core_.Event(c, a, EventCode::kRestart,
-                "not in place: " + check.why + "; the job's end decides");
   if (check.kind == InPlaceCheck::kGiveUp) {
-    core_.Event(c, a, EventCode::kRestart, "not in place: " + check.why + "; ending the job");
     actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
     a.attempt.job_cancel_sent = true;
   }
@@ -235,7 +225,7 @@ void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
     // Agents heartbeat once they run their program; at the barrier the
     // barrier timeout watches them instead.
     if (t.state != TaskState::kRunning || deaf) continue;
-    const int64_t limit = run.task(i).vanished
+    const int64_t limit = run.task(i).vanished()
                               ? std::max(lost_after, core_.config().reconnect_window_ms)
                               : lost_after;
     if (now - t.last_heartbeat > limit) {

@@ -204,7 +204,7 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
   if (!submitted.ok()) return submitted.status();
   SubmitResult result{a->record, a->attempt.record, memory};
   MutexLock lock(core_.mu());
-  core_.open()[spec.id] = std::move(a);
+  core_.Add(std::move(a));
   return result;
 }
 
@@ -414,9 +414,8 @@ Status Submission::CheckChangedWorkdir(const OpenExperiment& a, const Experiment
 
 StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann::json& changes) {
   MutexLock lock(core_.mu());
-  auto it = core_.open().find(id);
-  if (it != core_.open().end()) {
-    const OpenExperiment& a = *it->second;
+  if (const OpenExperiment* open = core_.Find(id)) {
+    const OpenExperiment& a = *open;
     if (!IsTerminal(a.record.state))
       return FailedPrecondition("experiment '" + id + "' is " +
                                 ExperimentStateName(a.record.state) +
@@ -474,7 +473,7 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann
                ? "; spec revision " + std::to_string(revision->revision) + ": " + revision->changes
                : ""));
   if (!attempt.ok()) return attempt.status();
-  core_.open()[id] = std::move(a);
+  core_.Add(std::move(a));
   return attempt;
 }
 

@@ -98,7 +98,7 @@ class CoreWritesTest : public testing::CoreTest {
   // An event of experiment "a" in a set of changes of its own.
   Changes EventChanges(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_->mu()) {
     Changes c;
-    core_->Event(c, *core_->open().at("a"), EventCode::kHeartbeat, why);
+    core_->Event(c, *core_->Find("a"), EventCode::kHeartbeat, why);
     return c;
   }
 

@@ -1983,6 +1983,26 @@ TEST_P(InPlaceRestartCasesTest, NoRestartLeftReleasesTheWaitingAgents) {
   EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u);
 }
 
+// A cancel ends any chance of a next attempt in the job
+// (OpenExperiment::MayRestartInPlace): an agent, or a spare's, that comes
+// back to wait after it is released, and no attempt in place follows.
+TEST_P(InPlaceRestartCasesTest, AgentsAndSparesBackAfterACancelAreReleased) {
+  auto waiting = FailAndStandBy("a", {5});  // task 5's agent is not back yet
+  ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
+  auto late = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 5, 1), Info(5, true), late);
+  EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u) << "no next attempt runs in this job";
+  if (spare_nodes_ > 0) {
+    auto spare = std::make_shared<RecordingChannel>();
+    experiments_->OnRegister(JobRef("a", 6, 1), Info(6, true), spare);
+    EXPECT_EQ(spare->All<ReleaseMsg>().size(), 1u) << "a spare has no use after a cancel";
+  }
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled) << v.experiment.reason;
+  EXPECT_EQ(v.attempts.size(), 1u) << "no attempt in place after a cancel";
+}
+
 // Spare nodes (resources.spare_nodes, service/core/node_slots.h): a job of
 // 2 nodes of 2 tasks (ps 1, worker 3) and 1 spare: procs 4 and 5 on node3.
 class SpareNodesTest : public InPlaceRestartTest {
