@@ -88,8 +88,10 @@ std::vector<std::string> JobEnvironment(bool site, const std::string& job_path) 
   return env;
 }
 
-// Binds every option straight to its field, showing the field's default.
-void DefineOptions(CLI::App& app, CommandLine& cl) {
+// Where tfslurmd listens, keeps its files and finds the agent, and how
+// often it polls and times out (each option bound to its field, showing
+// its default).
+void DefineServiceOptions(CLI::App& app, CommandLine& cl) {
   DaemonOptions& d = cl.daemon;
   tfslurm::CoreConfig& core = d.core;
   core.output_root = "tfslurm-output";
@@ -148,6 +150,11 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
       ->default_str("0")
       ->check(CLI::Range(0, 36500));
   app.add_option("--log-level", cl.log_level, "trace|debug|info|warn|error")->capture_default_str();
+}
+
+// Who may call tfslurmd and as which account jobs run.
+void DefineAccessOptions(CLI::App& app, CommandLine& cl) {
+  DaemonOptions& d = cl.daemon;
   app.add_flag("--no-auth", d.no_auth,
                "single-user mode: no tokens, every caller is the local admin; only with a loopback "
                "--listen");
@@ -201,14 +208,19 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
                  "log follow responses of one user at once; more get 429")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  app.add_option("--max-open-sweeps-per-user", core.max_open_sweeps_per_owner,
+  app.add_option("--max-open-sweeps-per-user", d.max_open_sweeps_per_owner,
                  "sweeps of one user running at once; another is refused (429)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   app.add_flag("--version", cl.show_version,
                "print tfslurmd's version and commit, the libslurm release it was built with, and "
                "slurmctld's (SLURM_CONF's cluster), then exit");
+}
 
+// Binds every option straight to its field, showing the field's default.
+void DefineOptions(CLI::App& app, CommandLine& cl) {
+  DefineServiceOptions(app, cl);
+  DefineAccessOptions(app, cl);
   // tfslurmd token create --user NAME [--admin]: prints a new API token once.
   auto* token_cmd = app.add_subcommand("token", "manage API tokens");
   auto* create_cmd = token_cmd->add_subcommand(
