@@ -56,6 +56,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   // connection.
   explicit ConnectReactor(Agents* agents)
       : agents_(agents), channel_(std::make_shared<StreamChannel>(this)) {
+    TFSLURM_HAPPENS_BEFORE(this);  // made before any reaction (OnCancel's: below)
     if (agents_)
       StartReading();
     else
@@ -119,14 +120,16 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   void OnCancel() override {
-    Reaction reaction(this, nullptr);  // may run beside the others: after no operation
+    // May run beside the other reactions, but only on a reactor gRPC has
+    // from Connect: after its making, and after no operation.
+    Reaction reaction(this, this);
     if (registered_) agents_->OnDisconnect(ref_, channel_.get());
   }
 
  private:
   // A reaction's scope, for TSan: it runs after the operation that started
-  // it (the address that operation named when it started; none for
-  // OnCancel), and before OnDone.
+  // it (the address that operation named when it started; the reactor
+  // itself, made in Connect, for OnCancel), and before OnDone.
   class Reaction {
    public:
     Reaction(ConnectReactor* reactor, const void* operation) : reactor_(reactor) {
