@@ -210,7 +210,11 @@ else
     set +e
     # One file at a time: they share the one local cluster (node runs files in
     # parallel on machines with more than 2 cores). TAP, as node_counts reads.
-    (cd tests/e2e && node --test --test-concurrency=1 --test-reporter=tap 2>&1) | tee build/e2e.log
+    # On the cluster's service host, as the integration tests: tfslurmd there
+    # reaches slurmctld and the agents over the cluster network, and Chromium
+    # reaches the dashboard on that host's loopback.
+    (cd tests/e2e && ../../deploy/local-slurm/on-host.sh "$cluster_dir" svc \
+      node --test --test-concurrency=1 --test-reporter=tap 2>&1) | tee build/e2e.log
     e2e_rc=${PIPESTATUS[0]}
     set -e
     record_counts e2e node build/e2e.log "$e2e_rc"
