@@ -3,25 +3,30 @@
 // each open experiment.
 #include <csignal>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "service/core/slurm_watch.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
+namespace {
+
+// A restart in place (InPlaceRestart::Begin) left nodes out: Slurm is asked
+// to shrink the job once core's lock is released.
+void TakeShrink(LiveAttempt& at, std::vector<std::pair<int64_t, std::string>>& shrink_jobs) {
+  if (at.shrink_to.empty()) return;
+  shrink_jobs.emplace_back(at.record.slurm_job_id, std::move(at.shrink_to));
+  at.shrink_to.clear();
+}
+
+}  // namespace
 
 void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Actions& actions) {
-  InPlaceCheck check = in_place_.Check(a, now);
+  const InPlaceCheck check = in_place_.Decide(a, now, c);
   if (check.kind == InPlaceCheck::kReady) return FinishAttempt(a, check.reason, check.why, c);
-  if (check.kind != InPlaceCheck::kGiveUp && check.kind != InPlaceCheck::kLetTheJobEnd) return;
-  // The job ends, and its end classifies the attempt as it would have
-  // without agents waiting (OnJobEnded); FinishAttempt then says why the
-  // restart, if any, is a new job.
-  a.attempt.in_place_given_up = check.why;
-  ReleaseWaitingAgents(a.attempt, check.why);
-  if (check.kind == InPlaceCheck::kLetTheJobEnd)
-    core_.Event(c, a, "restart", "not in place: " + check.why + "; the job's end decides");
   if (check.kind == InPlaceCheck::kGiveUp) {
-    core_.Event(c, a, "restart", "not in place: " + check.why + "; ending the job");
     actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
     a.attempt.job_cancel_sent = true;
   }
@@ -31,22 +36,19 @@ void SlurmWatch::OnStandby(const std::string& id) {
   Actions actions;
   {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it == core_.open().end()) return;
-    OpenExperiment& a = *it->second;
+    OpenExperiment* found = core_.Find(id);
+    if (!found) return;
+    OpenExperiment& a = *found;
     LiveAttempt& at = a.attempt;
     const AttemptRun& run = *at.run;
     // Amortized O(1) per standby: a task found waiting is not looked at
     // again (one that stopped waiting since makes CheckInPlace say so).
-    while (at.standby_scan_from < run.size() && run.task(at.standby_scan_from).standing_by)
+    while (at.standby_scan_from < run.size() && run.task(at.standby_scan_from).standing_by())
       ++at.standby_scan_from;
     if (at.standby_scan_from < run.size()) return;
     Changes c;
     CheckInPlace(a, core_.ports().clock.NowMs(), c, actions);
-    if (!a.attempt.shrink_to.empty()) {
-      actions.shrink_jobs.emplace_back(a.attempt.record.slurm_job_id, a.attempt.shrink_to);
-      a.attempt.shrink_to.clear();
-    }
+    TakeShrink(at, actions.shrink_jobs);
     if (!c.empty()) core_.Commit(c);
   }
   RunActions(actions);
@@ -61,11 +63,7 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {
   CheckHeartbeats(a, now, c);
   CheckNodesLeft(a, now, c);
   CheckInPlace(a, now, c, actions);
-  // A restart in place (this Tick's or an agent's) left nodes out.
-  if (!a.attempt.shrink_to.empty()) {
-    actions.shrink_jobs.emplace_back(a.attempt.record.slurm_job_id, a.attempt.shrink_to);
-    a.attempt.shrink_to.clear();
-  }
+  TakeShrink(a.attempt, actions.shrink_jobs);  // this Tick's restart in place, or an agent's
   if (a.record.state == ExperimentState::kRestarting &&
       a.attempt.record.state == AttemptState::kEnded && now >= a.record.next_attempt_at)
     actions.restarts.push_back(a.record.id);
@@ -143,7 +141,7 @@ void SlurmWatch::CheckStall(OpenExperiment& a, int64_t now, Changes& c) {
                       (alive.empty() ? "" : ": " + alive);
     run.Decide({Outcome::kFailed, why});
     a.attempt.decided_reason = EndReason::kStalled;
-    core_.Event(c, a, "stalled", why);
+    core_.Event(c, a, EventCode::kStalled, why);
     agents_.ReapRemaining(a, c, why);
     a.record.reason = why + "; ending the attempt";
     c.experiment = a.record;
@@ -165,7 +163,7 @@ void SlurmWatch::CheckReaping(OpenExperiment& a, int64_t now, Changes& c, Action
       std::string names;
       for (int proc : unconfirmed)
         names += (names.empty() ? "" : ", ") + TaskName(run.task(proc), proc);
-      core_.Event(c, a, "reaping",
+      core_.Event(c, a, EventCode::kReaping,
                   names + " did not confirm the Shutdown; ending step " +
                       std::to_string(a.attempt.record.slurm_job_id) + ".0 through Slurm");
       // A heterogeneous job's step has a part in each component's record.
@@ -227,7 +225,7 @@ void SlurmWatch::CheckNodesLeft(OpenExperiment& a, int64_t now, Changes& c) {
     t.ended_at = core_.ports().clock.NowMs();
     if (!slot.node.empty()) at.lost_nodes.insert(slot.node);
     c.tasks.push_back(t);
-    core_.Event(c, a, "lost", TaskName(slot, i) + " is gone: " + why);
+    core_.Event(c, a, EventCode::kLost, TaskName(slot, i) + " is gone: " + why);
     if (!undecided) {
       // The peers it left often fail first (a collective's broken
       // connection, counted retryable after its agent vanished): the node
@@ -259,7 +257,7 @@ void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
     // Agents heartbeat once they run their program; at the barrier the
     // barrier timeout watches them instead.
     if (t.state != TaskState::kRunning || deaf) continue;
-    const int64_t limit = run.task(i).vanished
+    const int64_t limit = run.task(i).vanished()
                               ? std::max(lost_after, core_.config().reconnect_window_ms)
                               : lost_after;
     if (now - t.last_heartbeat > limit) {
@@ -268,7 +266,7 @@ void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
       a.attempt.heartbeat_dirty.erase(i);
       c.tasks.push_back(t);
       core_.Event(
-          c, a, "lost",
+          c, a, EventCode::kLost,
           TaskName(run.task(i), i) + " sent no heartbeat for " + Seconds(now - t.last_heartbeat));
     }
   }

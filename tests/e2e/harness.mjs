@@ -1,7 +1,9 @@
 // Shared pieces of the dashboard's end-to-end tests: a real local Slurm
 // cluster, a real tfslurmd, Debian's headless Chromium through playwright-core,
 // and small REST/Slurm helpers. Everything lives in fresh temp directories and
-// binds to 127.0.0.1 port 0.
+// binds to port 0: the REST API on 127.0.0.1, the agent endpoint there too on a
+// cluster on one host, and on every address when the cluster's hosts are apart
+// (tests/run.sh then runs these tests on its service host).
 import { execFile, spawn } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -79,6 +81,10 @@ export async function startCluster() {
 // (async, given the database's path) writes rows before tfslurmd starts; the
 // database has tfslurmd's schema by then.
 export async function startService(slurmConf, { auth = false, tokens = {}, name = 'tfslurmd', seed = null } = {}) {
+  // A hosts-apart cluster (deploy/local-slurm/start.sh --hosts-apart) has
+  // etc/network beside etc/slurm.conf: its agents reach tfslurmd over the
+  // cluster network, by the service host's name, which tfslurmd tells them.
+  const apart = existsSync(path.join(path.dirname(slurmConf), 'network'));
   const tfslurmd = path.join(BIN, 'tfslurmd');
   if (!existsSync(tfslurmd)) throw new Error(`${tfslurmd} is missing: build with ninja -C build tfslurmd tfslurm-agent`);
   if (!existsSync(path.join(BIN, 'tfslurm-agent'))) throw new Error(`${BIN}/tfslurm-agent is missing: tasks cannot start`);
@@ -103,7 +109,7 @@ export async function startService(slurmConf, { auth = false, tokens = {}, name 
     tfslurmd,
     [
       '--listen', '127.0.0.1:0',
-      '--agent-listen', '127.0.0.1:0',
+      '--agent-listen', apart ? '0.0.0.0:0' : '127.0.0.1:0',
       ...(auth ? [] : ['--no-auth']),
       // As root without --site tfslurmd refuses to start unless told that
       // jobs may run as root.
