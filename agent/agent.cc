@@ -14,6 +14,7 @@
 #include "agent/address.h"
 #include "agent/child_env.h"
 #include "agent/port_reservation.h"
+#include "agent/service_access.h"
 #include "agent/session.h"
 #include "agent/signals.h"
 
@@ -152,6 +153,10 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
   session_options.exit_ack_timeout = Seconds(options.exit_ack_timeout_s);
   session_options.exit_report_timeout = Seconds(options.exit_report_timeout_s);
   session_options.unknown_experiment_timeout = Seconds(options.unknown_experiment_timeout_s);
+  if (Status s = ConfigureServiceAccess(env, session_options); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return kExitUsage;
+  }
   session_options.on_next_attempt = [experiment = options.experiment_id,
                                      proc = std::to_string(identity->proc_id)](
                                         int attempt, const std::string& log_dir) {

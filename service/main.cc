@@ -20,6 +20,7 @@
 #include "service/store/sqlite_store.h"
 #include "service/system/accounts.h"
 #include "service/system/system.h"
+#include "service/tls_command.h"
 
 namespace {
 
@@ -41,6 +42,7 @@ struct CommandLine {
   bool create_token = false;
   std::string token_user;
   bool token_admin = false;
+  tfslurm::TlsCommandLine tls;
 };
 
 // "host:port" -> {host, port}; port must be 0..65535.
@@ -65,7 +67,8 @@ std::string SelfDirectory() {
 
 std::vector<std::string> JobEnvironment() {
   std::vector<std::string> env;
-  for (const char* name : {"PATH", "HOME", "LANG", "USER", "SLURM_CONF", "LD_LIBRARY_PATH"}) {
+  for (const char* name :
+       {"PATH", "HOME", "LANG", "USER", "SLURM_CONF", "LD_LIBRARY_PATH", "TFSLURM_MUNGE_SOCKET"}) {
     if (const char* v = getenv(name)) env.push_back(std::string(name) + "=" + v);
   }
   return env;
@@ -148,6 +151,8 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
                "print tfslurmd's version and commit, the libslurm release it was built with, and "
                "slurmctld's (SLURM_CONF's cluster), then exit");
 
+  tfslurm::DefineTlsOptions(app, d.tls, cl.tls);
+
   // tfslurmd token create --user NAME [--admin]: prints a new API token once.
   auto* token_cmd = app.add_subcommand("token", "manage API tokens");
   auto* create_cmd = token_cmd->add_subcommand(
@@ -211,8 +216,7 @@ int CompleteOptions(CommandLine& cl) {
     spdlog::error("--agent-listen must be HOST:PORT, got '{}'", d.agent_listen);
     return 2;
   }
-  if (d.no_auth && d.http_host != "127.0.0.1" && d.http_host != "localhost" &&
-      d.http_host != "::1" && d.http_host.rfind("127.", 0) != 0) {
+  if (d.no_auth && !tfslurm::IsLoopbackHost(d.http_host)) {
     spdlog::error("--no-auth is only allowed on a loopback address; --listen is {}", cl.listen);
     return 2;
   }
@@ -236,9 +240,20 @@ int CompleteOptions(CommandLine& cl) {
         "as an ordinary user; or pass --allow-root to run jobs as root anyway");
     return 2;
   }
+  if (int bad = tfslurm::CheckTransportSecurity(d, cl.tls)) return bad;
+  if (cl.site) {
+    // Each agent proves its uid with a MUNGE credential when it registers
+    // (docs/security.md, "Agents: the attempt secret").
+    d.core.agents_prove_uid = true;
+    d.core.job_environment.push_back("TFSLURM_PROVE_UID=munge");
+    // The nodes' munged where tfslurmd's is not at libmunge's default (one
+    // socket on a shared file system, as on the local test cluster).
+    if (!d.munge_socket.empty() && !getenv("TFSLURM_MUNGE_SOCKET"))
+      d.core.job_environment.push_back("TFSLURM_MUNGE_SOCKET=" + d.munge_socket);
+  }
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
-  d.core.job_environment = JobEnvironment();
+  for (std::string& e : JobEnvironment()) d.core.job_environment.push_back(std::move(e));
   return 0;
 }
 
@@ -297,6 +312,7 @@ int RunDaemon(CommandLine& cl) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // reloads the TLS certificate
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto store = tfslurm::store::OpenSqliteStore(cl.db);
@@ -322,9 +338,12 @@ int RunDaemon(CommandLine& cl) {
     return 1;
   }
   int bound = (*daemon)->http_port();
-  spdlog::info("REST API listening on http://{}:{}", d.http_host, bound);
-  spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)",
-               (*daemon)->agent_address(), d.http_host, bound);
+  const char* scheme = (*daemon)->tls() ? "https" : "http";
+  spdlog::info("REST API listening on {}://{}:{}", scheme, d.http_host, bound);
+  spdlog::info("agents connect to {} (gRPC{}; JSON at {}://{}:{}/agent/v1/message)",
+               (*daemon)->agent_address(), (*daemon)->tls() ? " over TLS" : "", scheme, d.http_host,
+               bound);
+  tfslurm::LogTransportSecurity(d, **daemon);
   spdlog::info("database {}, output root {}, agent {}", cl.db, (*daemon)->output_root(),
                d.core.launch.agent_path);
   if (!cl.ready_file.empty()) {
@@ -334,7 +353,18 @@ int RunDaemon(CommandLine& cl) {
   }
 
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+    if (!(*daemon)->tls()) {
+      spdlog::info("SIGHUP: nothing to reload (no TLS)");
+      continue;
+    }
+    auto reloaded = (*daemon)->ReloadTls();
+    if (reloaded.ok())
+      spdlog::info("SIGHUP: TLS certificate reloaded; new connections get {}", *reloaded);
+    else
+      spdlog::error("SIGHUP: TLS certificate not reloaded, still serving the old one: {}",
+                    reloaded.status().message());
+  }
   spdlog::info("signal {}: stopping; running jobs go on and are picked up at the next start", sig);
   (*daemon)->Stop();
   return 0;
@@ -349,6 +379,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   cl.agent_listen_given = app.count("--agent-listen") > 0;
   if (cl.create_token) return CreateToken(cl);
+  if (cl.tls.init) return tfslurm::RunTlsInit(cl.tls);
   if (cl.show_version) return PrintVersion();
   spdlog::set_level(spdlog::level::from_str(cl.log_level));
   if (int bad = CompleteOptions(cl)) return bad;

@@ -4,8 +4,10 @@
 
 namespace tfslurm::agentrpc {
 
-Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m) {
+Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m,
+                      std::optional<uint32_t> proven_uid) {
   TaskRef ref = FromProto(m.task());
+  ref.proven_uid = proven_uid;
   switch (m.body_case()) {
     case agent::v1::AgentMessage::kHeartbeat:
       return experiments.OnHeartbeat(ref);
@@ -35,8 +37,10 @@ Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m
 }
 
 void DispatchRegister(Experiments& experiments, const agent::v1::AgentMessage& m,
-                      std::shared_ptr<TaskChannel> channel) {
-  experiments.OnRegister(FromProto(m.task()), FromProto(m.register_()), std::move(channel));
+                      std::optional<uint32_t> proven_uid, std::shared_ptr<TaskChannel> channel) {
+  TaskRef ref = FromProto(m.task());
+  ref.proven_uid = proven_uid;
+  experiments.OnRegister(ref, FromProto(m.register_()), std::move(channel));
 }
 
 }  // namespace tfslurm::agentrpc

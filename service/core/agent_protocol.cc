@@ -32,6 +32,9 @@ StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace
   if (Sha256Hex(ref.secret) != a.attempt.record.secret_sha256)
     return Status(StatusCode::kUnauthenticated, "wrong attempt secret for '" + ref.experiment_id +
                                                     "' attempt " + std::to_string(ref.attempt));
+  if (core_.config().agents_prove_uid) {
+    if (Status s = CheckProvenUid(a, ref); !s.ok()) return s;
+  }
   *place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
   if (place->kind == ProcPlace::kOut) {
     if (ref.proc_id < 0 || a.attempt.record.node_slots.IsIdentity())
@@ -43,6 +46,32 @@ StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace
                               ": a spare node took its place, or it was a spare left unused");
   }
   return &a;
+}
+
+Status AgentProtocol::CheckProvenUid(OpenExperiment& a, const TaskRef& ref) {
+  if (!a.job_uid) {
+    auto account = core_.ports().accounts.ForOwner(a.record.owner);
+    if (!account.ok()) return account.status();
+    a.job_uid = account->uid;
+  }
+  const std::string task = "'" + ref.experiment_id + "' attempt " + std::to_string(ref.attempt) +
+                           " task " + std::to_string(ref.proc_id);
+  if (!ref.proven_uid)
+    return Status(StatusCode::kPermissionDenied,
+                  "site mode: an agent proves its uid with a MUNGE credential, and this "
+                  "message for " +
+                      task + " carries none");
+  if (*ref.proven_uid == *a.job_uid) return Status::Ok();
+  // The right secret in the wrong account's hands: the owner's secret has
+  // leaked (a copied environment, a file). Said in the service's log for
+  // the admin; the sender learns only the refusal.
+  spdlog::warn(
+      "refused {}: its secret is right, but munged says the sender runs as uid {}, and "
+      "the job runs as {}'s uid {}",
+      task, *ref.proven_uid, a.record.owner, *a.job_uid);
+  return Status(StatusCode::kPermissionDenied,
+                "site mode: only uid " + std::to_string(*a.job_uid) + " may act for " + task +
+                    "; this agent runs as uid " + std::to_string(*ref.proven_uid));
 }
 
 StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, int* task) {

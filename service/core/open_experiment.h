@@ -113,6 +113,9 @@ struct OpenExperiment {
   SuspectNodes suspects;
   // Automatic submissions that failed in a row, for the retry backoff.
   int submit_failures = 0;
+  // The uid the owner's jobs run as, looked up once (Accounts) when an
+  // agent first proves its uid (CoreConfig::agents_prove_uid).
+  std::optional<uint32_t> job_uid;
 };
 
 // Whether Slurm's last poll of the attempt's running job left `node` out:

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "service/agentrpc/agent_endpoint.h"
@@ -90,24 +91,44 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   SetUpProcess();
   // On an error below, the destructor stops whatever has started.
   std::unique_ptr<Daemon> d(new Daemon());
+  d->clock_ = &ports.clock;
 
   CoreConfig config = options.core;
   auto root = MakeOutputRoot(config.output_root);
   if (!root.ok()) return root.status();
   config.output_root = d->output_root_ = *root;
 
+  std::string agent_host = options.agent_listen.substr(0, options.agent_listen.rfind(':'));
+  if (!options.advertise_host.empty()) agent_host = options.advertise_host;
+  std::optional<agentrpc::AgentTls> agent_tls;
+  if (!options.tls.cert_path.empty()) {
+    auto t = DaemonTls::Load(options.tls, agent_host, ports.clock.NowMs() / 1000);
+    if (!t.ok()) return t.status();
+    d->tls_ = std::move(*t);
+    agent_tls = agentrpc::AgentTls{d->tls_->agents().key_path(), d->tls_->agents().cert_path()};
+    // The agents verify the service with it (agent/README.md).
+    config.job_environment.push_back("TFSLURM_CA=" + d->tls_->JobTrust());
+  }
+
   // Core names the agent endpoint in every script, and the endpoint hands
   // messages to core: the endpoint listens first, core is made knowing its
   // address, then the endpoint serves it, all before the first submission
   // can happen (agents of running jobs that reconnect meanwhile are asked to
   // retry).
-  auto grpc_server = agentrpc::StartAgentGrpcServer(options.agent_listen);
+  // Site mode: agents prove their uid through munged (agentrpc/uid_proof.h).
+  std::shared_ptr<agentrpc::UidProof> uid_proof;
+  if (config.agents_prove_uid) {
+    Clock* clock = &ports.clock;
+    uid_proof = agentrpc::MungeUidProof(
+        api::LibmungeDecoder(options.munge_socket), [clock] { return clock->NowMs() / 1000; },
+        options.munge_max_age_s);
+  }
+  auto grpc_server = agentrpc::StartAgentGrpcServer(options.agent_listen,
+                                                    agent_tls ? &*agent_tls : nullptr, uid_proof);
   if (!grpc_server.ok()) return grpc_server.status();
   d->grpc_ = std::move(grpc_server).value();
   d->agent_port_ = d->grpc_->port();
-  std::string agent_host = options.agent_listen.substr(0, options.agent_listen.rfind(':'));
-  d->agent_address_ = (options.advertise_host.empty() ? agent_host : options.advertise_host) + ":" +
-                      std::to_string(d->agent_port_);
+  d->agent_address_ = agent_host + ":" + std::to_string(d->agent_port_);
   config.launch.service_address = d->agent_address_;
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
   // The one cache of lists, told of every write core makes.
@@ -128,7 +149,17 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
     d->auth_ = std::move(*munge);
   }
 
-  d->http_ = std::make_unique<httplib::Server>();
+  if (d->tls_) {
+    // cpp-httplib's own TLS server (httplib.h, SSLServer): the SSL_CTX is
+    // set up once here; each handshake takes the identity current then.
+    tls::ServingIdentity* identity = &d->tls_->rest();
+    d->http_ = std::make_unique<httplib::SSLServer>([identity](SSL_CTX& ctx) {
+      identity->Configure(&ctx);
+      return true;
+    });
+  } else {
+    d->http_ = std::make_unique<httplib::Server>();
+  }
   httplib::Server& http = *d->http_;
   ConfigureHttpServer(http, options.max_connections);
   api::ApiOptions api_options;
@@ -142,7 +173,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   api::RegisterSweepRoutes(http, *d->experiments_, *d->auth_);
   api::RegisterTokenRoutes(http, *d->tokens_, *d->auth_);
   if (options.web_assets) api::RegisterWebAssetRoutes(http);
-  agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_);
+  agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_, uid_proof);
   const std::string listen = options.http_host + ":" + std::to_string(options.http_port);
   int bound =
       options.http_port == 0
@@ -182,6 +213,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
 }
 
 Daemon::~Daemon() { Stop(); }
+
+StatusOr<std::string> Daemon::ReloadTls() {
+  if (!tls_) return FailedPrecondition("tfslurmd serves without TLS: there is nothing to reload");
+  return tls_->Reload(clock_->NowMs() / 1000);
+}
 
 void Daemon::Stop() {
   std::call_once(stop_once_, [this] {

@@ -29,6 +29,7 @@
 #include "base/status.h"
 #include "service/core/core_options.h"
 #include "service/core/experiments.h"
+#include "service/daemon/daemon_tls.h"
 #include "service/metrics/prometheus_metrics.h"
 
 namespace httplib {
@@ -76,6 +77,9 @@ struct DaemonOptions {
   std::string munge_socket;
   int64_t munge_max_age_s = 300;
   std::string munge_admin_group;
+  // TLS on both ports when tls.cert_path is set; the caller refuses
+  // plaintext off loopback (main.cc, --insecure-plaintext).
+  TlsOptions tls;
   size_t max_connections = 2048;  // connections served at once, one thread each
   bool web_assets = true;         // GET / and /ui/ (api/web_assets.h)
   bool logs = true;               // GET /experiments/{id}/logs (api/logs_api.h)
@@ -116,6 +120,15 @@ class Daemon {
   const std::string& output_root() const { return output_root_; }
   Experiments& experiments() { return *experiments_; }
 
+  // Whether both ports speak TLS.
+  bool tls() const { return tls_ != nullptr; }
+  // SIGHUP: reads --tls-cert and --tls-key again and serves them from the
+  // next handshake on (daemon_tls.h); FailedPrecondition without TLS. On an
+  // error the old identity stays. Returns the new one, described.
+  StatusOr<std::string> ReloadTls();
+  // The identity served, described; "" without TLS.
+  std::string TlsDescription() const { return tls_ ? tls_->Describe() : ""; }
+
   // Stops the REST listener (waiting for the connections being served), the
   // ticker, then the agent endpoint. Running jobs go on; a next Start on the
   // same store picks them up.
@@ -124,12 +137,15 @@ class Daemon {
  private:
   Daemon() = default;
 
+  Clock* clock_ = nullptr;
   int http_port_ = 0;
   int agent_port_ = 0;
   std::string agent_address_;
   std::string output_root_;
   // Destroyed bottom-up: the HTTP server and the authenticator before the
   // agent endpoint, all before the lifecycle they call into.
+  // Outlives both servers, which take each handshake's identity from it.
+  std::unique_ptr<DaemonTls> tls_;
   // Before experiments_, which reports to it: destroyed after it.
   std::unique_ptr<metrics::PrometheusMetrics> metrics_;
   std::unique_ptr<Experiments> experiments_;

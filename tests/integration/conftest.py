@@ -13,6 +13,7 @@ import signal
 import datetime
 import re
 import sqlite3
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -64,7 +65,7 @@ class Service:
     """One tfslurmd process and a small JSON client for it."""
 
     def __init__(self, slurm_conf, workdir, extra_args=(), auth=False, agent_host="127.0.0.1", run_as=None,
-                 bin_dir=BIN, env=None):
+                 bin_dir=BIN, env=None, tls=None):
         self.slurm_conf = slurm_conf
         # The build whose tfslurmd runs (another Slurm release's: test_slurm_release_crossing.py),
         # and the environment it gets besides SLURM_CONF (default: the test's).
@@ -81,8 +82,15 @@ class Service:
         # A Unix user to run tfslurmd as (personal mode: jobs then run as
         # that user); None: as the test (root).
         self.run_as = run_as
+        # TLS on both ports: a TlsFiles (ca, cert, key paths); None: plaintext.
+        self.tls = tls
         self.proc = None
         self.url = None
+
+    def tls_args(self):
+        if not self.tls:
+            return []
+        return ["--tls-cert", self.tls.cert, "--tls-key", self.tls.key, "--tls-ca", self.tls.ca]
 
     def start(self):
         ready = os.path.join(self.workdir, "ready.json")
@@ -113,14 +121,14 @@ class Service:
         self.proc = subprocess.Popen(
             as_user + [os.path.join(self.bin_dir, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
              "--output-root", self.output_root, "--ready-file", ready, "--agent-listen", agent_listen]
-            + timings + root + self.extra_args,
+            + timings + root + self.tls_args() + self.extra_args,
             env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0 or self._died(), 20,
                  "tfslurmd to listen")
         if self.proc.poll() is not None:
             raise AssertionError("tfslurmd exited at start:\n" + open(self.log_path).read())
         ports = json.load(open(ready))
-        self.url = f"http://127.0.0.1:{ports['http_port']}"
+        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{ports['http_port']}"
         self.agent_port = ports["agent_port"]
         if not os.path.exists(port_file):
             open(port_file, "w").write(str(self.agent_port))
@@ -146,8 +154,9 @@ class Service:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             hdrs.setdefault("Content-Type", "application/json")
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=hdrs)
+        context = ssl.create_default_context(cafile=self.tls.ca) if self.tls else None
         try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
+            with urllib.request.urlopen(req, timeout=30, context=context) as resp:
                 payload = resp.read()
                 status = resp.status
         except urllib.error.HTTPError as e:
@@ -179,7 +188,8 @@ def service_factory(slurm_cluster):
     services = []
     dirs = []
 
-    def make(extra_args=(), workdir=None, auth=False, agent_host="127.0.0.1", run_as=None, searchable=False):
+    def make(extra_args=(), workdir=None, auth=False, agent_host="127.0.0.1", run_as=None, searchable=False,
+             tls=None):
         """searchable: other users may pass through the workdir (and so reach
         the output root), as site mode's jobs, run as their owners, must."""
         if workdir is None:
@@ -189,7 +199,7 @@ def service_factory(slurm_cluster):
                 shutil.chown(workdir, run_as, run_as)
             if searchable:
                 os.chmod(workdir, 0o755)
-        s = Service(slurm_cluster, workdir, extra_args, auth, agent_host, run_as).start()
+        s = Service(slurm_cluster, workdir, extra_args, auth, agent_host, run_as, tls=tls).start()
         services.append(s)
         return s
 
@@ -208,6 +218,37 @@ def service_factory(slurm_cluster):
         subprocess.run(["scancel"] + sorted(job_ids), env=slurm_env(slurm_cluster), check=False)
     for d in dirs:
         shutil.rmtree(d, ignore_errors=True)
+
+
+class TlsFiles:
+    """What `tfslurmd tls init` wrote in a directory."""
+
+    def __init__(self, directory):
+        self.dir = directory
+        self.ca = os.path.join(directory, "ca.pem")
+        self.cert = os.path.join(directory, "server.pem")
+        self.key = os.path.join(directory, "server.key")
+
+
+def tls_init(directory, names=("localhost",), addresses=("127.0.0.1",), extra=()):
+    """Runs `tfslurmd tls init` (a CA and a server certificate) into `directory`."""
+    args = [os.path.join(BIN, "tfslurmd"), "tls", "init", "--dir", directory]
+    for n in names:
+        args += ["--name", n]
+    for a in addresses:
+        args += ["--ip", a]
+    out = subprocess.run(args + list(extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert out.returncode == 0, out.stderr
+    return TlsFiles(directory), out.stdout
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory):
+    """A CA and a certificate for 127.0.0.1 and localhost, made by tfslurmd itself."""
+    d = str(tmp_path_factory.mktemp("tls"))
+    os.chmod(d, 0o755)
+    files, _ = tls_init(d)
+    return files
 
 
 @pytest.fixture

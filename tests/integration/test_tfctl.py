@@ -539,7 +539,7 @@ def complete(home, line, url=None):
 def test_bash_completion_offers_subcommands_flags_and_tasks(home):
     assert complete(home, "tfctl s") == ["submit", "status", "sweep"]
     assert complete(home, "tfctl sweep s") == ["submit", "status"]
-    assert complete(home, "tfctl sweep status -") == ["-o", "--output", "--url", "--token", "--help"]
+    assert complete(home, "tfctl sweep status -") == ["-o", "--output", "--url", "--token", "--cacert", "--help"]
     assert complete(home, "tfctl m") == ["metrics"]
     assert complete(home, "tfctl metrics x --t") == ["--tag", "--token"]
     assert "--tasks-per-node" in complete(home, "tfctl submit --t")
@@ -548,6 +548,9 @@ def test_bash_completion_offers_subcommands_flags_and_tasks(home):
     assert complete(home, "tfctl list --state r") == ["running", "restarting"]
     assert complete(home, "tfctl status x -o ") == ["table", "json", "yaml"]
     assert complete(home, "tfctl list -o ") == ["table", "json", "yaml", "name"]
+    assert complete(home, "tfctl l") == ["list", "logs", "login"]
+    assert complete(home, "tfctl login --") == ["--fingerprint", "--yes", "--no-token", "--url", "--token",
+                                                "--cacert", "--help"]
 
 
 def test_list_o_name_prints_ids_and_completion_offers_them(service, home, tmp_path):
