@@ -16,7 +16,8 @@ def rows(path):
     with open(path) as f:
         lines = [l for l in f if l.strip() and not l.startswith("n,")]
     header = ("n,run,connect_ms,first_reg_ms,last_reg_ms,last_assign_ms,gap_ms,agent_p50_ms,agent_p99_ms,"
-              "refused,broken,missing,max_threads,max_rss_mb,hwm_mb,server_cpu_ms,client_cpu_ms,tf_config_bytes")
+              "refused,broken,missing,max_threads,max_rss_mb,hwm_mb,server_cpu_ms,client_cpu_ms,tf_config_bytes,"
+              "connect_server_cpu_ms,connect_client_cpu_ms")
     return list(csv.DictReader([header] + lines))
 
 
@@ -37,6 +38,10 @@ def main():
         ("connect (ms)", lambda r: float(r["connect_ms"])),
         ("connect + storm (ms)", lambda r: float(r["connect_ms"]) + float(r["last_assign_ms"])),
         ("server CPU per storm (ms)", lambda r: float(r["server_cpu_ms"])),
+        ("server CPU while connecting (ms)", lambda r: float(r["connect_server_cpu_ms"])),
+        ("load generator CPU while connecting (ms)", lambda r: float(r["connect_client_cpu_ms"])),
+        ("server CPU, connect + storm (ms)",
+         lambda r: float(r["connect_server_cpu_ms"]) + float(r["server_cpu_ms"])),
     ]
     print(f"| {n} agents | plaintext p50 / max | TLS p50 / max | TLS / plaintext (p50) |")
     print("|---|---|---|---|")

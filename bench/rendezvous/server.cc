@@ -190,6 +190,12 @@ int main(int argc, char** argv) {
     }
   }
   std::filesystem::create_directories(dir);
+  // SIGHUP is taken by ReloadOnSighup's thread: blocked before any thread
+  // starts (the store's checkpointer is the first), so none dies of it.
+  sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &hup, nullptr);
 
   auto store = tfslurm::store::OpenSqliteStore(dir + "/tfslurm.db");
   if (!store.ok()) {
@@ -214,10 +220,6 @@ int main(int argc, char** argv) {
   options.logs = false;
   if (!tls_dir.empty())
     options.tls = {tls_dir + "/server.pem", tls_dir + "/server.key", tls_dir + "/ca.pem"};
-  sigset_t hup;
-  sigemptyset(&hup);
-  sigaddset(&hup, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &hup, nullptr);
   auto daemon =
       tfslurm::daemon::Daemon::Start(options, {**store, slurm, *clock, *random, *files, *accounts});
   if (!daemon.ok()) {
