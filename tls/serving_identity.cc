@@ -51,9 +51,9 @@ void AnswerPlaintextHttp(const SSL* ssl, int where, int ret) {
       "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
       "Connection: close\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
-  // Best effort, never blocking the connection's thread for long: the
-  // socket is non-blocking during the handshake (httplib's
-  // ssl_connect_or_accept_nonblocking), and the answer fits a socket buffer.
+  // Best effort, never waiting: the handshake runs on a non-blocking socket
+  // (the REST port's gate, service/api/gate_connection.h), and the answer
+  // fits a socket buffer.
   (void)send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 

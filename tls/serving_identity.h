@@ -1,6 +1,6 @@
 // The certificate and key a TLS server presents, replaceable while it
-// serves (SIGHUP), for servers built on an OpenSSL SSL_CTX (cpp-httplib's
-// SSLServer).
+// serves (SIGHUP), for servers built on an OpenSSL SSL_CTX (the REST port's
+// gate, service/api/request_gate.h).
 //
 // The SSL_CTX is set up once (Configure) and never changed after: OpenSSL
 // does not allow changing an SSL_CTX while connections are made from it.

@@ -27,20 +27,18 @@
 #include <vector>
 
 #include "base/status.h"
+#include "service/api/gate_options.h"
 #include "service/core/core_options.h"
 #include "service/core/experiments.h"
 #include "service/daemon/daemon_tls.h"
 #include "service/metrics/prometheus_metrics.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace tfslurm {
 class Tokens;
 namespace api {
 class Authenticator;
-}
+class GatedServer;
+}  // namespace api
 namespace agentrpc {
 class AgentGrpcServer;
 }
@@ -63,9 +61,11 @@ struct DaemonOptions {
   std::string http_host = "127.0.0.1";
   int http_port = 8080;
   // The gRPC agent endpoint, "HOST:PORT"; port 0 picks a free port.
+  // (tfslurmd's command line defaults to 0.0.0.0:8081.)
   std::string agent_listen = "127.0.0.1:8081";
   // The host agents use to reach the endpoint, as job scripts name it;
-  // empty: the host of agent_listen.
+  // empty: the host of agent_listen, or this host's name when that is a
+  // wildcard (0.0.0.0, ::), which agents on other hosts cannot connect to.
   std::string advertise_host;
   // Every caller is the local admin; the caller checks that http_host is a
   // loopback address and says so in its log.
@@ -80,9 +80,15 @@ struct DaemonOptions {
   // TLS on both ports when tls.cert_path is set; the caller refuses
   // plaintext off loopback (main.cc, --insecure-plaintext).
   TlsOptions tls;
-  size_t max_connections = 2048;  // connections served at once, one thread each
-  bool web_assets = true;         // GET / and /ui/ (api/web_assets.h)
-  bool logs = true;               // GET /experiments/{id}/logs (api/logs_api.h)
+  // The REST port's gate (api/request_gate.h): the limits a request is read
+  // with before any thread serves it, and how many are served at once
+  // (gate.max_threads, --max-connections).
+  api::GateOptions gate;
+  bool web_assets = true;  // GET / and /ui/ (api/web_assets.h)
+  bool logs = true;        // GET /experiments/{id}/logs (api/logs_api.h)
+  // Log follow responses at once, and of one user (api/logs_api.h).
+  int max_log_followers = 64;
+  int max_log_followers_per_user = 8;
   // The Slurm releases GET /version reports: the libslurm tfslurmd was
   // built with and slurmctld's ("" when unknown).
   std::string libslurm_release;
@@ -152,7 +158,7 @@ class Daemon {
   std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
   std::unique_ptr<Tokens> tokens_;
   std::unique_ptr<api::Authenticator> auth_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<api::GatedServer> http_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> http_returned_{false};  // listen_after_bind has returned
   std::thread ticker_;

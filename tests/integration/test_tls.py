@@ -4,10 +4,13 @@ cluster, real tfctl, curl, openssl and Python's ssl.
 - `tfslurmd tls init` makes what openssl verifies, keys readable by their
   owner alone;
 - plaintext off loopback is refused unless --insecure-plaintext;
-- real TensorFlow and PyTorch experiments run over TLS while tcpdump
-  records every packet of both ports, and no token, attempt secret,
-  model_dir or MUNGE credential is in the capture (a plaintext request in
-  the same capture shows the capture would see them);
+- real TensorFlow and PyTorch experiments run over TLS, submitted from the
+  login host, while tcpdump records every packet between the hosts (the
+  cluster's hosts are apart: conftest.py); no token, MUNGE credential or
+  TF_CONFIG is in the capture, nor an attempt secret or model_dir on
+  tfslurmd's ports (a plaintext request in the same capture shows the
+  capture would see them; the attempt secret also travels in Slurm's own
+  submit RPC: docs/security.md);
 - refusals, each with the message it prints: an agent given a CA that does
   not verify the service (someone else answers at its address), tfctl with
   a wrong CA, plaintext clients on the TLS port, an expired certificate;
@@ -27,10 +30,13 @@ import signal
 import socket
 import ssl
 import subprocess
+import time
 
 import pytest
 
-from conftest import BIN, REPO, TlsFiles, scontrol_job, tls_init, wait_for
+from conftest import BIN, CA_VARIABLES, REPO, TlsFiles, scontrol_job, tls_init, wait_for
+from helpers import hosts
+from helpers.capture import Capture
 from test_pytorch import ddp_spec
 from test_tensorflow import job_final_state, tf_spec
 from unix_users import ALICE, BOB, TFCTL, credential, munge_socket, require_test_users, token_for
@@ -97,11 +103,12 @@ def make_certificate(directory, name, ca_name="other CA", not_before=None, not_a
 
 
 class OpensslServer:
-    """`openssl s_server` on 127.0.0.1:port with the given certificate: a TLS
-    peer that is not tfslurmd (someone answering at its address)."""
+    """`openssl s_server` on port `port` of this host (all its addresses)
+    with the given certificate: a TLS peer that is not tfslurmd (someone
+    answering at its address)."""
 
     def __init__(self, port, cert, key):
-        self.proc = subprocess.Popen(["openssl", "s_server", "-accept", f"127.0.0.1:{port}", "-cert", cert,
+        self.proc = subprocess.Popen(["openssl", "s_server", "-accept", str(port), "-cert", cert,
                                       "-key", key, "-www", "-quiet"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
         wait_for(lambda: self.proc.poll() is not None or _connectable(port), 20, "openssl s_server to listen")
@@ -120,28 +127,25 @@ def _connectable(port):
         return False
 
 
-class Capture:
-    """tcpdump of every packet to or from the given TCP ports on loopback
-    (the hosts of this cluster share it; the namespaced cluster of issue 43
-    will capture between hosts instead)."""
+def port_bytes(capture, ports):
+    """Every byte of the packets to or from tfslurmd's `ports` in `capture`
+    (helpers/capture.py, whole packets), on both bridges."""
+    expr = " or ".join(f"tcp port {p}" for p in ports)
+    data = b""
+    for bridge in ("eth", "ib"):
+        out = subprocess.run(["tcpdump", "-r", capture.pcap(bridge), "-w", "-", expr], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, check=True)
+        data += out.stdout
+    return data
 
-    def __init__(self, path, ports):
-        if not shutil.which("tcpdump"):
-            pytest.fail("tcpdump is missing: deploy/install-deps.sh installs it")
-        self.path = path
-        expr = " or ".join(f"tcp port {p}" for p in ports)
-        # --immediate-mode: each packet is written as it comes, so none is
-        # still in the kernel's buffer when tcpdump is stopped.
-        self.proc = subprocess.Popen(["tcpdump", "-i", "lo", "--immediate-mode", "-U", "-s", "0", "-w", path, expr],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        # tcpdump says "listening on lo" once its filter is in place.
-        line = self.proc.stderr.readline()
-        assert "listening on" in line, line
 
-    def stop(self):
-        self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(timeout=20)
-        return open(self.path, "rb").read()
+def whole_capture(capture):
+    return b"".join(open(capture.pcap(bridge), "rb").read() for bridge in ("eth", "ib"))
+
+
+def service_cn(conf):
+    """The CN of the certificate conftest.service_tls makes (tls init's first name)."""
+    return hosts.fqdn(conf, "svc") if hosts.apart(conf) else "localhost"
 
 
 def agent_secrets(exp_id):
@@ -201,7 +205,7 @@ def test_plaintext_off_loopback_is_refused_unless_the_admin_accepts_it(service_f
     assert ("refusing to serve the agent endpoint on 0.0.0.0 without TLS: anyone who can read that network could "
             "take users' tokens and MUNGE credentials, and attempt secrets with which to act as any task. Give "
             "--tls-cert and --tls-key") in said, said
-    svc = service_factory(agent_host="0.0.0.0", extra_args=["--insecure-plaintext"])
+    svc = service_factory(agent_host="0.0.0.0", tls=False, extra_args=["--insecure-plaintext"])
     log = open(svc.log_path).read()
     assert "--insecure-plaintext: tfslurmd speaks plaintext on 127.0.0.1:" in log, log
     assert "every attempt secret (and reports exits, marks progress and takes over rendezvous as any task)" in log
@@ -210,13 +214,25 @@ def test_plaintext_off_loopback_is_refused_unless_the_admin_accepts_it(service_f
 # --------------------------------------------------- clients and refusals --
 
 def test_clients_verify_the_service_and_plaintext_clients_are_told_it_speaks_https(service_factory, tls_files,
-                                                                                   tmp_path):
+                                                                                   slurm_cluster, tmp_path):
     svc = service_factory(auth=True, tls=tls_files)
     assert svc.url.startswith("https://127.0.0.1:")
     token = token_for(svc, "alice")
     env = {"HOME": str(tmp_path), "TFSLURM_URL": svc.url, "TFSLURM_TOKEN": token}
     ok = tfctl(dict(env, TFSLURM_CACERT=tls_files.ca), "list")
     assert ok.returncode == 0, ok.stderr
+    if svc.cluster_url:
+        # From the login host, by the service host's name: the certificate
+        # names it (conftest.service_tls), and tfctl checks that it does.
+        login = hosts.run_on(slurm_cluster, "login", [TFCTL, "list"], env=dict(
+            env, PATH=os.environ["PATH"], TFSLURM_URL=svc.cluster_url, TFSLURM_CACERT=tls_files.ca),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert login.returncode == 0, login.stderr
+        by_address = svc.cluster_url.replace(hosts.fqdn(slurm_cluster, "svc"), hosts.address(slurm_cluster, "svc"))
+        login = hosts.run_on(slurm_cluster, "login", [TFCTL, "list"], env=dict(
+            env, PATH=os.environ["PATH"], TFSLURM_URL=by_address, TFSLURM_CACERT=tls_files.ca),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert login.returncode == 0, login.stderr
 
     # A CA that did not sign the service's certificate.
     other_ca, _, _ = make_certificate(str(tmp_path), "elsewhere", ca_name="another CA")
@@ -224,7 +240,7 @@ def test_clients_verify_the_service_and_plaintext_clients_are_told_it_speaks_htt
     assert wrong.returncode == 1
     assert wrong.stderr.startswith(
         f"tfctl: cannot verify tfslurmd at {svc.url}: self-signed certificate in certificate chain (the "
-        f"service's certificate: CN=localhost, issued by CN=tfslurm CA on "), wrong.stderr
+        f"service's certificate: CN={service_cn(slurm_cluster)}, issued by CN=tfslurm CA on "), wrong.stderr
     assert f". Its certificate was checked against the CA file {other_ca} (from TFSLURM_CACERT); give the " \
            "service's CA with --cacert or TFSLURM_CACERT, or run `tfctl login`" in wrong.stderr, wrong.stderr
     # No CA at all: the system's store does not know tfslurm's own CA.
@@ -347,8 +363,9 @@ def test_tfctl_login_pins_the_ca_on_first_use_showing_its_fingerprint(service_fa
     listed = tfctl(env, "list")
     assert listed.returncode == 0, listed.stderr
     # The Python client reads the same config, pinned CA included.
+    without_ca = {k: v for k, v in os.environ.items() if k not in CA_VARIABLES}
     py = run(["/usr/bin/python3", "-c", "import tfslurm; print(tfslurm.Client().list())"],
-             env=dict(os.environ, HOME=home, PYTHONPATH=os.path.join(REPO, "client/python/src")))
+             env=dict(without_ca, HOME=home, PYTHONPATH=os.path.join(REPO, "client/python/src")))
     assert py.returncode == 0, py.stderr
 
 
@@ -361,6 +378,78 @@ def test_healthz_is_open_and_metrics_need_a_token_over_tls(service_factory, tls_
     token = token_for(svc, "prometheus")  # its own token, not an admin's (docs/metrics.md)
     status, text = svc.request("GET", "/metrics", headers={"Authorization": f"Bearer {token}"}, raw=True)
     assert status == 200 and "tfslurm_" in text, text[:500]
+
+
+def _threads(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("Threads:"))
+
+
+def _closed(sock, timeout=30):
+    """What `sock` (plain or TLS) reads until the server closes it: bytes."""
+    sock.settimeout(timeout)
+    got = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return got
+            got += chunk
+    except (ConnectionResetError, ssl.SSLError):
+        return got
+
+
+def test_a_stalled_tls_handshake_holds_no_thread_and_the_gate_limits_hold_over_tls(service_factory, tls_files):
+    """The REST port's gate does the TLS handshake itself (api/request_gate.h):
+    strangers who connect and say nothing, or stop half-way through their
+    ClientHello, or handshake and then trickle their request, hold no thread
+    (4 serve requests here) and are closed when the header time is up; the
+    gate's limits (431, 413, 408) answer inside TLS."""
+    svc = service_factory(tls=tls_files, extra_args=["--max-connections", "4", "--header-timeout-s", "4"])
+    host, port = svc.address()
+    assert svc.get("/healthz")[0] == 200
+    before = _threads(svc.proc.pid)
+    # A ClientHello's record header and the start of its body, never finished.
+    half_hello = bytes.fromhex("160301020001000200") + b"\x03\x03" + b"\x00" * 16
+    silent, halfway, trickling = [], [], []
+    started = time.monotonic()
+    for i in range(100):
+        silent.append(socket.create_connection((host, port), timeout=30))
+        s = socket.create_connection((host, port), timeout=30)
+        s.sendall(half_hello)
+        halfway.append(s)
+    for i in range(20):
+        s = svc.connect()  # handshaken
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        trickling.append(s)
+    opened = time.monotonic() - started
+    took = []
+    for _ in range(10):
+        t = time.monotonic()
+        assert svc.get("/healthz")[0] == 200
+        took.append(time.monotonic() - t)
+    during = _threads(svc.proc.pid)
+    print(f"220 stalled connections opened in {opened:.2f} s; tfslurmd's threads {before} -> {during}; "
+          f"/healthz meanwhile {['%.3f' % d for d in took]} s (load {os.getloadavg()[0]:.1f})")
+    assert during - before <= 6, f"threads {before} -> {during}: stalled connections hold threads"
+    assert max(took) < 3, took
+    # The header time is up (4 s from each accept): the handshakes that never
+    # finished are closed without a word (no session to answer in), the
+    # handshaken tricklers get their 408 inside TLS.
+    assert all(_closed(s) == b"" for s in silent[:10] + halfway[:10])
+    answers = [_closed(s) for s in trickling]
+    assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers), answers[:3]
+    assert b"the request's header fields did not arrive within 4 s" in answers[0], answers[0]
+    for s in silent + halfway + trickling:
+        s.close()
+    # The head and body limits, over TLS, before authentication.
+    s = svc.connect()
+    s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: 1\r\n" % i for i in range(65)) + b"\r\n")
+    assert _closed(s).startswith(b"HTTP/1.1 431 ")
+    s = svc.connect()
+    s.sendall(b"POST /experiments HTTP/1.1\r\nHost: x\r\nContent-Length: 2147483648\r\n\r\n")
+    assert _closed(s).startswith(b"HTTP/1.1 413 ")
+    assert svc.get("/healthz")[0] == 200
 
 
 # ---------------------------------------------------------------- agents --
@@ -393,10 +482,13 @@ def test_an_agent_that_cannot_verify_the_service_refuses_and_the_task_ends_start
     finally:
         rogue.stop()
     svc.start()
+    # The agents dial the host tfslurmd advertises: on hosts apart, the
+    # service host's name (on the compute nodes, verified there).
+    agent_host = hosts.fqdn(slurm_cluster, "svc") if hosts.apart(slurm_cluster) else "127.0.0.1"
     done = svc.wait_state("mitm", "failed", timeout=120)
     assert done["reason"].find(
         f"no agent registered, they could not verify tfslurmd's TLS certificate with the job's TFSLURM_CA "
-        f"(tfslurm-agent exit 4): cannot verify the service at 127.0.0.1:{svc.agent_port}: unable to get local "
+        f"(tfslurm-agent exit 4): cannot verify the service at {agent_host}:{svc.agent_port}: unable to get local "
         f"issuer certificate (the service's certificate: CN=tfslurmd, issued by CN=rogue CA) (checked against "
         f"TFSLURM_CA); not registering") >= 0, done["reason"]
     assert "startup_error" in done["reason"], done["reason"]
@@ -405,8 +497,24 @@ def test_an_agent_that_cannot_verify_the_service_refuses_and_the_task_ends_start
 
 # ------------------------------------------------------- on the wire --
 
+def program_values(exp_id, name):
+    """The values of variable `name` in the environment of the experiment's
+    training programs (found by EXPERIMENT_ID)."""
+    found = set()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"EXPERIMENT_ID={exp_id}".encode() in env:
+            found |= {e.split(b"=", 1)[1] for e in env if e.startswith(name.encode() + b"=")}
+    return found
+
+
 def test_real_tensorflow_and_pytorch_over_tls_leave_no_secret_on_the_wire(service_factory, tls_files, slurm_cluster,
                                                                          tmp_path):
+    if not hosts.apart(slurm_cluster):
+        pytest.skip("TFSLURM_LOOPBACK=1: the session's cluster is on one host, no wire between its hosts")
     tf_python = os.environ.get("TFSLURM_TF_PYTHON", "/opt/tfslurm/venv-tf/bin/python")
     if not os.access(tf_python, os.X_OK):
         pytest.fail(f"no TensorFlow python at {tf_python}: run deploy/install-tf.sh")
@@ -414,50 +522,81 @@ def test_real_tensorflow_and_pytorch_over_tls_leave_no_secret_on_the_wire(servic
     socket_path = munge_socket(slurm_cluster)
     svc = service_factory(auth=True, tls=tls_files, extra_args=["--munge-auth", "--munge-socket", socket_path])
     token = token_for(svc, "root", admin=True)
-    http_port = int(svc.url.rsplit(":", 1)[1])
-    # The control: a plaintext tfslurmd on loopback in the same capture.
-    plain = service_factory(auth=True)
-    plain_port = int(plain.url.rsplit(":", 1)[1])
-    capture = Capture(str(tmp_path / "wire.pcap"), [http_port, svc.agent_port, plain_port])
+    http_port = svc.address()[1]
+    # The control: a plaintext tfslurmd in the same capture.
+    plain = service_factory(auth=True, tls=False, extra_args=["--insecure-plaintext"])
+    capture = Capture(slurm_cluster, tmp_path, snaplen=0).start()
+    try:
+        # From the login host, as users do: TensorFlow's by tfctl with a
+        # token, PyTorch's by alice with a MUNGE credential (curl).
+        tf = tf_spec(tf_python, "tls-tf", "mwms_tf", ["--steps", "40", "--checkpoint-every", "20"], {"worker": 2},
+                     nodes=1)
+        path = str(tmp_path / "tls-tf.json")
+        json.dump(tf, open(path, "w"))
+        login_env = dict(os.environ, HOME=str(tmp_path), TFSLURM_URL=svc.cluster_url, TFSLURM_CACERT=tls_files.ca,
+                         TFSLURM_TOKEN=token)
+        out = hosts.run_on(slurm_cluster, "login", [TFCTL, "submit", path], env=login_env, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        torch_path = str(tmp_path / "tls-ddp.json")
+        json.dump(ddp_spec("tls-ddp", ["--steps", "40", "--checkpoint-every", "20"], nodes=2, tasks_per_node=1),
+                  open(torch_path, "w"))
+        cred = credential(socket_path, ALICE, "tfslurm/1 POST /experiments")
+        posted = hosts.run_on(slurm_cluster, "login", [
+            "curl", "-sS", "--cacert", tls_files.ca, "-w", "\n%{http_code}", "-H", f"Authorization: MUNGE {cred}",
+            "-H", "Content-Type: application/json", "--data-binary", f"@{torch_path}",
+            svc.cluster_url + "/experiments"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+        assert posted.stdout.endswith("\n201"), posted.stdout + posted.stderr
+        secrets, tf_configs = set(), set()
 
-    # TensorFlow's submitted by tfctl with a token, PyTorch's by alice with
-    # a MUNGE credential.
-    tf = tf_spec(tf_python, "tls-tf", "mwms_tf", ["--steps", "40", "--checkpoint-every", "20"], {"worker": 2},
-                 nodes=1)
-    path = str(tmp_path / "tls-tf.json")
-    json.dump(tf, open(path, "w"))
-    out = tfctl({"HOME": str(tmp_path), "TFSLURM_URL": svc.url, "TFSLURM_CACERT": tls_files.ca,
-                 "TFSLURM_TOKEN": token}, "submit", path)
-    assert out.returncode == 0, out.stderr
-    torch = ddp_spec("tls-ddp", ["--steps", "40", "--checkpoint-every", "20"], nodes=2, tasks_per_node=1)
-    cred = credential(socket_path, ALICE, "tfslurm/1 POST /experiments")
-    status, body = svc.request("POST", "/experiments", torch, {"Authorization": f"MUNGE {cred}"})
-    assert status == 201, body
-    secrets = set()
-    wait_for(lambda: secrets.update(agent_secrets("tls-tf") | agent_secrets("tls-ddp")) or len(secrets) >= 2, 300,
-             "both experiments' agents to run")
-    admin = {"Authorization": f"Bearer {token}"}
-    done = {}
-    for exp_id in ("tls-tf", "tls-ddp"):
-        done[exp_id] = wait_for(lambda: (lambda e: e if e["state"] in ("succeeded", "failed") else None)(
-            svc.request("GET", f"/experiments/{exp_id}", headers=admin)[1]), 600, f"{exp_id} to end", interval=1)
-        assert done[exp_id]["state"] == "succeeded", done[exp_id]["reason"]
-        # Through the agents' TLS streams: registrations, assignments,
-        # checkpoints, exits.
-        assert done[exp_id]["checkpoint"]["step"] == 40, done[exp_id]["checkpoint"]
-    control_token = token_for(plain, "root", admin=True)
-    assert plain.request("GET", "/experiments", headers={"Authorization": f"Bearer {control_token}"})[0] == 200
-    wire = capture.stop()
+        def seen():
+            secrets.update(agent_secrets("tls-tf") | agent_secrets("tls-ddp"))
+            tf_configs.update(program_values("tls-tf", "TF_CONFIG"))
+            return len(secrets) >= 2 and tf_configs
 
+        wait_for(seen, 300, "both experiments' agents and TensorFlow's programs to run", interval=0.05)
+        admin = {"Authorization": f"Bearer {token}"}
+        done = {}
+        for exp_id in ("tls-tf", "tls-ddp"):
+            done[exp_id] = wait_for(lambda: (lambda e: e if e["state"] in ("succeeded", "failed") else None)(
+                svc.request("GET", f"/experiments/{exp_id}", headers=admin)[1]), 600, f"{exp_id} to end", interval=1)
+            assert done[exp_id]["state"] == "succeeded", done[exp_id]["reason"]
+            # Through the agents' TLS streams: registrations, assignments,
+            # checkpoints, exits.
+            assert done[exp_id]["checkpoint"]["step"] == 40, done[exp_id]["checkpoint"]
+        control_token = token_for(plain, "root", admin=True)
+        control = hosts.run_on(slurm_cluster, "login", ["curl", "-sS", "-H", f"Authorization: Bearer {control_token}",
+                                                        plain.cluster_url + "/experiments"],
+                               stdout=subprocess.PIPE, text=True, timeout=60)
+        assert control.stdout.startswith('{"experiments"'), control.stdout
+    finally:
+        capture.stop()
+
+    wire = whole_capture(capture)
     assert control_token.encode() in wire, "the capture sees a token sent in the clear"
-    leaks = {"the token": token.encode(), "a MUNGE credential": b"MUNGE:"}
+    # Anywhere between the hosts: what only tfslurm's clients and tfslurmd
+    # carry.
+    leaks = {"the token": token.encode(), "alice's MUNGE credential": cred.encode()}
+    for i, c in enumerate(tf_configs):
+        leaks[f"TF_CONFIG {i}"] = c
+    found = [what for what, needle in leaks.items() if needle in wire]
+    assert not found, f"in the capture between the hosts: {found}"
+    # On tfslurmd's ports: the attempt secrets, the model_dirs and any MUNGE
+    # credential. (The attempt secret also reaches the job through Slurm's
+    # own submit and launch RPCs, which Debian's Slurm does not encrypt:
+    # docs/security.md says what that gives an on-path attacker.)
+    ours = port_bytes(capture, [http_port, svc.agent_port])
+    assert len(ours) > 20_000, len(ours)
+    leaks = {"a MUNGE credential": b"MUNGE:"}
     for exp_id, exp in done.items():
         leaks[f"{exp_id}'s model_dir"] = exp["model_dir"].encode()
-    for i, s in enumerate(secrets):
-        leaks[f"attempt secret {i}"] = s
-    found = [what for what, needle in leaks.items() if needle in wire]
-    assert not found, f"in the capture of the TLS ports: {found}"
-    assert len(wire) > 20_000, len(wire)
+    for i, secret in enumerate(secrets):
+        leaks[f"attempt secret {i}"] = secret
+    found = [what for what, needle in leaks.items() if needle in ours]
+    assert not found, f"in the capture of tfslurmd's ports: {found}"
+    elsewhere = [what for what, needle in leaks.items() if needle in wire]
+    print(f"captured {len(wire)} bytes between the hosts, {len(ours)} on tfslurmd's ports; seen elsewhere (Slurm's "
+          f"RPCs): {elsewhere}")
 
 
 # ------------------------------------------------------------- site mode --
@@ -475,13 +614,24 @@ def agent_process(exp_id):
     return None
 
 
+@pytest.fixture
+def between_hosts(slurm_cluster, tmp_path):
+    """A whole-packet capture between the hosts (None on one host), started
+    now and stopped after the test."""
+    if not hosts.apart(slurm_cluster):
+        yield None
+        return
+    capture = Capture(slurm_cluster, tmp_path, snaplen=0).start()
+    yield capture
+    capture.stop()
+
+
 def test_site_mode_bob_holding_alices_secret_cannot_register_as_her_task(service_factory, tls_files, slurm_cluster,
-                                                                        tmp_path):
+                                                                        between_hosts):
     require_test_users()
     socket_path = munge_socket(slurm_cluster)
     svc = service_factory(extra_args=["--site", "--munge-auth", "--munge-socket", socket_path], auth=True,
                           searchable=True, tls=tls_files)
-    capture = Capture(str(tmp_path / "agents.pcap"), [svc.agent_port])
     spec = {"id": "alice-tls", "command": ["/usr/bin/python3", "-c", "import time; time.sleep(300)"],
             "cluster": {"worker": 1}, "restart": {"max_restarts": 0},
             "resources": {"partition": "debug", "nodes": 1, "tasks_per_node": 1, "time_limit": "00:10:00"}}
@@ -515,6 +665,9 @@ def test_site_mode_bob_holding_alices_secret_cannot_register_as_her_task(service
     exp = svc.request("GET", "/experiments/alice-tls", headers=admin)[1]
     assert exp["state"] == "running" and exp["tasks"][0]["state"] == "running", exp
     assert svc.request("DELETE", "/experiments/alice-tls", headers=admin)[0] == 200
-    wire = capture.stop()
-    assert len(wire) > 2000 and b"MUNGE:" not in wire, "alice's agent's credential travels inside TLS"
-    assert env["TFSLURM_SECRET"].encode() not in wire
+    if between_hosts:
+        between_hosts.stop()
+        # Alice's agent on its compute node, to tfslurmd on the service host.
+        wire = port_bytes(between_hosts, [svc.agent_port])
+        assert len(wire) > 2000 and b"MUNGE:" not in wire, "alice's agent's credential travels inside TLS"
+        assert env["TFSLURM_SECRET"].encode() not in wire
