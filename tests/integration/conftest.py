@@ -358,25 +358,33 @@ def _remove_session_ca():
     _session_ca = None
 
 
+def service_names(conf):
+    """(DNS names, IP addresses) a tfslurmd on cluster `conf` is reached by,
+    for its certificate: the service host's name and cluster address on hosts
+    apart, and localhost, 127.0.0.1."""
+    if not hosts.apart(conf):
+        return ["localhost"], ["127.0.0.1"]
+    return [hosts.fqdn(conf, "svc"), "localhost"], [hosts.address(conf, "svc"), "127.0.0.1"]
+
+
 def service_tls(conf, workdir, run_as=None, directory=None):
     """A server certificate from the session's CA for where a tfslurmd on
     cluster `conf` is reached: the service host's name and cluster address
     (what agents and the login host dial), localhost and 127.0.0.1 (the tests
     on the service host), made in `directory` (default WORKDIR/tls) by
     `tfslurmd tls init`, its key readable by `run_as` (tfslurmd's user)
-    alone. The CA's key is not left there."""
+    alone. The CA's key is left there only in a `directory` given (a test
+    that rotates the certificate signs the next one with it)."""
     ca = session_ca()
     d = directory or os.path.join(workdir, "tls")
     os.makedirs(d, exist_ok=True)
     os.chmod(d, 0o755)
     for f in ("ca.pem", "ca.key"):
         shutil.copy2(os.path.join(ca.dir, f), d)
-    names, addresses = ["localhost"], ["127.0.0.1"]
-    if hosts.apart(conf):
-        names.insert(0, hosts.fqdn(conf, "svc"))
-        addresses.insert(0, hosts.address(conf, "svc"))
+    names, addresses = service_names(conf)
     files, _ = tls_init(d, names, addresses, ["--user", run_as] if run_as else [])
-    os.unlink(os.path.join(d, "ca.key"))
+    if directory is None:
+        os.unlink(os.path.join(d, "ca.key"))
     return files
 
 

@@ -34,7 +34,7 @@ import time
 
 import pytest
 
-from conftest import BIN, CA_VARIABLES, REPO, TlsFiles, scontrol_job, tls_init, wait_for
+from conftest import BIN, CA_VARIABLES, REPO, TlsFiles, scontrol_job, service_names, tls_init, wait_for
 from helpers import hosts
 from helpers.capture import Capture
 from test_pytorch import ddp_spec
@@ -69,10 +69,11 @@ def tfctl(env, *args):
     return run([TFCTL, *args], env=dict({"PATH": os.environ["PATH"]}, **env))
 
 
-def make_certificate(directory, name, ca_name="other CA", not_before=None, not_after=None, ip="127.0.0.1"):
-    """A CA and a leaf for `ip` made by Python's cryptography (an X.509
-    implementation other than tfslurmd's), valid when told; returns
-    (ca.pem, leaf.pem with the CA after it, leaf.key)."""
+def make_certificate(directory, name, ca_name="other CA", not_before=None, not_after=None, ip="127.0.0.1",
+                     dns=None):
+    """A CA and a leaf for `ip` (and the host name `dns`) made by Python's
+    cryptography (an X.509 implementation other than tfslurmd's), valid when
+    told; returns (ca.pem, leaf.pem with the CA after it, leaf.key)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -91,7 +92,8 @@ def make_certificate(directory, name, ca_name="other CA", not_before=None, not_a
     leaf = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
             .issuer_name(ca_name_x).public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(not_before).not_valid_after(not_after)
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]), critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]
+                                                    + ([x509.DNSName(dns)] if dns else [])), critical=False)
             .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM
     paths = [os.path.join(directory, f) for f in ("ca.pem", "server.pem", "server.key")]
@@ -317,7 +319,8 @@ def _free_port():
     return port
 
 
-def test_sighup_rotates_the_certificate_and_open_connections_go_on(service_factory, tls_files, tmp_path):
+def test_sighup_rotates_the_certificate_and_open_connections_go_on(service_factory, tls_files, slurm_cluster,
+                                                                  tmp_path):
     d = str(tmp_path / "tls")
     shutil.copytree(tls_files.dir, d)
     files = TlsFiles(d)
@@ -329,7 +332,7 @@ def test_sighup_rotates_the_certificate_and_open_connections_go_on(service_facto
     kept.request("GET", "/healthz")
     assert kept.getresponse().read()
 
-    tls_init(d)  # a new server certificate from the same CA, as an admin rotates
+    tls_init(d, *service_names(slurm_cluster))  # a new certificate from the same CA, as an admin rotates
     svc.proc.send_signal(signal.SIGHUP)
     wait_for(lambda: "SIGHUP: TLS certificate reloaded" in open(svc.log_path).read(), 20, "the reload")
     assert served_fingerprint(port, files.ca) == fingerprint(files.cert) != before
@@ -473,7 +476,11 @@ def test_an_agent_that_cannot_verify_the_service_refuses_and_the_task_ends_start
         # tfslurmd goes down; someone else answers at its agent address with
         # a certificate for that address from a CA of their own.
         svc.stop()
-        _, rogue_cert, rogue_key = make_certificate(str(tmp_path), "tfslurmd", ca_name="rogue CA")
+        # A certificate for the very host and address the agents dial: only
+        # its CA is not the job's.
+        _, rogue_cert, rogue_key = make_certificate(
+            str(tmp_path), "tfslurmd", ca_name="rogue CA", ip=hosts.address(slurm_cluster, "svc"),
+            dns=hosts.fqdn(slurm_cluster, "svc") if hosts.apart(slurm_cluster) else None)
         rogue = OpensslServer(svc.agent_port, rogue_cert, rogue_key)
     finally:
         run(["scontrol", "update", "PartitionName=debug", "State=UP"], env=env)
