@@ -28,6 +28,7 @@ import shutil
 import signal
 import socket
 import datetime
+import ipaddress
 import re
 import sqlite3
 import ssl
@@ -170,7 +171,15 @@ class Service:
     def start(self):
         if self.tls is None:
             off_loopback = self.agent_host != "127.0.0.1" or self.http_host != "127.0.0.1"
-            self.tls = service_tls(self.slurm_conf, self.workdir, self.run_as) if off_loopback else False
+            # The host agents are told to dial must be in the certificate
+            # (tfslurmd checks it at start): --advertise, else a listen host
+            # that is not a wildcard.
+            args = list(self.extra_args) + self.advertise
+            dialled = [args[args.index("--advertise") + 1]] if "--advertise" in args else []
+            if self.agent_host not in ("0.0.0.0", "127.0.0.1"):
+                dialled.append(self.agent_host)
+            self.tls = (service_tls(self.slurm_conf, self.workdir, self.run_as, extra_hosts=dialled)
+                        if off_loopback else False)
         ready = os.path.join(self.workdir, "ready.json")
         if os.path.exists(ready):
             os.unlink(ready)
@@ -367,11 +376,11 @@ def service_names(conf):
     return [hosts.fqdn(conf, "svc"), "localhost"], [hosts.address(conf, "svc"), "127.0.0.1"]
 
 
-def service_tls(conf, workdir, run_as=None, directory=None):
+def service_tls(conf, workdir, run_as=None, directory=None, extra_hosts=()):
     """A server certificate from the session's CA for where a tfslurmd on
     cluster `conf` is reached: the service host's name and cluster address
     (what agents and the login host dial), localhost and 127.0.0.1 (the tests
-    on the service host), made in `directory` (default WORKDIR/tls) by
+    on the service host) and `extra_hosts`, made in `directory` (default WORKDIR/tls) by
     `tfslurmd tls init`, its key readable by `run_as` (tfslurmd's user)
     alone. The CA's key is left there only in a `directory` given (a test
     that rotates the certificate signs the next one with it)."""
@@ -382,7 +391,14 @@ def service_tls(conf, workdir, run_as=None, directory=None):
     for f in ("ca.pem", "ca.key"):
         shutil.copy2(os.path.join(ca.dir, f), d)
     names, addresses = service_names(conf)
-    files, _ = tls_init(d, names, addresses, ["--user", run_as] if run_as else [])
+    for host in extra_hosts:  # more names or addresses it is dialled by
+        try:
+            ipaddress.ip_address(host)
+            addresses.append(host)
+        except ValueError:
+            names.append(host)
+    files, _ = tls_init(d, list(dict.fromkeys(names)), list(dict.fromkeys(addresses)),
+                        ["--user", run_as] if run_as else [])
     if directory is None:
         os.unlink(os.path.join(d, "ca.key"))
     return files
