@@ -8,6 +8,7 @@
 #include "base/unsafe_text.h"
 #include "schema/tf_config_wire.h"
 #include "service/core/in_place_restart.h"
+#include "service/core/proven_uid.h"
 #include "service/core/scalars.h"
 #include "service/core/wording.h"
 
@@ -84,24 +85,7 @@ Status AgentProtocol::CheckProvenUid(OpenExperiment& a, const TaskRef& ref) {
     if (!account.ok()) return account.status();
     a.job_uid = account->uid;
   }
-  const std::string task = "'" + ref.experiment_id + "' attempt " + std::to_string(ref.attempt) +
-                           " task " + std::to_string(ref.proc_id);
-  if (!ref.proven_uid)
-    return Status(StatusCode::kPermissionDenied,
-                  "site mode: an agent proves its uid with a MUNGE credential, and this "
-                  "message for " +
-                      task + " carries none");
-  if (*ref.proven_uid == *a.job_uid) return Status::Ok();
-  // The right secret in the wrong account's hands: the owner's secret has
-  // leaked (a copied environment, a file). Said in the service's log for
-  // the admin; the sender learns only the refusal.
-  spdlog::warn(
-      "refused {}: its secret is right, but munged says the sender runs as uid {}, and "
-      "the job runs as {}'s uid {}",
-      task, *ref.proven_uid, a.record.owner, *a.job_uid);
-  return Status(StatusCode::kPermissionDenied,
-                "site mode: only uid " + std::to_string(*a.job_uid) + " may act for " + task +
-                    "; this agent runs as uid " + std::to_string(*ref.proven_uid));
+  return tfslurm::CheckProvenUid(ref, *a.job_uid, a.record.owner);
 }
 
 StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, int* task) {
