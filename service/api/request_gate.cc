@@ -261,8 +261,17 @@ void GatedServer::OnReadable(Waiting& w) {
   switch (w.connection.AdvanceHandshake()) {
     case GateConnection::Handshake::kWaiting:
       return;
-    case GateConnection::Handshake::kFailed:
-      return Forget(w);  // closes it (a plaintext request was answered: serving_identity.h)
+    case GateConnection::Handshake::kFailed: {
+      // A plaintext HTTP request was answered in plaintext
+      // (tls/serving_identity.h): what else the client sent is read first,
+      // without waiting, so that the close does not reset the connection
+      // before the answer is read (as CloseAfter does).
+      shutdown(w.fd, SHUT_WR);
+      char sink[16384];
+      for (int i = 0; i < 4 && recv(w.fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+      }
+      return Forget(w);
+    }
     case GateConnection::Handshake::kDone:
       break;
   }
