@@ -70,7 +70,7 @@ elif [[ $mode == smoke ]]; then
     "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
     "sweep.sh --steps 40 --rungs 10,20 --shuffle-seeds 0" # 68 s: four 16-trial sweeps of 40 steps
-    "http_flood.sh --bodies 1 --body-mb 64 --floods 1 --flood-fields 1000" # 3 s
+    "http_flood.sh --bodies 1 --body-mb 64 --floods 1 --flood-fields 3000" # 3 s: 24 MB, past the gate's 16 MiB drain
     "sweep_stop.sh --runs 1"                             # 30 s: one stop and one scancel; most of it the cluster's start
     "lossy_rendezvous.sh --runs 1"                       # ~25 s: a hosts-apart cluster, two 6-task experiments
   )

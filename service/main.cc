@@ -90,8 +90,10 @@ std::vector<std::string> JobEnvironment(bool site, const std::string& job_path) 
   return env;
 }
 
-// Binds every option straight to its field, showing the field's default.
-void DefineOptions(CLI::App& app, CommandLine& cl) {
+// Where tfslurmd listens, keeps its files and finds the agent, and how
+// often it polls and times out (each option bound to its field, showing
+// its default).
+void DefineServiceOptions(CLI::App& app, CommandLine& cl) {
   DaemonOptions& d = cl.daemon;
   tfslurm::CoreConfig& core = d.core;
   core.output_root = "tfslurm-output";
@@ -150,6 +152,11 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
       ->default_str("0")
       ->check(CLI::Range(0, 36500));
   app.add_option("--log-level", cl.log_level, "trace|debug|info|warn|error")->capture_default_str();
+}
+
+// Who may call tfslurmd and as which account jobs run.
+void DefineAccessOptions(CLI::App& app, CommandLine& cl) {
+  DaemonOptions& d = cl.daemon;
   app.add_flag("--no-auth", d.no_auth,
                "single-user mode: no tokens, every caller is the local admin; only with a loopback "
                "--listen");
@@ -203,16 +210,20 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
                  "log follow responses of one user at once; more get 429")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  app.add_option("--max-open-sweeps-per-user", core.max_open_sweeps_per_owner,
+  app.add_option("--max-open-sweeps-per-user", d.max_open_sweeps_per_owner,
                  "sweeps of one user running at once; another is refused (429)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   app.add_flag("--version", cl.show_version,
                "print tfslurmd's version and commit, the libslurm release it was built with, and "
                "slurmctld's (SLURM_CONF's cluster), then exit");
+}
 
-  tfslurm::DefineTlsOptions(app, d.tls, cl.tls);
-
+// Binds every option straight to its field, showing the field's default.
+void DefineOptions(CLI::App& app, CommandLine& cl) {
+  DefineServiceOptions(app, cl);
+  DefineAccessOptions(app, cl);
+  tfslurm::DefineTlsOptions(app, cl.daemon.tls, cl.tls);
   // tfslurmd token create --user NAME [--admin]: prints a new API token once.
   auto* token_cmd = app.add_subcommand("token", "manage API tokens");
   auto* create_cmd = token_cmd->add_subcommand(
@@ -259,6 +270,31 @@ int PrintVersion() {
   else
     printf("slurmctld: %s\n", releases.status().message().c_str());
   return 0;
+}
+
+// --job-path: absolute directories only (an empty or relative entry would
+// search the job's working directory). False after logging why.
+bool CheckJobPath(const CommandLine& cl) {
+  bool srun_found = false;
+  for (size_t start = 0; start <= cl.job_path.size();) {
+    size_t end = std::min(cl.job_path.find(':', start), cl.job_path.size());
+    if (end == start || cl.job_path[start] != '/') {
+      spdlog::error("--job-path must be absolute directories separated by ':', got '{}'",
+                    cl.job_path);
+      return false;
+    }
+    const std::string srun = cl.job_path.substr(start, end - start) + "/srun";
+    srun_found = srun_found || access(srun.c_str(), X_OK) == 0;
+    start = end + 1;
+  }
+  // The compute nodes may lay Slurm out otherwise than this host, so only a
+  // warning; but where they are alike, every job would fail at its srun.
+  if (cl.site && !srun_found)
+    spdlog::warn(
+        "site mode: no srun in --job-path {} on this host; every job fails unless the compute "
+        "nodes have srun there (give --job-path the directory of srun on the compute nodes)",
+        cl.job_path);
+  return true;
 }
 
 // The options that depend on each other, checked; fills in what follows
@@ -309,16 +345,7 @@ int CompleteOptions(CommandLine& cl) {
                   d.gate.request_timeout.count() / 1000, d.gate.header_timeout.count() / 1000);
     return 2;
   }
-  // An empty or relative entry would search the job's working directory.
-  for (size_t start = 0; start <= cl.job_path.size();) {
-    size_t end = std::min(cl.job_path.find(':', start), cl.job_path.size());
-    if (end == start || cl.job_path[start] != '/') {
-      spdlog::error("--job-path must be absolute directories separated by ':', got '{}'",
-                    cl.job_path);
-      return 2;
-    }
-    start = end + 1;
-  }
+  if (!CheckJobPath(cl)) return 2;
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
   d.core.job_environment = JobEnvironment(cl.site, cl.job_path);

@@ -150,7 +150,8 @@ sanitizers_default=1
 if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" == 1 ]]; then sanitizers_default=0; fi
 if ((sanitizers_default)); then
   step "unit tests under ASan + UBSan"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTFSLURM_SANITIZE=ON >/dev/null
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTFSLURM_SANITIZE=ON \
+    "${ccache_launcher[@]}" >/dev/null
   # Every gtest program (service, agent, client, concurrency, fuzz corpus).
   mapfile -t test_targets < <(ninja -C build-asan -t targets all | sed -n 's/^\([a-z_]*_tests\{0,1\}\): phony$/\1/p')
   ninja -C build-asan -j"$jobs" "${test_targets[@]}"
@@ -209,7 +210,11 @@ else
     set +e
     # One file at a time: they share the one local cluster (node runs files in
     # parallel on machines with more than 2 cores). TAP, as node_counts reads.
-    (cd tests/e2e && node --test --test-concurrency=1 --test-reporter=tap 2>&1) | tee build/e2e.log
+    # On the cluster's service host, as the integration tests: tfslurmd there
+    # reaches slurmctld and the agents over the cluster network, and Chromium
+    # reaches the dashboard on that host's loopback.
+    (cd tests/e2e && ../../deploy/local-slurm/on-host.sh "$cluster_dir" svc \
+      node --test --test-concurrency=1 --test-reporter=tap 2>&1) | tee build/e2e.log
     e2e_rc=${PIPESTATUS[0]}
     set -e
     record_counts e2e node build/e2e.log "$e2e_rc"
@@ -263,7 +268,8 @@ fi
 if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   step "unit, agent and concurrency tests under TSan"
   set +e
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON \
+    "${ccache_launcher[@]}" >/dev/null &&
     ninja -C build-tsan -j"$jobs" agent_unit_tests agent_end_to_end_test agent_session_test \
       experiments_concurrency_test api_concurrency_test daemon_test local_files_test tsan_grpc_control
   tsan_rc=$?

@@ -53,14 +53,13 @@ class StreamChannel final : public TaskChannel {
 
 class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
  public:
-  // `experiments` null: the stream arrived before the server served core,
+  // `agents` null: the stream arrived before the server served core,
   // and ends at once as UNAVAILABLE, which agents retry like any broken
   // connection.
-  ConnectReactor(Experiments* experiments, UidProof* uid_proof)
-      : experiments_(experiments),
-        uid_proof_(uid_proof),
-        channel_(std::make_shared<StreamChannel>(this)) {
-    if (experiments_)
+  ConnectReactor(Agents* agents, UidProof* uid_proof)
+      : agents_(agents), uid_proof_(uid_proof), channel_(std::make_shared<StreamChannel>(this)) {
+    TFSLURM_HAPPENS_BEFORE(this);  // made before any reaction (OnCancel's: below)
+    if (agents_)
       StartReading();
     else
       FinishWhenWritten(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tfslurmd is starting; retry"));
@@ -79,7 +78,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     Reaction reaction(this, &in_);
     if (!ok) {
       // The agent closed its side (after Exited) or the stream broke.
-      if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
+      if (registered_) agents_->OnDisconnect(ref_, channel_.get());
       FinishWhenWritten(grpc::Status::OK);
       return;
     }
@@ -102,12 +101,12 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
         ref_ = FromProto(in_.task());
         registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
       }
-      DispatchRegister(*experiments_, in_, uid_, channel_);
+      DispatchRegister(*agents_, in_, uid_, channel_);
     } else {
       // Reports carry their own identity; it must be the stream's.
       Status s =
           in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
-              ? DispatchReport(*experiments_, in_, uid_)
+              ? DispatchReport(*agents_, in_, uid_)
               : InvalidArgument("a stream speaks for one task only");
       if (!s.ok()) channel_->Send(RefusalFor(s));
     }
@@ -132,14 +131,16 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   void OnCancel() override {
-    Reaction reaction(this, nullptr);  // may run beside the others: after no operation
-    if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
+    // May run beside the other reactions, but only on a reactor gRPC has
+    // from Connect: after its making, and after no operation.
+    Reaction reaction(this, this);
+    if (registered_) agents_->OnDisconnect(ref_, channel_.get());
   }
 
  private:
   // A reaction's scope, for TSan: it runs after the operation that started
-  // it (the address that operation named when it started; none for
-  // OnCancel), and before OnDone.
+  // it (the address that operation named when it started; the reactor
+  // itself, made in Connect, for OnCancel), and before OnDone.
   class Reaction {
    public:
     Reaction(ConnectReactor* reactor, const void* operation) : reactor_(reactor) {
@@ -175,7 +176,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     if (!writing_) WriteNextLocked();
   }
 
-  Experiments* const experiments_;  // set whenever a read is outstanding
+  Agents* const agents_;  // set whenever a read is outstanding
   UidProof* const uid_proof_;
   const std::shared_ptr<StreamChannel> channel_;
 
@@ -215,15 +216,15 @@ class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
  public:
   explicit AgentServiceImpl(std::shared_ptr<UidProof> uid_proof)
       : uid_proof_(uid_proof ? std::move(uid_proof) : NoUidProof()) {}
-  void Serve(Experiments& experiments) { experiments_ = &experiments; }
+  void Serve(Agents& agents) { agents_ = &agents; }
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
       grpc::CallbackServerContext*) override {
-    return new ConnectReactor(experiments_.load(), uid_proof_.get());
+    return new ConnectReactor(agents_.load(), uid_proof_.get());
   }
 
  private:
   const std::shared_ptr<UidProof> uid_proof_;
-  std::atomic<Experiments*> experiments_{nullptr};
+  std::atomic<Agents*> agents_{nullptr};
 };
 
 class GrpcServer final : public AgentGrpcServer {
@@ -233,7 +234,7 @@ class GrpcServer final : public AgentGrpcServer {
       : service_(std::move(service)), server_(std::move(server)), port_(port) {}
   ~GrpcServer() override { Shutdown(); }
   int port() const override { return port_; }
-  void Serve(Experiments& experiments) override { service_->Serve(experiments); }
+  void Serve(Agents& agents) override { service_->Serve(agents); }
   void Shutdown() override {
     if (server_) {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -89,12 +89,12 @@ void ReplyMessage(httplib::Response& res, int status, const ServiceMessage& m) {
 
 }  // namespace
 
-void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments,
+void RegisterAgentHttpRoutes(httplib::Server& server, Agents& agents,
                              std::shared_ptr<UidProof> uid_proof) {
   auto boxes = std::make_shared<Mailboxes>();
   if (!uid_proof) uid_proof = NoUidProof();
-  server.Post("/agent/v1/message", [&experiments, boxes, uid_proof](const httplib::Request& req,
-                                                                    httplib::Response& res) {
+  server.Post("/agent/v1/message", [&agents, boxes, uid_proof](const httplib::Request& req,
+                                                               httplib::Response& res) {
     AgentMessage m;
     google::protobuf::util::JsonParseOptions opts;
     auto parsed = google::protobuf::util::JsonStringToMessage(req.body, &m, opts);
@@ -113,7 +113,7 @@ void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments,
 
     if (m.body_case() == AgentMessage::kRegister) {
       auto box = boxes->Get(m.task(), /*create=*/true);
-      DispatchRegister(experiments, m, *uid, box);
+      DispatchRegister(agents, m, *uid, box);
       auto reply = box->Take(std::chrono::seconds(wait_s));
       if (!reply) {
         res.status = 202;
@@ -123,7 +123,7 @@ void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments,
       return ReplyMessage(res, 200, ToProto(*reply));
     }
 
-    Status s = DispatchReport(experiments, m, *uid);
+    Status s = DispatchReport(agents, m, *uid);
     if (!s.ok()) return api::ReplyError(res, s);
     // Deliver what core queued for this task (a Shutdown), without waiting.
     if (auto box = boxes->Get(m.task(), /*create=*/false)) {

@@ -87,6 +87,41 @@ void ConfigureHttpServer(httplib::Server& http, const api::GateOptions& gate) {
   });
 }
 
+// Bearer tokens (or everyone, with --no-auth), and MUNGE credentials in
+// front of them with --munge-auth.
+StatusOr<std::unique_ptr<api::Authenticator>> NewAuthenticator(const DaemonOptions& options,
+                                                               Tokens& tokens, Clock& clock) {
+  std::unique_ptr<api::Authenticator> auth =
+      options.no_auth ? api::NewOpenAuthenticator() : api::NewTokenAuthenticator(tokens);
+  if (!options.munge_auth || options.no_auth) return auth;
+  Clock* c = &clock;
+  auto munge = api::NewMungeAuthenticator(
+      {options.munge_socket, options.munge_max_age_s, options.munge_admin_group}, std::move(auth),
+      api::LibmungeDecoder(options.munge_socket), api::SystemUserLookup(),
+      [c] { return c->NowMs() / 1000; });
+  if (!munge.ok()) return munge.status();
+  return std::move(munge).value();
+}
+
+// Binds the REST listener; the port bound.
+StatusOr<int> Bind(httplib::Server& http, const DaemonOptions& options) {
+  const std::string listen = options.http_host + ":" + std::to_string(options.http_port);
+  int bound =
+      options.http_port == 0
+          ? http.bind_to_any_port(options.http_host)
+          : (http.bind_to_port(options.http_host, options.http_port) ? options.http_port : -1);
+  if (bound <= 0) {
+    int err = errno;
+    return Unavailable("cannot listen on " + listen + ": " + strerror(err) +
+                       (err == EADDRINUSE ? " (another tfslurmd or program listens there; `ss "
+                                            "-ltnp` names it; give this one another --listen)"
+                                          : ""));
+  }
+  if (!api::RaiseListenBacklog(bound))
+    spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
+  return bound;
+}
+
 // The host agents are told to reach the endpoint at: --advertise, else the
 // listen host, except a wildcard (0.0.0.0, ::), which an agent on another
 // host cannot connect to (on one host it happens to mean loopback): then
@@ -106,6 +141,78 @@ std::string AdvertisedHost(const DaemonOptions& options) {
   return name;
 }
 
+// What the REST routes are served from.
+struct RouteParts {
+  Core& core;
+  sweeps::Sweeps& sweeps;
+  Tokens& tokens;
+  api::Authenticator& auth;
+  metrics::PrometheusMetrics& metrics;
+  Clock& clock;
+  // Site mode: each JSON agent message proves its uid; null: personal mode.
+  std::shared_ptr<agentrpc::UidProof> uid_proof;
+};
+
+// Every REST route, and the agents' JSON route.
+void RegisterRoutes(httplib::Server& http, const DaemonOptions& options, const CoreConfig& config,
+                    const RouteParts& parts, std::shared_ptr<api::ExperimentListCache> list_cache) {
+  api::ApiOptions api_options;
+  api_options.max_body_bytes = options.gate.head.max_body_bytes;
+  api_options.libslurm_release = options.libslurm_release;
+  api_options.slurmctld_release = options.slurmctld_release;
+  api::RegisterExperimentRoutes(http, parts.core, parts.clock, parts.auth, list_cache, api_options);
+  api::RegisterMetricsRoutes(http, parts.core, parts.auth, parts.metrics);
+  if (options.logs) {
+    api::LogOptions logs;
+    logs.output_root = config.output_root;
+    logs.max_followers = options.max_log_followers;
+    logs.max_followers_per_user = options.max_log_followers_per_user;
+    api::RegisterLogRoutes(http, parts.core, parts.auth, logs);
+  }
+  api::RegisterScalarRoutes(http, parts.core, parts.auth, config.scalar_limits);
+  api::RegisterSweepRoutes(http, parts.sweeps, parts.auth);
+  api::RegisterTokenRoutes(http, parts.tokens, parts.auth);
+  if (options.web_assets) api::RegisterWebAssetRoutes(http);
+  agentrpc::RegisterAgentHttpRoutes(http, parts.core, parts.uid_proof);
+}
+
+// With --tls-cert: the identity both ports serve, checked for the host
+// agents dial (`agent_host`); the jobs' environment then carries the CA the
+// agents verify the service with (agent/README.md). Null: plaintext.
+StatusOr<std::unique_ptr<DaemonTls>> LoadTls(const DaemonOptions& options,
+                                             const std::string& agent_host, Clock& clock,
+                                             CoreConfig& config) {
+  if (options.tls.cert_path.empty()) return std::unique_ptr<DaemonTls>();
+  auto tls = DaemonTls::Load(options.tls, agent_host, clock.NowMs() / 1000);
+  if (!tls.ok()) return tls.status();
+  config.job_environment.push_back("TFSLURM_CA=" + (*tls)->JobTrust());
+  return tls;
+}
+
+// The agent port's key and certificate files (gRPC's file watcher reads
+// them); nullopt: plaintext.
+std::optional<agentrpc::AgentTls> AgentTlsOf(DaemonTls* tls) {
+  if (!tls) return std::nullopt;
+  return agentrpc::AgentTls{tls->agents().key_path(), tls->agents().cert_path()};
+}
+
+// Site mode: agents prove their uid through munged (agentrpc/uid_proof.h);
+// null in personal mode, where the attempt's secret alone speaks.
+std::shared_ptr<agentrpc::UidProof> UidProofFor(const DaemonOptions& options,
+                                                const CoreConfig& config, Clock& clock) {
+  if (!config.agents_prove_uid) return nullptr;
+  return agentrpc::MungeUidProof(
+      api::LibmungeDecoder(options.munge_socket), [&clock] { return clock.NowMs() / 1000; },
+      options.munge_max_age_s);
+}
+
+// With TLS the gate does each handshake too (api/request_gate.h); every
+// handshake takes the identity current then (tls/serving_identity.h).
+std::function<void(SSL_CTX*)> RestTls(DaemonTls* tls) {
+  if (!tls) return nullptr;
+  return [identity = &tls->rest()](SSL_CTX* ctx) { identity->Configure(ctx); };
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, DaemonPorts ports) {
@@ -119,31 +226,18 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   if (!root.ok()) return root.status();
   config.output_root = d->output_root_ = *root;
 
-  // The certificate must serve the host agents dial (DaemonTls::Load).
   const std::string agent_host = AdvertisedHost(options);
-  std::optional<agentrpc::AgentTls> agent_tls;
-  if (!options.tls.cert_path.empty()) {
-    auto t = DaemonTls::Load(options.tls, agent_host, ports.clock.NowMs() / 1000);
-    if (!t.ok()) return t.status();
-    d->tls_ = std::move(*t);
-    agent_tls = agentrpc::AgentTls{d->tls_->agents().key_path(), d->tls_->agents().cert_path()};
-    // The agents verify the service with it (agent/README.md).
-    config.job_environment.push_back("TFSLURM_CA=" + d->tls_->JobTrust());
-  }
+  auto tls = LoadTls(options, agent_host, ports.clock, config);
+  if (!tls.ok()) return tls.status();
+  d->tls_ = std::move(*tls);
+  const std::optional<agentrpc::AgentTls> agent_tls = AgentTlsOf(d->tls_.get());
 
   // Core names the agent endpoint in every script, and the endpoint hands
   // messages to core: the endpoint listens first, core is made knowing its
   // address, then the endpoint serves it, all before the first submission
   // can happen (agents of running jobs that reconnect meanwhile are asked to
   // retry).
-  // Site mode: agents prove their uid through munged (agentrpc/uid_proof.h).
-  std::shared_ptr<agentrpc::UidProof> uid_proof;
-  if (config.agents_prove_uid) {
-    Clock* clock = &ports.clock;
-    uid_proof = agentrpc::MungeUidProof(
-        api::LibmungeDecoder(options.munge_socket), [clock] { return clock->NowMs() / 1000; },
-        options.munge_max_age_s);
-  }
+  std::shared_ptr<agentrpc::UidProof> uid_proof = UidProofFor(options, config, ports.clock);
   auto grpc_server = agentrpc::StartAgentGrpcServer(options.agent_listen,
                                                     agent_tls ? &*agent_tls : nullptr, uid_proof);
   if (!grpc_server.ok()) return grpc_server.status();
@@ -154,72 +248,40 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
   // The one cache of lists, told of every write core makes.
   auto list_cache = std::make_shared<api::ExperimentListCache>(api::ListSourceOf(ports.store));
-  d->experiments_ = NewExperiments(ports, config, d->metrics_.get(), {list_cache});
-  d->grpc_->Serve(*d->experiments_);
+  // A sweep's trial ids are kept for its trials (sweeps/sweeps.h).
+  config.kept_ids = [&store = ports.store](const std::string& id, const std::string& owner) {
+    return sweeps::CheckIdNotKept(store, id, owner);
+  };
+  d->core_ = NewCore(ports, config, d->metrics_.get(), {list_cache});
+  d->grpc_->Serve(*d->core_);
+  d->sweeps_ = sweeps::NewSweeps(
+      *d->core_, ports.store, ports.clock, ports.random,
+      {config.limits, config.poll_interval_ms, options.max_open_sweeps_per_owner});
 
   d->tokens_ = std::make_unique<Tokens>(ports.store, ports.random, ports.clock);
-  d->auth_ =
-      options.no_auth ? api::NewOpenAuthenticator() : api::NewTokenAuthenticator(*d->tokens_);
-  if (options.munge_auth && !options.no_auth) {
-    Clock* clock = &ports.clock;
-    auto munge = api::NewMungeAuthenticator(
-        {options.munge_socket, options.munge_max_age_s, options.munge_admin_group},
-        std::move(d->auth_), api::LibmungeDecoder(options.munge_socket), api::SystemUserLookup(),
-        [clock] { return clock->NowMs() / 1000; });
-    if (!munge.ok()) return munge.status();
-    d->auth_ = std::move(*munge);
-  }
+  auto auth = NewAuthenticator(options, *d->tokens_, ports.clock);
+  if (!auth.ok()) return auth.status();
+  d->auth_ = std::move(auth).value();
 
-  // With TLS the gate does each handshake too (api/request_gate.h); every
-  // handshake takes the identity current then (tls/serving_identity.h).
-  std::function<void(SSL_CTX*)> rest_tls;
-  if (d->tls_) rest_tls = [identity = &d->tls_->rest()](SSL_CTX* ctx) { identity->Configure(ctx); };
-  d->http_ = std::make_unique<api::GatedServer>(options.gate, rest_tls);
+  d->http_ = std::make_unique<api::GatedServer>(options.gate, RestTls(d->tls_.get()));
   httplib::Server& http = *d->http_;
   ConfigureHttpServer(http, options.gate);
-  api::ApiOptions api_options;
-  api_options.max_body_bytes = options.gate.head.max_body_bytes;
-  api_options.libslurm_release = options.libslurm_release;
-  api_options.slurmctld_release = options.slurmctld_release;
-  api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, list_cache,
-                                api_options);
-  api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
-  if (options.logs) {
-    api::LogOptions logs;
-    logs.output_root = config.output_root;
-    logs.max_followers = options.max_log_followers;
-    logs.max_followers_per_user = options.max_log_followers_per_user;
-    api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, logs);
-  }
-  api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, config.scalar_limits);
-  api::RegisterSweepRoutes(http, *d->experiments_, *d->auth_);
-  api::RegisterTokenRoutes(http, *d->tokens_, *d->auth_);
-  if (options.web_assets) api::RegisterWebAssetRoutes(http);
-  agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_, uid_proof);
-  const std::string listen = options.http_host + ":" + std::to_string(options.http_port);
-  int bound =
-      options.http_port == 0
-          ? http.bind_to_any_port(options.http_host)
-          : (http.bind_to_port(options.http_host, options.http_port) ? options.http_port : -1);
-  if (bound <= 0) {
-    int err = errno;
-    return Unavailable("cannot listen on " + listen + ": " + strerror(err) +
-                       (err == EADDRINUSE ? " (another tfslurmd or program listens there; `ss "
-                                            "-ltnp` names it; give this one another --listen)"
-                                          : ""));
-  }
-  d->http_port_ = bound;
-  if (!api::RaiseListenBacklog(bound))
-    spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
+  RegisterRoutes(
+      http, options, config,
+      {*d->core_, *d->sweeps_, *d->tokens_, *d->auth_, *d->metrics_, ports.clock, uid_proof},
+      list_cache);
+  auto bound = Bind(http, options);
+  if (!bound.ok()) return bound.status();
+  d->http_port_ = *bound;
   // Both ports are ours (a second daemon fails above, before recovering
   // anything): now pick up what the last run left.
-  if (auto s = d->experiments_->Recover(); !s.ok())
-    spdlog::warn("recovery incomplete: {}", s.message());
+  if (auto s = d->core_->Recover(); !s.ok()) spdlog::warn("recovery incomplete: {}", s.message());
 
   Daemon* self = d.get();
   d->ticker_ = std::thread([self] {
     while (!self->stopping_) {
-      self->experiments_->Tick();
+      self->core_->Tick();
+      self->sweeps_->Tick();
       std::this_thread::sleep_for(std::chrono::milliseconds(kTickIntervalMs));
     }
   });

@@ -329,8 +329,8 @@ def test_metrics_as_lists(fake):
 def test_sweeps(fake):
     trial = {"index": 1, "experiment_id": "lr-1", "params": {"arg.--lr": 0.1}, "state": "ended",
              "experiment_state": "succeeded", "reason": "", "end_reason": "succeeded", "objective": 0.01,
-             "objective_step": 60, "rungs_passed": 2, "node_seconds": 30.5, "note": "", "started_at": T0,
-             "ended_at": T0}
+             "objective_step": 60, "last_step": 60, "rungs_passed": 2, "node_seconds": 30.5, "note": "",
+             "started_at": T0, "ended_at": T0}
     sweep = {"id": "lr", "owner": "alice", "state": "completed", "reason": "best lr-1", "trials_total": 1,
              "created_at": T0, "updated_at": T0, "spec": {}, "objective": {"tag": "loss", "goal": "min"},
              "node_seconds": 30.5, "counts": {"ended": 1}, "best_trial": trial, "trials": [trial]}

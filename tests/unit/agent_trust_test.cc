@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "schema/agent_exit.h"
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 #include "tests/unit/core_test.h"
 
 namespace tfslurm {
@@ -33,7 +33,7 @@ class AgentTrustTest : public testing::CoreTest {
   }
   void Start(bool prove_uid) {
     config_.agents_prove_uid = prove_uid;
-    experiments_ = NewExperiments(Ports(), config_, nullptr);
+    experiments_ = NewCore(Ports(), config_, nullptr);
     ASSERT_TRUE(experiments_->Submit(Spec("a"), "alice", false).ok());
     slurm_.SetState(100, JobState::kRunning);
     Poll();
@@ -57,7 +57,7 @@ class AgentTrustTest : public testing::CoreTest {
     return ch->All<RefusedMsg>();
   }
 
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
 };
 
 TEST_F(AgentTrustTest, SiteModeRefusesTheRightSecretFromAnotherUid) {
