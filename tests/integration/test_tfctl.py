@@ -290,6 +290,11 @@ def test_list_puts_running_experiments_first_and_filters_by_state(service, home,
     ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-list-run", "exec sleep 300", 1), "b.yaml"),
                  url=service.url))
     service.wait_state("tfctl-list-run", "running")
+    # Running comes with the agents' registration, the job's nodes with
+    # tfslurmd's next poll of Slurm: a table listed between the two showed
+    # NODES "-" and the JSON listed after it "node1".
+    wait_for(lambda: service.experiment("tfctl-list-run").get("nodes"), 30, "Slurm's poll to name the job's node",
+             interval=0.25)
     # The finished experiment is the older one, but the running one is listed first.
     rows = table_after(ok(run_tfctl(home, "list", url=service.url)), "ID")
     assert [r[:2] for r in rows] == [["tfctl-list-run", "running"], ["tfctl-list-done", "failed"]]
