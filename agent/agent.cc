@@ -14,6 +14,7 @@
 #include "agent/address.h"
 #include "agent/child_env.h"
 #include "agent/port_reservation.h"
+#include "agent/service_access.h"
 #include "agent/session.h"
 #include "agent/signals.h"
 
@@ -163,10 +164,15 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
   spdlog::info("Slurm job {} task {} (node {} '{}', local task {}); program address {}:{}",
                identity->slurm_job_id, identity->proc_id, identity->node_id, identity->node_name,
                identity->local_id, *address, port->port());
+  SessionOptions session_options =
+      SessionOptionsFor(options, *secret, *address, port->port(), identity->proc_id);
+  if (Status s = ConfigureServiceAccess(env, session_options); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return kExitUsage;
+  }
   // The session holds the port for the program's lifetime, and a fresh one
   // for each attempt in place.
-  Session session(SessionOptionsFor(options, *secret, *address, port->port(), identity->proc_id),
-                  std::move(*identity), *signal_fd, std::move(*port));
+  Session session(std::move(session_options), std::move(*identity), *signal_fd, std::move(*port));
   return session.Run();
 }
 

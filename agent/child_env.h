@@ -33,6 +33,10 @@
 namespace tfslurm::agent {
 
 inline constexpr char kSecretVariable[] = "TFSLURM_SECRET";
+// The agent's own settings from the job's environment (service_access.h);
+// not the program's business, so removed from its environment too.
+inline constexpr char kCaVariable[] = "TFSLURM_CA";
+inline constexpr char kProveUidVariable[] = "TFSLURM_PROVE_UID";
 
 struct ChildEnvInputs {
   std::vector<std::string> inherited;  // "NAME=value" entries, e.g. CurrentEnvironment()

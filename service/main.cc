@@ -22,6 +22,7 @@
 #include "service/store/sqlite_store.h"
 #include "service/system/accounts.h"
 #include "service/system/system.h"
+#include "service/tls_command.h"
 
 namespace {
 
@@ -47,6 +48,7 @@ struct CommandLine {
   bool create_token = false;
   std::string token_user;
   bool token_admin = false;
+  tfslurm::TlsCommandLine tls;
 };
 
 // "host:port" -> {host, port}; port must be 0..65535.
@@ -228,6 +230,7 @@ void DefineAccessOptions(CLI::App& app, CommandLine& cl) {
 void DefineOptions(CLI::App& app, CommandLine& cl) {
   DefineServiceOptions(app, cl);
   DefineAccessOptions(app, cl);
+  tfslurm::DefineTlsOptions(app, cl.daemon.tls, cl.tls);
   // tfslurmd token create --user NAME [--admin]: prints a new API token once.
   auto* token_cmd = app.add_subcommand("token", "manage API tokens");
   auto* create_cmd = token_cmd->add_subcommand(
@@ -276,6 +279,31 @@ int PrintVersion() {
   return 0;
 }
 
+// --job-path: absolute directories only (an empty or relative entry would
+// search the job's working directory). False after logging why.
+bool CheckJobPath(const CommandLine& cl) {
+  bool srun_found = false;
+  for (size_t start = 0; start <= cl.job_path.size();) {
+    size_t end = std::min(cl.job_path.find(':', start), cl.job_path.size());
+    if (end == start || cl.job_path[start] != '/') {
+      spdlog::error("--job-path must be absolute directories separated by ':', got '{}'",
+                    cl.job_path);
+      return false;
+    }
+    const std::string srun = cl.job_path.substr(start, end - start) + "/srun";
+    srun_found = srun_found || access(srun.c_str(), X_OK) == 0;
+    start = end + 1;
+  }
+  // The compute nodes may lay Slurm out otherwise than this host, so only a
+  // warning; but where they are alike, every job would fail at its srun.
+  if (cl.site && !srun_found)
+    spdlog::warn(
+        "site mode: no srun in --job-path {} on this host; every job fails unless the compute "
+        "nodes have srun there (give --job-path the directory of srun on the compute nodes)",
+        cl.job_path);
+  return true;
+}
+
 // The options that depend on each other, checked; fills in what follows
 // from them (the REST host and port, the agent listen address and path).
 // Returns the exit code for a bad combination, or 0.
@@ -295,8 +323,7 @@ int CompleteOptions(CommandLine& cl) {
     spdlog::error("--agent-listen must be HOST:PORT, got '{}'", d.agent_listen);
     return 2;
   }
-  if (d.no_auth && d.http_host != "127.0.0.1" && d.http_host != "localhost" &&
-      d.http_host != "::1" && d.http_host.rfind("127.", 0) != 0) {
+  if (d.no_auth && !tfslurm::IsLoopbackHost(d.http_host)) {
     spdlog::error("--no-auth is only allowed on a loopback address; --listen is {}", cl.listen);
     return 2;
   }
@@ -325,29 +352,22 @@ int CompleteOptions(CommandLine& cl) {
                   d.gate.request_timeout.count() / 1000, d.gate.header_timeout.count() / 1000);
     return 2;
   }
-  // An empty or relative entry would search the job's working directory.
-  bool srun_found = false;
-  for (size_t start = 0; start <= cl.job_path.size();) {
-    size_t end = std::min(cl.job_path.find(':', start), cl.job_path.size());
-    if (end == start || cl.job_path[start] != '/') {
-      spdlog::error("--job-path must be absolute directories separated by ':', got '{}'",
-                    cl.job_path);
-      return 2;
-    }
-    const std::string srun = cl.job_path.substr(start, end - start) + "/srun";
-    srun_found = srun_found || access(srun.c_str(), X_OK) == 0;
-    start = end + 1;
-  }
-  // The compute nodes may lay Slurm out otherwise than this host, so only a
-  // warning; but where they are alike, every job would fail at its srun.
-  if (cl.site && !srun_found)
-    spdlog::warn(
-        "site mode: no srun in --job-path {} on this host; every job fails unless the compute "
-        "nodes have srun there (give --job-path the directory of srun on the compute nodes)",
-        cl.job_path);
+  if (!CheckJobPath(cl)) return 2;
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
   d.core.job_environment = JobEnvironment(cl.site, cl.job_path);
+  if (int bad = tfslurm::CheckTransportSecurity(d, cl.tls)) return bad;
+  if (cl.site) {
+    // Each agent proves its uid with a MUNGE credential when it registers
+    // (docs/security.md, "Agents: the attempt secret").
+    d.core.agents_prove_uid = true;
+    d.core.job_environment.push_back("TFSLURM_PROVE_UID=munge");
+    // The nodes' munged where tfslurmd's is not at libmunge's default (one
+    // socket on a shared file system, as on the local test cluster).
+    const char* socket = getenv("TFSLURM_MUNGE_SOCKET");
+    if (!d.munge_socket.empty()) socket = d.munge_socket.c_str();
+    if (socket) d.core.job_environment.push_back(std::string("TFSLURM_MUNGE_SOCKET=") + socket);
+  }
   return 0;
 }
 
@@ -437,6 +457,7 @@ int RunDaemon(CommandLine& cl) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // reloads the TLS certificate
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto store = tfslurm::store::OpenSqliteStore(cl.db);
@@ -462,9 +483,12 @@ int RunDaemon(CommandLine& cl) {
     return 1;
   }
   int bound = (*daemon)->http_port();
-  spdlog::info("REST API listening on http://{}:{}", d.http_host, bound);
-  spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)",
-               (*daemon)->agent_address(), d.http_host, bound);
+  const char* scheme = (*daemon)->tls() ? "https" : "http";
+  spdlog::info("REST API listening on {}://{}:{}", scheme, d.http_host, bound);
+  spdlog::info("agents connect to {} (gRPC{}; JSON at {}://{}:{}/agent/v1/message)",
+               (*daemon)->agent_address(), (*daemon)->tls() ? " over TLS" : "", scheme, d.http_host,
+               bound);
+  tfslurm::LogTransportSecurity(d, **daemon);
   spdlog::info("database {}, output root {}, agent {}", cl.db, (*daemon)->output_root(),
                d.core.launch.agent_path);
   if (!cl.ready_file.empty()) {
@@ -474,7 +498,18 @@ int RunDaemon(CommandLine& cl) {
   }
 
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
+    if (!(*daemon)->tls()) {
+      spdlog::info("SIGHUP: nothing to reload (no TLS)");
+      continue;
+    }
+    auto reloaded = (*daemon)->ReloadTls();
+    if (reloaded.ok())
+      spdlog::info("SIGHUP: TLS certificate reloaded; new connections get {}", *reloaded);
+    else
+      spdlog::error("SIGHUP: TLS certificate not reloaded, still serving the old one: {}",
+                    reloaded.status().message());
+  }
   spdlog::info("signal {}: stopping; running jobs go on and are picked up at the next start", sig);
   (*daemon)->Stop();
   return 0;
@@ -490,6 +525,7 @@ int main(int argc, char** argv) {
   cl.agent_listen_given = app.count("--agent-listen") > 0;
   cl.daemon.max_tasks_given = app.count("--max-tasks-per-experiment") > 0;
   if (cl.create_token) return CreateToken(cl);
+  if (cl.tls.init) return tfslurm::RunTlsInit(cl.tls);
   if (cl.show_version) return PrintVersion();
   spdlog::set_level(spdlog::level::from_str(cl.log_level));
   if (int bad = CompleteOptions(cl)) return bad;

@@ -8,6 +8,7 @@
 #include "base/unsafe_text.h"
 #include "schema/tf_config_wire.h"
 #include "service/core/in_place_restart.h"
+#include "service/core/proven_uid.h"
 #include "service/core/scalars.h"
 #include "service/core/tf_config.h"
 #include "service/core/wording.h"
@@ -61,6 +62,10 @@ StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace
     return FailedPrecondition(
         "attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
         "' is not current (current: " + std::to_string(a.attempt.record.number) + ")");
+  // Site mode: the secret is right; the sender must also run as the owner.
+  if (core_.config().agents_prove_uid) {
+    if (Status s = CheckProvenUid(a, ref); !s.ok()) return s;
+  }
   *place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
   if (place->kind == ProcPlace::kOut) {
     if (ref.proc_id < 0 || a.attempt.record.node_slots.IsIdentity())
@@ -72,6 +77,15 @@ StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace
                               ": a spare node took its place, or it was a spare left unused");
   }
   return &a;
+}
+
+Status AgentProtocol::CheckProvenUid(OpenExperiment& a, const TaskRef& ref) {
+  if (!a.job_uid) {
+    auto account = core_.ports().accounts.ForOwner(a.record.owner);
+    if (!account.ok()) return account.status();
+    a.job_uid = account->uid;
+  }
+  return tfslurm::CheckProvenUid(ref, *a.job_uid, a.record.owner);
 }
 
 StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, int* task) {

@@ -67,6 +67,10 @@ class SlurmWatch {
   // end is classified from the tasks' reports and the job's final state.
   void OnJobEnded(OpenExperiment& e, const JobInfo& job, Changes& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // The agents exited kAgentExitUnverifiedService (schema/agent_exit.h):
+  // the startup_error's reason, with task 0's log line saying why.
+  std::string UnverifiedServiceReason(const OpenExperiment& e, const JobInfo& job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Ends the current attempt for the restart policy's purposes (the Slurm
   // job may still be finishing) and applies what the policy decides.
   void FinishAttempt(OpenExperiment& e, EndReason reason, const std::string& why, Changes& c)

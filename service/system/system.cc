@@ -264,6 +264,27 @@ class LocalFiles final : public Files {
     if (!text) return std::nullopt;
     return ParseCheckpointState(*text);
   }
+
+  std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
+                                          const RunAs& as) override {
+    auto identity = ActAs(as);
+    if (identity && !identity->ok()) return std::nullopt;
+    int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return std::nullopt;
+    struct stat st;
+    std::optional<std::string> text;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      off_t from = st.st_size > static_cast<off_t>(max_bytes) ? st.st_size - max_bytes : 0;
+      text.emplace(static_cast<size_t>(st.st_size - from), '\0');
+      ssize_t n = pread(fd, text->data(), text->size(), from);
+      if (n < 0)
+        text.reset();
+      else
+        text->resize(static_cast<size_t>(n));
+    }
+    close(fd);
+    return text;
+  }
 };
 
 }  // namespace

@@ -5,8 +5,9 @@
 // cluster on one host, and on every address when the cluster's hosts are apart
 // (tests/run.sh then runs these tests on its service host).
 import { execFile, spawn } from 'node:child_process';
+import { createHash, createPublicKey } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -79,8 +80,13 @@ export async function startCluster() {
 // `tfslurmd token create` before it starts and returned as svc.tokens.alice.
 // `name` names the copy of its log kept in screenshots/ (NAME.log). `seed`
 // (async, given the database's path) writes rows before tfslurmd starts; the
-// database has tfslurmd's schema by then.
-export async function startService(slurmConf, { auth = false, tokens = {}, name = 'tfslurmd', seed = null } = {}) {
+// database has tfslurmd's schema by then. With
+// {tls: true} both ports speak TLS with the certificate `tfslurmd tls init`
+// makes for localhost, 127.0.0.1 and, on a hosts-apart cluster, this host's
+// name (the one agents dial); svc.base is then https://, and svc.tls.spki is
+// the base64 SHA-256 of the certificate's public key, which Chromium is told
+// to trust (launchBrowser({trustSpki})).
+export async function startService(slurmConf, { auth = false, tokens = {}, name = 'tfslurmd', seed = null, tls = false } = {}) {
   // A hosts-apart cluster (deploy/local-slurm/start.sh --hosts-apart) has
   // etc/network beside etc/slurm.conf: its agents reach tfslurmd over the
   // cluster network, by the service host's name, which tfslurmd tells them.
@@ -104,6 +110,17 @@ export async function startService(slurmConf, { auth = false, tokens = {}, name 
     if (!existsSync(db)) await execFileAsync(tfslurmd, ['token', 'create', '--user', 'e2e-seed', '--db', db], { timeout: 30000 });
     await seed(db);
   }
+  const tlsArgs = [];
+  let tlsInfo = null;
+  if (tls) {
+    const pki = path.join(dir, 'tls');
+    const names = ['localhost', ...(apart ? [hostname()] : [])];
+    const nameArgs = names.flatMap((n) => ['--name', n]);
+    await execFileAsync(tfslurmd, ['tls', 'init', '--dir', pki, ...nameArgs, '--ip', '127.0.0.1'], { timeout: 30000 });
+    tlsArgs.push('--tls-cert', path.join(pki, 'server.pem'), '--tls-key', path.join(pki, 'server.key'), '--tls-ca', path.join(pki, 'ca.pem'));
+    const spki = createPublicKey(readFileSync(path.join(pki, 'server.key'))).export({ type: 'spki', format: 'der' });
+    tlsInfo = { ca: path.join(pki, 'ca.pem'), spki: createHash('sha256').update(spki).digest('base64') };
+  }
   const out = openSync(logPath, 'a');
   const child = spawn(
     tfslurmd,
@@ -120,6 +137,12 @@ export async function startService(slurmConf, { auth = false, tokens = {}, name 
       '--poll-interval-ms', '500',
       '--heartbeat-ms', '1000',
       '--shutdown-grace-ms', '3000',
+      ...tlsArgs,
+      // Without TLS the agent port off loopback is refused unless the risk
+      // is accepted: these tests are the dashboard's, the agent traffic
+      // crosses only the test cluster's own network namespaces, and
+      // tls.test.mjs runs the agents over TLS.
+      ...(apart && !tls ? ['--insecure-plaintext'] : []),
     ],
     { env: { ...process.env, SLURM_CONF: slurmConf }, stdio: ['ignore', out, out] },
   );
@@ -133,9 +156,10 @@ export async function startService(slurmConf, { auth = false, tokens = {}, name 
     },
     { timeoutMs: 30000, intervalMs: 100 },
   );
-  const base = `http://127.0.0.1:${ports.http_port}`;
+  const base = `${tls ? 'https' : 'http'}://127.0.0.1:${ports.http_port}`;
   return {
     base,
+    tls: tlsInfo,
     dir,
     logPath,
     tokens: created,
@@ -218,8 +242,11 @@ export async function squeueState(slurmConf, jobId) {
 
 // Debian's Chromium, headless, with a fresh profile; never a downloaded
 // browser. Returns a persistent context (playwright wants the profile dir as
-// an argument rather than --user-data-dir) and a cleanup.
-export async function launchBrowser() {
+// an argument rather than --user-data-dir) and a cleanup. `trustSpki`: the
+// base64 SHA-256 of a server key Chromium accepts a certificate of
+// (--ignore-certificate-errors-spki-list: a pin, as a site's CA would be
+// in the system's store).
+export async function launchBrowser({ trustSpki = null } = {}) {
   const profile = mkdtempSync(path.join(tmpdir(), 'tfslurm-e2e-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -233,6 +260,7 @@ export async function launchBrowser() {
       '--disable-background-networking',
       '--disable-component-update',
       '--disable-sync',
+      ...(trustSpki ? [`--ignore-certificate-errors-spki-list=${trustSpki}`] : []),
     ],
     viewport: { width: 1360, height: 900 },
     deviceScaleFactor: 1,

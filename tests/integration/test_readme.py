@@ -121,7 +121,7 @@ def run_walkthrough(steps, service, tmp_path):
     token_file.write_text(token + "\n")
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
     cwd = REPO
     cwd_file = tmp_path / "cwd"
@@ -241,7 +241,7 @@ def test_readme_python_walkthrough_works_as_shown(service_factory, tmp_path):
     statements = tmp_path / "statements.json"
     statements.write_text(json.dumps([source for source, _ in steps]))
     mark = "@@README-STATEMENT-END@@"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), TFSLURM_URL=service.url,
                TFSLURM_TOKEN=token, PYTHONPATH=os.path.join(REPO, "client", "python", "src"))
     r = subprocess.run([python, os.path.join(os.path.dirname(__file__), "helpers", "pycon_session.py"),
@@ -293,7 +293,7 @@ def test_readme_quotes_the_reason_a_mistyped_script_gives(service, tmp_path):
     os.chmod(proj, 0o755)
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
     env.update(HOME=str(home), TFSLURM_URL=service.url)
     r = subprocess.run([os.path.join(BIN, "tfctl"), "submit", "--id", "readme-typo", "--workers", "1", "--partition",
                         "debug", "--time", "00:10:00", "--wait", "--", "python3", "trian.py"], cwd=proj, env=env,

@@ -367,7 +367,7 @@ def test_dataframes(fake):
     assert pd.isna(side.loc[30, "a"]) and side.loc[30, "b"] == 0.1
 
 
-def test_an_https_service_is_verified_against_the_ca_file_given(tmp_path):
+def test_an_https_service_is_verified_against_the_ca_file_given(tmp_path, monkeypatch):
     # TLS as a later tfslurmd serves it: the client verifies the service's
     # certificate against cacert= (a site's CA), or the system's CAs.
     import shutil
@@ -400,8 +400,18 @@ def test_an_https_service_is_verified_against_the_ca_file_given(tmp_path):
     try:
         url = f"https://127.0.0.1:{server.server_address[1]}"
         assert tfslurm.Client(url, "t", cacert=str(cert), config_path="").version().tfslurm.version == "0.1.0"
-        with pytest.raises(tfslurm.ServiceUnreachable, match=r"TLS failed .*CERTIFICATE_VERIFY_FAILED.*; give the "
-                                                              r"service's CA file as cacert="):
+        with pytest.raises(tfslurm.ServiceUnreachable,
+                           match=r"cannot verify tfslurmd at https://127\.0\.0\.1:\d+: self.signed certificate\. "
+                                 r"Its certificate was checked against this machine's trust store; give the "
+                                 r"service's CA as cacert=, TFSLURM_CACERT"):
+            tfslurm.Client(url, "t", config_path="").version()
+        other = tmp_path / "other.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", str(tmp_path / "other.key"), "-out", str(other), "-days", "1", "-subj", "/CN=x"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with pytest.raises(tfslurm.ServiceUnreachable, match=r"checked against the CA file .*other\.pem \(from "
+                                                              r"TFSLURM_CACERT\)"):
+            monkeypatch.setenv("TFSLURM_CACERT", str(other))
             tfslurm.Client(url, "t", config_path="").version()
     finally:
         server.shutdown()

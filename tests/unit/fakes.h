@@ -63,6 +63,14 @@ class FakeFiles final : public Files {
     if (it == checkpoints.end()) return std::nullopt;
     return it->second;
   }
+  std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
+                                          const RunAs&) override {
+    std::lock_guard lock(mu_);
+    auto it = files.find(path);
+    if (it == files.end()) return std::nullopt;
+    return it->second.size() > max_bytes ? it->second.substr(it->second.size() - max_bytes)
+                                         : it->second;
+  }
   StatusOr<std::string> SetAsideExperimentDirectory(const std::string& path) override {
     std::lock_guard lock(mu_);
     if (!created.erase(path)) return std::string();
@@ -87,6 +95,7 @@ class FakeFiles final : public Files {
   std::set<std::string> created;
   std::map<std::string, std::string> created_as;  // path -> the account it was made as
   std::map<std::string, CheckpointState> checkpoints;
+  std::map<std::string, std::string> files;          // ReadFileTail reads these (path -> text)
   std::set<std::string> missing_workdirs;            // CheckWorkdir refuses these
   std::map<std::string, Status> refuse_directories;  // CheckCanCreateDirectories's answers
   std::vector<std::string> set_aside;                // paths SetAsideExperimentDirectory moved

@@ -57,6 +57,10 @@ class Files {
   virtual std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
                                                              Framework framework,
                                                              const RunAs& as) = 0;
+  // At most the last `max_bytes` of the regular file `path` (a task's log),
+  // read as `as`, without following a symlink; nullopt when it cannot be.
+  virtual std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
+                                                  const RunAs& as) = 0;
 };
 
 }  // namespace tfslurm
