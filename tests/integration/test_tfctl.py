@@ -354,7 +354,7 @@ def test_a_bad_spec_file_names_each_field(service, home, tmp_path):
     r = run_tfctl(home, "submit", str(spec), url=service.url)
     assert r.returncode == 1
     assert "invalid field" in r.stderr
-    assert re.search(r"^  cluster\.worker: must be from 0 to 4096, got -1$", r.stderr, re.M), r.stderr
+    assert re.search(r"^  cluster\.worker: must be from 0 to 16384, got -1$", r.stderr, re.M), r.stderr
     assert re.search(r"^  command: is required", r.stderr, re.M), r.stderr
     assert re.search(r"^  resources\.nodes: ", r.stderr, re.M), r.stderr
 
