@@ -23,7 +23,7 @@ bg_chain_pid=""
 start_background() {
   local names=("$@")
   mkdir -p "$bg_dir"
-  rm -f "$bg_dir"/*.rc "$bg_dir"/*.seconds
+  rm -f "$bg_dir"/*.rc "$bg_dir"/*.rc.part "$bg_dir"/*.seconds
   # Its own process group (job control on for this one fork), so that
   # stop_background ends the whole chain, whatever it has started.
   set -m
@@ -37,7 +37,9 @@ start_background() {
       rc=0
       "bg_$name" >"$bg_dir/$name.log" 2>&1 || rc=$?
       echo $((SECONDS - started)) >"$bg_dir/$name.seconds"
-      echo "$rc" >"$bg_dir/$name.rc"
+      # Whole or not at all: wait_background takes the file's existence for
+      # the exit code's, and reads it at once.
+      echo "$rc" >"$bg_dir/$name.rc.part" && mv "$bg_dir/$name.rc.part" "$bg_dir/$name.rc"
     done
   ) &
   bg_chain_pid=$!
