@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -96,6 +97,34 @@ std::optional<T> OrLog(StatusOr<T> v) {
   return std::nullopt;
 }
 
+// The attempt secret: from the file TFSLURM_SECRET_FILE names (tfslurmd's
+// jobs), else from TFSLURM_SECRET; never from the command line, which every
+// user of the node sees in `ps`.
+StatusOr<std::string> ReadAttemptSecret(const EnvLookup& env) {
+  const std::optional<std::string> path = env(kSecretFileVariable);
+  if (!path || path->empty()) {
+    std::optional<std::string> secret = env(kSecretVariable);
+    if (secret && !secret->empty()) return *secret;
+    return InvalidArgument(std::string(kSecretFileVariable) + " and " + kSecretVariable +
+                           " are not set: the job passes the attempt secret to the agent in a "
+                           "file its environment names (never on the command line)");
+  }
+  int fd = open(path->c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return InvalidArgument(std::string("cannot read the attempt secret from ") +
+                           kSecretFileVariable + " '" + *path + "': " + strerror(errno));
+  std::string secret(4096, '\0');
+  struct stat st;
+  ssize_t n =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, secret.data(), secret.size()) : -1;
+  close(fd);
+  if (n <= 0 || n == static_cast<ssize_t>(secret.size()))
+    return InvalidArgument(std::string(kSecretFileVariable) + " '" + *path +
+                           "' is not a regular file holding an attempt secret");
+  secret.resize(static_cast<size_t>(n));
+  return secret;
+}
+
 SessionOptions SessionOptionsFor(const AgentOptions& options, const std::string& secret,
                                  const std::string& address, int port, int proc_id) {
   SessionOptions session_options;
@@ -143,14 +172,8 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
                   options.experiment_id, options.attempt);
     return kExitUsage;
   }
-  const std::optional<std::string> secret = env(kSecretVariable);
-  if (!secret || secret->empty()) {
-    spdlog::error(
-        "{} is not set: the job script passes the attempt secret to the agent "
-        "through the environment (never on the command line)",
-        kSecretVariable);
-    return kExitUsage;
-  }
+  const std::optional<std::string> secret = OrLog(ReadAttemptSecret(env));
+  if (!secret) return kExitUsage;
   if (!TimeoutsUsable(options)) return kExitUsage;
   std::optional<AddressSpec> spec = OrLog(ParseAddressSpec(options.address));
   if (!spec) return kExitUsage;

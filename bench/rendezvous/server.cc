@@ -27,7 +27,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -87,8 +89,12 @@ class StandInSlurm final : public SlurmClient {
     for (int i = 0; i < r.nodes; ++i) j.node_names.push_back(NodeName(i));
     j.nodes = "node[0000-" + NodeName(r.nodes - 1).substr(4) + "]";
     jobs_.push_back(j);
+    // The agents read the secret from the file the job's environment names.
     for (const auto& e : r.environment)
-      if (e.rfind("TFSLURM_SECRET=", 0) == 0) last_secret_ = e.substr(15);
+      if (e.rfind("TFSLURM_SECRET_FILE=", 0) == 0) {
+        std::ifstream in(e.substr(20));
+        last_secret_.assign(std::istreambuf_iterator<char>(in), {});
+      }
     return j.job_id;
   }
 

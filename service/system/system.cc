@@ -265,6 +265,32 @@ class LocalFiles final : public Files {
     return ParseCheckpointState(*text);
   }
 
+  Status WriteSecretFile(const std::string& path, const std::string& content,
+                         const RunAs& as) override {
+    auto identity = ActAs(as);
+    if (identity && !identity->ok())
+      return Unavailable("cannot act as " + as.user + ": " + identity->error());
+    if (unlink(path.c_str()) != 0 && errno != ENOENT)
+      return DirectoryError(errno, ErrnoText("cannot replace", path) + " as " + as.user);
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return DirectoryError(errno, ErrnoText("cannot create", path) + " as " + as.user);
+    // 0600 whatever the umask left.
+    bool ok = fchmod(fd, 0600) == 0;
+    for (size_t done = 0; ok && done < content.size();) {
+      ssize_t n = write(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) done += static_cast<size_t>(n);
+    }
+    const int error = errno;
+    if (close(fd) != 0 || !ok) {
+      unlink(path.c_str());
+      return Unavailable("cannot write " + path + " as " + as.user + ": " +
+                         strerror(ok ? errno : error));
+    }
+    return Status::Ok();
+  }
+
   std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
                                           const RunAs& as) override {
     auto identity = ActAs(as);

@@ -157,7 +157,9 @@ class AgentEndToEndTest : public ::testing::Test {
 
   FakeAgentService& service() { return server_->service(); }
 
+  // As tfslurmd's jobs start it: the secret in a file the environment names.
   std::map<std::string, std::string> AgentEnv() const {
+    WriteFile(dir_.Path("attempt.secret"), kSecret);
     return {
         {"PATH", "/usr/local/bin:/usr/bin:/bin"},
         {"SLURM_JOB_ID", "4242"},
@@ -165,7 +167,7 @@ class AgentEndToEndTest : public ::testing::Test {
         {"SLURM_NODEID", "1"},
         {"SLURM_LOCALID", "0"},
         {"SLURMD_NODENAME", "node1"},
-        {"TFSLURM_SECRET", kSecret},
+        {"TFSLURM_SECRET_FILE", dir_.Path("attempt.secret")},
         {"TFSLURM_TEST_INHERITED", "from the agent"},
         {"TFSLURM_TEST_OVERRIDDEN", "from the agent"},
     };
@@ -302,6 +304,7 @@ TEST_F(AgentEndToEndTest, RegistersAndPassesTheEnvironmentByteForByte) {
     EXPECT_EQ(env[name], value) << name;
   }
   EXPECT_FALSE(env.contains("TFSLURM_SECRET"));
+  EXPECT_FALSE(env.contains("TFSLURM_SECRET_FILE"));
   EXPECT_EQ(env["TFSLURM_PORT"], std::to_string(reg.register_().port()));
   EXPECT_EQ(env["TFSLURM_TEST_INHERITED"], "from the agent");
   EXPECT_EQ(ReadFile(dir_.Path("arg")), hostile_arg);
@@ -720,10 +723,43 @@ TEST_F(AgentEndToEndTest, MissingSlurmVariableExits2) {
 
 TEST_F(AgentEndToEndTest, MissingSecretExits2) {
   auto env = AgentEnv();
-  env.erase("TFSLURM_SECRET");
+  env.erase("TFSLURM_SECRET_FILE");
   StartAgent({}, env);
   ASSERT_EQ(agent_->WaitForExit(), 2);
-  EXPECT_NE(agent_->Log().find("TFSLURM_SECRET is not set"), std::string::npos);
+  EXPECT_NE(agent_->Log().find("TFSLURM_SECRET_FILE and TFSLURM_SECRET are not set"),
+            std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, AMissingOrLinkedSecretFileExits2NamingIt) {
+  auto env = AgentEnv();
+  env["TFSLURM_SECRET_FILE"] = dir_.Path("no-such-secret");
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 2);
+  EXPECT_NE(agent_->Log().find("cannot read the attempt secret from TFSLURM_SECRET_FILE '" +
+                               dir_.Path("no-such-secret") + "': No such file or directory"),
+            std::string::npos);
+  EXPECT_EQ(service().streams(), 0);
+  // A symlink in the secret's place is not followed (O_NOFOLLOW).
+  ASSERT_EQ(::symlink(dir_.Path("attempt.secret").c_str(), dir_.Path("linked.secret").c_str()), 0);
+  env["TFSLURM_SECRET_FILE"] = dir_.Path("linked.secret");
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 2);
+  EXPECT_NE(
+      agent_->Log().find("'" + dir_.Path("linked.secret") + "': Too many levels of symbolic links"),
+      std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, TheSecretFromTheEnvironmentStillServesAnAgentStartedByHand) {
+  v1::Assignment assignment = ShellAssignment("exit 0");
+  AssignOnRegister(assignment);
+  auto env = AgentEnv();
+  env.erase("TFSLURM_SECRET_FILE");
+  env["TFSLURM_SECRET"] = kSecret;
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  auto registers = Messages(v1::AgentMessage::kRegister);
+  ASSERT_EQ(registers.size(), 1u);
+  EXPECT_EQ(registers[0].task().secret(), kSecret);
 }
 
 TEST_F(AgentEndToEndTest, UnknownInterfaceExits2) {

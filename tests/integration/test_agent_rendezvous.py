@@ -177,6 +177,8 @@ def test_wrong_secret_is_refused(service):
 CURL_AGENT = r'''#!/bin/bash
 # A stand-in for tfslurm-agent built from curl: registers over the JSON
 # path, runs the assigned command with the assigned env, reports the exit.
+# The attempt secret is in the file TFSLURM_SECRET_FILE names, as the real
+# agent reads it.
 set -euo pipefail
 while [ $# -gt 0 ]; do
   case "$1" in --experiment) exp=$2; shift 2;; --attempt) attempt=$2; shift 2;; *) shift;; esac
@@ -189,7 +191,7 @@ if [ -n "${TFSLURM_CA:-}" ] && [ "$TFSLURM_CA" != system ]; then
   ca_file=$(mktemp); printf '%s\n' "$TFSLURM_CA" > "$ca_file"; cacert=(--cacert "$ca_file")
 fi
 task=$(/usr/bin/python3 -c 'import json,os,sys; print(json.dumps({"experiment_id": sys.argv[1],
-  "attempt": int(sys.argv[2]), "secret": os.environ["TFSLURM_SECRET"], "proc_id": int(os.environ["SLURM_PROCID"])}))' "$exp" "$attempt")
+  "attempt": int(sys.argv[2]), "secret": open(os.environ["TFSLURM_SECRET_FILE"]).read(), "proc_id": int(os.environ["SLURM_PROCID"])}))' "$exp" "$attempt")
 reply=""
 until [ -n "$reply" ] && [ "$reply" != "{}" ]; do
   reply=$(curl -sS "${cacert[@]}" -X POST "$url/agent/v1/message?wait_s=30" -H 'Content-Type: application/json' \

@@ -119,7 +119,7 @@ def test_an_attempt_1_secret_cannot_act_on_attempt_2(service_factory, tmp_path):
     os.chmod(secrets, 0o777)
     wrapper = tmp_path / "agent"
     wrapper.write_text("#!/bin/sh\n# Keeps each attempt's secret for the test, then runs the real agent.\n"
-                       f'printf %s "$TFSLURM_SECRET" > {secrets}/job-"$SLURM_JOB_ID"\n'
+                       f'cat "$TFSLURM_SECRET_FILE" > {secrets}/job-"$SLURM_JOB_ID"\n'
                        f'exec {os.path.join(BIN, "tfslurm-agent")} "$@"\n')
     os.chmod(wrapper, 0o755)
     service = service_factory(["--agent-path", str(wrapper)])
@@ -546,7 +546,7 @@ def test_the_agent_endpoint_tells_a_stranger_nothing(service_factory, tmp_path):
     wrapper = tmp_path / "agent"
     wrapper.write_text("#!/bin/sh\n"
                        'for a in "$@"; do [ "$prev" = --experiment ] && exp="$a"; prev="$a"; done\n'
-                       f'printf %s "$TFSLURM_SECRET" > {secrets}/"$exp"\n'
+                       f'cat "$TFSLURM_SECRET_FILE" > {secrets}/"$exp"\n'
                        f'exec {os.path.join(BIN, "tfslurm-agent")} "$@"\n')
     os.chmod(wrapper, 0o755)
     service = service_factory(["--agent-path", str(wrapper)])

@@ -7,10 +7,10 @@ cluster, real tfctl, curl, openssl and Python's ssl.
 - real TensorFlow and PyTorch experiments run over TLS, submitted from the
   login host, while tcpdump records every packet between the hosts (the
   cluster's hosts are apart: conftest.py); no token, MUNGE credential or
-  TF_CONFIG is in the capture, nor an attempt secret or model_dir on
-  tfslurmd's ports (a plaintext request in the same capture shows the
-  capture would see them; the attempt secret also travels in Slurm's own
-  submit RPC: docs/security.md);
+  TF_CONFIG and no attempt secret is in the capture (the secret reaches the
+  job in a file, not in the environment Slurm's RPCs carry), nor a
+  model_dir on tfslurmd's ports (a plaintext request in the same capture
+  shows the capture would see them);
 - refusals, each with the message it prints: an agent given a CA that does
   not verify the service (someone else answers at its address), tfctl with
   a wrong CA, plaintext clients on the TLS port, an expired certificate;
@@ -29,6 +29,7 @@ import shutil
 import signal
 import socket
 import ssl
+import stat
 import subprocess
 import time
 
@@ -151,7 +152,8 @@ def service_cn(conf):
 
 
 def agent_secrets(exp_id):
-    """TFSLURM_SECRET from the environment of every agent of the experiment."""
+    """The attempt secret every agent of the experiment read: from the file
+    its environment names (TFSLURM_SECRET_FILE)."""
     found = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -160,7 +162,7 @@ def agent_secrets(exp_id):
         except OSError:
             continue
         if cmd and cmd[0].endswith(b"tfslurm-agent") and exp_id.encode() in cmd:
-            found |= {e.split(b"=", 1)[1] for e in env if e.startswith(b"TFSLURM_SECRET=")}
+            found |= {open(e.split(b"=", 1)[1], "rb").read() for e in env if e.startswith(b"TFSLURM_SECRET_FILE=")}
     return found
 
 
@@ -590,24 +592,23 @@ def test_real_tensorflow_and_pytorch_over_tls_leave_no_secret_on_the_wire(servic
     leaks = {"the token": token.encode(), "alice's MUNGE credential": cred.encode()}
     for i, c in enumerate(tf_configs):
         leaks[f"TF_CONFIG {i}"] = c
+    # The attempt secrets too: in a file of the job's user, whose path alone
+    # the job's environment carries through Slurm's unencrypted RPCs.
+    for i, secret in enumerate(secrets):
+        leaks[f"attempt secret {i}"] = secret
     found = [what for what, needle in leaks.items() if needle in wire]
     assert not found, f"in the capture between the hosts: {found}"
-    # On tfslurmd's ports: the attempt secrets, the model_dirs and any MUNGE
-    # credential. (The attempt secret also reaches the job through Slurm's
-    # own submit and launch RPCs, which Debian's Slurm does not encrypt:
-    # docs/security.md says what that gives an on-path attacker.)
+    # On tfslurmd's ports: the model_dirs and any MUNGE credential (both
+    # also appear in Slurm's own RPCs, as session 2's capture showed).
     ours = port_bytes(capture, [http_port, svc.agent_port])
     assert len(ours) > 20_000, len(ours)
     leaks = {"a MUNGE credential": b"MUNGE:"}
     for exp_id, exp in done.items():
         leaks[f"{exp_id}'s model_dir"] = exp["model_dir"].encode()
-    for i, secret in enumerate(secrets):
-        leaks[f"attempt secret {i}"] = secret
     found = [what for what, needle in leaks.items() if needle in ours]
     assert not found, f"in the capture of tfslurmd's ports: {found}"
-    elsewhere = [what for what, needle in leaks.items() if needle in wire]
-    print(f"captured {len(wire)} bytes between the hosts, {len(ours)} on tfslurmd's ports; seen elsewhere (Slurm's "
-          f"RPCs): {elsewhere}")
+    print(f"captured {len(wire)} bytes between the hosts, {len(ours)} on tfslurmd's ports; no token, MUNGE "
+          f"credential of alice's, TF_CONFIG or attempt secret ({len(secrets)}) in either")
 
 
 # ------------------------------------------------------------- site mode --
@@ -655,8 +656,18 @@ def test_site_mode_bob_holding_alices_secret_cannot_register_as_her_task(service
     argv, env = wait_for(lambda: agent_process("alice-tls"), 30, "alice's agent")
     assert env["TFSLURM_PROVE_UID"] == "munge" and env["TFSLURM_CA"].startswith("-----BEGIN CERTIFICATE-----")
 
-    # Bob's process, with alice's whole agent environment, secret included.
-    bob = run(["setpriv", f"--reuid={BOB}", f"--regid={BOB}", "--init-groups", "--"] + argv, env=env)
+    # The secret is in a file only alice (and root) reads.
+    secret_file = env["TFSLURM_SECRET_FILE"]
+    assert stat.S_IMODE(os.stat(secret_file).st_mode) == 0o600
+    assert os.stat(secret_file).st_uid == int(run(["id", "-u", ALICE]).stdout)
+    as_bob = run(["setpriv", f"--reuid={BOB}", f"--regid={BOB}", "--init-groups", "--", "cat", secret_file])
+    assert as_bob.returncode != 0 and "Permission denied" in as_bob.stderr, as_bob.stdout + as_bob.stderr
+    secret = open(secret_file).read()
+    # Bob's process, with alice's whole agent environment and her secret
+    # leaked to it (TFSLURM_SECRET, which the agent reads when no file is named).
+    env = {k: v for k, v in env.items() if k != "TFSLURM_SECRET_FILE"}
+    bob = run(["setpriv", f"--reuid={BOB}", f"--regid={BOB}", "--init-groups", "--"] + argv,
+              env=dict(env, TFSLURM_SECRET=secret))
     alice_uid, bob_uid = (int(run(["id", "-u", u]).stdout) for u in (ALICE, BOB))
     assert bob.returncode == 3, bob.stdout + bob.stderr
     assert (f"site mode: only uid {alice_uid} may act for 'alice-tls' attempt 1 task 0; this agent runs as uid "
@@ -665,7 +676,7 @@ def test_site_mode_bob_holding_alices_secret_cannot_register_as_her_task(service
     assert (f"refused 'alice-tls' attempt 1 task 0: its secret is right, but munged says the sender runs as uid "
             f"{bob_uid}, and the job runs as {ALICE}'s uid {alice_uid}") in log, log[-3000:]
     # Over the JSON route, each message proves its own uid.
-    message = {"task": {"experimentId": "alice-tls", "attempt": 1, "secret": env["TFSLURM_SECRET"], "procId": 0},
+    message = {"task": {"experimentId": "alice-tls", "attempt": 1, "secret": secret, "procId": 0},
                "heartbeat": {}}
     status, reply = svc.request("POST", "/agent/v1/message", message)
     assert status == 401 and "MUNGE credential for 'alice-tls' task 0 is missing" in reply["error"]["message"], reply
@@ -681,4 +692,4 @@ def test_site_mode_bob_holding_alices_secret_cannot_register_as_her_task(service
         # Alice's agent on its compute node, to tfslurmd on the service host.
         wire = port_bytes(between_hosts, [svc.agent_port])
         assert len(wire) > 2000 and b"MUNGE:" not in wire, "alice's agent's credential travels inside TLS"
-        assert env["TFSLURM_SECRET"].encode() not in wire
+        assert secret.encode() not in wire

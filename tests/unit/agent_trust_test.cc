@@ -3,6 +3,7 @@
 // the service ends startup_error with the reason from task 0's log.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "schema/agent_exit.h"
@@ -127,6 +128,22 @@ TEST_F(AgentTrustTest, WithoutTheLogLineTheReasonSaysWhereToLook) {
   EXPECT_NE(v.attempts[0].reason.find("(tfslurm-agent exit 4); the tasks' logs say why"),
             std::string::npos)
       << v.attempts[0].reason;
+}
+
+TEST_F(AgentTrustTest, TheSecretTravelsInTheOwnersFileNotInTheJobsEnvironment) {
+  ASSERT_NO_FATAL_FAILURE(Start(false));
+  const SubmitRequest& r = slurm_.submitted.at(0);
+  const std::string path = config_.output_root + "/a/logs/attempt-1/attempt.secret";
+  ASSERT_TRUE(files_.files.contains(path));
+  const std::string secret = files_.files[path];
+  ASSERT_FALSE(secret.empty());
+  EXPECT_EQ(files_.created_as[path], accounts_.ForOwner("alice")->user);
+  EXPECT_NE(std::find(r.environment.begin(), r.environment.end(), "TFSLURM_SECRET_FILE=" + path),
+            r.environment.end());
+  for (const std::string& e : r.environment)
+    EXPECT_EQ(e.find(secret), std::string::npos) << "the secret in the job's environment: " << e;
+  EXPECT_EQ(r.script.find(secret), std::string::npos);
+  EXPECT_TRUE(Register(Ref(0, std::nullopt)).empty()) << "the file's secret is the attempt's";
 }
 
 }  // namespace
