@@ -28,7 +28,9 @@ while (($#)); do
     *) die "unknown argument $1" ;;
   esac
 done
-command_line="bench/rendezvous.sh --sizes $sizes --runs $runs --runs-4096 $runs_big --warmup $warmup$( ((tls)) && echo " --tls --rounds $rounds")${*:+ -- $*}"
+tls_words=""
+((tls)) && tls_words=" --tls --rounds $rounds"
+command_line="bench/rendezvous.sh --sizes $sizes --runs $runs --runs-4096 $runs_big --warmup $warmup$tls_words${*:+ -- $*}"
 
 build_all
 work="$(mktemp -d /tmp/bench-rdv-XXXX)"

@@ -67,6 +67,7 @@ elif [[ $mode == smoke ]]; then
     "framework_restarts.sh --runs 1 --busy-runs 0 --floor-runs 1 --backoff-s 1 --workloads ddp" # 55 s at load 4: one DDP run in place, one requeued, one by hand
     "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # 17 s
     "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # 41 s
+    "api_latency.sh --tls --rates 100 --rounds 1 --connections 1 --duration 1" # plaintext and TLS side by side (api_latency_tls.sh)
     "submit.sh --count 5 --rounds 1"                     # 5 s
     "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
@@ -81,13 +82,17 @@ elif [[ $mode == smoke ]]; then
     run.sh          # this one
     before_after.sh # builds another revision from scratch first (~25 min on 2 cores)
   )
-  # A new script must be added to one of the two lists: one that no smoke
-  # run covers is one that can rot unseen.
+  # Files that other scripts source, run by the entries that source them.
+  parts=(
+    lib.sh             # every script's
+    api_latency_tls.sh # api_latency.sh --tls's
+  )
+  # A new script must be added to one of the lists: one that no smoke run
+  # covers is one that can rot unseen.
   for script in "$here"/*.sh; do
     name=$(basename "$script")
-    [[ $name == lib.sh ]] && continue
     listed=0
-    for r in "${runs[@]%% *}" "${drivers[@]}"; do [[ $r == "$name" ]] && listed=1; done
+    for r in "${runs[@]%% *}" "${drivers[@]}" "${parts[@]}"; do [[ $r == "$name" ]] && listed=1; done
     ((listed)) && continue
     echo "bench smoke $name: FAILED (not in bench/run.sh's smoke list, nor among its drivers)"
     failed+=("$name (not listed)")
@@ -102,6 +107,7 @@ else
     "reaping.sh"
     "tf_ps.sh"
     "api_latency.sh"
+    "api_latency.sh --tls"
     "submit.sh"
     "slurm_load.sh"
     "status_vs_slurmrestd.sh"

@@ -228,6 +228,18 @@ static StatusOr<int> TaskCapForDescriptors(const DaemonOptions& options) {
   return cap->max_tasks;
 }
 
+// The core's configuration as this process can serve it: the task cap its
+// descriptors allow, and the output root made.
+static Status FitToProcess(const DaemonOptions& options, CoreConfig& config) {
+  auto max_tasks = TaskCapForDescriptors(options);
+  if (!max_tasks.ok()) return max_tasks.status();
+  config.limits.max_tasks = *max_tasks;
+  auto root = MakeOutputRoot(config.output_root);
+  if (!root.ok()) return root.status();
+  config.output_root = *root;
+  return Status::Ok();
+}
+
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, DaemonPorts ports) {
   SetUpProcess();
   // On an error below, the destructor stops whatever has started.
@@ -235,12 +247,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   d->clock_ = &ports.clock;
 
   CoreConfig config = options.core;
-  auto max_tasks = TaskCapForDescriptors(options);
-  if (!max_tasks.ok()) return max_tasks.status();
-  config.limits.max_tasks = *max_tasks;
-  auto root = MakeOutputRoot(config.output_root);
-  if (!root.ok()) return root.status();
-  config.output_root = d->output_root_ = *root;
+  if (auto fit = FitToProcess(options, config); !fit.ok()) return fit;
+  d->output_root_ = config.output_root;
 
   const std::string agent_host = AdvertisedHost(options);
   auto tls = LoadTls(options, agent_host, ports.clock, config);

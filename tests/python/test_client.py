@@ -33,7 +33,7 @@ def experiment(id="e1", state="running", events=(), attempt=1, checkpoint=None, 
                       "address": "node1:1", "component": 0, "state": "running", "exit_code": None,
                       "signal": None, "detail": "", "restarts": 0, "registered_at": T0, "ended_at": None,
                       "heartbeat_age_s": 0.5}],
-           "spares": [], "task_counts": {"worker": {"total": 1, "registered": 1, "running": 1, "done": 0,
+           "tasks_total": 1, "spares": [], "task_counts": {"worker": {"total": 1, "registered": 1, "running": 1, "done": 0,
                                                     "failed": 0}},
            "events": [{"id": i + 1, "at": T0, "attempt": 1, "what": w, "why": y} for i, (w, y) in
                       enumerate(events)],
@@ -166,6 +166,15 @@ def test_a_refused_spec_raises_with_every_field(fake):
 def test_ids_are_encoded_into_paths(fake):
     fake.on("GET", "/experiments/a%2Fb%3Fc", (200, experiment("a/b?c")))
     assert client(fake).get("a/b?c").id == "a/b?c"
+
+
+def test_get_asks_for_a_page_of_tasks(fake):
+    fake.on("GET", "/experiments/e1", (200, experiment(tasks_total=16384)))
+    e = client(fake).get("e1")
+    assert fake.requests[-1][1] == "/experiments/e1" and e.tasks_total == 16384
+    fake.on("GET", "/experiments/e1?task_state=failed&tasks_offset=100&tasks_limit=50", (200, experiment()))
+    client(fake).get("e1", task_state="failed", tasks_offset=100, tasks_limit=50)
+    assert fake.requests[-1][1] == "/experiments/e1?task_state=failed&tasks_offset=100&tasks_limit=50"
 
 
 def test_list_passes_states_and_reads_the_page(fake):

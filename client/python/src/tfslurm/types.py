@@ -400,6 +400,7 @@ class Experiment(_ExperimentView):
     spec_revisions: List[SpecRevision]
     attempts: List[Attempt]
     tasks: List[TaskStatus]
+    tasks_total: int
     spares: List[Spare]
     task_counts: Dict[str, RoleCounts]
     events: List[Event]
