@@ -3,7 +3,7 @@
 # every tracked C/C++ file (clang-format), and runs every test:
 #   1. integration tests (pytest) against a real local Slurm cluster whose
 #      hosts are apart, real TensorFlow and JAX among them
-#      (deploy/install-tf.sh, install-jax.sh)
+#      (deploy/install-tf.sh, install-jax.sh, install-pytools.sh)
 #   2. end-to-end dashboard tests in headless Chromium
 #   3. the integration tests that make every libslurm call, against the
 #      newest Slurm release built from source (tests/compat.sh)
@@ -108,6 +108,12 @@ export TFSLURM_TF_PYTHON
 # time, 1-2 s after).
 TFSLURM_JAX_PYTHON="$(deploy/install-jax.sh)"
 export TFSLURM_JAX_PYTHON
+# The tools venv (deploy/install-pytools.sh: pandas and PyYAML for the
+# README's Python walkthrough, mypy and pytest for the Python stage). Made
+# here, as the others: the integration session runs on the cluster's service
+# host, whose network reaches no package index.
+TFSLURM_PYTOOLS_PYTHON="$(deploy/install-pytools.sh)"
+export TFSLURM_PYTOOLS_PYTHON
 if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -x tests/e2e/install.sh ]]; then
   tests/e2e/install.sh
 fi

@@ -23,8 +23,8 @@ exits 0 and prints what is shown, where
 The python walkthrough's ```pycon blocks are one Python session: a line
 starting with ">>> " begins a statement, "... " continues it, and the lines
 after it are what it prints, compared as the console's are. It runs with
-the tools venv's python (deploy/install-pytools.sh: PyYAML and pandas, the
-package's extras) and the package from the tree (client/python/src), in the
+the tools venv's python (deploy/install-pytools.sh, which tests/run.sh runs
+before the session: PyYAML and pandas, the package's extras) and the package from the tree (client/python/src), in the
 checkout, with TFSLURM_URL and TFSLURM_TOKEN as the tfctl walkthrough
 exports them.
 
@@ -38,6 +38,8 @@ import os
 import re
 import shlex
 import subprocess
+
+import pytest
 
 from conftest import BIN, REPO
 
@@ -234,8 +236,12 @@ def test_readme_python_walkthrough_works_as_shown(service_factory, tmp_path):
     service = service_factory(auth=True)  # as deploy/quickstart.sh runs it: with tokens
     token = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user",
                             "readme", "--admin"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
-    python = subprocess.run([os.path.join(REPO, "deploy", "install-pytools.sh")], stdout=subprocess.PIPE,
-                            text=True, check=True).stdout.strip()
+    # Made before the session (tests/run.sh): the session runs on the
+    # cluster's service host, whose network reaches no package index.
+    python = os.environ.get("TFSLURM_PYTOOLS_PYTHON", "/opt/tfslurm/venv-pytools/bin/python")
+    if not os.path.exists(python):
+        pytest.fail(f"no tools python at {python}: run deploy/install-pytools.sh (tests/run.sh does) "
+                    "and set TFSLURM_PYTOOLS_PYTHON to the path it prints")
     home = tmp_path / "home"
     home.mkdir()
     statements = tmp_path / "statements.json"
