@@ -10,7 +10,9 @@
 # each, each round a fresh server, and prints them side by side with the
 # ratio TLS/plaintext of the whole storm and of connect + storm (with TLS
 # the connections include the handshakes); the target is at most 1.3x at
-# 4,096 agents (bench/tls_compare.py).
+# 4,096 agents (bench/tls_compare.py). The same rounds then run against the
+# bare gRPC floor with gRPC's own static TLS: the anchor, what TLS costs any
+# gRPC service on this machine.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -55,23 +57,24 @@ storm() {
   if [[ -s "$5" ]]; then tail -n +3 "$4" >>"$5"; else cat "$4" >>"$5"; fi
   cat "$4" >&2
 }
-# tls_rounds N R: plaintext and TLS in alternating rounds against fresh
-# servers, each mode's per-run rows gathered in one CSV.
+# tls_rounds N R SERVER NAME: plaintext and TLS in alternating rounds against
+# fresh SERVERs (tfslurmd's, or the bare gRPC floor), each mode's per-run rows
+# gathered in one CSV, NAME-MODE-N.csv.
 tls_rounds() {
-  local n=$1 r=$2 k per=$(($2 / rounds > 0 ? $2 / rounds : 1))
-  : >"$work/plain-$n.csv"
-  : >"$work/tls-$n.csv"
+  local n=$1 r=$2 server=$3 name=$4 k per=$(($2 / rounds > 0 ? $2 / rounds : 1))
+  : >"$work/$name-plain-$n.csv"
+  : >"$work/$name-tls-$n.csv"
   for ((k = 0; k < rounds; k++)); do
     for mode in plain tls; do
       wait_quiet 600
-      tls_loads+="${tls_loads:+, }$n $mode round $((k + 1)): $BENCH_LOAD_AT_START"
-      log "storm of $n agents against tfslurmd, $mode, round $((k + 1)) of $rounds: $per runs (+$warmup warm-up)"
+      tls_loads+="${tls_loads:+, }$n $name $mode round $((k + 1)): $BENCH_LOAD_AT_START"
+      log "storm of $n agents against $name, $mode, round $((k + 1)) of $rounds: $per runs (+$warmup warm-up)"
       local tls_args=()
       [[ $mode == tls ]] && tls_args=(--tls "$work/pki")
-      "$BENCH_BIN/bench_rendezvous_storm" --server "$BENCH_BIN/bench_rendezvous_server" --sizes "$n" \
+      "$BENCH_BIN/bench_rendezvous_storm" --server "$server" --sizes "$n" \
         --runs "$per" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/round.csv" \
         "${tls_args[@]}" "${extra[@]}" >"$work/round.md"
-      awk -v w="$warmup" -F, 'NR > 1 && $2 >= w' "$work/round.csv" >>"$work/$mode-$n.csv"
+      awk -v w="$warmup" -F, 'NR > 1 && $2 >= w' "$work/round.csv" >>"$work/$name-$mode-$n.csv"
     done
   done
 }
@@ -81,8 +84,13 @@ for n in "${size_list[@]}"; do
   r=$runs
   ((n >= 4096)) && r=$runs_big
   if ((tls)); then
-    tls_rounds "$n" "$r"
-    python3 "$REPO/bench/tls_compare.py" "$n" "$work/plain-$n.csv" "$work/tls-$n.csv" >>"$work/tls.md" ||
+    # tfslurmd, then the anchor: the bare gRPC floor, plaintext against its
+    # own TLS (gRPC's static SSL credentials), what TLS costs any gRPC
+    # service on this machine.
+    tls_rounds "$n" "$r" "$BENCH_BIN/bench_rendezvous_server" tfslurmd
+    tls_rounds "$n" "$r" "$BENCH_BIN/bench_rendezvous_floor" floor
+    python3 "$REPO/bench/tls_compare.py" "$n" "$work/tfslurmd-plain-$n.csv" "$work/tfslurmd-tls-$n.csv" \
+      "$work/floor-plain-$n.csv" "$work/floor-tls-$n.csv" >>"$work/tls.md" ||
       die "bench/tls_compare.py failed"
     continue
   fi

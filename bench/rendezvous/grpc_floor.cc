@@ -9,6 +9,11 @@
 // cluster object from the registered addresses, compresses it once (as
 // tfslurmd does) and writes every stream an Assignment of the same shape as
 // tfslurmd's (role, index, compressed cluster, command, workdir, env).
+//
+// --tls DIR: the agent port speaks TLS with DIR/server.pem and server.key
+// (`tfslurmd tls init`'s files), through gRPC's static SSL credentials: the
+// least TLS costs any gRPC service, the anchor of tfslurmd's own TLS storm.
+// Other arguments (bench_rendezvous_server's) are ignored.
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -16,7 +21,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -148,9 +155,30 @@ class FloorService final : public tfslurm::agent::v1::AgentService::CallbackServ
   Rendezvous& rendezvous_;
 };
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    fprintf(stderr, "cannot read %s\n", path.c_str());
+    exit(1);
+  }
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// Plaintext, or with `tls_dir` its server certificate and key.
+std::shared_ptr<grpc::ServerCredentials> Credentials(const std::string& tls_dir) {
+  if (tls_dir.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back(
+      {ReadFile(tls_dir + "/server.key"), ReadFile(tls_dir + "/server.pem")});
+  return grpc::SslServerCredentials(options);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string tls_dir;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--tls") tls_dir = argv[i + 1];
   // As tfslurmd: Debian's abseil checks every absl::Mutex acquisition.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   rlimit r{};
@@ -163,7 +191,7 @@ int main() {
   FloorService service(rendezvous);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort("127.0.0.1:0", Credentials(tls_dir), &port);
   builder.RegisterService(&service);
   auto server = builder.BuildAndStart();
   if (!server || port == 0) {
