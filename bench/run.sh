@@ -68,6 +68,7 @@ elif [[ $mode == smoke ]]; then
     "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # 17 s
     "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # 41 s
     "api_latency.sh --tls --rates 100 --rounds 1 --connections 1 --duration 1" # plaintext and TLS side by side (api_latency_tls.sh)
+    "tls_rotation.sh"                                    # ~10 s quiet: 4,096 TLS agents while the certificate rotates every 300 ms
     "submit.sh --count 5 --rounds 1"                     # 5 s
     "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
@@ -108,6 +109,7 @@ else
     "tf_ps.sh"
     "api_latency.sh"
     "api_latency.sh --tls"
+    "tls_rotation.sh"
     "submit.sh"
     "slurm_load.sh"
     "status_vs_slurmrestd.sh"
