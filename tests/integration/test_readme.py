@@ -24,9 +24,9 @@ The python walkthrough's ```pycon blocks are one Python session: a line
 starting with ">>> " begins a statement, "... " continues it, and the lines
 after it are what it prints, compared as the console's are. It runs with
 the tools venv's python (deploy/install-pytools.sh, which tests/run.sh runs
-before the session: PyYAML and pandas, the package's extras) and the package from the tree (client/python/src), in the
-checkout, with TFSLURM_URL and TFSLURM_TOKEN as the tfctl walkthrough
-exports them.
+before the session: PyYAML and pandas, the package's extras) and the
+package from the tree (client/python/src), in the checkout, with
+TFSLURM_URL and TFSLURM_TOKEN as the tfctl walkthrough exports them.
 
 The walkthrough uses the service deploy/quickstart.sh leaves running: its URL
 and token file in the commands, and its output root in what they print, are
