@@ -41,10 +41,10 @@ from helpers import netfault  # noqa: E402
 STAMP = re.compile(r"\] (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+) info: (Slurm job \d+ task|assigned role=)")
 
 
-def http(method, url, body=None, ca=None):
+def http(method, url, tls, body=None):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30, context=ssl.create_default_context(cafile=ca)) as r:
+    with urllib.request.urlopen(req, timeout=30, context=tls) as r:
         return json.loads(r.read() or b"null")
 
 
@@ -80,6 +80,7 @@ def main():
     subprocess.run([tfslurmd, "tls", "init", "--dir", pki, "--name", socket.gethostname(), "--name",
                     "localhost", "--ip", "127.0.0.1"], check=True, stdout=subprocess.DEVNULL)
     ca = os.path.join(pki, "ca.pem")
+    tls = ssl.create_default_context(cafile=ca)  # one for every request: the CA is read once
     daemon = subprocess.Popen([tfslurmd, "--listen", "127.0.0.1:0", "--agent-listen",
                                "0.0.0.0:0", "--no-auth", "--allow-root", "--db", os.path.join(work, "db"),
                                "--output-root", os.path.join(work, "out"), "--ready-file", ready,
@@ -102,12 +103,12 @@ def main():
                 netfault.slow_link_start(args.slurm_conf, "node2", args.delay_ms, args.loss)
             try:
                 exp_id = f"lossy-{run}-{kind}"
-                http("POST", api + "/experiments", ca=ca, body={
+                http("POST", api + "/experiments", tls, body={
                     "id": exp_id, "command": ["/bin/sleep", "2"], "cluster": {"worker": 6},
                     "resources": {"nodes": 3, "tasks_per_node": 2, "time_limit": "00:05:00"},
                     "restart": {"max_restarts": 0}})
                 deadline = time.time() + 180
-                while (e := http("GET", f"{api}/experiments/{exp_id}", ca=ca))["state"] not in ("succeeded", "failed"):
+                while (e := http("GET", f"{api}/experiments/{exp_id}", tls))["state"] not in ("succeeded", "failed"):
                     if time.time() > deadline:
                         raise SystemExit(f"lossy_rendezvous: {exp_id} still {e['state']} after 180 s")
                     time.sleep(0.5)
