@@ -138,6 +138,19 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     OnProgramEnded(ExitStatus{.exit_code = 127});
     return;
   }
+  StatusOr<bool> in_file = tf_config_file_.Apply(spec.env);
+  if (!in_file.ok()) {
+    spdlog::error("{} (exit code 126)", in_file.status().message());
+    exit_detail_ = in_file.status().message();
+    exit_at_startup_ = true;
+    OnProgramEnded(ExitStatus{.exit_code = 126});
+    return;
+  }
+  if (*in_file)
+    spdlog::info(
+        "TF_CONFIG is longer than Linux passes in one environment variable: the program reads it "
+        "from {}/tf_config.json through the sitecustomize module first on its PYTHONPATH",
+        tf_config_file_.dir());
   output_start_ = OutputSize(STDERR_FILENO);
   program_started_ = ResolveProgram(spec);
   program_exe_.clear();

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "schema/agent_exit.h"
+#include "schema/tf_config_wire.h"
 #include "tests/agent/fake_agent_service.h"
 #include "tests/agent/temp_dir.h"
 #include "tls/certificate_maker.h"
@@ -320,6 +321,45 @@ TEST_F(AgentEndToEndTest, RegistersAndPassesTheEnvironmentByteForByte) {
     EXPECT_EQ(received.message.task().secret(), kSecret);
     EXPECT_EQ(received.message.task().proc_id(), 3);
   }
+}
+
+// A TensorFlow cluster of 16,384 tasks: TF_CONFIG (about 280 KB) is longer
+// than Linux passes in one environment variable, so the agent passes it in
+// a file of its own directory (agent/tf_config_file.h), which it removes
+// when it ends; the program, a real python3, reads it in os.environ.
+TEST_F(AgentEndToEndTest, ATfConfigOf16384TasksReachesAPythonProgram) {
+  std::string workers;
+  for (int i = 1; i < 16384; ++i)
+    workers += (i > 1 ? ", " : "") + std::string("\"node") + std::to_string(i / 8) + ":" +
+               std::to_string(40000 + i % 8) + "\"";
+  const std::string cluster = R"({"chief": ["node0:40000"], "worker": [)" + workers + "]}";
+  const std::string tf_config = wire::TfConfigForTask(cluster, "worker", 1);
+  ASSERT_GT(tf_config.size(), wire::kMaxTfConfigBytes);
+
+  v1::Assignment assignment = ShellAssignment("");
+  assignment.clear_command();
+  for (const char* arg :
+       {"python3", "-c",
+        "import os; open(os.environ['TEST_DIR'] + '/seen', 'w').write("
+        "os.environ['TF_CONFIG'] + '\\n' + os.environ['TFSLURM_TF_CONFIG_FILE'])"})
+    assignment.add_command(arg);
+  assignment.set_cluster_zlib(wire::CompressCluster(cluster));
+  AssignOnRegister(assignment);
+  std::map<std::string, std::string> env = AgentEnv();
+  env["TMPDIR"] = dir_.path();
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+
+  const std::string seen = ReadFile(dir_.Path("seen"));
+  const size_t newline = seen.rfind('\n');
+  ASSERT_NE(newline, std::string::npos);
+  EXPECT_EQ(seen.substr(0, newline), tf_config);
+  const std::string file = seen.substr(newline + 1);
+  EXPECT_EQ(file.rfind(dir_.path() + "/tfslurm-agent-", 0), 0u) << file;
+  EXPECT_FALSE(Exists(std::filesystem::path(file).parent_path()))
+      << "the agent left its directory behind";
+  EXPECT_NE(agent_->Log().find("TF_CONFIG is longer than Linux passes"), std::string::npos);
+  EXPECT_EQ(ReportedExit().exit_code(), 0);
 }
 
 TEST_F(AgentEndToEndTest, ProgramExitCodeIsReportedAndMirrored) {

@@ -267,7 +267,8 @@ TEST_F(ExperimentsTest, DryRunRendersWithoutStoringOrSubmitting) {
 }
 
 // Issue 49, point 3: a TensorFlow cluster whose TF_CONFIG no program can
-// be started with (Linux's MAX_ARG_STRLEN) is said so at the barrier.
+// be started with (Linux's MAX_ARG_STRLEN) goes through a file, and the
+// barrier's event says so.
 TEST_F(ExperimentsTest, ATfConfigTooLongForLinuxIsSaidAtTheBarrier) {
   for (auto& node : slurm_.partition.nodes) {
     node.cpus = 200;
@@ -293,11 +294,12 @@ TEST_F(ExperimentsTest, ATfConfigTooLongForLinuxIsSaidAtTheBarrier) {
   std::string assigned;
   for (const EventRecord& e : View("big").events)
     if (e.what == EventCode::kAssigned) assigned = e.why;
-  EXPECT_NE(assigned.find("but TF_CONFIG is 1"), std::string::npos) << assigned;
+  EXPECT_NE(assigned.find("; TF_CONFIG is 1"), std::string::npos) << assigned;
   EXPECT_NE(assigned.find("more than Linux passes to a program in one environment variable "
                           "(131061 bytes)"),
             std::string::npos)
       << assigned;
+  EXPECT_NE(assigned.find("TFSLURM_TF_CONFIG_FILE"), std::string::npos) << assigned;
 }
 
 TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
