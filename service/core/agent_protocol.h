@@ -67,6 +67,10 @@ class AgentProtocol {
   // (CoreState::CommitAfterUnlock). Returns whether it queued any.
   bool RegisterTask(const TaskRef& ref, const RegisterInfo& info,
                     std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // An exit report: recorded, its changes queued as RegisterTask's (sets
+  // `queued` when it queued any).
+  Status RecordExit(const TaskRef& ref, const ExitReport& exit, bool* queued)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Checks a TaskRef: first that its secret is the secret of its attempt
   // (anything else, a missing experiment included, is one NotFound of the
   // same bytes), then that the attempt is current; and places its
