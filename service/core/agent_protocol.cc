@@ -398,7 +398,7 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   Status status;
   {
     MutexLock lock(core_.mu());
-    status = RecordExit(ref, exit, &queued);
+    status = OnExitedLocked(ref, exit, &queued);
   }
   // In the store before the report is acknowledged, but written after core's
   // lock is released: when a failure's Shutdowns make every rank report at
@@ -409,7 +409,7 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   return status;
 }
 
-Status AgentProtocol::RecordExit(const TaskRef& ref, const ExitReport& exit, bool* queued) {
+Status AgentProtocol::OnExitedLocked(const TaskRef& ref, const ExitReport& exit, bool* queued) {
   const std::optional<int> exit_code = exit.exit_code;
   const std::optional<int> signal = exit.signal;
   int proc;

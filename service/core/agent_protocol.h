@@ -69,7 +69,7 @@ class AgentProtocol {
                     std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // An exit report: recorded, its changes queued as RegisterTask's (sets
   // `queued` when it queued any).
-  Status RecordExit(const TaskRef& ref, const ExitReport& exit, bool* queued)
+  Status OnExitedLocked(const TaskRef& ref, const ExitReport& exit, bool* queued)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Checks a TaskRef: first that its secret is the secret of its attempt
   // (anything else, a missing experiment included, is one NotFound of the
