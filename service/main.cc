@@ -1,10 +1,13 @@
-// tfslurmd: the tfslurm service. Parses the command line into the daemon's
-// options, checks the Slurm releases on both ends, takes the database's
-// ownership lock, opens the store and libslurm, and hands them to the
-// daemon's wiring (service/daemon/daemon.h: core and the two listeners,
-// REST + agents), then runs until SIGTERM/SIGINT.
+// tfslurmd: the tfslurm service. Parses the command line and the settings
+// file (service/config/config_file.h) into the daemon's options, checks the
+// Slurm releases on both ends, takes the database's ownership lock, opens
+// the store and libslurm, and hands them to the daemon's wiring
+// (service/daemon/daemon.h: core and the two listeners, REST + agents), then
+// runs until SIGTERM/SIGINT. Under systemd (Type=notify) it says READY=1
+// once both ports listen.
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -13,10 +16,12 @@
 #include <nlohmann/json.hpp>
 
 #include "base/build_info.h"
+#include "service/config/config_file.h"
 #include "service/core/tokens.h"
 #include "service/daemon/daemon.h"
 #include "service/slurm/libslurm_client.h"
 #include "service/store/ownership_lock.h"
+#include "service/store/sqlite_backup.h"
 #include "service/store/sqlite_store.h"
 #include "service/system/accounts.h"
 #include "service/system/system.h"
@@ -24,6 +29,16 @@
 namespace {
 
 using tfslurm::daemon::DaemonOptions;
+
+// How tfslurmd ends. The packaged unit restarts it on kFailed only
+// (RestartPreventExitStatus=2 3): starting again cannot mend the others.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailed = 1,   // something that may pass: a port in use, a disk, slurmctld
+  kExitUsage = 2,    // a bad option, setting or combination of them
+  kExitRefused = 3,  // the database is another tfslurmd's, newer than this one, or would not
+                     // migrate; or this Slurm or this account cannot be worked with
+};
 
 // Everything the command line says. The defaults are the daemon's and
 // core's own (DaemonOptions, CoreConfig): each is written once, there.
@@ -37,6 +52,9 @@ struct CommandLine {
   bool site = false;
   bool allow_root = false;
   bool show_version = false;
+  bool print_config = false;
+  // tfslurmd backup --to FILE
+  std::string backup_to;
   // tfslurmd token create --user NAME [--admin]
   bool create_token = false;
   std::string token_user;
@@ -146,7 +164,21 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
       ->capture_default_str();
   app.add_flag("--version", cl.show_version,
                "print tfslurmd's version and commit, the libslurm release it was built with, and "
-               "slurmctld's (SLURM_CONF's cluster), then exit");
+               "slurmctld's (SLURM_CONF's cluster), then exit")
+      ->configurable(false);
+  app.add_flag("--print-config", cl.print_config,
+               "print every setting in force (as a settings file) with where it came from: the "
+               "command line, the --config file or the default; check them, then exit")
+      ->configurable(false);
+  tfslurm::config::AddConfigFile(app, tfslurm::config::kDefaultConfigFile);
+
+  // tfslurmd backup --to FILE: a consistent copy while the service runs.
+  auto* backup_cmd = app.add_subcommand(
+      "backup",
+      "copy the database (--db) to a new FILE with SQLite's online backup API: consistent, and "
+      "safe while tfslurmd runs; the copy is checked (PRAGMA integrity_check)");
+  backup_cmd->add_option("--to", cl.backup_to, "the new file (it must not exist)")->required();
+  backup_cmd->fallthrough();
 
   // tfslurmd token create --user NAME [--admin]: prints a new API token once.
   auto* token_cmd = app.add_subcommand("token", "manage API tokens");
@@ -201,7 +233,7 @@ int CompleteOptions(CommandLine& cl) {
   DaemonOptions& d = cl.daemon;
   if (!SplitHostPort(cl.listen, &d.http_host, &d.http_port)) {
     spdlog::error("--listen must be HOST:PORT, got '{}'", cl.listen);
-    return 2;
+    return kExitUsage;
   }
   // The agent endpoint defaults to the REST host.
   if (!cl.agent_listen_given) d.agent_listen = d.http_host + ":8081";
@@ -209,37 +241,62 @@ int CompleteOptions(CommandLine& cl) {
   int agent_port = 0;
   if (!SplitHostPort(d.agent_listen, &agent_host, &agent_port)) {
     spdlog::error("--agent-listen must be HOST:PORT, got '{}'", d.agent_listen);
-    return 2;
+    return kExitUsage;
   }
   if (d.no_auth && d.http_host != "127.0.0.1" && d.http_host != "localhost" &&
       d.http_host != "::1" && d.http_host.rfind("127.", 0) != 0) {
     spdlog::error("--no-auth is only allowed on a loopback address; --listen is {}", cl.listen);
-    return 2;
+    return kExitUsage;
   }
   if (d.munge_auth && d.no_auth) {
     spdlog::error("--munge-auth and --no-auth exclude each other");
-    return 2;
+    return kExitUsage;
   }
   if (cl.site && d.no_auth) {
     // Every caller would be the admin, and could run jobs as anyone.
     spdlog::error("--site and --no-auth exclude each other: site mode runs jobs as the caller");
-    return 2;
-  }
-  if (geteuid() == 0 && !cl.site && !cl.allow_root) {
-    // Personal mode runs every job as tfslurmd's own account: as root, every
-    // token holder's program would run as uid 0, and their model_dir be made
-    // as root.
-    spdlog::error(
-        "tfslurmd is running as root without --site: every token holder's program would run as "
-        "root (personal mode runs jobs as tfslurmd's own account). Use --site, where each "
-        "experiment runs as its owner's Unix account (docs/site-deployment.md); or run tfslurmd "
-        "as an ordinary user; or pass --allow-root to run jobs as root anyway");
-    return 2;
+    return kExitUsage;
   }
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
   d.core.job_environment = JobEnvironment();
   return 0;
+}
+
+// Personal mode runs every job as tfslurmd's own account: as root, every
+// token holder's program would run as uid 0, and their model_dir be made as
+// root. Checked only when the daemon is to run (--print-config may be run
+// as root to check a file).
+bool RootWithoutSite(const CommandLine& cl) {
+  if (geteuid() != 0 || cl.site || cl.allow_root) return false;
+  spdlog::error(
+      "tfslurmd is running as root without --site: every token holder's program would run as "
+      "root (personal mode runs jobs as tfslurmd's own account). Use --site, where each "
+      "experiment runs as its owner's Unix account (docs/site-deployment.md); or run tfslurmd "
+      "as an ordinary user; or pass --allow-root to run jobs as root anyway");
+  return true;
+}
+
+// The options whose defaults follow from others, set to what is in force,
+// for --print-config.
+void ShowDerivedDefaults(CLI::App& app, const CommandLine& cl) {
+  const DaemonOptions& d = cl.daemon;
+  app.get_option("--agent-listen")->default_str(d.agent_listen);
+  app.get_option("--agent-path")->default_str(d.core.launch.agent_path);
+  if (d.advertise_host.empty())
+    app.get_option("--advertise")->default_str(d.agent_listen.substr(0, d.agent_listen.rfind(':')));
+}
+
+int Backup(const CommandLine& cl) {
+  auto copy = tfslurm::store::BackupDatabase(cl.db, cl.backup_to);
+  if (!copy.ok()) {
+    fprintf(stderr, "tfslurmd backup: %s\n", copy.status().message().c_str());
+    return kExitFailed;
+  }
+  printf("%s: a copy of %s at schema version %lld, %lld pages, %lld bytes; integrity_check ok\n",
+         cl.backup_to.c_str(), cl.db.c_str(), static_cast<long long>(copy->schema_version),
+         static_cast<long long>(copy->pages), static_cast<long long>(copy->bytes));
+  return kExitOk;
 }
 
 // A tfslurmd whose libslurm cannot talk to this slurmctld would fail every
@@ -282,13 +339,14 @@ std::unique_ptr<tfslurm::Accounts> MakeAccounts(bool site) {
 
 int RunDaemon(CommandLine& cl) {
   DaemonOptions& d = cl.daemon;
-  if (!CheckSlurmReleases(d)) return 1;
+  if (!CheckSlurmReleases(d)) return kExitRefused;
   // Before anything else touches the database, a directory or a port: a second daemon
   // on this database must change nothing (store/ownership_lock.h).
   auto ownership = tfslurm::store::DatabaseOwnership::Acquire(cl.db);
   if (!ownership.ok()) {
     spdlog::error("{}", ownership.status().message());
-    return 1;
+    return ownership.status().code() == tfslurm::StatusCode::kUnavailable ? kExitFailed
+                                                                          : kExitRefused;
   }
 
   // Signals are taken by sigwait below; block them in every thread (the
@@ -301,15 +359,18 @@ int RunDaemon(CommandLine& cl) {
 
   auto store = tfslurm::store::OpenSqliteStore(cl.db);
   if (!store.ok()) {
+    // A newer database, or a migration that failed: the database is as it
+    // was, and starting again would fail the same way.
     spdlog::error("{}", store.status().message());
-    return 1;
+    return store.status().code() == tfslurm::StatusCode::kFailedPrecondition ? kExitRefused
+                                                                             : kExitFailed;
   }
   auto slurm = tfslurm::slurm::NewLibslurmClient();
   auto clock = tfslurm::system::NewSystemClock();
   auto random = tfslurm::system::NewSystemRandomness();
   auto files = tfslurm::system::NewLocalFiles();
   auto accounts = MakeAccounts(cl.site);
-  if (!accounts) return 1;
+  if (!accounts) return kExitRefused;
   if (d.no_auth) {
     spdlog::warn(
         "--no-auth: every caller on {} acts as the local admin; use tokens on a shared machine",
@@ -319,7 +380,7 @@ int RunDaemon(CommandLine& cl) {
       tfslurm::daemon::Daemon::Start(d, {**store, *slurm, *clock, *random, *files, *accounts});
   if (!daemon.ok()) {
     spdlog::error("{}", daemon.status().message());
-    return 1;
+    return kExitFailed;
   }
   int bound = (*daemon)->http_port();
   spdlog::info("REST API listening on http://{}:{}", d.http_host, bound);
@@ -332,12 +393,17 @@ int RunDaemon(CommandLine& cl) {
         << nlohmann::json{{"http_port", bound}, {"agent_port", (*daemon)->agent_port()}}.dump()
         << "\n";
   }
+  // systemd's Type=notify: `systemctl start` returns now, and fails if
+  // tfslurmd ended before this (a refused database, a port in use).
+  sd_notifyf(0, "READY=1\nSTATUS=REST on %s:%d, agents on %s", d.http_host.c_str(), bound,
+             (*daemon)->agent_address().c_str());
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("signal {}: stopping; running jobs go on and are picked up at the next start", sig);
+  sd_notify(0, "STOPPING=1");
   (*daemon)->Stop();
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace
@@ -346,11 +412,33 @@ int main(int argc, char** argv) {
   CLI::App app{"tfslurmd: runs distributed TensorFlow experiments on Slurm"};
   CommandLine cl;
   DefineOptions(app, cl);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; every other parse error is a usage error.
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  if (auto bad = tfslurm::config::CheckFileSettings(app); !bad.ok()) {
+    fprintf(stderr, "tfslurmd: %s\n", bad.message().c_str());
+    return kExitUsage;
+  }
   cl.agent_listen_given = app.count("--agent-listen") > 0;
   if (cl.create_token) return CreateToken(cl);
+  if (!cl.backup_to.empty()) return Backup(cl);
   if (cl.show_version) return PrintVersion();
   spdlog::set_level(spdlog::level::from_str(cl.log_level));
   if (int bad = CompleteOptions(cl)) return bad;
+  if (cl.print_config) {
+    ShowDerivedDefaults(app, cl);
+    auto given = tfslurm::config::SetOnCommandLine(
+        [](CLI::App& probe) {
+          static CommandLine unused;
+          DefineOptions(probe, unused);
+        },
+        argc, argv);
+    printf("%s", tfslurm::config::SettingsReport(app, given).c_str());
+    return kExitOk;
+  }
+  if (RootWithoutSite(cl)) return kExitUsage;
   return RunDaemon(cl);
 }
