@@ -49,6 +49,7 @@ struct CommandLine {
   std::string db = "tfslurm.db";
   std::string ready_file;
   std::string log_level = "info";
+  std::string slurm_conf;  // "" keeps SLURM_CONF (or libslurm's default)
   bool site = false;
   bool allow_root = false;
   bool show_version = false;
@@ -139,6 +140,9 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
          "(their rows, not their files); 0 keeps them forever")
       ->default_str("0")
       ->check(CLI::Range(0, 36500));
+  app.add_option("--slurm-conf", cl.slurm_conf,
+                 "the cluster's slurm.conf, for libslurm and every job (sets SLURM_CONF); "
+                 "default: SLURM_CONF, else libslurm's own (/etc/slurm/slurm.conf)");
   app.add_option("--log-level", cl.log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_flag("--no-auth", d.no_auth,
                "single-user mode: no tokens, every caller is the local admin; only with a loopback "
@@ -171,6 +175,14 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
                "command line, the --config file or the default; check them, then exit")
       ->configurable(false);
   tfslurm::config::AddConfigFile(app, tfslurm::config::kDefaultConfigFile);
+  app.footer(
+      "Settings: every option above is also a setting of the --config file (default " +
+      std::string(tfslurm::config::kDefaultConfigFile) +
+      "), by its name without the --: `key = value`; the command line wins over the file.\n"
+      "Exit codes: 0 stopped (SIGTERM, SIGINT) or done; 1 a failure that may pass (a port in "
+      "use, slurmctld away: the packaged unit restarts it); 2 bad options or settings; 3 "
+      "refused: the database is another tfslurmd's, newer than this one, or would not migrate "
+      "(it is left as it was), or this Slurm or site mode cannot be worked with.");
 
   // tfslurmd backup --to FILE: a consistent copy while the service runs.
   auto* backup_cmd = app.add_subcommand(
@@ -423,6 +435,9 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   cl.agent_listen_given = app.count("--agent-listen") > 0;
+  // Before libslurm reads its configuration (--version too), and before the
+  // jobs' environment is taken from this process's.
+  if (!cl.slurm_conf.empty()) setenv("SLURM_CONF", cl.slurm_conf.c_str(), 1);
   if (cl.create_token) return CreateToken(cl);
   if (!cl.backup_to.empty()) return Backup(cl);
   if (cl.show_version) return PrintVersion();
