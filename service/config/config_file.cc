@@ -79,8 +79,14 @@ Status CheckFileSettings(const CLI::App& app) {
   std::string file = FileRead(app);
   std::vector<std::string> names;
   for (const CLI::Option* opt : Settings(app)) names.push_back(opt->get_lnames().front());
+  std::set<std::string> seen;
   for (const CLI::ConfigItem& item : ItemsOf(app, file)) {
     if (item.name == "++" || item.name == "--") continue;  // a section's start and end
+    // CLI11 would keep the first and drop the rest without a word.
+    if (!seen.insert(item.fullname()).second) {
+      return InvalidArgument(file + ": '" + item.fullname() +
+                             "' is set more than once; set it once");
+    }
     if (!item.parents.empty()) {
       return InvalidArgument(file + ": setting '" + item.fullname() +
                              "' is in a [section] or dotted; tfslurmd's settings have no sections");

@@ -32,10 +32,10 @@ void AddConfigFile(CLI::App& app, const std::string& default_file);
 std::string FileRead(const CLI::App& app);
 
 // After app.parse: every setting in the file app read must be one of app's
-// options, outside any [section]: a misspelt key would otherwise be
-// ignored, and the setting silently left at its default. InvalidArgument
-// naming the file, the key, the closest setting, and where the settings
-// are listed.
+// options, outside any [section], and set once: a misspelt key would
+// otherwise be ignored, the setting silently left at its default, and of a
+// key set twice CLI11 keeps the first. InvalidArgument naming the file, the
+// key, the closest setting, and where the settings are listed.
 Status CheckFileSettings(const CLI::App& app);
 
 // The long names (without "--") of the options the command line itself

@@ -108,6 +108,14 @@ TEST_F(ConfigFileTest, AMisspeltSettingIsAnErrorWithTheNearestName) {
   EXPECT_EQ(o_.listen, "127.0.0.1:8080");
 }
 
+TEST_F(ConfigFileTest, ASettingSetTwiceIsAnError) {
+  std::string f = Write("listen = \"0.0.0.0:9000\"\ndb = \"a.db\"\nlisten = \"127.0.0.1:1\"\n");
+  Parse(f, {});
+  Status s = CheckFileSettings(app_);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("'listen' is set more than once"), std::string::npos) << s.message();
+}
+
 TEST_F(ConfigFileTest, SectionsAreRefused) {
   std::string f = Write("[server]\nlisten = \"0.0.0.0:9000\"\n");
   Parse(f, {});
