@@ -27,7 +27,7 @@ debian_tree() {
     return 0
   fi
   mkdir -p "$tree_cache"
-  tmp="$out.partial-$$"
+  tmp="$out.partial-$BASHPID"
   rm -rf "$tmp"
   local include
   include="$(IFS=,; echo "$*")"

@@ -191,7 +191,7 @@ system_purge() {
 run_system_test() {
   local tree started=$SECONDS
   # shellcheck disable=SC2046 # one package a word
-  if ! tree="$(debian_tree dir systemd systemd-sysv dbus sqlite3 procps $(deb_depends $(debs_of "$this")))"; then
+  if ! tree="$(debian_tree dir systemd systemd-sysv dbus sqlite3 procps slurm-client $(deb_depends $(debs_of "$this")))"; then
     bad container "no Debian 12 tree (mmdebstrap failed)"
     return
   fi
