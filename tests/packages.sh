@@ -68,18 +68,17 @@ cleanup() {
 }
 trap cleanup EXIT
 
-passed=0 failed=0 failures=()
+# Each check's line says what it found and how long it took since the last.
+passed=0 failed=0 failures=() step_started=$SECONDS
 ok() {
-  echo "packages $1: ok${2:+ ($2)}"
-  passed=$((passed + 1))
+  echo "packages $1: ok (${2:+$2, }$((SECONDS - step_started)) s)"
+  passed=$((passed + 1)) step_started=$SECONDS
 }
 bad() {
-  echo "packages $1: FAILED ($2)"
-  failed=$((failed + 1))
+  echo "packages $1: FAILED ($2, $((SECONDS - step_started)) s)"
+  failed=$((failed + 1)) step_started=$SECONDS
   failures+=("$1")
 }
-step_started=$SECONDS
-took() { echo "$((SECONDS - step_started)) s"; step_started=$SECONDS; }
 
 # ---- build ------------------------------------------------------------------
 head_commit="$(git rev-parse HEAD)"
@@ -87,7 +86,7 @@ this_version="$(deb_version "$head_commit")"
 [[ -z $(git status --porcelain --untracked-files=no) ]] ||
   echo "packages: the work tree has uncommitted changes; the packages are of HEAD ($this_version) without them"
 if this="$(build_debs "$head_commit" "$this_version")"; then
-  ok build "$this_version, $(ccache_hits "$this"), $(took)"
+  ok build "$this_version, $(ccache_hits "$this")"
 else
   bad build "dpkg-buildpackage failed"
   echo "$passed passed, $failed failed"
@@ -102,7 +101,7 @@ else
   prev_version="$(deb_version "$head_commit" "~prev")"
 fi
 if prev="$(build_debs "$prev_commit" "$prev_version" "$head_commit")"; then
-  ok previous "$prev_version, $(ccache_hits "$prev"), $(took)"
+  ok previous "$prev_version, $(ccache_hits "$prev")"
 else
   bad previous "dpkg-buildpackage of $prev_version failed"
 fi
@@ -112,7 +111,7 @@ echo "packages: $(cd "$this" && ls ./*.deb | tr '\n' ' ')"
 # ---- lintian ----------------------------------------------------------------
 overrides="$(cat debian/*lintian-overrides 2>/dev/null | grep -cv '^\s*\(#\|$\)')"
 if lintian_out="$(lintian --fail-on warning --display-level '>=warning' "$this"/*.changes 2>&1)"; then
-  if ((overrides <= 2)); then ok lintian "$overrides overrides, $(took)"; else bad lintian "$overrides overrides (at most 2)"; fi
+  if ((overrides <= 2)); then ok lintian "$overrides overrides"; else bad lintian "$overrides overrides (at most 2)"; fi
 else
   printf '%s\n' "$lintian_out"
   bad lintian "lintian --fail-on warning"
@@ -150,7 +149,7 @@ if base="$(debian_tree tgz)"; then
   if piuparts --basetgz="$base" --distribution=bookworm --mirror="$mirror main" \
     --extra-repo="deb [trusted=yes] file://$prev_repo ./" --bindmount="$prev_repo" \
     --no-eatmydata --warn-on-debsums-errors $(debs_of "$this") >"$work/piuparts.log" 2>&1; then
-    ok piuparts "$(grep -c 'Installation of\|Upgrading\|purg' "$work/piuparts.log" || true) steps logged, $(took)"
+    ok piuparts "$(grep -c 'Installation of\|Upgrading\|purg' "$work/piuparts.log" || true) steps logged"
   else
     grep -E 'FAIL|ERROR' "$work/piuparts.log" | head -n 20
     bad piuparts "see its log's end above"
