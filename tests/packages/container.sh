@@ -27,7 +27,9 @@ debian_tree() {
     return 0
   fi
   mkdir -p "$tree_cache"
-  tmp="$out.partial-$BASHPID"
+  # Beside it, with its extension kept: mmdebstrap tells a tarball from a
+  # directory by the name.
+  tmp="$tree_cache/partial-$BASHPID-${out##*/}"
   rm -rf "$tmp"
   local include
   include="$(IFS=,; echo "$*")"

@@ -162,7 +162,6 @@ system_second_start_refused() {
 system_refused_start() { # USER_VERSION GREP_REASON
   local latest restarts
   latest="$(sql 'PRAGMA user_version')"
-  restarts="$(unit NRestarts)"
   ct systemctl stop tfslurmd
   sql "PRAGMA user_version=$1" || return 1
   local since
@@ -171,7 +170,8 @@ system_refused_start() { # USER_VERSION GREP_REASON
   sleep 7 # past RestartSec: a restart would have begun
   local state status version journal
   state="$(unit ActiveState)" status="$(unit ExecMainStatus)" version="$(sql 'PRAGMA user_version')"
-  restarts=$(($(unit NRestarts) - restarts))
+  # A start by hand sets NRestarts to 0; only systemd's own restarts count.
+  restarts="$(unit NRestarts)"
   journal="$(ct journalctl -u tfslurmd --since "$since" --no-pager)"
   sql "PRAGMA user_version=$latest"
   ct systemctl reset-failed tfslurmd
