@@ -30,6 +30,13 @@ wait_state() {
   return 1
 }
 unit() { ct systemctl show tfslurmd -p "$1" --value; }
+wait_active() { # SECONDS: until tfslurmd.service is active again
+  local deadline=$((SECONDS + $1))
+  until [[ $(unit ActiveState) == active ]]; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
+}
 db=/var/lib/tfslurm/tfslurm.db
 sql() { ct runuser -u tfslurm -- sqlite3 "$db" "$1"; }
 
@@ -130,7 +137,10 @@ system_backup_under_chaos() {
   ) &
   local writers=$!
   for round in 1 2 3 4 5 6; do
-    if ((round == 2 || round == 4)); then ct systemctl kill -s KILL tfslurmd; fi
+    if ((round == 2 || round == 4)); then
+      # Killed while it runs (not while systemd waits RestartSec to start it).
+      wait_active 30 && ct systemctl kill -s KILL tfslurmd
+    fi
     if ct tfslurmd backup --to "/root/copy-$round.db" >/dev/null 2>"$work/backup-$round.err"; then
       copies=$((copies + 1))
       [[ $(ct sqlite3 "/root/copy-$round.db" "PRAGMA integrity_check") == ok ]] && good=$((good + 1))
@@ -140,8 +150,7 @@ system_backup_under_chaos() {
     sleep 2
   done
   wait "$writers"
-  local deadline=$((SECONDS + 30))
-  until [[ $(unit ActiveState) == active ]] || ((SECONDS > deadline)); do sleep 1; done
+  wait_active 30
   local restarts
   restarts=$(($(unit NRestarts) - restarts_before))
   echo "packages: $copies backups while writing, $good passed integrity_check; systemd restarted tfslurmd $restarts times"
