@@ -312,7 +312,7 @@ int Backup(const CommandLine& cl) {
 }
 
 // A tfslurmd whose libslurm cannot talk to this slurmctld would fail every
-// poll and submission: refused now, naming both releases (exit 1). A
+// poll and submission: refused now, naming both releases (exit 3). A
 // slurmctld that is only down is waited for, as the polls always have.
 bool CheckSlurmReleases(DaemonOptions& d) {
   d.libslurm_release = tfslurm::slurm::LibslurmRelease();
