@@ -16,6 +16,7 @@
 #include "agent/child_env.h"
 #include "agent/exit_cause.h"
 #include "agent/signal_catchers.h"
+#include "base/unsafe_text.h"
 
 namespace tfslurm::agent {
 
@@ -30,6 +31,11 @@ constexpr milliseconds kDefaultHeartbeat{5000};
 // step is seen (it was the heartbeat period, 5 s by default: bench/RESULTS.md,
 // "Hang detection").
 constexpr milliseconds kProgressPollInterval{1000};
+// How often, and how many times from its start, the program's executable is
+// read (/proc/PID/exe): its first 3 s, when a shim or an `env` line execs
+// the interpreter and when a failed import ends it.
+constexpr milliseconds kExeProbeInterval{25};
+constexpr int kExeProbes = 120;
 constexpr size_t kScalarsPerMessage = 1000;
 
 std::string SignalName(int sig) {
@@ -155,8 +161,8 @@ void Session::Connect() {
   reg->set_slurm_job_id(identity_.slurm_job_id);
   reg->set_node_id(identity_.node_id);
   reg->set_local_id(identity_.local_id);
-  reg->set_node_name(identity_.node_name);
-  reg->set_address(options_.address);
+  reg->set_node_name(EscapeInvalidUtf8(identity_.node_name));
+  reg->set_address(EscapeInvalidUtf8(options_.address));
   reg->set_port(port_);
   reg->set_reconnect(reconnect);
   reg->set_standby(standby);
@@ -474,7 +480,7 @@ void Session::ForgetProgram() {
   scalar_watch_.reset();
   shutdown_requested_ = false;
   exit_reported_on_.reset();
-  for (auto* timer : {&heartbeat_at_, &progress_poll_at_, &kill_at_, &ack_deadline_,
+  for (auto* timer : {&heartbeat_at_, &progress_poll_at_, &kill_at_, &exe_probe_at_, &ack_deadline_,
                       &report_deadline_, &standby_deadline_, &unknown_experiment_since_})
     timer->reset();
 }
@@ -527,6 +533,8 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     return;
   }
   output_start_ = OutputSize(STDERR_FILENO);
+  program_started_ = ResolveProgram(spec);
+  program_exe_.clear();
   memory_cgroup_ = CurrentMemoryCgroup();
   oom_kills_at_start_ = memory_cgroup_ ? OomKills(*memory_cgroup_) : std::nullopt;
   StatusOr<ChildProcess> child = ChildProcess::Start(spec);
@@ -545,6 +553,8 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     exit_at_startup_ = true;
   } else {
     spdlog::info("program started: pid {} (its own process group)", child_->pid());
+    exe_probes_left_ = kExeProbes;
+    ProbeProgramExe();
   }
 
   if (assignment.report_checkpoints()) {
@@ -561,6 +571,16 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   }
   heartbeat_at_ = Clock::now() + heartbeat_interval_;
   if (scalar_watch_ || checkpoints_) progress_poll_at_ = Clock::now() + kProgressPollInterval;
+}
+
+void Session::ProbeProgramExe() {
+  exe_probe_at_.reset();
+  if (!child_ || child_->reaped() || exe_probes_left_-- <= 0) return;
+  char target[4096];
+  const std::string link = "/proc/" + std::to_string(child_->pid()) + "/exe";
+  const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+  if (n > 0) program_exe_.assign(target, static_cast<size_t>(n));
+  exe_probe_at_ = Clock::now() + kExeProbeInterval;
 }
 
 void Session::StopProgram(milliseconds grace) {
@@ -581,6 +601,7 @@ void Session::OnProgramEnded(const ExitStatus& status) {
   program_status_ = status;
   kill_at_.reset();
   heartbeat_at_.reset();
+  exe_probe_at_.reset();
   spdlog::info("the program {}{}", status.Describe(),
                shutdown_requested_ ? " (shut down by the service)" : "");
   // Killed by the kernel for memory: the program had no chance to say so.
@@ -598,6 +619,8 @@ void Session::OnProgramEnded(const ExitStatus& status) {
     if (auto tail = ReadOutputSince(STDERR_FILENO, *output_start_, 64 * 1024)) {
       exit_detail_ = LastErrorLine(*tail);
       exit_at_startup_ = !status.signal && RepeatsAtStartup(exit_detail_);
+      exit_detail_ =
+          WithPythonThatRan(exit_detail_, DescribeProgramThatRan(program_started_, program_exe_));
     }
   }
   // Where to look next: the core file (its place is the kernel's
@@ -626,7 +649,9 @@ void Session::PollCheckpoint() {
 void Session::SendProgress(const CheckpointState& state) {
   v1::AgentMessage message = NewMessage();
   message.mutable_progress()->set_checkpoint_step(state.step);
-  message.mutable_progress()->set_checkpoint_path(state.path);
+  // A string field of agent.proto must be UTF-8, or the service cannot
+  // parse the message at all (as for every string below).
+  message.mutable_progress()->set_checkpoint_path(EscapeInvalidUtf8(state.path));
   Send(std::move(message));
 }
 
@@ -642,7 +667,7 @@ void Session::SendScalars() {
     v1::AgentMessage message = NewMessage();
     for (ScalarPoint& point : scalar_buffer_.Take(kScalarsPerMessage)) {
       v1::Scalar* scalar = message.mutable_scalars()->add_scalars();
-      scalar->set_tag(std::move(point.tag));
+      scalar->set_tag(EscapeInvalidUtf8(point.tag));
       scalar->set_step(point.step);
       scalar->set_wall_time(point.wall_time);
       scalar->set_value(point.value);
@@ -660,7 +685,9 @@ void Session::SendExitReport() {
     exited->set_exit_code(program_status_->exit_code);
   }
   exited->set_reaped(shutdown_requested_);
-  if (!exit_detail_.empty()) exited->set_detail(exit_detail_);
+  // What the program wrote last may be in any encoding; protobuf refuses a
+  // string that is not UTF-8, and the report would be lost with it.
+  if (!exit_detail_.empty()) exited->set_detail(EscapeInvalidUtf8(exit_detail_));
   exited->set_at_startup(exit_at_startup_ && !shutdown_requested_);
   Send(std::move(message));
   stream_->CloseWrites();
@@ -702,6 +729,7 @@ void Session::RunDueTimers() {
     spdlog::warn("the program is still running after the grace period; sending SIGKILL");
     if (Status s = child_->Signal(SIGKILL); !s.ok()) spdlog::warn("{}", s.message());
   }
+  if (due(exe_probe_at_)) ProbeProgramExe();
   if (due(heartbeat_at_)) {
     heartbeat_at_ = Clock::now() + heartbeat_interval_;
     v1::AgentMessage message = NewMessage();
@@ -743,8 +771,8 @@ void Session::RunDueTimers() {
 
 int Session::PollTimeoutMs() const {
   std::optional<Clock::time_point> next;
-  for (const auto& t : {reconnect_at_, heartbeat_at_, progress_poll_at_, kill_at_, ack_deadline_,
-                        report_deadline_, standby_deadline_}) {
+  for (const auto& t : {reconnect_at_, heartbeat_at_, progress_poll_at_, kill_at_, exe_probe_at_,
+                        ack_deadline_, report_deadline_, standby_deadline_}) {
     if (t && (!next || *t < *next)) next = t;
   }
   if (!next) return -1;

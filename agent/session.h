@@ -138,6 +138,8 @@ class Session {
   // The program.
   void StartProgram(const tfslurm::agent::v1::Assignment& assignment);
   void StopProgram(std::chrono::milliseconds grace);
+  // Reads /proc/PID/exe of the program into program_exe_, while it runs.
+  void ProbeProgramExe();
   void ReapProgram();
   void OnProgramEnded(const ExitStatus& status);
   void PollCheckpoint();
@@ -182,6 +184,13 @@ class Session {
   // Why the program ended, when the agent knows more than its exit status
   // (it could not be started); sent as Exited.detail.
   std::string exit_detail_;
+  // The program as started (ResolveProgram) and the file its process ran
+  // last (/proc/PID/exe, read every kExeProbeInterval for its first
+  // seconds: a shim or `env python3` execs the interpreter a moment after
+  // the start): both named with an import error (DescribeProgramThatRan).
+  std::string program_started_;
+  std::string program_exe_;
+  int exe_probes_left_ = 0;
   // The failure repeats at every start (Exited.at_startup): exec failed, or
   // the program's last error line says so (RepeatsAtStartup).
   bool exit_at_startup_ = false;
@@ -211,6 +220,7 @@ class Session {
   std::optional<Clock::time_point> progress_poll_at_;  // checkpoints and scalars
   TimeLimitWarning time_limit_warning_;                // SIGUSR1 only for a program that catches it
   std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> exe_probe_at_;  // ProbeProgramExe
   std::optional<Clock::time_point> ack_deadline_;
   std::optional<Clock::time_point> report_deadline_;
   // Standby since a stream ended, and no stream the service took (its

@@ -51,7 +51,7 @@ kv() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 row_wrk() { # label line
   local l="$2"
   printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(kv rps "$l")" "$(kv p50_ms "$l")" "$(kv p90_ms "$l")" \
-    "$(kv p99_ms "$l")" "$(kv max_ms "$l")" "$(($(kv socket_errors "$l") + $(kv non2xx "$l")))"
+    "$(kv p99_ms "$l")" "$(kv max_ms "$l")" "$(($(kv socket_errors "$l" | grep . || echo 0) + $(kv non2xx "$l" | grep . || echo 0)))"
 }
 row_rate() { # line
   local l="$1"
@@ -74,15 +74,21 @@ wait_quiet 600
 first=$((experiments * 2 / 5))
 for c in 1 4; do
   n=$((c < 2 ? first : experiments - first))
+  status=0
   line="$("$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --path /experiments --method POST \
     --body-file "$work/spec.json" --id-prefix "post-c$c" --count "$n" --connections "$c" --rate 0 \
-    --header "$AUTH_HEADER" || true)"
+    --header "$AUTH_HEADER")" || status=$?
   log "POST c=$c: $line"
+  check_http_rate "POST /experiments, $c connections" "$line" "$status"
   printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$c" "$(kv requests "$line")" "$(kv achieved_rate "$line")" \
     "$(kv p50_ms "$line")" "$(kv p90_ms "$line")" "$(kv p99_ms "$line")" "$(kv max_ms "$line")" "$(kv errors "$line")" >>"$out"
 done
 total="$(count_experiments)"
 pending="$(squeue -h -t PD | wc -l)"
+# Every POST answered 201 made one experiment and one pending job; the
+# lists below are measured with that many.
+((total == experiments)) || bench_error "$experiments POSTs answered, but the store has $total experiments"
+((pending == experiments)) || bench_error "$experiments experiments, but Slurm has $pending pending jobs"
 {
   echo
   echo "Store after the POST phase: $total experiments; Slurm: $pending pending jobs (partition debug DOWN)."
@@ -107,9 +113,11 @@ measure() { # title path rates
   } >>"$out"
   IFS=, read -r -a rl <<<"$rates_csv"
   for r in "${rl[@]}"; do
+    status=0
     line="$("$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --path "$path" --rate "$r" --connections "$conns" \
-      --duration "$duration" --warmup 2 --header "$AUTH_HEADER" || true)"
+      --duration "$duration" --warmup 2 --header "$AUTH_HEADER")" || status=$?
     log "$path @ $r/s: $line"
+    check_http_rate "GET $path at $r/s" "$line" "$status"
     row_rate "$line" >>"$out"
   done
   {
@@ -120,8 +128,10 @@ measure() { # title path rates
     echo "|---|---|---|---|---|---|---|"
   } >>"$out"
   for c in 1 "$conns"; do
-    line="$(wrk -t"$((c < 2 ? 1 : 2))" -c"$c" -d"${duration}s" -H "$AUTH_HEADER" -s "$BENCH_DIR/wrk/get.lua" "$API$path" | grep '^wrk:')"
+    line="$(wrk -t"$((c < 2 ? 1 : 2))" -c"$c" -d"${duration}s" -H "$AUTH_HEADER" -s "$BENCH_DIR/wrk/get.lua" "$API$path" | grep '^wrk:')" ||
+      bench_error "GET $path, wrk with $c connections: no figures"
     log "$path wrk c=$c: $line"
+    check_wrk "GET $path, $c connections" "$line"
     row_wrk "$c" "$line" >>"$out"
   done
   echo "" >>"$out"
@@ -143,17 +153,26 @@ curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1000" |
 # Lists are cached until a write changes what they show, and the store
 # above does not change while they are measured. Here it changes at twice
 # the list's rate: experiments are cancelled (DELETE) at 50/s while the list
-# is asked for at 25/s, so nearly every list is computed afresh.
+# is asked for at 25/s, so nearly every list is computed afresh. Each cancel
+# is of another open experiment (a second cancel of one is refused, 409):
+# the cancels over the warm-up, the window and its extra second must not
+# outnumber the experiments, so with few (--experiments 10) the rate is less.
 list_churn_rate=25 churn_rate=50
+((churn_rate * (duration + 3) <= total)) || churn_rate=$((total / (duration + 3)))
+((churn_rate > 0)) || bench_error "$total experiments are too few to cancel some while the list is measured"
 wait_quiet 300
+churn_status=0
 "$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --method DELETE --paths-file "$work/ids.txt" \
   --rate "$churn_rate" --connections 1 --duration "$((duration + 1))" --warmup 2 --header "$AUTH_HEADER" \
-  >"$work/churn.txt" 2>&1 &
+  >"$work/churn.txt" 2>"$work/churn.err" &
 churn_pid=$!
+status=0
 line="$("$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --path "/experiments?limit=1000" --rate "$list_churn_rate" \
-  --connections "$conns" --duration "$duration" --warmup 2 --header "$AUTH_HEADER" || true)"
-wait "$churn_pid" || true
+  --connections "$conns" --duration "$duration" --warmup 2 --header "$AUTH_HEADER")" || status=$?
+wait "$churn_pid" || churn_status=$?
 log "list of 1000 @ $list_churn_rate/s while cancelling at $churn_rate/s: $line; cancels: $(cat "$work/churn.txt")"
+check_http_rate "GET /experiments?limit=1000 while cancelling" "$line" "$status"
+check_http_rate "DELETE at $churn_rate/s beside the list ($(tr '\n' ' ' <"$work/churn.err"))" "$(cat "$work/churn.txt")" "$churn_status"
 {
   echo "### GET /experiments?limit=1000 while experiments are cancelled at $churn_rate/s (lists computed afresh)"
   echo
@@ -170,9 +189,23 @@ log "list of 1000 @ $list_churn_rate/s while cancelling at $churn_rate/s: $line;
 # A list made afresh reads the page's ids, then the summaries of the
 # experiments whose kept item is stale, then the task counts of those still
 # open (finished ones are answered from their row alone). The same list once
-# every experiment is cancelled shows what the task counts cost.
-"$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --method DELETE --paths-file "$work/ids.txt" \
-  --count "$(wc -l <"$work/ids.txt")" --connections 1 --rate 0 --header "$AUTH_HEADER" >&2 || true
+# every experiment is cancelled shows what the task counts cost: the ones
+# still open are cancelled now, and then none may be left open.
+open_experiments() {
+  curl -sf -H "$AUTH_HEADER" "$API/experiments?limit=1000" | python3 -c '
+import json, sys
+ended = ("succeeded", "failed", "cancelled")
+[print("/experiments/" + e["id"]) for e in json.load(sys.stdin)["experiments"] if e["state"] not in ended]'
+}
+open_experiments >"$work/open.txt" || bench_error "cannot list the open experiments"
+if [[ -s "$work/open.txt" ]]; then
+  status=0
+  line="$("$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --method DELETE --paths-file "$work/open.txt" \
+    --count "$(wc -l <"$work/open.txt")" --connections 1 --rate 0 --header "$AUTH_HEADER")" || status=$?
+  check_http_rate "DELETE of the $(wc -l <"$work/open.txt") experiments still open" "$line" "$status"
+fi
+still_open="$(open_experiments | wc -l)"
+((still_open == 0)) || bench_error "$still_open experiments still open after every one was cancelled"
 {
   echo "### GET /experiments?limit=1000 once all $total experiments are cancelled (no open experiment: no task counts)"
   echo
@@ -182,8 +215,9 @@ log "list of 1000 @ $list_churn_rate/s while cancelling at $churn_rate/s: $line;
 wait_quiet 300
 for c in 1 "$conns"; do
   line="$(wrk -t"$((c < 2 ? 1 : 2))" -c"$c" -d"${duration}s" -H "$AUTH_HEADER" -s "$BENCH_DIR/wrk/get.lua" \
-    "$API/experiments?limit=1000" | grep '^wrk:')"
+    "$API/experiments?limit=1000" | grep '^wrk:')" || bench_error "the list of cancelled, wrk with $c connections: no figures"
   log "list of cancelled, wrk c=$c: $line"
+  check_wrk "the list of cancelled, $c connections" "$line"
   row_wrk "$c" "$line" >>"$out"
 done
 echo >>"$out"
@@ -199,11 +233,14 @@ wait_quiet 300
   echo "| way | runs | p50 ms | p99 ms | max ms | body bytes |"
   echo "|---|---|---|---|---|---|"
 } >>"$out"
+"$BENCH_BIN/bench_list_page" --experiments 1000 --runs 300 --changes 1 >"$work/list_page.txt" ||
+  bench_error "bench_list_page exited $?"
+[[ $(grep -c '^way=' "$work/list_page.txt") == 2 ]] || bench_error "bench_list_page: not both ways measured"
 while read -r line; do
   log "bench_list_page: $line"
   printf '| %s | %s | %s | %s | %s | %s |\n' "$(kv way "$line" | tr _ ' ')" "$(kv runs "$line")" "$(kv p50_ms "$line")" \
     "$(kv p99_ms "$line")" "$(kv max_ms "$line")" "$(kv body_bytes "$line")" >>"$out"
-done < <("$BENCH_BIN/bench_list_page" --experiments 1000 --runs 300 --changes 1)
+done <"$work/list_page.txt"
 echo >>"$out"
 
 cat >>"$out" <<'EOF'

@@ -288,10 +288,12 @@ def one_run(api, workload, exp_id, in_place, busy, args):
         if fillers:
             subprocess.run(["scancel"] + fillers, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # The next run starts on a quiet machine: no program of this one left.
+    # One still running a minute after its experiment was cancelled is a
+    # program tfslurm failed to stop: an error, not a detail.
     try:
         wait(f"{exp_id}'s programs to be gone", lambda: not train_programs({f"EXPERIMENT_ID={exp_id}"}), 60)
     except RuntimeError as e:
-        print(f"  warning: {e}", file=sys.stderr)
+        problems.append(str(e))
 
     attempts = view.get("attempts", [])
     if view["state"] != "cancelled":

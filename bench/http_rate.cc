@@ -23,9 +23,11 @@
 // of the run: what it did not send by then is "unsent" (the server did not
 // keep up). Prints one line of key=value: target rate, achieved rate
 // (answers received in the measured window / its length), requests
-// answered, unsent, errors (non-2xx, broken connections), reconnects (the
-// server closed a keep-alive connection), latency p50/p90/p99/p99.9/max in
-// ms from the scheduled time, and p50/p99 from the actual send ("service").
+// answered, unsent, errors (non-2xx, broken connections, in the warm-up
+// too), reconnects (the server closed a keep-alive connection), latency
+// p50/p90/p99/p99.9/max in ms from the scheduled time, and p50/p99 from the
+// actual send ("service"). Exits 1 when there were errors, or no answer in
+// the measured window.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -298,6 +300,15 @@ int main(int argc, char** argv) {
         if (!o.log.empty())
           lines.push_back(std::to_string(sent) + " " + std::to_string(done) + " " +
                           std::to_string(status) + " " + std::to_string(c));
+        // A refusal counts in the warm-up too: a server that fails there has
+        // not been measured.
+        const bool refused = !ok || status < 200 || status >= 300;
+        if (refused && errs++ == 0) {
+          if (!ok)
+            fprintf(stderr, "bench_http_rate: connection failed\n");
+          else
+            fprintf(stderr, "bench_http_rate: HTTP %d\n", status);
+        }
         if (scheduled < measure_from) continue;
         if (!closed_loop && done > end) {  // answered after the window: not in the rate
           ++late;
@@ -307,13 +318,7 @@ int main(int argc, char** argv) {
              done > prev && !last_done.compare_exchange_weak(prev, done);) {
         }
         ++count;
-        if (!ok || status < 200 || status >= 300) {
-          if (errs++ == 0 && !ok)
-            fprintf(stderr, "bench_http_rate: connection failed\n");
-          else if (errs == 1)
-            fprintf(stderr, "bench_http_rate: HTTP %d\n", status);
-          continue;
-        }
+        if (refused) continue;
         lat.push_back((done - scheduled) / 1e6);
         svc.push_back((done - sent) / 1e6);
       }
@@ -330,8 +335,15 @@ int main(int argc, char** argv) {
   for (auto& t : threads) t.join();
   if (!o.log.empty()) {
     FILE* f = fopen(o.log.c_str(), "w");
+    if (!f) {
+      perror(o.log.c_str());
+      return 1;
+    }
     for (const auto& l : log_lines) fprintf(f, "%s\n", l.c_str());
-    if (f) fclose(f);
+    if (fclose(f) != 0) {
+      perror(o.log.c_str());
+      return 1;
+    }
   }
   double window_s = closed_loop ? (last_done - start) / 1e9 : o.duration_s;
   std::sort(latency.begin(), latency.end());
@@ -345,5 +357,7 @@ int main(int argc, char** argv) {
       Percentile(latency, 50), Percentile(latency, 90), Percentile(latency, 99),
       Percentile(latency, 99.9), latency.empty() ? 0 : latency.back(), Percentile(service, 50),
       Percentile(service, 99));
-  return errors ? 1 : 0;
+  // Nothing answered in the window measures nothing: an error too.
+  if (latency.empty()) fprintf(stderr, "bench_http_rate: no request answered in the window\n");
+  return errors || latency.empty() ? 1 : 0;
 }

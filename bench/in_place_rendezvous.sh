@@ -42,15 +42,18 @@ for n in "${size_list[@]}"; do
   wait_quiet 600
   loads+="${loads:+, }$n ranks: $BENCH_LOAD_AT_START"
   log "restart in place of $n ranks, $r runs (+$warmup warm-up)"
+  status=0
   "$BENCH_BIN/bench_in_place_storm" --server "$BENCH_BIN/bench_rendezvous_server" --sizes "$n" \
     --runs "$r" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/runs-$n.csv" \
-    --server-arg --poll-interval-ms --server-arg "$poll_ms" "${extra[@]}" >"$work/out-$n.md"
+    --server-arg --poll-interval-ms --server-arg "$poll_ms" "${extra[@]}" >"$work/out-$n.md" || status=$?
   cat "$work/out-$n.md" >&2
   ends+="${ends:+, }$n ranks: $(cut -d' ' -f1 /proc/loadavg)"
   if [[ -s "$table" ]]; then tail -n +3 "$work/out-$n.md" >>"$table"; else cat "$work/out-$n.md" >>"$table"; fi
-  # A size whose runs went wrong fails the script (and the smoke run).
+  # A size whose runs went wrong (the storm exits 1; its errors column says
+  # how many, warm-up runs aside) fails the script, and the smoke run.
+  ((status == 0)) || bench_error "$n ranks: bench_in_place_storm exited $status (errors column; stderr says why)"
   awk -F'|' 'NR > 2 && $(NF-1) + 0 > 0 { exit 1 }' "$work/out-$n.md" ||
-    die "$n ranks: some runs went wrong (errors column; stderr says why)"
+    bench_error "$n ranks: some runs went wrong (errors column; stderr says why)"
 done
 
 {
@@ -79,7 +82,7 @@ Per-run rows (CSV):
 
 \`\`\`
 EOF
-  for n in "${size_list[@]}"; do cat "$work/runs-$n.csv"; done | awk 'NR==1 || !/^n,/'
+  for n in "${size_list[@]}"; do cat "$work/runs-$n.csv" 2>/dev/null; done | awk 'NR==1 || !/^n,/'
   echo '```'
 } >"$work/section.md"
 results_append "Rendezvous of a restart in place (issue 29)" "$command_line" "$work/section.md"

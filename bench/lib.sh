@@ -15,6 +15,36 @@ die() {
   exit 1
 }
 
+# bench_error MESSAGE: an error or a wrong result met while measuring (a
+# request refused, a count that does not add up). The script goes on, so
+# that the rest of its figures are still seen, but results_append marks
+# its section failed, lists the errors in it, and exits 1: a benchmark
+# that met an error fails (and so does bench/run.sh --smoke in CI).
+BENCH_ERRORS=()
+bench_error() {
+  log "error: $*"
+  BENCH_ERRORS+=("$*")
+}
+
+# check_http_rate WHAT LINE STATUS: bench_http_rate's key=value LINE and exit
+# STATUS; an error unless it exited 0 having answered requests with none
+# refused (non-2xx or a broken connection, warm-up included).
+check_http_rate() {
+  local what="$1" line="$2" status="$3"
+  if ((status != 0)) || ! grep -q ' errors=0 ' <<<"$line" || grep -q ' requests=0 ' <<<"$line"; then
+    bench_error "$what: bench_http_rate exited $status: ${line:-no figures}"
+  fi
+}
+
+# check_wrk WHAT LINE: wrk's line from wrk/report.lua; an error unless it
+# has one with no socket error and no answer outside 2xx/3xx.
+check_wrk() {
+  local what="$1" line="$2"
+  if [[ -z "$line" ]] || ! grep -q ' socket_errors=0 non2xx=0$' <<<"$line" || grep -q 'requests=0 ' <<<"$line"; then
+    bench_error "$what: wrk: ${line:-no figures}"
+  fi
+}
+
 # use_binaries DIR: with DIR (a script's --build), takes tfslurmd and
 # tfslurm-agent from DIR/bin as they are; without, build_all. Sets BUILD and
 # `binaries`, the line saying which, for the script's section.
@@ -104,26 +134,60 @@ wait_quiet() {
   BENCH_LOAD_AT_START="$load"
 }
 
+# Whether the checkout is exactly its HEAD commit: no change to a tracked
+# file, staged or not, and no untracked file that is not ignored. The whole
+# tree, not the service's folders alone: a benchmark's own script, the
+# example program it runs, the deploy script that starts its cluster all
+# shape its figures. Build directories are ignored (.gitignore).
+tree_is_clean() {
+  git -C "$REPO" diff --quiet HEAD -- 2>/dev/null &&
+    [[ -z "$(git -C "$REPO" ls-files --others --exclude-standard 2>/dev/null)" ]]
+}
+
+# The files that make the tree differ from its HEAD (at most 8 named).
+tree_changes() {
+  { git -C "$REPO" diff --name-only HEAD --; git -C "$REPO" ls-files --others --exclude-standard; } 2>/dev/null |
+    sort -u | awk 'NR <= 8 {printf "%s%s", (NR > 1 ? ", " : ""), $0} END {if (NR > 8) printf ", and %d more", NR - 8}'
+}
+
 machine_line() {
-  printf '%s, %s CPUs, %s MB RAM; load average at start %s; tree %s%s' \
+  local tree
+  tree="$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  tree_is_clean || tree+=" + uncommitted changes: $(tree_changes)"
+  printf '%s, %s CPUs, %s MB RAM; load average at start %s; tree %s' \
     "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" "$(nproc)" \
-    "$(awk '/MemTotal/ {printf "%d", $2/1024}' /proc/meminfo)" "${BENCH_LOAD_AT_START:-?}" \
-    "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')" \
-    "$(git -C "$REPO" diff --quiet HEAD -- service agent schema 2>/dev/null || echo ' + uncommitted changes in service/agent/schema')"
+    "$(awk '/MemTotal/ {printf "%d", $2/1024}' /proc/meminfo)" "${BENCH_LOAD_AT_START:-?}" "$tree"
 }
 
 # results_append TITLE COMMAND FILE: appends a section to RESULTS.md with the
-# date, the command that produced it, the machine, and FILE's contents.
+# date, the command that produced it, the machine, and FILE's contents. On a
+# tree with changes not committed, the title says so: the command alone
+# cannot reproduce what a commit does not hold (the machine line names the
+# files). With errors met (bench_error), the title says FAILED, the section
+# lists them, and the script exits 1 once it is written.
 results_append() {
-  local title="$1" command="$2" body="$3"
+  local title="$1" command="$2" body="$3" machine
+  tree_is_clean || title+=" (uncommitted changes)"
+  # Before the section is written: RESULTS.md is part of the tree.
+  machine="$(machine_line)"
+  ((${#BENCH_ERRORS[@]} == 0)) || title+=" -- FAILED: ${#BENCH_ERRORS[@]} errors"
   {
     printf '\n## %s\n\n' "$title"
     printf -- '- date: %s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     printf -- '- command: `%s`\n' "$command"
-    printf -- '- machine: %s\n\n' "$(machine_line)"
+    printf -- '- machine: %s\n\n' "$machine"
+    if ((${#BENCH_ERRORS[@]})); then
+      printf 'Errors met while measuring (the figures below are not to be trusted):\n\n'
+      printf -- '- %s\n' "${BENCH_ERRORS[@]}"
+      printf '\n'
+    fi
     cat "$body"
   } >>"$RESULTS"
   log "appended \"$title\" to $RESULTS"
+  if ((${#BENCH_ERRORS[@]})); then
+    cat "$body" >&2
+    die "${#BENCH_ERRORS[@]} errors while measuring: $(printf '%s; ' "${BENCH_ERRORS[@]}")"
+  fi
 }
 
 # ------------------------------------------------------------ cluster ----
@@ -202,7 +266,13 @@ stop_tfslurmd() {
 
 # Cancels every job of the local cluster (benchmarks leave nothing queued).
 cancel_all_jobs() {
-  [[ -n "${SLURM_CONF:-}" ]] && scancel --user="$(id -un)" 2>/dev/null || true
+  [[ -n "${SLURM_CONF:-}" ]] || return 0
+  if [[ -s "${CLUSTER_DIR:-}/etc/network" ]]; then
+    # Hosts apart: slurmctld is reached from the cluster's hosts only.
+    "$REPO/deploy/local-slurm/on-host.sh" "$CLUSTER_DIR" login scancel --user="$(id -un)" 2>/dev/null || true
+  else
+    scancel --user="$(id -un)" 2>/dev/null || true
+  fi
 }
 
 # The usual end of a benchmark, whatever way it exits: tfslurmd stopped, its

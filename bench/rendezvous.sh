@@ -32,10 +32,15 @@ IFS=, read -r -a size_list <<<"$sizes"
 loads=""
 extra=("$@")
 # storm SERVER N RUNS OUT TABLE CSV: one size against one server; its row is
-# appended to TABLE (with the header the first time).
+# appended to TABLE (with the header the first time). A storm with an error
+# (an agent refused, a stream broken, an assignment missing: the storm exits
+# 1 after its table) fails the script once the section is written.
 storm() {
+  local status=0
   "$BENCH_BIN/bench_rendezvous_storm" --server "$1" --sizes "$2" --runs "$3" --warmup "$warmup" \
-    --dir "$work/srv" --runs-csv "$6" "${extra[@]}" >"$4"
+    --dir "$work/srv" --runs-csv "$6" "${extra[@]}" >"$4" || status=$?
+  ((status == 0)) || bench_error "the storm of $2 agents against $(basename "$1") exited $status (its errors column and stderr say why)"
+  [[ -s "$4" ]] || return 0
   if [[ -s "$5" ]]; then tail -n +3 "$4" >>"$5"; else cat "$4" >>"$5"; fi
   cat "$4" >&2
 }
@@ -82,13 +87,13 @@ EOF
   echo "Per-run rows (CSV):"
   echo
   echo '```'
-  for n in "${size_list[@]}"; do cat "$work/runs-$n.csv"; done | awk 'NR==1 || !/^n,/'
+  for n in "${size_list[@]}"; do cat "$work/runs-$n.csv" 2>/dev/null; done | awk 'NR==1 || !/^n,/'
   echo '```'
   echo
   echo "Floor, per-run rows (CSV):"
   echo
   echo '```'
-  for n in "${size_list[@]}"; do cat "$work/floor-runs-$n.csv"; done | awk 'NR==1 || !/^n,/'
+  for n in "${size_list[@]}"; do cat "$work/floor-runs-$n.csv" 2>/dev/null; done | awk 'NR==1 || !/^n,/'
   echo '```'
 } >"$work/section.md"
 results_append "Rendezvous storm (issue 3)" "$command_line" "$work/section.md"

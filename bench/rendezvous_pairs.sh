@@ -44,16 +44,26 @@ for ((pair = 1; pair <= pairs; pair++)); do
     wait_quiet 300
     own_cpu
     m0=$(machine_cpu) o0=$OWN_CPU
+    rm -f "$work/run.csv"
+    # The storm exits 1 when a run (the warm-up too) had an error: an agent
+    # refused, a stream broken, an assignment missing. The pair is kept
+    # (its errors column says how many) and the script fails at its end.
     "$BENCH_BIN/bench_rendezvous_storm" --server "$server" --sizes "$size" --runs 1 --warmup 1 \
       --dir "$work/srv" --runs-csv "$work/run.csv" >/dev/null 2>"$work/run.err" ||
-      die "the storm against $which failed: $(tail -3 "$work/run.err")"
+      bench_error "pair $pair: the storm against $which failed: $(tail -3 "$work/run.err" | tr '\n' ' ')"
     own_cpu
     others=$(awk -v m0="$m0" -v m1="$(machine_cpu)" -v o0="$o0" -v o1="$OWN_CPU" \
       'BEGIN{x=(m1-m0)-(o1-o0); printf "%.1f", x<0?0:x}')
     # The measured run is run 1 (run 0 is the warm-up).
-    awk -F, -v p="$pair" -v w="$which" -v l="$BENCH_LOAD_AT_START" -v o="$others" \
-      '$2=="1"{print p","w","l","o","$7","$6","$16","$17","$10+$11+$12}' "$work/run.csv" >>"$work/pairs.csv"
-    log "pair $pair: $(tail -1 "$work/pairs.csv")"
+    row="$(awk -F, -v p="$pair" -v w="$which" -v l="$BENCH_LOAD_AT_START" -v o="$others" \
+      '$2=="1"{print p","w","l","o","$7","$6","$16","$17","$10+$11+$12}' "$work/run.csv" 2>/dev/null)"
+    if [[ -z "$row" ]]; then
+      bench_error "pair $pair: no measured run against $which"
+      continue
+    fi
+    echo "$row" >>"$work/pairs.csv"
+    [[ ${row##*,} == 0 ]] || bench_error "pair $pair: ${row##*,} errors against $which"
+    log "pair $pair: $row"
   done
 done
 
@@ -64,6 +74,12 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 by = {}
 for r in rows:
     by.setdefault(int(r["pair"]), {})[r["server"]] = r
+# A pair with a side missing (its storm failed: the script fails too) is
+# left out of the figures.
+by = {p: sides for p, sides in by.items() if len(sides) == 2}
+if not by:
+    print("No complete pair: nothing measured.")
+    sys.exit(0)
 
 def pct(v, p):
     v = sorted(v)

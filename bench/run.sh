@@ -44,6 +44,9 @@ if [[ $mode == quick ]]; then
     "lone_restart.sh --runs 2"
     "framework_restarts.sh --runs 2 --busy-runs 1 --floor-runs 1"
     "sweep.sh --steps 200 --rungs 10,40 --shuffle-seeds 0"
+    "http_flood.sh"
+    "sweep_stop.sh --runs 2"
+    "lossy_rendezvous.sh --runs 3"
   )
 elif [[ $mode == smoke ]]; then
   # Each at its smallest: one size, one run, a few agents or experiments.
@@ -67,6 +70,9 @@ elif [[ $mode == smoke ]]; then
     "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
     "sweep.sh --steps 40 --rungs 10,20 --shuffle-seeds 0" # 68 s: four 16-trial sweeps of 40 steps
+    "http_flood.sh --bodies 1 --body-mb 64 --floods 1 --flood-fields 1000" # 3 s
+    "sweep_stop.sh --runs 1"                             # 30 s: one stop and one scancel; most of it the cluster's start
+    "lossy_rendezvous.sh --runs 1"                       # ~25 s: a hosts-apart cluster, two 6-task experiments
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(
@@ -102,6 +108,9 @@ else
     "lone_restart.sh"
     "framework_restarts.sh"
     "sweep.sh"
+    "http_flood.sh"
+    "sweep_stop.sh"
+    "lossy_rendezvous.sh"
   )
 fi
 for r in "${runs[@]}"; do

@@ -67,14 +67,24 @@ scenario() { # title file seconds ctld_cpu_ms cycles
 
 # 1. tfslurmd alone, CYCLES poll cycles.
 log "tfslurmd: $cycles poll cycles with $experiments active experiments"
-before_calls="$(grep -c '^slurm_load_jobs ' "$work/rpc.log" || true)"
+# tfslurmd's calls of slurm_load_jobs so far, as the timing shim logged them.
+load_jobs_calls() {
+  if [[ -f "$work/rpc.log" ]]; then awk '/^slurm_load_jobs /{n++} END{print n+0}' "$work/rpc.log"; else echo 0; fi
+}
+before_calls="$(load_jobs_calls)"
 c0="$(cpu_ms "$ctld_pid")" s0="$(cpu_ms "$TFSLURMD_PID")" t0="$(now_ns)"
 sdiag -r >/dev/null
 sleep "$(awk -v c="$cycles" -v p="$poll_ms" 'BEGIN{print c * p / 1000}')"
 sdiag_types >"$work/tfslurmd.txt"
 t1="$(now_ns)" c1="$(cpu_ms "$ctld_pid")" s1="$(cpu_ms "$TFSLURMD_PID")"
-polls=$(($(grep -c '^slurm_load_jobs ' "$work/rpc.log") - before_calls))
-load_ms="$(grep '^slurm_load_jobs ' "$work/rpc.log" | tail -n "$polls" | awk '{s += ($3 - $2) / 1e6} END {printf "%.1f", s / NR}')"
+polls=$(($(load_jobs_calls) - before_calls))
+# Per-cycle figures divide by the polls counted: with none (the shim not
+# loaded, or tfslurmd not polling) there is nothing to divide by.
+if ((polls <= 0)); then
+  bench_error "no slurm_load_jobs call of tfslurmd's in the ${cycles}-cycle window (the timing shim's log has none)"
+  polls=1
+fi
+load_ms="$({ grep -s '^slurm_load_jobs ' "$work/rpc.log" || true; } | tail -n "$polls" | awk '{s += ($3 - $2) / 1e6} END {if (NR) printf "%.1f", s / NR; else printf "-"}')"
 scenario "tfslurmd polling ($poll_ms ms interval), $experiments experiments" "$work/tfslurmd.txt" \
   "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", (b - a) / 1e9}')" $((c1 - c0)) "$polls"
 echo "tfslurmd made $polls slurm_load_jobs calls in the window (mean $load_ms ms each, as tfslurmd waited for them); tfslurmd CPU in the window: $((s1 - s0)) ms." >>"$out"

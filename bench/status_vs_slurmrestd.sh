@@ -57,6 +57,12 @@ with open(sys.argv[1], "w") as a, open(sys.argv[2], "w") as b:
         b.write("/slurm/v0.0.38/job/%s\n" % e["slurm_job_id"])
 ' "$work/paths-tfslurmd.txt" "$work/paths-restd.txt"
 chmod 644 "$work"/paths-*.txt
+# Both loops cycle over every job: one without a Slurm job id, or one missing
+# from the list, would ask a different question of each server.
+[[ $(wc -l <"$work/paths-tfslurmd.txt") == "$experiments" ]] ||
+  bench_error "$experiments experiments created, $(wc -l <"$work/paths-tfslurmd.txt") listed"
+! grep -qvx '/slurm/v0.0.38/job/[0-9][0-9]*' "$work/paths-restd.txt" ||
+  bench_error "an experiment without a Slurm job id: $(grep -vx '/slurm/v0.0.38/job/[0-9][0-9]*' "$work/paths-restd.txt" | head -1)"
 
 # slurmrestd as nobody on a unix socket in a directory nobody can reach.
 mkdir -p "$work/restd"
@@ -77,8 +83,10 @@ measure() { # label conns command...
   local label="$1" c="$2" line rpcs
   shift 2
   sdiag -r >/dev/null
+  local status=0
   line="$("$@" --paths-file "$work/paths-$([[ $label == slurmrestd ]] && echo restd || echo tfslurmd).txt" \
-    --count "$((requests * c))" --connections "$c" --rate 0)" || log "warning: errors: $line"
+    --count "$((requests * c))" --connections "$c" --rate 0)" || status=$?
+  check_http_rate "$label, $c connections" "$line" "$status"
   rpcs="$(sdiag | sed -n '/by message type/,/by user/p' | awk -v n="$((requests * c))" '
     /count:/ && !/REQUEST_STATS_INFO/ {split($0, a, "count:"); split(a[2], b, " "); s += b[1]}
     END {printf "%.2f", s / n}')"

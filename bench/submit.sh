@@ -89,21 +89,31 @@ for ((r = 0; r < rounds; r++)); do
   secs[libslurm]=$(awk -v a="${secs[libslurm]}" -v d="$(kv seconds "$line")" 'BEGIN{print a + d}')
   jobs[libslurm]=$((jobs[libslurm] + count))
   # tfslurmd POST loop
+  status=0
   line="$("$BENCH_BIN/bench_http_rate" --port "$HTTP_PORT" --path /experiments --method POST \
     --body-file "$work/spec.json" --id-prefix "sub-r$r" --count "$count" --connections 1 --rate 0 \
-    --header "$AUTH_HEADER" --log "$work/posts-$r.log" || true)"
-  grep -q ' errors=0 ' <<<"$line" || log "warning: POST errors: $line"
+    --header "$AUTH_HEADER" --log "$work/posts-$r.log")" || status=$?
+  check_http_rate "round $((r + 1)): POST /experiments" "$line" "$status"
   cat "$work/posts-$r.log" >>"$work/posts.log"
   secs[post]=$(awk -v a="${secs[post]}" -v d="$(kv seconds "$line")" 'BEGIN{print a + d}')
   jobs[post]=$((jobs[post] + $(kv requests "$line")))
 done
 in_slurm="$(squeue -h | wc -l)"
+# Every job each method submitted is pending (the partition is DOWN): one
+# missing was lost, or a submission answered as if it had been made.
+expected=$((jobs[sbatch] + jobs[libslurm] + jobs[post]))
+((in_slurm == expected)) || bench_error "$expected jobs submitted, $in_slurm in Slurm"
 
 rate() { awk -v n="${jobs[$1]}" -v s="${secs[$1]}" 'BEGIN{printf "%.1f", n/s}'; }
 ratio() { awk -v a="$(rate "$1")" -v b="$(rate "$2")" 'BEGIN{printf "%.2f", a/b}'; }
 lat() { sort -n "$1" | awk -v p="$2" '{v[NR]=$1} END{r=int((p*NR+99)/100); if(r<1)r=1; printf "%.2f", v[r]}'; }
 awk '{print ($2-$1)/1e6}' "$work/posts.log" >"$work/post-lat.txt"
-own="$(python3 "$BENCH_DIR/submit_analyze.py" --requests "$work/posts.log" --rpcs "$work/rpc.log")"
+own="$(python3 "$BENCH_DIR/submit_analyze.py" --requests "$work/posts.log" --rpcs "$work/rpc.log")" ||
+  bench_error "submit_analyze.py failed"
+# Each POST's own time needs its one slurm_submit_batch_job call in the
+# shim's log: a POST without one (or with two) is left out of the figures.
+[[ "$(kv posts "$own")" == "${jobs[post]}" && "$(kv unmatched "$own")" == 0 ]] ||
+  bench_error "tfslurmd's own time: ${jobs[post]} POSTs, $(kv posts "$own") matched to one submission each, $(kv unmatched "$own") not"
 {
   echo "$rounds rounds x $count jobs per method, taking turns; $in_slurm jobs pending in Slurm at the end."
   echo "tfslurmd's database and the jobs' output directories: under $state_on ($state_fs)."

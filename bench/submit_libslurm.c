@@ -167,7 +167,10 @@ int main(int argc, char** argv) {
   if (latencies) {
     FILE* f = fopen(latencies, "w");
     for (int i = 0; f && i < count; ++i) fprintf(f, "%.3f\n", lat[i]);
-    if (f) fclose(f);
+    if (!f || fclose(f) != 0) {
+      perror(latencies);
+      return 1;
+    }
   }
   qsort(lat, count, sizeof(double), cmp_double);
   printf(

@@ -16,6 +16,9 @@ import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
+LEARNING_RATES = [0.0003, 0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2]
+BATCH_SIZES = [16, 64]
+GRID_SIZE = len(LEARNING_RATES) * len(BATCH_SIZES)
 
 
 def call(api, method, path, body=None):
@@ -44,7 +47,7 @@ def spec(sweep_id, steps, step_sleep, schedule, lrs, stopping, search=None):
         },
         # A grid of 8 learning rates x 2 batch sizes, in the order listed
         # (the last parameter by name, arg.--lr, turns fastest).
-        "parameters": {"arg.--lr": {"values": lrs}, "arg.--batch-size": {"values": [16, 64]}},
+        "parameters": {"arg.--lr": {"values": lrs}, "arg.--batch-size": {"values": BATCH_SIZES}},
         "max_concurrent": 3,
         "objective": {"tag": "held_out_loss", "goal": "min"},
         "early_stopping": stopping,
@@ -70,7 +73,29 @@ def run(api, sweep_id, body, timeout_s):
     best = s["best_trial"]
     return {"id": sweep_id, "wall": wall, "node_seconds": s["node_seconds"], "best": best,
             "stopped": s["counts"]["stopped_early"], "trials": len(s["trials"]), "state": s["state"],
-            "reason": s["reason"]}
+            "reason": s["reason"], "problems": problems(s, early_stopping=body["early_stopping"]["rule"] != "none")}
+
+
+def problems(s, early_stopping):
+    """What makes a sweep's figures wrong: it did not complete, a trial
+    failed or never ran, a trial that ran to the end has no objective, or
+    the grid (no early stopping) stopped one early."""
+    found = []
+    if s["state"] != "completed":
+        found.append(f"sweep {s['state']}: {s['reason']}")
+    if len(s["trials"]) != GRID_SIZE:
+        found.append(f"{len(s['trials'])} trials, not {GRID_SIZE}")
+    for t in s["trials"]:
+        stopped = t["end_reason"] == "stopped_early"
+        if stopped and not early_stopping:
+            found.append(f"trial {t['index']} stopped early without early stopping")
+        elif not stopped and t["experiment_state"] != "succeeded":
+            found.append(f"trial {t['index']} {t['experiment_state']}: {t['reason']}")
+        elif not stopped and t["objective"] is None:
+            found.append(f"trial {t['index']} ended without an objective")
+    if s["best_trial"] is None:
+        found.append("no best trial")
+    return found
 
 
 def main():
@@ -87,7 +112,7 @@ def main():
                         "stopping) per seed")
     p.add_argument("--timeout-s", type=int, default=1800)
     a = p.parse_args()
-    lrs = [0.0003, 0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2]
+    lrs = LEARNING_RATES
     asha = {"rule": "asha", "rungs": [int(x) for x in a.rungs.split(",")],
             "reduction_factor": a.reduction_factor}
     listed = {"type": "grid", "order": "listed"}
@@ -111,13 +136,20 @@ def main():
         results.append(r)
         print(f"bench: {sweep_id}: {r['reason']}; {r['node_seconds']:.0f} node-s, {r['wall']:.0f} s",
               file=sys.stderr)
+        for problem in r["problems"]:
+            print(f"bench: error: {sweep_id}: {problem}", file=sys.stderr)
     grid = results[0]
+    if grid["best"] is None:
+        raise SystemExit("the grid has no best trial: nothing to compare with")
     print("| run | trials | stopped early | best trial | best held_out_loss | vs grid's best | node-seconds "
           "| vs grid | wall time | target: within 2% at 1/3 the node-seconds |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    ok = True
     for r in results:
         b = r["best"]
+        if b is None:
+            print(f"| {r['what']} | {r['trials']} | {r['stopped']} | - | - | - | {r['node_seconds']:.0f} | - "
+                  f"| {r['wall']:.0f} s | - |")
+            continue
         rel = b["objective"] / grid["best"]["objective"] - 1
         ns = r["node_seconds"] / grid["node_seconds"]
         params = ", ".join(f"{k}={v}" for k, v in b["params"].items())
@@ -125,8 +157,10 @@ def main():
         print(f"| {r['what']} | {r['trials']} | {r['stopped']} | {b['experiment_id']} ({params}) | "
               f"{b['objective']:.5g} | {rel * 100:+.1f}% | {r['node_seconds']:.0f} | {ns:.2f}x | {r['wall']:.0f} s "
               f"| {met} |")
-        ok = ok and r["state"] == "completed"
-    return 0 if ok else 1
+    failed = [f"{r['id']}: {p}" for r in results for p in r["problems"]]
+    if failed:
+        print("\nErrors: " + "; ".join(failed))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

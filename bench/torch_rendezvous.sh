@@ -83,19 +83,22 @@ run_one() {
       local server="$BENCH_BIN/bench_rendezvous_server" name="tfslurmd"
       [[ $what == floor ]] && server="$BENCH_BIN/bench_rendezvous_floor" name="the bare gRPC floor"
       log "storm of $n agents against $name, $r runs (+$warmup warm-up)"
+      local status=0
       "$BENCH_BIN/bench_rendezvous_storm" --server "$server" --sizes "$n" --runs "$r" --warmup "$warmup" \
-        --dir "$work/srv" --runs-csv "$work/$what-$n.csv" "${extra[@]}" >"$work/$what-$n.md"
-      append "$work/$what-$n.md" "$work/$what.md"
+        --dir "$work/srv" --runs-csv "$work/$what-$n.csv" "${extra[@]}" >"$work/$what-$n.md" || status=$?
+      ((status == 0)) || bench_error "the storm of $n agents against $name exited $status (its errors column and stderr say why)"
+      [[ ! -s "$work/$what-$n.md" ]] || append "$work/$what-$n.md" "$work/$what.md"
       ;;
     tcpstore)
       log "$n ranks against one TCPStore, $r runs (+$warmup warm-up)"
-      if "$BENCH_BIN/bench_tcpstore_storm" --sizes "$n" --runs "$r" --warmup "$warmup" \
+      # It exits 1 after its table when a rank failed in a run: the table
+      # is kept, and the failure listed beside it.
+      if ! "$BENCH_BIN/bench_tcpstore_storm" --sizes "$n" --runs "$r" --warmup "$warmup" \
         --runs-csv "$work/tcpstore-$n.csv" "${tcpstore_args[@]}" >"$work/tcpstore-$n.md" 2>"$work/tcpstore-$n.err"; then
-        append "$work/tcpstore-$n.md" "$work/tcpstore.md"
-      else
         log "TCPStore at $n ranks failed: $(tail -1 "$work/tcpstore-$n.err")"
         printf -- '- TCPStore, %s ranks: failed: `%s`\n' "$n" "$(tail -1 "$work/tcpstore-$n.err")" >>"$work/failures.md"
       fi
+      [[ ! -s "$work/tcpstore-$n.md" ]] || append "$work/tcpstore-$n.md" "$work/tcpstore.md"
       grep -v '^bench_tcpstore_storm' "$work/tcpstore-$n.err" >&2 || true
       ;;
   esac
@@ -206,8 +209,8 @@ EOF
     printf '```\n\n</details>\n'
   done
 } >"$work/section.md"
-results_append "PyTorch's TCPStore rendezvous against tfslurm's (issue 15)" "$command_line" "$work/section.md"
-cat "$work/summary.md"
 # Failed TCPStore runs are figures too (they are in the section), but a run
 # of this script that had any did not measure what it is for.
-[[ ! -s "$work/failures.md" ]] || die "TCPStore runs failed: $(tr '\n' ' ' <"$work/failures.md")"
+[[ ! -s "$work/failures.md" ]] || bench_error "TCPStore runs failed: $(tr '\n' ' ' <"$work/failures.md")"
+results_append "PyTorch's TCPStore rendezvous against tfslurm's (issue 15)" "$command_line" "$work/section.md"
+cat "$work/summary.md"

@@ -145,12 +145,16 @@ StatusOr<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLo
   if (!normalized.ok()) return normalized.status();
   c.url = *normalized;
 
-  if (auto from_env = env("TFSLURM_TOKEN"); present(flags.token))
+  if (auto from_env = env("TFSLURM_TOKEN"); present(flags.token)) {
     c.token = *flags.token;
-  else if (present(from_env))
+    c.token_origin = "--token";
+  } else if (present(from_env)) {
     c.token = *from_env;
-  else if (present(config->token))
+    c.token_origin = "TFSLURM_TOKEN";
+  } else if (present(config->token)) {
     c.token = *config->token;
+    c.token_origin = config_path;
+  }
   if (auto socket = env("TFSLURM_MUNGE_SOCKET"); present(socket)) c.munge_socket = *socket;
   return c;
 }

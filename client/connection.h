@@ -28,6 +28,9 @@ struct Connection {
   // Where `url` came from ("--url", "TFSLURM_URL", the config file's path or
   // "default"), so that a message about an unreachable service can say.
   std::string url_origin;
+  // Where `token` came from ("--token", "TFSLURM_TOKEN" or the config
+  // file's path), so that a refused token's message can say; "" without one.
+  std::string token_origin;
   // munged's socket for those credentials (TFSLURM_MUNGE_SOCKET); empty:
   // libmunge's default (/run/munge/munge.socket.2).
   std::string munge_socket;

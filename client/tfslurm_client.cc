@@ -5,6 +5,10 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdio>
+
+#include "base/unsafe_text.h"
+#include "client/terminal_text.h"
 
 namespace tfslurm::client {
 namespace {
@@ -37,6 +41,39 @@ std::string Encode(std::string_view s) {
 }
 
 std::string ExperimentPath(const std::string& id) { return "/experiments/" + Encode(id); }
+
+// The first string of `value` (a key or a value) that is not UTF-8, named by
+// its field ("command[1]", "env.LR"), or OK. JSON text is UTF-8, and
+// nlohmann's dump throws on anything else (type_error 316): what a user gave
+// from a file, a flag or a directory name is checked here instead, so that
+// the answer names the field and shows the bytes escaped.
+Status CheckUtf8(const json& value, const std::string& field) {
+  auto refuse = [&](const std::string& text, const std::string& what) {
+    const std::string where = field.empty() ? "the request" : field;
+    const size_t at = FirstInvalidUtf8(text).value_or(0);
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X",
+                  static_cast<unsigned>(static_cast<uint8_t>(text[at])));
+    return InvalidArgument(where + (what.empty() ? "" : " " + what) + " is not valid UTF-8 (byte " +
+                               byte + " at offset " + std::to_string(at) + "): '" +
+                               EscapeForTerminal(text) + "'; only UTF-8 text can be sent",
+                           {{where, "must be UTF-8 text, got '" + EscapeForTerminal(text) + "'"}});
+  };
+  auto invalid = [](const std::string& text) { return FirstInvalidUtf8(text).has_value(); };
+  if (value.is_string()) {
+    if (invalid(value.get_ref<const std::string&>()))
+      return refuse(value.get_ref<const std::string&>(), "");
+  } else if (value.is_object()) {
+    for (const auto& [key, item] : value.items()) {
+      if (invalid(key)) return refuse(key, "has a key that");
+      if (Status s = CheckUtf8(item, field.empty() ? key : field + "." + key); !s.ok()) return s;
+    }
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i)
+      if (Status s = CheckUtf8(value[i], field + "[" + std::to_string(i) + "]"); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
 
 // httplib names its errors in one word ("Connection"); say what happened.
 std::string Describe(httplib::Error error) {
@@ -145,6 +182,21 @@ std::string Client::MungeAuthorization(std::string_view method, const std::strin
   return header;
 }
 
+Status Client::WithTokenOrigin(Status status) const {
+  // A token the service refused: say which one, as an unreachable URL's
+  // message says where the URL came from. Only its first characters: the
+  // rest is a secret, and may be on a shared screen.
+  if (status.code() != StatusCode::kUnauthenticated || connection_.token.empty()) return status;
+  const std::string& t = connection_.token;
+  const std::string shown = t.size() > 12 ? t.substr(0, 8) + "..." : "...";
+  return Status(status.code(),
+                status.message() + " (tfctl sent the token " + shown + " from " +
+                    (connection_.token_origin.empty() ? "its options" : connection_.token_origin) +
+                    "; give another with --token, TFSLURM_TOKEN or `token = ...` in "
+                    "~/.config/tfslurm/config)",
+                status.fields());
+}
+
 Status Client::WithMungeError(Status status) const {
   // Only where the service asked for MUNGE: a token-only tfslurmd never would.
   if (status.code() != StatusCode::kUnauthenticated || munge_error_.empty() ||
@@ -168,6 +220,8 @@ StatusOr<json> Client::Call(Method method, const std::string& path, const json* 
                                                                      : "POST",
                                          path);
   if (!munge.empty()) headers.emplace("Authorization", munge);
+  if (body)
+    if (Status s = CheckUtf8(*body, ""); !s.ok()) return s;
   httplib::Result res = method == Method::kGet      ? http_->Get(path, headers)
                         : method == Method::kDelete ? http_->Delete(path, headers)
                         : body ? http_->Post(path, headers, body->dump(), "application/json")
@@ -175,7 +229,7 @@ StatusOr<json> Client::Call(Method method, const std::string& path, const json* 
   if (!res) return Unreachable(connection_, res.error());
   if (res->status < 200 || res->status >= 300) {
     last_error_http_status_ = res->status;
-    return WithMungeError(ServiceError(res->status, res->body, connection_.url));
+    return WithTokenOrigin(WithMungeError(ServiceError(res->status, res->body, connection_.url)));
   }
   json j = json::parse(res->body, nullptr, false);
   if (j.is_discarded())
@@ -245,6 +299,12 @@ StatusOr<json> Client::GetSweep(const std::string& id) {
 StatusOr<json> Client::CancelSweep(const std::string& id) {
   json body = json::object();
   return Call(Method::kPost, "/sweeps/" + Encode(id) + "/cancel", &body);
+}
+
+StatusOr<json> Client::DeleteSweep(const std::string& id, bool files) {
+  json body = json::object();
+  return Call(Method::kPost, "/sweeps/" + Encode(id) + "/delete" + (files ? "?files=true" : ""),
+              &body);
 }
 
 StatusOr<CreatedToken> Client::CreateToken(const std::string& user, bool admin) {

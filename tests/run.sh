@@ -55,6 +55,7 @@ source tests/lib/ci.sh
 # before anything runs (tests/lib/ci.sh says why).
 detect_ci
 refuse_stage_switches >&2 || exit 2
+read_floors tests/floors.txt >&2 || exit 2
 
 # Each step's wall time, for the summary (what each part of a CI run costs).
 step_names=() step_seconds=() step_started=$SECONDS
@@ -68,7 +69,7 @@ step() {
 # Every stage, in the order of the summary; each ends up counted (record)
 # or NOT RUN with the reason (not_run).
 compat_release=26.05.3
-stages=(format unit asan integration e2e "compat-$compat_release" fuzz tsan thread-safety bench)
+stages=(format unit asan integration e2e "compat-$compat_release" python fuzz tsan thread-safety bench)
 declare -A passed failed skipped not_run_why
 mkdir -p build
 skips_file=build/skips.tsv # STAGE<TAB>TEST<TAB>REASON, one line per skipped test
@@ -171,7 +172,11 @@ cluster_dir="$(mktemp -d /tmp/tfs-ci-XXXX)"
 chmod 755 "$cluster_dir" # munged runs as the munge user and must reach its socket
 cleanup() { deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true; rm -rf "$cluster_dir"; }
 trap cleanup EXIT
-conf_line="$(deploy/local-slurm/start.sh "$cluster_dir")"
+# Hosts apart (issue 43): every slurmd, slurmctld, the service host and a
+# login host in network namespaces of their own, joined by bridges; the
+# integration tests run on the service host and reach every other host by
+# its own address (deploy/local-slurm/README.md, "Hosts apart").
+conf_line="$(deploy/local-slurm/start.sh --hosts-apart "$cluster_dir")"
 export TFSLURM_SLURM_CONF="${conf_line#SLURM_CONF=}"
 echo "cluster: $TFSLURM_SLURM_CONF"
 
@@ -222,6 +227,16 @@ compat_rc=${PIPESTATUS[0]}
 set -e
 record_counts "compat-$compat_release" compat build/compat.log "$compat_rc"
 
+# The Python package (client/python): its wheel, its unit tests, mypy
+# --strict, and installs beside tensorflow-cpu and torch (tests/python.sh;
+# its tools in a venv cached outside the checkout, deploy/install-pytools.sh).
+step "Python package (tests/python.sh)"
+set +e
+tests/python.sh 2>&1 | tee build/python.log
+python_rc=${PIPESTATUS[0]}
+set -e
+record_counts python pytest build/python.log "$python_rc"
+
 # Fuzzing: each libFuzzer target (tests/fuzz, clang) runs for
 # TFSLURM_FUZZ_SECONDS, two at a time: 30 s each keeps the whole CI run
 # inside its limit, and catches what a change breaks in the corpus's
@@ -250,7 +265,7 @@ if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   set +e
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
     ninja -C build-tsan -j"$jobs" agent_unit_tests agent_end_to_end_test agent_session_test \
-      experiments_concurrency_test api_concurrency_test daemon_test local_files_test
+      experiments_concurrency_test api_concurrency_test daemon_test local_files_test tsan_grpc_control
   tsan_rc=$?
   if [[ $tsan_rc -eq 0 ]]; then
     # Test programs not built here are listed by ctest as *_NOT_BUILT.
@@ -308,7 +323,7 @@ fi
 step "summary"
 # What failed, by name and with its first lines, gathered from every stage's
 # log: the logs are long, and only the end of a CI run's output is kept.
-for log in build/unit.log build-asan/unit.log build/integration.log build/e2e.log build/compat.log \
+for log in build/unit.log build-asan/unit.log build/integration.log build/e2e.log build/compat.log build/python.log \
   build/fuzz.log build-tsan/tsan.log build/bench.log; do
   [[ -f $log ]] || continue
   failed=$(grep -E -A 12 '^not ok |^FAILED |^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)$' "$log" |

@@ -31,7 +31,9 @@
 // registration -> last assignment, and the size of an attempt-2 Assignment.
 //
 // Prints a Markdown summary (one row per N) on stdout; per-run lines go to
-// stderr, and with --runs-csv FILE to FILE.
+// stderr, and with --runs-csv FILE to FILE. Exits 1 after the table when a
+// run (a warm-up run too) had an error, a cancel was refused, or a server
+// did not exit 0.
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 
@@ -387,7 +389,10 @@ RunResult RunInPlace(ServerProcess& server, int n, int tasks_per_node) {
     res.errors = run.errors;
     if (!run.first_error.empty()) fprintf(stderr, "  N=%d: %s\n", n, run.first_error.c_str());
   }
-  server.Command(std::string("cancel ") + exp);
+  if (std::string answer = server.Command(std::string("cancel ") + exp); answer != "ok") {
+    ++res.errors;
+    fprintf(stderr, "  N=%d: cancelling %s: %s\n", n, exp, answer.c_str());
+  }
 
   if (res.errors == 0) {
     const Time fail = agents[n / 2]->exit_sent, go = Time{};
@@ -449,6 +454,8 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   FILE* csv = runs_csv.empty() ? nullptr : fopen(runs_csv.c_str(), "w");
+  if (!runs_csv.empty() && !csv) ServerProcess::Die("cannot write " + runs_csv);
+  int all_errors = 0;
   if (csv)
     fprintf(
         csv,
@@ -489,6 +496,7 @@ int main(int argc, char** argv) {
                 tick_ms, poll_ms, r.connect_ms, r.first_gap_ms, r.total_ms, r.standby_ms,
                 r.tick_wait_ms, r.next_ms, r.rereg_gap_ms, r.server_cpu_ms, r.assignment_bytes,
                 r.errors);
+      all_errors += r.errors;  // a warm-up run's errors too
       if (run < warmup) continue;
       errors += r.errors;
       if (r.errors) continue;
@@ -511,7 +519,17 @@ int main(int argc, char** argv) {
         Percentile(reregs, 50), Percentile(reregs, 99), Percentile(firsts, 50),
         Percentile(firsts, 99), tick_ms, poll_ms, bytes, Percentile(cpus, 50), errors);
     fflush(stdout);
+    if (int status = server.Quit(); status != 0) {
+      fprintf(stderr, "N=%d: the server exited with status %d\n", n, status);
+      ++all_errors;
+    }
   }
-  if (csv) fclose(csv);
+  if (csv && fclose(csv) != 0) ServerProcess::Die("cannot write " + runs_csv);
+  // A run with an error did not measure a restart in place; the caller must
+  // know, whatever the table says.
+  if (all_errors > 0) {
+    fprintf(stderr, "%s: %d errors\n", program_invocation_short_name, all_errors);
+    return 1;
+  }
   return 0;
 }

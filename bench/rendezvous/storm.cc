@@ -18,7 +18,9 @@
 // /proc/PID/status every 2 ms (Threads, VmRSS); VmHWM is read after the run.
 //
 // Prints a Markdown summary (one row per N) on stdout; per-run rows go to
-// stderr, and with --runs-csv FILE to FILE.
+// stderr, and with --runs-csv FILE to FILE. Exits 1 after the table when a
+// run (a warm-up run too) had an error: an agent refused, a stream broken or
+// an assignment missing, a cancel refused, or a server that did not exit 0.
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -88,6 +90,10 @@ class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, Servic
     r->set_address(name);
     r->set_port(40000 + proc % tasks_per_node);
     stub->async()->Connect(&context_, this);
+    // Close() writes from outside the reactions, maybe after the service
+    // has ended the stream (a refusal ends it): the hold keeps the stream,
+    // and OnDone back, until then.
+    AddHold();
     StartWrite(&register_);
     StartRead(&reply_);
     StartCall();
@@ -124,7 +130,10 @@ class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, Servic
     storm_->cv.notify_all();
   }
 
-  void Close() { StartWritesDone(); }
+  void Close() {
+    StartWritesDone();
+    RemoveHold();
+  }
 
   Clock::time_point registered_at_{}, assigned_at_{};
   size_t tf_config_bytes_ = 0;
@@ -143,7 +152,8 @@ struct RunResult {
   double connect_ms = 0, first_reg_ms = 0, last_reg_ms = 0, last_assign_ms = 0;
   double gap_ms = 0;                 // last registration -> last assignment
   std::vector<double> per_agent_ms;  // register -> assignment
-  int refused = 0, broken = 0, missing = 0;
+  int refused = 0, broken = 0, missing = 0, cancel_errors = 0;
+  int Errors() const { return refused + broken + missing + cancel_errors; }
   long max_threads = 0, max_rss_kb = 0, hwm_kb = 0;
   double server_cpu_ms = 0, client_cpu_ms = 0;
   size_t tf_config_bytes = 0;
@@ -260,7 +270,10 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
     std::unique_lock lock(storm.mu);
     storm.cv.wait_for(lock, std::chrono::seconds(60), [&] { return storm.done == n; });
   }
-  server.Command(std::string("cancel ") + exp);
+  if (std::string answer = server.Command(std::string("cancel ") + exp); answer != "ok") {
+    ++res.cancel_errors;
+    fprintf(stderr, "  N=%d: cancelling %s: %s\n", n, exp, answer.c_str());
+  }
   agents.clear();
   stubs.clear();
   channels.clear();
@@ -313,6 +326,8 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   FILE* csv = runs_csv.empty() ? nullptr : fopen(runs_csv.c_str(), "w");
+  if (!runs_csv.empty() && !csv) ServerProcess::Die("cannot write " + runs_csv);
+  int all_errors = 0;
   if (csv)
     fprintf(
         csv,
@@ -359,8 +374,9 @@ int main(int argc, char** argv) {
                 res.tf_config_bytes);
       threads = std::max(threads, res.max_threads);
       hwm = std::max(hwm, res.hwm_kb);
+      all_errors += res.Errors();  // a warm-up run's errors too
       if (run < warmup) continue;
-      errors += res.refused + res.broken + res.missing;
+      errors += res.Errors();
       gaps.push_back(res.gap_ms);
       storms.push_back(res.last_assign_ms);
       rates.push_back(n / (res.last_assign_ms / 1000.0));
@@ -376,7 +392,18 @@ int main(int argc, char** argv) {
         Percentile(rates, 50), Percentile(agent_all, 50), Percentile(agent_all, 99),
         Percentile(connects, 50), threads, hwm / 1024.0, Percentile(cpus, 50), errors);
     fflush(stdout);
+    if (int status = server.Quit(); status != 0) {
+      fprintf(stderr, "N=%d: the server exited with status %d\n", n, status);
+      ++all_errors;
+    }
   }
-  if (csv) fclose(csv);
+  if (csv && fclose(csv) != 0) ServerProcess::Die("cannot write " + runs_csv);
+  // The table has the figures; a run that was refused, broken or lost an
+  // agent did not measure what it is for, and the caller must know.
+  if (all_errors > 0) {
+    fprintf(stderr, "%s: %d errors (refused, broken or missing assignments, failed cancels)\n",
+            program_invocation_short_name, all_errors);
+    return 1;
+  }
   return 0;
 }

@@ -124,12 +124,20 @@ class ServerProcess {
     if (sscanf(ready_.c_str(), "ready agent_port=%d", &agent_port_) != 1)
       Die("server did not start: " + ready_);
   }
-  ~ServerProcess() {
+  ~ServerProcess() { Quit(); }
+  // Tells the server to quit and waits for it: its exit status (0 when it
+  // exited normally with 0; a killed server gives 128 + the signal). Later
+  // calls give the same.
+  int Quit() {
+    if (pid_ < 0) return exit_status_;
     Command("quit", /*answer=*/false);
     fclose(to_);
     int status = 0;
     waitpid(pid_, &status, 0);
     fclose(from_);
+    pid_ = -1;
+    exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exit_status_;
   }
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -163,6 +171,7 @@ class ServerProcess {
   }
 
   pid_t pid_ = -1;
+  int exit_status_ = 0;
   FILE* to_ = nullptr;
   FILE* from_ = nullptr;
   int agent_port_ = 0;

@@ -50,7 +50,9 @@
 // 2 ms (Threads, VmRSS, RssAnon), VmHWM after the run, its CPU time.
 //
 // Prints a Markdown summary (one row per N) on stdout; per-run lines on
-// stderr, and with --runs-csv FILE per-run rows to FILE.
+// stderr, and with --runs-csv FILE per-run rows to FILE. Exits 1 after the
+// table when a rank failed in any run (a warm-up run too), or the store
+// server did not exit 0.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -230,12 +232,19 @@ class ServerProcess {
     idle_fds_ = OpenFds(pid_);
     idle_ = ReadProcStatus(pid_);
   }
-  ~ServerProcess() {
+  ~ServerProcess() { Quit(); }
+  // Tells the server to quit and waits for it: its exit status (128 + the
+  // signal for a killed one). Later calls give the same.
+  int Quit() {
+    if (pid_ < 0) return exit_status_;
     fprintf(to_, "quit\n");
     fclose(to_);
     int status = 0;
     waitpid(pid_, &status, 0);
     fclose(from_);
+    pid_ = -1;
+    exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exit_status_;
   }
   pid_t pid() const { return pid_; }
   int port() const { return port_; }
@@ -272,6 +281,7 @@ class ServerProcess {
 
  private:
   pid_t pid_ = -1;
+  int exit_status_ = 0;
   FILE* to_ = nullptr;
   FILE* from_ = nullptr;
   int port_ = 0;
@@ -501,6 +511,8 @@ int main(int argc, char** argv) {
   }
 
   FILE* csv = runs_csv.empty() ? nullptr : fopen(runs_csv.c_str(), "w");
+  if (!runs_csv.empty() && !csv) Die("cannot write " + runs_csv);
+  int all_errors = 0;
   if (csv)
     fprintf(
         csv,
@@ -554,6 +566,7 @@ int main(int argc, char** argv) {
       threads = std::max(threads, res.max_threads);
       hwm = std::max(hwm, res.hwm_kb);
       anon = std::max(anon, res.max_anon_kb);
+      all_errors += res.errors;  // a warm-up run's errors too
       if (run < warmup) continue;
       errors += res.errors;
       for (int i = 0; i < 4; ++i) all.daemon_samples[i] += res.daemon_samples[i];
@@ -576,7 +589,15 @@ int main(int argc, char** argv) {
         Percentile(client_cpus, 50), all.DaemonShare(DaemonState::kRunning),
         all.DaemonShare(DaemonState::kRecv), all.DaemonShare(DaemonState::kPoll), errors);
     fflush(stdout);
+    if (int status = server.Quit(); status != 0) {
+      fprintf(stderr, "N=%d: the store server exited with status %d\n", n, status);
+      ++all_errors;
+    }
   }
-  if (csv) fclose(csv);
+  if (csv && fclose(csv) != 0) Die("cannot write " + runs_csv);
+  if (all_errors > 0) {
+    fprintf(stderr, "bench_tcpstore_storm: %d errors (failed ranks)\n", all_errors);
+    return 1;
+  }
   return 0;
 }

@@ -77,7 +77,7 @@ _tfctl() {
       flags="--user --admin"
       ;;
     sweep)
-      local verbs="submit status list cancel"
+      local verbs="submit status list cancel delete"
       local verb="" w
       for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
         [[ " $verbs " == *" $w "* ]] && verb=$w
@@ -91,12 +91,13 @@ _tfctl() {
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         return 0
       fi
-      if [[ $cur != -* && ($verb == status || $verb == cancel) ]]; then
+      if [[ $cur != -* && ($verb == status || $verb == cancel || $verb == delete) ]]; then
         mapfile -t COMPREPLY < <(compgen -W "$(tfctl sweep list -o json 2>/dev/null |
           sed -n 's/.*"id": *"\([^"]*\)".*/\1/p')" -- "$cur")
         return 0
       fi
       flags="-o --output"
+      [[ $verb == delete ]] && flags="--files -o --output"
       ;;
     *) return 0 ;;
   esac

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/build_info.h"
+#include "client/terminal_text.h"
 #include "client/tfctl/command.h"
 
 namespace {
@@ -32,9 +33,10 @@ void AddConnectionOptions(CLI::App* app, tfslurm::client::ConnectionFlags& flags
   app->add_option("--token", flags.token, "API token, sent as Authorization: Bearer");
 }
 
-// The first word that is neither an option nor an option's value: the
-// subcommand, when the command line is right. --url and --token take a value.
-std::optional<std::string> FirstWord(const std::vector<std::string>& args) {
+// The words that are neither options nor the values of --url and --token:
+// the subcommand and, for one that has its own (sweep, token), the next.
+std::vector<std::string> Words(const std::vector<std::string>& args) {
+  std::vector<std::string> words;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--url" || a == "--token") {
@@ -42,9 +44,24 @@ std::optional<std::string> FirstWord(const std::vector<std::string>& args) {
       continue;
     }
     if (!a.empty() && a[0] == '-') continue;
-    return a;
+    words.push_back(a);
   }
-  return std::nullopt;
+  return words;
+}
+
+// CLI11 would take a mistyped subcommand for an extra argument and answer
+// "A subcommand is required". Says which word is wrong, the nearest name
+// and the names there are; false when `word` is one of `names`.
+bool UnknownSubcommand(const std::string& command, const std::string& word,
+                       const std::vector<std::string>& names) {
+  if (std::find(names.begin(), names.end(), word) != names.end()) return false;
+  std::string near = tfslurm::tfctl::Nearest(word, names);
+  std::cerr << command << ": unknown subcommand '" << tfslurm::client::EscapeForTerminal(word)
+            << "'" << (near.empty() ? "" : "; did you mean '" + near + "'?") << "\n"
+            << "the subcommands: ";
+  for (size_t i = 0; i < names.size(); ++i) std::cerr << (i ? ", " : "") << names[i];
+  std::cerr << " (" << command << " --help)\n";
+  return true;
 }
 
 }  // namespace
@@ -94,19 +111,29 @@ int main(int argc, char** argv) {
                            tfslurm::base::TfslurmCommit() + ")",
                        "print tfctl's version and the commit it was built from");
 
-  // CLI11 would take a mistyped subcommand for an extra argument and answer
-  // "A subcommand is required".
-  if (auto word = FirstWord(args)) {
+  const std::vector<std::string> words = Words(args);
+  if (!words.empty()) {
     std::vector<std::string> names;
     for (const Command& c : commands) names.push_back(c.app->get_name());
-    if (std::find(names.begin(), names.end(), *word) == names.end()) {
-      std::string near = Nearest(*word, names);
-      std::cerr << "tfctl: unknown subcommand '" << *word << "'"
-                << (near.empty() ? "" : "; did you mean '" + near + "'?") << "\n"
-                << "the subcommands: ";
-      for (size_t i = 0; i < names.size(); ++i) std::cerr << (i ? ", " : "") << names[i];
-      std::cerr << " (tfctl --help)\n";
-      return kExitUsage;
+    if (UnknownSubcommand("tfctl", words[0], names)) return kExitUsage;
+    // A command's own subcommands (tfctl sweep status, tfctl token create).
+    const bool help = std::find_if(args.begin(), args.end(), [](const std::string& a) {
+                        return a == "--help" || a == "-h";
+                      }) != args.end();
+    for (const Command& c : commands) {
+      if (c.app->get_name() != words[0]) continue;
+      std::vector<std::string> subs;
+      for (const CLI::App* sub : c.app->get_subcommands([](CLI::App*) { return true; }))
+        subs.push_back(sub->get_name());
+      if (subs.empty() || help) break;
+      const std::string command = "tfctl " + words[0];
+      if (words.size() < 2) {
+        std::cerr << command << ": which? ";
+        for (size_t i = 0; i < subs.size(); ++i) std::cerr << (i ? ", " : "") << subs[i];
+        std::cerr << " (" << command << " --help)\n";
+        return kExitUsage;
+      }
+      if (UnknownSubcommand(command, words[1], subs)) return kExitUsage;
     }
   }
 

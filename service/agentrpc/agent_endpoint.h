@@ -37,7 +37,10 @@ StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(const std::strin
 // (JSON). A register waits up to ?wait_s= seconds (default 30, at most 120)
 // for the assignment and answers 202 {} if the barrier is not complete yet;
 // registering again is how a curl client keeps waiting. Heartbeats answer a
-// pending Shutdown, if any.
+// pending Shutdown, if any. A client sends them every heartbeat_interval_ms
+// of its Assignment while its program runs, as the agent does: a task
+// silent past the reconnect window is gone (docs/restarts.md, "Network
+// faults").
 void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments);
 
 }  // namespace tfslurm::agentrpc

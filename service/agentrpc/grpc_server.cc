@@ -5,12 +5,19 @@
 // and a write's reactions may run at once; core sends to a stream from any
 // thread, under its lock. Each ConnectReactor's `mu_` guards its write side;
 // its read side is touched by one read reaction at a time.
+//
+// What gRPC orders for us (grpcpp/support/server_callback.h: a reaction runs
+// after the operation that started it; OnDone after every other reaction)
+// happens inside Debian's gRPC, which is not built with TSan; the reactor
+// tells TSan of exactly those orderings (base/happens_before.h), so the TSan
+// suite needs no suppression that would hide a race in a reaction of ours.
 #include <grpcpp/grpcpp.h>
 
 #include <atomic>
 #include <deque>
 
 #include "agent.grpc.pb.h"
+#include "base/happens_before.h"
 #include "base/mutex.h"
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/agentrpc/convert.h"
@@ -50,7 +57,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   explicit ConnectReactor(Experiments* experiments)
       : experiments_(experiments), channel_(std::make_shared<StreamChannel>(this)) {
     if (experiments_)
-      StartRead(&in_);
+      StartReading();
     else
       FinishWhenWritten(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tfslurmd is starting; retry"));
   }
@@ -65,6 +72,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   void OnReadDone(bool ok) override {
+    Reaction reaction(this, &in_);
     if (!ok) {
       // The agent closed its side (after Exited) or the stream broke.
       if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
@@ -90,10 +98,11 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
               : InvalidArgument("a stream speaks for one task only");
       if (!s.ok()) channel_->Send(RefusalFor(s));
     }
-    StartRead(&in_);
+    StartReading();
   }
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    Reaction reaction(this, &queue_);
     MutexLock lock(mu_);
     writing_ = false;
     if (!queue_.empty()) queue_.pop_front();
@@ -104,21 +113,44 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   void OnDone() override {
+    TFSLURM_HAPPENS_AFTER(&done_);  // every other reaction has ended
     channel_->Detach();
     delete this;
   }
 
   void OnCancel() override {
+    Reaction reaction(this, nullptr);  // may run beside the others: after no operation
     if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
   }
 
  private:
+  // A reaction's scope, for TSan: it runs after the operation that started
+  // it (the address that operation named when it started; none for
+  // OnCancel), and before OnDone.
+  class Reaction {
+   public:
+    Reaction(ConnectReactor* reactor, const void* operation) : reactor_(reactor) {
+      if (operation) TFSLURM_HAPPENS_AFTER(operation);
+    }
+    ~Reaction() { TFSLURM_HAPPENS_BEFORE(&reactor_->done_); }
+
+   private:
+    ConnectReactor* reactor_;
+  };
+
+  void StartReading() {
+    TFSLURM_HAPPENS_BEFORE(&in_);
+    StartRead(&in_);
+  }
+
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!queue_.empty()) {
       writing_ = true;
+      TFSLURM_HAPPENS_BEFORE(&queue_);
       StartWrite(&queue_.front());
     } else if ((finish_after_writes_ || pending_finish_) && !finished_) {
       finished_ = true;
+      TFSLURM_HAPPENS_BEFORE(&done_);
       Finish(pending_finish_ ? *pending_finish_ : grpc::Status::OK);
     }
   }
@@ -150,6 +182,9 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_after_writes_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
+
+  // For TSan only: what OnDone comes after (Reaction, Finish).
+  char done_ = 0;
 };
 
 void StreamChannel::Send(const ServiceMsg& message) {

@@ -219,10 +219,9 @@ void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments,
         s = Status(StatusCode::kResourceExhausted, "the request body is larger than the limit");
         break;
       case 400:
-        // httplib refuses a malformed request before routing, most often a
-        // POST without Content-Length (curl -X POST with no -d).
-        s = InvalidArgument("malformed HTTP request for " + req.method + " " + req.path +
-                            " (a POST needs a body or Content-Length: 0, e.g. curl -X POST -d '')");
+        // httplib refuses a malformed request before routing: a request
+        // line or a header field it cannot parse, framing it does not take.
+        s = InvalidArgument("malformed HTTP request for " + req.method + " " + req.path);
         break;
       default:
         s = InvalidArgument("the request could not be handled (HTTP " + std::to_string(res.status) +

@@ -48,6 +48,7 @@ json TrialJson(const SweepTrialView& v) {
           {"end_reason", t.end_reason ? EndReasonName(*t.end_reason) : ""},
           {"objective", Optional(t.objective)},
           {"objective_step", Optional(t.objective_step)},
+          {"last_step", Optional(t.last_step)},
           {"rungs_passed", t.rungs_passed},
           {"node_seconds", t.node_seconds},
           {"note", t.note},
@@ -135,6 +136,32 @@ void RegisterSweepRoutes(httplib::Server& server, Experiments& experiments, Auth
         if (!after.ok()) return ReplyError(res, after.status());
         res.status = 200;
         res.set_content(SweepViewJson(*after), "application/json");
+      }));
+
+  // As POST /experiments/{id}/delete: removing a sweep and its trials'
+  // experiments (with ?files=true their directories) cannot be undone.
+  server.Post(
+      std::string("/sweeps/") + kSweepIdPattern + "/delete",
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        auto view = experiments.GetSweep(req.matches[1]);
+        if (!view.ok()) return ReplyError(res, view.status());
+        if (Status s = CheckSweepAccess(who, view->sweep); !s.ok()) return ReplyError(res, s);
+        auto deleted = experiments.DeleteSweep(req.matches[1], IsTrue(req, "files"));
+        if (!deleted.ok()) return ReplyError(res, deleted.status());
+        json trials = json::array();
+        int64_t entries = 0;
+        for (const DeleteResult& d : deleted->experiments) {
+          trials.push_back({{"id", d.id},
+                            {"files_removed_from", d.files_removed_from},
+                            {"entries_removed", d.entries_removed},
+                            {"model_dir_kept", d.model_dir_kept}});
+          entries += d.entries_removed;
+        }
+        Reply(res, 200,
+              {{"id", deleted->id},
+               {"deleted", true},
+               {"experiments_deleted", trials},
+               {"entries_removed", entries}});
       }));
 }
 

@@ -3,6 +3,8 @@
 //   GET  /sweeps                  the caller's sweeps (an admin's: everyone's), newest first
 //   GET  /sweeps/{id}             the sweep, its trials, their objectives and the best
 //   POST /sweeps/{id}/cancel      cancels the sweep and its running trials
+//   POST /sweeps/{id}/delete      removes an ended sweep and its trials' experiments
+//                                 (?files=true: their directories too)
 // A sweep belongs to its owner: another user's is a 404, with the same
 // answer as for an id that does not exist (as an experiment's, auth.h).
 //

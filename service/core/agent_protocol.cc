@@ -13,25 +13,54 @@
 
 namespace tfslurm {
 
+namespace {
+
+// The one answer to a message whose experiment, attempt and secret do not
+// belong together: an experiment that does not exist, a wrong secret, an
+// attempt that never was. The same bytes whichever it is, so that nothing
+// but the holder of an attempt's secret learns whether the experiment
+// exists, whether it has ended or which attempt is current. NotFound, so an
+// agent that reached a tfslurmd that does not know its experiment keeps
+// trying for a while (RefusalFor: unknown_experiment).
+Status NoSuchAgent(const TaskRef& ref) {
+  return NotFound("no experiment '" + ref.experiment_id + "' with attempt " +
+                  std::to_string(ref.attempt) + " and this secret");
+}
+
+}  // namespace
+
+bool AgentProtocol::HoldsSecretOf(const TaskRef& ref, const OpenExperiment* open) {
+  const std::string hash = Sha256Hex(ref.secret);
+  if (open && ref.attempt == open->attempt.record.number)
+    return hash == open->attempt.record.secret_sha256;
+  // Another attempt (an agent of an earlier one, or tfslurmd restarted and
+  // the experiment not in memory): its own secret, as stored.
+  auto attempts = core_.ports().store.ListAttempts(ref.experiment_id);
+  if (!attempts.ok()) return false;
+  for (const AttemptRecord& a : *attempts)
+    if (a.number == ref.attempt) return !a.secret_sha256.empty() && hash == a.secret_sha256;
+  return false;
+}
+
 StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace* place) {
   auto it = core_.open().find(ref.experiment_id);
-  if (it == core_.open().end()) {
+  OpenExperiment* open = it == core_.open().end() ? nullptr : it->second.get();
+  // The secret before anything else is looked at or said.
+  if (!HoldsSecretOf(ref, open)) return NoSuchAgent(ref);
+  if (!open) {
     auto e = core_.ports().store.GetExperiment(ref.experiment_id);
-    if (!e.ok()) return NotFound("no experiment '" + ref.experiment_id + "'");
+    if (!e.ok()) return NoSuchAgent(ref);
     // Stored but not yet in memory: its submission is still being recorded.
     if (!IsTerminal(e->state))
       return Unavailable("experiment '" + ref.experiment_id + "' is still being set up; retry");
     return FailedPrecondition("experiment '" + ref.experiment_id + "' has ended (" +
                               ExperimentStateName(e->state) + ")");
   }
-  OpenExperiment& a = *it->second;
+  OpenExperiment& a = *open;
   if (ref.attempt != a.attempt.record.number)
     return FailedPrecondition(
         "attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
         "' is not current (current: " + std::to_string(a.attempt.record.number) + ")");
-  if (Sha256Hex(ref.secret) != a.attempt.record.secret_sha256)
-    return Status(StatusCode::kUnauthenticated, "wrong attempt secret for '" + ref.experiment_id +
-                                                    "' attempt " + std::to_string(ref.attempt));
   *place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
   if (place->kind == ProcPlace::kOut) {
     if (ref.proc_id < 0 || a.attempt.record.node_slots.IsIdentity())
@@ -140,9 +169,16 @@ void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
 
 void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
                                std::shared_ptr<TaskChannel> channel) {
+  // Whoever sends it, and before anything is looked up: the same for every
+  // experiment.
+  if (std::string problem = RegisterInfoProblem(info); !problem.empty()) {
+    channel->Send(RefusedMsg{"the registration is refused: " + problem, true});
+    return;
+  }
   bool queued;
   {
     MutexLock lock(core_.mu());
+    core_.HeardFromAgent(core_.ports().clock.NowMs());
     if (info.standby) return OnStandby(ref, info, std::move(channel));
     queued = RegisterTask(ref, info, std::move(channel));
   }
@@ -199,8 +235,11 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
     // is lost in a crash registers again when it reconnects.
     a.attempt.heartbeat_dirty.insert(proc);
   }
+  // An agent registering proves the job runs, before the next poll says so
+  // (a restart in place asks whether it still does).
+  if (a.attempt.job_state == JobState::kPending || a.attempt.job_state == JobState::kUnknown)
+    a.attempt.job_state = JobState::kRunning;
   if (a.attempt.record.state == AttemptState::kPending) {
-    // An agent registering proves the job runs, before the next poll says so.
     a.attempt.record.state = AttemptState::kRunning;
     a.attempt.record.slurm_state = "RUNNING";
     a.attempt.record.started_at = now;
@@ -280,6 +319,7 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
   auto found = FindTask(ref, &task);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
+  core_.HeardFromAgent(core_.ports().clock.NowMs());
   a.attempt.tasks[task].last_heartbeat = core_.ports().clock.NowMs();
   a.attempt.heartbeat_dirty.insert(task);
   if (a.attempt.tasks[task].state == TaskState::kLost) {
@@ -305,14 +345,20 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   a.record.updated_at = a.attempt.last_progress_ms = core_.ports().clock.NowMs();
   a.attempt.run->MarkStepTrained();
   // The path is what the program wrote in MODEL_DIR/checkpoint, and others
-  // (an admin) read it: one with a control or bidi character is not kept,
-  // and the event says why. The step still counts.
-  if (std::optional<std::string> unsafe = UnsafeCharacter(path)) {
+  // (an admin) read it: one with an unsafe character, or longer than a path
+  // can be (PATH_MAX, 4096 bytes: it would be stored with the experiment and
+  // in each checkpoint event), is not kept, and the event says why without
+  // quoting it. The step still counts.
+  std::optional<std::string> unsafe = UnsafeCharacter(path);
+  if (unsafe || path.size() > kMaxCheckpointPathBytes) {
     a.record.checkpoint_path.clear();
     c.experiment = a.record;
-    core_.Event(c, a, "checkpoint",
-                "step " + std::to_string(step) + "; its path is ignored: it has " + *unsafe +
-                    ", and a checkpoint path must be " + kSafeTextRule);
+    core_.Event(
+        c, a, "checkpoint",
+        "step " + std::to_string(step) + "; its path is ignored: " +
+            (unsafe ? "it has " + *unsafe + ", and a checkpoint path must be " + kSafeTextRule
+                    : "it is " + std::to_string(path.size()) + " bytes long, at most " +
+                          std::to_string(kMaxCheckpointPathBytes) + " are kept"));
     core_.Commit(c);
     return Status::Ok();
   }
@@ -466,6 +512,29 @@ void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel)
   slot.standing_by = false;  // until its agent comes back to wait
 }
 
+namespace {
+
+// The experiment's reason while a failed attempt's tasks are stopped. A
+// SIGTERM that tfslurm did not send is how Slurm ends a job at its time
+// limit, at a preemption or at a scancel: until Slurm says which, it is not
+// called a failure.
+std::string FailureReason(const OpenExperiment& a, const Outcome& o, int64_t now) {
+  const std::string attempt_n = "attempt " + std::to_string(a.attempt.record.number);
+  // Slurm's end time for a running job is its start plus its time limit;
+  // the SIGTERM comes when it passes (give or take a poll of slurmctld's).
+  if (o.by_sigterm && a.attempt.job_end_ms > 0 && now >= a.attempt.job_end_ms - 5000)
+    return attempt_n + ": " + o.reason +
+           " at its Slurm job's time limit; waiting for Slurm to end the job";
+  if (o.by_sigterm)
+    return attempt_n + ": " + o.reason +
+           ": a SIGTERM, which Slurm sends at a time limit, a preemption or a scancel; waiting "
+           "for Slurm to say how the job ended";
+  return attempt_n + " failed: " + o.reason +
+         (a.spec.restart.in_allocation ? "; stopping its tasks" : "; ending its Slurm job");
+}
+
+}  // namespace
+
 void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
   const Outcome& o = a.attempt.run->outcome();
   if (o.kind == Outcome::kSucceeded) {
@@ -480,9 +549,7 @@ void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
     // ended: a task killed by SIGTERM may be the symptom of a preemption or
     // the time limit, which Slurm's final state tells apart.
     ReapRemaining(a, c, "attempt failed: " + o.reason);
-    a.record.reason =
-        "attempt " + std::to_string(a.attempt.record.number) + " failed: " + o.reason +
-        (a.spec.restart.in_allocation ? "; stopping its tasks" : "; ending its Slurm job");
+    a.record.reason = FailureReason(a, o, core_.ports().clock.NowMs());
     a.record.updated_at = core_.ports().clock.NowMs();
     c.experiment = a.record;
   }

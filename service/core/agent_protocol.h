@@ -64,10 +64,16 @@ class AgentProtocol {
   // (CoreState::CommitAfterUnlock). Returns whether it queued any.
   bool RegisterTask(const TaskRef& ref, const RegisterInfo& info,
                     std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // Checks a TaskRef against the current attempt (id, attempt, secret) and
-  // places its SLURM_PROCID in the attempt's nodes (node_slots.h): a task,
-  // a spare, or out of range.
+  // Checks a TaskRef: first that its secret is the secret of its attempt
+  // (anything else, a missing experiment included, is one NotFound of the
+  // same bytes), then that the attempt is current; and places its
+  // SLURM_PROCID in the attempt's nodes (node_slots.h): a task, a spare, or
+  // out of range.
   StatusOr<OpenExperiment*> FindAgent(const TaskRef& ref, ProcPlace* place)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Whether `ref.secret` is the secret of attempt `ref.attempt` of its
+  // experiment (`open`, when in memory; else the stored attempt).
+  bool HoldsSecretOf(const TaskRef& ref, const OpenExperiment* open)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // FindAgent for the agent of a task: the task's index in *task.
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref, int* task)

@@ -31,7 +31,10 @@ struct CoreConfig {
   // An agent whose stream is gone (the service restarted, or the connection
   // broke) reconnects with a backoff capped at 5 s (agent/session.h,
   // reconnect_max). It is not lost before it could have tried twice, however
-  // short the heartbeat interval.
+  // short the heartbeat interval. A running task silent for longer than
+  // this and lost_after_missed_heartbeats intervals is gone, and its
+  // attempt fails (tfslurmd --reconnect-window-s; docs/restarts.md,
+  // "Network faults").
   int64_t reconnect_window_ms = 12000;
   int shutdown_grace_ms = 10000;  // SIGTERM -> SIGKILL in the agent
   // After the grace, the service ends the step itself through Slurm.
@@ -49,6 +52,10 @@ struct CoreConfig {
   int64_t retention_sweep_ms = 60 * 1000;
   SpecLimits limits;
   ScalarLimits scalar_limits;
+  // Sweeps still running per owner; one more is refused (ResourceExhausted).
+  // Every open sweep is stepped at each poll, on the thread that also polls
+  // Slurm (--max-open-sweeps-per-user).
+  int max_open_sweeps_per_owner = 10;
 };
 
 // The ports core works through (core/ports/).

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "service/core/wording.h"
+
 namespace tfslurm {
 
 Status CoreState::Write(std::span<const Changes> batch) {
@@ -79,6 +81,33 @@ void CoreState::SetState(Changes& c, OpenExperiment& a, ExperimentState state,
   c.experiment = a.record;
   Event(c, a, "state",
         from + " -> " + ExperimentStateName(state) + (why.empty() ? "" : ": " + why));
+}
+
+void CoreState::FreshWindow(int64_t now) {
+  // The silence was the service's: the agents, whose streams come back one
+  // by one, get a window to be heard (kQuietAfterCutOffMs says how long).
+  const int64_t window = std::max(kQuietAfterCutOffMs, GoneAfterMs());
+  spdlog::info("the service hears from the cluster again: every running task has {} to be heard",
+               Seconds(window));
+  quiet_until_ms_ = now + window;
+  for (auto& [id, e] : open_)
+    for (TaskRecord& t : e->attempt.tasks)
+      if (t.state == TaskState::kRunning || t.state == TaskState::kLost) t.last_heartbeat = now;
+}
+
+void CoreState::HeardFromAgent(int64_t now) {
+  if (now >= quiet_until_ms_ && CutOff(now)) FreshWindow(now);
+  last_heard_ms_ = now;
+}
+
+void CoreState::PolledSlurm(bool answered, int64_t now) {
+  if (answered && now >= quiet_until_ms_ && CutOff(now)) FreshWindow(now);
+  if (!answered && slurm_answered_ && now - last_heard_ms_ > LostAfterMs())
+    spdlog::warn(
+        "no agent heard for {} and Slurm does not answer: taken for this host being cut off; "
+        "no task counts as lost until the service hears from the cluster again",
+        Seconds(now - last_heard_ms_));
+  slurm_answered_ = answered;
 }
 
 StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord& record) {

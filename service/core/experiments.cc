@@ -23,22 +23,26 @@ class ExperimentsImpl final : public Experiments {
         submission_(core_),
         agents_(core_),
         watch_(core_, agents_, submission_),
-        sweeps_(core_, submission_,
-                [this](const std::string& id, const std::string& why, EndReason reason) {
-                  return CancelAs(id, why, reason);
-                }) {}
+        sweeps_(
+            core_, submission_,
+            [this](const std::string& id, const std::string& owner, const std::string& why,
+                   EndReason reason) { return CancelOwnedBy(id, why, reason, &owner); },
+            [this](const std::string& id, bool files) { return deletion_.Delete(id, files); }) {}
 
   Status Recover() override { return watch_.Recover(); }
   StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
                                 bool dry_run) override {
     return submission_.Submit(spec, owner, dry_run);
   }
-  Status Cancel(const std::string& id, const std::string& why) override {
-    return CancelAs(id, why, EndReason::kCancelled);
+  Status CancelAs(const std::string& id, const std::string& why, EndReason reason) override {
+    return CancelOwnedBy(id, why, reason, nullptr);
   }
   // Cancels experiment `id`; its attempt ends with `reason` (a user's
-  // cancel, or a sweep's early stop: never restarted either way).
-  Status CancelAs(const std::string& id, const std::string& why, EndReason reason);
+  // cancel, or a sweep's early stop: never restarted either way). With
+  // `owner`, only an experiment of that owner (NotFound otherwise), checked
+  // under the lock so that the check and the cancel see the same experiment.
+  Status CancelOwnedBy(const std::string& id, const std::string& why, EndReason reason,
+                       const std::string* owner);
   StatusOr<AttemptRecord> Resume(const std::string& id, const nlohmann::json& changes) override {
     return submission_.Resume(id, changes);
   }
@@ -68,6 +72,9 @@ class ExperimentsImpl final : public Experiments {
   }
   Status CancelSweep(const std::string& id, const std::string& why) override {
     return sweeps_.Cancel(id, why);
+  }
+  StatusOr<SweepDeleteResult> DeleteSweep(const std::string& id, bool files) override {
+    return sweeps_.Delete(id, files);
   }
 
   void OnRegister(const TaskRef& ref, const RegisterInfo& info,
@@ -107,8 +114,8 @@ class ExperimentsImpl final : public Experiments {
   Submission submission_;
   AgentProtocol agents_;
   SlurmWatch watch_;
+  Deletion deletion_{core_};  // before sweeps_, which deletes through it
   SweepRunner sweeps_;
-  Deletion deletion_{core_};
 };
 
 StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
@@ -200,14 +207,18 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
   return v;
 }
 
-Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, EndReason reason) {
+Status ExperimentsImpl::CancelOwnedBy(const std::string& id, const std::string& why,
+                                      EndReason reason, const std::string* owner) {
   int64_t job = 0;
   {
     MutexLock lock(core_.mu());
     auto it = core_.open().find(id);
+    if (it != core_.open().end() && owner && it->second->record.owner != *owner)
+      return NotFound("no experiment '" + id + "'");
     if (it == core_.open().end() || IsTerminal(it->second->record.state)) {
       auto e = core_.ports().store.GetExperiment(id);
       if (!e.ok()) return e.status();
+      if (owner && e->owner != *owner) return NotFound("no experiment '" + id + "'");
       return FailedPrecondition("experiment '" + id + "' has already ended (" +
                                 ExperimentStateName(e->state) + "); nothing to cancel");
     }
@@ -217,6 +228,10 @@ Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, 
     a.attempt.run->Decide({Outcome::kFailed, "cancelled"});
     core_.SetState(c, a, ExperimentState::kCancelled, why);
     if (reason == EndReason::kStoppedEarly) core_.Event(c, a, "stopped_early", why);
+    // Slurm's cancel reaches the programs only after slurmctld has told
+    // every node's slurmd, each of which signals its steps; the agents are
+    // a message away and stop their programs at once (bench/sweep_stop.sh).
+    agents_.ReapRemaining(a, c, why);
     if (!a.attempt.record.end_reason) {
       core_.EndAttempt(a, reason);
       a.attempt.record.reason = why;

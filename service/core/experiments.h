@@ -62,6 +62,13 @@ struct DeleteResult {
   std::string model_dir_kept;
 };
 
+// What a sweep's deletion removed: its trials' experiments, each as
+// Delete removed it.
+struct SweepDeleteResult {
+  std::string id;
+  std::vector<DeleteResult> experiments;
+};
+
 // What GET /sweeps/{id} shows of one trial.
 struct SweepTrialView {
   SweepTrialRecord trial;  // objective: while it runs, as its scalars stand now
@@ -103,7 +110,19 @@ class Experiments {
   // only: nothing is stored or submitted.
   virtual StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
                                         bool dry_run) = 0;
-  [[nodiscard]] virtual Status Cancel(const std::string& id, const std::string& why) = 0;
+  // A user's cancel: CancelAs with EndReason::kCancelled.
+  [[nodiscard]] Status Cancel(const std::string& id, const std::string& why) {
+    return CancelAs(id, why, EndReason::kCancelled);
+  }
+  // Cancels experiment `id`; its attempt ends with `end_reason`:
+  // kCancelled (a user's cancel) or kStoppedEarly (a sweep's rule), never
+  // restarted either way. The programs are stopped at once: each running
+  // task's agent is sent a Shutdown now (SIGTERM, SIGKILL after the shutdown
+  // grace), as a decided attempt's are, rather than waiting for Slurm to
+  // deliver the job's cancel; the Slurm job is cancelled too.
+  // FailedPrecondition once it has ended.
+  [[nodiscard]] virtual Status CancelAs(const std::string& id, const std::string& why,
+                                        EndReason end_reason) = 0;
   // Starts a new attempt of a finished experiment with the same MODEL_DIR, so
   // the program restores its latest checkpoint. The restart budget starts
   // over. FailedPrecondition while the experiment still runs. `changes`
@@ -135,6 +154,11 @@ class Experiments {
   virtual StatusOr<std::vector<SweepRecord>> ListSweeps(const std::string& owner) = 0;
   // Cancels the sweep and its running trials.
   [[nodiscard]] virtual Status CancelSweep(const std::string& id, const std::string& why) = 0;
+  // Removes an ended sweep: its trials' experiments (each as Delete would,
+  // with `files` their directories) and then its own rows. FailedPrecondition
+  // while it runs; Unavailable while a trial's Slurm job is still finishing
+  // (retry). A trial's experiment deleted already is skipped.
+  virtual StatusOr<SweepDeleteResult> DeleteSweep(const std::string& id, bool files) = 0;
 
   // What a metrics scrape shows as gauges: experiments per state (from the
   // store), the agents connected now, and sweeps' ended trials by end reason.

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "service/core/restart_policy.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
@@ -89,6 +93,30 @@ NodePlan PlanNodes(const OpenExperiment& a) {
   return plan;
 }
 
+// Nodes that leave a job's attempts while Slurm still counts them in the
+// job (one cut off from the service only: its slurmd answers slurmctld)
+// leave the Slurm job too, so that their slurmd ends what the old attempt
+// left running there (SlurmClient::ShrinkJob).
+struct Shrink {
+  std::string keep;  // the job's other nodes, comma-separated; empty: no shrink
+  std::string note;  // for the restart's event
+};
+
+// `job_nodes`: the job's nodes as Slurm last named them (a node it took out
+// already is not among them); `leaving`: the names of those that leave.
+Shrink ShrinkFor(const std::vector<std::string>& job_nodes, const std::set<std::string>& leaving,
+                 const std::string& job_text) {
+  Shrink shrink;
+  std::string gone;
+  for (const std::string& node : job_nodes) {
+    std::string& list = leaving.contains(node) ? gone : shrink.keep;
+    list += (list.empty() ? "" : ",") + node;
+  }
+  if (gone.empty() || shrink.keep.empty()) return {};
+  shrink.note = "; " + gone + " taken out of " + job_text + ", whose processes there Slurm ends";
+  return shrink;
+}
+
 }  // namespace
 
 std::string AttemptLogDir(const std::string& output_root, const std::string& id, int number) {
@@ -134,9 +162,15 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
       return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit,
               "the failure was a SIGTERM, which Slurm sends at a time limit, a preemption or a "
               "cancel: the job's end decides"};
-    if (std::optional<std::string> obstacle = Obstacle(a, now))
-      return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit, *obstacle};
     EndReason reason = at.decided_reason ? *at.decided_reason : run.outcome().failure;
+    // A failure the policy does not restart needs no place to restart in:
+    // it ends now, and no event speaks of a restart that will not come.
+    const bool restarts =
+        DecideAfterAttempt(a.spec.restart, reason, "", at.record.number, a.record.restarts)
+            .action == AfterAttempt::kRestart;
+    if (restarts)
+      if (std::optional<std::string> obstacle = Obstacle(a, now))
+        return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit, *obstacle};
     return {InPlaceCheck::kReady, reason, run.outcome().reason};
   }
   if (now - at.failed_at_ms <= wait) return {InPlaceCheck::kWaiting, EndReason::kRetryableExit, ""};
@@ -215,6 +249,10 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
     old.channels.erase(ch);
   }
   r.submitted_at = r.started_at = now;
+  std::set<std::string> leaving;
+  for (int node : plan.out)
+    if (auto name = plan.names.find(node); name != plan.names.end()) leaving.insert(name->second);
+  const Shrink shrink = ShrinkFor(old.job_node_names, leaving, JobText(r));
 
   // The tasks' output moves to the new attempt's log directory, made as the
   // job's account; if it cannot be made, it stays where it is.
@@ -244,6 +282,7 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   next.job_end_ms = old.job_end_ms;
   next.job_state = old.job_state;
   next.job_node_names = old.job_node_names;
+  next.shrink_to = shrink.keep;
   next.component_job_ids = old.component_job_ids;
   auto waiting = std::move(old.channels);
   std::vector<std::shared_ptr<TaskChannel>> spares;
@@ -260,7 +299,7 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
       c, a, "restart",
       "attempt " + std::to_string(r.number) + " " + where +
           ": every agent restarts its program, nothing goes back to Slurm's queue" +
-          (plan.swaps.empty() ? "" : "; " + plan.swaps) +
+          (plan.swaps.empty() ? "" : "; " + plan.swaps) + shrink.note +
           (r.start_step ? "; resumes from checkpoint step " + std::to_string(*r.start_step) : "") +
           note);
   core_.SetState(c, a, ExperimentState::kStarting,

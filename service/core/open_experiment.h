@@ -93,6 +93,12 @@ struct LiveAttempt {
   // submitted --no-kill, and Slurm takes a failed node out of its list
   // (excise_node_from_job) while the job runs on. Empty before a poll.
   std::vector<std::string> job_node_names;
+  // The nodes the job is to keep, comma-separated, when a restart in place
+  // left some of its nodes out that Slurm still counts in it (a node cut
+  // off from the service only): the next Tick asks Slurm to shrink the job
+  // to these (SlurmClient::ShrinkJob), which ends the job's processes on
+  // the others. Empty: nothing to do.
+  std::string shrink_to;
 };
 
 // Bad-node memory: the nodes an attempt's end points at, for the next

@@ -266,6 +266,10 @@ struct SweepTrialRecord {
   // sweep's view reads it from its scalars.
   std::optional<double> objective;
   std::optional<int64_t> objective_step;
+  // The last step its objective's tag reported: where it is (while it runs)
+  // or where its programs stopped (once ended; a trial stopped at a rung
+  // reports on until they have).
+  std::optional<int64_t> last_step;
   int rungs_passed = 0;     // early stopping: the rungs it has gone past
   double node_seconds = 0;  // its attempts' nodes x running time, once ended
   std::string note;         // why it stopped early, or was not started

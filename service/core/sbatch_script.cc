@@ -219,6 +219,12 @@ SubmitRequest BuildSubmitRequest(const ExperimentSpec& spec, const JobPlan& plan
   r.work_dir = attempt.paths.log_dir;
   r.batch_output = attempt.paths.log_dir + "/batch.out";
   r.environment = base_environment;
+  // The account's own HOME, USER and LOGNAME (site mode), over tfslurmd's.
+  for (const std::string& kv : plan.account.identity_env) {
+    const std::string key = kv.substr(0, kv.find('=') + 1);
+    std::erase_if(r.environment, [&](const std::string& e) { return e.starts_with(key); });
+    r.environment.push_back(kv);
+  }
   r.environment.push_back("TFSLURM_SECRET=" + attempt.secret);
   // The job's --gpus-per-task alone does not reach the step: srun in the
   // script learns it from SLURM_GPUS_PER_TASK (SLURM_GPUS_PER_TASK_HET_GROUP_k

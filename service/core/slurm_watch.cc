@@ -215,7 +215,7 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
       // No backoff: the allocation is ours, and nothing goes to slurmctld.
       core_.metrics().Restarted(reason, RestartKind::kInPlace);
       a.record.restarts++;
-      return in_place_.Begin(a, c, next.why);
+      return in_place_.Begin(a, c, next.why_in_place);
     }
   }
   ReleaseWaitingAgents(a.attempt, next.why);
@@ -237,6 +237,7 @@ void SlurmWatch::Tick() {
   int64_t now = core_.ports().clock.NowMs();
   std::optional<std::unordered_map<int64_t, const JobInfo*>> by_id;
   StatusOr<std::vector<JobInfo>> jobs = std::vector<JobInfo>{};
+  bool polled = false;
   int64_t last_poll = last_poll_ms_.load();
   // Of concurrent Ticks, only the one that moves last_poll_ms_ polls.
   bool poll = now - last_poll >= core_.config().poll_interval_ms &&
@@ -251,6 +252,7 @@ void SlurmWatch::Tick() {
     if (any_open) {
       const auto started = std::chrono::steady_clock::now();
       jobs = core_.ports().slurm.LoadJobs();
+      polled = true;
       if (jobs.ok()) *jobs = GroupHetJobs(std::move(jobs).value());
       core_.metrics().SlurmPolled(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
@@ -267,6 +269,7 @@ void SlurmWatch::Tick() {
   Actions actions;
   {
     MutexLock lock(core_.mu());
+    if (polled) core_.PolledSlurm(jobs.ok(), now);
     // Every experiment's changes in one transaction: a poll that finds a
     // hundred jobs ended (a user cancelling a sweep) holds core's lock and the
     // store for one commit, not a hundred.
@@ -306,6 +309,11 @@ void SlurmWatch::RunActions(Actions& actions) {
   for (int64_t job : actions.kill_steps)
     if (Status s = core_.ports().slurm.SignalStep(job, 0, SIGKILL); !s.ok())
       spdlog::warn("ending step {}.0: {}", job, s.message());
+  // A shrink that fails leaves the node's old programs to be refused when
+  // their agents reconnect (docs/restarts.md, "Network faults").
+  for (const auto& [job, keep] : actions.shrink_jobs)
+    if (Status s = core_.ports().slurm.ShrinkJob(job, keep); !s.ok())
+      spdlog::warn("taking nodes out of Slurm job {}: {}", job, s.message());
   for (int64_t job : actions.cancel_jobs)
     if (Status s = core_.ports().slurm.CancelJob(job, SIGKILL); !s.ok())
       spdlog::warn("cancelling Slurm job {}: {}", job, s.message());

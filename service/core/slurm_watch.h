@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -38,6 +39,7 @@ class SlurmWatch {
   struct Actions {
     std::vector<int64_t> cancel_jobs;
     std::vector<int64_t> kill_steps;
+    std::vector<std::pair<int64_t, std::string>> shrink_jobs;  // job id, the nodes it keeps
     std::vector<std::string> restarts;
     std::vector<std::string> resubmits;  // attempts `submitting` that Slurm does not have
   };
@@ -82,9 +84,11 @@ class SlurmWatch {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // In a job with spare nodes (submitted --no-kill), Slurm takes a failed
   // node out of the job and the job runs on: the tasks there are gone
-  // (Slurm killed them), and the attempt fails as node_fail. The same for
-  // a task lost to silence there: its node stopped answering.
-  void CheckNodesLeft(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // (Slurm killed them), and the attempt fails as node_fail. The same, in
+  // any job, for a task silent past the reconnect window (GoneAfterMs):
+  // its node stopped answering, or cannot reach the service.
+  void CheckNodesLeft(OpenExperiment& e, int64_t now, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // A running task silent for several heartbeat intervals is lost (it may
   // come back); heartbeats not written yet are.
   void CheckHeartbeats(OpenExperiment& e, int64_t now, Changes& c)

@@ -34,8 +34,13 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {
   CheckReaping(a, now, c, actions);
   RepeatCancel(a, now, actions);
   CheckHeartbeats(a, now, c);
-  CheckNodesLeft(a, c);
+  CheckNodesLeft(a, now, c);
   CheckInPlace(a, now, c, actions);
+  // A restart in place (this Tick's or an agent's) left nodes out.
+  if (!a.attempt.shrink_to.empty()) {
+    actions.shrink_jobs.emplace_back(a.attempt.record.slurm_job_id, a.attempt.shrink_to);
+    a.attempt.shrink_to.clear();
+  }
   if (a.record.state == ExperimentState::kRestarting &&
       a.attempt.record.state == AttemptState::kEnded && now >= a.record.next_attempt_at)
     actions.restarts.push_back(a.record.id);
@@ -168,18 +173,22 @@ void SlurmWatch::RepeatCancel(OpenExperiment& a, int64_t now, Actions& actions) 
   }
 }
 
-void SlurmWatch::CheckNodesLeft(OpenExperiment& a, Changes& c) {
+void SlurmWatch::CheckNodesLeft(OpenExperiment& a, int64_t now, Changes& c) {
   LiveAttempt& at = a.attempt;
   AttemptRun& run = *at.run;
-  if (a.spec.resources.spare_nodes == 0 || at.record.state != AttemptState::kRunning ||
-      !run.assignments_sent())
-    return;
+  if (at.record.state != AttemptState::kRunning || !run.assignments_sent()) return;
+  // Silent past the reconnect window: gone, with or without spare nodes
+  // (docs/restarts.md, "Network faults"); never while the service hears
+  // no agent at all (the silence is its own).
+  const bool deaf = core_.CutOff(now);
   const std::string job_n = "Slurm job " + std::to_string(at.record.slurm_job_id);
   for (int i = 0; i < run.size(); ++i) {
     const TaskSlot& slot = run.task(i);
     if (!slot.registered || slot.exited || slot.restarting_alone) continue;
     const bool left = NodeLeftJob(at, slot.node);
-    if (!left && at.tasks[i].state != TaskState::kLost) continue;
+    const bool silent = at.tasks[i].state == TaskState::kLost && !deaf &&
+                        now - at.tasks[i].last_heartbeat > core_.GoneAfterMs();
+    if (!left && !silent) continue;
     const std::string why =
         left ? "its node left " + job_n +
                    ": Slurm took it out of the job (a node failure; the job runs on, --no-kill)"
@@ -216,14 +225,15 @@ void SlurmWatch::CheckNodesLeft(OpenExperiment& a, Changes& c) {
 
 void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
   AttemptRun& run = *a.attempt.run;
-  // Heartbeats: a task silent for several intervals is lost (it may come back).
-  int64_t lost_after =
-      int64_t{core_.config().heartbeat_interval_ms} * core_.config().lost_after_missed_heartbeats;
+  // Heartbeats: a task silent for several intervals is lost (it may come
+  // back), unless every agent is silent: then the service is the one cut off.
+  const int64_t lost_after = core_.LostAfterMs();
+  const bool deaf = core_.CutOff(now);
   for (int i = 0; i < run.size(); ++i) {
     TaskRecord& t = a.attempt.tasks[i];
     // Agents heartbeat once they run their program; at the barrier the
     // barrier timeout watches them instead.
-    if (t.state != TaskState::kRunning) continue;
+    if (t.state != TaskState::kRunning || deaf) continue;
     const int64_t limit = run.task(i).vanished
                               ? std::max(lost_after, core_.config().reconnect_window_ms)
                               : lost_after;

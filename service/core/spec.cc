@@ -12,9 +12,36 @@ namespace {
 using nlohmann::json;
 using namespace spec_internal;  // NOLINT: the checker is this file's own, split for size
 
+// The fields of the spec's objects: each object's parser refuses any other,
+// and one of them at the top level is said to belong to its object.
+const std::initializer_list<const char*> kClusterFields = {"chief", "ps", "worker", "evaluator"};
+const std::initializer_list<const char*> kResourcesFields = {
+    "partition",     "nodes",         "tasks_per_node",  "cpus_per_task",
+    "gpus_per_node", "gpus_per_task", "mem_per_task_mb", "time_limit",
+    "constraint",    "nodelist",      "exclusive",       "account",
+    "qos",           "reservation",   "exclude",         "spare_nodes"};
+const std::initializer_list<const char*> kRestartFields = {"max_restarts", "on", "backoff_s",
+                                                           "in_allocation", "max_task_restarts"};
+const std::initializer_list<const char*> kCheckpointFields = {"signal_grace_s"};
+const std::initializer_list<const char*> kProgressFields = {"stall_timeout_s"};
+const std::pair<const char*, const std::initializer_list<const char*>*> kObjectFields[] = {
+    {"resources", &kResourcesFields},
+    {"restart", &kRestartFields},
+    {"cluster", &kClusterFields},
+    {"checkpoint", &kCheckpointFields},
+    {"progress", &kProgressFields}};
+
+// The object of the spec that `key` is a field of, or "".
+std::string ObjectOwning(const std::string& key) {
+  for (const auto& [object, fields] : kObjectFields)
+    for (const char* f : *fields)
+      if (key == f) return object;
+  return "";
+}
+
 void ParseCluster(Checker& c, const json& v, ClusterShape& out) {
   if (!c.IsObject(v, "cluster")) return;
-  c.OnlyKeys(v, "cluster", {"chief", "ps", "worker", "evaluator"});
+  c.OnlyKeys(v, "cluster", kClusterFields);
   auto field = [&](const char* name, int max, int& target) {
     if (!v.contains(name)) return;
     if (auto n = c.Int(v[name], std::string("cluster.") + name, 0, max))
@@ -67,10 +94,7 @@ std::optional<std::string> SlurmName(Checker& c, const json& v, const std::strin
 
 void ParseResources(Checker& c, const json& v, Resources& out) {
   if (!c.IsObject(v, "resources")) return;
-  c.OnlyKeys(v, "resources",
-             {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
-              "gpus_per_task", "mem_per_task_mb", "time_limit", "constraint", "nodelist",
-              "exclusive", "account", "qos", "reservation", "exclude", "spare_nodes"});
+  c.OnlyKeys(v, "resources", kResourcesFields);
   ParseNodeShape(c, v, "resources", out);
   if (v.contains("spare_nodes"))
     if (auto n = c.Int(v["spare_nodes"], "resources.spare_nodes", 0, 64))
@@ -109,8 +133,7 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
 
 void ParseRestart(Checker& c, const json& v, const ExperimentSpec& spec, RestartPolicy& out) {
   if (!c.IsObject(v, "restart")) return;
-  c.OnlyKeys(v, "restart",
-             {"max_restarts", "on", "backoff_s", "in_allocation", "max_task_restarts"});
+  c.OnlyKeys(v, "restart", kRestartFields);
   if (v.contains("max_task_restarts")) {
     if (spec.framework != Framework::kTensorflow || spec.cluster.ps < 1)
       c.Fail("restart.max_task_restarts",
@@ -406,7 +429,7 @@ void ParseCheckpoint(Checker& c, const json& input, ExperimentSpec& spec) {
   if (input.contains("checkpoint")) {
     const json& cp = input["checkpoint"];
     if (c.IsObject(cp, "checkpoint")) {
-      c.OnlyKeys(cp, "checkpoint", {"signal_grace_s"});
+      c.OnlyKeys(cp, "checkpoint", kCheckpointFields);
       if (cp.contains("signal_grace_s"))
         if (auto n = c.Int(cp["signal_grace_s"], "checkpoint.signal_grace_s", 0, 3600))
           spec.signal_grace_s = static_cast<int>(*n);
@@ -434,7 +457,7 @@ void ParseProgress(Checker& c, const json& input, ExperimentSpec& spec) {
   if (!input.contains("progress")) return;
   const json& p = input["progress"];
   if (!c.IsObject(p, "progress")) return;
-  c.OnlyKeys(p, "progress", {"stall_timeout_s"});
+  c.OnlyKeys(p, "progress", kProgressFields);
   if (!p.contains("stall_timeout_s")) return;
   const json& t = p["stall_timeout_s"];
   bool integer = t.is_number_integer() || t.is_number_unsigned();
@@ -490,7 +513,8 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   c.OnlyKeys(
       input, "",
       {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources", "roles",
-       "network", "success", "pytorch", "restart", "checkpoint", "progress", "model_dir"});
+       "network", "success", "pytorch", "restart", "checkpoint", "progress", "model_dir"},
+      ObjectOwning);
   ParseFramework(c, input, spec);
   ParseId(c, input, spec);
   ParseCommand(c, input, limits, spec);

@@ -26,6 +26,38 @@ struct Submission::PreparedAttempt {
   std::optional<SweepTrialRecord> trial;
 };
 
+namespace {
+
+// Whether `id` is the experiment id of a trial of a stored sweep
+// (<sweep>-<n>, n from 1 to its trials; core/sweep_space.h's TrialId): such
+// an id is kept for that trial, so that nobody (its owner included, by hand)
+// takes it before the trial starts. The sweep's owner is told why; anyone
+// else only that it is taken, as for any id.
+Status ReservedForTrial(Store& store, const std::string& id, const std::string& owner) {
+  const size_t dash = id.rfind('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == id.size() || id.size() - dash > 6)
+    return Status::Ok();
+  int n = 0;
+  for (size_t i = dash + 1; i < id.size(); ++i) {
+    if (id[i] < '0' || id[i] > '9') return Status::Ok();
+    n = n * 10 + (id[i] - '0');
+  }
+  auto sweep = store.GetSweep(id.substr(0, dash));
+  if (!sweep.ok() || n < 1 || n > sweep->trials || std::to_string(n) != id.substr(dash + 1))
+    return Status::Ok();
+  if (sweep->owner != owner)
+    return Status(StatusCode::kAlreadyExists,
+                  "experiment id '" + id + "' is taken; choose another id",
+                  {{"id", "'" + id + "' is taken"}});
+  return Status(StatusCode::kAlreadyExists,
+                "experiment id '" + id + "' is kept for trial " + std::to_string(n) +
+                    " of your sweep '" + sweep->id + "'; choose another id",
+                {{"id", "'" + id + "' is kept for trial " + std::to_string(n) + " of sweep '" +
+                            sweep->id + "'"}});
+}
+
+}  // namespace
+
 StatusOr<JobPlan> Submission::PlanFor(const ExperimentSpec& spec, RunAs account) {
   std::vector<StatusOr<PartitionShape>> partitions;
   for (const JobComponent& c : JobComponents(spec)) {
@@ -82,6 +114,8 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
                            "': " + usable.message()}});
   }
   if (spec.id.empty()) spec.id = core_.ports().random.NewExperimentId();
+  if (!trial)
+    if (Status s = ReservedForTrial(core_.ports().store, spec.id, owner); !s.ok()) return s;
 
   if (auto existing = core_.ports().store.GetExperiment(spec.id); existing.ok()) {
     // Someone else's: that the id is taken, and nothing about it (its state,
@@ -110,6 +144,22 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
           owner_of);
       !s.ok())
     return s;
+
+  // Before anything is made, in the dry run too: a model_dir outside the
+  // experiment's own directory must be one the account can make or write
+  // into (its own directory is made by tfslurmd and given to it).
+  const std::string own_dir = core_.config().output_root + "/" + spec.id;
+  if (!spec.model_dir.empty() && spec.model_dir != own_dir &&
+      !spec.model_dir.starts_with(own_dir + "/")) {
+    Status usable = core_.ports().files.CheckCanCreateDirectories(spec.model_dir, *account);
+    if (usable.code() == StatusCode::kUnavailable) return usable;
+    if (!usable.ok())
+      return InvalidArgument("the model_dir " + spec.model_dir + " cannot be made by " +
+                                 account->user + ": " + usable.message(),
+                             {{"model_dir", "must be a directory " + account->user +
+                                                " may create or write into, got '" +
+                                                spec.model_dir + "': " + usable.message()}});
+  }
 
   auto partition = Partition(spec.resources.partition);
   if (!partition.ok()) return partition.status();
@@ -363,9 +413,10 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann
   if (it != core_.open().end()) {
     const OpenExperiment& a = *it->second;
     if (!IsTerminal(a.record.state))
-      return FailedPrecondition(
-          "experiment '" + id + "' is " + ExperimentStateName(a.record.state) +
-          "; cancel it first (DELETE /experiments/" + id + ") or wait for it to end");
+      return FailedPrecondition("experiment '" + id + "' is " +
+                                ExperimentStateName(a.record.state) +
+                                "; cancel it first (tfctl cancel " + id +
+                                ", or DELETE /experiments/" + id + ") or wait for it to end");
     return Status(StatusCode::kUnavailable, "experiment '" + id + "' has ended but its Slurm job " +
                                                 std::to_string(a.attempt.record.slurm_job_id) +
                                                 " is still finishing; retry in a few seconds");
@@ -447,9 +498,15 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
     for (const NodeShape& n : partition.nodes)
       if (n.unavailable) down.insert(n.name);
   std::vector<std::string> add;
-  for (const std::string& node : suspects)
+  for (const std::string& node : suspects) {
+    // A name an agent reported goes into the job's --exclude: a node name
+    // only (RegisterInfoProblem), whatever an older row holds.
+    RegisterInfo named;
+    named.node_name = node;
+    if (node.empty() || !RegisterInfoProblem(named).empty()) continue;
     if ((!a.suspects.only_if_down || down.contains(node)) && !excluded.contains(node))
       add.push_back(node);
+  }
   std::string names;
   for (const std::string& node : add) names += (names.empty() ? "" : ", ") + node;
   if (add.empty()) {
@@ -469,7 +526,8 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
       gone += after.contains(n.name);
       gone_before += excluded.contains(n.name);
     }
-    const int needed = components[k].resources.nodes;
+    // The first component's job holds the spare nodes too (sbatch_script.cc).
+    const int needed = components[k].resources.nodes + (k == 0 ? a.spec.resources.spare_nodes : 0);
     if (total - gone < needed) {
       core_.Event(c, a, "exclude",
                   "not excluding " + names + " (" + a.suspects.why + "): partition " +

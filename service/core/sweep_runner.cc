@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <set>
+
+#include "base/nearest_word.h"
 #include "base/number_text.h"
 #include "service/core/components.h"
 #include "service/core/early_stopping.h"
@@ -43,6 +47,21 @@ bool Recorded(Store& store, const std::string& sweep_id, int index) {
   return false;
 }
 
+// The experiment of trial `t`: only one its sweep started. A trial is tied
+// to its experiment by id, and an id is free again once its experiment is
+// deleted, so the owner is checked too: someone else's experiment of that id
+// (made after a deletion, or while the trial waited to start) is not the
+// trial's, and nothing of it is shown or acted on (NotFound, as if gone).
+StatusOr<ExperimentRecord> TrialExperiment(Store& store, const SweepRecord& sweep,
+                                           const SweepTrialRecord& t) {
+  if (t.state == SweepTrialState::kNotStarted)
+    return NotFound("trial " + std::to_string(t.index) + " never started");
+  auto e = store.GetExperiment(t.experiment_id);
+  if (!e.ok()) return e.status();
+  if (e->owner != sweep.owner) return NotFound("no experiment '" + t.experiment_id + "'");
+  return e;
+}
+
 StatusOr<SweepSpec> SpecOf(const SweepRecord& sweep) {
   json stored = json::parse(sweep.spec_json, nullptr, false);
   // A grid stored before search.order existed ran in its listed order; its
@@ -63,7 +82,11 @@ std::optional<int> BestTrial(const std::vector<SweepTrialView>& trials,
     for (const SweepTrialView& v : trials) {
       const SweepTrialRecord& t = v.trial;
       if (!t.objective || t.end_reason == EndReason::kStoppedEarly) continue;
-      if (succeeded_only && v.state != ExperimentState::kSucceeded) continue;
+      // Its experiment's state, or the trial's own record of its end when
+      // the experiment was deleted since.
+      const bool succeeded =
+          v.state ? *v.state == ExperimentState::kSucceeded : t.end_reason == EndReason::kSucceeded;
+      if (succeeded_only && !succeeded) continue;
       if (!value || objective.Better(*t.objective, *value)) {
         value = t.objective;
         best = t.index;
@@ -85,7 +108,70 @@ std::optional<int> BestTrial(const std::vector<SweepTrialView>& trials,
   return best;
 }
 
+// A trial that reports training scalars, but not the objective's tag: most
+// likely a misspelled objective.tag, which would otherwise leave every trial
+// unjudged to its end.
+struct ObjectiveMissing {
+  std::string trial;  // its experiment id
+  std::vector<std::string> tags;
+  std::string nearest;          // the tag nearest the objective's ("did you mean")
+  bool ran_to_its_end = false;  // its experiment succeeded without it
+
+  std::string Why(const std::string& objective) const {
+    std::string list;
+    for (size_t i = 0; i < tags.size() && i < 8; ++i) list += (i ? ", " : "") + tags[i];
+    if (tags.size() > 8) list += ", ... (" + std::to_string(tags.size()) + " tags)";
+    return "trial " + trial + " reported " + list + " but not " + objective +
+           ", the sweep's objective" +
+           (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)");
+  }
+};
+
+// Among the trials with no point of the objective's tag: one that
+// succeeded without it, else the first that reported other tags. With
+// `states` (of the trials that ran at this step's start) only those are
+// looked at; without, every started trial (once, as the sweep completes).
+std::optional<ObjectiveMissing> FindObjectiveMissing(
+    Store& store, const std::vector<SweepTrialRecord>& trials, const std::vector<Curve>& curves,
+    const std::vector<std::optional<ExperimentState>>& states, const std::string& objective) {
+  std::optional<ObjectiveMissing> found;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const SweepTrialRecord& t = trials[i];
+    if (t.state == SweepTrialState::kNotStarted || !curves[i].empty()) continue;
+    if (!states.empty() && !states[i]) continue;
+    auto tags = store.ListScalarTags(t.experiment_id);
+    if (!tags.ok() || tags->empty() ||
+        std::find(tags->begin(), tags->end(), objective) != tags->end())
+      continue;
+    ObjectiveMissing m{t.experiment_id, *tags, NearestWord(objective, *tags)};
+    m.ran_to_its_end = !states.empty() && states[i] == ExperimentState::kSucceeded;
+    if (m.ran_to_its_end) return m;
+    if (!found) found = std::move(m);
+  }
+  return found;
+}
+
 }  // namespace
+
+Curve SweepRunner::CurveOfTrial(const SweepRecord& sweep, const SweepTrialRecord& t,
+                                const std::string& tag) {
+  // An ended trial's curve no longer changes: read once, not at every step
+  // of its sweep for as long as the sweep runs.
+  const std::pair<std::string, int> key{sweep.id, t.index};
+  if (t.state == SweepTrialState::kEnded)
+    if (auto it = ended_curves_.find(key); it != ended_curves_.end()) return it->second;
+  Curve curve;
+  auto series = core_.ports().store.ReadScalars(t.experiment_id, {tag});
+  if (series.ok() && !series->empty()) curve = CurveOf(series->front());
+  if (t.state == SweepTrialState::kEnded && series.ok()) ended_curves_[key] = curve;
+  return curve;
+}
+
+void SweepRunner::ForgetEndedSweeps(const std::vector<SweepRecord>& open) {
+  std::set<std::string> ids;
+  for (const SweepRecord& s : open) ids.insert(s.id);
+  std::erase_if(ended_curves_, [&](const auto& entry) { return !ids.contains(entry.first.first); });
+}
 
 bool SweepRunner::JobGone(const ExperimentRecord& e, std::vector<AttemptRecord>& attempts,
                           std::optional<std::vector<JobInfo>>& jobs, Changes& c) {
@@ -130,6 +216,15 @@ StatusOr<SweepView> SweepRunner::Submit(const json& input, const std::string& ow
   if (core_.ports().store.GetSweep(spec.id).ok())
     return Status(StatusCode::kAlreadyExists, "sweep '" + spec.id + "' exists; choose another id",
                   {{"id", "'" + spec.id + "' is taken"}});
+  // One owner's sweeps cannot take the poll thread from everyone else's.
+  if (auto open = core_.ports().store.ListSweeps({owner, /*open_only=*/true}); !open.ok()) {
+    return open.status();
+  } else if (static_cast<int>(open->size()) >= core_.config().max_open_sweeps_per_owner) {
+    return Status(StatusCode::kResourceExhausted,
+                  owner + " has " + std::to_string(open->size()) + " sweeps running, at most " +
+                      std::to_string(core_.config().max_open_sweeps_per_owner) +
+                      " at once; cancel one (tfctl sweep cancel ID) or wait for one to end");
+  }
   auto trials = ExpandTrials(spec, core_.config().limits);
   if (!trials.ok()) return trials.status();
   // Each trial as the submission of an experiment would check it (its
@@ -193,16 +288,19 @@ StatusOr<SweepView> SweepRunner::Get(const std::string& id) {
   const int64_t now = core_.ports().clock.NowMs();
   for (SweepTrialRecord& t : *trials) {
     SweepTrialView v;
-    if (auto e = store.GetExperiment(t.experiment_id); e.ok()) {
+    if (auto e = TrialExperiment(store, *sweep, t); e.ok()) {
       v.state = e->state;
       v.reason = e->reason;
       if (t.state == SweepTrialState::kRunning) {
         auto series = store.ReadScalars(t.experiment_id, {spec->objective.tag});
-        if (series.ok() && !series->empty())
-          if (auto o = ObjectiveOf(CurveOf(series->front()), spec->objective)) {
+        if (series.ok() && !series->empty()) {
+          const Curve curve = CurveOf(series->front());
+          if (!curve.empty()) t.last_step = curve.rbegin()->first;
+          if (auto o = ObjectiveOf(curve, spec->objective)) {
             t.objective_step = o->first;
             t.objective = o->second;
           }
+        }
         if (auto attempts = store.ListAttempts(t.experiment_id); attempts.ok())
           t.node_seconds = NodeSeconds(*e, *attempts, now);
       }
@@ -234,6 +332,46 @@ Status SweepRunner::Cancel(const std::string& id, const std::string& why) {
   return Status::Ok();
 }
 
+StatusOr<SweepDeleteResult> SweepRunner::Delete(const std::string& id, bool files) {
+  // Under mu_: no step of this sweep starts a trial while it goes.
+  MutexLock lock(mu_);
+  Store& store = core_.ports().store;
+  auto sweep = store.GetSweep(id);
+  if (!sweep.ok()) return sweep.status();
+  if (sweep->state == SweepState::kRunning)
+    return FailedPrecondition("sweep '" + id + "' is running (" + sweep->reason +
+                              "); only an ended sweep can be deleted: cancel it first (tfctl "
+                              "sweep cancel " +
+                              id + ") or wait for it to complete");
+  auto trials = store.ListSweepTrials(id);
+  if (!trials.ok()) return trials.status();
+  for (const SweepTrialRecord& t : *trials)
+    if (t.state == SweepTrialState::kRunning)
+      return Unavailable("sweep '" + id + "' has ended but its trial " + t.experiment_id +
+                         " is still ending (its Slurm job has not left yet); retry in a few "
+                         "seconds");
+  SweepDeleteResult result{id, {}};
+  for (const SweepTrialRecord& t : *trials) {
+    if (t.state == SweepTrialState::kNotStarted) continue;
+    auto deleted = delete_(t.experiment_id, files);
+    if (deleted.ok()) {
+      result.experiments.push_back(std::move(deleted).value());
+    } else if (deleted.status().code() != StatusCode::kNotFound) {
+      // The trials deleted so far stay deleted; a retry goes on from here.
+      return Status(deleted.status().code(),
+                    "deleting sweep '" + id + "': its trial " + t.experiment_id + ": " +
+                        deleted.status().message(),
+                    deleted.status().fields());
+    }
+  }
+  Changes c;
+  c.delete_sweep = id;
+  if (Status s = core_.Apply({&c, 1}); !s.ok()) return s;
+  spdlog::info("sweep {} deleted by its owner, with {} trial experiments{}", id,
+               result.experiments.size(), files ? " and their files" : "");
+  return result;
+}
+
 void SweepRunner::Tick() {
   MutexLock lock(mu_);
   const int64_t now = core_.ports().clock.NowMs();
@@ -244,6 +382,7 @@ void SweepRunner::Tick() {
     spdlog::warn("reading the open sweeps: {}", open.status().message());
     return;
   }
+  ForgetEndedSweeps(*open);
   for (SweepRecord& sweep : *open) Advance(std::move(sweep));
 }
 
@@ -262,6 +401,8 @@ void SweepRunner::Advance(SweepRecord sweep) {
   Changes c;
   std::vector<Curve> curves(trials.size());
   std::vector<bool> open(trials.size(), false);  // its experiment has not ended
+  // The state of the experiments of trials that ran at this step's start.
+  std::vector<std::optional<ExperimentState>> states(trials.size());
   double node_seconds = 0;
   int running = 0;
   std::optional<std::vector<JobInfo>> jobs;  // Slurm's, when a step needs them
@@ -271,21 +412,24 @@ void SweepRunner::Advance(SweepRecord sweep) {
   for (size_t i = 0; i < trials.size(); ++i) {
     SweepTrialRecord& t = trials[i];
     if (t.state == SweepTrialState::kNotStarted) continue;
-    auto series = store.ReadScalars(t.experiment_id, {spec->objective.tag});
-    if (series.ok() && !series->empty()) curves[i] = CurveOf(series->front());
+    curves[i] = CurveOfTrial(sweep, t, spec->objective.tag);
+    // Where it got to, before a stopped trial's curve is cut at its rung.
+    const std::optional<int64_t> last_step =
+        curves[i].empty() ? std::nullopt : std::optional<int64_t>(curves[i].rbegin()->first);
     if (t.end_reason == EndReason::kStoppedEarly)
       curves[i] = UpToRung(curves[i], spec->early_stopping, t.rungs_passed);
     if (t.state == SweepTrialState::kEnded) {
       node_seconds += t.node_seconds;
       continue;
     }
-    auto e = store.GetExperiment(t.experiment_id);
+    auto e = TrialExperiment(store, sweep, t);
     if (!e.ok() && e.status().code() != StatusCode::kNotFound) return;  // the store: next time
     std::vector<AttemptRecord> attempts;
     if (e.ok()) {
       auto a = store.ListAttempts(t.experiment_id);
       if (!a.ok()) return;
       attempts = std::move(a).value();
+      states[i] = e->state;
     }
     if (e.ok() && !JobGone(*e, attempts, jobs, c)) {
       open[i] = !IsTerminal(e->state);
@@ -300,6 +444,7 @@ void SweepRunner::Advance(SweepRecord sweep) {
     } else {
       t.end_reason = attempts.empty() ? std::nullopt : attempts.back().end_reason;
       t.node_seconds = NodeSeconds(*e, attempts, now);
+      t.last_step = last_step;
       if (auto o = ObjectiveOf(curves[i], spec->objective)) {
         t.objective_step = o->first;
         t.objective = o->second;
@@ -307,6 +452,19 @@ void SweepRunner::Advance(SweepRecord sweep) {
     }
     node_seconds += t.node_seconds;
     c.sweep_trials.push_back(t);
+  }
+
+  const std::optional<ObjectiveMissing> missing =
+      FindObjectiveMissing(store, trials, curves, states, spec->objective.tag);
+  if (sweep.state == SweepState::kRunning && missing && missing->ran_to_its_end) {
+    // Every trial would do the same: none could be judged or ranked.
+    sweep.state = SweepState::kCancelled;
+    sweep.reason = "stopped: " + missing->Why(spec->objective.tag) +
+                   ", and succeeded without it: no trial can be judged or ranked by it; fix "
+                   "objective.tag and submit the sweep again";
+    sweep.updated_at = now;
+    c.sweep = sweep;
+    spdlog::warn("sweep {}: {}", sweep.id, sweep.reason);
   }
 
   // Early stopping, rung by rung and at each rung trial by trial in index
@@ -331,8 +489,9 @@ void SweepRunner::Advance(SweepRecord sweep) {
       t.end_reason = EndReason::kStoppedEarly;  // its attempt's too, once it has ended
       curves[i] = UpToRung(curves[i], spec->early_stopping, k);
       open[i] = false;
-      Status s = cancel_(t.experiment_id, "stopped early by sweep " + sweep.id + ": " + d.why,
-                         EndReason::kStoppedEarly);
+      Status s =
+          cancel_(t.experiment_id, sweep.owner, "stopped early by sweep " + sweep.id + ": " + d.why,
+                  EndReason::kStoppedEarly);
       if (!s.ok())
         spdlog::warn("sweep {}: stopping {}: {}", sweep.id, t.experiment_id, s.message());
     }
@@ -354,7 +513,7 @@ void SweepRunner::Advance(SweepRecord sweep) {
     for (size_t i = 0; i < trials.size(); ++i) {
       if (!open[i]) continue;
       Status s =
-          cancel_(trials[i].experiment_id,
+          cancel_(trials[i].experiment_id, sweep.owner,
                   "sweep " + sweep.id + " " + SweepStateName(sweep.state) + ": " + sweep.reason,
                   EndReason::kCancelled);
       if (!s.ok() && s.code() != StatusCode::kFailedPrecondition)
@@ -404,6 +563,8 @@ void SweepRunner::Advance(SweepRecord sweep) {
       static_cast<int>(trials.size()) >= sweep.trials) {
     auto view = Get(sweep.id);
     std::string best = "no trial reported " + spec->objective.tag;
+    if (auto m = FindObjectiveMissing(store, trials, curves, {}, spec->objective.tag))
+      best += " (" + m->Why(spec->objective.tag) + ")";
     if (view.ok() && view->best_trial)
       for (const SweepTrialView& v : view->trials)
         if (v.trial.index == *view->best_trial)
@@ -424,6 +585,9 @@ void SweepRunner::Advance(SweepRecord sweep) {
   } else if (sweep.state == SweepState::kRunning) {
     std::string reason = std::to_string(running) + " of " + std::to_string(sweep.trials) +
                          " trials running, " + std::to_string(trials.size()) + " started";
+    if (missing)
+      reason = "warning: " + missing->Why(spec->objective.tag) +
+               ": it cannot be judged or ranked; " + reason;
     if (reason != sweep.reason) {
       sweep.reason = reason;
       sweep.updated_at = now;

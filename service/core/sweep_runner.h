@@ -16,6 +16,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "base/mutex.h"
 #include "base/status.h"
 #include "service/core/core_state.h"
+#include "service/core/early_stopping.h"
 #include "service/core/experiments.h"
 #include "service/core/submission.h"
 #include "service/core/sweep_spec.h"
@@ -34,12 +36,19 @@ namespace tfslurm {
 class SweepRunner {
  public:
   // Cancels experiment `id` (Experiments::Cancel) with `reason` as its
-  // attempt's end reason.
-  using CancelFn =
-      std::function<Status(const std::string& id, const std::string& why, EndReason reason)>;
+  // attempt's end reason, if `owner` owns it (NotFound otherwise: a trial
+  // acts only on its own sweep's owner's experiment).
+  using CancelFn = std::function<Status(const std::string& id, const std::string& owner,
+                                        const std::string& why, EndReason reason)>;
 
-  SweepRunner(CoreState& core, Submission& submission, CancelFn cancel)
-      : core_(core), submission_(submission), cancel_(std::move(cancel)) {}
+  // Deletes experiment `id` (Experiments::Delete).
+  using DeleteFn = std::function<StatusOr<DeleteResult>(const std::string& id, bool files)>;
+
+  SweepRunner(CoreState& core, Submission& submission, CancelFn cancel, DeleteFn remove)
+      : core_(core),
+        submission_(submission),
+        cancel_(std::move(cancel)),
+        delete_(std::move(remove)) {}
 
   // Checks the sweep and every trial (as a dry run of its submission), then
   // stores it and starts its first trials. Nothing is stored when anything
@@ -49,6 +58,9 @@ class SweepRunner {
   StatusOr<SweepView> Get(const std::string& id);
   // Cancels the sweep and its running trials. FailedPrecondition once it has ended.
   Status Cancel(const std::string& id, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Deletes an ended sweep: its trials' experiments, then its rows
+  // (Experiments::DeleteSweep).
+  StatusOr<SweepDeleteResult> Delete(const std::string& id, bool files) ABSL_LOCKS_EXCLUDED(mu_);
   // Every poll interval: each open sweep's step (Advance).
   void Tick() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -64,11 +76,21 @@ class SweepRunner {
   bool JobGone(const ExperimentRecord& e, std::vector<AttemptRecord>& attempts,
                std::optional<std::vector<JobInfo>>& jobs, Changes& c);
 
+  // Trial `t`'s curve of `tag`, from the store; an ended trial's once.
+  Curve CurveOfTrial(const SweepRecord& sweep, const SweepTrialRecord& t, const std::string& tag)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the kept curves of sweeps no longer open.
+  void ForgetEndedSweeps(const std::vector<SweepRecord>& open) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   CoreState& core_;
   Submission& submission_;
   const CancelFn cancel_;
+  const DeleteFn delete_;
   Mutex mu_;
   int64_t last_tick_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  // The curves of ended trials of open sweeps, by (sweep id, trial index):
+  // they no longer change. At most a sweep's trials' points per open sweep.
+  std::map<std::pair<std::string, int>, Curve> ended_curves_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tfslurm

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -15,13 +16,13 @@
 
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/api/auth.h"
-#include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
 #include "service/api/list_cache.h"
 #include "service/api/listen_backlog.h"
 #include "service/api/logs_api.h"
 #include "service/api/metrics_api.h"
 #include "service/api/munge_auth.h"
+#include "service/api/request_gate.h"
 #include "service/api/scalars_api.h"
 #include "service/api/sweeps_api.h"
 #include "service/api/tokens_api.h"
@@ -61,17 +62,18 @@ StatusOr<std::string> MakeOutputRoot(const std::string& path) {
   return root;
 }
 
-void ConfigureHttpServer(httplib::Server& http, size_t max_connections) {
-  http.new_task_queue = [max_connections] { return new api::OnDemandThreads(max_connections); };
-  // A request must arrive within the read timeout of its previous byte;
-  // idle keep-alive connections are closed after 5 s.
-  http.set_read_timeout(10, 0);
-  http.set_write_timeout(10, 0);
-  http.set_keep_alive_timeout(5);
-  http.set_keep_alive_max_count(10000);
+void ConfigureHttpServer(httplib::Server& http, const api::GateOptions& gate) {
+  // The gate (api/request_gate.h) has read each request whole before httplib
+  // parses it; this is what httplib checks again on its own.
+  http.set_payload_max_length(gate.head.max_body_bytes);
+  // What answers to a kept-alive connection say: it may wait at the gate
+  // for its next request as long as for a new one's header fields, and
+  // take this many requests (then it is closed).
+  http.set_keep_alive_timeout(
+      std::chrono::duration_cast<std::chrono::seconds>(gate.header_timeout).count());
+  http.set_keep_alive_max_count(1000);
   // Answers are written as headers then body; with Nagle's algorithm the
-  // body waits for the client's delayed ACK (40 ms on Linux) whenever the
-  // client keeps the connection alive.
+  // body waits for the client's delayed ACK (40 ms on Linux).
   http.set_tcp_nodelay(true);
   // httplib's default socket options set SO_REUSEPORT (httplib.h,
   // default_socket_options), which lets a second tfslurmd bind the same port
@@ -82,6 +84,25 @@ void ConfigureHttpServer(httplib::Server& http, size_t max_connections) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
+}
+
+// The host agents are told to reach the endpoint at: --advertise, else the
+// listen host, except a wildcard (0.0.0.0, ::), which an agent on another
+// host cannot connect to (on one host it happens to mean loopback): then
+// this host's name, which a cluster's nodes resolve as they resolve each
+// other's (network.address: hostname makes the same assumption).
+std::string AdvertisedHost(const DaemonOptions& options) {
+  if (!options.advertise_host.empty()) return options.advertise_host;
+  std::string host = options.agent_listen.substr(0, options.agent_listen.rfind(':'));
+  if (host != "0.0.0.0" && host != "::" && host != "[::]" && host != "*" && !host.empty())
+    return host;
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return host;
+  spdlog::info(
+      "the agent endpoint listens on all addresses ({}): agents are told this host's name, {} "
+      "(--advertise HOST tells them another)",
+      options.agent_listen, name);
+  return name;
 }
 
 }  // namespace
@@ -105,9 +126,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   if (!grpc_server.ok()) return grpc_server.status();
   d->grpc_ = std::move(grpc_server).value();
   d->agent_port_ = d->grpc_->port();
-  std::string agent_host = options.agent_listen.substr(0, options.agent_listen.rfind(':'));
-  d->agent_address_ = (options.advertise_host.empty() ? agent_host : options.advertise_host) + ":" +
-                      std::to_string(d->agent_port_);
+  d->agent_address_ = AdvertisedHost(options) + ":" + std::to_string(d->agent_port_);
   config.launch.service_address = d->agent_address_;
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
   // The one cache of lists, told of every write core makes.
@@ -128,16 +147,23 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
     d->auth_ = std::move(*munge);
   }
 
-  d->http_ = std::make_unique<httplib::Server>();
+  d->http_ = std::make_unique<api::GatedServer>(options.gate);
   httplib::Server& http = *d->http_;
-  ConfigureHttpServer(http, options.max_connections);
+  ConfigureHttpServer(http, options.gate);
   api::ApiOptions api_options;
+  api_options.max_body_bytes = options.gate.head.max_body_bytes;
   api_options.libslurm_release = options.libslurm_release;
   api_options.slurmctld_release = options.slurmctld_release;
   api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, list_cache,
                                 api_options);
   api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
-  if (options.logs) api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, {config.output_root});
+  if (options.logs) {
+    api::LogOptions logs;
+    logs.output_root = config.output_root;
+    logs.max_followers = options.max_log_followers;
+    logs.max_followers_per_user = options.max_log_followers_per_user;
+    api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, logs);
+  }
   api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, config.scalar_limits);
   api::RegisterSweepRoutes(http, *d->experiments_, *d->auth_);
   api::RegisterTokenRoutes(http, *d->tokens_, *d->auth_);
@@ -190,6 +216,7 @@ void Daemon::Stop() {
       http_->stop();
       http_thread_.join();
     }
+    if (http_) http_->Shutdown();
     if (ticker_.joinable()) ticker_.join();
     if (grpc_) grpc_->Shutdown();
   });

@@ -27,19 +27,17 @@
 #include <vector>
 
 #include "base/status.h"
+#include "service/api/gate_options.h"
 #include "service/core/core_options.h"
 #include "service/core/experiments.h"
 #include "service/metrics/prometheus_metrics.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace tfslurm {
 class Tokens;
 namespace api {
 class Authenticator;
-}
+class GatedServer;
+}  // namespace api
 namespace agentrpc {
 class AgentGrpcServer;
 }
@@ -62,9 +60,11 @@ struct DaemonOptions {
   std::string http_host = "127.0.0.1";
   int http_port = 8080;
   // The gRPC agent endpoint, "HOST:PORT"; port 0 picks a free port.
+  // (tfslurmd's command line defaults to 0.0.0.0:8081.)
   std::string agent_listen = "127.0.0.1:8081";
   // The host agents use to reach the endpoint, as job scripts name it;
-  // empty: the host of agent_listen.
+  // empty: the host of agent_listen, or this host's name when that is a
+  // wildcard (0.0.0.0, ::), which agents on other hosts cannot connect to.
   std::string advertise_host;
   // Every caller is the local admin; the caller checks that http_host is a
   // loopback address and says so in its log.
@@ -76,9 +76,15 @@ struct DaemonOptions {
   std::string munge_socket;
   int64_t munge_max_age_s = 300;
   std::string munge_admin_group;
-  size_t max_connections = 2048;  // connections served at once, one thread each
-  bool web_assets = true;         // GET / and /ui/ (api/web_assets.h)
-  bool logs = true;               // GET /experiments/{id}/logs (api/logs_api.h)
+  // The REST port's gate (api/request_gate.h): the limits a request is read
+  // with before any thread serves it, and how many are served at once
+  // (gate.max_threads, --max-connections).
+  api::GateOptions gate;
+  bool web_assets = true;  // GET / and /ui/ (api/web_assets.h)
+  bool logs = true;        // GET /experiments/{id}/logs (api/logs_api.h)
+  // Log follow responses at once, and of one user (api/logs_api.h).
+  int max_log_followers = 64;
+  int max_log_followers_per_user = 8;
   // The Slurm releases GET /version reports: the libslurm tfslurmd was
   // built with and slurmctld's ("" when unknown).
   std::string libslurm_release;
@@ -136,7 +142,7 @@ class Daemon {
   std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
   std::unique_ptr<Tokens> tokens_;
   std::unique_ptr<api::Authenticator> auth_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<api::GatedServer> http_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> http_returned_{false};  // listen_after_bind has returned
   std::thread ticker_;

@@ -400,6 +400,24 @@ class LibslurmClient final : public SlurmClient {
     }
     return Status::Ok();
   }
+
+  Status ShrinkJob(int64_t job_id, const std::string& keep) override {
+    // slurmctld's _update_job (src/slurmctld/job_mgr.c): req_nodes on a
+    // running job is its new node list; the nodes left out get
+    // abort_job_on_nodes and kill_step_on_node, then excise_node_from_job.
+    job_desc_msg_t desc;
+    slurm_init_job_desc_msg(&desc);
+    releases::SetDescJobId(desc, static_cast<uint32_t>(job_id));
+    std::string nodes = keep;
+    desc.req_nodes = nodes.data();
+    if (slurm_update_job(&desc) != SLURM_SUCCESS) {
+      int err = releases::LastError();
+      if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
+      return Unavailable(
+          SlurmError("shrinking job " + std::to_string(job_id) + " to nodes " + keep));
+    }
+    return Status::Ok();
+  }
 };
 
 }  // namespace
@@ -420,6 +438,16 @@ StatusOr<std::string> LoadControllerRelease() {
   std::string version = conf->version ? conf->version : "";
   releases::FreeConf(conf);
   return version;
+}
+
+StatusOr<bool> JobsArePrivate() {
+  std::call_once(g_init_once, [] { slurm_init(nullptr); });
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS)
+    return Unavailable(SlurmError("asking slurmctld for its configuration"));
+  const bool hidden = (conf->private_data & PRIVATE_DATA_JOBS) != 0;
+  releases::FreeConf(conf);
+  return hidden;
 }
 
 }  // namespace tfslurm::slurm

@@ -261,6 +261,12 @@ class SqliteStore final : public Store {
     return ReadScalarSeries(*statements_, experiment_id, tags);
   }
 
+  StatusOr<std::vector<std::string>> ListScalarTags(const std::string& experiment_id) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    return ReadScalarTags(*statements_, experiment_id);
+  }
+
   Status PutToken(const TokenRecord& t) override ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
     Statement s = Prepare("INSERT INTO tokens (sha256, user, admin, created_at) VALUES (?,?,?,?)");

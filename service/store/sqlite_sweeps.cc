@@ -7,7 +7,7 @@ constexpr const char* kSweepColumns =
     "id, owner, spec, state, reason, trials, created_at, updated_at";
 constexpr const char* kTrialColumns =
     "sweep_id, trial, experiment_id, params, state, end_reason, objective, objective_step, "
-    "rungs_passed, node_seconds, note, started_at, ended_at";
+    "rungs_passed, node_seconds, note, started_at, ended_at, last_step";
 
 SweepRecord ReadSweepRow(Statement& s) {
   SweepRecord r;
@@ -37,12 +37,19 @@ SweepTrialRecord ReadTrialRow(Statement& s) {
   t.note = s.Text("note");
   t.started_at = s.Int("started_at");
   t.ended_at = s.Int("ended_at");
+  t.last_step = s.OptInt("last_step");
   return t;
 }
 
 }  // namespace
 
 Status WriteSweepChanges(StatementCache& sql, const Changes& c) {
+  if (c.delete_sweep) {
+    // The foreign key cascades to its trials' rows.
+    Statement s = sql.Prepare("DELETE FROM sweeps WHERE id=?");
+    s.Bind(1, *c.delete_sweep);
+    if (s.Step() != SQLITE_DONE) return sql.Error("deleting a sweep");
+  }
   if (c.sweep) {
     const SweepRecord& r = *c.sweep;
     std::string text =
@@ -61,13 +68,13 @@ Status WriteSweepChanges(StatementCache& sql, const Changes& c) {
   }
   for (const SweepTrialRecord& t : c.sweep_trials) {
     Statement s = sql.Prepare(std::string("INSERT INTO sweep_trials (") + kTrialColumns +
-                              ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(sweep_id, trial) "
+                              ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(sweep_id, trial) "
                               "DO UPDATE SET state=excluded.state, end_reason=excluded.end_reason, "
                               "objective=excluded.objective, "
                               "objective_step=excluded.objective_step, "
                               "rungs_passed=excluded.rungs_passed, "
                               "node_seconds=excluded.node_seconds, note=excluded.note, "
-                              "ended_at=excluded.ended_at");
+                              "ended_at=excluded.ended_at, last_step=excluded.last_step");
     s.Bind(1, t.sweep_id).Bind(2, t.index).Bind(3, t.experiment_id).Bind(4, t.params_json);
     s.Bind(5, SweepTrialStateName(t.state))
         .Bind(6, t.end_reason ? EndReasonName(*t.end_reason) : "");
@@ -76,7 +83,7 @@ Status WriteSweepChanges(StatementCache& sql, const Changes& c) {
     else
       s.BindNull(7);
     s.Bind(8, t.objective_step).Bind(9, t.rungs_passed).Bind(10, t.node_seconds);
-    s.Bind(11, t.note).Bind(12, t.started_at).Bind(13, t.ended_at);
+    s.Bind(11, t.note).Bind(12, t.started_at).Bind(13, t.ended_at).Bind(14, t.last_step);
     if (s.Step() != SQLITE_DONE) return sql.Error("writing a sweep's trial");
   }
   return Status::Ok();

@@ -92,6 +92,26 @@ std::optional<std::string> ReadSmallRegularFile(const std::string& path) {
   return text;
 }
 
+// A failure to make or use a directory, by what the caller should do:
+// nothing helps but another path or other permissions (PermissionDenied,
+// FailedPrecondition), or it may pass (Unavailable: the disk, a limit).
+Status DirectoryError(int error, const std::string& message) {
+  switch (error) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return Status(StatusCode::kPermissionDenied, message);
+    case ENOTDIR:
+    case EEXIST:
+    case ELOOP:
+    case ENAMETOOLONG:
+    case ENOENT:
+      return FailedPrecondition(message);
+    default:
+      return Unavailable(message);
+  }
+}
+
 class LocalFiles final : public Files {
  public:
   Status CreateExperimentDirectory(const std::string& path, const RunAs& as) override {
@@ -125,7 +145,32 @@ class LocalFiles final : public Files {
       return Unavailable("cannot act as " + as.user + ": " + identity->error());
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
-    if (ec) return Unavailable("cannot create " + path + " as " + as.user + ": " + ec.message());
+    if (ec)
+      return DirectoryError(ec.value(),
+                            "cannot create " + path + " as " + as.user + ": " + ec.message());
+    return Status::Ok();
+  }
+
+  Status CheckCanCreateDirectories(const std::string& path, const RunAs& as) override {
+    auto identity = ActAs(as);
+    if (identity && !identity->ok())
+      return Unavailable("cannot act as " + as.user + ": " + identity->error());
+    // The deepest part of the path that exists, as `as` sees it.
+    std::filesystem::path existing = std::filesystem::path(path).lexically_normal();
+    struct stat st;
+    while (stat(existing.c_str(), &st) != 0) {
+      if (errno != ENOENT)
+        return DirectoryError(errno,
+                              ErrnoText("cannot look at", existing.string()) + " as " + as.user);
+      if (!existing.has_parent_path() || existing.parent_path() == existing)
+        return FailedPrecondition("no part of " + path + " exists");
+      existing = existing.parent_path();
+    }
+    if (!S_ISDIR(st.st_mode)) return FailedPrecondition(existing.string() + " is not a directory");
+    // AT_EACCESS: the effective ids, which ActAs switched.
+    if (faccessat(AT_FDCWD, existing.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+      return DirectoryError(errno, as.user + " cannot create directories in " + existing.string() +
+                                       ": " + strerror(errno));
     return Status::Ok();
   }
 

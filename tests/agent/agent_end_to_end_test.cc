@@ -555,6 +555,16 @@ TEST_F(AgentEndToEndTest, ProgramNotFoundExits127) {
             std::string::npos);
 }
 
+// Issue 41: a last error line in Latin-1 made the exit report a string
+// protobuf refuses; the service never read it, and the cause was lost.
+TEST_F(AgentEndToEndTest, AnErrorLineThatIsNotUtf8ReachesTheServiceEscaped) {
+  AssignOnRegister(ShellAssignment(
+      R"(printf 'Traceback (most recent call last):\n  File "x"\nValueError: caf\351 au lait\n' >&2; exit 1)"));
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 1);
+  EXPECT_EQ(ReportedExit().detail(), "ValueError: caf\\xe9 au lait");
+}
+
 TEST_F(AgentEndToEndTest, AMissingWorkdirIsReportedAsTheCause) {
   v1::Assignment assignment = ShellAssignment("exit 0");
   assignment.set_workdir(dir_.Path("gone"));

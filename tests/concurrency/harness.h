@@ -76,6 +76,10 @@ class LockedSlurm final : public SlurmClient {
     std::lock_guard lock(mu_);
     return fake_.SignalStep(job_id, step_id, signal);
   }
+  Status ShrinkJob(int64_t job_id, const std::string& keep) override {
+    std::lock_guard lock(mu_);
+    return fake_.ShrinkJob(job_id, keep);
+  }
 
   // Runs `f` on the fake under the lock.
   template <typename F>

@@ -6,7 +6,7 @@
 //
 //   node --test tests/e2e/auth.test.mjs   (tests/e2e/install.sh first)
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, beforeEach, test } from 'node:test';
 import {
   api,
   launchBrowser,
@@ -21,7 +21,16 @@ import {
 let cluster;
 let svc;
 let browser;
-const pageErrors = [];
+// Script errors of the pages the current test opened: the test fails on
+// them (afterEach), not a last test that passes for want of pages when run
+// alone.
+let pageErrors = [];
+beforeEach(() => {
+  pageErrors = [];
+});
+afterEach(() => {
+  assert.deepEqual(pageErrors, [], 'script errors on the pages of this test');
+});
 const BAD_TOKEN = `tfs_${'0'.repeat(64)}`;
 
 before(
@@ -68,9 +77,10 @@ test('with real tokens: asked once, a bad token refused, the right one lists, sh
   assert.equal(alices.body.owner, 'alice');
 
   const page = await browser.context.newPage();
-  page.on('pageerror', (e) => pageErrors.push(`${page.url()}: ${e.message}`));
+  const errors = pageErrors;
+  page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`${page.url()}: ${m.text()}`);
+    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) errors.push(`${page.url()}: ${m.text()}`);
   });
   // Every token form the page ever opens is counted.
   await page.addInitScript(() => {
@@ -80,16 +90,24 @@ test('with real tokens: asked once, a bad token refused, the right one lists, sh
     }).observe(document, { childList: true, subtree: true });
   });
   const statuses = [];
-  page.on('response', (r) => {
-    if (new URL(r.url()).pathname.startsWith('/experiments')) statuses.push(r.status());
+  // The body of each list the page received (GET /experiments), and the
+  // token it carried.
+  const lists = [];
+  page.on('response', async (r) => {
+    const url = new URL(r.url());
+    if (!url.pathname.startsWith('/experiments')) return;
+    statuses.push(r.status());
+    if (url.pathname === '/experiments' && r.request().method() === 'GET' && r.status() === 200) {
+      const token = (await r.request().headerValue('authorization'))?.replace(/^Bearer /, '');
+      lists.push({ token, ids: (await r.json()).experiments.map((e) => e.id) });
+    }
   });
 
   // The front page makes two calls at once; both are refused, one form opens.
   await page.goto(`${svc.base}/`);
   const form = page.locator('[data-testid=token-dialog]');
   await form.waitFor();
-  await page.waitForTimeout(1000);
-  assert.ok(statuses.filter((s) => s === 401).length >= 2, `401s: ${statuses}`);
+  await waitFor('both first calls refused', () => statuses.filter((s) => s === 401).length >= 2, { intervalMs: 100 });
   assert.equal(await form.count(), 1);
   assert.equal(await page.evaluate(() => window.__tokenForms), 1);
   assert.match(await form.innerText(), /asks for a bearer token/);
@@ -108,7 +126,18 @@ test('with real tokens: asked once, a bad token refused, the right one lists, sh
   assert.equal(await form.count(), 0);
   assert.equal(await page.evaluate(() => localStorage.getItem('tfslurm.token')), alice);
   assert.match(await page.locator('#token-area').innerText(), /token set/);
-  await page.waitForTimeout(2000);
+  // Bob's experiment is not alice's to see: not in any list tfslurmd gave her
+  // token, and not on the page once a list has been drawn after a later one
+  // arrived (the page shows what its last list said, whole).
+  const listsBefore = lists.length;
+  await waitFor('a list drawn after a later poll', async () => {
+    if (lists.length <= listsBefore) return false;
+    const shown = await page.$$eval('[data-testid=all] tbody tr[data-id]', (rows) => rows.map((r) => r.dataset.id));
+    return JSON.stringify(shown.sort()) === JSON.stringify([...lists.at(-1).ids].sort()) ? shown : false;
+  }, { intervalMs: 100 });
+  const alicesLists = lists.filter((l) => l.token === alice);
+  assert.ok(alicesLists.length >= 2, JSON.stringify(lists));
+  for (const l of alicesLists) assert.deepEqual(l.ids, [id], "alice's lists hold her experiment only");
   assert.equal(await page.locator('[data-testid=all] tr[data-id="e2e-auth-bob"]').count(), 0, "bob's experiment is not alice's to see");
 
   // The token is kept: after a reload no form opens and no call is refused.
@@ -176,8 +205,4 @@ test('with real tokens: asked once, a bad token refused, the right one lists, sh
   assert.equal(await page.evaluate(() => localStorage.getItem('tfslurm.token')), null);
   await form.waitFor();
   await page.close();
-});
-
-test('no script errors with tokens', () => {
-  assert.deepEqual(pageErrors, []);
 });

@@ -14,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, beforeEach, test } from 'node:test';
 import {
   REPO,
   api,
@@ -32,7 +32,16 @@ import {
 let cluster;
 let svc;
 let browser;
-const pageErrors = [];
+// Script errors of the pages the current test opened: each test fails on
+// its own pages' errors (afterEach), so that none passes for want of pages,
+// as a last "no script errors" test did when run alone.
+let pageErrors = [];
+beforeEach(() => {
+  pageErrors = [];
+});
+afterEach(() => {
+  assert.deepEqual(pageErrors, [], 'script errors on the pages of this test');
+});
 
 before(
   async () => {
@@ -63,10 +72,11 @@ after(
 async function newPage({ width = 1360, height = 900 } = {}) {
   const page = await browser.context.newPage();
   await page.setViewportSize({ width, height });
-  page.on('pageerror', (e) => pageErrors.push(`${page.url()}: ${e.message}`));
+  const errors = pageErrors; // this test's, even if an event comes late
+  page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
   // Console errors other than failed fetches (a CSP refusal, say) count too.
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`${page.url()}: ${m.text()}`);
+    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) errors.push(`${page.url()}: ${m.text()}`);
   });
   return page;
 }
@@ -118,6 +128,49 @@ async function logPanelText(page, pattern, timeout = 20000) {
   );
   return handle.jsonValue();
 }
+
+async function waitState(id, state, timeoutMs = 180000) {
+  return waitFor(`${id} to be ${state}`, async () => ((await experiment(id)).state === state ? true : null), { timeoutMs });
+}
+
+// Experiments that several tests look at, each made by the first test that
+// needs it, so that every test also runs alone (node --test
+// --test-name-pattern): one that succeeded, one cancelled, and e2e-failed
+// (linear_ps with worker 1 failing at step 30).
+const made = new Map();
+function once(id, make) {
+  if (!made.has(id)) made.set(id, make());
+  return made.get(id);
+}
+const succeededExperiment = () =>
+  once('e2e-done', async () => {
+    await submit({
+      id: 'e2e-done',
+      command: ['true'],
+      cluster: { worker: 1 },
+      resources: { partition: 'debug', nodes: 1, tasks_per_node: 1, time_limit: '00:05:00' },
+    });
+    await waitState('e2e-done', 'succeeded');
+    return 'e2e-done';
+  });
+const cancelledExperiment = () =>
+  once('e2e-stopped', async () => {
+    await submit({
+      id: 'e2e-stopped',
+      command: ['sleep', '300'],
+      cluster: { worker: 1 },
+      resources: { partition: 'debug', nodes: 1, tasks_per_node: 1, time_limit: '00:05:00' },
+    });
+    assert.equal((await api(svc.base, 'DELETE', '/experiments/e2e-stopped')).status, 200);
+    await waitState('e2e-stopped', 'cancelled');
+    return 'e2e-stopped';
+  });
+const failedExperiment = () =>
+  once('e2e-failed', async () => {
+    await submit(linearPsSpec('e2e-failed', { steps: 2000, stepSleep: 0.05, extra: ['--fail-at-step', '30', '--fail-task', 'worker:1', '--fail-code', '1'] }));
+    await waitState('e2e-failed', 'failed');
+    return 'e2e-failed';
+  });
 
 const badgeState = (page) =>
   page.$eval('[data-testid=exp-state] .badge', (b) => b.dataset.state).catch(() => '');
@@ -348,14 +401,17 @@ test('cancel from the UI asks first, then cancels the Slurm job', { timeout: 180
   assert.ok(jobId);
   assert.equal((await slurmJob(cluster.conf, jobId))?.JobState, 'RUNNING');
 
-  // Backing out of the confirmation changes nothing.
+  // Backing out of the confirmation changes nothing: the page sends no
+  // DELETE (its own record of requests, not a wait for one that may come).
+  const deletes = [];
+  page.on('request', (r) => r.method() === 'DELETE' && deletes.push(r.url()));
   await page.click('[data-testid=cancel]');
   const dialog = page.locator('[data-testid=confirm-dialog]');
   await dialog.waitFor();
   assert.match(await dialog.innerText(), new RegExp(`Slurm job ${jobId} is cancelled`));
   await dialog.locator('button[value=cancel]').click();
   await dialog.waitFor({ state: 'detached' });
-  await page.waitForTimeout(1000);
+  assert.deepEqual(deletes, [], 'backing out sent a DELETE');
   assert.equal((await experiment(id)).state, 'running');
 
   await page.click('[data-testid=cancel]');
@@ -425,9 +481,8 @@ async function openWhenFailed(id) {
   return page;
 }
 
-test('a failed experiment shows its reason on both pages', { timeout: 180000 }, async () => {
-  const id = 'e2e-failed';
-  await submit(linearPsSpec(id, { steps: 2000, stepSleep: 0.05, extra: ['--fail-at-step', '30', '--fail-task', 'worker:1', '--fail-code', '1'] }));
+test('a failed experiment shows its reason on both pages', { timeout: 240000 }, async () => {
+  const [id, done, stopped] = [await failedExperiment(), await succeededExperiment(), await cancelledExperiment()];
   const page = await openWhenFailed(id);
   const exp = await experiment(id);
   assert.equal(exp.state, 'failed');
@@ -473,9 +528,9 @@ test('a failed experiment shows its reason on both pages', { timeout: 180000 }, 
   // On the front page, a click on the "✗ Failed" chip leaves only failed ones.
   await page.goto(`${svc.base}/#/`);
   const allIds = () => page.$$eval('[data-testid=all] tbody tr[data-id]', (rows) => rows.map((r) => [r.dataset.id, r.dataset.state]));
-  await waitFor('the linear_ps and failed runs in "All experiments"', async () => {
+  await waitFor('the succeeded, cancelled and failed runs in "All experiments"', async () => {
     const ids = (await allIds()).map(([i]) => i);
-    return ids.includes(id) && ids.includes('e2e-linear-ps');
+    return ids.includes(id) && ids.includes(done) && ids.includes(stopped);
   });
   await page.click('[data-testid=all] .filters a[data-filter=failed]');
   await page.waitForFunction(() => location.hash === '#/?state=failed');
@@ -485,7 +540,7 @@ test('a failed experiment shows its reason on both pages', { timeout: 180000 }, 
     return rows.length && rows.every(([, st]) => st === 'failed') ? rows : null;
   });
   assert.ok(failedOnly.some(([i]) => i === id), `${id} in ${JSON.stringify(failedOnly)}`);
-  assert.ok(!failedOnly.some(([i]) => i === 'e2e-linear-ps' || i === 'e2e-cancel'), JSON.stringify(failedOnly));
+  assert.ok(!failedOnly.some(([i]) => i === done || i === stopped), JSON.stringify(failedOnly));
   const row = page.locator(`[data-testid=all] tr[data-id="${id}"]`);
   assert.match(await row.innerText(), /✗ failed/);
   assert.ok((await row.innerText()).includes(exp.reason));
@@ -497,7 +552,7 @@ test('a failed experiment shows its reason on both pages', { timeout: 180000 }, 
     const rows = await allIds();
     return rows.length && rows.every(([, st]) => st === 'succeeded') ? rows : null;
   });
-  assert.ok(succeededOnly.some(([i]) => i === 'e2e-linear-ps'), JSON.stringify(succeededOnly));
+  assert.ok(succeededOnly.some(([i]) => i === done), JSON.stringify(succeededOnly));
   assert.ok(!succeededOnly.some(([i]) => i === id), JSON.stringify(succeededOnly));
   await page.click('[data-testid=all] .filters a[data-filter=all]');
   await waitFor('every state listed again', async () => {
@@ -819,7 +874,8 @@ test('what a program wrote keeps the page in its own order: bidi and control cha
   await page.close();
 });
 
-test('narrow window: no sideways scrolling, tables turn into cards', async () => {
+test('narrow window: no sideways scrolling, tables turn into cards', { timeout: 240000 }, async () => {
+  const [failed, done] = [await failedExperiment(), await succeededExperiment()];
   const wide = await newPage();
   await wide.goto(`${svc.base}/`);
   await wide.locator('[data-testid=all] tr[data-id]').first().waitFor();
@@ -829,7 +885,7 @@ test('narrow window: no sideways scrolling, tables turn into cards', async () =>
 
   // At laptop width the same tables are ordinary tables.
   const laptop = await newPage();
-  await laptop.goto(`${svc.base}/#/experiments/e2e-failed`);
+  await laptop.goto(`${svc.base}/#/experiments/${failed}`);
   await laptop.locator('[data-testid=tasks] tbody tr[data-task]').first().waitFor();
   const wideLayout = await tableLayout(laptop);
   for (const t of wideLayout) {
@@ -840,7 +896,7 @@ test('narrow window: no sideways scrolling, tables turn into cards', async () =>
 
   const page = await newPage({ width: 420, height: 900 });
   // [route, tables with rows]: nothing runs now, so the front page has one.
-  for (const [hash, tables] of [['#/', 1], ['#/experiments/e2e-linear-ps', 2], ['#/experiments/e2e-failed', 2]]) {
+  for (const [hash, tables] of [['#/', 1], [`#/experiments/${done}`, 2], [`#/experiments/${failed}`, 2]]) {
     await page.goto(`${svc.base}/${hash}`);
     await page.locator('main table tbody tr[data-id], main table tbody tr[data-task]').first().waitFor();
     await page.waitForTimeout(1200);
@@ -909,9 +965,10 @@ function pollsSince(page, url, since) {
 // and the check stays as strict), and the shown tab is waited on until it has
 // polled twice.
 test('polling stops while the tab is hidden and resumes when shown', { timeout: 240000 }, async () => {
-  const url = `${svc.base}/experiments/e2e-linear-ps`;
+  const id = await succeededExperiment();
+  const url = `${svc.base}/experiments/${id}`;
   const page = await newPage();
-  await page.goto(`${svc.base}/#/experiments/e2e-linear-ps`);
+  await page.goto(`${svc.base}/#/experiments/${id}`);
   await page.evaluate(() => performance.setResourceTimingBufferSize(100000));
   await page.locator('[data-testid=tasks] tbody tr[data-task]').first().waitFor();
   // Returns the page's clock when the change took effect.
@@ -928,7 +985,7 @@ test('polling stops while the tab is hidden and resumes when shown', { timeout: 
   const control = await newPage();
   let controlPolls = 0;
   control.on('request', (r) => r.url() === url && controlPolls++);
-  await control.goto(`${svc.base}/#/experiments/e2e-linear-ps`);
+  await control.goto(`${svc.base}/#/experiments/${id}`);
   await waitFor('a visible tab on the same view to poll 3 times', () => controlPolls >= 3, { timeoutMs: 120000 });
   await control.close();
   assert.equal(await pollsSince(page, url, hiddenAt), 0, `polls of the hidden tab while a visible one polled ${controlPolls} times`);
@@ -938,8 +995,4 @@ test('polling stops while the tab is hidden and resumes when shown', { timeout: 
   await waitFor('the tab to poll twice once shown', async () => (await pollsSince(page, url, shownAt)) >= 2, { timeoutMs: 120000 });
   assert.match(await page.locator('#live-status').innerText(), /live/);
   await page.close();
-});
-
-test('no script errors on any page', () => {
-  assert.deepEqual(pageErrors, []);
 });

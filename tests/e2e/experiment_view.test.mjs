@@ -11,13 +11,22 @@
 //   node --test tests/e2e/experiment_view.test.mjs   (tests/e2e/install.sh first)
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { after, before, test } from 'node:test';
+import { after, afterEach, before, beforeEach, test } from 'node:test';
 import { REPO, api, launchBrowser, screenshotPath, startCluster, startService, waitFor } from './harness.mjs';
 
 let cluster;
 let svc;
 let browser;
-const pageErrors = [];
+// Script errors of the pages the current test opened: each test fails on its
+// own pages' errors (afterEach), so none passes for want of pages, as a last
+// "no script errors" test did when run alone.
+let pageErrors = [];
+beforeEach(() => {
+  pageErrors = [];
+});
+afterEach(() => {
+  assert.deepEqual(pageErrors, [], 'script errors on the pages of this test');
+});
 
 before(
   async () => {
@@ -44,9 +53,10 @@ after(
 async function newPage({ width = 1360, height = 900 } = {}) {
   const page = await browser.context.newPage();
   await page.setViewportSize({ width, height });
-  page.on('pageerror', (e) => pageErrors.push(`${page.url()}: ${e.message}`));
+  const errors = pageErrors; // this test's, even if an event comes late
+  page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) pageErrors.push(`${page.url()}: ${m.text()}`);
+    if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) errors.push(`${page.url()}: ${m.text()}`);
   });
   return page;
 }
@@ -69,16 +79,28 @@ async function waitState(id, state, timeoutMs = 120000) {
 
 const chart = (key) => `[data-testid=training] figure[data-key="${key}"]`;
 
+// ev-values, succeeded: tests/e2e/programs/jsonl_values.py's scalars, whose
+// last steps/s point comes alone. Made by the first test that needs it, so
+// that each test also runs alone (node --test --test-name-pattern).
+let valuesExperiment;
+function experimentWithValues() {
+  valuesExperiment ??= (async () => {
+    const id = 'ev-values';
+    await submit({
+      id,
+      command: ['/usr/bin/python3', path.join(REPO, 'tests/e2e/programs/jsonl_values.py'), '--steps', '20', '--last-after', '10'],
+      cluster: { worker: 1 },
+      resources: { partition: 'debug', nodes: 1, tasks_per_node: 1, time_limit: '00:10:00' },
+      restart: { max_restarts: 0 },
+    });
+    await waitState(id, 'succeeded');
+    return id;
+  })();
+  return valuesExperiment;
+}
+
 test('one steps-per-second point: a time axis of a minute around it, each tick a different time, the date once', { timeout: 180000 }, async () => {
-  const id = 'ev-values';
-  await submit({
-    id,
-    command: ['/usr/bin/python3', path.join(REPO, 'tests/e2e/programs/jsonl_values.py'), '--steps', '20', '--last-after', '10'],
-    cluster: { worker: 1 },
-    resources: { partition: 'debug', nodes: 1, tasks_per_node: 1, time_limit: '00:10:00' },
-    restart: { max_restarts: 0 },
-  });
-  await waitState(id, 'succeeded');
+  const id = await experimentWithValues();
   const m = (await api(svc.base, 'GET', `/experiments/${id}/metrics`)).body;
   assert.equal(m.steps_per_second?.wall_time.length, 1, `one steps/s point: ${JSON.stringify(m.steps_per_second)}`);
   const [t] = m.steps_per_second.wall_time;
@@ -107,7 +129,7 @@ test('one steps-per-second point: a time axis of a minute around it, each tick a
 });
 
 test('a log scale per chart: toggled, drawn with values above 0 only (the others said), remembered after a reload', { timeout: 120000 }, async () => {
-  const id = 'ev-values'; // from the test above
+  const id = await experimentWithValues();
   const page = await newPage({ height: 1300 });
   await page.goto(`${svc.base}/#/experiments/${id}`);
   for (const key of ['tag:loss', 'tag:margin', 'tag:zero']) await page.waitForFunction((sel) => document.querySelector(sel)?.uplot, chart(key));
@@ -294,8 +316,4 @@ test('a spare node is shown as a spare in the task table, waiting, with no progr
   await page.screenshot({ path: screenshotPath('experiment-spare-node.png'), fullPage: true });
   await page.close();
   await api(svc.base, 'DELETE', `/experiments/${id}`);
-});
-
-test('no script errors on these pages', () => {
-  assert.deepEqual(pageErrors, []);
 });

@@ -7,7 +7,8 @@
 # and the crash log when one fails. Exit status 1 when any target failed.
 #
 #   tests/fuzz/run-fuzzers.sh [-t SECONDS] [-j JOBS] [-b BUILD] [TARGET...]
-#   TARGET: spec sbatch agent_json agent_proto tfevents scalars_jsonl (default: all)
+#   TARGET: spec sbatch agent_json agent_proto tfevents scalars_jsonl request_head
+#           http_request (default: all)
 set -euo pipefail
 
 fuzz_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,7 +24,7 @@ while getopts "t:j:b:" opt; do
 done
 shift $((OPTIND - 1))
 targets=("$@")
-((${#targets[@]})) || targets=(spec sbatch agent_json agent_proto tfevents scalars_jsonl)
+((${#targets[@]})) || targets=(spec sbatch agent_json agent_proto tfevents scalars_jsonl request_head http_request)
 
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_FUZZ=ON >/dev/null
@@ -36,11 +37,12 @@ dict_of() {
   esac
 }
 
-# The scalar files' readers must not allocate what a length field or a line
-# claims: any one allocation over 64 MB is a failure there.
+# The scalar files' readers, and httplib reading a request (a chunk size, a
+# Content-Length), must not allocate what a length field or a line claims:
+# any one allocation over 64 MB is a failure there.
 limits_of() {
   case $1 in
-    tfevents | scalars_jsonl) echo "-malloc_limit_mb=64" ;;
+    tfevents | scalars_jsonl | request_head | http_request) echo "-malloc_limit_mb=64" ;;
   esac
 }
 

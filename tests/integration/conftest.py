@@ -5,11 +5,24 @@ The cluster is started once per test session (it takes a few seconds) in a
 short temp directory (unix socket paths are limited to 108 bytes), and
 stopped at the end. Each test gets its own tfslurmd with its own database,
 output root and ports chosen by the OS.
+
+The cluster's hosts are apart (start.sh --hosts-apart: slurmctld, each
+slurmd, the service host and a login host in network namespaces of their
+own; TFSLURM_LOOPBACK=1 starts one on this host's loopback instead), and the
+tests run ON THE SERVICE HOST: the session enters its network namespace
+first (helpers/hosts.py, enter_service_host). So every tfslurmd runs where a
+site runs it: its REST API on the service host's loopback (where --no-auth
+is allowed), its agent endpoint on all of its addresses, reached by the
+agents on the compute nodes over the cluster network; and every Slurm
+command of a test goes over the network to slurmctld. Commands for another
+host (tfctl on the login host, a fault on a node's link) go through
+helpers/hosts.py and helpers/netfault.py.
 """
 import json
 import os
 import shutil
 import signal
+import socket
 import datetime
 import re
 import sqlite3
@@ -21,6 +34,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+
+from helpers import hosts
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("TFSLURM_BUILD", os.path.join(REPO, "build"))
@@ -39,21 +54,48 @@ def wait_for(predicate, timeout, what, interval=0.1):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
+def cluster_start_args(*extra):
+    """start.sh's arguments for another cluster of this session (before
+    DIR): its hosts apart like the session's, on the session's service host
+    (where the tests run, so that they reach it), or on one host like the
+    session's. The fixtures and tests that start a cluster of their own use
+    it."""
+    if os.environ.get("TFSLURM_LOOPBACK") == "1" or _session_service_netns is None:
+        return list(extra)
+    return list(extra) + ["--hosts-apart", "--service-netns", _session_service_netns]
+
+
+# The service host the session runs on (a network namespace), once entered.
+_session_service_netns = None
+
+
+def _enter_service_host(conf):
+    global _session_service_netns
+    hosts.enter_service_host(conf)
+    if hosts.apart(conf):
+        _session_service_netns = hosts.netns(conf, "svc")
+
+
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """A running local Slurm cluster; yields the SLURM_CONF path."""
+    """A running local Slurm cluster, its hosts apart unless
+    TFSLURM_LOOPBACK=1; yields the SLURM_CONF path. The session runs on its
+    service host from then on (the module's docstring)."""
     if os.environ.get("TFSLURM_SLURM_CONF"):
         # A cluster the caller already started (tests/run.sh does this).
+        _enter_service_host(os.environ["TFSLURM_SLURM_CONF"])
         yield os.environ["TFSLURM_SLURM_CONF"]
         return
     from unix_users import ensure_test_users  # it imports this module
     ensure_test_users()  # before slurmctld caches anyone's groups (unix_users.py says why)
     d = tempfile.mkdtemp(prefix="tfs-", dir="/tmp")
     os.chmod(d, 0o755)  # munged runs as the munge user and must reach its socket dir
-    out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), d],
+    apart = [] if os.environ.get("TFSLURM_LOOPBACK") == "1" else ["--hosts-apart"]
+    out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh")] + apart + [d],
                          stdout=subprocess.PIPE, check=True, text=True)
     conf = out.stdout.strip().split("=", 1)[1]
     try:
+        _enter_service_host(conf)
         yield conf
     finally:
         subprocess.run([os.path.join(REPO, "deploy/local-slurm/stop.sh"), d], check=False)
@@ -63,7 +105,7 @@ def slurm_cluster():
 class Service:
     """One tfslurmd process and a small JSON client for it."""
 
-    def __init__(self, slurm_conf, workdir, extra_args=(), auth=False, agent_host="127.0.0.1", run_as=None,
+    def __init__(self, slurm_conf, workdir, extra_args=(), auth=False, agent_host=None, run_as=None,
                  bin_dir=BIN, env=None):
         self.slurm_conf = slurm_conf
         # The build whose tfslurmd runs (another Slurm release's: test_slurm_release_crossing.py),
@@ -77,12 +119,29 @@ class Service:
         # Most tests run single-user (--no-auth on loopback); test_security
         # runs with tokens.
         self.extra_args = list(extra_args) + ([] if auth else ["--no-auth"])
-        self.agent_host = agent_host
+        # Where the agent endpoint listens: all addresses when the hosts are
+        # apart (tfslurmd tells the agents its hostname, which every host
+        # resolves), loopback on one host.
+        apart = hosts.apart(slurm_conf)
+        self.agent_host = agent_host or ("0.0.0.0" if apart else "127.0.0.1")
+        # On a cluster that joined the session's service host (another
+        # cluster's), the agents reach it by the name it has on their network.
+        self.advertise = []
+        if apart and hosts.fqdn(slurm_conf, "svc") != socket.gethostname() and "--advertise" not in extra_args:
+            self.advertise = ["--advertise", hosts.fqdn(slurm_conf, "svc")]
+        # The REST API: loopback with --no-auth (the only place it is
+        # allowed); with tokens, every address when the hosts are apart, so
+        # that tfctl and the dashboard on the login host reach it, as at a
+        # site (self.cluster_url).
+        self.http_host = "0.0.0.0" if apart and auth else "127.0.0.1"
+        self.cluster_url = None
         # A Unix user to run tfslurmd as (personal mode: jobs then run as
         # that user); None: as the test (root).
         self.run_as = run_as
         self.proc = None
         self.url = None
+        # A token request() sends when the caller gives no Authorization.
+        self.token = None
 
     def start(self):
         ready = os.path.join(self.workdir, "ready.json")
@@ -111,9 +170,9 @@ class Service:
         root = (["--allow-root"] if os.geteuid() == 0 and not self.run_as and "--site" not in self.extra_args
                 else [])
         self.proc = subprocess.Popen(
-            as_user + [os.path.join(self.bin_dir, "tfslurmd"), "--listen", "127.0.0.1:0", "--db", self.db,
+            as_user + [os.path.join(self.bin_dir, "tfslurmd"), "--listen", f"{self.http_host}:0", "--db", self.db,
              "--output-root", self.output_root, "--ready-file", ready, "--agent-listen", agent_listen]
-            + timings + root + self.extra_args,
+            + self.advertise + timings + root + self.extra_args,
             env=env, stdout=self.log, stderr=subprocess.STDOUT)
         wait_for(lambda: os.path.exists(ready) and os.path.getsize(ready) > 0 or self._died(), 20,
                  "tfslurmd to listen")
@@ -121,6 +180,8 @@ class Service:
             raise AssertionError("tfslurmd exited at start:\n" + open(self.log_path).read())
         ports = json.load(open(ready))
         self.url = f"http://127.0.0.1:{ports['http_port']}"
+        if self.http_host == "0.0.0.0":
+            self.cluster_url = f"http://{hosts.fqdn(self.slurm_conf, 'svc')}:{ports['http_port']}"
         self.agent_port = ports["agent_port"]
         if not os.path.exists(port_file):
             open(port_file, "w").write(str(self.agent_port))
@@ -142,6 +203,8 @@ class Service:
     def request(self, method, path, body=None, headers=None, raw=False):
         data = None
         hdrs = dict(headers or {})
+        if self.token and not any(k.lower() == "authorization" for k in hdrs):
+            hdrs["Authorization"] = f"Bearer {self.token}"
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
             hdrs.setdefault("Content-Type", "application/json")
@@ -179,7 +242,7 @@ def service_factory(slurm_cluster):
     services = []
     dirs = []
 
-    def make(extra_args=(), workdir=None, auth=False, agent_host="127.0.0.1", run_as=None, searchable=False):
+    def make(extra_args=(), workdir=None, auth=False, agent_host=None, run_as=None, searchable=False):
         """searchable: other users may pass through the workdir (and so reach
         the output root), as site mode's jobs, run as their owners, must."""
         if workdir is None:
@@ -273,7 +336,7 @@ def squeue_ids(conf):
 
 
 @pytest.fixture(scope="session")
-def accounting_cluster():
+def accounting_cluster(slurm_cluster):
     """A second local cluster with accounting (start.sh --accounting):
     slurmdbd and MariaDB behind it, AccountingStorageEnforce=associations,
     limits,qos, accounts tfs-research and tfs-other, QOS tfs-high (allowed to
@@ -286,7 +349,8 @@ def accounting_cluster():
     d = tempfile.mkdtemp(prefix="tfs-", dir="/tmp")
     os.chmod(d, 0o755)  # munged runs as the munge user and must reach its socket dir
     try:
-        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), "--accounting", d],
+        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh")] + cluster_start_args("--accounting")
+                             + [d],
                              stdout=subprocess.PIPE, check=True, text=True)
         conf = out.stdout.strip().split("=", 1)[1]
         yield conf

@@ -8,6 +8,7 @@ the checkpoints it wrote and restored, the socket its coordinator listens on.
 """
 import datetime
 import glob
+import json
 import os
 import re
 import signal
@@ -98,7 +99,8 @@ def test_six_processes_over_three_nodes_see_their_world_and_end_equal(service, s
     assert [(t["role"], t["index"]) for t in exp["tasks"]] == [("rank", p) for p in range(6)], exp["tasks"]
     pid0 = process_pid("jax-ok", 0)
     assert pid0
-    assert [p for p, _ in listeners(port)] == [pid0], listeners(port)
+    on = (slurm_cluster, exp["tasks"][0]["node"])
+    assert [p for p, _ in listeners(port, *on)] == [pid0], listeners(port, *on)
 
     done = wait_ended(service, "jax-ok", 300)
     assert done["state"] == "succeeded", done["reason"]
@@ -128,10 +130,19 @@ def test_six_processes_over_three_nodes_see_their_world_and_end_equal(service, s
     assert done["checkpoint"]["step"] == steps, done["checkpoint"]
     assert load_checkpoint(jax_python, done["model_dir"], steps) == (steps, digest)
     assert load_checkpoint(jax_python, done["model_dir"], 40)[1] != digest
-    # The loss reached the service as a training scalar.
+    # The loss reached the service as a training scalar: every point process
+    # 0 wrote to its scalars file ($TFSLURM_SCALARS_FILE, full precision),
+    # one every 10 steps as its log says (5 decimals there), at its step.
+    written = [json.loads(line) for line in open(os.path.join(done["model_dir"], "tfslurm-scalars.jsonl"))]
+    logged = [(int(st), v) for st, v in re.findall(r"^jax-example: step=(\d+) loss=(\S+)$", task_log(done, 0), re.M)]
+    assert [st for st, _ in logged] == list(range(10, steps + 1, 10)), logged
+    assert [(w["step"], f"{w['loss']:.5f}") for w in written] == logged, (written, logged)
     status, metrics = service.get("/experiments/jax-ok/metrics")
     assert status == 200, metrics
-    assert any(s["tag"] == "loss" for s in metrics["series"]), metrics
+    loss = next((s for s in metrics["series"] if s["tag"] == "loss"), None)
+    assert loss, metrics
+    assert list(zip(loss["step"], loss["value"], loss["attempt"])) == [(w["step"], w["loss"], 1) for w in written], \
+        (loss, written)
     events = done["events"]
     assert "process ids and JAX_COORDINATOR_ADDRESS sent" in " ".join(e["why"] for e in events)
     assert job_final_state(slurm_cluster, done["slurm_job_id"]) == "COMPLETED"

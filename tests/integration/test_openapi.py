@@ -619,9 +619,12 @@ def test_real_responses_match_the_document(service, doc):
     c.call("POST", "/agent/v1/message", "/agent/v1/message", beat, expect=404)
     c.call("POST", "/agent/v1/message", "/agent/v1/message", {"task": msg["task"]}, expect=400)
     c.call("POST", "/agent/v1/message", "/agent/v1/message", {"bogus": 1}, expect=400)
-    # A report for the ended attempt 1 of oa-real: not current.
+    # A report for the ended attempt 1 of oa-real without its secret: the
+    # answer of a missing experiment, not the 409 its secret would get
+    # (issue 41: a stranger learns nothing of oa-real's state).
     old = {"task": {"experiment_id": "oa-real", "attempt": 1, "secret": "x", "proc_id": 0}, "heartbeat": {}}
-    c.call("POST", "/agent/v1/message", "/agent/v1/message", old, expect=409)
+    _, _, stranger = c.call("POST", "/agent/v1/message", "/agent/v1/message", old, expect=404)
+    assert stranger["error"]["message"] == "no experiment 'oa-real' with attempt 1 and this secret", stranger
 
     # Deleted with its files, last, as nothing above may need it.
     wait_for(lambda: c.call("POST", "/experiments/{id}/delete", "/experiments/oa-real/delete?files=true", b"",
@@ -653,6 +656,10 @@ def test_sweep_responses_match_the_document(service, doc):
     done = wait_for(lambda: (lambda s: s if all(t["state"] != "running" for t in s["trials"]) else None)(
         c.call("GET", "/sweeps/{id}", "/sweeps/oa-sweep", expect=200)[2]), 60, "the trial to end", interval=0.5)
     assert len(done["trials"]) == 1, "no trial starts after a cancel"
+    c.call("POST", "/sweeps/{id}/delete", "/sweeps/oa-unknown/delete", b"", expect=404)
+    _, _, deleted = c.call("POST", "/sweeps/{id}/delete", "/sweeps/oa-sweep/delete?files=true", b"", expect=200)
+    assert [d["id"] for d in deleted["experiments_deleted"]] == ["oa-sweep-1"], deleted
+    c.call("GET", "/sweeps/{id}", "/sweeps/oa-sweep", expect=404)
 
 
 def create_token(service, user, admin=False):

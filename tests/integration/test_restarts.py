@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import REPO, program_pid, programs, scontrol_job, slurm_env, squeue_ids, wait_for
+from helpers import hosts
 
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
 
@@ -55,6 +56,17 @@ def start_steps(exp, attempt):
     return steps
 
 
+def checkpoints_written(exp, attempt):
+    """The steps of the checkpoints an attempt's programs wrote, as they
+    logged them (linear_ps's checkpointing task prints a line per save:
+    "checkpoint step=N path=..." or "checkpoint on signal step=N ...")."""
+    steps = set()
+    for proc in range(6):
+        steps |= {int(m) for m in re.findall(r"^linear_ps: checkpoint (?:on signal )?step=(\d+)",
+                                             log(exp, attempt, proc), re.M)}
+    return steps
+
+
 def checkpoint_at_least(service, exp_id, step):
     e = service.experiment(exp_id)
     return e if e["checkpoint"] and e["checkpoint"]["step"] >= step else None
@@ -88,8 +100,15 @@ def test_kill9_of_a_worker_restarts_from_the_last_checkpoint(service, slurm_clus
     assert len(done["attempts"]) == 2, done["attempts"]
     first, second = done["attempts"]
     assert first["end_reason"] == "retryable_exit" and "signal 9" in first["reason"], first
-    assert second["start_step"] and second["start_step"] > 0, second
-    assert min(start_steps(done, 2)) > 0, start_steps(done, 2)
+    # From the last checkpoint attempt 1 wrote, its exact step: what the
+    # service recorded, what every program of attempt 2 says it started
+    # from, and what the checkpointing task restored.
+    latest = max(checkpoints_written(done, 1), default=None)
+    assert latest and latest >= 30, checkpoints_written(done, 1)
+    assert second["start_step"] == latest, (second, sorted(checkpoints_written(done, 1)))
+    assert start_steps(done, 2) == {latest}, (start_steps(done, 2), latest)
+    assert any(re.search(rf"^linear_ps: restored step={latest} path=\S*model\.ckpt-{latest}$", log(done, 2, proc), re.M)
+               for proc in range(6)), [log(done, 2, proc)[-500:] for proc in range(6)]
     assert done["checkpoint"]["step"] >= 300
     assert any(e["what"] == "state" and "restart 1 of 2" in e["why"] for e in done["events"])
     if in_allocation:
@@ -280,19 +299,19 @@ def slurmctld_port(conf):
     return int(next(line.split("=", 1)[1] for line in open(conf) if line.startswith("SlurmctldPort=")))
 
 
-def submission_waiting_in_slurmctld(pid, port):
+def submission_waiting_in_slurmctld(conf, pid, port):
     """The submission of process pid is in slurmctld's socket, whole: a
     connection of pid to slurmctld whose bytes have all left it (Send-Q 0)
     and wait on slurmctld's side, unread, more than a poll's small request
     holds (a job description: its script and environment, some kilobytes).
     slurmctld is stopped, so its kernel holds them until it reads."""
-    def sockets(selector):
-        out = subprocess.run(["ss", "-Htnp", "state", "established", selector], stdout=subprocess.PIPE,
-                             text=True, check=True).stdout
+    def sockets(host, selector):
+        out = hosts.ss(conf, host, ["-Htnp", "state", "established", selector])
         return [line.split() for line in out.splitlines()]
-    # ss -H: Recv-Q Send-Q Local Peer [users:(...)]
-    waiting = {f[3]: int(f[0]) for f in sockets(f"sport = :{port}")}
-    ours = [f for f in sockets(f"dport = :{port}") if f"pid={pid}," in " ".join(f[4:])]
+    # ss -H: Recv-Q Send-Q Local Peer [users:(...)]; slurmctld's end on its
+    # host, tfslurmd's on the service host (the same host when not apart).
+    waiting = {f[3]: int(f[0]) for f in sockets("ctld", f"sport = :{port}")}
+    ours = [f for f in sockets("svc", f"dport = :{port}") if f"pid={pid}," in " ".join(f[4:])]
     return [(f[2], waiting.get(f[2])) for f in ours if int(f[1]) == 0 and waiting.get(f[2], 0) > 1024]
 
 
@@ -325,7 +344,8 @@ def test_service_killed_during_a_submission_leaves_exactly_one_job(service_facto
             return row and row[0] == "submitting"
 
         wait_for(intent_recorded, 30, "the intent to be recorded")
-        wait_for(lambda: submission_waiting_in_slurmctld(first.proc.pid, slurmctld_port(slurm_cluster)), 30,
+        wait_for(lambda: submission_waiting_in_slurmctld(slurm_cluster, first.proc.pid,
+                                                         slurmctld_port(slurm_cluster)), 30,
                  "the submission to wait, whole, in slurmctld's socket")
         first.stop(signal.SIGKILL)
     finally:

@@ -99,37 +99,54 @@ def test_tf_summary_scalars_of_the_chief_are_served_by_get_and_tfctl(service, tf
 # JSON lines, no TensorFlow: attempt 1 logs steps 1-3 and fails with a
 # retryable exit; attempt 2 logs steps 3-5 (it resumed from step 2). A bad
 # line is skipped. Attempt 1's lines are in the file when attempt 2 starts,
-# and must not be reported again as attempt 2's.
+# and must not be reported again as attempt 2's. Each attempt writes its
+# first two points, waits until the test has seen the service hold them
+# (the agent's periodic read), then writes its last point and exits at
+# once: only the agent's last read, as the program exits, can see that one.
 JSONL_PROGRAM = r'''
 import json, os, sys, time
 path = os.environ["TFSLURM_SCALARS_FILE"]
 attempt = int(os.environ["TFSLURM_ATTEMPT"])
+go = f"{sys.argv[1]}-{attempt}"
 steps = [1, 2, 3] if attempt == 1 else [3, 4, 5]
 with open(path, "a") as f:
     for step in steps:
+        if step == steps[-1]:
+            while not os.path.exists(go):
+                time.sleep(0.05)
         f.write(json.dumps({"step": step, "loss": 10.0 * attempt + step, "lr": 0.1}) + "\n")
         if step == 2:
             f.write("not json\n")
         f.flush()
-        time.sleep(0.3)
-time.sleep(1.5)  # the agent polls about once a second; its last poll runs at exit too
-sys.exit(137 if attempt == 1 else 0)
+os._exit(137 if attempt == 1 else 0)
 '''
 
 
 def test_json_lines_scalars_across_a_restart_are_marked_by_attempt(service, tmp_path):
     program = tmp_path / "jsonl.py"
     program.write_text(JSONL_PROGRAM)
-    spec = {"id": "scalars-jsonl", "command": ["/usr/bin/python3", str(program)], "cluster": {"worker": 1},
+    go = tmp_path / "go"
+    spec = {"id": "scalars-jsonl", "command": ["/usr/bin/python3", str(program), str(go)], "cluster": {"worker": 1},
             "resources": {"partition": "debug", "nodes": 1, "tasks_per_node": 1, "time_limit": "00:10:00"},
             "restart": {"max_restarts": 1, "backoff_s": 1}}
     status, body = service.post("/experiments", spec)
     assert status == 201, body
+
+    def loss_points():
+        status, m = service.get("/experiments/scalars-jsonl/metrics")
+        assert status == 200, m
+        loss = next((s for s in m["series"] if s["tag"] == "loss"), None)
+        return list(zip(loss["attempt"], loss["step"], loss["value"])) if loss else []
+    for attempt, first_two in ((1, [(1, 1, 11.0), (1, 2, 12.0)]), (2, [(2, 3, 23.0), (2, 4, 24.0)])):
+        wait_for(lambda: first_two[-1] in loss_points(), 120, f"attempt {attempt}'s first points in the service")
+        assert loss_points()[-2:] == first_two, loss_points()
+        go.with_name(f"go-{attempt}").touch()
     done = service.wait_state("scalars-jsonl", ("succeeded", "failed"), timeout=180)
     assert done["state"] == "succeeded", done["reason"]
     status, m = service.get("/experiments/scalars-jsonl/metrics")
     assert status == 200, m
     loss = next(s for s in m["series"] if s["tag"] == "loss")
+    # (1, 3) and (2, 5) were written just before each program's exit.
     assert list(zip(loss["attempt"], loss["step"], loss["value"])) == [
         (1, 1, 11.0), (1, 2, 12.0), (1, 3, 13.0), (2, 3, 23.0), (2, 4, 24.0), (2, 5, 25.0)], loss
     assert sorted(t["tag"] for t in m["tags"]) == ["loss", "lr"]

@@ -9,8 +9,10 @@ node set DOWN). The job was submitted --no-kill and its step runs with srun
 (excise_node_from_job in src/slurmctld/job_mgr.c; without SSF_NO_KILL,
 kill_step_on_node would SIGKILL the whole step). The attempt ends node_fail,
 and the next starts in the same Slurm job with node3 in node2's place,
-resumes from rank 0's checkpoint, and every rank ends with the same
-parameters.
+resumes from rank 0's checkpoint. node2 is then mended, but it has left the
+job, so a second failure (node3's) finds no spare: the attempt ends
+node_fail and the next is a new Slurm job of three nodes again. Every rank
+ends with the same parameters.
 """
 import os
 import re
@@ -21,10 +23,26 @@ from test_pytorch import ddp_spec, digests, rank_pid
 from test_tensorflow import task_log, wait_ended
 
 
-def test_a_spare_node_takes_a_failed_nodes_place_in_the_same_job(service, slurm_cluster):
-    steps = 300
+# The time from a node's kill to attempt 2 running in place with the spare:
+# issue 29's target is 15 s to the resumed first step, and this comes
+# before it. It is the service's poll (2 s), its wait for the agents left,
+# and a rendezvous: a few seconds on a loaded machine (bench/in_place.sh
+# measures the first step: 1.43 s median on an idle one).
+IN_PLACE_BOUND_S = 15
+
+
+def attempt_running(service, exp_id, number):
+    def running():
+        x = service.experiment(exp_id)
+        return x if len(x["attempts"]) == number and x["state"] == "running" else None
+    return running
+
+
+def test_a_spare_node_takes_a_failed_nodes_place_then_a_second_failure_falls_back_to_a_new_job(
+        service, slurm_cluster):
+    steps = 600
     spec = ddp_spec("spare", ["--steps", str(steps), "--checkpoint-every", "50", "--step-delay-ms", "25"],
-                    nodes=2, tasks_per_node=1, restart={"max_restarts": 1})
+                    nodes=2, tasks_per_node=1, restart={"max_restarts": 2, "backoff_s": 1})
     spec["resources"]["spare_nodes"] = 1
     status, body = service.post("/experiments", spec)
     assert status == 201, body
@@ -39,14 +57,15 @@ def test_a_spare_node_takes_a_failed_nodes_place_in_the_same_job(service, slurm_
     assert [s["node"] for s in e["spares"]] == ["node3"] and e["spares"][0]["waiting"], e["spares"]
     assert rank_pid("spare", 1, attempt=1)
 
+    failed = []
     try:
+        # The first failure: node3, the spare, takes node2's place in the job.
+        failed.append("node2")
         failed_at = fail_node(slurm_cluster, "node2")
-
-        def attempt2_running():
-            x = service.experiment("spare")
-            return x if len(x["attempts"]) == 2 and x["state"] == "running" else None
-        e = wait_for(attempt2_running, 120, "attempt 2 to run in place")
+        e = wait_for(attempt_running(service, "spare", 2), 120, "attempt 2 to run in place")
         running_in = time.time() - failed_at
+        print(f"spare: node2 killed; attempt 2 ran in place on node1 and node3 {running_in:.1f} s later")
+        assert running_in <= IN_PLACE_BOUND_S, f"attempt 2 ran in place {running_in:.1f} s after node2's failure"
         job = scontrol_job(slurm_cluster, first["slurm_job_id"])
         assert job.get("JobState") == "RUNNING" and job.get("NodeList") == "node[1,3]", job
         one, two = e["attempts"]
@@ -62,22 +81,53 @@ def test_a_spare_node_takes_a_failed_nodes_place_in_the_same_job(service, slurm_
         gone = [ev["why"] for ev in e["events"] if ev["what"] == "lost"]
         assert any(w.startswith("rank 1 (on node2) is gone: its node left Slurm job") for w in gone), gone
 
+        # node2 is mended, but it has left the job: the job has no spare now.
+        # The second failure, node3's, falls back to a new job.
+        restore_node(slurm_cluster, "node2")
+        failed.remove("node2")
+        wait_for(lambda: (lambda x: x if x["checkpoint"]["step"] > two["start_step"] else None)(
+            service.experiment("spare")), 120, "a checkpoint of attempt 2")
+        failed.append("node3")
+        fail_node(slurm_cluster, "node3")
+        try:
+            e = wait_for(lambda: (lambda x: x if len(x["attempts"]) == 3 and x["attempts"][2]["slurm_job_id"] else None)(
+                service.experiment("spare")), 120, "attempt 3 with a Slurm job of its own")
+        except AssertionError as timed_out:
+            x = service.experiment("spare")
+            raise AssertionError(f"{timed_out}\nstate {x['state']}: {x['reason']}\nattempts: {x['attempts']}\n"
+                                 + "\n".join(f"{ev['what']}: {ev['why']}" for ev in x["events"][-12:])) from None
+        two, three = e["attempts"][1:]
+        assert two["end_reason"] == "node_fail", two
+        assert not three["in_place"] and three["slurm_job_id"] != first["slurm_job_id"], e["attempts"]
+        assert three["job_name"] == "tfx-spare-a3", three
+        # The new job holds three nodes again (two and the spare): node3 is
+        # mended so that it can start.
+        restore_node(slurm_cluster, "node3")
+        failed.remove("node3")
+        e = wait_for(attempt_running(service, "spare", 3), 180, "attempt 3 to run in its new job")
+        assert scontrol_job(slurm_cluster, three["slurm_job_id"]).get("NodeList") == "node[1-3]", \
+            scontrol_job(slurm_cluster, three["slurm_job_id"])
+        assert len(e["spares"]) == 1 and not ({s["node"] for s in e["spares"]} & {t["node"] for t in e["tasks"]}), e
+
         done = wait_ended(service, "spare", 360)
         assert done["state"] == "succeeded", done["reason"]
-        assert len(done["attempts"]) == 2, done["attempts"]
-        # The spare's agent runs rank 1 under its own SLURM_PROCID, 2: its
-        # output is task-2.out, as the logs API finds it.
+        assert len(done["attempts"]) == 3, done["attempts"]
+        # In attempt 2 the spare's agent ran rank 1 under its own
+        # SLURM_PROCID, 2: its output is task-2.out, as the logs API finds it.
         assert "ddp: rank=1 " in task_log(done, 2, attempt=2), task_log(done, 2, attempt=2)[-2000:]
         status, spare_log = service.request("GET", "/experiments/spare/logs?attempt=2&task=rank:1", raw=True)
         assert status == 200 and spare_log == task_log(done, 2, attempt=2), spare_log[-500:]
-        log = task_log(done, 0, attempt=2)
-        restored = re.search(r"ddp: restored step=(\d+)", log)
-        assert restored and int(restored.group(1)) >= 50, log[-2000:]
-        assert int(restored.group(1)) == done["attempts"][1]["start_step"], done["attempts"][1]
+        # Each attempt resumed from rank 0's checkpoint, and every rank ends
+        # with the same parameters.
+        for n in (2, 3):
+            log = task_log(done, 0, attempt=n)
+            restored = re.search(r"ddp: restored step=(\d+)", log)
+            assert restored and int(restored.group(1)) >= 50, log[-2000:]
+            assert int(restored.group(1)) == done["attempts"][n - 1]["start_step"], done["attempts"][n - 1]
         found = digests(done["model_dir"])
         assert len(found) == 2 and len(set(found.values())) == 1, found
         assert next(iter(found.values()))[0] == str(steps)
-        print(f"spare: node2 killed; attempt 2 ran in place on node1 and node3 {running_in:.1f} s later")
     finally:
         service.request("DELETE", "/experiments/spare")
-        restore_node(slurm_cluster, "node2")
+        for node in failed:
+            restore_node(slurm_cluster, node)

@@ -356,7 +356,8 @@ def test_a_bad_spec_file_names_each_field(service, home, tmp_path):
     broken = tmp_path / "broken.yaml"
     broken.write_text("id: x\ncluster: {worker: 2\n")
     r = run_tfctl(home, "submit", str(broken), url=service.url)
-    assert r.returncode == 1 and f"{broken}:" in r.stderr and "not valid YAML" in r.stderr
+    # Where the `{` opens (line 2), not where the parser noticed (line 3).
+    assert r.returncode == 1 and f"{broken}:2:10: this `{{` is never closed" in r.stderr, r.stderr
 
 
 def test_logs_refuse_task_values_that_are_not_role_index(service, home, tmp_path):
@@ -604,6 +605,14 @@ def run_on_pty(home, service, *args, timeout=120):
     return screen.replace(b"\r\n", b"\n")
 
 
+# What must never reach a terminal raw from text others wrote: C0 controls
+# but newline and tab, DEL, C1 controls (U+0080-U+009F, as UTF-8), and the
+# bidi controls that reorder what is shown (U+061C, U+200E, U+200F,
+# U+202A-U+202E, U+2066-U+2069).
+RAW_CONTROLS = re.compile(rb"[\x00-\x08\x0b-\x1f\x7f]|\xc2[\x80-\x9f]|\xd8\x9c|\xe2\x80[\x8e\x8f\xaa-\xae]|"
+                          rb"\xe2\x81[\xa6-\xa9]")
+
+
 def test_program_output_reaches_the_terminal_escaped(service, home, tmp_path):
     """Issue 31: `tfctl logs` passed a program's OSC, CSI, CR, BS and NUL to
     whoever read them. On a terminal they are shown escaped; --raw and a pipe
@@ -637,12 +646,49 @@ def test_program_output_reaches_the_terminal_escaped(service, home, tmp_path):
     assert escaped in followed and b"\033" not in followed, followed
 
     # status, events and metrics on a terminal carry no control byte at all,
-    # and -o json is exact JSON.
+    # and -o json is exact JSON. (Of this cancelled program none holds its
+    # output: a failed task's detail does, in the test below.)
     for args in (["status", "tfctl-escapes"], ["events", "tfctl-escapes"], ["metrics", "tfctl-escapes"]):
         shown = run_on_pty(home, service, *args)
-        assert not re.search(rb"[\x00-\x08\x0b-\x1f\x7f]", shown), (args, shown)
+        assert not RAW_CONTROLS.search(shown), (args, shown)
     view = json.loads(run_on_pty(home, service, "status", "tfctl-escapes", "-o", "json"))
     assert view["id"] == "tfctl-escapes" and view["state"] == "cancelled", view
+
+
+def test_a_failed_tasks_detail_reaches_the_terminal_escaped(service, home, tmp_path):
+    """A failed task's detail is the last error line of its program's own
+    output (agent/exit_cause.h), and the experiment's reason and events say
+    it: so a program chooses what tfctl prints there. Its C0 controls are
+    spaces by the time they are stored (service/core/wording.h, ExitDetail);
+    its C1 control and bidi controls are stored as written, and must reach a
+    terminal escaped in status and events, and exact in -o json."""
+    line = (r"ValueError: title\033]0;PWNED\007 clear\033[2J c1\302\233[31m rlo\342\200\256 "
+            r"lri\342\201\246 end")
+    program = (r"printf 'Traceback (most recent call last):\n  File \"train.py\", line 1, in <module>\n" +
+               line + r"\n' >&2; exit 1")
+    spec = hello_spec("tfctl-detail", program, 1)
+    spec["restart"] = {"max_restarts": 0}
+    ok(run_tfctl(home, "submit", write_yaml(tmp_path, spec), url=service.url))
+
+    def failed():
+        e = status_json(home, service, "tfctl-detail")
+        return e if e["state"] == "failed" and e["tasks"] and e["tasks"][0]["detail"] else None
+    view = wait_for(failed, 120, "the hostile program to fail with its detail")
+    # As stored: the C0 bytes (ESC, BEL) spaces, the rest as written. (A CR
+    # would end the line for exit_cause's pattern, and no detail is taken.)
+    stored = "ValueError: title ]0;PWNED  clear [2J c1\u009b[31m rlo\u202e lri\u2066 end"
+    assert view["tasks"][0]["detail"] == stored, view["tasks"]
+    assert stored in view["reason"], view["reason"]
+
+    escaped = b"c1\\u009b[31m rlo\\u202e lri\\u2066 end"
+    for args in (["status", "tfctl-detail"], ["events", "tfctl-detail"], ["list"]):
+        shown = run_on_pty(home, service, *args)
+        assert not RAW_CONTROLS.search(shown), (args, RAW_CONTROLS.findall(shown), shown)
+        if args[0] != "list":  # the list's reason column is cut short
+            assert escaped in shown, (args, shown)
+    # The task's own line in status: its detail in full, escaped.
+    status = run_on_pty(home, service, "status", "tfctl-detail")
+    assert b"worker:0: ValueError: title ]0;PWNED  clear [2J " + escaped + b"\n" in status, status
 
 
 def test_resume_with_a_raised_time_limit_and_step_count_trains_on_to_the_new_target(
@@ -760,3 +806,56 @@ def test_delete_right_after_the_end_waits_for_the_slurm_job_to_leave(service_fac
                      r"retry in a few seconds; waiting for it \(up to 60 s\)$", r.stderr, re.M), r.stderr
     assert out.startswith("deleted tfctl-del-now and its files ("), out
     assert run_tfctl(home, "status", "tfctl-del-now", url=service.url).returncode == 1
+
+
+def run_all_on_pty(home, args, cwd=None, url=None, timeout=60):
+    """tfctl with stdout and stderr on one terminal (a pty): (exit code, bytes seen)."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([TFCTL.encode(), *args], env=tfctl_env(home, url), stdout=follower,
+                            stderr=follower, cwd=cwd)
+    os.close(follower)
+    screen = b""
+    try:
+        while True:
+            if select.select([leader], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # EIO: the other end is closed
+                    break
+                if not chunk:
+                    break
+                screen += chunk
+            elif proc.poll() is not None:
+                break
+        code = proc.wait(timeout=timeout)
+    finally:
+        proc.kill()
+        os.close(leader)
+    return code, screen.replace(b"\r\n", b"\n")
+
+
+def test_text_that_is_not_utf8_is_refused_naming_the_field_not_an_abort(home, tmp_path):
+    """Issue 41, point 9: tfctl aborted (SIGABRT, exit 134: nlohmann's
+    type_error 316) on a byte that is not UTF-8 in a spec file, in --workdir,
+    in an argument after --, or in the name of the directory it runs from.
+    Each is now an error naming the field, with the byte shown escaped, and
+    no raw byte reaches the terminal."""
+    url = f"http://127.0.0.1:{unused_port()}"  # refused before anything is sent
+    spec = tmp_path / "latin1.yaml"
+    spec.write_bytes(b"id: latin1\ncommand: [python3, caf\xe9.py]\ncluster: {worker: 1}\n")
+    os.makedirs(os.fsencode(tmp_path) + b"/dir-\xe9")
+    cases = [
+        ("a spec file", [b"submit", str(spec).encode()], None, b"command[1]"),
+        ("--workdir", [b"submit", b"--workers", b"1", b"--workdir", b"/tmp/caf\xe9", b"--",
+                       b"python3", b"x.py"], None, b"workdir"),
+        ("an argument after --", [b"submit", b"--workers", b"1", b"--", b"python3", b"caf\xe9.py"], None,
+         b"command[1]"),
+        ("the directory it runs from", [b"submit", b"--workers", b"1", b"--", b"python3", b"x.py"],
+         os.fsencode(tmp_path) + b"/dir-\xe9", b"workdir"),
+    ]
+    for what, args, cwd, field in cases:
+        code, screen = run_all_on_pty(home, args, cwd=cwd, url=url)
+        assert code == 1, (what, code, screen)
+        assert field + b" is not valid UTF-8 (byte 0xE9" in screen, (what, screen)
+        assert b"\\xe9" in screen, (what, screen)
+        assert b"\xe9" not in screen, (what, "a raw byte reached the terminal", screen)

@@ -62,6 +62,23 @@ expect "node: counts that do not add up are refused" 1 $?
 # tests/compat.sh: 3 ldd checks + 6 adapter tests + 23 passed, 1 failed.
 expect "compat counts" "32 1 0" "$(compat_counts $data/compat.log)"
 
+# gtest run directly, brief or not: a skip is counted either way, and a
+# brief one, without its name, reaches the skips as unnamed (refused).
+printf '[==========] 3 tests from 1 test suite ran. (1 ms total)\n[  PASSED  ] 2 tests.\n[  SKIPPED ] 1 test.\n' >"$work/g.log"
+expect "gtest brief: the skip counts" "2 0 1" "$(gtest_counts "$work/g.log")"
+printf '[==========] 3 tests from 1 test suite ran. (1 ms total)\n[  PASSED  ] 2 tests.\n[  SKIPPED ] 1 test, listed below:\n[  SKIPPED ] A.B\n' >"$work/g2.log"
+expect "gtest: the skip counts and is named" "2 0 1" "$(gtest_counts "$work/g2.log")"
+expect "gtest: its name" $'A.B\t' "$(gtest_skipped "$work/g2.log")"
+printf '[==========] 3 tests from 1 test suite ran. (1 ms total)\n[  PASSED  ] 1 test.\n[  FAILED  ] 2 tests.\n' >"$work/g3.log"
+expect "gtest brief: the failures count" "1 2 0" "$(gtest_counts "$work/g3.log")"
+
+stages=(compat) in_ci=1 skips_file="$work/brief-skips" MISSING_CONDITIONS=()
+: >"$skips_file"
+declare -A passed=() failed=() skipped=() not_run_why=()
+record_counts compat gtest "$work/g.log" 0 >/dev/null
+check_skips tests/skip_allowlist.txt "$skips_file" ipv6-loopback root cgroup-v1-devices cgroup-v1-memory >/dev/null
+expect "gtest brief: an unnamed skip is refused on any machine" 1 "$SKIPS_REFUSED"
+
 printf 'fuzz spec_fuzzer: ok\nfuzz sbatch_fuzzer: FAILED (crash)\n' >"$work/f.log"
 expect "fuzz counts" "1 1 0" "$(fuzz_counts "$work/f.log")"
 printf 'bench smoke reaping.sh: ok (30 s: bench/reaping.sh --runs 1)\n' >"$work/b.log"
@@ -97,6 +114,31 @@ out=$(print_summary)
 expect "summary: NOT RUN under CI fails" 1 $?
 expect "summary: under CI its closing line" "summary: 10 passed, 1 failed, 0 skipped" "$(tail -n 1 <<<"$out")"
 
+# Floors: a stage that counts fewer tests than its floor fails the run and
+# is named; skipped tests count towards it; the checked-in file reads.
+stages=(unit e2e) in_ci=1 skips_file="$work/no-skips" MISSING_CONDITIONS=()
+: >"$skips_file"
+declare -A passed=([unit]=8 [e2e]=3) failed=([unit]=0 [e2e]=0) skipped=([unit]=1 [e2e]=0) not_run_why=()
+floor=([unit]=10 [e2e]=3)
+out=$(print_summary)
+expect "floor: a stage below its floor fails" 1 $?
+grep -q '^  unit counted 9, below its floor of 10$' <<<"$out"
+expect "floor: naming the stage, its count and its floor" 0 $?
+expect "floor: the closing line counts it" "summary: 11 passed, 1 failed, 1 skipped" "$(tail -n 1 <<<"$out")"
+floor=([unit]=9 [e2e]=3)
+print_summary >/dev/null
+expect "floor: at its floor, skips included, passes" 0 $?
+printf 'unit 10\ne2e x\n' >"$work/floors"
+read_floors "$work/floors" >/dev/null
+expect "floor: an unreadable line is an error" 1 $?
+read_floors tests/floors.txt
+expect "floor: tests/floors.txt reads" 0 $?
+for stage in unit integration e2e fuzz tsan bench; do
+  [[ -n ${floor[$stage]:-} ]]
+  expect "floor: tests/floors.txt has $stage" 0 $?
+done
+floor=()
+
 # A run assembled from the captured logs, as tests/run.sh records them: the
 # skips each names reach the summary, and an exit code the log does not
 # explain is a failure.
@@ -125,14 +167,20 @@ expect "run: a stage that ran no test fails" "0 1 0" \
   "${passed[integration]} ${failed[integration]} ${skipped[integration]}"
 
 # Under CI, a stage switch is refused (tests/run.sh then exits 2 before it
-# does anything); outside CI it is the caller's to use.
-out=$(CI=true TFSLURM_SKIP_E2E=1 bash -c 'source tests/lib/ci.sh; detect_ci; refuse_stage_switches')
-expect "CI=true TFSLURM_SKIP_E2E=1 is refused" 1 $?
-grep -q 'TFSLURM_SKIP_E2E=1' <<<"$out"
-expect "naming the variable" 0 $?
+# does anything); outside CI it is the caller's to use. Each variable below
+# emptied or narrowed a stage under CI before it was refused (issue 40).
+for v in TFSLURM_SKIP_E2E=1 GTEST_TOTAL_SHARDS=1000 GTEST_SHARD_INDEX=999 GTEST_FILTER=Nothing.* \
+  PYTEST_ADDOPTS=--ignore=tests/integration/test_x.py PYTEST_PLUGINS=p NODE_OPTIONS=--test-shard=1/2 \
+  TSAN_OPTIONS=report_bugs=0 ASAN_OPTIONS=detect_leaks=0 TFSLURM_SLURM_CONF=/x TFSLURM_ANYTHING_NEW=1 \
+  CTEST_NO_TESTS_ACTION=ignore PYTHONPATH=/tmp LD_PRELOAD=libc.so.6 CXXFLAGS=-DNDEBUG; do
+  out=$(env CI=true "$v" bash -c 'source tests/lib/ci.sh; detect_ci; refuse_stage_switches')
+  expect "CI=true $v is refused" 1 $?
+  grep -qF "  $v" <<<"$out"
+  expect "naming $v" 0 $?
+done
 CI=false TFSLURM_SKIP_E2E=1 bash -c 'source tests/lib/ci.sh; detect_ci; refuse_stage_switches'
 expect "CI=false TFSLURM_SKIP_E2E=1 is the caller's" 0 $?
-(unset "${stage_switches[@]}" 2>/dev/null; CI=true bash -c 'source tests/lib/ci.sh; detect_ci; refuse_stage_switches')
+env -i PATH="$PATH" HOME="$HOME" CI=true MAKEFLAGS=-j2 bash -c 'source tests/lib/ci.sh; detect_ci; refuse_stage_switches'
 expect "CI=true alone runs" 0 $?
 
 if ((failures)); then

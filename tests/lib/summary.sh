@@ -42,26 +42,60 @@ record_counts() {
   record "$stage" "$p" "$f" "$s"
 }
 
+# read_floors FILE: fills the floor table (stage -> the fewest tests it may
+# count) from FILE's "STAGE MINIMUM" lines; # starts a comment. Returns 1,
+# naming the line, when one cannot be read.
+declare -A floor=()
+read_floors() {
+  local line stage minimum rest
+  floor=()
+  while IFS= read -r line; do
+    line=${line%%#*}
+    read -r stage minimum rest <<<"$line"
+    [[ -z $stage ]] && continue
+    if [[ -n $rest || ! $minimum =~ ^[0-9]+$ ]]; then
+      echo "read_floors: cannot read \"$line\" in $1 (STAGE MINIMUM)"
+      return 1
+    fi
+    floor[$stage]=$minimum
+  done <"$1"
+}
+
 # print_summary: reads tests/run.sh's stages, passed, failed, skipped,
-# not_run_why, in_ci, skips_file and MISSING_CONDITIONS. Returns 1 when the
-# run fails: a failure in any stage, a skip the allowlist does not allow
-# here, or (under CI) a stage NOT RUN.
+# not_run_why, floor, in_ci, skips_file and MISSING_CONDITIONS. Returns 1
+# when the run fails: a failure in any stage, a stage that counted fewer
+# tests than its floor (tests/floors.txt), a skip the allowlist does not
+# allow here, or (under CI) a stage NOT RUN.
 print_summary() {
-  local stage total_p=0 total_f=0 total_s=0 rc=0 not_run_count=0 refused=0
-  local -a why_failed=()
-  printf '%-16s %8s %8s %8s\n' stage passed failed skipped
+  local stage total_p=0 total_f=0 total_s=0 rc=0 not_run_count=0 refused=0 counted short=0
+  local -a why_failed=() below=()
+  printf '%-16s %8s %8s %8s %8s\n' stage passed failed skipped floor
   for stage in "${stages[@]}"; do
     if [[ -n ${not_run_why[$stage]:-} || -z ${passed[$stage]:-} ]]; then
       printf '%-16s NOT RUN (%s)\n' "$stage" "${not_run_why[$stage]:-no result recorded}"
       not_run_count=$((not_run_count + 1))
       continue
     fi
-    printf '%-16s %8d %8d %8d\n' "$stage" "${passed[$stage]}" "${failed[$stage]}" "${skipped[$stage]}"
+    printf '%-16s %8d %8d %8d %8s\n' "$stage" "${passed[$stage]}" "${failed[$stage]}" "${skipped[$stage]}" \
+      "${floor[$stage]:--}"
     total_p=$((total_p + passed[$stage]))
     total_f=$((total_f + failed[$stage]))
     total_s=$((total_s + skipped[$stage]))
+    # Skipped tests count towards the floor: they are there, and the
+    # allowlist judges each skip on its own.
+    counted=$((passed[$stage] + failed[$stage] + skipped[$stage]))
+    if [[ -n ${floor[$stage]:-} ]] && ((counted < floor[$stage])); then
+      below+=("$stage counted $counted, below its floor of ${floor[$stage]}")
+    fi
   done
   ((total_f)) && why_failed+=("$total_f failed")
+  if ((${#below[@]})); then
+    printf '\nstages that ran fewer tests than tests/floors.txt says they have (a test removed needs its\n'
+    printf 'floor lowered in the same commit; anything else means the stage did not run all of them):\n'
+    printf '  %s\n' "${below[@]}"
+    short=${#below[@]}
+    why_failed+=("$short stages below their floor")
+  fi
   if ((${#MISSING_CONDITIONS[@]})); then
     printf '\n!!! This machine lacks %s: the tests that need it did not test anything here.\n' \
       "${MISSING_CONDITIONS[*]}"
@@ -81,7 +115,7 @@ print_summary() {
     printf 'the run FAILED: %s\n' "$(IFS=';'; echo "${why_failed[*]}" | sed 's/;/; /g')"
     # The closing line counts every reason as a failure, so that it never
     # reads as a pass when the run did not pass.
-    total_f=$((total_f + refused + (in_ci ? not_run_count : 0)))
+    total_f=$((total_f + refused + short + (in_ci ? not_run_count : 0)))
   fi
   echo "summary: $total_p passed, $total_f failed, $total_s skipped"
   return "$rc"

@@ -8,6 +8,9 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "service/core/experiments.h"
 
@@ -40,6 +43,11 @@ class FakeFiles final : public Files {
     if (!refuse_create.ok()) return refuse_create;
     created.insert(path);
     created_as[path] = as.user;
+    return Status::Ok();
+  }
+  Status CheckCanCreateDirectories(const std::string& path, const RunAs&) override {
+    std::lock_guard lock(mu_);
+    if (auto it = refuse_directories.find(path); it != refuse_directories.end()) return it->second;
     return Status::Ok();
   }
   Status CheckWorkdir(const std::string& path, const RunAs&) override {
@@ -78,9 +86,10 @@ class FakeFiles final : public Files {
   std::set<std::string> created;
   std::map<std::string, std::string> created_as;  // path -> the account it was made as
   std::map<std::string, CheckpointState> checkpoints;
-  std::set<std::string> missing_workdirs;      // CheckWorkdir refuses these
-  std::vector<std::string> set_aside;          // paths SetAsideExperimentDirectory moved
-  std::map<std::string, std::string> removed;  // path -> the account it was removed as
+  std::set<std::string> missing_workdirs;            // CheckWorkdir refuses these
+  std::map<std::string, Status> refuse_directories;  // CheckCanCreateDirectories's answers
+  std::vector<std::string> set_aside;                // paths SetAsideExperimentDirectory moved
+  std::map<std::string, std::string> removed;        // path -> the account it was removed as
 
  private:
   std::mutex mu_;
@@ -94,7 +103,7 @@ class FakeAccounts final : public Accounts {
     std::lock_guard lock(mu_);
     if (refused.count(owner)) return Status{StatusCode::kPermissionDenied, "no account " + owner};
     auto [it, added] = uids_.emplace(owner, 1000 + static_cast<uint32_t>(uids_.size()));
-    return RunAs{owner, it->second, it->second, {it->second}};
+    return RunAs{owner, it->second, it->second, {it->second}, {}};
   }
   std::set<std::string> refused;
 
@@ -146,6 +155,10 @@ class FakeSlurm final : public SlurmClient {
     signalled_steps.push_back(job_id);
     return Status::Ok();
   }
+  Status ShrinkJob(int64_t job_id, const std::string& keep) override {
+    shrunk.emplace_back(job_id, keep);
+    return Status::Ok();
+  }
 
   void SetState(int64_t job, JobState state, int exit_code = 0) {
     jobs[job].state = state;
@@ -167,6 +180,7 @@ class FakeSlurm final : public SlurmClient {
   std::vector<SubmitRequest> submitted;
   std::map<int64_t, JobInfo> jobs;
   std::vector<int64_t> cancelled, signalled_steps;
+  std::vector<std::pair<int64_t, std::string>> shrunk;  // job id, the nodes it keeps
   int64_t next_job_id = 100;
   int load_jobs_calls = 0;
 };

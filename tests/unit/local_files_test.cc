@@ -45,15 +45,22 @@ class LocalFilesTest : public ::testing::Test {
     fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
   }
   void TearDown() override { fs::remove_all(dir_); }
-  void NeedRoot() {
-    if (geteuid() != 0) GTEST_SKIP() << "acting as another account needs root";
-  }
   fs::path dir_;
   std::unique_ptr<Files> files_ = system::NewLocalFiles();
 };
 
-TEST_F(LocalFilesTest, OnlyTheSwitchingThreadActsAsTheAccount) {
-  NeedRoot();
+// The cases that act as another account. The skip is in SetUp, where gtest
+// skips the test body: a GTEST_SKIP in a helper the body calls only returns
+// from the helper, and the body went on as someone who is not root.
+class LocalFilesAsRootTest : public LocalFilesTest {
+ protected:
+  void SetUp() override {
+    LocalFilesTest::SetUp();
+    if (geteuid() != 0) GTEST_SKIP() << "acting as another account needs root";
+  }
+};
+
+TEST_F(LocalFilesAsRootTest, OnlyTheSwitchingThreadActsAsTheAccount) {
   // A thread that exists before the switch (a new one would inherit its
   // creator's credentials) looks while the switch is in force.
   std::promise<void> switched;
@@ -75,8 +82,7 @@ TEST_F(LocalFilesTest, OnlyTheSwitchingThreadActsAsTheAccount) {
   EXPECT_EQ(getegid(), 0u);
 }
 
-TEST_F(LocalFilesTest, TheExperimentDirectoryIsGivenToItsAccountAndDeeperOnesMadeAsIt) {
-  NeedRoot();
+TEST_F(LocalFilesAsRootTest, TheExperimentDirectoryIsGivenToItsAccountAndDeeperOnesMadeAsIt) {
   fs::path exp = dir_ / "exp";
   ASSERT_TRUE(files_->CreateExperimentDirectory(exp, kNobody).ok());
   EXPECT_EQ(OwnerOf(exp), kNobody.uid);
@@ -88,8 +94,7 @@ TEST_F(LocalFilesTest, TheExperimentDirectoryIsGivenToItsAccountAndDeeperOnesMad
   EXPECT_EQ(OwnerOf(exp / "logs" / "attempt-1"), kNobody.uid);
 }
 
-TEST_F(LocalFilesTest, DirectoriesAreMadeWithTheAccountsPermissionsNotRoots) {
-  NeedRoot();
+TEST_F(LocalFilesAsRootTest, DirectoriesAreMadeWithTheAccountsPermissionsNotRoots) {
   // Root may write in a root-only directory; nobody may not.
   fs::path root_only = dir_ / "root-only";
   fs::create_directory(root_only);
@@ -100,8 +105,7 @@ TEST_F(LocalFilesTest, DirectoriesAreMadeWithTheAccountsPermissionsNotRoots) {
   EXPECT_FALSE(fs::exists(root_only / "model"));
 }
 
-TEST_F(LocalFilesTest, SomeoneElsesDirectoryOrASymlinkIsNotTakenAsTheExperiments) {
-  NeedRoot();
+TEST_F(LocalFilesAsRootTest, SomeoneElsesDirectoryOrASymlinkIsNotTakenAsTheExperiments) {
   fs::path theirs = dir_ / "theirs";
   fs::create_directory(theirs);
   ASSERT_EQ(chown(theirs.c_str(), 4242, 4242), 0);
@@ -118,8 +122,7 @@ TEST_F(LocalFilesTest, SomeoneElsesDirectoryOrASymlinkIsNotTakenAsTheExperiments
   EXPECT_NE(s.message().find("not a symlink"), std::string::npos) << s.message();
 }
 
-TEST_F(LocalFilesTest, ACheckpointSymlinkToARootOnlyFileIsNotReadForItsOwner) {
-  NeedRoot();
+TEST_F(LocalFilesAsRootTest, ACheckpointSymlinkToARootOnlyFileIsNotReadForItsOwner) {
   fs::path model = dir_ / "model";
   fs::create_directory(model);
   ASSERT_EQ(chown(model.c_str(), kNobody.uid, kNobody.gid), 0);
@@ -210,8 +213,7 @@ TEST_F(LocalFilesTest, AnExperimentDirectoryThatIsASymlinkIsLeftAlone) {
   EXPECT_TRUE(fs::exists(outside / "precious"));
 }
 
-TEST_F(LocalFilesTest, AnotherAccountsFilesInTheTreeAreNotRemovedAsTheOwner) {
-  NeedRoot();
+TEST_F(LocalFilesAsRootTest, AnotherAccountsFilesInTheTreeAreNotRemovedAsTheOwner) {
   fs::path exp = dir_ / "exp";
   ASSERT_TRUE(files_->CreateExperimentDirectory(exp, kNobody).ok());
   // A directory of root's inside it, which nobody may not empty.

@@ -196,6 +196,29 @@ TEST(ParseSpec, TimeLimitsUpToSlurmsLargestAreTakenAndTheErrorNamesIt) {
       << Dump(Errors(s));
 }
 
+// YAML's "resources:" followed by keys not indented under it: resources is
+// null and its keys land at the top level.
+TEST(ParseSpec, AFieldOfAnObjectAtTheTopLevelIsSaidToBelongUnderIt) {
+  json s = ValidSpec();
+  s["resources"] = nullptr;
+  s["nodes"] = 3;
+  s["tasks_per_node"] = 2;
+  s["max_restarts"] = 2;
+  auto errors = Errors(s);
+  EXPECT_TRUE(HasError(errors, "nodes",
+                       "unknown field here: it is a field of resources (resources.nodes); in "
+                       "YAML, indent it under `resources:`"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "tasks_per_node", "a field of resources (resources.tasks_per_node)"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "max_restarts", "a field of restart (restart.max_restarts)"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "resources",
+                       "must be an object, got null (in YAML, `resources:` with nothing after "
+                       "it: its fields go on the lines below it, indented further"))
+      << Dump(errors);
+}
+
 TEST(ParseSpec, AnUnknownFieldSuggestsTheNearestKnownOne) {
   json s = ValidSpec();
   s["restart"] = {{"max_restart", 2}};

@@ -52,8 +52,8 @@ class SweepRunnerTest : public testing::CoreTest {
     clock_.Advance(config_.poll_interval_ms);
     experiments_->Tick();
   }
-  void Report(const std::string& id, int64_t step, double loss) {
-    ScalarPoint p{"loss", step, 1.0, loss};
+  void Report(const std::string& id, int64_t step, double loss, const std::string& tag = "loss") {
+    ScalarPoint p{tag, step, 1.0, loss};
     ASSERT_TRUE(store_->AppendScalars(id, 1, {&p, 1}, {}).ok());
   }
   // Jobs in Slurm now that have not finished.
@@ -129,6 +129,10 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
   Poll();
   EXPECT_EQ(slurm_.submitted.size(), 2u) << "s-2's job is still in Slurm: no third trial yet";
 
+  // Points it reported while its programs were being stopped: they are where
+  // it stopped, not a value at a rung it was never allowed to reach.
+  Report("s-2", 12, 0.85);
+  EXPECT_EQ(View().trials[1].trial.last_step, 12) << "while it ends: where it is";
   slurm_.SetState(101, JobState::kCancelled);
   Poll();
   ASSERT_EQ(slurm_.submitted.size(), 3u) << "s-2's job has left: trial 3 starts";
@@ -145,6 +149,8 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
   EXPECT_EQ(v.trials[1].trial.state, SweepTrialState::kEnded);
   EXPECT_EQ(v.trials[1].trial.end_reason, EndReason::kStoppedEarly);
   EXPECT_NE(v.trials[1].trial.note.find("worse than rung 1's cut 0.5"), std::string::npos);
+  EXPECT_EQ(v.trials[1].trial.objective_step, 10) << "judged at its rung";
+  EXPECT_EQ(v.trials[1].trial.last_step, 12) << "stopped at the last step it reported";
 
   // Trial 1 succeeds; 3 and then 4 run to the end.
   slurm_.SetState(100, JobState::kCompleted);
@@ -170,6 +176,76 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
                                            gauges->sweep_trials_by_end_reason.end());
   EXPECT_EQ(by_reason["stopped_early"], 1);
   EXPECT_EQ(by_reason["succeeded"], 3);
+}
+
+// The issue-48 trial: objective.tag misspelled. The trials report
+// held_out_loss; the sweep waits for heldout_loss, which never comes.
+TEST_F(SweepRunnerTest, AMisspelledObjectiveIsNamedWithTheTagsReportedAndStopsTheSweep) {
+  json spec = Sweep();
+  spec["objective"]["tag"] = "heldout_loss";
+  ASSERT_TRUE(experiments_->SubmitSweep(spec, "alice").ok());
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.SetState(101, JobState::kRunning);
+  Poll();
+  Report("s-1", 10, 0.5, "held_out_loss");
+  Report("s-1", 10, 0.7, "loss");
+  Poll();
+  SweepRecord sweep = View().sweep;
+  EXPECT_EQ(sweep.state, SweepState::kRunning);
+  EXPECT_NE(sweep.reason.find("warning: trial s-1 reported held_out_loss, loss but not "
+                              "heldout_loss, the sweep's objective (did you mean "
+                              "'held_out_loss'?): it cannot be judged or ranked"),
+            std::string::npos)
+      << sweep.reason;
+  // Trial 1 runs to its end without it: no trial could ever be ranked.
+  slurm_.SetState(100, JobState::kCompleted);
+  Poll();
+  sweep = View().sweep;
+  EXPECT_EQ(sweep.state, SweepState::kCancelled) << sweep.reason;
+  EXPECT_NE(sweep.reason.find("stopped: trial s-1 reported held_out_loss, loss but not "
+                              "heldout_loss"),
+            std::string::npos)
+      << sweep.reason;
+  EXPECT_NE(sweep.reason.find("fix objective.tag"), std::string::npos) << sweep.reason;
+  EXPECT_EQ(experiments_->GetExperiment("s-2")->state, ExperimentState::kCancelled)
+      << "its running trials end with it";
+  slurm_.SetState(101, JobState::kCancelled);
+  Poll();
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 2u) << "no more trials start";
+}
+
+TEST_F(SweepRunnerTest, ADeletedTrialKeepsItsPlaceAsTheBestAndTheSweepGoesWhole) {
+  json spec = Sweep();
+  spec["parameters"]["env.LR"]["values"] = {1, 2};
+  spec.erase("early_stopping");
+  ASSERT_TRUE(experiments_->SubmitSweep(spec, "alice").ok());
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.SetState(101, JobState::kRunning);
+  Poll();
+  Report("s-1", 10, 0.25);
+  Report("s-2", 10, 0.5);
+  EXPECT_EQ(experiments_->DeleteSweep("s", false).status().code(), StatusCode::kFailedPrecondition)
+      << "a running sweep";
+  slurm_.SetState(100, JobState::kCompleted);
+  slurm_.SetState(101, JobState::kCompleted);
+  Poll();
+  Poll();
+  ASSERT_EQ(View().sweep.state, SweepState::kCompleted) << View().sweep.reason;
+  ASSERT_TRUE(experiments_->Delete("s-1", false).ok());
+  SweepView v = View();
+  ASSERT_TRUE(v.best_trial);
+  EXPECT_EQ(*v.best_trial, 1) << "its record says it succeeded with the best value";
+  EXPECT_FALSE(v.trials[0].state) << "its experiment is gone";
+  auto deleted = experiments_->DeleteSweep("s", true);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  ASSERT_EQ(deleted->experiments.size(), 1u) << "s-1 was deleted already";
+  EXPECT_EQ(deleted->experiments[0].id, "s-2");
+  EXPECT_EQ(experiments_->GetSweep("s").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(experiments_->GetExperiment("s-2").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListSweepTrials("s")->empty()) << "its trials' rows went with it";
+  // The ids are free again.
+  ASSERT_TRUE(experiments_->SubmitSweep(spec, "alice").ok());
 }
 
 // tfslurmd killed between a trial's intent (its row, its experiment and the
@@ -241,6 +317,82 @@ TEST_F(SweepRunnerTest, ATakenTrialIdRefusesTheSweep) {
   EXPECT_EQ(r.status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(r.status().fields().at(0).field, "id");
   EXPECT_TRUE(experiments_->ListSweeps("")->empty());
+}
+
+// Issue 41: bob took alice's trial id "s-3" before her trial 3 started,
+// and her sweep then showed his experiment's state and reason, never ran its
+// trial 3, and her cancel cancelled his experiment.
+TEST_F(SweepRunnerTest, ATrialsIdIsKeptForItWhileItsSweepLives) {
+  ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+  json spec = Sweep()["experiment"];
+  spec["id"] = "s-3";
+  auto bob = experiments_->Submit(spec, "bob", false);
+  ASSERT_FALSE(bob.ok());
+  EXPECT_EQ(bob.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(bob.status().message(), "experiment id 's-3' is taken; choose another id")
+      << "bob learns only that it is taken, as for any id";
+  auto alice = experiments_->Submit(spec, "alice", false);
+  ASSERT_FALSE(alice.ok());
+  EXPECT_NE(alice.status().message().find("kept for trial 3 of your sweep 's'"), std::string::npos)
+      << alice.status().message();
+  for (const char* free_id : {"s-5", "s-03", "s-0", "s-x"}) {
+    spec["id"] = free_id;
+    EXPECT_TRUE(experiments_->Submit(spec, "bob", true).ok()) << free_id << " is no trial's";
+  }
+}
+
+// The same, had bob's experiment of a trial's id come first anyway (his
+// submission racing the sweep's, whose dry run found the id free): the
+// trial shows nothing of it and acts on nothing of it.
+TEST_F(SweepRunnerTest, ATrialNeverShowsOrActsOnAnotherOwnersExperimentOfItsId) {
+  json spec = Sweep()["experiment"];
+  spec["id"] = "s-3";
+  ASSERT_TRUE(experiments_->Submit(spec, "bob", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  // Alice's sweep, stored as SweepRunner::Submit stores it after its checks.
+  auto parsed = ParseSweepSpec(Sweep());
+  ASSERT_TRUE(parsed.ok());
+  SweepRecord sweep;
+  sweep.id = "s";
+  sweep.owner = "alice";
+  sweep.spec_json = parsed->ToJson().dump();
+  sweep.state = SweepState::kRunning;
+  sweep.trials = 4;
+  sweep.created_at = sweep.updated_at = clock_.NowMs();
+  Changes row;
+  row.sweep = sweep;
+  row.create_sweep = true;
+  ASSERT_TRUE(store_->Apply(row).ok());
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 3u) << "bob's job and alice's trials 1 and 2";
+  slurm_.SetState(101, JobState::kCompleted);
+  slurm_.SetState(102, JobState::kCompleted);
+  Poll();
+  Poll();
+  SweepView v = View();
+  ASSERT_GE(v.trials.size(), 3u);
+  EXPECT_EQ(v.trials[2].trial.state, SweepTrialState::kNotStarted) << v.trials[2].trial.note;
+  EXPECT_FALSE(v.trials[2].state.has_value()) << "bob's experiment's state is not shown";
+  EXPECT_EQ(v.trials[2].reason, "") << "nor its reason";
+
+  // Had trial 3 started and its experiment been deleted, its row would name
+  // the id as running: bob's experiment is still not the trial's.
+  SweepTrialRecord t = v.trials[2].trial;
+  t.state = SweepTrialState::kRunning;
+  t.note = "";
+  Changes running;
+  running.sweep_trials.push_back(t);
+  ASSERT_TRUE(store_->Apply(running).ok());
+  v = View();
+  EXPECT_FALSE(v.trials[2].state.has_value()) << "bob's experiment's state is not shown";
+  ASSERT_TRUE(experiments_->CancelSweep("s", "cancelled by alice").ok());
+  EXPECT_FALSE(IsTerminal(store_->GetExperiment("s-3")->state))
+      << "alice's cancel does not reach bob's experiment";
+  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{103})) << "only alice's trial 4";
+  Poll();
+  v = View();
+  EXPECT_EQ(v.trials[2].trial.state, SweepTrialState::kEnded);
+  EXPECT_NE(v.trials[2].trial.note.find("is gone"), std::string::npos) << v.trials[2].trial.note;
 }
 
 TEST_F(SweepRunnerTest, CancellingASweepCancelsItsRunningTrialsAndStartsNoMore) {

@@ -25,8 +25,15 @@ class Files {
   // belonging to `as`; FailedPrecondition otherwise.
   virtual Status CreateExperimentDirectory(const std::string& path, const RunAs& as) = 0;
   // Creates `path` and its missing parents as `as` (the kernel checks
-  // `as`'s permissions, and they belong to `as`); Unavailable when it cannot.
+  // `as`'s permissions, and they belong to `as`). PermissionDenied when `as`
+  // may not (EACCES, EPERM, EROFS), FailedPrecondition when something in the
+  // way is not a directory; Unavailable only for what may pass (the disk).
   virtual Status CreateDirectories(const std::string& path, const RunAs& as) = 0;
+  // OK when CreateDirectories(path, as) would succeed as things are now:
+  // `path` is a directory `as` may write into and enter, or the deepest of
+  // its parents that exists is. Otherwise the same codes, saying why. Makes
+  // nothing: the dry run and a submission ask it before anything is made.
+  virtual Status CheckCanCreateDirectories(const std::string& path, const RunAs& as) = 0;
   // Moves the experiment's directory <output root>/<id> (`path`) aside, to
   // <output root>/.deleted-<id>-<n> in the same directory, so that the id is
   // free at once and the tree can be removed outside core's lock. Returns the

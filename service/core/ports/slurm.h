@@ -151,6 +151,13 @@ class SlurmClient {
   // A heterogeneous job's step has a part in every component's job record:
   // signal each component's job id (JobInfo::components).
   virtual Status SignalStep(int64_t job_id, int step_id, int signal) = 0;
+  // Shrinks a running job to `keep` (comma-separated node names, a subset
+  // of its nodes, the batch host among them): slurmctld has the other nodes'
+  // slurmd kill every process of the job there and takes them out of it
+  // (`scontrol update JobId=N NodeList=...`). How tfslurmd stops the
+  // programs of a node cut off from the service only (docs/restarts.md,
+  // "Network faults").
+  virtual Status ShrinkJob(int64_t job_id, const std::string& keep) = 0;
 };
 
 }  // namespace tfslurm

@@ -35,9 +35,12 @@ struct Changes {
   // Upserted by (sweep_id, index), after the experiment row: a trial's row
   // and its experiment's are written in one transaction.
   std::vector<SweepTrialRecord> sweep_trials;
+  // Removes a sweep with its trials' rows (not their experiments).
+  std::optional<std::string> delete_sweep;
   bool empty() const {
     return !experiment && attempts.empty() && tasks.empty() && events.empty() &&
-           spec_revisions.empty() && !delete_experiment && !sweep && sweep_trials.empty();
+           spec_revisions.empty() && !delete_experiment && !sweep && sweep_trials.empty() &&
+           !delete_sweep;
   }
 };
 
@@ -139,6 +142,9 @@ class Store {
   // tag, each with its kept points in (attempt, step) order.
   virtual StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& experiment_id,
                                                           const std::vector<std::string>& tags) = 0;
+  // The experiment's tags only, by name: what ReadScalars would return,
+  // without a point.
+  virtual StatusOr<std::vector<std::string>> ListScalarTags(const std::string& experiment_id) = 0;
 
   // NotFound for an unknown id.
   virtual StatusOr<SweepRecord> GetSweep(const std::string& id) = 0;
