@@ -12,6 +12,10 @@
 #   7. unit, agent and concurrency tests built with TSan
 #   8. a clang build of every program with -Wthread-safety (lock annotations)
 #   9. every benchmark script at its smallest size (bench/run.sh --smoke)
+#  10. the Debian packages: built from this build's objects, lintian,
+#      piuparts, and a Debian 12 system container on a cluster of its own
+#      (tests/packages.sh; its checks without a cluster run in the
+#      background during the integration and end-to-end tests)
 # Works on a fresh Debian machine; CI runs it through .ci/run.
 #
 # The summary gives each stage's passed, failed and skipped tests, as the
@@ -69,7 +73,7 @@ step() {
 # Every stage, in the order of the summary; each ends up counted (record)
 # or NOT RUN with the reason (not_run).
 compat_release=26.05.3
-stages=(format unit asan integration e2e "compat-$compat_release" python fuzz tsan thread-safety bench)
+stages=(format unit asan integration e2e packages "compat-$compat_release" python fuzz tsan thread-safety bench)
 declare -A passed failed skipped not_run_why
 mkdir -p build
 skips_file=build/skips.tsv # STAGE<TAB>TEST<TAB>REASON, one line per skipped test
@@ -101,10 +105,15 @@ step "build"
 # Through ccache (tests/lib/ccache.sh): the compat stage builds tfslurmd
 # again, against another Slurm's libslurm in a build directory of its own,
 # and every file but the Slurm adapter's is compiled as here.
+# With the Debian packages' compiler flags (tests/lib/build_flags.sh), so
+# that the packages stage builds them from this build's objects, through
+# ccache, and the tests run the objects the packages ship.
 # shellcheck source=lib/ccache.sh
 source tests/lib/ccache.sh
+# shellcheck source=lib/build_flags.sh
+source tests/lib/build_flags.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_BUILD_BENCH=ON \
-  "${ccache_launcher[@]}" >/dev/null
+  "${ccache_launcher[@]}" "${package_flags[@]}" >/dev/null
 ninja -C build -j"$jobs"
 
 # Every tracked C and C++ file must be as .clang-format says (docs/style.md).
@@ -170,7 +179,14 @@ step "local Slurm cluster"
 /usr/bin/python3 tests/integration/unix_users.py
 cluster_dir="$(mktemp -d /tmp/tfs-ci-XXXX)"
 chmod 755 "$cluster_dir" # munged runs as the munge user and must reach its socket
-cleanup() { deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true; rm -rf "$cluster_dir"; }
+packages_prepare_pid=""
+cleanup() {
+  # The packages' checks in the background, if still running (their own
+  # process group).
+  [[ -z $packages_prepare_pid ]] || kill -- -"$packages_prepare_pid" 2>/dev/null || true
+  deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true
+  rm -rf "$cluster_dir"
+}
 trap cleanup EXIT
 # Hosts apart (issue 43): every slurmd, slurmctld, the service host and a
 # login host in network namespaces of their own, joined by bridges; the
@@ -181,6 +197,13 @@ export TFSLURM_SLURM_CONF="${conf_line#SLURM_CONF=}"
 echo "cluster: $TFSLURM_SLURM_CONF"
 
 step "integration tests (real Slurm)"
+# Meanwhile, in the background, the packages' checks that need no cluster
+# (tests/packages.sh --prepare: the build from this build's objects through
+# ccache, lintian, piuparts), under SCHED_IDLE and the idle I/O class: they
+# get only the CPU the tests leave, and the tests spend most of their time
+# waiting on Slurm. The packages stage below waits for them.
+setsid chrt --idle 0 ionice -c 3 tests/packages.sh --prepare >build/packages-prepare.log 2>&1 &
+packages_prepare_pid=$!
 set +e
 # Debian's python3 has pytest; a python3 earlier on PATH (pyenv) may not.
 # -rs: each skip's reason in the log (the summary names the skipped tests).
@@ -215,6 +238,18 @@ else
     record_counts e2e node build/e2e.log "$e2e_rc"
   fi
 fi
+
+# The Debian packages (tests/packages.sh): the checks prepared in the
+# background above (it waits for them, then prints their lines), then a
+# Debian 12 system container on a local cluster of its own: install, an
+# experiment, the upgrade under load, backups, refusals, purge.
+step "Debian packages (tests/packages.sh)"
+set +e
+tests/packages.sh 2>&1 | tee build/packages.log
+packages_rc=${PIPESTATUS[0]}
+set -e
+packages_prepare_pid=""
+record_counts packages packages build/packages.log "$packages_rc"
 
 # The newest Slurm release the project claims, built from its release source
 # (cached outside the checkout), with tfslurmd built against it and the

@@ -9,33 +9,30 @@ tree_cache="${TFSLURM_TREE_CACHE:-/opt/tfslurm/pkgtest}"
 apt_sources="${TFSLURM_APT_SOURCES:-/etc/apt/sources.list.d/debian.sources}"
 [[ -r $apt_sources ]] || apt_sources=/etc/apt/sources.list
 
-# debian_tree KIND PACKAGES...: prints a cached Debian 12 tree (KIND dir:
-# a directory; KIND tgz: a .tar.gz, as piuparts' --basetgz takes it) with
-# PACKAGES installed, making it first if needed. The key is everything that
-# goes in: KIND, the packages, the sources and this function's text.
+# debian_tree PACKAGES...: prints a cached Debian 12 tree (mmdebstrap's
+# minbase) with PACKAGES installed, making it first if needed. The key is
+# everything that goes in: the packages, the sources and this function's
+# text. piuparts starts from a copy of it; the container boots an
+# ephemeral copy: the cached tree itself never changes.
 debian_tree() {
-  local kind="$1" key out tmp
-  shift
-  key="$(printf '%s\n' "$kind" "$@" "$(cat "$apt_sources")" "$(declare -f debian_tree)" |
+  local key out tmp include
+  key="$(printf '%s\n' "$@" "$(cat "$apt_sources")" "$(declare -f debian_tree)" |
     sha256sum | cut -c1-16)"
-  case "$kind" in
-    dir) out="$tree_cache/bookworm-$key" ;;
-    tgz) out="$tree_cache/bookworm-$key.tar.gz" ;;
-  esac
-  if [[ -e $out ]]; then
+  out="$tree_cache/bookworm-$key"
+  if [[ -d $out ]]; then
     echo "$out"
     return 0
   fi
   mkdir -p "$tree_cache"
-  # Beside it, with its extension kept: mmdebstrap tells a tarball from a
-  # directory by the name.
   tmp="$tree_cache/partial-$BASHPID-${out##*/}"
   rm -rf "$tmp"
-  local include
   include="$(IFS=,; echo "$*")"
   if mmdebstrap --quiet --variant=minbase ${include:+--include="$include"} bookworm "$tmp" \
     "$apt_sources" >&2; then
-    mv "$tmp" "$out" && echo "$out"
+    mv "$tmp" "$out" || return 1
+    # Trees made for other inputs: the newest few stay.
+    ls -dt "$tree_cache"/bookworm-* | tail -n +4 | xargs -r rm -rf
+    echo "$out"
   else
     rm -rf "$tmp"
     return 1

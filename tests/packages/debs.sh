@@ -5,6 +5,7 @@
 # The cache of built packages, outside the checkout: one directory per
 # version, holding its .debs, .buildinfo and .changes.
 debs_cache="${TFSLURM_DEBS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tfslurm/debs}"
+debs_keep=6
 
 # deb_version COMMIT [SUFFIX]: 0.1.0+git<commits>.<hash>[SUFFIX], the
 # project's version (CMakeLists.txt at COMMIT) and a count that grows with
@@ -17,16 +18,16 @@ deb_version() {
   printf '%s+git%s%s.%s\n' "${base:-0.0.0}" "$count" "$suffix" "$(git -C "$repo" rev-parse --short=12 "$commit")"
 }
 
-# build_debs COMMIT VERSION [DEBIAN_FROM]: prints the directory holding the
+# build_debs COMMIT VERSION: prints the directory holding the
 # packages of COMMIT as VERSION, building them unless cached. The build
 # runs in a clean clone at COMMIT (nothing uncommitted gets in), through
 # ccache with the same relative paths as CI's main build (CCACHE_BASEDIR
 # is the clone, the build directory is `build` there too), so that objects
-# CI's main build made are reused. DEBIAN_FROM: a commit whose debian/ to
-# use when COMMIT has none. The build's log is in the directory (build.log);
-# ccache's counts for it are appended to it.
+# CI's main build made are reused. The build's log is in the directory
+# (build.log); ccache's counts for it are appended to it. The newest
+# $debs_keep builds are kept.
 build_debs() {
-  local commit="$1" version="$2" debian_from="${3:-}" out="$debs_cache/$2"
+  local commit="$1" version="$2" out="$debs_cache/$2"
   if [[ -f $out/done ]]; then
     echo "$out"
     return 0
@@ -35,12 +36,9 @@ build_debs() {
   rm -rf "$src" "$out"
   mkdir -p "$out"
   git clone -q --shared --no-checkout "$repo" "$src" && git -C "$src" checkout -q --detach "$commit" || return 1
-  if [[ -n $debian_from && ! -e $src/debian/rules ]]; then
-    git -C "$repo" archive "$debian_from" debian deploy/systemd | tar -x -C "$src" || return 1
-  fi
   # The version, in the clone only.
   sed -i "1s/^tfslurm ([^)]*)/tfslurm ($version)/" "$src/debian/changelog"
-  local rc=0
+  local rc
   (
     cd "$src" || exit 1
     # debhelper (compat 13) points HOME at a scratch directory, and with it
@@ -51,7 +49,8 @@ build_debs() {
     export CCACHE_STATSLOG="$out/ccache-stats.log"
     export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
     DEB_BUILD_OPTIONS="parallel=${jobs:-2} nocheck" dpkg-buildpackage -b -us -uc
-  ) >"$out/build.log" 2>&1 || rc=$?
+  ) 2>&1 | stamp_lines >"$out/build.log"
+  rc=${PIPESTATUS[0]}
   {
     echo "=== ccache, this build only"
     CCACHE_STATSLOG="$out/ccache-stats.log" ccache --show-log-stats 2>&1
@@ -61,7 +60,16 @@ build_debs() {
     tail -n 30 "$out/build.log" >&2
     return 1
   fi
-  mv "$work"/*_"$version"_* "$out"/ && rm -rf "$src" && touch "$out/done" && echo "$out"
+  mv "$work"/*_"$version"_* "$out"/ && rm -rf "$src" && touch "$out/done" || return 1
+  # The oldest builds go (by when they were built).
+  ls -dt "$debs_cache"/*/ | tail -n +$((debs_keep + 1)) | xargs -r rm -rf
+  echo "$out"
+}
+
+# Each line with the time it came, to see where a build's time goes.
+stamp_lines() {
+  local l
+  while IFS= read -r l; do printf '%(%T)T %s\n' -1 "$l"; done
 }
 
 # ccache_hits DIR: "H of N compilations from ccache" for a build of build_debs.
