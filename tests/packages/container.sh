@@ -10,28 +10,35 @@ apt_sources="${TFSLURM_APT_SOURCES:-/etc/apt/sources.list.d/debian.sources}"
 [[ -r $apt_sources ]] || apt_sources=/etc/apt/sources.list
 
 # debian_tree PACKAGES...: prints a cached Debian 12 tree (mmdebstrap's
-# minbase) with PACKAGES installed, making it first if needed. The key is
-# everything that goes in: the packages, the sources and this function's
-# text. piuparts starts from a copy of it; the container boots an
-# ephemeral copy: the cached tree itself never changes.
+# minbase) with PACKAGES installed, making it first if needed. A tree is
+# made from the machine's apt sources by this function's text (both are in
+# its name's key), with the packages its list beside it names (TREE.packages);
+# any such tree whose list holds every one of PACKAGES serves, so that a
+# dependency dropped does not cost a new tree. piuparts starts from a copy
+# of it; the container boots an ephemeral copy: the tree never changes.
 debian_tree() {
-  local key out tmp include
-  key="$(printf '%s\n' "$@" "$(cat "$apt_sources")" "$(declare -f debian_tree)" |
-    sha256sum | cut -c1-16)"
-  out="$tree_cache/bookworm-$key"
-  if [[ -d $out ]]; then
-    echo "$out"
-    return 0
-  fi
+  local key wanted out tmp list
+  key="$(printf '%s\n' "$(cat "$apt_sources")" "$(declare -f debian_tree)" | sha256sum | cut -c1-12)"
+  wanted="$(printf '%s\n' "$@" | sort -u)"
+  for list in $(ls -t "$tree_cache"/bookworm-"$key"-*.packages 2>/dev/null); do
+    out="${list%.packages}"
+    if [[ -d $out && -z $(comm -23 <(echo "$wanted") "$list") ]]; then
+      touch "$list" # the newest used is kept longest
+      echo "$out"
+      return 0
+    fi
+  done
+  out="$tree_cache/bookworm-$key-$(sha256sum <<<"$wanted" | cut -c1-8)"
   mkdir -p "$tree_cache"
-  tmp="$tree_cache/partial-$BASHPID-${out##*/}"
+  tmp="$tree_cache/partial-$BASHPID"
   rm -rf "$tmp"
-  include="$(IFS=,; echo "$*")"
-  if mmdebstrap --quiet --variant=minbase ${include:+--include="$include"} bookworm "$tmp" \
+  if mmdebstrap --quiet --variant=minbase --include="$(paste -sd, <<<"$wanted")" bookworm "$tmp" \
     "$apt_sources" >&2; then
-    mv "$tmp" "$out" || return 1
-    # Trees made for other inputs: the newest few stay.
-    ls -dt "$tree_cache"/bookworm-* | tail -n +4 | xargs -r rm -rf
+    rm -rf "$out" && mv "$tmp" "$out" && echo "$wanted" >"$out.packages" || return 1
+    # Other trees: the three used last stay.
+    ls -t "$tree_cache"/bookworm-*.packages | tail -n +4 | while read -r list; do
+      rm -rf "${list%.packages}" "$list"
+    done
     echo "$out"
   else
     rm -rf "$tmp"
