@@ -161,10 +161,10 @@ if [[ -f $state/done && $(cat "$state/commit") == "$head_commit" ]]; then
   failed=${#failures[@]}
   # shellcheck source=/dev/null
   source "$state/found"
-  rm -f "$state/done" # used once: a second run does it all again
 else
   prepare
 fi
+rm -f "$state/done" # a prepared result serves one run: the next does it all again
 # The rest needs no lock: let go of it before the cluster's daemons could
 # inherit it.
 exec {lock_fd}>&-
