@@ -10,13 +10,17 @@
 #               (~/.cache/tfslurm/debs, the newest few kept)
 #   previous    the packages to upgrade from: the newest earlier commit's
 #               (first parents, up to 50 back) already in that cache, else
-#               HEAD~1's, built the same way; while no earlier commit has
-#               debian/, this tree again as an earlier version (<v>~prev)
+#               HEAD~1's, built the same way; when no earlier commit has
+#               debian/, or HEAD~1's packages do not build, this tree again
+#               as an earlier version (<v>~prev)
 #   lintian     lintian --fail-on warning on this commit's .changes (the
 #               -dbgsym packages too); at most 2 overrides
 #   security    systemd-analyze security --offline of the packaged unit:
 #               exposure <= 2.0 as packaged (personal mode), <= 3.0 with the
 #               site-mode drop-in tfslurmd-generator makes; both printed
+#   settings    every setting of tfslurmd --print-config is in its man page;
+#               every example in the packaged settings file is a setting
+#   tree        the Debian 12 tree below, made or found in its cache
 #   piuparts    install, upgrade from the previous packages, remove, purge,
 #               in a copy of the Debian 12 tree below
 #   the rest    a Debian 12 system container (systemd-nspawn, systemd as PID

@@ -18,6 +18,9 @@ check_build() {
 }
 
 # The packages to upgrade from (tests/packages.sh's header says which).
+# An earlier commit whose packages do not build (its Build-Depends are not
+# this machine's any more, say) says nothing of this one: this tree as an
+# earlier version stands in, and the line says so.
 check_previous() {
   local commit="" c from=""
   while read -r c; do
@@ -32,15 +35,16 @@ check_previous() {
     if [[ -n $commit ]] && git cat-file -e "$commit:debian/rules" 2>/dev/null; then
       from="HEAD~1, built"
     else
-      commit=""
+      commit="" from="no earlier commit has debian/: this tree as an earlier version, built"
     fi
   fi
+  prev=""
   if [[ -n $commit ]]; then
     prev_version="$(deb_version "$commit")"
-    prev="$(build_debs "$commit" "$prev_version")" || prev=""
-  else
-    # No earlier commit has packages: this tree, as an earlier version.
-    from="no earlier commit has debian/: this tree as an earlier version, built"
+    prev="$(build_debs "$commit" "$prev_version")" ||
+      from="$prev_version did not build (its log: $debs_cache/$prev_version/build.log): this tree as an earlier version, built"
+  fi
+  if [[ -z $prev ]]; then
     prev_version="$(deb_version "$head_commit" "~prev")"
     prev="$(build_debs "$head_commit" "$prev_version")" || prev=""
   fi
