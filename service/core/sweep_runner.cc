@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <set>
 
-#include "base/nearest_word.h"
 #include "base/number_text.h"
 #include "service/core/components.h"
 #include "service/core/early_stopping.h"
+#include "service/core/sweep_objective.h"
 #include "service/core/sweep_space.h"
 
 namespace tfslurm {
@@ -106,49 +106,6 @@ std::optional<int> BestTrial(const std::vector<SweepTrialView>& trials,
       best = v.trial.index;
     }
   return best;
-}
-
-// A trial that reports training scalars, but not the objective's tag: most
-// likely a misspelled objective.tag, which would otherwise leave every trial
-// unjudged to its end.
-struct ObjectiveMissing {
-  std::string trial;  // its experiment id
-  std::vector<std::string> tags;
-  std::string nearest;          // the tag nearest the objective's ("did you mean")
-  bool ran_to_its_end = false;  // its experiment succeeded without it
-
-  std::string Why(const std::string& objective) const {
-    std::string list;
-    for (size_t i = 0; i < tags.size() && i < 8; ++i) list += (i ? ", " : "") + tags[i];
-    if (tags.size() > 8) list += ", ... (" + std::to_string(tags.size()) + " tags)";
-    return "trial " + trial + " reported " + list + " but not " + objective +
-           ", the sweep's objective" +
-           (nearest.empty() ? "" : " (did you mean '" + nearest + "'?)");
-  }
-};
-
-// Among the trials with no point of the objective's tag: one that
-// succeeded without it, else the first that reported other tags. With
-// `states` (of the trials that ran at this step's start) only those are
-// looked at; without, every started trial (once, as the sweep completes).
-std::optional<ObjectiveMissing> FindObjectiveMissing(
-    Store& store, const std::vector<SweepTrialRecord>& trials, const std::vector<Curve>& curves,
-    const std::vector<std::optional<ExperimentState>>& states, const std::string& objective) {
-  std::optional<ObjectiveMissing> found;
-  for (size_t i = 0; i < trials.size(); ++i) {
-    const SweepTrialRecord& t = trials[i];
-    if (t.state == SweepTrialState::kNotStarted || !curves[i].empty()) continue;
-    if (!states.empty() && !states[i]) continue;
-    auto tags = store.ListScalarTags(t.experiment_id);
-    if (!tags.ok() || tags->empty() ||
-        std::find(tags->begin(), tags->end(), objective) != tags->end())
-      continue;
-    ObjectiveMissing m{t.experiment_id, *tags, NearestWord(objective, *tags)};
-    m.ran_to_its_end = !states.empty() && states[i] == ExperimentState::kSucceeded;
-    if (m.ran_to_its_end) return m;
-    if (!found) found = std::move(m);
-  }
-  return found;
 }
 
 }  // namespace
@@ -288,7 +245,7 @@ StatusOr<SweepView> SweepRunner::Get(const std::string& id) {
   const int64_t now = core_.ports().clock.NowMs();
   for (SweepTrialRecord& t : *trials) {
     SweepTrialView v;
-    if (auto e = TrialExperiment(store, *sweep, t); e.ok()) {
+    if (auto e = TrialExperiment(store, view.sweep, t); e.ok()) {
       v.state = e->state;
       v.reason = e->reason;
       if (t.state == SweepTrialState::kRunning) {

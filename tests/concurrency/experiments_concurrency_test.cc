@@ -76,6 +76,24 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
     return true;
   }
 
+  // Slurm runs the job on the 16 nodes its tasks name (node1 to node16): a
+  // task's node missing from the job's would be a node that left the job.
+  void SetJobState(int64_t job, JobState state) {
+    slurm_.With([&](testing::FakeSlurm& f) {
+      f.SetState(job, state);
+      f.jobs[job].nodes = "node[1-16]";
+      f.jobs[job].node_names.clear();
+      for (int n = 1; n <= 16; ++n) f.jobs[job].node_names.push_back("node" + std::to_string(n));
+    });
+  }
+  // Experiment `id`'s events, a line each, for a failure's message.
+  std::string EventsOf(const std::string& id) {
+    std::string events;
+    if (auto view = experiments_->Get(id); view.ok())
+      for (const auto& e : view->events) events += "\n  " + e.what + ": " + e.why;
+    return events;
+  }
+
   TaskRef Ref(const std::string& id, int proc, int attempt = 1) {
     std::string secret;
     slurm_.JobOf(JobName(id, attempt), &secret);
@@ -172,7 +190,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
       for (const auto& id : ids) {
         if (running.count(id) || !submitted[id]) continue;
         if (int64_t job = slurm_.JobOf(JobName(id, 1)); job) {
-          slurm_.SetState(job, JobState::kRunning);
+          SetJobState(job, JobState::kRunning);
           running.insert(id);
         }
       }
@@ -284,14 +302,10 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
         auto& ch = *t->channels.back();
         if (!WaitFor([&] { return !ch.All<ShutdownMsg>().empty(); }))
           return violation(t->id + " task " + std::to_string(t->proc) + " (" + a[0].role +
-                           "): no shutdown");
+                           "): no shutdown" + EventsOf(t->id));
         if (Status s = experiments_->OnExited(Ref(t->id, t->proc), std::nullopt, SIGTERM, true);
             !s.ok()) {
-          std::string events;
-          auto view = experiments_->Get(t->id);
-          if (view.ok())
-            for (const auto& e : view->events) events += "\n  " + e.what + ": " + e.why;
-          violation("reaped exit: " + s.message() + events);
+          violation("reaped exit: " + s.message() + EventsOf(t->id));
         }
       }
     });
@@ -303,7 +317,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
 
   // The batch scripts end; Tick closes every experiment.
   for (const auto& id : ids)
-    if (!cancelled(id)) slurm_.SetState(slurm_.JobOf(JobName(id, 1)), JobState::kCompleted);
+    if (!cancelled(id)) SetJobState(slurm_.JobOf(JobName(id, 1)), JobState::kCompleted);
   EXPECT_TRUE(WaitFor([&] { return AllEnded(ids); })) << "experiments or their jobs still open";
   StopBackground();
   ASSERT_EQ(violations, 0);

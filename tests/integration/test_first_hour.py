@@ -8,12 +8,11 @@ host with no Slurm configuration prints what it knows and exits 0."""
 import json
 import os
 import pty
-import select
 import subprocess
 import time
 
 from conftest import BIN, REPO, wait_for
-from test_tfctl import TFCTL, home, ok, run_tfctl, tfctl_env  # noqa: F401
+from test_tfctl import TFCTL, home, ok, read_terminal, run_tfctl, tfctl_env  # noqa: F401
 
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
 
@@ -24,20 +23,8 @@ def on_terminal(home, *args, url=None, env=None, timeout=120):
     proc = subprocess.Popen([TFCTL, *args], env=tfctl_env(home, url, env), stdout=follower, stderr=follower,
                             stdin=subprocess.DEVNULL)
     os.close(follower)
-    screen = b""
     try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if select.select([leader], [], [], 0.5)[0]:
-                try:
-                    chunk = os.read(leader, 65536)
-                except OSError:  # EIO: the other end is closed
-                    break
-                if not chunk:
-                    break
-                screen += chunk
-            elif proc.poll() is not None:
-                break
+        screen = read_terminal(leader, proc, timeout)
         code = proc.wait(timeout=30)
     finally:
         proc.kill()

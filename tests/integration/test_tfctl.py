@@ -577,26 +577,33 @@ def test_list_o_name_prints_ids_and_completion_offers_them(service, home, tmp_pa
     ok(run_tfctl(home, "cancel", "tfctl-names-run", url=service.url))
 
 
+def read_terminal(leader, proc, timeout):
+    """What `proc` wrote to the pty whose other end is `leader`, until it
+    closes its end or exits, for at most `timeout` seconds."""
+    screen = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if select.select([leader], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the other end is closed
+                break
+            if not chunk:
+                break
+            screen += chunk
+        elif proc.poll() is not None:
+            break
+    return screen
+
+
 def run_on_pty(home, service, *args, timeout=120):
     """tfctl with its stdout on a terminal (a pty): what a person would see, as bytes."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen([TFCTL, *args], env=tfctl_env(home, service.url), stdout=follower,
                             stderr=subprocess.PIPE)
     os.close(follower)
-    screen = b""
     try:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if select.select([leader], [], [], 0.5)[0]:
-                try:
-                    chunk = os.read(leader, 65536)
-                except OSError:  # EIO: the other end is closed
-                    break
-                if not chunk:
-                    break
-                screen += chunk
-            elif proc.poll() is not None:
-                break
+        screen = read_terminal(leader, proc, timeout)
         assert proc.wait(timeout=30) == 0, proc.stderr.read()
     finally:
         proc.kill()
@@ -814,19 +821,8 @@ def run_all_on_pty(home, args, cwd=None, url=None, timeout=60):
     proc = subprocess.Popen([TFCTL.encode(), *args], env=tfctl_env(home, url), stdout=follower,
                             stderr=follower, cwd=cwd)
     os.close(follower)
-    screen = b""
     try:
-        while True:
-            if select.select([leader], [], [], 0.5)[0]:
-                try:
-                    chunk = os.read(leader, 65536)
-                except OSError:  # EIO: the other end is closed
-                    break
-                if not chunk:
-                    break
-                screen += chunk
-            elif proc.poll() is not None:
-                break
+        screen = read_terminal(leader, proc, timeout)
         code = proc.wait(timeout=timeout)
     finally:
         proc.kill()
