@@ -5,9 +5,10 @@
 #
 #   build       dpkg-buildpackage -b of this commit in a clean clone, through
 #               ccache: with CI's main build configured with the packages'
-#               flags (tests/lib/build_flags.sh), every object is a ccache
-#               hit (the count is printed); the .debs are cached by commit
-#               (~/.cache/tfslurm/debs, the newest few kept)
+#               flags (tests/lib/build_flags.sh), every object but
+#               build_info.cc's (the commit) is a ccache hit (the count is
+#               printed); the .debs (gzip: for these checks only) are cached
+#               by commit (~/.cache/tfslurm/debs, the newest few kept)
 #   previous    the packages to upgrade from: the newest earlier commit's
 #               (first parents, up to 50 back) already in that cache, else
 #               HEAD~1's, built the same way; when no earlier commit has
@@ -22,7 +23,9 @@
 #               every example in the packaged settings file is a setting
 #   tree        the Debian 12 tree below, made or found in its cache
 #   piuparts    install, upgrade from the previous packages, remove, purge,
-#               in a copy of the Debian 12 tree below
+#               in a copy of the Debian 12 tree below (the packages'
+#               dependencies are in it already: piuparts installs and
+#               purges tfslurm's own)
 #   the rest    a Debian 12 system container (systemd-nspawn, systemd as PID
 #               1) on a local Slurm cluster of its own: the previous packages
 #               installed and started with systemctl; an experiment to
