@@ -63,6 +63,16 @@ use_binaries() {
 # tfslurmd, the agent and the bench programs with 2 jobs (the machines this
 # runs on are small). Sets BENCH_BIN and BENCH_LIB.
 build_all() {
+  # BENCH_SKIP_BUILD=1: the binaries in $BUILD/bin as they are (a build made
+  # before, kept aside while the tree moves on; bench/before_after.sh's
+  # BENCH_AFTER_BUILD).
+  if [[ ${BENCH_SKIP_BUILD:-} == 1 ]]; then
+    [[ -x "$BUILD/bin/tfslurmd" ]] || die "BENCH_SKIP_BUILD: no tfslurmd in $BUILD/bin"
+    log "using the binaries in $BUILD/bin as they are (BENCH_SKIP_BUILD)"
+    BENCH_BIN="$BUILD/bin" BENCH_LIB="$BUILD/lib"
+    export BENCH_BIN BENCH_LIB
+    return
+  fi
   local blog="${TMPDIR:-/tmp}/bench-build.log"
   log "building in $BUILD (log: $blog)"
   : >"$blog"

@@ -107,8 +107,10 @@ std::vector<std::string> JobEnvironment(bool site, const std::string& job_path) 
   return env;
 }
 
-// Binds every option straight to its field, showing the field's default.
-void DefineOptions(CLI::App& app, CommandLine& cl) {
+// Where tfslurmd listens, keeps its files and finds the agent, and how
+// often it polls and times out (each option bound to its field, showing
+// its default).
+void DefineServiceOptions(CLI::App& app, CommandLine& cl) {
   DaemonOptions& d = cl.daemon;
   tfslurm::CoreConfig& core = d.core;
   core.output_root = "tfslurm-output";
@@ -170,6 +172,11 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
                  "the cluster's slurm.conf, for libslurm and every job (sets SLURM_CONF); "
                  "default: SLURM_CONF, else libslurm's own (/etc/slurm/slurm.conf)");
   app.add_option("--log-level", cl.log_level, "trace|debug|info|warn|error")->capture_default_str();
+}
+
+// Who may call tfslurmd and as which account jobs run.
+void DefineAccessOptions(CLI::App& app, CommandLine& cl) {
+  DaemonOptions& d = cl.daemon;
   app.add_flag("--no-auth", d.no_auth,
                "single-user mode: no tokens, every caller is the local admin; only with a loopback "
                "--listen");
@@ -223,7 +230,7 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
                  "log follow responses of one user at once; more get 429")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
-  app.add_option("--max-open-sweeps-per-user", core.max_open_sweeps_per_owner,
+  app.add_option("--max-open-sweeps-per-user", d.max_open_sweeps_per_owner,
                  "sweeps of one user running at once; another is refused (429)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
@@ -235,6 +242,11 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
                "print every setting in force (as a settings file) with where it came from: the "
                "command line, the --config file or the default; check them, then exit")
       ->configurable(false);
+}
+
+// The settings file (--config), the help's footer on settings and exit
+// codes, and `tfslurmd backup --to FILE`.
+void DefineSettingsAndBackup(CLI::App& app, CommandLine& cl) {
   tfslurm::config::AddConfigFile(app, tfslurm::config::kDefaultConfigFile);
   app.footer(
       "Settings: every option above is also a setting of the --config file (default " +
@@ -252,7 +264,13 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
       "safe while tfslurmd runs; the copy is checked (PRAGMA integrity_check)");
   backup_cmd->add_option("--to", cl.backup_to, "the new file (it must not exist)")->required();
   backup_cmd->fallthrough();
+}
 
+// Binds every option straight to its field, showing the field's default.
+void DefineOptions(CLI::App& app, CommandLine& cl) {
+  DefineServiceOptions(app, cl);
+  DefineAccessOptions(app, cl);
+  DefineSettingsAndBackup(app, cl);
   // tfslurmd token create --user NAME [--admin]: prints a new API token once.
   auto* token_cmd = app.add_subcommand("token", "manage API tokens");
   auto* create_cmd = token_cmd->add_subcommand(
@@ -340,6 +358,7 @@ int CompleteOptions(CommandLine& cl) {
     return kExitUsage;
   }
   // An empty or relative entry would search the job's working directory.
+  bool srun_found = false;
   for (size_t start = 0; start <= cl.job_path.size();) {
     size_t end = std::min(cl.job_path.find(':', start), cl.job_path.size());
     if (end == start || cl.job_path[start] != '/') {
@@ -347,8 +366,17 @@ int CompleteOptions(CommandLine& cl) {
                     cl.job_path);
       return kExitUsage;
     }
+    const std::string srun = cl.job_path.substr(start, end - start) + "/srun";
+    srun_found = srun_found || access(srun.c_str(), X_OK) == 0;
     start = end + 1;
   }
+  // The compute nodes may lay Slurm out otherwise than this host, so only a
+  // warning; but where they are alike, every job would fail at its srun.
+  if (cl.site && !srun_found)
+    spdlog::warn(
+        "site mode: no srun in --job-path {} on this host; every job fails unless the compute "
+        "nodes have srun there (give --job-path the directory of srun on the compute nodes)",
+        cl.job_path);
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
   d.core.job_environment = JobEnvironment(cl.site, cl.job_path);

@@ -159,7 +159,8 @@ sanitizers_default=1
 if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" == 1 ]]; then sanitizers_default=0; fi
 if ((sanitizers_default)); then
   step "unit tests under ASan + UBSan"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTFSLURM_SANITIZE=ON >/dev/null
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTFSLURM_SANITIZE=ON \
+    "${ccache_launcher[@]}" >/dev/null
   # Every gtest program (service, agent, client, concurrency, fuzz corpus).
   mapfile -t test_targets < <(ninja -C build-asan -t targets all | sed -n 's/^\([a-z_]*_tests\{0,1\}\): phony$/\1/p')
   ninja -C build-asan -j"$jobs" "${test_targets[@]}"
@@ -298,7 +299,8 @@ fi
 if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
   step "unit, agent and concurrency tests under TSan"
   set +e
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON \
+    "${ccache_launcher[@]}" >/dev/null &&
     ninja -C build-tsan -j"$jobs" agent_unit_tests agent_end_to_end_test agent_session_test \
       experiments_concurrency_test api_concurrency_test daemon_test local_files_test tsan_grpc_control
   tsan_rc=$?

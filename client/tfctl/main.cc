@@ -64,6 +64,37 @@ bool UnknownSubcommand(const std::string& command, const std::string& word,
   return true;
 }
 
+// A subcommand (or a command's own subcommand: tfctl sweep status) that is
+// mistyped or missing, said on stderr.
+bool WrongSubcommand(const std::vector<std::string>& args,
+                     const std::vector<tfslurm::tfctl::Command>& commands) {
+  const std::vector<std::string> words = Words(args);
+  if (words.empty()) return false;
+  std::vector<std::string> names;
+  for (const tfslurm::tfctl::Command& c : commands) names.push_back(c.app->get_name());
+  if (UnknownSubcommand("tfctl", words[0], names)) return true;
+  // A command's own subcommands (tfctl sweep status, tfctl token create).
+  const bool help = std::find_if(args.begin(), args.end(), [](const std::string& a) {
+                      return a == "--help" || a == "-h";
+                    }) != args.end();
+  for (const tfslurm::tfctl::Command& c : commands) {
+    if (c.app->get_name() != words[0]) continue;
+    std::vector<std::string> subs;
+    for (const CLI::App* sub : c.app->get_subcommands([](CLI::App*) { return true; }))
+      subs.push_back(sub->get_name());
+    if (subs.empty() || help) break;
+    const std::string command = "tfctl " + words[0];
+    if (words.size() < 2) {
+      std::cerr << command << ": which? ";
+      for (size_t i = 0; i < subs.size(); ++i) std::cerr << (i ? ", " : "") << subs[i];
+      std::cerr << " (" << command << " --help)\n";
+      return true;
+    }
+    if (UnknownSubcommand(command, words[1], subs)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,31 +142,7 @@ int main(int argc, char** argv) {
                            tfslurm::base::TfslurmCommit() + ")",
                        "print tfctl's version and the commit it was built from");
 
-  const std::vector<std::string> words = Words(args);
-  if (!words.empty()) {
-    std::vector<std::string> names;
-    for (const Command& c : commands) names.push_back(c.app->get_name());
-    if (UnknownSubcommand("tfctl", words[0], names)) return kExitUsage;
-    // A command's own subcommands (tfctl sweep status, tfctl token create).
-    const bool help = std::find_if(args.begin(), args.end(), [](const std::string& a) {
-                        return a == "--help" || a == "-h";
-                      }) != args.end();
-    for (const Command& c : commands) {
-      if (c.app->get_name() != words[0]) continue;
-      std::vector<std::string> subs;
-      for (const CLI::App* sub : c.app->get_subcommands([](CLI::App*) { return true; }))
-        subs.push_back(sub->get_name());
-      if (subs.empty() || help) break;
-      const std::string command = "tfctl " + words[0];
-      if (words.size() < 2) {
-        std::cerr << command << ": which? ";
-        for (size_t i = 0; i < subs.size(); ++i) std::cerr << (i ? ", " : "") << subs[i];
-        std::cerr << " (" << command << " --help)\n";
-        return kExitUsage;
-      }
-      if (UnknownSubcommand(command, words[1], subs)) return kExitUsage;
-    }
-  }
+  if (WrongSubcommand(args, commands)) return kExitUsage;
 
   std::reverse(args.begin(), args.end());  // CLI11 takes the vector back to front
   try {

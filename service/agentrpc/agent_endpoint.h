@@ -1,10 +1,10 @@
 // The agent protocol's two transports, one logic: a gRPC bidirectional
 // stream per task (AgentService.Connect), and the same messages as JSON
 // (protobuf's JSON mapping) over plain HTTP under /agent/v1/, so a task can
-// register with curl. Both hand every message to core's Experiments.
+// register with curl. Both hand every message to core's Agents (core/agents.h).
 //
 // Thread safety: start the gRPC server and register the routes once, before
-// serving; both then serve agents on many threads at once, calling Experiments,
+// serving; both then serve agents on many threads at once, calling Agents,
 // which is thread-safe. AgentGrpcServer::Shutdown is for its owner's thread.
 #pragma once
 
@@ -14,7 +14,7 @@
 #include <string>
 
 #include "base/status.h"
-#include "service/core/experiments.h"
+#include "service/core/agents.h"
 
 namespace tfslurm::agentrpc {
 
@@ -22,10 +22,10 @@ class AgentGrpcServer {
  public:
   virtual ~AgentGrpcServer() = default;
   virtual int port() const = 0;
-  // Hands every message from now on to `experiments`, which must outlive
+  // Hands every message from now on to `agents`, which must outlive
   // the server; before, a registration is refused as retryable (agents of
   // running jobs reconnect as soon as the port listens). Once.
-  virtual void Serve(Experiments& experiments) = 0;
+  virtual void Serve(Agents& agents) = 0;
   virtual void Shutdown() = 0;
 };
 
@@ -41,6 +41,6 @@ StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(const std::strin
 // of its Assignment while its program runs, as the agent does: a task
 // silent past the reconnect window is gone (docs/restarts.md, "Network
 // faults").
-void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments);
+void RegisterAgentHttpRoutes(httplib::Server& server, Agents& agents);
 
 }  // namespace tfslurm::agentrpc

@@ -51,12 +51,12 @@ class StreamChannel final : public TaskChannel {
 
 class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
  public:
-  // `experiments` null: the stream arrived before the server served core,
+  // `agents` null: the stream arrived before the server served core,
   // and ends at once as UNAVAILABLE, which agents retry like any broken
   // connection.
-  explicit ConnectReactor(Experiments* experiments)
-      : experiments_(experiments), channel_(std::make_shared<StreamChannel>(this)) {
-    if (experiments_)
+  explicit ConnectReactor(Agents* agents)
+      : agents_(agents), channel_(std::make_shared<StreamChannel>(this)) {
+    if (agents_)
       StartReading();
     else
       FinishWhenWritten(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tfslurmd is starting; retry"));
@@ -75,7 +75,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     Reaction reaction(this, &in_);
     if (!ok) {
       // The agent closed its side (after Exited) or the stream broke.
-      if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
+      if (registered_) agents_->OnDisconnect(ref_, channel_.get());
       FinishWhenWritten(grpc::Status::OK);
       return;
     }
@@ -87,14 +87,14 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
       }
       ref_ = FromProto(in_.task());
       registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
-      DispatchRegister(*experiments_, in_, channel_);
+      DispatchRegister(*agents_, in_, channel_);
     } else if (in_.body_case() == AgentMessage::kRegister) {
-      DispatchRegister(*experiments_, in_, channel_);
+      DispatchRegister(*agents_, in_, channel_);
     } else {
       // Reports carry their own identity; it must be the stream's.
       Status s =
           in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
-              ? DispatchReport(*experiments_, in_)
+              ? DispatchReport(*agents_, in_)
               : InvalidArgument("a stream speaks for one task only");
       if (!s.ok()) channel_->Send(RefusalFor(s));
     }
@@ -120,7 +120,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
 
   void OnCancel() override {
     Reaction reaction(this, nullptr);  // may run beside the others: after no operation
-    if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
+    if (registered_) agents_->OnDisconnect(ref_, channel_.get());
   }
 
  private:
@@ -162,7 +162,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     if (!writing_) WriteNextLocked();
   }
 
-  Experiments* const experiments_;  // set whenever a read is outstanding
+  Agents* const agents_;  // set whenever a read is outstanding
   const std::shared_ptr<StreamChannel> channel_;
 
   // The read side: only read reactions touch `in_` (one read is outstanding
@@ -198,14 +198,14 @@ void StreamChannel::Send(const ServiceMsg& message) {
 
 class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
  public:
-  void Serve(Experiments& experiments) { experiments_ = &experiments; }
+  void Serve(Agents& agents) { agents_ = &agents; }
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
       grpc::CallbackServerContext*) override {
-    return new ConnectReactor(experiments_.load());
+    return new ConnectReactor(agents_.load());
   }
 
  private:
-  std::atomic<Experiments*> experiments_{nullptr};
+  std::atomic<Agents*> agents_{nullptr};
 };
 
 class GrpcServer final : public AgentGrpcServer {
@@ -215,7 +215,7 @@ class GrpcServer final : public AgentGrpcServer {
       : service_(std::move(service)), server_(std::move(server)), port_(port) {}
   ~GrpcServer() override { Shutdown(); }
   int port() const override { return port_; }
-  void Serve(Experiments& experiments) override { service_->Serve(experiments); }
+  void Serve(Agents& agents) override { service_->Serve(agents); }
   void Shutdown() override {
     if (server_) {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

@@ -179,7 +179,10 @@ std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
   for (const EventRecord& e : v.events) {
     w.BeginObject().Field("id", e.id);
     WriteTimestampField(w, "at", e.at);
-    w.Field("attempt", e.attempt).Field("what", e.what).Field("why", e.why).EndObject();
+    w.Field("attempt", e.attempt)
+        .Field("what", EventCodeName(e.what))
+        .Field("why", e.why)
+        .EndObject();
   }
   w.EndArray();
   w.EndObject();

@@ -43,8 +43,7 @@ bool AgentProtocol::HoldsSecretOf(const TaskRef& ref, const OpenExperiment* open
 }
 
 StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace* place) {
-  auto it = core_.open().find(ref.experiment_id);
-  OpenExperiment* open = it == core_.open().end() ? nullptr : it->second.get();
+  OpenExperiment* open = core_.Find(ref.experiment_id);
   // The secret before anything else is looked at or said.
   if (!HoldsSecretOf(ref, open)) return NoSuchAgent(ref);
   if (!open) {
@@ -85,86 +84,21 @@ StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, int* task)
   return found;
 }
 
-void AgentProtocol::OnSpare(OpenExperiment& a, const TaskRef& ref, const RegisterInfo& info,
-                            std::shared_ptr<TaskChannel> channel) {
-  LiveAttempt::SpareAgent& spare = a.attempt.spare_agents[ref.proc_id];
-  spare.node = info.node_name;
-  // A spare may register before any task proves the job runs (the attempt
-  // is still pending then): only an ended attempt has no use for it.
-  const bool over = a.user_cancelled || a.attempt.record.end_reason ||
-                    a.attempt.record.state == AttemptState::kEnded ||
-                    a.attempt.run->outcome().kind == Outcome::kSucceeded ||
-                    !a.attempt.in_place_given_up.empty();
-  if (over) {
-    spare.channel.reset();
-    channel->Send(ReleaseMsg{IsTerminal(a.record.state) ? a.record.reason
-                                                        : "no further attempt runs in this job"});
-    return;
-  }
-  if (!info.standby) {
-    channel->Send(SpareMsg{"node " + info.node_name + " is a spare of Slurm job " +
-                           std::to_string(a.attempt.record.slurm_job_id) +
-                           " (resources.spare_nodes): it takes a failed node's place in a restart "
-                           "in place"});
-    return;
-  }
-  spare.channel = std::move(channel);
-}
-
 void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
                               std::shared_ptr<TaskChannel> channel) {
-  auto it = core_.open().find(ref.experiment_id);
-  if (it != core_.open().end()) {
-    OpenExperiment& a = *it->second;
-    const AttemptRecord& current = a.attempt.record;
-    // The next attempt started in this job while this agent was away (its
-    // stream broke, or tfslurmd restarted, between the attempt's record and
-    // the agent's NextAttempt): it is told again. The secret is the job's.
-    const ProcPlace place = current.node_slots.Place(ref.proc_id, a.attempt.run->size());
-    const bool not_back =
-        place.kind == ProcPlace::kSpare
-            ? !a.attempt.spare_agents.contains(ref.proc_id)
-            : place.kind == ProcPlace::kTask && !a.attempt.run->task(place.task).registered;
-    if (ref.attempt < current.number && current.in_place &&
-        current.slurm_job_id == info.slurm_job_id &&
-        Sha256Hex(ref.secret) == current.secret_sha256 && not_back) {
-      channel->Send(NextAttemptMsg{
-          current.number, "attempt " + std::to_string(current.number) + " runs in this job",
-          AttemptLogDir(core_.config().output_root, a.record.id, current.number)});
-      return;
-    }
-  }
   ProcPlace place;
   auto found = FindAgent(ref, &place);
-  if (!found.ok()) {
-    channel->Send(RefusalFor(found.status()));
-    return;
-  }
-  OpenExperiment& a = **found;
-  if (place.kind == ProcPlace::kSpare) return OnSpare(a, ref, info, std::move(channel));
-  const int task = place.task;
-  Changes c;
-  if (lone_.OnStandby(a, task, channel, c)) {
-    SendAssignments(a, c, task);
+  // A TF worker restarted alone is the lone restart's (same attempt); every
+  // other agent back to wait in the job is the restart in place's.
+  if (found.ok() && place.kind == ProcPlace::kTask) {
+    OpenExperiment& a = **found;
+    Changes c;
+    const bool alone = lone_.OnStandby(a, place.task, channel, c);
+    if (alone) SendAssignments(a, c, place.task);
     core_.Commit(c);
-    return;
+    if (alone) return;
   }
-  core_.Commit(c);
-  TaskSlot& slot = a.attempt.run->mutable_task(task);
-  const Outcome& outcome = a.attempt.run->outcome();
-  // Only a failure can bring a next attempt to this job; until the attempt
-  // is decided, a task that ended early (a rank done first) waits too.
-  if (!a.spec.restart.in_allocation || !slot.exited || a.user_cancelled ||
-      a.attempt.record.end_reason || outcome.kind == Outcome::kSucceeded ||
-      a.attempt.record.state != AttemptState::kRunning || !a.attempt.in_place_given_up.empty()) {
-    channel->Send(
-        ReleaseMsg{IsTerminal(a.record.state) || a.record.state == ExperimentState::kRestarting
-                       ? a.record.reason
-                       : "no further attempt runs in this job"});
-    return;
-  }
-  slot.standing_by = true;
-  a.attempt.channels[task] = std::move(channel);
+  in_place_.OnStandby(ref, info, std::move(channel), found, place);
 }
 
 void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
@@ -199,7 +133,7 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
   }
   OpenExperiment& a = **found;
   if (place.kind == ProcPlace::kSpare) {
-    OnSpare(a, ref, info, std::move(channel));
+    in_place_.OnSpare(a, ref, info, std::move(channel));
     return false;
   }
   const int proc = place.task;
@@ -249,7 +183,8 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
   if (a.record.state == ExperimentState::kQueued)
     core_.SetState(c, a, ExperimentState::kStarting, "tasks registering");
   if (was_registered)
-    core_.Event(c, a, "reconnected", TaskName(slot, proc) + " reconnected from " + address);
+    core_.Event(c, a, EventCode::kReconnected,
+                TaskName(slot, proc) + " reconnected from " + address);
 
   if (barrier_complete) {
     SendAssignments(a, c);
@@ -304,7 +239,7 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
     if (a.attempt.job_started_ms > 0)
       core_.metrics().RendezvousDone(
           static_cast<double>(core_.ports().clock.NowMs() - a.attempt.job_started_ms) / 1000.0);
-    core_.Event(c, a, "assigned",
+    core_.Event(c, a, EventCode::kAssigned,
                 "all " + std::to_string(a.attempt.run->size()) + " tasks registered; " +
                     (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
                      : framework == Framework::kJax ? "process ids and JAX_COORDINATOR_ADDRESS sent"
@@ -327,7 +262,7 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
     Changes c;
     a.attempt.tasks[task].state = slot.state;
     c.tasks.push_back(a.attempt.tasks[task]);
-    core_.Event(c, a, "heartbeat", TaskName(slot, task) + " is back");
+    core_.Event(c, a, EventCode::kHeartbeat, TaskName(slot, task) + " is back");
     core_.Commit(c);
   }
   return Status::Ok();
@@ -354,7 +289,7 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
     a.record.checkpoint_path.clear();
     c.experiment = a.record;
     core_.Event(
-        c, a, "checkpoint",
+        c, a, EventCode::kCheckpoint,
         "step " + std::to_string(step) + "; its path is ignored: " +
             (unsafe ? "it has " + *unsafe + ", and a checkpoint path must be " + kSafeTextRule
                     : "it is " + std::to_string(path.size()) + " bytes long, at most " +
@@ -364,7 +299,7 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   }
   a.record.checkpoint_path = path;
   c.experiment = a.record;
-  core_.Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
+  core_.Event(c, a, EventCode::kCheckpoint, "step " + std::to_string(step) + " (" + path + ")");
   core_.Commit(c);
   return Status::Ok();
 }
@@ -437,7 +372,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
            " tags already (tfslurmd --scalar-tags)";
   }
   Changes c;
-  core_.Event(c, a, "scalars", why + " (said once per attempt)");
+  core_.Event(c, a, EventCode::kScalars, why + " (said once per attempt)");
   core_.Commit(c);
   return Status::Ok();
 }
@@ -478,7 +413,7 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   t.ended_at = core_.ports().clock.NowMs();
   c.tasks.push_back(t);
   core_.Event(
-      c, a, reaped ? "reaped" : "exited",
+      c, a, reaped ? EventCode::kReaped : EventCode::kExited,
       TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
   if (a.attempt.reap_started_ms > 0 && a.attempt.run->UnconfirmedShutdowns().empty()) {
     core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /
@@ -492,9 +427,9 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
 
 void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel) {
   MutexLock lock(core_.mu());
-  auto it = core_.open().find(ref.experiment_id);
-  if (it == core_.open().end() || it->second->attempt.record.number != ref.attempt) return;
-  OpenExperiment& a = *it->second;
+  OpenExperiment* found = core_.Find(ref.experiment_id);
+  if (!found || found->attempt.record.number != ref.attempt) return;
+  OpenExperiment& a = *found;
   const ProcPlace place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
   if (place.kind == ProcPlace::kSpare) {
     auto spare = a.attempt.spare_agents.find(ref.proc_id);
@@ -508,8 +443,10 @@ void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel)
   if (ch == a.attempt.channels.end() || ch->second.get() != channel) return;
   a.attempt.channels.erase(ch);
   TaskSlot& slot = a.attempt.run->mutable_task(place.task);
-  if (slot.registered && !slot.exited) a.attempt.run->SetVanished(place.task, true);
-  slot.standing_by = false;  // until its agent comes back to wait
+  if (slot.registered && !slot.exited)
+    a.attempt.run->SetVanished(place.task, true);
+  else if (slot.standing_by())
+    slot.agent = TaskSlot::AgentLink::kNormal;  // until its agent comes back to wait
 }
 
 namespace {
@@ -570,7 +507,7 @@ void AgentProtocol::ReapRemaining(OpenExperiment& a, Changes& c, const std::stri
   if (a.attempt.reap_started_ms == 0) a.attempt.reap_started_ms = now;
   a.attempt.reap_deadline_ms =
       now + core_.config().shutdown_grace_ms + core_.config().reap_timeout_margin_ms;
-  core_.Event(c, a, "reaping", "Shutdown sent to " + names);
+  core_.Event(c, a, EventCode::kReaping, "Shutdown sent to " + names);
 }
 
 }  // namespace tfslurm

@@ -1,14 +1,16 @@
 // What core is made from: its ports (core/ports/) and its configuration.
 // The daemon builds both once (service/daemon/daemon.h) and hands them to
-// NewExperiments (experiments.h); unit tests build them with fakes.
+// NewCore (core.h); unit tests build them with fakes.
 //
 // Thread safety: plain values; the ports themselves are thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "service/core/ports/accounts.h"
 #include "service/core/ports/clock.h"
 #include "service/core/ports/files.h"
@@ -52,10 +54,12 @@ struct CoreConfig {
   int64_t retention_sweep_ms = 60 * 1000;
   SpecLimits limits;
   ScalarLimits scalar_limits;
-  // Sweeps still running per owner; one more is refused (ResourceExhausted).
-  // Every open sweep is stepped at each poll, on the thread that also polls
-  // Slurm (--max-open-sweeps-per-user).
-  int max_open_sweeps_per_owner = 10;
+  // Ids a client of core keeps for experiments it starts itself (a sweep's
+  // trials: sweeps/sweeps.h, CheckIdNotKept): asked of every submission but
+  // the keeper's own (SubmitOptions::keeper) with its id and owner, and a
+  // refusal is returned as is. Empty: no id is kept. Core knows nothing of
+  // who keeps them or why.
+  std::function<Status(const std::string& id, const std::string& owner)> kept_ids;
 };
 
 // The ports core works through (core/ports/).

@@ -61,8 +61,7 @@ void CoreState::WriteQueued() {
   WriteQueuedLocked();
 }
 
-void CoreState::Event(Changes& c, const OpenExperiment& a, const std::string& what,
-                      const std::string& why) {
+void CoreState::Event(Changes& c, const OpenExperiment& a, EventCode what, const std::string& why) {
   c.events.push_back({0, a.record.id, a.attempt.record.number, ports_.clock.NowMs(), what, why});
 }
 
@@ -79,7 +78,7 @@ void CoreState::SetState(Changes& c, OpenExperiment& a, ExperimentState state,
   a.record.reason = why;
   a.record.updated_at = ports_.clock.NowMs();
   c.experiment = a.record;
-  Event(c, a, "state",
+  Event(c, a, EventCode::kState,
         from + " -> " + ExperimentStateName(state) + (why.empty() ? "" : ": " + why));
 }
 
@@ -93,6 +92,27 @@ void CoreState::FreshWindow(int64_t now) {
   for (auto& [id, e] : open_)
     for (TaskRecord& t : e->attempt.tasks)
       if (t.state == TaskState::kRunning || t.state == TaskState::kLost) t.last_heartbeat = now;
+}
+
+OpenExperiment* CoreState::Find(const std::string& id) {
+  auto it = open_.find(id);
+  return it == open_.end() ? nullptr : it->second.get();
+}
+
+void CoreState::Add(std::unique_ptr<OpenExperiment> e) {
+  const std::string id = e->record.id;
+  open_[id] = std::move(e);
+}
+
+std::vector<OpenExperiment*> CoreState::All() {
+  std::vector<OpenExperiment*> all;
+  all.reserve(open_.size());
+  for (auto& [id, e] : open_) all.push_back(e.get());
+  return all;
+}
+
+void CoreState::CloseEnded() {
+  std::erase_if(open_, [](const auto& entry) { return entry.second->Over(); });
 }
 
 void CoreState::HeardFromAgent(int64_t now) {

@@ -5,7 +5,8 @@
 // slurm_watch.h and restart_policy.h; experiments_impl.h puts them
 // together behind the facade (experiments.h).
 //
-// Thread safety: mu() guards open() and every OpenExperiment in it; clang's
+// Thread safety: mu() guards the open experiments (Find, Add, All,
+// CloseEnded) and every OpenExperiment; clang's
 // thread-safety analysis checks that (the accessors carry the annotations).
 // The ports, the config, the metrics and the observers are given at
 // construction and never change; the job sequence is atomic. Writes to the
@@ -48,11 +49,17 @@ class CoreState {
   Metrics& metrics() { return metrics_; }
 
   Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
-  // Every open experiment, by id.
-  std::map<std::string, std::unique_ptr<OpenExperiment>>& open()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return open_;
-  }
+  // The open experiments: those core watches, from their submission until
+  // they are final and their last job has left Slurm. Find: null when `id`
+  // is not open. Add opens `e` under its record's id (an attempt replaced
+  // whole, a resume, a load). All lists them in id order, valid until the
+  // next Add or CloseEnded. CloseEnded
+  // forgets those that are over (OpenExperiment::Over).
+  OpenExperiment* Find(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Add(std::unique_ptr<OpenExperiment> e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AnyOpen() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !open_.empty(); }
+  std::vector<OpenExperiment*> All() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseEnded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Counts jobs as Slurm accepts them; see LiveAttempt::job_known_seq.
   int64_t NextJobSeq() { return ++job_seq_; }
@@ -80,7 +87,7 @@ class CoreState {
   // store, written by this thread or by another that got there first.
   void WriteQueued() ABSL_LOCKS_EXCLUDED(mu_, write_mu_, queue_mu_);
 
-  void Event(Changes& c, const OpenExperiment& e, const std::string& what, const std::string& why);
+  void Event(Changes& c, const OpenExperiment& e, EventCode what, const std::string& why);
   // Records why the current attempt ended (its end_reason) and counts it.
   void EndAttempt(OpenExperiment& a, EndReason reason);
   void SetState(Changes& c, OpenExperiment& e, ExperimentState state, const std::string& why);

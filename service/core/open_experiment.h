@@ -119,6 +119,18 @@ struct OpenExperiment {
   SuspectNodes suspects;
   // Automatic submissions that failed in a row, for the retry backoff.
   int submit_failures = 0;
+
+  // Whether the current attempt may still be followed by a next attempt in
+  // its own job (restart.in_allocation): nothing has ended it, neither a
+  // user's cancel, nor its end recorded or decided by the service (the
+  // job's cancel sent, its step killed), nor its success, nor a restart in
+  // place given up. The one rule every in-place decision asks (a task's
+  // agent back to wait in the job, a spare's, InPlaceRestart::Check at each
+  // Tick), so a new way for an attempt to end is added here alone.
+  bool MayRestartInPlace() const;
+  // Whether core is done with it: final, and its last attempt ended (its
+  // job has left Slurm). CoreState::CloseEnded forgets it then.
+  bool Over() const;
 };
 
 // Whether Slurm's last poll of the attempt's running job left `node` out:

@@ -61,7 +61,7 @@ void SlurmWatch::OnJobGone(OpenExperiment& a, Changes& c) {
     reason = EndReason::kNodeFail;
     why = job_n + " vanished from Slurm";
   }
-  core_.Event(c, a, "job", event);
+  core_.Event(c, a, EventCode::kJob, event);
   FinishAttempt(a, reason, why, c);
 }
 
@@ -94,7 +94,7 @@ bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
       if (node < static_cast<int>(job.node_names.size()) && a.attempt.tasks[i].node.empty())
         a.attempt.run->mutable_task(i).node = job.node_names[node];
     }
-    core_.Event(c, a, "job",
+    core_.Event(c, a, EventCode::kJob,
                 "Slurm job " + std::to_string(job.job_id) + " started on " + job.nodes);
     if (a.record.state == ExperimentState::kQueued)
       core_.SetState(c, a, ExperimentState::kStarting,
@@ -122,7 +122,7 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
   a.attempt.record.ended_at = now;
   a.attempt.record.exit_code = job.exit_signal ? 128 + job.exit_signal : job.exit_code;
   c.attempts.push_back(a.attempt.record);
-  core_.Event(c, a, "job",
+  core_.Event(c, a, EventCode::kJob,
               "Slurm job " + std::to_string(job.job_id) + " ended " + state +
                   (job.reason.empty() || job.reason == "None" ? "" : " (" + job.reason + ")"));
   for (int i = 0; i < a.attempt.run->size(); ++i) {
@@ -228,7 +228,8 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
       core_.metrics().Restarted(reason, RestartKind::kNewJob);
       a.record.restarts++;
       a.record.next_attempt_at = now + next.delay_ms;
-      if (obstacle) core_.Event(c, a, "restart", "in a new Slurm job, not in place: " + *obstacle);
+      if (obstacle)
+        core_.Event(c, a, EventCode::kRestart, "in a new Slurm job, not in place: " + *obstacle);
       return core_.SetState(c, a, ExperimentState::kRestarting, next.why);
   }
 }
@@ -247,7 +248,7 @@ void SlurmWatch::Tick() {
     bool any_open = false;
     {
       MutexLock lock(core_.mu());
-      any_open = !core_.open().empty();
+      any_open = core_.AnyOpen();
     }
     if (any_open) {
       const auto started = std::chrono::steady_clock::now();
@@ -274,8 +275,8 @@ void SlurmWatch::Tick() {
     // hundred jobs ended (a user cancelling a sweep) holds core's lock and the
     // store for one commit, not a hundred.
     std::vector<Changes> batch;
-    for (auto it = core_.open().begin(); it != core_.open().end();) {
-      OpenExperiment& a = *it->second;
+    for (OpenExperiment* open : core_.All()) {
+      OpenExperiment& a = *open;
       Changes c;
       if (a.attempt.record.state == AttemptState::kSubmitting) {
         // The poll began at `now`, after the failure that set reconcile_at_ms.
@@ -292,12 +293,9 @@ void SlurmWatch::Tick() {
       }
       CheckTimers(a, c, actions);
       if (!c.empty()) batch.push_back(std::move(c));
-      // Done when the experiment is final and its last job has left Slurm.
-      if (IsTerminal(a.record.state) && a.attempt.record.state == AttemptState::kEnded)
-        it = core_.open().erase(it);
-      else
-        ++it;
     }
+    // Done with those final whose last job has left Slurm.
+    core_.CloseEnded();
     core_.CommitAll(batch);
   }
   RunActions(actions);
@@ -319,20 +317,18 @@ void SlurmWatch::RunActions(Actions& actions) {
       spdlog::warn("cancelling Slurm job {}: {}", job, s.message());
   for (const std::string& id : actions.restarts) {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it == core_.open().end() || it->second->record.state != ExperimentState::kRestarting)
-      continue;
-    OpenExperiment& a = *it->second;
+    OpenExperiment* open = core_.Find(id);
+    if (!open || open->record.state != ExperimentState::kRestarting) continue;
+    OpenExperiment& a = *open;
     const int number = a.attempt.record.number + 1;
     submission_.SubmitAutomatically(a, number, "attempt " + std::to_string(number) + " submitted");
   }
   for (const std::string& id : actions.resubmits) {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it == core_.open().end() || it->second->attempt.record.state != AttemptState::kSubmitting ||
-        it->second->user_cancelled)
+    OpenExperiment* open = core_.Find(id);
+    if (!open || open->attempt.record.state != AttemptState::kSubmitting || open->user_cancelled)
       continue;
-    submission_.SubmitAutomatically(*it->second, it->second->attempt.record.number);
+    submission_.SubmitAutomatically(*open, open->attempt.record.number);
   }
 }
 
@@ -351,7 +347,7 @@ void SlurmWatch::ReconcileSubmission(OpenExperiment& a, const std::vector<JobInf
     a.submit_failures = 0;
     a.attempt.job_seen = true;
     c.attempts.push_back(a.attempt.record);
-    core_.Event(c, a, "recovered",
+    core_.Event(c, a, EventCode::kRecovered,
                 "found Slurm job " + std::to_string(match->job_id) + " (" +
                     a.attempt.record.job_name +
                     "), whose submission was not confirmed; adopting it");
@@ -367,15 +363,63 @@ void SlurmWatch::ReconcileSubmission(OpenExperiment& a, const std::vector<JobInf
     a.attempt.record.state = AttemptState::kEnded;
     a.attempt.record.ended_at = core_.ports().clock.NowMs();
     c.attempts.push_back(a.attempt.record);
-    core_.Event(c, a, "recovered",
+    core_.Event(c, a, EventCode::kRecovered,
                 "Slurm has no job " + a.attempt.record.job_name +
                     "; the experiment is cancelled: not submitted");
     return;
   }
-  core_.Event(c, a, "recovered",
+  core_.Event(c, a, EventCode::kRecovered,
               "Slurm has no job " + a.attempt.record.job_name +
                   " (its submission was interrupted or refused); submitting it now");
   actions.resubmits.push_back(a.record.id);
+}
+
+StatusOr<std::vector<JobInfo>> SlurmWatch::RecentJobs() {
+  MutexLock lock(jobs_mu_);
+  const int64_t now = core_.ports().clock.NowMs();
+  if (!jobs_read_ || now - jobs_read_ms_ >= core_.config().poll_interval_ms) {
+    auto jobs = core_.ports().slurm.LoadJobs();
+    if (!jobs.ok()) return jobs.status();
+    jobs_ = GroupHetJobs(std::move(jobs).value());
+    jobs_read_ = true;
+    jobs_read_ms_ = now;
+  }
+  return jobs_;
+}
+
+StatusOr<bool> SlurmWatch::IsOver(const std::string& id) {
+  auto e = core_.ports().store.GetExperiment(id);
+  if (!e.ok()) return e.status();
+  if (!IsTerminal(e->state)) return false;
+  auto attempts = core_.ports().store.ListAttempts(id);
+  if (!attempts.ok()) return attempts.status();
+  if (attempts->empty() || attempts->back().state == AttemptState::kEnded) return true;
+  {
+    MutexLock lock(core_.mu());
+    if (core_.Find(id)) return false;  // the watch ends it
+  }
+  // Read again: the watch may have ended it (and stopped watching) since,
+  // and its record of the end is the one to keep.
+  attempts = core_.ports().store.ListAttempts(id);
+  if (!attempts.ok()) return attempts.status();
+  if (attempts->empty() || attempts->back().state == AttemptState::kEnded) return true;
+  AttemptRecord last = attempts->back();
+  if (last.slurm_job_id > 0) {
+    auto jobs = RecentJobs();
+    if (!jobs.ok()) return jobs.status();
+    for (const JobInfo& j : *jobs)
+      if (j.job_id == last.slurm_job_id && j.name == last.job_name &&
+          (!IsFinished(j.state) || j.completing))
+        return false;
+  }
+  // Ended while tfslurmd was down, or after it stopped watching: the job
+  // has gone, and its attempt's end is recorded now.
+  last.state = AttemptState::kEnded;
+  last.ended_at = core_.ports().clock.NowMs();
+  Changes c;
+  c.attempts.push_back(last);
+  if (Status s = core_.Apply({&c, 1}); !s.ok()) return s;
+  return true;
 }
 
 Status SlurmWatch::Recover() {
@@ -416,7 +460,7 @@ Status SlurmWatch::Recover() {
         agents_.ReapRemaining(loaded, c, "attempt failed: " + loaded.attempt.run->outcome().reason);
         core_.Commit(c);
       }
-      core_.open()[r.id] = std::move(a).value();
+      core_.Add(std::move(a).value());
     }
   }
   if (submitting.empty()) return Status::Ok();

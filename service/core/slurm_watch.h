@@ -33,6 +33,9 @@ class SlurmWatch {
   Status Recover() ABSL_LOCKS_EXCLUDED(core_.mu());
   // Polls Slurm every poll_interval_ms, then runs every experiment's timers.
   void Tick() ABSL_LOCKS_EXCLUDED(core_.mu());
+  // Experiments::IsOver: whether the experiment has ended and its last job
+  // has left Slurm.
+  StatusOr<bool> IsOver(const std::string& id) ABSL_LOCKS_EXCLUDED(core_.mu(), jobs_mu_);
 
  private:
   // Slurm calls to make after releasing the lock.
@@ -94,6 +97,8 @@ class SlurmWatch {
   void CheckHeartbeats(OpenExperiment& e, int64_t now, Changes& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   void RunActions(Actions& actions) ABSL_LOCKS_EXCLUDED(core_.mu());
+  // Slurm's jobs for IsOver, read at most once per poll interval.
+  StatusOr<std::vector<JobInfo>> RecentJobs() ABSL_LOCKS_EXCLUDED(jobs_mu_);
   // Adopts the job of an attempt still `submitting` from `jobs`, or queues
   // its submission in `actions`.
   void ReconcileSubmission(OpenExperiment& e, const std::vector<JobInfo>& jobs, Changes& c,
@@ -106,6 +111,10 @@ class SlurmWatch {
   // Tick reads it outside the lock, and Tick may run on several threads:
   // the one that advances it polls.
   std::atomic<int64_t> last_poll_ms_{0};
+  Mutex jobs_mu_;
+  bool jobs_read_ ABSL_GUARDED_BY(jobs_mu_) = false;
+  int64_t jobs_read_ms_ ABSL_GUARDED_BY(jobs_mu_) = 0;
+  std::vector<JobInfo> jobs_ ABSL_GUARDED_BY(jobs_mu_);
 };
 
 }  // namespace tfslurm

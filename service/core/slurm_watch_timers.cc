@@ -10,18 +10,9 @@
 namespace tfslurm {
 
 void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Actions& actions) {
-  InPlaceCheck check = in_place_.Check(a, now);
+  const InPlaceCheck check = in_place_.Decide(a, now, c);
   if (check.kind == InPlaceCheck::kReady) return FinishAttempt(a, check.reason, check.why, c);
-  if (check.kind != InPlaceCheck::kGiveUp && check.kind != InPlaceCheck::kLetTheJobEnd) return;
-  // The job ends, and its end classifies the attempt as it would have
-  // without agents waiting (OnJobEnded); FinishAttempt then says why the
-  // restart, if any, is a new job.
-  a.attempt.in_place_given_up = check.why;
-  ReleaseWaitingAgents(a.attempt, check.why);
-  if (check.kind == InPlaceCheck::kLetTheJobEnd)
-    core_.Event(c, a, "restart", "not in place: " + check.why + "; the job's end decides");
   if (check.kind == InPlaceCheck::kGiveUp) {
-    core_.Event(c, a, "restart", "not in place: " + check.why + "; ending the job");
     actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
     a.attempt.job_cancel_sent = true;
   }
@@ -118,7 +109,7 @@ void SlurmWatch::CheckStall(OpenExperiment& a, int64_t now, Changes& c) {
                       (alive.empty() ? "" : ": " + alive);
     run.Decide({Outcome::kFailed, why});
     a.attempt.decided_reason = EndReason::kStalled;
-    core_.Event(c, a, "stalled", why);
+    core_.Event(c, a, EventCode::kStalled, why);
     agents_.ReapRemaining(a, c, why);
     a.record.reason = why + "; ending the attempt";
     c.experiment = a.record;
@@ -140,7 +131,7 @@ void SlurmWatch::CheckReaping(OpenExperiment& a, int64_t now, Changes& c, Action
       std::string names;
       for (int proc : unconfirmed)
         names += (names.empty() ? "" : ", ") + TaskName(run.task(proc), proc);
-      core_.Event(c, a, "reaping",
+      core_.Event(c, a, EventCode::kReaping,
                   names + " did not confirm the Shutdown; ending step " +
                       std::to_string(a.attempt.record.slurm_job_id) + ".0 through Slurm");
       // A heterogeneous job's step has a part in each component's record.
@@ -202,7 +193,7 @@ void SlurmWatch::CheckNodesLeft(OpenExperiment& a, int64_t now, Changes& c) {
     t.ended_at = core_.ports().clock.NowMs();
     if (!slot.node.empty()) at.lost_nodes.insert(slot.node);
     c.tasks.push_back(t);
-    core_.Event(c, a, "lost", TaskName(slot, i) + " is gone: " + why);
+    core_.Event(c, a, EventCode::kLost, TaskName(slot, i) + " is gone: " + why);
     if (!undecided) {
       // The peers it left often fail first (a collective's broken
       // connection, counted retryable after its agent vanished): the node
@@ -234,7 +225,7 @@ void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
     // Agents heartbeat once they run their program; at the barrier the
     // barrier timeout watches them instead.
     if (t.state != TaskState::kRunning || deaf) continue;
-    const int64_t limit = run.task(i).vanished
+    const int64_t limit = run.task(i).vanished()
                               ? std::max(lost_after, core_.config().reconnect_window_ms)
                               : lost_after;
     if (now - t.last_heartbeat > limit) {
@@ -243,7 +234,7 @@ void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
       a.attempt.heartbeat_dirty.erase(i);
       c.tasks.push_back(t);
       core_.Event(
-          c, a, "lost",
+          c, a, EventCode::kLost,
           TaskName(run.task(i), i) + " sent no heartbeat for " + Seconds(now - t.last_heartbeat));
     }
   }

@@ -230,10 +230,8 @@ namespace {
 // ignored, since a user who wrote them expects them to do something.
 void ParseFramework(Checker& c, const json& input, ExperimentSpec& spec) {
   if (input.contains("framework"))
-    if (auto s = c.OneOf(input["framework"], "framework", {"tensorflow", "pytorch", "jax"}))
-      spec.framework = *s == "pytorch" ? Framework::kPytorch
-                       : *s == "jax"   ? Framework::kJax
-                                       : Framework::kTensorflow;
+    if (auto framework = c.OneOf(input["framework"], "framework", kFrameworkNames))
+      spec.framework = *framework;
   const std::string name = FrameworkName(spec.framework);
   if (HasRanks(spec.framework)) {
     const std::string rank = spec.framework == Framework::kJax ? "process" : "rank";
@@ -412,16 +410,15 @@ void ParseNetwork(Checker& c, const json& input, ExperimentSpec& spec) {
 
 void ParseSuccess(Checker& c, const json& input, ExperimentSpec& spec) {
   if (!input.contains("success") || HasRanks(spec.framework)) return;
-  auto s = c.OneOf(input["success"], "success", {"auto", "chief", "worker0", "all_workers"});
-  if (!s) return;
-  if (*s == "chief") spec.success = SuccessPolicy::kChief;
-  if (*s == "worker0") spec.success = SuccessPolicy::kWorker0;
-  if (*s == "all_workers") spec.success = SuccessPolicy::kAllWorkers;
+  auto success = c.OneOf(input["success"], "success", kSuccessPolicyNames);
+  if (!success) return;
+  spec.success = *success;
   if (spec.success == SuccessPolicy::kChief && spec.cluster.chief == 0)
     c.Fail("success", "is chief but cluster.chief is 0; add a chief or use auto");
   if ((spec.success == SuccessPolicy::kWorker0 || spec.success == SuccessPolicy::kAllWorkers) &&
       spec.cluster.worker == 0)
-    c.Fail("success", "is " + *s + " but cluster.worker is 0");
+    c.Fail("success",
+           std::string("is ") + SuccessPolicyName(*success) + " but cluster.worker is 0");
 }
 
 // checkpoint.signal_grace_s, which must leave the job time to run.

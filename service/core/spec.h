@@ -99,12 +99,22 @@ struct RoleResources : Resources {
 
 enum class SuccessPolicy { kAuto, kChief, kWorker0, kAllWorkers };
 
+inline constexpr EnumName<SuccessPolicy> kSuccessPolicyNames[] = {
+    {SuccessPolicy::kAuto, "auto"},
+    {SuccessPolicy::kChief, "chief"},
+    {SuccessPolicy::kWorker0, "worker0"},
+    {SuccessPolicy::kAllWorkers, "all_workers"}};
+
 // What the tasks run, and so what their environment says: TensorFlow gets
 // roles and TF_CONFIG; PyTorch gets a rank per task and torch.distributed's
 // env:// variables (RANK, WORLD_SIZE, MASTER_ADDR, ...), with no roles; JAX
 // gets a process per task and jax.distributed.initialize's arguments
 // (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID; docs/jax.md).
 enum class Framework { kTensorflow, kPytorch, kJax };
+
+inline constexpr EnumName<Framework> kFrameworkNames[] = {{Framework::kTensorflow, "tensorflow"},
+                                                          {Framework::kPytorch, "pytorch"},
+                                                          {Framework::kJax, "jax"}};
 
 // PyTorch and JAX: no roles, task i is rank (process) i, every rank must exit
 // 0, and rank 0 checkpoints. TensorFlow's tasks have roles.
@@ -188,8 +198,10 @@ StatusOr<ExperimentSpec> ParseSpec(const nlohmann::json& input, const SpecLimits
 
 // "chief" | "ps" | "worker" | "evaluator".
 bool IsRole(const std::string& role);
-const char* SuccessPolicyName(SuccessPolicy policy);
-const char* FrameworkName(Framework framework);
+inline const char* SuccessPolicyName(SuccessPolicy policy) {
+  return NameIn(kSuccessPolicyNames, policy);
+}
+inline const char* FrameworkName(Framework framework) { return NameIn(kFrameworkNames, framework); }
 // The longest time limit Slurm reads: time_str2secs (src/common/parse_time.c)
 // counts the seconds in an int, so 2^31 - 1 s, in whole minutes
 // (24855-03:14:00).

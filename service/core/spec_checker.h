@@ -1,7 +1,7 @@
-// The spec parser's checker, shared by spec.cc, spec_roles.cc and
-// sweep_spec.cc: it walks the input and collects FieldErrors with the
-// field's path, what it got and what is allowed. Internal to ParseSpec and
-// ParseSweepSpec; nothing else includes it.
+// The spec parser's checker, shared by spec.cc, spec_roles.cc,
+// spec_resources.cc and the sweeps' spec parser: it walks the input and
+// collects FieldErrors with the field's path, what it got and what is
+// allowed. Nothing but those parsers includes it.
 //
 // Thread safety: a Checker is used by one parse at a time.
 #pragma once
@@ -182,6 +182,17 @@ class Checker {
       for (const char* c : choices)
         if (s == c) return s;
     }
+    Fail(path, "must be one of " + list + ", got " + Show(v));
+    return std::nullopt;
+  }
+
+  // The value of an enum named by `v`, one of the names of `table`.
+  template <typename E, size_t N>
+  std::optional<E> OneOf(const json& v, const std::string& path, const EnumName<E> (&table)[N]) {
+    if (v.is_string())
+      if (std::optional<E> value = ValueIn(table, v.get_ref<const std::string&>())) return value;
+    std::string list;
+    for (const EnumName<E>& e : table) list += (list.empty() ? "" : " | ") + std::string(e.name);
     Fail(path, "must be one of " + list + ", got " + Show(v));
     return std::nullopt;
   }

@@ -86,6 +86,41 @@ void ConfigureHttpServer(httplib::Server& http, const api::GateOptions& gate) {
   });
 }
 
+// Bearer tokens (or everyone, with --no-auth), and MUNGE credentials in
+// front of them with --munge-auth.
+StatusOr<std::unique_ptr<api::Authenticator>> NewAuthenticator(const DaemonOptions& options,
+                                                               Tokens& tokens, Clock& clock) {
+  std::unique_ptr<api::Authenticator> auth =
+      options.no_auth ? api::NewOpenAuthenticator() : api::NewTokenAuthenticator(tokens);
+  if (!options.munge_auth || options.no_auth) return auth;
+  Clock* c = &clock;
+  auto munge = api::NewMungeAuthenticator(
+      {options.munge_socket, options.munge_max_age_s, options.munge_admin_group}, std::move(auth),
+      api::LibmungeDecoder(options.munge_socket), api::SystemUserLookup(),
+      [c] { return c->NowMs() / 1000; });
+  if (!munge.ok()) return munge.status();
+  return std::move(munge).value();
+}
+
+// Binds the REST listener; the port bound.
+StatusOr<int> Bind(httplib::Server& http, const DaemonOptions& options) {
+  const std::string listen = options.http_host + ":" + std::to_string(options.http_port);
+  int bound =
+      options.http_port == 0
+          ? http.bind_to_any_port(options.http_host)
+          : (http.bind_to_port(options.http_host, options.http_port) ? options.http_port : -1);
+  if (bound <= 0) {
+    int err = errno;
+    return Unavailable("cannot listen on " + listen + ": " + strerror(err) +
+                       (err == EADDRINUSE ? " (another tfslurmd or program listens there; `ss "
+                                            "-ltnp` names it; give this one another --listen)"
+                                          : ""));
+  }
+  if (!api::RaiseListenBacklog(bound))
+    spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
+  return bound;
+}
+
 // The host agents are told to reach the endpoint at: --advertise, else the
 // listen host, except a wildcard (0.0.0.0, ::), which an agent on another
 // host cannot connect to (on one host it happens to mean loopback): then
@@ -103,6 +138,39 @@ std::string AdvertisedHost(const DaemonOptions& options) {
       "(--advertise HOST tells them another)",
       options.agent_listen, name);
   return name;
+}
+
+// What the REST routes are served from.
+struct RouteParts {
+  Core& core;
+  sweeps::Sweeps& sweeps;
+  Tokens& tokens;
+  api::Authenticator& auth;
+  metrics::PrometheusMetrics& metrics;
+  Clock& clock;
+};
+
+// Every REST route, and the agents' JSON route.
+void RegisterRoutes(httplib::Server& http, const DaemonOptions& options, const CoreConfig& config,
+                    const RouteParts& parts, std::shared_ptr<api::ExperimentListCache> list_cache) {
+  api::ApiOptions api_options;
+  api_options.max_body_bytes = options.gate.head.max_body_bytes;
+  api_options.libslurm_release = options.libslurm_release;
+  api_options.slurmctld_release = options.slurmctld_release;
+  api::RegisterExperimentRoutes(http, parts.core, parts.clock, parts.auth, list_cache, api_options);
+  api::RegisterMetricsRoutes(http, parts.core, parts.auth, parts.metrics);
+  if (options.logs) {
+    api::LogOptions logs;
+    logs.output_root = config.output_root;
+    logs.max_followers = options.max_log_followers;
+    logs.max_followers_per_user = options.max_log_followers_per_user;
+    api::RegisterLogRoutes(http, parts.core, parts.auth, logs);
+  }
+  api::RegisterScalarRoutes(http, parts.core, parts.auth, config.scalar_limits);
+  api::RegisterSweepRoutes(http, parts.sweeps, parts.auth);
+  api::RegisterTokenRoutes(http, parts.tokens, parts.auth);
+  if (options.web_assets) api::RegisterWebAssetRoutes(http);
+  agentrpc::RegisterAgentHttpRoutes(http, parts.core);
 }
 
 }  // namespace
@@ -131,68 +199,39 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
   // The one cache of lists, told of every write core makes.
   auto list_cache = std::make_shared<api::ExperimentListCache>(api::ListSourceOf(ports.store));
-  d->experiments_ = NewExperiments(ports, config, d->metrics_.get(), {list_cache});
-  d->grpc_->Serve(*d->experiments_);
+  // A sweep's trial ids are kept for its trials (sweeps/sweeps.h).
+  config.kept_ids = [&store = ports.store](const std::string& id, const std::string& owner) {
+    return sweeps::CheckIdNotKept(store, id, owner);
+  };
+  d->core_ = NewCore(ports, config, d->metrics_.get(), {list_cache});
+  d->grpc_->Serve(*d->core_);
+  d->sweeps_ = sweeps::NewSweeps(
+      *d->core_, ports.store, ports.clock, ports.random,
+      {config.limits, config.poll_interval_ms, options.max_open_sweeps_per_owner});
 
   d->tokens_ = std::make_unique<Tokens>(ports.store, ports.random, ports.clock);
-  d->auth_ =
-      options.no_auth ? api::NewOpenAuthenticator() : api::NewTokenAuthenticator(*d->tokens_);
-  if (options.munge_auth && !options.no_auth) {
-    Clock* clock = &ports.clock;
-    auto munge = api::NewMungeAuthenticator(
-        {options.munge_socket, options.munge_max_age_s, options.munge_admin_group},
-        std::move(d->auth_), api::LibmungeDecoder(options.munge_socket), api::SystemUserLookup(),
-        [clock] { return clock->NowMs() / 1000; });
-    if (!munge.ok()) return munge.status();
-    d->auth_ = std::move(*munge);
-  }
+  auto auth = NewAuthenticator(options, *d->tokens_, ports.clock);
+  if (!auth.ok()) return auth.status();
+  d->auth_ = std::move(auth).value();
 
   d->http_ = std::make_unique<api::GatedServer>(options.gate);
   httplib::Server& http = *d->http_;
   ConfigureHttpServer(http, options.gate);
-  api::ApiOptions api_options;
-  api_options.max_body_bytes = options.gate.head.max_body_bytes;
-  api_options.libslurm_release = options.libslurm_release;
-  api_options.slurmctld_release = options.slurmctld_release;
-  api::RegisterExperimentRoutes(http, *d->experiments_, ports.clock, *d->auth_, list_cache,
-                                api_options);
-  api::RegisterMetricsRoutes(http, *d->experiments_, *d->auth_, *d->metrics_);
-  if (options.logs) {
-    api::LogOptions logs;
-    logs.output_root = config.output_root;
-    logs.max_followers = options.max_log_followers;
-    logs.max_followers_per_user = options.max_log_followers_per_user;
-    api::RegisterLogRoutes(http, *d->experiments_, *d->auth_, logs);
-  }
-  api::RegisterScalarRoutes(http, *d->experiments_, *d->auth_, config.scalar_limits);
-  api::RegisterSweepRoutes(http, *d->experiments_, *d->auth_);
-  api::RegisterTokenRoutes(http, *d->tokens_, *d->auth_);
-  if (options.web_assets) api::RegisterWebAssetRoutes(http);
-  agentrpc::RegisterAgentHttpRoutes(http, *d->experiments_);
-  const std::string listen = options.http_host + ":" + std::to_string(options.http_port);
-  int bound =
-      options.http_port == 0
-          ? http.bind_to_any_port(options.http_host)
-          : (http.bind_to_port(options.http_host, options.http_port) ? options.http_port : -1);
-  if (bound <= 0) {
-    int err = errno;
-    return Unavailable("cannot listen on " + listen + ": " + strerror(err) +
-                       (err == EADDRINUSE ? " (another tfslurmd or program listens there; `ss "
-                                            "-ltnp` names it; give this one another --listen)"
-                                          : ""));
-  }
-  d->http_port_ = bound;
-  if (!api::RaiseListenBacklog(bound))
-    spdlog::warn("cannot raise the listen backlog of port {}: bursts of clients may wait", bound);
+  RegisterRoutes(http, options, config,
+                 {*d->core_, *d->sweeps_, *d->tokens_, *d->auth_, *d->metrics_, ports.clock},
+                 list_cache);
+  auto bound = Bind(http, options);
+  if (!bound.ok()) return bound.status();
+  d->http_port_ = *bound;
   // Both ports are ours (a second daemon fails above, before recovering
   // anything): now pick up what the last run left.
-  if (auto s = d->experiments_->Recover(); !s.ok())
-    spdlog::warn("recovery incomplete: {}", s.message());
+  if (auto s = d->core_->Recover(); !s.ok()) spdlog::warn("recovery incomplete: {}", s.message());
 
   Daemon* self = d.get();
   d->ticker_ = std::thread([self] {
     while (!self->stopping_) {
-      self->experiments_->Tick();
+      self->core_->Tick();
+      self->sweeps_->Tick();
       std::this_thread::sleep_for(std::chrono::milliseconds(kTickIntervalMs));
     }
   });

@@ -28,9 +28,10 @@
 
 #include "base/status.h"
 #include "service/api/gate_options.h"
+#include "service/core/core.h"
 #include "service/core/core_options.h"
-#include "service/core/experiments.h"
 #include "service/metrics/prometheus_metrics.h"
+#include "service/sweeps/sweeps.h"
 
 namespace tfslurm {
 class Tokens;
@@ -45,7 +46,7 @@ class AgentGrpcServer;
 
 namespace tfslurm::daemon {
 
-// How often the ticker runs Experiments::Tick (it sleeps this long after each
+// How often the ticker runs Core::Tick (it sleeps this long after each
 // one): the cadence of core's timers, a restart in place's decision among
 // them. Slurm is polled at most every CoreConfig::poll_interval_ms of these.
 inline constexpr int kTickIntervalMs = 200;
@@ -85,6 +86,10 @@ struct DaemonOptions {
   // Log follow responses at once, and of one user (api/logs_api.h).
   int max_log_followers = 64;
   int max_log_followers_per_user = 8;
+  // Sweeps still running per owner; one more is refused (ResourceExhausted):
+  // every open sweep is stepped at each poll, on the ticker's thread
+  // (--max-open-sweeps-per-user).
+  int max_open_sweeps_per_owner = 10;
   // The Slurm releases GET /version reports: the libslurm tfslurmd was
   // built with and slurmctld's ("" when unknown).
   std::string libslurm_release;
@@ -99,7 +104,7 @@ class Daemon {
   // Makes the output root (core.output_root, with its parents, absolute and
   // normal: Daemon::output_root), starts the agent endpoint, makes core
   // knowing where the endpoint is, binds the REST port, and only once both
-  // ports are bound recovers what the last run left (Experiments::Recover;
+  // ports are bound recovers what the last run left (Core::Recover;
   // a second daemon on the same ports fails before that). Then starts the
   // ticker and the HTTP listener and returns once the listener runs.
   // Errors: FailedPrecondition "cannot create the output root ..." (before
@@ -120,7 +125,7 @@ class Daemon {
   const std::string& agent_address() const { return agent_address_; }
   // The output root as made: absolute and normal, without a trailing '/'.
   const std::string& output_root() const { return output_root_; }
-  Experiments& experiments() { return *experiments_; }
+  Experiments& experiments() { return *core_; }
 
   // Stops the REST listener (waiting for the connections being served), the
   // ticker, then the agent endpoint. Running jobs go on; a next Start on the
@@ -136,9 +141,11 @@ class Daemon {
   std::string output_root_;
   // Destroyed bottom-up: the HTTP server and the authenticator before the
   // agent endpoint, all before the lifecycle they call into.
-  // Before experiments_, which reports to it: destroyed after it.
+  // Before core_, which reports to it: destroyed after it.
   std::unique_ptr<metrics::PrometheusMetrics> metrics_;
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> core_;
+  // After core_, which it calls: destroyed before it.
+  std::unique_ptr<sweeps::Sweeps> sweeps_;
   std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
   std::unique_ptr<Tokens> tokens_;
   std::unique_ptr<api::Authenticator> auth_;

@@ -149,7 +149,11 @@ class SqliteStore final : public Store {
                           " ORDER BY created_at");
     std::vector<ExperimentRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadExperiment(s));
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadExperiment(s);
+      if (!row.ok()) return row.status();
+      out.push_back(std::move(row).value());
+    }
     if (rc != SQLITE_DONE) return Error("listing open experiments");
     return out;
   }
@@ -176,7 +180,11 @@ class SqliteStore final : public Store {
     s.Bind(1, id);
     std::vector<AttemptRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadAttempt(s));
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadAttempt(s);
+      if (!row.ok()) return row.status();
+      out.push_back(std::move(row).value());
+    }
     if (rc != SQLITE_DONE) return Error("listing attempts");
     return out;
   }
@@ -189,7 +197,11 @@ class SqliteStore final : public Store {
     s.Bind(1, id).Bind(2, attempt);
     std::vector<TaskRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadTask(s));
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadTask(s);
+      if (!row.ok()) return row.status();
+      out.push_back(std::move(row).value());
+    }
     if (rc != SQLITE_DONE) return Error("listing tasks");
     return out;
   }
@@ -209,7 +221,11 @@ class SqliteStore final : public Store {
     s.Bind(1, id).Bind(2, limit);
     std::vector<EventRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadEvent(s));
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadEvent(s);
+      if (!row.ok()) return row.status();
+      out.push_back(std::move(row).value());
+    }
     if (rc != SQLITE_DONE) return Error("listing events");
     return out;
   }
@@ -319,7 +335,9 @@ class SqliteStore final : public Store {
     s.Bind(1, needed_ids.dump());
     nlohmann::json open_ids = nlohmann::json::array();  // whose tasks a list counts
     while ((rc = s.Step()) == SQLITE_ROW) {
-      ExperimentSummary summary = ReadSummary(s);
+      auto read = ReadSummary(s);
+      if (!read.ok()) return read.status();
+      ExperimentSummary summary = std::move(read).value();
       if (!IsTerminal(summary.experiment.state)) open_ids.push_back(summary.experiment.id);
       out[needed.at(summary.experiment.id)].summary = std::move(summary);
     }
@@ -336,9 +354,11 @@ class SqliteStore final : public Store {
     counts.Bind(1, open_ids.dump());
     while ((rc = counts.Step()) == SQLITE_ROW) {
       auto& summary = out[needed.at(counts.Text("experiment_id"))].summary;
+      auto state = StoredName(kTaskStateNames, counts.Text("state"), "task state",
+                              "a task of " + counts.Text("experiment_id"));
+      if (!state.ok()) return state.status();
       summary->task_counts.push_back(
-          {counts.Text("role"), ParseTaskState(counts.Text("state")).value_or(TaskState::kLost),
-           static_cast<int>(counts.Int("tasks"))});
+          {counts.Text("role"), *state, static_cast<int>(counts.Int("tasks"))});
     }
     if (rc != SQLITE_DONE) return Error("counting tasks");
     return out;

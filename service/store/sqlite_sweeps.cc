@@ -1,5 +1,7 @@
 #include "service/store/sqlite_sweeps.h"
 
+#include "service/store/sqlite_rows.h"
+
 namespace tfslurm::store {
 namespace {
 
@@ -9,12 +11,13 @@ constexpr const char* kTrialColumns =
     "sweep_id, trial, experiment_id, params, state, end_reason, objective, objective_step, "
     "rungs_passed, node_seconds, note, started_at, ended_at, last_step";
 
-SweepRecord ReadSweepRow(Statement& s) {
+StatusOr<SweepRecord> ReadSweepRow(Statement& s) {
   SweepRecord r;
   r.id = s.Text("id");
   r.owner = s.Text("owner");
   r.spec_json = s.Text("spec");
-  r.state = ParseSweepState(s.Text("state")).value_or(SweepState::kRunning);
+  TFSLURM_ASSIGN_OR_RETURN(
+      r.state, StoredName(kSweepStateNames, s.Text("state"), "sweep state", "sweep " + r.id));
   r.reason = s.Text("reason");
   r.trials = static_cast<int>(s.Int("trials"));
   r.created_at = s.Int("created_at");
@@ -22,14 +25,18 @@ SweepRecord ReadSweepRow(Statement& s) {
   return r;
 }
 
-SweepTrialRecord ReadTrialRow(Statement& s) {
+StatusOr<SweepTrialRecord> ReadTrialRow(Statement& s) {
   SweepTrialRecord t;
   t.sweep_id = s.Text("sweep_id");
   t.index = static_cast<int>(s.Int("trial"));
   t.experiment_id = s.Text("experiment_id");
   t.params_json = s.Text("params");
-  t.state = ParseSweepTrialState(s.Text("state")).value_or(SweepTrialState::kRunning);
-  t.end_reason = ParseEndReason(s.Text("end_reason"));
+  const std::string row = "trial " + std::to_string(t.index) + " of sweep " + t.sweep_id;
+  TFSLURM_ASSIGN_OR_RETURN(t.state,
+                           StoredName(kSweepTrialStateNames, s.Text("state"), "trial state", row));
+  // "" while the trial has no end reason.
+  if (std::string reason = s.Text("end_reason"); !reason.empty())
+    TFSLURM_ASSIGN_OR_RETURN(t.end_reason, StoredName(kEndReasonNames, reason, "end reason", row));
   t.objective = s.OptReal("objective");
   t.objective_step = s.OptInt("objective_step");
   t.rungs_passed = static_cast<int>(s.Int("rungs_passed"));
@@ -107,7 +114,11 @@ StatusOr<std::vector<SweepRecord>> ReadSweeps(StatementCache& sql, const SweepQu
   s.Bind(1, q.owner).Bind(2, q.open_only ? 1 : 0);
   std::vector<SweepRecord> out;
   int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadSweepRow(s));
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    auto row = ReadSweepRow(s);
+    if (!row.ok()) return row.status();
+    out.push_back(std::move(row).value());
+  }
   if (rc != SQLITE_DONE) return sql.Error("listing sweeps");
   return out;
 }
@@ -119,7 +130,11 @@ StatusOr<std::vector<SweepTrialRecord>> ReadSweepTrials(StatementCache& sql,
   s.Bind(1, sweep_id);
   std::vector<SweepTrialRecord> out;
   int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadTrialRow(s));
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    auto row = ReadTrialRow(s);
+    if (!row.ok()) return row.status();
+    out.push_back(std::move(row).value());
+  }
   if (rc != SQLITE_DONE) return sql.Error("listing a sweep's trials");
   return out;
 }

@@ -41,7 +41,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
     config.barrier_timeout_ms = 24 * 3600 * 1000;
     config.heartbeat_interval_ms = 3600 * 1000;
     config.shutdown_grace_ms = 3600 * 1000;
-    experiments_ = NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config);
+    experiments_ = NewCore({*store_, slurm_, clock_, random_, files_, accounts_}, config);
   }
   void TearDown() override {
     StopBackground();
@@ -90,7 +90,8 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
   std::string EventsOf(const std::string& id) {
     std::string events;
     if (auto view = experiments_->Get(id); view.ok())
-      for (const auto& e : view->events) events += "\n  " + e.what + ": " + e.why;
+      for (const auto& e : view->events)
+        events += "\n  " + std::string(EventCodeName(e.what)) + ": " + e.why;
     return events;
   }
 
@@ -107,7 +108,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
   testing::FakeAccounts accounts_;
   LockedSlurm slurm_;
   std::unique_ptr<Store> store_;
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
   std::atomic<bool> stop_{false};
   std::vector<std::thread> background_;
 };
@@ -330,7 +331,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
     ExperimentView v = experiments_->Get(id).value();
     ASSERT_EQ(v.tasks.size(), static_cast<size_t>(kTasks));
     int assigned_events = 0;
-    for (const auto& e : v.events) assigned_events += e.what == "assigned";
+    for (const auto& e : v.events) assigned_events += e.what == EventCode::kAssigned;
     if (cancelled(id)) {
       EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled) << v.experiment.reason;
       int64_t job = slurm_.JobOf(JobName(id, 1));
@@ -462,9 +463,8 @@ TEST_F(ExperimentsConcurrencyTest, JobSubmittedDuringAPollIsNotTakenForVanished)
   config.output_root = (dir_.path() / "out").string();
   config.launch = {"/opt/tfslurm-agent", "svc:1"};
   config.poll_interval_ms = 10;
-  std::unique_ptr<Experiments> core =
-      NewExperiments({*store_, slow, clock_, random_, files_, accounts_}, config);
-  Experiments& experiments = *core;
+  std::unique_ptr<Core> core = NewCore({*store_, slow, clock_, random_, files_, accounts_}, config);
+  Core& experiments = *core;
   ASSERT_TRUE(
       experiments.Submit(LoadSpec("first", true), "alice", false).ok());  // something to poll for
 

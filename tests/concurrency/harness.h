@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 #include "service/core/ports/store.h"
 #include "tests/unit/fakes.h"
 

@@ -26,8 +26,11 @@ shift $((OPTIND - 1))
 targets=("$@")
 ((${#targets[@]})) || targets=(spec sbatch agent_json agent_proto tfevents scalars_jsonl request_head http_request)
 
+# Through ccache, as every build of tests/run.sh (tests/lib/ccache.sh).
+# shellcheck source=../lib/ccache.sh
+source "$repo/tests/lib/ccache.sh"
 cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_FUZZ=ON >/dev/null
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_FUZZ=ON "${ccache_launcher[@]}" >/dev/null
 ninja -C "$build" -j"$jobs" "${targets[@]/%/_fuzzer}"
 
 dict_of() {

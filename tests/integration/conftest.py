@@ -169,6 +169,12 @@ class Service:
         # jobs may run as root (issue 31): the tests run as root.
         root = (["--allow-root"] if os.geteuid() == 0 and not self.run_as and "--site" not in self.extra_args
                 else [])
+        # Site mode gives jobs a fixed PATH that must find srun on the
+        # compute nodes (--job-path): a Slurm built under its own prefix
+        # (tests/compat.sh) is there, as a site with Slurm in /opt says.
+        prefix = os.environ.get("LOCAL_SLURM_PREFIX")
+        if "--site" in self.extra_args and "--job-path" not in self.extra_args and prefix:
+            root += ["--job-path", f"{prefix}/bin:/usr/local/bin:/usr/bin:/bin"]
         self.proc = subprocess.Popen(
             as_user + [os.path.join(self.bin_dir, "tfslurmd"), "--listen", f"{self.http_host}:0", "--db", self.db,
              "--output-root", self.output_root, "--ready-file", ready, "--agent-listen", agent_listen]

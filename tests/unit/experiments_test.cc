@@ -1,4 +1,4 @@
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -54,7 +54,7 @@ class ExperimentsTest : public testing::CoreTest {
     CoreTest::TearDown();
   }
   // A new service process on the same database (and the same Slurm).
-  void Restart() { experiments_ = NewExperiments(Ports(), config_, metrics_); }
+  void Restart() { experiments_ = NewCore(Ports(), config_, metrics_); }
 
   void Poll() {
     clock_.Advance(config_.poll_interval_ms);
@@ -110,7 +110,7 @@ class ExperimentsTest : public testing::CoreTest {
   }
 
   Metrics* metrics_ = nullptr;  // a test that counts sets it before Restart()
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
   int attempt_offset_ = 0;
 };
 
@@ -470,7 +470,7 @@ TEST_F(ExperimentsTest, TheAgentsDetailReachesTheTaskTheAttemptTheEventAndTheRea
   EXPECT_EQ(kept.size(), 303u) << "300 bytes and \"...\"";
   EXPECT_EQ(kept.substr(300), "...");
   EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
-    return e.what == "exited" && e.why.find(cause) != std::string::npos;
+    return e.what == EventCode::kExited && e.why.find(cause) != std::string::npos;
   })) << "the exited event carries the cause";
 }
 
@@ -570,7 +570,7 @@ TEST_F(ExperimentsTest, ATaskThatEndedOnItsOwnBeforeItsShutdownKeepsItsExit) {
   EXPECT_EQ(v.tasks[4].detail, detail);
   EXPECT_EQ(v.tasks[0].state, TaskState::kReaped) << "the ps ended by the Shutdown";
   EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
-    return e.what == "exited" && e.why.find("(task 4") != std::string::npos &&
+    return e.what == EventCode::kExited && e.why.find("(task 4") != std::string::npos &&
            e.why.find("exited with code 127") != std::string::npos;
   })) << "an exited event, not a reaped one, for the second worker";
 }
@@ -686,7 +686,8 @@ TEST_F(ExperimentsTest, ACancelStopsTheProgramsThroughTheirAgentsAtOnce) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   auto ch = RegisterAll("a");
   ASSERT_TRUE(
-      experiments_->CancelAs("a", "stopped early by sweep s: worse", EndReason::kStoppedEarly)
+      experiments_
+          ->CancelOwnedBy("a", "alice", "stopped early by sweep s: worse", EndReason::kStoppedEarly)
           .ok());
   for (int p = 0; p < 6; ++p) {
     auto shutdowns = ch[p]->All<ShutdownMsg>();
@@ -697,7 +698,7 @@ TEST_F(ExperimentsTest, ACancelStopsTheProgramsThroughTheirAgentsAtOnce) {
   auto v = View("a");
   EXPECT_EQ(v.attempts[0].end_reason, EndReason::kStoppedEarly);
   bool reaping = false;
-  for (const EventRecord& e : v.events) reaping |= e.what == "reaping";
+  for (const EventRecord& e : v.events) reaping |= e.what == EventCode::kReaping;
   EXPECT_TRUE(reaping);
 }
 
@@ -875,7 +876,7 @@ TEST_F(ExperimentsTest, RestartIsRetriedWhileThePartitionLookupFails) {
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   EXPECT_EQ(v.attempts.size(), 1u);
-  EXPECT_EQ(v.events.back().what, "retry");
+  EXPECT_EQ(v.events.back().what, EventCode::kRetry);
   EXPECT_NE(v.events.back().why.find("attempt 2 not submitted: slurmctld at ctl:6817"),
             std::string::npos)
       << v.events.back().why;
@@ -1079,7 +1080,7 @@ TEST_F(ExperimentsTest, RetriesBackOffUpToTheirCap) {
     Poll();
   }
   for (const auto& e : View("a").events)
-    if (e.what == "retry") delays.push_back(e.why.substr(e.why.rfind(" in ") + 4));
+    if (e.what == EventCode::kRetry) delays.push_back(e.why.substr(e.why.rfind(" in ") + 4));
   EXPECT_EQ(delays, (std::vector<std::string>{"5 s", "10 s", "20 s", "20 s", "20 s"}));
 }
 
@@ -1355,7 +1356,7 @@ TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAnd
             std::string::npos)
       << v.experiment.reason;
   bool event = false;
-  for (const auto& e : v.events) event |= e.what == "stalled";
+  for (const auto& e : v.events) event |= e.what == EventCode::kStalled;
   EXPECT_TRUE(event);
   // Every task is told to stop; once they have, and the job has ended, the
   // attempt ends as stalled and the restart policy restarts it.
@@ -1400,7 +1401,7 @@ TEST_F(ExperimentsTest, NoStallTimeoutNoStall) {
 std::vector<std::string> Whys(const ExperimentView& v, const std::string& what) {
   std::vector<std::string> out;
   for (const auto& e : v.events)
-    if (e.what == what) out.push_back(e.why);
+    if (EventCodeName(e.what) == what) out.push_back(e.why);
   return out;
 }
 
@@ -1660,11 +1661,18 @@ TEST_F(ExperimentsTest, ARegistrationWithANodeNameOrAddressThatIsNoHostNameIsRef
 // Restarts in place (restart.in_allocation, service/core/in_place_restart.h).
 class InPlaceRestartTest : public ExperimentsTest {
  protected:
-  static json InPlaceSpec(const std::string& id) {
+  json InPlaceSpec(const std::string& id) const {
     json spec = PsSpec(id);
     spec["restart"]["in_allocation"] = true;
+    if (spare_nodes_ > 0) spec["resources"]["spare_nodes"] = spare_nodes_;
     return spec;
   }
+  // Spare nodes of the job (resources.spare_nodes): with one, the job has a
+  // fourth node whose agents (SLURM_PROCID 6 and 7) wait with no program,
+  // and a task's SLURM_PROCID and its index differ once a spare takes a
+  // node's place; InPlaceRestartCasesTest runs the same cases with and
+  // without it.
+  int spare_nodes_ = 0;
   // Attempt `attempt`'s reference to task `proc`: in place, with the secret
   // of the job's script (Slurm job 100, the first submission).
   TaskRef JobRef(const std::string& id, int proc, int attempt) {
@@ -1711,7 +1719,26 @@ class InPlaceRestartTest : public ExperimentsTest {
   }
 };
 
-TEST_F(InPlaceRestartTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
+// The restart-in-place cases, each with no spare node and with one: the
+// spare's agents never register here, so the same decisions must follow.
+class InPlaceRestartCasesTest : public InPlaceRestartTest,
+                                public ::testing::WithParamInterface<int> {
+ protected:
+  void SetUp() override {
+    InPlaceRestartTest::SetUp();
+    spare_nodes_ = GetParam();
+    // A fourth node for the spare (the fake partition has three).
+    if (spare_nodes_ > 0) slurm_.partition.nodes.push_back({"node4", 4, 8000});
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(SpareNodes, InPlaceRestartCasesTest, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("NoSpare")
+                                                  : std::string("OneSpare");
+                         });
+
+TEST_P(InPlaceRestartCasesTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
   auto waiting = FailAndStandBy("a");
   Poll();
   auto v = View("a");
@@ -1754,7 +1781,7 @@ TEST_F(InPlaceRestartTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
   EXPECT_FALSE(experiments_->OnHeartbeat(JobRef("a", 0, 1)).ok());
 }
 
-TEST_F(InPlaceRestartTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRunsNow) {
+TEST_P(InPlaceRestartCasesTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRunsNow) {
   auto waiting = FailAndStandBy("a");
   Poll();
   ASSERT_EQ(View("a").experiment.current_attempt, 2);
@@ -1771,7 +1798,7 @@ TEST_F(InPlaceRestartTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRu
   EXPECT_TRUE(stranger->All<NextAttemptMsg>().empty());
 }
 
-TEST_F(InPlaceRestartTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttempt) {
+TEST_P(InPlaceRestartCasesTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttempt) {
   auto waiting = FailAndStandBy("a");
   Restart();  // before any Tick: attempt 1's exits are all the new process has
   ASSERT_TRUE(experiments_->Recover().ok());
@@ -1788,7 +1815,7 @@ TEST_F(InPlaceRestartTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttemp
   for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<NextAttemptMsg>().size(), 1u);
 }
 
-TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
+TEST_P(InPlaceRestartCasesTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
   auto waiting = FailAndStandBy("a", /*missing=*/{5});
   Poll();
   EXPECT_EQ(View("a").attempts.size(), 1u) << "waits for the agent first";
@@ -1805,8 +1832,8 @@ TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   bool said_why = false;
   for (const EventRecord& e : v.events)
-    said_why |=
-        e.what == "restart" && e.why.find("not in place: 1 of 6 agents (") != std::string::npos;
+    said_why |= e.what == EventCode::kRestart &&
+                e.why.find("not in place: 1 of 6 agents (") != std::string::npos;
   EXPECT_TRUE(said_why);
   clock_.Advance(5000);
   Poll();
@@ -1814,7 +1841,7 @@ TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
   EXPECT_EQ(slurm_.submitted[1].job_name, "tfx-a-a2");
 }
 
-TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
+TEST_P(InPlaceRestartCasesTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
   auto waiting = FailAndStandBy("a");
   // checkpoint.signal_grace_s (120) + 60 s are needed; 100 s are left.
   slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 100;
@@ -1835,13 +1862,13 @@ TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting);
   bool said_why = false;
   for (const EventRecord& e : v.events)
-    said_why |= e.what == "restart" &&
+    said_why |= e.what == EventCode::kRestart &&
                 e.why.find("not in place: only 99 s left before Slurm job 100's time limit") !=
                     std::string::npos;
   EXPECT_TRUE(said_why) << v.events.back().why;
 }
 
-TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeLimit) {
+TEST_P(InPlaceRestartCasesTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeLimit) {
   // Slurm's SIGTERM at the limit: worker 1's program ends by it first.
   auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGTERM);
   Poll();
@@ -1854,7 +1881,7 @@ TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeL
   EXPECT_EQ(v.attempts[0].end_reason, EndReason::kTimeout) << "classified by the job's end";
 }
 
-TEST_F(InPlaceRestartTest, ARestartInPlaceSaysItCameAtOnceNotAfterABackoff) {
+TEST_P(InPlaceRestartCasesTest, ARestartInPlaceSaysItCameAtOnceNotAfterABackoff) {
   auto waiting = FailAndStandBy("a");
   Poll();
   auto v = View("a");
@@ -1867,7 +1894,7 @@ TEST_F(InPlaceRestartTest, ARestartInPlaceSaysItCameAtOnceNotAfterABackoff) {
       << "the backoff (restart.backoff_s 5) is a new job's: " << v.experiment.reason;
 }
 
-TEST_F(InPlaceRestartTest, ASigtermIsNotCalledAFailureWhileSlurmHasNotSaidHowTheJobEnded) {
+TEST_P(InPlaceRestartCasesTest, ASigtermIsNotCalledAFailureWhileSlurmHasNotSaidHowTheJobEnded) {
   auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGTERM);
   std::string reason = View("a").experiment.reason;
   EXPECT_EQ(reason.find("failed"), std::string::npos) << reason;
@@ -1877,7 +1904,7 @@ TEST_F(InPlaceRestartTest, ASigtermIsNotCalledAFailureWhileSlurmHasNotSaidHowThe
       << reason;
 }
 
-TEST_F(InPlaceRestartTest, ASigtermAtTheJobsEndTimeIsSaidToBeItsTimeLimit) {
+TEST_P(InPlaceRestartCasesTest, ASigtermAtTheJobsEndTimeIsSaidToBeItsTimeLimit) {
   ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
   slurm_.SetState(100, JobState::kRunning);
   slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 2;
@@ -1892,7 +1919,7 @@ TEST_F(InPlaceRestartTest, ASigtermAtTheJobsEndTimeIsSaidToBeItsTimeLimit) {
       << reason;
 }
 
-TEST_F(InPlaceRestartTest, AJobSeenPendingRunsOnceItsAgentsHaveRegistered) {
+TEST_P(InPlaceRestartCasesTest, AJobSeenPendingRunsOnceItsAgentsHaveRegistered) {
   // The last poll saw the job PENDING; its agents registered and a task
   // failed before the next poll: the job runs, and the restart is in place.
   ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
@@ -1918,7 +1945,7 @@ TEST_F(InPlaceRestartTest, AJobSeenPendingRunsOnceItsAgentsHaveRegistered) {
   EXPECT_TRUE(v.attempts[1].in_place);
 }
 
-TEST_F(InPlaceRestartTest, AFailureThatIsNotRestartedSaysNothingOfARestartNotInPlace) {
+TEST_P(InPlaceRestartCasesTest, AFailureThatIsNotRestartedSaysNothingOfARestartNotInPlace) {
   json spec = InPlaceSpec("a");
   spec["restart"]["on"] = json::array();  // nothing is restarted
   ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
@@ -1943,7 +1970,7 @@ TEST_F(InPlaceRestartTest, AFailureThatIsNotRestartedSaysNothingOfARestartNotInP
   EXPECT_EQ(Whys(v, "restart"), std::vector<std::string>{}) << "no restart comes";
 }
 
-TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
+TEST_P(InPlaceRestartCasesTest, NoRestartLeftReleasesTheWaitingAgents) {
   json spec = InPlaceSpec("a");
   spec["restart"]["max_restarts"] = 0;
   auto waiting = FailSpecAndStandBy(spec, SIGKILL);
@@ -1956,11 +1983,31 @@ TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
   EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u);
 }
 
+// A cancel ends any chance of a next attempt in the job
+// (OpenExperiment::MayRestartInPlace): an agent, or a spare's, that comes
+// back to wait after it is released, and no attempt in place follows.
+TEST_P(InPlaceRestartCasesTest, AgentsAndSparesBackAfterACancelAreReleased) {
+  auto waiting = FailAndStandBy("a", {5});  // task 5's agent is not back yet
+  ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
+  auto late = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 5, 1), Info(5, true), late);
+  EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u) << "no next attempt runs in this job";
+  if (spare_nodes_ > 0) {
+    auto spare = std::make_shared<RecordingChannel>();
+    experiments_->OnRegister(JobRef("a", 6, 1), Info(6, true), spare);
+    EXPECT_EQ(spare->All<ReleaseMsg>().size(), 1u) << "a spare has no use after a cancel";
+  }
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled) << v.experiment.reason;
+  EXPECT_EQ(v.attempts.size(), 1u) << "no attempt in place after a cancel";
+}
+
 // Spare nodes (resources.spare_nodes, service/core/node_slots.h): a job of
 // 2 nodes of 2 tasks (ps 1, worker 3) and 1 spare: procs 4 and 5 on node3.
 class SpareNodesTest : public InPlaceRestartTest {
  protected:
-  static json SpareSpec(const std::string& id) {
+  json SpareSpec(const std::string& id) const {
     json spec = InPlaceSpec(id);
     spec["cluster"] = {{"ps", 1}, {"worker", 3}};
     spec["resources"]["nodes"] = 2;
@@ -2370,8 +2417,9 @@ class LoneRestartTest : public ExperimentsTest {
     return ch;
   }
   int EventsNamed(const ExperimentView& v, const std::string& what) {
-    return static_cast<int>(std::count_if(v.events.begin(), v.events.end(),
-                                          [&](const EventRecord& e) { return e.what == what; }));
+    return static_cast<int>(
+        std::count_if(v.events.begin(), v.events.end(),
+                      [&](const EventRecord& e) { return EventCodeName(e.what) == what; }));
   }
 };
 
@@ -2436,7 +2484,7 @@ TEST_F(LoneRestartTest, PastTheCapTheDeathCountsAsTheTasksExit) {
   EXPECT_EQ(v.tasks[5].state, TaskState::kFailed);
   bool said = false;
   for (const EventRecord& e : v.events)
-    said |= e.what == "restart" &&
+    said |= e.what == EventCode::kRestart &&
             e.why.find(
                 "not restarted alone: 1 of 1 lone restarts of this attempt are used "
                 "(restart.max_task_restarts)") != std::string::npos;

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "service/core/agent_messages.h"
 #include "service/core/experiments.h"
 
 namespace tfslurm::testing {

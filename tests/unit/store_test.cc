@@ -47,7 +47,7 @@ class StoreTest : public ::testing::Test {
     t.attempt = 1;
     t.role = "ps";
     c.tasks.push_back(t);
-    c.events.push_back({0, id, 1, created, "submitting", "why"});
+    c.events.push_back({0, id, 1, created, EventCode::kSubmitting, "why"});
     return c;
   }
 
@@ -227,7 +227,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   EXPECT_EQ(rv.experiment_id, "a");
   EXPECT_EQ(rv.attempt, 1);
   EXPECT_EQ(rv.at, 11);
-  EXPECT_EQ(rv.what, "submitting");
+  EXPECT_EQ(rv.what, EventCode::kSubmitting);
   EXPECT_EQ(rv.why, "why");
 
   TokenRecord rk = *store.GetToken("hash");
@@ -544,6 +544,37 @@ TEST_F(StoreTest, DeleteRemovesEverything) {
   EXPECT_EQ((*s)->GetExperiment("a").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE((*s)->ListAttempts("a")->empty());
   EXPECT_TRUE((*s)->ListEvents("a", 10)->empty());
+}
+
+// A name the store holds that is not in its enum's table (damage, or a bug)
+// is an error naming the row and the name: read as a default, an attempt
+// would be acted on as ended, a task as lost.
+TEST_F(StoreTest, AStoredNameThatIsNotInItsTableIsAnError) {
+  {
+    auto s = OpenSqliteStore(path_);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->Apply(NewExperiment("a", 1, ExperimentState::kQueued)).ok());
+  }
+  sqlite3* db;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE attempts SET state='halted'; UPDATE tasks SET state='gone'; "
+                         "UPDATE events SET what='noted'; UPDATE experiments SET state='paused'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok());
+  auto attempts = (*s)->ListAttempts("a");
+  ASSERT_FALSE(attempts.ok());
+  EXPECT_EQ(attempts.status().code(), StatusCode::kInternal);
+  EXPECT_NE(attempts.status().message().find("attempt state 'halted' for attempt 1 of a"),
+            std::string::npos)
+      << attempts.status().message();
+  EXPECT_EQ((*s)->ListTasks("a", 1).status().code(), StatusCode::kInternal);
+  EXPECT_EQ((*s)->ListEvents("a", 10).status().code(), StatusCode::kInternal);
+  EXPECT_EQ((*s)->GetExperiment("a").status().code(), StatusCode::kInternal);
+  EXPECT_FALSE((*s)->ListExperiments({}).ok()) << "the list's summaries are read the same way";
 }
 
 TEST_F(StoreTest, UsesWalAndRefusesNewerSchema) {

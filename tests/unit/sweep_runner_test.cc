@@ -4,13 +4,14 @@
 // a restart, a bad sweep leaving nothing behind.
 #include <gtest/gtest.h>
 
-#include "service/core/experiments.h"
-#include "service/core/sweep_space.h"
-#include "service/core/sweep_spec.h"
+#include "service/core/core.h"
 #include "service/store/sqlite_store.h"
+#include "service/sweeps/sweep_space.h"
+#include "service/sweeps/sweep_spec.h"
+#include "service/sweeps/sweeps.h"
 #include "tests/unit/core_test.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 namespace {
 
 using nlohmann::json;
@@ -41,16 +42,25 @@ class SweepRunnerTest : public testing::CoreTest {
     Restart();
   }
   void TearDown() override {
+    sweeps_.reset();
     experiments_.reset();
     CoreTest::TearDown();
   }
   void Restart() {
-    experiments_ = NewExperiments(Ports(), config_);
+    sweeps_.reset();
+    // As the daemon wires them: a trial's id is kept for it.
+    config_.kept_ids = [this](const std::string& id, const std::string& owner) {
+      return CheckIdNotKept(*store_, id, owner);
+    };
+    experiments_ = NewCore(Ports(), config_);
+    sweeps_ = NewSweeps(*experiments_, *store_, clock_, random_,
+                        {config_.limits, config_.poll_interval_ms});
     ASSERT_TRUE(experiments_->Recover().ok());
   }
   void Poll() {
     clock_.Advance(config_.poll_interval_ms);
     experiments_->Tick();
+    sweeps_->Tick();
   }
   void Report(const std::string& id, int64_t step, double loss, const std::string& tag = "loss") {
     ScalarPoint p{tag, step, 1.0, loss};
@@ -62,13 +72,14 @@ class SweepRunnerTest : public testing::CoreTest {
     for (const auto& [id, j] : slurm_.jobs) n += !IsFinished(j.state);
     return n;
   }
-  SweepView View() { return experiments_->GetSweep("s").value(); }
+  SweepView View() { return sweeps_->Get("s").value(); }
 
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
+  std::unique_ptr<Sweeps> sweeps_;
 };
 
 TEST_F(SweepRunnerTest, AGridStoredBeforeSearchOrderExistedGoesOnInItsListedOrder) {
-  ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(Sweep(), "alice").ok());
   // The canonical form as it was stored before search.order: the grid ran in
   // its listed order, and its trials 3 and 4 must keep LR 3 and 4 though a
   // grid with early stopping is now shuffled by default.
@@ -96,7 +107,7 @@ TEST_F(SweepRunnerTest, AGridStoredBeforeSearchOrderExistedGoesOnInItsListedOrde
 }
 
 TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeaves) {
-  auto created = experiments_->SubmitSweep(Sweep(), "alice");
+  auto created = sweeps_->Submit(Sweep(), "alice");
   ASSERT_TRUE(created.ok()) << created.status().message();
   EXPECT_EQ(created->sweep.trials, 4);
   ASSERT_EQ(slurm_.submitted.size(), 2u) << "max_concurrent trials start at once";
@@ -119,7 +130,7 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
   EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{101})) << "stopped in Slurm too";
   bool event = false;
   for (const EventRecord& e : stopped->events)
-    if (e.what == "stopped_early") {
+    if (e.what == EventCode::kStoppedEarly) {
       event = true;
       EXPECT_NE(e.why.find("loss 0.9 at step 10 is worse than rung 1's cut 0.5"), std::string::npos)
           << e.why;
@@ -183,7 +194,7 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
 TEST_F(SweepRunnerTest, AMisspelledObjectiveIsNamedWithTheTagsReportedAndStopsTheSweep) {
   json spec = Sweep();
   spec["objective"]["tag"] = "heldout_loss";
-  ASSERT_TRUE(experiments_->SubmitSweep(spec, "alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(spec, "alice").ok());
   slurm_.SetState(100, JobState::kRunning);
   slurm_.SetState(101, JobState::kRunning);
   Poll();
@@ -219,13 +230,13 @@ TEST_F(SweepRunnerTest, ADeletedTrialKeepsItsPlaceAsTheBestAndTheSweepGoesWhole)
   json spec = Sweep();
   spec["parameters"]["env.LR"]["values"] = {1, 2};
   spec.erase("early_stopping");
-  ASSERT_TRUE(experiments_->SubmitSweep(spec, "alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(spec, "alice").ok());
   slurm_.SetState(100, JobState::kRunning);
   slurm_.SetState(101, JobState::kRunning);
   Poll();
   Report("s-1", 10, 0.25);
   Report("s-2", 10, 0.5);
-  EXPECT_EQ(experiments_->DeleteSweep("s", false).status().code(), StatusCode::kFailedPrecondition)
+  EXPECT_EQ(sweeps_->Delete("s", false).status().code(), StatusCode::kFailedPrecondition)
       << "a running sweep";
   slurm_.SetState(100, JobState::kCompleted);
   slurm_.SetState(101, JobState::kCompleted);
@@ -237,15 +248,15 @@ TEST_F(SweepRunnerTest, ADeletedTrialKeepsItsPlaceAsTheBestAndTheSweepGoesWhole)
   ASSERT_TRUE(v.best_trial);
   EXPECT_EQ(*v.best_trial, 1) << "its record says it succeeded with the best value";
   EXPECT_FALSE(v.trials[0].state) << "its experiment is gone";
-  auto deleted = experiments_->DeleteSweep("s", true);
+  auto deleted = sweeps_->Delete("s", true);
   ASSERT_TRUE(deleted.ok()) << deleted.status().message();
   ASSERT_EQ(deleted->experiments.size(), 1u) << "s-1 was deleted already";
   EXPECT_EQ(deleted->experiments[0].id, "s-2");
-  EXPECT_EQ(experiments_->GetSweep("s").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(sweeps_->Get("s").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(experiments_->GetExperiment("s-2").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(store_->ListSweepTrials("s")->empty()) << "its trials' rows went with it";
   // The ids are free again.
-  ASSERT_TRUE(experiments_->SubmitSweep(spec, "alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(spec, "alice").ok());
 }
 
 // tfslurmd killed between a trial's intent (its row, its experiment and the
@@ -258,7 +269,7 @@ TEST_F(SweepRunnerTest, ACrashBetweenATrialsIntentAndSlurmLosesNothingAndRepeats
     TearDown();
     slurm_ = FakeSlurm();
     SetUp();
-    ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+    ASSERT_TRUE(sweeps_->Submit(Sweep(), "alice").ok());
     ASSERT_EQ(slurm_.submitted.size(), 2u);
     // As the store stood before Slurm's answer for trial 2 was recorded.
     AttemptRecord intent = store_->ListAttempts("s-2")->at(0);
@@ -290,20 +301,20 @@ TEST_F(SweepRunnerTest, ABadSweepIsRefusedWholeAndNothingIsStored) {
   bad["max_concurrent"] = 0;
   // The partition's nodes have 4 CPUs: a valid spec, but no node fits it.
   bad["parameters"]["resources.cpus_per_task"] = {{"values", {1, 64}}};
-  auto r = experiments_->SubmitSweep(bad, "alice");
+  auto r = sweeps_->Submit(bad, "alice");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   ASSERT_FALSE(r.status().fields().empty());
   EXPECT_EQ(r.status().fields()[0].field, "max_concurrent");
   bad["max_concurrent"] = 2;
-  auto trial = experiments_->SubmitSweep(bad, "alice");
+  auto trial = sweeps_->Submit(bad, "alice");
   ASSERT_FALSE(trial.ok()) << "a trial with 64 CPUs per task does not fit";
   EXPECT_EQ(trial.status().code(), StatusCode::kInvalidArgument);
   ASSERT_FALSE(trial.status().fields().empty());
   const FieldError& f = trial.status().fields()[0];
   EXPECT_EQ(f.field.rfind("experiment.resources", 0), 0u) << f.field << ": " << f.reason;
   EXPECT_NE(f.reason.find("in trial 2"), std::string::npos) << f.reason;
-  EXPECT_TRUE(experiments_->ListSweeps("")->empty());
+  EXPECT_TRUE(sweeps_->List("")->empty());
   EXPECT_TRUE(slurm_.submitted.empty());
   EXPECT_EQ(experiments_->GetExperiment("s-1").status().code(), StatusCode::kNotFound);
 }
@@ -312,18 +323,18 @@ TEST_F(SweepRunnerTest, ATakenTrialIdRefusesTheSweep) {
   json spec = Sweep()["experiment"];
   spec["id"] = "s-3";
   ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
-  auto r = experiments_->SubmitSweep(Sweep(), "alice");
+  auto r = sweeps_->Submit(Sweep(), "alice");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(r.status().fields().at(0).field, "id");
-  EXPECT_TRUE(experiments_->ListSweeps("")->empty());
+  EXPECT_TRUE(sweeps_->List("")->empty());
 }
 
 // Issue 41: bob took alice's trial id "s-3" before her trial 3 started,
 // and her sweep then showed his experiment's state and reason, never ran its
 // trial 3, and her cancel cancelled his experiment.
 TEST_F(SweepRunnerTest, ATrialsIdIsKeptForItWhileItsSweepLives) {
-  ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(Sweep(), "alice").ok());
   json spec = Sweep()["experiment"];
   spec["id"] = "s-3";
   auto bob = experiments_->Submit(spec, "bob", false);
@@ -385,7 +396,7 @@ TEST_F(SweepRunnerTest, ATrialNeverShowsOrActsOnAnotherOwnersExperimentOfItsId) 
   ASSERT_TRUE(store_->Apply(running).ok());
   v = View();
   EXPECT_FALSE(v.trials[2].state.has_value()) << "bob's experiment's state is not shown";
-  ASSERT_TRUE(experiments_->CancelSweep("s", "cancelled by alice").ok());
+  ASSERT_TRUE(sweeps_->Cancel("s", "cancelled by alice").ok());
   EXPECT_FALSE(IsTerminal(store_->GetExperiment("s-3")->state))
       << "alice's cancel does not reach bob's experiment";
   EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{103})) << "only alice's trial 4";
@@ -396,8 +407,8 @@ TEST_F(SweepRunnerTest, ATrialNeverShowsOrActsOnAnotherOwnersExperimentOfItsId) 
 }
 
 TEST_F(SweepRunnerTest, CancellingASweepCancelsItsRunningTrialsAndStartsNoMore) {
-  ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
-  ASSERT_TRUE(experiments_->CancelSweep("s", "cancelled by alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(Sweep(), "alice").ok());
+  ASSERT_TRUE(sweeps_->Cancel("s", "cancelled by alice").ok());
   EXPECT_EQ(experiments_->GetExperiment("s-1")->state, ExperimentState::kCancelled);
   EXPECT_EQ(experiments_->GetExperiment("s-2")->state, ExperimentState::kCancelled);
   EXPECT_EQ(slurm_.cancelled.size(), 2u);
@@ -410,14 +421,14 @@ TEST_F(SweepRunnerTest, CancellingASweepCancelsItsRunningTrialsAndStartsNoMore) 
   EXPECT_EQ(v.sweep.state, SweepState::kCancelled);
   EXPECT_EQ(v.trials.at(0).trial.state, SweepTrialState::kEnded);
   EXPECT_EQ(v.trials.at(0).trial.end_reason, EndReason::kCancelled);
-  EXPECT_EQ(experiments_->CancelSweep("s", "again").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sweeps_->Cancel("s", "again").code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(SweepRunnerTest, TheNodeHoursCapEndsTheSweep) {
   json capped = Sweep();
   capped["max_node_hours"] = 1;
   capped["early_stopping"] = {{"rule", "none"}};
-  ASSERT_TRUE(experiments_->SubmitSweep(capped, "alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(capped, "alice").ok());
   slurm_.SetState(100, JobState::kRunning);
   slurm_.SetState(101, JobState::kRunning);
   Poll();
@@ -431,4 +442,4 @@ TEST_F(SweepRunnerTest, TheNodeHoursCapEndsTheSweep) {
 }
 
 }  // namespace
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps

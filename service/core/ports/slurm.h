@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "base/status.h"
 #include "service/core/memory.h"
 
@@ -31,7 +32,17 @@ enum class JobState {
   kUnknown,
 };
 
-const char* JobStateName(JobState state);
+// Slurm's own names (job_state_string).
+inline constexpr EnumName<JobState> kJobStateNames[] = {
+    {JobState::kPending, "PENDING"},     {JobState::kRunning, "RUNNING"},
+    {JobState::kSuspended, "SUSPENDED"}, {JobState::kCompleted, "COMPLETED"},
+    {JobState::kCancelled, "CANCELLED"}, {JobState::kFailed, "FAILED"},
+    {JobState::kTimeout, "TIMEOUT"},     {JobState::kNodeFail, "NODE_FAIL"},
+    {JobState::kPreempted, "PREEMPTED"}, {JobState::kBootFail, "BOOT_FAIL"},
+    {JobState::kDeadline, "DEADLINE"},   {JobState::kOutOfMemory, "OUT_OF_MEMORY"},
+    {JobState::kUnknown, "UNKNOWN"}};
+
+inline const char* JobStateName(JobState state) { return NameIn(kJobStateNames, state, "UNKNOWN"); }
 bool IsFinished(JobState state);
 
 // One component of a heterogeneous job, as slurm_load_jobs shows it: a job

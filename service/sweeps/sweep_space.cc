@@ -1,4 +1,4 @@
-#include "service/core/sweep_space.h"
+#include "service/sweeps/sweep_space.h"
 
 #include <cmath>
 #include <set>
@@ -6,7 +6,7 @@
 
 #include "base/number_text.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 namespace {
 
 using nlohmann::json;
@@ -193,4 +193,4 @@ StatusOr<std::vector<TrialPlan>> ExpandTrials(const SweepSpec& spec, const SpecL
   return trials;
 }
 
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps

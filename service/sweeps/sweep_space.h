@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "service/core/sweep_spec.h"
+#include "service/sweeps/sweep_spec.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 
 struct TrialPlan {
   int index = 0;          // 1-based
@@ -45,4 +45,4 @@ StatusOr<std::vector<TrialPlan>> ExpandTrials(const SweepSpec& spec, const SpecL
 // A parameter's value as text: a string as it is, a number as JSON writes it.
 std::string ParameterText(const nlohmann::json& value);
 
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps

@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "service/core/records.h"
-#include "service/core/sweep_spec.h"
+#include "service/sweeps/sweep_spec.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 
 // A trial's objective curve: value by step. Later attempts replace points of
 // the steps they report again (a restart from a checkpoint).
@@ -70,4 +70,4 @@ struct StopDecision {
 StopDecision DecideAtRung(const EarlyStopping& rule, const SweepObjective& objective,
                           const std::vector<Curve>& curves, size_t trial, int rungs_passed);
 
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps

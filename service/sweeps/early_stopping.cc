@@ -1,10 +1,10 @@
-#include "service/core/early_stopping.h"
+#include "service/sweeps/early_stopping.h"
 
 #include <algorithm>
 
 #include "base/number_text.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 namespace {
 
 // The running average of `curve` over its points up to the one that
@@ -123,4 +123,4 @@ StopDecision DecideAtRung(const EarlyStopping& rule, const SweepObjective& objec
                                           : Median(rule, objective, curves, trial, d);
 }
 
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps

@@ -2,7 +2,7 @@
 // with a search, an objective and an early-stopping rule. ParseSweepSpec is
 // the only way to a SweepSpec, so every sweep in the service has passed its
 // checks (the base experiment's included: each trial's spec is checked by
-// ParseSpec in ExpandTrials, core/sweep_space.h). Documented in
+// ParseSpec in ExpandTrials, sweep_space.h). Documented in
 // schema/sweep-spec.md.
 //
 // Thread safety: plain values; the functions are pure.
@@ -18,7 +18,7 @@
 #include "base/status.h"
 #include "service/core/spec.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 
 // What one parameter sets in a trial's experiment spec, from its name:
 //   env.NAME     the environment variable NAME (the value as text)
@@ -113,4 +113,4 @@ bool IsValidSweepId(const std::string& id);
 const char* StoppingRuleName(StoppingRule rule);
 const char* ObjectiveGoalName(ObjectiveGoal goal);
 
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps

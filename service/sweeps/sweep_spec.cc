@@ -1,4 +1,4 @@
-#include "service/core/sweep_spec.h"
+#include "service/sweeps/sweep_spec.h"
 
 #include <cmath>
 #include <optional>
@@ -7,7 +7,7 @@
 #include "base/number_text.h"
 #include "service/core/spec_checker.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 namespace {
 
 using nlohmann::json;
@@ -475,4 +475,4 @@ json SweepSpec::ToJson() const {
   return j;
 }
 
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps
