@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include "agent/address.h"
 #include "agent/child_env.h"
 #include "agent/port_reservation.h"
+#include "agent/service_access.h"
 #include "agent/session.h"
 #include "agent/signals.h"
 
@@ -95,6 +97,34 @@ std::optional<T> OrLog(StatusOr<T> v) {
   return std::nullopt;
 }
 
+// The attempt secret: from the file TFSLURM_SECRET_FILE names (tfslurmd's
+// jobs), else from TFSLURM_SECRET; never from the command line, which every
+// user of the node sees in `ps`.
+StatusOr<std::string> ReadAttemptSecret(const EnvLookup& env) {
+  const std::optional<std::string> path = env(kSecretFileVariable);
+  if (!path || path->empty()) {
+    std::optional<std::string> secret = env(kSecretVariable);
+    if (secret && !secret->empty()) return *secret;
+    return InvalidArgument(std::string(kSecretFileVariable) + " and " + kSecretVariable +
+                           " are not set: the job passes the attempt secret to the agent in a "
+                           "file its environment names (never on the command line)");
+  }
+  int fd = open(path->c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return InvalidArgument(std::string("cannot read the attempt secret from ") +
+                           kSecretFileVariable + " '" + *path + "': " + strerror(errno));
+  std::string secret(4096, '\0');
+  struct stat st;
+  ssize_t n =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, secret.data(), secret.size()) : -1;
+  close(fd);
+  if (n <= 0 || n == static_cast<ssize_t>(secret.size()))
+    return InvalidArgument(std::string(kSecretFileVariable) + " '" + *path +
+                           "' is not a regular file holding an attempt secret");
+  secret.resize(static_cast<size_t>(n));
+  return secret;
+}
+
 SessionOptions SessionOptionsFor(const AgentOptions& options, const std::string& secret,
                                  const std::string& address, int port, int proc_id) {
   SessionOptions session_options;
@@ -142,14 +172,8 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
                   options.experiment_id, options.attempt);
     return kExitUsage;
   }
-  const std::optional<std::string> secret = env(kSecretVariable);
-  if (!secret || secret->empty()) {
-    spdlog::error(
-        "{} is not set: the job script passes the attempt secret to the agent "
-        "through the environment (never on the command line)",
-        kSecretVariable);
-    return kExitUsage;
-  }
+  const std::optional<std::string> secret = OrLog(ReadAttemptSecret(env));
+  if (!secret) return kExitUsage;
   if (!TimeoutsUsable(options)) return kExitUsage;
   std::optional<AddressSpec> spec = OrLog(ParseAddressSpec(options.address));
   if (!spec) return kExitUsage;
@@ -163,10 +187,15 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
   spdlog::info("Slurm job {} task {} (node {} '{}', local task {}); program address {}:{}",
                identity->slurm_job_id, identity->proc_id, identity->node_id, identity->node_name,
                identity->local_id, *address, port->port());
+  SessionOptions session_options =
+      SessionOptionsFor(options, *secret, *address, port->port(), identity->proc_id);
+  if (Status s = ConfigureServiceAccess(env, session_options); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return kExitUsage;
+  }
   // The session holds the port for the program's lifetime, and a fresh one
   // for each attempt in place.
-  Session session(SessionOptionsFor(options, *secret, *address, port->port(), identity->proc_id),
-                  std::move(*identity), *signal_fd, std::move(*port));
+  Session session(std::move(session_options), std::move(*identity), *signal_fd, std::move(*port));
   return session.Run();
 }
 

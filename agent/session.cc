@@ -16,6 +16,7 @@
 #include "agent/child_env.h"
 #include "agent/exit_cause.h"
 #include "base/unsafe_text.h"
+#include "schema/agent_exit.h"
 
 namespace tfslurm::agent {
 
@@ -100,8 +101,21 @@ void Session::Connect() {
   stream_ = std::make_unique<ServiceStream>(options_.stream, ++last_stream_id_,
                                             [this](StreamEvent e) { PostEvent(std::move(e)); });
   stream_opened_at_ = Clock::now();
+  stream_opened_ = false;
 
   v1::AgentMessage message = NewMessage();
+  if (options_.uid_credential) {
+    // Fresh for every Register: munged refuses to decode one twice.
+    const v1::TaskRef& t = message.task();
+    auto credential =
+        options_.uid_credential("tfslurm-agent/1 " + t.experiment_id() + " " +
+                                std::to_string(t.attempt()) + " " + std::to_string(t.proc_id()));
+    if (credential.ok())
+      message.mutable_task()->set_uid_credential(*credential);
+    else
+      spdlog::error("cannot prove this agent's uid to the service: {}",
+                    credential.status().message());
+  }
   v1::Register* reg = message.mutable_register_();
   reg->set_slurm_job_id(identity_.slurm_job_id);
   reg->set_node_id(identity_.node_id);
@@ -156,10 +170,11 @@ void Session::HandleStreamEvents() {
       OnServiceMessage(*event.message);
     } else if (event.ended) {
       OnStreamEnded(*event.ended);
-    } else if (event.opened && phase_ == Phase::kStandby) {
+    } else if (event.opened) {
+      stream_opened_ = true;
       // Waiting on a stream the service took: the deadline is for waiting
       // without one.
-      standby_deadline_.reset();
+      if (phase_ == Phase::kStandby) standby_deadline_.reset();
     }
   }
 }
@@ -187,6 +202,16 @@ void Session::OnStreamEnded(const grpc::Status& status) {
         DescribeStatus(status));
   }
   if (!reconnect_allowed_) return;
+  if (!stream_opened_ && phase_ == Phase::kAwaitingAssignment && options_.why_unverified) {
+    // gRPC says only that the connection failed; a handshake of our own
+    // says whether the service is down (retry) or cannot be verified.
+    if (std::optional<std::string> why = options_.why_unverified()) {
+      spdlog::error("{}{}: {}; not registering", kUnverifiedServiceLine, options_.stream.target,
+                    *why);
+      Finish(kAgentExitUnverifiedService);
+      return;
+    }
+  }
 
   if (lived_long) {
     backoff_.Reset();

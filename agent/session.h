@@ -70,6 +70,7 @@
 #include "agent/signal_catchers.h"
 #include "agent/slurm_env.h"
 #include "base/mutex.h"
+#include "base/status.h"
 
 namespace tfslurm::agent {
 
@@ -93,6 +94,13 @@ struct SessionOptions {
   // lines name the attempt, and the task's output moves to `log_dir` (empty:
   // it stays where it is).
   std::function<void(int attempt, const std::string& log_dir)> on_next_attempt;
+  // TLS (service_access.h): after a stream failed before it opened while no
+  // program runs, the reason the service cannot be verified, if that is
+  // why; the agent then exits kAgentExitUnverifiedService. Null: plaintext.
+  std::function<std::optional<std::string>()> why_unverified;
+  // Site mode: a fresh MUNGE credential for a payload (Register's
+  // TaskRef.uid_credential). Null in personal mode.
+  std::function<StatusOr<std::string>(const std::string& payload)> uid_credential;
 };
 
 class Session {
@@ -171,6 +179,7 @@ class Session {
   std::unique_ptr<ServiceStream> stream_;
   uint64_t last_stream_id_ = 0;
   Clock::time_point stream_opened_at_;
+  bool stream_opened_ = false;  // the current stream's first message went out
   int failed_connections_ = 0;  // since the last stream that worked, for the log
   bool reconnect_allowed_ = true;
   Backoff backoff_;

@@ -148,15 +148,22 @@ wait_quiet() {
 # file, staged or not, and no untracked file that is not ignored. The whole
 # tree, not the service's folders alone: a benchmark's own script, the
 # example program it runs, the deploy script that starts its cluster all
-# shape its figures. Build directories are ignored (.gitignore).
+# shape its figures. Build directories are ignored (.gitignore), and so is
+# RESULTS.md, which holds figures and shapes none: a second benchmark of one
+# session is measured on the same tree as the first, whose section it finds
+# appended.
+results_file_spec=":(exclude)bench/RESULTS.md"
 tree_is_clean() {
-  git -C "$REPO" diff --quiet HEAD -- 2>/dev/null &&
+  git -C "$REPO" diff --quiet HEAD -- . "$results_file_spec" 2>/dev/null &&
     [[ -z "$(git -C "$REPO" ls-files --others --exclude-standard 2>/dev/null)" ]]
 }
 
 # The files that make the tree differ from its HEAD (at most 8 named).
 tree_changes() {
-  { git -C "$REPO" diff --name-only HEAD --; git -C "$REPO" ls-files --others --exclude-standard; } 2>/dev/null |
+  {
+    git -C "$REPO" diff --name-only HEAD -- . "$results_file_spec"
+    git -C "$REPO" ls-files --others --exclude-standard
+  } 2>/dev/null |
     sort -u | awk 'NR <= 8 {printf "%s%s", (NR > 1 ? ", " : ""), $0} END {if (NR > 8) printf ", and %d more", NR - 8}'
 }
 

@@ -11,7 +11,9 @@ The rendezvous is measured from the agents' own logs (one clock: one
 machine): from the first agent's start ("Slurm job N task P ...") to the
 last Assignment ("assigned role=..."), so it holds the agents' connections
 to tfslurmd over the link, their registrations, the barrier and the
-Assignments back. Prints a table (median, p90, max per link) and exits 1
+Assignments back. Both of tfslurmd's ports speak TLS, as a site's do
+across hosts (a certificate from `tfslurmd tls init` naming this host), so
+each connection over the link pays its handshake too. Prints a table (median, p90, max per link) and exits 1
 when an experiment does not succeed, or when a task of a lossy run was lost.
 
   lossy_rendezvous.py --slurm-conf FILE --bin DIR [--runs 5] [--delay-ms 100] [--loss 5]
@@ -23,6 +25,8 @@ import json
 import os
 import re
 import signal
+import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -37,10 +41,10 @@ from helpers import netfault  # noqa: E402
 STAMP = re.compile(r"\] (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+) info: (Slurm job \d+ task|assigned role=)")
 
 
-def http(method, url, body=None):
+def http(method, url, tls, body=None):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as r:
+    with urllib.request.urlopen(req, timeout=30, context=tls) as r:
         return json.loads(r.read() or b"null")
 
 
@@ -70,10 +74,19 @@ def main():
     ready = os.path.join(work, "ready.json")
     log = open(os.path.join(work, "tfslurmd.log"), "w")
     env = dict(os.environ, SLURM_CONF=args.slurm_conf)
-    daemon = subprocess.Popen([os.path.join(args.bin, "tfslurmd"), "--listen", "127.0.0.1:0", "--agent-listen",
+    tfslurmd = os.path.join(args.bin, "tfslurmd")
+    pki = os.path.join(work, "pki")
+    # The agents dial this host by its name (tfslurmd's --advertise default).
+    subprocess.run([tfslurmd, "tls", "init", "--dir", pki, "--name", socket.gethostname(), "--name",
+                    "localhost", "--ip", "127.0.0.1"], check=True, stdout=subprocess.DEVNULL)
+    ca = os.path.join(pki, "ca.pem")
+    tls = ssl.create_default_context(cafile=ca)  # one for every request: the CA is read once
+    daemon = subprocess.Popen([tfslurmd, "--listen", "127.0.0.1:0", "--agent-listen",
                                "0.0.0.0:0", "--no-auth", "--allow-root", "--db", os.path.join(work, "db"),
                                "--output-root", os.path.join(work, "out"), "--ready-file", ready,
-                               "--poll-interval-ms", "500", "--heartbeat-ms", "1000"],
+                               "--poll-interval-ms", "500", "--heartbeat-ms", "1000",
+                               "--tls-cert", os.path.join(pki, "server.pem"),
+                               "--tls-key", os.path.join(pki, "server.key"), "--tls-ca", ca],
                               env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 30
@@ -81,7 +94,7 @@ def main():
             if daemon.poll() is not None or time.time() > deadline:
                 raise SystemExit("lossy_rendezvous: tfslurmd did not start (" + log.name + ")")
             time.sleep(0.1)
-        api = f"http://127.0.0.1:{json.load(open(ready))['http_port']}"
+        api = f"https://127.0.0.1:{json.load(open(ready))['http_port']}"
         times = {"clean": [], "lossy": []}
         failures = []
         for run in range(args.runs * 2):
@@ -90,12 +103,12 @@ def main():
                 netfault.slow_link_start(args.slurm_conf, "node2", args.delay_ms, args.loss)
             try:
                 exp_id = f"lossy-{run}-{kind}"
-                http("POST", api + "/experiments", {
+                http("POST", api + "/experiments", tls, body={
                     "id": exp_id, "command": ["/bin/sleep", "2"], "cluster": {"worker": 6},
                     "resources": {"nodes": 3, "tasks_per_node": 2, "time_limit": "00:05:00"},
                     "restart": {"max_restarts": 0}})
                 deadline = time.time() + 180
-                while (e := http("GET", f"{api}/experiments/{exp_id}"))["state"] not in ("succeeded", "failed"):
+                while (e := http("GET", f"{api}/experiments/{exp_id}", tls))["state"] not in ("succeeded", "failed"):
                     if time.time() > deadline:
                         raise SystemExit(f"lossy_rendezvous: {exp_id} still {e['state']} after 180 s")
                     time.sleep(0.5)

@@ -372,11 +372,32 @@ class Soak:
         finally:
             netfault.heal(conf, node)
         if kind == "isolate":
-            # Back on the network, a node Slurm marked DOWN returns to service
-            # by itself (ReturnToService=2) once its slurmd registers.
-            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.slurm_env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.return_to_service(node)
         return True
+
+    def return_to_service(self, node, timeout=60):
+        """Back on the network, a node cut off past SlurmdTimeout is
+        resumed, as an admin would. Left alone it could stay DOWN for
+        minutes: in one CI run slurmctld set node2 DOWN ("not responding")
+        a second after it came back, and heard from it again only 171 s
+        later ("Node node2 now responding"), since it does not ping a node
+        that is down and silent. A resume while the node is still IDLE* (not
+        yet marked) is refused ("Invalid node state transition ... from=IDLE*
+        to=RESUME"), so this waits for Slurm's verdict: responding, or DOWN
+        and then resumed, which has slurmctld ping it again."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], env=self.slurm_env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout.split()
+            state = state[0] if state else ""
+            if state and not state.endswith("*") and not state.startswith(("down", "drain", "fail")):
+                return True
+            if state.startswith("down"):
+                subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.slurm_env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+        log(f"{node} did not return to service within {timeout} s")
+        return False
 
     def fault_proxy(self, kind):
         span = self.rng.uniform(2.0, 6.0)
@@ -606,8 +627,7 @@ class Soak:
                             ignore=shutil.ignore_patterns(".soak-filler"), ignore_dangling_symlinks=True)
             subprocess.run(["umount", "-l", self.output_root], check=False)
         for node in ("node1", "node2", "node3"):
-            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.slurm_env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.return_to_service(node)
 
 
 def wait_until(predicate, timeout):

@@ -6,9 +6,12 @@
 #include <cctype>
 #include <charconv>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "base/unsafe_text.h"
 #include "client/terminal_text.h"
+#include "tls/probe.h"
 
 namespace tfslurm::client {
 namespace {
@@ -91,9 +94,50 @@ std::string Describe(httplib::Error error) {
   }
 }
 
+// An https:// service that did not pass verification, or spoke no TLS:
+// one handshake of our own says exactly why (tls/probe.h), with what the
+// certificate was checked against.
+Status TlsFailure(const Connection& c) {
+  tls::ProbeOptions probe;
+  std::string target = c.url.substr(c.url.find("://") + 3);
+  if (!tls::SplitTarget(target, &probe.host, &probe.port)) {
+    probe.host = target;
+    probe.port = 443;
+  }
+  if (!c.cacert.empty()) {
+    std::ifstream in(c.cacert);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    probe.ca_pem = pem.str();
+  }
+  tls::ProbeResult r = tls::ProbeTls(probe);
+  const std::string against = c.cacert.empty()
+                                  ? "this machine's trust store"
+                                  : "the CA file " + c.cacert + " (from " + c.cacert_origin + ")";
+  switch (r.kind) {
+    case tls::ProbeResult::Kind::kUnverified:
+      return Error("cannot verify tfslurmd at " + c.url + ": " + r.reason +
+                   ". Its certificate was checked against " + against +
+                   "; give the service's CA with --cacert or TFSLURM_CACERT, or run `tfctl "
+                   "login` to see its fingerprint and pin it");
+    case tls::ProbeResult::Kind::kNotTls:
+      return Error("tfslurmd at " + c.url + " did not answer in TLS (" + r.reason +
+                   "); if it serves plaintext, its URL is http://");
+    case tls::ProbeResult::Kind::kVerified:
+    case tls::ProbeResult::Kind::kUnreachable:
+      break;
+  }
+  return Unavailable("cannot reach tfslurmd at " + c.url + ": the TLS connection failed" +
+                     (r.reason.empty() ? "" : " (" + r.reason + ")"));
+}
+
 // No answer at all: Unavailable, as the service itself reports a dependency
 // it cannot reach.
 Status Unreachable(const Connection& c, httplib::Error error) {
+  if (error == httplib::Error::SSLConnection || error == httplib::Error::SSLServerVerification ||
+      error == httplib::Error::SSLServerHostnameVerification ||
+      error == httplib::Error::SSLLoadingCerts)
+    return TlsFailure(c);
   std::string origin = c.url_origin == "default" ? "the default" : "from " + c.url_origin;
   return Unavailable("cannot reach tfslurmd at " + c.url + " (" + origin + "): " + Describe(error) +
                      ". Is the service running there? Set the URL with --url, TFSLURM_URL or "
@@ -144,6 +188,15 @@ StatusOr<T> Convert(StatusOr<json> body, T (*from_json)(const json&), const std:
 Client::Client(Connection connection)
     : connection_(std::move(connection)),
       http_(std::make_unique<httplib::Client>(connection_.url)) {
+  if (connection_.url.rfind("https://", 0) == 0) {
+    // Verified against --cacert (else the system's store) and the URL's
+    // host, as cpp-httplib does by default. A partial chain may be the
+    // anchor: `tfctl login` pins the certificate the service presents.
+    if (!connection_.cacert.empty()) http_->set_ca_cert_path(connection_.cacert);
+    http_->enable_server_certificate_verification(true);
+    X509_STORE_set_flags(SSL_CTX_get_cert_store(static_cast<SSL_CTX*>(http_->tls_context())),
+                         X509_V_FLAG_PARTIAL_CHAIN);
+  }
   http_->set_connection_timeout(5);
   http_->set_read_timeout(kReadTimeoutS);
   // A request's headers and body go out as separate writes; without this the

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/build_info.h"
+#include "service/command_line.h"
 #include "service/config/config_file.h"
 #include "service/core/tokens.h"
 #include "service/daemon/daemon.h"
@@ -27,46 +28,17 @@
 #include "service/store/sqlite_store.h"
 #include "service/system/accounts.h"
 #include "service/system/system.h"
+#include "service/tls_command.h"
 
 namespace {
 
+using tfslurm::command_line::CommandLine;
+using tfslurm::command_line::DefineOptions;
+using tfslurm::command_line::kExitFailed;
+using tfslurm::command_line::kExitOk;
+using tfslurm::command_line::kExitRefused;
+using tfslurm::command_line::kExitUsage;
 using tfslurm::daemon::DaemonOptions;
-
-// How tfslurmd ends. The packaged unit restarts it on kFailed only
-// (RestartPreventExitStatus=2 3): starting again cannot mend the others.
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitFailed = 1,   // something that may pass: a port in use, a disk, slurmctld
-  kExitUsage = 2,    // a bad option, setting or combination of them
-  kExitRefused = 3,  // the database is another tfslurmd's, newer than this one, or would not
-                     // migrate; or this Slurm or this account cannot be worked with
-};
-
-// Everything the command line says. The defaults are the daemon's and
-// core's own (DaemonOptions, CoreConfig): each is written once, there.
-struct CommandLine {
-  DaemonOptions daemon;
-  std::string listen;  // HOST:PORT, split into daemon.http_host/http_port
-  bool agent_listen_given = false;
-  std::string db = "tfslurm.db";
-  std::string ready_file;
-  std::string log_level = "info";
-  std::string slurm_conf;  // "" keeps SLURM_CONF (or libslurm's default)
-  bool site = false;
-  // Site mode: the PATH every job gets (not tfslurmd's, which is root's).
-  std::string job_path = "/usr/local/bin:/usr/bin:/bin";
-  // Site mode without slurm.conf's PrivateData=jobs: refused unless given.
-  bool allow_visible_jobs = false;
-  bool allow_root = false;
-  bool show_version = false;
-  bool print_config = false;
-  // tfslurmd backup --to FILE
-  std::string backup_to;
-  // tfslurmd token create --user NAME [--admin]
-  bool create_token = false;
-  std::string token_user;
-  bool token_admin = false;
-};
 
 // "host:port" -> {host, port}; port must be 0..65535.
 bool SplitHostPort(const std::string& s, std::string* host, int* port) {
@@ -107,183 +79,6 @@ std::vector<std::string> JobEnvironment(bool site, const std::string& job_path) 
   return env;
 }
 
-// Where tfslurmd listens, keeps its files and finds the agent, and how
-// often it polls and times out (each option bound to its field, showing
-// its default).
-void DefineServiceOptions(CLI::App& app, CommandLine& cl) {
-  DaemonOptions& d = cl.daemon;
-  tfslurm::CoreConfig& core = d.core;
-  core.output_root = "tfslurm-output";
-  cl.listen = d.http_host + ":" + std::to_string(d.http_port);
-  app.add_option("--listen", cl.listen, "REST API address HOST:PORT (port 0: any free port)")
-      ->capture_default_str();
-  app.add_option(
-      "--agent-listen", d.agent_listen,
-      "agent endpoint (gRPC) HOST:PORT; default: every address, port 8081 (the agents run on "
-      "the compute nodes), told to them as this host's name (--advertise). Keep it fixed: "
-      "running jobs reconnect to it after a restart of the service");
-  app.add_option("--db", cl.db, "SQLite database file")->capture_default_str();
-  app.add_option("--output-root", core.output_root,
-                 "directory for experiments' model dirs and logs")
-      ->capture_default_str();
-  app.add_option("--agent-path", core.launch.agent_path,
-                 "tfslurm-agent as the compute nodes see it; default: next to tfslurmd");
-  app.add_option("--advertise", d.advertise_host,
-                 "host the agents use to reach the service; default: the agent listen host, or "
-                 "this host's name when that is 0.0.0.0 or ::");
-  app.add_option("--ready-file", cl.ready_file,
-                 "write {\"http_port\", \"agent_port\"} here once listening");
-  app.add_option("--poll-interval-ms", core.poll_interval_ms,
-                 "how often Slurm is polled (one RPC per poll)")
-      ->capture_default_str();
-  app.add_option_function<int64_t>(
-         "--barrier-timeout-s", [&core](int64_t s) { core.barrier_timeout_ms = s * 1000; },
-         "time for every task to register after the job starts")
-      ->default_str(std::to_string(core.barrier_timeout_ms / 1000));
-  app.add_option("--heartbeat-ms", core.heartbeat_interval_ms, "agents' heartbeat interval")
-      ->capture_default_str();
-  app.add_option_function<int64_t>(
-         "--reconnect-window-s", [&core](int64_t s) { core.reconnect_window_ms = s * 1000; },
-         "how long a running task may go unheard (its agent silent or out of reach) before it is "
-         "gone and its attempt restarts; at least 4 heartbeat intervals (docs/restarts.md, "
-         "\"Network faults\")")
-      ->default_str(std::to_string(core.reconnect_window_ms / 1000))
-      ->check(CLI::Range(1, 3600));
-  app.add_option("--shutdown-grace-ms", core.shutdown_grace_ms,
-                 "SIGTERM -> SIGKILL grace when reaping tasks")
-      ->capture_default_str();
-  app.add_option("--scalar-points-per-tag", core.scalar_limits.points_per_tag,
-                 "training scalars kept per tag of an experiment; past it a tag is thinned to "
-                 "half, evenly")
-      ->capture_default_str()
-      ->check(CLI::Range(10, 1000000));
-  app.add_option("--scalar-tags", core.scalar_limits.tags,
-                 "training scalar tags kept per experiment; more are not kept")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
-  app.add_option_function<int64_t>(
-         "--retain-ended-days",
-         [&core](int64_t days) { core.retain_ended_ms = days * 24 * 60 * 60 * 1000; },
-         "delete from the database the experiments that ended more than this many days ago "
-         "(their rows, not their files); 0 keeps them forever")
-      ->default_str("0")
-      ->check(CLI::Range(0, 36500));
-  app.add_option("--slurm-conf", cl.slurm_conf,
-                 "the cluster's slurm.conf, for libslurm and every job (sets SLURM_CONF); "
-                 "default: SLURM_CONF, else libslurm's own (/etc/slurm/slurm.conf)");
-  app.add_option("--log-level", cl.log_level, "trace|debug|info|warn|error")->capture_default_str();
-}
-
-// Who may call tfslurmd and as which account jobs run.
-void DefineAccessOptions(CLI::App& app, CommandLine& cl) {
-  DaemonOptions& d = cl.daemon;
-  app.add_flag("--no-auth", d.no_auth,
-               "single-user mode: no tokens, every caller is the local admin; only with a loopback "
-               "--listen");
-  app.add_flag("--munge-auth", d.munge_auth,
-               "also accept 'Authorization: MUNGE <credential>' (tfctl without a token): the "
-               "credential's uid is the user (docs/security.md)");
-  app.add_option("--munge-socket", d.munge_socket, "munged's socket (default: libmunge's)");
-  app.add_option("--munge-max-age-s", d.munge_max_age_s,
-                 "MUNGE credentials older than this are refused")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 3600));
-  app.add_option("--munge-admin-group", d.munge_admin_group,
-                 "members of this Unix group are admins when they use MUNGE (default: nobody)");
-  app.add_flag("--site", cl.site,
-               "site mode (as root): each experiment's job runs as its owner's Unix account, and "
-               "its directories belong to the owner (docs/site-deployment.md)");
-  app.add_option("--job-path", cl.job_path,
-                 "site mode: the PATH of every job (it must find srun on the compute nodes); "
-                 "tfslurmd's own PATH is root's and is not passed on")
-      ->capture_default_str();
-  app.add_flag("--allow-visible-jobs", cl.allow_visible_jobs,
-               "site mode: start although slurm.conf lacks PrivateData=jobs, so that every user's "
-               "squeue shows every experiment's id in its job name (refused without it)");
-  app.add_flag("--allow-root", cl.allow_root,
-               "run as root without --site anyway: every token holder's programs then run as "
-               "root (refused without it; as Jupyter's --allow-root)");
-  app.add_option("--max-connections", d.gate.max_threads,
-                 "requests served at once (one thread each); a request waits for none until it "
-                 "has arrived whole")
-      ->capture_default_str();
-  app.add_option("--max-waiting-connections", d.gate.max_waiting,
-                 "connections whose request has not all arrived; past it the oldest is closed")
-      ->capture_default_str()
-      ->check(CLI::Range(16, 10000000));
-  app.add_option_function<int64_t>(
-         "--header-timeout-s", [&d](int64_t s) { d.gate.header_timeout = std::chrono::seconds(s); },
-         "a request's line and header fields must arrive within this of the connection (408)")
-      ->default_str("10")
-      ->check(CLI::Range(1, 3600));
-  app.add_option_function<int64_t>(
-         "--request-timeout-s",
-         [&d](int64_t s) { d.gate.request_timeout = std::chrono::seconds(s); },
-         "a whole request, its body included, must arrive within this of the connection (408)")
-      ->default_str("30")
-      ->check(CLI::Range(1, 3600));
-  app.add_option("--log-followers", d.max_log_followers,
-                 "log follow responses (tfctl logs -f) at once; more get 429")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  app.add_option("--log-followers-per-user", d.max_log_followers_per_user,
-                 "log follow responses of one user at once; more get 429")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  app.add_option("--max-open-sweeps-per-user", d.max_open_sweeps_per_owner,
-                 "sweeps of one user running at once; another is refused (429)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  app.add_flag("--version", cl.show_version,
-               "print tfslurmd's version and commit, the libslurm release it was built with, and "
-               "slurmctld's (SLURM_CONF's cluster), then exit")
-      ->configurable(false);
-  app.add_flag("--print-config", cl.print_config,
-               "print every setting in force (as a settings file) with where it came from: the "
-               "command line, the --config file or the default; check them, then exit")
-      ->configurable(false);
-}
-
-// The settings file (--config), the help's footer on settings and exit
-// codes, and `tfslurmd backup --to FILE`.
-void DefineSettingsAndBackup(CLI::App& app, CommandLine& cl) {
-  tfslurm::config::AddConfigFile(app, tfslurm::config::kDefaultConfigFile);
-  app.footer(
-      "Settings: every option above is also a setting of the --config file (default " +
-      std::string(tfslurm::config::kDefaultConfigFile) +
-      "), by its name without the --: `key = value`; the command line wins over the file.\n"
-      "Exit codes: 0 stopped (SIGTERM, SIGINT) or done; 1 a failure that may pass (a port in "
-      "use, slurmctld away: the packaged unit restarts it); 2 bad options or settings; 3 "
-      "refused: the database is another tfslurmd's, newer than this one, or would not migrate "
-      "(it is left as it was), or this Slurm or site mode cannot be worked with.");
-
-  // tfslurmd backup --to FILE: a consistent copy while the service runs.
-  auto* backup_cmd = app.add_subcommand(
-      "backup",
-      "copy the database (--db) to a new FILE with SQLite's online backup API: consistent, and "
-      "safe while tfslurmd runs; the copy is checked (PRAGMA integrity_check)");
-  backup_cmd->add_option("--to", cl.backup_to, "the new file (it must not exist)")->required();
-  backup_cmd->fallthrough();
-}
-
-// Binds every option straight to its field, showing the field's default.
-void DefineOptions(CLI::App& app, CommandLine& cl) {
-  DefineServiceOptions(app, cl);
-  DefineAccessOptions(app, cl);
-  DefineSettingsAndBackup(app, cl);
-  // tfslurmd token create --user NAME [--admin]: prints a new API token once.
-  auto* token_cmd = app.add_subcommand("token", "manage API tokens");
-  auto* create_cmd = token_cmd->add_subcommand(
-      "create", "create a token; it is printed once, only its hash is kept");
-  create_cmd->add_option("--user", cl.token_user, "the user the token acts as")->required();
-  create_cmd->add_flag("--admin", cl.token_admin, "may see and change every user's experiments");
-  create_cmd->callback([&cl] { cl.create_token = true; });
-  token_cmd->require_subcommand(1);
-  // `tfslurmd token create --user alice --db FILE`: --db is the parent's.
-  token_cmd->fallthrough();
-  create_cmd->fallthrough();
-}
-
 int CreateToken(const CommandLine& cl) {
   auto store = tfslurm::store::OpenSqliteStore(cl.db);
   if (!store.ok()) {
@@ -319,6 +114,31 @@ int PrintVersion() {
   return 0;
 }
 
+// --job-path: absolute directories only (an empty or relative entry would
+// search the job's working directory). False after logging why.
+bool CheckJobPath(const CommandLine& cl) {
+  bool srun_found = false;
+  for (size_t start = 0; start <= cl.job_path.size();) {
+    size_t end = std::min(cl.job_path.find(':', start), cl.job_path.size());
+    if (end == start || cl.job_path[start] != '/') {
+      spdlog::error("--job-path must be absolute directories separated by ':', got '{}'",
+                    cl.job_path);
+      return false;
+    }
+    const std::string srun = cl.job_path.substr(start, end - start) + "/srun";
+    srun_found = srun_found || access(srun.c_str(), X_OK) == 0;
+    start = end + 1;
+  }
+  // The compute nodes may lay Slurm out otherwise than this host, so only a
+  // warning; but where they are alike, every job would fail at its srun.
+  if (cl.site && !srun_found)
+    spdlog::warn(
+        "site mode: no srun in --job-path {} on this host; every job fails unless the compute "
+        "nodes have srun there (give --job-path the directory of srun on the compute nodes)",
+        cl.job_path);
+  return true;
+}
+
 // The options that depend on each other, checked; fills in what follows
 // from them (the REST host and port, the agent listen address and path).
 // Returns the exit code for a bad combination, or 0.
@@ -338,8 +158,7 @@ int CompleteOptions(CommandLine& cl) {
     spdlog::error("--agent-listen must be HOST:PORT, got '{}'", d.agent_listen);
     return kExitUsage;
   }
-  if (d.no_auth && d.http_host != "127.0.0.1" && d.http_host != "localhost" &&
-      d.http_host != "::1" && d.http_host.rfind("127.", 0) != 0) {
+  if (d.no_auth && !tfslurm::IsLoopbackHost(d.http_host)) {
     spdlog::error("--no-auth is only allowed on a loopback address; --listen is {}", cl.listen);
     return kExitUsage;
   }
@@ -357,29 +176,22 @@ int CompleteOptions(CommandLine& cl) {
                   d.gate.request_timeout.count() / 1000, d.gate.header_timeout.count() / 1000);
     return kExitUsage;
   }
-  // An empty or relative entry would search the job's working directory.
-  bool srun_found = false;
-  for (size_t start = 0; start <= cl.job_path.size();) {
-    size_t end = std::min(cl.job_path.find(':', start), cl.job_path.size());
-    if (end == start || cl.job_path[start] != '/') {
-      spdlog::error("--job-path must be absolute directories separated by ':', got '{}'",
-                    cl.job_path);
-      return kExitUsage;
-    }
-    const std::string srun = cl.job_path.substr(start, end - start) + "/srun";
-    srun_found = srun_found || access(srun.c_str(), X_OK) == 0;
-    start = end + 1;
-  }
-  // The compute nodes may lay Slurm out otherwise than this host, so only a
-  // warning; but where they are alike, every job would fail at its srun.
-  if (cl.site && !srun_found)
-    spdlog::warn(
-        "site mode: no srun in --job-path {} on this host; every job fails unless the compute "
-        "nodes have srun there (give --job-path the directory of srun on the compute nodes)",
-        cl.job_path);
+  if (!CheckJobPath(cl)) return kExitUsage;
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
   d.core.job_environment = JobEnvironment(cl.site, cl.job_path);
+  if (int bad = tfslurm::CheckTransportSecurity(d, cl.tls)) return bad;
+  if (cl.site) {
+    // Each agent proves its uid with a MUNGE credential when it registers
+    // (docs/security.md, "Agents: the attempt secret").
+    d.core.agents_prove_uid = true;
+    d.core.job_environment.push_back("TFSLURM_PROVE_UID=munge");
+    // The nodes' munged where tfslurmd's is not at libmunge's default (one
+    // socket on a shared file system, as on the local test cluster).
+    const char* socket = getenv("TFSLURM_MUNGE_SOCKET");
+    if (!d.munge_socket.empty()) socket = d.munge_socket.c_str();
+    if (socket) d.core.job_environment.push_back(std::string("TFSLURM_MUNGE_SOCKET=") + socket);
+  }
   return 0;
 }
 
@@ -487,6 +299,25 @@ std::unique_ptr<tfslurm::Accounts> MakeAccounts(bool site) {
   return tfslurm::system::NewSiteAccounts();
 }
 
+// Until SIGTERM or SIGINT, which it returns; SIGHUP reloads the TLS
+// certificate and key (`systemctl reload tfslurmd`).
+int WaitForStopSignal(const sigset_t& signals, tfslurm::daemon::Daemon& daemon) {
+  int sig = 0;
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (!daemon.tls()) {
+      spdlog::info("SIGHUP: nothing to reload (no TLS)");
+      continue;
+    }
+    auto reloaded = daemon.ReloadTls();
+    if (reloaded.ok())
+      spdlog::info("SIGHUP: TLS certificate reloaded; new connections get {}", *reloaded);
+    else
+      spdlog::error("SIGHUP: TLS certificate not reloaded, still serving the old one: {}",
+                    reloaded.status().message());
+  }
+  return sig;
+}
+
 int RunDaemon(CommandLine& cl) {
   DaemonOptions& d = cl.daemon;
   if (!CheckSlurmReleases(d)) return kExitRefused;
@@ -506,6 +337,7 @@ int RunDaemon(CommandLine& cl) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);  // reloads the TLS certificate
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   auto store = tfslurm::store::OpenSqliteStore(cl.db);
@@ -534,9 +366,12 @@ int RunDaemon(CommandLine& cl) {
     return kExitFailed;
   }
   int bound = (*daemon)->http_port();
-  spdlog::info("REST API listening on http://{}:{}", d.http_host, bound);
-  spdlog::info("agents connect to {} (gRPC; JSON at http://{}:{}/agent/v1/message)",
-               (*daemon)->agent_address(), d.http_host, bound);
+  const char* scheme = (*daemon)->tls() ? "https" : "http";
+  spdlog::info("REST API listening on {}://{}:{}", scheme, d.http_host, bound);
+  spdlog::info("agents connect to {} (gRPC{}; JSON at {}://{}:{}/agent/v1/message)",
+               (*daemon)->agent_address(), (*daemon)->tls() ? " over TLS" : "", scheme, d.http_host,
+               bound);
+  tfslurm::LogTransportSecurity(d, **daemon);
   spdlog::info("database {}, output root {}, agent {}", cl.db, (*daemon)->output_root(),
                d.core.launch.agent_path);
   if (!cl.ready_file.empty()) {
@@ -549,8 +384,7 @@ int RunDaemon(CommandLine& cl) {
   sd_notifyf(0, "READY=1\nSTATUS=REST on %s:%d, agents on %s", d.http_host.c_str(), bound,
              (*daemon)->agent_address().c_str());
 
-  int sig = 0;
-  sigwait(&stop_signals, &sig);
+  int sig = WaitForStopSignal(stop_signals, **daemon);
   spdlog::info("signal {}: stopping; running jobs go on and are picked up at the next start", sig);
   sd_notify(0, "STOPPING=1");
   (*daemon)->Stop();
@@ -574,10 +408,12 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   cl.agent_listen_given = app.count("--agent-listen") > 0;
+  cl.daemon.max_tasks_given = app.count("--max-tasks-per-experiment") > 0;
   // Before libslurm reads its configuration (--version too), and before the
   // jobs' environment is taken from this process's.
   if (!cl.slurm_conf.empty()) setenv("SLURM_CONF", cl.slurm_conf.c_str(), 1);
   if (cl.create_token) return CreateToken(cl);
+  if (cl.tls.init) return tfslurm::RunTlsInit(cl.tls);
   if (!cl.backup_to.empty()) return Backup(cl);
   if (cl.show_version) return PrintVersion();
   spdlog::set_level(spdlog::level::from_str(cl.log_level));

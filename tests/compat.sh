@@ -20,13 +20,22 @@
 # Prints a summary line per part and exits non-zero when one failed.
 # tests/run.sh runs it for the newest release; the others by hand.
 #
+# --build-only: steps 1 and 2 without their checks (tests/run.sh builds in
+# the background while other stages run, then runs this again, whose builds
+# are then no-ops).
+#
 # Environment: TFSLURM_COMPAT_KEEP=1 keeps the cluster's directory.
 set -euo pipefail
 
 repo="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
+build_only=0
+if [[ ${1:-} == --build-only ]]; then
+  build_only=1
+  shift
+fi
 [[ $# -eq 1 ]] || {
-  echo "usage: $0 VERSION (a release deploy/local-slurm/build-slurm.sh builds)" >&2
+  echo "usage: $0 [--build-only] VERSION (a release deploy/local-slurm/build-slurm.sh builds)" >&2
   exit 2
 }
 version="$1"
@@ -70,6 +79,10 @@ ninja -C "$build" -j"$jobs" tfslurmd slurm_adapter_test
 # the agent beside tfslurmd.
 ln -sf "$repo/build/bin/tfslurm-agent" "$repo/build/bin/tfctl" "$build/bin/"
 build_time="$(seconds $t)"
+if ((build_only)); then
+  echo "compat $version: built (Slurm $slurm_time, main build $main_time, tfslurmd $build_time)"
+  exit 0
+fi
 
 rc=0
 declare -a summary

@@ -15,7 +15,9 @@ constexpr const char* kOverview =
 constexpr const char* kFooter =
     "The service is found through --url, then TFSLURM_URL, then `url = ...` in\n"
     "~/.config/tfslurm/config, then http://127.0.0.1:8080; the token likewise through\n"
-    "--token, TFSLURM_TOKEN and `token = ...`.\n"
+    "--token, TFSLURM_TOKEN and `token = ...`, and an https:// service's CA through\n"
+    "--cacert, TFSLURM_CACERT and `cacert = ...` (else the system's trust store);\n"
+    "`tfctl login` writes them.\n"
     "Exit codes: 0 ok, 1 error (or, with --wait, an experiment that did not succeed), 2 usage.\n\n"
     "Examples:\n"
     "  tfctl submit experiment.yaml --wait\n"
@@ -31,6 +33,9 @@ constexpr const char* kFooter =
 void AddConnectionOptions(CLI::App* app, tfslurm::client::ConnectionFlags& flags) {
   app->add_option("--url", flags.url, "tfslurmd's URL, e.g. http://127.0.0.1:8080");
   app->add_option("--token", flags.token, "API token, sent as Authorization: Bearer");
+  app->add_option("--cacert", flags.cacert,
+                  "CA file (PEM) an https:// service's certificate must verify against; default: "
+                  "the system's trust store");
 }
 
 // The words that are neither options nor the values of --url and --token:
@@ -39,7 +44,7 @@ std::vector<std::string> Words(const std::vector<std::string>& args) {
   std::vector<std::string> words;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--url" || a == "--token") {
+    if (a == "--url" || a == "--token" || a == "--cacert") {
       ++i;
       continue;
     }
@@ -127,6 +132,7 @@ int main(int argc, char** argv) {
       AddResumeCommand(app, global, command_after_dashes),
       AddDeleteCommand(app, global),
       AddTokenCommand(app, global),
+      AddLoginCommand(app, global),
       AddSweepCommand(app, global),
   };
   size_t c_resume = 0;

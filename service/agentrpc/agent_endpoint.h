@@ -14,6 +14,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "service/agentrpc/uid_proof.h"
 #include "service/core/agents.h"
 
 namespace tfslurm::agentrpc {
@@ -29,9 +30,19 @@ class AgentGrpcServer {
   virtual void Shutdown() = 0;
 };
 
+// TLS on the agent port: the key and certificate chain as files that
+// change together (tls/staged_identity.h); gRPC re-reads them every second.
+struct AgentTls {
+  std::string key_path;
+  std::string cert_path;
+};
+
 // Listens on `address` ("host:port", port 0 picks one), so that core can be
-// made knowing the port before it is served (Serve).
-StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(const std::string& address);
+// made knowing the port before it is served (Serve). `tls` null: plaintext.
+// `uid_proof` null: the secret alone (personal mode).
+StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(
+    const std::string& address, const AgentTls* tls = nullptr,
+    std::shared_ptr<UidProof> uid_proof = nullptr);
 
 // POST /agent/v1/message: body AgentMessage (JSON); answers ServiceMessage
 // (JSON). A register waits up to ?wait_s= seconds (default 30, at most 120)
@@ -40,7 +51,8 @@ StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(const std::strin
 // pending Shutdown, if any. A client sends them every heartbeat_interval_ms
 // of its Assignment while its program runs, as the agent does: a task
 // silent past the reconnect window is gone (docs/restarts.md, "Network
-// faults").
-void RegisterAgentHttpRoutes(httplib::Server& server, Agents& agents);
+// faults"). In site mode (`uid_proof`) every message proves its uid.
+void RegisterAgentHttpRoutes(httplib::Server& server, Agents& agents,
+                             std::shared_ptr<UidProof> uid_proof = nullptr);
 
 }  // namespace tfslurm::agentrpc

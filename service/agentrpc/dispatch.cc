@@ -4,8 +4,10 @@
 
 namespace tfslurm::agentrpc {
 
-Status DispatchReport(Agents& agents, const agent::v1::AgentMessage& m) {
+Status DispatchReport(Agents& agents, const agent::v1::AgentMessage& m,
+                      std::optional<uint32_t> proven_uid) {
   TaskRef ref = FromProto(m.task());
+  ref.proven_uid = proven_uid;
   switch (m.body_case()) {
     case agent::v1::AgentMessage::kHeartbeat:
       return agents.OnHeartbeat(ref);
@@ -34,8 +36,10 @@ Status DispatchReport(Agents& agents, const agent::v1::AgentMessage& m) {
 }
 
 void DispatchRegister(Agents& agents, const agent::v1::AgentMessage& m,
-                      std::shared_ptr<TaskChannel> channel) {
-  agents.OnRegister(FromProto(m.task()), FromProto(m.register_()), std::move(channel));
+                      std::optional<uint32_t> proven_uid, std::shared_ptr<TaskChannel> channel) {
+  TaskRef ref = FromProto(m.task());
+  ref.proven_uid = proven_uid;
+  agents.OnRegister(ref, FromProto(m.register_()), std::move(channel));
 }
 
 }  // namespace tfslurm::agentrpc

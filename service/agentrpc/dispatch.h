@@ -4,7 +4,9 @@
 // Thread safety: may be called from any thread (Agents is thread-safe).
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "agent.pb.h"
 #include "service/core/agents.h"
@@ -12,8 +14,10 @@
 namespace tfslurm::agentrpc {
 
 // Heartbeat, Progress, Exited. Register needs a channel: see DispatchRegister.
-Status DispatchReport(Agents& agents, const agent::v1::AgentMessage& message);
+// `proven_uid`: the sender's uid as its transport proved it (uid_proof.h).
+Status DispatchReport(Agents& agents, const agent::v1::AgentMessage& message,
+                      std::optional<uint32_t> proven_uid);
 void DispatchRegister(Agents& agents, const agent::v1::AgentMessage& message,
-                      std::shared_ptr<TaskChannel> channel);
+                      std::optional<uint32_t> proven_uid, std::shared_ptr<TaskChannel> channel);
 
 }  // namespace tfslurm::agentrpc

@@ -12,6 +12,8 @@
 // tells TSan of exactly those orderings (base/happens_before.h), so the TSan
 // suite needs no suppression that would hide a race in a reaction of ours.
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <atomic>
 #include <deque>
@@ -54,8 +56,9 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   // `agents` null: the stream arrived before the server served core,
   // and ends at once as UNAVAILABLE, which agents retry like any broken
   // connection.
-  explicit ConnectReactor(Agents* agents)
-      : agents_(agents), channel_(std::make_shared<StreamChannel>(this)) {
+  ConnectReactor(Agents* agents, UidProof* uid_proof)
+      : agents_(agents), uid_proof_(uid_proof), channel_(std::make_shared<StreamChannel>(this)) {
+    TFSLURM_HAPPENS_BEFORE(this);  // made before any reaction (OnCancel's: below)
     if (agents_)
       StartReading();
     else
@@ -79,22 +82,31 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
       FinishWhenWritten(grpc::Status::OK);
       return;
     }
-    if (!registered_) {
-      if (in_.body_case() != AgentMessage::kRegister) {
-        FinishWhenWritten(
-            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"));
+    if (!registered_ && in_.body_case() != AgentMessage::kRegister) {
+      FinishWhenWritten(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"));
+      return;
+    }
+    if (in_.body_case() == AgentMessage::kRegister) {
+      // Every Register proves its uid afresh (site mode); reports then
+      // speak as the uid the stream's last Register proved.
+      auto uid = uid_proof_->Prove(in_.task());
+      if (!uid.ok()) {
+        channel_->Send(RefusalFor(uid.status()));
+        StartRead(&in_);
         return;
       }
-      ref_ = FromProto(in_.task());
-      registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
-      DispatchRegister(*agents_, in_, channel_);
-    } else if (in_.body_case() == AgentMessage::kRegister) {
-      DispatchRegister(*agents_, in_, channel_);
+      uid_ = *uid;
+      if (!registered_) {
+        ref_ = FromProto(in_.task());
+        registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
+      }
+      DispatchRegister(*agents_, in_, uid_, channel_);
     } else {
       // Reports carry their own identity; it must be the stream's.
       Status s =
           in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
-              ? DispatchReport(*agents_, in_)
+              ? DispatchReport(*agents_, in_, uid_)
               : InvalidArgument("a stream speaks for one task only");
       if (!s.ok()) channel_->Send(RefusalFor(s));
     }
@@ -119,14 +131,16 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   void OnCancel() override {
-    Reaction reaction(this, nullptr);  // may run beside the others: after no operation
+    // May run beside the other reactions, but only on a reactor gRPC has
+    // from Connect: after its making, and after no operation.
+    Reaction reaction(this, this);
     if (registered_) agents_->OnDisconnect(ref_, channel_.get());
   }
 
  private:
   // A reaction's scope, for TSan: it runs after the operation that started
-  // it (the address that operation named when it started; none for
-  // OnCancel), and before OnDone.
+  // it (the address that operation named when it started; the reactor
+  // itself, made in Connect, for OnCancel), and before OnDone.
   class Reaction {
    public:
     Reaction(ConnectReactor* reactor, const void* operation) : reactor_(reactor) {
@@ -163,6 +177,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   Agents* const agents_;  // set whenever a read is outstanding
+  UidProof* const uid_proof_;
   const std::shared_ptr<StreamChannel> channel_;
 
   // The read side: only read reactions touch `in_` (one read is outstanding
@@ -173,6 +188,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   AgentMessage in_;
   std::atomic<bool> registered_{false};
   TaskRef ref_;
+  std::optional<uint32_t> uid_;  // proven by the last Register
 
   // The write side: Enqueue (core's threads) and OnWriteDone / the read
   // reactions' FinishWhenWritten (gRPC's threads).
@@ -198,13 +214,16 @@ void StreamChannel::Send(const ServiceMsg& message) {
 
 class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
  public:
+  explicit AgentServiceImpl(std::shared_ptr<UidProof> uid_proof)
+      : uid_proof_(uid_proof ? std::move(uid_proof) : NoUidProof()) {}
   void Serve(Agents& agents) { agents_ = &agents; }
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
       grpc::CallbackServerContext*) override {
-    return new ConnectReactor(agents_.load());
+    return new ConnectReactor(agents_.load(), uid_proof_.get());
   }
 
  private:
+  const std::shared_ptr<UidProof> uid_proof_;
   std::atomic<Agents*> agents_{nullptr};
 };
 
@@ -231,11 +250,31 @@ class GrpcServer final : public AgentGrpcServer {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(const std::string& address) {
-  auto service = std::make_unique<AgentServiceImpl>();
+namespace {
+
+// TLS through gRPC's own credentials, reloading: a FileWatcherCertificateProvider
+// re-reads the key and certificate paths every second and hands a changed
+// pair to new handshakes; open streams keep their session. The paths are
+// tfslurmd's private staged copy (tls/staged_identity.h), which changes only
+// when tfslurmd reloads on SIGHUP, both files at one instant.
+std::shared_ptr<grpc::ServerCredentials> Credentials(const AgentTls* tls) {
+  if (!tls) return grpc::InsecureServerCredentials();
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls->key_path, tls->cert_path, /*refresh_interval_sec=*/1);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(
+    const std::string& address, const AgentTls* tls, std::shared_ptr<UidProof> uid_proof) {
+  auto service = std::make_unique<AgentServiceImpl>(std::move(uid_proof));
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, Credentials(tls), &port);
   builder.RegisterService(service.get());
   // Agents keep one stream each for hours; keepalive pings find dead peers
   // (a node that vanished) without waiting for TCP's timeouts.

@@ -11,9 +11,10 @@
 
 namespace tfslurm::api {
 
-BufferedStream::BufferedStream(int fd, std::string request, std::chrono::milliseconds write_timeout,
+BufferedStream::BufferedStream(GateConnection& connection, std::string request,
+                               std::chrono::milliseconds write_timeout,
                                std::chrono::milliseconds response_timeout)
-    : fd_(fd),
+    : connection_(connection),
       request_(std::move(request)),
       write_timeout_(write_timeout),
       response_timeout_(response_timeout) {}
@@ -45,7 +46,9 @@ std::chrono::milliseconds BufferedStream::WriteWait() const {
 bool BufferedStream::wait_writable() const {
   const std::chrono::milliseconds wait = WriteWait();
   if (wait.count() < 0) return false;
-  pollfd p{fd_, POLLOUT, 0};
+  // TLS too: an SSL_write waits only for room (renegotiation is off:
+  // tls/serving_identity.cc), never to read.
+  pollfd p{connection_.fd(), POLLOUT, 0};
   int n;
   do {
     n = poll(&p, 1, static_cast<int>(wait.count()));
@@ -57,7 +60,7 @@ ssize_t BufferedStream::write(const char* ptr, size_t size) {
   if (!deadline_) deadline_ = Clock::now() + response_timeout_;
   size_t written = 0;
   while (written < size) {
-    const ssize_t n = send(fd_, ptr + written, size - written, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = connection_.Send(ptr + written, size - written);
     if (n > 0) {
       written += static_cast<size_t>(n);
     } else if (n < 0 && errno == EINTR) {
@@ -72,11 +75,11 @@ ssize_t BufferedStream::write(const char* ptr, size_t size) {
 }
 
 void BufferedStream::get_remote_ip_and_port(std::string& ip, int& port) const {
-  SocketAddress(fd_, /*peer=*/true, ip, port);
+  SocketAddress(connection_.fd(), /*peer=*/true, ip, port);
 }
 
 void BufferedStream::get_local_ip_and_port(std::string& ip, int& port) const {
-  SocketAddress(fd_, /*peer=*/false, ip, port);
+  SocketAddress(connection_.fd(), /*peer=*/false, ip, port);
 }
 
 time_t BufferedStream::duration() const {

@@ -1,6 +1,7 @@
 // An httplib::Stream over a request that has already arrived whole (the
-// gate read it: request_gate.h) and the socket it came on, for the answer.
-// Reads come from memory and end with the request; writes go to the socket,
+// gate read it: request_gate.h) and the connection it came on, for the
+// answer (plain or TLS: gate_connection.h). Reads come from memory and end
+// with the request; writes go to the connection,
 // each waiting at most `write_timeout` for room, and all of them within
 // `response_timeout` of the first, so a client that does not read its answer
 // holds the thread no longer than that.
@@ -14,11 +15,14 @@
 #include <optional>
 #include <string>
 
+#include "service/api/gate_connection.h"
+
 namespace tfslurm::api {
 
 class BufferedStream final : public httplib::Stream {
  public:
-  BufferedStream(int fd, std::string request, std::chrono::milliseconds write_timeout,
+  BufferedStream(GateConnection& connection, std::string request,
+                 std::chrono::milliseconds write_timeout,
                  std::chrono::milliseconds response_timeout);
 
   bool is_readable() const override { return read_ < request_.size(); }
@@ -28,7 +32,7 @@ class BufferedStream final : public httplib::Stream {
   ssize_t write(const char* ptr, size_t size) override;
   void get_remote_ip_and_port(std::string& ip, int& port) const override;
   void get_local_ip_and_port(std::string& ip, int& port) const override;
-  socket_t socket() const override { return fd_; }
+  socket_t socket() const override { return connection_.fd(); }
   time_t duration() const override;
   const char* buffered_data(size_t& size) const override;
   void consume_buffered(size_t size) override;
@@ -39,7 +43,7 @@ class BufferedStream final : public httplib::Stream {
   // response's deadline. Negative once that has passed.
   std::chrono::milliseconds WriteWait() const;
 
-  const int fd_;
+  GateConnection& connection_;
   const std::string request_;
   size_t read_ = 0;
   const std::chrono::milliseconds write_timeout_;

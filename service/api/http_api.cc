@@ -58,6 +58,28 @@ StatusOr<std::vector<ExperimentState>> ParseStates(const std::string& states) {
   return out;
 }
 
+// GET /experiments/{id}'s ?task_state, ?tasks_offset and ?tasks_limit.
+StatusOr<TaskPage> TaskPageOf(const httplib::Request& req) {
+  TaskPage page;
+  if (req.has_param("task_state")) {
+    const std::string name = req.get_param_value("task_state");
+    page.state = ParseTaskState(name);
+    if (!page.state)
+      return InvalidArgument("unknown task state '" + ShortForError(name) + "'",
+                             {{"task_state",
+                               "must be one of pending, registered, running, succeeded, failed, "
+                               "reaped, lost; got '" +
+                                   ShortForError(name) + "'"}});
+  }
+  auto offset = IntParam(req, "tasks_offset", 0, 0, 1 << 30);
+  if (!offset.ok()) return offset.status();
+  auto limit = IntParam(req, "tasks_limit", -1, 0, 1 << 30);
+  if (!limit.ok()) return limit.status();
+  page.offset = *offset;
+  page.limit = *limit;
+  return page;
+}
+
 // A resume's body: empty (resume as it was) or {"changes": {...}}, which
 // changes the spec (core/spec_changes.h). Null: no changes.
 StatusOr<json> ResumeChanges(const httplib::Request& req) {
@@ -153,7 +175,9 @@ void RegisterReadRoutes(httplib::Server& server, Experiments& experiments, Clock
   server.Get(
       std::string("/experiments/") + kIdPattern,
       Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
-        auto view = experiments.Get(req.matches[1]);
+        auto page = TaskPageOf(req);
+        if (!page.ok()) return ReplyError(res, page.status());
+        auto view = experiments.GetPage(req.matches[1], *page);
         if (!view.ok()) return ReplyError(res, view.status());
         if (Status s = CheckAccess(who, view->experiment); !s.ok()) return ReplyError(res, s);
         ReplyJsonText(res, 200, ExperimentViewJson(*view, clock.NowMs()));

@@ -1,5 +1,6 @@
 #include "service/api/request_gate.h"
 
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
@@ -67,13 +68,15 @@ std::string RefusalResponse(int http_status, const std::string& message) {
 // and the gate has not read is dropped (at most 64 KiB of it is read first,
 // without waiting, so that a close does not reset the connection before a
 // small answer is read).
-void CloseAfter(int fd, const std::string& answer) {
-  if (!answer.empty()) (void)send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  shutdown(fd, SHUT_WR);
+// A TLS connection whose handshake has not finished gets no answer: there is
+// no session to write it in.
+void CloseAfter(GateConnection connection, const std::string& answer) {
+  if (!connection.handshake_done()) return;  // closed by its destructor
+  if (!answer.empty()) (void)connection.Send(answer.data(), answer.size());
+  connection.EndWrites();
   char sink[16384];
-  for (int i = 0; i < 4 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+  for (int i = 0; i < 4 && connection.Recv(sink, sizeof sink) > 0; ++i) {
   }
-  close(fd);
 }
 
 // A refused client may still be sending its request (a body over the limit,
@@ -108,6 +111,7 @@ std::string TakeRequest(std::string bytes, const HeadScan& head, std::string* le
 
 struct GatedServer::Waiting {
   int fd = -1;
+  GateConnection connection;  // on `fd`
   uint64_t order = 0;
   Clock::time_point accepted;
   std::string bytes;
@@ -116,9 +120,20 @@ struct GatedServer::Waiting {
   bool kept_alive = false;  // back after an answer, for the connection's next request
 };
 
-GatedServer::GatedServer(const GateOptions& options)
+GatedServer::GatedServer(const GateOptions& options, const std::function<void(SSL_CTX*)>& tls)
     : options_(options), threads_(options.max_threads) {
   new_task_queue = [] { return new RunAtOnce(); };
+  if (tls) {
+    tls_ = SSL_CTX_new(TLS_server_method());
+    if (!tls_) {
+      spdlog::critical("the REST port cannot make its TLS context");
+    } else {
+      // An idle kept-alive connection holds no read buffer (up to 10,000
+      // wait at the gate).
+      SSL_CTX_set_mode(tls_, SSL_MODE_RELEASE_BUFFERS);
+      tls(tls_);
+    }
+  }
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_event wake{};
@@ -133,6 +148,7 @@ GatedServer::~GatedServer() {
   Shutdown();
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
+  if (tls_) SSL_CTX_free(tls_);
 }
 
 void GatedServer::Shutdown() {
@@ -140,9 +156,7 @@ void GatedServer::Shutdown() {
     MutexLock lock(mu_);
     if (shut_down_) return;
     shut_down_ = true;
-    for (auto& [fd, w] : waiting_) close(fd);
-    for (auto& [fd, l] : lingering_) close(fd);
-    waiting_.clear();
+    waiting_.clear();  // each closes its connection
     by_age_.clear();
     lingering_.clear();
     linger_queue_.clear();
@@ -169,32 +183,31 @@ size_t GatedServer::buffered_bytes() const {
 
 bool GatedServer::process_and_close_socket(socket_t sock) {
   MutexLock lock(mu_);
-  if (shut_down_) {
-    close(sock);
-    return false;
-  }
+  GateConnection connection(sock, tls_);
+  if (shut_down_ || !connection.ok()) return false;
   // Full: the connection that has waited longest goes (it is the closest to
   // its deadline, and an honest client's request arrives at once).
   if (waiting_.size() >= options_.max_waiting && !by_age_.empty()) {
     Waiting& oldest = *waiting_.at(by_age_.begin()->second);
-    const int fd = oldest.fd;
+    GateConnection closing = std::move(oldest.connection);
     Forget(oldest);
-    CloseAfter(fd, RefusalResponse(503,
-                                   "tfslurmd has too many connections whose request has not "
-                                   "arrived; retry"));
+    CloseAfter(std::move(closing), RefusalResponse(503,
+                                                   "tfslurmd has too many connections whose "
+                                                   "request has not arrived; retry"));
   }
   auto w = std::make_unique<Waiting>();
   w->fd = sock;
+  w->connection = std::move(connection);
   w->order = ++accepted_;
   w->accepted = Clock::now();
   epoll_event ev{};
   // Edge-triggered: reported once per arrival; OnReadable reads until none
-  // is left. Data already there when it is added is reported too.
-  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET;
+  // is left. Data already there when it is added is reported too. A TLS
+  // handshake may also wait for room to write its flight.
+  ev.events = EPOLLIN | EPOLLRDHUP | EPOLLET | (tls_ ? EPOLLOUT : 0);
   ev.data.fd = sock;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, sock, &ev) != 0) {
     spdlog::warn("the REST port's gate cannot watch a connection: {}", strerror(errno));
-    close(sock);
     return false;
   }
   by_age_[w->order] = sock;
@@ -217,6 +230,11 @@ void GatedServer::RunGate() {
       if (shut_down_) return;
       for (int i = 0; i < n; ++i) {
         const int fd = events[i].data.fd;
+        if (fd == wake_fd_) {
+          uint64_t count;
+          (void)::read(wake_fd_, &count, sizeof count);
+          continue;
+        }
         if (auto it = waiting_.find(fd); it != waiting_.end())
           OnReadable(*it->second);
         else if (auto l = lingering_.find(fd); l != lingering_.end())
@@ -227,13 +245,13 @@ void GatedServer::RunGate() {
     }
     // Outside the lock: a thread that cannot be started serves it right here.
     for (Ready& r : ready) {
-      const int fd = r.fd;
       const size_t held = r.request.size() + r.leftover.size();
-      if (!threads_.enqueue([this, fd, request = std::move(r.request),
+      auto connection = std::make_shared<GateConnection>(std::move(r.connection));
+      if (!threads_.enqueue([this, connection, request = std::move(r.request),
                              leftover = std::move(r.leftover)]() mutable {
-            Serve(fd, std::move(request), std::move(leftover));
+            Serve(std::move(*connection), std::move(request), std::move(leftover));
           })) {
-        close(fd);  // shutting down
+        connection->Close();  // shutting down
         MutexLock lock(mu_);
         buffered_ -= held;
       }
@@ -242,6 +260,25 @@ void GatedServer::RunGate() {
 }
 
 void GatedServer::OnReadable(Waiting& w) {
+  // TLS: the handshake first, on this thread, within the header timeout
+  // (ExpireOverdue); a stranger who stalls it holds no thread.
+  switch (w.connection.AdvanceHandshake()) {
+    case GateConnection::Handshake::kWaiting:
+      return;
+    case GateConnection::Handshake::kFailed: {
+      // A plaintext HTTP request was answered in plaintext
+      // (tls/serving_identity.h): what else the client sent is read first,
+      // without waiting, so that the close does not reset the connection
+      // before the answer is read (as CloseAfter does).
+      shutdown(w.fd, SHUT_WR);
+      char sink[16384];
+      for (int i = 0; i < 4 && recv(w.fd, sink, sizeof sink, MSG_DONTWAIT) > 0; ++i) {
+      }
+      return Forget(w);
+    }
+    case GateConnection::Handshake::kDone:
+      break;
+  }
   char buf[16384];
   for (;;) {
     // As much as the head may be until it has ended, then exactly the body.
@@ -250,13 +287,9 @@ void GatedServer::OnReadable(Waiting& w) {
                              : options_.head.max_header_bytes + 1;
     const size_t want = limit - std::min(w.bytes.size(), limit);
     if (want == 0) break;
-    const ssize_t n = recv(w.fd, buf, std::min(want, sizeof buf), MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      const int fd = w.fd;  // the client went away
-      Forget(w);
-      close(fd);
-      return;
-    }
+    const ssize_t n = w.connection.Recv(buf, std::min(want, sizeof buf));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      return Forget(w);  // the client went away
     if (n < 0) {
       if (errno == EINTR) continue;
       break;  // all read; edge-triggered, so the next arrival is reported
@@ -275,7 +308,7 @@ void GatedServer::OnReadable(Waiting& w) {
   if (w.bytes.size() >= whole) return Dispatch(w);
   if (w.head.expects_continue && !w.continue_sent) {
     static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    (void)send(w.fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w.connection.Send(kContinue, sizeof kContinue - 1);
     w.continue_sent = true;
   }
 }
@@ -304,9 +337,7 @@ int GatedServer::ExpireOverdue() {
     const auto deadline =
         w.accepted + (head_done ? options_.request_timeout : options_.header_timeout);
     if (now >= deadline && w.kept_alive && w.bytes.empty()) {
-      const int fd = w.fd;  // an idle kept-alive connection: closed, as any server does
-      Forget(w);
-      close(fd);
+      Forget(w);  // an idle kept-alive connection: closed, as any server does
       continue;
     }
     if (now >= deadline) {
@@ -325,7 +356,7 @@ int GatedServer::ExpireOverdue() {
 }
 
 void GatedServer::Dispatch(Waiting& w) {
-  Ready r{w.fd, {}, {}};
+  Ready r{std::move(w.connection), {}, {}};
   buffered_ -= w.bytes.size();
   r.request = TakeRequest(std::move(w.bytes), w.head, &r.leftover);
   w.bytes.clear();
@@ -338,25 +369,28 @@ void GatedServer::Refuse(Waiting& w, int http_status, const std::string& message
   const int fd = w.fd;
   const uint64_t order = w.order;
   const std::string answer = RefusalResponse(http_status, message);
-  if (lingering_.size() >= options_.max_waiting) {
+  // A TLS handshake not done (too slow): no session to answer in.
+  if (lingering_.size() >= options_.max_waiting || !w.connection.handshake_done()) {
+    GateConnection closing = std::move(w.connection);
     Forget(w);
-    return CloseAfter(fd, answer);
+    return CloseAfter(std::move(closing), answer);
   }
-  (void)send(fd, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  shutdown(fd, SHUT_WR);  // the answer is all: the client reads it, then the end
+  GateConnection connection = std::move(w.connection);
+  (void)connection.Send(answer.data(), answer.size());
+  connection.EndWrites();  // the answer is all: the client reads it, then the end
   // Out of the waiting connections, still watched by epoll.
   buffered_ -= w.bytes.size();
   by_age_.erase(w.order);
   waiting_.erase(fd);
   const Clock::time_point until = Clock::now() + kLingerTime;
-  lingering_[fd] = {order, until, kLingerBytes};
+  lingering_[fd] = {order, until, kLingerBytes, std::move(connection)};
   linger_queue_.push_back({until, {fd, order}});
 }
 
 void GatedServer::OnLingering(int fd, Lingering& l) {
   char sink[16384];
   for (;;) {
-    const ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+    const ssize_t n = l.connection.Recv(sink, sizeof sink);
     if (n > 0 && static_cast<size_t>(n) < l.discard_left) {
       l.discard_left -= static_cast<size_t>(n);
       continue;
@@ -369,22 +403,21 @@ void GatedServer::OnLingering(int fd, Lingering& l) {
 
 void GatedServer::StopLingering(int fd) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  close(fd);
-  lingering_.erase(fd);
+  lingering_.erase(fd);  // closes it
 }
 
 void GatedServer::Forget(Waiting& w) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, w.fd, nullptr);
   buffered_ -= w.bytes.size();
   by_age_.erase(w.order);
-  waiting_.erase(w.fd);  // destroys w
+  waiting_.erase(w.fd);  // destroys w, closing its connection unless it was moved out
 }
 
-void GatedServer::Serve(int fd, std::string request, std::string leftover) {
+void GatedServer::Serve(GateConnection connection, std::string request, std::string leftover) {
   std::string remote_addr, local_addr;
   int remote_port = 0, local_port = 0;
-  SocketAddress(fd, /*peer=*/true, remote_addr, remote_port);
-  SocketAddress(fd, /*peer=*/false, local_addr, local_port);
+  SocketAddress(connection.fd(), /*peer=*/true, remote_addr, remote_port);
+  SocketAddress(connection.fd(), /*peer=*/false, local_addr, local_port);
   for (size_t served = 1;; ++served) {
     const size_t held = request.size() + leftover.size();
     // The connection's last request says so in its answer.
@@ -392,7 +425,7 @@ void GatedServer::Serve(int fd, std::string request, std::string leftover) {
     bool closed = last;
     bool written;
     {
-      BufferedStream stream(fd, std::move(request), options_.write_timeout,
+      BufferedStream stream(connection, std::move(request), options_.write_timeout,
                             options_.response_timeout);
       written = process_request(stream, remote_addr, remote_port, local_addr, local_port, last,
                                 closed, nullptr);
@@ -407,9 +440,9 @@ void GatedServer::Serve(int fd, std::string request, std::string leftover) {
     // client's next call), is served on this thread; else the connection
     // waits for it at the gate, without a thread.
     HeadScan next;
-    switch (AwaitNext(fd, leftover, next)) {
+    switch (AwaitNext(connection, leftover, next)) {
       case Next::kWaitAtGate:
-        return Repark(fd, std::move(leftover));
+        return Repark(std::move(connection), std::move(leftover));
       case Next::kClosed:
         break;
       case Next::kRefused: {
@@ -417,7 +450,7 @@ void GatedServer::Serve(int fd, std::string request, std::string leftover) {
           MutexLock lock(mu_);
           buffered_ -= leftover.size();
         }
-        return CloseAfter(fd, RefusalResponse(next.status, next.message));
+        return CloseAfter(std::move(connection), RefusalResponse(next.status, next.message));
       }
       case Next::kComplete: {
         const size_t counted = leftover.size();
@@ -431,10 +464,11 @@ void GatedServer::Serve(int fd, std::string request, std::string leftover) {
   }
   MutexLock lock(mu_);
   buffered_ -= leftover.size();
-  CloseAfter(fd, "");
+  CloseAfter(std::move(connection), "");
 }
 
-GatedServer::Next GatedServer::AwaitNext(int fd, std::string& bytes, HeadScan& head) {
+GatedServer::Next GatedServer::AwaitNext(GateConnection& connection, std::string& bytes,
+                                         HeadScan& head) {
   const Clock::time_point until = Clock::now() + kNextRequestWait;
   bool continue_sent = false;
   char buf[16384];
@@ -447,17 +481,21 @@ GatedServer::Next GatedServer::AwaitNext(int fd, std::string& bytes, HeadScan& h
     if (head_done && bytes.size() >= limit) return Next::kComplete;
     if (head_done && head.expects_continue && !continue_sent) {
       static const char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-      (void)send(fd, kContinue, sizeof kContinue - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+      (void)connection.Send(kContinue, sizeof kContinue - 1);
       continue_sent = true;
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
-    if (left.count() <= 0) return Next::kWaitAtGate;
-    pollfd p{fd, POLLIN, 0};
-    const int ready = poll(&p, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) return Next::kWaitAtGate;
+    // Bytes TLS has decrypted already are read before any wait: no poll
+    // would report them.
+    if (!connection.Buffered()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now());
+      if (left.count() <= 0) return Next::kWaitAtGate;
+      pollfd p{connection.fd(), POLLIN, 0};
+      const int ready = poll(&p, 1, static_cast<int>(left.count()));
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) return Next::kWaitAtGate;
+    }
     const ssize_t n =
-        recv(fd, buf, std::min(limit - std::min(bytes.size(), limit), sizeof buf), MSG_DONTWAIT);
+        connection.Recv(buf, std::min(limit - std::min(bytes.size(), limit), sizeof buf));
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
       return Next::kClosed;
     if (n < 0) continue;
@@ -470,15 +508,14 @@ GatedServer::Next GatedServer::AwaitNext(int fd, std::string& bytes, HeadScan& h
   }
 }
 
-void GatedServer::Repark(int fd, std::string leftover) {
+void GatedServer::Repark(GateConnection connection, std::string leftover) {
   MutexLock lock(mu_);
   buffered_ -= leftover.size();
-  if (shut_down_) {
-    close(fd);
-    return;
-  }
+  if (shut_down_) return;  // closes it
+  const int fd = connection.fd();
   auto w = std::make_unique<Waiting>();
   w->fd = fd;
+  w->connection = std::move(connection);
   w->order = ++accepted_;
   w->accepted = Clock::now();
   w->kept_alive = true;
@@ -489,8 +526,7 @@ void GatedServer::Repark(int fd, std::string leftover) {
   ev.data.fd = fd;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
     buffered_ -= w->bytes.size();
-    close(fd);
-    return;
+    return;  // closes it
   }
   Waiting& parked = *w;
   by_age_[w->order] = fd;

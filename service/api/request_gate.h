@@ -26,6 +26,19 @@
 // next request trickling in holds a thread no longer than that; idle at the
 // gate for `header_timeout`, the connection is closed.
 //
+// With TLS (--tls-cert: the constructor's `tls` sets up the SSL_CTX), the
+// gate also does each connection's handshake, non-blocking on the same
+// epoll thread (gate_connection.h), within `header_timeout` of the accept
+// and counted among `max_waiting`: a client that stalls its handshake holds
+// no thread, and after the handshake its request is read whole within the
+// same limits, decrypted, before a thread sees it; the serving thread then
+// writes the answer through the same SSL. (httplib's own SSLServer would
+// accept, handshake and read on one thread per connection, each wait up to
+// its read timeout: SSLServer::process_and_close_socket, which this class
+// replaces as it replaces Server's.) A handshake costs this thread one
+// ECDSA P-256 signature and one key exchange, about 0.2 ms: a few thousand
+// new connections a second, and kept-alive ones handshake once.
+//
 // An `Expect: 100-continue` is answered by the gate once the head is
 // accepted, and the field dropped before httplib reads the request. A
 // refused client is answered, then what it still sends is read and dropped
@@ -39,6 +52,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,13 +62,17 @@
 
 #include "base/mutex.h"
 #include "service/api/connection_threads.h"
+#include "service/api/gate_connection.h"
 #include "service/api/gate_options.h"
 
 namespace tfslurm::api {
 
 class GatedServer final : public httplib::Server {
  public:
-  explicit GatedServer(const GateOptions& options);
+  // `tls`, when given, configures the REST port's SSL_CTX (certificate,
+  // versions: tls/serving_identity.h); every connection then speaks TLS.
+  explicit GatedServer(const GateOptions& options,
+                       const std::function<void(SSL_CTX*)>& tls = nullptr);
   ~GatedServer() override;
   GatedServer(const GatedServer&) = delete;
   GatedServer& operator=(const GatedServer&) = delete;
@@ -76,10 +94,11 @@ class GatedServer final : public httplib::Server {
     uint64_t order;
     std::chrono::steady_clock::time_point until;
     size_t discard_left;
+    GateConnection connection;
   };
   // A complete request, to be handed to a thread once the lock is released.
   struct Ready {
-    int fd;
+    GateConnection connection;
     std::string request;
     std::string leftover;  // what came after it: the start of the next request
   };
@@ -105,18 +124,21 @@ class GatedServer final : public httplib::Server {
   // process_and_close_socket serves it, from memory; then the connection's
   // next request if all of it came along, else the connection goes back to
   // the gate (Repark) or is closed.
-  void Serve(int fd, std::string request, std::string leftover) ABSL_LOCKS_EXCLUDED(mu_);
+  void Serve(GateConnection connection, std::string request, std::string leftover)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // What became of a kept-alive connection's next request while its thread
   // waited for it (AwaitNext).
   enum class Next { kComplete, kWaitAtGate, kClosed, kRefused };
   // Reads the connection's next request into `bytes` (which may hold its
   // start) for up to 50 ms; `head` gets its scan.
-  Next AwaitNext(int fd, std::string& bytes, HeadScan& head) ABSL_LOCKS_EXCLUDED(mu_);
+  Next AwaitNext(GateConnection& connection, std::string& bytes, HeadScan& head)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // A kept-alive connection waits at the gate for its next request, whose
   // first bytes may be `leftover`.
-  void Repark(int fd, std::string leftover) ABSL_LOCKS_EXCLUDED(mu_);
+  void Repark(GateConnection connection, std::string leftover) ABSL_LOCKS_EXCLUDED(mu_);
 
   const GateOptions options_;
+  SSL_CTX* tls_ = nullptr;  // with TLS; owned
   OnDemandThreads threads_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;  // an eventfd: Shutdown wakes the gate's thread

@@ -24,6 +24,10 @@ struct TaskRef {
   int attempt = 0;
   std::string secret;
   int proc_id = 0;
+  // The sender's Unix uid as munged vouched for it (site mode: a gRPC
+  // stream's Register, or each JSON message, carries a MUNGE credential the
+  // transport decoded); nullopt when nothing proved it.
+  std::optional<uint32_t> proven_uid;
 };
 
 struct RegisterInfo {

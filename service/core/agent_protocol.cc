@@ -8,7 +8,9 @@
 #include "base/unsafe_text.h"
 #include "schema/tf_config_wire.h"
 #include "service/core/in_place_restart.h"
+#include "service/core/proven_uid.h"
 #include "service/core/scalars.h"
+#include "service/core/tf_config.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
@@ -60,6 +62,10 @@ StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace
     return FailedPrecondition(
         "attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
         "' is not current (current: " + std::to_string(a.attempt.record.number) + ")");
+  // Site mode: the secret is right; the sender must also run as the owner.
+  if (core_.config().agents_prove_uid) {
+    if (Status s = CheckProvenUid(a, ref); !s.ok()) return s;
+  }
   *place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
   if (place->kind == ProcPlace::kOut) {
     if (ref.proc_id < 0 || a.attempt.record.node_slots.IsIdentity())
@@ -71,6 +77,15 @@ StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace
                               ": a spare node took its place, or it was a spare left unused");
   }
   return &a;
+}
+
+Status AgentProtocol::CheckProvenUid(OpenExperiment& a, const TaskRef& ref) {
+  if (!a.job_uid) {
+    auto account = core_.ports().accounts.ForOwner(a.record.owner);
+    if (!account.ok()) return account.status();
+    a.job_uid = account->uid;
+  }
+  return tfslurm::CheckProvenUid(ref, *a.job_uid, a.record.owner);
 }
 
 StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, int* task) {
@@ -243,7 +258,8 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
                 "all " + std::to_string(a.attempt.run->size()) + " tasks registered; " +
                     (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
                      : framework == Framework::kJax ? "process ids and JAX_COORDINATOR_ADDRESS sent"
-                                                    : "roles and TF_CONFIG sent"));
+                                                    : "roles and TF_CONFIG sent") +
+                    (cluster ? TfConfigTooLong(cluster->json, a.attempt.run->size()) : ""));
     core_.SetState(c, a, ExperimentState::kRunning, "training");
   }
 }
@@ -415,7 +431,7 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   core_.Event(
       c, a, reaped ? EventCode::kReaped : EventCode::kExited,
       TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
-  if (a.attempt.reap_started_ms > 0 && a.attempt.run->UnconfirmedShutdowns().empty()) {
+  if (a.attempt.reap_started_ms > 0 && !a.attempt.run->AnyUnconfirmedShutdown()) {
     core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /
                                 1000.0);
     a.attempt.reap_started_ms = 0;

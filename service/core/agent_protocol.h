@@ -78,6 +78,10 @@ class AgentProtocol {
   // experiment (`open`, when in memory; else the stored attempt).
   bool HoldsSecretOf(const TaskRef& ref, const OpenExperiment* open)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Site mode: the uid munged vouched for must be the one the job runs as
+  // (logged when the secret was right but the uid is not).
+  Status CheckProvenUid(OpenExperiment& a, const TaskRef& ref)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // FindAgent for the agent of a task: the task's index in *task.
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref, int* task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());

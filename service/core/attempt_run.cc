@@ -287,6 +287,16 @@ std::vector<int> AttemptRun::UnconfirmedShutdowns() const {
   return out;
 }
 
+bool AttemptRun::AnyUnconfirmedShutdown() const {
+  // An exit is never undone, and a task becomes unconfirmed only through
+  // MarkShutdownSent, which moves the cursor back to it: a scan of every task
+  // at each of 16,384 exit reports was seconds of a restart in place.
+  while (first_unconfirmed_ < tasks_.size() &&
+         !(tasks_[first_unconfirmed_].shutdown_sent && !tasks_[first_unconfirmed_].exited))
+    ++first_unconfirmed_;
+  return first_unconfirmed_ < tasks_.size();
+}
+
 std::vector<int> AttemptRun::MissingRegistrations() const {
   std::vector<int> out;
   for (int i = 0; i < size(); ++i)

@@ -3,9 +3,11 @@
 // talks to agents and to Slurm.
 //
 // Thread safety: not thread-safe, not even the const methods (AllRegistered
-// moves a cached cursor): the caller serializes (core holds CoreState::mu()).
+// and AnyUnconfirmedShutdown move cached cursors): the caller serializes
+// (core holds CoreState::mu()).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -139,9 +141,15 @@ class AttemptRun {
   // Tasks that are running (registered and not exited) and have not been
   // sent a Shutdown; the caller sends one and calls MarkShutdownSent.
   std::vector<int> TasksToReap() const;
-  void MarkShutdownSent(int proc) { tasks_[proc].shutdown_sent = true; }
+  void MarkShutdownSent(int proc) {
+    tasks_[proc].shutdown_sent = true;
+    first_unconfirmed_ = std::min(first_unconfirmed_, static_cast<size_t>(proc));
+  }
   // Tasks sent a Shutdown that have not confirmed their exit.
   std::vector<int> UnconfirmedShutdowns() const;
+  // Whether UnconfirmedShutdowns is not empty, in amortized O(1) per call
+  // (asked at every exit report).
+  bool AnyUnconfirmedShutdown() const;
   std::vector<int> MissingRegistrations() const;
 
   // True for the exits success waits for under the spec's policy.
@@ -167,6 +175,7 @@ class AttemptRun {
   int attempt_;
   std::vector<TaskSlot> tasks_;
   mutable size_t first_unregistered_ = 0;  // see AllRegistered
+  mutable size_t first_unconfirmed_ = 0;   // see AnyUnconfirmedShutdown
   bool assignments_sent_ = false;
   bool step_trained_ = false;
   Outcome outcome_;

@@ -26,6 +26,10 @@ struct CoreConfig {
   // How the job scripts start the agent and where it reaches the service.
   AgentLaunch launch;
   std::vector<std::string> job_environment;  // KEY=VALUE for every job
+  // Site mode: every agent proves its Unix uid (a MUNGE credential the
+  // transport decoded, TaskRef::proven_uid), and only the uid the job runs
+  // as may act for its tasks, whatever secret it holds.
+  bool agents_prove_uid = false;
   int64_t poll_interval_ms = 2000;
   int64_t barrier_timeout_ms = 5 * 60 * 1000;  // from the job's start
   int heartbeat_interval_ms = 5000;

@@ -40,7 +40,8 @@ class ExperimentsImpl final : public Core {
     return submission_.Resume(id, changes);
   }
 
-  StatusOr<ExperimentView> Get(const std::string& id) override;
+  StatusOr<ExperimentView> Get(const std::string& id) override { return GetPage(id, {}); }
+  StatusOr<ExperimentView> GetPage(const std::string& id, const TaskQuery& tasks) override;
   StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override {
     return core_.ports().store.GetExperiment(id);
   }
@@ -59,6 +60,9 @@ class ExperimentsImpl final : public Core {
   void OnRegister(const TaskRef& ref, const RegisterInfo& info,
                   std::shared_ptr<TaskChannel> channel) override {
     agents_.OnRegister(ref, info, std::move(channel));
+    // The restart in place is decided as its last agent comes back to wait,
+    // not at the next Tick.
+    if (info.standby) watch_.OnStandby(ref.experiment_id);
   }
   Status OnHeartbeat(const TaskRef& ref) override { return agents_.OnHeartbeat(ref); }
   Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) override {
@@ -144,7 +148,7 @@ std::vector<ExperimentView::Spare> ExperimentsImpl::Spares(const std::string& id
   return out;
 }
 
-StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
+StatusOr<ExperimentView> ExperimentsImpl::GetPage(const std::string& id, const TaskQuery& query) {
   auto e = core_.ports().store.GetExperiment(id);
   if (!e.ok()) return e.status();
   ExperimentView v;
@@ -152,9 +156,18 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
   auto attempts = core_.ports().store.ListAttempts(id);
   if (!attempts.ok()) return attempts.status();
   v.attempts = std::move(attempts).value();
-  auto tasks = core_.ports().store.ListTasks(id, v.experiment.current_attempt);
-  if (!tasks.ok()) return tasks.status();
-  v.tasks = std::move(tasks).value();
+  if (query.All()) {
+    auto tasks = core_.ports().store.ListTasks(id, v.experiment.current_attempt);
+    if (!tasks.ok()) return tasks.status();
+    v.tasks = std::move(tasks).value();
+  } else {
+    // A page: the rest of the 16,384 rows are not read at all.
+    auto page = core_.ports().store.ListTaskPage(id, v.experiment.current_attempt, query);
+    if (!page.ok()) return page.status();
+    v.tasks = std::move(page->tasks);
+    v.tasks_total = page->total;
+    v.task_counts = std::move(page->counts);
+  }
   // Each task's component follows from the spec. A plain job has one, and
   // its canonical spec has no "roles" key: only then is the spec parsed, not
   // on every GET of a plain experiment (GET's p99 target is 2 ms).

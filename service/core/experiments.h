@@ -40,6 +40,10 @@ struct ExperimentView {
   std::vector<SpecRevisionRecord> spec_revisions;  // spec_json left empty
   std::vector<AttemptRecord> attempts;
   std::vector<TaskRecord> tasks;  // of the current attempt; proc_id is SLURM_PROCID
+  // When `tasks` is a page (GetPage): how many tasks its query kept, and
+  // every task counted by role and state. -1 and empty: `tasks` is all.
+  int64_t tasks_total = -1;
+  std::vector<TaskStateCount> task_counts;
   // The current attempt's spare nodes (resources.spare_nodes), in job node
   // order: the node's name once its agents registered ("" before), and
   // whether every agent there waits in the job, ready to take a failed
@@ -140,6 +144,9 @@ class Experiments {
 
   // Reads, as the store has them.
   virtual StatusOr<ExperimentView> Get(const std::string& id) = 0;
+  // Get with only the page of the current attempt's tasks that `tasks`
+  // asks for, read as such from the store (ExperimentView::tasks_total).
+  virtual StatusOr<ExperimentView> GetPage(const std::string& id, const TaskQuery& tasks) = 0;
   virtual StatusOr<ExperimentRecord> GetExperiment(const std::string& id) = 0;
   virtual StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) = 0;
   virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt) = 0;

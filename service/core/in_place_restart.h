@@ -11,7 +11,8 @@
 //
 // The whole of it is here: the agents that come back to wait (OnStandby,
 // OnSpare, and a NextAttempt told again to one that missed it), the
-// decision at each Tick (Decide), what may stand in the way (Obstacle), the
+// decision (Decide: as the last agent comes back, SlurmWatch::OnStandby,
+// and at each Tick), what may stand in the way (Obstacle), the
 // next attempt (Begin) and the release of the agents when none comes. The
 // agent protocol and the Slurm watch make one call each (OnStandby;
 // Decide, then FinishAttempt's Obstacle and Begin), and whether an attempt
@@ -70,7 +71,8 @@ class InPlaceRestart {
   // attempt that missed its NextAttempt (the next attempt began in this job
   // while it was away) is told again; a refused one is told why; a spare's
   // waits (OnSpare); a task's whose attempt may still restart here waits
-  // for the next attempt (Check decides at the Tick); any other is released.
+  // for the next attempt (Decide, once the last is back:
+  // SlurmWatch::OnStandby); any other is released.
   void OnStandby(const TaskRef& ref, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
                  const StatusOr<OpenExperiment*>& found, const ProcPlace& place)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());

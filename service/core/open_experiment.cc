@@ -28,6 +28,11 @@ bool OpenExperiment::Over() const {
   return IsTerminal(record.state) && attempt.record.state == AttemptState::kEnded;
 }
 
+bool OpenExperiment::NoAgentRegistered() const {
+  return std::all_of(attempt.tasks.begin(), attempt.tasks.end(),
+                     [](const TaskRecord& t) { return t.state == TaskState::kPending; });
+}
+
 bool NodeLeftJob(const LiveAttempt& attempt, const std::string& node) {
   const std::vector<std::string>& names = attempt.job_node_names;
   return !names.empty() && !node.empty() &&

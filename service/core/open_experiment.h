@@ -81,6 +81,10 @@ struct LiveAttempt {
   // Why this attempt's successor cannot start in its job, once that was
   // decided before the job ended (an agent did not come back to wait).
   std::string in_place_given_up;
+  // The tasks below this index were standing by when a standby last looked
+  // (SlurmWatch::OnStandby), so that the one completing the set is found
+  // without a scan of every task at every standby.
+  int standby_scan_from = 0;
   // The agents of the job's spare nodes (record.node_slots), by
   // SLURM_PROCID: their node's name, and the channel core holds while one
   // waits in the job (null until it does, and after its stream broke).
@@ -119,6 +123,9 @@ struct OpenExperiment {
   SuspectNodes suspects;
   // Automatic submissions that failed in a row, for the retry backoff.
   int submit_failures = 0;
+  // The uid the owner's jobs run as, looked up once (Accounts) when an
+  // agent first proves its uid (CoreConfig::agents_prove_uid).
+  std::optional<uint32_t> job_uid;
 
   // Whether the current attempt may still be followed by a next attempt in
   // its own job (restart.in_allocation): nothing has ended it, neither a
@@ -131,6 +138,9 @@ struct OpenExperiment {
   // Whether core is done with it: final, and its last attempt ended (its
   // job has left Slurm). CoreState::CloseEnded forgets it then.
   bool Over() const;
+  // Whether no task of the current attempt has registered (every one still
+  // pending): a job that ended so never ran the program.
+  bool NoAgentRegistered() const;
 };
 
 // Whether Slurm's last poll of the attempt's running job left `node` out:

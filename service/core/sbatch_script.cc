@@ -131,8 +131,8 @@ std::string RenderComments(const ExperimentSpec& spec, const JobPlan& plan, int 
   s += "#   command: " + CommentSafe(spec.command) + "\n";
   if (!spec.workdir.empty()) s += "#   workdir: " + CommentSafe(spec.workdir) + "\n";
   if (!spec.env.empty()) s += "#   env: " + CommentSafe(spec.env) + "\n";
-  s += "# The attempt secret reaches the agents through the job's environment\n";
-  s += "# (TFSLURM_SECRET), never through this file. --no-requeue: after a preemption or\n";
+  s += "# The attempt secret reaches the agents in a file only the job's user reads\n";
+  s += "# (TFSLURM_SECRET_FILE), never through this file. --no-requeue: after a preemption or\n";
   s += "# a node failure tfslurm starts a new attempt itself (see restart in the spec).\n";
   if (UsesGpusPerTask(r))
     s += "# GPUs per task: SLURM_GPUS_PER_TASK in the job's environment, as sbatch sets it, has\n"
@@ -190,7 +190,7 @@ std::string RenderScript(const ExperimentSpec& spec, const JobPlan& plan, int at
 }
 
 // The job's environment: tfslurmd's `base`, the account's identity over
-// it, the attempt's secret, and what sbatch would have set for srun.
+// it, where the attempt's secret is, and what sbatch would have set for srun.
 std::vector<std::string> JobEnvironment(const JobPlan& plan, const AttemptJob& attempt,
                                         const std::vector<std::string>& base) {
   const std::vector<JobComponent>& components = plan.components;
@@ -201,7 +201,9 @@ std::vector<std::string> JobEnvironment(const JobPlan& plan, const AttemptJob& a
     std::erase_if(env, [&](const std::string& e) { return e.starts_with(key); });
     env.push_back(kv);
   }
-  env.push_back("TFSLURM_SECRET=" + attempt.secret);
+  // The secret's file, not the secret: the job's environment travels in
+  // Slurm's submit and launch RPCs, which Slurm does not encrypt.
+  env.push_back("TFSLURM_SECRET_FILE=" + attempt.secret_file);
   // The job's --gpus-per-task alone does not reach the step: srun in the
   // script learns it from SLURM_GPUS_PER_TASK (SLURM_GPUS_PER_TASK_HET_GROUP_k
   // per component; _opt_env in src/srun/libsrun/opt.c), which sbatch puts in

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <unordered_map>
 
+#include "schema/agent_exit.h"
 #include "service/core/restart_policy.h"
 #include "service/core/wording.h"
 
@@ -179,6 +180,8 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
                                " MB per task); raise resources.mem_per_task_mb",
                            c);
     default: {
+      if (job.exit_code == kAgentExitUnverifiedService && !job.exit_signal && a.NoAgentRegistered())
+        return FinishAttempt(a, EndReason::kStartupError, UnverifiedServiceReason(a, job), c);
       std::optional<int> code = job.exit_code, sig;
       if (job.exit_signal) sig = job.exit_signal;
       return FinishAttempt(
@@ -186,6 +189,24 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
           why + " with exit code " + std::to_string(a.attempt.record.exit_code), c);
     }
   }
+}
+
+std::string SlurmWatch::UnverifiedServiceReason(const OpenExperiment& a, const JobInfo& job) {
+  std::string why = "Slurm job " + std::to_string(job.job_id) +
+                    ": no agent registered, they could not verify tfslurmd's TLS certificate "
+                    "with the job's TFSLURM_CA (tfslurm-agent exit " +
+                    std::to_string(kAgentExitUnverifiedService) + ")";
+  // Every agent fails alike; task 0's log has its line saying why.
+  const std::string log =
+      AttemptLogDir(core_.config().output_root, a.record.id, a.record.current_attempt) +
+      "/task-0.out";
+  auto account = core_.ports().accounts.ForOwner(a.record.owner);
+  std::optional<std::string> tail;
+  if (account.ok()) tail = core_.ports().files.ReadFileTail(log, 16 * 1024, *account);
+  const size_t at = tail ? tail->rfind(kUnverifiedServiceLine) : std::string::npos;
+  if (at == std::string::npos) return why + "; the tasks' logs say why";
+  const size_t end = tail->find('\n', at);
+  return why + ": " + ExitDetail(tail->substr(at, end == std::string::npos ? end : end - at));
 }
 
 void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::string& why,

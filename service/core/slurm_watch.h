@@ -36,6 +36,12 @@ class SlurmWatch {
   // Experiments::IsOver: whether the experiment has ended and its last job
   // has left Slurm.
   StatusOr<bool> IsOver(const std::string& id) ABSL_LOCKS_EXCLUDED(core_.mu(), jobs_mu_);
+  // An agent of experiment `id` came back to wait in its job: when every
+  // task's agent now waits, the restart in place is decided at once
+  // (CheckInPlace), not at the next Tick, which stays the backstop for the
+  // deadlines (an agent that does not come back, spares taking a node's
+  // place).
+  void OnStandby(const std::string& id) ABSL_LOCKS_EXCLUDED(core_.mu());
 
  private:
   // Slurm calls to make after releasing the lock.
@@ -60,6 +66,10 @@ class SlurmWatch {
   // The job has ended: the tasks still open end with it, and the attempt's
   // end is classified from the tasks' reports and the job's final state.
   void OnJobEnded(OpenExperiment& e, const JobInfo& job, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // The agents exited kAgentExitUnverifiedService (schema/agent_exit.h):
+  // the startup_error's reason, with task 0's log line saying why.
+  std::string UnverifiedServiceReason(const OpenExperiment& e, const JobInfo& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Ends the current attempt for the restart policy's purposes (the Slurm
   // job may still be finishing) and applies what the policy decides.

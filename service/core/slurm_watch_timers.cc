@@ -3,11 +3,25 @@
 // each open experiment.
 #include <csignal>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "service/core/slurm_watch.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
+namespace {
+
+// A restart in place (InPlaceRestart::Begin) left nodes out: Slurm is asked
+// to shrink the job once core's lock is released.
+void TakeShrink(LiveAttempt& at, std::vector<std::pair<int64_t, std::string>>& shrink_jobs) {
+  if (at.shrink_to.empty()) return;
+  shrink_jobs.emplace_back(at.record.slurm_job_id, std::move(at.shrink_to));
+  at.shrink_to.clear();
+}
+
+}  // namespace
 
 void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Actions& actions) {
   const InPlaceCheck check = in_place_.Decide(a, now, c);
@@ -16,6 +30,28 @@ void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Action
     actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
     a.attempt.job_cancel_sent = true;
   }
+}
+
+void SlurmWatch::OnStandby(const std::string& id) {
+  Actions actions;
+  {
+    MutexLock lock(core_.mu());
+    OpenExperiment* found = core_.Find(id);
+    if (!found) return;
+    OpenExperiment& a = *found;
+    LiveAttempt& at = a.attempt;
+    const AttemptRun& run = *at.run;
+    // Amortized O(1) per standby: a task found waiting is not looked at
+    // again (one that stopped waiting since makes CheckInPlace say so).
+    while (at.standby_scan_from < run.size() && run.task(at.standby_scan_from).standing_by())
+      ++at.standby_scan_from;
+    if (at.standby_scan_from < run.size()) return;
+    Changes c;
+    CheckInPlace(a, core_.ports().clock.NowMs(), c, actions);
+    TakeShrink(at, actions.shrink_jobs);
+    if (!c.empty()) core_.Commit(c);
+  }
+  RunActions(actions);
 }
 
 void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {
@@ -27,11 +63,7 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {
   CheckHeartbeats(a, now, c);
   CheckNodesLeft(a, now, c);
   CheckInPlace(a, now, c, actions);
-  // A restart in place (this Tick's or an agent's) left nodes out.
-  if (!a.attempt.shrink_to.empty()) {
-    actions.shrink_jobs.emplace_back(a.attempt.record.slurm_job_id, a.attempt.shrink_to);
-    a.attempt.shrink_to.clear();
-  }
+  TakeShrink(a.attempt, actions.shrink_jobs);  // this Tick's restart in place, or an agent's
   if (a.record.state == ExperimentState::kRestarting &&
       a.attempt.record.state == AttemptState::kEnded && now >= a.record.next_attempt_at)
     actions.restarts.push_back(a.record.id);

@@ -39,18 +39,27 @@ std::string ObjectOwning(const std::string& key) {
   return "";
 }
 
-void ParseCluster(Checker& c, const json& v, ClusterShape& out) {
+// "at most N allowed (the site's cap, tfslurmd --max-tasks-per-experiment)".
+std::string AtMostTasks(const SpecLimits& limits) {
+  return "at most " + std::to_string(limits.max_tasks) + " allowed (the site's cap on tasks, " +
+         kMaxTasksSetting + ")";
+}
+
+void ParseCluster(Checker& c, const json& v, const SpecLimits& limits, ClusterShape& out) {
   if (!c.IsObject(v, "cluster")) return;
   c.OnlyKeys(v, "cluster", kClusterFields);
   auto field = [&](const char* name, int max, int& target) {
     if (!v.contains(name)) return;
-    if (auto n = c.Int(v[name], std::string("cluster.") + name, 0, max))
-      target = static_cast<int>(*n);
+    const std::string path = std::string("cluster.") + name;
+    // Past the site's cap: the cap and where it is set, not a bare range.
+    if (max == limits.max_tasks && v[name].is_number_integer() && v[name].get<int64_t>() > max)
+      return c.Fail(path, "is " + v[name].dump() + "; " + AtMostTasks(limits));
+    if (auto n = c.Int(v[name], path, 0, max)) target = static_cast<int>(*n);
   };
   out = ClusterShape{};
   field("chief", 1, out.chief);
-  field("ps", 4096, out.ps);
-  field("worker", 4096, out.worker);
+  field("ps", limits.max_tasks, out.ps);
+  field("worker", limits.max_tasks, out.worker);
   field("evaluator", 1, out.evaluator);
 }
 
@@ -342,7 +351,7 @@ void ParseShape(Checker& c, const json& input, const SpecLimits& limits, Experim
   const bool ranks = HasRanks(spec.framework);
   bool cluster_given = input.contains("cluster") && !ranks;
   if (cluster_given)
-    ParseCluster(c, input["cluster"], spec.cluster);
+    ParseCluster(c, input["cluster"], limits, spec.cluster);
   else if (!ranks)
     c.Fail("cluster", "is required, e.g. {\"ps\": 2, \"worker\": 4}");
   if (input.contains("resources")) ParseResources(c, input["resources"], spec.resources);
@@ -350,15 +359,14 @@ void ParseShape(Checker& c, const json& input, const SpecLimits& limits, Experim
   if (ranks && spec.resources.Tasks() > limits.max_tasks)
     c.Fail("resources", "give " + std::to_string(spec.resources.Tasks()) + " ranks (nodes " +
                             std::to_string(spec.resources.nodes) + " x tasks_per_node " +
-                            std::to_string(spec.resources.tasks_per_node) + "); at most " +
-                            std::to_string(limits.max_tasks) + " allowed");
+                            std::to_string(spec.resources.tasks_per_node) + "); " +
+                            AtMostTasks(limits));
   if (pytorch && input.contains("pytorch")) ParsePytorch(c, input["pytorch"], spec.pytorch);
   if (!cluster_given || !input["cluster"].is_object()) return;
   const ClusterShape& k = spec.cluster;
   if (k.chief + k.worker < 1) c.Fail("cluster", "needs at least one chief or worker to train");
   if (k.Total() > limits.max_tasks)
-    c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks; at most " +
-                          std::to_string(limits.max_tasks) + " allowed");
+    c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks; " + AtMostTasks(limits));
   if (input.contains("roles"))
     CheckRoles(c, input, spec, limits);
   else if (k.Total() != spec.resources.Tasks())

@@ -176,9 +176,16 @@ struct ExperimentSpec {
 // parameter servers, whose chief survives a worker's loss.
 bool HasLoneRestarts(const ExperimentSpec& spec);
 
+// The largest experiment a site accepts by default, in tasks (ranks): a
+// site setting, tfslurmd --max-tasks-per-experiment (docs/site-deployment.md,
+// "How large an experiment may be", gives what each task costs).
+inline constexpr int kDefaultMaxTasks = 16384;
+// Where SpecLimits::max_tasks is set, as a spec error names it.
+inline constexpr char kMaxTasksSetting[] = "tfslurmd --max-tasks-per-experiment";
+
 // Limits that keep one spec from exhausting the service or Slurm.
 struct SpecLimits {
-  int max_tasks = 4096;
+  int max_tasks = kDefaultMaxTasks;
   int max_command_args = 1024;
   size_t max_command_bytes = 64 * 1024;
   int max_env_entries = 256;

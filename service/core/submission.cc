@@ -228,8 +228,11 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   p.number = number;
   p.memory = plan.Summary();
   std::string secret = core_.ports().random.NewSecret();
-  p.request = BuildSubmitRequest(a.spec, plan, {number, {log_dir}, secret, a.record.excluded_nodes},
-                                 core_.config().launch, core_.config().job_environment);
+  const std::string secret_file = log_dir + "/" + kSecretFileName;
+  if (Status s = core_.ports().files.WriteSecretFile(secret_file, secret, as); !s.ok()) return s;
+  p.request =
+      BuildSubmitRequest(a.spec, plan, {number, {log_dir}, secret_file, a.record.excluded_nodes},
+                         core_.config().launch, core_.config().job_environment);
   AttemptRecord& attempt = p.attempt;
   attempt.experiment_id = id;
   attempt.number = number;

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "service/agentrpc/agent_endpoint.h"
@@ -28,6 +29,7 @@
 #include "service/api/tokens_api.h"
 #include "service/api/web_assets.h"
 #include "service/core/tokens.h"
+#include "service/daemon/descriptor_budget.h"
 
 namespace tfslurm::daemon {
 namespace {
@@ -148,6 +150,8 @@ struct RouteParts {
   api::Authenticator& auth;
   metrics::PrometheusMetrics& metrics;
   Clock& clock;
+  // Site mode: each JSON agent message proves its uid; null: personal mode.
+  std::shared_ptr<agentrpc::UidProof> uid_proof;
 };
 
 // Every REST route, and the agents' JSON route.
@@ -170,31 +174,100 @@ void RegisterRoutes(httplib::Server& http, const DaemonOptions& options, const C
   api::RegisterSweepRoutes(http, parts.sweeps, parts.auth);
   api::RegisterTokenRoutes(http, parts.tokens, parts.auth);
   if (options.web_assets) api::RegisterWebAssetRoutes(http);
-  agentrpc::RegisterAgentHttpRoutes(http, parts.core);
+  agentrpc::RegisterAgentHttpRoutes(http, parts.core, parts.uid_proof);
+}
+
+// With --tls-cert: the identity both ports serve, checked for the host
+// agents dial (`agent_host`); the jobs' environment then carries the CA the
+// agents verify the service with (agent/README.md). Null: plaintext.
+StatusOr<std::unique_ptr<DaemonTls>> LoadTls(const DaemonOptions& options,
+                                             const std::string& agent_host, Clock& clock,
+                                             CoreConfig& config) {
+  if (options.tls.cert_path.empty()) return std::unique_ptr<DaemonTls>();
+  auto tls = DaemonTls::Load(options.tls, agent_host, clock.NowMs() / 1000);
+  if (!tls.ok()) return tls.status();
+  config.job_environment.push_back("TFSLURM_CA=" + (*tls)->JobTrust());
+  return tls;
+}
+
+// The agent port's key and certificate files (gRPC's file watcher reads
+// them); nullopt: plaintext.
+std::optional<agentrpc::AgentTls> AgentTlsOf(DaemonTls* tls) {
+  if (!tls) return std::nullopt;
+  return agentrpc::AgentTls{tls->agents().key_path(), tls->agents().cert_path()};
+}
+
+// Site mode: agents prove their uid through munged (agentrpc/uid_proof.h);
+// null in personal mode, where the attempt's secret alone speaks.
+std::shared_ptr<agentrpc::UidProof> UidProofFor(const DaemonOptions& options,
+                                                const CoreConfig& config, Clock& clock) {
+  if (!config.agents_prove_uid) return nullptr;
+  return agentrpc::MungeUidProof(
+      api::LibmungeDecoder(options.munge_socket), [&clock] { return clock.NowMs() / 1000; },
+      options.munge_max_age_s);
+}
+
+// With TLS the gate does each handshake too (api/request_gate.h); every
+// handshake takes the identity current then (tls/serving_identity.h).
+std::function<void(SSL_CTX*)> RestTls(DaemonTls* tls) {
+  if (!tls) return nullptr;
+  return [identity = &tls->rest()](SSL_CTX* ctx) { identity->Configure(ctx); };
 }
 
 }  // namespace
+
+// The task cap that fits this process's descriptors (descriptor_budget.h).
+static StatusOr<int> TaskCapForDescriptors(const DaemonOptions& options) {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_max == RLIM_INFINITY)
+    return options.core.limits.max_tasks;
+  auto cap = FitTaskCap(options.core.limits.max_tasks, options.max_tasks_given,
+                        static_cast<int64_t>(files.rlim_max));
+  if (!cap.ok()) return cap.status();
+  if (!cap->warning.empty()) spdlog::warn("{}", cap->warning);
+  return cap->max_tasks;
+}
+
+// The core's configuration as this process can serve it: the task cap its
+// descriptors allow, and the output root made.
+static Status FitToProcess(const DaemonOptions& options, CoreConfig& config) {
+  auto max_tasks = TaskCapForDescriptors(options);
+  if (!max_tasks.ok()) return max_tasks.status();
+  config.limits.max_tasks = *max_tasks;
+  auto root = MakeOutputRoot(config.output_root);
+  if (!root.ok()) return root.status();
+  config.output_root = *root;
+  return Status::Ok();
+}
 
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, DaemonPorts ports) {
   SetUpProcess();
   // On an error below, the destructor stops whatever has started.
   std::unique_ptr<Daemon> d(new Daemon());
+  d->clock_ = &ports.clock;
 
   CoreConfig config = options.core;
-  auto root = MakeOutputRoot(config.output_root);
-  if (!root.ok()) return root.status();
-  config.output_root = d->output_root_ = *root;
+  if (auto fit = FitToProcess(options, config); !fit.ok()) return fit;
+  d->output_root_ = config.output_root;
+
+  const std::string agent_host = AdvertisedHost(options);
+  auto tls = LoadTls(options, agent_host, ports.clock, config);
+  if (!tls.ok()) return tls.status();
+  d->tls_ = std::move(*tls);
+  const std::optional<agentrpc::AgentTls> agent_tls = AgentTlsOf(d->tls_.get());
 
   // Core names the agent endpoint in every script, and the endpoint hands
   // messages to core: the endpoint listens first, core is made knowing its
   // address, then the endpoint serves it, all before the first submission
   // can happen (agents of running jobs that reconnect meanwhile are asked to
   // retry).
-  auto grpc_server = agentrpc::StartAgentGrpcServer(options.agent_listen);
+  std::shared_ptr<agentrpc::UidProof> uid_proof = UidProofFor(options, config, ports.clock);
+  auto grpc_server = agentrpc::StartAgentGrpcServer(options.agent_listen,
+                                                    agent_tls ? &*agent_tls : nullptr, uid_proof);
   if (!grpc_server.ok()) return grpc_server.status();
   d->grpc_ = std::move(grpc_server).value();
   d->agent_port_ = d->grpc_->port();
-  d->agent_address_ = AdvertisedHost(options) + ":" + std::to_string(d->agent_port_);
+  d->agent_address_ = agent_host + ":" + std::to_string(d->agent_port_);
   config.launch.service_address = d->agent_address_;
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
   // The one cache of lists, told of every write core makes.
@@ -214,12 +287,13 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   if (!auth.ok()) return auth.status();
   d->auth_ = std::move(auth).value();
 
-  d->http_ = std::make_unique<api::GatedServer>(options.gate);
+  d->http_ = std::make_unique<api::GatedServer>(options.gate, RestTls(d->tls_.get()));
   httplib::Server& http = *d->http_;
   ConfigureHttpServer(http, options.gate);
-  RegisterRoutes(http, options, config,
-                 {*d->core_, *d->sweeps_, *d->tokens_, *d->auth_, *d->metrics_, ports.clock},
-                 list_cache);
+  RegisterRoutes(
+      http, options, config,
+      {*d->core_, *d->sweeps_, *d->tokens_, *d->auth_, *d->metrics_, ports.clock, uid_proof},
+      list_cache);
   auto bound = Bind(http, options);
   if (!bound.ok()) return bound.status();
   d->http_port_ = *bound;
@@ -247,6 +321,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
 }
 
 Daemon::~Daemon() { Stop(); }
+
+StatusOr<std::string> Daemon::ReloadTls() {
+  if (!tls_) return FailedPrecondition("tfslurmd serves without TLS: there is nothing to reload");
+  return tls_->Reload(clock_->NowMs() / 1000);
+}
 
 void Daemon::Stop() {
   std::call_once(stop_once_, [this] {

@@ -6,7 +6,8 @@
 //
 // Start also sets what the daemon needs of the process: SIGPIPE ignored, the
 // soft RLIMIT_NOFILE raised to the hard limit (one descriptor per connection
-// and per agent stream), and abseil's mutex deadlock detection off (gRPC
+// and per agent stream; an experiment at the task cap must fit in it:
+// descriptor_budget.h), and abseil's mutex deadlock detection off (gRPC
 // takes absl::Mutex locks for every message; the check was 9% of tfslurmd's
 // CPU in a 4,096-agent rendezvous).
 //
@@ -30,6 +31,7 @@
 #include "service/api/gate_options.h"
 #include "service/core/core.h"
 #include "service/core/core_options.h"
+#include "service/daemon/daemon_tls.h"
 #include "service/metrics/prometheus_metrics.h"
 #include "service/sweeps/sweeps.h"
 
@@ -47,8 +49,9 @@ class AgentGrpcServer;
 namespace tfslurm::daemon {
 
 // How often the ticker runs Core::Tick (it sleeps this long after each
-// one): the cadence of core's timers, a restart in place's decision among
-// them. Slurm is polled at most every CoreConfig::poll_interval_ms of these.
+// one): the cadence of core's timers, among them a restart in place's
+// deadlines (it is decided as its last agent waits: SlurmWatch::OnStandby).
+// Slurm is polled at most every CoreConfig::poll_interval_ms of these.
 inline constexpr int kTickIntervalMs = 200;
 
 struct DaemonOptions {
@@ -57,6 +60,11 @@ struct DaemonOptions {
   // The daemon fills in core.launch.service_address once the agent
   // endpoint listens.
   CoreConfig core;
+  // Whether the site set core.limits.max_tasks (--max-tasks-per-experiment):
+  // one that does not fit the process's file descriptors is refused at
+  // Start; the default is lowered to fit, with a warning
+  // (descriptor_budget.h).
+  bool max_tasks_given = false;
   // The REST API; port 0 picks a free port (see Daemon::http_port).
   std::string http_host = "127.0.0.1";
   int http_port = 8080;
@@ -77,6 +85,9 @@ struct DaemonOptions {
   std::string munge_socket;
   int64_t munge_max_age_s = 300;
   std::string munge_admin_group;
+  // TLS on both ports when tls.cert_path is set; the caller refuses
+  // plaintext off loopback (main.cc, --insecure-plaintext).
+  TlsOptions tls;
   // The REST port's gate (api/request_gate.h): the limits a request is read
   // with before any thread serves it, and how many are served at once
   // (gate.max_threads, --max-connections).
@@ -127,6 +138,15 @@ class Daemon {
   const std::string& output_root() const { return output_root_; }
   Experiments& experiments() { return *core_; }
 
+  // Whether both ports speak TLS.
+  bool tls() const { return tls_ != nullptr; }
+  // SIGHUP: reads --tls-cert and --tls-key again and serves them from the
+  // next handshake on (daemon_tls.h); FailedPrecondition without TLS. On an
+  // error the old identity stays. Returns the new one, described.
+  StatusOr<std::string> ReloadTls();
+  // The identity served, described; "" without TLS.
+  std::string TlsDescription() const { return tls_ ? tls_->Describe() : ""; }
+
   // Stops the REST listener (waiting for the connections being served), the
   // ticker, then the agent endpoint. Running jobs go on; a next Start on the
   // same store picks them up.
@@ -135,12 +155,15 @@ class Daemon {
  private:
   Daemon() = default;
 
+  Clock* clock_ = nullptr;
   int http_port_ = 0;
   int agent_port_ = 0;
   std::string agent_address_;
   std::string output_root_;
   // Destroyed bottom-up: the HTTP server and the authenticator before the
   // agent endpoint, all before the lifecycle they call into.
+  // Outlives both servers, which take each handshake's identity from it.
+  std::unique_ptr<DaemonTls> tls_;
   // Before core_, which reports to it: destroyed after it.
   std::unique_ptr<metrics::PrometheusMetrics> metrics_;
   std::unique_ptr<Core> core_;

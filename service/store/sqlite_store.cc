@@ -206,6 +206,42 @@ class SqliteStore final : public Store {
     return out;
   }
 
+  StatusOr<TaskPageRows> ListTaskPage(const std::string& id, int attempt,
+                                      const TaskQuery& query) override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    TaskPageRows out;
+    // From the index tasks_by_role_state alone.
+    Statement counts = Prepare(
+        "SELECT role, state, count(*) AS tasks FROM tasks WHERE experiment_id=? AND attempt=? "
+        "GROUP BY role, state");
+    counts.Bind(1, id).Bind(2, attempt);
+    int rc;
+    while ((rc = counts.Step()) == SQLITE_ROW) {
+      TaskState state;
+      TFSLURM_ASSIGN_OR_RETURN(
+          state, StoredName(kTaskStateNames, counts.Text("state"), "task state",
+                            "experiment " + id + ", attempt " + std::to_string(attempt)));
+      const int n = static_cast<int>(counts.Int("tasks"));
+      out.counts.push_back({counts.Text("role"), state, n});
+      if (!query.state || *query.state == state) out.total += n;
+    }
+    if (rc != SQLITE_DONE) return Error("counting tasks");
+    Statement s = Prepare(
+        std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE experiment_id=? AND attempt=?" +
+        (query.state ? " AND state=?" : "") + " ORDER BY proc_id LIMIT ? OFFSET ?");
+    s.Bind(1, id).Bind(2, attempt);
+    const int next = query.state ? 4 : 3;  // the index of LIMIT's placeholder
+    if (query.state) s.Bind(3, TaskStateName(*query.state));
+    s.Bind(next, query.limit < 0 ? int64_t{-1} : query.limit).Bind(next + 1, query.offset);
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadTask(s);
+      if (!row.ok()) return row.status();
+      out.tasks.push_back(std::move(row).value());
+    }
+    if (rc != SQLITE_DONE) return Error("listing tasks");
+    return out;
+  }
+
   StatusOr<std::vector<SpecRevisionRecord>> ListSpecRevisions(const std::string& id) override
       ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);

@@ -264,6 +264,53 @@ class LocalFiles final : public Files {
     if (!text) return std::nullopt;
     return ParseCheckpointState(*text);
   }
+
+  Status WriteSecretFile(const std::string& path, const std::string& content,
+                         const RunAs& as) override {
+    auto identity = ActAs(as);
+    if (identity && !identity->ok())
+      return Unavailable("cannot act as " + as.user + ": " + identity->error());
+    if (unlink(path.c_str()) != 0 && errno != ENOENT)
+      return DirectoryError(errno, ErrnoText("cannot replace", path) + " as " + as.user);
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return DirectoryError(errno, ErrnoText("cannot create", path) + " as " + as.user);
+    // 0600 whatever the umask left.
+    bool ok = fchmod(fd, 0600) == 0;
+    for (size_t done = 0; ok && done < content.size();) {
+      ssize_t n = write(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) done += static_cast<size_t>(n);
+    }
+    const int error = errno;
+    if (close(fd) != 0 || !ok) {
+      unlink(path.c_str());
+      return Unavailable("cannot write " + path + " as " + as.user + ": " +
+                         strerror(ok ? errno : error));
+    }
+    return Status::Ok();
+  }
+
+  std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
+                                          const RunAs& as) override {
+    auto identity = ActAs(as);
+    if (identity && !identity->ok()) return std::nullopt;
+    int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return std::nullopt;
+    struct stat st;
+    std::optional<std::string> text;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      off_t from = st.st_size > static_cast<off_t>(max_bytes) ? st.st_size - max_bytes : 0;
+      text.emplace(static_cast<size_t>(st.st_size - from), '\0');
+      ssize_t n = pread(fd, text->data(), text->size(), from);
+      if (n < 0)
+        text.reset();
+      else
+        text->resize(static_cast<size_t>(n));
+    }
+    close(fd);
+    return text;
+  }
 };
 
 }  // namespace

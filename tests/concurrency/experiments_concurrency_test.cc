@@ -214,7 +214,11 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
   std::thread canceller([&] {
     for (const auto& [id, after] :
          {std::pair<std::string, int>{"load-6", 0}, {"load-7", kTasks / 2}}) {
-      if (!WaitFor([&] { return submitted[id] && registered[id] >= after; }))
+      // Named copies: clang 14 cannot capture a structured binding (C++20
+      // allows it; clang from 16).
+      const std::string& which = id;
+      const int enough = after;
+      if (!WaitFor([&] { return submitted[which] && registered[which] >= enough; }))
         return violation("cancel: " + id + " never reached " + std::to_string(after) +
                          " registrations");
       if (Status s = experiments_->Cancel(id, "cancelled by the test"); !s.ok())

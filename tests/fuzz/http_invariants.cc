@@ -69,7 +69,8 @@ class ParserUnderTest : public httplib::Server {
   }
   void Process(std::string bytes) {
     // No socket: the answer's writes fail, as to a client that went away.
-    api::BufferedStream stream(-1, std::move(bytes), std::chrono::milliseconds(0),
+    api::GateConnection no_socket;
+    api::BufferedStream stream(no_socket, std::move(bytes), std::chrono::milliseconds(0),
                                std::chrono::milliseconds(0));
     bool closed = false;
     process_request(stream, "127.0.0.1", 1, "127.0.0.1", 2, true, closed, nullptr);

@@ -177,22 +177,30 @@ def test_wrong_secret_is_refused(service):
 CURL_AGENT = r'''#!/bin/bash
 # A stand-in for tfslurm-agent built from curl: registers over the JSON
 # path, runs the assigned command with the assigned env, reports the exit.
+# The attempt secret is in the file TFSLURM_SECRET_FILE names, as the real
+# agent reads it.
 set -euo pipefail
 while [ $# -gt 0 ]; do
   case "$1" in --experiment) exp=$2; shift 2;; --attempt) attempt=$2; shift 2;; *) shift;; esac
 done
 url=@URL@
+# Over TLS, the service is verified against the CA every job carries
+# (TFSLURM_CA, PEM), as the real agent verifies it.
+cacert=()
+if [ -n "${TFSLURM_CA:-}" ] && [ "$TFSLURM_CA" != system ]; then
+  ca_file=$(mktemp); printf '%s\n' "$TFSLURM_CA" > "$ca_file"; cacert=(--cacert "$ca_file")
+fi
 task=$(/usr/bin/python3 -c 'import json,os,sys; print(json.dumps({"experiment_id": sys.argv[1],
-  "attempt": int(sys.argv[2]), "secret": os.environ["TFSLURM_SECRET"], "proc_id": int(os.environ["SLURM_PROCID"])}))' "$exp" "$attempt")
+  "attempt": int(sys.argv[2]), "secret": open(os.environ["TFSLURM_SECRET_FILE"]).read(), "proc_id": int(os.environ["SLURM_PROCID"])}))' "$exp" "$attempt")
 reply=""
 until [ -n "$reply" ] && [ "$reply" != "{}" ]; do
-  reply=$(curl -sS -X POST "$url/agent/v1/message?wait_s=30" -H 'Content-Type: application/json' \
+  reply=$(curl -sS "${cacert[@]}" -X POST "$url/agent/v1/message?wait_s=30" -H 'Content-Type: application/json' \
     -d "{\"task\": $task, \"register\": {\"node_name\": \"$SLURMD_NODENAME\", \"address\": \"$(hostname)\", \"port\": $((30000 + SLURM_PROCID))}}")
 done
 echo "$reply" > "$TMPDIR_FOR_TEST/assignment-$SLURM_PROCID.json"
 # Heartbeats while the program runs, as every agent sends them: a task
 # silent past the reconnect window is gone (docs/restarts.md).
-(while :; do sleep 1; curl -sS -X POST "$url/agent/v1/message" -H 'Content-Type: application/json' \
+(while :; do sleep 1; curl -sS "${cacert[@]}" -X POST "$url/agent/v1/message" -H 'Content-Type: application/json' \
    -d "{\"task\": $task, \"heartbeat\": {}}" > /dev/null; done) &
 beating=$!
 set +e
@@ -202,7 +210,7 @@ env=dict(os.environ); env.update(a.get("env", {})); env["TF_CONFIG"]=a["tf_confi
 rc=$?
 set -e
 kill $beating
-curl -sS -X POST "$url/agent/v1/message" -H 'Content-Type: application/json' \
+curl -sS "${cacert[@]}" -X POST "$url/agent/v1/message" -H 'Content-Type: application/json' \
   -d "{\"task\": $task, \"exited\": {\"exit_code\": $rc}}" > /dev/null
 exit $rc
 '''

@@ -194,7 +194,7 @@ def test_the_sites_ports_table_is_what_the_hosts_listen_on_and_connect_to(servic
     assert not [a for a in cap.addresses("eth") | cap.addresses("ib") if a.startswith("127.")]
 
 
-def test_tfctl_and_the_dashboard_work_from_the_login_host(service_factory, slurm_cluster):
+def test_tfctl_and_the_dashboard_work_from_the_login_host(service_factory, slurm_cluster, tmp_path):
     """A user on the login host: tfctl with a token, and a real browser
     (headless Chromium) that loads the dashboard, runs it, and gets the
     service's 401 answer to its first call (the token form), all over the
@@ -213,11 +213,19 @@ def test_tfctl_and_the_dashboard_work_from_the_login_host(service_factory, slurm
     r = hosts.run_on(slurm_cluster, "login", [os.path.join(BIN, "tfctl"), "list"], env=env,
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 0 and "from-login" in r.stdout, (r.stdout, r.stderr)
-    assert service.cluster_url.startswith(f"http://svc.{hosts.network(slurm_cluster)['HA_DOMAIN']}:")
+    # Over TLS (the port faces the cluster network), verified by tfctl for
+    # the service host's name (conftest.service_tls).
+    assert service.cluster_url.startswith(f"https://svc.{hosts.network(slurm_cluster)['HA_DOMAIN']}:")
     browser = _shutil.which("chromium")
     if not browser:
         pytest.skip("no chromium (deploy/install-deps.sh --browser installs it)")
+    # Chromium trusts the service's key (a pin, as a site's CA in the
+    # system's store would be); the flag needs a profile directory of its own.
+    spki = subprocess.run(f"openssl pkey -in {service.tls.key} -pubout -outform der | openssl dgst -sha256 -binary "
+                          "| base64", shell=True, stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
     r = hosts.run_on(slurm_cluster, "login", [browser, "--headless", "--no-sandbox", "--disable-gpu",
+                                              f"--user-data-dir={tmp_path / 'chromium'}",
+                                              f"--ignore-certificate-errors-spki-list={spki}",
                                               "--virtual-time-budget=10000", "--dump-dom", service.cluster_url + "/"],
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

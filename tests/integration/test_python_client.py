@@ -265,12 +265,14 @@ def test_the_client_proves_its_user_with_munge_as_tfctl_does(site, tmp_path):  #
     r = subprocess.run(hosts.on_host(service.slurm_conf, "login", as_unix(ALICE) + ["/usr/bin/python3", "-c", code]),
                        stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=60, cwd=homes[ALICE],
-                       env={"PATH": os.environ["PATH"], "HOME": homes[ALICE]})
+                       env=dict({"PATH": os.environ["PATH"], "HOME": homes[ALICE]},
+                                **{k: v for k, v in os.environ.items() if k == "TFSLURM_CACERT"}))
     assert ok(r).split() == [ALICE, "0"]
     # Without munged: the 401 says why no credential went.
     code = code.replace(repr(socket), repr(str(tmp_path / "no-munged.socket")))
     r = subprocess.run(hosts.on_host(service.slurm_conf, "login", as_unix(ALICE) + ["/usr/bin/python3", "-c", code]),
                        stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=60, cwd=homes[ALICE],
-                       env={"PATH": os.environ["PATH"], "HOME": homes[ALICE]})
+                       env=dict({"PATH": os.environ["PATH"], "HOME": homes[ALICE]},
+                                **{k: v for k, v in os.environ.items() if k == "TFSLURM_CACERT"}))
     assert r.returncode == 1 and "made no credential" in r.stderr, r.stderr

@@ -23,10 +23,10 @@ exits 0 and prints what is shown, where
 The python walkthrough's ```pycon blocks are one Python session: a line
 starting with ">>> " begins a statement, "... " continues it, and the lines
 after it are what it prints, compared as the console's are. It runs with
-the tools venv's python (deploy/install-pytools.sh: PyYAML and pandas, the
-package's extras) and the package from the tree (client/python/src), in the
-checkout, with TFSLURM_URL and TFSLURM_TOKEN as the tfctl walkthrough
-exports them.
+the tools venv's python (deploy/install-pytools.sh, which tests/run.sh runs
+before the session: PyYAML and pandas, the package's extras) and the
+package from the tree (client/python/src), in the checkout, with
+TFSLURM_URL and TFSLURM_TOKEN as the tfctl walkthrough exports them.
 
 The walkthrough uses the service deploy/quickstart.sh leaves running: its URL
 and token file in the commands, and its output root in what they print, are
@@ -38,6 +38,8 @@ import os
 import re
 import shlex
 import subprocess
+
+import pytest
 
 from conftest import BIN, REPO
 
@@ -121,7 +123,7 @@ def run_walkthrough(steps, service, tmp_path):
     token_file.write_text(token + "\n")
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
     cwd = REPO
     cwd_file = tmp_path / "cwd"
@@ -234,14 +236,18 @@ def test_readme_python_walkthrough_works_as_shown(service_factory, tmp_path):
     service = service_factory(auth=True)  # as deploy/quickstart.sh runs it: with tokens
     token = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user",
                             "readme", "--admin"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
-    python = subprocess.run([os.path.join(REPO, "deploy", "install-pytools.sh")], stdout=subprocess.PIPE,
-                            text=True, check=True).stdout.strip()
+    # Made before the session (tests/run.sh): the session runs on the
+    # cluster's service host, whose network reaches no package index.
+    python = os.environ.get("TFSLURM_PYTOOLS_PYTHON", "/opt/tfslurm/venv-pytools/bin/python")
+    if not os.path.exists(python):
+        pytest.fail(f"no tools python at {python}: run deploy/install-pytools.sh (tests/run.sh does) "
+                    "and set TFSLURM_PYTOOLS_PYTHON to the path it prints")
     home = tmp_path / "home"
     home.mkdir()
     statements = tmp_path / "statements.json"
     statements.write_text(json.dumps([source for source, _ in steps]))
     mark = "@@README-STATEMENT-END@@"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), TFSLURM_URL=service.url,
                TFSLURM_TOKEN=token, PYTHONPATH=os.path.join(REPO, "client", "python", "src"))
     r = subprocess.run([python, os.path.join(os.path.dirname(__file__), "helpers", "pycon_session.py"),
@@ -293,7 +299,7 @@ def test_readme_quotes_the_reason_a_mistyped_script_gives(service, tmp_path):
     os.chmod(proj, 0o755)
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
     env.update(HOME=str(home), TFSLURM_URL=service.url)
     r = subprocess.run([os.path.join(BIN, "tfctl"), "submit", "--id", "readme-typo", "--workers", "1", "--partition",
                         "debug", "--time", "00:10:00", "--wait", "--", "python3", "trian.py"], cwd=proj, env=env,

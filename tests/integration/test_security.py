@@ -6,6 +6,7 @@ import re
 import resource
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -118,7 +119,7 @@ def test_an_attempt_1_secret_cannot_act_on_attempt_2(service_factory, tmp_path):
     os.chmod(secrets, 0o777)
     wrapper = tmp_path / "agent"
     wrapper.write_text("#!/bin/sh\n# Keeps each attempt's secret for the test, then runs the real agent.\n"
-                       f'printf %s "$TFSLURM_SECRET" > {secrets}/job-"$SLURM_JOB_ID"\n'
+                       f'cat "$TFSLURM_SECRET_FILE" > {secrets}/job-"$SLURM_JOB_ID"\n'
                        f'exec {os.path.join(BIN, "tfslurm-agent")} "$@"\n')
     os.chmod(wrapper, 0o755)
     service = service_factory(["--agent-path", str(wrapper)])
@@ -163,11 +164,10 @@ def test_a_100_mb_body_is_refused_without_being_kept(service):
     # stays usable), then answers 413. What matters is that it is never held:
     # tfslurmd's peak memory, not a time limit (a loaded machine makes any
     # limit a flake; the time is printed).
-    host, port = service.url.replace("http://", "").split(":")
     body = b"[" * (100 * 1024 * 1024)
     peak_before = peak_rss_kb(service.proc.pid)
     start = time.monotonic()
-    with socket.create_connection((host, int(port)), timeout=30) as s:
+    with service.connect(timeout=30) as s:
         s.sendall(b"POST /experiments HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Content-Length: %d\r\n\r\n" % len(body))
         try:
@@ -220,15 +220,15 @@ def _answer(sock, limit=65536):
             if not chunk:
                 break
             got += chunk
-    except (ConnectionResetError, socket.timeout):
+    except (ConnectionResetError, socket.timeout, ssl.SSLError):
         pass
     return got
 
 
-def _flood(host, port, head, chunk, total, result):
+def _flood(service, head, chunk, total, result):
     """Sends `head`, then `chunk` until `total` bytes or the server stops
     taking them; result gets (bytes sent, the answer)."""
-    s = socket.create_connection((host, port), timeout=30)
+    s = service.connect(timeout=30)
     sent = 0
     try:
         s.sendall(head)
@@ -247,19 +247,18 @@ def test_a_chunked_body_is_refused_before_a_byte_of_it_is_kept(secured):
     tfslurmd's RSS from 108 MB to 1.15 GB. Now it is a 411 before any of it is
     read, and a Content-Length over the limit a 413, whoever sends them."""
     service, _ = secured
-    host, port = service.url.replace("http://", "").split(":")
     before = _rss_kb(service.proc.pid)
     results = []
     head = b"POST /experiments HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
     chunk = b"100000\r\n" + b"a" * 0x100000 + b"\r\n"  # 1 MiB chunks
     for h in (head, head.replace(b"chunked", b"gzip, chunked"), head.replace(b"Transfer", b"transfer")):
-        _flood(host, int(port), h, chunk, 300 << 20, results)
+        _flood(service, h, chunk, 300 << 20, results)
     for sent, answer in results:
         assert answer.startswith(b"HTTP/1.1 411 "), answer[:200]
         assert b'"code":"invalid_argument"' in answer and b"Content-Length" in answer, answer
         assert sent < (300 << 20), "the server stopped taking the body"
     big = []
-    _flood(host, int(port), b"POST /experiments HTTP/1.1\r\nHost: x\r\nContent-Length: 2147483648\r\n\r\n",
+    _flood(service, b"POST /experiments HTTP/1.1\r\nHost: x\r\nContent-Length: 2147483648\r\n\r\n",
            chunk, 300 << 20, big)
     assert big[0][1].startswith(b"HTTP/1.1 413 "), big[0][1][:200]
     grown = _rss_kb(service.proc.pid) - before
@@ -272,11 +271,10 @@ def test_a_header_flood_is_refused_before_authentication(secured):
     answered 200, and tfslurmd's RSS grew by 420 MB. Now more than 64 fields,
     or more than 32 KiB of them, is a 431 before any token is looked at."""
     service, u = secured
-    host, port = service.url.replace("http://", "").split(":")
     before = _rss_kb(service.proc.pid)
     field = b"X-Flood: " + b"f" * 8180 + b"\r\n"
     results = []
-    _flood(host, int(port), b"GET /healthz HTTP/1.1\r\nHost: x\r\n", field, 40000 * len(field), results)
+    _flood(service, b"GET /healthz HTTP/1.1\r\nHost: x\r\n", field, 40000 * len(field), results)
     sent, answer = results[0]
     assert answer.startswith(b"HTTP/1.1 431 "), answer[:200]
     assert b"larger than 32768 bytes" in answer, answer
@@ -284,12 +282,12 @@ def test_a_header_flood_is_refused_before_authentication(secured):
     many = b"".join(b"X-%d: 1\r\n" % i for i in range(65))
     for path in (b"/experiments", b"/healthz"):
         results = []
-        _flood(host, int(port), b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n" + many + b"\r\n", b"", 0, results)
+        _flood(service, b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n" + many + b"\r\n", b"", 0, results)
         assert results[0][1].startswith(b"HTTP/1.1 431 "), results[0][1][:200]
         assert b"more than 64 header fields" in results[0][1]
     # 64 fields in all are read, and this one reaches authentication.
     results = []
-    _flood(host, int(port), b"GET /experiments HTTP/1.1\r\nHost: x\r\n" +
+    _flood(service, b"GET /experiments HTTP/1.1\r\nHost: x\r\n" +
            b"".join(b"X-%d: 1\r\n" % i for i in range(63)) + b"\r\n", b"", 0, results)
     assert results[0][1].startswith(b"HTTP/1.1 401 "), results[0][1][:200]
     grown = _rss_kb(service.proc.pid) - before
@@ -306,7 +304,6 @@ def test_trickling_connections_hold_no_thread_and_healthz_is_answered(service_fa
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 16384)), hard))
     service = service_factory(["--max-connections", "16", "--header-timeout-s", "6"])
-    host, port = service.url.replace("http://", "").split(":")
     slow, errors = [], []
     stop = threading.Event()
 
@@ -322,7 +319,7 @@ def test_trickling_connections_hold_no_thread_and_healthz_is_answered(service_fa
     try:
         started = time.monotonic()
         for i in range(3000):
-            s = socket.create_connection((host, int(port)), timeout=10)
+            s = service.connect(timeout=10)
             if i % 10 == 0:
                 # Kept alive after a first, quick request: the next one
                 # trickles on a connection that has been served once.
@@ -362,8 +359,7 @@ def test_a_kept_alive_connection_serves_each_request_and_pipelined_ones(service)
     """The gate reads one request at a time: a kept-alive connection goes
     back to it after each answer, and requests sent together (pipelined,
     the second with a body) are answered in order."""
-    host, port = service.url.replace("http://", "").split(":")
-    with socket.create_connection((host, int(port)), timeout=30) as s:
+    with service.connect(timeout=30) as s:
         for _ in range(3):
             s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             got = b""
@@ -550,7 +546,7 @@ def test_the_agent_endpoint_tells_a_stranger_nothing(service_factory, tmp_path):
     wrapper = tmp_path / "agent"
     wrapper.write_text("#!/bin/sh\n"
                        'for a in "$@"; do [ "$prev" = --experiment ] && exp="$a"; prev="$a"; done\n'
-                       f'printf %s "$TFSLURM_SECRET" > {secrets}/"$exp"\n'
+                       f'cat "$TFSLURM_SECRET_FILE" > {secrets}/"$exp"\n'
                        f'exec {os.path.join(BIN, "tfslurm-agent")} "$@"\n')
     os.chmod(wrapper, 0o755)
     service = service_factory(["--agent-path", str(wrapper)])
@@ -725,11 +721,10 @@ def test_one_user_cannot_take_every_log_follow(service_factory):
     users = {name: as_user(service, token(service, name)) for name in ("alice", "bob")}
     for name, call in users.items():
         assert call("POST", "/experiments", dict(SLEEPER, id=f"sec-follow-{name}"))[0] == 201
-    host, port = service.url.replace("http://", "").split(":")
 
     def follow(user):
         """A follow response held open; returns (status line, socket)."""
-        s = socket.create_connection((host, int(port)), timeout=30)
+        s = service.connect(timeout=30)
         s.sendall(f"GET /experiments/sec-follow-{user}/logs?follow=true HTTP/1.1\r\nHost: x\r\n"
                   f"Authorization: Bearer {tokens[user]}\r\n\r\n".encode())
         head = b""

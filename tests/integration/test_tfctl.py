@@ -35,7 +35,7 @@ def home(tmp_path):
 
 
 def tfctl_env(home, url=None, env=None):
-    e = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    e = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
     e.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
     if url:
         e["TFSLURM_URL"] = url
@@ -290,6 +290,11 @@ def test_list_puts_running_experiments_first_and_filters_by_state(service, home,
     ok(run_tfctl(home, "submit", write_yaml(tmp_path, hello_spec("tfctl-list-run", "exec sleep 300", 1), "b.yaml"),
                  url=service.url))
     service.wait_state("tfctl-list-run", "running")
+    # Running comes with the agents' registration, the job's nodes with
+    # tfslurmd's next poll of Slurm: a table listed between the two showed
+    # NODES "-" and the JSON listed after it "node1".
+    wait_for(lambda: service.experiment("tfctl-list-run").get("nodes"), 30, "Slurm's poll to name the job's node",
+             interval=0.25)
     # The finished experiment is the older one, but the running one is listed first.
     rows = table_after(ok(run_tfctl(home, "list", url=service.url)), "ID")
     assert [r[:2] for r in rows] == [["tfctl-list-run", "running"], ["tfctl-list-done", "failed"]]
@@ -349,7 +354,7 @@ def test_a_bad_spec_file_names_each_field(service, home, tmp_path):
     r = run_tfctl(home, "submit", str(spec), url=service.url)
     assert r.returncode == 1
     assert "invalid field" in r.stderr
-    assert re.search(r"^  cluster\.worker: must be from 0 to 4096, got -1$", r.stderr, re.M), r.stderr
+    assert re.search(r"^  cluster\.worker: must be from 0 to 16384, got -1$", r.stderr, re.M), r.stderr
     assert re.search(r"^  command: is required", r.stderr, re.M), r.stderr
     assert re.search(r"^  resources\.nodes: ", r.stderr, re.M), r.stderr
 
@@ -540,7 +545,7 @@ def complete(home, line, url=None):
 def test_bash_completion_offers_subcommands_flags_and_tasks(home):
     assert complete(home, "tfctl s") == ["submit", "status", "sweep"]
     assert complete(home, "tfctl sweep s") == ["submit", "status"]
-    assert complete(home, "tfctl sweep status -") == ["-o", "--output", "--url", "--token", "--help"]
+    assert complete(home, "tfctl sweep status -") == ["-o", "--output", "--url", "--token", "--cacert", "--help"]
     assert complete(home, "tfctl m") == ["metrics"]
     assert complete(home, "tfctl metrics x --t") == ["--tag", "--token"]
     assert "--tasks-per-node" in complete(home, "tfctl submit --t")
@@ -549,6 +554,9 @@ def test_bash_completion_offers_subcommands_flags_and_tasks(home):
     assert complete(home, "tfctl list --state r") == ["running", "restarting"]
     assert complete(home, "tfctl status x -o ") == ["table", "json", "yaml"]
     assert complete(home, "tfctl list -o ") == ["table", "json", "yaml", "name"]
+    assert complete(home, "tfctl l") == ["list", "logs", "login"]
+    assert complete(home, "tfctl login --") == ["--fingerprint", "--yes", "--no-token", "--url", "--token",
+                                                "--cacert", "--help"]
 
 
 def test_list_o_name_prints_ids_and_completion_offers_them(service, home, tmp_path):

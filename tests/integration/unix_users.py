@@ -127,6 +127,8 @@ def tfctl(site, user, *args, token=None):
            "TFSLURM_MUNGE_SOCKET": socket}
     if token:
         env["TFSLURM_TOKEN"] = token
+    if "TFSLURM_CACERT" in os.environ:  # the session's CA (conftest.session_ca), as a site's profile names it
+        env["TFSLURM_CACERT"] = os.environ["TFSLURM_CACERT"]
     return subprocess.run(hosts.on_host(service.slurm_conf, "login", as_unix(user) + [TFCTL, *args]), env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, cwd=homes[user])
 

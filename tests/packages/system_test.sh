@@ -16,7 +16,20 @@ install_agent() {
 
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-tfctl_ct() { ct env TFSLURM_URL="http://127.0.0.1:$http_port" TFSLURM_TOKEN="$token" tfctl "$@"; }
+# tfctl in the container, at the URL of the service as its settings in force
+# say (service_url): https with the settings' CA when tls-cert is set.
+url="" cacert=""
+tfctl_ct() { ct env TFSLURM_URL="$url" TFSLURM_CACERT="$cacert" TFSLURM_TOKEN="$token" tfctl "$@"; }
+service_url() {
+  local settings
+  settings="$(ct tfslurmd --print-config 2>/dev/null)"
+  cacert="$(sed -n 's/^tls-ca = "\(\/[^"]*\)".*/\1/p' <<<"$settings")"
+  if grep -q '^tls-cert = "/' <<<"$settings"; then
+    url="https://127.0.0.1:$http_port"
+  else
+    url="http://127.0.0.1:$http_port" cacert=""
+  fi
+}
 state_of() { tfctl_ct status "$1" -o json 2>/dev/null | jq -r .state; }
 # wait_state ID SECONDS STATE...: until the experiment is in one of STATEs.
 wait_state() {
@@ -52,8 +65,19 @@ system_install() {
   ct sh -c 'printf "#!/bin/sh\nexit 101\n" >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d'
   ct dpkg -i $(debs_of "$prev") >"$work/install.log" 2>&1 || { cat "$work/install.log"; return 1; }
   ct rm -f /usr/sbin/policy-rc.d
-  # The one file a site edits: each setting replaced where the packaged file
-  # has it (commented out or not), or added.
+  write_settings || return 1
+  ct systemctl daemon-reload && ct systemctl start tfslurmd || {
+    ct journalctl -u tfslurmd --no-pager | tail -n 20
+    return 1
+  }
+  service_url
+  token="$(ct runuser -u tfslurm -- tfslurmd token create --user tester --admin 2>/dev/null)"
+  [[ $token == tfs_* ]] || { echo "no token: '$token'" >&2; return 1; }
+}
+
+# The one file a site edits: each setting replaced where the packaged file
+# has it (commented out or not), or added; checked with --print-config.
+write_settings() {
   local key value
   while read -r key value; do
     if ct grep -q "^#\?$key = " /etc/tfslurm/tfslurmd.conf </dev/null; then
@@ -73,12 +97,6 @@ SETTINGS
     cat "$work/print-config.txt"
     return 1
   }
-  ct systemctl daemon-reload && ct systemctl start tfslurmd || {
-    ct journalctl -u tfslurmd --no-pager | tail -n 20
-    return 1
-  }
-  token="$(ct runuser -u tfslurm -- tfslurmd token create --user tester --admin 2>/dev/null)"
-  [[ $token == tfs_* ]] || { echo "no token: '$token'" >&2; return 1; }
 }
 
 system_first_experiment() {
@@ -104,10 +122,14 @@ system_upgrade_under_load() {
   before="$(tfctl_ct status kept -o json | jq -S .spec)"
   install_agent "$this"
   local started=$SECONDS
-  ct dpkg -i $(debs_of "$this") >"$work/upgrade.log" 2>&1 || { cat "$work/upgrade.log"; return 1; }
+  # As an unattended upgrade does: the site's edited settings file is kept
+  # (a packaged file that changed beside it is left as .dpkg-dist).
+  ct dpkg -i --force-confdef --force-confold $(debs_of "$this") >"$work/upgrade.log" 2>&1 ||
+    { cat "$work/upgrade.log"; return 1; }
   [[ $(ct dpkg-query -W -f='${Version}' tfslurmd) == "$this_version" ]] || return 1
   [[ $(unit ActiveState) == active ]] || { echo "tfslurmd is $(unit ActiveState) after the upgrade" >&2; return 1; }
   echo "packages: upgraded to $this_version in $((SECONDS - started)) s, tfslurmd restarted"
+  service_url
   wait_state long 120 succeeded || return 1
   local attempts
   attempts="$(tfctl_ct status long -o json | jq '.attempts | length')"
@@ -197,7 +219,69 @@ system_refused_start() { # USER_VERSION GREP_REASON
 system_purge() {
   local err
   err="$(ct dpkg --purge tfslurmd 2>&1)" || { echo "$err" >&2; return 1; }
-  ct test -e "$db" && ! ct test -e /etc/tfslurm/tfslurmd.conf && grep -q "/var/lib/tfslurm is kept" <<<"$err"
+  ct test -e "$db" && ! ct test -e /etc/tfslurm/tfslurmd.conf && ! ct test -e /etc/tfslurm/tls &&
+    grep -q "/var/lib/tfslurm is kept" <<<"$err"
+}
+
+# A first installation of this commit's packages (after the purge: no
+# settings, no TLS files; the database kept): the postinst makes the CA and
+# the server certificate the packaged settings name, the keys 0600 and
+# tfslurm's; the service starts serving TLS, and refuses plaintext.
+system_tls_install() {
+  local since
+  since="$(ct date '+%Y-%m-%d %H:%M:%S')"
+  ct sh -c 'printf "#!/bin/sh\nexit 101\n" >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d'
+  ct dpkg -i $(debs_of "$this") >"$work/install-tls.log" 2>&1 || { cat "$work/install-tls.log"; return 1; }
+  ct rm -f /usr/sbin/policy-rc.d
+  local modes
+  modes="$(ct stat -c '%n %a %U' /etc/tfslurm/tls/ca.key /etc/tfslurm/tls/server.key \
+    /etc/tfslurm/tls/server.pem /etc/tfslurm/tls/ca.pem | tr '\n' ' ')"
+  [[ $modes == "/etc/tfslurm/tls/ca.key 600 tfslurm /etc/tfslurm/tls/server.key 600 tfslurm "* &&
+    $modes == *"server.pem 644 root /etc/tfslurm/tls/ca.pem 644 root "* ]] || {
+    echo "the TLS files after a first installation: '$modes'" >&2
+    cat "$work/install-tls.log" >&2
+    return 1
+  }
+  write_settings && ct systemctl start tfslurmd || {
+    ct journalctl -u tfslurmd --no-pager | tail -n 20
+    return 1
+  }
+  service_url
+  [[ $url == https://* && $cacert == /etc/tfslurm/tls/ca.pem ]] || {
+    echo "the packaged settings do not serve TLS: url '$url', CA '$cacert'" >&2
+    return 1
+  }
+  ct journalctl -u tfslurmd --since "$since" --no-pager | grep -q "TLS on both ports" || return 1
+  # Plaintext to the REST port gets no answer from the API.
+  if ct env TFSLURM_URL="http://127.0.0.1:$http_port" TFSLURM_TOKEN="$token" tfctl list >/dev/null 2>&1; then
+    echo "tfslurmd answered plaintext" >&2
+    return 1
+  fi
+}
+
+# An experiment to COMPLETED over TLS: tfctl verifies the service against
+# the package's CA, and the jobs' agents (the packaged agent, on the nodes)
+# against the CA every job carries, before they register. Then a
+# certificate rotation: `systemctl reload` (SIGHUP) reads the files again.
+system_tls_experiment() {
+  tfctl_ct submit --id tls --workers 2 --workdir /tmp --wait -- \
+    /bin/sh -c 'echo "over TLS: $TFSLURM_ROLE $TFSLURM_INDEX"' >"$work/tls.log" 2>&1 ||
+    { cat "$work/tls.log"; return 1; }
+  scontrol -o show job 2>/dev/null | grep "JobName=tfx-tls-a1 " | grep -q "JobState=COMPLETED" || {
+    echo "slurmctld has no COMPLETED job tfx-tls-a1" >&2
+    return 1
+  }
+  tfctl_ct logs tls --task worker:1 | grep -q "over TLS: worker 1" || return 1
+  local since
+  since="$(ct date '+%Y-%m-%d %H:%M:%S')"
+  ct tfslurmd tls init --dir /etc/tfslurm/tls --user tfslurm >/dev/null &&
+    ct systemctl reload tfslurmd || return 1
+  local deadline=$((SECONDS + 20))
+  until ct journalctl -u tfslurmd --since "$since" --no-pager | grep -q "SIGHUP: TLS certificate reloaded"; do
+    ((SECONDS < deadline)) || { echo "no reload in the journal after systemctl reload" >&2; return 1; }
+    sleep 0.5
+  done
+  tfctl_ct status tls -o json | jq -e '.state == "succeeded"' >/dev/null
 }
 
 run_system_test() {
@@ -241,6 +325,10 @@ run_system_test() {
     bad downgrade_refused "see above"
   fi
   if system_purge; then ok purge "database kept, settings removed"; else bad purge "see above"; fi
+  for check in tls_install tls_experiment; do
+    if "system_$check"; then ok "$check"; else bad "$check" "see above"; fi
+  done
+  if system_purge; then ok tls_purge "database kept, settings and TLS files removed"; else bad tls_purge "see above"; fi
   echo "packages: the container checks took $((SECONDS - started)) s"
   ct_stop
 }

@@ -266,6 +266,40 @@ TEST_F(ExperimentsTest, DryRunRendersWithoutStoringOrSubmitting) {
   EXPECT_EQ(*store_->CountExperiments({}), 0);
 }
 
+// Issue 49, point 3: a TensorFlow cluster whose TF_CONFIG no program can
+// be started with (Linux's MAX_ARG_STRLEN) is said so at the barrier.
+TEST_F(ExperimentsTest, ATfConfigTooLongForLinuxIsSaidAtTheBarrier) {
+  for (auto& node : slurm_.partition.nodes) {
+    node.cpus = 200;
+    node.real_memory_mb = 200 * 100;
+  }
+  json spec = PsSpec("big");
+  spec["cluster"] = {{"ps", 10}, {"worker", 590}};
+  spec["resources"]["tasks_per_node"] = 200;
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  // 600 addresses of 230 bytes: a cluster of 140 KB.
+  const std::string host(226, 'h');
+  std::vector<std::shared_ptr<RecordingChannel>> channels;
+  for (int p = 0; p < 600; ++p) {
+    RegisterInfo info;
+    info.node_name = "node" + std::to_string(p / 200 + 1);
+    info.address = host;
+    info.port = 1000 + p;
+    info.local_id = p % 200;
+    channels.push_back(std::make_shared<RecordingChannel>());
+    experiments_->OnRegister(Ref("big", p), info, channels.back());
+  }
+  ASSERT_EQ(channels[0]->All<AssignmentMsg>().size(), 1u);
+  std::string assigned;
+  for (const EventRecord& e : View("big").events)
+    if (e.what == EventCode::kAssigned) assigned = e.why;
+  EXPECT_NE(assigned.find("but TF_CONFIG is 1"), std::string::npos) << assigned;
+  EXPECT_NE(assigned.find("more than Linux passes to a program in one environment variable "
+                          "(131061 bytes)"),
+            std::string::npos)
+      << assigned;
+}
+
 TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kStarting);
@@ -1694,13 +1728,15 @@ class InPlaceRestartTest : public ExperimentsTest {
                                                                 std::set<int> missing = {}) {
     return FailSpecAndStandBy(InPlaceSpec(id), SIGKILL, std::move(missing));
   }
-  // The same for `spec`, worker 1 killed by `signal`.
+  // The same for `spec`, worker 1 killed by `signal`, the job's time limit
+  // `time_left_s` away.
   std::vector<std::shared_ptr<RecordingChannel>> FailSpecAndStandBy(const json& spec, int signal,
-                                                                    std::set<int> missing = {}) {
+                                                                    std::set<int> missing = {},
+                                                                    int64_t time_left_s = 3600) {
     const std::string id = spec["id"];
     EXPECT_TRUE(experiments_->Submit(spec, "alice", false).ok());
     slurm_.SetState(100, JobState::kRunning);
-    slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
+    slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + time_left_s;
     Poll();
     RegisterAll(id);
     EXPECT_TRUE(experiments_->OnExited(JobRef(id, 3, 1), std::nullopt, signal, false).ok());
@@ -1841,10 +1877,50 @@ TEST_P(InPlaceRestartCasesTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJ
   EXPECT_EQ(slurm_.submitted[1].job_name, "tfx-a-a2");
 }
 
+// Issue 49, point 2: the restart is decided as the last agent comes back
+// to wait, not at the next Tick (up to 200 ms later in tfslurmd).
+TEST_P(InPlaceRestartCasesTest, TheLastAgentBackInStandbyStartsTheNextAttemptWithoutATick) {
+  auto waiting = FailAndStandBy("a", /*missing=*/{0});
+  EXPECT_EQ(View("a").attempts.size(), 1u) << "task 0's agent is not back yet";
+  for (int p = 1; p < 6; ++p) EXPECT_TRUE(waiting[p]->All<NextAttemptMsg>().empty()) << p;
+  // Task 0, the first in order, completes the set last: no Tick in between.
+  experiments_->OnRegister(JobRef("a", 0, 1), Info(0, true), waiting[0]);
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_TRUE(v.attempts[1].in_place);
+  EXPECT_EQ(v.experiment.current_attempt, 2);
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kRetryableExit);
+  for (int p = 0; p < 6; ++p) {
+    auto next = waiting[p]->All<NextAttemptMsg>();
+    ASSERT_EQ(next.size(), 1u) << "task " << p;
+    EXPECT_EQ(next[0].attempt, 2);
+  }
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  // The Tick that follows finds it decided and decides nothing again.
+  Poll();
+  EXPECT_EQ(View("a").attempts.size(), 2u);
+  for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<NextAttemptMsg>().size(), 1u) << p;
+}
+
+TEST_P(InPlaceRestartCasesTest, AStandbyThatCompletesTheSetDecidesWhatTheTickWouldHave) {
+  // A SIGTERM is left to the job's end, at once as at a Tick: the agents
+  // are released and no attempt starts in place.
+  auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGTERM);
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.size(), 1u);
+  for (int p = 0; p < 6; ++p) {
+    EXPECT_TRUE(waiting[p]->All<NextAttemptMsg>().empty()) << p;
+    EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
+  }
+  bool said = false;
+  for (const auto& e : v.events)
+    said = said || e.why.find("not in place: the failure was a SIGTERM") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST_P(InPlaceRestartCasesTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
-  auto waiting = FailAndStandBy("a");
   // checkpoint.signal_grace_s (120) + 60 s are needed; 100 s are left.
-  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 100;
+  auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGKILL, {}, /*time_left_s=*/100);
   Poll();
   // The agents are released, and the job's end decides, as without them.
   for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
@@ -1863,8 +1939,8 @@ TEST_P(InPlaceRestartCasesTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
   bool said_why = false;
   for (const EventRecord& e : v.events)
     said_why |= e.what == EventCode::kRestart &&
-                e.why.find("not in place: only 99 s left before Slurm job 100's time limit") !=
-                    std::string::npos;
+                e.why.find("not in place: only ") != std::string::npos &&
+                e.why.find(" s left before Slurm job 100's time limit") != std::string::npos;
   EXPECT_TRUE(said_why) << v.events.back().why;
 }
 

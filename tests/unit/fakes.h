@@ -34,6 +34,29 @@ class FakeRandomness final : public Randomness {
 // A file system in memory: records the directories core creates, answers
 // checkpoint states the test sets, and fails creation when told to.
 // Thread-safe, for the concurrency tests.
+// Every secret file any FakeFiles wrote, by path: FakeSlurm::SecretOf reads
+// a job's secret as its agents would, from the file its environment names.
+class SecretFiles {
+ public:
+  void Put(const std::string& path, const std::string& content) {
+    std::lock_guard lock(mu_);
+    by_path_[path] = content;
+  }
+  std::string Get(const std::string& path) {
+    std::lock_guard lock(mu_);
+    auto it = by_path_.find(path);
+    return it == by_path_.end() ? "" : it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> by_path_;
+};
+inline SecretFiles& WrittenSecrets() {
+  static SecretFiles files;
+  return files;
+}
+
 class FakeFiles final : public Files {
  public:
   Status CreateExperimentDirectory(const std::string& path, const RunAs& as) override {
@@ -63,6 +86,23 @@ class FakeFiles final : public Files {
     if (it == checkpoints.end()) return std::nullopt;
     return it->second;
   }
+  std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
+                                          const RunAs&) override {
+    std::lock_guard lock(mu_);
+    auto it = files.find(path);
+    if (it == files.end()) return std::nullopt;
+    return it->second.size() > max_bytes ? it->second.substr(it->second.size() - max_bytes)
+                                         : it->second;
+  }
+  Status WriteSecretFile(const std::string& path, const std::string& content,
+                         const RunAs& as) override {
+    std::lock_guard lock(mu_);
+    if (!refuse_create.ok()) return refuse_create;
+    files[path] = content;
+    created_as[path] = as.user;
+    WrittenSecrets().Put(path, content);
+    return Status::Ok();
+  }
   StatusOr<std::string> SetAsideExperimentDirectory(const std::string& path) override {
     std::lock_guard lock(mu_);
     if (!created.erase(path)) return std::string();
@@ -87,6 +127,7 @@ class FakeFiles final : public Files {
   std::set<std::string> created;
   std::map<std::string, std::string> created_as;  // path -> the account it was made as
   std::map<std::string, CheckpointState> checkpoints;
+  std::map<std::string, std::string> files;          // ReadFileTail reads these (path -> text)
   std::set<std::string> missing_workdirs;            // CheckWorkdir refuses these
   std::map<std::string, Status> refuse_directories;  // CheckCanCreateDirectories's answers
   std::vector<std::string> set_aside;                // paths SetAsideExperimentDirectory moved
@@ -167,10 +208,11 @@ class FakeSlurm final : public SlurmClient {
     jobs[job].nodes = "node[1-3]";
     jobs[job].node_names = {"node1", "node2", "node3"};
   }
-  // The secret the job's environment carries, as the agents would see it.
+  // The secret the agents read from the file the job's environment names
+  // (TFSLURM_SECRET_FILE), as FakeFiles wrote it.
   static std::string SecretOf(const SubmitRequest& r) {
     for (const auto& e : r.environment)
-      if (e.rfind("TFSLURM_SECRET=", 0) == 0) return e.substr(15);
+      if (e.rfind("TFSLURM_SECRET_FILE=", 0) == 0) return WrittenSecrets().Get(e.substr(20));
     return "";
   }
 

@@ -72,6 +72,49 @@ TEST_F(StoreTest, PersistsAcrossReopen) {
   EXPECT_EQ((*s)->ListEvents("a", 10)->size(), 1u);
 }
 
+// Issue 49: GET /experiments/{id}'s page of 16,384 tasks, read as a page.
+TEST_F(StoreTest, APageOfTasksIsReadInTaskOrderWithEveryTaskCounted) {
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok());
+  Changes c = NewExperiment("a", 1, ExperimentState::kFailed);
+  c.tasks.clear();
+  for (int i = 0; i < 1000; ++i) {
+    TaskRecord t;
+    t.experiment_id = "a";
+    t.attempt = 1;
+    t.proc_id = i;
+    t.role = i < 10 ? "ps" : "worker";
+    t.index = i < 10 ? i : i - 10;
+    t.state = i % 100 == 42 ? TaskState::kFailed : TaskState::kReaped;
+    c.tasks.push_back(t);
+  }
+  ASSERT_TRUE((*s)->Apply(c).ok());
+  auto page = (*s)->ListTaskPage("a", 1, {std::nullopt, 100, 3});
+  ASSERT_TRUE(page.ok()) << page.status().message();
+  ASSERT_EQ(page->tasks.size(), 3u);
+  EXPECT_EQ(page->tasks[0].proc_id, 100);
+  EXPECT_EQ(page->tasks[2].proc_id, 102);
+  EXPECT_EQ(page->total, 1000);
+  int counted = 0, failed = 0;
+  for (const TaskStateCount& n : page->counts) {
+    counted += n.count;
+    if (n.state == TaskState::kFailed) failed += n.count;
+  }
+  EXPECT_EQ(counted, 1000);
+  EXPECT_EQ(failed, 10);
+  page = (*s)->ListTaskPage("a", 1, {TaskState::kFailed, 8, -1});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->total, 10);
+  ASSERT_EQ(page->tasks.size(), 2u);
+  EXPECT_EQ(page->tasks[0].proc_id, 842);
+  EXPECT_EQ(page->tasks[1].proc_id, 942);
+  EXPECT_EQ(page->tasks[1].state, TaskState::kFailed);
+  page = (*s)->ListTaskPage("a", 2, {});
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->tasks.empty());
+  EXPECT_EQ(page->total, 0);
+}
+
 TEST_F(StoreTest, CreateOfExistingIdIsAlreadyExistsAndChangesNothing) {
   auto s = OpenSqliteStore(path_);
   ASSERT_TRUE((*s)->Apply(NewExperiment("a", 1, ExperimentState::kRunning)).ok());

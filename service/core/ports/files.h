@@ -57,6 +57,18 @@ class Files {
   virtual std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
                                                              Framework framework,
                                                              const RunAs& as) = 0;
+  // Writes `content` to a new regular file `path`, mode 0600, as `as`: the
+  // attempt's secret, which the job's agents read there, so that it never
+  // travels in Slurm's submit and launch RPCs. A file already at `path` (a
+  // submission tried again) is unlinked first, never written through; the
+  // new one is made O_CREAT|O_EXCL|O_NOFOLLOW, so that no link planted there
+  // is followed. Same codes as CreateDirectories.
+  virtual Status WriteSecretFile(const std::string& path, const std::string& content,
+                                 const RunAs& as) = 0;
+  // At most the last `max_bytes` of the regular file `path` (a task's log),
+  // read as `as`, without following a symlink; nullopt when it cannot be.
+  virtual std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
+                                                  const RunAs& as) = 0;
 };
 
 }  // namespace tfslurm

@@ -39,9 +39,13 @@ class Capture:
     def start(self):
         ns = f"--net=/run/netns/{hosts.netns(self.conf, 'sw')}"
         for bridge in BRIDGES:
-            # -U: each packet written as it comes, so a stop loses nothing.
+            # -U: each packet written as it comes; --immediate-mode: each
+            # handed over as it comes (else libpcap keeps packets in the
+            # kernel's ring until a block fills or times out, and the ones
+            # still there at SIGINT are lost). So a stop loses nothing.
             self.procs[bridge] = subprocess.Popen(
-                ["nsenter", ns, "--", "tcpdump", "-i", bridge, "-n", "-U", "-s", str(self.snaplen), "-w",
+                ["nsenter", ns, "--", "tcpdump", "-i", bridge, "-n", "-U", "--immediate-mode", "-s",
+                 str(self.snaplen), "-w",
                  self.pcap(bridge)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         for bridge in BRIDGES:
             # tcpdump says "listening on ..." once it captures.
@@ -56,7 +60,6 @@ class Capture:
                 proc.send_signal(signal.SIGINT)
         for proc in self.procs.values():
             proc.wait(timeout=30)
-        time.sleep(0)  # nothing to wait for: -U wrote every packet
 
     def __enter__(self):
         return self.start()
