@@ -77,9 +77,13 @@ check_security() {
   local unit_root="$work/unit-root" personal site
   dpkg-deb -x "$this"/tfslurmd_*.deb "$unit_root"
   personal="$(exposure "$unit_root")"
-  # Site mode: the drop-in the packaged generator writes for `site = true`.
+  # Site mode: the drop-in the packaged generator writes for `site = true`,
+  # on the packaged settings (TLS on: tfslurmd, and so the generator, refuses
+  # plaintext on site mode's agent endpoint, which faces every node).
   mkdir -p "$unit_root/etc/tfslurm" "$work/gen"
-  printf 'site = true\nmunge-auth = true\noutput-root = "/srv/tfslurm"\n' >"$unit_root/etc/tfslurm/tfslurmd.conf"
+  sed -i -e 's/^site = .*/site = true/; s/^#munge-auth = .*/munge-auth = true/' \
+    -e 's|^output-root = .*|output-root = "/srv/tfslurm"|; s/^agent-listen = .*/agent-listen = "0.0.0.0:8081"/' \
+    "$unit_root/etc/tfslurm/tfslurmd.conf"
   sed "s|^conf=.*|conf=$unit_root/etc/tfslurm/tfslurmd.conf|; s|^tfslurmd=.*|tfslurmd=$unit_root/usr/bin/tfslurmd|" \
     "$unit_root/lib/systemd/system-generators/tfslurmd-generator" >"$work/gen/generator"
   sh "$work/gen/generator" "$work/gen/out" && mkdir -p "$unit_root/etc/systemd/system" &&
