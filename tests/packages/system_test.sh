@@ -242,7 +242,8 @@ system_tls_install() {
     cat "$work/install-tls.log" >&2
     return 1
   }
-  write_settings && ct systemctl start tfslurmd || {
+  # daemon-reload: the generator's drop-in lets the sandbox write output-root.
+  write_settings && ct systemctl daemon-reload && ct systemctl start tfslurmd || {
     ct journalctl -u tfslurmd --no-pager | tail -n 20
     return 1
   }
