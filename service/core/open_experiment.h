@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "service/core/agent_messages.h"
 #include "service/core/attempt_run.h"
 #include "service/core/ports/slurm.h"
+#include "service/core/ports/store.h"
 #include "service/core/records.h"
 #include "service/core/spec.h"
 
@@ -30,6 +32,79 @@ struct LiveAttempt {
   LiveAttempt() = default;
   // Attempt `record.number` of `spec`, every task pending.
   LiveAttempt(const ExperimentSpec& spec, AttemptRecord attempt);
+
+  // Who it is, and what an agent of it must prove.
+  int number() const { return record.number; }
+  bool SecretIs(const std::string& sha256_hex) const { return sha256_hex == record.secret_sha256; }
+  // Where SLURM_PROCID `proc` runs in this attempt: a task, a spare, or out.
+  ProcPlace Place(int proc) const;
+  // The same, or why an agent of `proc` has no place in it (out of range,
+  // or its node is no longer the attempt's).
+  StatusOr<ProcPlace> PlaceAgent(int proc) const;
+  // How events name task `task`.
+  std::string TaskNameOf(int task) const;
+
+  // The agents and their tasks' records. Register records task `task`'s
+  // agent, registered on `channel` (again, when it had), on its record and
+  // the attempt's (running from the first registration), queuing in `c`
+  // what is to be written now; true when it completed the barrier.
+  // RegistrationRefused says why a registration comes too late (the
+  // attempt decided before the task first registered), or nothing.
+  std::optional<std::string> RegistrationRefused(int task) const;
+  bool Register(int task, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
+                int64_t now, Changes& c);
+  bool TaskRegistered(int task) const { return run->task(task).registered; }
+  // A Shutdown went to task `task` and its exit is not in: one to send
+  // again to an agent that reconnects.
+  bool ShutdownPending(int task) const;
+  // A heartbeat of task `task`'s agent; a task that was lost by silence is
+  // back (its record queued in `c`): true then.
+  bool Heartbeat(int task, int64_t now, Changes& c);
+  // Task `task`'s stream `channel` broke (a newer one may have replaced it):
+  // a running task's agent may be gone, a waiting one waits no more.
+  void Disconnected(int task, const TaskChannel* channel);
+  // A spare's stream broke: its channel is dropped until it comes back.
+  void SpareDisconnected(int proc, const TaskChannel* channel);
+
+  // The rendezvous. BeginAssigning marks the assignments sent and says
+  // whether this is the first time (the barrier); AssignedChannels gives
+  // the tasks (`only_task`, or every one when -1) whose agents are
+  // connected, each with its channel; Assigned queues the record of a task
+  // given its Assignment. TrainingStarted notes that the first assignments
+  // went out at `now` (progress for the stall timeout) and gives how long
+  // the rendezvous took since the job started, in ms (nullopt if unknown).
+  bool BeginAssigning();
+  // TF_CONFIG's cluster object, built and compressed once for every
+  // assignment; null for PyTorch and JAX, which have none.
+  std::shared_ptr<const SharedCluster> SharedClusterSpec() const;
+  // The assigned event's text: how many tasks, and what they were sent.
+  std::string AssignedSummary(const SharedCluster* cluster) const;
+  std::vector<std::pair<int, std::shared_ptr<TaskChannel>>> AssignedChannels(int only_task) const;
+  void Assigned(int task, bool first, Changes& c);
+  std::optional<int64_t> TrainingStarted(int64_t now);
+
+  // Progress: a checkpoint step, or training scalars up to `step`; true if
+  // `step` is past every scalar step so far.
+  void CheckpointWritten(int64_t now);
+  bool ScalarStepSeen(int64_t step, int64_t now);
+  // Whether an event already said that some scalars were not kept; marks
+  // it said.
+  bool TakeScalarNotice();
+
+  // A task's exit (Exited): the run decides, and its record follows,
+  // queued in `c`. Already: a report sent again, or a death the lone
+  // restart noted.
+  bool ExitAlreadyKnown(int task) const;
+  void RecordExit(int task, const ExitReport& exit, bool reaped, const std::string& detail,
+                  int64_t now, Changes& c);
+
+  // The reaping: Shutdown to every task still running (ShutdownAll, which
+  // returns their names for the event, empty if none), its deadline from
+  // `now`; ReapingConfirmed gives how long it took once every Shutdown is
+  // confirmed (once), in ms.
+  std::string ShutdownAll(const std::string& reason, int64_t grace_ms, int64_t deadline_ms,
+                          int64_t now);
+  std::optional<int64_t> ReapingConfirmed(int64_t now);
 
   AttemptRecord record;
   std::unique_ptr<AttemptRun> run;
@@ -135,6 +210,10 @@ struct OpenExperiment {
   // agent back to wait in the job, a spare's, InPlaceRestart::Check at each
   // Tick), so a new way for an attempt to end is added here alone.
   bool MayRestartInPlace() const;
+  // Task `task`'s Assignment in the current attempt: its role, the
+  // program's command, workdir and environment, what its agent reports.
+  AssignmentMsg AssignmentFor(int task, std::shared_ptr<const SharedCluster> cluster,
+                              int heartbeat_interval_ms, int shutdown_grace_ms) const;
   // Whether core is done with it: final, and its last attempt ended (its
   // job has left Slurm). CoreState::CloseEnded forgets it then.
   bool Over() const;
