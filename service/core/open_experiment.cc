@@ -1,6 +1,7 @@
 #include "service/core/open_experiment.h"
 
 #include <algorithm>
+#include <csignal>
 
 #include "schema/tf_config_wire.h"
 #include "service/core/tf_config.h"
@@ -210,6 +211,143 @@ std::optional<int64_t> LiveAttempt::ReapingConfirmed(int64_t now) {
   const int64_t took = now - reap_started_ms;
   reap_started_ms = 0;
   return took;
+}
+
+bool LiveAttempt::ReapOverdue(int64_t now) const {
+  return reap_deadline_ms && now >= reap_deadline_ms && !step_killed &&
+         record.state != AttemptState::kEnded;
+}
+
+std::vector<int64_t> LiveAttempt::StepJobIds() const {
+  if (component_job_ids.empty()) return {record.slurm_job_id};
+  return component_job_ids;
+}
+
+void LiveAttempt::StepKilled(const std::string& why) {
+  step_killed = true;
+  if (in_place_given_up.empty()) in_place_given_up = why;
+}
+
+void LiveAttempt::Fail(const Outcome& outcome, EndReason reason) {
+  run->Decide(outcome);
+  decided_reason = reason;
+}
+
+void LiveAttempt::CancelJobOnce(std::vector<int64_t>& cancel_jobs) {
+  if (job_cancel_sent || !record.slurm_job_id) return;
+  cancel_jobs.push_back(record.slurm_job_id);
+  job_cancel_sent = true;
+}
+
+void LiveAttempt::RepeatCancel(int64_t now, int64_t every_ms, std::vector<int64_t>& cancel_jobs) {
+  if (!record.slurm_job_id || record.state == AttemptState::kEnded ||
+      now - cancel_sent_at_ms <= every_ms)
+    return;
+  cancel_jobs.push_back(record.slurm_job_id);
+  cancel_sent_at_ms = now;
+}
+
+std::optional<std::pair<int64_t, std::string>> LiveAttempt::TakeShrink() {
+  if (shrink_to.empty()) return std::nullopt;
+  std::pair<int64_t, std::string> shrink{record.slurm_job_id, std::move(shrink_to)};
+  shrink_to.clear();
+  return shrink;
+}
+
+bool LiveAttempt::BarrierTimedOut(int64_t now, int64_t timeout_ms) const {
+  return job_started_ms && !run->assignments_sent() && run->outcome().kind == Outcome::kUndecided &&
+         record.state == AttemptState::kRunning && now - job_started_ms > timeout_ms;
+}
+
+std::optional<int64_t> LiveAttempt::StalledFor(int64_t now, int64_t stall_ms) const {
+  if (stall_ms <= 0 || !run->assignments_sent() || run->outcome().kind != Outcome::kUndecided ||
+      last_progress_ms <= 0 || now - last_progress_ms <= stall_ms)
+    return std::nullopt;
+  return now - last_progress_ms;
+}
+
+std::optional<int64_t> LiveAttempt::LastStep(std::optional<int64_t> checkpoint_step) const {
+  if (max_scalar_step && (!checkpoint_step || *max_scalar_step > *checkpoint_step))
+    return max_scalar_step;
+  return checkpoint_step;
+}
+
+LiveAttempt::Liveness LiveAttempt::LivenessAt(int64_t now, int64_t silent_after_ms) const {
+  Liveness l;
+  for (int i = 0; i < run->size(); ++i) {
+    const TaskRecord& t = tasks[i];
+    if (run->task(i).exited) continue;
+    const bool silent = now - t.last_heartbeat > silent_after_ms;
+    if (silent && !t.node.empty()) l.silent_nodes.insert(t.node);
+    if (silent || t.state == TaskState::kLost) continue;
+    if (++l.alive_count <= 20) l.alive += (l.alive.empty() ? "" : ", ") + TaskNameOf(i);
+  }
+  if (l.alive_count > 20) l.alive += ", ...";
+  return l;
+}
+
+std::vector<LiveAttempt::GoneTask> LiveAttempt::TasksGone(int64_t now, bool deaf,
+                                                          int64_t gone_after_ms) const {
+  std::vector<GoneTask> gone;
+  if (record.state != AttemptState::kRunning || !run->assignments_sent()) return gone;
+  const std::string job_n = "Slurm job " + std::to_string(record.slurm_job_id);
+  for (int i = 0; i < run->size(); ++i) {
+    const TaskSlot& slot = run->task(i);
+    if (!slot.registered || slot.exited || slot.restarting_alone) continue;
+    const bool left = NodeLeftJob(*this, slot.node);
+    const bool silent = tasks[i].state == TaskState::kLost && !deaf &&
+                        now - tasks[i].last_heartbeat > gone_after_ms;
+    if (left)
+      gone.push_back({i, "its node left " + job_n +
+                             ": Slurm took it out of the job (a node failure; the job runs on, "
+                             "--no-kill)"});
+    else if (silent)
+      gone.push_back({i, "its node stopped answering (no heartbeat)"});
+  }
+  return gone;
+}
+
+void LiveAttempt::TaskGone(int task, const std::string& why, int64_t now, Changes& c) {
+  run->OnExit(task, std::nullopt, SIGKILL, /*reaped=*/false, why, /*at_startup=*/false);
+  TaskRecord& t = tasks[task];
+  t.state = TaskState::kLost;
+  t.signal = SIGKILL;
+  t.detail = why;
+  t.ended_at = now;
+  const std::string& node = run->task(task).node;
+  if (!node.empty()) lost_nodes.insert(node);
+  c.tasks.push_back(t);
+}
+
+void LiveAttempt::BlameNode() {
+  if (!decided_reason && run->outcome().kind == Outcome::kFailed &&
+      run->outcome().failure == EndReason::kRetryableExit)
+    decided_reason = EndReason::kNodeFail;
+}
+
+std::vector<std::pair<int, int64_t>> LiveAttempt::MarkSilentLost(int64_t now, int64_t lost_after_ms,
+                                                                 int64_t vanished_after_ms,
+                                                                 Changes& c) {
+  std::vector<std::pair<int, int64_t>> lost;
+  for (int i = 0; i < run->size(); ++i) {
+    TaskRecord& t = tasks[i];
+    // Agents heartbeat once they run their program; at the barrier the
+    // barrier timeout watches them instead.
+    if (t.state != TaskState::kRunning) continue;
+    const int64_t limit = run->task(i).vanished() ? vanished_after_ms : lost_after_ms;
+    if (now - t.last_heartbeat <= limit) continue;
+    t.state = TaskState::kLost;
+    if (!t.node.empty()) lost_nodes.insert(t.node);
+    heartbeat_dirty.erase(i);
+    c.tasks.push_back(t);
+    lost.emplace_back(i, now - t.last_heartbeat);
+  }
+  return lost;
+}
+
+void LiveAttempt::FlushHeartbeats(Changes& c) {
+  for (int i : heartbeat_dirty) c.tasks.push_back(tasks[i]);
+  heartbeat_dirty.clear();
 }
 
 bool OpenExperiment::MayRestartInPlace() const {

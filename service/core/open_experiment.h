@@ -35,6 +35,7 @@ struct LiveAttempt {
 
   // Who it is, and what an agent of it must prove.
   int number() const { return record.number; }
+  int64_t job_id() const { return record.slurm_job_id; }  // 0 before Slurm took it
   bool SecretIs(const std::string& sha256_hex) const { return sha256_hex == record.secret_sha256; }
   // Where SLURM_PROCID `proc` runs in this attempt: a task, a spare, or out.
   ProcPlace Place(int proc) const;
@@ -105,6 +106,61 @@ struct LiveAttempt {
   std::string ShutdownAll(const std::string& reason, int64_t grace_ms, int64_t deadline_ms,
                           int64_t now);
   std::optional<int64_t> ReapingConfirmed(int64_t now);
+  // The deadline of the reaping passed and the step was not ended yet.
+  bool ReapOverdue(int64_t now) const;
+  // The Slurm job ids whose step 0 is this attempt's (a heterogeneous job's
+  // step has a part in each component's record).
+  std::vector<int64_t> StepJobIds() const;
+  // Its step was ended through Slurm: no next attempt runs in this job
+  // (`why`, unless a reason was already given).
+  void StepKilled(const std::string& why);
+
+  // The service decides: the attempt fails with `outcome`, as end reason
+  // `reason` (the job's CANCELLED state is then not a user's scancel).
+  void Fail(const Outcome& outcome, EndReason reason);
+  // Cancels the job once (queued in `cancel_jobs`), unless already done.
+  void CancelJobOnce(std::vector<int64_t>& cancel_jobs);
+  // A user's cancel, sent again every `every_ms` while the job is there.
+  void RepeatCancel(int64_t now, int64_t every_ms, std::vector<int64_t>& cancel_jobs);
+  // A restart in place left nodes out: the job to shrink and to which
+  // nodes, once (nullopt when there is nothing to do).
+  std::optional<std::pair<int64_t, std::string>> TakeShrink();
+
+  // The timers' questions. BarrierTimedOut: tasks are still missing
+  // `timeout_ms` after the job started. StalledFor: training runs and has
+  // made no step for longer than `stall_ms` (0: never); then how long.
+  bool BarrierTimedOut(int64_t now, int64_t timeout_ms) const;
+  std::optional<int64_t> StalledFor(int64_t now, int64_t stall_ms) const;
+  // The latest step seen: the experiment's checkpoint's or a scalar's.
+  std::optional<int64_t> LastStep(std::optional<int64_t> checkpoint_step) const;
+  // Which tasks still heartbeat within `silent_after_ms` (their names, at
+  // most 20, and how many), and the nodes of those that stopped.
+  struct Liveness {
+    std::string alive;
+    int alive_count = 0;
+    std::set<std::string> silent_nodes;
+  };
+  Liveness LivenessAt(int64_t now, int64_t silent_after_ms) const;
+  // Tasks whose node is gone, each with why: Slurm took the node out of
+  // the job, or it is silent past `gone_after_ms` (never while `deaf`: the
+  // service hears no agent at all). Only while the attempt runs.
+  struct GoneTask {
+    int task = 0;
+    std::string why;
+  };
+  std::vector<GoneTask> TasksGone(int64_t now, bool deaf, int64_t gone_after_ms) const;
+  // Task `task` ended with its node (SIGKILL, `why`), its record queued.
+  void TaskGone(int task, const std::string& why, int64_t now, Changes& c);
+  // The peers a gone node left often fail first (a collective's broken
+  // connection, counted retryable): the node is the cause, and its class
+  // is the attempt's.
+  void BlameNode();
+  // Running tasks silent past their limit become lost (queued in `c`):
+  // each with how long it was silent. Then FlushHeartbeats queues every
+  // heartbeat not written yet.
+  std::vector<std::pair<int, int64_t>> MarkSilentLost(int64_t now, int64_t lost_after_ms,
+                                                      int64_t vanished_after_ms, Changes& c);
+  void FlushHeartbeats(Changes& c);
 
   AttemptRecord record;
   std::unique_ptr<AttemptRun> run;
