@@ -350,6 +350,134 @@ void LiveAttempt::FlushHeartbeats(Changes& c) {
   heartbeat_dirty.clear();
 }
 
+const JobInfo* LiveAttempt::FindJob(
+    const std::unordered_map<int64_t, const JobInfo*>& by_id) const {
+  auto j = by_id.find(record.slurm_job_id);
+  return j != by_id.end() && j->second->name == record.job_name ? j->second : nullptr;
+}
+
+const JobInfo* LiveAttempt::NewestJobNamed(const std::vector<JobInfo>& jobs) const {
+  const JobInfo* match = nullptr;
+  for (const auto& j : jobs)
+    if (j.name == record.job_name && (!match || j.job_id > match->job_id)) match = &j;
+  return match;
+}
+
+void LiveAttempt::AdoptJob(int64_t job_id, int64_t known_seq, Changes& c) {
+  record.slurm_job_id = job_id;
+  record.state = AttemptState::kPending;
+  job_known_seq = known_seq;
+  job_seen = true;
+  c.attempts.push_back(record);
+}
+
+bool LiveAttempt::NoteJob(const JobInfo& job, int64_t now, bool* started) {
+  *started = false;
+  job_seen = true;
+  component_job_ids.clear();
+  for (const JobComponentInfo& comp : job.components) component_job_ids.push_back(comp.job_id);
+  std::string state = JobStateName(job.state);
+  bool changed = state != record.slurm_state || job.nodes != record.nodes;
+  record.slurm_state = state;
+  record.nodes = job.nodes;
+  if (job.end_time > 0) job_end_ms = job.end_time * 1000;
+  job_state = job.state;
+  if (job.state == JobState::kRunning && !job.completing) job_node_names = job.node_names;
+  if (job.state != JobState::kRunning || start_seen_in_slurm) return changed;
+  start_seen_in_slurm = true;
+  *started = true;
+  if (!job_started_ms) job_started_ms = now;
+  record.state = AttemptState::kRunning;
+  if (!record.started_at) record.started_at = now;
+  for (int i = 0; i < run->size(); ++i) {
+    // Within its component, task j runs on node j / tasks_per_node; the
+    // components' nodes follow each other in node_names.
+    // With spare nodes, slot s is on the job's node node_slots' s.
+    const JobComponent& comp = run->components()[run->task(i).component];
+    int node = record.node_slots.JobNodeOfSlot(comp.first_node + (i - comp.first_task) /
+                                                                     comp.resources.tasks_per_node);
+    if (node < static_cast<int>(job.node_names.size()) && tasks[i].node.empty())
+      run->mutable_task(i).node = job.node_names[node];
+  }
+  return true;
+}
+
+void LiveAttempt::CancelJob(int64_t now, std::vector<int64_t>& cancel_jobs) {
+  cancel_jobs.push_back(record.slurm_job_id);
+  job_cancel_sent = true;
+  cancel_sent_at_ms = now;
+}
+
+void LiveAttempt::EndNow(int64_t now, Changes& c) {
+  record.state = AttemptState::kEnded;
+  record.ended_at = now;
+  c.attempts.push_back(record);
+}
+
+void LiveAttempt::JobVanished(int64_t now, Changes& c) {
+  record.slurm_state = "UNKNOWN";
+  EndNow(now, c);
+}
+
+void LiveAttempt::JobFinished(int64_t now, int exit_code, Changes& c) {
+  record.exit_code = exit_code;
+  EndNow(now, c);
+}
+
+LiveAttempt::GoneEnd LiveAttempt::WhyJobGone() const {
+  const std::string job_n = "job " + std::to_string(record.slurm_job_id);
+  const Outcome& o = run->outcome();
+  GoneEnd end{EndReason::kUnknown, o.reason, "Slurm no longer knows " + job_n};
+  // What the tasks reported before the job left decides, as it would have
+  // with the job's final state.
+  if (o.kind == Outcome::kSucceeded) {
+    end.reason = EndReason::kSucceeded;
+  } else if (decided_reason) {
+    end.reason = *decided_reason;
+  } else if (o.kind == Outcome::kFailed) {
+    end.reason = o.failure;
+  } else if (!job_seen) {
+    // Not seen since this service started: the job ended while tfslurmd
+    // was down, longer ago than Slurm's MinJobAge. Without accounting
+    // (slurmdbd) nothing says how, and the agents' exit reports expired.
+    end.event +=
+        ": it ended while tfslurmd was down, and Slurm forgets finished jobs after "
+        "MinJobAge; with no task report and no accounting, how it ended is unknown";
+    end.reason = EndReason::kUnknown;
+    end.why = job_n + " ended while tfslurmd was down; how is unknown";
+  } else {
+    // Seen by this service and gone before any report: Slurm lost it.
+    end.reason = EndReason::kNodeFail;
+    end.why = job_n + " vanished from Slurm";
+  }
+  return end;
+}
+
+void LiveAttempt::TasksEndWithJob(Changes& c) {
+  for (int i = 0; i < run->size(); ++i) {
+    TaskSlot& slot = run->mutable_task(i);
+    if (slot.exited || tasks[i].state == TaskState::kPending) continue;
+    // A task the service was reaping ended with the job: reaped, by Slurm
+    // if its agent's report never came (the agent was killed with the
+    // step, or reconnected too late after a service restart). Any other
+    // task's end is unknown.
+    const TaskState end = slot.shutdown_sent ? TaskState::kReaped : TaskState::kLost;
+    slot.state = end;
+    tasks[i].state = end;
+    c.tasks.push_back(tasks[i]);
+  }
+}
+
+void LiveAttempt::Explain(const std::string& why, Changes& c) {
+  record.reason = why;
+  c.attempts.push_back(record);
+}
+
+std::optional<std::string> LiveAttempt::LoneLostNode() const {
+  if (lost_nodes.size() != 1) return std::nullopt;
+  return *lost_nodes.begin();
+}
+
 bool OpenExperiment::MayRestartInPlace() const {
   const LiveAttempt& at = attempt;
   return spec.restart.in_allocation && !user_cancelled && !at.record.end_reason &&

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/status.h"
@@ -36,6 +37,7 @@ struct LiveAttempt {
   // Who it is, and what an agent of it must prove.
   int number() const { return record.number; }
   int64_t job_id() const { return record.slurm_job_id; }  // 0 before Slurm took it
+  const std::string& job_name() const { return record.job_name; }
   bool SecretIs(const std::string& sha256_hex) const { return sha256_hex == record.secret_sha256; }
   // Where SLURM_PROCID `proc` runs in this attempt: a task, a spare, or out.
   ProcPlace Place(int proc) const;
@@ -161,6 +163,53 @@ struct LiveAttempt {
   std::vector<std::pair<int, int64_t>> MarkSilentLost(int64_t now, int64_t lost_after_ms,
                                                       int64_t vanished_after_ms, Changes& c);
   void FlushHeartbeats(Changes& c);
+
+  // Its job, as Slurm's polls find it (SlurmWatch). The attempt's state,
+  // outcome so far, and the end the service decided for it, if any.
+  AttemptState state() const { return record.state; }
+  const Outcome& outcome() const { return run->outcome(); }
+  std::optional<EndReason> DecidedReason() const { return decided_reason; }
+  bool EndRecorded() const { return record.end_reason.has_value(); }
+  // Its job in a poll's jobs by id: the one with its id and its name (ids
+  // start again when a slurmctld loses its state), or null.
+  const JobInfo* FindJob(const std::unordered_map<int64_t, const JobInfo*>& by_id) const;
+  // The newest job of its name, for an attempt whose submission is in
+  // doubt; null if none. ReconcileDue: such an attempt is to be looked up.
+  const JobInfo* NewestJobNamed(const std::vector<JobInfo>& jobs) const;
+  bool ReconcileDue(int64_t now) const { return now >= reconcile_at_ms; }
+  // The job was named to this process after the poll `poll_seq` began, so
+  // that poll could not see it.
+  bool KnownAfter(int64_t poll_seq) const { return job_known_seq > poll_seq; }
+  // A job of its name found for an attempt still `submitting`: adopted.
+  void AdoptJob(int64_t job_id, int64_t known_seq, Changes& c);
+  // A poll's view of its job: its state, nodes, components, end time, and
+  // its start (the tasks' nodes named then; `started` says so); true when
+  // the record changed.
+  bool NoteJob(const JobInfo& job, int64_t now, bool* started);
+  // The job is cancelled now (queued in `cancel_jobs`).
+  void CancelJob(int64_t now, std::vector<int64_t>& cancel_jobs);
+  // It ends: now (EndNow), its job gone from Slurm (JobVanished), or its
+  // job finished with `exit_code` (JobFinished); the record queued in `c`.
+  void EndNow(int64_t now, Changes& c);
+  void JobVanished(int64_t now, Changes& c);
+  void JobFinished(int64_t now, int exit_code, Changes& c);
+  // How an attempt whose job left Slurm ended: its tasks' word, the
+  // service's decision, or what the job's disappearance says.
+  struct GoneEnd {
+    EndReason reason;
+    std::string why;
+    std::string event;
+  };
+  GoneEnd WhyJobGone() const;
+  // Tasks without an exit when the job ended: reaped (a Shutdown went to
+  // them) or lost, queued in `c`.
+  void TasksEndWithJob(Changes& c);
+  // Why it ended, as users read it, queued in `c`.
+  void Explain(const std::string& why, Changes& c);
+  // Its record, as it is now, queued in `c`.
+  void QueueRecord(Changes& c) const { c.attempts.push_back(record); }
+  // The one node of every lost task, when they were all on one.
+  std::optional<std::string> LoneLostNode() const;
 
   AttemptRecord record;
   std::unique_ptr<AttemptRun> run;
