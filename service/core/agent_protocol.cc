@@ -378,9 +378,7 @@ std::string FailureReason(const OpenExperiment& a, const Outcome& o, int64_t now
 void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
   const Outcome& o = a.attempt.run->outcome();
   if (o.kind == Outcome::kSucceeded) {
-    core_.EndAttempt(a, EndReason::kSucceeded);
-    a.attempt.record.reason = o.reason;
-    c.attempts.push_back(a.attempt.record);
+    core_.EndAttempt(a, EndReason::kSucceeded, o.reason, c);
     core_.SetState(c, a, ExperimentState::kSucceeded, o.reason);
     ReapRemaining(a, c, "training succeeded: " + o.reason);
     ReleaseWaitingAgents(a.attempt, "training succeeded");

@@ -403,9 +403,24 @@ bool LiveAttempt::NoteJob(const JobInfo& job, int64_t now, bool* started) {
 }
 
 void LiveAttempt::CancelJob(int64_t now, std::vector<int64_t>& cancel_jobs) {
-  cancel_jobs.push_back(record.slurm_job_id);
+  cancel_jobs.push_back(CancelSent(now));
+}
+
+int64_t LiveAttempt::CancelSent(int64_t now) {
   job_cancel_sent = true;
   cancel_sent_at_ms = now;
+  return record.slurm_job_id;
+}
+
+void LiveAttempt::End(EndReason reason, const std::string& why, std::optional<int64_t> ended_at,
+                      Changes& c) {
+  record.end_reason = reason;
+  record.reason = why;
+  if (ended_at) {
+    record.state = AttemptState::kEnded;
+    record.ended_at = *ended_at;
+  }
+  c.attempts.push_back(record);
 }
 
 void LiveAttempt::EndNow(int64_t now, Changes& c) {

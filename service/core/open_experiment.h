@@ -206,6 +206,14 @@ struct LiveAttempt {
   void TasksEndWithJob(Changes& c);
   // Why it ended, as users read it, queued in `c`.
   void Explain(const std::string& why, Changes& c);
+  // It ends as `reason`, because `why`; with `ended_at`, now (its job
+  // gone, or never submitted); queued in `c`. CoreState::EndAttempt calls
+  // it and counts the end.
+  void End(EndReason reason, const std::string& why, std::optional<int64_t> ended_at, Changes& c);
+  // A cancel of its job was sent at `now`; its job id.
+  int64_t CancelSent(int64_t now);
+  // A submission in doubt is looked up in Slurm from `at_ms` on.
+  void ReconcileAt(int64_t at_ms) { reconcile_at_ms = at_ms; }
   // Its record, as it is now, queued in `c`.
   void QueueRecord(Changes& c) const { c.attempts.push_back(record); }
   // The one node of every lost task, when they were all on one.

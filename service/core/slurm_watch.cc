@@ -99,9 +99,8 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
       return FinishAttempt(a, EndReason::kSucceeded, why, c);
     case JobState::kCancelled: {
       a.user_cancelled = true;
-      core_.EndAttempt(a, EndReason::kCancelled);
       const std::string outside = why + " outside tfslurm (scancel or an admin)";
-      a.attempt.Explain(outside, c);
+      core_.EndAttempt(a, EndReason::kCancelled, outside, c);
       core_.SetState(c, a, ExperimentState::kCancelled, outside);
       return;
     }
@@ -147,8 +146,7 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
   // Decided already (success by the agents, or a cancel): the job's end
   // only confirms it.
   if (a.attempt.EndRecorded()) return;
-  core_.EndAttempt(a, reason);
-  a.attempt.Explain(why, c);
+  core_.EndAttempt(a, reason, why, c);
   if (a.user_cancelled) return;  // already cancelled
   const int number = a.attempt.number();
   // Lost tasks (their heartbeats stopped) all on one node point at it.
