@@ -1,4 +1,5 @@
-// An open experiment in memory, and its current attempt as one value.
+// An open experiment in memory, and its current attempt as one value that
+// owns its transitions.
 // CoreState (core_state.h) keeps every open experiment; the parts of core
 // (submission, agent_protocol, slurm_watch) change them under its lock.
 //
@@ -28,7 +29,12 @@ namespace tfslurm {
 // decides them), the channels of the agents connected for them, and its
 // timers. An attempt begins by replacing the whole value (Submission::
 // SubmitAttempt, CoreState::Load), so nothing of one attempt carries into
-// the next.
+// the next. What happens to it (an agent's message, a poll of its job, a
+// timer, its end) is one of its methods, which keep its record, its tasks'
+// records and its run in step and queue what is to be written; the parts
+// of core call them rather than set its fields (the layering test counts
+// the lines outside these files that still touch one). The fields are
+// public still: tests and CoreState::Load build attempts field by field.
 struct LiveAttempt {
   LiveAttempt() = default;
   // Attempt `record.number` of `spec`, every task pending.
