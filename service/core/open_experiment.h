@@ -225,6 +225,47 @@ struct LiveAttempt {
   // The one node of every lost task, when they were all on one.
   std::optional<std::string> LoneLostNode() const;
 
+  // The restart in place (InPlaceRestart). The job's node slots; the spare
+  // nodes whose every agent waits in the job.
+  const NodeSlots& node_slots() const { return record.node_slots; }
+  std::vector<int> ReadySpares() const;
+  // A restart in place was given up (`why`: no next attempt runs in this
+  // job), or not.
+  void GiveUpInPlace(const std::string& why) { in_place_given_up = why; }
+  bool GaveUpInPlace() const { return !in_place_given_up.empty(); }
+  // An agent of an earlier attempt of this job, back to wait, that missed
+  // this attempt's NextAttempt: this attempt runs in place in its job
+  // (`job_id`), the agent holds the job's secret, and its proc has not
+  // come back for this attempt.
+  bool MissedNextAttempt(const TaskRef& ref, int64_t job_id) const;
+  // Task `task`'s agent may wait in the job for a next attempt: its
+  // program has ended while the attempt runs (with the experiment's
+  // MayRestartInPlace). StandBy keeps it waiting on `channel`.
+  bool AcceptsStandby(int task) const;
+  void StandBy(int task, std::shared_ptr<TaskChannel> channel);
+  // A spare's agent (SLURM_PROCID `proc` on `node`) registered: noted;
+  // SpareWaits keeps its channel while it waits in the job, SpareReleased
+  // drops it.
+  void NoteSpare(int proc, const std::string& node) { spare_agents[proc].node = node; }
+  void SpareWaits(int proc, std::shared_ptr<TaskChannel> channel);
+  void SpareReleased(int proc) { spare_agents[proc].channel.reset(); }
+
+  // A TF worker restarted alone (LoneRestart). LoneRestartsSoFar: this
+  // attempt's so far. NoteLoneDeath: task `task`'s program died and starts
+  // again alone; its death is on its record, which stays running (queued
+  // in `c`). LoneAgentBack: its agent is back in standby: it restarts
+  // (kRestarts, on `channel`), or the attempt was decided meanwhile and its
+  // death is its exit (kEnded), or it was not restarting alone.
+  int LoneRestartsSoFar() const;
+  void NoteLoneDeath(int task, std::optional<int> exit_code, std::optional<int> signal,
+                     const std::string& detail, Changes& c);
+  enum class LoneBack { kNotAlone, kRestarts, kEnded };
+  LoneBack LoneAgentBack(int task, const std::shared_ptr<TaskChannel>& channel, bool user_cancelled,
+                         int64_t now, Changes& c);
+  // "worker:1 (task 3 on node2) was killed by signal 9 (SIGKILL)": a task
+  // and how its program ended.
+  std::string TaskEnd(int task) const;
+
   AttemptRecord record;
   std::unique_ptr<AttemptRun> run;
   std::vector<TaskRecord> tasks;

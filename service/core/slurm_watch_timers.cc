@@ -120,7 +120,7 @@ void SlurmWatch::CheckReaping(OpenExperiment& a, int64_t now, Changes& c, Action
   std::vector<int> unconfirmed = run.UnconfirmedShutdowns();
   // Every task confirmed, and the job may host the next attempt: the
   // restart in place decides (CheckInPlace), not the deadline.
-  if (unconfirmed.empty() && a.spec.restart.in_allocation && a.attempt.in_place_given_up.empty() &&
+  if (unconfirmed.empty() && a.spec.restart.in_allocation && !a.attempt.GaveUpInPlace() &&
       !a.user_cancelled)
     return;
   if (!unconfirmed.empty()) {
