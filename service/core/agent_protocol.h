@@ -89,8 +89,8 @@ class AgentProtocol {
   // FindAgent for the agent of a task: the task's index in *task.
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref, int* task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // To every connected task, or only to `only_proc`.
-  void SendAssignments(OpenExperiment& e, Changes& c, int only_proc = -1)
+  // To every connected task, or only to `only_task`.
+  void SendAssignments(OpenExperiment& e, Changes& c, int only_task = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // The attempt has just been decided by the tasks' exits.
   void OnOutcome(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());

@@ -88,8 +88,10 @@ class CoreState {
   void WriteQueued() ABSL_LOCKS_EXCLUDED(mu_, write_mu_, queue_mu_);
 
   void Event(Changes& c, const OpenExperiment& e, EventCode what, const std::string& why);
-  // Records why the current attempt ended (its end_reason) and counts it.
-  void EndAttempt(OpenExperiment& a, EndReason reason);
+  // Ends the current attempt as `reason` (LiveAttempt::End: its end reason,
+  // `why`, and with `ended_at` its state) and counts it.
+  void EndAttempt(OpenExperiment& a, EndReason reason, const std::string& why, Changes& c,
+                  std::optional<int64_t> ended_at = std::nullopt);
   void SetState(Changes& c, OpenExperiment& e, ExperimentState state, const std::string& why);
 
   // An open experiment as the store has it, with its current attempt's

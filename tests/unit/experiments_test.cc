@@ -2061,6 +2061,23 @@ TEST_P(InPlaceRestartCasesTest, NoRestartLeftReleasesTheWaitingAgents) {
   EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u);
 }
 
+// Only an agent whose program has ended may wait in the job
+// (LiveAttempt::AcceptsStandby): a standby from a task still running is
+// released, and the attempt goes on.
+TEST_P(InPlaceRestartCasesTest, AStandbyFromATaskWhoseProgramRunsIsReleased) {
+  ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  auto early = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 2, 1), Info(2, true), early);
+  EXPECT_EQ(early->All<ReleaseMsg>().size(), 1u) << "its program has not ended";
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << v.experiment.reason;
+  EXPECT_EQ(v.attempts.size(), 1u);
+}
+
 // A cancel ends any chance of a next attempt in the job
 // (OpenExperiment::MayRestartInPlace): an agent, or a spare's, that comes
 // back to wait after it is released, and no attempt in place follows.
