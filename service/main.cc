@@ -6,6 +6,7 @@
 // runs until SIGTERM/SIGINT. Under systemd (Type=notify) it says READY=1
 // once both ports listen.
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -412,6 +413,12 @@ int main(int argc, char** argv) {
   // Before libslurm reads its configuration (--version too), and before the
   // jobs' environment is taken from this process's.
   if (!cl.slurm_conf.empty()) setenv("SLURM_CONF", cl.slurm_conf.c_str(), 1);
+  // A command's answer is its stdout (a token is read from it by scripts):
+  // what it logs on the way, such as a new database's migration, goes to
+  // stderr.
+  if (cl.create_token || cl.tls.init || !cl.backup_to.empty())
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
   if (cl.create_token) return CreateToken(cl);
   if (cl.tls.init) return tfslurm::RunTlsInit(cl.tls);
   if (!cl.backup_to.empty()) return Backup(cl);

@@ -103,10 +103,17 @@ system_first_experiment() {
   tfctl_ct submit --id first --workers 2 --workdir /tmp --wait -- \
     /bin/sh -c 'echo "hello from $TFSLURM_ROLE $TFSLURM_INDEX as $(id -un)"' >"$work/first.log" 2>&1 ||
     { cat "$work/first.log"; return 1; }
-  scontrol -o show job 2>/dev/null | grep "JobName=tfx-first-a1 " | grep -q "JobState=COMPLETED" || {
-    echo "slurmctld has no COMPLETED job tfx-first-a1" >&2
-    return 1
-  }
+  # tfctl's --wait ends when tfslurmd says COMPLETED, as the agents report
+  # their programs' ends; slurmctld shows the job COMPLETING until its
+  # steps and epilog are done (job_state_string puts the flag first).
+  local deadline=$((SECONDS + 30))
+  until scontrol -o show job 2>/dev/null | grep "JobName=tfx-first-a1 " | grep -q "JobState=COMPLETED"; do
+    if ((SECONDS >= deadline)); then
+      echo "slurmctld has no COMPLETED job tfx-first-a1 30 s after tfctl's: $(scontrol -o show job 2>&1 | grep -o 'JobName=tfx-first-a1 .*JobState=[A-Z_]*' | sed 's/ .*JobState=/ JobState=/')" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
   tfctl_ct logs first --task worker:0 | grep -q "hello from worker 0 as tfslurm"
 }
 
