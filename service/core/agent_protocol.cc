@@ -410,7 +410,7 @@ void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
 
 void AgentProtocol::ReapRemaining(OpenExperiment& a, Changes& c, const std::string& reason) {
   const int64_t now = core_.ports().clock.NowMs();
-  const int64_t grace_ms = core_.config().shutdown_grace_ms;
+  const int grace_ms = core_.config().shutdown_grace_ms;
   const std::string names = a.attempt.ShutdownAll(
       reason, grace_ms, now + grace_ms + core_.config().reap_timeout_margin_ms, now);
   if (!names.empty()) core_.Event(c, a, EventCode::kReaping, "Shutdown sent to " + names);

@@ -192,8 +192,8 @@ void LiveAttempt::RecordExit(int task, const ExitReport& exit, bool reaped,
   c.tasks.push_back(t);
 }
 
-std::string LiveAttempt::ShutdownAll(const std::string& reason, int64_t grace_ms,
-                                     int64_t deadline_ms, int64_t now) {
+std::string LiveAttempt::ShutdownAll(const std::string& reason, int grace_ms, int64_t deadline_ms,
+                                     int64_t now) {
   std::string names;
   for (int task : run->TasksToReap()) {
     run->MarkShutdownSent(task);

@@ -111,7 +111,7 @@ struct LiveAttempt {
   // returns their names for the event, empty if none), its deadline from
   // `now`; ReapingConfirmed gives how long it took once every Shutdown is
   // confirmed (once), in ms.
-  std::string ShutdownAll(const std::string& reason, int64_t grace_ms, int64_t deadline_ms,
+  std::string ShutdownAll(const std::string& reason, int grace_ms, int64_t deadline_ms,
                           int64_t now);
   std::optional<int64_t> ReapingConfirmed(int64_t now);
   // The deadline of the reaping passed and the step was not ended yet.
