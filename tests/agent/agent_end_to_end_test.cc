@@ -2,10 +2,13 @@
 // fake AgentService: the agent runs as a separate process with a Slurm-like
 // environment, and its program is /bin/sh scripts that write what they saw
 // into a temp directory.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1092,12 +1095,36 @@ TEST_F(AgentTlsTest, APlaintextServiceIsRefusedWhenTheJobSaysTls) {
   EXPECT_TRUE(service().received().empty());
 }
 
+// Takes 127.0.0.1:`port` without listening on it: a connection to it is
+// refused, as to a service that is down, and no other test's server (ctest
+// runs two at once) can take the port meanwhile. Retries while the server
+// that had it lets it go.
+int HoldPortWithoutListening(int port) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
 TEST_F(AgentTlsTest, AServiceThatIsDownIsRetriedNotRefused) {
   tls::MadeCertificate ca = Ca("site CA"), server = Server(ca, 86400);
   const int port = server_->port();
   server_ = std::make_unique<FakeServer>();  // elsewhere: nothing listens on `port`
+  const int held = HoldPortWithoutListening(port);
+  ASSERT_GE(held, 0) << "port " << port << " was not let go";
   StartAgent({{"--service", "127.0.0.1:" + std::to_string(port)}}, EnvWithCa(ca.cert_pem));
   EXPECT_FALSE(agent_->WaitForExit(std::chrono::seconds(2))) << agent_->Log();
+  ::close(held);
   server_ = std::make_unique<FakeServer>(server.cert_pem + ca.cert_pem, server.key_pem, port);
   EXPECT_TRUE(WaitForBody(v1::AgentMessage::kRegister)) << "it registers once the service is up";
   EXPECT_EQ(agent_->Log().find(kUnverifiedServiceLine), std::string::npos) << agent_->Log();
