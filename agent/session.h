@@ -151,6 +151,9 @@ class Session {
   void ProbeProgramExe();
   void ReapProgram();
   void OnProgramEnded(const ExitStatus& status);
+  // The program could not be started: `why` is logged and reported as the
+  // exit's detail, a failure at start-up, with the shell's `exit_code`.
+  void FailToStart(const std::string& why, int exit_code);
   void PollCheckpoint();
   void SendProgress(const CheckpointState& state);
   void PollScalars(bool final);
