@@ -128,8 +128,10 @@ the time from the last Register handed to gRPC (OnWriteDone) to the last
 Assignment received; "whole storm" from the first stream opened to the last
 Assignment; registrations/s = N / whole storm. Percentiles over the runs are
 nearest-rank (with 10-20 runs p99 is the slowest run). "per agent" pools
-every agent of every run. Connections (one TCP connection per agent) are
-opened before the storm and timed apart ("connect"). Threads and RSS are the
+every agent of every run. Connections (one TCP connection per agent, or
+with \`-- --agents-per-connection K\` one per K agents: the agents of a node
+sharing one, issue 49) are opened before the storm and timed apart
+("connect"). Threads and RSS are the
 server process's (/proc/PID/status sampled every 2 ms; VmHWM after the run),
 one fresh server per N. Server and load generator share the machine's CPUs.
 

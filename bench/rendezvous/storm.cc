@@ -9,6 +9,9 @@
 //      Assignments carry none (the floor sends the same shapes);
 //   2. opens N gRPC channels, one TCP connection each as N agents on N hosts
 //      would, and waits until all are connected (timed apart: "connect");
+//      with --agents-per-connection K, N/K channels, each carrying the
+//      streams of K agents: what the service sees when the agents of a node
+//      share one connection (per-node aggregation, issue 49);
 //   3. "go": starts N Connect streams whose first message is Register, as
 //      fast as one thread can (agents started by one srun);
 //   4. waits for every Assignment. Per agent it records when its Register
@@ -256,6 +259,7 @@ struct RunResult {
   // server's and the load generator's apart: real agents handshake on
   // their own nodes, so only the server's share lands on tfslurmd's host.
   double connect_server_cpu_ms = 0, connect_client_cpu_ms = 0;
+  int connections = 0;  // TCP connections the N agents' streams share
 };
 
 // Starts `command` (through sh, "{pid}" replaced by the server's pid) in its
@@ -281,8 +285,9 @@ void StopProfiler(pid_t pid) {
   waitpid(pid, &status, 0);
 }
 
-RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::string& framework,
-                   const std::string& profile_cmd, const StormTls* tls) {
+RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, int agents_per_connection,
+                   const std::string& framework, const std::string& profile_cmd,
+                   const StormTls* tls) {
   RunResult res;
   res.n = n;
   std::string answer = server.Command("new " + std::to_string(n) + " " + framework);
@@ -291,8 +296,9 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::
   if (sscanf(answer.c_str(), "exp %255s %255s %lld", exp, secret, &job) != 3)
     ServerProcess::Die("cannot create the experiment: " + answer);
 
-  // One connection per agent: a local subchannel pool stops gRPC from sharing
-  // one TCP connection among channels with equal arguments.
+  // One connection per agent (or per agents_per_connection agents): a local
+  // subchannel pool stops gRPC from sharing one TCP connection among
+  // channels with equal arguments.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetMaxReceiveMessageSize(64 << 20);
@@ -312,7 +318,8 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::
   auto c0 = Clock::now();
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<AgentService::Stub>> stubs;
-  for (int i = 0; i < n; ++i) {
+  res.connections = (n + agents_per_connection - 1) / agents_per_connection;
+  for (int i = 0; i < res.connections; ++i) {
     channels.push_back(grpc::CreateCustomChannel(target, credentials, args));
     channels.back()->GetState(/*try_to_connect=*/true);
   }
@@ -321,8 +328,9 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::
   for (auto& ch : channels) {
     if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(240)))
       ServerProcess::Die("a channel did not connect within 240 s");
-    stubs.push_back(AgentService::NewStub(ch));
   }
+  for (int i = 0; i < n; ++i)
+    stubs.push_back(AgentService::NewStub(channels[i / agents_per_connection]));
   res.connect_ms = Ms(Clock::now() - c0);
   res.connect_server_cpu_ms = CpuMs(server.pid()) - connect_cpu0;
   res.connect_client_cpu_ms = SelfCpuMs() - connect_self0;
@@ -404,7 +412,7 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::
 int main(int argc, char** argv) {
   std::string server_bin, dir = "/tmp/bench-rendezvous", sizes_arg = "64,512,4096", runs_csv,
                           profile_cmd, framework = "tensorflow";
-  int runs = 20, warmup = 2, tasks_per_node = 32;
+  int runs = 20, warmup = 2, tasks_per_node = 32, agents_per_connection = 1;
   std::vector<std::string> server_args;
   std::optional<StormTls> tls;
   int rotate_every_ms = 0;
@@ -436,12 +444,15 @@ int main(int argc, char** argv) {
       tls = StormTls{next(), "", 0};
     else if (a == "--rotate-every-ms")
       rotate_every_ms = std::stoi(next());
+    else if (a == "--agents-per-connection")
+      agents_per_connection = std::stoi(next());
     else {
       fprintf(stderr,
               "usage: %s --server PATH [--sizes 64,512,4096] [--runs 20] [--warmup 2] [--dir D]\n"
               "          [--runs-csv FILE] [--server-arg ARG]... [--profile-cmd 'perf record -g -p "
               "{pid} -o F']\n"
-              "          [--framework tensorflow|pytorch] [--tls DIR [--rotate-every-ms N]]\n",
+              "          [--framework tensorflow|pytorch] [--tls DIR [--rotate-every-ms N]]\n"
+              "          [--agents-per-connection K]\n",
               argv[0]);
       return 2;
     }
@@ -450,6 +461,9 @@ int main(int argc, char** argv) {
   if (framework != "tensorflow" && framework != "pytorch")
     ServerProcess::Die("--framework must be tensorflow or pytorch, got " + framework);
   if (rotate_every_ms > 0 && !tls) ServerProcess::Die("--rotate-every-ms needs --tls DIR");
+  if (agents_per_connection < 1 || agents_per_connection > tasks_per_node)
+    ServerProcess::Die("--agents-per-connection must be 1.." + std::to_string(tasks_per_node) +
+                       " (the agents of one node), got " + std::to_string(agents_per_connection));
   if (tls) {
     MakeServerCertificate(tls->dir);
     std::ifstream ca(tls->dir + "/ca.pem");
@@ -471,12 +485,13 @@ int main(int argc, char** argv) {
         csv,
         "n,run,connect_ms,first_reg_ms,last_reg_ms,last_assign_ms,gap_ms,agent_p50_ms,agent_p99_ms,"
         "refused,broken,missing,max_threads,max_rss_mb,hwm_mb,server_cpu_ms,client_cpu_ms,tf_"
-        "config_bytes,connect_server_cpu_ms,connect_client_cpu_ms\n");
+        "config_bytes,connect_server_cpu_ms,connect_client_cpu_ms,connections\n");
 
   printf(
       "| agents | runs | last reg -> last assignment p50 / p99 / max (ms) | whole storm p50 / p99 "
       "/ max (ms) "
-      "| registrations/s (p50) | per agent reg -> assignment p50 / p99 (ms) | connect (ms, p50) "
+      "| registrations/s (p50) | per agent reg -> assignment p50 / p99 (ms) | connections / "
+      "connect (ms, p50) "
       "| server threads (max) | server RSS peak VmHWM (MB) | server CPU per storm (ms, p50) | "
       "errors |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -490,28 +505,31 @@ int main(int argc, char** argv) {
     long threads = 0, hwm = 0;
     int errors = 0;
     for (int run = 0; run < warmup + runs; ++run) {
-      RunResult res = RunStorm(server, n, std::min(n, tasks_per_node), framework,
-                               run < warmup ? "" : profile_cmd, tls ? &*tls : nullptr);
+      RunResult res = RunStorm(server, n, std::min(n, tasks_per_node), agents_per_connection,
+                               framework, run < warmup ? "" : profile_cmd, tls ? &*tls : nullptr);
       double p50 = Percentile(res.per_agent_ms, 50), p99 = Percentile(res.per_agent_ms, 99);
-      fprintf(stderr,
-              "  N=%d run %d%s: connect %.1f ms, registers handed over %.1f..%.1f ms, last "
-              "assignment %.1f ms, "
-              "gap %.1f ms, per agent p50 %.1f p99 %.1f ms, threads %ld, RSS %.0f MB (HWM %.0f), "
-              "server CPU %.0f "
-              "ms, load generator CPU %.0f ms, TF_CONFIG %zu B, refused %d broken %d missing %d, "
-              "certificate rotations %d\n",
-              n, run, run < warmup ? " (warm-up)" : "", res.connect_ms, res.first_reg_ms,
-              res.last_reg_ms, res.last_assign_ms, res.gap_ms, p50, p99, res.max_threads,
-              res.max_rss_kb / 1024.0, res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms,
-              res.tf_config_bytes, res.refused, res.broken, res.missing, res.rotations);
+      fprintf(
+          stderr,
+          "  N=%d run %d%s: %d connections in %.1f ms, registers handed over %.1f..%.1f ms, last "
+          "assignment %.1f ms, "
+          "gap %.1f ms, per agent p50 %.1f p99 %.1f ms, threads %ld, RSS %.0f MB (HWM %.0f), "
+          "server CPU %.0f "
+          "ms, load generator CPU %.0f ms, TF_CONFIG %zu B, refused %d broken %d missing %d, "
+          "certificate rotations %d\n",
+          n, run, run < warmup ? " (warm-up)" : "", res.connections, res.connect_ms,
+          res.first_reg_ms, res.last_reg_ms, res.last_assign_ms, res.gap_ms, p50, p99,
+          res.max_threads, res.max_rss_kb / 1024.0, res.hwm_kb / 1024.0, res.server_cpu_ms,
+          res.client_cpu_ms, res.tf_config_bytes, res.refused, res.broken, res.missing,
+          res.rotations);
       if (csv)
         fprintf(csv,
                 "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d,%ld,%.1f,%.1f,%.0f,%.0f,%zu,%."
-                "0f,%.0f\n",
+                "0f,%.0f,%d\n",
                 n, run, res.connect_ms, res.first_reg_ms, res.last_reg_ms, res.last_assign_ms,
                 res.gap_ms, p50, p99, res.refused, res.broken, res.missing, res.max_threads,
                 res.max_rss_kb / 1024.0, res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms,
-                res.tf_config_bytes, res.connect_server_cpu_ms, res.connect_client_cpu_ms);
+                res.tf_config_bytes, res.connect_server_cpu_ms, res.connect_client_cpu_ms,
+                res.connections);
       threads = std::max(threads, res.max_threads);
       hwm = std::max(hwm, res.hwm_kb);
       all_errors += res.Errors();  // a warm-up run's errors too
@@ -525,12 +543,15 @@ int main(int argc, char** argv) {
       cpus.push_back(res.server_cpu_ms);
     }
     printf(
-        "| %d | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.0f | %.1f / %.1f | %.0f | %ld | "
+        "| %d | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.0f | %.1f / %.1f | %d / %.0f | "
+        "%ld "
+        "| "
         "%.0f | %.0f | %d |\n",
         n, runs, Percentile(gaps, 50), Percentile(gaps, 99), Percentile(gaps, 100),
         Percentile(storms, 50), Percentile(storms, 99), Percentile(storms, 100),
         Percentile(rates, 50), Percentile(agent_all, 50), Percentile(agent_all, 99),
-        Percentile(connects, 50), threads, hwm / 1024.0, Percentile(cpus, 50), errors);
+        (n + agents_per_connection - 1) / agents_per_connection, Percentile(connects, 50), threads,
+        hwm / 1024.0, Percentile(cpus, 50), errors);
     fflush(stdout);
     if (int status = server.Quit(); status != 0) {
       fprintf(stderr, "N=%d: the server exited with status %d\n", n, status);
