@@ -270,6 +270,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   d->agent_address_ = agent_host + ":" + std::to_string(d->agent_port_);
   config.launch.service_address = d->agent_address_;
   d->metrics_ = std::make_unique<metrics::PrometheusMetrics>();
+  d->NoteTlsCertificate();
   // The one cache of lists, told of every write core makes.
   auto list_cache = std::make_shared<api::ExperimentListCache>(api::ListSourceOf(ports.store));
   // A sweep's trial ids are kept for its trials (sweeps/sweeps.h).
@@ -303,9 +304,16 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
 
   Daemon* self = d.get();
   d->ticker_ = std::thread([self] {
+    // A daemon runs for months: its certificate's end is warned of daily.
+    constexpr int64_t kDayMs = 24 * 60 * 60 * 1000;
+    int64_t next_certificate_check_ms = self->clock_->NowMs() + kDayMs;
     while (!self->stopping_) {
       self->core_->Tick();
       self->sweeps_->Tick();
+      if (self->clock_->NowMs() >= next_certificate_check_ms) {
+        self->NoteTlsCertificate();
+        next_certificate_check_ms = self->clock_->NowMs() + kDayMs;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(kTickIntervalMs));
     }
   });
@@ -324,7 +332,16 @@ Daemon::~Daemon() { Stop(); }
 
 StatusOr<std::string> Daemon::ReloadTls() {
   if (!tls_) return FailedPrecondition("tfslurmd serves without TLS: there is nothing to reload");
-  return tls_->Reload(clock_->NowMs() / 1000);
+  auto served = tls_->Reload(clock_->NowMs() / 1000);
+  if (served.ok()) NoteTlsCertificate();
+  return served;
+}
+
+void Daemon::NoteTlsCertificate() {
+  if (!tls_) return;
+  metrics_->TlsCertificateServed(tls_->NotAfter());
+  if (std::optional<std::string> warning = tls_->ExpiryWarning(clock_->NowMs() / 1000))
+    spdlog::warn("{}", *warning);
 }
 
 void Daemon::Stop() {

@@ -153,6 +153,9 @@ class Daemon {
   void Stop();
 
  private:
+  // The certificate now served, told to /metrics, and warned of in the log
+  // when it ends within kTlsExpiryWarningDays; no-op without TLS.
+  void NoteTlsCertificate();
   Daemon() = default;
 
   Clock* clock_ = nullptr;

@@ -55,4 +55,19 @@ std::string DaemonTls::Describe() const {
          tls::FormatUtc(leaf.not_after_s) + ", SHA-256 " + leaf.fingerprint;
 }
 
+int64_t DaemonTls::NotAfter() const { return rest_->Current().leaf.not_after_s; }
+
+std::optional<std::string> DaemonTls::ExpiryWarning(int64_t now_s) const {
+  constexpr int64_t kDay = 24 * 60 * 60;
+  const tls::CertificateInfo leaf = rest_->Current().leaf;
+  const int64_t left_s = leaf.not_after_s - now_s;
+  if (left_s >= kTlsExpiryWarningDays * kDay) return std::nullopt;
+  const std::string when = left_s <= 0 ? "expired on " + tls::FormatUtc(leaf.not_after_s)
+                                       : "expires on " + tls::FormatUtc(leaf.not_after_s) +
+                                             ", in " + std::to_string(left_s / kDay) + " days";
+  return "the TLS certificate " + options_.cert_path + " (" + leaf.subject + ") " + when +
+         ": agents and clients refuse it then. Renew it (`tfslurmd tls init --dir DIR` again "
+         "keeps the CA) and send tfslurmd SIGHUP (`systemctl reload tfslurmd`)";
+}
+
 }  // namespace tfslurm::daemon

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/status.h"
@@ -23,6 +24,11 @@
 #include "tls/staged_identity.h"
 
 namespace tfslurm::daemon {
+
+// A certificate that ends sooner is warned of at start, at each reload and
+// once a day: the default one (`tfslurmd tls init`) lasts 397 days, and
+// nothing else would say so before agents and clients refuse it.
+inline constexpr int kTlsExpiryWarningDays = 30;
 
 struct TlsOptions {
   std::string cert_path;  // the chain, leaf first (PEM); empty: no TLS
@@ -49,6 +55,12 @@ class DaemonTls {
   const tls::StagedIdentity& agents() const { return *agents_; }
   // "CN=..., DNS:a, IP:b, valid until ..., SHA-256 AB:CD:..."
   std::string Describe() const;
+  // When the certificate served now stops being valid (Unix seconds).
+  int64_t NotAfter() const;
+  // A line for the log when that is fewer than kTlsExpiryWarningDays after
+  // `now_s` (or past): which certificate, when, and how to renew it without
+  // a restart. nullopt while it has longer.
+  std::optional<std::string> ExpiryWarning(int64_t now_s) const;
 
  private:
   DaemonTls() = default;

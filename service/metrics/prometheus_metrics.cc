@@ -89,6 +89,12 @@ struct PrometheusMetrics::Families {
                                            .Help("Files and directories removed with deletions")
                                            .Register(registry)
                                            .Add({});
+  // Added on the first TlsCertificateServed: a plaintext tfslurmd has none.
+  prometheus::Family<prometheus::Gauge>& tls_expiry =
+      prometheus::BuildGauge()
+          .Name("tfslurm_tls_certificate_expiry_timestamp_seconds")
+          .Help("When the TLS certificate both ports serve stops being valid (Unix time)")
+          .Register(registry);
   prometheus::Family<Histogram>& http = prometheus::BuildHistogram()
                                             .Name("tfslurm_http_request_duration_seconds")
                                             .Help("REST API requests, by route and status code")
@@ -128,6 +134,10 @@ void PrometheusMetrics::ExperimentDeleted(bool by_retention, int64_t files_remov
 void PrometheusMetrics::SlurmPolled(double seconds, bool ok) {
   f_->slurm_poll.Observe(seconds);
   if (!ok) f_->slurm_poll_errors.Increment();
+}
+
+void PrometheusMetrics::TlsCertificateServed(int64_t not_after_s) {
+  f_->tls_expiry.Add({}).Set(static_cast<double>(not_after_s));
 }
 
 void PrometheusMetrics::RequestServed(const std::string& route, int code, double seconds) {

@@ -18,10 +18,12 @@
 //   tfslurm_experiments_deleted_total{by,files}       counter
 //   tfslurm_deleted_files_total                       counter
 //   tfslurm_http_request_duration_seconds{route,code} histogram
+//   tfslurm_tls_certificate_expiry_timestamp_seconds  gauge (with TLS only)
 //
 // Thread safety: every method may be called from any thread at once.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,6 +45,10 @@ class PrometheusMetrics final : public Metrics {
   void TaskRestartedAlone(const std::string& role) override;
   void ExperimentDeleted(bool by_retention, int64_t files_removed) override;
   void SlurmPolled(double seconds, bool ok) override;
+
+  // The TLS certificate served from now on ends at `not_after_s` (Unix
+  // seconds): a site alerts on it nearing time().
+  void TlsCertificateServed(int64_t not_after_s);
 
   // One HTTP request answered: its route (RouteLabel) and status code.
   void RequestServed(const std::string& route, int code, double seconds);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
@@ -14,6 +15,8 @@
 #include "service/core/tokens.h"
 #include "service/store/sqlite_store.h"
 #include "tests/concurrency/harness.h"
+#include "tls/certificates.h"
+#include "tls/tls_init.h"
 
 namespace tfslurm::concurrency {
 namespace {
@@ -188,6 +191,54 @@ TEST_F(DaemonTest, AnOutputRootThatCannotBeMadeIsRefusedBeforeAnythingListens) {
   EXPECT_NE(d.status().message().find("cannot create the output root " + options_.core.output_root),
             std::string::npos)
       << d.status().message();
+}
+
+// A certificate near its end is said so (the log's warning) and shown on
+// /metrics, served over TLS as a site's monitoring scrapes it.
+TEST_F(DaemonTest, TheTlsCertificatesEndIsOnMetricsAndWarnedOfWithinThirtyDays) {
+  // Real time: the client below checks the certificate's dates by it.
+  clock_.Advance(std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count() -
+                 clock_.NowMs());
+  const int64_t now_s = clock_.NowMs() / 1000;
+  tls::TlsInitOptions init;
+  init.dir = (dir_.path() / "pki").string();
+  init.ip_addresses = {"127.0.0.1"};
+  init.server_days = 10;
+  init.now_s = now_s;
+  auto made = tls::RunTlsInit(init);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  options_.tls = {made->cert_path, made->key_path, made->ca_cert_path};
+  options_.no_auth = true;
+
+  auto loaded = daemon::DaemonTls::Load(options_.tls, "127.0.0.1", now_s);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+  EXPECT_EQ((*loaded)->NotAfter(), made->server.not_after_s);
+  std::optional<std::string> soon = (*loaded)->ExpiryWarning(now_s);
+  ASSERT_TRUE(soon.has_value());
+  EXPECT_NE(soon->find(made->cert_path + " (" + made->server.subject + ") expires on " +
+                       tls::FormatUtc(made->server.not_after_s) + ", in 10 days"),
+            std::string::npos)
+      << *soon;
+  EXPECT_NE(soon->find("SIGHUP"), std::string::npos) << *soon;
+  std::optional<std::string> late = (*loaded)->ExpiryWarning(now_s + 11 * 86400);
+  ASSERT_TRUE(late.has_value());
+  EXPECT_NE(late->find("expired on"), std::string::npos) << *late;
+  // 31 days before its end: nothing to say yet.
+  EXPECT_FALSE((*loaded)->ExpiryWarning(made->server.not_after_s - 31 * 86400).has_value());
+
+  auto d = daemon::Daemon::Start(options_, Ports());
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  httplib::SSLClient c("127.0.0.1", (*d)->http_port());
+  c.set_ca_cert_path(made->ca_cert_path.c_str());
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics) << httplib::to_string(metrics.error());
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_NE(metrics->body.find("\ntfslurm_tls_certificate_expiry_timestamp_seconds " +
+                               std::to_string(made->server.not_after_s) + "\n"),
+            std::string::npos)
+      << metrics->body;
 }
 
 }  // namespace

@@ -58,6 +58,17 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
     EXPECT_NE(s.find(line), std::string::npos) << "missing: " << line << s;
 }
 
+TEST(PrometheusMetrics, TheCertificatesEndIsAGaugeOnlyWithTls) {
+  PrometheusMetrics m;
+  const std::string name = "tfslurm_tls_certificate_expiry_timestamp_seconds";
+  EXPECT_EQ(Samples(m.Render({})).find(name), std::string::npos) << "a plaintext tfslurmd has none";
+  m.TlsCertificateServed(1'734'307'200);
+  m.TlsCertificateServed(1'766'016'000);  // a reload: the new one replaces it
+  const std::string s = Samples(m.Render({}));
+  EXPECT_NE(s.find(name + " 1766016000\n"), std::string::npos) << s;
+  EXPECT_EQ(s.find("1734307200"), std::string::npos) << s;
+}
+
 TEST(PrometheusMetrics, RoutesAreTemplatesNotPaths) {
   EXPECT_EQ(RouteLabel("GET", "/experiments"), "GET /experiments");
   EXPECT_EQ(RouteLabel("GET", "/version"), "GET /version");
