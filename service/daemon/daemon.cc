@@ -302,30 +302,33 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const DaemonOptions& options, Da
   // anything): now pick up what the last run left.
   if (auto s = d->core_->Recover(); !s.ok()) spdlog::warn("recovery incomplete: {}", s.message());
 
-  Daemon* self = d.get();
-  d->ticker_ = std::thread([self] {
+  d->StartThreads();
+  return d;
+}
+
+void Daemon::StartThreads() {
+  ticker_ = std::thread([this] {
     // A daemon runs for months: its certificate's end is warned of daily.
     constexpr int64_t kDayMs = 24 * 60 * 60 * 1000;
-    int64_t next_certificate_check_ms = self->clock_->NowMs() + kDayMs;
-    while (!self->stopping_) {
-      self->core_->Tick();
-      self->sweeps_->Tick();
-      if (self->clock_->NowMs() >= next_certificate_check_ms) {
-        self->NoteTlsCertificate();
-        next_certificate_check_ms = self->clock_->NowMs() + kDayMs;
+    int64_t next_certificate_check_ms = clock_->NowMs() + kDayMs;
+    while (!stopping_) {
+      core_->Tick();
+      sweeps_->Tick();
+      if (clock_->NowMs() >= next_certificate_check_ms) {
+        NoteTlsCertificate();
+        next_certificate_check_ms = clock_->NowMs() + kDayMs;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(kTickIntervalMs));
     }
   });
-  d->http_thread_ = std::thread([self] {
-    self->http_->listen_after_bind();
-    self->http_returned_ = true;
+  http_thread_ = std::thread([this] {
+    http_->listen_after_bind();
+    http_returned_ = true;
   });
   // httplib's stop() does nothing until listen_after_bind has begun: wait
   // for it, so that a Stop right after Start cannot miss the listener.
-  while (!http.is_running() && !d->http_returned_)
+  while (!http_->is_running() && !http_returned_)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  return d;
 }
 
 Daemon::~Daemon() { Stop(); }

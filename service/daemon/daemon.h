@@ -153,6 +153,9 @@ class Daemon {
   void Stop();
 
  private:
+  // The ticker (Core::Tick, the sweeps' Tick, the certificate's daily
+  // check) and the REST listener's thread; returns once it listens.
+  void StartThreads();
   // The certificate now served, told to /metrics, and warned of in the log
   // when it ends within kTlsExpiryWarningDays; no-op without TLS.
   void NoteTlsCertificate();
