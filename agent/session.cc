@@ -14,6 +14,7 @@
 #include <random>
 
 #include "agent/child_env.h"
+#include "agent/container_command.h"
 #include "agent/exit_cause.h"
 #include "agent/signal_catchers.h"
 
@@ -81,6 +82,22 @@ std::optional<ScalarWatch> StartScalarWatch(const v1::Assignment& assignment,
                model_dir.empty() ? "" : "TensorBoard event files under " + model_dir,
                !model_dir.empty() && !file.empty() ? " and " : "", file);
   return watch;
+}
+
+// The program's argv through the container launcher beside this agent's
+// binary, which imports the image once per node and starts the program with
+// the runtime (container_command.h).
+std::vector<std::string> ThroughRuntime(const v1::ContainerLaunch& container,
+                                        const std::string& workdir,
+                                        const std::vector<std::string>& argv) {
+  ContainerLaunch launch{container.runtime(), container.image(), {}, container.gpus()};
+  for (const auto& m : container.mounts())
+    launch.mounts.push_back({m.source(), m.target(), m.read_only()});
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+  dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+  return LauncherArgs(dir + "/tfslurm-container-launch", launch, workdir, argv);
 }
 
 }  // namespace
@@ -510,6 +527,8 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   spec.argv.assign(assignment.command().begin(), assignment.command().end());
   spec.workdir = assignment.workdir();
   spec.env = std::move(env.entries);
+  if (!spec.argv.empty() && LaunchesThroughRuntime(assignment.container().runtime()))
+    spec.argv = ThroughRuntime(assignment.container(), spec.workdir, spec.argv);
   spdlog::info("assigned role={} index={}; starting {} in {}", assignment.role(),
                assignment.index(), spec.argv,
                spec.workdir.empty() ? std::string("the current directory") : spec.workdir);

@@ -89,6 +89,23 @@ void DefineOptions(CLI::App& app, CommandLine& cl) {
       ->capture_default_str();
   app.add_option("--agent-path", core.launch.agent_path,
                  "tfslurm-agent as the compute nodes see it; default: next to tfslurmd");
+  app.add_option_function<std::string>(
+         "--container-runtime",
+         [&core](const std::string& name) {
+           core.launch.container_runtime = name == "pyxis"    ? tfslurm::ContainerRuntime::kPyxis
+                                           : name == "enroot" ? tfslurm::ContainerRuntime::kEnroot
+                                           : name == "oci"    ? tfslurm::ContainerRuntime::kOci
+                                           : name == "apptainer"
+                                               ? tfslurm::ContainerRuntime::kApptainer
+                                               : tfslurm::ContainerRuntime::kAuto;
+         },
+         "the runtime of specs whose container.runtime is auto (docs/containers.md); "
+         "default: none, and such a spec is refused")
+      ->check(CLI::IsMember({"pyxis", "enroot", "oci", "apptainer"}));
+  app.add_option("--container-agent-dir", core.launch.container_agent_dir,
+                 "the self-contained agent (deploy/containers/agent-bundle.sh) that pyxis and "
+                 "Slurm's OCI support run inside the container, at the same path on every node; "
+                 "default: agent-bundle next to tfslurmd");
   app.add_option("--advertise", d.advertise_host,
                  "host the agents use to reach the service; default: the agent listen host");
   app.add_option("--ready-file", cl.ready_file,
@@ -238,6 +255,8 @@ int CompleteOptions(CommandLine& cl) {
   }
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
+  if (d.core.launch.container_agent_dir.empty())
+    d.core.launch.container_agent_dir = SelfDirectory() + "/agent-bundle";
   d.core.job_environment = JobEnvironment();
   return 0;
 }

@@ -65,13 +65,17 @@ tarball() { # tarball NAME SHA: the checked path of NAME
 # same uid and paths inside as outside), the root file system read-only, and
 # squashfs files written uncompressed (enroot import, enroot export): the
 # test images are read far more often than they are built, and
-# decompressing costs CPU at every start.
+# decompressing costs CPU at every start. The local cluster's three slurmd
+# share one host: a data directory per Slurm node (SLURMD_NODENAME, which
+# enroot sees under pyxis and under the agent's launcher alike) stands for
+# each node's local disk, so two nodes never create one container's files
+# at once.
 enroot_conf() {
   cat <<'EOF'
 # Written by tfslurm's deploy/containers/build-runtimes.sh (docs/containers.md).
 ENROOT_RUNTIME_PATH        /tmp/enroot-$(id -u)/run
 ENROOT_CACHE_PATH          /tmp/enroot-$(id -u)/cache
-ENROOT_DATA_PATH           /tmp/enroot-$(id -u)/data
+ENROOT_DATA_PATH           /tmp/enroot-$(id -u)/data/${SLURMD_NODENAME:-host}
 ENROOT_TEMP_PATH           /tmp
 ENROOT_SQUASH_OPTIONS      -noI -noD -noF -noX -no-duplicates -exit-on-error
 ENROOT_MOUNT_HOME          no

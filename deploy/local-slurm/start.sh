@@ -22,11 +22,21 @@ exec 3>&1 1>&2
 # --slurm-prefix PREFIX (or LOCAL_SLURM_PREFIX): the Slurm installation in
 # PREFIX (bin/, sbin/, lib/; e.g. one build-slurm.sh made) instead of
 # Debian's; DIR remembers it, so stop.sh and env.sh use the same one.
+# --containers CDIR (or LOCAL_SLURM_CONTAINERS): the container runtimes of
+# CDIR, as deploy/containers/setup.sh made it for this Slurm release: its
+# plugstack.conf (pyxis) and oci.conf (Slurm's OCI support, runc) go into
+# DIR/etc, and its bin/ (enroot) onto the daemons' PATH, where pyxis runs
+# enroot from.
 accounting="${LOCAL_SLURM_ACCOUNTING:-0}"
 prefix="${LOCAL_SLURM_PREFIX:-}"
+containers="${LOCAL_SLURM_CONTAINERS:-}"
 while [[ $# -gt 1 ]]; do
   case "$1" in
     --accounting) accounting=1 ;;
+    --containers)
+      containers="${2:-}"
+      shift
+      ;;
     --slurm-prefix)
       prefix="${2:-}"
       shift
@@ -35,7 +45,7 @@ while [[ $# -gt 1 ]]; do
   esac
   shift
 done
-[[ $# -eq 1 && "$1" != -* ]] || die "usage: $0 [--accounting] [--slurm-prefix PREFIX] DIR"
+[[ $# -eq 1 && "$1" != -* ]] || die "usage: $0 [--accounting] [--slurm-prefix PREFIX] [--containers CDIR] DIR"
 [[ $(id -u) -eq 0 ]] || die "must run as root (slurmd launches jobs for any user)"
 if [[ -n "$prefix" ]]; then
   [[ -x "$prefix/sbin/slurmctld" && -x "$prefix/sbin/slurmd" && -x "$prefix/bin/sinfo" ]] ||
@@ -372,6 +382,15 @@ fi
   echo "export SLURM_CONF=$CONF"
   if [[ -n "$prefix" ]]; then echo "export PATH=$prefix/bin:$prefix/sbin:\$PATH"; fi
 } >"$DIR/env.sh"
+
+if [[ -n "$containers" ]]; then
+  [[ -f "$containers/plugstack.conf" && -f "$containers/oci.conf" && -d "$containers/bin" ]] ||
+    die "--containers $containers: not a directory deploy/containers/setup.sh made"
+  cp "$containers/plugstack.conf" "$DIR/etc/plugstack.conf"
+  cp "$containers/oci.conf" "$DIR/etc/oci.conf"
+  export PATH="$containers/bin:$PATH"
+  log "containers: $containers (plugstack.conf, oci.conf, PATH)"
+fi
 
 # ---------------------------------------------------------- daemons ----
 print_logs() {

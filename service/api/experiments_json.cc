@@ -172,6 +172,15 @@ std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
   for (const ExperimentView::Spare& s : v.spares)
     w.BeginObject().Field("node", s.node).Field("waiting", s.waiting).EndObject();
   w.EndArray();
+  // The image and the runtime per role (docs/containers.md); [] without a container.
+  w.Key("containers").BeginArray();
+  for (const RoleContainer& c : v.containers)
+    w.BeginObject()
+        .Field("role", c.role)
+        .Field("image", c.image)
+        .Field("runtime", c.runtime)
+        .EndObject();
+  w.EndArray();
   std::vector<TaskStateCount> counted;
   for (const TaskRecord& t : v.tasks) counted.push_back({t.role, t.state, 1});
   WriteTaskCounts(w, counted);

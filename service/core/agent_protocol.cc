@@ -7,6 +7,7 @@
 #include "base/sha256.h"
 #include "base/unsafe_text.h"
 #include "schema/tf_config_wire.h"
+#include "service/core/container_launch.h"
 #include "service/core/in_place_restart.h"
 #include "service/core/scalars.h"
 #include "service/core/wording.h"
@@ -254,6 +255,12 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
     m.shutdown_grace_ms = core_.config().shutdown_grace_ms;
     m.report_checkpoints = i == checkpointing;
     m.stay_for_next_attempt = a.spec.restart.in_allocation || a.attempt.run->MayRestartAlone(i);
+    m.container = ContainerFor(
+        a.spec, ResolveContainerRuntime(a.spec.container, core_.config().launch.container_runtime),
+        slot.role.role,
+        {core_.config().output_root + "/" + a.record.id, a.record.model_dir, m.workdir,
+         core_.config().launch.container_agent_dir},
+        TaskHasGpus(a.spec, slot.role.role));
     if (first || a.attempt.tasks[i].state == TaskState::kRegistered) {
       a.attempt.tasks[i].state = slot.state;
       c.tasks.push_back(a.attempt.tasks[i]);

@@ -7,6 +7,7 @@
 #include <csignal>
 #include <unordered_map>
 
+#include "service/core/container_launch.h"
 #include "service/core/restart_policy.h"
 #include "service/core/wording.h"
 
@@ -179,6 +180,14 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
                                " MB per task); raise resources.mem_per_task_mb",
                            c);
     default: {
+      const bool none_started =
+          std::all_of(a.attempt.tasks.begin(), a.attempt.tasks.end(),
+                      [](const TaskRecord& t) { return t.state == TaskState::kPending; });
+      if (std::optional<std::string> cause =
+              none_started ? ContainerStartFailure(a, 0) : std::nullopt)
+        return FinishAttempt(a, EndReason::kStartupError,
+                             why + " before any task's agent started, in the container: " + *cause,
+                             c);
       std::optional<int> code = job.exit_code, sig;
       if (job.exit_signal) sig = job.exit_signal;
       return FinishAttempt(
@@ -186,6 +195,18 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
           why + " with exit code " + std::to_string(a.attempt.record.exit_code), c);
     }
   }
+}
+
+std::optional<std::string> SlurmWatch::ContainerStartFailure(const OpenExperiment& a, int proc) {
+  if (!a.spec.container.enabled() || proc < 0 || proc >= a.attempt.run->size()) return std::nullopt;
+  auto account = core_.ports().accounts.ForOwner(a.record.owner);
+  if (!account.ok()) return std::nullopt;
+  const std::string dir =
+      AttemptLogDir(core_.config().output_root, a.record.id, a.attempt.record.number);
+  Files& files = core_.ports().files;
+  const std::string task = dir + "/task-" + std::to_string(proc) + ".out";
+  return RuntimeStartError(files.ReadFileTail(task, 16384, *account).value_or(""),
+                           files.ReadFileTail(dir + "/batch.out", 16384, *account).value_or(""));
 }
 
 void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::string& why,

@@ -56,8 +56,15 @@ void SlurmWatch::CheckBarrier(OpenExperiment& a, int64_t now, Changes& c, Action
     std::string why = "barrier timeout after " + Seconds(core_.config().barrier_timeout_ms) + ": " +
                       std::to_string(missing.size()) + " of " + std::to_string(run.size()) +
                       " tasks never registered: " + names;
+    // A task that never started because its container did not: the
+    // runtime's words, and a failure that repeats at every start.
+    std::optional<std::string> container =
+        missing.empty() ? std::nullopt : ContainerStartFailure(a, missing.front());
+    if (container)
+      why += "; the container did not start for " +
+             TaskName(run.task(missing.front()), missing.front()) + ": " + *container;
     run.Decide({Outcome::kFailed, why});
-    a.attempt.decided_reason = EndReason::kStartFailed;
+    a.attempt.decided_reason = container ? EndReason::kStartupError : EndReason::kStartFailed;
     agents_.ReapRemaining(a, c, why);
     a.record.reason = why + "; cancelling the job";
     c.experiment = a.record;

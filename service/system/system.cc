@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -218,6 +219,24 @@ class LocalFiles final : public Files {
     auto text = ReadSmallRegularFile(model_dir + "/checkpoint");
     if (!text) return std::nullopt;
     return ParseCheckpointState(*text);
+  }
+
+  std::optional<std::string> ReadFileTail(const std::string& path, int64_t max_bytes,
+                                          const RunAs& as) override {
+    auto identity = ActAs(as);
+    if (identity && !identity->ok()) return std::nullopt;
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return std::nullopt;
+    struct stat st;
+    std::optional<std::string> text;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      const int64_t from = std::max<int64_t>(0, st.st_size - max_bytes);
+      std::string buf(static_cast<size_t>(st.st_size - from), '\0');
+      ssize_t n = pread(fd, buf.data(), buf.size(), from);
+      if (n >= 0) text = buf.substr(0, static_cast<size_t>(n));
+    }
+    close(fd);
+    return text;
   }
 };
 

@@ -65,6 +65,16 @@ class FakeFiles final : public Files {
     removed[path] = as.user;
     return 1;
   }
+  std::optional<std::string> ReadFileTail(const std::string& path, int64_t max_bytes,
+                                          const RunAs&) override {
+    std::lock_guard lock(mu_);
+    auto it = file_contents.find(path);
+    if (it == file_contents.end()) return std::nullopt;
+    const std::string& text = it->second;
+    return text.substr(text.size() > static_cast<size_t>(max_bytes)
+                           ? text.size() - static_cast<size_t>(max_bytes)
+                           : 0);
+  }
   void SetCheckpoint(const std::string& model_dir, const std::string& path, int64_t step) {
     std::lock_guard lock(mu_);
     checkpoints[model_dir] = {path, step};
@@ -78,9 +88,10 @@ class FakeFiles final : public Files {
   std::set<std::string> created;
   std::map<std::string, std::string> created_as;  // path -> the account it was made as
   std::map<std::string, CheckpointState> checkpoints;
-  std::set<std::string> missing_workdirs;      // CheckWorkdir refuses these
-  std::vector<std::string> set_aside;          // paths SetAsideExperimentDirectory moved
-  std::map<std::string, std::string> removed;  // path -> the account it was removed as
+  std::set<std::string> missing_workdirs;            // CheckWorkdir refuses these
+  std::map<std::string, std::string> file_contents;  // what ReadFileTail reads
+  std::vector<std::string> set_aside;                // paths SetAsideExperimentDirectory moved
+  std::map<std::string, std::string> removed;        // path -> the account it was removed as
 
  private:
   std::mutex mu_;

@@ -50,6 +50,11 @@ class Files {
   virtual std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
                                                              Framework framework,
                                                              const RunAs& as) = 0;
+  // The last `max_bytes` of the regular file `path`, read as `as` (a task's
+  // output, for the container runtime's words when no agent started);
+  // nullopt when it cannot be read.
+  virtual std::optional<std::string> ReadFileTail(const std::string& path, int64_t max_bytes,
+                                                  const RunAs& as) = 0;
 };
 
 }  // namespace tfslurm

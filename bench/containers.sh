@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench/containers.sh [--runs N]: the per-task start overhead of a container
+# against no container, side by side in one run, on the local cluster
+# (issue 44):
+#   none         srun python3 -c <print a line>           (the host's python3)
+#   pyxis cold   srun --container-image=python.sqsh --container-name=NEW ...
+#                (pyxis imports: unsquashfs into the node's enroot data)
+#   pyxis warm   the same name again (pyxis reuses the node's import)
+#   enroot cold  tfslurm-container-launch (enroot create, then enroot start)
+#   enroot warm  the same image again (enroot start of the node's import)
+# Each figure is the wall time from srun's start to the program's line on
+# stdout, one task on one node, median of N runs (default 3; cold runs
+# remove the import first). Target: warm at most 1 s more than none per task;
+# the cold import is paid once per node (every task of a node waits for the
+# one import: tests/integration/test_containers.py).
+#
+# Needs: the cluster started with --containers (tests/containers.sh),
+# SLURM_CONF, TFSLURM_IMAGES, and the build (TFSLURM_BENCH_BUILD, default
+# build/). Appends its figures with the load to bench/RESULTS.md unless
+# BENCH_RESULTS names another file. Exits non-zero on any failed run.
+set -euo pipefail
+here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd -- "$here/.." && pwd)"
+runs=3
+if [[ "${1:-}" == --runs ]]; then runs="$2"; fi
+: "${SLURM_CONF:?set SLURM_CONF to the local cluster started with --containers}"
+images="${TFSLURM_IMAGES:?set TFSLURM_IMAGES (tests/containers.sh prints it)}"
+build="${TFSLURM_BENCH_BUILD:-$repo/build}"
+launch="$build/bin/tfslurm-container-launch"
+results="${BENCH_RESULTS:-$here/RESULTS.md}"
+image="$images/python.sqsh"
+program=(python3 -c 'print("tfslurm-bench: started", flush=True)')
+
+# Seconds from now until srun's task prints its line.
+time_srun() {
+  local started out
+  started=$(date +%s.%N)
+  out="$(srun -N1 -n1 -w node1 "$@" 2>&1)" || { echo "bench/containers: srun $* failed: $out" >&2; return 1; }
+  [[ $out == *"tfslurm-bench: started"* ]] || { echo "bench/containers: no line from srun $*: $out" >&2; return 1; }
+  awk -v a="$(date +%s.%N)" -v b="$started" 'BEGIN { printf "%.3f\n", a - b }' 
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+enroot_data="/tmp/enroot-$(id -u)/data/node1"
+
+declare -A figures
+for kind in none pyxis-cold pyxis-warm enroot-cold enroot-warm; do
+  samples=()
+  for ((i = 0; i < runs; i++)); do
+    case "$kind" in
+      none) samples+=("$(time_srun "${program[@]}")") ;;
+      pyxis-cold)
+        name="bench-$$-$i"
+        samples+=("$(time_srun --container-image="$image" --container-name="$name:no_exec" \
+          --no-container-mount-home "${program[@]}")")
+        rm -rf "$enroot_data/pyxis_$name" ;;
+      pyxis-warm)
+        name="bench-$$-warm"
+        if ((i == 0)); then time_srun --container-image="$image" --container-name="$name:no_exec" \
+          --no-container-mount-home "${program[@]}" >/dev/null; fi
+        samples+=("$(time_srun --container-image="$image" --container-name="$name:no_exec" \
+          --no-container-mount-home "${program[@]}")") ;;
+      enroot-cold | enroot-warm)
+        if [[ $kind == enroot-cold ]]; then rm -rf "$enroot_data"/tfslurm-*; fi
+        if [[ $kind == enroot-warm && $i == 0 ]]; then
+          time_srun "$launch" --runtime enroot --image "$image" --workdir /tmp -- "${program[@]}" >/dev/null
+        fi
+        samples+=("$(time_srun "$launch" --runtime enroot --image "$image" --workdir /tmp -- "${program[@]}")") ;;
+    esac
+  done
+  figures[$kind]="$(printf '%s\n' "${samples[@]}" | median)"
+  printf 'bench/containers: %-12s median %6.2f s of %d (%s)\n' "$kind" "${figures[$kind]}" "$runs" "${samples[*]}"
+done
+rm -rf "$enroot_data/pyxis_bench-$$-warm"
+
+load="$(cut -d' ' -f1-3 /proc/loadavg)"
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", a - b }'; }
+over_pyxis="$(minus "${figures[pyxis-warm]}" "${figures[none]}")"
+over_enroot="$(minus "${figures[enroot-warm]}" "${figures[none]}")"
+{
+  echo
+  echo "### bench/containers.sh ($(date -u +%Y-%m-%dT%H:%MZ), load $load, $runs runs, python.sqsh $(du -h "$image" | cut -f1))"
+  echo
+  echo "| per task, srun -> first line | none | pyxis cold | pyxis warm | enroot cold | enroot warm |"
+  echo "|---|---|---|---|---|---|"
+  printf '| median s | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "${figures[none]}" "${figures[pyxis-cold]}" \
+    "${figures[pyxis-warm]}" "${figures[enroot-cold]}" "${figures[enroot-warm]}"
+  printf '\nwarm over none: pyxis %+.2f s, enroot %+.2f s (target: at most +1 s)\n' "$over_pyxis" "$over_enroot"
+} | tee -a "$results"

@@ -1,0 +1,123 @@
+"""Issue 44: training in containers, on the local cluster with real runtimes.
+
+The cluster runs pyxis 0.24.0 and enroot 4.1.2 (deploy/local-slurm/start.sh
+--containers, from deploy/containers/setup.sh), and the images are real ones
+built locally (deploy/containers/build-images.sh; TFSLURM_IMAGES names their
+directory): Debian 12 with python3 and tensorflow-cpu from PyPI, and with
+Debian's python3-torch. The programs are the repository's examples, run by
+the image's own python3; nothing of tfslurm is in the images.
+"""
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import REPO, wait_for
+from test_tensorflow import TF_ENV, all_ended, proc_of, task_log, wait_ended
+
+
+@pytest.fixture(scope="module")
+def images():
+    d = os.environ.get("TFSLURM_IMAGES")
+    if not d or not os.path.exists(os.path.join(d, "tf.sqsh")):
+        pytest.fail("no container images: run deploy/containers/build-images.sh (tests/containers.sh "
+                    "does) and set TFSLURM_IMAGES to the directory it prints")
+    return d
+
+
+@pytest.fixture(scope="module")
+def pyxis_cluster(slurm_cluster):
+    plugstack = os.path.join(os.path.dirname(slurm_cluster), "plugstack.conf")
+    if "spank_pyxis.so" not in open(plugstack).read():
+        pytest.fail("the local cluster runs without pyxis: start it with deploy/local-slurm/start.sh "
+                    "--containers \"$(deploy/containers/setup.sh)\" (tests/containers.sh says how)")
+    return slurm_cluster
+
+
+def container_spec(exp_id, image, runtime, steps=200, **extra):
+    """examples/mnist_tf in the TF image: 1 chief, 2 ps, 2 workers, 1 evaluator on 3 nodes x 2."""
+    example = os.path.join(REPO, "examples", "mnist_tf")
+    spec = {
+        "id": exp_id,
+        "command": ["python3", os.path.join(example, "train.py"), "--data", "synthetic", "--steps", str(steps),
+                    "--checkpoint-every", "50", "--steps-per-dispatch", "25", "--eval-interval", "1"],
+        "workdir": example,
+        "env": dict(TF_ENV),
+        "cluster": {"chief": 1, "ps": 2, "worker": 2, "evaluator": 1},
+        "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 2, "time_limit": "00:10:00"},
+        "success": "chief",
+        "restart": {"max_restarts": 0},
+        "container": {"image": image, "runtime": runtime},
+    }
+    spec.update(extra)
+    return spec
+
+
+def in_image(pid, image_marker):
+    """Whether process `pid` runs in the image: its root's /etc/os-release is
+    the image's (the host's python3 is not the image's python3)."""
+    try:
+        return os.path.realpath(f"/proc/{pid}/root") and open(f"/proc/{pid}/root/{image_marker}").read()
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "enroot"])
+def test_tf_parameter_servers_in_the_image_succeed_and_the_ps_are_reaped(service, pyxis_cluster, images,
+                                                                        runtime):
+    exp_id = f"ctr-ps-{runtime}"
+    steps = 150
+    status, body = service.post("/experiments", container_spec(exp_id, os.path.join(images, "tf.sqsh"),
+                                                               runtime, steps))
+    assert status == 201, body
+    done = wait_ended(service, exp_id, 420)
+    assert done["state"] == "succeeded", done["reason"]
+    done = all_ended(service, exp_id)
+    states = {f'{t["role"]}:{t["index"]}': t["state"] for t in done["tasks"]}
+    assert states == {"chief:0": "succeeded", "ps:0": "reaped", "ps:1": "reaped", "worker:0": "reaped",
+                      "worker:1": "reaped", "evaluator:0": "reaped"}, states
+    chief_log = task_log(done, proc_of(done, "chief"))
+    assert f"mnist_tf: done step={steps}" in chief_log, chief_log[-2000:]
+    # The image's python3 and TensorFlow ran it, not the host's venv.
+    assert "/usr/local/lib/python3.11/dist-packages/tensorflow" in chief_log or "venv-tf" not in chief_log
+    # How it shows: the API gives the image and the runtime per role.
+    containers = {r["role"]: r for r in done["containers"]}
+    assert containers["ps"]["runtime"] == runtime and containers["ps"]["image"].endswith("tf.sqsh"), done
+
+
+def test_a_missing_image_is_a_startup_error_in_pyxiss_words_after_one_attempt(service, pyxis_cluster, images):
+    spec = container_spec("ctr-missing", "/nonexistent/tf.sqsh", "pyxis")
+    spec["restart"] = {"max_restarts": 3}
+    status, body = service.post("/experiments", spec)
+    assert status == 201, body
+    done = service.wait_state("ctr-missing", "failed", timeout=120)
+    assert done["attempt"] == 1, done
+    attempt = done["attempts"][-1] if "attempts" in done else None
+    assert "No such file or directory: /nonexistent/tf.sqsh" in done["reason"], done["reason"]
+    assert "startup_error" in (attempt or {}).get("end_reason", "startup_error"), attempt
+
+
+def test_enroot_names_a_missing_image_and_a_missing_command_as_startup_errors(service, pyxis_cluster, images):
+    spec = container_spec("ctr-enroot-missing", "/nonexistent/tf.sqsh", "enroot")
+    spec["restart"] = {"max_restarts": 3}
+    assert service.post("/experiments", spec)[0] == 201
+    done = service.wait_state("ctr-enroot-missing", "failed", timeout=120)
+    assert done["attempt"] == 1, done
+    assert "No such file or directory: /nonexistent/tf.sqsh" in done["reason"], done["reason"]
+
+    spec = container_spec("ctr-enroot-nocmd", os.path.join(images, "python.sqsh"), "enroot")
+    spec["command"] = ["trian.py"]
+    spec["restart"] = {"max_restarts": 3}
+    assert service.post("/experiments", spec)[0] == 201
+    done = service.wait_state("ctr-enroot-nocmd", "failed", timeout=120)
+    assert done["attempt"] == 1, done
+    assert "cannot run 'trian.py' in the container" in done["reason"], done["reason"]
+
+
+def test_a_spec_with_runtime_auto_is_refused_without_a_site_runtime(service, images):
+    spec = container_spec("ctr-auto", os.path.join(images, "tf.sqsh"), "auto")
+    status, body = service.post("/experiments", spec)
+    assert status == 400, body
+    assert [f["field"] for f in body["error"]["fields"]] == ["container.runtime"], body
