@@ -226,7 +226,8 @@ std::optional<std::string> RuntimeStartError(const std::string& task_output,
                    "enroot: " + enroot);
   if (!first.empty()) return Bounded("slurmstepd: " + first);
   // srun itself: an option of a plugin that is not loaded, or a refusal.
-  static const std::regex kSrun(R"(^srun: (unrecognized option .*|error: (?!.*task [0-9]+: ).*)$)");
+  static const std::regex kSrun(
+      R"(^srun: (unrecognized option .*|error: (?!.*tasks? [0-9,-]+: ).*)$)");
   for (const std::string& line : Lines(batch_output))
     if (std::regex_match(line, kSrun)) return Bounded(line);
   return std::nullopt;

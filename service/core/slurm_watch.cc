@@ -204,8 +204,16 @@ std::optional<std::string> SlurmWatch::ContainerStartFailure(const OpenExperimen
   const std::string dir =
       AttemptLogDir(core_.config().output_root, a.record.id, a.attempt.record.number);
   Files& files = core_.ports().files;
-  const std::string task = dir + "/task-" + std::to_string(proc) + ".out";
-  return RuntimeStartError(files.ReadFileTail(task, 16384, *account).value_or(""),
+  // pyxis's words are in the output of the task that imported for its node,
+  // the others say only that it failed: `proc` first, then the next ones.
+  const int n = a.attempt.run->size();
+  for (int k = 0; k < std::min(n, 16); ++k) {
+    const int task = (proc + k) % n;
+    const std::string path = dir + "/task-" + std::to_string(task) + ".out";
+    if (auto words = RuntimeStartError(files.ReadFileTail(path, 16384, *account).value_or(""), ""))
+      return words;
+  }
+  return RuntimeStartError("",
                            files.ReadFileTail(dir + "/batch.out", 16384, *account).value_or(""));
 }
 

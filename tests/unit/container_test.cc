@@ -212,6 +212,12 @@ TEST(RuntimeStartError, QuotesPyxisAndEnrootsOwnWords) {
   EXPECT_EQ(RuntimeStartError(
                 "slurmstepd-node2: error: _read_config: unable to open: /b/config.json\n", ""),
             "slurmstepd: _read_config: unable to open: /b/config.json");
+  EXPECT_EQ(RuntimeStartError("slurmstepd-node1: error: pyxis: container was not started "
+                              "successfully by another task\n"
+                              "slurmstepd-node1: error: Failed to invoke spank plugin stack\n",
+                              "srun: error: node3: tasks 4-5: Exited with exit code 1\n"),
+            std::nullopt)
+      << "a task that waited for another's import says nothing of why";
   EXPECT_EQ(RuntimeStartError("Traceback...\nValueError: x\n",
                               "srun: error: node1: task 0: Exited with exit code 1\n"),
             std::nullopt)
