@@ -8,13 +8,15 @@ Debian's python3-torch. The programs are the repository's examples, run by
 the image's own python3; nothing of tfslurm is in the images.
 """
 import os
+import pwd
 import re
 import signal
 import subprocess
 
 import pytest
 
-from conftest import REPO, wait_for
+from conftest import REPO, program_pid, wait_for
+from unix_users import ALICE, site, token_for  # noqa: F401 (site is a fixture)
 from test_tensorflow import TF_ENV, all_ended, proc_of, task_log, wait_ended
 
 
@@ -145,3 +147,59 @@ def test_a_spec_with_runtime_auto_is_refused_without_a_site_runtime(service, ima
     status, body = service.post("/experiments", spec)
     assert status == 400, body
     assert [f["field"] for f in body["error"]["fields"]] == ["container.runtime"], body
+
+
+def test_in_pyxis_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_place_from_tfs_checkpoint(
+        service, pyxis_cluster, images):
+    """In the same running container (no import again): worker 1's program
+    killed -9 comes back alone, on its node and port; then the chief's kill
+    -9 ends the attempt, and attempt 2 runs in the same job and restores
+    TensorFlow's own latest checkpoint."""
+    steps = 600
+    spec = container_spec("ctr-restarts", os.path.join(images, "tf.sqsh"), "pyxis", steps,
+                          restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1})
+    assert service.post("/experiments", spec)[0] == 201
+    wait_for(lambda: (service.experiment("ctr-restarts").get("checkpoint") or {}).get("step", 0) >= 50, 240,
+             "a first checkpoint")
+    worker = wait_for(lambda: program_pid("ctr-restarts", "worker", 1), 30, "worker 1's program")
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: (lambda p: p if p and p != worker else None)(program_pid("ctr-restarts", "worker", 1)), 90,
+             "worker 1's program to start again, alone")
+    exp = service.experiment("ctr-restarts")
+    assert exp["attempt"] == 1 and any(e["what"] == "restarted_alone" for e in exp["events"]), exp["events"]
+
+    chief = wait_for(lambda: program_pid("ctr-restarts", "chief", 0), 30, "the chief's program")
+    os.kill(chief, signal.SIGKILL)
+    done = wait_ended(service, "ctr-restarts", 420)
+    assert done["state"] == "succeeded", done["reason"]
+    first, second = done["attempts"]
+    assert first["end_reason"] == "retryable_exit" and "signal 9" in first["reason"], first
+    assert second["in_place"] and second["slurm_job_id"] == first["slurm_job_id"], done["attempts"]
+    chief_log = task_log(done, proc_of(done, "chief"), attempt=2)
+    restored = re.search(r"mnist_tf: restored step=(\d+)", chief_log)
+    assert restored and int(restored.group(1)) > 0, chief_log[-2000:]
+    assert f"mnist_tf: done step={steps}" in chief_log, chief_log[-2000:]
+
+
+def test_site_mode_alices_program_in_pyxis_runs_as_alice_and_its_files_are_hers(site, pyxis_cluster, images):
+    """tfslurmd as root with --site; alice's job, its agent and her program
+    in the image run as alice (no remapping to root), and every file the
+    program wrote is hers."""
+    from test_site_mode import owners_under, submit, wait_done
+    service, _, _ = site
+    service.admin = token_for(service, "root", admin=True)
+    alice = pwd.getpwnam(ALICE)
+    record = 'id -u > "$MODEL_DIR/id-$TFSLURM_ROLE"; echo written > "$MODEL_DIR/by-$TFSLURM_ROLE"'
+    submit(site, ALICE, {
+        "id": "ctr-alice", "command": ["/bin/sh", "-c", record],
+        "cluster": {"worker": 2},
+        "resources": {"partition": "debug", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:10:00"},
+        "success": "all_workers",
+        "container": {"image": os.path.join(images, "python.sqsh"), "runtime": "pyxis"}})
+    done = wait_done(service, "ctr-alice", timeout=240)
+    assert done["state"] == "succeeded", done.get("reason")
+    model_dir = done["model_dir"]
+    assert int(open(os.path.join(model_dir, "id-worker")).read()) == alice.pw_uid
+    owners = owners_under(os.path.join(service.output_root, "ctr-alice"))
+    assert "by-worker" in owners, sorted(owners)
+    assert {p: uid for p, uid in owners.items() if uid != alice.pw_uid} == {}, owners
