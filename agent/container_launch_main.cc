@@ -97,8 +97,8 @@ std::string PrivateDirectory() {
 // Imports the image under `name` unless this node has it; under a lock, so
 // the node's tasks wait for one import instead of making one each.
 void ImportOnce(const std::string& dir, const std::string& image, const std::string& name) {
-  // Per Slurm node: the local cluster's nodes share a host (and enroot's
-  // data directory is per node there: build-runtimes.sh).
+  // Per Slurm node: the local cluster's nodes share a host's /tmp (their
+  // imports are on disks of their own: start.sh --containers).
   const char* node = std::getenv("SLURMD_NODENAME");
   const std::string lock_path = dir + "/" + name + (node ? std::string(".") + node : "") + ".lock";
   int lock = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);

@@ -40,7 +40,8 @@ time_srun() {
   awk -v a="$(date +%s.%N)" -v b="$started" 'BEGIN { printf "%.3f\n", a - b }' 
 }
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-enroot_data="/tmp/enroot-$(id -u)/data/node1"
+# node1's enroot imports: its own disk at /var/tmp/tfslurm-node (start.sh --containers).
+enroot_data="$(dirname -- "$(dirname -- "$SLURM_CONF")")/node-local/node1/enroot-data-$(id -u)"
 
 declare -A figures
 for kind in none pyxis-cold pyxis-warm enroot-cold enroot-warm; do

@@ -65,17 +65,19 @@ tarball() { # tarball NAME SHA: the checked path of NAME
 # same uid and paths inside as outside), the root file system read-only, and
 # squashfs files written uncompressed (enroot import, enroot export): the
 # test images are read far more often than they are built, and
-# decompressing costs CPU at every start. The local cluster's three slurmd
-# share one host: a data directory per Slurm node (SLURMD_NODENAME, which
-# enroot sees under pyxis and under the agent's launcher alike) stands for
-# each node's local disk, so two nodes never create one container's files
-# at once.
+# decompressing costs CPU at every start. The imports are kept on the
+# node's local disk, /var/tmp/tfslurm-node: on the local cluster, whose
+# three slurmd share one host, each slurmd sees a directory of its own there
+# (start.sh --containers), so two nodes never fill one directory at once.
+# (A per-node path from SLURMD_NODENAME does not work: pyxis runs `enroot
+# list` in slurm_spank_user_init, before slurmstepd sets it, and `enroot
+# create` in task_init, after, so the two would look in different places.)
 enroot_conf() {
   cat <<'EOF'
 # Written by tfslurm's deploy/containers/build-runtimes.sh (docs/containers.md).
 ENROOT_RUNTIME_PATH        /tmp/enroot-$(id -u)/run
 ENROOT_CACHE_PATH          /tmp/enroot-$(id -u)/cache
-ENROOT_DATA_PATH           /tmp/enroot-$(id -u)/data/${SLURMD_NODENAME:-host}
+ENROOT_DATA_PATH           /var/tmp/tfslurm-node/enroot-data-$(id -u)
 ENROOT_TEMP_PATH           /tmp
 ENROOT_SQUASH_OPTIONS      -noI -noD -noF -noX -no-duplicates -exit-on-error
 ENROOT_MOUNT_HOME          no

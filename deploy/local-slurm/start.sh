@@ -433,7 +433,20 @@ for n in "${LOCAL_SLURM_NODES[@]}"; do
   fi
   rm -f "$DIR/run/slurmd-$n.pid"
   log "starting slurmd $n"
-  detached slurmd -N "$n" -f "$CONF" >>"$DIR/log/slurmd-$n.out" 2>&1 || fail "slurmd $n exited with $?"
+  node_local=()
+  if [[ -n "$containers" ]]; then
+    # A node's local disk: each slurmd (and every job step it starts) sees
+    # DIR/node-local/NODE at /var/tmp/tfslurm-node, where enroot keeps the
+    # node's imports (build-runtimes.sh's enroot.conf). The three slurmd
+    # share one host; without this their imports would be one directory
+    # that two nodes fill at once.
+    mkdir -p "$DIR/node-local/$n" /var/tmp/tfslurm-node
+    chmod 1777 "$DIR/node-local/$n"
+    node_local=(unshare --mount --propagation slave -- sh -c
+      'mount --bind "$1" /var/tmp/tfslurm-node && shift && exec "$@"' sh "$DIR/node-local/$n")
+  fi
+  detached "${node_local[@]}" slurmd -N "$n" -f "$CONF" >>"$DIR/log/slurmd-$n.out" 2>&1 ||
+    fail "slurmd $n exited with $?"
 done
 
 started=$SECONDS
