@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +15,7 @@
 #include "agent/address.h"
 #include "agent/child_env.h"
 #include "agent/port_reservation.h"
+#include "agent/service_access.h"
 #include "agent/session.h"
 #include "agent/signals.h"
 
@@ -71,6 +73,82 @@ void SetUpLogging(const std::string& experiment_id, int attempt, const std::stri
   spdlog::set_default_logger(logger);
 }
 
+namespace {
+
+// The timeouts must be positive; false (after logging why) when one is not.
+bool TimeoutsUsable(const AgentOptions& options) {
+  for (double value : {options.exit_ack_timeout_s, options.exit_report_timeout_s,
+                       options.unknown_experiment_timeout_s}) {
+    if (!(value > 0)) {
+      spdlog::error(
+          "--exit-ack-timeout, --exit-report-timeout and --unknown-experiment-timeout must be "
+          "positive");
+      return false;
+    }
+  }
+  return true;
+}
+
+// The value of `v`, or nullopt after logging its error.
+template <typename T>
+std::optional<T> OrLog(StatusOr<T> v) {
+  if (v.ok()) return std::move(v).value();
+  spdlog::error("{}", v.status().message());
+  return std::nullopt;
+}
+
+// The attempt secret: from the file TFSLURM_SECRET_FILE names (tfslurmd's
+// jobs), else from TFSLURM_SECRET; never from the command line, which every
+// user of the node sees in `ps`.
+StatusOr<std::string> ReadAttemptSecret(const EnvLookup& env) {
+  const std::optional<std::string> path = env(kSecretFileVariable);
+  if (!path || path->empty()) {
+    std::optional<std::string> secret = env(kSecretVariable);
+    if (secret && !secret->empty()) return *secret;
+    return InvalidArgument(std::string(kSecretFileVariable) + " and " + kSecretVariable +
+                           " are not set: the job passes the attempt secret to the agent in a "
+                           "file its environment names (never on the command line)");
+  }
+  int fd = open(path->c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    return InvalidArgument(std::string("cannot read the attempt secret from ") +
+                           kSecretFileVariable + " '" + *path + "': " + strerror(errno));
+  std::string secret(4096, '\0');
+  struct stat st;
+  ssize_t n =
+      fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, secret.data(), secret.size()) : -1;
+  close(fd);
+  if (n <= 0 || n == static_cast<ssize_t>(secret.size()))
+    return InvalidArgument(std::string(kSecretFileVariable) + " '" + *path +
+                           "' is not a regular file holding an attempt secret");
+  secret.resize(static_cast<size_t>(n));
+  return secret;
+}
+
+SessionOptions SessionOptionsFor(const AgentOptions& options, const std::string& secret,
+                                 const std::string& address, int port, int proc_id) {
+  SessionOptions session_options;
+  session_options.stream.target = options.service;
+  session_options.stream.keepalive_time = Seconds(options.keepalive_s);
+  session_options.experiment_id = options.experiment_id;
+  session_options.attempt = options.attempt;
+  session_options.secret = secret;
+  session_options.address = address;
+  session_options.port = port;
+  session_options.exit_ack_timeout = Seconds(options.exit_ack_timeout_s);
+  session_options.exit_report_timeout = Seconds(options.exit_report_timeout_s);
+  session_options.unknown_experiment_timeout = Seconds(options.unknown_experiment_timeout_s);
+  session_options.on_next_attempt = [experiment = options.experiment_id,
+                                     proc = std::to_string(proc_id)](int attempt,
+                                                                     const std::string& log_dir) {
+    if (!log_dir.empty()) RedirectOutput(log_dir, proc);
+    SetUpLogging(experiment, attempt, proc);
+  };
+  return session_options;
+}
+
+}  // namespace
+
 int RunAgent(const AgentOptions& options, const EnvLookup& env) {
   const std::optional<std::string> proc = env("SLURM_PROCID");
   SetUpLogging(options.experiment_id, options.attempt, proc.value_or("?"));
@@ -82,86 +160,42 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
     }
     if (!RedirectOutput(options.log_dir, *proc)) return kExitUsage;
   }
-
   if (!LooksLikeHostPort(options.service)) {
     spdlog::error("--service '{}' is not HOST:PORT (e.g. tfslurmd.example.org:7070)",
                   options.service);
     return kExitUsage;
   }
-  StatusOr<TaskIdentity> identity = ReadTaskIdentity(env);
-  if (!identity.ok()) {
-    spdlog::error("{}", identity.status().message());
-    return kExitUsage;
-  }
+  std::optional<TaskIdentity> identity = OrLog(ReadTaskIdentity(env));
+  if (!identity) return kExitUsage;
   if (options.experiment_id.empty() || options.attempt < 1) {
     spdlog::error("--experiment must be non-empty and --attempt at least 1 (got '{}' and {})",
                   options.experiment_id, options.attempt);
     return kExitUsage;
   }
-  const std::optional<std::string> secret = env(kSecretVariable);
-  if (!secret || secret->empty()) {
-    spdlog::error(
-        "{} is not set: the job script passes the attempt secret to the agent "
-        "through the environment (never on the command line)",
-        kSecretVariable);
-    return kExitUsage;
-  }
-  for (double value : {options.exit_ack_timeout_s, options.exit_report_timeout_s,
-                       options.unknown_experiment_timeout_s}) {
-    if (!(value > 0)) {
-      spdlog::error(
-          "--exit-ack-timeout, --exit-report-timeout and --unknown-experiment-timeout must be "
-          "positive");
-      return kExitUsage;
-    }
-  }
-
-  StatusOr<AddressSpec> spec = ParseAddressSpec(options.address);
-  if (!spec.ok()) {
-    spdlog::error("{}", spec.status().message());
-    return kExitUsage;
-  }
-  StatusOr<std::string> address = ResolveAddress(*spec);
-  if (!address.ok()) {
-    spdlog::error("{}", address.status().message());
-    return kExitUsage;
-  }
-  StatusOr<PortReservation> port = PortReservation::Reserve();
-  if (!port.ok()) {
-    spdlog::error("{}", port.status().message());
-    return kExitUsage;
-  }
-  StatusOr<int> signal_fd = OpenSignalFd();
-  if (!signal_fd.ok()) {
-    spdlog::error("{}", signal_fd.status().message());
-    return kExitUsage;
-  }
+  const std::optional<std::string> secret = OrLog(ReadAttemptSecret(env));
+  if (!secret) return kExitUsage;
+  if (!TimeoutsUsable(options)) return kExitUsage;
+  std::optional<AddressSpec> spec = OrLog(ParseAddressSpec(options.address));
+  if (!spec) return kExitUsage;
+  std::optional<std::string> address = OrLog(ResolveAddress(*spec));
+  if (!address) return kExitUsage;
+  std::optional<PortReservation> port = OrLog(PortReservation::Reserve());
+  if (!port) return kExitUsage;
+  std::optional<int> signal_fd = OrLog(OpenSignalFd());
+  if (!signal_fd) return kExitUsage;
 
   spdlog::info("Slurm job {} task {} (node {} '{}', local task {}); program address {}:{}",
                identity->slurm_job_id, identity->proc_id, identity->node_id, identity->node_name,
                identity->local_id, *address, port->port());
-
-  SessionOptions session_options;
-  session_options.stream.target = options.service;
-  session_options.stream.keepalive_time = Seconds(options.keepalive_s);
-  session_options.experiment_id = options.experiment_id;
-  session_options.attempt = options.attempt;
-  session_options.secret = *secret;
-  session_options.address = *address;
-  session_options.port = port->port();
-  session_options.exit_ack_timeout = Seconds(options.exit_ack_timeout_s);
-  session_options.exit_report_timeout = Seconds(options.exit_report_timeout_s);
-  session_options.unknown_experiment_timeout = Seconds(options.unknown_experiment_timeout_s);
-  session_options.on_next_attempt = [experiment = options.experiment_id,
-                                     proc = std::to_string(identity->proc_id)](
-                                        int attempt, const std::string& log_dir) {
-    if (!log_dir.empty()) RedirectOutput(log_dir, proc);
-    SetUpLogging(experiment, attempt, proc);
-  };
+  SessionOptions session_options =
+      SessionOptionsFor(options, *secret, *address, port->port(), identity->proc_id);
+  if (Status s = ConfigureServiceAccess(env, session_options); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return kExitUsage;
+  }
   // The session holds the port for the program's lifetime, and a fresh one
   // for each attempt in place.
-  Session session(std::move(session_options), std::move(identity).value(), *signal_fd,
-                  std::move(port).value());
+  Session session(std::move(session_options), std::move(*identity), *signal_fd, std::move(*port));
   return session.Run();
 }
 

@@ -103,6 +103,9 @@ ChildEnv BuildChildEnv(const ChildEnvInputs& inputs) {
   if (inputs.port > 0) fill_if_absent("TFSLURM_PORT", std::to_string(inputs.port));
 
   vars.erase(kSecretVariable);
+  vars.erase(kSecretFileVariable);
+  vars.erase(kCaVariable);
+  vars.erase(kProveUidVariable);
 
   result.entries.reserve(vars.size());
   for (const auto& [name, value] : vars) result.entries.push_back(name + "=" + value);

@@ -8,7 +8,7 @@
 // Values are passed as bytes through execve, never through a shell, so quotes,
 // `$(...)`, newlines and unicode arrive unchanged.
 //
-// The attempt secret (TFSLURM_SECRET) authenticates the agent to the service;
+// The attempt secret (TFSLURM_SECRET_FILE) authenticates the agent to the service;
 // the program has no use for it, so it never reaches the program's
 // environment, not even when the assignment names it.
 //
@@ -33,6 +33,14 @@
 namespace tfslurm::agent {
 
 inline constexpr char kSecretVariable[] = "TFSLURM_SECRET";
+// Where tfslurmd's jobs carry the secret: the path of a file only the job's
+// user reads (the job's environment travels in Slurm's RPCs, in the clear).
+// TFSLURM_SECRET itself is for agents started otherwise (by hand, a bench).
+inline constexpr char kSecretFileVariable[] = "TFSLURM_SECRET_FILE";
+// The agent's own settings from the job's environment (service_access.h);
+// not the program's business, so removed from its environment too.
+inline constexpr char kCaVariable[] = "TFSLURM_CA";
+inline constexpr char kProveUidVariable[] = "TFSLURM_PROVE_UID";
 
 struct ChildEnvInputs {
   std::vector<std::string> inherited;  // "NAME=value" entries, e.g. CurrentEnvironment()

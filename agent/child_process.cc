@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,7 +125,25 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   ReportAndExit(report_fd, LaunchFailure::kExec, saw_eacces ? EACCES : error);
 }
 
+// The first of `candidates` that is an executable regular file, relative
+// ones from `workdir`; "" when none is.
+std::string FirstExecutable(const std::vector<std::string>& candidates,
+                            const std::string& workdir) {
+  for (const std::string& c : candidates) {
+    const std::string file = c[0] == '/' || workdir.empty() ? c : workdir + "/" + c;
+    struct stat st;
+    if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(file.c_str(), X_OK) == 0)
+      return file;
+  }
+  return "";
+}
+
 }  // namespace
+
+std::string ResolveProgram(const ChildSpec& spec) {
+  if (spec.argv.empty() || spec.argv[0].empty()) return "";
+  return FirstExecutable(ExecCandidates(spec.argv[0], LookupPath(spec.env)), spec.workdir);
+}
 
 std::string ExitStatus::Describe() const {
   if (signal == 0) return "exited with code " + std::to_string(exit_code);

@@ -53,6 +53,11 @@ struct ExitStatus {
 
 ExitStatus DecodeWaitStatus(int wait_status);
 
+// The file execve runs for `spec`: argv[0], or the first executable file of
+// that name in the program's PATH (relative names from the workdir); ""
+// when there is none. It reads the file system.
+std::string ResolveProgram(const ChildSpec& spec);
+
 class ChildProcess {
  public:
   // Fails only when no process could be created (fork, pipe). A program that

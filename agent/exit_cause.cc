@@ -87,6 +87,19 @@ bool RepeatsAtStartup(std::string_view error_line) {
          std::regex_search(line, ShellNotFound()) || std::regex_search(line, LauncherError());
 }
 
+std::string DescribeProgramThatRan(const std::string& started, const std::string& exe) {
+  if (exe.empty()) return started;
+  if (started.empty() || exe == started) return exe;
+  return exe + ", started as " + started;
+}
+
+std::string WithPythonThatRan(const std::string& error_line, const std::string& program) {
+  static const std::regex kImport(
+      R"(^([A-Za-z_][A-Za-z0-9_]*\.)*(ImportError|ModuleNotFoundError)(: .*)?$)");
+  if (program.empty() || !std::regex_search(error_line, kImport)) return error_line;
+  return error_line + " (the Python that ran: " + program + ")";
+}
+
 std::optional<int64_t> OutputSize(int fd) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;

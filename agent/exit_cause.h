@@ -37,6 +37,20 @@ std::string LastErrorLine(std::string_view output);
 // do not.
 bool RepeatsAtStartup(std::string_view error_line);
 
+// Which program ran, for a person: `exe`, the file the process ran last
+// (/proc/PID/exe, read while it ran: what a PATH lookup, a venv's symlink, a
+// pyenv shim or an `env python3` line led to), and `started`, the file the
+// agent started (ResolveProgram's) when that was another:
+// "/usr/bin/python3.11, started as /opt/venv/bin/python". Either may be "".
+std::string DescribeProgramThatRan(const std::string& started, const std::string& exe);
+
+// `error_line` (LastErrorLine's) with the Python that ran appended, when it
+// names an ImportError or ModuleNotFoundError: which interpreter ran is the
+// first thing to check (a venv's python, or the system's without the
+// package). `program` is DescribeProgramThatRan's; nothing is appended when
+// it is "".
+std::string WithPythonThatRan(const std::string& error_line, const std::string& program);
+
 // The size of the regular file `fd` refers to; nullopt for a pipe, a
 // terminal or /dev/null, whose content cannot be read back.
 std::optional<int64_t> OutputSize(int fd);

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "tfslurm-agent: runs one task of a tfslurm experiment under Slurm.\n"
       "Reads SLURM_JOB_ID, SLURM_PROCID, SLURM_NODEID, SLURM_LOCALID, SLURMD_NODENAME and\n"
-      "the attempt secret TFSLURM_SECRET from the environment."};
+      "the attempt secret from the file TFSLURM_SECRET_FILE names (else TFSLURM_SECRET)."};
   app.add_option("--service", options.service, "tfslurmd's agent endpoint, HOST:PORT")->required();
   app.add_option("--experiment", options.experiment_id, "experiment id")->required();
   app.add_option("--attempt", options.attempt, "attempt number")

@@ -41,8 +41,13 @@ void ServiceStream::ReadLoop(StreamOptions options) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time.count()));
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(options.keepalive_timeout.count()));
   }
+  // gRPC's TLS verifies the chain against the CAs and the target's host
+  // against the certificate's names; a handshake that fails sends nothing.
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.tls_ca_pem ? grpc::SslCredentials({*options.tls_ca_pem, "", ""})
+                         : grpc::InsecureChannelCredentials();
   std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+      grpc::CreateCustomChannel(options.target, credentials, args);
   std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
   // Not wait_for_ready: when the service is down the call fails at once and
   // the agent's own backoff decides when to try again.

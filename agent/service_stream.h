@@ -47,6 +47,9 @@ struct StreamEvent {
 
 struct StreamOptions {
   std::string target;  // HOST:PORT of tfslurmd's agent endpoint
+  // TLS: the CA certificates (PEM) the service's certificate must verify
+  // against, for the target's host; nullopt: plaintext.
+  std::optional<std::string> tls_ca_pem;
   // HTTP/2 keepalive, to notice a service host that vanished without closing
   // the connection. tfslurmd accepts pings every 10 s or more; a gRPC server
   // left at its defaults drops clients that ping more often than every 5 min

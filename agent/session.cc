@@ -14,29 +14,15 @@
 #include <random>
 
 #include "agent/child_env.h"
-#include "agent/container_command.h"
 #include "agent/exit_cause.h"
-#include "agent/signal_catchers.h"
+#include "base/unsafe_text.h"
+#include "schema/agent_exit.h"
 
 namespace tfslurm::agent {
 
 using std::chrono::milliseconds;
 
 namespace {
-
-constexpr milliseconds kDefaultHeartbeat{5000};
-// How often the reporting task looks for new checkpoints and training
-// scalars: a stat per followed file when nothing changed. The service's stall
-// timeout runs from the last step it heard of, so this bounds how late a
-// step is seen (it was the heartbeat period, 5 s by default: bench/RESULTS.md,
-// "Hang detection").
-constexpr milliseconds kProgressPollInterval{1000};
-constexpr size_t kScalarsPerMessage = 1000;
-
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev != nullptr ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
 
 std::string DescribeStatus(const grpc::Status& status) {
   if (status.ok()) return "OK";
@@ -48,57 +34,6 @@ std::string DescribeStatus(const grpc::Status& status) {
 // at the 5 s backoff cap), so an outage of the service does not flood the
 // task's output file.
 bool WorthLogging(int failures) { return failures <= 3 || failures % 12 == 0; }
-
-// MODEL_DIR as the program sees it: relative to its working directory.
-std::string ModelDirOf(const v1::Assignment& assignment, const std::string& workdir) {
-  std::string model_dir = assignment.model_dir();
-  if (model_dir.empty() && assignment.env().contains("MODEL_DIR")) {
-    model_dir = assignment.env().at("MODEL_DIR");
-  }
-  if (!model_dir.empty() && model_dir.front() != '/' && !workdir.empty()) {
-    model_dir = workdir + "/" + model_dir;
-  }
-  return model_dir;
-}
-
-// Follows the training scalars under MODEL_DIR and in TFSLURM_SCALARS_FILE
-// (relative to the working directory, like MODEL_DIR). Called before the
-// program starts: what is there already belongs to earlier attempts.
-std::optional<ScalarWatch> StartScalarWatch(const v1::Assignment& assignment,
-                                            const std::string& model_dir,
-                                            const std::string& workdir) {
-  std::string file;
-  if (auto it = assignment.env().find("TFSLURM_SCALARS_FILE"); it != assignment.env().end()) {
-    file = it->second;
-  }
-  if (!file.empty() && file.front() != '/' && !workdir.empty()) file = workdir + "/" + file;
-  if (model_dir.empty() && file.empty()) return std::nullopt;
-  ScalarWatchOptions options;
-  options.model_dir = model_dir;
-  options.scalars_file = file;
-  ScalarWatch watch(std::move(options));
-  watch.Baseline();
-  spdlog::info("following training scalars in {}{}{}",
-               model_dir.empty() ? "" : "TensorBoard event files under " + model_dir,
-               !model_dir.empty() && !file.empty() ? " and " : "", file);
-  return watch;
-}
-
-// The program's argv through the container launcher beside this agent's
-// binary, which imports the image once per node and starts the program with
-// the runtime (container_command.h).
-std::vector<std::string> ThroughRuntime(const v1::ContainerLaunch& container,
-                                        const std::string& workdir,
-                                        const std::vector<std::string>& argv) {
-  ContainerLaunch launch{container.runtime(), container.image(), {}, container.gpus()};
-  for (const auto& m : container.mounts())
-    launch.mounts.push_back({m.source(), m.target(), m.read_only()});
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
-  dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
-  return LauncherArgs(dir + "/tfslurm-container-launch", launch, workdir, argv);
-}
 
 }  // namespace
 
@@ -166,14 +101,27 @@ void Session::Connect() {
   stream_ = std::make_unique<ServiceStream>(options_.stream, ++last_stream_id_,
                                             [this](StreamEvent e) { PostEvent(std::move(e)); });
   stream_opened_at_ = Clock::now();
+  stream_opened_ = false;
 
   v1::AgentMessage message = NewMessage();
+  if (options_.uid_credential) {
+    // Fresh for every Register: munged refuses to decode one twice.
+    const v1::TaskRef& t = message.task();
+    auto credential =
+        options_.uid_credential("tfslurm-agent/1 " + t.experiment_id() + " " +
+                                std::to_string(t.attempt()) + " " + std::to_string(t.proc_id()));
+    if (credential.ok())
+      message.mutable_task()->set_uid_credential(*credential);
+    else
+      spdlog::error("cannot prove this agent's uid to the service: {}",
+                    credential.status().message());
+  }
   v1::Register* reg = message.mutable_register_();
   reg->set_slurm_job_id(identity_.slurm_job_id);
   reg->set_node_id(identity_.node_id);
   reg->set_local_id(identity_.local_id);
-  reg->set_node_name(identity_.node_name);
-  reg->set_address(options_.address);
+  reg->set_node_name(EscapeInvalidUtf8(identity_.node_name));
+  reg->set_address(EscapeInvalidUtf8(options_.address));
   reg->set_port(port_);
   reg->set_reconnect(reconnect);
   reg->set_standby(standby);
@@ -222,10 +170,11 @@ void Session::HandleStreamEvents() {
       OnServiceMessage(*event.message);
     } else if (event.ended) {
       OnStreamEnded(*event.ended);
-    } else if (event.opened && phase_ == Phase::kStandby) {
+    } else if (event.opened) {
+      stream_opened_ = true;
       // Waiting on a stream the service took: the deadline is for waiting
       // without one.
-      standby_deadline_.reset();
+      if (phase_ == Phase::kStandby) standby_deadline_.reset();
     }
   }
 }
@@ -253,6 +202,16 @@ void Session::OnStreamEnded(const grpc::Status& status) {
         DescribeStatus(status));
   }
   if (!reconnect_allowed_) return;
+  if (!stream_opened_ && phase_ == Phase::kAwaitingAssignment && options_.why_unverified) {
+    // gRPC says only that the connection failed; a handshake of our own
+    // says whether the service is down (retry) or cannot be verified.
+    if (std::optional<std::string> why = options_.why_unverified()) {
+      spdlog::error("{}{}: {}; not registering", kUnverifiedServiceLine, options_.stream.target,
+                    *why);
+      Finish(kAgentExitUnverifiedService);
+      return;
+    }
+  }
 
   if (lived_long) {
     backoff_.Reset();
@@ -491,289 +450,9 @@ void Session::ForgetProgram() {
   scalar_watch_.reset();
   shutdown_requested_ = false;
   exit_reported_on_.reset();
-  for (auto* timer : {&heartbeat_at_, &progress_poll_at_, &kill_at_, &ack_deadline_,
+  for (auto* timer : {&heartbeat_at_, &progress_poll_at_, &kill_at_, &exe_probe_at_, &ack_deadline_,
                       &report_deadline_, &standby_deadline_, &unknown_experiment_since_})
     timer->reset();
-}
-
-// ---------------------------------------------------------------- program
-
-void Session::StartProgram(const v1::Assignment& assignment) {
-  assignment_ = assignment;
-  phase_ = Phase::kRunning;
-  heartbeat_interval_ = assignment.heartbeat_interval_ms() > 0
-                            ? milliseconds(assignment.heartbeat_interval_ms())
-                            : kDefaultHeartbeat;
-
-  ChildEnvInputs env_inputs;
-  env_inputs.inherited = CurrentEnvironment();
-  env_inputs.assignment = &assignment;
-  env_inputs.experiment_id = options_.experiment_id;
-  env_inputs.attempt = attempt_;
-  env_inputs.port = port_;
-  ChildEnv env = BuildChildEnv(env_inputs);
-  if (env.tf_config_unreadable)
-    spdlog::error(
-        "the assignment's cluster_zlib does not inflate; the program starts without "
-        "TF_CONFIG");
-  for (const std::string& name : env.rejected) {
-    spdlog::warn(
-        "not setting environment variable '{}' from the assignment: a name must be "
-        "non-empty without '=', and names and values cannot hold NUL bytes",
-        name);
-  }
-
-  ChildSpec spec;
-  spec.argv.assign(assignment.command().begin(), assignment.command().end());
-  spec.workdir = assignment.workdir();
-  spec.env = std::move(env.entries);
-  if (!spec.argv.empty() && LaunchesThroughRuntime(assignment.container().runtime()))
-    spec.argv = ThroughRuntime(assignment.container(), spec.workdir, spec.argv);
-  spdlog::info("assigned role={} index={}; starting {} in {}", assignment.role(),
-               assignment.index(), spec.argv,
-               spec.workdir.empty() ? std::string("the current directory") : spec.workdir);
-
-  const std::string model_dir = ModelDirOf(assignment, spec.workdir);
-  if (assignment.report_checkpoints()) {
-    scalar_watch_ = StartScalarWatch(assignment, model_dir, spec.workdir);
-  }
-
-  if (spec.argv.empty()) {
-    spdlog::error("the assignment has no command to run (exit code 127)");
-    exit_detail_ = "the assignment has no command to run";
-    exit_at_startup_ = true;
-    OnProgramEnded(ExitStatus{.exit_code = 127});
-    return;
-  }
-  output_start_ = OutputSize(STDERR_FILENO);
-  memory_cgroup_ = CurrentMemoryCgroup();
-  oom_kills_at_start_ = memory_cgroup_ ? OomKills(*memory_cgroup_) : std::nullopt;
-  StatusOr<ChildProcess> child = ChildProcess::Start(spec);
-  if (!child.ok()) {
-    spdlog::error("{} (exit code 126)", child.status().message());
-    exit_detail_ = child.status().message();
-    exit_at_startup_ = true;
-    OnProgramEnded(ExitStatus{.exit_code = 126});
-    return;
-  }
-  child_.emplace(std::move(child).value());
-  if (child_->launch_error()) {
-    // The child exits 126/127 on its own; SIGCHLD reports it like any exit.
-    spdlog::error("{}", *child_->launch_error());
-    exit_detail_ = child_->launch_cause().value_or("");
-    exit_at_startup_ = true;
-  } else {
-    spdlog::info("program started: pid {} (its own process group)", child_->pid());
-  }
-
-  if (assignment.report_checkpoints()) {
-    if (model_dir.empty()) {
-      spdlog::warn("asked to report checkpoints but the assignment names no model_dir");
-    } else {
-      checkpoints_.emplace(
-          model_dir, assignment.framework() == "pytorch" ? CheckpointLayout::kTorchFiles
-                     : assignment.framework() == "jax"   ? CheckpointLayout::kJaxStepDirectories
-                                                         : CheckpointLayout::kTensorflowStateFile);
-      spdlog::info("watching {} for checkpoints", checkpoints_->state_file());
-      PollCheckpoint();  // a resumed attempt starts from one
-    }
-  }
-  heartbeat_at_ = Clock::now() + heartbeat_interval_;
-  if (scalar_watch_ || checkpoints_) progress_poll_at_ = Clock::now() + kProgressPollInterval;
-}
-
-void Session::StopProgram(milliseconds grace) {
-  if (Status s = child_->Signal(SIGTERM); !s.ok()) spdlog::warn("{}", s.message());
-  kill_at_ = Clock::now() + std::max(grace, milliseconds(0));
-}
-
-void Session::ReapProgram() {
-  if (!child_ || child_->reaped()) return;
-  std::optional<ExitStatus> status = child_->TryWait();
-  if (!status) return;
-  child_->KillLeftovers();
-  OnProgramEnded(*status);
-}
-
-void Session::OnProgramEnded(const ExitStatus& status) {
-  phase_ = Phase::kReporting;
-  program_status_ = status;
-  kill_at_.reset();
-  heartbeat_at_.reset();
-  spdlog::info("the program {}{}", status.Describe(),
-               shutdown_requested_ ? " (shut down by the service)" : "");
-  // Killed by the kernel for memory: the program had no chance to say so.
-  // (137: a shell that ran it reports the SIGKILL as its exit code.)
-  if (exit_detail_.empty() && status.ShellStatus() == 128 + SIGKILL && oom_kills_at_start_) {
-    std::optional<int64_t> now = OomKills(*memory_cgroup_);
-    if (now && *now > *oom_kills_at_start_) {
-      exit_detail_ = OomKillCause(MemoryLimit(*memory_cgroup_));
-      spdlog::error("the program was {}", exit_detail_);
-    }
-  }
-  // A failure of its own: the line of its output that says why, if any
-  // (the last 64 KiB it wrote are enough for a traceback's end).
-  if (exit_detail_.empty() && !shutdown_requested_ && status.ShellStatus() != 0 && output_start_) {
-    if (auto tail = ReadOutputSince(STDERR_FILENO, *output_start_, 64 * 1024)) {
-      exit_detail_ = LastErrorLine(*tail);
-      exit_at_startup_ = !status.signal && RepeatsAtStartup(exit_detail_);
-    }
-  }
-  // Where to look next: the core file (its place is the kernel's
-  // core_pattern; in the working directory by default).
-  if (status.core_dumped)
-    exit_detail_ = exit_detail_.empty() ? "core dumped" : exit_detail_ + "; core dumped";
-  if (refused_permanently_) {
-    Finish(kExitRefused);
-    return;
-  }
-  PollCheckpoint();  // a checkpoint written just before exiting
-  progress_poll_at_.reset();
-  PollScalars(/*final=*/true);  // and the last scalars, sent before Exited
-  report_deadline_ = Clock::now() + options_.exit_report_timeout;
-  if (stream_) SendExitReport();  // otherwise after reconnecting
-}
-
-void Session::PollCheckpoint() {
-  if (!checkpoints_) return;
-  if (std::optional<CheckpointState> state = checkpoints_->Poll()) {
-    spdlog::info("new checkpoint: step {} ({})", state->step, state->path);
-    SendProgress(*state);
-  }
-}
-
-void Session::SendProgress(const CheckpointState& state) {
-  v1::AgentMessage message = NewMessage();
-  message.mutable_progress()->set_checkpoint_step(state.step);
-  message.mutable_progress()->set_checkpoint_path(state.path);
-  Send(std::move(message));
-}
-
-void Session::PollScalars(bool final) {
-  if (!scalar_watch_) return;
-  scalar_buffer_.Add(scalar_watch_->Poll(final));
-  SendScalars();
-}
-
-// Without a stream the points stay in the buffer; Connect sends them.
-void Session::SendScalars() {
-  while (stream_ && !scalar_buffer_.empty()) {
-    v1::AgentMessage message = NewMessage();
-    for (ScalarPoint& point : scalar_buffer_.Take(kScalarsPerMessage)) {
-      v1::Scalar* scalar = message.mutable_scalars()->add_scalars();
-      scalar->set_tag(std::move(point.tag));
-      scalar->set_step(point.step);
-      scalar->set_wall_time(point.wall_time);
-      scalar->set_value(point.value);
-    }
-    Send(std::move(message));
-  }
-}
-
-void Session::SendExitReport() {
-  v1::AgentMessage message = NewMessage();
-  v1::Exited* exited = message.mutable_exited();
-  if (program_status_->signal != 0) {
-    exited->set_signal(program_status_->signal);
-  } else {
-    exited->set_exit_code(program_status_->exit_code);
-  }
-  exited->set_reaped(shutdown_requested_);
-  if (!exit_detail_.empty()) exited->set_detail(exit_detail_);
-  exited->set_at_startup(exit_at_startup_ && !shutdown_requested_);
-  Send(std::move(message));
-  stream_->CloseWrites();
-  exit_reported_on_ = stream_->id();
-  ack_deadline_ = Clock::now() + options_.exit_ack_timeout;
-}
-
-// ---------------------------------------------------------------- signals, timers
-
-void Session::HandleSignals() {
-  signalfd_siginfo info;
-  while (read(signal_fd_, &info, sizeof(info)) == sizeof(info)) {
-    const int sig = static_cast<int>(info.ssi_signo);
-    if (sig == SIGCHLD) {
-      ReapProgram();
-    } else if (child_ && !child_->reaped()) {
-      if (sig == SIGUSR1 && !time_limit_warning_.PassOnNow(child_->pid())) continue;
-      spdlog::info("forwarding {} to the program", SignalName(sig));
-      if (Status s = child_->Signal(sig); !s.ok()) spdlog::warn("{}", s.message());
-    } else if (phase_ == Phase::kAwaitingAssignment && (sig == SIGTERM || sig == SIGINT)) {
-      spdlog::warn("received {} before the program started; exiting", SignalName(sig));
-      Finish(128 + sig);
-    } else if (phase_ == Phase::kStandby && (sig == SIGTERM || sig == SIGINT)) {
-      spdlog::info("received {} while waiting for the next attempt; exiting", SignalName(sig));
-      Finish(FinalExitStatus());
-    } else {
-      spdlog::info("received {}; no program running, ignored", SignalName(sig));
-    }
-    if (exit_status_) return;
-  }
-}
-
-void Session::RunDueTimers() {
-  auto due = [](const std::optional<Clock::time_point>& t) {
-    return t.has_value() && Clock::now() >= *t;
-  };
-  if (due(kill_at_)) {
-    kill_at_.reset();
-    spdlog::warn("the program is still running after the grace period; sending SIGKILL");
-    if (Status s = child_->Signal(SIGKILL); !s.ok()) spdlog::warn("{}", s.message());
-  }
-  if (due(heartbeat_at_)) {
-    heartbeat_at_ = Clock::now() + heartbeat_interval_;
-    v1::AgentMessage message = NewMessage();
-    message.mutable_heartbeat();
-    Send(std::move(message));
-    if (child_ && !child_->reaped() && time_limit_warning_.HeldOneIsDue(child_->pid())) {
-      if (Status s = child_->Signal(SIGUSR1); !s.ok()) spdlog::warn("{}", s.message());
-    }
-  }
-  if (due(progress_poll_at_)) {
-    progress_poll_at_ = Clock::now() + kProgressPollInterval;
-    PollCheckpoint();
-    PollScalars(/*final=*/false);
-  }
-  if (due(ack_deadline_)) {
-    spdlog::warn("the service did not acknowledge the exit report within {} ms; exiting",
-                 options_.exit_ack_timeout.count());
-    Finish(FinalExitStatus());
-    return;
-  }
-  if (due(report_deadline_)) {
-    spdlog::error(
-        "could not report the program's exit to the service at {} within {} ms; "
-        "exiting with the program's status",
-        options_.stream.target, options_.exit_report_timeout.count());
-    Finish(FinalExitStatus());
-    return;
-  }
-  if (due(standby_deadline_)) {
-    spdlog::error(
-        "no stream to the service at {} for {} ms while waiting for the next attempt; "
-        "exiting",
-        options_.stream.target, options_.exit_report_timeout.count());
-    Finish(FinalExitStatus());
-    return;
-  }
-  if (due(reconnect_at_) && !stream_) Connect();
-}
-
-int Session::PollTimeoutMs() const {
-  std::optional<Clock::time_point> next;
-  for (const auto& t : {reconnect_at_, heartbeat_at_, progress_poll_at_, kill_at_, ack_deadline_,
-                        report_deadline_, standby_deadline_}) {
-    if (t && (!next || *t < *next)) next = t;
-  }
-  if (!next) return -1;
-  auto wait = std::chrono::ceil<milliseconds>(*next - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(wait, 0, 60'000));
-}
-
-int Session::FinalExitStatus() const {
-  if (shutdown_requested_) return 0;
-  return program_status_ ? program_status_->ShellStatus() : 0;
 }
 
 }  // namespace tfslurm::agent

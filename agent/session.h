@@ -70,6 +70,7 @@
 #include "agent/signal_catchers.h"
 #include "agent/slurm_env.h"
 #include "base/mutex.h"
+#include "base/status.h"
 
 namespace tfslurm::agent {
 
@@ -93,6 +94,13 @@ struct SessionOptions {
   // lines name the attempt, and the task's output moves to `log_dir` (empty:
   // it stays where it is).
   std::function<void(int attempt, const std::string& log_dir)> on_next_attempt;
+  // TLS (service_access.h): after a stream failed before it opened while no
+  // program runs, the reason the service cannot be verified, if that is
+  // why; the agent then exits kAgentExitUnverifiedService. Null: plaintext.
+  std::function<std::optional<std::string>()> why_unverified;
+  // Site mode: a fresh MUNGE credential for a payload (Register's
+  // TaskRef.uid_credential). Null in personal mode.
+  std::function<StatusOr<std::string>(const std::string& payload)> uid_credential;
 };
 
 class Session {
@@ -138,6 +146,8 @@ class Session {
   // The program.
   void StartProgram(const tfslurm::agent::v1::Assignment& assignment);
   void StopProgram(std::chrono::milliseconds grace);
+  // Reads /proc/PID/exe of the program into program_exe_, while it runs.
+  void ProbeProgramExe();
   void ReapProgram();
   void OnProgramEnded(const ExitStatus& status);
   void PollCheckpoint();
@@ -169,6 +179,7 @@ class Session {
   std::unique_ptr<ServiceStream> stream_;
   uint64_t last_stream_id_ = 0;
   Clock::time_point stream_opened_at_;
+  bool stream_opened_ = false;  // the current stream's first message went out
   int failed_connections_ = 0;  // since the last stream that worked, for the log
   bool reconnect_allowed_ = true;
   Backoff backoff_;
@@ -182,6 +193,13 @@ class Session {
   // Why the program ended, when the agent knows more than its exit status
   // (it could not be started); sent as Exited.detail.
   std::string exit_detail_;
+  // The program as started (ResolveProgram) and the file its process ran
+  // last (/proc/PID/exe, read every kExeProbeInterval for its first
+  // seconds: a shim or `env python3` execs the interpreter a moment after
+  // the start): both named with an import error (DescribeProgramThatRan).
+  std::string program_started_;
+  std::string program_exe_;
+  int exe_probes_left_ = 0;
   // The failure repeats at every start (Exited.at_startup): exec failed, or
   // the program's last error line says so (RepeatsAtStartup).
   bool exit_at_startup_ = false;
@@ -211,6 +229,7 @@ class Session {
   std::optional<Clock::time_point> progress_poll_at_;  // checkpoints and scalars
   TimeLimitWarning time_limit_warning_;                // SIGUSR1 only for a program that catches it
   std::optional<Clock::time_point> kill_at_;
+  std::optional<Clock::time_point> exe_probe_at_;  // ProbeProgramExe
   std::optional<Clock::time_point> ack_deadline_;
   std::optional<Clock::time_point> report_deadline_;
   // Standby since a stream ended, and no stream the service took (its

@@ -47,6 +47,50 @@ bool IsBidiControl(uint32_t c) {
          (c >= 0x2066 && c <= 0x2069);
 }
 
+bool IsInvisibleOrLineSeparator(uint32_t c) {
+  return c == 0x00AD || c == 0x034F || c == 0x115F || c == 0x1160 || c == 0x17B4 || c == 0x17B5 ||
+         (c >= 0x180B && c <= 0x180F) || (c >= 0x200B && c <= 0x200D) || c == 0x2028 ||
+         c == 0x2029 || (c >= 0x2060 && c <= 0x2064) || (c >= 0x206A && c <= 0x206F) ||
+         c == 0x3164 || c == 0xFEFF || c == 0xFFA0 || (c >= 0xFFF9 && c <= 0xFFFB) ||
+         (c >= 0x1BCA0 && c <= 0x1BCA3) || (c >= 0xE0000 && c <= 0xE007F);
+}
+
+bool IsUnsafeCodePoint(uint32_t c) {
+  return IsControlCharacter(c) || IsBidiControl(c) || IsInvisibleOrLineSeparator(c);
+}
+
+std::optional<size_t> FirstInvalidUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    uint32_t c = 0;
+    bool truncated = false;
+    const size_t length = DecodeUtf8(text, i, c, truncated);
+    if (length == 0) return i;
+    i += length;
+  }
+  return std::nullopt;
+}
+
+std::string EscapeInvalidUtf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    uint32_t c = 0;
+    bool truncated = false;
+    size_t length = DecodeUtf8(text, i, c, truncated);
+    if (length == 0) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x",
+                    static_cast<unsigned>(static_cast<unsigned char>(text[i])));
+      out += buf;
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, length));
+    i += length;
+  }
+  return out;
+}
+
 std::optional<std::string> UnsafeCharacter(std::string_view text) {
   char buf[96];
   for (size_t i = 0; i < text.size();) {
@@ -58,9 +102,13 @@ std::optional<std::string> UnsafeCharacter(std::string_view text) {
                     static_cast<unsigned>(static_cast<unsigned char>(text[i])), i);
       return buf;
     }
-    if (IsControlCharacter(c) || IsBidiControl(c)) {
+    if (IsUnsafeCodePoint(c)) {
       std::snprintf(buf, sizeof buf, "U+%04X, a %s, at byte %zu", static_cast<unsigned>(c),
-                    IsBidiControl(c) ? "bidi control" : "control character", i);
+                    IsBidiControl(c)             ? "bidi control"
+                    : IsControlCharacter(c)      ? "control character"
+                    : c == 0x2028 || c == 0x2029 ? "line separator"
+                                                 : "character that shows nothing",
+                    i);
       return buf;
     }
     i += length;

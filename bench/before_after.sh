@@ -8,6 +8,10 @@
 #
 # BENCH_ORDER=after-first runs this tree first, to see whether the order of
 # the two (a machine warming up, or slowing down) is in the difference.
+# BENCH_AFTER_BUILD names this tree's build directory (default
+# /tmp/bench-build), BENCH_BEFORE_BUILD REV's (default beside its worktree):
+# on a machine others share, each engineer's own, or an existing build of
+# REV (configured with -DTFSLURM_BUILD_BENCH=ON) instead of a new one.
 #
 # Root, as the benchmarks that start a local Slurm cluster need.
 set -uo pipefail
@@ -26,7 +30,11 @@ for command in "$@"; do
   sides=(before after)
   [[ ${BENCH_ORDER:-} == after-first ]] && sides=(after before)
   for side in "${sides[@]}"; do
-    if [[ $side == before ]]; then tree=$before_tree build="$before_tree-build"; else tree=$repo build=/tmp/bench-build; fi
+    if [[ $side == before ]]; then
+      tree=$before_tree build="${BENCH_BEFORE_BUILD:-$before_tree-build}"
+    else
+      tree=$repo build="${BENCH_AFTER_BUILD:-/tmp/bench-build}"
+    fi
     echo "=== $side ($([[ $side == before ]] && echo "$rev" || echo work tree)): bench/$command" >&2
     printf '\n# %s: bench/%s\n' "$side" "$command" >>"$out"
     # shellcheck disable=SC2086

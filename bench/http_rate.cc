@@ -28,9 +28,17 @@
 // p50/p90/p99/p99.9/max in ms from the scheduled time, and p50/p99 from the
 // actual send ("service"). Exits 1 when there were errors, or no answer in
 // the measured window.
+//
+// --cacert FILE speaks HTTPS (OpenSSL, TLS 1.2 or later), verifying the
+// server's certificate against FILE and --host, as tfctl does; each
+// connection handshakes once and keeps its session, as a keep-alive client
+// does. A reconnect handshakes again.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -39,6 +47,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -68,7 +77,8 @@ double Percentile(std::vector<double>& v, double p) {
 
 struct Options {
   std::string host = "127.0.0.1", path = "/", method = "GET", body, id_prefix = "req", log,
-              unix_socket;
+              unix_socket, cacert;
+  SSL_CTX* tls = nullptr;  // with --cacert; shared by every connection
   std::vector<std::string> headers, paths;
   int port = 0, connections = 8;
   long count = 0;
@@ -110,6 +120,8 @@ class Connection {
   }
 
   void Close() {
+    if (ssl_) SSL_free(ssl_);
+    ssl_ = nullptr;
     if (fd_ >= 0) close(fd_);
     fd_ = -1;
     buf_.clear();
@@ -139,12 +151,23 @@ class Connection {
       Close();
       return false;
     }
+    if (o_.tls) {
+      ssl_ = SSL_new(o_.tls);
+      SSL_set_fd(ssl_, fd_);
+      X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), o_.host.c_str());
+      if (SSL_connect(ssl_) != 1) {
+        ERR_print_errors_fp(stderr);
+        Close();
+        return false;
+      }
+    }
     return true;
   }
   bool WriteAll(const std::string& s) {
     size_t off = 0;
     while (off < s.size()) {
-      ssize_t n = send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      ssize_t n = ssl_ ? SSL_write(ssl_, s.data() + off, static_cast<int>(s.size() - off))
+                       : send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
       if (n <= 0) return false;
       off += n;
     }
@@ -152,7 +175,7 @@ class Connection {
   }
   bool ReadMore() {
     char tmp[65536];
-    ssize_t n = recv(fd_, tmp, sizeof tmp, 0);
+    ssize_t n = ssl_ ? SSL_read(ssl_, tmp, sizeof tmp) : recv(fd_, tmp, sizeof tmp, 0);
     if (n <= 0) {
       Close();
       return false;
@@ -163,6 +186,7 @@ class Connection {
 
   const Options& o_;
   int fd_ = -1;
+  SSL* ssl_ = nullptr;
   std::string buf_;
 };
 
@@ -176,6 +200,8 @@ int main(int argc, char** argv) {
       o.host = v;
     else if (a == "--port")
       o.port = std::stoi(v);
+    else if (a == "--cacert")
+      o.cacert = v;
     else if (a == "--path")
       o.path = v;
     else if (a == "--method")
@@ -236,6 +262,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.paths.empty()) o.paths.push_back(o.path);
+  if (!o.cacert.empty()) {
+    // SSL_write to a connection the server closed raises SIGPIPE.
+    signal(SIGPIPE, SIG_IGN);
+    o.tls = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_set_min_proto_version(o.tls, TLS1_2_VERSION);
+    SSL_CTX_set_verify(o.tls, SSL_VERIFY_PEER, nullptr);
+    if (SSL_CTX_load_verify_locations(o.tls, o.cacert.c_str(), nullptr) != 1) {
+      fprintf(stderr, "--cacert %s: not a CA file OpenSSL reads\n", o.cacert.c_str());
+      return 2;
+    }
+  }
   std::string headers = " HTTP/1.1\r\nHost: " + o.host + "\r\nAccept: application/json\r\n";
   for (const auto& h : o.headers) headers += h + "\r\n";
   std::atomic<long> sequence{0}, path_index{0};

@@ -63,6 +63,16 @@ use_binaries() {
 # tfslurmd, the agent and the bench programs with 2 jobs (the machines this
 # runs on are small). Sets BENCH_BIN and BENCH_LIB.
 build_all() {
+  # BENCH_SKIP_BUILD=1: the binaries in $BUILD/bin as they are (a build made
+  # before, kept aside while the tree moves on; bench/before_after.sh's
+  # BENCH_AFTER_BUILD).
+  if [[ ${BENCH_SKIP_BUILD:-} == 1 ]]; then
+    [[ -x "$BUILD/bin/tfslurmd" ]] || die "BENCH_SKIP_BUILD: no tfslurmd in $BUILD/bin"
+    log "using the binaries in $BUILD/bin as they are (BENCH_SKIP_BUILD)"
+    BENCH_BIN="$BUILD/bin" BENCH_LIB="$BUILD/lib"
+    export BENCH_BIN BENCH_LIB
+    return
+  fi
   local blog="${TMPDIR:-/tmp}/bench-build.log"
   log "building in $BUILD (log: $blog)"
   : >"$blog"
@@ -138,15 +148,22 @@ wait_quiet() {
 # file, staged or not, and no untracked file that is not ignored. The whole
 # tree, not the service's folders alone: a benchmark's own script, the
 # example program it runs, the deploy script that starts its cluster all
-# shape its figures. Build directories are ignored (.gitignore).
+# shape its figures. Build directories are ignored (.gitignore), and so is
+# RESULTS.md, which holds figures and shapes none: a second benchmark of one
+# session is measured on the same tree as the first, whose section it finds
+# appended.
+results_file_spec=":(exclude)bench/RESULTS.md"
 tree_is_clean() {
-  git -C "$REPO" diff --quiet HEAD -- 2>/dev/null &&
+  git -C "$REPO" diff --quiet HEAD -- . "$results_file_spec" 2>/dev/null &&
     [[ -z "$(git -C "$REPO" ls-files --others --exclude-standard 2>/dev/null)" ]]
 }
 
 # The files that make the tree differ from its HEAD (at most 8 named).
 tree_changes() {
-  { git -C "$REPO" diff --name-only HEAD --; git -C "$REPO" ls-files --others --exclude-standard; } 2>/dev/null |
+  {
+    git -C "$REPO" diff --name-only HEAD -- . "$results_file_spec"
+    git -C "$REPO" ls-files --others --exclude-standard
+  } 2>/dev/null |
     sort -u | awk 'NR <= 8 {printf "%s%s", (NR > 1 ? ", " : ""), $0} END {if (NR > 8) printf ", and %d more", NR - 8}'
 }
 
@@ -166,14 +183,16 @@ machine_line() {
 # files). With errors met (bench_error), the title says FAILED, the section
 # lists them, and the script exits 1 once it is written.
 results_append() {
-  local title="$1" command="$2" body="$3"
+  local title="$1" command="$2" body="$3" machine
   tree_is_clean || title+=" (uncommitted changes)"
+  # Before the section is written: RESULTS.md is part of the tree.
+  machine="$(machine_line)"
   ((${#BENCH_ERRORS[@]} == 0)) || title+=" -- FAILED: ${#BENCH_ERRORS[@]} errors"
   {
     printf '\n## %s\n\n' "$title"
     printf -- '- date: %s\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     printf -- '- command: `%s`\n' "$command"
-    printf -- '- machine: %s\n\n' "$(machine_line)"
+    printf -- '- machine: %s\n\n' "$machine"
     if ((${#BENCH_ERRORS[@]})); then
       printf 'Errors met while measuring (the figures below are not to be trusted):\n\n'
       printf -- '- %s\n' "${BENCH_ERRORS[@]}"
@@ -264,7 +283,13 @@ stop_tfslurmd() {
 
 # Cancels every job of the local cluster (benchmarks leave nothing queued).
 cancel_all_jobs() {
-  [[ -n "${SLURM_CONF:-}" ]] && scancel --user="$(id -un)" 2>/dev/null || true
+  [[ -n "${SLURM_CONF:-}" ]] || return 0
+  if [[ -s "${CLUSTER_DIR:-}/etc/network" ]]; then
+    # Hosts apart: slurmctld is reached from the cluster's hosts only.
+    "$REPO/deploy/local-slurm/on-host.sh" "$CLUSTER_DIR" login scancel --user="$(id -un)" 2>/dev/null || true
+  else
+    scancel --user="$(id -un)" 2>/dev/null || true
+  fi
 }
 
 # The usual end of a benchmark, whatever way it exits: tfslurmd stopped, its

@@ -120,7 +120,7 @@ Changes Queued(int i, const std::string& spec) {
   a.slurm_state = "PENDING";
   a.sbatch_script = std::string(2500, '#');
   c.attempts.push_back(a);
-  c.events.push_back({0, e.id, 1, e.created_at, "submitted", "submitted as job"});
+  c.events.push_back({0, e.id, 1, e.created_at, EventCode::kSubmitted, "submitted as job"});
   return c;
 }
 

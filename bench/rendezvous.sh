@@ -3,23 +3,36 @@
 # per N over several runs. See README.md, "Rendezvous storm".
 #
 #   bench/rendezvous.sh [--sizes 64,512,4096] [--runs 20] [--runs-4096 10] [--warmup 2]
-#                       [-- extra bench_rendezvous_storm arguments]
+#                       [--tls] [--rounds 2] [-- extra bench_rendezvous_storm arguments]
+#
+# --tls (issue 45): each size runs plaintext and TLS (agents verifying the
+# service's certificate, as real ones do) in alternating rounds of runs/ROUNDS
+# each, each round a fresh server, and prints them side by side with the
+# ratio TLS/plaintext of the whole storm and of connect + storm (with TLS
+# the connections include the handshakes); the target is at most 1.3x at
+# 4,096 agents (bench/tls_compare.py). The same rounds then run against the
+# bare gRPC floor with gRPC's own static TLS: the anchor, what TLS costs any
+# gRPC service on this machine.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-sizes="64,512,4096" runs=20 runs_big=10 warmup=2
+sizes="64,512,4096" runs=20 runs_big=10 warmup=2 tls=0 rounds=2
 while (($#)); do
   case "$1" in
     --sizes) sizes="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --runs-4096) runs_big="$2"; shift 2 ;;
     --warmup) warmup="$2"; shift 2 ;;
+    --tls) tls=1; shift ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --) shift; break ;;
     *) die "unknown argument $1" ;;
   esac
 done
-command_line="bench/rendezvous.sh --sizes $sizes --runs $runs --runs-4096 $runs_big --warmup $warmup${*:+ -- $*}"
+tls_words=""
+((tls)) && tls_words=" --tls --rounds $rounds"
+command_line="bench/rendezvous.sh --sizes $sizes --runs $runs --runs-4096 $runs_big --warmup $warmup$tls_words${*:+ -- $*}"
 
 build_all
 work="$(mktemp -d /tmp/bench-rdv-XXXX)"
@@ -44,9 +57,43 @@ storm() {
   if [[ -s "$5" ]]; then tail -n +3 "$4" >>"$5"; else cat "$4" >>"$5"; fi
   cat "$4" >&2
 }
+# tls_rounds N R SERVER NAME: plaintext and TLS in alternating rounds against
+# fresh SERVERs (tfslurmd's, or the bare gRPC floor), each mode's per-run rows
+# gathered in one CSV, NAME-MODE-N.csv.
+tls_rounds() {
+  local n=$1 r=$2 server=$3 name=$4 k per=$(($2 / rounds > 0 ? $2 / rounds : 1))
+  : >"$work/$name-plain-$n.csv"
+  : >"$work/$name-tls-$n.csv"
+  for ((k = 0; k < rounds; k++)); do
+    for mode in plain tls; do
+      wait_quiet 600
+      tls_loads+="${tls_loads:+, }$n $name $mode round $((k + 1)): $BENCH_LOAD_AT_START"
+      log "storm of $n agents against $name, $mode, round $((k + 1)) of $rounds: $per runs (+$warmup warm-up)"
+      local tls_args=()
+      [[ $mode == tls ]] && tls_args=(--tls "$work/pki")
+      "$BENCH_BIN/bench_rendezvous_storm" --server "$server" --sizes "$n" \
+        --runs "$per" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/round.csv" \
+        "${tls_args[@]}" "${extra[@]}" >"$work/round.md"
+      awk -v w="$warmup" -F, 'NR > 1 && $2 >= w' "$work/round.csv" >>"$work/$name-$mode-$n.csv"
+    done
+  done
+}
+
+tls_loads=""
 for n in "${size_list[@]}"; do
   r=$runs
   ((n >= 4096)) && r=$runs_big
+  if ((tls)); then
+    # tfslurmd, then the anchor: the bare gRPC floor, plaintext against its
+    # own TLS (gRPC's static SSL credentials), what TLS costs any gRPC
+    # service on this machine.
+    tls_rounds "$n" "$r" "$BENCH_BIN/bench_rendezvous_server" tfslurmd
+    tls_rounds "$n" "$r" "$BENCH_BIN/bench_rendezvous_floor" floor
+    python3 "$REPO/bench/tls_compare.py" "$n" "$work/tfslurmd-plain-$n.csv" "$work/tfslurmd-tls-$n.csv" \
+      "$work/floor-plain-$n.csv" "$work/floor-tls-$n.csv" >>"$work/tls.md" ||
+      die "bench/tls_compare.py failed"
+    continue
+  fi
   wait_quiet 600
   loads+="${loads:+, }$n agents: $BENCH_LOAD_AT_START"
   log "storm of $n agents against tfslurmd, $r runs (+$warmup warm-up)"
@@ -57,6 +104,18 @@ for n in "${size_list[@]}"; do
   storm "$BENCH_BIN/bench_rendezvous_floor" "$n" "$r" "$work/floor-$n.md" "$floor_table" \
     "$work/floor-runs-$n.csv"
 done
+
+if ((tls)); then
+  {
+    echo "TLS against plaintext, side by side ($rounds alternating rounds per size, each a fresh"
+    echo "server; warm-up runs left out). Load average when each round started: $tls_loads."
+    echo
+    cat "$work/tls.md"
+  } >"$work/section.md"
+  results_append "Rendezvous storm, TLS against plaintext (issue 45)" "$command_line" "$work/section.md"
+  cat "$work/tls.md"
+  exit 0
+fi
 
 {
   cat "$table"

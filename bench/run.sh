@@ -44,6 +44,10 @@ if [[ $mode == quick ]]; then
     "lone_restart.sh --runs 2"
     "framework_restarts.sh --runs 2 --busy-runs 1 --floor-runs 1"
     "sweep.sh --steps 200 --rungs 10,40 --shuffle-seeds 0"
+    "http_flood.sh"
+    "sweep_stop.sh --runs 2"
+    "lossy_rendezvous.sh --runs 3"
+    "big_experiment.sh --duration 3"
   )
 elif [[ $mode == smoke ]]; then
   # Each at its smallest: one size, one run, a few agents or experiments.
@@ -63,23 +67,33 @@ elif [[ $mode == smoke ]]; then
     "framework_restarts.sh --runs 1 --busy-runs 0 --floor-runs 1 --backoff-s 1 --workloads ddp" # 55 s at load 4: one DDP run in place, one requeued, one by hand
     "soak.sh --experiments 1 --daemon-kills 1 --steps 200 --fault-interval 5 --disk-faults 0" # 17 s
     "api_latency.sh --rates 100 --list-rates 10 --page-rates 100 --connections 1 --duration 1 --experiments 10" # 41 s
+    "api_latency.sh --tls --rates 100 --rounds 1 --connections 1 --duration 1" # plaintext and TLS side by side (api_latency_tls.sh)
+    "tls_rotation.sh"                                    # ~10 s quiet: 4,096 TLS agents while the certificate rotates every 300 ms
     "submit.sh --count 5 --rounds 1"                     # 5 s
     "slurm_load.sh --experiments 5 --cycles 1"           # 11 s
     "status_vs_slurmrestd.sh --experiments 5 --requests 50" # 20 s
     "sweep.sh --steps 40 --rungs 10,20 --shuffle-seeds 0" # 68 s: four 16-trial sweeps of 40 steps
+    "http_flood.sh --bodies 1 --body-mb 64 --floods 1 --flood-fields 3000" # 3 s: 24 MB, past the gate's 16 MiB drain
+    "sweep_stop.sh --runs 1"                             # 30 s: one stop and one scancel; most of it the cluster's start
+    "lossy_rendezvous.sh --runs 1"                       # ~25 s: a hosts-apart cluster, two 6-task experiments
+    "big_experiment.sh --tasks 512 --rate 20 --whole-rate 2 --duration 1 --connections 1" # ~20 s: the cluster's start, mostly
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(
     run.sh          # this one
     before_after.sh # builds another revision from scratch first (~25 min on 2 cores)
   )
-  # A new script must be added to one of the two lists: one that no smoke
-  # run covers is one that can rot unseen.
+  # Files that other scripts source, run by the entries that source them.
+  parts=(
+    lib.sh             # every script's
+    api_latency_tls.sh # api_latency.sh --tls's
+  )
+  # A new script must be added to one of the lists: one that no smoke run
+  # covers is one that can rot unseen.
   for script in "$here"/*.sh; do
     name=$(basename "$script")
-    [[ $name == lib.sh ]] && continue
     listed=0
-    for r in "${runs[@]%% *}" "${drivers[@]}"; do [[ $r == "$name" ]] && listed=1; done
+    for r in "${runs[@]%% *}" "${drivers[@]}" "${parts[@]}"; do [[ $r == "$name" ]] && listed=1; done
     ((listed)) && continue
     echo "bench smoke $name: FAILED (not in bench/run.sh's smoke list, nor among its drivers)"
     failed+=("$name (not listed)")
@@ -94,6 +108,8 @@ else
     "reaping.sh"
     "tf_ps.sh"
     "api_latency.sh"
+    "api_latency.sh --tls"
+    "tls_rotation.sh"
     "submit.sh"
     "slurm_load.sh"
     "status_vs_slurmrestd.sh"
@@ -102,6 +118,10 @@ else
     "lone_restart.sh"
     "framework_restarts.sh"
     "sweep.sh"
+    "http_flood.sh"
+    "sweep_stop.sh"
+    "lossy_rendezvous.sh"
+    "big_experiment.sh"
   )
 fi
 for r in "${runs[@]}"; do

@@ -18,10 +18,19 @@ Faults (each kind can be turned off with --faults):
               them adds latency to every chunk) for a while
   refuse      the agents' new connections to tfslurmd closed at once by the
               proxy for a while
+On a cluster with its hosts apart (deploy/local-slurm/start.sh
+--hosts-apart; the soak then runs on its service host), also
+(tests/integration/helpers/netfault.py):
+  partition   a node cut off from the service host only, for less or more
+              than the reconnect window (12 s)
+  isolate     a node cut off from everything, for less or more than Slurm's
+              SlurmdTimeout (30 s there)
+  link        a node's link slow and lossy (100-300 ms, 2-10% lost) for a while
 
 The agents reach tfslurmd through that proxy: tfslurmd listens for agents
-on 127.0.0.1:P and advertises 127.0.0.3, where the proxy listens on the same
-port P.
+on 127.0.0.1:P and advertises the proxy's host, which listens on the same
+port P: 127.0.0.3 on one host, the service host's cluster address when the
+hosts are apart.
 
 At the end it prints, and exits 1 unless all hold:
   every experiment ended, with a reason; none lost; exactly one Slurm job per
@@ -52,11 +61,18 @@ import urllib.error
 
 from http_json import http
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "integration"))
+from helpers import hosts, netfault  # noqa: E402
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
-ALL_FAULTS = ("daemon", "agent", "program", "stop", "node", "disk", "slow", "refuse")
+ALL_FAULTS = ("daemon", "agent", "program", "stop", "node", "disk", "slow", "refuse", "partition", "isolate",
+              "link")
+NETWORK_FAULTS = ("partition", "isolate", "link")  # hosts apart only
 TERMINAL = ("succeeded", "failed", "cancelled")
-PROXY_HOST = "127.0.0.3"
+PROXY_HOST = "127.0.0.3"  # on one host; the service host's cluster address when apart (Soak.run)
+RECONNECT_WINDOW_S = 12  # tfslurmd's --reconnect-window-s (default)
+SLURMD_TIMEOUT_S = 30  # slurm.conf's, when the hosts are apart
 HEARTBEAT_MS = 1000
 LOST_AFTER_S = 4 * HEARTBEAT_MS / 1000  # lost_after_missed_heartbeats (4) x heartbeat
 
@@ -81,7 +97,7 @@ class Proxy:
         self.refusing = False
         self.listener = socket.socket()
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind((PROXY_HOST, port))
+        self.listener.bind((PROXY_HOST, port))  # PROXY_HOST as Soak.run set it
         self.listener.listen(512)
         self.closed = False
         threading.Thread(target=self._accept_loop, daemon=True).start()
@@ -333,6 +349,56 @@ class Soak:
         os.unlink(filler)
         return True
 
+    def fault_network(self, kind):
+        node = self.rng.choice(list(hosts.NODES))
+        conf = self.args.slurm_conf
+        if kind == "partition":
+            span = self.rng.choice([self.rng.uniform(2.0, RECONNECT_WINDOW_S - 4),
+                                    self.rng.uniform(RECONNECT_WINDOW_S + 3, RECONNECT_WINDOW_S + 15)])
+            netfault.cut_start(conf, node, ["svc"])
+            log(f"fault partition: {node} cut off from the service host for {span:.1f} s")
+        elif kind == "isolate":
+            span = self.rng.choice([self.rng.uniform(2.0, 8.0),
+                                    self.rng.uniform(SLURMD_TIMEOUT_S + 5, SLURMD_TIMEOUT_S + 20)])
+            netfault.cut_start(conf, node)
+            log(f"fault isolate: {node} cut off from every host for {span:.1f} s")
+        else:
+            span = self.rng.uniform(5.0, 15.0)
+            delay, loss = self.rng.randint(100, 300), self.rng.randint(2, 10)
+            netfault.slow_link_start(conf, node, delay, loss)
+            log(f"fault link: {node}'s link {delay} ms slow, {loss}% lost, for {span:.1f} s")
+        try:
+            time.sleep(span)
+        finally:
+            netfault.heal(conf, node)
+        if kind == "isolate":
+            self.return_to_service(node)
+        return True
+
+    def return_to_service(self, node, timeout=60):
+        """Back on the network, a node cut off past SlurmdTimeout is
+        resumed, as an admin would. Left alone it could stay DOWN for
+        minutes: in one CI run slurmctld set node2 DOWN ("not responding")
+        a second after it came back, and heard from it again only 171 s
+        later ("Node node2 now responding"), since it does not ping a node
+        that is down and silent. A resume while the node is still IDLE* (not
+        yet marked) is refused ("Invalid node state transition ... from=IDLE*
+        to=RESUME"), so this waits for Slurm's verdict: responding, or DOWN
+        and then resumed, which has slurmctld ping it again."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], env=self.slurm_env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout.split()
+            state = state[0] if state else ""
+            if state and not state.endswith("*") and not state.startswith(("down", "drain", "fail")):
+                return True
+            if state.startswith("down"):
+                subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.slurm_env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1)
+        log(f"{node} did not return to service within {timeout} s")
+        return False
+
     def fault_proxy(self, kind):
         span = self.rng.uniform(2.0, 6.0)
         if kind == "slow":
@@ -389,6 +455,9 @@ class Soak:
             "disk": self.fault_disk,
             "slow": lambda: self.fault_proxy("slow"),
             "refuse": lambda: self.fault_proxy("refuse"),
+            "partition": lambda: self.fault_network("partition"),
+            "isolate": lambda: self.fault_network("isolate"),
+            "link": lambda: self.fault_network("link"),
         }[kind]()
         if done:
             self.injected[kind] += 1
@@ -406,6 +475,12 @@ class Soak:
     def run(self):
         started = time.monotonic()
         self.mount_tmpfs()
+        global PROXY_HOST
+        if hosts.apart(self.args.slurm_conf):
+            PROXY_HOST = hosts.address(self.args.slurm_conf, "svc")
+            hosts.enter_service_host(self.args.slurm_conf)
+        else:
+            self.args.faults -= set(NETWORK_FAULTS)
         self.daemon = Daemon(self.args, self.workdir, self.output_root)
         self.proxy = Proxy(self.daemon.agent_port)
         self.daemon.start()
@@ -552,8 +627,7 @@ class Soak:
                             ignore=shutil.ignore_patterns(".soak-filler"), ignore_dangling_symlinks=True)
             subprocess.run(["umount", "-l", self.output_root], check=False)
         for node in ("node1", "node2", "node3"):
-            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.slurm_env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.return_to_service(node)
 
 
 def wait_until(predicate, timeout):

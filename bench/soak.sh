@@ -3,7 +3,9 @@
 # cluster of its own, with faults injected at random times from a seed
 # (tfslurmd killed -9 and restarted, agents and programs killed, an agent
 # stopped past the heartbeat timeout, a node failure, the output root full,
-# slow and refused connections to the service), then checks: every
+# slow and refused connections to the service; on the cluster's hosts apart,
+# a node cut off from the service host or from everything, and a slow,
+# lossy link), then checks: every
 # experiment ended with a reason, none lost, exactly one Slurm job per
 # attempt, no task left running, PRAGMA integrity_check ok. About 20 minutes
 # with the defaults on 2 cores. Not part of CI (tests/integration/
@@ -11,12 +13,13 @@
 #
 #   bench/soak.sh [--experiments 20] [--daemon-kills 20] [--seed 1] [--steps 8000]
 #                 [--fault-interval 5] [--disk-faults 2]
-#                 [--faults daemon,agent,program,stop,node,disk,slow,refuse]
+#                 [--faults daemon,agent,program,stop,node,disk,slow,refuse,partition,isolate,link]
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-experiments=20 kills=20 seed=1 steps=8000 interval=5 disk=2 faults=daemon,agent,program,stop,node,disk,slow,refuse
+experiments=20 kills=20 seed=1 steps=8000 interval=5 disk=2
+faults=daemon,agent,program,stop,node,disk,slow,refuse,partition,isolate,link
 while (($#)); do
   case "$1" in
     --experiments) experiments="$2"; shift 2 ;;
@@ -40,7 +43,9 @@ cleanup() {
   stop_cluster
 }
 trap cleanup EXIT
-start_cluster
+# The hosts apart (deploy/local-slurm/start.sh --hosts-apart), for the
+# network faults; soak.py moves itself onto the service host.
+LOCAL_SLURM_HOSTS_APART=1 start_cluster
 wait_quiet 120
 
 set +e

@@ -1,5 +1,7 @@
 #include "client/connection.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -16,6 +18,7 @@ namespace {
 struct ConfigFile {
   std::optional<std::string> url;
   std::optional<std::string> token;
+  std::optional<std::string> cacert;
 };
 
 Status ConfigError(const std::string& where, const std::string& what) {
@@ -30,8 +33,11 @@ Status SetConfigKey(ConfigFile& config, const std::string& key, std::string valu
     config.url = std::move(value);
   } else if (key == "token") {
     config.token = std::move(value);
+  } else if (key == "cacert") {
+    config.cacert = std::move(value);
   } else {
-    return ConfigError(where, "unknown key '" + key + "'; the known keys are url and token");
+    return ConfigError(where,
+                       "unknown key '" + key + "'; the known keys are url, token and cacert");
   }
   return Status::Ok();
 }
@@ -73,7 +79,8 @@ StatusOr<ConfigFile> ParseYamlConfig(const std::string& text, const std::string&
     return ConfigError(path, "must hold `url = ...` and `token = ...` lines, or a YAML mapping");
   for (const auto& entry : root) {
     std::string where = path + ":" + std::to_string(entry.first.Mark().line + 1);
-    if (!entry.first.IsScalar()) return ConfigError(where, "keys must be plain names: url, token");
+    if (!entry.first.IsScalar())
+      return ConfigError(where, "keys must be plain names: url, token, cacert");
     std::string key = entry.first.Scalar();
     if (!entry.second.IsScalar() && !entry.second.IsNull())
       return ConfigError(where, "the value of '" + key + "' must be a single string");
@@ -145,14 +152,58 @@ StatusOr<Connection> ResolveConnection(const ConnectionFlags& flags, const EnvLo
   if (!normalized.ok()) return normalized.status();
   c.url = *normalized;
 
-  if (auto from_env = env("TFSLURM_TOKEN"); present(flags.token))
+  if (auto from_env = env("TFSLURM_TOKEN"); present(flags.token)) {
     c.token = *flags.token;
-  else if (present(from_env))
+    c.token_origin = "--token";
+  } else if (present(from_env)) {
     c.token = *from_env;
-  else if (present(config->token))
+    c.token_origin = "TFSLURM_TOKEN";
+  } else if (present(config->token)) {
     c.token = *config->token;
+    c.token_origin = config_path;
+  }
   if (auto socket = env("TFSLURM_MUNGE_SOCKET"); present(socket)) c.munge_socket = *socket;
+  if (auto from_env = env("TFSLURM_CACERT"); present(flags.cacert)) {
+    c.cacert = *flags.cacert;
+    c.cacert_origin = "--cacert";
+  } else if (present(from_env)) {
+    c.cacert = *from_env;
+    c.cacert_origin = "TFSLURM_CACERT";
+  } else if (present(config->cacert)) {
+    c.cacert = *config->cacert;
+    c.cacert_origin = config_path;
+  }
+  if (!c.cacert.empty() && access(c.cacert.c_str(), R_OK) != 0)
+    return Error(c.cacert_origin + ": cannot read the CA file '" + c.cacert +
+                 "': " + std::strerror(errno));
   return c;
+}
+
+Status SaveConfig(const std::string& path, const std::string& url, const std::string& cacert,
+                  const std::string& token) {
+  if (path.empty()) return Error("no config file: neither XDG_CONFIG_HOME nor HOME is set");
+  std::error_code ec;
+  auto dir = std::filesystem::path(path).parent_path();
+  if (!std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Error("cannot create " + dir.string() + ": " + ec.message());
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  }
+  std::string text = "# written by tfctl login\nurl = " + url + "\n";
+  if (!cacert.empty()) text += "cacert = " + cacert + "\n";
+  if (!token.empty()) text += "token = " + token + "\n";
+  const std::string tmp = path + ".tmp";
+  unlink(tmp.c_str());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return Error("cannot write " + tmp + ": " + std::strerror(errno));
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ok = close(fd) == 0 && ok;
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    unlink(tmp.c_str());
+    return Error("cannot write " + path + ": " + why);
+  }
+  return Status::Ok();
 }
 
 }  // namespace tfslurm::client

@@ -1,5 +1,7 @@
 #include "client/spec_file.h"
 
+#include "client/yaml_errors.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -99,7 +101,7 @@ StatusOr<json> YamlToJson(const std::string& text, const std::string& name) {
   try {
     documents = YAML::LoadAll(text);
   } catch (const YAML::ParserException& e) {
-    return Error(Where(name, e.mark) + ": not valid YAML: " + e.msg);
+    return Error(ExplainYamlError(text, name, e.mark.line, e.mark.column, e.msg));
   }
   if (documents.empty() || documents[0].IsNull())
     return Error(name + ": the file is empty; it must hold an experiment spec");

@@ -15,7 +15,8 @@ StatusOr<json*> ObjectField(json& spec, const char* key) {
   if (!field.is_object())
     return InvalidArgument(
         std::string("the spec's `") + key + "` must be a mapping to combine it with flags",
-        {{key, "must be an object, got " + field.dump()}});
+        {{key,
+          "must be an object, got " + field.dump(-1, ' ', false, json::error_handler_t::replace)}});
   return &field;
 }
 

@@ -8,7 +8,7 @@
 namespace tfslurm::client {
 namespace {
 
-bool IsEscapedCodePoint(uint32_t c) { return IsControlCharacter(c) || IsBidiControl(c); }
+bool IsEscapedCodePoint(uint32_t c) { return IsUnsafeCodePoint(c); }
 
 void AppendHex(std::string& out, const char* format, uint32_t value) {
   char buf[16];
@@ -52,7 +52,7 @@ size_t Escape(std::string_view text, LineBreaks line_breaks, bool more_follows, 
       continue;
     }
     if (IsEscapedCodePoint(c))
-      AppendHex(out, "\\u%04x", c);
+      AppendHex(out, c > 0xFFFF ? "\\U%08x" : "\\u%04x", c);
     else
       out.append(text.substr(i, length));
     i += length;
@@ -89,7 +89,14 @@ std::string EscapeInStructured(std::string_view document) {
     } else if (c >= 0x80 && IsEscapedCodePoint(c)) {
       // C0 controls are left to the serializer, which escapes them inside
       // strings; outside strings they are the document's own line breaks.
-      AppendHex(out, "\\u%04x", c);
+      // Beyond U+FFFF (the tag characters): a UTF-16 surrogate pair, as JSON
+      // spells it.
+      if (c > 0xFFFF) {
+        AppendHex(out, "\\u%04x", 0xD800 + ((c - 0x10000) >> 10));
+        AppendHex(out, "\\u%04x", 0xDC00 + ((c - 0x10000) & 0x3FF));
+      } else {
+        AppendHex(out, "\\u%04x", c);
+      }
       i += length;
     } else {
       out.append(document.substr(i, length));

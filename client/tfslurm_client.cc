@@ -5,6 +5,13 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "base/unsafe_text.h"
+#include "client/terminal_text.h"
+#include "tls/probe.h"
 
 namespace tfslurm::client {
 namespace {
@@ -38,6 +45,39 @@ std::string Encode(std::string_view s) {
 
 std::string ExperimentPath(const std::string& id) { return "/experiments/" + Encode(id); }
 
+// The first string of `value` (a key or a value) that is not UTF-8, named by
+// its field ("command[1]", "env.LR"), or OK. JSON text is UTF-8, and
+// nlohmann's dump throws on anything else (type_error 316): what a user gave
+// from a file, a flag or a directory name is checked here instead, so that
+// the answer names the field and shows the bytes escaped.
+Status CheckUtf8(const json& value, const std::string& field) {
+  auto refuse = [&](const std::string& text, const std::string& what) {
+    const std::string where = field.empty() ? "the request" : field;
+    const size_t at = FirstInvalidUtf8(text).value_or(0);
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X",
+                  static_cast<unsigned>(static_cast<uint8_t>(text[at])));
+    return InvalidArgument(where + (what.empty() ? "" : " " + what) + " is not valid UTF-8 (byte " +
+                               byte + " at offset " + std::to_string(at) + "): '" +
+                               EscapeForTerminal(text) + "'; only UTF-8 text can be sent",
+                           {{where, "must be UTF-8 text, got '" + EscapeForTerminal(text) + "'"}});
+  };
+  auto invalid = [](const std::string& text) { return FirstInvalidUtf8(text).has_value(); };
+  if (value.is_string()) {
+    if (invalid(value.get_ref<const std::string&>()))
+      return refuse(value.get_ref<const std::string&>(), "");
+  } else if (value.is_object()) {
+    for (const auto& [key, item] : value.items()) {
+      if (invalid(key)) return refuse(key, "has a key that");
+      if (Status s = CheckUtf8(item, field.empty() ? key : field + "." + key); !s.ok()) return s;
+    }
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.size(); ++i)
+      if (Status s = CheckUtf8(value[i], field + "[" + std::to_string(i) + "]"); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
 // httplib names its errors in one word ("Connection"); say what happened.
 std::string Describe(httplib::Error error) {
   switch (error) {
@@ -54,9 +94,50 @@ std::string Describe(httplib::Error error) {
   }
 }
 
+// An https:// service that did not pass verification, or spoke no TLS:
+// one handshake of our own says exactly why (tls/probe.h), with what the
+// certificate was checked against.
+Status TlsFailure(const Connection& c) {
+  tls::ProbeOptions probe;
+  std::string target = c.url.substr(c.url.find("://") + 3);
+  if (!tls::SplitTarget(target, &probe.host, &probe.port)) {
+    probe.host = target;
+    probe.port = 443;
+  }
+  if (!c.cacert.empty()) {
+    std::ifstream in(c.cacert);
+    std::stringstream pem;
+    pem << in.rdbuf();
+    probe.ca_pem = pem.str();
+  }
+  tls::ProbeResult r = tls::ProbeTls(probe);
+  const std::string against = c.cacert.empty()
+                                  ? "this machine's trust store"
+                                  : "the CA file " + c.cacert + " (from " + c.cacert_origin + ")";
+  switch (r.kind) {
+    case tls::ProbeResult::Kind::kUnverified:
+      return Error("cannot verify tfslurmd at " + c.url + ": " + r.reason +
+                   ". Its certificate was checked against " + against +
+                   "; give the service's CA with --cacert or TFSLURM_CACERT, or run `tfctl "
+                   "login` to see its fingerprint and pin it");
+    case tls::ProbeResult::Kind::kNotTls:
+      return Error("tfslurmd at " + c.url + " did not answer in TLS (" + r.reason +
+                   "); if it serves plaintext, its URL is http://");
+    case tls::ProbeResult::Kind::kVerified:
+    case tls::ProbeResult::Kind::kUnreachable:
+      break;
+  }
+  return Unavailable("cannot reach tfslurmd at " + c.url + ": the TLS connection failed" +
+                     (r.reason.empty() ? "" : " (" + r.reason + ")"));
+}
+
 // No answer at all: Unavailable, as the service itself reports a dependency
 // it cannot reach.
 Status Unreachable(const Connection& c, httplib::Error error) {
+  if (error == httplib::Error::SSLConnection || error == httplib::Error::SSLServerVerification ||
+      error == httplib::Error::SSLServerHostnameVerification ||
+      error == httplib::Error::SSLLoadingCerts)
+    return TlsFailure(c);
   std::string origin = c.url_origin == "default" ? "the default" : "from " + c.url_origin;
   return Unavailable("cannot reach tfslurmd at " + c.url + " (" + origin + "): " + Describe(error) +
                      ". Is the service running there? Set the URL with --url, TFSLURM_URL or "
@@ -107,6 +188,15 @@ StatusOr<T> Convert(StatusOr<json> body, T (*from_json)(const json&), const std:
 Client::Client(Connection connection)
     : connection_(std::move(connection)),
       http_(std::make_unique<httplib::Client>(connection_.url)) {
+  if (connection_.url.rfind("https://", 0) == 0) {
+    // Verified against --cacert (else the system's store) and the URL's
+    // host, as cpp-httplib does by default. A partial chain may be the
+    // anchor: `tfctl login` pins the certificate the service presents.
+    if (!connection_.cacert.empty()) http_->set_ca_cert_path(connection_.cacert);
+    http_->enable_server_certificate_verification(true);
+    X509_STORE_set_flags(SSL_CTX_get_cert_store(static_cast<SSL_CTX*>(http_->tls_context())),
+                         X509_V_FLAG_PARTIAL_CHAIN);
+  }
   http_->set_connection_timeout(5);
   http_->set_read_timeout(kReadTimeoutS);
   // A request's headers and body go out as separate writes; without this the
@@ -145,6 +235,21 @@ std::string Client::MungeAuthorization(std::string_view method, const std::strin
   return header;
 }
 
+Status Client::WithTokenOrigin(Status status) const {
+  // A token the service refused: say which one, as an unreachable URL's
+  // message says where the URL came from. Only its first characters: the
+  // rest is a secret, and may be on a shared screen.
+  if (status.code() != StatusCode::kUnauthenticated || connection_.token.empty()) return status;
+  const std::string& t = connection_.token;
+  const std::string shown = t.size() > 12 ? t.substr(0, 8) + "..." : "...";
+  return Status(status.code(),
+                status.message() + " (tfctl sent the token " + shown + " from " +
+                    (connection_.token_origin.empty() ? "its options" : connection_.token_origin) +
+                    "; give another with --token, TFSLURM_TOKEN or `token = ...` in "
+                    "~/.config/tfslurm/config)",
+                status.fields());
+}
+
 Status Client::WithMungeError(Status status) const {
   // Only where the service asked for MUNGE: a token-only tfslurmd never would.
   if (status.code() != StatusCode::kUnauthenticated || munge_error_.empty() ||
@@ -168,6 +273,8 @@ StatusOr<json> Client::Call(Method method, const std::string& path, const json* 
                                                                      : "POST",
                                          path);
   if (!munge.empty()) headers.emplace("Authorization", munge);
+  if (body)
+    if (Status s = CheckUtf8(*body, ""); !s.ok()) return s;
   httplib::Result res = method == Method::kGet      ? http_->Get(path, headers)
                         : method == Method::kDelete ? http_->Delete(path, headers)
                         : body ? http_->Post(path, headers, body->dump(), "application/json")
@@ -175,7 +282,7 @@ StatusOr<json> Client::Call(Method method, const std::string& path, const json* 
   if (!res) return Unreachable(connection_, res.error());
   if (res->status < 200 || res->status >= 300) {
     last_error_http_status_ = res->status;
-    return WithMungeError(ServiceError(res->status, res->body, connection_.url));
+    return WithTokenOrigin(WithMungeError(ServiceError(res->status, res->body, connection_.url)));
   }
   json j = json::parse(res->body, nullptr, false);
   if (j.is_discarded())
@@ -245,6 +352,12 @@ StatusOr<json> Client::GetSweep(const std::string& id) {
 StatusOr<json> Client::CancelSweep(const std::string& id) {
   json body = json::object();
   return Call(Method::kPost, "/sweeps/" + Encode(id) + "/cancel", &body);
+}
+
+StatusOr<json> Client::DeleteSweep(const std::string& id, bool files) {
+  json body = json::object();
+  return Call(Method::kPost, "/sweeps/" + Encode(id) + "/delete" + (files ? "?files=true" : ""),
+              &body);
 }
 
 StatusOr<CreatedToken> Client::CreateToken(const std::string& user, bool admin) {

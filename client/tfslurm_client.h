@@ -92,6 +92,9 @@ class Client {
   StatusOr<nlohmann::json> ListSweeps();
   StatusOr<nlohmann::json> GetSweep(const std::string& id);
   StatusOr<nlohmann::json> CancelSweep(const std::string& id);
+  // POST /sweeps/{id}/delete[?files=true]: an ended sweep and its trials'
+  // experiments removed.
+  StatusOr<nlohmann::json> DeleteSweep(const std::string& id, bool files);
 
   // The experiment's training scalars; only `tags` when not empty.
   StatusOr<TrainingMetrics> GetTrainingMetrics(const std::string& id,
@@ -126,6 +129,8 @@ class Client {
   std::string MungeAuthorization(std::string_view method, const std::string& path);
   // A 401's status, with why no MUNGE credential was sent, if that is why.
   Status WithMungeError(Status status) const;
+  // A 401's status, with which token was sent and where it came from.
+  Status WithTokenOrigin(Status status) const;
 
   Connection connection_;
   std::unique_ptr<httplib::Client> http_;

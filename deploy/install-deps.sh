@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config clang-format clang libclang-rt-14-dev
   ccache  # tests/lib/ccache.sh: the compat stage's second build of tfslurmd reuses the first's
-  libcpp-httplib-dev nlohmann-json3-dev libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev
+  nlohmann-json3-dev libsqlite3-dev sqlite3 libspdlog-dev libfmt-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev prometheus-cpp-dev
   libboost-dev  # header-only Boost.CRC: the agent's CRC32C of TensorBoard event files
@@ -23,8 +23,12 @@ packages=(
   # slurmdbd's accounting_storage/mysql plugin needs MariaDB's client library.
   libmariadb-dev xz-utils
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
+  # The hosts-apart cluster's network faults (tests/integration/helpers/
+  # netfault.py: nftables drops, iptables' NFQUEUE delay where the kernel
+  # has no netem) and the record of its traffic (helpers/capture.py).
+  nftables iptables tcpdump
   # PyTorch for examples/ddp and its tests: Debian's 1.13 has gloo and
-  # torch.distributed (docs/pytorch.md says why not a PyPI wheel).
+  # torch.distributed (the README's PyTorch section says why not a PyPI wheel).
   python3-torch
 )
 if [[ "${1:-}" == "--browser" ]]; then

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # tests/run.sh: installs what is needed, builds, checks the formatting of
 # every tracked C/C++ file (clang-format), and runs every test:
-#   1. unit tests (gtest, via ctest)
-#   2. the same unit tests built with ASan + UBSan
-#   3. integration tests (pytest) against a real local Slurm cluster, real
-#      TensorFlow and JAX among them (deploy/install-tf.sh, install-jax.sh)
-#   4. end-to-end dashboard tests in headless Chromium
-#   5. the integration tests that make every libslurm call, against the
+#   1. integration tests (pytest) against a real local Slurm cluster whose
+#      hosts are apart, real TensorFlow and JAX among them
+#      (deploy/install-tf.sh, install-jax.sh, install-pytools.sh)
+#   2. end-to-end dashboard tests in headless Chromium
+#   3. the integration tests that make every libslurm call, against the
 #      newest Slurm release built from source (tests/compat.sh)
-#   6. each libFuzzer target for a bounded time (clang, ASan + UBSan)
-#   7. unit, agent and concurrency tests built with TSan
-#   8. a clang build of every program with -Wthread-safety (lock annotations)
-#   9. every benchmark script at its smallest size (bench/run.sh --smoke)
+#   4. the Python package: wheel, unit tests, mypy, installs (tests/python.sh)
+#   5. every benchmark script at its smallest size (bench/run.sh --smoke)
+#   6. the unit tests (gtest, via ctest), built with clang under ASan + UBSan
+#   7. clang's thread-safety analysis of every source (-Werror=thread-safety;
+#      the same compile as step 6)
+#   8. each libFuzzer target for a bounded time (the same compile again)
+#   9. unit, agent and concurrency tests built with TSan
 # Works on a fresh Debian machine; CI runs it through .ci/run.
+#
+# Two cores, three compiles (docs/contributing.md, "What CI costs"): the
+# main build (gcc, RelWithDebInfo: the programs and benchmark programs the
+# integration tests and benchmarks run, no tests), the sanitizer build
+# (clang, ASan + UBSan + libFuzzer's coverage: every test, every fuzzer and
+# the programs, with -Werror=thread-safety), and the TSan build. The last
+# two, and Slurm 26.05.3 with tfslurmd against it, are built in the
+# background under SCHED_IDLE while steps 1-5 wait on Slurm
+# (tests/lib/background.sh).
 #
 # The summary gives each stage's passed, failed and skipped tests, as the
 # runner's own closing lines count them (tests/lib/counts.sh), or NOT RUN.
@@ -23,14 +34,13 @@
 # memory controllers, root) are checked and reported first (tests/lib/machine.sh).
 #
 # Environment, for local iterations only (under CI, refused; see below):
-#   TFSLURM_SKIP_SANITIZERS=1   skip steps 2, 6, 7 and 8
-#   TFSLURM_SKIP_E2E=1          skip step 4
-#   TFSLURM_FUZZ=0              skip step 6; TFSLURM_FUZZ=1 runs it even
-#                               with TFSLURM_SKIP_SANITIZERS=1
+#   TFSLURM_SKIP_SANITIZERS=1   no sanitizer build: the unit tests run from
+#                               the main build instead; no steps 7, 8, 9
+#   TFSLURM_SKIP_E2E=1          skip step 2
+#   TFSLURM_FUZZ=0              skip step 8
 #   TFSLURM_FUZZ_SECONDS=N      per fuzz target (default 30)
-#   TFSLURM_TSAN=0              skip step 7; =1 as TFSLURM_FUZZ=1
-#   TFSLURM_THREAD_SAFETY=0     skip step 8; =1 as TFSLURM_FUZZ=1
-#   TFSLURM_SKIP_BENCH=1        skip step 9
+#   TFSLURM_TSAN=0              skip step 9
+#   TFSLURM_SKIP_BENCH=1        skip step 5
 #   PYTEST_ARGS="-k resume"     passed to pytest (the tests left out count
 #                               as skipped, so the run fails: it did not run
 #                               everything)
@@ -50,6 +60,8 @@ source tests/lib/machine.sh
 source tests/lib/summary.sh
 # shellcheck source=lib/ci.sh
 source tests/lib/ci.sh
+# shellcheck source=lib/background.sh
+source tests/lib/background.sh
 
 # Under CI, a variable above that would switch a stage off is refused
 # before anything runs (tests/lib/ci.sh says why).
@@ -69,11 +81,16 @@ step() {
 # Every stage, in the order of the summary; each ends up counted (record)
 # or NOT RUN with the reason (not_run).
 compat_release=26.05.3
-stages=(format unit asan integration e2e "compat-$compat_release" python fuzz tsan thread-safety bench)
+stages=(format integration e2e "compat-$compat_release" python bench unit thread-safety fuzz tsan)
 declare -A passed failed skipped not_run_why
 mkdir -p build
 skips_file=build/skips.tsv # STAGE<TAB>TEST<TAB>REASON, one line per skipped test
 : >"$skips_file"
+sanitizers=1
+[[ "${TFSLURM_SKIP_SANITIZERS:-0}" == 1 ]] && sanitizers=0
+run_fuzz=$sanitizers run_tsan=$sanitizers
+[[ "${TFSLURM_FUZZ:-1}" == 0 ]] && run_fuzz=0
+[[ "${TFSLURM_TSAN:-1}" == 0 ]] && run_tsan=0
 
 step "machine conditions"
 check_machine_conditions
@@ -91,20 +108,26 @@ export TFSLURM_TF_PYTHON
 # time, 1-2 s after).
 TFSLURM_JAX_PYTHON="$(deploy/install-jax.sh)"
 export TFSLURM_JAX_PYTHON
+# The tools venv (deploy/install-pytools.sh: pandas and PyYAML for the
+# README's Python walkthrough, mypy and pytest for the Python stage). Made
+# here, as the others: the integration session runs on the cluster's service
+# host, whose network reaches no package index.
+TFSLURM_PYTOOLS_PYTHON="$(deploy/install-pytools.sh)"
+export TFSLURM_PYTOOLS_PYTHON
 if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -x tests/e2e/install.sh ]]; then
   tests/e2e/install.sh
 fi
 
-step "build"
-# With the benchmark programs: the bench stage smoke-runs the scripts on
-# this build rather than building everything again in one of its own.
-# Through ccache (tests/lib/ccache.sh): the compat stage builds tfslurmd
-# again, against another Slurm's libslurm in a build directory of its own,
+step "main build (gcc: the programs and the benchmark programs)"
+# What the integration tests, the end-to-end tests and the benchmarks run.
+# The tests are built in the sanitizer build instead (TFSLURM_BUILD_TESTS),
+# unless the sanitizers are switched off. Through ccache (tests/lib/ccache.sh):
+# the compat stage builds tfslurmd again against another Slurm's libslurm,
 # and every file but the Slurm adapter's is compiled as here.
 # shellcheck source=lib/ccache.sh
 source tests/lib/ccache.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_BUILD_BENCH=ON \
-  "${ccache_launcher[@]}" >/dev/null
+  -DTFSLURM_BUILD_TESTS=$((sanitizers ? 0 : 1)) "${ccache_launcher[@]}" >/dev/null
 ninja -C build -j"$jobs"
 
 # Every tracked C and C++ file must be as .clang-format says (docs/style.md).
@@ -137,32 +160,37 @@ else
   record format 0 1 # nothing could be checked
 fi
 
-# ctest refuses to find no test (--no-tests=error): a build that registered
-# none must not pass as "0 failed".
-step "unit tests"
-set +e
-ctest --test-dir build --output-on-failure --no-tests=error -j"$jobs" 2>&1 | tee build/unit.log
-unit_rc=${PIPESTATUS[0]}
-set -e
-record_counts unit ctest build/unit.log "$unit_rc"
-
-sanitizers_default=1
-if [[ "${TFSLURM_SKIP_SANITIZERS:-0}" == 1 ]]; then sanitizers_default=0; fi
-if ((sanitizers_default)); then
-  step "unit tests under ASan + UBSan"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTFSLURM_SANITIZE=ON >/dev/null
-  # Every gtest program (service, agent, client, concurrency, fuzz corpus).
-  mapfile -t test_targets < <(ninja -C build-asan -t targets all | sed -n 's/^\([a-z_]*_tests\{0,1\}\): phony$/\1/p')
-  ninja -C build-asan -j"$jobs" "${test_targets[@]}"
-  set +e
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure --no-tests=error -j"$jobs" 2>&1 | tee build-asan/unit.log
-  asan_rc=${PIPESTATUS[0]}
-  set -e
-  record_counts asan ctest build-asan/unit.log "$asan_rc"
-else
-  not_run asan "TFSLURM_SKIP_SANITIZERS=1"
-fi
+# The background chain (tests/lib/background.sh): Slurm 26.05.3 and
+# tfslurmd against it first (the compat stage comes first after the
+# end-to-end tests), then the sanitizer build, then the TSan build.
+bg_compat() { tests/compat.sh --build-only "$compat_release"; }
+# The sanitizer build: clang, ASan + UBSan and libFuzzer's coverage in every
+# library, -O1 (CMakeLists.txt). Everything: the tests, the fuzzers and the
+# three programs, whose every source clang's thread-safety analysis checks
+# as it compiles them (-Werror=thread-safety, for clang only).
+bg_sanitizers() {
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_SANITIZE=ON -DTFSLURM_FUZZ=ON "${ccache_launcher[@]}" &&
+    ninja -C build-asan -j"$jobs"
+}
+# TSan: the programs that run threads against each other (rendezvous, the
+# Slurm poller, the API, the agent's session and its streams, the daemon),
+# and the control that a race in our own gRPC reactions is still reported
+# (tests/concurrency/tsan_grpc_control.cc). The service's unit tests are not
+# among them: they drive core from one thread (TSan finds nothing there that
+# ASan's run misses).
+tsan_targets=(agent_unit_tests agent_end_to_end_test agent_session_test experiments_concurrency_test
+  api_concurrency_test daemon_test local_files_test tsan_grpc_control)
+bg_tsan() {
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON \
+    "${ccache_launcher[@]}" && ninja -C build-tsan -j"$jobs" "${tsan_targets[@]}"
+}
+background=(compat)
+((sanitizers)) && background+=(sanitizers)
+((run_tsan)) && background+=(tsan)
+step "background builds (SCHED_IDLE): ${background[*]}"
+start_background "${background[@]}"
+echo "started; logs in $bg_dir/"
 
 step "local Slurm cluster"
 # The Unix users the tests run jobs as, with their final groups, before
@@ -170,9 +198,17 @@ step "local Slurm cluster"
 /usr/bin/python3 tests/integration/unix_users.py
 cluster_dir="$(mktemp -d /tmp/tfs-ci-XXXX)"
 chmod 755 "$cluster_dir" # munged runs as the munge user and must reach its socket
-cleanup() { deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true; rm -rf "$cluster_dir"; }
+cleanup() {
+  stop_background
+  deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true
+  rm -rf "$cluster_dir"
+}
 trap cleanup EXIT
-conf_line="$(deploy/local-slurm/start.sh "$cluster_dir")"
+# Hosts apart (issue 43): every slurmd, slurmctld, the service host and a
+# login host in network namespaces of their own, joined by bridges; the
+# integration tests run on the service host and reach every other host by
+# its own address (deploy/local-slurm/README.md, "Hosts apart").
+conf_line="$(deploy/local-slurm/start.sh --hosts-apart "$cluster_dir")"
 export TFSLURM_SLURM_CONF="${conf_line#SLURM_CONF=}"
 echo "cluster: $TFSLURM_SLURM_CONF"
 
@@ -180,9 +216,10 @@ step "integration tests (real Slurm)"
 set +e
 # Debian's python3 has pytest; a python3 earlier on PATH (pyenv) may not.
 # -rs: each skip's reason in the log (the summary names the skipped tests).
+# --durations: the slowest tests, for what this stage costs.
 # test_slurm_release_crossing.py needs a second Slurm release: the compat stage runs it.
 # shellcheck disable=SC2086 # PYTEST_ARGS is words
-/usr/bin/python3 -m pytest tests/integration -v -rs -p no:cacheprovider \
+/usr/bin/python3 -m pytest tests/integration -v -rs -p no:cacheprovider --durations=25 \
   --ignore=tests/integration/test_slurm_release_crossing.py ${PYTEST_ARGS:-} 2>&1 | tee build/integration.log
 integration_rc=${PIPESTATUS[0]}
 set -e
@@ -205,7 +242,11 @@ else
     set +e
     # One file at a time: they share the one local cluster (node runs files in
     # parallel on machines with more than 2 cores). TAP, as node_counts reads.
-    (cd tests/e2e && node --test --test-concurrency=1 --test-reporter=tap 2>&1) | tee build/e2e.log
+    # On the cluster's service host, as the integration tests: tfslurmd there
+    # reaches slurmctld and the agents over the cluster network, and Chromium
+    # reaches the dashboard on that host's loopback.
+    (cd tests/e2e && ../../deploy/local-slurm/on-host.sh "$cluster_dir" svc \
+      node --test --test-concurrency=1 --test-reporter=tap 2>&1) | tee build/e2e.log
     e2e_rc=${PIPESTATUS[0]}
     set -e
     record_counts e2e node build/e2e.log "$e2e_rc"
@@ -215,9 +256,11 @@ fi
 # The newest Slurm release the project claims, built from its release source
 # (cached outside the checkout), with tfslurmd built against it and the
 # integration tests that make every libslurm call (tests/compat.sh; it prints
-# its own summary, and compat_counts adds up its parts).
+# its own summary, and compat_counts adds up its parts). Built in the
+# background: this run of it finds its builds done.
 step "Slurm $compat_release compatibility (tests/compat.sh)"
 set +e
+wait_background compat
 tests/compat.sh "$compat_release" 2>&1 | tee build/compat.log
 compat_rc=${PIPESTATUS[0]}
 set -e
@@ -233,16 +276,75 @@ python_rc=${PIPESTATUS[0]}
 set -e
 record_counts python pytest build/python.log "$python_rc"
 
-# Fuzzing: each libFuzzer target (tests/fuzz, clang) runs for
-# TFSLURM_FUZZ_SECONDS, two at a time: 30 s each keeps the whole CI run
-# inside its limit, and catches what a change breaks in the corpus's
-# neighbourhood; finding deep bugs is tests/fuzz/run-long.sh's job (hours).
-# On 2 cores: 2-3 minutes of build (clang, cold), then 2 x SECONDS.
-if [[ "${TFSLURM_FUZZ:-$sanitizers_default}" != 0 ]]; then
+# Benchmarks that cannot run fail CI rather than rot until someone needs a
+# figure: every bench/*.sh at its smallest size, on this build, its figures
+# to a scratch file, not bench/RESULTS.md. Before the sanitizer stages:
+# the benchmarks, like the integration tests, mostly wait on Slurm, and the
+# background builds those stages need go on meanwhile. About 6-8 minutes on
+# 2 cores, half of it tf_ps.sh (whose hand-written job holds its nodes to
+# its 2-minute limit), 1-2 more the first time (libtorch-dev); each
+# script's cost is in bench/run.sh (--smoke).
+if [[ "${TFSLURM_SKIP_BENCH:-0}" == 1 ]]; then
+  not_run bench "TFSLURM_SKIP_BENCH=1"
+else
+  step "benchmarks, each at its smallest size (bench/run.sh --smoke)"
+  set +e
+  TFSLURM_BENCH_BUILD="$repo/build" bench/run.sh --smoke 2>&1 | tee build/bench.log
+  bench_rc=${PIPESTATUS[0]}
+  set -e
+  record_counts bench bench build/bench.log "$bench_rc"
+fi
+
+# The unit tests: under ASan + UBSan from the sanitizer build, or, with the
+# sanitizers switched off, plain from the main build. ctest refuses to find
+# no test (--no-tests=error): a build that registered none must not pass as
+# "0 failed".
+if ((sanitizers)); then
+  step "unit tests under ASan + UBSan (clang)"
+  set +e
+  wait_background sanitizers
+  sanitizer_build_rc=$?
+  if ((sanitizer_build_rc == 0)); then
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir build-asan --output-on-failure --no-tests=error -j"$jobs" 2>&1 | tee build-asan/unit.log
+    unit_rc=${PIPESTATUS[0]}
+    record_counts unit ctest build-asan/unit.log "$unit_rc"
+  else
+    record unit 0 1 0
+  fi
+  set -e
+
+  # Thread-safety analysis: clang checked the lock annotations of every
+  # source as the sanitizer build compiled it (ABSL_GUARDED_BY and friends;
+  # docs/style.md): an unguarded access to guarded state fails that build
+  # (-Werror=thread-safety, CMakeLists.txt). Counted as the sources of the
+  # three programs, which a build that stopped early would not all have.
+  step "thread-safety analysis (clang -Werror=thread-safety, in the sanitizer build)"
+  tsa_sources=0
+  if ((sanitizer_build_rc == 0)); then
+    tsa_sources=$(ninja -C build-asan -t inputs tfslurmd tfslurm-agent tfctl | grep -c '\.o$' || true)
+  fi
+  echo "thread-safety: $tsa_sources sources of tfslurmd, tfslurm-agent and tfctl compiled with -Werror=thread-safety"
+  if ((sanitizer_build_rc == 0 && tsa_sources > 0)); then record thread-safety "$tsa_sources" 0; else record thread-safety 0 1; fi
+else
+  step "unit tests (main build, no sanitizers)"
+  set +e
+  ctest --test-dir build --output-on-failure --no-tests=error -j"$jobs" 2>&1 | tee build/unit.log
+  unit_rc=${PIPESTATUS[0]}
+  set -e
+  record_counts unit ctest build/unit.log "$unit_rc"
+  not_run thread-safety "TFSLURM_SKIP_SANITIZERS=1"
+fi
+
+# Fuzzing: each libFuzzer target (tests/fuzz, in the sanitizer build) runs
+# for TFSLURM_FUZZ_SECONDS, two at a time: 30 s each catches what a change
+# breaks in the corpus's neighbourhood; finding deep bugs is
+# tests/fuzz/run-long.sh's job (hours).
+if ((run_fuzz)); then
   fuzz_seconds=${TFSLURM_FUZZ_SECONDS:-30}
   step "fuzzing (libFuzzer + ASan + UBSan, $fuzz_seconds s per target)"
   set +e
-  tests/fuzz/run-fuzzers.sh -t "$fuzz_seconds" -j "$jobs" 2>&1 | tee build/fuzz.log
+  tests/fuzz/run-fuzzers.sh -b "$repo/build-asan" -t "$fuzz_seconds" -j "$jobs" 2>&1 | tee build/fuzz.log
   fuzz_rc=${PIPESTATUS[0]}
   set -e
   record_counts fuzz fuzz build/fuzz.log "$fuzz_rc"
@@ -250,18 +352,10 @@ else
   not_run fuzz "TFSLURM_FUZZ=0 or TFSLURM_SKIP_SANITIZERS=1"
 fi
 
-# TSan: the programs that run threads against each other (rendezvous, the
-# Slurm poller, the API, the agent's session and its streams, the daemon).
-# The service's unit tests are not among them: they drive core from one
-# thread (TSan finds nothing there that ASan's run misses), and their 25
-# files were a third of this stage's build. 4-6 minutes on 2 cores (cold),
-# nearly all build.
-if [[ "${TFSLURM_TSAN:-$sanitizers_default}" != 0 ]]; then
+if ((run_tsan)); then
   step "unit, agent and concurrency tests under TSan"
   set +e
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON >/dev/null &&
-    ninja -C build-tsan -j"$jobs" agent_unit_tests agent_end_to_end_test agent_session_test \
-      experiments_concurrency_test api_concurrency_test daemon_test local_files_test
+  wait_background tsan
   tsan_rc=$?
   if [[ $tsan_rc -eq 0 ]]; then
     # Test programs not built here are listed by ctest as *_NOT_BUILT.
@@ -276,50 +370,10 @@ else
   not_run tsan "TFSLURM_TSAN=0 or TFSLURM_SKIP_SANITIZERS=1"
 fi
 
-# Thread-safety analysis: clang checks the lock annotations of every library
-# (ABSL_GUARDED_BY and friends; docs/style.md). A check, no test: an
-# unguarded access to guarded state fails it (-Werror=thread-safety, set in
-# CMakeLists.txt for clang). The analysis runs before code generation, so
-# every source of the three programs is compiled -fsyntax-only
-# (TFSLURM_SYNTAX_ONLY): their object files are the targets, and nothing is
-# written or linked.
-if [[ "${TFSLURM_THREAD_SAFETY:-$sanitizers_default}" != 0 ]]; then
-  step "thread-safety analysis (clang -Wthread-safety)"
-  tsa_sources=()
-  set +e
-  cmake -S . -B build-tsa -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
-    -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_SYNTAX_ONLY=ON >/dev/null &&
-    mapfile -t tsa_sources < <(ninja -C build-tsa -t inputs tfslurmd tfslurm-agent tfctl | grep '\.o$') &&
-    ((${#tsa_sources[@]} > 50)) && ninja -C build-tsa -j"$jobs" "${tsa_sources[@]}"
-  tsa_rc=$?
-  echo "thread-safety: ${#tsa_sources[@]} sources checked"
-  set -e
-  if [[ $tsa_rc -eq 0 ]]; then record thread-safety 1 0; else record thread-safety 0 1; fi
-else
-  not_run thread-safety "TFSLURM_THREAD_SAFETY=0 or TFSLURM_SKIP_SANITIZERS=1"
-fi
-
-# Benchmarks that cannot run fail CI rather than rot until someone needs a
-# figure: every bench/*.sh at its smallest size, on this build, its figures
-# to a scratch file, not bench/RESULTS.md. About 6 minutes on 2 cores, half
-# of it tf_ps.sh (whose hand-written job holds its nodes to its 2-minute
-# limit), 1-2 more the first time (libtorch-dev); each script's cost is in
-# bench/run.sh (--smoke).
-if [[ "${TFSLURM_SKIP_BENCH:-0}" == 1 ]]; then
-  not_run bench "TFSLURM_SKIP_BENCH=1"
-else
-  step "benchmarks, each at its smallest size (bench/run.sh --smoke)"
-  set +e
-  TFSLURM_BENCH_BUILD="$repo/build" bench/run.sh --smoke 2>&1 | tee build/bench.log
-  bench_rc=${PIPESTATUS[0]}
-  set -e
-  record_counts bench bench build/bench.log "$bench_rc"
-fi
-
 step "summary"
 # What failed, by name and with its first lines, gathered from every stage's
 # log: the logs are long, and only the end of a CI run's output is kept.
-for log in build/unit.log build-asan/unit.log build/integration.log build/e2e.log build/compat.log build/python.log \
+for log in build/integration.log build/e2e.log build/compat.log build/python.log build-asan/unit.log build/unit.log \
   build/fuzz.log build-tsan/tsan.log build/bench.log; do
   [[ -f $log ]] || continue
   failed=$(grep -E -A 12 '^not ok |^FAILED |^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)$' "$log" |
@@ -329,7 +383,16 @@ done
 for i in "${!step_seconds[@]}"; do
   printf '%6d:%02d  %s\n' $((step_seconds[i] / 60)) $((step_seconds[i] % 60)) "${step_names[i]}"
 done
-printf '%6d:%02d  the whole run\n\n' $((SECONDS / 60)) $((SECONDS % 60))
+printf '%6d:%02d  the whole run\n' $((SECONDS / 60)) $((SECONDS % 60))
+# The background builds, each on its own: how long it took, beside the
+# stages above (it overlapped them).
+for name in "${background[@]}"; do
+  if [[ -f $bg_dir/$name.seconds ]]; then
+    printf '%6d:%02d  background: %s (overlapped the stages above)\n' \
+      $(($(cat "$bg_dir/$name.seconds") / 60)) $(($(cat "$bg_dir/$name.seconds") % 60)) "$name"
+  fi
+done
+echo
 rc=0
 print_summary || rc=$?
 exit "$rc"

@@ -9,6 +9,11 @@
 // cluster object from the registered addresses, compresses it once (as
 // tfslurmd does) and writes every stream an Assignment of the same shape as
 // tfslurmd's (role, index, compressed cluster, command, workdir, env).
+//
+// --tls DIR: the agent port speaks TLS with DIR/server.pem and server.key
+// (`tfslurmd tls init`'s files), through gRPC's static SSL credentials: the
+// least TLS costs any gRPC service, the anchor of tfslurmd's own TLS storm.
+// Other arguments (bench_rendezvous_server's) are ignored.
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -16,9 +21,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -53,16 +61,21 @@ class FloorReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceM
 // One attempt's barrier: the streams by SLURM_PROCID until all N are in.
 class Rendezvous {
  public:
-  void Expect(int n) {
+  // `ranks`: PyTorch's Assignment (a rank and torchrun's variables, no
+  // cluster object), as tfslurmd's for framework pytorch.
+  void Expect(int n, bool ranks) {
     std::lock_guard lock(mu_);
     tasks_.assign(n, {});
     registered_ = 0;
+    ranks_ = ranks;
   }
 
   void Register(FloorReactor* reactor, const AgentMessage& m) {
     std::vector<Task> ready;
+    bool ranks = false;
     {
       std::lock_guard lock(mu_);
+      ranks = ranks_;
       int proc = m.task().proc_id();
       if (proc < 0 || proc >= static_cast<int>(tasks_.size()) || tasks_[proc].reactor) return;
       tasks_[proc] = {reactor,
@@ -76,13 +89,22 @@ class Rendezvous {
     const int ps = std::max(1, n / 32);
     nlohmann::json cluster = {{"ps", nlohmann::json::array()}, {"worker", nlohmann::json::array()}};
     for (int i = 0; i < n; ++i) cluster[i < ps ? "ps" : "worker"].push_back(ready[i].address);
-    std::string zlib = tfslurm::wire::CompressCluster(cluster.dump());
+    std::string zlib = ranks ? "" : tfslurm::wire::CompressCluster(cluster.dump());
     for (int i = 0; i < n; ++i) {
       ServiceMessage out;
       auto* a = out.mutable_assignment();
-      a->set_role(i < ps ? "ps" : "worker");
-      a->set_index(i < ps ? i : i - ps);
-      a->set_cluster_zlib(zlib);
+      a->set_role(ranks ? "rank" : i < ps ? "ps" : "worker");
+      a->set_index(ranks ? i : i < ps ? i : i - ps);
+      if (!ranks) a->set_cluster_zlib(zlib);
+      if (ranks) {
+        auto& env = *a->mutable_env();
+        env["RANK"] = std::to_string(i);
+        env["WORLD_SIZE"] = std::to_string(n);
+        env["LOCAL_RANK"] = std::to_string(i % 32);
+        env["LOCAL_WORLD_SIZE"] = "32";
+        env["MASTER_ADDR"] = ready[0].address.substr(0, ready[0].address.rfind(':'));
+        env["MASTER_PORT"] = "29500";
+      }
       a->add_command("/bin/true");
       a->set_workdir("/tmp/bench-rendezvous/out/floor");
       auto& env = *a->mutable_env();
@@ -103,6 +125,7 @@ class Rendezvous {
     FloorReactor* reactor = nullptr;
     std::string address;
   };
+  bool ranks_ = false;
   std::mutex mu_;
   std::vector<Task> tasks_;
   int registered_ = 0;
@@ -132,9 +155,30 @@ class FloorService final : public tfslurm::agent::v1::AgentService::CallbackServ
   Rendezvous& rendezvous_;
 };
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    fprintf(stderr, "cannot read %s\n", path.c_str());
+    exit(1);
+  }
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// Plaintext, or with `tls_dir` its server certificate and key.
+std::shared_ptr<grpc::ServerCredentials> Credentials(const std::string& tls_dir) {
+  if (tls_dir.empty()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back(
+      {ReadFile(tls_dir + "/server.key"), ReadFile(tls_dir + "/server.pem")});
+  return grpc::SslServerCredentials(options);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::string tls_dir;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--tls") tls_dir = argv[i + 1];
   // As tfslurmd: Debian's abseil checks every absl::Mutex acquisition.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   rlimit r{};
@@ -147,7 +191,7 @@ int main() {
   FloorService service(rendezvous);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort("127.0.0.1:0", Credentials(tls_dir), &port);
   builder.RegisterService(&service);
   auto server = builder.BuildAndStart();
   if (!server || port == 0) {
@@ -160,7 +204,11 @@ int main() {
   int seq = 0;
   while (std::getline(std::cin, line)) {
     if (line.rfind("new ", 0) == 0) {
-      rendezvous.Expect(std::stoi(line.substr(4)));
+      std::istringstream words(line.substr(4));
+      int n = 0;
+      std::string framework;
+      words >> n >> framework;
+      rendezvous.Expect(n, framework == "pytorch");
       ++seq;
       printf("exp floor-%d secret %d\n", seq, 1000 + seq);
     } else if (line.rfind("cancel ", 0) == 0) {

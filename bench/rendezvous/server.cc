@@ -15,19 +15,26 @@
 //                      "exp ID SECRET JOB"
 //   cancel ID       -> DELETE of the experiment; answers "ok" or "error ..."
 //   quit
+// With --tls DIR both ports speak TLS with DIR/server.pem and server.key
+// (`tfslurmd tls init`'s files), and SIGHUP reloads them as tfslurmd's does
+// (the storm's rotation test sends it while agents connect).
 // First line on stdout: "ready agent_port=P http_port=H pid=PID tick_ms=T
 // poll_ms=P": T is how often core's timers run (a restart in place is
 // decided at one of them), P how often Slurm is polled.
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "service/core/ports/slurm.h"
 #include "service/daemon/daemon.h"
@@ -45,10 +52,11 @@ using tfslurm::Status;
 using tfslurm::StatusOr;
 using tfslurm::SubmitRequest;
 
-// Tasks per node in the benchmark's specs; a partition of 128 such nodes
-// holds the largest attempt the service accepts (SpecLimits::max_tasks).
+// Tasks per node in the benchmark's specs; a partition of 512 such nodes
+// holds the largest attempt the service accepts by default
+// (kDefaultMaxTasks, 16,384).
 constexpr int kTasksPerNode = 32;
-constexpr int kNodes = 128;
+constexpr int kNodes = 512;
 
 class StandInSlurm final : public SlurmClient {
  public:
@@ -81,8 +89,12 @@ class StandInSlurm final : public SlurmClient {
     for (int i = 0; i < r.nodes; ++i) j.node_names.push_back(NodeName(i));
     j.nodes = "node[0000-" + NodeName(r.nodes - 1).substr(4) + "]";
     jobs_.push_back(j);
+    // The agents read the secret from the file the job's environment names.
     for (const auto& e : r.environment)
-      if (e.rfind("TFSLURM_SECRET=", 0) == 0) last_secret_ = e.substr(15);
+      if (e.rfind("TFSLURM_SECRET_FILE=", 0) == 0) {
+        std::ifstream in(e.substr(20));
+        last_secret_.assign(std::istreambuf_iterator<char>(in), {});
+      }
     return j.job_id;
   }
 
@@ -99,6 +111,7 @@ class StandInSlurm final : public SlurmClient {
   }
 
   Status SignalStep(int64_t, int, int) override { return Status::Ok(); }
+  Status ShrinkJob(int64_t, const std::string&) override { return Status::Ok(); }
 
   std::string last_secret() {
     std::lock_guard lock(mu_);
@@ -137,6 +150,22 @@ nlohmann::json TensorflowSpec(int n, int seq) {
 // Ranks whose failure restarts the attempt in the same job (the defaults
 // say so: restart.in_allocation, retryable_exit in restart.on); spelled
 // out, since the in-place benchmark depends on it.
+// SIGHUP reloads the TLS certificate, as tfslurmd's main loop does. The
+// signal is blocked before the daemon starts its threads; one thread waits
+// for it for the process's life.
+void ReloadOnSighup(tfslurm::daemon::Daemon* daemon) {
+  std::thread([daemon] {
+    sigset_t hup;
+    sigemptyset(&hup);
+    sigaddset(&hup, SIGHUP);
+    for (int sig = 0; sigwait(&hup, &sig) == 0;) {
+      auto reloaded = daemon->ReloadTls();
+      fprintf(stderr, "SIGHUP: %s\n",
+              reloaded.ok() ? reloaded->c_str() : reloaded.status().message().c_str());
+    }
+  }).detach();
+}
+
 nlohmann::json TorchSpec(int n, int seq) {
   return {{"id", ExperimentId(seq)},
           {"framework", "pytorch"},
@@ -148,7 +177,7 @@ nlohmann::json TorchSpec(int n, int seq) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = "/tmp/bench-rendezvous";
+  std::string dir = "/tmp/bench-rendezvous", tls_dir;
   int64_t poll_ms = 2000;
   int heartbeat_ms = 5000;
   for (int i = 1; i < argc; ++i) {
@@ -160,12 +189,21 @@ int main(int argc, char** argv) {
       poll_ms = std::stoll(argv[++i]);
     } else if (a == "--heartbeat-ms" && has_value) {
       heartbeat_ms = std::stoi(argv[++i]);
+    } else if (a == "--tls" && has_value) {
+      tls_dir = argv[++i];
     } else {
-      fprintf(stderr, "usage: %s [--dir D] [--poll-interval-ms N] [--heartbeat-ms N]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--dir D] [--poll-interval-ms N] [--heartbeat-ms N] [--tls DIR]\n",
+              argv[0]);
       return 2;
     }
   }
   std::filesystem::create_directories(dir);
+  // SIGHUP is taken by ReloadOnSighup's thread: blocked before any thread
+  // starts (the store's checkpointer is the first), so none dies of it.
+  sigset_t hup;
+  sigemptyset(&hup);
+  sigaddset(&hup, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &hup, nullptr);
 
   auto store = tfslurm::store::OpenSqliteStore(dir + "/tfslurm.db");
   if (!store.ok()) {
@@ -188,6 +226,8 @@ int main(int argc, char** argv) {
   options.no_auth = true;
   options.web_assets = false;
   options.logs = false;
+  if (!tls_dir.empty())
+    options.tls = {tls_dir + "/server.pem", tls_dir + "/server.key", tls_dir + "/ca.pem"};
   auto daemon =
       tfslurm::daemon::Daemon::Start(options, {**store, slurm, *clock, *random, *files, *accounts});
   if (!daemon.ok()) {
@@ -195,6 +235,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   tfslurm::Experiments& experiments = (*daemon)->experiments();
+  ReloadOnSighup(daemon->get());
 
   printf("ready agent_port=%d http_port=%d pid=%d tick_ms=%d poll_ms=%lld\n",
          (*daemon)->agent_port(), (*daemon)->http_port(), getpid(),

@@ -3,7 +3,10 @@
 // For each size N it starts a fresh bench_rendezvous_server (so the server's
 // peak RSS belongs to that size), then runs the storm `--warmup + --runs`
 // times. One run:
-//   1. asks the server for a new experiment of N tasks (and its secret);
+//   1. asks the server for a new experiment of N tasks (and its secret):
+//      TensorFlow parameter servers, whose Assignments carry the whole
+//      cluster (compressed), or with --framework pytorch N ranks, whose
+//      Assignments carry none (the floor sends the same shapes);
 //   2. opens N gRPC channels, one TCP connection each as N agents on N hosts
 //      would, and waits until all are connected (timed apart: "connect");
 //   3. "go": starts N Connect streams whose first message is Register, as
@@ -21,6 +24,15 @@
 // stderr, and with --runs-csv FILE to FILE. Exits 1 after the table when a
 // run (a warm-up run too) had an error: an agent refused, a stream broken or
 // an assignment missing, a cancel refused, or a server that did not exit 0.
+//
+// --tls DIR: both of the server's ports speak TLS (a CA and a server
+// certificate for 127.0.0.1 made in DIR as `tfslurmd tls init` makes them),
+// and every agent verifies it, as real agents do; "connect" then includes
+// each agent's TLS handshake. --rotate-every-ms N (with --tls): while each
+// run connects and registers, a new server certificate from the same CA is
+// written every N ms and the server is sent SIGHUP, as an admin rotating
+// certificates would; afterwards both ports must present the last one. Any
+// agent refused, broken or missing fails the program (exit 1).
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
@@ -33,15 +45,19 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent.grpc.pb.h"
 #include "bench/rendezvous/storm_common.h"
+#include "tls/probe.h"
+#include "tls/tls_init.h"
 
 namespace {
 
@@ -145,6 +161,84 @@ class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, Servic
   ServiceMessage reply_;
 };
 
+// -------------------------------------------------------------------- tls --
+
+struct StormTls {
+  std::string dir;
+  std::string ca_pem;
+  int rotate_every_ms = 0;
+};
+
+// A new server certificate in `dir` (the CA kept); its SHA-256 fingerprint.
+std::string MakeServerCertificate(const std::string& dir) {
+  tfslurm::tls::TlsInitOptions o;
+  o.dir = dir;
+  o.dns_names = {"localhost"};
+  o.ip_addresses = {"127.0.0.1"};
+  o.now_s = time(nullptr);
+  auto made = tfslurm::tls::RunTlsInit(o);
+  if (!made.ok()) ServerProcess::Die("tls init: " + made.status().message());
+  return made->server.fingerprint;
+}
+
+// Rotates the server's certificate every `every_ms` until stopped: what an
+// admin does with `tfslurmd tls init` and `kill -HUP`.
+class Rotation {
+ public:
+  Rotation(const StormTls* tls, pid_t server) {
+    if (!tls || tls->rotate_every_ms <= 0) return;
+    thread_ = std::thread([this, tls, server] {
+      std::unique_lock lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::milliseconds(tls->rotate_every_ms),
+                           [this] { return stop_; })) {
+        last_ = MakeServerCertificate(tls->dir);
+        kill(server, SIGHUP);
+        ++count_;
+      }
+    });
+  }
+  // Stops rotating; returns how many rotations were made and the last
+  // certificate's fingerprint.
+  std::pair<int, std::string> Stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return {count_, last_};
+  }
+  ~Rotation() { Stop(); }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  int count_ = 0;
+  std::string last_;
+  std::thread thread_;
+};
+
+// After a rotation: both ports present `fingerprint` (gRPC's file watcher
+// reads the staged pair every second; the REST port at the next handshake).
+void CheckServedCertificate(const ServerProcess& server, const StormTls& tls,
+                            const std::string& fingerprint) {
+  for (long long port :
+       {static_cast<long long>(server.agent_port()), server.ReadyValue("http_port")}) {
+    tfslurm::tls::ProbeResult r;
+    for (int i = 0; i < 50; ++i) {
+      r = tfslurm::tls::ProbeTls({"127.0.0.1", static_cast<int>(port), tls.ca_pem});
+      if (r.kind == tfslurm::tls::ProbeResult::Kind::kVerified && !r.chain.empty() &&
+          r.chain.front().fingerprint == fingerprint)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (r.chain.empty() || r.chain.front().fingerprint != fingerprint)
+      ServerProcess::Die("port " + std::to_string(port) +
+                         " does not present the last rotated certificate: " + r.reason);
+  }
+}
+
 // ------------------------------------------------------------------- runs --
 
 struct RunResult {
@@ -157,6 +251,11 @@ struct RunResult {
   long max_threads = 0, max_rss_kb = 0, hwm_kb = 0;
   double server_cpu_ms = 0, client_cpu_ms = 0;
   size_t tf_config_bytes = 0;
+  int rotations = 0;
+  // CPU while the connections are made (with TLS: the handshakes), the
+  // server's and the load generator's apart: real agents handshake on
+  // their own nodes, so only the server's share lands on tfslurmd's host.
+  double connect_server_cpu_ms = 0, connect_client_cpu_ms = 0;
 };
 
 // Starts `command` (through sh, "{pid}" replaced by the server's pid) in its
@@ -182,11 +281,11 @@ void StopProfiler(pid_t pid) {
   waitpid(pid, &status, 0);
 }
 
-RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
-                   const std::string& profile_cmd) {
+RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, const std::string& framework,
+                   const std::string& profile_cmd, const StormTls* tls) {
   RunResult res;
   res.n = n;
-  std::string answer = server.Command("new " + std::to_string(n));
+  std::string answer = server.Command("new " + std::to_string(n) + " " + framework);
   char exp[256], secret[256];
   long long job = 0;
   if (sscanf(answer.c_str(), "exp %255s %255s %lld", exp, secret, &job) != 3)
@@ -197,20 +296,36 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   args.SetMaxReceiveMessageSize(64 << 20);
+  // gRPC gives up a connection attempt after its minimum connect timeout
+  // (20 s) and tries again; opening 16,384 at once on a loaded machine takes
+  // about that long, and each retry left the server one more descriptor
+  // (the floor ran out of its 20,000: "Failed accept4: Too many open files").
+  // The 60 s the wait below allows, instead.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 60000);
   std::string target = "127.0.0.1:" + std::to_string(server.agent_port());
+  // The agent's own credentials (agent/service_stream.cc): TLS verified
+  // against the CA and the host dialled.
+  auto credentials =
+      tls ? grpc::SslCredentials({tls->ca_pem, "", ""}) : grpc::InsecureChannelCredentials();
+  Rotation rotation(tls, server.pid());
+  const double connect_cpu0 = CpuMs(server.pid()), connect_self0 = SelfCpuMs();
   auto c0 = Clock::now();
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<AgentService::Stub>> stubs;
   for (int i = 0; i < n; ++i) {
-    channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    channels.push_back(grpc::CreateCustomChannel(target, credentials, args));
     channels.back()->GetState(/*try_to_connect=*/true);
   }
+  // Generous: 4,096 TLS handshakes cost ~12 s of CPU on both sides, which a
+  // machine loaded by others (load 17 on 2 cores) stretches past a minute.
   for (auto& ch : channels) {
-    if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)))
-      ServerProcess::Die("a channel did not connect within 60 s");
+    if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(240)))
+      ServerProcess::Die("a channel did not connect within 240 s");
     stubs.push_back(AgentService::NewStub(ch));
   }
   res.connect_ms = Ms(Clock::now() - c0);
+  res.connect_server_cpu_ms = CpuMs(server.pid()) - connect_cpu0;
+  res.connect_client_cpu_ms = SelfCpuMs() - connect_self0;
 
   // Sample the server while the storm runs.
   std::atomic<bool> sampling{true};
@@ -242,6 +357,10 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
   }
   res.server_cpu_ms = CpuMs(server.pid()) - cpu0;
   res.client_cpu_ms = SelfCpuMs() - self0;
+  if (auto [rotations, last] = rotation.Stop(); rotations > 0) {
+    res.rotations = rotations;
+    CheckServedCertificate(server, *tls, last);
+  }
   StopProfiler(profiler);
   sampling = false;
   sampler.join();
@@ -284,9 +403,11 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node,
 
 int main(int argc, char** argv) {
   std::string server_bin, dir = "/tmp/bench-rendezvous", sizes_arg = "64,512,4096", runs_csv,
-                          profile_cmd;
+                          profile_cmd, framework = "tensorflow";
   int runs = 20, warmup = 2, tasks_per_node = 32;
   std::vector<std::string> server_args;
+  std::optional<StormTls> tls;
+  int rotate_every_ms = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -309,16 +430,33 @@ int main(int argc, char** argv) {
       server_args.push_back(next());
     else if (a == "--profile-cmd")
       profile_cmd = next();
+    else if (a == "--framework")
+      framework = next();
+    else if (a == "--tls")
+      tls = StormTls{next(), "", 0};
+    else if (a == "--rotate-every-ms")
+      rotate_every_ms = std::stoi(next());
     else {
       fprintf(stderr,
               "usage: %s --server PATH [--sizes 64,512,4096] [--runs 20] [--warmup 2] [--dir D]\n"
               "          [--runs-csv FILE] [--server-arg ARG]... [--profile-cmd 'perf record -g -p "
-              "{pid} -o F']\n",
+              "{pid} -o F']\n"
+              "          [--framework tensorflow|pytorch] [--tls DIR [--rotate-every-ms N]]\n",
               argv[0]);
       return 2;
     }
   }
   if (server_bin.empty()) ServerProcess::Die("--server PATH (bench_rendezvous_server) is required");
+  if (framework != "tensorflow" && framework != "pytorch")
+    ServerProcess::Die("--framework must be tensorflow or pytorch, got " + framework);
+  if (rotate_every_ms > 0 && !tls) ServerProcess::Die("--rotate-every-ms needs --tls DIR");
+  if (tls) {
+    MakeServerCertificate(tls->dir);
+    std::ifstream ca(tls->dir + "/ca.pem");
+    tls->ca_pem.assign(std::istreambuf_iterator<char>(ca), {});
+    tls->rotate_every_ms = rotate_every_ms;
+    server_args.insert(server_args.end(), {"--tls", tls->dir});
+  }
   bench::RaiseFileLimitAndIgnoreSigpipe();
   // Debian builds abseil without NDEBUG, so every absl::Mutex (all of gRPC's
   // locks) runs deadlock detection; the load generator shares the machine
@@ -333,7 +471,7 @@ int main(int argc, char** argv) {
         csv,
         "n,run,connect_ms,first_reg_ms,last_reg_ms,last_assign_ms,gap_ms,agent_p50_ms,agent_p99_ms,"
         "refused,broken,missing,max_threads,max_rss_mb,hwm_mb,server_cpu_ms,client_cpu_ms,tf_"
-        "config_bytes\n");
+        "config_bytes,connect_server_cpu_ms,connect_client_cpu_ms\n");
 
   printf(
       "| agents | runs | last reg -> last assignment p50 / p99 / max (ms) | whole storm p50 / p99 "
@@ -352,26 +490,28 @@ int main(int argc, char** argv) {
     long threads = 0, hwm = 0;
     int errors = 0;
     for (int run = 0; run < warmup + runs; ++run) {
-      RunResult res =
-          RunStorm(server, n, std::min(n, tasks_per_node), run < warmup ? "" : profile_cmd);
+      RunResult res = RunStorm(server, n, std::min(n, tasks_per_node), framework,
+                               run < warmup ? "" : profile_cmd, tls ? &*tls : nullptr);
       double p50 = Percentile(res.per_agent_ms, 50), p99 = Percentile(res.per_agent_ms, 99);
       fprintf(stderr,
               "  N=%d run %d%s: connect %.1f ms, registers handed over %.1f..%.1f ms, last "
               "assignment %.1f ms, "
               "gap %.1f ms, per agent p50 %.1f p99 %.1f ms, threads %ld, RSS %.0f MB (HWM %.0f), "
               "server CPU %.0f "
-              "ms, load generator CPU %.0f ms, TF_CONFIG %zu B, refused %d broken %d missing %d\n",
+              "ms, load generator CPU %.0f ms, TF_CONFIG %zu B, refused %d broken %d missing %d, "
+              "certificate rotations %d\n",
               n, run, run < warmup ? " (warm-up)" : "", res.connect_ms, res.first_reg_ms,
               res.last_reg_ms, res.last_assign_ms, res.gap_ms, p50, p99, res.max_threads,
               res.max_rss_kb / 1024.0, res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms,
-              res.tf_config_bytes, res.refused, res.broken, res.missing);
+              res.tf_config_bytes, res.refused, res.broken, res.missing, res.rotations);
       if (csv)
         fprintf(csv,
-                "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d,%ld,%.1f,%.1f,%.0f,%.0f,%zu\n",
+                "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d,%ld,%.1f,%.1f,%.0f,%.0f,%zu,%."
+                "0f,%.0f\n",
                 n, run, res.connect_ms, res.first_reg_ms, res.last_reg_ms, res.last_assign_ms,
                 res.gap_ms, p50, p99, res.refused, res.broken, res.missing, res.max_threads,
                 res.max_rss_kb / 1024.0, res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms,
-                res.tf_config_bytes);
+                res.tf_config_bytes, res.connect_server_cpu_ms, res.connect_client_cpu_ms);
       threads = std::max(threads, res.max_threads);
       hwm = std::max(hwm, res.hwm_kb);
       all_errors += res.Errors();  // a warm-up run's errors too

@@ -16,14 +16,14 @@ _tfctl() {
   local cur prev command i
   cur=${COMP_WORDS[COMP_CWORD]}
   prev=${COMP_WORDS[COMP_CWORD - 1]}
-  local commands="submit status list events logs metrics cancel resume delete token sweep"
-  local global_flags="--url --token --help"
+  local commands="submit status list events logs metrics cancel resume delete token login sweep"
+  local global_flags="--url --token --cacert --help"
 
   command=""
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
       --) return 0 ;;  # the experiment's own command: nothing to offer
-      --url | --token) ((i++)) ;;
+      --url | --token | --cacert) ((i++)) ;;
       -*) ;;
       *)
         command=${COMP_WORDS[i]}
@@ -48,8 +48,13 @@ _tfctl() {
       compopt -o nospace 2>/dev/null
       return 0
       ;;
+    --cacert)
+      compopt -o filenames 2>/dev/null
+      mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+      return 0
+      ;;
     --url | --token | --id | --ps | --workers | --nodes | --tasks-per-node | --partition | --time | \
-      --limit | --interval | --attempt | --tail | --tag | --user)
+      --limit | --interval | --attempt | --tail | --tag | --user | --fingerprint)
       return 0
       ;;
   esac
@@ -69,6 +74,7 @@ _tfctl() {
     metrics) flags="--tag -o --output" ;;
     resume) flags="--time-limit --set --wait -o --output" ;;
     delete) flags="--files -o --output" ;;
+    login) flags="--fingerprint --yes --no-token" ;;
     token)
       if [[ " ${COMP_WORDS[*]:1:COMP_CWORD-1} " != *" create "* ]]; then
         mapfile -t COMPREPLY < <(compgen -W "create" -- "$cur")
@@ -77,7 +83,7 @@ _tfctl() {
       flags="--user --admin"
       ;;
     sweep)
-      local verbs="submit status list cancel"
+      local verbs="submit status list cancel delete"
       local verb="" w
       for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
         [[ " $verbs " == *" $w "* ]] && verb=$w
@@ -91,12 +97,13 @@ _tfctl() {
         mapfile -t COMPREPLY < <(compgen -f -- "$cur")
         return 0
       fi
-      if [[ $cur != -* && ($verb == status || $verb == cancel) ]]; then
+      if [[ $cur != -* && ($verb == status || $verb == cancel || $verb == delete) ]]; then
         mapfile -t COMPREPLY < <(compgen -W "$(tfctl sweep list -o json 2>/dev/null |
           sed -n 's/.*"id": *"\([^"]*\)".*/\1/p')" -- "$cur")
         return 0
       fi
       flags="-o --output"
+      [[ $verb == delete ]] && flags="--files -o --output"
       ;;
     *) return 0 ;;
   esac

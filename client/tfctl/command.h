@@ -75,6 +75,7 @@ Command AddEventsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddLogsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddMetricsCommand(CLI::App& app, const GlobalOptions& global);
 Command AddTokenCommand(CLI::App& app, const GlobalOptions& global);
+Command AddLoginCommand(CLI::App& app, const GlobalOptions& global);
 Command AddSweepCommand(CLI::App& app, const GlobalOptions& global);
 
 }  // namespace tfslurm::tfctl

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "base/build_info.h"
+#include "client/terminal_text.h"
 #include "client/tfctl/command.h"
 
 namespace {
@@ -14,7 +15,9 @@ constexpr const char* kOverview =
 constexpr const char* kFooter =
     "The service is found through --url, then TFSLURM_URL, then `url = ...` in\n"
     "~/.config/tfslurm/config, then http://127.0.0.1:8080; the token likewise through\n"
-    "--token, TFSLURM_TOKEN and `token = ...`.\n"
+    "--token, TFSLURM_TOKEN and `token = ...`, and an https:// service's CA through\n"
+    "--cacert, TFSLURM_CACERT and `cacert = ...` (else the system's trust store);\n"
+    "`tfctl login` writes them.\n"
     "Exit codes: 0 ok, 1 error (or, with --wait, an experiment that did not succeed), 2 usage.\n\n"
     "Examples:\n"
     "  tfctl submit experiment.yaml --wait\n"
@@ -30,21 +33,71 @@ constexpr const char* kFooter =
 void AddConnectionOptions(CLI::App* app, tfslurm::client::ConnectionFlags& flags) {
   app->add_option("--url", flags.url, "tfslurmd's URL, e.g. http://127.0.0.1:8080");
   app->add_option("--token", flags.token, "API token, sent as Authorization: Bearer");
+  app->add_option("--cacert", flags.cacert,
+                  "CA file (PEM) an https:// service's certificate must verify against; default: "
+                  "the system's trust store");
 }
 
-// The first word that is neither an option nor an option's value: the
-// subcommand, when the command line is right. --url and --token take a value.
-std::optional<std::string> FirstWord(const std::vector<std::string>& args) {
+// The words that are neither options nor the values of --url and --token:
+// the subcommand and, for one that has its own (sweep, token), the next.
+std::vector<std::string> Words(const std::vector<std::string>& args) {
+  std::vector<std::string> words;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    if (a == "--url" || a == "--token") {
+    if (a == "--url" || a == "--token" || a == "--cacert") {
       ++i;
       continue;
     }
     if (!a.empty() && a[0] == '-') continue;
-    return a;
+    words.push_back(a);
   }
-  return std::nullopt;
+  return words;
+}
+
+// CLI11 would take a mistyped subcommand for an extra argument and answer
+// "A subcommand is required". Says which word is wrong, the nearest name
+// and the names there are; false when `word` is one of `names`.
+bool UnknownSubcommand(const std::string& command, const std::string& word,
+                       const std::vector<std::string>& names) {
+  if (std::find(names.begin(), names.end(), word) != names.end()) return false;
+  std::string near = tfslurm::tfctl::Nearest(word, names);
+  std::cerr << command << ": unknown subcommand '" << tfslurm::client::EscapeForTerminal(word)
+            << "'" << (near.empty() ? "" : "; did you mean '" + near + "'?") << "\n"
+            << "the subcommands: ";
+  for (size_t i = 0; i < names.size(); ++i) std::cerr << (i ? ", " : "") << names[i];
+  std::cerr << " (" << command << " --help)\n";
+  return true;
+}
+
+// A subcommand (or a command's own subcommand: tfctl sweep status) that is
+// mistyped or missing, said on stderr.
+bool WrongSubcommand(const std::vector<std::string>& args,
+                     const std::vector<tfslurm::tfctl::Command>& commands) {
+  const std::vector<std::string> words = Words(args);
+  if (words.empty()) return false;
+  std::vector<std::string> names;
+  for (const tfslurm::tfctl::Command& c : commands) names.push_back(c.app->get_name());
+  if (UnknownSubcommand("tfctl", words[0], names)) return true;
+  // A command's own subcommands (tfctl sweep status, tfctl token create).
+  const bool help = std::find_if(args.begin(), args.end(), [](const std::string& a) {
+                      return a == "--help" || a == "-h";
+                    }) != args.end();
+  for (const tfslurm::tfctl::Command& c : commands) {
+    if (c.app->get_name() != words[0]) continue;
+    std::vector<std::string> subs;
+    for (const CLI::App* sub : c.app->get_subcommands([](CLI::App*) { return true; }))
+      subs.push_back(sub->get_name());
+    if (subs.empty() || help) break;
+    const std::string command = "tfctl " + words[0];
+    if (words.size() < 2) {
+      std::cerr << command << ": which? ";
+      for (size_t i = 0; i < subs.size(); ++i) std::cerr << (i ? ", " : "") << subs[i];
+      std::cerr << " (" << command << " --help)\n";
+      return true;
+    }
+    if (UnknownSubcommand(command, words[1], subs)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -79,6 +132,7 @@ int main(int argc, char** argv) {
       AddResumeCommand(app, global, command_after_dashes),
       AddDeleteCommand(app, global),
       AddTokenCommand(app, global),
+      AddLoginCommand(app, global),
       AddSweepCommand(app, global),
   };
   size_t c_resume = 0;
@@ -94,21 +148,7 @@ int main(int argc, char** argv) {
                            tfslurm::base::TfslurmCommit() + ")",
                        "print tfctl's version and the commit it was built from");
 
-  // CLI11 would take a mistyped subcommand for an extra argument and answer
-  // "A subcommand is required".
-  if (auto word = FirstWord(args)) {
-    std::vector<std::string> names;
-    for (const Command& c : commands) names.push_back(c.app->get_name());
-    if (std::find(names.begin(), names.end(), *word) == names.end()) {
-      std::string near = Nearest(*word, names);
-      std::cerr << "tfctl: unknown subcommand '" << *word << "'"
-                << (near.empty() ? "" : "; did you mean '" + near + "'?") << "\n"
-                << "the subcommands: ";
-      for (size_t i = 0; i < names.size(); ++i) std::cerr << (i ? ", " : "") << names[i];
-      std::cerr << " (tfctl --help)\n";
-      return kExitUsage;
-    }
-  }
+  if (WrongSubcommand(args, commands)) return kExitUsage;
 
   std::reverse(args.begin(), args.end());  // CLI11 takes the vector back to front
   try {

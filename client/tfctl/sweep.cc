@@ -1,9 +1,11 @@
-// tfctl sweep submit|status|list|cancel: sweeps of trials over a parameter
-// space (schema/sweep-spec.md). The status table is sorted by the
+// tfctl sweep submit|status|list|cancel|delete: sweeps of trials over a
+// parameter space (schema/sweep-spec.md). The status table is sorted by the
 // objective, best first, and marks the sweep's best trial.
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <regex>
+#include <thread>
 
 #include "client/spec_file.h"
 #include "client/terminal_text.h"
@@ -19,8 +21,14 @@ using nlohmann::json;
 struct SweepOptions {
   std::string file;
   std::string id;
+  bool files = false;
   OutputFormat output = OutputFormat::kTable;
 };
+
+// As tfctl delete's: right after a sweep ends its last trials' jobs may
+// still be leaving Slurm, which the service answers with a 503 to retry.
+constexpr std::chrono::seconds kFinishingWait(60);
+constexpr std::chrono::milliseconds kFinishingRetry(500);
 
 void AddSweepIdArgument(CLI::App* app, std::string& id) {
   static const std::regex kId("[a-z0-9][a-z0-9._-]{0,57}");
@@ -63,6 +71,41 @@ int RunCancel(const GlobalOptions& global, const SweepOptions& options) {
   auto client = Connect(global);
   if (!client) return kExitError;
   return Show(client->CancelSweep(options.id), options.output);
+}
+
+int RunDelete(const GlobalOptions& global, const SweepOptions& options) {
+  auto client = Connect(global);
+  if (!client) return kExitError;
+  auto deleted = client->DeleteSweep(options.id, options.files);
+  const auto deadline = std::chrono::steady_clock::now() + kFinishingWait;
+  bool said = false;
+  while (!deleted.ok() && deleted.status().retryable() && client->last_error_http_status() == 503 &&
+         std::chrono::steady_clock::now() < deadline && client->GetSweep(options.id).ok()) {
+    if (!said) {
+      std::cerr << "tfctl: " << client::EscapeForTerminal(deleted.status().message())
+                << "; waiting for it (up to " << kFinishingWait.count() << " s)\n";
+      said = true;
+    }
+    std::this_thread::sleep_for(kFinishingRetry);
+    deleted = client->DeleteSweep(options.id, options.files);
+  }
+  if (!deleted.ok()) return Fail(deleted.status());
+  if (options.output != OutputFormat::kTable) {
+    PrintStructured(*deleted, options.output, std::cout);
+    return kExitOk;
+  }
+  const json trials = deleted->value("experiments_deleted", json::array());
+  std::cout << "deleted sweep " << client::EscapeForTerminal(options.id) << " and " << trials.size()
+            << " trial experiment" << (trials.size() == 1 ? "" : "s");
+  if (options.files)
+    std::cout << ", with their files (" << deleted->value("entries_removed", 0) << " entries)";
+  std::cout << "\n";
+  for (const json& t : trials)
+    if (!t.value("model_dir_kept", "").empty())
+      std::cout << client::EscapeForTerminal(t.value("id", "")) << "'s model_dir "
+                << client::EscapeForTerminal(t.value("model_dir_kept", ""))
+                << " is outside its directory and was kept\n";
+  return kExitOk;
 }
 
 int RunList(const GlobalOptions& global, const SweepOptions& options) {
@@ -110,11 +153,27 @@ Command AddSweepCommand(CLI::App& app, const GlobalOptions& global) {
   AddSweepIdArgument(cancel, options->id);
   AddOutputOption(cancel, options->output);
   cancel->footer("Example:\n  tfctl sweep cancel lr-sweep");
-  return {sweep, [&global, options, submit, status, list, cancel] {
+  CLI::App* remove = sweep->add_subcommand(
+      "delete", "remove an ended sweep and its trials' experiments (with --files, their files)");
+  AddSweepIdArgument(remove, options->id);
+  remove->add_flag("--files", options->files,
+                   "also remove each trial's directory in the output root (logs, and checkpoints "
+                   "unless model_dir is elsewhere); symlinks in it are removed, never followed");
+  AddOutputOption(remove, options->output);
+  remove->footer(
+      "Only an ended sweep (completed or cancelled) can be deleted; cancel a running one first.\n"
+      "Each trial's experiment is deleted as `tfctl delete` would, then the sweep; right after\n"
+      "the end, while a trial's Slurm job is still finishing, tfctl waits for it (up to 60 s).\n"
+      "This cannot be undone.\n\n"
+      "Examples:\n"
+      "  tfctl sweep delete lr-sweep\n"
+      "  tfctl sweep delete lr-sweep --files");
+  return {sweep, [&global, options, submit, status, list, cancel, remove] {
             if (submit->parsed()) return RunSubmit(global, *options);
             if (status->parsed()) return RunStatus(global, *options);
             if (list->parsed()) return RunList(global, *options);
             if (cancel->parsed()) return RunCancel(global, *options);
+            if (remove->parsed()) return RunDelete(global, *options);
             return static_cast<int>(kExitUsage);
           }};
 }

@@ -19,7 +19,7 @@ std::string SweepValueText(const json& v) {
     std::snprintf(buf, sizeof buf, "%.6g", v.get<double>());
     return buf;
   }
-  return v.dump();
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 namespace {
@@ -68,15 +68,23 @@ std::string FormatSweepStatus(const json& s) {
     out << "   best: " << EscapeForTerminal(best.value("experiment_id", "")) << " ("
         << EscapeForTerminal(tag) << " " << SweepValueText(best["objective"]) << ")";
   out << "\n\n";
-  Table table({"", "TRIAL", "STATE", "END", tag, "STEP", "PARAMS"});
+  // STEP is where the objective's value was taken (a stopped trial's rung),
+  // LAST STEP where the trial got to: a stopped trial's programs take a
+  // moment to stop, and its checkpoint and logs show that step.
+  Table table({"", "TRIAL", "STATE", "END", tag, "STEP", "LAST STEP", "PARAMS"});
   const int best_index = best.is_object() ? best.value("index", 0) : 0;
   for (const json& t : SortedTrials(s)) {
-    const std::string state = t["experiment_state"].is_string() && t.value("state", "") == "running"
-                                  ? t["experiment_state"].get<std::string>()
-                                  : t.value("state", "");
+    const json experiment_state = t.value("experiment_state", json(nullptr));
+    std::string state = experiment_state.is_string() && t.value("state", "") == "running"
+                            ? experiment_state.get<std::string>()
+                            : t.value("state", "");
+    // Its row stays when its experiment is deleted: its parameters and
+    // objective are the sweep's results.
+    if (state == "ended" && experiment_state.is_null()) state = "deleted";
     table.AddRow({t.value("index", 0) == best_index ? "*" : "", t.value("experiment_id", ""), state,
                   t.value("end_reason", ""), SweepValueText(t["objective"]),
-                  SweepValueText(t["objective_step"]), Params(t["params"])});
+                  SweepValueText(t["objective_step"]),
+                  SweepValueText(t.value("last_step", json(nullptr))), Params(t["params"])});
   }
   out << table.Render();
   return out.str();

@@ -42,7 +42,12 @@ detached() {
       fd="${fd##*/}"
       if ((fd > 2)); then eval "exec ${fd}>&-" 2>/dev/null || true; fi
     done
-    exec "$@" </dev/null
+    # A shell function (start.sh's on_daemon_host) cannot be exec'd.
+    if declare -F "$1" >/dev/null; then
+      "$@" </dev/null
+    else
+      exec "$@" </dev/null
+    fi
   )
 }
 

@@ -22,17 +22,31 @@ exec 3>&1 1>&2
 # --slurm-prefix PREFIX (or LOCAL_SLURM_PREFIX): the Slurm installation in
 # PREFIX (bin/, sbin/, lib/; e.g. one build-slurm.sh made) instead of
 # Debian's; DIR remembers it, so stop.sh and env.sh use the same one.
+# --hosts-apart (or LOCAL_SLURM_HOSTS_APART=1): every host in a network
+# namespace of its own (hosts_apart.sh; README.md, "Hosts apart"); DIR
+# remembers it until stop.sh. --service-netns NAME: with it, NAME (an
+# existing namespace, e.g. the test harness's service host of another
+# cluster) is this cluster's service host too.
 # --containers CDIR (or LOCAL_SLURM_CONTAINERS): the container runtimes of
 # CDIR, as deploy/containers/setup.sh made it for this Slurm release: its
 # plugstack.conf (pyxis) and oci.conf (Slurm's OCI support, runc) go into
 # DIR/etc, and its bin/ (enroot) onto the daemons' PATH, where pyxis runs
 # enroot from.
 accounting="${LOCAL_SLURM_ACCOUNTING:-0}"
+private_data="${LOCAL_SLURM_PRIVATE_DATA-jobs}"
 prefix="${LOCAL_SLURM_PREFIX:-}"
 containers="${LOCAL_SLURM_CONTAINERS:-}"
+hosts_apart="${LOCAL_SLURM_HOSTS_APART:-0}"
+service_netns=""
 while [[ $# -gt 1 ]]; do
   case "$1" in
     --accounting) accounting=1 ;;
+    --hosts-apart) hosts_apart=1 ;;
+    --service-netns)
+      service_netns="${2:-}"
+      hosts_apart=1
+      shift
+      ;;
     --containers)
       containers="${2:-}"
       shift
@@ -45,7 +59,7 @@ while [[ $# -gt 1 ]]; do
   esac
   shift
 done
-[[ $# -eq 1 && "$1" != -* ]] || die "usage: $0 [--accounting] [--slurm-prefix PREFIX] [--containers CDIR] DIR"
+[[ $# -eq 1 && "$1" != -* ]] || die "usage: $0 [--accounting] [--slurm-prefix PREFIX] [--hosts-apart [--service-netns NAME]] [--containers CDIR] DIR"
 [[ $(id -u) -eq 0 ]] || die "must run as root (slurmd launches jobs for any user)"
 if [[ -n "$prefix" ]]; then
   [[ -x "$prefix/sbin/slurmctld" && -x "$prefix/sbin/slurmd" && -x "$prefix/bin/sinfo" ]] ||
@@ -73,8 +87,23 @@ MUNGE_SOCKET="$MUNGE_DIR/munge.socket.2"
 PORTS_FILE="$DIR/etc/ports"
 HOST="$(hostname -s)"
 DEADLINE_SECONDS=60
+# shellcheck source-path=SCRIPTDIR source=hosts_apart.sh
+source "$here/hosts_apart.sh"
+# A DIR started apart stays apart until stop.sh (node_fault.py's
+# restore_node starts a node again with no flags).
+if hosts_apart_enabled; then hosts_apart=1; fi
 # shellcheck source-path=SCRIPTDIR source=accounting.sh
 source "$here/accounting.sh"
+
+# on_daemon_host HOST CMD...: CMD on HOST when the hosts are apart, else
+# here. client CMD...: a Slurm client (sinfo, sacctmgr, ...) on a host that
+# reaches slurmctld: the login host when apart.
+on_daemon_host() {
+  local host="$1"
+  shift
+  if [[ "$hosts_apart" == 1 ]]; then on_host "$host" "$@"; else "$@"; fi
+}
+client() { on_daemon_host login "$@"; }
 
 # Unix socket paths are limited to 108 bytes. slurmd's step sockets are the
 # longest: SPOOL/node1/HOST_JOBID.STEPID with 10-digit ids.
@@ -93,6 +122,15 @@ if [[ -f "$DIR/etc/slurm-prefix" && "$(cat "$DIR/etc/slurm-prefix")" != "$prefix
 fi
 printf '%s\n' "$prefix" >"$DIR/etc/slurm-prefix"
 for n in "${LOCAL_SLURM_NODES[@]}"; do mkdir -p "$DIR/spool/$n"; done
+
+if [[ "$hosts_apart" == 1 ]]; then
+  if [[ -n "$service_netns" ]] && hosts_apart_enabled; then
+    hosts_apart_load
+    [[ "$HA_SVC_NETNS" == "$service_netns" ]] ||
+      die "$DIR runs with service host $HA_SVC_NETNS, not $service_netns: stop.sh $DIR first"
+  fi
+  hosts_apart_up "$service_netns"
+fi
 
 # ---------------------------------------------------------------- munge ----
 # munged refuses to run with insecure paths: its key, socket, pid and seed
@@ -199,8 +237,13 @@ else
   # or any other service never silently shares ours. They are picked below
   # the kernel's ephemeral range (32768+) so outgoing connections (srun,
   # slurmd replies) cannot grab them between now and the daemons binding.
-  read -r ctld_port node1_port node2_port node3_port < <(python3 "$here/pick_ports.py" 4 0.0.0.0) || true
-  [[ -n "${node3_port:-}" ]] || die "could not pick free ports"
+  if [[ "$hosts_apart" == 1 ]]; then
+    # Every daemon has an address of its own: Slurm's own ports, as at a site.
+    ctld_port=6817 node1_port=6818 node2_port=6818 node3_port=6818
+  else
+    read -r ctld_port node1_port node2_port node3_port < <(python3 "$here/pick_ports.py" 4 0.0.0.0) || true
+    [[ -n "${node3_port:-}" ]] || die "could not pick free ports"
+  fi
   cat >"$PORTS_FILE" <<EOF
 SlurmctldPort=$ctld_port
 node1=$node1_port
@@ -283,15 +326,43 @@ EOF
   # never loaded: the cluster must not depend on /etc/slurm.
   : >"$DIR/etc/plugstack.conf"
 
+  # Where each daemon is: all on this host's loopback, each slurmd on a
+  # port of its own; or (--hosts-apart) each on its own host and address,
+  # named by the short hostname slurmctld and slurmd find in their UTS
+  # namespace (slurmctld compares SlurmctldHost with it).
+  declare -A node_where
+  if [[ "$hosts_apart" == 1 ]]; then
+    ctld_where="ctld($(host_addr ctld))"
+    for n in "${LOCAL_SLURM_NODES[@]}"; do
+      node_where[$n]="NodeHostname=$(host_fqdn "$n") NodeAddr=$(host_addr "$n")"
+    done
+  else
+    ctld_where="$HOST(127.0.0.1)"
+    for n in "${LOCAL_SLURM_NODES[@]}"; do
+      port_var="${n}_port"
+      node_where[$n]="NodeHostname=$HOST NodeAddr=127.0.0.1 Port=${!port_var}"
+    done
+  fi
+
+  # A node cut off from everything (tests/integration/test_network_faults.py)
+  # is DOWN after SlurmdTimeout of silence: 300 s by default, 30 s when the
+  # hosts are apart, where a network can fail. On one host it cannot.
+  slurmd_timeout=300
+  if [[ "$hosts_apart" == 1 ]]; then slurmd_timeout=30; fi
+
   cat >"$CONF.tmp" <<EOF
 # Generated by deploy/local-slurm/start.sh; rewritten on every cold start.
 ClusterName=tfslurm-local
-SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldHost=$ctld_where
 SlurmctldPort=$ctld_port
-# Every node overrides it with Port= (three slurmd share one host).
+# On one host, every node overrides it with Port= (three slurmd share it).
 SlurmdPort=$node1_port
 SlurmUser=root
 SlurmdUser=root
+# Users see only their own jobs: a job's name holds its experiment's id, and
+# tfslurmd --site refuses to start without it (docs/site-deployment.md).
+# LOCAL_SLURM_PRIVATE_DATA= (empty) leaves it out.
+${private_data:+PrivateData=$private_data}
 
 # All clients (sbatch, squeue, libslurm via SLURM_CONF) and the daemons talk
 # to our own munged. cred_expire also sets how long a requeued (preempted)
@@ -343,6 +414,7 @@ PreemptMode=REQUEUE
 JobRequeue=1
 
 ReturnToService=2
+SlurmdTimeout=$slurmd_timeout
 # Keep finished jobs visible to slurm_load_jobs/scontrol for an hour.
 MinJobAge=3600
 # Short grace between SIGTERM and SIGKILL so signal tests are quick.
@@ -353,9 +425,9 @@ InactiveLimit=0
 # Features and the partitions psmem and compute let a heterogeneous job put
 # its components on different nodes (per-role resources, issue 19): node1 is
 # the "bigmem" node, node2 and node3 the "compute" nodes.
-NodeName=node1 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node1_port CPUs=4 RealMemory=8000 Gres=gpu:$LOCAL_SLURM_GPUS_PER_NODE Features=bigmem State=UNKNOWN
-NodeName=node2 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node2_port CPUs=4 RealMemory=8000 Gres=gpu:$LOCAL_SLURM_GPUS_PER_NODE Features=compute State=UNKNOWN
-NodeName=node3 NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$node3_port CPUs=4 RealMemory=8000 Gres=gpu:$LOCAL_SLURM_GPUS_PER_NODE Features=compute State=UNKNOWN
+NodeName=node1 ${node_where[node1]} CPUs=4 RealMemory=8000 Gres=gpu:$LOCAL_SLURM_GPUS_PER_NODE Features=bigmem State=UNKNOWN
+NodeName=node2 ${node_where[node2]} CPUs=4 RealMemory=8000 Gres=gpu:$LOCAL_SLURM_GPUS_PER_NODE Features=compute State=UNKNOWN
+NodeName=node3 ${node_where[node3]} CPUs=4 RealMemory=8000 Gres=gpu:$LOCAL_SLURM_GPUS_PER_NODE Features=compute State=UNKNOWN
 
 PartitionName=debug Nodes=node[1-3] Default=YES MaxTime=INFINITE PriorityTier=1 State=UP
 PartitionName=urgent Nodes=node[1-3] Default=NO MaxTime=INFINITE PriorityTier=10 PreemptMode=OFF State=UP
@@ -423,7 +495,7 @@ if [[ -n "$ctld_pid" ]]; then
 else
   rm -f "$DIR/run/slurmctld.pid"
   log "starting slurmctld"
-  detached slurmctld -f "$CONF" >>"$DIR/log/slurmctld.out" 2>&1 || fail "slurmctld exited with $?"
+  detached on_daemon_host ctld slurmctld -f "$CONF" >>"$DIR/log/slurmctld.out" 2>&1 || fail "slurmctld exited with $?"
 fi
 
 for n in "${LOCAL_SLURM_NODES[@]}"; do
@@ -445,7 +517,7 @@ for n in "${LOCAL_SLURM_NODES[@]}"; do
     node_local=(unshare --mount --propagation slave -- sh -c
       'mount --bind "$1" /var/tmp/tfslurm-node && shift && exec "$@"' sh "$DIR/node-local/$n")
   fi
-  detached "${node_local[@]}" slurmd -N "$n" -f "$CONF" >>"$DIR/log/slurmd-$n.out" 2>&1 ||
+  detached on_daemon_host "$n" "${node_local[@]}" slurmd -N "$n" -f "$CONF" >>"$DIR/log/slurmd-$n.out" 2>&1 ||
     fail "slurmd $n exited with $?"
 done
 
@@ -456,7 +528,7 @@ started=$SECONDS
 # already running jobs (second start on a busy cluster) counts as ready too.
 deadline=$((SECONDS + DEADLINE_SECONDS))
 while :; do
-  states="$(sinfo -h -N -p debug -o '%N %T' 2>/dev/null || true)"
+  states="$(client sinfo -h -N -p debug -o '%N %T' 2>/dev/null || true)"
   ready=0
   while read -r _ state; do
     case "$state" in

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # stop.sh DIR: stops the local Slurm cluster started by start.sh DIR: the
 # slurmd and slurmctld daemons, the job steps (slurmstepd and their tasks)
-# they left behind, slurmdbd and MariaDB (start.sh --accounting), and munged. Only processes named in DIR's pid files, or
-# job steps holding DIR's slurmd logs open, are touched. Safe when nothing
-# runs.
+# they left behind, slurmdbd and MariaDB (start.sh --accounting), and
+# munged. Only processes named in DIR's pid files, or job steps holding
+# DIR's slurmd logs open, are touched; with the hosts apart (start.sh
+# --hosts-apart), also whatever is left on the cluster's hosts, whose
+# network namespaces, links, addresses and /etc/hosts lines are then
+# removed. Safe when nothing runs.
 # State, config and logs stay in DIR for the next start and for debugging.
 set -euo pipefail
 
@@ -47,6 +50,15 @@ stop_pids() {
 }
 
 export SLURM_CONF="$DIR/etc/slurm.conf"
+# shellcheck source-path=SCRIPTDIR source=hosts_apart.sh
+source "$here/hosts_apart.sh"
+hosts_apart=0
+if hosts_apart_enabled; then
+  hosts_apart=1
+  hosts_apart_load
+fi
+# client CMD...: a Slurm client where it reaches slurmctld (start.sh's).
+client() { if [[ "$hosts_apart" == 1 ]]; then on_host login "$@"; else "$@"; fi; }
 # The Slurm installation start.sh ran (--slurm-prefix), whose clients talk to
 # its daemons; empty: the system's.
 prefix="$(cat "$DIR/etc/slurm-prefix" 2>/dev/null || true)"
@@ -57,16 +69,16 @@ if [[ -n "$prefix" ]]; then export PATH="$prefix/bin:$prefix/sbin:$PATH"; fi
 # state saying RUNNING, and after the next start those ghost jobs hold their
 # nodes' CPUs indefinitely (slurmctld does not notice the steps are gone).
 # Pending jobs stay queued for the next start, as on a real cluster restart.
-if [[ -n "$(daemon_pid "$DIR/run/slurmctld.pid" slurmctld)" ]] && scontrol ping >/dev/null 2>&1; then
-  active="$(squeue -h -t RUNNING,SUSPENDED,CONFIGURING,COMPLETING -o %i 2>/dev/null || true)"
+if [[ -n "$(daemon_pid "$DIR/run/slurmctld.pid" slurmctld)" ]] && client scontrol ping >/dev/null 2>&1; then
+  active="$(client squeue -h -t RUNNING,SUSPENDED,CONFIGURING,COMPLETING -o %i 2>/dev/null || true)"
   if [[ -n "$active" ]]; then
     log "cancelling running jobs: $(tr '\n' ' ' <<<"$active")"
     for state in RUNNING SUSPENDED CONFIGURING; do
-      scancel --state="$state" 2>/dev/null || true
+      client scancel --state="$state" 2>/dev/null || true
     done
     # KillWait=5 bounds how long a step may ignore SIGTERM.
     deadline=$((SECONDS + 30))
-    while [[ -n "$(squeue -h -t RUNNING,SUSPENDED,CONFIGURING,COMPLETING -o %i 2>/dev/null || true)" ]]; do
+    while [[ -n "$(client squeue -h -t RUNNING,SUSPENDED,CONFIGURING,COMPLETING -o %i 2>/dev/null || true)" ]]; do
       if ((SECONDS >= deadline)); then
         log "jobs still active after 30s; killing their processes below"
         break
@@ -114,4 +126,6 @@ p="$(daemon_pid "$DIR/munge/munged.pid" munged)"
 stop_pids munged ${p:+"$p"}
 
 rm -f "$DIR/run/slurmctld.pid" "$DIR"/run/slurmd-*.pid "$DIR/munge/munged.pid"
+# The hosts' namespaces last: nothing of ours runs on them any more.
+hosts_apart_down
 log "stopped cluster in $DIR"

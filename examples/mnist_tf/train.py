@@ -52,8 +52,9 @@ def parse_args():
     parser.add_argument("--lr", type=float, default=0.1, help="learning rate")
     parser.add_argument("--hidden", type=int, default=128, help="hidden units")
     parser.add_argument("--data", choices=("mnist", "synthetic"), default="mnist",
-                        help="mnist: the real set (see --mnist-npz); synthetic: an MNIST-shaped "
-                             "set made from --seed, for machines without the data or a network")
+                        help="mnist: the real set (see --mnist-npz); synthetic: MNIST-shaped "
+                             "digits drawn from strokes from --seed, for machines without the "
+                             "data or a network")
     parser.add_argument("--seed", type=int, default=0, help="--data synthetic: the set's seed")
     parser.add_argument("--mnist-npz", default=os.environ.get("MNIST_NPZ"),
                         help="local copy of mnist.npz (default: $MNIST_NPZ, else Keras downloads "
@@ -70,19 +71,75 @@ def parse_args():
     return parser.parse_args()
 
 
-def synthetic_mnist(seed, train_size=6000, test_size=1000):
-    """An MNIST-shaped set that a model can learn, made from a seed: each of the
-    10 classes is a random 28x28 template, each image its class's template
-    plus noise. Every task that asks for the same seed gets the same set."""
+# Each digit as strokes, polylines in a unit box (x right, y down), drawn the
+# way a hand would: what generated_digits renders, each with its own slant,
+# size, place and stroke width.
+DIGIT_STROKES = {
+    0: [[(0.5, 0.08), (0.22, 0.22), (0.15, 0.5), (0.22, 0.78), (0.5, 0.92), (0.78, 0.78),
+         (0.85, 0.5), (0.78, 0.22), (0.5, 0.08)]],
+    1: [[(0.35, 0.25), (0.55, 0.08), (0.55, 0.92)], [(0.35, 0.92), (0.75, 0.92)]],
+    2: [[(0.2, 0.28), (0.35, 0.1), (0.65, 0.1), (0.8, 0.28), (0.75, 0.48), (0.2, 0.9),
+         (0.82, 0.9)]],
+    3: [[(0.2, 0.15), (0.5, 0.08), (0.78, 0.2), (0.75, 0.4), (0.45, 0.5), (0.78, 0.6),
+         (0.8, 0.82), (0.5, 0.93), (0.2, 0.85)]],
+    4: [[(0.65, 0.92), (0.65, 0.08), (0.15, 0.65), (0.85, 0.65)]],
+    5: [[(0.8, 0.1), (0.25, 0.1), (0.22, 0.45), (0.55, 0.4), (0.8, 0.55), (0.78, 0.8),
+         (0.5, 0.93), (0.2, 0.85)]],
+    6: [[(0.75, 0.12), (0.45, 0.1), (0.22, 0.35), (0.18, 0.7), (0.35, 0.92), (0.65, 0.9),
+         (0.8, 0.7), (0.65, 0.5), (0.35, 0.52), (0.2, 0.65)]],
+    7: [[(0.18, 0.1), (0.82, 0.1), (0.4, 0.92)], [(0.35, 0.5), (0.7, 0.5)]],
+    8: [[(0.5, 0.5), (0.25, 0.32), (0.3, 0.12), (0.5, 0.07), (0.7, 0.12), (0.75, 0.32),
+         (0.5, 0.5), (0.2, 0.7), (0.3, 0.9), (0.5, 0.94), (0.7, 0.9), (0.8, 0.7), (0.5, 0.5)]],
+    9: [[(0.8, 0.35), (0.65, 0.12), (0.4, 0.1), (0.22, 0.3), (0.35, 0.5), (0.6, 0.5),
+         (0.8, 0.35), (0.75, 0.7), (0.55, 0.92), (0.3, 0.9)]],
+}
+
+
+def generated_digits(seed, train_size=6000, test_size=1000):
+    """An MNIST-shaped set of digits 0-9 drawn from strokes, made from a seed,
+    for nodes without the MNIST files or a network: 28x28 uint8 images, white
+    strokes on black as in MNIST, each digit slanted, scaled, moved and drawn
+    with a stroke of its own, plus a little noise. A classifier learns it as
+    it learns MNIST (the loss falls from ln 10 = 2.30 to well under 0.5 in a
+    few hundred steps), so the charts look like training. Every task that
+    asks for the same seed gets the same set; numpy only, under a second."""
     rng = np.random.default_rng(seed)
-    # Low-contrast templates under strong noise: learnable, but not at once.
-    templates = (128.0 + rng.normal(0.0, 20.0, size=(10, 28, 28))).astype(np.float32)
+    grid = (np.stack(np.meshgrid(np.arange(28), np.arange(28)), axis=-1).reshape(-1, 2) + 0.5
+            ).astype(np.float32)
+    # Every digit's segments, padded to one count by repeating its last (a
+    # segment twice draws nothing more), so a batch of digits is one array.
+    per_digit = [[(p, q) for line in DIGIT_STROKES[d] for p, q in zip(line, line[1:])]
+                 for d in range(10)]
+    most = max(len(s) for s in per_digit)
+    segments = np.array([s + [s[-1]] * (most - len(s)) for s in per_digit], dtype=np.float32)
+
+    def draw(labels):
+        n = len(labels)
+        angle = rng.normal(0.0, 0.15, size=n).astype(np.float32)
+        scale = rng.uniform(16.0, 21.0, size=n).astype(np.float32)
+        shear = rng.normal(0.0, 0.15, size=n).astype(np.float32)
+        transform = scale[:, None, None] * np.stack(
+            [np.stack([np.cos(angle), -np.sin(angle) + shear], -1),
+             np.stack([np.sin(angle), np.cos(angle)], -1)], 1)  # (n, 2, 2)
+        offset = 14.0 + rng.uniform(-2.5, 2.5, size=(n, 1, 1, 2)).astype(np.float32)
+        seg = np.einsum("nsei,nji->nsej", segments[labels] - 0.5, transform) + offset
+        # Each pixel's distance to the nearest stroke segment, x and y apart:
+        # (n, 784, segments) arrays.
+        ax, ay = seg[:, None, :, 0, 0], seg[:, None, :, 0, 1]
+        dx, dy = seg[:, None, :, 1, 0] - ax, seg[:, None, :, 1, 1] - ay
+        px, py = grid[None, :, None, 0] - ax, grid[None, :, None, 1] - ay
+        t = np.clip((px * dx + py * dy) / np.maximum(dx * dx + dy * dy, 1e-6), 0.0, 1.0)
+        ex, ey = px - t * dx, py - t * dy
+        dist = np.sqrt((ex * ex + ey * ey).min(-1))
+        width = rng.uniform(0.9, 1.6, size=(n, 1)).astype(np.float32)
+        ink = np.clip(1.5 - dist / width, 0.0, 1.0) ** 0.8
+        ink = np.clip(ink + rng.normal(0.0, 0.05, size=ink.shape), 0.0, 1.0)
+        return (ink.reshape(n, 28, 28) * 255).astype(np.uint8)
 
     def make(size):
-        labels = rng.integers(0, 10, size=size).astype(np.uint8)
-        noise = rng.normal(0.0, 64.0, size=(size, 28, 28)).astype(np.float32)
-        images = np.clip(templates[labels] + noise, 0, 255).astype(np.uint8)
-        return images, labels
+        labels = rng.integers(0, 10, size=size)
+        images = np.concatenate([draw(labels[i:i + 500]) for i in range(0, size, 500)])
+        return images, labels.astype(np.uint8)
 
     return make(train_size), make(test_size)
 
@@ -90,7 +147,7 @@ def synthetic_mnist(seed, train_size=6000, test_size=1000):
 def load_mnist(args):
     """((train images, labels), (test images, labels)); images as uint8 28x28."""
     if args.data == "synthetic":
-        return synthetic_mnist(args.seed)
+        return generated_digits(args.seed)
     npz_path = args.mnist_npz
     if npz_path:
         with np.load(npz_path) as data:

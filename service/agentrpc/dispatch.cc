@@ -4,14 +4,15 @@
 
 namespace tfslurm::agentrpc {
 
-Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m) {
+Status DispatchReport(Agents& agents, const agent::v1::AgentMessage& m,
+                      std::optional<uint32_t> proven_uid) {
   TaskRef ref = FromProto(m.task());
+  ref.proven_uid = proven_uid;
   switch (m.body_case()) {
     case agent::v1::AgentMessage::kHeartbeat:
-      return experiments.OnHeartbeat(ref);
+      return agents.OnHeartbeat(ref);
     case agent::v1::AgentMessage::kProgress:
-      return experiments.OnProgress(ref, m.progress().checkpoint_step(),
-                                    m.progress().checkpoint_path());
+      return agents.OnProgress(ref, m.progress().checkpoint_step(), m.progress().checkpoint_path());
     case agent::v1::AgentMessage::kExited: {
       ExitReport exit;
       if (m.exited().signal() != 0)
@@ -21,10 +22,10 @@ Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m
       exit.reaped = m.exited().reaped();
       exit.detail = m.exited().detail();
       exit.at_startup = m.exited().at_startup();
-      return experiments.OnExited(ref, exit);
+      return agents.OnExited(ref, exit);
     }
     case agent::v1::AgentMessage::kScalars:
-      return experiments.OnScalars(ref, FromProto(m.scalars()));
+      return agents.OnScalars(ref, FromProto(m.scalars()));
     case agent::v1::AgentMessage::kRegister:
       return Internal("register is not a report");
     case agent::v1::AgentMessage::BODY_NOT_SET:
@@ -34,9 +35,11 @@ Status DispatchReport(Experiments& experiments, const agent::v1::AgentMessage& m
       "the message has no body: set one of register, heartbeat, progress, scalars, exited");
 }
 
-void DispatchRegister(Experiments& experiments, const agent::v1::AgentMessage& m,
-                      std::shared_ptr<TaskChannel> channel) {
-  experiments.OnRegister(FromProto(m.task()), FromProto(m.register_()), std::move(channel));
+void DispatchRegister(Agents& agents, const agent::v1::AgentMessage& m,
+                      std::optional<uint32_t> proven_uid, std::shared_ptr<TaskChannel> channel) {
+  TaskRef ref = FromProto(m.task());
+  ref.proven_uid = proven_uid;
+  agents.OnRegister(ref, FromProto(m.register_()), std::move(channel));
 }
 
 }  // namespace tfslurm::agentrpc

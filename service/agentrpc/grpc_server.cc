@@ -5,12 +5,21 @@
 // and a write's reactions may run at once; core sends to a stream from any
 // thread, under its lock. Each ConnectReactor's `mu_` guards its write side;
 // its read side is touched by one read reaction at a time.
+//
+// What gRPC orders for us (grpcpp/support/server_callback.h: a reaction runs
+// after the operation that started it; OnDone after every other reaction)
+// happens inside Debian's gRPC, which is not built with TSan; the reactor
+// tells TSan of exactly those orderings (base/happens_before.h), so the TSan
+// suite needs no suppression that would hide a race in a reaction of ours.
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 
 #include <atomic>
 #include <deque>
 
 #include "agent.grpc.pb.h"
+#include "base/happens_before.h"
 #include "base/mutex.h"
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/agentrpc/convert.h"
@@ -44,13 +53,14 @@ class StreamChannel final : public TaskChannel {
 
 class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
  public:
-  // `experiments` null: the stream arrived before the server served core,
+  // `agents` null: the stream arrived before the server served core,
   // and ends at once as UNAVAILABLE, which agents retry like any broken
   // connection.
-  explicit ConnectReactor(Experiments* experiments)
-      : experiments_(experiments), channel_(std::make_shared<StreamChannel>(this)) {
-    if (experiments_)
-      StartRead(&in_);
+  ConnectReactor(Agents* agents, UidProof* uid_proof)
+      : agents_(agents), uid_proof_(uid_proof), channel_(std::make_shared<StreamChannel>(this)) {
+    TFSLURM_HAPPENS_BEFORE(this);  // made before any reaction (OnCancel's: below)
+    if (agents_)
+      StartReading();
     else
       FinishWhenWritten(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tfslurmd is starting; retry"));
   }
@@ -65,35 +75,46 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   void OnReadDone(bool ok) override {
+    Reaction reaction(this, &in_);
     if (!ok) {
       // The agent closed its side (after Exited) or the stream broke.
-      if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
+      if (registered_) agents_->OnDisconnect(ref_, channel_.get());
       FinishWhenWritten(grpc::Status::OK);
       return;
     }
-    if (!registered_) {
-      if (in_.body_case() != AgentMessage::kRegister) {
-        FinishWhenWritten(
-            grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"));
+    if (!registered_ && in_.body_case() != AgentMessage::kRegister) {
+      FinishWhenWritten(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"));
+      return;
+    }
+    if (in_.body_case() == AgentMessage::kRegister) {
+      // Every Register proves its uid afresh (site mode); reports then
+      // speak as the uid the stream's last Register proved.
+      auto uid = uid_proof_->Prove(in_.task());
+      if (!uid.ok()) {
+        channel_->Send(RefusalFor(uid.status()));
+        StartRead(&in_);
         return;
       }
-      ref_ = FromProto(in_.task());
-      registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
-      DispatchRegister(*experiments_, in_, channel_);
-    } else if (in_.body_case() == AgentMessage::kRegister) {
-      DispatchRegister(*experiments_, in_, channel_);
+      uid_ = *uid;
+      if (!registered_) {
+        ref_ = FromProto(in_.task());
+        registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
+      }
+      DispatchRegister(*agents_, in_, uid_, channel_);
     } else {
       // Reports carry their own identity; it must be the stream's.
       Status s =
           in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
-              ? DispatchReport(*experiments_, in_)
+              ? DispatchReport(*agents_, in_, uid_)
               : InvalidArgument("a stream speaks for one task only");
       if (!s.ok()) channel_->Send(RefusalFor(s));
     }
-    StartRead(&in_);
+    StartReading();
   }
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    Reaction reaction(this, &queue_);
     MutexLock lock(mu_);
     writing_ = false;
     if (!queue_.empty()) queue_.pop_front();
@@ -104,21 +125,46 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   }
 
   void OnDone() override {
+    TFSLURM_HAPPENS_AFTER(&done_);  // every other reaction has ended
     channel_->Detach();
     delete this;
   }
 
   void OnCancel() override {
-    if (registered_) experiments_->OnDisconnect(ref_, channel_.get());
+    // May run beside the other reactions, but only on a reactor gRPC has
+    // from Connect: after its making, and after no operation.
+    Reaction reaction(this, this);
+    if (registered_) agents_->OnDisconnect(ref_, channel_.get());
   }
 
  private:
+  // A reaction's scope, for TSan: it runs after the operation that started
+  // it (the address that operation named when it started; the reactor
+  // itself, made in Connect, for OnCancel), and before OnDone.
+  class Reaction {
+   public:
+    Reaction(ConnectReactor* reactor, const void* operation) : reactor_(reactor) {
+      if (operation) TFSLURM_HAPPENS_AFTER(operation);
+    }
+    ~Reaction() { TFSLURM_HAPPENS_BEFORE(&reactor_->done_); }
+
+   private:
+    ConnectReactor* reactor_;
+  };
+
+  void StartReading() {
+    TFSLURM_HAPPENS_BEFORE(&in_);
+    StartRead(&in_);
+  }
+
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!queue_.empty()) {
       writing_ = true;
+      TFSLURM_HAPPENS_BEFORE(&queue_);
       StartWrite(&queue_.front());
     } else if ((finish_after_writes_ || pending_finish_) && !finished_) {
       finished_ = true;
+      TFSLURM_HAPPENS_BEFORE(&done_);
       Finish(pending_finish_ ? *pending_finish_ : grpc::Status::OK);
     }
   }
@@ -130,7 +176,8 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     if (!writing_) WriteNextLocked();
   }
 
-  Experiments* const experiments_;  // set whenever a read is outstanding
+  Agents* const agents_;  // set whenever a read is outstanding
+  UidProof* const uid_proof_;
   const std::shared_ptr<StreamChannel> channel_;
 
   // The read side: only read reactions touch `in_` (one read is outstanding
@@ -141,6 +188,7 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   AgentMessage in_;
   std::atomic<bool> registered_{false};
   TaskRef ref_;
+  std::optional<uint32_t> uid_;  // proven by the last Register
 
   // The write side: Enqueue (core's threads) and OnWriteDone / the read
   // reactions' FinishWhenWritten (gRPC's threads).
@@ -150,6 +198,9 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_after_writes_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
+
+  // For TSan only: what OnDone comes after (Reaction, Finish).
+  char done_ = 0;
 };
 
 void StreamChannel::Send(const ServiceMsg& message) {
@@ -163,14 +214,17 @@ void StreamChannel::Send(const ServiceMsg& message) {
 
 class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
  public:
-  void Serve(Experiments& experiments) { experiments_ = &experiments; }
+  explicit AgentServiceImpl(std::shared_ptr<UidProof> uid_proof)
+      : uid_proof_(uid_proof ? std::move(uid_proof) : NoUidProof()) {}
+  void Serve(Agents& agents) { agents_ = &agents; }
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
       grpc::CallbackServerContext*) override {
-    return new ConnectReactor(experiments_.load());
+    return new ConnectReactor(agents_.load(), uid_proof_.get());
   }
 
  private:
-  std::atomic<Experiments*> experiments_{nullptr};
+  const std::shared_ptr<UidProof> uid_proof_;
+  std::atomic<Agents*> agents_{nullptr};
 };
 
 class GrpcServer final : public AgentGrpcServer {
@@ -180,7 +234,7 @@ class GrpcServer final : public AgentGrpcServer {
       : service_(std::move(service)), server_(std::move(server)), port_(port) {}
   ~GrpcServer() override { Shutdown(); }
   int port() const override { return port_; }
-  void Serve(Experiments& experiments) override { service_->Serve(experiments); }
+  void Serve(Agents& agents) override { service_->Serve(agents); }
   void Shutdown() override {
     if (server_) {
       server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -196,11 +250,31 @@ class GrpcServer final : public AgentGrpcServer {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(const std::string& address) {
-  auto service = std::make_unique<AgentServiceImpl>();
+namespace {
+
+// TLS through gRPC's own credentials, reloading: a FileWatcherCertificateProvider
+// re-reads the key and certificate paths every second and hands a changed
+// pair to new handshakes; open streams keep their session. The paths are
+// tfslurmd's private staged copy (tls/staged_identity.h), which changes only
+// when tfslurmd reloads on SIGHUP, both files at one instant.
+std::shared_ptr<grpc::ServerCredentials> Credentials(const AgentTls* tls) {
+  if (!tls) return grpc::InsecureServerCredentials();
+  auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+      tls->key_path, tls->cert_path, /*refresh_interval_sec=*/1);
+  grpc::experimental::TlsServerCredentialsOptions options(provider);
+  options.watch_identity_key_cert_pairs();
+  options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  return grpc::experimental::TlsServerCredentials(options);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<AgentGrpcServer>> StartAgentGrpcServer(
+    const std::string& address, const AgentTls* tls, std::shared_ptr<UidProof> uid_proof) {
+  auto service = std::make_unique<AgentServiceImpl>(std::move(uid_proof));
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, Credentials(tls), &port);
   builder.RegisterService(service.get());
   // Agents keep one stream each for hours; keepalive pings find dead peers
   // (a node that vanished) without waiting for TCP's timeouts.

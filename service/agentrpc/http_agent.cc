@@ -89,10 +89,12 @@ void ReplyMessage(httplib::Response& res, int status, const ServiceMessage& m) {
 
 }  // namespace
 
-void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments) {
+void RegisterAgentHttpRoutes(httplib::Server& server, Agents& agents,
+                             std::shared_ptr<UidProof> uid_proof) {
   auto boxes = std::make_shared<Mailboxes>();
-  server.Post("/agent/v1/message", [&experiments, boxes](const httplib::Request& req,
-                                                         httplib::Response& res) {
+  if (!uid_proof) uid_proof = NoUidProof();
+  server.Post("/agent/v1/message", [&agents, boxes, uid_proof](const httplib::Request& req,
+                                                               httplib::Response& res) {
     AgentMessage m;
     google::protobuf::util::JsonParseOptions opts;
     auto parsed = google::protobuf::util::JsonStringToMessage(req.body, &m, opts);
@@ -102,13 +104,16 @@ void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments) 
                                    std::string(parsed.message()),
                                {{"", std::string(parsed.message())}}));
     }
+    // Each JSON message stands alone: in site mode each proves its uid.
+    auto uid = uid_proof->Prove(m.task());
+    if (!uid.ok()) return api::ReplyError(res, uid.status());
     int wait_s = 30;
     if (req.has_param("wait_s"))
       wait_s = std::clamp(std::atoi(req.get_param_value("wait_s").c_str()), 0, 120);
 
     if (m.body_case() == AgentMessage::kRegister) {
       auto box = boxes->Get(m.task(), /*create=*/true);
-      DispatchRegister(experiments, m, box);
+      DispatchRegister(agents, m, *uid, box);
       auto reply = box->Take(std::chrono::seconds(wait_s));
       if (!reply) {
         res.status = 202;
@@ -118,7 +123,7 @@ void RegisterAgentHttpRoutes(httplib::Server& server, Experiments& experiments) 
       return ReplyMessage(res, 200, ToProto(*reply));
     }
 
-    Status s = DispatchReport(experiments, m);
+    Status s = DispatchReport(agents, m, *uid);
     if (!s.ok()) return api::ReplyError(res, s);
     // Deliver what core queued for this task (a Shutdown), without waiting.
     if (auto box = boxes->Get(m.task(), /*create=*/false)) {

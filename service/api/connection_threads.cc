@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <chrono>
+
 namespace tfslurm::api {
 namespace {
 
@@ -16,6 +18,9 @@ struct Start {
 // of address space, but pages are only touched on use.
 constexpr size_t kStackBytes = 8 * 1024 * 1024;
 
+// How long a thread without work waits for more before it ends.
+constexpr std::chrono::seconds kKeepIdle{2};
+
 }  // namespace
 
 OnDemandThreads::OnDemandThreads(size_t max_threads) : max_threads_(max_threads) {}
@@ -27,15 +32,20 @@ size_t OnDemandThreads::active() const {
   return active_;
 }
 
-void OnDemandThreads::enqueue(std::function<void()> fn) {
+bool OnDemandThreads::enqueue(std::function<void()> fn) {
   {
     MutexLock lock(mu_);
-    if (shutting_down_) return;
-    if (active_ >= max_threads_) {
-      // The closure owns the accepted socket and closes it when it runs, so
-      // it is kept (a few bytes) until a thread frees up.
+    if (shutting_down_) return false;
+    // A thread waiting for work takes it: no thread is started per request.
+    if (waiting_for_work_ > queue_.size()) {
       queue_.push_back(std::move(fn));
-      return;
+      work_.notify_one();
+      return true;
+    }
+    if (active_ >= max_threads_) {
+      // Kept until a thread frees up: the closure owns what it serves.
+      queue_.push_back(std::move(fn));
+      return true;
     }
     ++active_;
   }
@@ -60,12 +70,22 @@ void OnDemandThreads::enqueue(std::function<void()> fn) {
     Run(std::move(start->fn));
     delete start;
   }
+  return true;
 }
 
 void OnDemandThreads::Run(std::function<void()> fn) {
   for (;;) {
     fn();
     MutexLock lock(mu_);
+    if (queue_.empty() && !shutting_down_) {
+      // Kept a while for the next piece of work (a kept-alive connection's
+      // next request, say), then gone.
+      ++waiting_for_work_;
+      work_.wait_for(mu_, kKeepIdle, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || shutting_down_;
+      });
+      --waiting_for_work_;
+    }
     if (queue_.empty() || shutting_down_) {
       --active_;
       if (active_ == 0) idle_.notify_all();
@@ -79,6 +99,7 @@ void OnDemandThreads::Run(std::function<void()> fn) {
 void OnDemandThreads::shutdown() {
   MutexLock lock(mu_);
   shutting_down_ = true;
+  work_.notify_all();
   // condition_variable_any unlocks and relocks mu_ itself; the analysis
   // sees mu_ held throughout, as it is whenever the predicate runs.
   idle_.wait_for(mu_, std::chrono::seconds(10),

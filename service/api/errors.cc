@@ -41,7 +41,7 @@ int HttpStatusFor(StatusCode code) {
   return 500;
 }
 
-void ReplyError(httplib::Response& res, const Status& status) {
+std::string ErrorBody(const Status& status) {
   nlohmann::json fields = nlohmann::json::array();
   for (const FieldError& f : status.fields())
     fields.push_back({{"field", f.field}, {"reason", f.reason}});
@@ -50,10 +50,13 @@ void ReplyError(httplib::Response& res, const Status& status) {
                            {"message", status.message()},
                            {"fields", fields},
                            {"retryable", status.retryable()}}}};
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void ReplyError(httplib::Response& res, const Status& status) {
   res.status = HttpStatusFor(status.code());
   if (status.code() == StatusCode::kUnauthenticated) res.set_header("WWW-Authenticate", "Bearer");
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                  "application/json");
+  res.set_content(ErrorBody(status), "application/json");
 }
 
 }  // namespace tfslurm::api

@@ -14,5 +14,8 @@ namespace tfslurm::api {
 
 int HttpStatusFor(StatusCode code);
 void ReplyError(httplib::Response& res, const Status& status);
+// The JSON body ReplyError answers with, for an answer written without
+// httplib (the gate's refusals: request_gate.h).
+std::string ErrorBody(const Status& status);
 
 }  // namespace tfslurm::api

@@ -117,6 +117,18 @@ void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
   w.EndObject();
 }
 
+// The image and the runtime per role (docs/containers.md); [] without a container.
+void WriteContainers(JsonWriter& w, const std::vector<RoleContainer>& containers) {
+  w.Key("containers").BeginArray();
+  for (const RoleContainer& c : containers)
+    w.BeginObject()
+        .Field("role", c.role)
+        .Field("image", c.image)
+        .Field("runtime", c.runtime)
+        .EndObject();
+  w.EndArray();
+}
+
 }  // namespace
 
 std::string ExperimentSummaryJson(const ExperimentSummary& s) {
@@ -142,7 +154,7 @@ std::string ExperimentListJson(const std::vector<std::shared_ptr<const std::stri
   return w.Take();
 }
 
-std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
+std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms, const TaskPage& page) {
   JsonWriter w;
   w.BeginObject();
   const AttemptRecord* current = v.attempts.empty() ? nullptr : &v.attempts.back();
@@ -166,29 +178,33 @@ std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms) {
   for (const AttemptRecord& a : v.attempts) WriteAttempt(w, a);
   w.EndArray();
   w.Key("tasks").BeginArray();
-  for (const TaskRecord& t : v.tasks) WriteTask(w, t, now_ms);
+  const bool paged = v.tasks_total >= 0;  // by the store already
+  int64_t matching = 0;
+  for (const TaskRecord& t : v.tasks) {
+    if (!paged && page.state && t.state != *page.state) continue;
+    const int64_t at = matching++;
+    if (paged || (at >= page.offset && (page.limit < 0 || at < page.offset + page.limit)))
+      WriteTask(w, t, now_ms);
+  }
   w.EndArray();
+  w.Field("tasks_total", paged ? v.tasks_total : matching);
   w.Key("spares").BeginArray();
   for (const ExperimentView::Spare& s : v.spares)
     w.BeginObject().Field("node", s.node).Field("waiting", s.waiting).EndObject();
   w.EndArray();
-  // The image and the runtime per role (docs/containers.md); [] without a container.
-  w.Key("containers").BeginArray();
-  for (const RoleContainer& c : v.containers)
-    w.BeginObject()
-        .Field("role", c.role)
-        .Field("image", c.image)
-        .Field("runtime", c.runtime)
-        .EndObject();
-  w.EndArray();
-  std::vector<TaskStateCount> counted;
-  for (const TaskRecord& t : v.tasks) counted.push_back({t.role, t.state, 1});
+  WriteContainers(w, v.containers);
+  std::vector<TaskStateCount> counted = v.task_counts;
+  if (!paged)
+    for (const TaskRecord& t : v.tasks) counted.push_back({t.role, t.state, 1});
   WriteTaskCounts(w, counted);
   w.Key("events").BeginArray();
   for (const EventRecord& e : v.events) {
     w.BeginObject().Field("id", e.id);
     WriteTimestampField(w, "at", e.at);
-    w.Field("attempt", e.attempt).Field("what", e.what).Field("why", e.why).EndObject();
+    w.Field("attempt", e.attempt)
+        .Field("what", EventCodeName(e.what))
+        .Field("why", e.why)
+        .EndObject();
   }
   w.EndArray();
   w.EndObject();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,16 @@ std::string ExperimentSummaryJson(const ExperimentSummary& summary);
 // from ExperimentSummaryJson's items.
 std::string ExperimentListJson(const std::vector<std::shared_ptr<const std::string>>& items,
                                int64_t total, int limit, int offset);
-// Everything GET /experiments/{id} shows. `now_ms` gives heartbeat ages.
-std::string ExperimentViewJson(const ExperimentView& view, int64_t now_ms);
+// Which of the current attempt's tasks GET /experiments/{id} lists
+// (?task_state, ?tasks_offset, ?tasks_limit): by default every one. An
+// experiment of 16,384 tasks is 4 MB of them; the dashboard asks for a page.
+using TaskPage = TaskQuery;
+// Everything GET /experiments/{id} shows: `tasks` is the page of them that
+// `page` asks for, in SLURM_PROCID order, `tasks_total` how many the
+// filter left, and task_counts counts every task. A view whose tasks are a
+// page already (Experiments::GetPage: tasks_total >= 0) is written as it
+// is. `now_ms` gives heartbeat ages.
+std::string ExperimentViewJson(const ExperimentView& view, int64_t now_ms,
+                               const TaskPage& page = {});
 
 }  // namespace tfslurm::api

@@ -40,7 +40,7 @@ struct ApiOptions {
 // Installs the routes, JSON error pages for unknown routes and a JSON 500
 // for exceptions on `server`.
 // `list_cache` answers GET /experiments; core must tell it of every write
-// (it is one of NewExperiments' observers).
+// (it is one of NewCore's observers).
 void RegisterExperimentRoutes(httplib::Server& server, Experiments& experiments, Clock& clock,
                               Authenticator& auth, std::shared_ptr<ExperimentListCache> list_cache,
                               const ApiOptions& options);

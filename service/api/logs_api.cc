@@ -16,6 +16,7 @@
 #include <regex>
 #include <thread>
 
+#include "base/mutex.h"
 #include "service/api/errors.h"
 #include "service/api/request_params.h"
 
@@ -171,16 +172,53 @@ int64_t TailOffset(int fd, int64_t size, int64_t lines) {
   return 0;
 }
 
-// Holds one of the max_followers slots while a follow response lives.
+// The follow responses in progress, in all and per user.
+class Followers {
+ public:
+  Followers(int max, int max_per_user) : max_(max), max_per_user_(max_per_user) {}
+  // Takes a slot for `user`, or says which limit is reached.
+  Status Take(const std::string& user) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    if (total_ >= max_)
+      return Status(StatusCode::kResourceExhausted,
+                    "too many logs are being followed at once (" + std::to_string(max_) +
+                        "); try again later, or read without follow");
+    int& mine = per_user_[user];
+    if (mine >= max_per_user_)
+      return Status(StatusCode::kResourceExhausted,
+                    user + " follows " + std::to_string(mine) + " logs already, at most " +
+                        std::to_string(max_per_user_) +
+                        " at once; end one, or read without follow");
+    ++mine;
+    ++total_;
+    return Status::Ok();
+  }
+  void Give(const std::string& user) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    --total_;
+    if (--per_user_[user] == 0) per_user_.erase(user);
+  }
+
+ private:
+  const int max_;
+  const int max_per_user_;
+  Mutex mu_;
+  int total_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, int> per_user_ ABSL_GUARDED_BY(mu_);
+};
+
+// Holds one follower's slot while a follow response lives.
 class FollowerSlot {
  public:
-  explicit FollowerSlot(std::shared_ptr<std::atomic<int>> count) : count_(std::move(count)) {}
-  ~FollowerSlot() { --*count_; }
+  FollowerSlot(std::shared_ptr<Followers> followers, std::string user)
+      : followers_(std::move(followers)), user_(std::move(user)) {}
+  ~FollowerSlot() { followers_->Give(user_); }
   FollowerSlot(const FollowerSlot&) = delete;
   FollowerSlot& operator=(const FollowerSlot&) = delete;
 
  private:
-  std::shared_ptr<std::atomic<int>> count_;
+  std::shared_ptr<Followers> followers_;
+  std::string user_;
 };
 
 // One log response in progress: the chunked content provider's state.
@@ -318,7 +356,8 @@ void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, Authen
   // Canonical, so that it compares with the real path of an opened file.
   std::string root = std::filesystem::weakly_canonical(options.output_root, ec).string();
   if (ec) root = options.output_root;
-  auto followers = std::make_shared<std::atomic<int>>(0);
+  auto followers =
+      std::make_shared<Followers>(options.max_followers, options.max_followers_per_user);
 
   auto handler = [&experiments, options, root, followers](
                      const httplib::Request& req, httplib::Response& res, const Principal& who) {
@@ -327,14 +366,8 @@ void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, Authen
     auto stream = StartLogStream(*request, experiments, root, options.follow_window);
     if (!stream.ok()) return ReplyError(res, stream.status());
     if (request->follow) {
-      if (followers->fetch_add(1) >= options.max_followers) {
-        --*followers;
-        return ReplyError(res, Status(StatusCode::kResourceExhausted,
-                                      "too many logs are being followed at once (" +
-                                          std::to_string(options.max_followers) +
-                                          "); try again later, or read without follow"));
-      }
-      (*stream)->slot = std::make_unique<FollowerSlot>(followers);
+      if (Status s = followers->Take(who.user); !s.ok()) return ReplyError(res, s);
+      (*stream)->slot = std::make_unique<FollowerSlot>(followers, who.user);
     }
     res.set_header(kOffsetHeader, std::to_string((*stream)->offset));
     res.set_chunked_content_provider(

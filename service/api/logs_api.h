@@ -17,8 +17,8 @@
 //
 // Thread safety: register the routes once, before serving; httplib then runs
 // the handlers on many threads at once. They share Experiments (thread-safe),
-// read-only options and an atomic count of followers; a response's state is its
-// connection's own.
+// read-only options and the count of followers (with its own lock); a
+// response's state is its connection's own.
 #pragma once
 
 #include <httplib.h>
@@ -37,9 +37,11 @@ struct LogOptions {
   // client asks again from its offset: a client that vanished without a word
   // holds a server thread for no longer than this.
   std::chrono::milliseconds follow_window = std::chrono::seconds(30);
-  // Follow responses at once; more get 429, so followers can never take up
-  // the service's connections.
+  // Follow responses at once, and of one user at once; more get 429, so
+  // followers can never take up the service's connections, nor one user
+  // every follower's slot (--log-followers, --log-followers-per-user).
   int max_followers = 64;
+  int max_followers_per_user = 8;
 };
 
 void RegisterLogRoutes(httplib::Server& server, Experiments& experiments, Authenticator& auth,

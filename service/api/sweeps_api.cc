@@ -11,9 +11,12 @@
 namespace tfslurm::api {
 namespace {
 
+using sweeps::SweepTrialView;
+using sweeps::SweepView;
+
 using nlohmann::json;
 
-// The path segment of a sweep id (core/sweep_spec.cc's pattern).
+// The path segment of a sweep id (sweeps/sweep_spec.cc's pattern).
 constexpr const char* kSweepIdPattern = "([a-z0-9][a-z0-9._-]{0,57})";
 
 json Optional(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
@@ -48,6 +51,7 @@ json TrialJson(const SweepTrialView& v) {
           {"end_reason", t.end_reason ? EndReasonName(*t.end_reason) : ""},
           {"objective", Optional(t.objective)},
           {"objective_step", Optional(t.objective_step)},
+          {"last_step", Optional(t.last_step)},
           {"rungs_passed", t.rungs_passed},
           {"node_seconds", t.node_seconds},
           {"note", t.note},
@@ -92,12 +96,12 @@ std::string SweepViewJson(const SweepView& view) {
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-void RegisterSweepRoutes(httplib::Server& server, Experiments& experiments, Authenticator& auth) {
+void RegisterSweepRoutes(httplib::Server& server, sweeps::Sweeps& sweeps, Authenticator& auth) {
   server.Post("/sweeps", Guard(auth, [&](const httplib::Request& req, httplib::Response& res,
                                          const Principal& who) {
                 auto body = ParseJsonBody(req);
                 if (!body.ok()) return ReplyError(res, body.status());
-                auto view = experiments.SubmitSweep(*body, who.user);
+                auto view = sweeps.Submit(*body, who.user);
                 if (!view.ok()) return ReplyError(res, view.status());
                 res.set_header("Location", "/sweeps/" + view->sweep.id);
                 res.status = 201;
@@ -106,17 +110,17 @@ void RegisterSweepRoutes(httplib::Server& server, Experiments& experiments, Auth
 
   server.Get("/sweeps", Guard(auth, [&](const httplib::Request&, httplib::Response& res,
                                         const Principal& who) {
-               auto sweeps = experiments.ListSweeps(who.admin ? "" : who.user);
-               if (!sweeps.ok()) return ReplyError(res, sweeps.status());
+               auto listed = sweeps.List(who.admin ? "" : who.user);
+               if (!listed.ok()) return ReplyError(res, listed.status());
                json list = json::array();
-               for (const SweepRecord& s : *sweeps) list.push_back(SweepSummaryJson(s));
+               for (const SweepRecord& s : *listed) list.push_back(SweepSummaryJson(s));
                Reply(res, 200, {{"sweeps", list}});
              }));
 
   server.Get(
       std::string("/sweeps/") + kSweepIdPattern,
       Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
-        auto view = experiments.GetSweep(req.matches[1]);
+        auto view = sweeps.Get(req.matches[1]);
         if (!view.ok()) return ReplyError(res, view.status());
         if (Status s = CheckSweepAccess(who, view->sweep); !s.ok()) return ReplyError(res, s);
         res.status = 200;
@@ -126,15 +130,41 @@ void RegisterSweepRoutes(httplib::Server& server, Experiments& experiments, Auth
   server.Post(
       std::string("/sweeps/") + kSweepIdPattern + "/cancel",
       Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
-        auto view = experiments.GetSweep(req.matches[1]);
+        auto view = sweeps.Get(req.matches[1]);
         if (!view.ok()) return ReplyError(res, view.status());
         if (Status s = CheckSweepAccess(who, view->sweep); !s.ok()) return ReplyError(res, s);
-        if (Status s = experiments.CancelSweep(req.matches[1], "cancelled by " + who.user); !s.ok())
+        if (Status s = sweeps.Cancel(req.matches[1], "cancelled by " + who.user); !s.ok())
           return ReplyError(res, s);
-        auto after = experiments.GetSweep(req.matches[1]);
+        auto after = sweeps.Get(req.matches[1]);
         if (!after.ok()) return ReplyError(res, after.status());
         res.status = 200;
         res.set_content(SweepViewJson(*after), "application/json");
+      }));
+
+  // As POST /experiments/{id}/delete: removing a sweep and its trials'
+  // experiments (with ?files=true their directories) cannot be undone.
+  server.Post(
+      std::string("/sweeps/") + kSweepIdPattern + "/delete",
+      Guard(auth, [&](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+        auto view = sweeps.Get(req.matches[1]);
+        if (!view.ok()) return ReplyError(res, view.status());
+        if (Status s = CheckSweepAccess(who, view->sweep); !s.ok()) return ReplyError(res, s);
+        auto deleted = sweeps.Delete(req.matches[1], IsTrue(req, "files"));
+        if (!deleted.ok()) return ReplyError(res, deleted.status());
+        json trials = json::array();
+        int64_t entries = 0;
+        for (const DeleteResult& d : deleted->experiments) {
+          trials.push_back({{"id", d.id},
+                            {"files_removed_from", d.files_removed_from},
+                            {"entries_removed", d.entries_removed},
+                            {"model_dir_kept", d.model_dir_kept}});
+          entries += d.entries_removed;
+        }
+        Reply(res, 200,
+              {{"id", deleted->id},
+               {"deleted", true},
+               {"experiments_deleted", trials},
+               {"entries_removed", entries}});
       }));
 }
 

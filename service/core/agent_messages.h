@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -24,6 +25,10 @@ struct TaskRef {
   int attempt = 0;
   std::string secret;
   int proc_id = 0;
+  // The sender's Unix uid as munged vouched for it (site mode: a gRPC
+  // stream's Register, or each JSON message, carries a MUNGE credential the
+  // transport decoded); nullopt when nothing proved it.
+  std::optional<uint32_t> proven_uid;
 };
 
 struct RegisterInfo {
@@ -38,6 +43,40 @@ struct RegisterInfo {
   // next attempt (schema/agent.proto, Register.standby).
   bool standby = false;
 };
+
+// What an agent reports is bounded where core takes it: a checkpoint path
+// longer than a path can be (PATH_MAX) is not kept.
+inline constexpr size_t kMaxCheckpointPathBytes = 4096;
+// A node name and an address are at most a host name's 255 bytes, of the
+// characters host names and IP addresses have.
+inline constexpr size_t kMaxHostBytes = 255;
+
+// Why a registration's node name, address or port cannot be taken, or ""
+// when they can. They reach events, the job's --exclude (a node named in a
+// failure) and every task's TF_CONFIG, so only host-name characters pass:
+// node name [A-Za-z0-9._-], address [A-Za-z0-9._:%-] (an IPv6 address and
+// its zone), port 0 to 65535; each may be empty (not known).
+inline std::string RegisterInfoProblem(const RegisterInfo& info) {
+  auto bad = [](const std::string& text, const char* extra) {
+    if (text.size() > kMaxHostBytes) return true;
+    for (char ch : text) {
+      const bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-' ||
+                      (ch != '\0' && std::string_view(extra).find(ch) != std::string_view::npos);
+      if (!ok) return true;
+    }
+    return false;
+  };
+  if (bad(info.node_name, ""))
+    return "the node name must be at most 255 bytes of A-Z a-z 0-9 . _ - (" +
+           std::to_string(info.node_name.size()) + " bytes given)";
+  if (bad(info.address, ":%"))
+    return "the address must be at most 255 bytes of A-Z a-z 0-9 . _ - : % (" +
+           std::to_string(info.address.size()) + " bytes given)";
+  if (info.port < 0 || info.port > 65535)
+    return "the port must be from 0 to 65535, got " + std::to_string(info.port);
+  return "";
+}
 
 // How a task's program ended, as its agent reports it (Exited).
 struct ExitReport {

@@ -9,30 +9,64 @@
 #include "schema/tf_config_wire.h"
 #include "service/core/container_launch.h"
 #include "service/core/in_place_restart.h"
+#include "service/core/proven_uid.h"
 #include "service/core/scalars.h"
+#include "service/core/tf_config.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
 
+namespace {
+
+// The one answer to a message whose experiment, attempt and secret do not
+// belong together: an experiment that does not exist, a wrong secret, an
+// attempt that never was. The same bytes whichever it is, so that nothing
+// but the holder of an attempt's secret learns whether the experiment
+// exists, whether it has ended or which attempt is current. NotFound, so an
+// agent that reached a tfslurmd that does not know its experiment keeps
+// trying for a while (RefusalFor: unknown_experiment).
+Status NoSuchAgent(const TaskRef& ref) {
+  return NotFound("no experiment '" + ref.experiment_id + "' with attempt " +
+                  std::to_string(ref.attempt) + " and this secret");
+}
+
+}  // namespace
+
+bool AgentProtocol::HoldsSecretOf(const TaskRef& ref, const OpenExperiment* open) {
+  const std::string hash = Sha256Hex(ref.secret);
+  if (open && ref.attempt == open->attempt.record.number)
+    return hash == open->attempt.record.secret_sha256;
+  // Another attempt (an agent of an earlier one, or tfslurmd restarted and
+  // the experiment not in memory): its own secret, as stored.
+  auto attempts = core_.ports().store.ListAttempts(ref.experiment_id);
+  if (!attempts.ok()) return false;
+  for (const AttemptRecord& a : *attempts)
+    if (a.number == ref.attempt) return !a.secret_sha256.empty() && hash == a.secret_sha256;
+  return false;
+}
+
 StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace* place) {
-  auto it = core_.open().find(ref.experiment_id);
-  if (it == core_.open().end()) {
+  OpenExperiment* open = core_.Find(ref.experiment_id);
+  // The secret before anything else is looked at or said.
+  if (!HoldsSecretOf(ref, open)) return NoSuchAgent(ref);
+  if (!open) {
     auto e = core_.ports().store.GetExperiment(ref.experiment_id);
-    if (!e.ok()) return NotFound("no experiment '" + ref.experiment_id + "'");
+    if (!e.ok()) return NoSuchAgent(ref);
     // Stored but not yet in memory: its submission is still being recorded.
     if (!IsTerminal(e->state))
       return Unavailable("experiment '" + ref.experiment_id + "' is still being set up; retry");
     return FailedPrecondition("experiment '" + ref.experiment_id + "' has ended (" +
                               ExperimentStateName(e->state) + ")");
   }
-  OpenExperiment& a = *it->second;
+  OpenExperiment& a = *open;
   if (ref.attempt != a.attempt.record.number)
     return FailedPrecondition(
         "attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
         "' is not current (current: " + std::to_string(a.attempt.record.number) + ")");
-  if (Sha256Hex(ref.secret) != a.attempt.record.secret_sha256)
-    return Status(StatusCode::kUnauthenticated, "wrong attempt secret for '" + ref.experiment_id +
-                                                    "' attempt " + std::to_string(ref.attempt));
+  // Site mode: the secret is right; the sender must also run as the owner.
+  if (core_.config().agents_prove_uid) {
+    if (Status s = CheckProvenUid(a, ref); !s.ok()) return s;
+  }
   *place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
   if (place->kind == ProcPlace::kOut) {
     if (ref.proc_id < 0 || a.attempt.record.node_slots.IsIdentity())
@@ -46,6 +80,15 @@ StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace
   return &a;
 }
 
+Status AgentProtocol::CheckProvenUid(OpenExperiment& a, const TaskRef& ref) {
+  if (!a.job_uid) {
+    auto account = core_.ports().accounts.ForOwner(a.record.owner);
+    if (!account.ok()) return account.status();
+    a.job_uid = account->uid;
+  }
+  return tfslurm::CheckProvenUid(ref, *a.job_uid, a.record.owner);
+}
+
 StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, int* task) {
   ProcPlace place;
   auto found = FindAgent(ref, &place);
@@ -57,93 +100,35 @@ StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, int* task)
   return found;
 }
 
-void AgentProtocol::OnSpare(OpenExperiment& a, const TaskRef& ref, const RegisterInfo& info,
-                            std::shared_ptr<TaskChannel> channel) {
-  LiveAttempt::SpareAgent& spare = a.attempt.spare_agents[ref.proc_id];
-  spare.node = info.node_name;
-  // A spare may register before any task proves the job runs (the attempt
-  // is still pending then): only an ended attempt has no use for it.
-  const bool over = a.user_cancelled || a.attempt.record.end_reason ||
-                    a.attempt.record.state == AttemptState::kEnded ||
-                    a.attempt.run->outcome().kind == Outcome::kSucceeded ||
-                    !a.attempt.in_place_given_up.empty();
-  if (over) {
-    spare.channel.reset();
-    channel->Send(ReleaseMsg{IsTerminal(a.record.state) ? a.record.reason
-                                                        : "no further attempt runs in this job"});
-    return;
-  }
-  if (!info.standby) {
-    channel->Send(SpareMsg{"node " + info.node_name + " is a spare of Slurm job " +
-                           std::to_string(a.attempt.record.slurm_job_id) +
-                           " (resources.spare_nodes): it takes a failed node's place in a restart "
-                           "in place"});
-    return;
-  }
-  spare.channel = std::move(channel);
-}
-
 void AgentProtocol::OnStandby(const TaskRef& ref, const RegisterInfo& info,
                               std::shared_ptr<TaskChannel> channel) {
-  auto it = core_.open().find(ref.experiment_id);
-  if (it != core_.open().end()) {
-    OpenExperiment& a = *it->second;
-    const AttemptRecord& current = a.attempt.record;
-    // The next attempt started in this job while this agent was away (its
-    // stream broke, or tfslurmd restarted, between the attempt's record and
-    // the agent's NextAttempt): it is told again. The secret is the job's.
-    const ProcPlace place = current.node_slots.Place(ref.proc_id, a.attempt.run->size());
-    const bool not_back =
-        place.kind == ProcPlace::kSpare
-            ? !a.attempt.spare_agents.contains(ref.proc_id)
-            : place.kind == ProcPlace::kTask && !a.attempt.run->task(place.task).registered;
-    if (ref.attempt < current.number && current.in_place &&
-        current.slurm_job_id == info.slurm_job_id &&
-        Sha256Hex(ref.secret) == current.secret_sha256 && not_back) {
-      channel->Send(NextAttemptMsg{
-          current.number, "attempt " + std::to_string(current.number) + " runs in this job",
-          AttemptLogDir(core_.config().output_root, a.record.id, current.number)});
-      return;
-    }
-  }
   ProcPlace place;
   auto found = FindAgent(ref, &place);
-  if (!found.ok()) {
-    channel->Send(RefusalFor(found.status()));
-    return;
-  }
-  OpenExperiment& a = **found;
-  if (place.kind == ProcPlace::kSpare) return OnSpare(a, ref, info, std::move(channel));
-  const int task = place.task;
-  Changes c;
-  if (lone_.OnStandby(a, task, channel, c)) {
-    SendAssignments(a, c, task);
+  // A TF worker restarted alone is the lone restart's (same attempt); every
+  // other agent back to wait in the job is the restart in place's.
+  if (found.ok() && place.kind == ProcPlace::kTask) {
+    OpenExperiment& a = **found;
+    Changes c;
+    const bool alone = lone_.OnStandby(a, place.task, channel, c);
+    if (alone) SendAssignments(a, c, place.task);
     core_.Commit(c);
-    return;
+    if (alone) return;
   }
-  core_.Commit(c);
-  TaskSlot& slot = a.attempt.run->mutable_task(task);
-  const Outcome& outcome = a.attempt.run->outcome();
-  // Only a failure can bring a next attempt to this job; until the attempt
-  // is decided, a task that ended early (a rank done first) waits too.
-  if (!a.spec.restart.in_allocation || !slot.exited || a.user_cancelled ||
-      a.attempt.record.end_reason || outcome.kind == Outcome::kSucceeded ||
-      a.attempt.record.state != AttemptState::kRunning || !a.attempt.in_place_given_up.empty()) {
-    channel->Send(
-        ReleaseMsg{IsTerminal(a.record.state) || a.record.state == ExperimentState::kRestarting
-                       ? a.record.reason
-                       : "no further attempt runs in this job"});
-    return;
-  }
-  slot.standing_by = true;
-  a.attempt.channels[task] = std::move(channel);
+  in_place_.OnStandby(ref, info, std::move(channel), found, place);
 }
 
 void AgentProtocol::OnRegister(const TaskRef& ref, const RegisterInfo& info,
                                std::shared_ptr<TaskChannel> channel) {
+  // Whoever sends it, and before anything is looked up: the same for every
+  // experiment.
+  if (std::string problem = RegisterInfoProblem(info); !problem.empty()) {
+    channel->Send(RefusedMsg{"the registration is refused: " + problem, true});
+    return;
+  }
   bool queued;
   {
     MutexLock lock(core_.mu());
+    core_.HeardFromAgent(core_.ports().clock.NowMs());
     if (info.standby) return OnStandby(ref, info, std::move(channel));
     queued = RegisterTask(ref, info, std::move(channel));
   }
@@ -164,7 +149,7 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
   }
   OpenExperiment& a = **found;
   if (place.kind == ProcPlace::kSpare) {
-    OnSpare(a, ref, info, std::move(channel));
+    in_place_.OnSpare(a, ref, info, std::move(channel));
     return false;
   }
   const int proc = place.task;
@@ -200,8 +185,11 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
     // is lost in a crash registers again when it reconnects.
     a.attempt.heartbeat_dirty.insert(proc);
   }
+  // An agent registering proves the job runs, before the next poll says so
+  // (a restart in place asks whether it still does).
+  if (a.attempt.job_state == JobState::kPending || a.attempt.job_state == JobState::kUnknown)
+    a.attempt.job_state = JobState::kRunning;
   if (a.attempt.record.state == AttemptState::kPending) {
-    // An agent registering proves the job runs, before the next poll says so.
     a.attempt.record.state = AttemptState::kRunning;
     a.attempt.record.slurm_state = "RUNNING";
     a.attempt.record.started_at = now;
@@ -211,7 +199,8 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
   if (a.record.state == ExperimentState::kQueued)
     core_.SetState(c, a, ExperimentState::kStarting, "tasks registering");
   if (was_registered)
-    core_.Event(c, a, "reconnected", TaskName(slot, proc) + " reconnected from " + address);
+    core_.Event(c, a, EventCode::kReconnected,
+                TaskName(slot, proc) + " reconnected from " + address);
 
   if (barrier_complete) {
     SendAssignments(a, c);
@@ -272,11 +261,12 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc
     if (a.attempt.job_started_ms > 0)
       core_.metrics().RendezvousDone(
           static_cast<double>(core_.ports().clock.NowMs() - a.attempt.job_started_ms) / 1000.0);
-    core_.Event(c, a, "assigned",
+    core_.Event(c, a, EventCode::kAssigned,
                 "all " + std::to_string(a.attempt.run->size()) + " tasks registered; " +
                     (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
                      : framework == Framework::kJax ? "process ids and JAX_COORDINATOR_ADDRESS sent"
-                                                    : "roles and TF_CONFIG sent"));
+                                                    : "roles and TF_CONFIG sent") +
+                    (cluster ? TfConfigTooLong(cluster->json, a.attempt.run->size()) : ""));
     core_.SetState(c, a, ExperimentState::kRunning, "training");
   }
 }
@@ -287,6 +277,7 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
   auto found = FindTask(ref, &task);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
+  core_.HeardFromAgent(core_.ports().clock.NowMs());
   a.attempt.tasks[task].last_heartbeat = core_.ports().clock.NowMs();
   a.attempt.heartbeat_dirty.insert(task);
   if (a.attempt.tasks[task].state == TaskState::kLost) {
@@ -294,7 +285,7 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
     Changes c;
     a.attempt.tasks[task].state = slot.state;
     c.tasks.push_back(a.attempt.tasks[task]);
-    core_.Event(c, a, "heartbeat", TaskName(slot, task) + " is back");
+    core_.Event(c, a, EventCode::kHeartbeat, TaskName(slot, task) + " is back");
     core_.Commit(c);
   }
   return Status::Ok();
@@ -312,20 +303,26 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   a.record.updated_at = a.attempt.last_progress_ms = core_.ports().clock.NowMs();
   a.attempt.run->MarkStepTrained();
   // The path is what the program wrote in MODEL_DIR/checkpoint, and others
-  // (an admin) read it: one with a control or bidi character is not kept,
-  // and the event says why. The step still counts.
-  if (std::optional<std::string> unsafe = UnsafeCharacter(path)) {
+  // (an admin) read it: one with an unsafe character, or longer than a path
+  // can be (PATH_MAX, 4096 bytes: it would be stored with the experiment and
+  // in each checkpoint event), is not kept, and the event says why without
+  // quoting it. The step still counts.
+  std::optional<std::string> unsafe = UnsafeCharacter(path);
+  if (unsafe || path.size() > kMaxCheckpointPathBytes) {
     a.record.checkpoint_path.clear();
     c.experiment = a.record;
-    core_.Event(c, a, "checkpoint",
-                "step " + std::to_string(step) + "; its path is ignored: it has " + *unsafe +
-                    ", and a checkpoint path must be " + kSafeTextRule);
+    core_.Event(
+        c, a, EventCode::kCheckpoint,
+        "step " + std::to_string(step) + "; its path is ignored: " +
+            (unsafe ? "it has " + *unsafe + ", and a checkpoint path must be " + kSafeTextRule
+                    : "it is " + std::to_string(path.size()) + " bytes long, at most " +
+                          std::to_string(kMaxCheckpointPathBytes) + " are kept"));
     core_.Commit(c);
     return Status::Ok();
   }
   a.record.checkpoint_path = path;
   c.experiment = a.record;
-  core_.Event(c, a, "checkpoint", "step " + std::to_string(step) + " (" + path + ")");
+  core_.Event(c, a, EventCode::kCheckpoint, "step " + std::to_string(step) + " (" + path + ")");
   core_.Commit(c);
   return Status::Ok();
 }
@@ -398,7 +395,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
            " tags already (tfslurmd --scalar-tags)";
   }
   Changes c;
-  core_.Event(c, a, "scalars", why + " (said once per attempt)");
+  core_.Event(c, a, EventCode::kScalars, why + " (said once per attempt)");
   core_.Commit(c);
   return Status::Ok();
 }
@@ -439,9 +436,9 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   t.ended_at = core_.ports().clock.NowMs();
   c.tasks.push_back(t);
   core_.Event(
-      c, a, reaped ? "reaped" : "exited",
+      c, a, reaped ? EventCode::kReaped : EventCode::kExited,
       TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
-  if (a.attempt.reap_started_ms > 0 && a.attempt.run->UnconfirmedShutdowns().empty()) {
+  if (a.attempt.reap_started_ms > 0 && !a.attempt.run->AnyUnconfirmedShutdown()) {
     core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /
                                 1000.0);
     a.attempt.reap_started_ms = 0;
@@ -453,9 +450,9 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
 
 void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel) {
   MutexLock lock(core_.mu());
-  auto it = core_.open().find(ref.experiment_id);
-  if (it == core_.open().end() || it->second->attempt.record.number != ref.attempt) return;
-  OpenExperiment& a = *it->second;
+  OpenExperiment* found = core_.Find(ref.experiment_id);
+  if (!found || found->attempt.record.number != ref.attempt) return;
+  OpenExperiment& a = *found;
   const ProcPlace place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
   if (place.kind == ProcPlace::kSpare) {
     auto spare = a.attempt.spare_agents.find(ref.proc_id);
@@ -469,9 +466,34 @@ void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel)
   if (ch == a.attempt.channels.end() || ch->second.get() != channel) return;
   a.attempt.channels.erase(ch);
   TaskSlot& slot = a.attempt.run->mutable_task(place.task);
-  if (slot.registered && !slot.exited) a.attempt.run->SetVanished(place.task, true);
-  slot.standing_by = false;  // until its agent comes back to wait
+  if (slot.registered && !slot.exited)
+    a.attempt.run->SetVanished(place.task, true);
+  else if (slot.standing_by())
+    slot.agent = TaskSlot::AgentLink::kNormal;  // until its agent comes back to wait
 }
+
+namespace {
+
+// The experiment's reason while a failed attempt's tasks are stopped. A
+// SIGTERM that tfslurm did not send is how Slurm ends a job at its time
+// limit, at a preemption or at a scancel: until Slurm says which, it is not
+// called a failure.
+std::string FailureReason(const OpenExperiment& a, const Outcome& o, int64_t now) {
+  const std::string attempt_n = "attempt " + std::to_string(a.attempt.record.number);
+  // Slurm's end time for a running job is its start plus its time limit;
+  // the SIGTERM comes when it passes (give or take a poll of slurmctld's).
+  if (o.by_sigterm && a.attempt.job_end_ms > 0 && now >= a.attempt.job_end_ms - 5000)
+    return attempt_n + ": " + o.reason +
+           " at its Slurm job's time limit; waiting for Slurm to end the job";
+  if (o.by_sigterm)
+    return attempt_n + ": " + o.reason +
+           ": a SIGTERM, which Slurm sends at a time limit, a preemption or a scancel; waiting "
+           "for Slurm to say how the job ended";
+  return attempt_n + " failed: " + o.reason +
+         (a.spec.restart.in_allocation ? "; stopping its tasks" : "; ending its Slurm job");
+}
+
+}  // namespace
 
 void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
   const Outcome& o = a.attempt.run->outcome();
@@ -487,9 +509,7 @@ void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
     // ended: a task killed by SIGTERM may be the symptom of a preemption or
     // the time limit, which Slurm's final state tells apart.
     ReapRemaining(a, c, "attempt failed: " + o.reason);
-    a.record.reason =
-        "attempt " + std::to_string(a.attempt.record.number) + " failed: " + o.reason +
-        (a.spec.restart.in_allocation ? "; stopping its tasks" : "; ending its Slurm job");
+    a.record.reason = FailureReason(a, o, core_.ports().clock.NowMs());
     a.record.updated_at = core_.ports().clock.NowMs();
     c.experiment = a.record;
   }
@@ -510,7 +530,7 @@ void AgentProtocol::ReapRemaining(OpenExperiment& a, Changes& c, const std::stri
   if (a.attempt.reap_started_ms == 0) a.attempt.reap_started_ms = now;
   a.attempt.reap_deadline_ms =
       now + core_.config().shutdown_grace_ms + core_.config().reap_timeout_margin_ms;
-  core_.Event(c, a, "reaping", "Shutdown sent to " + names);
+  core_.Event(c, a, EventCode::kReaping, "Shutdown sent to " + names);
 }
 
 }  // namespace tfslurm

@@ -15,13 +15,15 @@
 #include "base/status.h"
 #include "service/core/agent_messages.h"
 #include "service/core/core_state.h"
+#include "service/core/in_place_restart.h"
 #include "service/core/lone_restart.h"
 
 namespace tfslurm {
 
 class AgentProtocol {
  public:
-  explicit AgentProtocol(CoreState& lifecycle) : core_(lifecycle), lone_(lifecycle) {}
+  explicit AgentProtocol(CoreState& lifecycle)
+      : core_(lifecycle), lone_(lifecycle), in_place_(lifecycle) {}
 
   // Attaches `channel` for the task; the reply (Assignment or Refused)
   // arrives through it, now or when the barrier completes. What the
@@ -55,8 +57,9 @@ class AgentProtocol {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
  private:
-  // An agent whose program ended waits in the job for the next attempt
-  // (in_place_restart.h), or is released or moved to the next attempt now.
+  // An agent whose program ended is back, to wait in the job: a TF task
+  // restarted alone (lone_restart.h), or the restart in place's
+  // (InPlaceRestart::OnStandby).
   void OnStandby(const TaskRef& ref, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // A registration for the current attempt: recorded, and the barrier's
@@ -64,17 +67,24 @@ class AgentProtocol {
   // (CoreState::CommitAfterUnlock). Returns whether it queued any.
   bool RegisterTask(const TaskRef& ref, const RegisterInfo& info,
                     std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // Checks a TaskRef against the current attempt (id, attempt, secret) and
-  // places its SLURM_PROCID in the attempt's nodes (node_slots.h): a task,
-  // a spare, or out of range.
+  // Checks a TaskRef: first that its secret is the secret of its attempt
+  // (anything else, a missing experiment included, is one NotFound of the
+  // same bytes), then that the attempt is current; and places its
+  // SLURM_PROCID in the attempt's nodes (node_slots.h): a task, a spare, or
+  // out of range.
   StatusOr<OpenExperiment*> FindAgent(const TaskRef& ref, ProcPlace* place)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Whether `ref.secret` is the secret of attempt `ref.attempt` of its
+  // experiment (`open`, when in memory; else the stored attempt).
+  bool HoldsSecretOf(const TaskRef& ref, const OpenExperiment* open)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Site mode: the uid munged vouched for must be the one the job runs as
+  // (logged when the secret was right but the uid is not).
+  Status CheckProvenUid(OpenExperiment& a, const TaskRef& ref)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // FindAgent for the agent of a task: the task's index in *task.
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref, int* task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // A spare node's agent registered (Register, or Register.standby).
-  void OnSpare(OpenExperiment& e, const TaskRef& ref, const RegisterInfo& info,
-               std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // To every connected task, or only to `only_proc`.
   void SendAssignments(OpenExperiment& e, Changes& c, int only_proc = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
@@ -83,6 +93,7 @@ class AgentProtocol {
 
   CoreState& core_;
   LoneRestart lone_;
+  InPlaceRestart in_place_;
 };
 
 }  // namespace tfslurm

@@ -29,7 +29,8 @@ bool AttemptRun::Register(int proc, const std::string& node, const std::string& 
   t.address = address;
   t.node_id = node_id;
   t.local_id = local_id;
-  t.vanished = false;  // a stream again: the agent is back
+  // A stream again: the agent is back.
+  if (t.vanished()) t.agent = TaskSlot::AgentLink::kNormal;
   if (!t.registered) {
     t.registered = true;
     if (t.state == TaskState::kPending) t.state = TaskState::kRegistered;
@@ -48,7 +49,6 @@ bool AttemptRun::AllRegistered() const {
 void AttemptRun::MarkAssigned() {
   assignments_sent_ = true;
   for (TaskSlot& t : tasks_) {
-    t.assigned = true;
     if (t.state == TaskState::kRegistered) t.state = TaskState::kRunning;
   }
 }
@@ -198,7 +198,7 @@ bool AttemptRun::RestartsAloneNow(int proc, std::optional<int> exit_code,
   for (int i = 0; i < size(); ++i) {
     const TaskSlot& other = tasks_[i];
     if (i != CheckpointingTask() && other.role.role != "ps") continue;
-    if (!other.registered || other.exited || other.vanished) return false;
+    if (!other.registered || other.exited || other.vanished()) return false;
   }
   return true;
 }
@@ -212,7 +212,6 @@ Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional
   t.signal = signal;
   t.detail = detail;
   t.failed_at_startup = at_startup && !step_trained_;
-  t.reaped = reaped;
   bool ok = !signal.value_or(0) && exit_code.value_or(-1) == 0;
   t.state = reaped ? TaskState::kReaped : ok ? TaskState::kSucceeded : TaskState::kFailed;
   if (outcome_.kind == Outcome::kUndecided) outcome_ = Evaluate(proc);
@@ -240,7 +239,7 @@ Outcome AttemptRun::Evaluate(int proc) {
     if (failed.failure == EndReason::kPermanentExit || failed.failure == EndReason::kStartupError) {
       for (int i = 0; i < size(); ++i) {
         const TaskSlot& other = tasks_[i];
-        if (i == proc || !other.vanished || other.exited) continue;
+        if (i == proc || !other.vanished() || other.exited) continue;
         failed.failure = EndReason::kRetryableExit;
         failed.reason += ", after the agent of " + TaskName(other, i) +
                          " had vanished without reporting an exit (counted as retryable: its "
@@ -286,6 +285,16 @@ std::vector<int> AttemptRun::UnconfirmedShutdowns() const {
   for (int i = 0; i < size(); ++i)
     if (tasks_[i].shutdown_sent && !tasks_[i].exited) out.push_back(i);
   return out;
+}
+
+bool AttemptRun::AnyUnconfirmedShutdown() const {
+  // An exit is never undone, and a task becomes unconfirmed only through
+  // MarkShutdownSent, which moves the cursor back to it: a scan of every task
+  // at each of 16,384 exit reports was seconds of a restart in place.
+  while (first_unconfirmed_ < tasks_.size() &&
+         !(tasks_[first_unconfirmed_].shutdown_sent && !tasks_[first_unconfirmed_].exited))
+    ++first_unconfirmed_;
+  return first_unconfirmed_ < tasks_.size();
 }
 
 std::vector<int> AttemptRun::MissingRegistrations() const {

@@ -3,9 +3,11 @@
 // talks to agents and to Slurm.
 //
 // Thread safety: not thread-safe, not even the const methods (AllRegistered
-// moves a cached cursor): the caller serializes (core holds CoreState::mu()).
+// and AnyUnconfirmedShutdown move cached cursors): the caller serializes
+// (core holds CoreState::mu()).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -25,7 +27,6 @@ struct TaskSlot {
   TaskRole role;
   int component = 0;  // its job component (core/components.h); 0 in a plain job
   bool registered = false;
-  bool assigned = false;
   bool exited = false;
   bool shutdown_sent = false;
   std::string node;
@@ -39,15 +40,21 @@ struct TaskSlot {
   // failure; Python's ImportError, SyntaxError, "can't open file") and came
   // before the attempt trained a step.
   bool failed_at_startup = false;
-  bool reaped = false;
-  // Its agent's stream ended without an exit report, or the service
-  // restarted since it last registered, and no new stream has registered:
-  // the agent may be gone (killed, its node lost), and with it, through
-  // PR_SET_PDEATHSIG, most likely its program.
-  bool vanished = false;
-  // Its program has ended and its agent waits in the job for the next
-  // attempt (restart.in_allocation), on the channel core holds for it.
-  bool standing_by = false;
+  // Its agent, beside its program's phase:
+  // - kVanished: its stream ended without an exit report, or the service
+  //   restarted since it last registered, and no new stream has
+  //   registered: the agent may be gone (killed, its node lost), and with
+  //   it, through PR_SET_PDEATHSIG, most likely its program. Only while the
+  //   program has not been seen to end.
+  // - kStandingBy: its program has ended and its agent waits in the job for
+  //   the next attempt (restart.in_allocation), on the channel core holds
+  //   for it. Only once the program has ended.
+  // - kNormal: neither (its stream is up, or it has not registered yet, or
+  //   it is gone after reporting its program's end).
+  enum class AgentLink { kNormal, kVanished, kStandingBy };
+  AgentLink agent = AgentLink::kNormal;
+  bool vanished() const { return agent == AgentLink::kVanished; }
+  bool standing_by() const { return agent == AgentLink::kStandingBy; }
   // Its program died and is restarted alone (restart.max_task_restarts):
   // its agent is to come back in standby and be given its Assignment
   // again. The death is in exit_code and signal; `exited` stays false.
@@ -120,7 +127,13 @@ class AttemptRun {
   void MarkStepTrained() { step_trained_ = true; }
   // The agent's stream ended without an exit report (true), or a new stream
   // registered for the task (false).
-  void SetVanished(int proc, bool vanished) { tasks_[proc].vanished = vanished; }
+  void SetVanished(int proc, bool vanished) {
+    TaskSlot& t = tasks_[proc];
+    if (vanished)
+      t.agent = TaskSlot::AgentLink::kVanished;
+    else if (t.vanished())
+      t.agent = TaskSlot::AgentLink::kNormal;
+  }
   const Outcome& outcome() const { return outcome_; }
   // Decides from outside the tasks (barrier timeout, job ended, cancel).
   void Decide(Outcome outcome);
@@ -128,9 +141,15 @@ class AttemptRun {
   // Tasks that are running (registered and not exited) and have not been
   // sent a Shutdown; the caller sends one and calls MarkShutdownSent.
   std::vector<int> TasksToReap() const;
-  void MarkShutdownSent(int proc) { tasks_[proc].shutdown_sent = true; }
+  void MarkShutdownSent(int proc) {
+    tasks_[proc].shutdown_sent = true;
+    first_unconfirmed_ = std::min(first_unconfirmed_, static_cast<size_t>(proc));
+  }
   // Tasks sent a Shutdown that have not confirmed their exit.
   std::vector<int> UnconfirmedShutdowns() const;
+  // Whether UnconfirmedShutdowns is not empty, in amortized O(1) per call
+  // (asked at every exit report).
+  bool AnyUnconfirmedShutdown() const;
   std::vector<int> MissingRegistrations() const;
 
   // True for the exits success waits for under the spec's policy.
@@ -156,6 +175,7 @@ class AttemptRun {
   int attempt_;
   std::vector<TaskSlot> tasks_;
   mutable size_t first_unregistered_ = 0;  // see AllRegistered
+  mutable size_t first_unconfirmed_ = 0;   // see AnyUnconfirmedShutdown
   bool assignments_sent_ = false;
   bool step_trained_ = false;
   Outcome outcome_;

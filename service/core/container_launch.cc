@@ -1,5 +1,6 @@
 #include "service/core/container_launch.h"
 
+#include <algorithm>
 #include <regex>
 
 #include "base/sha256.h"
@@ -30,8 +31,24 @@ std::vector<ContainerMount> ContainerMounts(const ContainerSpec& spec, Container
     if (!dir.empty() && !Covered(mounts, dir)) mounts.push_back({dir, dir, false});
   if (AgentRunsInside(runtime) && !paths.agent_dir.empty())
     mounts.push_back({paths.agent_dir, paths.agent_dir, true});
+  if (AgentRunsInside(runtime) && !paths.munge_socket_dir.empty() &&
+      !Covered(mounts, paths.munge_socket_dir))
+    mounts.push_back({paths.munge_socket_dir, paths.munge_socket_dir, false});
   for (const ContainerMount& m : spec.mounts) mounts.push_back(m);
   return mounts;
+}
+
+std::string MungeSocketDir(const std::vector<std::string>& job_environment) {
+  auto has = [&](const std::string& kv) {
+    return std::find(job_environment.begin(), job_environment.end(), kv) != job_environment.end();
+  };
+  if (!has("TFSLURM_PROVE_UID=munge")) return "";
+  std::string socket = "/run/munge/munge.socket.2";
+  const std::string key = "TFSLURM_MUNGE_SOCKET=";
+  for (const std::string& kv : job_environment)
+    if (kv.starts_with(key) && kv.size() > key.size()) socket = kv.substr(key.size());
+  const size_t slash = socket.rfind('/');
+  return slash == std::string::npos || slash == 0 ? "" : socket.substr(0, slash);
 }
 
 std::string ContainerNameFor(const std::string& identity) {

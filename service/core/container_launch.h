@@ -27,12 +27,23 @@ struct ContainerPaths {
   std::string model_dir;       // MODEL_DIR, perhaps outside experiment_dir
   std::string workdir;         // the spec's workdir, else MODEL_DIR
   std::string agent_dir;       // the self-contained agent (pyxis, oci); "" otherwise
+  // Site mode with the agent inside (pyxis, oci): munged's socket
+  // directory, which the agent's uid proof reaches (TFSLURM_PROVE_UID); ""
+  // otherwise.
+  std::string munge_socket_dir;
 };
+
+// munged's socket directory when the job's environment asks its agents to
+// prove their uid with MUNGE: TFSLURM_MUNGE_SOCKET's, else libmunge's
+// default socket's (/run/munge/munge.socket.2, MUNGE_SOCKET_NAME); "" when
+// it does not ask.
+std::string MungeSocketDir(const std::vector<std::string>& job_environment);
 
 // The mounts of `spec`'s container: the experiment's directory, the model
 // dir and the workdir (each unless a mount above already covers it), read
 // and written at the same paths; the agent's directory read-only when the
-// agent runs inside; then the spec's own mounts.
+// agent runs inside, and munged's socket directory with it in site mode;
+// then the spec's own mounts.
 std::vector<ContainerMount> ContainerMounts(const ContainerSpec& spec, ContainerRuntime runtime,
                                             const ContainerPaths& paths);
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "service/core/wording.h"
+
 namespace tfslurm {
 
 Status CoreState::Write(std::span<const Changes> batch) {
@@ -59,8 +61,7 @@ void CoreState::WriteQueued() {
   WriteQueuedLocked();
 }
 
-void CoreState::Event(Changes& c, const OpenExperiment& a, const std::string& what,
-                      const std::string& why) {
+void CoreState::Event(Changes& c, const OpenExperiment& a, EventCode what, const std::string& why) {
   c.events.push_back({0, a.record.id, a.attempt.record.number, ports_.clock.NowMs(), what, why});
 }
 
@@ -77,8 +78,56 @@ void CoreState::SetState(Changes& c, OpenExperiment& a, ExperimentState state,
   a.record.reason = why;
   a.record.updated_at = ports_.clock.NowMs();
   c.experiment = a.record;
-  Event(c, a, "state",
+  Event(c, a, EventCode::kState,
         from + " -> " + ExperimentStateName(state) + (why.empty() ? "" : ": " + why));
+}
+
+void CoreState::FreshWindow(int64_t now) {
+  // The silence was the service's: the agents, whose streams come back one
+  // by one, get a window to be heard (kQuietAfterCutOffMs says how long).
+  const int64_t window = std::max(kQuietAfterCutOffMs, GoneAfterMs());
+  spdlog::info("the service hears from the cluster again: every running task has {} to be heard",
+               Seconds(window));
+  quiet_until_ms_ = now + window;
+  for (auto& [id, e] : open_)
+    for (TaskRecord& t : e->attempt.tasks)
+      if (t.state == TaskState::kRunning || t.state == TaskState::kLost) t.last_heartbeat = now;
+}
+
+OpenExperiment* CoreState::Find(const std::string& id) {
+  auto it = open_.find(id);
+  return it == open_.end() ? nullptr : it->second.get();
+}
+
+void CoreState::Add(std::unique_ptr<OpenExperiment> e) {
+  const std::string id = e->record.id;
+  open_[id] = std::move(e);
+}
+
+std::vector<OpenExperiment*> CoreState::All() {
+  std::vector<OpenExperiment*> all;
+  all.reserve(open_.size());
+  for (auto& [id, e] : open_) all.push_back(e.get());
+  return all;
+}
+
+void CoreState::CloseEnded() {
+  std::erase_if(open_, [](const auto& entry) { return entry.second->Over(); });
+}
+
+void CoreState::HeardFromAgent(int64_t now) {
+  if (now >= quiet_until_ms_ && CutOff(now)) FreshWindow(now);
+  last_heard_ms_ = now;
+}
+
+void CoreState::PolledSlurm(bool answered, int64_t now) {
+  if (answered && now >= quiet_until_ms_ && CutOff(now)) FreshWindow(now);
+  if (!answered && slurm_answered_ && now - last_heard_ms_ > LostAfterMs())
+    spdlog::warn(
+        "no agent heard for {} and Slurm does not answer: taken for this host being cut off; "
+        "no task counts as lost until the service hears from the cluster again",
+        Seconds(now - last_heard_ms_));
+  slurm_answered_ = answered;
 }
 
 StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord& record) {

@@ -5,7 +5,8 @@
 // slurm_watch.h and restart_policy.h; experiments_impl.h puts them
 // together behind the facade (experiments.h).
 //
-// Thread safety: mu() guards open() and every OpenExperiment in it; clang's
+// Thread safety: mu() guards the open experiments (Find, Add, All,
+// CloseEnded) and every OpenExperiment; clang's
 // thread-safety analysis checks that (the accessors carry the annotations).
 // The ports, the config, the metrics and the observers are given at
 // construction and never change; the job sequence is atomic. Writes to the
@@ -16,6 +17,7 @@
 // does not.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -47,11 +49,17 @@ class CoreState {
   Metrics& metrics() { return metrics_; }
 
   Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
-  // Every open experiment, by id.
-  std::map<std::string, std::unique_ptr<OpenExperiment>>& open()
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return open_;
-  }
+  // The open experiments: those core watches, from their submission until
+  // they are final and their last job has left Slurm. Find: null when `id`
+  // is not open. Add opens `e` under its record's id (an attempt replaced
+  // whole, a resume, a load). All lists them in id order, valid until the
+  // next Add or CloseEnded. CloseEnded
+  // forgets those that are over (OpenExperiment::Over).
+  OpenExperiment* Find(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Add(std::unique_ptr<OpenExperiment> e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AnyOpen() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !open_.empty(); }
+  std::vector<OpenExperiment*> All() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseEnded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Counts jobs as Slurm accepts them; see LiveAttempt::job_known_seq.
   int64_t NextJobSeq() { return ++job_seq_; }
@@ -79,7 +87,7 @@ class CoreState {
   // store, written by this thread or by another that got there first.
   void WriteQueued() ABSL_LOCKS_EXCLUDED(mu_, write_mu_, queue_mu_);
 
-  void Event(Changes& c, const OpenExperiment& e, const std::string& what, const std::string& why);
+  void Event(Changes& c, const OpenExperiment& e, EventCode what, const std::string& why);
   // Records why the current attempt ended (its end_reason) and counts it.
   void EndAttempt(OpenExperiment& a, EndReason reason);
   void SetState(Changes& c, OpenExperiment& e, ExperimentState state, const std::string& why);
@@ -87,6 +95,35 @@ class CoreState {
   // An open experiment as the store has it, with its current attempt's
   // tasks as they were last recorded; agents get a fresh heartbeat window.
   StatusOr<std::unique_ptr<OpenExperiment>> Load(const ExperimentRecord& record);
+
+  // How long a running task may be silent before it shows lost: this many
+  // heartbeat intervals (config's lost_after_missed_heartbeats).
+  int64_t LostAfterMs() const {
+    return int64_t{config_.heartbeat_interval_ms} * config_.lost_after_missed_heartbeats;
+  }
+  // The reconnect window (docs/restarts.md, "Network faults"): how long a
+  // running task may be silent before it is gone and its attempt fails.
+  int64_t GoneAfterMs() const { return std::max(LostAfterMs(), config_.reconnect_window_ms); }
+  // Whether the service itself is cut off from the cluster (its host
+  // unreachable): it has heard from no agent for LostAfterMs and its last
+  // poll of Slurm failed. A silence of every task at once is then taken
+  // for the service's own, and no task counts as lost meanwhile
+  // (docs/restarts.md, "Network faults").
+  bool CutOff(int64_t now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return now < quiet_until_ms_ || (!slurm_answered_ && now - last_heard_ms_ > LostAfterMs());
+  }
+  // An agent's message came at `now`; a poll of Slurm did or did not get
+  // an answer. The first news after the service was cut off gives every
+  // running task a fresh window to be heard: kQuietAfterCutOffMs, or the
+  // reconnect window if longer. An agent's stream that was cut comes back
+  // only when TCP retransmits into it again (the interval doubles through
+  // an outage, so up to as long as the outage lasted) or when its gRPC
+  // keepalive gives it up (a ping every 60 s, 20 s to answer) and the agent
+  // reconnects (its backoff is at most 5 s): within 85 s whatever the
+  // outage.
+  static constexpr int64_t kQuietAfterCutOffMs = 85000;
+  void HeardFromAgent(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PolledSlurm(bool answered, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:
   const CorePorts ports_;
@@ -100,6 +137,13 @@ class CoreState {
 
   Mutex mu_;
   std::map<std::string, std::unique_ptr<OpenExperiment>> open_ ABSL_GUARDED_BY(mu_);
+  // When an agent's message last came (the start counts as one), and
+  // whether the last poll of Slurm got an answer (CutOff).
+  int64_t last_heard_ms_ ABSL_GUARDED_BY(mu_) = ports_.clock.NowMs();
+  bool slurm_answered_ ABSL_GUARDED_BY(mu_) = true;
+  // No task counts as lost before this (FreshWindow).
+  int64_t quiet_until_ms_ ABSL_GUARDED_BY(mu_) = 0;
+  void FreshWindow(int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Held across every write to the store, taken after mu_ when both are:
   // writes reach the store one at a time, in the order they were decided.
   Mutex write_mu_ ABSL_ACQUIRED_AFTER(mu_);

@@ -12,9 +12,8 @@ StatusOr<DeleteResult> Deletion::Delete(const std::string& id, bool files) {
   RunAs account;
   {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it != core_.open().end()) {
-      const OpenExperiment& a = *it->second;
+    if (const OpenExperiment* open = core_.Find(id)) {
+      const OpenExperiment& a = *open;
       if (!IsTerminal(a.record.state))
         return FailedPrecondition("experiment '" + id + "' is " +
                                   ExperimentStateName(a.record.state) +
@@ -84,7 +83,7 @@ void Deletion::SweepIfDue() {
   MutexLock lock(core_.mu());
   for (const std::string& id : *ended) {
     // Still in memory (its job finishing, or resumed since the query): kept.
-    if (core_.open().contains(id)) continue;
+    if (core_.Find(id)) continue;
     auto record = core_.ports().store.GetExperiment(id);
     if (!record.ok() || !IsTerminal(record->state) || record->updated_at >= now - keep) continue;
     Changes c;

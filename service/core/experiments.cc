@@ -1,4 +1,4 @@
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 
 #include <spdlog/spdlog.h>
 
@@ -11,40 +11,38 @@
 #include "service/core/deletion.h"
 #include "service/core/slurm_watch.h"
 #include "service/core/submission.h"
-#include "service/core/sweep_runner.h"
 
 namespace tfslurm {
 namespace {
 
-class ExperimentsImpl final : public Experiments {
+class ExperimentsImpl final : public Core {
  public:
   ExperimentsImpl(const CorePorts& ports, CoreConfig config, Metrics& metrics,
                   std::vector<std::shared_ptr<CommitObserver>> observers)
       : core_(ports, std::move(config), metrics, std::move(observers)),
         submission_(core_),
         agents_(core_),
-        watch_(core_, agents_, submission_),
-        sweeps_(core_, submission_,
-                [this](const std::string& id, const std::string& why, EndReason reason) {
-                  return CancelAs(id, why, reason);
-                }) {}
+        watch_(core_, agents_, submission_) {}
 
   Status Recover() override { return watch_.Recover(); }
   StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
-                                bool dry_run) override {
-    return submission_.Submit(spec, owner, dry_run);
+                                const SubmitOptions& options) override {
+    return submission_.Submit(spec, owner, options);
   }
-  Status Cancel(const std::string& id, const std::string& why) override {
-    return CancelAs(id, why, EndReason::kCancelled);
+  Status Cancel(const std::string& id, const std::string& why, EndReason reason) override {
+    return CancelIfOwner(id, why, reason, nullptr);
   }
-  // Cancels experiment `id`; its attempt ends with `reason` (a user's
-  // cancel, or a sweep's early stop: never restarted either way).
-  Status CancelAs(const std::string& id, const std::string& why, EndReason reason);
+  Status CancelOwnedBy(const std::string& id, const std::string& owner, const std::string& why,
+                       EndReason reason) override {
+    return CancelIfOwner(id, why, reason, &owner);
+  }
+  StatusOr<bool> IsOver(const std::string& id) override { return watch_.IsOver(id); }
   StatusOr<AttemptRecord> Resume(const std::string& id, const nlohmann::json& changes) override {
     return submission_.Resume(id, changes);
   }
 
-  StatusOr<ExperimentView> Get(const std::string& id) override;
+  StatusOr<ExperimentView> Get(const std::string& id) override { return GetPage(id, {}); }
+  StatusOr<ExperimentView> GetPage(const std::string& id, const TaskQuery& tasks) override;
   StatusOr<ExperimentRecord> GetExperiment(const std::string& id) override {
     return core_.ports().store.GetExperiment(id);
   }
@@ -60,20 +58,12 @@ class ExperimentsImpl final : public Experiments {
   }
   StatusOr<Gauges> ReadGauges() override;
 
-  StatusOr<SweepView> SubmitSweep(const nlohmann::json& spec, const std::string& owner) override {
-    return sweeps_.Submit(spec, owner);
-  }
-  StatusOr<SweepView> GetSweep(const std::string& id) override { return sweeps_.Get(id); }
-  StatusOr<std::vector<SweepRecord>> ListSweeps(const std::string& owner) override {
-    return core_.ports().store.ListSweeps({owner, false});
-  }
-  Status CancelSweep(const std::string& id, const std::string& why) override {
-    return sweeps_.Cancel(id, why);
-  }
-
   void OnRegister(const TaskRef& ref, const RegisterInfo& info,
                   std::shared_ptr<TaskChannel> channel) override {
     agents_.OnRegister(ref, info, std::move(channel));
+    // The restart in place is decided as its last agent comes back to wait,
+    // not at the next Tick.
+    if (info.standby) watch_.OnStandby(ref.experiment_id);
   }
   Status OnHeartbeat(const TaskRef& ref) override { return agents_.OnHeartbeat(ref); }
   Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) override {
@@ -95,11 +85,15 @@ class ExperimentsImpl final : public Experiments {
 
   void Tick() override {
     watch_.Tick();
-    sweeps_.Tick();
     deletion_.SweepIfDue();
   }
 
  private:
+  // Cancel; with `owner`, only an experiment of that owner (NotFound
+  // otherwise), checked under the lock so that the check and the cancel see
+  // the same experiment.
+  Status CancelIfOwner(const std::string& id, const std::string& why, EndReason reason,
+                       const std::string* owner);
   // What the current attempt's spare nodes do now, from core's live state.
   std::vector<ExperimentView::Spare> Spares(const std::string& id, const NodeSlots& slots)
       ABSL_LOCKS_EXCLUDED(core_.mu());
@@ -108,13 +102,12 @@ class ExperimentsImpl final : public Experiments {
   Submission submission_;
   AgentProtocol agents_;
   SlurmWatch watch_;
-  SweepRunner sweeps_;
   Deletion deletion_{core_};
 };
 
 StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
   Gauges g;
-  for (ExperimentState state : kAllExperimentStates) {
+  for (const auto& [state, name] : kExperimentStateNames) {
     ListQuery q;
     q.states = {state};
     auto n = core_.ports().store.CountExperiments(q);
@@ -125,7 +118,7 @@ StatusOr<Experiments::Gauges> ExperimentsImpl::ReadGauges() {
   if (!trials.ok()) return trials.status();
   g.sweep_trials_by_end_reason = std::move(trials).value();
   MutexLock lock(core_.mu());
-  for (const auto& [id, a] : core_.open()) g.agents_connected += a->attempt.channels.size();
+  for (const OpenExperiment* a : core_.All()) g.agents_connected += a->attempt.channels.size();
   return g;
 }
 
@@ -135,8 +128,8 @@ std::vector<ExperimentView::Spare> ExperimentsImpl::Spares(const std::string& id
   // Only experiments with spares come here: the others' GETs never take
   // core's lock.
   MutexLock lock(core_.mu());
-  auto it = core_.open().find(id);
-  const LiveAttempt* at = it == core_.open().end() ? nullptr : &it->second->attempt;
+  const OpenExperiment* open = core_.Find(id);
+  const LiveAttempt* at = open ? &open->attempt : nullptr;
   for (int node : slots.spares()) {
     ExperimentView::Spare spare;
     bool all = at != nullptr && at->record.node_slots == slots;
@@ -156,7 +149,7 @@ std::vector<ExperimentView::Spare> ExperimentsImpl::Spares(const std::string& id
   return out;
 }
 
-StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
+StatusOr<ExperimentView> ExperimentsImpl::GetPage(const std::string& id, const TaskQuery& query) {
   auto e = core_.ports().store.GetExperiment(id);
   if (!e.ok()) return e.status();
   ExperimentView v;
@@ -164,9 +157,18 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
   auto attempts = core_.ports().store.ListAttempts(id);
   if (!attempts.ok()) return attempts.status();
   v.attempts = std::move(attempts).value();
-  auto tasks = core_.ports().store.ListTasks(id, v.experiment.current_attempt);
-  if (!tasks.ok()) return tasks.status();
-  v.tasks = std::move(tasks).value();
+  if (query.All()) {
+    auto tasks = core_.ports().store.ListTasks(id, v.experiment.current_attempt);
+    if (!tasks.ok()) return tasks.status();
+    v.tasks = std::move(tasks).value();
+  } else {
+    // A page: the rest of the 16,384 rows are not read at all.
+    auto page = core_.ports().store.ListTaskPage(id, v.experiment.current_attempt, query);
+    if (!page.ok()) return page.status();
+    v.tasks = std::move(page->tasks);
+    v.tasks_total = page->total;
+    v.task_counts = std::move(page->counts);
+  }
   // Each task's component follows from the spec. A plain job has one, and
   // its canonical spec has no "roles" key: only then is the spec parsed, not
   // on every GET of a plain experiment (GET's p99 target is 2 ms).
@@ -204,23 +206,31 @@ StatusOr<ExperimentView> ExperimentsImpl::Get(const std::string& id) {
   return v;
 }
 
-Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, EndReason reason) {
+Status ExperimentsImpl::CancelIfOwner(const std::string& id, const std::string& why,
+                                      EndReason reason, const std::string* owner) {
   int64_t job = 0;
   {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it == core_.open().end() || IsTerminal(it->second->record.state)) {
+    OpenExperiment* open = core_.Find(id);
+    if (open && owner && open->record.owner != *owner)
+      return NotFound("no experiment '" + id + "'");
+    if (!open || IsTerminal(open->record.state)) {
       auto e = core_.ports().store.GetExperiment(id);
       if (!e.ok()) return e.status();
+      if (owner && e->owner != *owner) return NotFound("no experiment '" + id + "'");
       return FailedPrecondition("experiment '" + id + "' has already ended (" +
                                 ExperimentStateName(e->state) + "); nothing to cancel");
     }
-    OpenExperiment& a = *it->second;
+    OpenExperiment& a = *open;
     a.user_cancelled = true;
     Changes c;
     a.attempt.run->Decide({Outcome::kFailed, "cancelled"});
     core_.SetState(c, a, ExperimentState::kCancelled, why);
-    if (reason == EndReason::kStoppedEarly) core_.Event(c, a, "stopped_early", why);
+    if (reason == EndReason::kStoppedEarly) core_.Event(c, a, EventCode::kStoppedEarly, why);
+    // Slurm's cancel reaches the programs only after slurmctld has told
+    // every node's slurmd, each of which signals its steps; the agents are
+    // a message away and stop their programs at once (bench/sweep_stop.sh).
+    agents_.ReapRemaining(a, c, why);
     if (!a.attempt.record.end_reason) {
       core_.EndAttempt(a, reason);
       a.attempt.record.reason = why;
@@ -243,9 +253,8 @@ Status ExperimentsImpl::CancelAs(const std::string& id, const std::string& why, 
 
 }  // namespace
 
-std::unique_ptr<Experiments> NewExperiments(
-    const CorePorts& ports, CoreConfig config, Metrics* metrics,
-    std::vector<std::shared_ptr<CommitObserver>> observers) {
+std::unique_ptr<Core> NewCore(const CorePorts& ports, CoreConfig config, Metrics* metrics,
+                              std::vector<std::shared_ptr<CommitObserver>> observers) {
   // Counts nothing, for a core made without metrics; never destroyed, as
   // cores may outlive any one owner of it.
   static NoMetrics* const kNoMetrics = new NoMetrics();

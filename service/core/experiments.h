@@ -1,13 +1,13 @@
-// Experiments: core's face. The REST routes (api/), the agent endpoint
-// (agentrpc/) and the daemon call it and nothing else of core's state;
-// NewExperiments makes it, once, from everything it needs (its ports, its
-// config, where it reports metrics and who is told of its writes). Behind it
-// (experiments.cc) the parts do the work:
+// Experiments: core's face to the REST API (api/) and the sweeps (sweeps/):
+// submit, cancel, resume, delete and read experiments. It is one of core's
+// three faces, split by audience: the agent endpoint (agentrpc/) sees
+// Agents (agents.h), the daemon sees Core (core.h: both, and Recover and
+// Tick), so each adapter sees the calls meant for it and no other. Behind
+// them (experiments.cc) the parts do the work:
 //   submission.h      submit, resume, automatic resubmission
 //   agent_protocol.h  registration, barrier, heartbeats, progress, exits
 //   slurm_watch.h     polling Slurm, timers, restarts, recovery
 //   restart_policy.h  what an ended attempt means (pure)
-//   sweep_runner.h    sweeps: trials started, stopped early, ended
 //   core_state.h      the open experiments they share, and their lock
 // Core does no I/O of its own: the store, Slurm, the clock, randomness and
 // the file system are ports (core/ports/), so tests drive it with fakes and
@@ -16,6 +16,7 @@
 // Thread safety: every method may be called from any thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,7 +26,6 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
-#include "service/core/agent_messages.h"
 #include "service/core/core_options.h"
 #include "service/core/memory.h"
 #include "service/core/ports/metrics.h"
@@ -40,6 +40,10 @@ struct ExperimentView {
   std::vector<SpecRevisionRecord> spec_revisions;  // spec_json left empty
   std::vector<AttemptRecord> attempts;
   std::vector<TaskRecord> tasks;  // of the current attempt; proc_id is SLURM_PROCID
+  // When `tasks` is a page (GetPage): how many tasks its query kept, and
+  // every task counted by role and state. -1 and empty: `tasks` is all.
+  int64_t tasks_total = -1;
+  std::vector<TaskStateCount> task_counts;
   // The current attempt's spare nodes (resources.spare_nodes), in job node
   // order: the node's name once its agents registered ("" before), and
   // whether every agent there waits in the job, ready to take a failed
@@ -66,26 +70,6 @@ struct DeleteResult {
   std::string model_dir_kept;
 };
 
-// What GET /sweeps/{id} shows of one trial.
-struct SweepTrialView {
-  SweepTrialRecord trial;  // objective: while it runs, as its scalars stand now
-  // Its experiment's state and reason; nullopt when it has none (not
-  // started, or deleted).
-  std::optional<ExperimentState> state;
-  std::string reason;
-};
-
-// What GET /sweeps/{id} shows.
-struct SweepView {
-  SweepRecord sweep;
-  std::vector<SweepTrialView> trials;  // the started ones, by index
-  // The best objective among the trials that succeeded; while none has, the
-  // best so far of those not stopped early; if every trial was stopped, the
-  // best of them. nullopt: no objective yet.
-  std::optional<int> best_trial;
-  double node_seconds = 0;  // every trial's nodes x running time so far
-};
-
 // Result of a dry run or a submission.
 struct SubmitResult {
   ExperimentRecord experiment;
@@ -93,21 +77,61 @@ struct SubmitResult {
   MemoryPlan memory;
 };
 
+// How a submission goes. A caller that keeps rows of its own about the
+// experiment (a sweep's trial) has them written with its first attempt's
+// intent, so they are stored exactly when the experiment is.
+struct SubmitOptions {
+  // Validate and render only: nothing is stored or submitted.
+  bool dry_run = false;
+  // Written in the transaction that records the experiment and its first
+  // attempt's intent.
+  Changes with_intent;
+  // Slurm refused the first submission, and the experiment is removed
+  // again: what to write instead, in that transaction (given the refusal).
+  std::function<void(const Status& refusal, Changes& instead)> if_refused;
+  // The caller keeps this experiment's id for itself (CoreConfig::kept_ids:
+  // a sweep starting its trial), so the id is not refused as kept.
+  bool keeper = false;
+};
+
 class Experiments {
  public:
   virtual ~Experiments() = default;
 
-  // Loads open experiments from the store and reconciles them with Slurm:
-  // an attempt whose submission was interrupted is matched by job name, or
-  // submitted now. Call once before serving. When slurmctld does not answer
-  // or the submission fails, Tick goes on reconciling at every poll.
-  [[nodiscard]] virtual Status Recover() = 0;
-
-  // Validates, stores the intent, submits. `dry_run` validates and renders
-  // only: nothing is stored or submitted.
+  // Validates, stores the intent, submits (SubmitOptions).
   virtual StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
-                                        bool dry_run) = 0;
-  [[nodiscard]] virtual Status Cancel(const std::string& id, const std::string& why) = 0;
+                                        const SubmitOptions& options) = 0;
+  StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
+                                bool dry_run) {
+    return Submit(spec, owner, SubmitOptions{dry_run, {}, {}});
+  }
+  // Cancels experiment `id`; its attempt ends with `reason`: kCancelled (a
+  // user's cancel) or kStoppedEarly (a sweep's rule), never restarted either
+  // way. The programs are stopped at once: each running task's agent is sent
+  // a Shutdown now (SIGTERM, SIGKILL after the shutdown grace), as a decided
+  // attempt's are, rather than waiting for Slurm to deliver the job's
+  // cancel; the Slurm job is cancelled too. FailedPrecondition once it has
+  // ended.
+  [[nodiscard]] virtual Status Cancel(const std::string& id, const std::string& why,
+                                      EndReason reason) = 0;
+  [[nodiscard]] Status Cancel(const std::string& id, const std::string& why) {
+    return Cancel(id, why, EndReason::kCancelled);
+  }
+  // Cancel, only if `owner` owns experiment `id` (NotFound otherwise, as for
+  // an id that does not exist), checked under core's lock so that the check
+  // and the cancel see the same experiment: a caller that knows an
+  // experiment by id alone (a sweep's trial, whose id is free again once its
+  // experiment is deleted) acts on no one else's.
+  [[nodiscard]] virtual Status CancelOwnedBy(const std::string& id, const std::string& owner,
+                                             const std::string& why, EndReason reason) = 0;
+  // Whether experiment `id` is over for good: it has ended and its last
+  // Slurm job has left Slurm (a job still being killed may hold its nodes).
+  // Core watches each job until then, also across its own restarts; an
+  // experiment it no longer watches whose last attempt is not recorded as
+  // ended (its job was still ending when tfslurmd stopped) is looked up in
+  // Slurm's job list (read at most once per poll interval), and its attempt
+  // is recorded as ended once the job has gone. NotFound for no such id.
+  virtual StatusOr<bool> IsOver(const std::string& id) = 0;
   // Starts a new attempt of a finished experiment with the same MODEL_DIR, so
   // the program restores its latest checkpoint. The restart budget starts
   // over. FailedPrecondition while the experiment still runs. `changes`
@@ -124,6 +148,9 @@ class Experiments {
 
   // Reads, as the store has them.
   virtual StatusOr<ExperimentView> Get(const std::string& id) = 0;
+  // Get with only the page of the current attempt's tasks that `tasks`
+  // asks for, read as such from the store (ExperimentView::tasks_total).
+  virtual StatusOr<ExperimentView> GetPage(const std::string& id, const TaskQuery& tasks) = 0;
   virtual StatusOr<ExperimentRecord> GetExperiment(const std::string& id) = 0;
   virtual StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& id) = 0;
   virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& id, int attempt) = 0;
@@ -131,15 +158,6 @@ class Experiments {
   // when not empty); the caller has checked the experiment exists.
   virtual StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& id,
                                                           const std::vector<std::string>& tags) = 0;
-  // Sweeps (core/sweep_runner.h). SubmitSweep checks the sweep and every
-  // trial before anything is stored, then starts its first trials.
-  virtual StatusOr<SweepView> SubmitSweep(const nlohmann::json& spec, const std::string& owner) = 0;
-  virtual StatusOr<SweepView> GetSweep(const std::string& id) = 0;
-  // Newest first; `owner` empty: everyone's.
-  virtual StatusOr<std::vector<SweepRecord>> ListSweeps(const std::string& owner) = 0;
-  // Cancels the sweep and its running trials.
-  [[nodiscard]] virtual Status CancelSweep(const std::string& id, const std::string& why) = 0;
-
   // What a metrics scrape shows as gauges: experiments per state (from the
   // store), the agents connected now, and sweeps' ended trials by end reason.
   struct Gauges {
@@ -148,34 +166,6 @@ class Experiments {
     std::vector<std::pair<std::string, int64_t>> sweep_trials_by_end_reason;
   };
   virtual StatusOr<Gauges> ReadGauges() = 0;
-
-  // The agent protocol (agent_protocol.h). OnRegister attaches `channel`
-  // for the task; the reply (Assignment or Refused) arrives through it, now
-  // or when the barrier completes.
-  virtual void OnRegister(const TaskRef& ref, const RegisterInfo& info,
-                          std::shared_ptr<TaskChannel> channel) = 0;
-  virtual Status OnHeartbeat(const TaskRef& ref) = 0;
-  virtual Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) = 0;
-  virtual Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) = 0;
-  virtual Status OnExited(const TaskRef& ref, const ExitReport& exit) = 0;
-  // `detail`: the agent's own word on why the program ended (Exited.detail).
-  Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
-                  bool reaped, const std::string& detail = "") {
-    return OnExited(ref, ExitReport{exit_code, signal, reaped, detail});
-  }
-  virtual void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) = 0;
-
-  // Periodic work (slurm_watch.h): polls Slurm every poll_interval_ms (one
-  // RPC), times out barriers, marks lost tasks, ends unconfirmed reaps,
-  // submits restarts. Safe to call from several threads at once.
-  virtual void Tick() = 0;
 };
-
-// Core, made from its ports and config. `metrics` (which must outlive it;
-// null: nothing is counted) hears what core counts; every observer is told
-// of every batch of changes core commits.
-std::unique_ptr<Experiments> NewExperiments(
-    const CorePorts& ports, CoreConfig config, Metrics* metrics = nullptr,
-    std::vector<std::shared_ptr<CommitObserver>> observers = {});
 
 }  // namespace tfslurm

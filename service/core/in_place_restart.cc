@@ -2,8 +2,13 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "base/sha256.h"
+#include "service/core/restart_policy.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
@@ -18,7 +23,7 @@ std::string Absent(const AttemptRun& run, int* count) {
   std::string names;
   *count = 0;
   for (int i = 0; i < run.size(); ++i) {
-    if (run.task(i).standing_by) continue;
+    if (run.task(i).standing_by()) continue;
     if (++*count <= 5) names += (names.empty() ? "" : ", ") + TaskName(run.task(i), i);
   }
   if (*count > 5) names += ", ...";
@@ -68,7 +73,7 @@ NodePlan PlanNodes(const OpenExperiment& a) {
     const bool suspect =
         !a.suspects.only_if_down && std::find(a.suspects.nodes.begin(), a.suspects.nodes.end(),
                                               run.task(i).node) != a.suspects.nodes.end();
-    if ((!run.task(i).standing_by || suspect) && !slot_of.contains(node)) {
+    if ((!run.task(i).standing_by() || suspect) && !slot_of.contains(node)) {
       slot_of[node] = i / per_node;
       plan.out.push_back(node);
     }
@@ -89,6 +94,30 @@ NodePlan PlanNodes(const OpenExperiment& a) {
   return plan;
 }
 
+// Nodes that leave a job's attempts while Slurm still counts them in the
+// job (one cut off from the service only: its slurmd answers slurmctld)
+// leave the Slurm job too, so that their slurmd ends what the old attempt
+// left running there (SlurmClient::ShrinkJob).
+struct Shrink {
+  std::string keep;  // the job's other nodes, comma-separated; empty: no shrink
+  std::string note;  // for the restart's event
+};
+
+// `job_nodes`: the job's nodes as Slurm last named them (a node it took out
+// already is not among them); `leaving`: the names of those that leave.
+Shrink ShrinkFor(const std::vector<std::string>& job_nodes, const std::set<std::string>& leaving,
+                 const std::string& job_text) {
+  Shrink shrink;
+  std::string gone;
+  for (const std::string& node : job_nodes) {
+    std::string& list = leaving.contains(node) ? gone : shrink.keep;
+    list += (list.empty() ? "" : ",") + node;
+  }
+  if (gone.empty() || shrink.keep.empty()) return {};
+  shrink.note = "; " + gone + " taken out of " + job_text + ", whose processes there Slurm ends";
+  return shrink;
+}
+
 }  // namespace
 
 std::string AttemptLogDir(const std::string& output_root, const std::string& id, int number) {
@@ -98,10 +127,8 @@ std::string AttemptLogDir(const std::string& output_root, const std::string& id,
 InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
   LiveAttempt& at = a.attempt;
   const AttemptRun& run = *at.run;
-  if (!a.spec.restart.in_allocation || a.user_cancelled || at.record.end_reason ||
-      at.record.state != AttemptState::kRunning || !run.assignments_sent() ||
-      run.outcome().kind != Outcome::kFailed || at.job_cancel_sent || at.step_killed ||
-      !at.in_place_given_up.empty())
+  if (!a.MayRestartInPlace() || at.record.state != AttemptState::kRunning ||
+      !run.assignments_sent() || run.outcome().kind != Outcome::kFailed)
     return {};
   if (!at.failed_at_ms) at.failed_at_ms = now;
   // Long enough for a Shutdown's grace, the reaping's margin and an agent
@@ -117,7 +144,7 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
     // need not be waited for: spares take their nodes' place.
     bool all_gone = true;
     for (int i = 0; i < run.size(); ++i)
-      if (!run.task(i).standing_by)
+      if (!run.task(i).standing_by())
         all_gone = all_gone &&
                    (at.tasks[i].state == TaskState::kLost || NodeLeftJob(at, run.task(i).node));
     if (all_gone || now - at.failed_at_ms > wait) {
@@ -134,9 +161,15 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
       return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit,
               "the failure was a SIGTERM, which Slurm sends at a time limit, a preemption or a "
               "cancel: the job's end decides"};
-    if (std::optional<std::string> obstacle = Obstacle(a, now))
-      return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit, *obstacle};
     EndReason reason = at.decided_reason ? *at.decided_reason : run.outcome().failure;
+    // A failure the policy does not restart needs no place to restart in:
+    // it ends now, and no event speaks of a restart that will not come.
+    const bool restarts =
+        DecideAfterAttempt(a.spec.restart, reason, "", at.record.number, a.record.restarts)
+            .action == AfterAttempt::kRestart;
+    if (restarts)
+      if (std::optional<std::string> obstacle = Obstacle(a, now))
+        return {InPlaceCheck::kLetTheJobEnd, EndReason::kRetryableExit, *obstacle};
     return {InPlaceCheck::kReady, reason, run.outcome().reason};
   }
   if (now - at.failed_at_ms <= wait) return {InPlaceCheck::kWaiting, EndReason::kRetryableExit, ""};
@@ -182,6 +215,54 @@ std::optional<std::string> InPlaceRestart::Obstacle(const OpenExperiment& a, int
   return std::nullopt;
 }
 
+namespace {
+
+// The next attempt's record: the same job as `old`'s (its name, id and the
+// secret its script gave the agents), running, in place, on `slots`.
+AttemptRecord NextInPlace(const AttemptRecord& old, const std::optional<NodeSlots>& slots,
+                          int64_t now) {
+  AttemptRecord r;
+  r.experiment_id = old.experiment_id;
+  r.number = old.number + 1;
+  r.secret_sha256 = old.secret_sha256;
+  r.job_name = old.job_name;
+  r.slurm_job_id = old.slurm_job_id;
+  r.state = AttemptState::kRunning;
+  r.slurm_state = old.slurm_state;
+  r.nodes = old.nodes;
+  r.sbatch_script = old.sbatch_script;
+  r.in_place = true;
+  r.spec_revision = old.spec_revision;  // the same spec, in the same job
+  // Obstacle found enough spares for the nodes that leave.
+  if (slots) r.node_slots = *slots;
+  r.submitted_at = r.started_at = now;
+  return r;
+}
+
+}  // namespace
+
+std::string InPlaceRestart::PrepareLogDir(const OpenExperiment& a, AttemptRecord& r,
+                                          std::string& note) {
+  // The tasks' output moves to the new attempt's log directory, made as the
+  // job's account; if it cannot be made, it stays where it is.
+  std::string log_dir = AttemptLogDir(core_.config().output_root, a.record.id, r.number);
+  const std::string stays =
+      "; task output stays in attempt " + std::to_string(r.number - 1) + "'s log directory: ";
+  auto account = core_.ports().accounts.ForOwner(a.record.owner);
+  if (!account.ok()) {
+    note = stays + account.status().message();
+    return "";
+  }
+  if (Status s = core_.ports().files.CreateDirectories(log_dir, *account); !s.ok()) {
+    note = stays + s.message();
+    log_dir.clear();
+  }
+  if (auto cp =
+          core_.ports().files.ReadCheckpointState(a.record.model_dir, a.spec.framework, *account))
+    r.start_step = cp->step;
+  return log_dir;
+}
+
 void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why) {
   const int64_t now = core_.ports().clock.NowMs();
   LiveAttempt& old = a.attempt;
@@ -189,22 +270,8 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   old.record.ended_at = now;
   c.attempts.push_back(old.record);
 
-  AttemptRecord r;
-  r.experiment_id = a.record.id;
-  r.number = old.record.number + 1;
-  // The job's agents authenticate with the secret its script gave them.
-  r.secret_sha256 = old.record.secret_sha256;
-  r.job_name = old.record.job_name;
-  r.slurm_job_id = old.record.slurm_job_id;
-  r.state = AttemptState::kRunning;
-  r.slurm_state = old.record.slurm_state;
-  r.nodes = old.record.nodes;
-  r.sbatch_script = old.record.sbatch_script;
-  r.in_place = true;
-  r.spec_revision = old.record.spec_revision;  // the same spec, in the same job
-  // Obstacle found enough spares for the nodes that leave.
   const NodePlan plan = PlanNodes(a);
-  if (plan.slots) r.node_slots = *plan.slots;
+  AttemptRecord r = NextInPlace(old.record, plan.slots, now);
   for (int i = 0; i < old.run->size(); ++i) {
     if (std::find(plan.out.begin(), plan.out.end(), JobNodeOf(a, i)) == plan.out.end()) continue;
     auto ch = old.channels.find(i);
@@ -214,27 +281,12 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
                                   " leaves this job's attempts: a spare node takes its place"});
     old.channels.erase(ch);
   }
-  r.submitted_at = r.started_at = now;
-
-  // The tasks' output moves to the new attempt's log directory, made as the
-  // job's account; if it cannot be made, it stays where it is.
-  std::string log_dir = AttemptLogDir(core_.config().output_root, a.record.id, r.number);
+  std::set<std::string> leaving;
+  for (int node : plan.out)
+    if (auto name = plan.names.find(node); name != plan.names.end()) leaving.insert(name->second);
+  const Shrink shrink = ShrinkFor(old.job_node_names, leaving, JobText(r));
   std::string note;
-  auto account = core_.ports().accounts.ForOwner(a.record.owner);
-  if (!account.ok()) {
-    note = "; task output stays in attempt " + std::to_string(old.record.number) +
-           "'s log directory: " + account.status().message();
-    log_dir.clear();
-  } else {
-    if (Status s = core_.ports().files.CreateDirectories(log_dir, *account); !s.ok()) {
-      note = "; task output stays in attempt " + std::to_string(old.record.number) +
-             "'s log directory: " + s.message();
-      log_dir.clear();
-    }
-    if (auto cp =
-            core_.ports().files.ReadCheckpointState(a.record.model_dir, a.spec.framework, *account))
-      r.start_step = cp->step;
-  }
+  const std::string log_dir = PrepareLogDir(a, r, note);
 
   LiveAttempt next(a.spec, r);
   next.job_seen = true;
@@ -244,6 +296,7 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   next.job_end_ms = old.job_end_ms;
   next.job_state = old.job_state;
   next.job_node_names = old.job_node_names;
+  next.shrink_to = shrink.keep;
   next.component_job_ids = old.component_job_ids;
   auto waiting = std::move(old.channels);
   std::vector<std::shared_ptr<TaskChannel>> spares;
@@ -257,10 +310,10 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
 
   const std::string where = "in " + JobText(r) + ", restarted in place";
   core_.Event(
-      c, a, "restart",
+      c, a, EventCode::kRestart,
       "attempt " + std::to_string(r.number) + " " + where +
           ": every agent restarts its program, nothing goes back to Slurm's queue" +
-          (plan.swaps.empty() ? "" : "; " + plan.swaps) +
+          (plan.swaps.empty() ? "" : "; " + plan.swaps) + shrink.note +
           (r.start_step ? "; resumes from checkpoint step " + std::to_string(*r.start_step) : "") +
           note);
   core_.SetState(c, a, ExperimentState::kStarting,
@@ -272,11 +325,97 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   for (auto& channel : spares) channel->Send(NextAttemptMsg{r.number, why, log_dir});
 }
 
+InPlaceCheck InPlaceRestart::Decide(OpenExperiment& a, int64_t now, Changes& c) {
+  InPlaceCheck check = Check(a, now);
+  if (check.kind != InPlaceCheck::kGiveUp && check.kind != InPlaceCheck::kLetTheJobEnd)
+    return check;
+  // The job ends, and its end classifies the attempt as it would have
+  // without agents waiting (OnJobEnded); FinishAttempt then says why the
+  // restart, if any, is a new job.
+  a.attempt.in_place_given_up = check.why;
+  ReleaseWaitingAgents(a.attempt, check.why);
+  core_.Event(
+      c, a, EventCode::kRestart,
+      "not in place: " + check.why +
+          (check.kind == InPlaceCheck::kGiveUp ? "; ending the job" : "; the job's end decides"));
+  return check;
+}
+
+bool InPlaceRestart::TellNextAttempt(const TaskRef& ref, const RegisterInfo& info,
+                                     TaskChannel& channel) {
+  const OpenExperiment* open = core_.Find(ref.experiment_id);
+  if (!open) return false;
+  const OpenExperiment& a = *open;
+  const AttemptRecord& current = a.attempt.record;
+  // The next attempt started in this job while this agent was away (its
+  // stream broke, or tfslurmd restarted, between the attempt's record and
+  // the agent's NextAttempt): it is told again. The secret is the job's.
+  const ProcPlace place = current.node_slots.Place(ref.proc_id, a.attempt.run->size());
+  const bool not_back =
+      place.kind == ProcPlace::kSpare
+          ? !a.attempt.spare_agents.contains(ref.proc_id)
+          : place.kind == ProcPlace::kTask && !a.attempt.run->task(place.task).registered;
+  if (ref.attempt >= current.number || !current.in_place ||
+      current.slurm_job_id != info.slurm_job_id || Sha256Hex(ref.secret) != current.secret_sha256 ||
+      !not_back)
+    return false;
+  channel.Send(NextAttemptMsg{
+      current.number, "attempt " + std::to_string(current.number) + " runs in this job",
+      AttemptLogDir(core_.config().output_root, a.record.id, current.number)});
+  return true;
+}
+
+void InPlaceRestart::OnStandby(const TaskRef& ref, const RegisterInfo& info,
+                               std::shared_ptr<TaskChannel> channel,
+                               const StatusOr<OpenExperiment*>& found, const ProcPlace& place) {
+  if (TellNextAttempt(ref, info, *channel)) return;
+  if (!found.ok()) {
+    channel->Send(RefusalFor(found.status()));
+    return;
+  }
+  OpenExperiment& a = **found;
+  if (place.kind == ProcPlace::kSpare) return OnSpare(a, ref, info, std::move(channel));
+  TaskSlot& slot = a.attempt.run->mutable_task(place.task);
+  // Only a failure can bring a next attempt to this job; until the attempt
+  // is decided, a task that ended early (a rank done first) waits too.
+  if (!a.MayRestartInPlace() || !slot.exited || a.attempt.record.state != AttemptState::kRunning) {
+    channel->Send(
+        ReleaseMsg{IsTerminal(a.record.state) || a.record.state == ExperimentState::kRestarting
+                       ? a.record.reason
+                       : "no further attempt runs in this job"});
+    return;
+  }
+  slot.agent = TaskSlot::AgentLink::kStandingBy;
+  a.attempt.channels[place.task] = std::move(channel);
+}
+
+void InPlaceRestart::OnSpare(OpenExperiment& a, const TaskRef& ref, const RegisterInfo& info,
+                             std::shared_ptr<TaskChannel> channel) {
+  LiveAttempt::SpareAgent& spare = a.attempt.spare_agents[ref.proc_id];
+  spare.node = info.node_name;
+  // A spare may register before any task proves the job runs (the attempt
+  // is still pending then): only an ended attempt has no use for it.
+  if (!a.MayRestartInPlace()) {
+    spare.channel.reset();
+    channel->Send(ReleaseMsg{IsTerminal(a.record.state) ? a.record.reason
+                                                        : "no further attempt runs in this job"});
+    return;
+  }
+  if (!info.standby) {
+    channel->Send(SpareMsg{"node " + info.node_name + " is a spare of Slurm job " +
+                           std::to_string(a.attempt.record.slurm_job_id) +
+                           " (resources.spare_nodes): it takes a failed node's place in a restart "
+                           "in place"});
+    return;
+  }
+  spare.channel = std::move(channel);
+}
+
 void ReleaseWaitingAgents(LiveAttempt& attempt, const std::string& why) {
   for (int i = 0; i < attempt.run->size(); ++i) {
     TaskSlot& slot = attempt.run->mutable_task(i);
-    if (!slot.standing_by) continue;
-    slot.standing_by = false;
+    if (!slot.standing_by()) continue;
+    slot.agent = TaskSlot::AgentLink::kNormal;
     auto ch = attempt.channels.find(i);
     if (ch == attempt.channels.end()) continue;
     if (ch->second) ch->second->Send(ReleaseMsg{why});

@@ -9,14 +9,28 @@
 // the job has ended) the restart is a new Slurm job, and an event says why.
 // docs/restarts.md has the whole story.
 //
+// The whole of it is here: the agents that come back to wait (OnStandby,
+// OnSpare, and a NextAttempt told again to one that missed it), the
+// decision (Decide: as the last agent comes back, SlurmWatch::OnStandby,
+// and at each Tick), what may stand in the way (Obstacle), the
+// next attempt (Begin) and the release of the agents when none comes. The
+// agent protocol and the Slurm watch make one call each (OnStandby;
+// Decide, then FinishAttempt's Obstacle and Begin), and whether an attempt
+// may still restart in its job is one rule (OpenExperiment::
+// MayRestartInPlace).
+//
 // Thread safety: every method needs core's lock held.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "base/status.h"
+#include "service/core/agent_messages.h"
 #include "service/core/core_state.h"
+#include "service/core/node_slots.h"
 
 namespace tfslurm {
 
@@ -45,6 +59,29 @@ class InPlaceRestart {
   // the job's end: it may be Slurm's time limit or a preemption.
   InPlaceCheck Check(OpenExperiment& e, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
+  // Check, and what follows from it at each Tick: an attempt whose next one
+  // cannot run in its job (kLetTheJobEnd, kGiveUp) gives up the restart in
+  // place, says why in an event, and releases every waiting agent; the
+  // caller then ends the attempt (kReady) or the job (kGiveUp).
+  InPlaceCheck Decide(OpenExperiment& e, int64_t now, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+
+  // An agent back to wait in its job (Register.standby) once its program
+  // ended, as FindAgent placed it (`found`, `place`): one of an earlier
+  // attempt that missed its NextAttempt (the next attempt began in this job
+  // while it was away) is told again; a refused one is told why; a spare's
+  // waits (OnSpare); a task's whose attempt may still restart here waits
+  // for the next attempt (Decide, once the last is back:
+  // SlurmWatch::OnStandby); any other is released.
+  void OnStandby(const TaskRef& ref, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
+                 const StatusOr<OpenExperiment*>& found, const ProcPlace& place)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+
+  // A spare node's agent registered (Register, or Register.standby): told it
+  // is a spare, held waiting, or released when no attempt can use it.
+  void OnSpare(OpenExperiment& e, const TaskRef& ref, const RegisterInfo& info,
+               std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+
   // Why the next attempt cannot start in the current attempt's job; nullopt
   // when it can.
   std::optional<std::string> Obstacle(const OpenExperiment& e, int64_t now) const
@@ -56,6 +93,16 @@ class InPlaceRestart {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
  private:
+  // Makes the log directory of `r`, the next attempt in place, as the job's
+  // account, and reads the step it starts from; "" (and why in `note`) when
+  // the tasks' output stays where it is.
+  std::string PrepareLogDir(const OpenExperiment& e, AttemptRecord& r, std::string& note)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Tells an agent of an earlier attempt of the job the NextAttempt it
+  // missed; false when it is not such an agent.
+  bool TellNextAttempt(const TaskRef& ref, const RegisterInfo& info, TaskChannel& channel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+
   CoreState& core_;
 };
 

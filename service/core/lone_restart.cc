@@ -23,7 +23,7 @@ bool LoneRestart::OnExit(OpenExperiment& a, int proc, std::optional<int> exit_co
   TaskSlot& slot = run.mutable_task(proc);
   const std::string who = TaskName(slot, proc);
   if (so_far >= cap) {
-    core_.Event(c, a, "restart",
+    core_.Event(c, a, EventCode::kRestart,
                 who + " " + HowItEnded(exit_code, signal, detail) + "; not restarted alone: " +
                     std::to_string(so_far) + " of " + std::to_string(cap) +
                     " lone restarts of this attempt are used (restart.max_task_restarts)");
@@ -45,7 +45,7 @@ bool LoneRestart::OnExit(OpenExperiment& a, int proc, std::optional<int> exit_co
   core_.metrics().TaskRestartedAlone(slot.role.role);
   const std::string count =
       "restart " + std::to_string(so_far + 1) + " of " + std::to_string(cap) + " in this attempt";
-  core_.Event(c, a, "restarted_alone",
+  core_.Event(c, a, EventCode::kRestartedAlone,
               who + " " + HowItEnded(exit_code, signal, detail) +
                   "; its program starts again alone at " + slot.address + " (" + count +
                   "), and the chief trains on");
@@ -82,7 +82,7 @@ bool LoneRestart::OnStandby(OpenExperiment& a, int proc,
   t.detail = detail;
   t.ended_at = core_.ports().clock.NowMs();
   c.tasks.push_back(t);
-  core_.Event(c, a, "exited",
+  core_.Event(c, a, EventCode::kExited,
               TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail) +
                   "; not restarted: the attempt ended meanwhile (" + run.outcome().reason + ")");
   return false;

@@ -7,17 +7,11 @@ namespace {
 
 std::string N(int64_t v) { return std::to_string(v); }
 
-}  // namespace
-
-StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Resources& r,
-                                       const std::string& field) {
-  std::vector<FieldError> errors;
-  const std::string where = "partition " + partition.name;
-  if (partition.nodes.empty()) {
-    return InvalidArgument(where + " has no nodes",
-                           {{field + ".partition", where + " has no nodes to run on"}});
-  }
-
+// Memory per CPU: the spec's, else the partition's (or the cluster's)
+// DefMemPerCPU, else the smallest node's RealMemory per CPU; with how it
+// was chosen.
+MemoryPlan ChooseMemPerCpu(const PartitionShape& partition, const Resources& r,
+                           const std::string& where) {
   MemoryPlan plan;
   if (r.mem_per_task_mb) {
     // Slurm is asked per CPU; round up so each task gets at least what it asked.
@@ -44,8 +38,14 @@ StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Re
   }
   plan.mem_per_task_mb = plan.mem_per_cpu_mb * r.cpus_per_task;
   plan.explanation += " = " + N(plan.mem_per_task_mb) + " MB per task";
+  return plan;
+}
 
-  // A node fits when it holds every task of its share at once.
+// Whether enough nodes of the partition hold every task of their share at
+// once (CPUs and memory), spare nodes included; each shortfall named.
+void CheckNodesFit(const PartitionShape& partition, const Resources& r, const MemoryPlan& plan,
+                   const std::string& field, const std::string& where,
+                   std::vector<FieldError>& errors) {
   const int64_t cpus_needed = int64_t{r.tasks_per_node} * r.cpus_per_task;
   const int64_t mem_needed = int64_t{r.tasks_per_node} * plan.mem_per_task_mb;
   int cpu_fit = 0, mem_fit = 0, both_fit = 0;
@@ -67,24 +67,38 @@ StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Re
   if (static_cast<int>(partition.nodes.size()) < job_nodes) {
     errors.push_back({field + ".nodes", "asks for " + nodes_needed + " but " + where + " has " +
                                             N(partition.nodes.size())});
-  } else {
-    if (cpu_fit < job_nodes)
-      errors.push_back({field + ".tasks_per_node",
-                        N(r.tasks_per_node) + " tasks x " + N(r.cpus_per_task) +
-                            " cpus_per_task = " + N(cpus_needed) + " CPUs per node, but only " +
-                            N(cpu_fit) + " nodes of " + where + " have that many (most: " +
-                            N(most_cpus) + "); " + nodes_needed + " needed"});
-    if (mem_fit < job_nodes)
-      errors.push_back({field + ".mem_per_task_mb",
-                        N(r.tasks_per_node) + " tasks x " + N(plan.mem_per_task_mb) + " MB = " +
-                            N(mem_needed) + " MB per node, but only " + N(mem_fit) + " nodes of " +
-                            where + " have that much RealMemory (most: " + N(most_mem) + " MB); " +
-                            nodes_needed + " needed"});
-    if (cpu_fit >= job_nodes && mem_fit >= job_nodes && both_fit < job_nodes)
-      errors.push_back({field, "only " + N(both_fit) + " nodes of " + where + " have both " +
-                                   N(cpus_needed) + " CPUs and " + N(mem_needed) + " MB; " +
-                                   nodes_needed + " needed"});
+    return;
   }
+  if (cpu_fit < job_nodes)
+    errors.push_back({field + ".tasks_per_node",
+                      N(r.tasks_per_node) + " tasks x " + N(r.cpus_per_task) + " cpus_per_task = " +
+                          N(cpus_needed) + " CPUs per node, but only " + N(cpu_fit) + " nodes of " +
+                          where + " have that many (most: " + N(most_cpus) + "); " + nodes_needed +
+                          " needed"});
+  if (mem_fit < job_nodes)
+    errors.push_back({field + ".mem_per_task_mb",
+                      N(r.tasks_per_node) + " tasks x " + N(plan.mem_per_task_mb) + " MB = " +
+                          N(mem_needed) + " MB per node, but only " + N(mem_fit) + " nodes of " +
+                          where + " have that much RealMemory (most: " + N(most_mem) + " MB); " +
+                          nodes_needed + " needed"});
+  if (cpu_fit >= job_nodes && mem_fit >= job_nodes && both_fit < job_nodes)
+    errors.push_back({field, "only " + N(both_fit) + " nodes of " + where + " have both " +
+                                 N(cpus_needed) + " CPUs and " + N(mem_needed) + " MB; " +
+                                 nodes_needed + " needed"});
+}
+
+}  // namespace
+
+StatusOr<MemoryPlan> ComputeMemPerTask(const PartitionShape& partition, const Resources& r,
+                                       const std::string& field) {
+  std::vector<FieldError> errors;
+  const std::string where = "partition " + partition.name;
+  if (partition.nodes.empty()) {
+    return InvalidArgument(where + " has no nodes",
+                           {{field + ".partition", where + " has no nodes to run on"}});
+  }
+  const MemoryPlan plan = ChooseMemPerCpu(partition, r, where);
+  CheckNodesFit(partition, r, plan, field, where, errors);
   if (partition.max_time_minutes && r.time_limit_minutes > *partition.max_time_minutes) {
     errors.push_back(
         {"resources.time_limit",

@@ -81,6 +81,10 @@ struct LiveAttempt {
   // Why this attempt's successor cannot start in its job, once that was
   // decided before the job ended (an agent did not come back to wait).
   std::string in_place_given_up;
+  // The tasks below this index were standing by when a standby last looked
+  // (SlurmWatch::OnStandby), so that the one completing the set is found
+  // without a scan of every task at every standby.
+  int standby_scan_from = 0;
   // The agents of the job's spare nodes (record.node_slots), by
   // SLURM_PROCID: their node's name, and the channel core holds while one
   // waits in the job (null until it does, and after its stream broke).
@@ -93,6 +97,12 @@ struct LiveAttempt {
   // submitted --no-kill, and Slurm takes a failed node out of its list
   // (excise_node_from_job) while the job runs on. Empty before a poll.
   std::vector<std::string> job_node_names;
+  // The nodes the job is to keep, comma-separated, when a restart in place
+  // left some of its nodes out that Slurm still counts in it (a node cut
+  // off from the service only): the next Tick asks Slurm to shrink the job
+  // to these (SlurmClient::ShrinkJob), which ends the job's processes on
+  // the others. Empty: nothing to do.
+  std::string shrink_to;
 };
 
 // Bad-node memory: the nodes an attempt's end points at, for the next
@@ -113,6 +123,24 @@ struct OpenExperiment {
   SuspectNodes suspects;
   // Automatic submissions that failed in a row, for the retry backoff.
   int submit_failures = 0;
+  // The uid the owner's jobs run as, looked up once (Accounts) when an
+  // agent first proves its uid (CoreConfig::agents_prove_uid).
+  std::optional<uint32_t> job_uid;
+
+  // Whether the current attempt may still be followed by a next attempt in
+  // its own job (restart.in_allocation): nothing has ended it, neither a
+  // user's cancel, nor its end recorded or decided by the service (the
+  // job's cancel sent, its step killed), nor its success, nor a restart in
+  // place given up. The one rule every in-place decision asks (a task's
+  // agent back to wait in the job, a spare's, InPlaceRestart::Check at each
+  // Tick), so a new way for an attempt to end is added here alone.
+  bool MayRestartInPlace() const;
+  // Whether core is done with it: final, and its last attempt ended (its
+  // job has left Slurm). CoreState::CloseEnded forgets it then.
+  bool Over() const;
+  // Whether no task of the current attempt has registered (every one still
+  // pending): a job that ended so never ran the program.
+  bool NoAgentRegistered() const;
 };
 
 // Whether Slurm's last poll of the attempt's running job left `node` out:

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "service/core/node_slots.h"
 
 namespace tfslurm {
@@ -27,13 +28,20 @@ enum class ExperimentState {
   kCancelled
 };
 
-inline constexpr ExperimentState kAllExperimentStates[] = {
-    ExperimentState::kQueued,     ExperimentState::kStarting,  ExperimentState::kRunning,
-    ExperimentState::kRestarting, ExperimentState::kSucceeded, ExperimentState::kFailed,
-    ExperimentState::kCancelled};
+// Each enum's names, in one table (base/enum_names.h): the store, the API
+// and the tests read them from here.
+inline constexpr EnumName<ExperimentState> kExperimentStateNames[] = {
+    {ExperimentState::kQueued, "queued"},       {ExperimentState::kStarting, "starting"},
+    {ExperimentState::kRunning, "running"},     {ExperimentState::kRestarting, "restarting"},
+    {ExperimentState::kSucceeded, "succeeded"}, {ExperimentState::kFailed, "failed"},
+    {ExperimentState::kCancelled, "cancelled"}};
 
-const char* ExperimentStateName(ExperimentState state);
-std::optional<ExperimentState> ParseExperimentState(std::string_view name);
+inline const char* ExperimentStateName(ExperimentState state) {
+  return NameIn(kExperimentStateNames, state);
+}
+inline std::optional<ExperimentState> ParseExperimentState(std::string_view name) {
+  return ValueIn(kExperimentStateNames, name);
+}
 bool IsTerminal(ExperimentState state);
 
 // An attempt is one Slurm job, in the service's view:
@@ -42,15 +50,33 @@ bool IsTerminal(ExperimentState state);
 //   ended: final; its EndReason classifies why
 enum class AttemptState { kSubmitting, kPending, kRunning, kEnded };
 
-const char* AttemptStateName(AttemptState state);
-std::optional<AttemptState> ParseAttemptState(std::string_view name);
+inline constexpr EnumName<AttemptState> kAttemptStateNames[] = {
+    {AttemptState::kSubmitting, "submitting"},
+    {AttemptState::kPending, "pending"},
+    {AttemptState::kRunning, "running"},
+    {AttemptState::kEnded, "ended"}};
+
+inline const char* AttemptStateName(AttemptState state) {
+  return NameIn(kAttemptStateNames, state);
+}
+inline std::optional<AttemptState> ParseAttemptState(std::string_view name) {
+  return ValueIn(kAttemptStateNames, name);
+}
 
 // pending -> registered -> running -> succeeded | failed | reaped, or lost
 // while its agent misses heartbeats (and back to what it was when one comes).
 enum class TaskState { kPending, kRegistered, kRunning, kSucceeded, kFailed, kReaped, kLost };
 
-const char* TaskStateName(TaskState state);
-std::optional<TaskState> ParseTaskState(std::string_view name);
+inline constexpr EnumName<TaskState> kTaskStateNames[] = {
+    {TaskState::kPending, "pending"}, {TaskState::kRegistered, "registered"},
+    {TaskState::kRunning, "running"}, {TaskState::kSucceeded, "succeeded"},
+    {TaskState::kFailed, "failed"},   {TaskState::kReaped, "reaped"},
+    {TaskState::kLost, "lost"}};
+
+inline const char* TaskStateName(TaskState state) { return NameIn(kTaskStateNames, state); }
+inline std::optional<TaskState> ParseTaskState(std::string_view name) {
+  return ValueIn(kTaskStateNames, name);
+}
 // Succeeded, failed or reaped: its program has exited.
 bool HasExited(TaskState state);
 
@@ -75,13 +101,81 @@ enum class EndReason {
   // The job left Slurm while tfslurmd was down (Slurm forgets finished jobs
   // after MinJobAge) before any task reported how it ended.
   kUnknown,
-  // A sweep's trial its early-stopping rule ended (core/early_stopping.h):
+  // A sweep's trial its early-stopping rule ended (sweeps/early_stopping.h):
   // cancelled in Slurm, never restarted.
   kStoppedEarly,
 };
 
-const char* EndReasonName(EndReason reason);
-std::optional<EndReason> ParseEndReason(std::string_view name);
+inline constexpr EnumName<EndReason> kEndReasonNames[] = {
+    {EndReason::kSucceeded, "succeeded"},
+    {EndReason::kCancelled, "cancelled"},
+    {EndReason::kPreempted, "preempted"},
+    {EndReason::kTimeout, "timeout"},
+    {EndReason::kNodeFail, "node_fail"},
+    {EndReason::kRetryableExit, "retryable_exit"},
+    {EndReason::kPermanentExit, "permanent_exit"},
+    {EndReason::kStartupError, "startup_error"},
+    {EndReason::kStartFailed, "start_failed"},
+    {EndReason::kStalled, "stalled"},
+    {EndReason::kUnknown, "unknown"},
+    {EndReason::kStoppedEarly, "stopped_early"}};
+
+inline const char* EndReasonName(EndReason reason) { return NameIn(kEndReasonNames, reason); }
+inline std::optional<EndReason> ParseEndReason(std::string_view name) {
+  return ValueIn(kEndReasonNames, name);
+}
+
+// What an event says happened (EventRecord::what), for people and for
+// filters; docs/design.md ("Events") says when each is written.
+enum class EventCode {
+  kSubmitting,      // an attempt's intent is recorded
+  kSubmitted,       // Slurm took it
+  kRetry,           // a submission is tried again later
+  kRecovered,       // a submission a crash interrupted, reconciled by job name
+  kState,           // the experiment's state changed: "from -> to: why"
+  kJob,             // the job's news from Slurm: started, ended, gone
+  kReconnected,     // an agent's stream came back
+  kAssigned,        // the barrier completed: assignments sent
+  kCheckpoint,      // a new checkpoint step
+  kHeartbeat,       // a lost task heartbeats again
+  kScalars,         // training scalars not kept (once per attempt)
+  kLost,            // a task is lost (silence, or its node left the job)
+  kExited,          // a task's program ended
+  kReaped,          // a task's program ended for a Shutdown
+  kReaping,         // Shutdowns sent, or a step ended through Slurm
+  kStalled,         // no new step for progress.stall_timeout_s
+  kExclude,         // the bad-node memory's decision
+  kRestart,         // a restart's kind: in place, in a new job, and why
+  kRestartedAlone,  // a task's program started again alone
+  kStoppedEarly,    // a sweep's early-stopping rule stopped the trial
+};
+
+inline constexpr EnumName<EventCode> kEventCodeNames[] = {
+    {EventCode::kSubmitting, "submitting"},
+    {EventCode::kSubmitted, "submitted"},
+    {EventCode::kRetry, "retry"},
+    {EventCode::kRecovered, "recovered"},
+    {EventCode::kState, "state"},
+    {EventCode::kJob, "job"},
+    {EventCode::kReconnected, "reconnected"},
+    {EventCode::kAssigned, "assigned"},
+    {EventCode::kCheckpoint, "checkpoint"},
+    {EventCode::kHeartbeat, "heartbeat"},
+    {EventCode::kScalars, "scalars"},
+    {EventCode::kLost, "lost"},
+    {EventCode::kExited, "exited"},
+    {EventCode::kReaped, "reaped"},
+    {EventCode::kReaping, "reaping"},
+    {EventCode::kStalled, "stalled"},
+    {EventCode::kExclude, "exclude"},
+    {EventCode::kRestart, "restart"},
+    {EventCode::kRestartedAlone, "restarted_alone"},
+    {EventCode::kStoppedEarly, "stopped_early"}};
+
+inline const char* EventCodeName(EventCode code) { return NameIn(kEventCodeNames, code); }
+inline std::optional<EventCode> ParseEventCode(std::string_view name) {
+  return ValueIn(kEventCodeNames, name);
+}
 
 struct ExperimentRecord {
   std::string id;
@@ -199,8 +293,8 @@ struct EventRecord {
   std::string experiment_id;
   int attempt = 0;
   int64_t at = 0;
-  std::string what;  // short code: submitted, state, registered, reaped ...
-  std::string why;   // sentence for people
+  EventCode what = EventCode::kState;
+  std::string why;  // sentence for people
 };
 
 // A training scalar as the reporting task's agent sends it (schema/
@@ -227,12 +321,18 @@ struct ScalarSeries {
 };
 
 // A sweep: trials of one base experiment over a parameter space
-// (core/sweep_spec.h). running -> completed (every trial has ended) |
+// (sweeps/sweep_spec.h). running -> completed (every trial has ended) |
 // cancelled (by its owner; its running trials are cancelled).
 enum class SweepState { kRunning, kCompleted, kCancelled };
 
-const char* SweepStateName(SweepState state);
-std::optional<SweepState> ParseSweepState(std::string_view name);
+inline constexpr EnumName<SweepState> kSweepStateNames[] = {{SweepState::kRunning, "running"},
+                                                            {SweepState::kCompleted, "completed"},
+                                                            {SweepState::kCancelled, "cancelled"}};
+
+inline const char* SweepStateName(SweepState state) { return NameIn(kSweepStateNames, state); }
+inline std::optional<SweepState> ParseSweepState(std::string_view name) {
+  return ValueIn(kSweepStateNames, name);
+}
 
 struct SweepRecord {
   std::string id;
@@ -252,8 +352,17 @@ struct SweepRecord {
 // was refused for good.
 enum class SweepTrialState { kRunning, kEnded, kNotStarted };
 
-const char* SweepTrialStateName(SweepTrialState state);
-std::optional<SweepTrialState> ParseSweepTrialState(std::string_view name);
+inline constexpr EnumName<SweepTrialState> kSweepTrialStateNames[] = {
+    {SweepTrialState::kRunning, "running"},
+    {SweepTrialState::kEnded, "ended"},
+    {SweepTrialState::kNotStarted, "not_started"}};
+
+inline const char* SweepTrialStateName(SweepTrialState state) {
+  return NameIn(kSweepTrialStateNames, state);
+}
+inline std::optional<SweepTrialState> ParseSweepTrialState(std::string_view name) {
+  return ValueIn(kSweepTrialStateNames, name);
+}
 
 struct SweepTrialRecord {
   std::string sweep_id;
@@ -266,6 +375,10 @@ struct SweepTrialRecord {
   // sweep's view reads it from its scalars.
   std::optional<double> objective;
   std::optional<int64_t> objective_step;
+  // The last step its objective's tag reported: where it is (while it runs)
+  // or where its programs stopped (once ended; a trial stopped at a rung
+  // reports on until they have).
+  std::optional<int64_t> last_step;
   int rungs_passed = 0;     // early stopping: the rungs it has gone past
   double node_seconds = 0;  // its attempts' nodes x running time, once ended
   std::string note;         // why it stopped early, or was not started

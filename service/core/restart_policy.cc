@@ -35,14 +35,15 @@ AfterAttempt DecideAfterAttempt(const RestartPolicy& p, EndReason reason, const 
   // Backoff doubles per restart: a crash loop must not hammer the cluster.
   int64_t delay_ms = int64_t{p.backoff_s} * 1000 << std::min(restarts, 6);
   delay_ms = std::min<int64_t>(delay_ms, 10 * 60 * 1000);
-  return {AfterAttempt::kRestart,
-          attempt_n + " " + EndReasonName(reason) + ": " + why + "; restart " +
-              std::to_string(restarts + 1) + " of " + std::to_string(p.max_restarts) + " in " +
-              Seconds(delay_ms) +
-              (unknown ? " (an unknown end is restarted when restart.on allows any restart: the "
-                         "next attempt resumes from the last checkpoint)"
-                       : ""),
-          delay_ms};
+  const std::string restart = attempt_n + " " + EndReasonName(reason) + ": " + why + "; restart " +
+                              std::to_string(restarts + 1) + " of " +
+                              std::to_string(p.max_restarts);
+  const std::string unknown_note =
+      unknown ? " (an unknown end is restarted when restart.on allows any restart: the next "
+                "attempt resumes from the last checkpoint)"
+              : "";
+  return {AfterAttempt::kRestart, restart + " in " + Seconds(delay_ms) + unknown_note,
+          restart + ", at once" + unknown_note, delay_ms};
 }
 
 }  // namespace tfslurm

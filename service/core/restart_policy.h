@@ -13,8 +13,12 @@ namespace tfslurm {
 
 struct AfterAttempt {
   enum Action { kSucceed, kFail, kRestart } action = kFail;
-  // The experiment's reason for its new state.
+  // The experiment's reason for its new state; for kRestart, a restart in a
+  // new Slurm job after delay_ms ("restart 1 of 3 in 10 s").
   std::string why;
+  // kRestart: the reason when the next attempt starts at once in the same
+  // job instead (restart.in_allocation), where no backoff is waited for.
+  std::string why_in_place;
   // kRestart: when the next attempt is submitted, from now.
   int64_t delay_ms = 0;
 };

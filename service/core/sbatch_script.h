@@ -41,11 +41,17 @@ struct AttemptPaths {
 ContainerPaths ContainerPathsFor(const ExperimentSpec& spec, const AttemptPaths& paths,
                                  const AgentLaunch& launch);
 
+// The attempt secret's file in the attempt's log directory, mode 0600, the
+// job's user's (Files::WriteSecretFile).
+inline constexpr char kSecretFileName[] = "attempt.secret";
+
 // One attempt's own part of its job.
 struct AttemptJob {
   int number = 1;
   AttemptPaths paths;
-  std::string secret;  // goes to the job's environment only
+  // The file holding the attempt's secret (Files::WriteSecretFile): its
+  // path goes to the job's environment, TFSLURM_SECRET_FILE.
+  std::string secret_file;
   // The experiment's bad-node memory (--exclude, after the spec's own).
   std::vector<std::string> excluded_nodes;
 };

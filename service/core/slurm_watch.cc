@@ -7,6 +7,7 @@
 #include <csignal>
 #include <unordered_map>
 
+#include "schema/agent_exit.h"
 #include "service/core/container_launch.h"
 #include "service/core/restart_policy.h"
 #include "service/core/wording.h"
@@ -62,7 +63,7 @@ void SlurmWatch::OnJobGone(OpenExperiment& a, Changes& c) {
     reason = EndReason::kNodeFail;
     why = job_n + " vanished from Slurm";
   }
-  core_.Event(c, a, "job", event);
+  core_.Event(c, a, EventCode::kJob, event);
   FinishAttempt(a, reason, why, c);
 }
 
@@ -95,7 +96,7 @@ bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
       if (node < static_cast<int>(job.node_names.size()) && a.attempt.tasks[i].node.empty())
         a.attempt.run->mutable_task(i).node = job.node_names[node];
     }
-    core_.Event(c, a, "job",
+    core_.Event(c, a, EventCode::kJob,
                 "Slurm job " + std::to_string(job.job_id) + " started on " + job.nodes);
     if (a.record.state == ExperimentState::kQueued)
       core_.SetState(c, a, ExperimentState::kStarting,
@@ -123,7 +124,7 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
   a.attempt.record.ended_at = now;
   a.attempt.record.exit_code = job.exit_signal ? 128 + job.exit_signal : job.exit_code;
   c.attempts.push_back(a.attempt.record);
-  core_.Event(c, a, "job",
+  core_.Event(c, a, EventCode::kJob,
               "Slurm job " + std::to_string(job.job_id) + " ended " + state +
                   (job.reason.empty() || job.reason == "None" ? "" : " (" + job.reason + ")"));
   for (int i = 0; i < a.attempt.run->size(); ++i) {
@@ -180,11 +181,10 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
                                " MB per task); raise resources.mem_per_task_mb",
                            c);
     default: {
-      const bool none_started =
-          std::all_of(a.attempt.tasks.begin(), a.attempt.tasks.end(),
-                      [](const TaskRecord& t) { return t.state == TaskState::kPending; });
+      if (job.exit_code == kAgentExitUnverifiedService && !job.exit_signal && a.NoAgentRegistered())
+        return FinishAttempt(a, EndReason::kStartupError, UnverifiedServiceReason(a, job), c);
       if (std::optional<std::string> cause =
-              none_started ? ContainerStartFailure(a, 0) : std::nullopt)
+              a.NoAgentRegistered() ? ContainerStartFailure(a, 0) : std::nullopt)
         return FinishAttempt(a, EndReason::kStartupError,
                              why + " before any task's agent started, in the container: " + *cause,
                              c);
@@ -198,23 +198,42 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
 }
 
 std::optional<std::string> SlurmWatch::ContainerStartFailure(const OpenExperiment& a, int proc) {
-  if (!a.spec.container.enabled() || proc < 0 || proc >= a.attempt.run->size()) return std::nullopt;
+  if (!a.spec.container.enabled() || proc < 0) return std::nullopt;
   auto account = core_.ports().accounts.ForOwner(a.record.owner);
   if (!account.ok()) return std::nullopt;
   const std::string dir =
-      AttemptLogDir(core_.config().output_root, a.record.id, a.attempt.record.number);
+      AttemptLogDir(core_.config().output_root, a.record.id, a.record.current_attempt);
   Files& files = core_.ports().files;
   // pyxis's words are in the output of the task that imported for its node,
-  // the others say only that it failed: `proc` first, then the next ones.
-  const int n = a.attempt.run->size();
-  for (int k = 0; k < std::min(n, 16); ++k) {
-    const int task = (proc + k) % n;
+  // the others say only that it failed: `proc` first, then the next ones (a
+  // node's tasks all fail with its import, so the importer is not before
+  // `proc`, the first that never started). A file that is not there is
+  // passed over.
+  for (int task = proc; task < proc + 16; ++task) {
     const std::string path = dir + "/task-" + std::to_string(task) + ".out";
     if (auto words = RuntimeStartError(files.ReadFileTail(path, 16384, *account).value_or(""), ""))
       return words;
   }
   return RuntimeStartError("",
                            files.ReadFileTail(dir + "/batch.out", 16384, *account).value_or(""));
+}
+
+std::string SlurmWatch::UnverifiedServiceReason(const OpenExperiment& a, const JobInfo& job) {
+  std::string why = "Slurm job " + std::to_string(job.job_id) +
+                    ": no agent registered, they could not verify tfslurmd's TLS certificate "
+                    "with the job's TFSLURM_CA (tfslurm-agent exit " +
+                    std::to_string(kAgentExitUnverifiedService) + ")";
+  // Every agent fails alike; task 0's log has its line saying why.
+  const std::string log =
+      AttemptLogDir(core_.config().output_root, a.record.id, a.record.current_attempt) +
+      "/task-0.out";
+  auto account = core_.ports().accounts.ForOwner(a.record.owner);
+  std::optional<std::string> tail;
+  if (account.ok()) tail = core_.ports().files.ReadFileTail(log, 16 * 1024, *account);
+  const size_t at = tail ? tail->rfind(kUnverifiedServiceLine) : std::string::npos;
+  if (at == std::string::npos) return why + "; the tasks' logs say why";
+  const size_t end = tail->find('\n', at);
+  return why + ": " + ExitDetail(tail->substr(at, end == std::string::npos ? end : end - at));
 }
 
 void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::string& why,
@@ -244,7 +263,7 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
       // No backoff: the allocation is ours, and nothing goes to slurmctld.
       core_.metrics().Restarted(reason, RestartKind::kInPlace);
       a.record.restarts++;
-      return in_place_.Begin(a, c, next.why);
+      return in_place_.Begin(a, c, next.why_in_place);
     }
   }
   ReleaseWaitingAgents(a.attempt, next.why);
@@ -257,7 +276,8 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
       core_.metrics().Restarted(reason, RestartKind::kNewJob);
       a.record.restarts++;
       a.record.next_attempt_at = now + next.delay_ms;
-      if (obstacle) core_.Event(c, a, "restart", "in a new Slurm job, not in place: " + *obstacle);
+      if (obstacle)
+        core_.Event(c, a, EventCode::kRestart, "in a new Slurm job, not in place: " + *obstacle);
       return core_.SetState(c, a, ExperimentState::kRestarting, next.why);
   }
 }
@@ -266,6 +286,7 @@ void SlurmWatch::Tick() {
   int64_t now = core_.ports().clock.NowMs();
   std::optional<std::unordered_map<int64_t, const JobInfo*>> by_id;
   StatusOr<std::vector<JobInfo>> jobs = std::vector<JobInfo>{};
+  bool polled = false;
   int64_t last_poll = last_poll_ms_.load();
   // Of concurrent Ticks, only the one that moves last_poll_ms_ polls.
   bool poll = now - last_poll >= core_.config().poll_interval_ms &&
@@ -275,11 +296,12 @@ void SlurmWatch::Tick() {
     bool any_open = false;
     {
       MutexLock lock(core_.mu());
-      any_open = !core_.open().empty();
+      any_open = core_.AnyOpen();
     }
     if (any_open) {
       const auto started = std::chrono::steady_clock::now();
       jobs = core_.ports().slurm.LoadJobs();
+      polled = true;
       if (jobs.ok()) *jobs = GroupHetJobs(std::move(jobs).value());
       core_.metrics().SlurmPolled(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
@@ -296,12 +318,13 @@ void SlurmWatch::Tick() {
   Actions actions;
   {
     MutexLock lock(core_.mu());
+    if (polled) core_.PolledSlurm(jobs.ok(), now);
     // Every experiment's changes in one transaction: a poll that finds a
     // hundred jobs ended (a user cancelling a sweep) holds core's lock and the
     // store for one commit, not a hundred.
     std::vector<Changes> batch;
-    for (auto it = core_.open().begin(); it != core_.open().end();) {
-      OpenExperiment& a = *it->second;
+    for (OpenExperiment* open : core_.All()) {
+      OpenExperiment& a = *open;
       Changes c;
       if (a.attempt.record.state == AttemptState::kSubmitting) {
         // The poll began at `now`, after the failure that set reconcile_at_ms.
@@ -318,12 +341,9 @@ void SlurmWatch::Tick() {
       }
       CheckTimers(a, c, actions);
       if (!c.empty()) batch.push_back(std::move(c));
-      // Done when the experiment is final and its last job has left Slurm.
-      if (IsTerminal(a.record.state) && a.attempt.record.state == AttemptState::kEnded)
-        it = core_.open().erase(it);
-      else
-        ++it;
     }
+    // Done with those final whose last job has left Slurm.
+    core_.CloseEnded();
     core_.CommitAll(batch);
   }
   RunActions(actions);
@@ -335,25 +355,28 @@ void SlurmWatch::RunActions(Actions& actions) {
   for (int64_t job : actions.kill_steps)
     if (Status s = core_.ports().slurm.SignalStep(job, 0, SIGKILL); !s.ok())
       spdlog::warn("ending step {}.0: {}", job, s.message());
+  // A shrink that fails leaves the node's old programs to be refused when
+  // their agents reconnect (docs/restarts.md, "Network faults").
+  for (const auto& [job, keep] : actions.shrink_jobs)
+    if (Status s = core_.ports().slurm.ShrinkJob(job, keep); !s.ok())
+      spdlog::warn("taking nodes out of Slurm job {}: {}", job, s.message());
   for (int64_t job : actions.cancel_jobs)
     if (Status s = core_.ports().slurm.CancelJob(job, SIGKILL); !s.ok())
       spdlog::warn("cancelling Slurm job {}: {}", job, s.message());
   for (const std::string& id : actions.restarts) {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it == core_.open().end() || it->second->record.state != ExperimentState::kRestarting)
-      continue;
-    OpenExperiment& a = *it->second;
+    OpenExperiment* open = core_.Find(id);
+    if (!open || open->record.state != ExperimentState::kRestarting) continue;
+    OpenExperiment& a = *open;
     const int number = a.attempt.record.number + 1;
     submission_.SubmitAutomatically(a, number, "attempt " + std::to_string(number) + " submitted");
   }
   for (const std::string& id : actions.resubmits) {
     MutexLock lock(core_.mu());
-    auto it = core_.open().find(id);
-    if (it == core_.open().end() || it->second->attempt.record.state != AttemptState::kSubmitting ||
-        it->second->user_cancelled)
+    OpenExperiment* open = core_.Find(id);
+    if (!open || open->attempt.record.state != AttemptState::kSubmitting || open->user_cancelled)
       continue;
-    submission_.SubmitAutomatically(*it->second, it->second->attempt.record.number);
+    submission_.SubmitAutomatically(*open, open->attempt.record.number);
   }
 }
 
@@ -372,7 +395,7 @@ void SlurmWatch::ReconcileSubmission(OpenExperiment& a, const std::vector<JobInf
     a.submit_failures = 0;
     a.attempt.job_seen = true;
     c.attempts.push_back(a.attempt.record);
-    core_.Event(c, a, "recovered",
+    core_.Event(c, a, EventCode::kRecovered,
                 "found Slurm job " + std::to_string(match->job_id) + " (" +
                     a.attempt.record.job_name +
                     "), whose submission was not confirmed; adopting it");
@@ -388,15 +411,63 @@ void SlurmWatch::ReconcileSubmission(OpenExperiment& a, const std::vector<JobInf
     a.attempt.record.state = AttemptState::kEnded;
     a.attempt.record.ended_at = core_.ports().clock.NowMs();
     c.attempts.push_back(a.attempt.record);
-    core_.Event(c, a, "recovered",
+    core_.Event(c, a, EventCode::kRecovered,
                 "Slurm has no job " + a.attempt.record.job_name +
                     "; the experiment is cancelled: not submitted");
     return;
   }
-  core_.Event(c, a, "recovered",
+  core_.Event(c, a, EventCode::kRecovered,
               "Slurm has no job " + a.attempt.record.job_name +
                   " (its submission was interrupted or refused); submitting it now");
   actions.resubmits.push_back(a.record.id);
+}
+
+StatusOr<std::vector<JobInfo>> SlurmWatch::RecentJobs() {
+  MutexLock lock(jobs_mu_);
+  const int64_t now = core_.ports().clock.NowMs();
+  if (!jobs_read_ || now - jobs_read_ms_ >= core_.config().poll_interval_ms) {
+    auto jobs = core_.ports().slurm.LoadJobs();
+    if (!jobs.ok()) return jobs.status();
+    jobs_ = GroupHetJobs(std::move(jobs).value());
+    jobs_read_ = true;
+    jobs_read_ms_ = now;
+  }
+  return jobs_;
+}
+
+StatusOr<bool> SlurmWatch::IsOver(const std::string& id) {
+  auto e = core_.ports().store.GetExperiment(id);
+  if (!e.ok()) return e.status();
+  if (!IsTerminal(e->state)) return false;
+  auto attempts = core_.ports().store.ListAttempts(id);
+  if (!attempts.ok()) return attempts.status();
+  if (attempts->empty() || attempts->back().state == AttemptState::kEnded) return true;
+  {
+    MutexLock lock(core_.mu());
+    if (core_.Find(id)) return false;  // the watch ends it
+  }
+  // Read again: the watch may have ended it (and stopped watching) since,
+  // and its record of the end is the one to keep.
+  attempts = core_.ports().store.ListAttempts(id);
+  if (!attempts.ok()) return attempts.status();
+  if (attempts->empty() || attempts->back().state == AttemptState::kEnded) return true;
+  AttemptRecord last = attempts->back();
+  if (last.slurm_job_id > 0) {
+    auto jobs = RecentJobs();
+    if (!jobs.ok()) return jobs.status();
+    for (const JobInfo& j : *jobs)
+      if (j.job_id == last.slurm_job_id && j.name == last.job_name &&
+          (!IsFinished(j.state) || j.completing))
+        return false;
+  }
+  // Ended while tfslurmd was down, or after it stopped watching: the job
+  // has gone, and its attempt's end is recorded now.
+  last.state = AttemptState::kEnded;
+  last.ended_at = core_.ports().clock.NowMs();
+  Changes c;
+  c.attempts.push_back(last);
+  if (Status s = core_.Apply({&c, 1}); !s.ok()) return s;
+  return true;
 }
 
 Status SlurmWatch::Recover() {
@@ -437,7 +508,7 @@ Status SlurmWatch::Recover() {
         agents_.ReapRemaining(loaded, c, "attempt failed: " + loaded.attempt.run->outcome().reason);
         core_.Commit(c);
       }
-      core_.open()[r.id] = std::move(a).value();
+      core_.Add(std::move(a).value());
     }
   }
   if (submitting.empty()) return Status::Ok();

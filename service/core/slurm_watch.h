@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -32,12 +33,22 @@ class SlurmWatch {
   Status Recover() ABSL_LOCKS_EXCLUDED(core_.mu());
   // Polls Slurm every poll_interval_ms, then runs every experiment's timers.
   void Tick() ABSL_LOCKS_EXCLUDED(core_.mu());
+  // Experiments::IsOver: whether the experiment has ended and its last job
+  // has left Slurm.
+  StatusOr<bool> IsOver(const std::string& id) ABSL_LOCKS_EXCLUDED(core_.mu(), jobs_mu_);
+  // An agent of experiment `id` came back to wait in its job: when every
+  // task's agent now waits, the restart in place is decided at once
+  // (CheckInPlace), not at the next Tick, which stays the backstop for the
+  // deadlines (an agent that does not come back, spares taking a node's
+  // place).
+  void OnStandby(const std::string& id) ABSL_LOCKS_EXCLUDED(core_.mu());
 
  private:
   // Slurm calls to make after releasing the lock.
   struct Actions {
     std::vector<int64_t> cancel_jobs;
     std::vector<int64_t> kill_steps;
+    std::vector<std::pair<int64_t, std::string>> shrink_jobs;  // job id, the nodes it keeps
     std::vector<std::string> restarts;
     std::vector<std::string> resubmits;  // attempts `submitting` that Slurm does not have
   };
@@ -55,6 +66,10 @@ class SlurmWatch {
   // The job has ended: the tasks still open end with it, and the attempt's
   // end is classified from the tasks' reports and the job's final state.
   void OnJobEnded(OpenExperiment& e, const JobInfo& job, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // The agents exited kAgentExitUnverifiedService (schema/agent_exit.h):
+  // the startup_error's reason, with task 0's log line saying why.
+  std::string UnverifiedServiceReason(const OpenExperiment& e, const JobInfo& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Ends the current attempt for the restart policy's purposes (the Slurm
   // job may still be finishing) and applies what the policy decides.
@@ -87,14 +102,18 @@ class SlurmWatch {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // In a job with spare nodes (submitted --no-kill), Slurm takes a failed
   // node out of the job and the job runs on: the tasks there are gone
-  // (Slurm killed them), and the attempt fails as node_fail. The same for
-  // a task lost to silence there: its node stopped answering.
-  void CheckNodesLeft(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // (Slurm killed them), and the attempt fails as node_fail. The same, in
+  // any job, for a task silent past the reconnect window (GoneAfterMs):
+  // its node stopped answering, or cannot reach the service.
+  void CheckNodesLeft(OpenExperiment& e, int64_t now, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // A running task silent for several heartbeat intervals is lost (it may
   // come back); heartbeats not written yet are.
   void CheckHeartbeats(OpenExperiment& e, int64_t now, Changes& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   void RunActions(Actions& actions) ABSL_LOCKS_EXCLUDED(core_.mu());
+  // Slurm's jobs for IsOver, read at most once per poll interval.
+  StatusOr<std::vector<JobInfo>> RecentJobs() ABSL_LOCKS_EXCLUDED(jobs_mu_);
   // Adopts the job of an attempt still `submitting` from `jobs`, or queues
   // its submission in `actions`.
   void ReconcileSubmission(OpenExperiment& e, const std::vector<JobInfo>& jobs, Changes& c,
@@ -107,6 +126,10 @@ class SlurmWatch {
   // Tick reads it outside the lock, and Tick may run on several threads:
   // the one that advances it polls.
   std::atomic<int64_t> last_poll_ms_{0};
+  Mutex jobs_mu_;
+  bool jobs_read_ ABSL_GUARDED_BY(jobs_mu_) = false;
+  int64_t jobs_read_ms_ ABSL_GUARDED_BY(jobs_mu_) = 0;
+  std::vector<JobInfo> jobs_ ABSL_GUARDED_BY(jobs_mu_);
 };
 
 }  // namespace tfslurm

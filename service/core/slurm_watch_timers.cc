@@ -3,28 +3,55 @@
 // each open experiment.
 #include <csignal>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "service/core/slurm_watch.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
+namespace {
+
+// A restart in place (InPlaceRestart::Begin) left nodes out: Slurm is asked
+// to shrink the job once core's lock is released.
+void TakeShrink(LiveAttempt& at, std::vector<std::pair<int64_t, std::string>>& shrink_jobs) {
+  if (at.shrink_to.empty()) return;
+  shrink_jobs.emplace_back(at.record.slurm_job_id, std::move(at.shrink_to));
+  at.shrink_to.clear();
+}
+
+}  // namespace
 
 void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Actions& actions) {
-  InPlaceCheck check = in_place_.Check(a, now);
+  const InPlaceCheck check = in_place_.Decide(a, now, c);
   if (check.kind == InPlaceCheck::kReady) return FinishAttempt(a, check.reason, check.why, c);
-  if (check.kind != InPlaceCheck::kGiveUp && check.kind != InPlaceCheck::kLetTheJobEnd) return;
-  // The job ends, and its end classifies the attempt as it would have
-  // without agents waiting (OnJobEnded); FinishAttempt then says why the
-  // restart, if any, is a new job.
-  a.attempt.in_place_given_up = check.why;
-  ReleaseWaitingAgents(a.attempt, check.why);
-  if (check.kind == InPlaceCheck::kLetTheJobEnd)
-    core_.Event(c, a, "restart", "not in place: " + check.why + "; the job's end decides");
   if (check.kind == InPlaceCheck::kGiveUp) {
-    core_.Event(c, a, "restart", "not in place: " + check.why + "; ending the job");
     actions.cancel_jobs.push_back(a.attempt.record.slurm_job_id);
     a.attempt.job_cancel_sent = true;
   }
+}
+
+void SlurmWatch::OnStandby(const std::string& id) {
+  Actions actions;
+  {
+    MutexLock lock(core_.mu());
+    OpenExperiment* found = core_.Find(id);
+    if (!found) return;
+    OpenExperiment& a = *found;
+    LiveAttempt& at = a.attempt;
+    const AttemptRun& run = *at.run;
+    // Amortized O(1) per standby: a task found waiting is not looked at
+    // again (one that stopped waiting since makes CheckInPlace say so).
+    while (at.standby_scan_from < run.size() && run.task(at.standby_scan_from).standing_by())
+      ++at.standby_scan_from;
+    if (at.standby_scan_from < run.size()) return;
+    Changes c;
+    CheckInPlace(a, core_.ports().clock.NowMs(), c, actions);
+    TakeShrink(at, actions.shrink_jobs);
+    if (!c.empty()) core_.Commit(c);
+  }
+  RunActions(actions);
 }
 
 void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {
@@ -34,8 +61,9 @@ void SlurmWatch::CheckTimers(OpenExperiment& a, Changes& c, Actions& actions) {
   CheckReaping(a, now, c, actions);
   RepeatCancel(a, now, actions);
   CheckHeartbeats(a, now, c);
-  CheckNodesLeft(a, c);
+  CheckNodesLeft(a, now, c);
   CheckInPlace(a, now, c, actions);
+  TakeShrink(a.attempt, actions.shrink_jobs);  // this Tick's restart in place, or an agent's
   if (a.record.state == ExperimentState::kRestarting &&
       a.attempt.record.state == AttemptState::kEnded && now >= a.record.next_attempt_at)
     actions.restarts.push_back(a.record.id);
@@ -120,7 +148,7 @@ void SlurmWatch::CheckStall(OpenExperiment& a, int64_t now, Changes& c) {
                       (alive.empty() ? "" : ": " + alive);
     run.Decide({Outcome::kFailed, why});
     a.attempt.decided_reason = EndReason::kStalled;
-    core_.Event(c, a, "stalled", why);
+    core_.Event(c, a, EventCode::kStalled, why);
     agents_.ReapRemaining(a, c, why);
     a.record.reason = why + "; ending the attempt";
     c.experiment = a.record;
@@ -142,7 +170,7 @@ void SlurmWatch::CheckReaping(OpenExperiment& a, int64_t now, Changes& c, Action
       std::string names;
       for (int proc : unconfirmed)
         names += (names.empty() ? "" : ", ") + TaskName(run.task(proc), proc);
-      core_.Event(c, a, "reaping",
+      core_.Event(c, a, EventCode::kReaping,
                   names + " did not confirm the Shutdown; ending step " +
                       std::to_string(a.attempt.record.slurm_job_id) + ".0 through Slurm");
       // A heterogeneous job's step has a part in each component's record.
@@ -175,18 +203,22 @@ void SlurmWatch::RepeatCancel(OpenExperiment& a, int64_t now, Actions& actions) 
   }
 }
 
-void SlurmWatch::CheckNodesLeft(OpenExperiment& a, Changes& c) {
+void SlurmWatch::CheckNodesLeft(OpenExperiment& a, int64_t now, Changes& c) {
   LiveAttempt& at = a.attempt;
   AttemptRun& run = *at.run;
-  if (a.spec.resources.spare_nodes == 0 || at.record.state != AttemptState::kRunning ||
-      !run.assignments_sent())
-    return;
+  if (at.record.state != AttemptState::kRunning || !run.assignments_sent()) return;
+  // Silent past the reconnect window: gone, with or without spare nodes
+  // (docs/restarts.md, "Network faults"); never while the service hears
+  // no agent at all (the silence is its own).
+  const bool deaf = core_.CutOff(now);
   const std::string job_n = "Slurm job " + std::to_string(at.record.slurm_job_id);
   for (int i = 0; i < run.size(); ++i) {
     const TaskSlot& slot = run.task(i);
     if (!slot.registered || slot.exited || slot.restarting_alone) continue;
     const bool left = NodeLeftJob(at, slot.node);
-    if (!left && at.tasks[i].state != TaskState::kLost) continue;
+    const bool silent = at.tasks[i].state == TaskState::kLost && !deaf &&
+                        now - at.tasks[i].last_heartbeat > core_.GoneAfterMs();
+    if (!left && !silent) continue;
     const std::string why =
         left ? "its node left " + job_n +
                    ": Slurm took it out of the job (a node failure; the job runs on, --no-kill)"
@@ -200,7 +232,7 @@ void SlurmWatch::CheckNodesLeft(OpenExperiment& a, Changes& c) {
     t.ended_at = core_.ports().clock.NowMs();
     if (!slot.node.empty()) at.lost_nodes.insert(slot.node);
     c.tasks.push_back(t);
-    core_.Event(c, a, "lost", TaskName(slot, i) + " is gone: " + why);
+    core_.Event(c, a, EventCode::kLost, TaskName(slot, i) + " is gone: " + why);
     if (!undecided) {
       // The peers it left often fail first (a collective's broken
       // connection, counted retryable after its agent vanished): the node
@@ -223,15 +255,16 @@ void SlurmWatch::CheckNodesLeft(OpenExperiment& a, Changes& c) {
 
 void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
   AttemptRun& run = *a.attempt.run;
-  // Heartbeats: a task silent for several intervals is lost (it may come back).
-  int64_t lost_after =
-      int64_t{core_.config().heartbeat_interval_ms} * core_.config().lost_after_missed_heartbeats;
+  // Heartbeats: a task silent for several intervals is lost (it may come
+  // back), unless every agent is silent: then the service is the one cut off.
+  const int64_t lost_after = core_.LostAfterMs();
+  const bool deaf = core_.CutOff(now);
   for (int i = 0; i < run.size(); ++i) {
     TaskRecord& t = a.attempt.tasks[i];
     // Agents heartbeat once they run their program; at the barrier the
     // barrier timeout watches them instead.
-    if (t.state != TaskState::kRunning) continue;
-    const int64_t limit = run.task(i).vanished
+    if (t.state != TaskState::kRunning || deaf) continue;
+    const int64_t limit = run.task(i).vanished()
                               ? std::max(lost_after, core_.config().reconnect_window_ms)
                               : lost_after;
     if (now - t.last_heartbeat > limit) {
@@ -240,7 +273,7 @@ void SlurmWatch::CheckHeartbeats(OpenExperiment& a, int64_t now, Changes& c) {
       a.attempt.heartbeat_dirty.erase(i);
       c.tasks.push_back(t);
       core_.Event(
-          c, a, "lost",
+          c, a, EventCode::kLost,
           TaskName(run.task(i), i) + " sent no heartbeat for " + Seconds(now - t.last_heartbeat));
     }
   }

@@ -12,18 +12,54 @@ namespace {
 using nlohmann::json;
 using namespace spec_internal;  // NOLINT: the checker is this file's own, split for size
 
-void ParseCluster(Checker& c, const json& v, ClusterShape& out) {
+// The fields of the spec's objects: each object's parser refuses any other,
+// and one of them at the top level is said to belong to its object.
+const std::initializer_list<const char*> kClusterFields = {"chief", "ps", "worker", "evaluator"};
+const std::initializer_list<const char*> kResourcesFields = {
+    "partition",     "nodes",         "tasks_per_node",  "cpus_per_task",
+    "gpus_per_node", "gpus_per_task", "mem_per_task_mb", "time_limit",
+    "constraint",    "nodelist",      "exclusive",       "account",
+    "qos",           "reservation",   "exclude",         "spare_nodes"};
+const std::initializer_list<const char*> kRestartFields = {"max_restarts", "on", "backoff_s",
+                                                           "in_allocation", "max_task_restarts"};
+const std::initializer_list<const char*> kCheckpointFields = {"signal_grace_s"};
+const std::initializer_list<const char*> kProgressFields = {"stall_timeout_s"};
+const std::pair<const char*, const std::initializer_list<const char*>*> kObjectFields[] = {
+    {"resources", &kResourcesFields},
+    {"restart", &kRestartFields},
+    {"cluster", &kClusterFields},
+    {"checkpoint", &kCheckpointFields},
+    {"progress", &kProgressFields}};
+
+// The object of the spec that `key` is a field of, or "".
+std::string ObjectOwning(const std::string& key) {
+  for (const auto& [object, fields] : kObjectFields)
+    for (const char* f : *fields)
+      if (key == f) return object;
+  return "";
+}
+
+// "at most N allowed (the site's cap, tfslurmd --max-tasks-per-experiment)".
+std::string AtMostTasks(const SpecLimits& limits) {
+  return "at most " + std::to_string(limits.max_tasks) + " allowed (the site's cap on tasks, " +
+         kMaxTasksSetting + ")";
+}
+
+void ParseCluster(Checker& c, const json& v, const SpecLimits& limits, ClusterShape& out) {
   if (!c.IsObject(v, "cluster")) return;
-  c.OnlyKeys(v, "cluster", {"chief", "ps", "worker", "evaluator"});
+  c.OnlyKeys(v, "cluster", kClusterFields);
   auto field = [&](const char* name, int max, int& target) {
     if (!v.contains(name)) return;
-    if (auto n = c.Int(v[name], std::string("cluster.") + name, 0, max))
-      target = static_cast<int>(*n);
+    const std::string path = std::string("cluster.") + name;
+    // Past the site's cap: the cap and where it is set, not a bare range.
+    if (max == limits.max_tasks && v[name].is_number_integer() && v[name].get<int64_t>() > max)
+      return c.Fail(path, "is " + v[name].dump() + "; " + AtMostTasks(limits));
+    if (auto n = c.Int(v[name], path, 0, max)) target = static_cast<int>(*n);
   };
   out = ClusterShape{};
   field("chief", 1, out.chief);
-  field("ps", 4096, out.ps);
-  field("worker", 4096, out.worker);
+  field("ps", limits.max_tasks, out.ps);
+  field("worker", limits.max_tasks, out.worker);
   field("evaluator", 1, out.evaluator);
 }
 
@@ -67,10 +103,7 @@ std::optional<std::string> SlurmName(Checker& c, const json& v, const std::strin
 
 void ParseResources(Checker& c, const json& v, Resources& out) {
   if (!c.IsObject(v, "resources")) return;
-  c.OnlyKeys(v, "resources",
-             {"partition", "nodes", "tasks_per_node", "cpus_per_task", "gpus_per_node",
-              "gpus_per_task", "mem_per_task_mb", "time_limit", "constraint", "nodelist",
-              "exclusive", "account", "qos", "reservation", "exclude", "spare_nodes"});
+  c.OnlyKeys(v, "resources", kResourcesFields);
   ParseNodeShape(c, v, "resources", out);
   if (v.contains("spare_nodes"))
     if (auto n = c.Int(v["spare_nodes"], "resources.spare_nodes", 0, 64))
@@ -109,8 +142,7 @@ void ParseResources(Checker& c, const json& v, Resources& out) {
 
 void ParseRestart(Checker& c, const json& v, const ExperimentSpec& spec, RestartPolicy& out) {
   if (!c.IsObject(v, "restart")) return;
-  c.OnlyKeys(v, "restart",
-             {"max_restarts", "on", "backoff_s", "in_allocation", "max_task_restarts"});
+  c.OnlyKeys(v, "restart", kRestartFields);
   if (v.contains("max_task_restarts")) {
     if (spec.framework != Framework::kTensorflow || spec.cluster.ps < 1)
       c.Fail("restart.max_task_restarts",
@@ -207,10 +239,8 @@ namespace {
 // ignored, since a user who wrote them expects them to do something.
 void ParseFramework(Checker& c, const json& input, ExperimentSpec& spec) {
   if (input.contains("framework"))
-    if (auto s = c.OneOf(input["framework"], "framework", {"tensorflow", "pytorch", "jax"}))
-      spec.framework = *s == "pytorch" ? Framework::kPytorch
-                       : *s == "jax"   ? Framework::kJax
-                                       : Framework::kTensorflow;
+    if (auto framework = c.OneOf(input["framework"], "framework", kFrameworkNames))
+      spec.framework = *framework;
   const std::string name = FrameworkName(spec.framework);
   if (HasRanks(spec.framework)) {
     const std::string rank = spec.framework == Framework::kJax ? "process" : "rank";
@@ -321,7 +351,7 @@ void ParseShape(Checker& c, const json& input, const SpecLimits& limits, Experim
   const bool ranks = HasRanks(spec.framework);
   bool cluster_given = input.contains("cluster") && !ranks;
   if (cluster_given)
-    ParseCluster(c, input["cluster"], spec.cluster);
+    ParseCluster(c, input["cluster"], limits, spec.cluster);
   else if (!ranks)
     c.Fail("cluster", "is required, e.g. {\"ps\": 2, \"worker\": 4}");
   if (input.contains("resources")) ParseResources(c, input["resources"], spec.resources);
@@ -329,15 +359,14 @@ void ParseShape(Checker& c, const json& input, const SpecLimits& limits, Experim
   if (ranks && spec.resources.Tasks() > limits.max_tasks)
     c.Fail("resources", "give " + std::to_string(spec.resources.Tasks()) + " ranks (nodes " +
                             std::to_string(spec.resources.nodes) + " x tasks_per_node " +
-                            std::to_string(spec.resources.tasks_per_node) + "); at most " +
-                            std::to_string(limits.max_tasks) + " allowed");
+                            std::to_string(spec.resources.tasks_per_node) + "); " +
+                            AtMostTasks(limits));
   if (pytorch && input.contains("pytorch")) ParsePytorch(c, input["pytorch"], spec.pytorch);
   if (!cluster_given || !input["cluster"].is_object()) return;
   const ClusterShape& k = spec.cluster;
   if (k.chief + k.worker < 1) c.Fail("cluster", "needs at least one chief or worker to train");
   if (k.Total() > limits.max_tasks)
-    c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks; at most " +
-                          std::to_string(limits.max_tasks) + " allowed");
+    c.Fail("cluster", "has " + std::to_string(k.Total()) + " tasks; " + AtMostTasks(limits));
   if (input.contains("roles"))
     CheckRoles(c, input, spec, limits);
   else if (k.Total() != spec.resources.Tasks())
@@ -389,16 +418,15 @@ void ParseNetwork(Checker& c, const json& input, ExperimentSpec& spec) {
 
 void ParseSuccess(Checker& c, const json& input, ExperimentSpec& spec) {
   if (!input.contains("success") || HasRanks(spec.framework)) return;
-  auto s = c.OneOf(input["success"], "success", {"auto", "chief", "worker0", "all_workers"});
-  if (!s) return;
-  if (*s == "chief") spec.success = SuccessPolicy::kChief;
-  if (*s == "worker0") spec.success = SuccessPolicy::kWorker0;
-  if (*s == "all_workers") spec.success = SuccessPolicy::kAllWorkers;
+  auto success = c.OneOf(input["success"], "success", kSuccessPolicyNames);
+  if (!success) return;
+  spec.success = *success;
   if (spec.success == SuccessPolicy::kChief && spec.cluster.chief == 0)
     c.Fail("success", "is chief but cluster.chief is 0; add a chief or use auto");
   if ((spec.success == SuccessPolicy::kWorker0 || spec.success == SuccessPolicy::kAllWorkers) &&
       spec.cluster.worker == 0)
-    c.Fail("success", "is " + *s + " but cluster.worker is 0");
+    c.Fail("success",
+           std::string("is ") + SuccessPolicyName(*success) + " but cluster.worker is 0");
 }
 
 // checkpoint.signal_grace_s, which must leave the job time to run.
@@ -406,7 +434,7 @@ void ParseCheckpoint(Checker& c, const json& input, ExperimentSpec& spec) {
   if (input.contains("checkpoint")) {
     const json& cp = input["checkpoint"];
     if (c.IsObject(cp, "checkpoint")) {
-      c.OnlyKeys(cp, "checkpoint", {"signal_grace_s"});
+      c.OnlyKeys(cp, "checkpoint", kCheckpointFields);
       if (cp.contains("signal_grace_s"))
         if (auto n = c.Int(cp["signal_grace_s"], "checkpoint.signal_grace_s", 0, 3600))
           spec.signal_grace_s = static_cast<int>(*n);
@@ -434,7 +462,7 @@ void ParseProgress(Checker& c, const json& input, ExperimentSpec& spec) {
   if (!input.contains("progress")) return;
   const json& p = input["progress"];
   if (!c.IsObject(p, "progress")) return;
-  c.OnlyKeys(p, "progress", {"stall_timeout_s"});
+  c.OnlyKeys(p, "progress", kProgressFields);
   if (!p.contains("stall_timeout_s")) return;
   const json& t = p["stall_timeout_s"];
   bool integer = t.is_number_integer() || t.is_number_unsigned();
@@ -490,7 +518,8 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   c.OnlyKeys(input, "",
              {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources",
               "roles", "network", "success", "pytorch", "restart", "checkpoint", "progress",
-              "model_dir", "container"});
+              "model_dir", "container"},
+             ObjectOwning);
   ParseFramework(c, input, spec);
   ParseId(c, input, spec);
   ParseCommand(c, input, limits, spec);

@@ -100,12 +100,22 @@ struct RoleResources : Resources {
 
 enum class SuccessPolicy { kAuto, kChief, kWorker0, kAllWorkers };
 
+inline constexpr EnumName<SuccessPolicy> kSuccessPolicyNames[] = {
+    {SuccessPolicy::kAuto, "auto"},
+    {SuccessPolicy::kChief, "chief"},
+    {SuccessPolicy::kWorker0, "worker0"},
+    {SuccessPolicy::kAllWorkers, "all_workers"}};
+
 // What the tasks run, and so what their environment says: TensorFlow gets
 // roles and TF_CONFIG; PyTorch gets a rank per task and torch.distributed's
 // env:// variables (RANK, WORLD_SIZE, MASTER_ADDR, ...), with no roles; JAX
 // gets a process per task and jax.distributed.initialize's arguments
 // (JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID; docs/jax.md).
 enum class Framework { kTensorflow, kPytorch, kJax };
+
+inline constexpr EnumName<Framework> kFrameworkNames[] = {{Framework::kTensorflow, "tensorflow"},
+                                                          {Framework::kPytorch, "pytorch"},
+                                                          {Framework::kJax, "jax"}};
 
 // PyTorch and JAX: no roles, task i is rank (process) i, every rank must exit
 // 0, and rank 0 checkpoints. TensorFlow's tasks have roles.
@@ -191,9 +201,16 @@ struct ExperimentSpec {
 // parameter servers, whose chief survives a worker's loss.
 bool HasLoneRestarts(const ExperimentSpec& spec);
 
+// The largest experiment a site accepts by default, in tasks (ranks): a
+// site setting, tfslurmd --max-tasks-per-experiment (docs/site-deployment.md,
+// "How large an experiment may be", gives what each task costs).
+inline constexpr int kDefaultMaxTasks = 16384;
+// Where SpecLimits::max_tasks is set, as a spec error names it.
+inline constexpr char kMaxTasksSetting[] = "tfslurmd --max-tasks-per-experiment";
+
 // Limits that keep one spec from exhausting the service or Slurm.
 struct SpecLimits {
-  int max_tasks = 4096;
+  int max_tasks = kDefaultMaxTasks;
   int max_command_args = 1024;
   size_t max_command_bytes = 64 * 1024;
   int max_env_entries = 256;
@@ -213,8 +230,10 @@ StatusOr<ExperimentSpec> ParseSpec(const nlohmann::json& input, const SpecLimits
 
 // "chief" | "ps" | "worker" | "evaluator".
 bool IsRole(const std::string& role);
-const char* SuccessPolicyName(SuccessPolicy policy);
-const char* FrameworkName(Framework framework);
+inline const char* SuccessPolicyName(SuccessPolicy policy) {
+  return NameIn(kSuccessPolicyNames, policy);
+}
+inline const char* FrameworkName(Framework framework) { return NameIn(kFrameworkNames, framework); }
 const char* ContainerRuntimeName(ContainerRuntime runtime);
 // The runtime `spec`'s tasks use: its own, or for kAuto the site's (which
 // may be kAuto itself: none configured).

@@ -1,12 +1,13 @@
-// The spec parser's checker, shared by spec.cc, spec_roles.cc and
-// sweep_spec.cc: it walks the input and collects FieldErrors with the
-// field's path, what it got and what is allowed. Internal to ParseSpec and
-// ParseSweepSpec; nothing else includes it.
+// The spec parser's checker, shared by spec.cc, spec_roles.cc,
+// spec_resources.cc and the sweeps' spec parser: it walks the input and
+// collects FieldErrors with the field's path, what it got and what is
+// allowed. Nothing but those parsers includes it.
 //
 // Thread safety: a Checker is used by one parse at a time.
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 #include <regex>
 #include <string>
@@ -92,11 +93,22 @@ class Checker {
   }
 
   // Refuses keys not in `allowed`: a typo must not silently become a default.
+  // `owner_of` (when given) names the object an unknown key is a field of
+  // ("resources" for "nodes"), or "": such a key is said to belong there,
+  // which in YAML is a key not indented under its object's line.
   void OnlyKeys(const json& obj, const std::string& path,
-                std::initializer_list<const char*> allowed) {
+                std::initializer_list<const char*> allowed,
+                const std::function<std::string(const std::string& key)>& owner_of = nullptr) {
     for (const auto& item : obj.items()) {
       const std::string& key = item.key();
       if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return key == a; })) {
+        const std::string owner = owner_of ? owner_of(key) : "";
+        if (!owner.empty()) {
+          Fail(Join(path, key), "unknown field here: it is a field of " + owner + " (" +
+                                    Join(owner, key) + "); in YAML, indent it under `" + owner +
+                                    ":`, as far as the other fields of " + owner);
+          continue;
+        }
         std::string list;
         for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
         const std::string near = NearestWord(key, {allowed.begin(), allowed.end()});
@@ -109,7 +121,16 @@ class Checker {
 
   bool IsObject(const json& v, const std::string& path) {
     if (v.is_object()) return true;
-    Fail(path, "must be an object, got " + TypeName(v));
+    const size_t dot = path.rfind('.');
+    const std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
+    // YAML's `resources:` with nothing after it is null, and what should have
+    // been its fields went to the object around it.
+    Fail(path, "must be an object, got " + TypeName(v) +
+                   (v.is_null() ? " (in YAML, `" + key +
+                                      ":` with nothing after it: its fields go on the lines "
+                                      "below it, indented further than `" +
+                                      key + ":`)"
+                                : ""));
     return false;
   }
 
@@ -161,6 +182,17 @@ class Checker {
       for (const char* c : choices)
         if (s == c) return s;
     }
+    Fail(path, "must be one of " + list + ", got " + Show(v));
+    return std::nullopt;
+  }
+
+  // The value of an enum named by `v`, one of the names of `table`.
+  template <typename E, size_t N>
+  std::optional<E> OneOf(const json& v, const std::string& path, const EnumName<E> (&table)[N]) {
+    if (v.is_string())
+      if (std::optional<E> value = ValueIn(table, v.get_ref<const std::string&>())) return value;
+    std::string list;
+    for (const EnumName<E>& e : table) list += (list.empty() ? "" : " | ") + std::string(e.name);
     Fail(path, "must be one of " + list + ", got " + Show(v));
     return std::nullopt;
   }

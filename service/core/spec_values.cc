@@ -37,32 +37,6 @@ bool IsJaxVariable(const std::string& name) {
          name == "JAX_PROCESS_ID" || name == "JAX_LOCAL_DEVICE_IDS";
 }
 
-const char* FrameworkName(Framework framework) {
-  switch (framework) {
-    case Framework::kTensorflow:
-      return "tensorflow";
-    case Framework::kPytorch:
-      return "pytorch";
-    case Framework::kJax:
-      return "jax";
-  }
-  return "tensorflow";
-}
-
-const char* SuccessPolicyName(SuccessPolicy policy) {
-  switch (policy) {
-    case SuccessPolicy::kAuto:
-      return "auto";
-    case SuccessPolicy::kChief:
-      return "chief";
-    case SuccessPolicy::kWorker0:
-      return "worker0";
-    case SuccessPolicy::kAllWorkers:
-      return "all_workers";
-  }
-  return "auto";
-}
-
 namespace {
 
 // At program start, on one thread (see checkpoint_state.cc's kLine).

@@ -14,6 +14,25 @@
 #include "service/core/wording.h"
 
 namespace tfslurm {
+namespace {
+
+// Adds `more`'s writes to `c`'s: its rows after c's, and its experiment,
+// sweep and deletion where it has them.
+void Append(Changes& c, const Changes& more) {
+  if (more.experiment) c.experiment = more.experiment;
+  c.create_experiment = c.create_experiment || more.create_experiment;
+  c.attempts.insert(c.attempts.end(), more.attempts.begin(), more.attempts.end());
+  c.tasks.insert(c.tasks.end(), more.tasks.begin(), more.tasks.end());
+  c.events.insert(c.events.end(), more.events.begin(), more.events.end());
+  c.spec_revisions.insert(c.spec_revisions.end(), more.spec_revisions.begin(),
+                          more.spec_revisions.end());
+  if (more.delete_experiment) c.delete_experiment = more.delete_experiment;
+  if (more.sweep) c.sweep = more.sweep;
+  c.create_sweep = c.create_sweep || more.create_sweep;
+  c.sweep_trials.insert(c.sweep_trials.end(), more.sweep_trials.begin(), more.sweep_trials.end());
+}
+
+}  // namespace
 
 struct Submission::PreparedAttempt {
   int number = 0;
@@ -22,8 +41,10 @@ struct Submission::PreparedAttempt {
   MemoryPlan memory;
   // A resume that changed the spec: its new revision, stored with the intent.
   std::optional<SpecRevisionRecord> revision;
-  // A sweep's trial: its row, stored with the intent.
-  std::optional<SweepTrialRecord> trial;
+  // The caller's rows, written with a first attempt's intent, and what it
+  // writes instead when Slurm refuses it (SubmitOptions).
+  Changes with_intent;
+  std::function<void(const Status&, Changes&)> if_refused;
 };
 
 StatusOr<JobPlan> Submission::PlanFor(const ExperimentSpec& spec, RunAs account) {
@@ -64,27 +85,18 @@ StatusOr<PartitionShape> Submission::Partition(const std::string& name) {
   return shape;
 }
 
-StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std::string& owner,
-                                          bool dry_run, std::optional<SweepTrialRecord> trial) {
-  auto parsed = ParseSpec(input, core_.config().limits);
-  if (!parsed.ok()) return parsed.status();
-  ExperimentSpec spec = std::move(parsed).value();
-  // Before anything is stored: an owner whose job could not run (site mode,
-  // no Unix account or root) is refused here, not at the first attempt.
-  auto account = core_.ports().accounts.ForOwner(owner);
-  if (!account.ok()) return account.status();
-  if (!spec.workdir.empty()) {
-    Status usable = core_.ports().files.CheckWorkdir(spec.workdir, *account);
-    if (usable.code() == StatusCode::kUnavailable) return usable;
-    if (!usable.ok())
-      return InvalidArgument(
-          "the workdir " + spec.workdir + " cannot be used by " + account->user + ": " +
-              usable.message(),
-          {{"workdir", "must be a directory " + account->user + " may enter, got '" + spec.workdir +
-                           "': " + usable.message()}});
-  }
-  if (spec.id.empty()) spec.id = core_.ports().random.NewExperimentId();
+Status Submission::CheckWorkdir(const std::string& workdir, const RunAs& account) {
+  if (workdir.empty()) return Status::Ok();
+  Status usable = core_.ports().files.CheckWorkdir(workdir, account);
+  if (usable.ok() || usable.code() == StatusCode::kUnavailable) return usable;
+  return InvalidArgument(
+      "the workdir " + workdir + " cannot be used by " + account.user + ": " + usable.message(),
+      {{"workdir", "must be a directory " + account.user + " may enter, got '" + workdir +
+                       "': " + usable.message()}});
+}
 
+Status Submission::CheckNewExperiment(const ExperimentSpec& spec, const std::string& owner,
+                                      const RunAs& account) {
   if (auto existing = core_.ports().store.GetExperiment(spec.id); existing.ok()) {
     // Someone else's: that the id is taken, and nothing about it (its state,
     // its owner), as its routes answer 404 (api/auth.cc, CheckAccess).
@@ -99,7 +111,6 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
                       "/resume (tfctl resume " + spec.id + "), or choose another id",
                   {{"id", "'" + spec.id + "' is taken"}});
   }
-
   // Before anything is made: a model_dir in someone else's experiment would
   // show their checkpoint and let this job overwrite it.
   auto owner_of = [this](const std::string& id) -> std::optional<std::string> {
@@ -108,21 +119,28 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
     return other->owner;
   };
   if (Status s = CheckModelDir(
-          {spec.model_dir, spec.id, owner, core_.config().output_root, account->uid == 0},
-          owner_of);
+          {spec.model_dir, spec.id, owner, core_.config().output_root, account.uid == 0}, owner_of);
       !s.ok())
     return s;
+  // Before anything is made, in the dry run too: a model_dir outside the
+  // experiment's own directory must be one the account can make or write
+  // into (its own directory is made by tfslurmd and given to it).
+  const std::string own_dir = core_.config().output_root + "/" + spec.id;
+  if (spec.model_dir.empty() || spec.model_dir == own_dir ||
+      spec.model_dir.starts_with(own_dir + "/"))
+    return Status::Ok();
+  Status usable = core_.ports().files.CheckCanCreateDirectories(spec.model_dir, account);
+  if (usable.ok() || usable.code() == StatusCode::kUnavailable) return usable;
+  return InvalidArgument(
+      "the model_dir " + spec.model_dir + " cannot be made by " + account.user + ": " +
+          usable.message(),
+      {{"model_dir", "must be a directory " + account.user + " may create or write into, got '" +
+                         spec.model_dir + "': " + usable.message()}});
+}
 
-  auto partition = Partition(spec.resources.partition);
-  if (!partition.ok()) return partition.status();
-  // The default, made explicit, for the roles that inherit it too.
-  for (auto& [role, r] : spec.roles)
-    if (r.partition.empty()) r.partition = partition->name;
-  spec.resources.partition = partition->name;
-  auto plan = PlanFor(spec, std::move(account).value());
-  if (!plan.ok()) return plan.status();
-  const MemoryPlan memory = plan->Summary();
-
+std::unique_ptr<OpenExperiment> Submission::NewExperiment(const ExperimentSpec& spec,
+                                                          const std::string& owner,
+                                                          const MemoryPlan& memory) {
   int64_t now = core_.ports().clock.NowMs();
   auto a = std::make_unique<OpenExperiment>();
   a->spec = spec;
@@ -137,28 +155,62 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
   e.mem_per_task_mb = memory.mem_per_task_mb;
   e.mem_explanation = memory.explanation;
   e.created_at = e.updated_at = now;
+  return a;
+}
 
-  if (dry_run) {
+StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std::string& owner,
+                                          const SubmitOptions& options) {
+  auto parsed = ParseSpec(input, core_.config().limits);
+  if (!parsed.ok()) return parsed.status();
+  ExperimentSpec spec = std::move(parsed).value();
+  // Before anything is stored: an owner whose job could not run (site mode,
+  // no Unix account or root) is refused here, not at the first attempt.
+  auto account = core_.ports().accounts.ForOwner(owner);
+  if (!account.ok()) return account.status();
+  if (Status s = CheckWorkdir(spec.workdir, *account); !s.ok()) return s;
+  if (spec.id.empty()) spec.id = core_.ports().random.NewExperimentId();
+  // An id a client of core keeps for an experiment it starts itself (a
+  // sweep's trial) is taken to anyone else.
+  if (core_.config().kept_ids && !options.keeper)
+    if (Status s = core_.config().kept_ids(spec.id, owner); !s.ok()) return s;
+  if (Status s = CheckNewExperiment(spec, owner, *account); !s.ok()) return s;
+
+  auto partition = Partition(spec.resources.partition);
+  if (!partition.ok()) return partition.status();
+  // The default, made explicit, for the roles that inherit it too.
+  for (auto& [role, r] : spec.roles)
+    if (r.partition.empty()) r.partition = partition->name;
+  spec.resources.partition = partition->name;
+  auto plan = PlanFor(spec, std::move(account).value());
+  if (!plan.ok()) return plan.status();
+  const MemoryPlan memory = plan->Summary();
+  std::unique_ptr<OpenExperiment> a = NewExperiment(spec, owner, memory);
+
+  if (options.dry_run) {
     AttemptRecord attempt;
     attempt.experiment_id = spec.id;
     attempt.number = 1;
     attempt.job_name = JobName(spec.id, 1);
     AttemptJob job{
-        1, {LogDir(spec.id, 1), core_.config().output_root + "/" + spec.id, e.model_dir}, "", {}};
+        1,
+        {LogDir(spec.id, 1), core_.config().output_root + "/" + spec.id, a->record.model_dir},
+        "",
+        {}};
     attempt.sbatch_script =
         BuildSubmitRequest(spec, *plan, job, core_.config().launch, core_.config().job_environment)
             .script;
-    return SubmitResult{e, attempt, memory};
+    return SubmitResult{a->record, attempt, memory};
   }
 
   auto prepared = PrepareAttempt(*a, 1, *plan);
   if (!prepared.ok()) return prepared.status();
-  prepared->trial = std::move(trial);
+  prepared->with_intent = options.with_intent;
+  prepared->if_refused = options.if_refused;
   auto submitted = SubmitAttempt(*a, std::move(prepared).value(), /*create=*/true);
   if (!submitted.ok()) return submitted.status();
   SubmitResult result{a->record, a->attempt.record, memory};
   MutexLock lock(core_.mu());
-  core_.open()[spec.id] = std::move(a);
+  core_.Add(std::move(a));
   return result;
 }
 
@@ -182,9 +234,12 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   p.number = number;
   p.memory = plan.Summary();
   std::string secret = core_.ports().random.NewSecret();
+  const std::string secret_file = log_dir + "/" + kSecretFileName;
+  if (Status s = core_.ports().files.WriteSecretFile(secret_file, secret, as); !s.ok()) return s;
   const AttemptPaths paths{log_dir, core_.config().output_root + "/" + id, a.record.model_dir};
-  p.request = BuildSubmitRequest(a.spec, plan, {number, paths, secret, a.record.excluded_nodes},
-                                 core_.config().launch, core_.config().job_environment);
+  p.request =
+      BuildSubmitRequest(a.spec, plan, {number, paths, secret_file, a.record.excluded_nodes},
+                         core_.config().launch, core_.config().job_environment);
   AttemptRecord& attempt = p.attempt;
   attempt.experiment_id = id;
   attempt.number = number;
@@ -200,30 +255,19 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   return p;
 }
 
-// The intent is one transaction: the attempt row `submitting` with its tasks
-// and, for a restart or a resume, the experiment's move to queued. Before it,
-// nothing has changed; after it, a crash leaves an attempt that Recover
-// reconciles. For attempt 1 the experiment row is created in the same
-// transaction; if Slurm refuses, the rows are removed again so a refused
-// submission leaves nothing behind. For later attempts a refusal ends the
-// experiment with Slurm's reason.
-StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAttempt p, bool create,
-                                                  const std::string& queued_why) {
+Changes Submission::IntentOf(const OpenExperiment& a, const PreparedAttempt& p,
+                             const LiveAttempt& next, ExperimentRecord& record, bool create,
+                             const std::string& queued_why) {
   const std::string& id = a.record.id;
   const int number = p.number;
-  int64_t now = core_.ports().clock.NowMs();
-  p.attempt.submitted_at = now;
-
-  LiveAttempt next(a.spec, p.attempt);
-
-  ExperimentRecord record = a.record;
+  const int64_t now = p.attempt.submitted_at;
   record.current_attempt = number;
   record.updated_at = now;
   Changes intent;
   if (number == 1) record.state = ExperimentState::kQueued;
   if (!queued_why.empty() &&
       (record.state != ExperimentState::kQueued || record.reason != queued_why)) {
-    intent.events.push_back({0, id, number, now, "state",
+    intent.events.push_back({0, id, number, now, EventCode::kState,
                              std::string(ExperimentStateName(record.state)) + " -> " +
                                  ExperimentStateName(ExperimentState::kQueued) + ": " +
                                  queued_why});
@@ -234,17 +278,74 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   intent.create_experiment = create;
   if (create) intent.spec_revisions.push_back({id, 1, record.spec_json, now, ""});
   if (p.revision) intent.spec_revisions.push_back(*p.revision);
-  if (p.trial) intent.sweep_trials.push_back(*p.trial);
+  Append(intent, p.with_intent);
   intent.attempts.push_back(p.attempt);
   intent.tasks = next.tasks;
   intent.events.push_back(
-      {0, id, number, now, "submitting",
+      {0, id, number, now, EventCode::kSubmitting,
        "attempt " + std::to_string(number) + " as Slurm job " + p.request.job_name +
            "; memory per task " + std::to_string(p.memory.mem_per_task_mb) + " MB (" +
            p.memory.explanation + ")" +
            (p.attempt.start_step
                 ? "; resumes from checkpoint step " + std::to_string(*p.attempt.start_step)
                 : "")});
+  return intent;
+}
+
+// Slurm did not take a recorded attempt: a first attempt leaves nothing;
+// a later one waits to be looked for and submitted again when the cause is
+// transient, else fails the experiment with Slurm's reason.
+Status Submission::OnNotSubmitted(OpenExperiment& a, const PreparedAttempt& p, bool create,
+                                  const Status& refusal) {
+  const std::string& id = a.record.id;
+  Changes after;
+  if (create) {
+    // Nothing half-way: the experiment disappears with the refusal.
+    Changes undo;
+    undo.delete_experiment = id;
+    if (p.if_refused) p.if_refused(refusal, undo);
+    if (Status s = core_.Apply({&undo, 1}); !s.ok())
+      spdlog::error("experiment {} stays stored after Slurm refused it: {}", id, s.message());
+    return refusal;
+  }
+  if (refusal.retryable()) {
+    // Slurm may have the job all the same (an RPC that timed out): the
+    // attempt stays `submitting`, and a later poll adopts the job by its
+    // name or submits it again.
+    int64_t delay = NextSubmitRetryMs(a);
+    a.attempt.reconcile_at_ms = core_.ports().clock.NowMs() + delay;
+    core_.Event(after, a, EventCode::kRetry,
+                "Slurm did not take " + p.request.job_name + ": " + refusal.message() +
+                    "; looking for it by name and submitting it again in " + Seconds(delay));
+    core_.Commit(after);
+    return Status::Ok();
+  }
+  a.attempt.record.state = AttemptState::kEnded;
+  core_.EndAttempt(a, EndReason::kStartFailed);
+  a.attempt.record.reason = refusal.message();
+  a.attempt.record.ended_at = core_.ports().clock.NowMs();
+  after.attempts.push_back(a.attempt.record);
+  core_.SetState(
+      after, a, ExperimentState::kFailed,
+      "submission of attempt " + std::to_string(p.number) + " failed: " + refusal.message());
+  core_.Commit(after);
+  return refusal;
+}
+
+// The intent is one transaction: the attempt row `submitting` with its tasks
+// and, for a restart or a resume, the experiment's move to queued. Before it,
+// nothing has changed; after it, a crash leaves an attempt that Recover
+// reconciles. For attempt 1 the experiment row is created in the same
+// transaction; if Slurm refuses, the rows are removed again so a refused
+// submission leaves nothing behind. For later attempts a refusal ends the
+// experiment with Slurm's reason.
+StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAttempt p, bool create,
+                                                  const std::string& queued_why) {
+  const std::string& id = a.record.id;
+  p.attempt.submitted_at = core_.ports().clock.NowMs();
+  LiveAttempt next(a.spec, p.attempt);
+  ExperimentRecord record = a.record;
+  Changes intent = IntentOf(a, p, next, record, create, queued_why);
   if (Status s = core_.Apply({&intent, 1}); !s.ok()) {
     if (s.code() == StatusCode::kAlreadyExists)
       return Status(
@@ -259,53 +360,18 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   a.attempt = std::move(next);
 
   auto job = core_.ports().slurm.Submit(p.request);
-  Changes after;
   if (!job.ok()) {
-    if (create) {
-      // Nothing half-way: the experiment disappears with the refusal.
-      Changes undo;
-      undo.delete_experiment = id;
-      if (p.trial) {
-        SweepTrialRecord refused = *p.trial;
-        refused.state = SweepTrialState::kNotStarted;
-        refused.note = "not started: " + job.status().message();
-        refused.ended_at = core_.ports().clock.NowMs();
-        undo.sweep_trials.push_back(refused);
-      }
-      if (Status s = core_.Apply({&undo, 1}); !s.ok())
-        spdlog::error("experiment {} stays stored after Slurm refused it: {}", id, s.message());
-      return job.status();
-    }
-    if (job.status().retryable()) {
-      // Slurm may have the job all the same (an RPC that timed out): the
-      // attempt stays `submitting`, and a later poll adopts the job by its
-      // name or submits it again.
-      int64_t delay = NextSubmitRetryMs(a);
-      a.attempt.reconcile_at_ms = core_.ports().clock.NowMs() + delay;
-      core_.Event(after, a, "retry",
-                  "Slurm did not take " + p.request.job_name + ": " + job.status().message() +
-                      "; looking for it by name and submitting it again in " + Seconds(delay));
-      core_.Commit(after);
-      return a.attempt.record;
-    }
-    a.attempt.record.state = AttemptState::kEnded;
-    core_.EndAttempt(a, EndReason::kStartFailed);
-    a.attempt.record.reason = job.status().message();
-    a.attempt.record.ended_at = core_.ports().clock.NowMs();
-    after.attempts.push_back(a.attempt.record);
-    core_.SetState(
-        after, a, ExperimentState::kFailed,
-        "submission of attempt " + std::to_string(number) + " failed: " + job.status().message());
-    core_.Commit(after);
-    return job.status();
+    if (Status s = OnNotSubmitted(a, p, create, job.status()); !s.ok()) return s;
+    return a.attempt.record;
   }
+  Changes after;
   a.submit_failures = 0;
   a.attempt.job_seen = true;
   a.attempt.record.slurm_job_id = *job;
   a.attempt.record.state = AttemptState::kPending;
   a.attempt.job_known_seq = core_.NextJobSeq();
   after.attempts.push_back(a.attempt.record);
-  core_.Event(after, a, "submitted",
+  core_.Event(after, a, EventCode::kSubmitted,
               "Slurm job " + std::to_string(*job) + " (" + p.request.job_name + ")");
   core_.Commit(after);
   return a.attempt.record;
@@ -334,7 +400,7 @@ void Submission::OnSubmissionNotPrepared(OpenExperiment& a, int number, const St
       c.experiment = a.record;
     }
     core_.Event(
-        c, a, "retry",
+        c, a, EventCode::kRetry,
         attempt_n + " not submitted: " + why.message() + "; trying again in " + Seconds(delay));
     return;
   }
@@ -353,23 +419,18 @@ Status Submission::CheckChangedWorkdir(const OpenExperiment& a, const Experiment
   if (changed.workdir.empty() || changed.workdir == a.spec.workdir) return Status::Ok();
   auto account = core_.ports().accounts.ForOwner(a.record.owner);
   if (!account.ok()) return account.status();
-  Status usable = core_.ports().files.CheckWorkdir(changed.workdir, *account);
-  if (usable.ok() || usable.code() == StatusCode::kUnavailable) return usable;
-  return InvalidArgument("the workdir " + changed.workdir + " cannot be used by " + account->user +
-                             ": " + usable.message(),
-                         {{"workdir", "must be a directory " + account->user + " may enter, got '" +
-                                          changed.workdir + "': " + usable.message()}});
+  return CheckWorkdir(changed.workdir, *account);
 }
 
 StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann::json& changes) {
   MutexLock lock(core_.mu());
-  auto it = core_.open().find(id);
-  if (it != core_.open().end()) {
-    const OpenExperiment& a = *it->second;
+  if (const OpenExperiment* open = core_.Find(id)) {
+    const OpenExperiment& a = *open;
     if (!IsTerminal(a.record.state))
-      return FailedPrecondition(
-          "experiment '" + id + "' is " + ExperimentStateName(a.record.state) +
-          "; cancel it first (DELETE /experiments/" + id + ") or wait for it to end");
+      return FailedPrecondition("experiment '" + id + "' is " +
+                                ExperimentStateName(a.record.state) +
+                                "; cancel it first (tfctl cancel " + id +
+                                ", or DELETE /experiments/" + id + ") or wait for it to end");
     return Status(StatusCode::kUnavailable, "experiment '" + id + "' has ended but its Slurm job " +
                                                 std::to_string(a.attempt.record.slurm_job_id) +
                                                 " is still finishing; retry in a few seconds");
@@ -422,7 +483,7 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann
                ? "; spec revision " + std::to_string(revision->revision) + ": " + revision->changes
                : ""));
   if (!attempt.ok()) return attempt.status();
-  core_.open()[id] = std::move(a);
+  core_.Add(std::move(a));
   return attempt;
 }
 
@@ -438,7 +499,7 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
   for (const JobComponent& comp : components) {
     auto partition = core_.ports().slurm.GetPartition(comp.resources.partition);
     if (!partition.ok()) {
-      core_.Event(c, a, "exclude",
+      core_.Event(c, a, EventCode::kExclude,
                   "cannot check the nodes " + a.suspects.why +
                       " on: " + partition.status().message() + "; excluding none");
       return core_.Commit(c);
@@ -451,14 +512,20 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
     for (const NodeShape& n : partition.nodes)
       if (n.unavailable) down.insert(n.name);
   std::vector<std::string> add;
-  for (const std::string& node : suspects)
+  for (const std::string& node : suspects) {
+    // A name an agent reported goes into the job's --exclude: a node name
+    // only (RegisterInfoProblem), whatever an older row holds.
+    RegisterInfo named;
+    named.node_name = node;
+    if (node.empty() || !RegisterInfoProblem(named).empty()) continue;
     if ((!a.suspects.only_if_down || down.contains(node)) && !excluded.contains(node))
       add.push_back(node);
+  }
   std::string names;
   for (const std::string& node : add) names += (names.empty() ? "" : ", ") + node;
   if (add.empty()) {
     if (a.suspects.only_if_down)
-      core_.Event(c, a, "exclude",
+      core_.Event(c, a, EventCode::kExclude,
                   "none of the nodes " + a.suspects.why + " on is down now; excluding none");
     return core_.Commit(c);
   }
@@ -476,7 +543,7 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
     // The first component's job holds the spare nodes too (sbatch_script.cc).
     const int needed = components[k].resources.nodes + (k == 0 ? a.spec.resources.spare_nodes : 0);
     if (total - gone < needed) {
-      core_.Event(c, a, "exclude",
+      core_.Event(c, a, EventCode::kExclude,
                   "not excluding " + names + " (" + a.suspects.why + "): partition " +
                       partition.name + " has " + std::to_string(total) + " nodes, " +
                       std::to_string(gone_before) + " excluded already, and the job needs " +
@@ -486,7 +553,7 @@ void Submission::ExcludeSuspects(OpenExperiment& a) {
   }
   a.record.excluded_nodes.insert(a.record.excluded_nodes.end(), add.begin(), add.end());
   c.experiment = a.record;
-  core_.Event(c, a, "exclude",
+  core_.Event(c, a, EventCode::kExclude,
               "excluding " + names + " from the next attempts (" + a.suspects.why +
                   "); a resume clears the list");
   core_.Commit(c);

@@ -28,13 +28,11 @@ class Submission {
  public:
   explicit Submission(CoreState& lifecycle) : core_(lifecycle) {}
 
-  // Validates, stores the intent, submits. `dry_run` validates and renders
-  // only: nothing is stored or submitted. A sweep's `trial` row is stored
-  // with the intent, in its transaction (sweep_runner.h); if Slurm refuses
-  // the submission, the row says so (not_started) and the experiment goes.
-  StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner, bool dry_run,
-                                std::optional<SweepTrialRecord> trial = std::nullopt)
-      ABSL_LOCKS_EXCLUDED(core_.mu());
+  // Validates, stores the intent, submits (experiments.h, SubmitOptions:
+  // a dry run, and what is written with the intent or instead of it when
+  // Slurm refuses the first submission and the experiment goes).
+  StatusOr<SubmitResult> Submit(const nlohmann::json& spec, const std::string& owner,
+                                const SubmitOptions& options) ABSL_LOCKS_EXCLUDED(core_.mu());
   // Starts a new attempt of a finished experiment with the same MODEL_DIR.
   // The restart budget starts over. FailedPrecondition while it still runs.
   // `changes` (null: none) is a merge patch on the spec (spec_changes.h);
@@ -68,12 +66,29 @@ class Submission {
   // was (but for directories, which the next attempt reuses).
   StatusOr<PreparedAttempt> PrepareAttempt(const OpenExperiment& e, int number,
                                            const JobPlan& plan);
+  // A workdir (none: the model dir) must be one `account` may enter.
+  Status CheckWorkdir(const std::string& workdir, const RunAs& account);
+  // The checks of a new experiment before anything is stored or made: its
+  // id free, its model_dir allowed.
+  Status CheckNewExperiment(const ExperimentSpec& spec, const std::string& owner,
+                            const RunAs& account);
+  // The experiment of `spec` as its first attempt's intent records it.
+  std::unique_ptr<OpenExperiment> NewExperiment(const ExperimentSpec& spec,
+                                                const std::string& owner, const MemoryPlan& memory);
   // Where attempt `number` of experiment `id` logs (the job's working directory).
   std::string LogDir(const std::string& id, int number) const;
   // Records the intent, then submits. With `queued_why`, the experiment
   // moves to queued in the intent's own transaction.
   StatusOr<AttemptRecord> SubmitAttempt(OpenExperiment& e, PreparedAttempt prepared, bool create,
                                         const std::string& queued_why = "");
+  // The intent's transaction for `p`, with `record` (the experiment's row,
+  // changed as the intent records it) and `next`'s tasks.
+  Changes IntentOf(const OpenExperiment& e, const PreparedAttempt& p, const LiveAttempt& next,
+                   ExperimentRecord& record, bool create, const std::string& queued_why);
+  // Slurm did not take the recorded attempt `p` (`refusal`). Ok when the
+  // attempt waits to be submitted again.
+  Status OnNotSubmitted(OpenExperiment& e, const PreparedAttempt& p, bool create,
+                        const Status& refusal);
   // An automatic submission could not be prepared: retried later when the
   // cause is transient, else the experiment fails with the reason.
   void OnSubmissionNotPrepared(OpenExperiment& e, int number, const Status& why, Changes& c);

@@ -34,4 +34,15 @@ std::string BuildTfConfig(const std::vector<TaskRole>& roles,
   return TfConfigForTask(BuildClusterSpec(roles, addresses), roles[task]);
 }
 
+std::string TfConfigTooLong(const std::string& cluster_spec, int tasks) {
+  const size_t longest = wire::TfConfigForTask(cluster_spec, "evaluator", tasks).size();
+  if (longest <= wire::kMaxTfConfigBytes) return "";
+  return "; but TF_CONFIG is " + std::to_string(longest) +
+         " bytes, more than Linux passes to a program in one environment variable (" +
+         std::to_string(wire::kMaxTfConfigBytes) +
+         " bytes), and TensorFlow reads the cluster from TF_CONFIG only: every program will "
+         "fail to start (\"Argument list too long\"). Fewer tasks, or shorter addresses "
+         "(network.address: hostname), fit";
+}
+
 }  // namespace tfslurm

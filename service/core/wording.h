@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "base/unsafe_text.h"
 #include "service/core/attempt_run.h"
 
 namespace tfslurm {
@@ -21,25 +22,36 @@ inline std::string TaskName(const TaskSlot& t, int proc) {
          (t.node.empty() ? "" : " on " + t.node) + ")";
 }
 
-// An agent's Exited.detail as it is kept and shown: at most 500 bytes
-// (cut at a character boundary, "..." added), every control character a
-// space, surrounding spaces trimmed. It comes from the task's side, so it is
-// bounded before it reaches events, reasons and the store.
+// An agent's Exited.detail as it is kept and shown: valid UTF-8 (a byte
+// that is not becomes \xNN), every unsafe character (base/unsafe_text.h:
+// controls, bidi controls, invisible characters, line separators) a space,
+// every run of spaces one space, surrounding spaces trimmed, then at most
+// 300 bytes (cut at a character boundary, "..." added). It comes from the
+// task's side, so it is bounded before it reaches events, reasons and the
+// store, and cannot pad a line with spaces to show a row of its own.
 inline std::string ExitDetail(const std::string& detail) {
-  constexpr size_t kMax = 500;
+  constexpr size_t kMax = 300;
+  const std::string text = EscapeInvalidUtf8(std::string_view(detail).substr(0, 4 * kMax));
   std::string out;
-  for (char ch : detail.substr(0, kMax + 1)) {
-    unsigned char u = static_cast<unsigned char>(ch);
-    out += u < 0x20 || u == 0x7f ? ' ' : ch;
+  for (size_t i = 0; i < text.size() && out.size() <= kMax;) {
+    uint32_t c = 0;
+    bool truncated = false;
+    size_t length = DecodeUtf8(text, i, c, truncated);
+    if (length == 0) length = 1;  // cannot happen: EscapeInvalidUtf8 made it valid
+    const bool space = c == ' ' || IsUnsafeCodePoint(c);
+    if (!space)
+      out.append(text, i, length);
+    else if (!out.empty() && out.back() != ' ')
+      out += ' ';
+    i += length;
   }
   if (out.size() > kMax) {
     size_t cut = kMax;
     while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;
     out = out.substr(0, cut) + "...";
   }
-  size_t begin = out.find_first_not_of(' ');
-  if (begin == std::string::npos) return "";
-  return out.substr(begin, out.find_last_not_of(' ') - begin + 1);
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
 }
 
 // How a program ended, after its task's name: "was killed by signal 9",

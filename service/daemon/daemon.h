@@ -6,7 +6,8 @@
 //
 // Start also sets what the daemon needs of the process: SIGPIPE ignored, the
 // soft RLIMIT_NOFILE raised to the hard limit (one descriptor per connection
-// and per agent stream), and abseil's mutex deadlock detection off (gRPC
+// and per agent stream; an experiment at the task cap must fit in it:
+// descriptor_budget.h), and abseil's mutex deadlock detection off (gRPC
 // takes absl::Mutex locks for every message; the check was 9% of tfslurmd's
 // CPU in a 4,096-agent rendezvous).
 //
@@ -27,19 +28,19 @@
 #include <vector>
 
 #include "base/status.h"
+#include "service/api/gate_options.h"
+#include "service/core/core.h"
 #include "service/core/core_options.h"
-#include "service/core/experiments.h"
+#include "service/daemon/daemon_tls.h"
 #include "service/metrics/prometheus_metrics.h"
-
-namespace httplib {
-class Server;
-}
+#include "service/sweeps/sweeps.h"
 
 namespace tfslurm {
 class Tokens;
 namespace api {
 class Authenticator;
-}
+class GatedServer;
+}  // namespace api
 namespace agentrpc {
 class AgentGrpcServer;
 }
@@ -47,9 +48,10 @@ class AgentGrpcServer;
 
 namespace tfslurm::daemon {
 
-// How often the ticker runs Experiments::Tick (it sleeps this long after each
-// one): the cadence of core's timers, a restart in place's decision among
-// them. Slurm is polled at most every CoreConfig::poll_interval_ms of these.
+// How often the ticker runs Core::Tick (it sleeps this long after each
+// one): the cadence of core's timers, among them a restart in place's
+// deadlines (it is decided as its last agent waits: SlurmWatch::OnStandby).
+// Slurm is polled at most every CoreConfig::poll_interval_ms of these.
 inline constexpr int kTickIntervalMs = 200;
 
 struct DaemonOptions {
@@ -58,13 +60,20 @@ struct DaemonOptions {
   // The daemon fills in core.launch.service_address once the agent
   // endpoint listens.
   CoreConfig core;
+  // Whether the site set core.limits.max_tasks (--max-tasks-per-experiment):
+  // one that does not fit the process's file descriptors is refused at
+  // Start; the default is lowered to fit, with a warning
+  // (descriptor_budget.h).
+  bool max_tasks_given = false;
   // The REST API; port 0 picks a free port (see Daemon::http_port).
   std::string http_host = "127.0.0.1";
   int http_port = 8080;
   // The gRPC agent endpoint, "HOST:PORT"; port 0 picks a free port.
+  // (tfslurmd's command line defaults to 0.0.0.0:8081.)
   std::string agent_listen = "127.0.0.1:8081";
   // The host agents use to reach the endpoint, as job scripts name it;
-  // empty: the host of agent_listen.
+  // empty: the host of agent_listen, or this host's name when that is a
+  // wildcard (0.0.0.0, ::), which agents on other hosts cannot connect to.
   std::string advertise_host;
   // Every caller is the local admin; the caller checks that http_host is a
   // loopback address and says so in its log.
@@ -76,9 +85,22 @@ struct DaemonOptions {
   std::string munge_socket;
   int64_t munge_max_age_s = 300;
   std::string munge_admin_group;
-  size_t max_connections = 2048;  // connections served at once, one thread each
-  bool web_assets = true;         // GET / and /ui/ (api/web_assets.h)
-  bool logs = true;               // GET /experiments/{id}/logs (api/logs_api.h)
+  // TLS on both ports when tls.cert_path is set; the caller refuses
+  // plaintext off loopback (main.cc, --insecure-plaintext).
+  TlsOptions tls;
+  // The REST port's gate (api/request_gate.h): the limits a request is read
+  // with before any thread serves it, and how many are served at once
+  // (gate.max_threads, --max-connections).
+  api::GateOptions gate;
+  bool web_assets = true;  // GET / and /ui/ (api/web_assets.h)
+  bool logs = true;        // GET /experiments/{id}/logs (api/logs_api.h)
+  // Log follow responses at once, and of one user (api/logs_api.h).
+  int max_log_followers = 64;
+  int max_log_followers_per_user = 8;
+  // Sweeps still running per owner; one more is refused (ResourceExhausted):
+  // every open sweep is stepped at each poll, on the ticker's thread
+  // (--max-open-sweeps-per-user).
+  int max_open_sweeps_per_owner = 10;
   // The Slurm releases GET /version reports: the libslurm tfslurmd was
   // built with and slurmctld's ("" when unknown).
   std::string libslurm_release;
@@ -93,7 +115,7 @@ class Daemon {
   // Makes the output root (core.output_root, with its parents, absolute and
   // normal: Daemon::output_root), starts the agent endpoint, makes core
   // knowing where the endpoint is, binds the REST port, and only once both
-  // ports are bound recovers what the last run left (Experiments::Recover;
+  // ports are bound recovers what the last run left (Core::Recover;
   // a second daemon on the same ports fails before that). Then starts the
   // ticker and the HTTP listener and returns once the listener runs.
   // Errors: FailedPrecondition "cannot create the output root ..." (before
@@ -114,7 +136,16 @@ class Daemon {
   const std::string& agent_address() const { return agent_address_; }
   // The output root as made: absolute and normal, without a trailing '/'.
   const std::string& output_root() const { return output_root_; }
-  Experiments& experiments() { return *experiments_; }
+  Experiments& experiments() { return *core_; }
+
+  // Whether both ports speak TLS.
+  bool tls() const { return tls_ != nullptr; }
+  // SIGHUP: reads --tls-cert and --tls-key again and serves them from the
+  // next handshake on (daemon_tls.h); FailedPrecondition without TLS. On an
+  // error the old identity stays. Returns the new one, described.
+  StatusOr<std::string> ReloadTls();
+  // The identity served, described; "" without TLS.
+  std::string TlsDescription() const { return tls_ ? tls_->Describe() : ""; }
 
   // Stops the REST listener (waiting for the connections being served), the
   // ticker, then the agent endpoint. Running jobs go on; a next Start on the
@@ -124,19 +155,24 @@ class Daemon {
  private:
   Daemon() = default;
 
+  Clock* clock_ = nullptr;
   int http_port_ = 0;
   int agent_port_ = 0;
   std::string agent_address_;
   std::string output_root_;
   // Destroyed bottom-up: the HTTP server and the authenticator before the
   // agent endpoint, all before the lifecycle they call into.
-  // Before experiments_, which reports to it: destroyed after it.
+  // Outlives both servers, which take each handshake's identity from it.
+  std::unique_ptr<DaemonTls> tls_;
+  // Before core_, which reports to it: destroyed after it.
   std::unique_ptr<metrics::PrometheusMetrics> metrics_;
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> core_;
+  // After core_, which it calls: destroyed before it.
+  std::unique_ptr<sweeps::Sweeps> sweeps_;
   std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
   std::unique_ptr<Tokens> tokens_;
   std::unique_ptr<api::Authenticator> auth_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<api::GatedServer> http_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> http_returned_{false};  // listen_after_bind has returned
   std::thread ticker_;

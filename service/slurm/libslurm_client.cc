@@ -128,6 +128,117 @@ std::string UnknownNodes(const SubmitRequest& r) {
   return out.empty() ? "" : "; nodes this cluster does not have: " + out;
 }
 
+// slurmctld refuses required nodes that are also excluded with a bare
+// "Invalid node name specified" (_job_create, src/slurmctld/job_mgr.c,
+// slurm-22-05-8-1); say which node and why here instead. The excluded
+// list holds the spec's exclude and the experiment's bad-node memory.
+Status CheckRequiredNodesNotExcluded(const SubmitRequest& r,
+                                     const std::vector<SubmitRequest::Component>& parts) {
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (parts[k].nodelist.empty() || r.exclude_nodes.empty()) continue;
+    std::vector<std::string> excluded = ExpandHostlist(r.exclude_nodes);
+    for (const std::string& node : ExpandHostlist(parts[k].nodelist)) {
+      if (std::find(excluded.begin(), excluded.end(), node) == excluded.end()) continue;
+      // Components 1.. come from roles.<role> blocks, which this request
+      // does not name.
+      const std::string field = k == 0 ? "resources.nodelist" : "roles";
+      std::string msg = "nodelist '" + parts[k].nodelist + "' requires node " + node +
+                        ", which this job excludes ('" + r.exclude_nodes +
+                        "'): resources.exclude, or a node an earlier attempt of this experiment "
+                        "failed on (tfslurm's bad-node memory); remove " +
+                        node + " from nodelist";
+      return InvalidArgument("job " + r.job_name + ": " + msg, {{field, msg}});
+    }
+  }
+  return Status::Ok();
+}
+
+// The job_desc_msg_t of component `c` of `r` (`leader`: component 0), its
+// strings kept in `strings` and its environment `env`, which outlive it.
+void FillJobDesc(const SubmitRequest& r, const SubmitRequest::Component& c, bool leader,
+                 std::vector<char*>& env, std::deque<std::string>& strings, job_desc_msg_t& desc) {
+  auto keep = [&](const std::string& s) { return strings.emplace_back(s).data(); };
+  slurm_init_job_desc_msg(&desc);
+  desc.name = keep(r.job_name);
+  if (!c.partition.empty()) desc.partition = keep(c.partition);
+  // slurmctld keeps the leader's script and ignores the others'
+  // (proc_req.c, _slurm_rpc_submit_batch_het_job); every component needs
+  // an environment (job_mgr.c, _copy_job_desc_to_file), as sbatch gives.
+  if (leader) desc.script = keep(r.script);
+  desc.work_dir = keep(r.work_dir);
+  desc.std_out = keep(r.batch_output);
+  desc.environment = env.data();
+  desc.env_size = static_cast<uint32_t>(env.size());
+  desc.min_nodes = desc.max_nodes = static_cast<uint32_t>(c.nodes);
+  desc.ntasks_per_node = static_cast<uint16_t>(c.tasks_per_node);
+  desc.num_tasks = static_cast<uint32_t>(c.nodes * c.tasks_per_node);
+  desc.cpus_per_task = static_cast<uint16_t>(c.cpus_per_task);
+  desc.pn_min_memory = static_cast<uint64_t>(c.mem_per_cpu_mb) | MEM_PER_CPU;
+  desc.time_limit = static_cast<uint32_t>(r.time_limit_minutes);
+  if (!r.exclude_nodes.empty()) desc.exc_nodes = keep(r.exclude_nodes);
+  if (!c.constraint.empty()) desc.features = keep(c.constraint);
+  if (!c.nodelist.empty()) desc.req_nodes = keep(c.nodelist);
+  // sbatch --exclusive sets shared = JOB_SHARED_NONE (arg_set_exclusive
+  // in src/common/slurm_opt.c), copied into the job description by
+  // slurm_opt_create_job_desc; slurm_init_job_desc_msg leaves NO_VAL16,
+  // the partition's OverSubscribe.
+  if (c.exclusive) desc.shared = JOB_SHARED_NONE;
+  // Job-wide: sbatch keeps these from the first component for every
+  // later one (they are not reset_each_pass in slurm_opt.c), and
+  // slurmctld validates each component's own (job_allocate per
+  // component in _slurm_rpc_submit_batch_het_job, proc_req.c).
+  if (!r.account.empty()) desc.account = keep(r.account);
+  if (!r.qos.empty()) desc.qos = keep(r.qos);
+  if (!r.reservation.empty()) desc.reservation = keep(r.reservation);
+  if (c.gpus_per_node > 0) desc.tres_per_node = keep("gres:gpu:" + std::to_string(c.gpus_per_node));
+  // What sbatch --gpus-per-task=N sends: xfmt_tres(&tres_per_task,
+  // "gres:gpu", "N") in slurm_opt_create_job_desc (src/common/slurm_opt.c,
+  // formatted by src/common/proc_args.c; slurm-22-05-8-1).
+  if (c.gpus_per_task > 0) desc.tres_per_task = keep("gres:gpu:" + std::to_string(c.gpus_per_task));
+  if (r.warn_signal) {
+    desc.warn_signal = static_cast<uint16_t>(r.warn_signal);
+    desc.warn_time = static_cast<uint16_t>(r.warn_time_s);
+  }
+  // tfslurm restarts a preempted or failed job itself, as a new attempt
+  // with a new secret; Slurm requeueing the same job would run the old
+  // attempt a second time next to it.
+  desc.requeue = 0;
+  // sbatch --no-kill: slurmctld then takes a failed node out of the job
+  // (excise_node_from_job) instead of ending it NODE_FAIL
+  // (kill_running_job_by_node_name, src/slurmctld/job_mgr.c,
+  // slurm-22-05-8-1; _foreach_kill_running_job_by_node in 26.05).
+  if (r.no_kill) desc.kill_on_node_fail = 0;
+  // Root or SlurmUser may submit for any user (slurmctld's _valid_id,
+  // src/slurmctld/proc_req.c at slurm-22-05-8-1); anyone else only for
+  // themselves. There is no field for supplementary groups: slurmctld
+  // puts the user's own into the job's credential (_fill_cred_gids,
+  // src/common/slurm_cred.c, unless LaunchParameters=disable_send_gids).
+  desc.user_id = r.user_id;
+  desc.group_id = r.group_id;
+}
+
+// slurmctld refused `r` with Slurm errno `err`: the field of the spec it
+// points at when it is the user's to fix, else Unavailable (retried).
+Status SubmitRefusal(const SubmitRequest& r, int err) {
+  std::string msg = SlurmError("slurmctld refused job " + r.job_name);
+  if (auto field = SiteOptionField(err, r)) {
+    // Slurm's own reason (slurm_strerror), then what the spec said.
+    std::string reason = std::string(slurm_strerror(err)) + " (Slurm errno " + std::to_string(err) +
+                         ")" + SiteOptionValue(*field, r);
+    if (err == ESLURM_INVALID_NODE_NAME) reason += UnknownNodes(r);
+    return InvalidArgument(msg, {{*field, reason}});
+  }
+  // Errors about the request itself are the user's to fix; the rest
+  // (slurmctld down, timeouts) are worth retrying.
+  if (err == ESLURM_INVALID_PARTITION_NAME || err == ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE ||
+      err == ESLURM_INVALID_TIME_LIMIT || err == ESLURM_TOO_MANY_REQUESTED_CPUS ||
+      err == ESLURM_INVALID_NODE_COUNT || err == ESLURM_INVALID_TASK_MEMORY ||
+      err == ESLURM_PARTITION_NOT_AVAIL || err == ESLURM_INVALID_GRES ||
+      err == ESLURM_INVALID_FEATURE || err == ESLURM_NOT_SUPPORTED)
+    return InvalidArgument(msg, {{"resources", msg}});
+  return Unavailable(msg);
+}
+
 // libslurm keeps process-wide state (the config, the auth plugin), set up once
 // per process. The API calls themselves are safe to make from several threads
 // (slurmrestd serves every request from a pool of threads through them), so
@@ -210,100 +321,20 @@ class LibslurmClient final : public SlurmClient {
 
   StatusOr<int64_t> Submit(const SubmitRequest& r) override {
     // Component 0 is the request's own fields; a heterogeneous job adds one
-    // job_desc_msg_t per further component. libslurm takes char*: every
-    // string below outlives the call (a deque: its elements never move).
+    // job_desc_msg_t per further component.
     std::vector<SubmitRequest::Component> parts = {
         {r.partition, r.nodes, r.tasks_per_node, r.cpus_per_task, r.gpus_per_node, r.mem_per_cpu_mb,
          r.constraint, r.gpus_per_task, r.nodelist, r.exclusive}};
     parts.insert(parts.end(), r.more_components.begin(), r.more_components.end());
-    // slurmctld refuses required nodes that are also excluded with a bare
-    // "Invalid node name specified" (_job_create, src/slurmctld/job_mgr.c,
-    // slurm-22-05-8-1); say which node and why here instead. The excluded
-    // list holds the spec's exclude and the experiment's bad-node memory.
-    for (size_t k = 0; k < parts.size(); ++k) {
-      if (parts[k].nodelist.empty() || r.exclude_nodes.empty()) continue;
-      std::vector<std::string> excluded = ExpandHostlist(r.exclude_nodes);
-      for (const std::string& node : ExpandHostlist(parts[k].nodelist)) {
-        if (std::find(excluded.begin(), excluded.end(), node) == excluded.end()) continue;
-        // Components 1.. come from roles.<role> blocks, which this request
-        // does not name.
-        const std::string field = k == 0 ? "resources.nodelist" : "roles";
-        std::string msg = "nodelist '" + parts[k].nodelist + "' requires node " + node +
-                          ", which this job excludes ('" + r.exclude_nodes +
-                          "'): resources.exclude, or a node an earlier attempt of this experiment "
-                          "failed on (tfslurm's bad-node memory); remove " +
-                          node + " from nodelist";
-        return InvalidArgument("job " + r.job_name + ": " + msg, {{field, msg}});
-      }
-    }
+    if (Status s = CheckRequiredNodesNotExcluded(r, parts); !s.ok()) return s;
+    // libslurm takes char*: every string below outlives the call (a deque:
+    // its elements never move).
     std::deque<std::string> strings;
-    auto keep = [&](const std::string& s) { return strings.emplace_back(s).data(); };
     std::vector<char*> env;
     for (const std::string& e : r.environment) env.push_back(const_cast<char*>(e.c_str()));
     std::vector<job_desc_msg_t> descs(parts.size());
-    for (size_t k = 0; k < parts.size(); ++k) {
-      const SubmitRequest::Component& c = parts[k];
-      job_desc_msg_t& desc = descs[k];
-      slurm_init_job_desc_msg(&desc);
-      desc.name = keep(r.job_name);
-      if (!c.partition.empty()) desc.partition = keep(c.partition);
-      // slurmctld keeps the leader's script and ignores the others'
-      // (proc_req.c, _slurm_rpc_submit_batch_het_job); every component needs
-      // an environment (job_mgr.c, _copy_job_desc_to_file), as sbatch gives.
-      if (k == 0) desc.script = keep(r.script);
-      desc.work_dir = keep(r.work_dir);
-      desc.std_out = keep(r.batch_output);
-      desc.environment = env.data();
-      desc.env_size = static_cast<uint32_t>(env.size());
-      desc.min_nodes = desc.max_nodes = static_cast<uint32_t>(c.nodes);
-      desc.ntasks_per_node = static_cast<uint16_t>(c.tasks_per_node);
-      desc.num_tasks = static_cast<uint32_t>(c.nodes * c.tasks_per_node);
-      desc.cpus_per_task = static_cast<uint16_t>(c.cpus_per_task);
-      desc.pn_min_memory = static_cast<uint64_t>(c.mem_per_cpu_mb) | MEM_PER_CPU;
-      desc.time_limit = static_cast<uint32_t>(r.time_limit_minutes);
-      if (!r.exclude_nodes.empty()) desc.exc_nodes = keep(r.exclude_nodes);
-      if (!c.constraint.empty()) desc.features = keep(c.constraint);
-      if (!c.nodelist.empty()) desc.req_nodes = keep(c.nodelist);
-      // sbatch --exclusive sets shared = JOB_SHARED_NONE (arg_set_exclusive
-      // in src/common/slurm_opt.c), copied into the job description by
-      // slurm_opt_create_job_desc; slurm_init_job_desc_msg leaves NO_VAL16,
-      // the partition's OverSubscribe.
-      if (c.exclusive) desc.shared = JOB_SHARED_NONE;
-      // Job-wide: sbatch keeps these from the first component for every
-      // later one (they are not reset_each_pass in slurm_opt.c), and
-      // slurmctld validates each component's own (job_allocate per
-      // component in _slurm_rpc_submit_batch_het_job, proc_req.c).
-      if (!r.account.empty()) desc.account = keep(r.account);
-      if (!r.qos.empty()) desc.qos = keep(r.qos);
-      if (!r.reservation.empty()) desc.reservation = keep(r.reservation);
-      if (c.gpus_per_node > 0)
-        desc.tres_per_node = keep("gres:gpu:" + std::to_string(c.gpus_per_node));
-      // What sbatch --gpus-per-task=N sends: xfmt_tres(&tres_per_task,
-      // "gres:gpu", "N") in slurm_opt_create_job_desc (src/common/slurm_opt.c,
-      // formatted by src/common/proc_args.c; slurm-22-05-8-1).
-      if (c.gpus_per_task > 0)
-        desc.tres_per_task = keep("gres:gpu:" + std::to_string(c.gpus_per_task));
-      if (r.warn_signal) {
-        desc.warn_signal = static_cast<uint16_t>(r.warn_signal);
-        desc.warn_time = static_cast<uint16_t>(r.warn_time_s);
-      }
-      // tfslurm restarts a preempted or failed job itself, as a new attempt
-      // with a new secret; Slurm requeueing the same job would run the old
-      // attempt a second time next to it.
-      desc.requeue = 0;
-      // sbatch --no-kill: slurmctld then takes a failed node out of the job
-      // (excise_node_from_job) instead of ending it NODE_FAIL
-      // (kill_running_job_by_node_name, src/slurmctld/job_mgr.c,
-      // slurm-22-05-8-1; _foreach_kill_running_job_by_node in 26.05).
-      if (r.no_kill) desc.kill_on_node_fail = 0;
-      // Root or SlurmUser may submit for any user (slurmctld's _valid_id,
-      // src/slurmctld/proc_req.c at slurm-22-05-8-1); anyone else only for
-      // themselves. There is no field for supplementary groups: slurmctld
-      // puts the user's own into the job's credential (_fill_cred_gids,
-      // src/common/slurm_cred.c, unless LaunchParameters=disable_send_gids).
-      desc.user_id = r.user_id;
-      desc.group_id = r.group_id;
-    }
+    for (size_t k = 0; k < parts.size(); ++k)
+      FillJobDesc(r, parts[k], k == 0, env, strings, descs[k]);
 
     submit_response_msg_t* resp = nullptr;
     int rc;
@@ -314,26 +345,7 @@ class LibslurmClient final : public SlurmClient {
       // leader's id.
       rc = releases::SubmitHetJob(descs, &resp);
     }
-    if (rc != SLURM_SUCCESS) {
-      int err = releases::LastError();
-      std::string msg = SlurmError("slurmctld refused job " + r.job_name);
-      if (auto field = SiteOptionField(err, r)) {
-        // Slurm's own reason (slurm_strerror), then what the spec said.
-        std::string reason = std::string(slurm_strerror(err)) + " (Slurm errno " +
-                             std::to_string(err) + ")" + SiteOptionValue(*field, r);
-        if (err == ESLURM_INVALID_NODE_NAME) reason += UnknownNodes(r);
-        return InvalidArgument(msg, {{*field, reason}});
-      }
-      // Errors about the request itself are the user's to fix; the rest
-      // (slurmctld down, timeouts) are worth retrying.
-      if (err == ESLURM_INVALID_PARTITION_NAME || err == ESLURM_REQUESTED_NODE_CONFIG_UNAVAILABLE ||
-          err == ESLURM_INVALID_TIME_LIMIT || err == ESLURM_TOO_MANY_REQUESTED_CPUS ||
-          err == ESLURM_INVALID_NODE_COUNT || err == ESLURM_INVALID_TASK_MEMORY ||
-          err == ESLURM_PARTITION_NOT_AVAIL || err == ESLURM_INVALID_GRES ||
-          err == ESLURM_INVALID_FEATURE || err == ESLURM_NOT_SUPPORTED)
-        return InvalidArgument(msg, {{"resources", msg}});
-      return Unavailable(msg);
-    }
+    if (rc != SLURM_SUCCESS) return SubmitRefusal(r, releases::LastError());
     int64_t id = releases::SubmittedJobId(*resp);
     slurm_free_submit_response_response_msg(resp);
     return id;
@@ -400,6 +412,24 @@ class LibslurmClient final : public SlurmClient {
     }
     return Status::Ok();
   }
+
+  Status ShrinkJob(int64_t job_id, const std::string& keep) override {
+    // slurmctld's _update_job (src/slurmctld/job_mgr.c): req_nodes on a
+    // running job is its new node list; the nodes left out get
+    // abort_job_on_nodes and kill_step_on_node, then excise_node_from_job.
+    job_desc_msg_t desc;
+    slurm_init_job_desc_msg(&desc);
+    releases::SetDescJobId(desc, static_cast<uint32_t>(job_id));
+    std::string nodes = keep;
+    desc.req_nodes = nodes.data();
+    if (slurm_update_job(&desc) != SLURM_SUCCESS) {
+      int err = releases::LastError();
+      if (err == ESLURM_ALREADY_DONE || err == ESLURM_INVALID_JOB_ID) return Status::Ok();
+      return Unavailable(
+          SlurmError("shrinking job " + std::to_string(job_id) + " to nodes " + keep));
+    }
+    return Status::Ok();
+  }
 };
 
 }  // namespace
@@ -420,6 +450,16 @@ StatusOr<std::string> LoadControllerRelease() {
   std::string version = conf->version ? conf->version : "";
   releases::FreeConf(conf);
   return version;
+}
+
+StatusOr<bool> JobsArePrivate() {
+  std::call_once(g_init_once, [] { slurm_init(nullptr); });
+  slurm_conf_t* conf = nullptr;
+  if (slurm_load_ctl_conf(0, &conf) != SLURM_SUCCESS)
+    return Unavailable(SlurmError("asking slurmctld for its configuration"));
+  const bool hidden = (conf->private_data & PRIVATE_DATA_JOBS) != 0;
+  releases::FreeConf(conf);
+  return hidden;
 }
 
 }  // namespace tfslurm::slurm

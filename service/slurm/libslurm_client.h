@@ -28,6 +28,12 @@ std::string LibslurmRelease();
 // libslurm cannot talk to (it then closes the connection unanswered).
 StatusOr<std::string> LoadControllerRelease();
 
+// Whether slurmctld hides each user's jobs from the others: slurm.conf's
+// PrivateData includes "jobs" (slurm_conf_t.private_data has
+// PRIVATE_DATA_JOBS). Without it any user's squeue shows every job's name,
+// which holds the experiment's id. Unavailable when slurmctld did not answer.
+StatusOr<bool> JobsArePrivate();
+
 // Both ends, once: this libslurm's release and slurmctld's.
 struct SlurmReleases {
   std::string libslurm;   // "22.05.8"
@@ -46,5 +52,18 @@ struct SlurmReleases {
 // Unavailable when neither way reached slurmctld (down, or a release
 // nothing here can talk to), naming what each way answered.
 StatusOr<SlurmReleases> CheckSlurmReleases();
+
+// CheckSlurmReleases in a child process, for `tfslurmd --version`, which
+// must answer on a host with no Slurm configuration (a build or login host).
+// There libslurm ends the process that calls it: slurm_conf_init calls
+// fatal("Could not establish a configuration source") when
+// _establish_config_source finds neither $SLURM_CONF, the default
+// slurm.conf, /run/slurm/conf/slurm.conf (a configless slurmd's copy), nor
+// slurmctld through SLURM_CONF_SERVER or DNS SRV records
+// (src/common/read_config.c at slurm-26-05-3-1; at slurm-22-05-8-1 the same
+// through log_var(LOG_LEVEL_FATAL, ...), which exits too, src/common/log.c).
+// Errors: CheckSlurmReleases's, and FailedPrecondition with libslurm's own
+// last words when it ended the child before slurmctld could be asked.
+StatusOr<SlurmReleases> CheckSlurmReleasesInChild();
 
 }  // namespace tfslurm::slurm

@@ -122,6 +122,16 @@ inline int KillStep(uint32_t job_id, uint32_t step_id, uint16_t signal) {
 #endif
 }
 
+// A job description naming job `job_id` (for slurm_update_job): its job_id,
+// which is step_id.job_id (a slurm_step_id_t) from slurm-25-11-0-1 (slurm.h).
+inline void SetDescJobId(job_desc_msg_t& desc, uint32_t job_id) {
+#if TFSLURM_SLURM_AT_LEAST(25, 11)
+  desc.step_id.job_id = job_id;
+#else
+  desc.job_id = job_id;
+#endif
+}
+
 // The id slurmctld gave a submitted job: submit_response_msg_t's job_id,
 // which is step_id.job_id (a slurm_step_id_t) from slurm-25-11-0-1 (slurm.h).
 inline uint32_t SubmittedJobId(const submit_response_msg_t& resp) {

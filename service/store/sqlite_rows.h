@@ -11,6 +11,27 @@
 
 namespace tfslurm::store {
 
+// The value a stored name stands for. A name that is not in the table is an
+// error, not a default: a database of a newer tfslurmd is refused when it is
+// opened (migrations.h), so an unknown name here is damage or a bug, and a
+// guess (an attempt read as ended, a task as lost) would act on it.
+template <typename E, size_t N>
+StatusOr<E> StoredName(const EnumName<E> (&table)[N], const std::string& name, const char* column,
+                       const std::string& row) {
+  if (std::optional<E> value = ValueIn(table, name)) return *value;
+  return Internal("the store holds " + std::string(column) + " '" + name + "' for " + row +
+                  ", which this tfslurmd does not know");
+}
+
+// Returns the status of `expr`, a StatusOr, from the caller when it failed;
+// else assigns its value to `lhs`.
+#define TFSLURM_ASSIGN_OR_RETURN(lhs, expr)                 \
+  do {                                                      \
+    auto tfslurm_value = (expr);                            \
+    if (!tfslurm_value.ok()) return tfslurm_value.status(); \
+    lhs = std::move(tfslurm_value).value();                 \
+  } while (false)
+
 inline constexpr const char* kExperimentColumns =
     "id, owner, spec, state, reason, current_attempt, restarts, model_dir, mem_per_task_mb, "
     "mem_explanation, checkpoint_step, checkpoint_path, created_at, updated_at, next_attempt_at, "
@@ -33,12 +54,13 @@ inline constexpr const char* kSummaryColumns =
     "a.nodes AS attempt_nodes, a.slurm_state AS attempt_slurm_state";
 
 // A row of kExperimentColumns (or kSummaryColumns).
-inline ExperimentRecord ReadExperiment(Statement& s) {
+inline StatusOr<ExperimentRecord> ReadExperiment(Statement& s) {
   ExperimentRecord e;
   e.id = s.Text("id");
   e.owner = s.Text("owner");
   e.spec_json = s.Text("spec");
-  e.state = ParseExperimentState(s.Text("state")).value_or(ExperimentState::kFailed);
+  TFSLURM_ASSIGN_OR_RETURN(e.state, StoredName(kExperimentStateNames, s.Text("state"),
+                                               "experiment state", "experiment " + e.id));
   e.reason = s.Text("reason");
   e.current_attempt = static_cast<int>(s.Int("current_attempt"));
   e.restarts = static_cast<int>(s.Int("restarts"));
@@ -64,9 +86,9 @@ inline ExperimentRecord ReadExperiment(Statement& s) {
 
 // A row of kSummaryColumns: the experiment, and its current attempt's Slurm
 // facts when it has one (the LEFT JOIN found a row). No task counts.
-inline ExperimentSummary ReadSummary(Statement& s) {
+inline StatusOr<ExperimentSummary> ReadSummary(Statement& s) {
   ExperimentSummary summary;
-  summary.experiment = ReadExperiment(s);
+  TFSLURM_ASSIGN_OR_RETURN(summary.experiment, ReadExperiment(s));
   summary.has_attempt = s.OptInt("attempt_number").has_value();
   summary.slurm_job_id = s.Int("attempt_slurm_job_id");
   summary.nodes = s.Text("attempt_nodes");
@@ -79,25 +101,30 @@ inline constexpr const char* kAttemptColumns =
     "end_reason, reason, nodes, sbatch_script, start_step, exit_code, submitted_at, started_at, "
     "ended_at, in_place, spec_revision, node_slots";
 
-inline AttemptRecord ReadAttempt(Statement& s) {
+inline StatusOr<AttemptRecord> ReadAttempt(Statement& s) {
   AttemptRecord a;
   a.experiment_id = s.Text("experiment_id");
   a.number = static_cast<int>(s.Int("number"));
   a.secret_sha256 = s.Text("secret_sha256");
   a.job_name = s.Text("job_name");
   a.slurm_job_id = s.Int("slurm_job_id");
-  // A value this build does not know (a newer tfslurmd wrote it) reads as
-  // ended: nothing acts on an ended attempt.
-  a.state = ParseAttemptState(s.Text("state")).value_or(AttemptState::kEnded);
+  const std::string row = "attempt " + std::to_string(a.number) + " of " + a.experiment_id;
+  TFSLURM_ASSIGN_OR_RETURN(a.state,
+                           StoredName(kAttemptStateNames, s.Text("state"), "attempt state", row));
   a.slurm_state = s.Text("slurm_state");
-  a.end_reason = ParseEndReason(s.Text("end_reason"));
+  // "" while the attempt has no end reason.
+  if (std::string reason = s.Text("end_reason"); !reason.empty())
+    TFSLURM_ASSIGN_OR_RETURN(a.end_reason, StoredName(kEndReasonNames, reason, "end reason", row));
   a.reason = s.Text("reason");
   a.nodes = s.Text("nodes");
   a.sbatch_script = s.Text("sbatch_script");
   a.start_step = s.OptInt("start_step");
   a.in_place = s.Int("in_place") != 0;
-  // Unreadable (a newer tfslurmd's form): no spare, slot s on node s.
-  a.node_slots = NodeSlots::FromText(s.Text("node_slots")).value_or(NodeSlots());
+  std::optional<NodeSlots> slots = NodeSlots::FromText(s.Text("node_slots"));
+  if (!slots)
+    return Internal("the store holds node slots '" + s.Text("node_slots") + "' for " + row +
+                    ", which this tfslurmd cannot read");
+  a.node_slots = *slots;
   a.exit_code = static_cast<int>(s.Int("exit_code"));
   a.submitted_at = s.Int("submitted_at");
   a.started_at = s.Int("started_at");
@@ -110,7 +137,7 @@ inline constexpr const char* kTaskColumns =
     "experiment_id, attempt, proc_id, role, role_index, node, address, state, exit_code, signal, "
     "registered_at, last_heartbeat, ended_at, local_rank, detail, restarts, startup_error";
 
-inline TaskRecord ReadTask(Statement& s) {
+inline StatusOr<TaskRecord> ReadTask(Statement& s) {
   TaskRecord t;
   t.experiment_id = s.Text("experiment_id");
   t.attempt = static_cast<int>(s.Int("attempt"));
@@ -119,8 +146,9 @@ inline TaskRecord ReadTask(Statement& s) {
   t.index = static_cast<int>(s.Int("role_index"));
   t.node = s.Text("node");
   t.address = s.Text("address");
-  // Likewise, an unknown task state reads as lost.
-  t.state = ParseTaskState(s.Text("state")).value_or(TaskState::kLost);
+  TFSLURM_ASSIGN_OR_RETURN(
+      t.state, StoredName(kTaskStateNames, s.Text("state"), "task state",
+                          "task " + std::to_string(t.proc_id) + " of " + t.experiment_id));
   if (auto v = s.OptInt("exit_code")) t.exit_code = static_cast<int>(*v);
   if (auto v = s.OptInt("signal")) t.signal = static_cast<int>(*v);
   t.registered_at = s.Int("registered_at");
@@ -135,13 +163,14 @@ inline TaskRecord ReadTask(Statement& s) {
 
 inline constexpr const char* kEventColumns = "id, experiment_id, attempt, at, what, why";
 
-inline EventRecord ReadEvent(Statement& s) {
+inline StatusOr<EventRecord> ReadEvent(Statement& s) {
   EventRecord ev;
   ev.id = s.Int("id");
   ev.experiment_id = s.Text("experiment_id");
   ev.attempt = static_cast<int>(s.Int("attempt"));
   ev.at = s.Int("at");
-  ev.what = s.Text("what");
+  TFSLURM_ASSIGN_OR_RETURN(ev.what, StoredName(kEventCodeNames, s.Text("what"), "event code",
+                                               "an event of " + ev.experiment_id));
   ev.why = s.Text("why");
   return ev;
 }
@@ -176,7 +205,8 @@ inline Status WriteTask(StatementCache& sql, const TaskRecord& t) {
 inline Status WriteEvent(StatementCache& sql, const EventRecord& ev) {
   Statement s =
       sql.Prepare("INSERT INTO events (experiment_id, attempt, at, what, why) VALUES (?,?,?,?,?)");
-  s.Bind(1, ev.experiment_id).Bind(2, ev.attempt).Bind(3, ev.at).Bind(4, ev.what).Bind(5, ev.why);
+  s.Bind(1, ev.experiment_id).Bind(2, ev.attempt).Bind(3, ev.at).Bind(4, EventCodeName(ev.what));
+  s.Bind(5, ev.why);
   if (s.Step() != SQLITE_DONE) return sql.Error("writing event");
   return Status::Ok();
 }

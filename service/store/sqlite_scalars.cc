@@ -142,4 +142,15 @@ StatusOr<std::vector<ScalarSeries>> ReadScalarSeries(StatementCache& sql,
   return out;
 }
 
+StatusOr<std::vector<std::string>> ReadScalarTags(StatementCache& sql,
+                                                  const std::string& experiment_id) {
+  Statement s = sql.Prepare("SELECT tag FROM scalar_tags WHERE experiment_id = ? ORDER BY tag");
+  s.Bind(1, experiment_id);
+  std::vector<std::string> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(s.Text("tag"));
+  if (rc != SQLITE_DONE) return sql.Error("reading scalar tags");
+  return out;
+}
+
 }  // namespace tfslurm::store

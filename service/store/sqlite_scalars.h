@@ -27,4 +27,8 @@ StatusOr<std::vector<ScalarSeries>> ReadScalarSeries(StatementCache& sql,
                                                      const std::string& experiment_id,
                                                      const std::vector<std::string>& tags);
 
+// Store::ListScalarTags.
+StatusOr<std::vector<std::string>> ReadScalarTags(StatementCache& sql,
+                                                  const std::string& experiment_id);
+
 }  // namespace tfslurm::store

@@ -163,7 +163,11 @@ class SqliteStore final : public Store {
                           " ORDER BY created_at");
     std::vector<ExperimentRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadExperiment(s));
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadExperiment(s);
+      if (!row.ok()) return row.status();
+      out.push_back(std::move(row).value());
+    }
     if (rc != SQLITE_DONE) return Error("listing open experiments");
     return out;
   }
@@ -190,7 +194,11 @@ class SqliteStore final : public Store {
     s.Bind(1, id);
     std::vector<AttemptRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadAttempt(s));
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadAttempt(s);
+      if (!row.ok()) return row.status();
+      out.push_back(std::move(row).value());
+    }
     if (rc != SQLITE_DONE) return Error("listing attempts");
     return out;
   }
@@ -203,7 +211,47 @@ class SqliteStore final : public Store {
     s.Bind(1, id).Bind(2, attempt);
     std::vector<TaskRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadTask(s));
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadTask(s);
+      if (!row.ok()) return row.status();
+      out.push_back(std::move(row).value());
+    }
+    if (rc != SQLITE_DONE) return Error("listing tasks");
+    return out;
+  }
+
+  StatusOr<TaskPageRows> ListTaskPage(const std::string& id, int attempt,
+                                      const TaskQuery& query) override ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    TaskPageRows out;
+    // From the index tasks_by_role_state alone.
+    Statement counts = Prepare(
+        "SELECT role, state, count(*) AS tasks FROM tasks WHERE experiment_id=? AND attempt=? "
+        "GROUP BY role, state");
+    counts.Bind(1, id).Bind(2, attempt);
+    int rc;
+    while ((rc = counts.Step()) == SQLITE_ROW) {
+      TaskState state;
+      TFSLURM_ASSIGN_OR_RETURN(
+          state, StoredName(kTaskStateNames, counts.Text("state"), "task state",
+                            "experiment " + id + ", attempt " + std::to_string(attempt)));
+      const int n = static_cast<int>(counts.Int("tasks"));
+      out.counts.push_back({counts.Text("role"), state, n});
+      if (!query.state || *query.state == state) out.total += n;
+    }
+    if (rc != SQLITE_DONE) return Error("counting tasks");
+    Statement s = Prepare(
+        std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE experiment_id=? AND attempt=?" +
+        (query.state ? " AND state=?" : "") + " ORDER BY proc_id LIMIT ? OFFSET ?");
+    s.Bind(1, id).Bind(2, attempt);
+    const int next = query.state ? 4 : 3;  // the index of LIMIT's placeholder
+    if (query.state) s.Bind(3, TaskStateName(*query.state));
+    s.Bind(next, query.limit < 0 ? int64_t{-1} : query.limit).Bind(next + 1, query.offset);
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadTask(s);
+      if (!row.ok()) return row.status();
+      out.tasks.push_back(std::move(row).value());
+    }
     if (rc != SQLITE_DONE) return Error("listing tasks");
     return out;
   }
@@ -223,7 +271,11 @@ class SqliteStore final : public Store {
     s.Bind(1, id).Bind(2, limit);
     std::vector<EventRecord> out;
     int rc;
-    while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadEvent(s));
+    while ((rc = s.Step()) == SQLITE_ROW) {
+      auto row = ReadEvent(s);
+      if (!row.ok()) return row.status();
+      out.push_back(std::move(row).value());
+    }
     if (rc != SQLITE_DONE) return Error("listing events");
     return out;
   }
@@ -273,6 +325,12 @@ class SqliteStore final : public Store {
       ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
     return ReadScalarSeries(*statements_, experiment_id, tags);
+  }
+
+  StatusOr<std::vector<std::string>> ListScalarTags(const std::string& experiment_id) override
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    return ReadScalarTags(*statements_, experiment_id);
   }
 
   Status PutToken(const TokenRecord& t) override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -327,7 +385,9 @@ class SqliteStore final : public Store {
     s.Bind(1, needed_ids.dump());
     nlohmann::json open_ids = nlohmann::json::array();  // whose tasks a list counts
     while ((rc = s.Step()) == SQLITE_ROW) {
-      ExperimentSummary summary = ReadSummary(s);
+      auto read = ReadSummary(s);
+      if (!read.ok()) return read.status();
+      ExperimentSummary summary = std::move(read).value();
       if (!IsTerminal(summary.experiment.state)) open_ids.push_back(summary.experiment.id);
       out[needed.at(summary.experiment.id)].summary = std::move(summary);
     }
@@ -344,9 +404,11 @@ class SqliteStore final : public Store {
     counts.Bind(1, open_ids.dump());
     while ((rc = counts.Step()) == SQLITE_ROW) {
       auto& summary = out[needed.at(counts.Text("experiment_id"))].summary;
+      auto state = StoredName(kTaskStateNames, counts.Text("state"), "task state",
+                              "a task of " + counts.Text("experiment_id"));
+      if (!state.ok()) return state.status();
       summary->task_counts.push_back(
-          {counts.Text("role"), ParseTaskState(counts.Text("state")).value_or(TaskState::kLost),
-           static_cast<int>(counts.Int("tasks"))});
+          {counts.Text("role"), *state, static_cast<int>(counts.Int("tasks"))});
     }
     if (rc != SQLITE_DONE) return Error("counting tasks");
     return out;

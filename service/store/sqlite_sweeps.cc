@@ -1,5 +1,7 @@
 #include "service/store/sqlite_sweeps.h"
 
+#include "service/store/sqlite_rows.h"
+
 namespace tfslurm::store {
 namespace {
 
@@ -7,14 +9,15 @@ constexpr const char* kSweepColumns =
     "id, owner, spec, state, reason, trials, created_at, updated_at";
 constexpr const char* kTrialColumns =
     "sweep_id, trial, experiment_id, params, state, end_reason, objective, objective_step, "
-    "rungs_passed, node_seconds, note, started_at, ended_at";
+    "rungs_passed, node_seconds, note, started_at, ended_at, last_step";
 
-SweepRecord ReadSweepRow(Statement& s) {
+StatusOr<SweepRecord> ReadSweepRow(Statement& s) {
   SweepRecord r;
   r.id = s.Text("id");
   r.owner = s.Text("owner");
   r.spec_json = s.Text("spec");
-  r.state = ParseSweepState(s.Text("state")).value_or(SweepState::kRunning);
+  TFSLURM_ASSIGN_OR_RETURN(
+      r.state, StoredName(kSweepStateNames, s.Text("state"), "sweep state", "sweep " + r.id));
   r.reason = s.Text("reason");
   r.trials = static_cast<int>(s.Int("trials"));
   r.created_at = s.Int("created_at");
@@ -22,14 +25,18 @@ SweepRecord ReadSweepRow(Statement& s) {
   return r;
 }
 
-SweepTrialRecord ReadTrialRow(Statement& s) {
+StatusOr<SweepTrialRecord> ReadTrialRow(Statement& s) {
   SweepTrialRecord t;
   t.sweep_id = s.Text("sweep_id");
   t.index = static_cast<int>(s.Int("trial"));
   t.experiment_id = s.Text("experiment_id");
   t.params_json = s.Text("params");
-  t.state = ParseSweepTrialState(s.Text("state")).value_or(SweepTrialState::kRunning);
-  t.end_reason = ParseEndReason(s.Text("end_reason"));
+  const std::string row = "trial " + std::to_string(t.index) + " of sweep " + t.sweep_id;
+  TFSLURM_ASSIGN_OR_RETURN(t.state,
+                           StoredName(kSweepTrialStateNames, s.Text("state"), "trial state", row));
+  // "" while the trial has no end reason.
+  if (std::string reason = s.Text("end_reason"); !reason.empty())
+    TFSLURM_ASSIGN_OR_RETURN(t.end_reason, StoredName(kEndReasonNames, reason, "end reason", row));
   t.objective = s.OptReal("objective");
   t.objective_step = s.OptInt("objective_step");
   t.rungs_passed = static_cast<int>(s.Int("rungs_passed"));
@@ -37,12 +44,19 @@ SweepTrialRecord ReadTrialRow(Statement& s) {
   t.note = s.Text("note");
   t.started_at = s.Int("started_at");
   t.ended_at = s.Int("ended_at");
+  t.last_step = s.OptInt("last_step");
   return t;
 }
 
 }  // namespace
 
 Status WriteSweepChanges(StatementCache& sql, const Changes& c) {
+  if (c.delete_sweep) {
+    // The foreign key cascades to its trials' rows.
+    Statement s = sql.Prepare("DELETE FROM sweeps WHERE id=?");
+    s.Bind(1, *c.delete_sweep);
+    if (s.Step() != SQLITE_DONE) return sql.Error("deleting a sweep");
+  }
   if (c.sweep) {
     const SweepRecord& r = *c.sweep;
     std::string text =
@@ -61,13 +75,13 @@ Status WriteSweepChanges(StatementCache& sql, const Changes& c) {
   }
   for (const SweepTrialRecord& t : c.sweep_trials) {
     Statement s = sql.Prepare(std::string("INSERT INTO sweep_trials (") + kTrialColumns +
-                              ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(sweep_id, trial) "
+                              ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(sweep_id, trial) "
                               "DO UPDATE SET state=excluded.state, end_reason=excluded.end_reason, "
                               "objective=excluded.objective, "
                               "objective_step=excluded.objective_step, "
                               "rungs_passed=excluded.rungs_passed, "
                               "node_seconds=excluded.node_seconds, note=excluded.note, "
-                              "ended_at=excluded.ended_at");
+                              "ended_at=excluded.ended_at, last_step=excluded.last_step");
     s.Bind(1, t.sweep_id).Bind(2, t.index).Bind(3, t.experiment_id).Bind(4, t.params_json);
     s.Bind(5, SweepTrialStateName(t.state))
         .Bind(6, t.end_reason ? EndReasonName(*t.end_reason) : "");
@@ -76,7 +90,7 @@ Status WriteSweepChanges(StatementCache& sql, const Changes& c) {
     else
       s.BindNull(7);
     s.Bind(8, t.objective_step).Bind(9, t.rungs_passed).Bind(10, t.node_seconds);
-    s.Bind(11, t.note).Bind(12, t.started_at).Bind(13, t.ended_at);
+    s.Bind(11, t.note).Bind(12, t.started_at).Bind(13, t.ended_at).Bind(14, t.last_step);
     if (s.Step() != SQLITE_DONE) return sql.Error("writing a sweep's trial");
   }
   return Status::Ok();
@@ -100,7 +114,11 @@ StatusOr<std::vector<SweepRecord>> ReadSweeps(StatementCache& sql, const SweepQu
   s.Bind(1, q.owner).Bind(2, q.open_only ? 1 : 0);
   std::vector<SweepRecord> out;
   int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadSweepRow(s));
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    auto row = ReadSweepRow(s);
+    if (!row.ok()) return row.status();
+    out.push_back(std::move(row).value());
+  }
   if (rc != SQLITE_DONE) return sql.Error("listing sweeps");
   return out;
 }
@@ -112,7 +130,11 @@ StatusOr<std::vector<SweepTrialRecord>> ReadSweepTrials(StatementCache& sql,
   s.Bind(1, sweep_id);
   std::vector<SweepTrialRecord> out;
   int rc;
-  while ((rc = s.Step()) == SQLITE_ROW) out.push_back(ReadTrialRow(s));
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    auto row = ReadTrialRow(s);
+    if (!row.ok()) return row.status();
+    out.push_back(std::move(row).value());
+  }
   if (rc != SQLITE_DONE) return sql.Error("listing a sweep's trials");
   return out;
 }

@@ -22,7 +22,9 @@ std::optional<RunAs> FromPasswd(Key key, Lookup lookup) {
   while (lookup(key, &pw, buf.data(), buf.size(), &found) == ERANGE && buf.size() < (1 << 20))
     buf.resize(buf.size() * 2);
   if (found == nullptr) return std::nullopt;
-  RunAs account{pw.pw_name, pw.pw_uid, pw.pw_gid, {}};
+  RunAs account{pw.pw_name, pw.pw_uid, pw.pw_gid, {}, {}};
+  const std::string home = pw.pw_dir && *pw.pw_dir ? pw.pw_dir : "/";
+  account.identity_env = {"HOME=" + home, "USER=" + account.user, "LOGNAME=" + account.user};
   int n = 64;
   std::vector<gid_t> groups(n);
   while (getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0 && n < 65536)
@@ -39,9 +41,10 @@ class PersonalAccounts final : public Accounts {
   PersonalAccounts() {
     if (auto self = LookupAccount(getuid())) {
       self_ = *self;
+      self_.identity_env.clear();  // tfslurmd's own environment is its account's
     } else {
       // A uid without a passwd entry (a container's): run as it anyway.
-      self_ = RunAs{std::to_string(getuid()), getuid(), getgid(), {getgid()}};
+      self_ = RunAs{std::to_string(getuid()), getuid(), getgid(), {getgid()}, {}};
     }
   }
   StatusOr<RunAs> ForOwner(const std::string&) override { return self_; }

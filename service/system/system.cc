@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -93,6 +92,26 @@ std::optional<std::string> ReadSmallRegularFile(const std::string& path) {
   return text;
 }
 
+// A failure to make or use a directory, by what the caller should do:
+// nothing helps but another path or other permissions (PermissionDenied,
+// FailedPrecondition), or it may pass (Unavailable: the disk, a limit).
+Status DirectoryError(int error, const std::string& message) {
+  switch (error) {
+    case EACCES:
+    case EPERM:
+    case EROFS:
+      return Status(StatusCode::kPermissionDenied, message);
+    case ENOTDIR:
+    case EEXIST:
+    case ELOOP:
+    case ENAMETOOLONG:
+    case ENOENT:
+      return FailedPrecondition(message);
+    default:
+      return Unavailable(message);
+  }
+}
+
 class LocalFiles final : public Files {
  public:
   Status CreateExperimentDirectory(const std::string& path, const RunAs& as) override {
@@ -126,7 +145,32 @@ class LocalFiles final : public Files {
       return Unavailable("cannot act as " + as.user + ": " + identity->error());
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
-    if (ec) return Unavailable("cannot create " + path + " as " + as.user + ": " + ec.message());
+    if (ec)
+      return DirectoryError(ec.value(),
+                            "cannot create " + path + " as " + as.user + ": " + ec.message());
+    return Status::Ok();
+  }
+
+  Status CheckCanCreateDirectories(const std::string& path, const RunAs& as) override {
+    auto identity = ActAs(as);
+    if (identity && !identity->ok())
+      return Unavailable("cannot act as " + as.user + ": " + identity->error());
+    // The deepest part of the path that exists, as `as` sees it.
+    std::filesystem::path existing = std::filesystem::path(path).lexically_normal();
+    struct stat st;
+    while (stat(existing.c_str(), &st) != 0) {
+      if (errno != ENOENT)
+        return DirectoryError(errno,
+                              ErrnoText("cannot look at", existing.string()) + " as " + as.user);
+      if (!existing.has_parent_path() || existing.parent_path() == existing)
+        return FailedPrecondition("no part of " + path + " exists");
+      existing = existing.parent_path();
+    }
+    if (!S_ISDIR(st.st_mode)) return FailedPrecondition(existing.string() + " is not a directory");
+    // AT_EACCESS: the effective ids, which ActAs switched.
+    if (faccessat(AT_FDCWD, existing.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+      return DirectoryError(errno, as.user + " cannot create directories in " + existing.string() +
+                                       ": " + strerror(errno));
     return Status::Ok();
   }
 
@@ -221,19 +265,48 @@ class LocalFiles final : public Files {
     return ParseCheckpointState(*text);
   }
 
-  std::optional<std::string> ReadFileTail(const std::string& path, int64_t max_bytes,
+  Status WriteSecretFile(const std::string& path, const std::string& content,
+                         const RunAs& as) override {
+    auto identity = ActAs(as);
+    if (identity && !identity->ok())
+      return Unavailable("cannot act as " + as.user + ": " + identity->error());
+    if (unlink(path.c_str()) != 0 && errno != ENOENT)
+      return DirectoryError(errno, ErrnoText("cannot replace", path) + " as " + as.user);
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return DirectoryError(errno, ErrnoText("cannot create", path) + " as " + as.user);
+    // 0600 whatever the umask left.
+    bool ok = fchmod(fd, 0600) == 0;
+    for (size_t done = 0; ok && done < content.size();) {
+      ssize_t n = write(fd, content.data() + done, content.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) done += static_cast<size_t>(n);
+    }
+    const int error = errno;
+    if (close(fd) != 0 || !ok) {
+      unlink(path.c_str());
+      return Unavailable("cannot write " + path + " as " + as.user + ": " +
+                         strerror(ok ? errno : error));
+    }
+    return Status::Ok();
+  }
+
+  std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
                                           const RunAs& as) override {
     auto identity = ActAs(as);
     if (identity && !identity->ok()) return std::nullopt;
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return std::nullopt;
     struct stat st;
     std::optional<std::string> text;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-      const int64_t from = std::max<int64_t>(0, st.st_size - max_bytes);
-      std::string buf(static_cast<size_t>(st.st_size - from), '\0');
-      ssize_t n = pread(fd, buf.data(), buf.size(), from);
-      if (n >= 0) text = buf.substr(0, static_cast<size_t>(n));
+      off_t from = st.st_size > static_cast<off_t>(max_bytes) ? st.st_size - max_bytes : 0;
+      text.emplace(static_cast<size_t>(st.st_size - from), '\0');
+      ssize_t n = pread(fd, text->data(), text->size(), from);
+      if (n < 0)
+        text.reset();
+      else
+        text->resize(static_cast<size_t>(n));
     }
     close(fd);
     return text;

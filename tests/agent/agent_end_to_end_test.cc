@@ -24,8 +24,10 @@
 #include <thread>
 #include <vector>
 
+#include "schema/agent_exit.h"
 #include "tests/agent/fake_agent_service.h"
 #include "tests/agent/temp_dir.h"
+#include "tls/certificate_maker.h"
 
 #ifndef TFSLURM_AGENT_BINARY
 #error "TFSLURM_AGENT_BINARY must name the tfslurm-agent binary under test"
@@ -155,7 +157,9 @@ class AgentEndToEndTest : public ::testing::Test {
 
   FakeAgentService& service() { return server_->service(); }
 
+  // As tfslurmd's jobs start it: the secret in a file the environment names.
   std::map<std::string, std::string> AgentEnv() const {
+    WriteFile(dir_.Path("attempt.secret"), kSecret);
     return {
         {"PATH", "/usr/local/bin:/usr/bin:/bin"},
         {"SLURM_JOB_ID", "4242"},
@@ -163,7 +167,7 @@ class AgentEndToEndTest : public ::testing::Test {
         {"SLURM_NODEID", "1"},
         {"SLURM_LOCALID", "0"},
         {"SLURMD_NODENAME", "node1"},
-        {"TFSLURM_SECRET", kSecret},
+        {"TFSLURM_SECRET_FILE", dir_.Path("attempt.secret")},
         {"TFSLURM_TEST_INHERITED", "from the agent"},
         {"TFSLURM_TEST_OVERRIDDEN", "from the agent"},
     };
@@ -300,6 +304,7 @@ TEST_F(AgentEndToEndTest, RegistersAndPassesTheEnvironmentByteForByte) {
     EXPECT_EQ(env[name], value) << name;
   }
   EXPECT_FALSE(env.contains("TFSLURM_SECRET"));
+  EXPECT_FALSE(env.contains("TFSLURM_SECRET_FILE"));
   EXPECT_EQ(env["TFSLURM_PORT"], std::to_string(reg.register_().port()));
   EXPECT_EQ(env["TFSLURM_TEST_INHERITED"], "from the agent");
   EXPECT_EQ(ReadFile(dir_.Path("arg")), hostile_arg);
@@ -555,6 +560,16 @@ TEST_F(AgentEndToEndTest, ProgramNotFoundExits127) {
             std::string::npos);
 }
 
+// Issue 41: a last error line in Latin-1 made the exit report a string
+// protobuf refuses; the service never read it, and the cause was lost.
+TEST_F(AgentEndToEndTest, AnErrorLineThatIsNotUtf8ReachesTheServiceEscaped) {
+  AssignOnRegister(ShellAssignment(
+      R"(printf 'Traceback (most recent call last):\n  File "x"\nValueError: caf\351 au lait\n' >&2; exit 1)"));
+  StartAgent();
+  ASSERT_EQ(agent_->WaitForExit(), 1);
+  EXPECT_EQ(ReportedExit().detail(), "ValueError: caf\\xe9 au lait");
+}
+
 TEST_F(AgentEndToEndTest, AMissingWorkdirIsReportedAsTheCause) {
   v1::Assignment assignment = ShellAssignment("exit 0");
   assignment.set_workdir(dir_.Path("gone"));
@@ -708,10 +723,43 @@ TEST_F(AgentEndToEndTest, MissingSlurmVariableExits2) {
 
 TEST_F(AgentEndToEndTest, MissingSecretExits2) {
   auto env = AgentEnv();
-  env.erase("TFSLURM_SECRET");
+  env.erase("TFSLURM_SECRET_FILE");
   StartAgent({}, env);
   ASSERT_EQ(agent_->WaitForExit(), 2);
-  EXPECT_NE(agent_->Log().find("TFSLURM_SECRET is not set"), std::string::npos);
+  EXPECT_NE(agent_->Log().find("TFSLURM_SECRET_FILE and TFSLURM_SECRET are not set"),
+            std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, AMissingOrLinkedSecretFileExits2NamingIt) {
+  auto env = AgentEnv();
+  env["TFSLURM_SECRET_FILE"] = dir_.Path("no-such-secret");
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 2);
+  EXPECT_NE(agent_->Log().find("cannot read the attempt secret from TFSLURM_SECRET_FILE '" +
+                               dir_.Path("no-such-secret") + "': No such file or directory"),
+            std::string::npos);
+  EXPECT_EQ(service().streams(), 0);
+  // A symlink in the secret's place is not followed (O_NOFOLLOW).
+  ASSERT_EQ(::symlink(dir_.Path("attempt.secret").c_str(), dir_.Path("linked.secret").c_str()), 0);
+  env["TFSLURM_SECRET_FILE"] = dir_.Path("linked.secret");
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 2);
+  EXPECT_NE(
+      agent_->Log().find("'" + dir_.Path("linked.secret") + "': Too many levels of symbolic links"),
+      std::string::npos);
+}
+
+TEST_F(AgentEndToEndTest, TheSecretFromTheEnvironmentStillServesAnAgentStartedByHand) {
+  v1::Assignment assignment = ShellAssignment("exit 0");
+  AssignOnRegister(assignment);
+  auto env = AgentEnv();
+  env.erase("TFSLURM_SECRET_FILE");
+  env["TFSLURM_SECRET"] = kSecret;
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  auto registers = Messages(v1::AgentMessage::kRegister);
+  ASSERT_EQ(registers.size(), 1u);
+  EXPECT_EQ(registers[0].task().secret(), kSecret);
 }
 
 TEST_F(AgentEndToEndTest, UnknownInterfaceExits2) {
@@ -930,6 +978,96 @@ TEST_F(AgentEndToEndTest, SigtermWhileWaitingForTheNextAttemptEndsTheAgent) {
   ASSERT_TRUE(service().WaitUntil(StandingBy, kTimeout));
   ::kill(agent_->pid(), SIGTERM);
   EXPECT_EQ(agent_->WaitForExit(), 5) << "the program's own status";
+}
+
+// TLS (issue 45): the agent verifies the service against the job's
+// TFSLURM_CA and the host it dials, and refuses to register with one it
+// cannot verify, exiting kAgentExitUnverifiedService with the reason.
+class AgentTlsTest : public AgentEndToEndTest {
+ protected:
+  static tls::MadeCertificate Ca(const std::string& name) {
+    const int64_t now = time(nullptr);
+    return tls::MakeCa({name, {}, {}, now - 60, now + 86400}).value();
+  }
+  static tls::MadeCertificate Server(const tls::MadeCertificate& ca, int64_t not_after_from_now) {
+    const int64_t now = time(nullptr);
+    return tls::MakeServerCertificate(
+               {"tfslurmd", {}, {"127.0.0.1"}, now - 120, now + not_after_from_now}, ca)
+        .value();
+  }
+  void ServeTls(const tls::MadeCertificate& ca, const tls::MadeCertificate& server) {
+    server_ = std::make_unique<FakeServer>(server.cert_pem + ca.cert_pem, server.key_pem);
+  }
+  std::map<std::string, std::string> EnvWithCa(const std::string& ca_pem) const {
+    auto env = AgentEnv();
+    env["TFSLURM_CA"] = ca_pem;
+    return env;
+  }
+};
+
+TEST_F(AgentTlsTest, RegistersWithAServiceItVerifiesAndKeepsTheCaFromItsProgram) {
+  tls::MadeCertificate ca = Ca("site CA");
+  ServeTls(ca, Server(ca, 86400));
+  AssignOnRegister(ShellAssignment("tr '\\0' '\\n' < /proc/self/environ > \"$TEST_DIR/env\""));
+  StartAgent({}, EnvWithCa(ca.cert_pem));
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kRegister));
+  EXPECT_EQ(ReportedExit().exit_code(), 0);
+  EXPECT_EQ(agent_->WaitForExit(), 0);
+  std::string env = ReadFile(dir_.Path("env"));
+  EXPECT_EQ(env.find("TFSLURM_CA="), std::string::npos) << "the agent's setting, not the program's";
+}
+
+TEST_F(AgentTlsTest, AWrongCaIsRefusedWithTheReasonAndNothingIsSent) {
+  tls::MadeCertificate ca = Ca("site CA"), other = Ca("another CA");
+  ServeTls(ca, Server(ca, 86400));
+  StartAgent({}, EnvWithCa(other.cert_pem));
+  ASSERT_EQ(agent_->WaitForExit(), kAgentExitUnverifiedService);
+  EXPECT_NE(agent_->Log().find(std::string(kUnverifiedServiceLine) + server_->target() +
+                               ": self-signed certificate in certificate chain (the service's "
+                               "certificate: CN=tfslurmd, issued by CN=site CA) (checked against "
+                               "TFSLURM_CA); not registering"),
+            std::string::npos)
+      << agent_->Log();
+  EXPECT_TRUE(service().received().empty()) << "no message reached a service it could not verify";
+}
+
+TEST_F(AgentTlsTest, AnExpiredCertificateIsRefusedWithItsDate) {
+  tls::MadeCertificate ca = Ca("site CA");
+  ServeTls(ca, Server(ca, -60));
+  StartAgent({}, EnvWithCa(ca.cert_pem));
+  ASSERT_EQ(agent_->WaitForExit(), kAgentExitUnverifiedService);
+  EXPECT_NE(agent_->Log().find(": certificate has expired (CN=tfslurmd, on "), std::string::npos)
+      << agent_->Log();
+  EXPECT_TRUE(service().received().empty());
+}
+
+TEST_F(AgentTlsTest, APlaintextServiceIsRefusedWhenTheJobSaysTls) {
+  // server_ is the plaintext fake: someone answering without TLS where the
+  // job expects tfslurmd's TLS.
+  tls::MadeCertificate ca = Ca("site CA");
+  StartAgent({}, EnvWithCa(ca.cert_pem));
+  ASSERT_EQ(agent_->WaitForExit(), kAgentExitUnverifiedService);
+  EXPECT_NE(agent_->Log().find(": no TLS handshake with 127.0.0.1:"), std::string::npos)
+      << agent_->Log();
+  EXPECT_TRUE(service().received().empty());
+}
+
+TEST_F(AgentTlsTest, AServiceThatIsDownIsRetriedNotRefused) {
+  tls::MadeCertificate ca = Ca("site CA"), server = Server(ca, 86400);
+  const int port = server_->port();
+  server_ = std::make_unique<FakeServer>();  // elsewhere: nothing listens on `port`
+  StartAgent({{"--service", "127.0.0.1:" + std::to_string(port)}}, EnvWithCa(ca.cert_pem));
+  EXPECT_FALSE(agent_->WaitForExit(std::chrono::seconds(2))) << agent_->Log();
+  server_ = std::make_unique<FakeServer>(server.cert_pem + ca.cert_pem, server.key_pem, port);
+  EXPECT_TRUE(WaitForBody(v1::AgentMessage::kRegister)) << "it registers once the service is up";
+  EXPECT_EQ(agent_->Log().find(kUnverifiedServiceLine), std::string::npos) << agent_->Log();
+}
+
+TEST_F(AgentTlsTest, ATrustedCaThatIsNoCertificateIsAUsageError) {
+  StartAgent({}, EnvWithCa("not a certificate"));
+  ASSERT_EQ(agent_->WaitForExit(), 2);
+  EXPECT_NE(agent_->Log().find("TFSLURM_CA holds no certificate"), std::string::npos)
+      << agent_->Log();
 }
 
 }  // namespace

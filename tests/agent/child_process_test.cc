@@ -197,5 +197,23 @@ TEST(ChildProcessTest, EmptyCommandIsAnError) {
   EXPECT_FALSE(ChildProcess::Start(ChildSpec{}).ok());
 }
 
+TEST(ResolveProgramTest, FindsTheFileExecveRunsAsExecvpWould) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Path("venv/bin"));
+  std::filesystem::create_symlink("/bin/sh", dir.Path("venv/bin/python"));
+  WriteFile(dir.Path("notes"), "not executable\n");
+  ChildSpec spec;
+  spec.workdir = dir.path();
+  spec.env = {"PATH=" + dir.Path("venv/bin") + ":/usr/bin:/bin"};
+  spec.argv = {"python"};
+  EXPECT_EQ(ResolveProgram(spec), dir.Path("venv/bin/python")) << "the first in PATH";
+  spec.argv = {"sh"};
+  EXPECT_EQ(ResolveProgram(spec), "/usr/bin/sh");
+  spec.argv = {"./notes"};
+  EXPECT_EQ(ResolveProgram(spec), "") << "not executable";
+  spec.argv = {"no-such-program"};
+  EXPECT_EQ(ResolveProgram(spec), "");
+}
+
 }  // namespace
 }  // namespace tfslurm::agent

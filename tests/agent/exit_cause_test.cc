@@ -76,6 +76,30 @@ TEST(RepeatsAtStartupTest, ImportAndSyntaxErrorsAndMissingFilesRepeatTrainingErr
     EXPECT_FALSE(RepeatsAtStartup(line)) << line;
 }
 
+TEST(DescribeProgramThatRanTest, TheFileThatRanAndWhatWasStartedWhenItDiffers) {
+  EXPECT_EQ(DescribeProgramThatRan("/usr/bin/python3.11", "/usr/bin/python3.11"),
+            "/usr/bin/python3.11");
+  EXPECT_EQ(DescribeProgramThatRan("/opt/venv/bin/python", "/usr/bin/python3.11"),
+            "/usr/bin/python3.11, started as /opt/venv/bin/python")
+      << "a venv's python is a symlink: both say which";
+  EXPECT_EQ(DescribeProgramThatRan("/root/.pyenv/shims/python3", ""), "/root/.pyenv/shims/python3")
+      << "ended before it could be read";
+  EXPECT_EQ(DescribeProgramThatRan("", "/usr/bin/python3.11"), "/usr/bin/python3.11");
+}
+
+TEST(WithPythonThatRanTest, AnImportErrorNamesThePythonThatRanOthersDoNot) {
+  EXPECT_EQ(WithPythonThatRan("ModuleNotFoundError: No module named 'torch'",
+                              "/usr/bin/python3 -> /usr/bin/python3.11"),
+            "ModuleNotFoundError: No module named 'torch' (the Python that ran: /usr/bin/python3 "
+            "-> /usr/bin/python3.11)");
+  EXPECT_EQ(WithPythonThatRan("ImportError: cannot import name 'x' from 'y'", "/v/bin/python"),
+            "ImportError: cannot import name 'x' from 'y' (the Python that ran: /v/bin/python)");
+  EXPECT_EQ(WithPythonThatRan("ValueError: loss is nan", "/v/bin/python"),
+            "ValueError: loss is nan");
+  EXPECT_EQ(WithPythonThatRan("ModuleNotFoundError: No module named 'torch'", ""),
+            "ModuleNotFoundError: No module named 'torch'");
+}
+
 TEST(LastErrorLineTest, ALongLineIsCut) {
   std::string line = LastErrorLine(
       "Traceback (most recent call last):\nValueError: " + std::string(1000, 'x') + "\n");

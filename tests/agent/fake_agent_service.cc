@@ -107,10 +107,17 @@ grpc::Status FakeAgentService::Connect(
   return grpc::Status(grpc::StatusCode::CANCELLED, "not acknowledged");
 }
 
-FakeServer::FakeServer(int port) {
+FakeServer::FakeServer(int port) { Start(port, grpc::InsecureServerCredentials()); }
+
+FakeServer::FakeServer(const std::string& cert_chain_pem, const std::string& key_pem, int port) {
+  grpc::SslServerCredentialsOptions options;
+  options.pem_key_cert_pairs.push_back({key_pem, cert_chain_pem});
+  Start(port, grpc::SslServerCredentials(options));
+}
+
+void FakeServer::Start(int port, std::shared_ptr<grpc::ServerCredentials> credentials) {
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:" + std::to_string(port), grpc::InsecureServerCredentials(),
-                           &port_);
+  builder.AddListeningPort("127.0.0.1:" + std::to_string(port), credentials, &port_);
   builder.RegisterService(&service_);
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0) {

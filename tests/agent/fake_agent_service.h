@@ -75,6 +75,8 @@ class FakeServer {
  public:
   // port 0: the OS picks one.
   explicit FakeServer(int port = 0);
+  // Over TLS, presenting this certificate chain and key (PEM).
+  FakeServer(const std::string& cert_chain_pem, const std::string& key_pem, int port = 0);
   // Cancels open streams at once, like a crashing service.
   ~FakeServer();
 
@@ -83,6 +85,8 @@ class FakeServer {
   FakeAgentService& service() { return service_; }
 
  private:
+  void Start(int port, std::shared_ptr<grpc::ServerCredentials> credentials);
+
   FakeAgentService service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;

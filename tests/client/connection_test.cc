@@ -47,7 +47,7 @@ TEST_F(ConnectionTest, DefaultsWithoutFlagsEnvironmentOrConfig) {
 TEST_F(ConnectionTest, FlagsBeatEnvironmentBeatsConfigFile) {
   WriteConfig("url = http://from-config:1\ntoken = config-token\n");
   env_ = {{"TFSLURM_URL", "http://from-env:2"}, {"TFSLURM_TOKEN", "env-token"}};
-  ConnectionFlags flags{"http://from-flag:3", "flag-token"};
+  ConnectionFlags flags{"http://from-flag:3", "flag-token", std::nullopt};
 
   auto all = ResolveConnection(flags, Env(), config_);
   ASSERT_TRUE(all.ok());
@@ -81,7 +81,7 @@ TEST_F(ConnectionTest, UrlAndTokenAreResolvedIndependently) {
 TEST_F(ConnectionTest, EmptyValuesCountAsUnset) {
   WriteConfig("url = http://from-config:1\n");
   env_ = {{"TFSLURM_URL", ""}, {"TFSLURM_TOKEN", ""}};
-  auto c = ResolveConnection({std::string(""), std::nullopt}, Env(), config_);
+  auto c = ResolveConnection({std::string(""), std::nullopt, std::nullopt}, Env(), config_);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->url, "http://from-config:1");
   EXPECT_EQ(c->token, "");
@@ -108,7 +108,7 @@ TEST_F(ConnectionTest, UnknownConfigKeyNamesFileLineAndTheKnownKeys) {
   auto c = ResolveConnection({}, Env(), config_);
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
-            config_ + ":2: unknown key 'tokn'; the known keys are url and token");
+            config_ + ":2: unknown key 'tokn'; the known keys are url, token and cacert");
 }
 
 TEST_F(ConnectionTest, BadUrlNamesWhereItCameFrom) {
@@ -119,9 +119,48 @@ TEST_F(ConnectionTest, BadUrlNamesWhereItCameFrom) {
             std::string::npos)
       << c.status().message();
 
-  auto with_path = ResolveConnection({std::string("http://h:1/api"), std::nullopt}, Env(), config_);
+  auto with_path = ResolveConnection({std::string("http://h:1/api"), std::nullopt, std::nullopt},
+                                     Env(), config_);
   ASSERT_FALSE(with_path.ok());
   EXPECT_EQ(with_path.status().message().rfind("--url:", 0), 0u);
+}
+
+// As the URL: --cacert, then TFSLURM_CACERT, then `cacert = ...`; each
+// named as the origin (the message of a failed verification says it).
+TEST_F(ConnectionTest, TheCaFileComesFromFlagEnvironmentOrConfigAndMustBeReadable) {
+  for (const char* name : {"flag.pem", "env.pem", "config.pem"}) std::ofstream(dir_ / name) << "x";
+  WriteConfig("url = https://h:1\ncacert = " + (dir_ / "config.pem").string() + "\n");
+  auto from_config = ResolveConnection({}, Env(), config_);
+  ASSERT_TRUE(from_config.ok()) << from_config.status().message();
+  EXPECT_EQ(from_config->cacert, (dir_ / "config.pem").string());
+  EXPECT_EQ(from_config->cacert_origin, config_);
+  env_["TFSLURM_CACERT"] = (dir_ / "env.pem").string();
+  auto from_env = ResolveConnection({}, Env(), config_);
+  EXPECT_EQ(from_env->cacert_origin, "TFSLURM_CACERT");
+  ConnectionFlags flags;
+  flags.cacert = (dir_ / "flag.pem").string();
+  auto from_flag = ResolveConnection(flags, Env(), config_);
+  EXPECT_EQ(from_flag->cacert, (dir_ / "flag.pem").string());
+  EXPECT_EQ(from_flag->cacert_origin, "--cacert");
+  flags.cacert = (dir_ / "absent.pem").string();
+  auto absent = ResolveConnection(flags, Env(), config_);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.status().message(), "--cacert: cannot read the CA file '" +
+                                           (dir_ / "absent.pem").string() +
+                                           "': No such file or directory");
+}
+
+TEST_F(ConnectionTest, SaveConfigWritesWhatResolveReadsBackPrivately) {
+  const std::string path = (dir_ / "sub" / "config").string();
+  std::ofstream(dir_ / "ca.pem") << "x";
+  ASSERT_TRUE(SaveConfig(path, "https://h:2", (dir_ / "ca.pem").string(), "tfs_x").ok());
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  auto c = ResolveConnection({}, Env(), path);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->url, "https://h:2");
+  EXPECT_EQ(c->token, "tfs_x");
+  EXPECT_EQ(c->cacert, (dir_ / "ca.pem").string());
 }
 
 TEST_F(ConnectionTest, MissingConfigFileIsFine) {

@@ -42,6 +42,21 @@ TEST(EscapeForTerminalTest, C1AndBidiControlsAndBadBytesAreEscaped) {
   EXPECT_EQ(EscapeForTerminal("\xe2\x80"), "\\xe2\\x80") << "a cut sequence at the end";
 }
 
+// Issue 41, point 11: U+2028 and U+200B in tags, details and paths reached
+// the terminal as they were.
+TEST(EscapeForTerminalTest, EscapesInvisibleCharactersAndLineSeparators) {
+  EXPECT_EQ(EscapeForTerminal("a\u2028b\u2029c"), "a\\u2028b\\u2029c");
+  EXPECT_EQ(EscapeForTerminal("run\u200b1 \u00ad\ufeff"), "run\\u200b1 \\u00ad\\ufeff");
+  EXPECT_EQ(EscapeForTerminal("tag\U000E0041\U000E007F"), "tag\\U000e0041\\U000e007f")
+      << "beyond U+FFFF: eight digits, never confused with a four-digit escape and a digit";
+  EXPECT_EQ(EscapeForTerminal("caf\u00e9 \u4e2d\u6587 \U0001F600"),
+            "caf\u00e9 \u4e2d\u6587 \U0001F600")
+      << "other characters are text";
+  // -o json stays exact: JSON spells U+E0041 as its surrogate pair.
+  EXPECT_EQ(EscapeInStructured("{\"t\":\"a\u2028\U000E0041\"}"),
+            "{\"t\":\"a\\u2028\\udb40\\udc41\"}");
+}
+
 TEST(EscapeForTerminalTest, PrintableTextIsUnchangedAndEscapingTwiceChangesNothing) {
   std::string text = "train/loss é 训练 🙂 C:\\dir \\x1b";
   EXPECT_EQ(EscapeForTerminal(text), text);

@@ -19,6 +19,7 @@
 #include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
 #include "service/api/listen_backlog.h"
+#include "service/core/core.h"
 #include "service/store/sqlite_store.h"
 #include "tests/concurrency/harness.h"
 
@@ -62,8 +63,8 @@ class ApiConcurrencyTest : public ::testing::Test {
     grpc_ = std::move(grpc).value();
     config.launch = {"/opt/tfslurm-agent", "127.0.0.1:" + std::to_string(grpc_->port())};
     list_cache_ = std::make_shared<api::ExperimentListCache>(api::ListSourceOf(*store_));
-    experiments_ = NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config,
-                                  nullptr, {list_cache_});
+    experiments_ = NewCore({*store_, slurm_, clock_, random_, files_, accounts_}, config, nullptr,
+                           {list_cache_});
     grpc_->Serve(*experiments_);
     token_store_ = std::make_unique<Tokens>(*store_, random_, clock_);
 
@@ -293,7 +294,7 @@ class ApiConcurrencyTest : public ::testing::Test {
   LockedSlurm slurm_{4, 16};
   std::unique_ptr<Store> store_;
   std::shared_ptr<api::ExperimentListCache> list_cache_;
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
   std::unique_ptr<agentrpc::AgentGrpcServer> grpc_;
   std::map<std::string, std::string> tokens_;
   std::unique_ptr<api::Authenticator> auth_;

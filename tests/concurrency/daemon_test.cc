@@ -3,12 +3,14 @@
 // picks, the ticker and the HTTP thread running, stopped in order.
 #include "service/daemon/daemon.h"
 
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "agent.grpc.pb.h"
 #include "service/core/tokens.h"
 #include "service/store/sqlite_store.h"
 #include "tests/concurrency/harness.h"
@@ -81,6 +83,57 @@ TEST_F(DaemonTest, ServesTheApiWithTokensAndNamesItsAgentEndpointInScripts) {
   (*d)->Stop();
   (*d)->Stop();  // idempotent
   EXPECT_FALSE(c.Get("/experiments")) << "the listener is closed";
+}
+
+// Issue 41: the agent endpoint told anyone, whatever secret they sent,
+// whether an experiment existed, had ended or which attempt was current. On
+// the gRPC port as on the JSON route: without the secret, the answer is the
+// missing experiment's, whatever the experiment's state.
+TEST_F(DaemonTest, TheAgentEndpointAnswersAStrangerAsForAMissingExperiment) {
+  auto d = daemon::Daemon::Start(options_, Ports());
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  auto token = Tokens(*store_, random_, clock_).Create("alice", false);
+  ASSERT_TRUE(token.ok());
+  httplib::Client c("127.0.0.1", (*d)->http_port());
+  c.set_bearer_token_auth(token->c_str());
+  json spec = {{"id", "known"},
+               {"command", {"python3", "train.py"}},
+               {"cluster", {{"worker", 1}}},
+               {"resources", {{"nodes", 1}}}};
+  auto created = c.Post("/experiments", spec.dump(), "application/json");
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->status, 201) << created->body;
+
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string((*d)->agent_port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = agent::v1::AgentService::NewStub(channel);
+  // The Refused a Register gets on its own stream.
+  auto refusal = [&](const std::string& id, int attempt) {
+    grpc::ClientContext context;
+    auto stream = stub->Connect(&context);
+    agent::v1::AgentMessage m;
+    m.mutable_task()->set_experiment_id(id);
+    m.mutable_task()->set_attempt(attempt);
+    m.mutable_task()->set_secret("0000");
+    m.mutable_register_()->set_node_name("node1");
+    EXPECT_TRUE(stream->Write(m));
+    stream->WritesDone();
+    agent::v1::ServiceMessage reply;
+    EXPECT_TRUE(stream->Read(&reply));
+    stream->Finish();
+    return reply;
+  };
+  for (int attempt : {1, 2}) {
+    agent::v1::ServiceMessage missing = refusal("nowhere", attempt);
+    agent::v1::ServiceMessage known = refusal("known", attempt);
+    ASSERT_TRUE(missing.has_refused() && known.has_refused());
+    EXPECT_EQ(missing.refused().reason(), "no experiment 'nowhere' with attempt " +
+                                              std::to_string(attempt) + " and this secret");
+    EXPECT_EQ(known.refused().reason(),
+              "no experiment 'known' with attempt " + std::to_string(attempt) + " and this secret");
+    EXPECT_EQ(known.refused().permanent(), missing.refused().permanent());
+    EXPECT_EQ(known.refused().unknown_experiment(), missing.refused().unknown_experiment());
+  }
 }
 
 TEST_F(DaemonTest, ATakenPortIsRefusedWithItsAddressAndNothingRuns) {

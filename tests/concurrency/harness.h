@@ -15,7 +15,7 @@
 #include <mutex>
 #include <thread>
 
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 #include "service/core/ports/store.h"
 #include "tests/unit/fakes.h"
 
@@ -75,6 +75,10 @@ class LockedSlurm final : public SlurmClient {
   Status SignalStep(int64_t job_id, int step_id, int signal) override {
     std::lock_guard lock(mu_);
     return fake_.SignalStep(job_id, step_id, signal);
+  }
+  Status ShrinkJob(int64_t job_id, const std::string& keep) override {
+    std::lock_guard lock(mu_);
+    return fake_.ShrinkJob(job_id, keep);
   }
 
   // Runs `f` on the fake under the lock.

@@ -103,6 +103,15 @@ test('control and bidi characters users wrote are shown as visible escapes, as t
   assert.equal(visibleText(plain), plain);
 });
 
+test('invisible characters and line separators are escaped', () => {
+  // Issue 41: U+2028 breaks a line where none shows; U+200B and a tag
+  // character make two names look the same.
+  assert.equal(visibleText('a\u2028b\u2029c'), 'a\\u2028b\\u2029c');
+  assert.equal(visibleText('run\u200b1\ufeff'), 'run\\u200b1\\ufeff');
+  assert.equal(visibleText('tag\u{e0041}'), 'tag\\U000e0041');
+  assert.equal(visibleText('caf\u00e9 \u{1f600}'), 'caf\u00e9 \u{1f600}');
+});
+
 test('formatTime always shows the date and the zone', () => {
   const iso = '2026-11-26T19:33:00.000Z';
   const d = new Date(iso);

@@ -1,10 +1,13 @@
 // Shared pieces of the dashboard's end-to-end tests: a real local Slurm
 // cluster, a real tfslurmd, Debian's headless Chromium through playwright-core,
 // and small REST/Slurm helpers. Everything lives in fresh temp directories and
-// binds to 127.0.0.1 port 0.
+// binds to port 0: the REST API on 127.0.0.1, the agent endpoint there too on a
+// cluster on one host, and on every address when the cluster's hosts are apart
+// (tests/run.sh then runs these tests on its service host).
 import { execFile, spawn } from 'node:child_process';
+import { createHash, createPublicKey } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -75,8 +78,19 @@ export async function startCluster() {
 // with --no-auth (every caller is the local admin). With {auth: true} it
 // checks bearer tokens: `tokens` ({alice: {admin: false}, ...}) are made with
 // `tfslurmd token create` before it starts and returned as svc.tokens.alice.
-// `name` names the copy of its log kept in screenshots/ (NAME.log).
-export async function startService(slurmConf, { auth = false, tokens = {}, name = 'tfslurmd' } = {}) {
+// `name` names the copy of its log kept in screenshots/ (NAME.log). `seed`
+// (async, given the database's path) writes rows before tfslurmd starts; the
+// database has tfslurmd's schema by then. With
+// {tls: true} both ports speak TLS with the certificate `tfslurmd tls init`
+// makes for localhost, 127.0.0.1 and, on a hosts-apart cluster, this host's
+// name (the one agents dial); svc.base is then https://, and svc.tls.spki is
+// the base64 SHA-256 of the certificate's public key, which Chromium is told
+// to trust (launchBrowser({trustSpki})).
+export async function startService(slurmConf, { auth = false, tokens = {}, name = 'tfslurmd', seed = null, tls = false } = {}) {
+  // A hosts-apart cluster (deploy/local-slurm/start.sh --hosts-apart) has
+  // etc/network beside etc/slurm.conf: its agents reach tfslurmd over the
+  // cluster network, by the service host's name, which tfslurmd tells them.
+  const apart = existsSync(path.join(path.dirname(slurmConf), 'network'));
   const tfslurmd = path.join(BIN, 'tfslurmd');
   if (!existsSync(tfslurmd)) throw new Error(`${tfslurmd} is missing: build with ninja -C build tfslurmd tfslurm-agent`);
   if (!existsSync(path.join(BIN, 'tfslurm-agent'))) throw new Error(`${BIN}/tfslurm-agent is missing: tasks cannot start`);
@@ -91,12 +105,28 @@ export async function startService(slurmConf, { auth = false, tokens = {}, name 
     created[user] = stdout.trim();
     if (!/^tfs_[0-9a-f]{64}$/.test(created[user])) throw new Error(`tfslurmd ${args.join(' ')} printed ${stdout}`);
   }
+  if (seed) {
+    // Any tfslurmd that opens the database gives it the schema.
+    if (!existsSync(db)) await execFileAsync(tfslurmd, ['token', 'create', '--user', 'e2e-seed', '--db', db], { timeout: 30000 });
+    await seed(db);
+  }
+  const tlsArgs = [];
+  let tlsInfo = null;
+  if (tls) {
+    const pki = path.join(dir, 'tls');
+    const names = ['localhost', ...(apart ? [hostname()] : [])];
+    const nameArgs = names.flatMap((n) => ['--name', n]);
+    await execFileAsync(tfslurmd, ['tls', 'init', '--dir', pki, ...nameArgs, '--ip', '127.0.0.1'], { timeout: 30000 });
+    tlsArgs.push('--tls-cert', path.join(pki, 'server.pem'), '--tls-key', path.join(pki, 'server.key'), '--tls-ca', path.join(pki, 'ca.pem'));
+    const spki = createPublicKey(readFileSync(path.join(pki, 'server.key'))).export({ type: 'spki', format: 'der' });
+    tlsInfo = { ca: path.join(pki, 'ca.pem'), spki: createHash('sha256').update(spki).digest('base64') };
+  }
   const out = openSync(logPath, 'a');
   const child = spawn(
     tfslurmd,
     [
       '--listen', '127.0.0.1:0',
-      '--agent-listen', '127.0.0.1:0',
+      '--agent-listen', apart ? '0.0.0.0:0' : '127.0.0.1:0',
       ...(auth ? [] : ['--no-auth']),
       // As root without --site tfslurmd refuses to start unless told that
       // jobs may run as root.
@@ -107,6 +137,12 @@ export async function startService(slurmConf, { auth = false, tokens = {}, name 
       '--poll-interval-ms', '500',
       '--heartbeat-ms', '1000',
       '--shutdown-grace-ms', '3000',
+      ...tlsArgs,
+      // Without TLS the agent port off loopback is refused unless the risk
+      // is accepted: these tests are the dashboard's, the agent traffic
+      // crosses only the test cluster's own network namespaces, and
+      // tls.test.mjs runs the agents over TLS.
+      ...(apart && !tls ? ['--insecure-plaintext'] : []),
     ],
     { env: { ...process.env, SLURM_CONF: slurmConf }, stdio: ['ignore', out, out] },
   );
@@ -120,9 +156,10 @@ export async function startService(slurmConf, { auth = false, tokens = {}, name 
     },
     { timeoutMs: 30000, intervalMs: 100 },
   );
-  const base = `http://127.0.0.1:${ports.http_port}`;
+  const base = `${tls ? 'https' : 'http'}://127.0.0.1:${ports.http_port}`;
   return {
     base,
+    tls: tlsInfo,
     dir,
     logPath,
     tokens: created,
@@ -205,8 +242,11 @@ export async function squeueState(slurmConf, jobId) {
 
 // Debian's Chromium, headless, with a fresh profile; never a downloaded
 // browser. Returns a persistent context (playwright wants the profile dir as
-// an argument rather than --user-data-dir) and a cleanup.
-export async function launchBrowser() {
+// an argument rather than --user-data-dir) and a cleanup. `trustSpki`: the
+// base64 SHA-256 of a server key Chromium accepts a certificate of
+// (--ignore-certificate-errors-spki-list: a pin, as a site's CA would be
+// in the system's store).
+export async function launchBrowser({ trustSpki = null } = {}) {
   const profile = mkdtempSync(path.join(tmpdir(), 'tfslurm-e2e-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -220,6 +260,7 @@ export async function launchBrowser() {
       '--disable-background-networking',
       '--disable-component-update',
       '--disable-sync',
+      ...(trustSpki ? [`--ignore-certificate-errors-spki-list=${trustSpki}`] : []),
     ],
     viewport: { width: 1360, height: 900 },
     deviceScaleFactor: 1,

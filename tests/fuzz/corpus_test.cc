@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/fuzz/http_invariants.h"
 #include "tests/fuzz/invariants.h"
 #include "tests/fuzz/scalar_invariants.h"
 #include "tests/fuzz/shell_words.h"
@@ -54,6 +55,8 @@ TEST(FuzzCorpus, Sbatch) { ReplayCorpus("sbatch", CheckSbatchInput, /*small_stac
 TEST(FuzzCorpus, AgentJson) { ReplayCorpus("agent_json", CheckAgentJsonInput); }
 TEST(FuzzCorpus, AgentProto) { ReplayCorpus("agent_proto", CheckAgentBinaryInput); }
 TEST(FuzzCorpus, TfEvents) { ReplayCorpus("tfevents", CheckEventFileInput); }
+TEST(FuzzCorpus, RequestHead) { ReplayCorpus("request_head", CheckRequestHeadInput); }
+TEST(FuzzCorpus, HttpRequest) { ReplayCorpus("http_request", CheckHttpRequestInput); }
 TEST(FuzzCorpus, ScalarsJsonl) {
   ReplayCorpus("scalars_jsonl", CheckScalarsJsonlInput, /*small_stack=*/true);
 }

@@ -315,8 +315,9 @@ std::string CheckSbatchInput(std::string_view bytes) {
   const std::string& script = r.script;
 
   if (script.find("s3cr3t") != std::string::npos) return "the secret is in the script";
-  if (r.environment.empty() || r.environment.back() != "TFSLURM_SECRET=s3cr3t-NOT-IN-THE-SCRIPT")
-    return "the secret is not in the job's environment";
+  if (r.environment.empty() ||
+      r.environment.back() != "TFSLURM_SECRET_FILE=s3cr3t-NOT-IN-THE-SCRIPT")
+    return "the secret's file is not in the job's environment";
   if (script.find('\0') != std::string::npos) return "NUL byte in the script";
 
   // The header: comments up to the first blank line.

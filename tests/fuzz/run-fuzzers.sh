@@ -1,32 +1,45 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang (build dir BUILD, default build-fuzz)
-# and runs each for SECONDS, JOBS at a time, starting from the corpus in the
-# tree. The tree is never written: new inputs go to BUILD/fuzz-corpus/TARGET,
-# crashes to BUILD/fuzz-artifacts/TARGET/. One line per target:
+# Builds the libFuzzer targets (clang, ASan + UBSan; in BUILD, by default
+# build-asan, tests/run.sh's sanitizer build, configured here if it is not
+# yet) and runs each for SECONDS, JOBS at a time, starting from the corpus in
+# the tree. The tree is never written: new inputs go to
+# BUILD/fuzz-corpus/TARGET, crashes to BUILD/fuzz-artifacts/TARGET/. One line
+# per target:
 #   fuzz TARGET: ok|FAILED execs=N cov=N ft=N corpus=N
 # and the crash log when one fails. Exit status 1 when any target failed.
 #
 #   tests/fuzz/run-fuzzers.sh [-t SECONDS] [-j JOBS] [-b BUILD] [TARGET...]
-#   TARGET: spec sbatch agent_json agent_proto tfevents scalars_jsonl (default: all)
+#   TARGET: one tests/fuzz/CMakeLists.txt registers (default: every one)
 set -euo pipefail
 
 fuzz_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd -- "$fuzz_dir/../.." && pwd)"
-seconds=60 jobs=2 build="$repo/build-fuzz"
+seconds=60 jobs=2 build="$repo/build-asan"
 while getopts "t:j:b:" opt; do
   case $opt in
     t) seconds=$OPTARG ;;
     j) jobs=$OPTARG ;;
     b) build=$OPTARG ;;
-    *) sed -n '2,10p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,12p' "$0" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 targets=("$@")
-((${#targets[@]})) || targets=(spec sbatch agent_json agent_proto tfevents scalars_jsonl)
 
-cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_FUZZ=ON >/dev/null
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  # Through ccache, as every build of tests/run.sh (tests/lib/ccache.sh).
+  # shellcheck source=../lib/ccache.sh
+  source "$repo/tests/lib/ccache.sh"
+  cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
+    -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_SANITIZE=ON -DTFSLURM_FUZZ=ON "${ccache_launcher[@]}" >/dev/null
+fi
+# Every fuzzer the build registers: the `fuzzers` target's dependencies.
+mapfile -t registered < <(ninja -C "$build" -t query tests/fuzz/fuzzers | sed -nE 's|^ +bin/([a-z_]+)_fuzzer$|\1|p' | sort -u)
+if ((${#registered[@]} == 0)); then
+  echo "run-fuzzers: $build registers no fuzzer (configured without -DTFSLURM_FUZZ=ON?)" >&2
+  exit 1
+fi
+((${#targets[@]})) || targets=("${registered[@]}")
 ninja -C "$build" -j"$jobs" "${targets[@]/%/_fuzzer}"
 
 dict_of() {
@@ -36,11 +49,12 @@ dict_of() {
   esac
 }
 
-# The scalar files' readers must not allocate what a length field or a line
-# claims: any one allocation over 64 MB is a failure there.
+# The scalar files' readers, and httplib reading a request (a chunk size, a
+# Content-Length), must not allocate what a length field or a line claims:
+# any one allocation over 64 MB is a failure there.
 limits_of() {
   case $1 in
-    tfevents | scalars_jsonl) echo "-malloc_limit_mb=64" ;;
+    tfevents | scalars_jsonl | request_head | http_request) echo "-malloc_limit_mb=64" ;;
   esac
 }
 

@@ -15,7 +15,7 @@ set -euo pipefail
 
 fuzz_dir="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd -- "$fuzz_dir/../.." && pwd)"
-hours=1 jobs=$(nproc) build="$repo/build-fuzz"
+hours=1 jobs=$(nproc) build="$repo/build-asan"
 while getopts "h:j:b:" opt; do
   case $opt in
     h) hours=$OPTARG ;;
@@ -26,11 +26,14 @@ while getopts "h:j:b:" opt; do
 done
 shift $((OPTIND - 1))
 targets=("$@")
-((${#targets[@]})) || targets=(spec sbatch agent_json agent_proto)
 
 seconds=$(awk -v h="$hours" 'BEGIN { printf "%d", h * 3600 }')
 rc=0
 "$fuzz_dir/run-fuzzers.sh" -t "$seconds" -j "$jobs" -b "$build" "${targets[@]}" || rc=$?
+# Every target run-fuzzers.sh ran when none was named: each that has a corpus.
+if ((${#targets[@]} == 0)); then
+  mapfile -t targets < <(find "$build/fuzz-corpus" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort)
+fi
 
 for t in "${targets[@]}"; do
   merged="$build/fuzz-merged/$t"

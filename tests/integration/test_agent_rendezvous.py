@@ -8,6 +8,7 @@ import signal
 import tempfile
 
 from conftest import REPO, agent_hanging_task, scontrol_job, squeue_ids, wait_for
+from unix_users import admin_token
 
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
 
@@ -166,36 +167,50 @@ def test_wrong_secret_is_refused(service):
                                             "register": {"node_name": "node1", "address": "x", "port": 1}})
     assert status == 200, reply
     assert reply["refused"]["permanent"] is True
-    assert "wrong attempt secret" in reply["refused"]["reason"]
+    assert reply["refused"]["reason"] == "no experiment 'rdv-secret' with attempt 1 and this secret", reply
     status, reply = agent_message(service, {"task": {"experiment_id": "rdv-secret", "attempt": 1,
                                                      "secret": "nope", "proc_id": 0}, "heartbeat": {}})
-    assert status == 401, reply
+    assert status == 404, reply
     service.request("DELETE", "/experiments/rdv-secret")
 
 
 CURL_AGENT = r'''#!/bin/bash
 # A stand-in for tfslurm-agent built from curl: registers over the JSON
 # path, runs the assigned command with the assigned env, reports the exit.
+# The attempt secret is in the file TFSLURM_SECRET_FILE names, as the real
+# agent reads it.
 set -euo pipefail
 while [ $# -gt 0 ]; do
   case "$1" in --experiment) exp=$2; shift 2;; --attempt) attempt=$2; shift 2;; *) shift;; esac
 done
 url=@URL@
+# Over TLS, the service is verified against the CA every job carries
+# (TFSLURM_CA, PEM), as the real agent verifies it.
+cacert=()
+if [ -n "${TFSLURM_CA:-}" ] && [ "$TFSLURM_CA" != system ]; then
+  ca_file=$(mktemp); printf '%s\n' "$TFSLURM_CA" > "$ca_file"; cacert=(--cacert "$ca_file")
+fi
 task=$(/usr/bin/python3 -c 'import json,os,sys; print(json.dumps({"experiment_id": sys.argv[1],
-  "attempt": int(sys.argv[2]), "secret": os.environ["TFSLURM_SECRET"], "proc_id": int(os.environ["SLURM_PROCID"])}))' "$exp" "$attempt")
+  "attempt": int(sys.argv[2]), "secret": open(os.environ["TFSLURM_SECRET_FILE"]).read(), "proc_id": int(os.environ["SLURM_PROCID"])}))' "$exp" "$attempt")
 reply=""
 until [ -n "$reply" ] && [ "$reply" != "{}" ]; do
-  reply=$(curl -sS -X POST "$url/agent/v1/message?wait_s=30" -H 'Content-Type: application/json' \
+  reply=$(curl -sS "${cacert[@]}" -X POST "$url/agent/v1/message?wait_s=30" -H 'Content-Type: application/json' \
     -d "{\"task\": $task, \"register\": {\"node_name\": \"$SLURMD_NODENAME\", \"address\": \"$(hostname)\", \"port\": $((30000 + SLURM_PROCID))}}")
 done
 echo "$reply" > "$TMPDIR_FOR_TEST/assignment-$SLURM_PROCID.json"
+# Heartbeats while the program runs, as every agent sends them: a task
+# silent past the reconnect window is gone (docs/restarts.md).
+(while :; do sleep 1; curl -sS "${cacert[@]}" -X POST "$url/agent/v1/message" -H 'Content-Type: application/json' \
+   -d "{\"task\": $task, \"heartbeat\": {}}" > /dev/null; done) &
+beating=$!
 set +e
 /usr/bin/python3 -c 'import json,os,sys; a=json.load(open(sys.argv[1]))["assignment"];
 env=dict(os.environ); env.update(a.get("env", {})); env["TF_CONFIG"]=a["tf_config"]; os.chdir(a["workdir"]); os.execvpe(a["command"][0], a["command"], env)' \
   "$TMPDIR_FOR_TEST/assignment-$SLURM_PROCID.json"
 rc=$?
 set -e
-curl -sS -X POST "$url/agent/v1/message" -H 'Content-Type: application/json' \
+kill $beating
+curl -sS "${cacert[@]}" -X POST "$url/agent/v1/message" -H 'Content-Type: application/json' \
   -d "{\"task\": $task, \"exited\": {\"exit_code\": $rc}}" > /dev/null
 exit $rc
 '''
@@ -204,16 +219,21 @@ exit $rc
 def test_curl_json_registration_path_end_to_end(service_factory, slurm_cluster):
     d = tempfile.mkdtemp(prefix="tfs-curl-", dir="/tmp")
     os.chmod(d, 0o777)
-    first = service_factory()
+    # The JSON route is on the REST port, which the tasks on the compute
+    # nodes reach by the service host's cluster address when the hosts are
+    # apart: a REST API off loopback has tokens (--no-auth is loopback only);
+    # the agent route's credential is the attempt's secret, not a token.
+    first = service_factory(auth=True)
     agent = os.path.join(d, "curl-agent")
     with open(agent, "w") as f:
-        f.write(CURL_AGENT.replace("@URL@", first.url).replace("$TMPDIR_FOR_TEST", d))
+        f.write(CURL_AGENT.replace("@URL@", first.cluster_url or first.url).replace("$TMPDIR_FOR_TEST", d))
     os.chmod(agent, 0o755)
     first.stop()
-    service = service_factory(["--agent-path", agent], workdir=first.workdir)
+    service = service_factory(["--agent-path", agent], workdir=first.workdir, auth=True)
+    service.token = admin_token(service)
     # Same port is not guaranteed after a restart; point the script at the new one.
     with open(agent, "w") as f:
-        f.write(CURL_AGENT.replace("@URL@", service.url).replace("$TMPDIR_FOR_TEST", d))
+        f.write(CURL_AGENT.replace("@URL@", service.cluster_url or service.url).replace("$TMPDIR_FOR_TEST", d))
     spec = {"id": "rdv-curl", "command": ["/bin/sh", "-c", 'test -n "$TF_CONFIG" && echo "$TF_CONFIG"'],
             "cluster": {"worker": 6}, "resources": {"nodes": 3, "tasks_per_node": 2, "time_limit": "00:05:00"},
             "checkpoint": {"signal_grace_s": 10}, "restart": {"max_restarts": 0}}

@@ -20,7 +20,7 @@ import tempfile
 
 import pytest
 
-from conftest import REPO, Service, slurm_env, wait_for
+from conftest import REPO, Service, cluster_start_args, slurm_env, wait_for
 
 PROGRAM = r"""
 import json, os, time
@@ -233,14 +233,15 @@ def cgroup_v1_devices():
 
 
 @pytest.fixture
-def constrained_cluster():
+def constrained_cluster(slurm_cluster):  # on the session's service host, its hosts apart like it
     if not cgroup_v1_devices():
         pytest.skip("no cgroup v1 devices controller at /sys/fs/cgroup/devices: task/cgroup cannot "
                     "constrain devices here")
     d = tempfile.mkdtemp(prefix="tfs-cg-", dir="/tmp")
     os.chmod(d, 0o755)  # munged, as user munge, must reach its socket dir
     try:
-        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), d], stdout=subprocess.PIPE,
+        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh")] + cluster_start_args() + [d],
+                             stdout=subprocess.PIPE,
                              check=True, text=True, env=dict(os.environ, LOCAL_SLURM_CONSTRAIN_DEVICES="1"))
         yield d, out.stdout.strip().split("=", 1)[1]
     finally:

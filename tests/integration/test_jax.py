@@ -99,7 +99,8 @@ def test_six_processes_over_three_nodes_see_their_world_and_end_equal(service, s
     assert [(t["role"], t["index"]) for t in exp["tasks"]] == [("rank", p) for p in range(6)], exp["tasks"]
     pid0 = process_pid("jax-ok", 0)
     assert pid0
-    assert [p for p, _ in listeners(port)] == [pid0], listeners(port)
+    on = (slurm_cluster, exp["tasks"][0]["node"])
+    assert [p for p, _ in listeners(port, *on)] == [pid0], listeners(port, *on)
 
     done = wait_ended(service, "jax-ok", 300)
     assert done["state"] == "succeeded", done["reason"]

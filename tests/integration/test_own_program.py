@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from conftest import REPO, Service, wait_for
+from conftest import REPO, Service, cluster_start_args, wait_for
 from unix_users import ALICE, site  # noqa: F401
 from unix_users import ok as site_ok
 from unix_users import tfctl as site_tfctl
@@ -130,7 +130,18 @@ def test_a_python_programs_own_error_line_is_the_cause(service, home, tmp_path):
         assert re.search(r"exited with code \d+: \S*python3: " + re.escape(cause) if script == "trian.py"
                          else r"exited with code 1: " + re.escape(cause), last), last
         e = json.loads(ok(run_tfctl(home, "status", exp_id, "-o", "json", url=service.url)))
-        assert e["tasks"][0]["detail"].endswith(cause), e["tasks"]
+        detail = e["tasks"][0]["detail"]
+        if "ModuleNotFoundError" in cause:
+            # Which python did not have the module (issue 48): the file the
+            # process ran (through a venv's symlink or a pyenv shim, the
+            # interpreter itself), and the `python3` the job's PATH found.
+            python = subprocess.run(["python3", "-c", "import os, sys; print(os.path.realpath(sys.executable))"],
+                                    stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+            assert detail.startswith(f"{cause} (the Python that ran: {python}"), detail
+            if shutil.which("python3") != python:
+                assert detail.endswith(f", started as {shutil.which('python3')})"), detail
+        else:
+            assert detail.endswith(cause), e["tasks"]
         assert [a["end_reason"] for a in e["attempts"]] == [end_reason], (exp_id, e["attempts"])
 
 
@@ -268,7 +279,7 @@ def cgroup_v1_memory():
 
 
 @pytest.fixture
-def memory_cluster():
+def memory_cluster(slurm_cluster):  # on the session's service host, its hosts apart like it
     """A local cluster of its own whose jobs get their memory as a cgroup
     limit (LOCAL_SLURM_CONSTRAIN_MEMORY=1: task/cgroup, ConstrainRAMSpace),
     as on a site's cluster; the shared one enforces none."""
@@ -278,7 +289,8 @@ def memory_cluster():
     d = tempfile.mkdtemp(prefix="tfs-mem-", dir="/tmp")
     os.chmod(d, 0o755)  # munged, as user munge, must reach its socket dir
     try:
-        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh"), d], stdout=subprocess.PIPE,
+        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh")] + cluster_start_args() + [d],
+                             stdout=subprocess.PIPE,
                              check=True, text=True, env=dict(os.environ, LOCAL_SLURM_CONSTRAIN_MEMORY="1"))
         yield out.stdout.strip().split("=", 1)[1]
     finally:

@@ -22,6 +22,7 @@ import textwrap
 import pytest
 
 from conftest import REPO, wait_for
+from helpers import hosts
 from unix_users import ALICE, as_unix, ok, site  # noqa: F401 (site: a fixture)
 
 SRC = os.path.join(REPO, "client", "python", "src")
@@ -251,21 +252,27 @@ def test_time_limit_warning_helper_saves_plain_script_times_out_default_action_i
 
 def test_the_client_proves_its_user_with_munge_as_tfctl_does(site, tmp_path):  # noqa: F811
     service, socket, homes = site
+    # On the login host when the cluster's hosts are apart, as a user runs it.
+    url = service.cluster_url or service.url
     code = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {SRC!r})
         import tfslurm
-        c = tfslurm.Client({service.url!r}, munge_socket={socket!r}, config_path="")
+        c = tfslurm.Client({url!r}, munge_socket={socket!r}, config_path="")
         print(c.create_token().user)
         print(c.list().total)
     """)
-    r = subprocess.run(as_unix(ALICE) + ["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE,
+    r = subprocess.run(hosts.on_host(service.slurm_conf, "login", as_unix(ALICE) + ["/usr/bin/python3", "-c", code]),
+                       stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=60, cwd=homes[ALICE],
-                       env={"PATH": os.environ["PATH"], "HOME": homes[ALICE]})
+                       env=dict({"PATH": os.environ["PATH"], "HOME": homes[ALICE]},
+                                **{k: v for k, v in os.environ.items() if k == "TFSLURM_CACERT"}))
     assert ok(r).split() == [ALICE, "0"]
     # Without munged: the 401 says why no credential went.
     code = code.replace(repr(socket), repr(str(tmp_path / "no-munged.socket")))
-    r = subprocess.run(as_unix(ALICE) + ["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE,
+    r = subprocess.run(hosts.on_host(service.slurm_conf, "login", as_unix(ALICE) + ["/usr/bin/python3", "-c", code]),
+                       stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True, timeout=60, cwd=homes[ALICE],
-                       env={"PATH": os.environ["PATH"], "HOME": homes[ALICE]})
+                       env=dict({"PATH": os.environ["PATH"], "HOME": homes[ALICE]},
+                                **{k: v for k, v in os.environ.items() if k == "TFSLURM_CACERT"}))
     assert r.returncode == 1 and "made no credential" in r.stderr, r.stderr

@@ -107,7 +107,8 @@ def test_ddp_over_three_nodes_every_rank_ends_with_the_same_parameters(service, 
     # reported: the only listener there, and it is the program.
     pid0 = rank_pid("ddp-ok", 0)
     assert pid0
-    assert [p for p, _ in listeners(master_port)] == [pid0], listeners(master_port)
+    on = (slurm_cluster, exp["tasks"][0]["node"])
+    assert [p for p, _ in listeners(master_port, *on)] == [pid0], listeners(master_port, *on)
 
     done = wait_ended(service, "ddp-ok", 300)
     assert done["state"] == "succeeded", done["reason"]

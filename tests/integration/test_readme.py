@@ -23,10 +23,10 @@ exits 0 and prints what is shown, where
 The python walkthrough's ```pycon blocks are one Python session: a line
 starting with ">>> " begins a statement, "... " continues it, and the lines
 after it are what it prints, compared as the console's are. It runs with
-the tools venv's python (deploy/install-pytools.sh: PyYAML and pandas, the
-package's extras) and the package from the tree (client/python/src), in the
-checkout, with TFSLURM_URL and TFSLURM_TOKEN as the tfctl walkthrough
-exports them.
+the tools venv's python (deploy/install-pytools.sh, which tests/run.sh runs
+before the session: PyYAML and pandas, the package's extras) and the
+package from the tree (client/python/src), in the checkout, with
+TFSLURM_URL and TFSLURM_TOKEN as the tfctl walkthrough exports them.
 
 The walkthrough uses the service deploy/quickstart.sh leaves running: its URL
 and token file in the commands, and its output root in what they print, are
@@ -38,6 +38,8 @@ import os
 import re
 import shlex
 import subprocess
+
+import pytest
 
 from conftest import BIN, REPO
 
@@ -121,7 +123,7 @@ def run_walkthrough(steps, service, tmp_path):
     token_file.write_text(token + "\n")
     home = tmp_path / "home"
     home.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"))
     cwd = REPO
     cwd_file = tmp_path / "cwd"
@@ -234,14 +236,18 @@ def test_readme_python_walkthrough_works_as_shown(service_factory, tmp_path):
     service = service_factory(auth=True)  # as deploy/quickstart.sh runs it: with tokens
     token = subprocess.run([os.path.join(BIN, "tfslurmd"), "--db", service.db, "token", "create", "--user",
                             "readme", "--admin"], stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
-    python = subprocess.run([os.path.join(REPO, "deploy", "install-pytools.sh")], stdout=subprocess.PIPE,
-                            text=True, check=True).stdout.strip()
+    # Made before the session (tests/run.sh): the session runs on the
+    # cluster's service host, whose network reaches no package index.
+    python = os.environ.get("TFSLURM_PYTOOLS_PYTHON", "/opt/tfslurm/venv-pytools/bin/python")
+    if not os.path.exists(python):
+        pytest.fail(f"no tools python at {python}: run deploy/install-pytools.sh (tests/run.sh does) "
+                    "and set TFSLURM_PYTOOLS_PYTHON to the path it prints")
     home = tmp_path / "home"
     home.mkdir()
     statements = tmp_path / "statements.json"
     statements.write_text(json.dumps([source for source, _ in steps]))
     mark = "@@README-STATEMENT-END@@"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), TFSLURM_URL=service.url,
                TFSLURM_TOKEN=token, PYTHONPATH=os.path.join(REPO, "client", "python", "src"))
     r = subprocess.run([python, os.path.join(os.path.dirname(__file__), "helpers", "pycon_session.py"),
@@ -259,3 +265,49 @@ def test_readme_python_walkthrough_works_as_shown(service_factory, tmp_path):
         normalized = "".join(normalize(line) + "\n" for line in actual)
         assert re.fullmatch(output_pattern(trimmed(expected)), normalized), \
             f"`{source.strip()}` did not print what README.md shows\n{shown}"
+
+
+def test_every_page_the_tree_cites_exists():
+    """A doc a script or a source names must be there (deploy/install-deps.sh
+    once cited a page of PyTorch notes in docs/ that was never written)."""
+    cited = set()
+    for top in ("README.md", "deploy", "docs", "schema", "service", "agent", "client", "web", "bench", "tests",
+                "examples", "base", "CMakeLists.txt"):
+        root = os.path.join(REPO, top)
+        paths = [root] if os.path.isfile(root) else [os.path.join(d, f) for d, _, fs in os.walk(root)
+                                                      if "node_modules" not in d for f in fs]
+        for path in paths:
+            if not path.endswith((".md", ".sh", ".py", ".cc", ".h", ".js", ".mjs", ".yaml", ".txt", ".in")):
+                continue
+            for m in re.finditer(r"\b((?:docs|schema)/[A-Za-z0-9_-]+\.md)\b", open(path, errors="replace").read()):
+                cited.add((m.group(1), os.path.relpath(path, REPO)))
+    assert len(cited) > 20, "the check finds the citations"
+    missing = sorted(f"{doc} (cited in {where})" for doc, where in cited if not os.path.exists(os.path.join(REPO, doc)))
+    assert not missing, missing
+
+
+def test_readme_quotes_the_reason_a_mistyped_script_gives(service, tmp_path):
+    """The README's own usage is `python3 train.py`; its example of a
+    program that cannot start is that usage with a typo, and the reason it
+    quotes is the one tfslurm gives for it."""
+    text = " ".join(open(README).read().split())
+    quoted = re.search(r"the dashboard: `\.\.\. (exited with code \d+: [^`]+)`", text)
+    assert quoted, "README quotes the reason of a program that cannot start"
+    proj = tmp_path / "myproj"
+    proj.mkdir()
+    os.chmod(tmp_path, 0o755)
+    os.chmod(proj, 0o755)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TFSLURM_") or k == "TFSLURM_CACERT"}
+    env.update(HOME=str(home), TFSLURM_URL=service.url)
+    r = subprocess.run([os.path.join(BIN, "tfctl"), "submit", "--id", "readme-typo", "--workers", "1", "--partition",
+                        "debug", "--time", "00:10:00", "--wait", "--", "python3", "trian.py"], cwd=proj, env=env,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
+    assert r.returncode == 1, r.stdout
+    reason = service.experiment("readme-typo")["reason"]
+    # Python names itself by its own path (Debian's /usr/bin/python3, a venv's,
+    # pyenv's), and the directory is this test's.
+    said = re.sub(r"\S*/python3[0-9.]*: can't open file", "/usr/bin/python3: can't open file",
+                  reason.replace(str(proj), "/home/alice/myproj"))
+    assert quoted.group(1) in said, f"README quotes `{quoted.group(1)}`; tfslurm said `{reason}`"

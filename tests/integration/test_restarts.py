@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import REPO, program_pid, programs, scontrol_job, slurm_env, squeue_ids, wait_for
+from helpers import hosts
 
 TRAIN = os.path.join(REPO, "examples/linear_ps/train.py")
 
@@ -298,19 +299,19 @@ def slurmctld_port(conf):
     return int(next(line.split("=", 1)[1] for line in open(conf) if line.startswith("SlurmctldPort=")))
 
 
-def submission_waiting_in_slurmctld(pid, port):
+def submission_waiting_in_slurmctld(conf, pid, port):
     """The submission of process pid is in slurmctld's socket, whole: a
     connection of pid to slurmctld whose bytes have all left it (Send-Q 0)
     and wait on slurmctld's side, unread, more than a poll's small request
     holds (a job description: its script and environment, some kilobytes).
     slurmctld is stopped, so its kernel holds them until it reads."""
-    def sockets(selector):
-        out = subprocess.run(["ss", "-Htnp", "state", "established", selector], stdout=subprocess.PIPE,
-                             text=True, check=True).stdout
+    def sockets(host, selector):
+        out = hosts.ss(conf, host, ["-Htnp", "state", "established", selector])
         return [line.split() for line in out.splitlines()]
-    # ss -H: Recv-Q Send-Q Local Peer [users:(...)]
-    waiting = {f[3]: int(f[0]) for f in sockets(f"sport = :{port}")}
-    ours = [f for f in sockets(f"dport = :{port}") if f"pid={pid}," in " ".join(f[4:])]
+    # ss -H: Recv-Q Send-Q Local Peer [users:(...)]; slurmctld's end on its
+    # host, tfslurmd's on the service host (the same host when not apart).
+    waiting = {f[3]: int(f[0]) for f in sockets("ctld", f"sport = :{port}")}
+    ours = [f for f in sockets("svc", f"dport = :{port}") if f"pid={pid}," in " ".join(f[4:])]
     return [(f[2], waiting.get(f[2])) for f in ours if int(f[1]) == 0 and waiting.get(f[2], 0) > 1024]
 
 
@@ -343,7 +344,8 @@ def test_service_killed_during_a_submission_leaves_exactly_one_job(service_facto
             return row and row[0] == "submitting"
 
         wait_for(intent_recorded, 30, "the intent to be recorded")
-        wait_for(lambda: submission_waiting_in_slurmctld(first.proc.pid, slurmctld_port(slurm_cluster)), 30,
+        wait_for(lambda: submission_waiting_in_slurmctld(slurm_cluster, first.proc.pid,
+                                                         slurmctld_port(slurm_cluster)), 30,
                  "the submission to wait, whole, in slurmctld's socket")
         first.stop(signal.SIGKILL)
     finally:

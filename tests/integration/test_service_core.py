@@ -230,7 +230,7 @@ def test_port_0_picks_a_free_port_and_logs_it(service):
     is in the log, and it is the one that answers."""
     port = int(service.url.rsplit(":", 1)[1])
     assert port > 0
-    line = f"REST API listening on http://127.0.0.1:{port}"
+    line = f"REST API listening on {service.scheme}://127.0.0.1:{port}"
     wait_for(lambda: line in open(service.log_path).read(), 10, "the bound port in tfslurmd's log")
     assert service.get("/healthz") == (200, {"status": "ok"})
 

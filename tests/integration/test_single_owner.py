@@ -7,6 +7,7 @@ import subprocess
 import tempfile
 
 from conftest import BIN, slurm_env, wait_for
+from helpers import hosts
 
 
 def start_second(slurm_conf, workdir, db, listen="127.0.0.1:0", agent_listen="127.0.0.1:0"):
@@ -54,10 +55,17 @@ def test_a_second_tfslurmd_on_the_same_agent_or_rest_port_is_refused(service, sl
     subprocess.run(["rm", "-rf", other], check=False)
 
 
-def test_agents_that_reached_another_tfslurmd_retry_until_their_own_answers(service_factory, slurm_cluster):
+def test_agents_that_reached_another_tfslurmd_retry_until_their_own_answers(service_factory, slurm_cluster, request):
     # The job's tfslurmd (A) tells its agents to come to 127.0.0.2:P. Another
     # tfslurmd (B, its own database) listens there; A listens on 127.0.0.1:P.
-    own = service_factory(extra_args=["--advertise", "127.0.0.2"])
+    # With the hosts apart, the same on the service host's cluster address
+    # and a second one it is given on the same link.
+    first, second = "127.0.0.1", "127.0.0.2"
+    if hosts.apart(slurm_cluster):
+        first = hosts.address(slurm_cluster, "svc")
+        second, remove = hosts.extra_address(slurm_cluster, "svc", 5)
+        request.addfinalizer(remove)
+    own = service_factory(extra_args=["--advertise", second], agent_host=first)
     status, body = own.post("/experiments", {
         "id": "owner-rdv", "command": ["/bin/sh", "-c", "echo trained by $TFSLURM_ROLE $TFSLURM_INDEX"],
         "cluster": {"worker": 2}, "resources": {"partition": "debug", "nodes": 1, "tasks_per_node": 2},
@@ -66,7 +74,7 @@ def test_agents_that_reached_another_tfslurmd_retry_until_their_own_answers(serv
     other_dir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
     with open(os.path.join(other_dir, "agent_port"), "w") as f:
         f.write(str(own.agent_port))
-    other = service_factory(workdir=other_dir, agent_host="127.0.0.2")
+    other = service_factory(workdir=other_dir, agent_host=second)
 
     exp = own.experiment("owner-rdv")
     logs = [os.path.join(exp["model_dir"], "logs", "attempt-1", f"task-{i}.out") for i in range(2)]
@@ -81,7 +89,7 @@ def test_agents_that_reached_another_tfslurmd_retry_until_their_own_answers(serv
     # The job's own tfslurmd takes the address its agents use; the other goes.
     other.stop()
     own.stop()
-    again = service_factory(workdir=own.workdir, agent_host="127.0.0.2", extra_args=["--advertise", "127.0.0.2"])
+    again = service_factory(workdir=own.workdir, agent_host=second, extra_args=["--advertise", second])
     done = again.wait_state("owner-rdv", ("succeeded", "failed"), timeout=120)
     assert done["state"] == "succeeded", done["reason"]
     for p in logs:

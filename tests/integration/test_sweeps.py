@@ -181,3 +181,70 @@ def test_a_bad_sweep_is_refused_naming_the_field_and_nothing_is_stored(service):
     status, experiments = service.get("/experiments")
     assert status == 200 and experiments["experiments"] == [], experiments
     assert service.get("/sweeps/bad")[0] == 404
+
+
+def test_a_stopped_trial_is_stopped_through_its_agents_and_shows_where(service, slurm_cluster):
+    """Issue 48: the rule's stop reaches the trial's agents at once (a
+    Shutdown, as a decided attempt's), not only through Slurm's cancel, and
+    the sweep shows both the rung it was judged at and the step it stopped
+    at. How fast, against Slurm's cancel alone: bench/sweep_stop.sh."""
+    spec = sweep_spec("halt", trials=2)
+    # Far more steps than either trial runs: trial 1 is cancelled once it has
+    # passed the rung, trial 2 can only end by being stopped.
+    spec["experiment"]["command"] = ["python3", TRAIN, "--steps=1000000", "--log-every=1",
+                                     "--checkpoint-every=1000000", "--step-sleep=0.05"]
+    spec["parameters"] = {"arg.--lr": {"values": [0.2, 0.0001]}}
+    spec["search"] = {"type": "grid", "order": "listed"}
+    spec["max_concurrent"] = 1
+    spec["early_stopping"] = {"rule": "asha", "rungs": [10], "reduction_factor": 2}
+    status, body = service.post("/sweeps", spec)
+    assert status == 201, body
+    wait_for(lambda: any(t["index"] == 1 and t["rungs_passed"] == 1 for t in get_sweep(service, "halt")["trials"]),
+             120, "trial 1 to pass the rung")
+    status, body = service.request("DELETE", "/experiments/halt-1")
+    assert status == 200, body
+    done = wait_for(lambda: (lambda s: s if s["state"] != "running" else None)(get_sweep(service, "halt")),
+                    150, "the sweep to complete", interval=0.5)
+    trial = next(t for t in done["trials"] if t["index"] == 2)
+    assert trial["end_reason"] == "stopped_early", trial
+
+    # Each stop, the user's cancel of trial 1 and the rule's of trial 2, is a
+    # Shutdown to every agent in the same decision.
+    for exp_id in ("halt-1", "halt-2"):
+        exp = service.experiment(exp_id)
+        events = [(e["what"], e["why"]) for e in exp["events"]]
+        cancelled = next(i for i, (what, why) in enumerate(events) if what == "state" and "-> cancelled" in why)
+        reaping = next((why for what, why in events[cancelled:] if what == "reaping"), "")
+        assert reaping.startswith("Shutdown sent to ") and "ps:0" in reaping and "worker:0" in reaping, events
+        assert sorted(t["state"] for t in exp["tasks"]) == ["reaped", "reaped"], exp["tasks"]
+
+    # Judged at the rung; stopped a little later, at the step its program
+    # last reported (not at the end of its million steps).
+    assert 10 <= trial["objective_step"] <= trial["last_step"] < 1000, trial
+    status, metrics = service.get("/experiments/halt-2/metrics?tag=loss")
+    assert status == 200, metrics
+    assert trial["last_step"] == max(metrics["series"][0]["step"]), (trial, metrics["series"][0]["step"][-5:])
+
+
+def test_a_misspelled_objective_is_named_and_stops_the_sweep(service, slurm_cluster):
+    """Issue 48: objective.tag `heldout_loss` where linear_ps reports
+    `held_out_loss`. While trial 1 runs the sweep's reason warns, naming the
+    tags it reports and the nearest; once it has succeeded without the tag,
+    the sweep stops: every trial would run to its end unjudged."""
+    spec = sweep_spec("typo", trials=3)
+    spec["max_concurrent"] = 1
+    spec["search"] = {"type": "grid", "order": "listed"}
+    spec["objective"] = {"tag": "heldout_loss", "goal": "min"}
+    status, body = service.post("/sweeps", spec)
+    assert status == 201, body
+    warned = wait_for(lambda: (lambda s: s if "warning:" in s["reason"] or s["state"] != "running" else None)(
+        get_sweep(service, "typo")), 120, "the sweep to warn", interval=0.5)
+    if warned["state"] == "running":
+        assert "did you mean 'held_out_loss'?" in warned["reason"], warned["reason"]
+    done = wait_for(lambda: (lambda s: s if s["state"] != "running" else None)(get_sweep(service, "typo")),
+                    120, "the sweep to stop", interval=0.5)
+    assert done["state"] == "cancelled", done
+    assert done["reason"].startswith("stopped: trial typo-1 reported "), done["reason"]
+    assert "held_out_loss" in done["reason"] and "but not heldout_loss, the sweep's objective (did you mean " \
+        "'held_out_loss'?)" in done["reason"], done["reason"]
+    assert [t["index"] for t in done["trials"]] == [1], "no more trials start"

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from conftest import REPO, program_pid, resumed_after, scontrol_job, wait_for
+from helpers import hosts
 
 # Quiet TF's C++ INFO lines; one intra-op thread per process, since up to six
 # TF processes share this machine's 2 cores.
@@ -101,11 +102,10 @@ def wait_checkpoint(service, exp_id, step):
         service.experiment(exp_id)), 240, f"a checkpoint of {exp_id} at step {step} or later")
 
 
-def listeners(port):
-    """(pid, local address) of every TCP socket listening on port, from ss."""
-    out = subprocess.run(["ss", "-Hltnp", f"sport = :{port}"], stdout=subprocess.PIPE, text=True, check=True)
+def listeners(port, conf, node):
+    """(pid, local address) of every TCP socket listening on port on `node`, from ss."""
     found = []
-    for line in out.stdout.splitlines():
+    for line in hosts.ss(conf, node, ["-Hltnp", f"sport = :{port}"]).splitlines():
         fields = line.split()
         pids = re.findall(r"pid=(\d+)", line)
         found.append((int(pids[0]) if pids else None, fields[3]))
@@ -128,7 +128,8 @@ def test_tf2_parameter_server_strategy_chief_decides_and_the_rest_are_reaped(ser
         port = int(t["address"].rsplit(":", 1)[1])
         pid = program_pid("tf-ps", t["role"], t["index"])
         assert pid, t
-        assert [p for p, _ in listeners(port)] == [pid], (t, listeners(port))
+        assert [p for p, _ in listeners(port, slurm_cluster, t["node"])] == [pid], \
+            (t, listeners(port, slurm_cluster, t["node"]))
         env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
         assert not any(v.startswith(b"TF_GRPC_REUSE_PORT=") for v in env), t
 

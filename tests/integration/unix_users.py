@@ -11,6 +11,7 @@ import tempfile
 import pytest
 
 from conftest import BIN
+from helpers import hosts
 
 ALICE, BOB, ADMINS = "tfs-alice", "tfs-bob", "tfs-admins"
 PERSONAL = "tfs-personal"  # runs a personal tfslurmd (test_personal_mode.py)
@@ -119,13 +120,17 @@ def site(service_factory, slurm_cluster):
 
 
 def tfctl(site, user, *args, token=None):
+    """tfctl as `user`, where users run it: on the login host when the
+    cluster's hosts are apart, reaching tfslurmd by its cluster address."""
     service, socket, homes = site
-    env = {"PATH": os.environ["PATH"], "HOME": homes[user], "TFSLURM_URL": service.url,
+    env = {"PATH": os.environ["PATH"], "HOME": homes[user], "TFSLURM_URL": service.cluster_url or service.url,
            "TFSLURM_MUNGE_SOCKET": socket}
     if token:
         env["TFSLURM_TOKEN"] = token
-    return subprocess.run(as_unix(user) + [TFCTL, *args], env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, timeout=120, cwd=homes[user])
+    if "TFSLURM_CACERT" in os.environ:  # the session's CA (conftest.session_ca), as a site's profile names it
+        env["TFSLURM_CACERT"] = os.environ["TFSLURM_CACERT"]
+    return subprocess.run(hosts.on_host(service.slurm_conf, "login", as_unix(user) + [TFCTL, *args]), env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120, cwd=homes[user])
 
 
 def ok(result):

@@ -33,7 +33,7 @@ ci_refused_prefixes=(TFSLURM_ GTEST_ PYTEST_ CTEST_ ASAN_ UBSAN_ TSAN_ LSAN_ MSA
 ci_refused_names=(NODE_OPTIONS PYTEST_ARGS PYTHONPATH LD_PRELOAD LD_AUDIT CFLAGS CXXFLAGS CPPFLAGS LDFLAGS)
 # The local-run switches tests/run.sh's header documents, for its messages.
 stage_switches=(TFSLURM_SKIP_SANITIZERS TFSLURM_SKIP_E2E TFSLURM_FUZZ TFSLURM_FUZZ_SECONDS TFSLURM_TSAN
-  TFSLURM_THREAD_SAFETY TFSLURM_SKIP_BENCH PYTEST_ARGS TFSLURM_BUILD)
+  TFSLURM_SKIP_BENCH PYTEST_ARGS TFSLURM_BUILD)
 
 # Sets in_ci to 1 when CI is set to anything but "", "false" or "0" (CI
 # services set CI=true).

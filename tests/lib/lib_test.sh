@@ -183,6 +183,25 @@ expect "CI=false TFSLURM_SKIP_E2E=1 is the caller's" 0 $?
 env -i PATH="$PATH" HOME="$HOME" CI=true MAKEFLAGS=-j2 bash -c 'source tests/lib/ci.sh; detect_ci; refuse_stage_switches'
 expect "CI=true alone runs" 0 $?
 
+# The background chain (background.sh): its builds run one after another
+# under SCHED_IDLE, each's exit code reaches wait_background, and a name the
+# chain never ran is an error, not a wait forever.
+# shellcheck source=background.sh
+source tests/lib/background.sh
+bg_dir="$work/bg"
+bg_first() { chrt -p "$BASHPID"; }
+bg_second() { [[ -f $bg_dir/first.rc ]] && return 3; }
+start_background first second
+wait_background first >/dev/null
+expect "background: the first's exit code" 0 $?
+grep -q 'policy: SCHED_IDLE' "$bg_dir/first.log"
+expect "background: it ran under SCHED_IDLE" 0 $?
+wait_background second >/dev/null
+expect "background: the second ran after the first, its exit code" 3 $?
+wait_background third >/dev/null
+expect "background: a name the chain did not run" 1 $?
+stop_background
+
 if ((failures)); then
   echo "run_lib: $failures checks failed"
   exit 1

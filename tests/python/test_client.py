@@ -33,7 +33,7 @@ def experiment(id="e1", state="running", events=(), attempt=1, checkpoint=None, 
                       "address": "node1:1", "component": 0, "state": "running", "exit_code": None,
                       "signal": None, "detail": "", "restarts": 0, "registered_at": T0, "ended_at": None,
                       "heartbeat_age_s": 0.5}],
-           "spares": [], "task_counts": {"worker": {"total": 1, "registered": 1, "running": 1, "done": 0,
+           "tasks_total": 1, "spares": [], "task_counts": {"worker": {"total": 1, "registered": 1, "running": 1, "done": 0,
                                                     "failed": 0}},
            "events": [{"id": i + 1, "at": T0, "attempt": 1, "what": w, "why": y} for i, (w, y) in
                       enumerate(events)],
@@ -166,6 +166,15 @@ def test_a_refused_spec_raises_with_every_field(fake):
 def test_ids_are_encoded_into_paths(fake):
     fake.on("GET", "/experiments/a%2Fb%3Fc", (200, experiment("a/b?c")))
     assert client(fake).get("a/b?c").id == "a/b?c"
+
+
+def test_get_asks_for_a_page_of_tasks(fake):
+    fake.on("GET", "/experiments/e1", (200, experiment(tasks_total=16384)))
+    e = client(fake).get("e1")
+    assert fake.requests[-1][1] == "/experiments/e1" and e.tasks_total == 16384
+    fake.on("GET", "/experiments/e1?task_state=failed&tasks_offset=100&tasks_limit=50", (200, experiment()))
+    client(fake).get("e1", task_state="failed", tasks_offset=100, tasks_limit=50)
+    assert fake.requests[-1][1] == "/experiments/e1?task_state=failed&tasks_offset=100&tasks_limit=50"
 
 
 def test_list_passes_states_and_reads_the_page(fake):
@@ -329,8 +338,8 @@ def test_metrics_as_lists(fake):
 def test_sweeps(fake):
     trial = {"index": 1, "experiment_id": "lr-1", "params": {"arg.--lr": 0.1}, "state": "ended",
              "experiment_state": "succeeded", "reason": "", "end_reason": "succeeded", "objective": 0.01,
-             "objective_step": 60, "rungs_passed": 2, "node_seconds": 30.5, "note": "", "started_at": T0,
-             "ended_at": T0}
+             "objective_step": 60, "last_step": 60, "rungs_passed": 2, "node_seconds": 30.5, "note": "",
+             "started_at": T0, "ended_at": T0}
     sweep = {"id": "lr", "owner": "alice", "state": "completed", "reason": "best lr-1", "trials_total": 1,
              "created_at": T0, "updated_at": T0, "spec": {}, "objective": {"tag": "loss", "goal": "min"},
              "node_seconds": 30.5, "counts": {"ended": 1}, "best_trial": trial, "trials": [trial]}
@@ -367,7 +376,7 @@ def test_dataframes(fake):
     assert pd.isna(side.loc[30, "a"]) and side.loc[30, "b"] == 0.1
 
 
-def test_an_https_service_is_verified_against_the_ca_file_given(tmp_path):
+def test_an_https_service_is_verified_against_the_ca_file_given(tmp_path, monkeypatch):
     # TLS as a later tfslurmd serves it: the client verifies the service's
     # certificate against cacert= (a site's CA), or the system's CAs.
     import shutil
@@ -400,8 +409,18 @@ def test_an_https_service_is_verified_against_the_ca_file_given(tmp_path):
     try:
         url = f"https://127.0.0.1:{server.server_address[1]}"
         assert tfslurm.Client(url, "t", cacert=str(cert), config_path="").version().tfslurm.version == "0.1.0"
-        with pytest.raises(tfslurm.ServiceUnreachable, match=r"TLS failed .*CERTIFICATE_VERIFY_FAILED.*; give the "
-                                                              r"service's CA file as cacert="):
+        with pytest.raises(tfslurm.ServiceUnreachable,
+                           match=r"cannot verify tfslurmd at https://127\.0\.0\.1:\d+: self.signed certificate\. "
+                                 r"Its certificate was checked against this machine's trust store; give the "
+                                 r"service's CA as cacert=, TFSLURM_CACERT"):
+            tfslurm.Client(url, "t", config_path="").version()
+        other = tmp_path / "other.pem"
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", str(tmp_path / "other.key"), "-out", str(other), "-days", "1", "-subj", "/CN=x"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        with pytest.raises(tfslurm.ServiceUnreachable, match=r"checked against the CA file .*other\.pem \(from "
+                                                              r"TFSLURM_CACERT\)"):
+            monkeypatch.setenv("TFSLURM_CACERT", str(other))
             tfslurm.Client(url, "t", config_path="").version()
     finally:
         server.shutdown()

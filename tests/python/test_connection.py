@@ -6,11 +6,11 @@ from tfslurm.connection import (DEFAULT_URL, ConfigError, default_config_path, r
                                 resolve_connection)
 
 
-def resolve(tmp_path, *, url=None, token=None, env=None, config=None):
+def resolve(tmp_path, *, url=None, token=None, cacert=None, env=None, config=None):
     path = tmp_path / "config"
     if config is not None:
         path.write_text(config)
-    return resolve_connection(url, token, env=env or {}, config_path=str(path))
+    return resolve_connection(url, token, cacert=cacert, env=env or {}, config_path=str(path))
 
 
 def test_defaults_without_any_source(tmp_path):
@@ -42,7 +42,7 @@ def test_config_file_as_yaml_lines_with_quotes_and_comments(tmp_path):
 
 
 def test_config_file_errors_name_the_file_and_line(tmp_path):
-    with pytest.raises(ConfigError, match=r"config:2: unknown key 'tokn'; the known keys are url and token"):
+    with pytest.raises(ConfigError, match=r"config:2: unknown key 'tokn'; the known keys are url, token and cacert"):
         resolve(tmp_path, config="url = http://h:1\ntokn = x\n")
     with pytest.raises(ConfigError, match=r"must hold `url = \.\.\.`"):
         resolve(tmp_path, config="{url: x}\n")
@@ -54,6 +54,19 @@ def test_a_url_with_a_path_or_another_scheme_is_refused_naming_its_origin(tmp_pa
     with pytest.raises(ConfigError, match=r"url=: 'ftp://h' is not a service URL"):
         resolve(tmp_path, url="ftp://h")
     assert resolve(tmp_path, url="https://h:8443").url == "https://h:8443"
+
+
+def test_the_ca_file_comes_from_the_argument_then_the_environment_then_the_config_file(tmp_path):
+    # As tfctl reads --cacert, TFSLURM_CACERT and `cacert = ...` (which
+    # `tfctl login` writes when it pins a certificate).
+    config = "url = https://h:8443\ncacert = /etc/site-ca.pem\n"
+    c = resolve(tmp_path, config=config)
+    assert (c.cacert, c.cacert_origin) == ("/etc/site-ca.pem", str(tmp_path / "config"))
+    c = resolve(tmp_path, env={"TFSLURM_CACERT": "/env/ca.pem"}, config=config)
+    assert (c.cacert, c.cacert_origin) == ("/env/ca.pem", "TFSLURM_CACERT")
+    c = resolve(tmp_path, cacert="/arg/ca.pem", env={"TFSLURM_CACERT": "/env/ca.pem"}, config=config)
+    assert (c.cacert, c.cacert_origin) == ("/arg/ca.pem", "cacert=")
+    assert resolve(tmp_path, url="https://h:1", config="").cacert == "", "none: the system's trust store"
 
 
 def test_the_token_is_never_shown(tmp_path):

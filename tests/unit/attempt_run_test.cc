@@ -187,11 +187,27 @@ TEST(AttemptRun, ReapedExitsDoNotChangeTheOutcome) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
   for (int w = 2; w < 6; ++w) run.OnExit(w, 0, std::nullopt, false);
+  EXPECT_FALSE(run.AnyUnconfirmedShutdown());
   for (int p : run.TasksToReap()) run.MarkShutdownSent(p);
   EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(run.AnyUnconfirmedShutdown());
   EXPECT_EQ(run.OnExit(0, std::nullopt, 15, true).kind, Outcome::kSucceeded);
   EXPECT_EQ(run.task(0).state, TaskState::kReaped);
   EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{1}));
+  EXPECT_TRUE(run.AnyUnconfirmedShutdown());
+  run.OnExit(1, std::nullopt, 15, true);
+  EXPECT_FALSE(run.AnyUnconfirmedShutdown());
+}
+
+TEST(AttemptRun, AShutdownSentAfterTheCursorPassedItsTaskIsUnconfirmedAgain) {
+  AttemptRun run(PsSpec(), 1);
+  RegisterAll(run);
+  run.MarkShutdownSent(5);
+  run.OnExit(5, std::nullopt, 15, true);
+  EXPECT_FALSE(run.AnyUnconfirmedShutdown());  // the cursor is past every task now
+  run.MarkShutdownSent(2);
+  EXPECT_TRUE(run.AnyUnconfirmedShutdown());
+  EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{2}));
 }
 
 TEST(AttemptRun, TaskEnvCarriesIdentityAndLeavesGpusToSlurm) {

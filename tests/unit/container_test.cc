@@ -289,6 +289,31 @@ TEST_F(PyxisScriptTest, SrunStartsTheBundledAgentInTheImageWithTheMounts) {
   EXPECT_NE(Run(r.script)[3], before);
 }
 
+// Site mode: each agent proves its uid with a MUNGE credential from the
+// node's munged (docs/security.md); inside the container it reaches the
+// socket only through a mount.
+TEST_F(PyxisScriptTest, InSiteModeTheAgentInsideReachesMunged) {
+  EXPECT_EQ(MungeSocketDir({"PATH=/bin"}), "") << "personal mode: no uid proof, no mount";
+  EXPECT_EQ(MungeSocketDir({"TFSLURM_PROVE_UID=munge"}), "/run/munge")
+      << "libmunge's default socket, /run/munge/munge.socket.2";
+  EXPECT_EQ(MungeSocketDir({"TFSLURM_PROVE_UID=munge", "TFSLURM_MUNGE_SOCKET=/c/munge/munge.sock"}),
+            "/c/munge");
+  ExperimentSpec s = Parsed(Spec({{"image", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"}}));
+  s.container.runtime = ContainerRuntime::kPyxis;
+  AgentLaunch launch{"/opt/tfslurm-agent", "svc:9", ContainerRuntime::kAuto, "/opt/bundle"};
+  auto r = BuildSubmitRequest(s, testing::PlanOf(s, {2000, 2000, "m"}),
+                              {1, {"/o/l", "/o", "/o"}, "s", {}}, launch,
+                              {"TFSLURM_PROVE_UID=munge", "TFSLURM_MUNGE_SOCKET=/c/munge/m.sock"});
+  EXPECT_EQ(Run(r.script)[4],
+            "--container-mounts=/o:/o,/opt/bundle:/opt/bundle:ro,/c/munge:/c/munge");
+  ContainerSpec c;
+  c.image = "/i.sqsh";
+  EXPECT_EQ(
+      ContainerMounts(c, ContainerRuntime::kEnroot, {"/o", "/o", "/o", "", "/run/munge"}).size(),
+      1u)
+      << "enroot's agent stays on the host and reaches munged there";
+}
+
 TEST_F(PyxisScriptTest, ARegistryImageIsNamedByItsReferenceAndNoFileIsRead) {
   ExperimentSpec s = Parsed(Spec({{"image", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"}}));
   AgentLaunch launch{"/opt/tfslurm-agent", "svc:9", ContainerRuntime::kAuto, "/opt/bundle"};

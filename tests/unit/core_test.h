@@ -1,7 +1,7 @@
 // The parts a test of core builds it from: a real SQLite store in a fresh
 // directory, a fake of every other port, and a config whose output root is
 // in that directory. A fixture derives from CoreTest, names its directory,
-// and builds core from these (NewExperiments, or core's parts) in its own
+// and builds core from these (NewCore, or core's parts) in its own
 // SetUp, after CoreTest's; its own members go first when it is destroyed.
 //
 // Thread safety: as gtest fixtures, on the test's thread.
@@ -14,8 +14,8 @@
 #include <string>
 #include <utility>
 
+#include "service/core/core.h"
 #include "service/core/core_options.h"
-#include "service/core/experiments.h"
 #include "service/store/sqlite_store.h"
 #include "tests/unit/fakes.h"
 #include "tests/unit/test_dir.h"

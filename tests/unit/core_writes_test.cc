@@ -1,7 +1,7 @@
 // How core writes to the store: in the order it decided, and the barrier's
 // commit (every task's row) without holding core's lock (core_state.h,
 // CommitAfterUnlock). Built from core's parts rather than through
-// NewExperiments, so that a commit observer can look at the lock.
+// NewCore, so that a commit observer can look at the lock.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -74,7 +74,7 @@ class CoreWritesTest : public testing::CoreTest {
         {"command", {"python3", "train.py"}},
         {"cluster", {{"ps", 2}, {"worker", 4}}},
         {"resources", {{"partition", "debug"}, {"nodes", 3}, {"tasks_per_node", 2}}}};
-    ASSERT_TRUE(submission_->Submit(spec, "alice", false).ok());
+    ASSERT_TRUE(submission_->Submit(spec, "alice", SubmitOptions{}).ok());
     watcher_->writes.clear();
   }
   void TearDown() override {
@@ -98,7 +98,7 @@ class CoreWritesTest : public testing::CoreTest {
   // An event of experiment "a" in a set of changes of its own.
   Changes EventChanges(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_->mu()) {
     Changes c;
-    core_->Event(c, *core_->open().at("a"), "note", why);
+    core_->Event(c, *core_->Find("a"), EventCode::kHeartbeat, why);
     return c;
   }
 
@@ -161,7 +161,7 @@ TEST_F(CoreWritesTest, ACommitAfterQueuedChangesWritesThemFirst) {
   ASSERT_TRUE(events.ok());
   std::vector<std::string> stored;
   for (const EventRecord& e : *events)
-    if (e.what == "note") stored.push_back(e.why);
+    if (e.what == EventCode::kHeartbeat) stored.push_back(e.why);
   EXPECT_EQ(stored, (std::vector<std::string>{"first", "second"}));
 }
 

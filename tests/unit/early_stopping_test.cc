@@ -1,4 +1,4 @@
-#include "service/core/early_stopping.h"
+#include "service/sweeps/early_stopping.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "base/number_text.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 namespace {
 
 using Verdict = StopDecision::Verdict;
@@ -154,7 +154,7 @@ TEST(EarlyStopping, NoRuleNeverDecides) {
 }
 
 }  // namespace
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps
 
 namespace tfslurm {
 namespace {

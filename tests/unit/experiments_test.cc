@@ -1,4 +1,4 @@
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <set>
 
 #include "base/sha256.h"
+#include "base/unsafe_text.h"
 #include "schema/tf_config_wire.h"
 #include "service/store/sqlite_store.h"
 #include "tests/unit/core_test.h"
@@ -53,7 +54,7 @@ class ExperimentsTest : public testing::CoreTest {
     CoreTest::TearDown();
   }
   // A new service process on the same database (and the same Slurm).
-  void Restart() { experiments_ = NewExperiments(Ports(), config_, metrics_); }
+  void Restart() { experiments_ = NewCore(Ports(), config_, metrics_); }
 
   void Poll() {
     clock_.Advance(config_.poll_interval_ms);
@@ -63,6 +64,14 @@ class ExperimentsTest : public testing::CoreTest {
   TaskRef Ref(const std::string& id, int proc, int attempt = 1) {
     return {id, attempt, FakeSlurm::SecretOf(slurm_.submitted.at(attempt - 1 + attempt_offset_)),
             proc};
+  }
+
+  // Every task's agent heartbeats, as agents do while their programs run:
+  // a task silent past the reconnect window is gone (docs/restarts.md,
+  // "Network faults"), so tests that move the clock far say the agents are
+  // there.
+  void BeatAll(const std::string& id, int attempt = 1) {
+    for (int p = 0; p < 6; ++p) (void)experiments_->OnHeartbeat(Ref(id, p, attempt));
   }
 
   // Registers every task of the job; returns their channels.
@@ -101,7 +110,7 @@ class ExperimentsTest : public testing::CoreTest {
   }
 
   Metrics* metrics_ = nullptr;  // a test that counts sets it before Restart()
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
   int attempt_offset_ = 0;
 };
 
@@ -257,6 +266,40 @@ TEST_F(ExperimentsTest, DryRunRendersWithoutStoringOrSubmitting) {
   EXPECT_EQ(*store_->CountExperiments({}), 0);
 }
 
+// Issue 49, point 3: a TensorFlow cluster whose TF_CONFIG no program can
+// be started with (Linux's MAX_ARG_STRLEN) is said so at the barrier.
+TEST_F(ExperimentsTest, ATfConfigTooLongForLinuxIsSaidAtTheBarrier) {
+  for (auto& node : slurm_.partition.nodes) {
+    node.cpus = 200;
+    node.real_memory_mb = 200 * 100;
+  }
+  json spec = PsSpec("big");
+  spec["cluster"] = {{"ps", 10}, {"worker", 590}};
+  spec["resources"]["tasks_per_node"] = 200;
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
+  // 600 addresses of 230 bytes: a cluster of 140 KB.
+  const std::string host(226, 'h');
+  std::vector<std::shared_ptr<RecordingChannel>> channels;
+  for (int p = 0; p < 600; ++p) {
+    RegisterInfo info;
+    info.node_name = "node" + std::to_string(p / 200 + 1);
+    info.address = host;
+    info.port = 1000 + p;
+    info.local_id = p % 200;
+    channels.push_back(std::make_shared<RecordingChannel>());
+    experiments_->OnRegister(Ref("big", p), info, channels.back());
+  }
+  ASSERT_EQ(channels[0]->All<AssignmentMsg>().size(), 1u);
+  std::string assigned;
+  for (const EventRecord& e : View("big").events)
+    if (e.what == EventCode::kAssigned) assigned = e.why;
+  EXPECT_NE(assigned.find("but TF_CONFIG is 1"), std::string::npos) << assigned;
+  EXPECT_NE(assigned.find("more than Linux passes to a program in one environment variable "
+                          "(131061 bytes)"),
+            std::string::npos)
+      << assigned;
+}
+
 TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kStarting);
@@ -297,21 +340,53 @@ TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
   EXPECT_TRUE(slurm_.signalled_steps.empty()) << "every reaped task confirmed";
 }
 
-TEST_F(ExperimentsTest, RefusesWrongSecretAndStaleAttempt) {
+// Issue 41: a stranger's guesses learned which experiments exist, which
+// had ended and which attempt was current. Without the attempt's secret,
+// every message gets the answer of an experiment that does not exist.
+TEST_F(ExperimentsTest, WithoutTheSecretEveryRefusalIsThatOfAMissingExperiment) {
   ASSERT_TRUE(experiments_->Submit(PsSpec("a"), "alice", false).ok());
-  auto ch = std::make_shared<RecordingChannel>();
-  TaskRef bad = Ref("a", 0);
-  bad.secret = "guess";
-  experiments_->OnRegister(bad, {}, ch);
-  auto refused = ch->All<RefusedMsg>();
-  ASSERT_EQ(refused.size(), 1u);
-  EXPECT_TRUE(refused[0].permanent);
-  EXPECT_NE(refused[0].reason.find("wrong attempt secret"), std::string::npos);
-  TaskRef stale = Ref("a", 0);
-  stale.attempt = 7;
-  experiments_->OnRegister(stale, {}, ch);
-  EXPECT_NE(ch->All<RefusedMsg>().at(1).reason.find("not current"), std::string::npos);
-  EXPECT_EQ(experiments_->OnHeartbeat(bad).code(), StatusCode::kUnauthenticated);
+  const std::string secret1 = Ref("a", 0).secret;
+  auto refusal = [&](const TaskRef& ref) {
+    auto ch = std::make_shared<RecordingChannel>();
+    experiments_->OnRegister(ref, {}, ch);
+    auto refused = ch->All<RefusedMsg>();
+    EXPECT_EQ(refused.size(), 1u);
+    Status beat = experiments_->OnHeartbeat(ref);
+    return std::make_tuple(refused.empty() ? RefusedMsg{} : refused[0], beat.code(),
+                           beat.message());
+  };
+  auto missing = [&](const std::string& id, int attempt) {
+    const std::string reason =
+        "no experiment '" + id + "' with attempt " + std::to_string(attempt) + " and this secret";
+    return std::make_tuple(RefusedMsg{reason, true, true}, StatusCode::kNotFound, reason);
+  };
+  auto expect_missing = [&](const TaskRef& ref, const std::string& what) {
+    auto [refused, code, message] = refusal(ref);
+    auto [want_refused, want_code, want_message] = missing(ref.experiment_id, ref.attempt);
+    EXPECT_EQ(refused.reason, want_refused.reason) << what;
+    EXPECT_EQ(refused.permanent, want_refused.permanent) << what;
+    EXPECT_EQ(refused.unknown_experiment, want_refused.unknown_experiment) << what;
+    EXPECT_EQ(code, want_code) << what;
+    EXPECT_EQ(message, want_message) << what;
+  };
+  expect_missing({"nope", 1, secret1, 0}, "a missing experiment");
+  expect_missing({"a", 1, "guess", 0}, "a wrong secret");
+  expect_missing({"a", 2, secret1, 0}, "an attempt that never was, with attempt 1's secret");
+  expect_missing({"a", 7, "guess", 0}, "a wrong attempt and secret");
+
+  slurm_.SetState(100, JobState::kFailed, 1);
+  Poll();
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
+  expect_missing({"a", 1, "guess", 0}, "an ended experiment, a wrong secret");
+  // The holder of the secret is told how things are.
+  EXPECT_NE(std::get<2>(refusal({"a", 1, secret1, 0})).find("has ended (failed)"),
+            std::string::npos);
+
+  ASSERT_TRUE(experiments_->Resume("a").ok());
+  expect_missing({"a", 1, "guess", 0}, "an attempt not current, a wrong secret");
+  expect_missing({"a", 2, secret1, 0}, "attempt 2 with attempt 1's secret");
+  EXPECT_NE(std::get<2>(refusal({"a", 1, secret1, 0})).find("not current (current: 2)"),
+            std::string::npos);
 }
 
 TEST_F(ExperimentsTest, BarrierTimeoutNamesMissingTasksAndCancels) {
@@ -424,13 +499,27 @@ TEST_F(ExperimentsTest, TheAgentsDetailReachesTheTaskTheAttemptTheEventAndTheRea
   EXPECT_NE(v.experiment.reason.find(cause), std::string::npos) << v.experiment.reason;
   EXPECT_NE(v.attempts[0].reason.find(cause), std::string::npos) << v.attempts[0].reason;
   const std::string& kept = v.tasks[3].detail;
-  EXPECT_EQ(kept.rfind("cannot run 'trian.py': No such file or directory  [31mxxx", 0), 0u)
-      << "control characters become spaces: " << kept;
-  EXPECT_EQ(kept.size(), 503u) << "500 bytes and \"...\"";
-  EXPECT_EQ(kept.substr(500), "...");
+  EXPECT_EQ(kept.rfind("cannot run 'trian.py': No such file or directory [31mxxx", 0), 0u)
+      << "control characters become one space: " << kept;
+  EXPECT_EQ(kept.size(), 303u) << "300 bytes and \"...\"";
+  EXPECT_EQ(kept.substr(300), "...");
   EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
-    return e.what == "exited" && e.why.find(cause) != std::string::npos;
+    return e.what == EventCode::kExited && e.why.find(cause) != std::string::npos;
   })) << "the exited event carries the cause";
+}
+
+// Issue 41: a detail of 500 spaces and a made-up row showed as a row of its
+// own on the admin's one line; bytes that are not UTF-8 must not reach the
+// store, the JSON or a terminal as they are.
+TEST_F(ExperimentsTest, AnAgentsDetailCannotPadALineOrCarryBytesThatAreNotUtf8) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  std::string detail =
+      "Error: bad \xff\xfe input" + std::string(500, ' ') + "worker-0\u2028succeeded\u200b\u00a0ok";
+  EXPECT_TRUE(experiments_->OnExited(Ref("a", 3), 1, std::nullopt, false, detail).ok());
+  const std::string kept = View("a").tasks[3].detail;
+  EXPECT_EQ(kept, "Error: bad \\xff\\xfe input worker-0 succeeded \u00a0ok") << kept;
+  EXPECT_FALSE(UnsafeCharacter(kept).has_value()) << *UnsafeCharacter(kept);
 }
 
 TEST_F(ExperimentsTest, AStartupErrorIsNotRestartedUnlessRestartOnNamesIt) {
@@ -515,7 +604,7 @@ TEST_F(ExperimentsTest, ATaskThatEndedOnItsOwnBeforeItsShutdownKeepsItsExit) {
   EXPECT_EQ(v.tasks[4].detail, detail);
   EXPECT_EQ(v.tasks[0].state, TaskState::kReaped) << "the ps ended by the Shutdown";
   EXPECT_TRUE(std::any_of(v.events.begin(), v.events.end(), [&](const EventRecord& e) {
-    return e.what == "exited" && e.why.find("(task 4") != std::string::npos &&
+    return e.what == EventCode::kExited && e.why.find("(task 4") != std::string::npos &&
            e.why.find("exited with code 127") != std::string::npos;
   })) << "an exited event, not a reaped one, for the second worker";
 }
@@ -625,6 +714,28 @@ TEST_F(ExperimentsTest, CancelKillsTheJob) {
   EXPECT_EQ(experiments_->Cancel("nope", "x").code(), StatusCode::kNotFound);
 }
 
+TEST_F(ExperimentsTest, ACancelStopsTheProgramsThroughTheirAgentsAtOnce) {
+  // Slurm's cancel reaches the programs only once slurmctld has had every
+  // node's slurmd signal its steps; the agents are a message away.
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  auto ch = RegisterAll("a");
+  ASSERT_TRUE(
+      experiments_
+          ->CancelOwnedBy("a", "alice", "stopped early by sweep s: worse", EndReason::kStoppedEarly)
+          .ok());
+  for (int p = 0; p < 6; ++p) {
+    auto shutdowns = ch[p]->All<ShutdownMsg>();
+    ASSERT_EQ(shutdowns.size(), 1u) << "task " << p << " is told to stop with the cancel";
+    EXPECT_EQ(shutdowns[0].reason, "stopped early by sweep s: worse");
+  }
+  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{100})) << "and the job is cancelled too";
+  auto v = View("a");
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kStoppedEarly);
+  bool reaping = false;
+  for (const EventRecord& e : v.events) reaping |= e.what == EventCode::kReaping;
+  EXPECT_TRUE(reaping);
+}
+
 TEST_F(ExperimentsTest, TasksEndingAfterACancelAreReapedNotFailed) {
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
   RegisterAll("a");
@@ -652,6 +763,65 @@ TEST_F(ExperimentsTest, AfterARestartAgentsHaveTheirReconnectWindowHoweverShortT
   int lost = 0;
   for (const TaskRecord& t : View("a").tasks) lost += t.state == TaskState::kLost;
   EXPECT_GT(lost, 0);
+}
+
+// docs/restarts.md, "Network faults": a node cut off from the service.
+TEST_F(ExperimentsTest, ATaskSilentPastTheReconnectWindowFailsItsAttemptWithoutSpares) {
+  config_.heartbeat_interval_ms = 1000;  // lost after 4 s; gone after 12 s (the window)
+  Restart();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  auto channels = RegisterAll("a");
+  auto beat_all_but_node2 = [&] {
+    for (int p : {0, 1, 4, 5}) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
+  };
+  for (int s = 0; s < 11; ++s) {
+    beat_all_but_node2();
+    Poll();
+  }
+  auto v = View("a");
+  EXPECT_EQ(v.tasks[2].state, TaskState::kLost) << "silent for 11 s";
+  EXPECT_EQ(v.attempts[0].state, AttemptState::kRunning)
+      << "within the window: " << v.experiment.reason;
+  for (int p : {0, 1}) EXPECT_TRUE(channels[p]->All<ShutdownMsg>().empty()) << p;
+  beat_all_but_node2();
+  Poll();
+  beat_all_but_node2();
+  Poll();  // 13 s
+  v = View("a");
+  EXPECT_NE(v.experiment.reason.find("is gone: its node stopped answering (no heartbeat)"),
+            std::string::npos)
+      << v.experiment.reason;
+  for (int p : {0, 1}) EXPECT_EQ(channels[p]->All<ShutdownMsg>().size(), 1u) << p;
+}
+
+TEST_F(ExperimentsTest, WhileTheServiceIsCutOffNoTaskIsLostAndAfterwardsTheyHaveTimeToBeHeard) {
+  config_.heartbeat_interval_ms = 1000;
+  Restart();
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  auto channels = RegisterAll("a");
+  // The service's host is cut off: no agent is heard, slurmctld does not
+  // answer, for 60 s.
+  slurm_.refuse_load_jobs = Unavailable("slurmctld does not answer");
+  for (int s = 0; s < 60; ++s) Poll();
+  auto v = View("a");
+  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.proc_id;
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << v.experiment.reason;
+  // Back: Slurm answers first; the agents' streams take up to 85 s.
+  slurm_.refuse_load_jobs = Status::Ok();
+  for (int s = 0; s < 80; ++s) Poll();
+  v = View("a");
+  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.proc_id;
+  for (auto& ch : channels) EXPECT_TRUE(ch->All<ShutdownMsg>().empty());
+  for (int p = 0; p < 6; ++p) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
+  Poll();
+  EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+  // A task still silent past the window after that is lost as ever.
+  for (int s = 0; s < 13; ++s) {
+    for (int p : {0, 1, 4, 5}) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
+    Poll();
+  }
+  EXPECT_NE(View("a").experiment.reason.find("is gone"), std::string::npos)
+      << View("a").experiment.reason;
 }
 
 TEST_F(ExperimentsTest, RecoverAdoptsAnInterruptedSubmissionWithoutResubmitting) {
@@ -718,12 +888,13 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
   EXPECT_NE(v.experiment.reason.find("checkpoint step 1200"), std::string::npos)
       << v.experiment.reason;
   EXPECT_EQ(v.attempts.size(), 2u);
-  // Agents of the old attempt are refused; the new attempt's secret works.
+  // Agents of the old attempt are refused; its secret does not work for the
+  // new attempt.
   auto ch = std::make_shared<RecordingChannel>();
   experiments_->OnRegister({"a", 1, FakeSlurm::SecretOf(slurm_.submitted[0]), 0}, {}, ch);
   EXPECT_NE(ch->All<RefusedMsg>().at(0).reason.find("not current"), std::string::npos);
   EXPECT_EQ(experiments_->OnHeartbeat({"a", 2, FakeSlurm::SecretOf(slurm_.submitted[0]), 0}).code(),
-            StatusCode::kUnauthenticated);
+            StatusCode::kNotFound);
 }
 
 TEST_F(ExperimentsTest, RestartIsRetriedWhileThePartitionLookupFails) {
@@ -739,7 +910,7 @@ TEST_F(ExperimentsTest, RestartIsRetriedWhileThePartitionLookupFails) {
   auto v = View("a");
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   EXPECT_EQ(v.attempts.size(), 1u);
-  EXPECT_EQ(v.events.back().what, "retry");
+  EXPECT_EQ(v.events.back().what, EventCode::kRetry);
   EXPECT_NE(v.events.back().why.find("attempt 2 not submitted: slurmctld at ctl:6817"),
             std::string::npos)
       << v.events.back().why;
@@ -943,7 +1114,7 @@ TEST_F(ExperimentsTest, RetriesBackOffUpToTheirCap) {
     Poll();
   }
   for (const auto& e : View("a").events)
-    if (e.what == "retry") delays.push_back(e.why.substr(e.why.rfind(" in ") + 4));
+    if (e.what == EventCode::kRetry) delays.push_back(e.why.substr(e.why.rfind(" in ") + 4));
   EXPECT_EQ(delays, (std::vector<std::string>{"5 s", "10 s", "20 s", "20 s", "20 s"}));
 }
 
@@ -1198,16 +1369,19 @@ TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAnd
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(spec));
   RegisterAll("a");  // training starts: the stall timer runs from here
   clock_.Advance(20000);
+  BeatAll("a");
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning);
   ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 10, "/m/ckpt-10").ok());  // a new step
-  clock_.Advance(25000);
+  clock_.Advance(14000);
+  BeatAll("a");
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning)
-      << "26 s since step 10 (Poll moves the clock 1 s)";
-  // Five agents still heartbeat; the program is stuck all the same.
+      << "15 s since step 10 (Poll moves the clock 1 s)";
+  // Five agents still heartbeat (task 3's last was 17 s ago: not
+  // heartbeating, not yet gone); the program is stuck all the same.
+  clock_.Advance(16001);
   for (int p : {0, 1, 2, 4, 5}) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
-  clock_.Advance(5001);
   Poll();
   auto v = View("a");
   EXPECT_NE(v.experiment.reason.find("stalled: no new step for 30 s (progress.stall_timeout_s); "
@@ -1216,7 +1390,7 @@ TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAnd
             std::string::npos)
       << v.experiment.reason;
   bool event = false;
-  for (const auto& e : v.events) event |= e.what == "stalled";
+  for (const auto& e : v.events) event |= e.what == EventCode::kStalled;
   EXPECT_TRUE(event);
   // Every task is told to stop; once they have, and the job has ended, the
   // attempt ends as stalled and the restart policy restarts it.
@@ -1238,9 +1412,11 @@ TEST_F(ExperimentsTest, AServiceRestartGivesTheStallTimeoutAFreshWindow) {
   Restart();
   ASSERT_TRUE(experiments_->Recover().ok());
   clock_.Advance(20000);
+  BeatAll("a");
   Poll();
   EXPECT_EQ(View("a").experiment.state, ExperimentState::kRunning) << "20 s since the restart";
   clock_.Advance(11000);
+  BeatAll("a");
   Poll();
   EXPECT_NE(View("a").experiment.reason.find("stalled: no new step for 30 s"), std::string::npos)
       << View("a").experiment.reason;
@@ -1259,7 +1435,7 @@ TEST_F(ExperimentsTest, NoStallTimeoutNoStall) {
 std::vector<std::string> Whys(const ExperimentView& v, const std::string& what) {
   std::vector<std::string> out;
   for (const auto& e : v.events)
-    if (e.what == what) out.push_back(e.why);
+    if (EventCodeName(e.what) == what) out.push_back(e.why);
   return out;
 }
 
@@ -1382,6 +1558,7 @@ TEST_F(ExperimentsTest, TrainingScalarsAreKeptAndALargerStepIsProgress) {
   for (int step = 1; step <= 3; ++step) {
     clock_.Advance(20000);
     ASSERT_TRUE(experiments_->OnScalars(Ref("a", 1), {{"loss", step * 10, 1.7e9, 0.5}}).ok());
+    BeatAll("a");
     Poll();
     ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning) << "step " << step * 10;
   }
@@ -1393,6 +1570,7 @@ TEST_F(ExperimentsTest, TrainingScalarsAreKeptAndALargerStepIsProgress) {
   // The same step again is no progress: the stall is caught, naming it.
   clock_.Advance(20000);
   ASSERT_TRUE(experiments_->OnScalars(Ref("a", 1), {{"loss", 30, 1.7e9, 0.4}}).ok());
+  BeatAll("a");
   clock_.Advance(11000);
   for (int p = 0; p < 6; ++p) EXPECT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
   Poll();
@@ -1459,14 +1637,76 @@ TEST_F(ExperimentsTest, ACheckpointPathWithAnEscapeIsIgnoredWithAnEventAndTheSte
   EXPECT_EQ(View("a").experiment.checkpoint_path, "/m/model.ckpt-8");
 }
 
+// Issue 41: 80 checkpoints with 3 MB names made GET /experiments/ID 243 MB.
+TEST_F(ExperimentsTest, ACheckpointPathLongerThanAPathIsIgnoredWithAnEventThatDoesNotQuoteIt) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  RegisterAll("a");
+  const std::string longest = "/m/" + std::string(kMaxCheckpointPathBytes - 3, 'c');
+  ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 6, longest).ok());
+  EXPECT_EQ(View("a").experiment.checkpoint_path, longest) << "4096 bytes are kept";
+  ASSERT_TRUE(experiments_->OnProgress(Ref("a", 1), 7, longest + "c").ok());
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.checkpoint_step, 7) << "the step counts";
+  EXPECT_EQ(v.experiment.checkpoint_path, "");
+  auto whys = Whys(v, "checkpoint");
+  ASSERT_EQ(whys.size(), 2u);
+  EXPECT_EQ(whys[1], "step 7; its path is ignored: it is 4097 bytes long, at most 4096 are kept");
+}
+
+// Issue 41: a node name an agent reported reached the next attempt's
+// "#SBATCH --exclude=" line as it was.
+TEST_F(ExperimentsTest, ARegistrationWithANodeNameOrAddressThatIsNoHostNameIsRefused) {
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(PsSpec("a")));
+  struct Case {
+    std::string node, address;
+    int port;
+    std::string why;
+  };
+  for (const Case& bad :
+       {Case{"node1\n#SBATCH --uid=0", "h", 1, "the node name must be"},
+        Case{std::string(256, 'n'), "h", 1, "the node name must be at most 255 bytes"},
+        Case{"node1", "h; rm -rf /", 1, "the address must be"},
+        Case{"node1", "h", 70000, "the port must be from 0 to 65535, got 70000"}}) {
+    auto ch = std::make_shared<RecordingChannel>();
+    RegisterInfo info;
+    info.node_name = bad.node;
+    info.address = bad.address;
+    info.port = bad.port;
+    experiments_->OnRegister(Ref("a", 0), info, ch);
+    auto refused = ch->All<RefusedMsg>();
+    ASSERT_EQ(refused.size(), 1u) << bad.why;
+    EXPECT_TRUE(refused[0].permanent);
+    EXPECT_NE(refused[0].reason.find(bad.why), std::string::npos) << refused[0].reason;
+    EXPECT_EQ(refused[0].reason.find('\n'), std::string::npos) << "never quoted";
+  }
+  Poll();
+  EXPECT_EQ(View("a").tasks[0].node, "") << "nothing of it was recorded";
+  RegisterInfo good;
+  good.node_name = "gpu-01.cluster_a";
+  good.address = "fe80::1%ib0";
+  good.port = 6000;
+  auto ch = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(Ref("a", 0), good, ch);
+  EXPECT_TRUE(ch->All<RefusedMsg>().empty());
+  Poll();
+  EXPECT_EQ(View("a").tasks[0].node, "gpu-01.cluster_a");
+}
+
 // Restarts in place (restart.in_allocation, service/core/in_place_restart.h).
 class InPlaceRestartTest : public ExperimentsTest {
  protected:
-  static json InPlaceSpec(const std::string& id) {
+  json InPlaceSpec(const std::string& id) const {
     json spec = PsSpec(id);
     spec["restart"]["in_allocation"] = true;
+    if (spare_nodes_ > 0) spec["resources"]["spare_nodes"] = spare_nodes_;
     return spec;
   }
+  // Spare nodes of the job (resources.spare_nodes): with one, the job has a
+  // fourth node whose agents (SLURM_PROCID 6 and 7) wait with no program,
+  // and a task's SLURM_PROCID and its index differ once a spare takes a
+  // node's place; InPlaceRestartCasesTest runs the same cases with and
+  // without it.
+  int spare_nodes_ = 0;
   // Attempt `attempt`'s reference to task `proc`: in place, with the secret
   // of the job's script (Slurm job 100, the first submission).
   TaskRef JobRef(const std::string& id, int proc, int attempt) {
@@ -1488,13 +1728,15 @@ class InPlaceRestartTest : public ExperimentsTest {
                                                                 std::set<int> missing = {}) {
     return FailSpecAndStandBy(InPlaceSpec(id), SIGKILL, std::move(missing));
   }
-  // The same for `spec`, worker 1 killed by `signal`.
+  // The same for `spec`, worker 1 killed by `signal`, the job's time limit
+  // `time_left_s` away.
   std::vector<std::shared_ptr<RecordingChannel>> FailSpecAndStandBy(const json& spec, int signal,
-                                                                    std::set<int> missing = {}) {
+                                                                    std::set<int> missing = {},
+                                                                    int64_t time_left_s = 3600) {
     const std::string id = spec["id"];
     EXPECT_TRUE(experiments_->Submit(spec, "alice", false).ok());
     slurm_.SetState(100, JobState::kRunning);
-    slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
+    slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + time_left_s;
     Poll();
     RegisterAll(id);
     EXPECT_TRUE(experiments_->OnExited(JobRef(id, 3, 1), std::nullopt, signal, false).ok());
@@ -1513,7 +1755,26 @@ class InPlaceRestartTest : public ExperimentsTest {
   }
 };
 
-TEST_F(InPlaceRestartTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
+// The restart-in-place cases, each with no spare node and with one: the
+// spare's agents never register here, so the same decisions must follow.
+class InPlaceRestartCasesTest : public InPlaceRestartTest,
+                                public ::testing::WithParamInterface<int> {
+ protected:
+  void SetUp() override {
+    InPlaceRestartTest::SetUp();
+    spare_nodes_ = GetParam();
+    // A fourth node for the spare (the fake partition has three).
+    if (spare_nodes_ > 0) slurm_.partition.nodes.push_back({"node4", 4, 8000});
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(SpareNodes, InPlaceRestartCasesTest, ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("NoSpare")
+                                                  : std::string("OneSpare");
+                         });
+
+TEST_P(InPlaceRestartCasesTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
   auto waiting = FailAndStandBy("a");
   Poll();
   auto v = View("a");
@@ -1556,7 +1817,7 @@ TEST_F(InPlaceRestartTest, AKilledTaskRestartsEveryProgramInTheSameJob) {
   EXPECT_FALSE(experiments_->OnHeartbeat(JobRef("a", 0, 1)).ok());
 }
 
-TEST_F(InPlaceRestartTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRunsNow) {
+TEST_P(InPlaceRestartCasesTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRunsNow) {
   auto waiting = FailAndStandBy("a");
   Poll();
   ASSERT_EQ(View("a").experiment.current_attempt, 2);
@@ -1573,7 +1834,7 @@ TEST_F(InPlaceRestartTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptThatRu
   EXPECT_TRUE(stranger->All<NextAttemptMsg>().empty());
 }
 
-TEST_F(InPlaceRestartTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttempt) {
+TEST_P(InPlaceRestartCasesTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttempt) {
   auto waiting = FailAndStandBy("a");
   Restart();  // before any Tick: attempt 1's exits are all the new process has
   ASSERT_TRUE(experiments_->Recover().ok());
@@ -1590,7 +1851,7 @@ TEST_F(InPlaceRestartTest, TheDecisionSurvivesAServiceRestartBeforeTheNextAttemp
   for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<NextAttemptMsg>().size(), 1u);
 }
 
-TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
+TEST_P(InPlaceRestartCasesTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
   auto waiting = FailAndStandBy("a", /*missing=*/{5});
   Poll();
   EXPECT_EQ(View("a").attempts.size(), 1u) << "waits for the agent first";
@@ -1607,8 +1868,8 @@ TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting) << v.experiment.reason;
   bool said_why = false;
   for (const EventRecord& e : v.events)
-    said_why |=
-        e.what == "restart" && e.why.find("not in place: 1 of 6 agents (") != std::string::npos;
+    said_why |= e.what == EventCode::kRestart &&
+                e.why.find("not in place: 1 of 6 agents (") != std::string::npos;
   EXPECT_TRUE(said_why);
   clock_.Advance(5000);
   Poll();
@@ -1616,10 +1877,50 @@ TEST_F(InPlaceRestartTest, AnAgentThatDoesNotComeBackSendsTheRestartToANewJob) {
   EXPECT_EQ(slurm_.submitted[1].job_name, "tfx-a-a2");
 }
 
-TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
-  auto waiting = FailAndStandBy("a");
+// Issue 49, point 2: the restart is decided as the last agent comes back
+// to wait, not at the next Tick (up to 200 ms later in tfslurmd).
+TEST_P(InPlaceRestartCasesTest, TheLastAgentBackInStandbyStartsTheNextAttemptWithoutATick) {
+  auto waiting = FailAndStandBy("a", /*missing=*/{0});
+  EXPECT_EQ(View("a").attempts.size(), 1u) << "task 0's agent is not back yet";
+  for (int p = 1; p < 6; ++p) EXPECT_TRUE(waiting[p]->All<NextAttemptMsg>().empty()) << p;
+  // Task 0, the first in order, completes the set last: no Tick in between.
+  experiments_->OnRegister(JobRef("a", 0, 1), Info(0, true), waiting[0]);
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_TRUE(v.attempts[1].in_place);
+  EXPECT_EQ(v.experiment.current_attempt, 2);
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kRetryableExit);
+  for (int p = 0; p < 6; ++p) {
+    auto next = waiting[p]->All<NextAttemptMsg>();
+    ASSERT_EQ(next.size(), 1u) << "task " << p;
+    EXPECT_EQ(next[0].attempt, 2);
+  }
+  EXPECT_EQ(slurm_.submitted.size(), 1u);
+  // The Tick that follows finds it decided and decides nothing again.
+  Poll();
+  EXPECT_EQ(View("a").attempts.size(), 2u);
+  for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<NextAttemptMsg>().size(), 1u) << p;
+}
+
+TEST_P(InPlaceRestartCasesTest, AStandbyThatCompletesTheSetDecidesWhatTheTickWouldHave) {
+  // A SIGTERM is left to the job's end, at once as at a Tick: the agents
+  // are released and no attempt starts in place.
+  auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGTERM);
+  auto v = View("a");
+  EXPECT_EQ(v.attempts.size(), 1u);
+  for (int p = 0; p < 6; ++p) {
+    EXPECT_TRUE(waiting[p]->All<NextAttemptMsg>().empty()) << p;
+    EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
+  }
+  bool said = false;
+  for (const auto& e : v.events)
+    said = said || e.why.find("not in place: the failure was a SIGTERM") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST_P(InPlaceRestartCasesTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
   // checkpoint.signal_grace_s (120) + 60 s are needed; 100 s are left.
-  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 100;
+  auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGKILL, {}, /*time_left_s=*/100);
   Poll();
   // The agents are released, and the job's end decides, as without them.
   for (int p = 0; p < 6; ++p) EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << p;
@@ -1637,13 +1938,13 @@ TEST_F(InPlaceRestartTest, TooLittleTimeLeftSendsTheRestartToANewJob) {
   EXPECT_EQ(v.experiment.state, ExperimentState::kRestarting);
   bool said_why = false;
   for (const EventRecord& e : v.events)
-    said_why |= e.what == "restart" &&
-                e.why.find("not in place: only 99 s left before Slurm job 100's time limit") !=
-                    std::string::npos;
+    said_why |= e.what == EventCode::kRestart &&
+                e.why.find("not in place: only ") != std::string::npos &&
+                e.why.find(" s left before Slurm job 100's time limit") != std::string::npos;
   EXPECT_TRUE(said_why) << v.events.back().why;
 }
 
-TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeLimit) {
+TEST_P(InPlaceRestartCasesTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeLimit) {
   // Slurm's SIGTERM at the limit: worker 1's program ends by it first.
   auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGTERM);
   Poll();
@@ -1656,7 +1957,96 @@ TEST_F(InPlaceRestartTest, AFailureBySigtermIsLeftToTheJobsEndWhichMayBeTheTimeL
   EXPECT_EQ(v.attempts[0].end_reason, EndReason::kTimeout) << "classified by the job's end";
 }
 
-TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
+TEST_P(InPlaceRestartCasesTest, ARestartInPlaceSaysItCameAtOnceNotAfterABackoff) {
+  auto waiting = FailAndStandBy("a");
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_NE(v.experiment.reason.find("restart 1 of 1, at once; attempt 2 in Slurm job 100, "
+                                     "restarted in place"),
+            std::string::npos)
+      << v.experiment.reason;
+  EXPECT_EQ(v.experiment.reason.find(" in 5 s"), std::string::npos)
+      << "the backoff (restart.backoff_s 5) is a new job's: " << v.experiment.reason;
+}
+
+TEST_P(InPlaceRestartCasesTest, ASigtermIsNotCalledAFailureWhileSlurmHasNotSaidHowTheJobEnded) {
+  auto waiting = FailSpecAndStandBy(InPlaceSpec("a"), SIGTERM);
+  std::string reason = View("a").experiment.reason;
+  EXPECT_EQ(reason.find("failed"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("a SIGTERM, which Slurm sends at a time limit, a preemption or a "
+                        "scancel; waiting for Slurm to say how the job ended"),
+            std::string::npos)
+      << reason;
+}
+
+TEST_P(InPlaceRestartCasesTest, ASigtermAtTheJobsEndTimeIsSaidToBeItsTimeLimit) {
+  ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 2;
+  Poll();
+  RegisterAll("a");
+  clock_.Advance(1000);
+  ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), std::nullopt, SIGTERM, false).ok());
+  const std::string reason = View("a").experiment.reason;
+  EXPECT_NE(reason.find("was killed by signal 15 at its Slurm job's time limit; waiting for "
+                        "Slurm to end the job"),
+            std::string::npos)
+      << reason;
+}
+
+TEST_P(InPlaceRestartCasesTest, AJobSeenPendingRunsOnceItsAgentsHaveRegistered) {
+  // The last poll saw the job PENDING; its agents registered and a task
+  // failed before the next poll: the job runs, and the restart is in place.
+  ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, JobState::kPending);
+  Poll();
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 3600;
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->OnExited(JobRef("a", 3, 1), std::nullopt, SIGKILL, false).ok());
+  for (int p = 0; p < 6; ++p) {
+    if (p != 3) {
+      ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
+    }
+  }
+  for (int p = 0; p < 6; ++p)
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true),
+                             std::make_shared<RecordingChannel>());
+  experiments_->Tick();  // the timers, with no poll of Slurm since it said PENDING
+  auto v = View("a");
+  for (const std::string& why : Whys(v, "restart"))
+    EXPECT_EQ(why.find("PENDING"), std::string::npos) << why;
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_TRUE(v.attempts[1].in_place);
+}
+
+TEST_P(InPlaceRestartCasesTest, AFailureThatIsNotRestartedSaysNothingOfARestartNotInPlace) {
+  json spec = InPlaceSpec("a");
+  spec["restart"]["on"] = json::array();  // nothing is restarted
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  // Too little time left for an attempt in place: an obstacle, were it
+  // restarted.
+  slurm_.jobs[100].end_time = clock_.NowMs() / 1000 + 30;
+  Poll();
+  RegisterAll("a");
+  ASSERT_TRUE(experiments_->OnExited(JobRef("a", 3, 1), 1, std::nullopt, false).ok());
+  for (int p = 0; p < 6; ++p) {
+    if (p != 3) {
+      ASSERT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
+    }
+  }
+  for (int p = 0; p < 6; ++p)
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true),
+                             std::make_shared<RecordingChannel>());
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed) << v.experiment.reason;
+  EXPECT_EQ(Whys(v, "restart"), std::vector<std::string>{}) << "no restart comes";
+}
+
+TEST_P(InPlaceRestartCasesTest, NoRestartLeftReleasesTheWaitingAgents) {
   json spec = InPlaceSpec("a");
   spec["restart"]["max_restarts"] = 0;
   auto waiting = FailSpecAndStandBy(spec, SIGKILL);
@@ -1669,11 +2059,31 @@ TEST_F(InPlaceRestartTest, NoRestartLeftReleasesTheWaitingAgents) {
   EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u);
 }
 
+// A cancel ends any chance of a next attempt in the job
+// (OpenExperiment::MayRestartInPlace): an agent, or a spare's, that comes
+// back to wait after it is released, and no attempt in place follows.
+TEST_P(InPlaceRestartCasesTest, AgentsAndSparesBackAfterACancelAreReleased) {
+  auto waiting = FailAndStandBy("a", {5});  // task 5's agent is not back yet
+  ASSERT_TRUE(experiments_->Cancel("a", "cancelled by alice").ok());
+  auto late = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 5, 1), Info(5, true), late);
+  EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u) << "no next attempt runs in this job";
+  if (spare_nodes_ > 0) {
+    auto spare = std::make_shared<RecordingChannel>();
+    experiments_->OnRegister(JobRef("a", 6, 1), Info(6, true), spare);
+    EXPECT_EQ(spare->All<ReleaseMsg>().size(), 1u) << "a spare has no use after a cancel";
+  }
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kCancelled) << v.experiment.reason;
+  EXPECT_EQ(v.attempts.size(), 1u) << "no attempt in place after a cancel";
+}
+
 // Spare nodes (resources.spare_nodes, service/core/node_slots.h): a job of
 // 2 nodes of 2 tasks (ps 1, worker 3) and 1 spare: procs 4 and 5 on node3.
 class SpareNodesTest : public InPlaceRestartTest {
  protected:
-  static json SpareSpec(const std::string& id) {
+  json SpareSpec(const std::string& id) const {
     json spec = InPlaceSpec(id);
     spec["cluster"] = {{"ps", 1}, {"worker", 3}};
     spec["resources"]["nodes"] = 2;
@@ -1822,6 +2232,41 @@ TEST_F(SpareNodesTest, ANodeTheBadNodeMemoryExcludesGivesItsPlaceToASpare) {
     EXPECT_TRUE(waiting[p]->All<NextAttemptMsg>().empty()) << p;
     EXPECT_EQ(waiting[p]->All<ReleaseMsg>().size(), 1u) << "node2 leaves the job's attempts";
   }
+  for (auto& ch : spares) EXPECT_EQ(ch->All<NextAttemptMsg>().size(), 1u);
+}
+
+TEST_F(SpareNodesTest, ASilentNodesPlaceGoesToASpareAndTheNodeLeavesTheSlurmJob) {
+  // node2 is cut off from the service only: Slurm still counts it in the
+  // job, so tfslurmd takes it out (a job shrink), which ends its processes.
+  config_.heartbeat_interval_ms = 1000;
+  Restart();
+  auto spares = RunWithSpares("a");
+  for (int s = 0; s < 13; ++s) {
+    for (int p : {0, 1}) ASSERT_TRUE(experiments_->OnHeartbeat(JobRef("a", p, 1)).ok());
+    Poll();
+  }
+  for (int p = 0; p < 2; ++p) {
+    ASSERT_EQ(tasks_[p]->All<ShutdownMsg>().size(), 1u) << p;
+    EXPECT_TRUE(experiments_->OnExited(JobRef("a", p, 1), 0, std::nullopt, true).ok());
+    experiments_->OnRegister(JobRef("a", p, 1), Info(p, true),
+                             std::make_shared<RecordingChannel>());
+  }
+  EXPECT_TRUE(slurm_.shrunk.empty());
+  Poll();
+  auto v = View("a");
+  ASSERT_EQ(v.attempts.size(), 2u) << v.experiment.reason;
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kNodeFail) << v.attempts[0].reason;
+  EXPECT_TRUE(v.attempts[1].in_place);
+  using Shrunk = std::vector<std::pair<int64_t, std::string>>;
+  EXPECT_EQ(slurm_.shrunk, (Shrunk{{100, "node1,node3"}}));
+  bool said = false;
+  for (const std::string& why : Whys(v, "restart"))
+    said = said || why.find(
+                       "node3 (a spare) takes node2's place; node2 taken out of Slurm job "
+                       "100, whose processes there Slurm ends") != std::string::npos;
+  EXPECT_TRUE(said) << v.experiment.reason;
+  Poll();
+  EXPECT_EQ(slurm_.shrunk.size(), 1u) << "asked once";
   for (auto& ch : spares) EXPECT_EQ(ch->All<NextAttemptMsg>().size(), 1u);
 }
 
@@ -2048,8 +2493,9 @@ class LoneRestartTest : public ExperimentsTest {
     return ch;
   }
   int EventsNamed(const ExperimentView& v, const std::string& what) {
-    return static_cast<int>(std::count_if(v.events.begin(), v.events.end(),
-                                          [&](const EventRecord& e) { return e.what == what; }));
+    return static_cast<int>(
+        std::count_if(v.events.begin(), v.events.end(),
+                      [&](const EventRecord& e) { return EventCodeName(e.what) == what; }));
   }
 };
 
@@ -2114,7 +2560,7 @@ TEST_F(LoneRestartTest, PastTheCapTheDeathCountsAsTheTasksExit) {
   EXPECT_EQ(v.tasks[5].state, TaskState::kFailed);
   bool said = false;
   for (const EventRecord& e : v.events)
-    said |= e.what == "restart" &&
+    said |= e.what == EventCode::kRestart &&
             e.why.find(
                 "not restarted alone: 1 of 1 lone restarts of this attempt are used "
                 "(restart.max_task_restarts)") != std::string::npos;

@@ -8,7 +8,11 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "service/core/agent_messages.h"
 #include "service/core/experiments.h"
 
 namespace tfslurm::testing {
@@ -30,6 +34,29 @@ class FakeRandomness final : public Randomness {
 // A file system in memory: records the directories core creates, answers
 // checkpoint states the test sets, and fails creation when told to.
 // Thread-safe, for the concurrency tests.
+// Every secret file any FakeFiles wrote, by path: FakeSlurm::SecretOf reads
+// a job's secret as its agents would, from the file its environment names.
+class SecretFiles {
+ public:
+  void Put(const std::string& path, const std::string& content) {
+    std::lock_guard lock(mu_);
+    by_path_[path] = content;
+  }
+  std::string Get(const std::string& path) {
+    std::lock_guard lock(mu_);
+    auto it = by_path_.find(path);
+    return it == by_path_.end() ? "" : it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::string> by_path_;
+};
+inline SecretFiles& WrittenSecrets() {
+  static SecretFiles files;
+  return files;
+}
+
 class FakeFiles final : public Files {
  public:
   Status CreateExperimentDirectory(const std::string& path, const RunAs& as) override {
@@ -40,6 +67,11 @@ class FakeFiles final : public Files {
     if (!refuse_create.ok()) return refuse_create;
     created.insert(path);
     created_as[path] = as.user;
+    return Status::Ok();
+  }
+  Status CheckCanCreateDirectories(const std::string& path, const RunAs&) override {
+    std::lock_guard lock(mu_);
+    if (auto it = refuse_directories.find(path); it != refuse_directories.end()) return it->second;
     return Status::Ok();
   }
   Status CheckWorkdir(const std::string& path, const RunAs&) override {
@@ -54,6 +86,23 @@ class FakeFiles final : public Files {
     if (it == checkpoints.end()) return std::nullopt;
     return it->second;
   }
+  std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
+                                          const RunAs&) override {
+    std::lock_guard lock(mu_);
+    auto it = files.find(path);
+    if (it == files.end()) return std::nullopt;
+    return it->second.size() > max_bytes ? it->second.substr(it->second.size() - max_bytes)
+                                         : it->second;
+  }
+  Status WriteSecretFile(const std::string& path, const std::string& content,
+                         const RunAs& as) override {
+    std::lock_guard lock(mu_);
+    if (!refuse_create.ok()) return refuse_create;
+    files[path] = content;
+    created_as[path] = as.user;
+    WrittenSecrets().Put(path, content);
+    return Status::Ok();
+  }
   StatusOr<std::string> SetAsideExperimentDirectory(const std::string& path) override {
     std::lock_guard lock(mu_);
     if (!created.erase(path)) return std::string();
@@ -64,16 +113,6 @@ class FakeFiles final : public Files {
     std::lock_guard lock(mu_);
     removed[path] = as.user;
     return 1;
-  }
-  std::optional<std::string> ReadFileTail(const std::string& path, int64_t max_bytes,
-                                          const RunAs&) override {
-    std::lock_guard lock(mu_);
-    auto it = file_contents.find(path);
-    if (it == file_contents.end()) return std::nullopt;
-    const std::string& text = it->second;
-    return text.substr(text.size() > static_cast<size_t>(max_bytes)
-                           ? text.size() - static_cast<size_t>(max_bytes)
-                           : 0);
   }
   void SetCheckpoint(const std::string& model_dir, const std::string& path, int64_t step) {
     std::lock_guard lock(mu_);
@@ -88,8 +127,9 @@ class FakeFiles final : public Files {
   std::set<std::string> created;
   std::map<std::string, std::string> created_as;  // path -> the account it was made as
   std::map<std::string, CheckpointState> checkpoints;
+  std::map<std::string, std::string> files;          // ReadFileTail reads these (path -> text)
   std::set<std::string> missing_workdirs;            // CheckWorkdir refuses these
-  std::map<std::string, std::string> file_contents;  // what ReadFileTail reads
+  std::map<std::string, Status> refuse_directories;  // CheckCanCreateDirectories's answers
   std::vector<std::string> set_aside;                // paths SetAsideExperimentDirectory moved
   std::map<std::string, std::string> removed;        // path -> the account it was removed as
 
@@ -105,7 +145,7 @@ class FakeAccounts final : public Accounts {
     std::lock_guard lock(mu_);
     if (refused.count(owner)) return Status{StatusCode::kPermissionDenied, "no account " + owner};
     auto [it, added] = uids_.emplace(owner, 1000 + static_cast<uint32_t>(uids_.size()));
-    return RunAs{owner, it->second, it->second, {it->second}};
+    return RunAs{owner, it->second, it->second, {it->second}, {}};
   }
   std::set<std::string> refused;
 
@@ -157,6 +197,10 @@ class FakeSlurm final : public SlurmClient {
     signalled_steps.push_back(job_id);
     return Status::Ok();
   }
+  Status ShrinkJob(int64_t job_id, const std::string& keep) override {
+    shrunk.emplace_back(job_id, keep);
+    return Status::Ok();
+  }
 
   void SetState(int64_t job, JobState state, int exit_code = 0) {
     jobs[job].state = state;
@@ -164,10 +208,11 @@ class FakeSlurm final : public SlurmClient {
     jobs[job].nodes = "node[1-3]";
     jobs[job].node_names = {"node1", "node2", "node3"};
   }
-  // The secret the job's environment carries, as the agents would see it.
+  // The secret the agents read from the file the job's environment names
+  // (TFSLURM_SECRET_FILE), as FakeFiles wrote it.
   static std::string SecretOf(const SubmitRequest& r) {
     for (const auto& e : r.environment)
-      if (e.rfind("TFSLURM_SECRET=", 0) == 0) return e.substr(15);
+      if (e.rfind("TFSLURM_SECRET_FILE=", 0) == 0) return WrittenSecrets().Get(e.substr(20));
     return "";
   }
 
@@ -178,6 +223,7 @@ class FakeSlurm final : public SlurmClient {
   std::vector<SubmitRequest> submitted;
   std::map<int64_t, JobInfo> jobs;
   std::vector<int64_t> cancelled, signalled_steps;
+  std::vector<std::pair<int64_t, std::string>> shrunk;  // job id, the nodes it keeps
   int64_t next_job_id = 100;
   int load_jobs_calls = 0;
 };

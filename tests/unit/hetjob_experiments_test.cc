@@ -7,7 +7,7 @@
 
 #include <filesystem>
 
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 #include "service/store/sqlite_store.h"
 #include "tests/unit/fakes.h"
 #include "tests/unit/test_dir.h"
@@ -45,7 +45,7 @@ class HetExperimentsTest : public ::testing::Test {
     psmem.nodes.push_back({"node9", 8, 16000});
     slurm_.more_partitions["psmem"] = psmem;
     experiments_ =
-        NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_);
+        NewCore({*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_);
   }
   void TearDown() override {
     experiments_.reset();
@@ -66,7 +66,7 @@ class HetExperimentsTest : public ::testing::Test {
   testing::FakeAccounts accounts_;
   CoreConfig config_;
   Metrics* metrics_ = nullptr;  // a test that counts sets it before Restart()
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
 };
 
 TEST_F(HetExperimentsTest, SubmitsOneHeterogeneousJobWithEachComponentsMemory) {
@@ -151,8 +151,7 @@ TEST_F(HetExperimentsTest, TheJobEndsWhenEveryComponentHasEnded) {
 TEST_F(HetExperimentsTest, AnUnconfirmedReapEndsTheStepInEveryComponent) {
   config_.shutdown_grace_ms = 2000;
   config_.reap_timeout_margin_ms = 1000;
-  experiments_ =
-      NewExperiments({*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_);
+  experiments_ = NewCore({*store_, slurm_, clock_, random_, files_, accounts_}, config_, metrics_);
   ASSERT_TRUE(experiments_->Submit(HetSpec("h4"), "alice", false).ok());
   JobInfo& leader = slurm_.jobs[100];
   leader.het_job_id = 100;

@@ -192,8 +192,8 @@ const char kPlainScript[] = R"SCRIPT(#!/bin/bash
 #   command: ["python3","train.py","--steps","20000"]
 #   workdir: "/home/alice/mnist"
 #   env: {"DATA_DIR":"/scratch/mnist"}
-# The attempt secret reaches the agents through the job's environment
-# (TFSLURM_SECRET), never through this file. --no-requeue: after a preemption or
+# The attempt secret reaches the agents in a file only the job's user reads
+# (TFSLURM_SECRET_FILE), never through this file. --no-requeue: after a preemption or
 # a node failure tfslurm starts a new attempt itself (see restart in the spec).
 # Slurm sends SIGUSR1 to every task 120 s before the time limit; the agent forwards it so the program can checkpoint.
 
@@ -248,8 +248,8 @@ const char kHetScript[] = R"SCRIPT(#!/bin/bash
 # Each task runs tfslurm-agent, which registers with the service, receives its
 # role, index and TF_CONFIG, and runs the command below (argv, no shell):
 #   command: ["python3","train.py"]
-# The attempt secret reaches the agents through the job's environment
-# (TFSLURM_SECRET), never through this file. --no-requeue: after a preemption or
+# The attempt secret reaches the agents in a file only the job's user reads
+# (TFSLURM_SECRET_FILE), never through this file. --no-requeue: after a preemption or
 # a node failure tfslurm starts a new attempt itself (see restart in the spec).
 # Slurm sends SIGUSR1 to every task 120 s before the time limit; the agent forwards it so the program can checkpoint.
 
@@ -287,7 +287,8 @@ TEST(HetScript, APlainSpecRendersExactlyAsBeforePerRoleResources) {
   EXPECT_EQ(r.script, kPlainScript);
   EXPECT_TRUE(r.more_components.empty());
   EXPECT_EQ(r.constraint, "");
-  EXPECT_EQ(r.environment, (std::vector<std::string>{"PATH=/usr/bin", "TFSLURM_SECRET=secret"}));
+  EXPECT_EQ(r.environment,
+            (std::vector<std::string>{"PATH=/usr/bin", "TFSLURM_SECRET_FILE=secret"}));
   EXPECT_EQ(r.exclude_nodes, "node4,node7");
   EXPECT_EQ(r.mem_per_cpu_mb, 2000);
 }
@@ -311,7 +312,7 @@ TEST(HetScript, ComponentsAreRenderedWithHetjobSeparatorsAndOneStep) {
   EXPECT_EQ(r.more_components[1].mem_per_cpu_mb, 8000);
   EXPECT_EQ(r.more_components[1].constraint, "ib");
   for (const char* e : {"SLURM_NTASKS_HET_GROUP_0=4", "SLURM_NTASKS_PER_NODE_HET_GROUP_2=1",
-                        "SLURM_CPUS_PER_TASK_HET_GROUP_2=4", "TFSLURM_SECRET=secret"})
+                        "SLURM_CPUS_PER_TASK_HET_GROUP_2=4", "TFSLURM_SECRET_FILE=secret"})
     EXPECT_NE(std::find(r.environment.begin(), r.environment.end(), e), r.environment.end()) << e;
 }
 

@@ -42,7 +42,7 @@ Changes NewExperiment(const std::string& id, int64_t created, ExperimentState st
   t.attempt = 1;
   t.role = "ps";
   c.tasks.push_back(t);
-  c.events.push_back({0, id, 1, created, "submitting", "why"});
+  c.events.push_back({0, id, 1, created, EventCode::kSubmitting, "why"});
   return c;
 }
 
@@ -145,7 +145,7 @@ TEST_F(ExperimentListCacheTest, ListVersionGrowsWithEveryWriteAListShowsAndOnlyT
   stayed("a heartbeat (same role and state)");
 
   Changes event;
-  event.events.push_back({0, "a", 1, 2, "note", "why"});
+  event.events.push_back({0, "a", 1, 2, EventCode::kHeartbeat, "why"});
   ASSERT_TRUE(Apply(event).ok());
   stayed("an event");
 
@@ -258,7 +258,7 @@ TEST_F(ExperimentListCacheTest, ItemVersionsChangeWithTheirOwnExperimentsWritesO
   t.last_heartbeat = 9;
   Changes heartbeat;
   heartbeat.tasks.push_back(t);
-  heartbeat.events.push_back({0, "a", 1, 9, "note", "why"});
+  heartbeat.events.push_back({0, "a", 1, 9, EventCode::kHeartbeat, "why"});
   ASSERT_TRUE(Apply(heartbeat).ok());
   EXPECT_EQ(versions(), before) << "a heartbeat and an event change no item";
 
@@ -356,7 +356,7 @@ TEST_F(ExperimentListCacheTest, BodiesAreReusedWhileTheVersionStaysAndItemsWhile
   TaskRecord t = Task("e1");
   t.last_heartbeat = 7;
   heartbeat.tasks.push_back(t);
-  heartbeat.events.push_back({0, "e1", 1, 7, "note", "why"});
+  heartbeat.events.push_back({0, "e1", 1, 7, EventCode::kHeartbeat, "why"});
   ASSERT_TRUE(Apply(heartbeat).ok());
   EXPECT_EQ(Body(), body);
   EXPECT_EQ(Reads(), (PagesAndSummaries{0, {}})) << "a heartbeat changes no list";

@@ -1,6 +1,7 @@
-// What a build asking httplib for a larger backlog would define; Debian's
-// compiled library ignores it (service/api/listen_backlog.h), which
-// HttplibIgnoresTheDefineAndIsRaised checks.
+// What a file asking httplib for a larger backlog would define; httplib is
+// compiled once, on its own (third_party/cpp-httplib), and ignores it
+// (service/api/listen_backlog.h), which HttplibIgnoresTheDefineAndIsRaised
+// checks.
 #define CPPHTTPLIB_LISTEN_BACKLOG 4096
 
 #include "service/api/listen_backlog.h"
@@ -110,10 +111,9 @@ TEST(RaiseListenBacklog, HttplibIgnoresTheDefineAndIsRaised) {
   httplib::Server http;
   int port = http.bind_to_any_port("127.0.0.1");
   ASSERT_GT(port, 0);
-  // libcpp-httplib.so passes 5 to listen() whatever CPPHTTPLIB_LISTEN_BACKLOG
-  // says here. Should this fail, the define has taken effect: define it for
-  // the httplib target and delete listen_backlog.{h,cc}.
-  EXPECT_EQ(KernelBacklog(port), 5);
+  // The vendored httplib passes its default, 128, to listen() whatever
+  // CPPHTTPLIB_LISTEN_BACKLOG says here.
+  EXPECT_EQ(KernelBacklog(port), 128);
   ASSERT_TRUE(RaiseListenBacklog(port));
   // listen(SOMAXCONN), which the kernel caps at net.core.somaxconn.
   int somaxconn = 0;

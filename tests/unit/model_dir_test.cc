@@ -115,6 +115,27 @@ TEST(SpecPathsTest, ControlAndBidiCharactersAreRefusedNamingTheField) {
       << bidi.status().fields()[0].reason;
 }
 
+// Issue 41, point 11: U+2028 broke a line where none showed, and U+200B
+// made two paths look the same.
+TEST(SpecPathsTest, RefuseInvisibleCharactersAndLineSeparators) {
+  struct Case {
+    std::string value;
+    std::string why;
+  };
+  for (const Case& c : {Case{"/out/a\u2028b", "U+2028, a line separator, at byte 6"},
+                        Case{"/out/a\u200bb", "U+200B, a character that shows nothing, at byte 6"},
+                        Case{"/out/a\ufeffb", "U+FEFF, a character that shows nothing"},
+                        Case{"/out/a\U000E0041b", "U+E0041, a character that shows nothing"}}) {
+    auto parsed = ParseSpec(Spec("model_dir", c.value));
+    ASSERT_FALSE(parsed.ok()) << c.value;
+    ASSERT_EQ(parsed.status().fields().size(), 1u) << parsed.status().message();
+    EXPECT_NE(parsed.status().fields()[0].reason.find(c.why), std::string::npos)
+        << parsed.status().fields()[0].reason;
+  }
+  EXPECT_TRUE(ParseSpec(Spec("model_dir", "/out/caf\u00e9-\u4e2d\u6587")).ok())
+      << "other characters are text";
+}
+
 TEST(SpecPathsTest, PathsAreNormalized) {
   auto parsed = ParseSpec(Spec("model_dir", "/out//b1/./x/../model/"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();

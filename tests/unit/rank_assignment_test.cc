@@ -7,7 +7,7 @@
 #include <memory>
 #include <set>
 
-#include "service/core/experiments.h"
+#include "service/core/core.h"
 #include "service/store/sqlite_store.h"
 #include "tests/unit/core_test.h"
 
@@ -22,7 +22,7 @@ class RankAssignmentTest : public testing::CoreTest {
   RankAssignmentTest() : CoreTest("rank-assignment-test") {}
   void SetUp() override {
     CoreTest::SetUp();
-    experiments_ = NewExperiments(Ports(), config_);
+    experiments_ = NewCore(Ports(), config_);
   }
   void TearDown() override {
     experiments_.reset();
@@ -78,7 +78,7 @@ class RankAssignmentTest : public testing::CoreTest {
     return keys;
   }
 
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
 };
 
 TEST_F(RankAssignmentTest, ARanksAssignmentCarriesNoClusterWhateverTheWorldSize) {

@@ -56,6 +56,8 @@ TEST(RestartPolicyTest, BackoffDoublesPerRestartUpToTenMinutes) {
   EXPECT_EQ(DecideAfterAttempt(p, EndReason::kNodeFail, "n", 50, 49).delay_ms, 600'000);
   AfterAttempt next = DecideAfterAttempt(p, EndReason::kNodeFail, "node2 died", 2, 1);
   EXPECT_EQ(next.why, "attempt 2 node_fail: node2 died; restart 2 of 100 in 20 s");
+  EXPECT_EQ(next.why_in_place, "attempt 2 node_fail: node2 died; restart 2 of 100, at once")
+      << "in the same job there is no backoff to wait";
 }
 
 TEST(RestartPolicyTest, AnUnknownEndRestartsWhenThePolicyRestartsAnything) {

@@ -62,9 +62,10 @@ TEST_F(SbatchScriptTest, HeaderMatchesRequest) {
   s.resources.partition = "debug";
   s.resources.time_limit_minutes = 90;
   s.signal_grace_s = 120;
-  auto r = BuildSubmitRequest(s, testing::PlanOf(s, mem),
-                              {3, {"/out/x-1/logs/attempt-3"}, "s3cr3t-value", {}},
-                              {"/opt/tfslurm-agent", "svc:9"}, {"PATH=/usr/bin"});
+  auto r = BuildSubmitRequest(
+      s, testing::PlanOf(s, mem),
+      {3, {"/out/x-1/logs/attempt-3"}, "/out/x-1/logs/attempt-3/attempt.secret", {}},
+      {"/opt/tfslurm-agent", "svc:9"}, {"PATH=/usr/bin"});
   EXPECT_EQ(r.job_name, "tfx-x-1-a3");
   EXPECT_EQ(r.mem_per_cpu_mb, 2000);
   const std::string& script = r.script;
@@ -74,10 +75,11 @@ TEST_F(SbatchScriptTest, HeaderMatchesRequest) {
         "#SBATCH --time=01:30:00\n", "#SBATCH --signal=USR1@120\n",
         "#SBATCH --output=/out/x-1/logs/attempt-3/batch.out\n"})
     EXPECT_NE(script.find(line), std::string::npos) << line << "\n" << script;
-  EXPECT_EQ(script.find("s3cr3t-value"), std::string::npos)
-      << "the secret must never be in the script";
-  EXPECT_NE(std::find(r.environment.begin(), r.environment.end(), "TFSLURM_SECRET=s3cr3t-value"),
+  // The job's environment names the secret's file; the secret is in neither.
+  EXPECT_NE(std::find(r.environment.begin(), r.environment.end(),
+                      "TFSLURM_SECRET_FILE=/out/x-1/logs/attempt-3/attempt.secret"),
             r.environment.end());
+  for (const std::string& e : r.environment) EXPECT_FALSE(e.starts_with("TFSLURM_SECRET=")) << e;
 }
 
 TEST_F(SbatchScriptTest, SpareNodesAddNodesAndNoKillOnTheJobAndTheStep) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "base/unsafe_text.h"
 #include "service/core/ports/store.h"
 #include "service/store/sqlite_store.h"
 #include "tests/unit/test_dir.h"
@@ -148,15 +149,23 @@ TEST(ScalarProblemTest, TagsMustBePrintableUtf8OfBoundedLength) {
   EXPECT_EQ(ScalarProblem({"", 1, 0, 1.0}), "its tag is empty");
   EXPECT_EQ(ScalarProblem({std::string(257, 'x'), 1, 0, 1.0}),
             "its tag is 257 bytes long; at most 256 are allowed");
-  const std::string rule =
-      "; a tag must be valid UTF-8 without control characters (C0, DEL, C1) or bidi controls "
-      "(U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069)";
+  const std::string rule = std::string("; a tag must be ") + kSafeTextRule;
   EXPECT_EQ(ScalarProblem({"a\nb", 1, 0, 1.0}),
             "its tag has U+000A, a control character, at byte 1" + rule);
   EXPECT_EQ(ScalarProblem({"a\x7f", 1, 0, 1.0}),
             "its tag has U+007F, a control character, at byte 1" + rule);
   EXPECT_EQ(ScalarProblem({"bad\xff", 1, 0, 1.0}),
             "its tag has a byte that is not UTF-8 (0xFF) at byte 3" + rule);
+}
+
+// Issue 41, point 11: a tag with U+200B looked like another tag.
+TEST(ScalarProblemTest, TagsRefuseInvisibleCharactersAndLineSeparators) {
+  EXPECT_EQ(ScalarProblem({"loss\u200b", 1, 0, 1.0}),
+            std::string("its tag has U+200B, a character that shows nothing, at byte 4; a tag "
+                        "must be ") +
+                kSafeTextRule);
+  EXPECT_NE(ScalarProblem({"a\u2028b", 1, 0, 1.0}), std::nullopt);
+  EXPECT_NE(ScalarProblem({"a\U000E0041", 1, 0, 1.0}), std::nullopt);
 }
 
 TEST(ScalarProblemTest, TagsRefuseC1AndBidiControlsAsTheyRefuseC0) {

@@ -196,6 +196,29 @@ TEST(ParseSpec, TimeLimitsUpToSlurmsLargestAreTakenAndTheErrorNamesIt) {
       << Dump(Errors(s));
 }
 
+// YAML's "resources:" followed by keys not indented under it: resources is
+// null and its keys land at the top level.
+TEST(ParseSpec, AFieldOfAnObjectAtTheTopLevelIsSaidToBelongUnderIt) {
+  json s = ValidSpec();
+  s["resources"] = nullptr;
+  s["nodes"] = 3;
+  s["tasks_per_node"] = 2;
+  s["max_restarts"] = 2;
+  auto errors = Errors(s);
+  EXPECT_TRUE(HasError(errors, "nodes",
+                       "unknown field here: it is a field of resources (resources.nodes); in "
+                       "YAML, indent it under `resources:`"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "tasks_per_node", "a field of resources (resources.tasks_per_node)"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "max_restarts", "a field of restart (restart.max_restarts)"))
+      << Dump(errors);
+  EXPECT_TRUE(HasError(errors, "resources",
+                       "must be an object, got null (in YAML, `resources:` with nothing after "
+                       "it: its fields go on the lines below it, indented further"))
+      << Dump(errors);
+}
+
 TEST(ParseSpec, AnUnknownFieldSuggestsTheNearestKnownOne) {
   json s = ValidSpec();
   s["restart"] = {{"max_restart", 2}};
@@ -425,6 +448,58 @@ TEST(ParseSpec, FieldsThatDoNotApplyToJaxAreErrors) {
   auto r = ParseSpec(JaxSpec(), limits);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(HasError(r.status().fields(), "resources", "give 6 ranks"));
+}
+
+// Issue 49: the cap is a site setting whose default holds a 16,384-GPU
+// job; a spec over it is refused naming the cap and where it is set.
+TEST(ParseSpec, TheDefaultTaskCapHolds16384Tasks) {
+  EXPECT_GE(SpecLimits{}.max_tasks, 16384);
+  json torch = TorchSpec();
+  torch["resources"] = {{"nodes", 2048}, {"tasks_per_node", 8}};
+  auto r = ParseSpec(torch);
+  ASSERT_TRUE(r.ok()) << Dump(r.status().fields());
+  EXPECT_EQ(r->resources.Tasks(), 16384);
+  json tf = ValidSpec();
+  tf["cluster"] = {{"chief", 1}, {"ps", 383}, {"worker", 16000}};
+  tf["resources"] = {{"nodes", 2048}, {"tasks_per_node", 8}};
+  r = ParseSpec(tf);
+  ASSERT_TRUE(r.ok()) << Dump(r.status().fields());
+  EXPECT_EQ(r->cluster.Total(), 16384);
+}
+
+TEST(ParseSpec, ASpecOverTheTaskCapIsRefusedNamingTheCapAndWhereItIsSet) {
+  SpecLimits limits;
+  limits.max_tasks = 100;
+  const std::string where =
+      "at most 100 allowed (the site's cap on tasks, " + std::string(kMaxTasksSetting) + ")";
+  EXPECT_EQ(std::string(kMaxTasksSetting), "tfslurmd --max-tasks-per-experiment");
+  json torch = TorchSpec();
+  torch["resources"] = {{"nodes", 13}, {"tasks_per_node", 8}};
+  auto r = ParseSpec(torch, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(HasError(r.status().fields(), "resources", "give 104 ranks (nodes 13 x "))
+      << Dump(r.status().fields());
+  EXPECT_TRUE(HasError(r.status().fields(), "resources", where)) << Dump(r.status().fields());
+  torch["resources"] = {{"nodes", 25}, {"tasks_per_node", 4}};
+  EXPECT_TRUE(ParseSpec(torch, limits).ok()) << "exactly the cap is allowed";
+
+  json tf = ValidSpec();
+  tf["cluster"] = {{"ps", 2}, {"worker", 101}};
+  tf["resources"] = {{"nodes", 103}, {"tasks_per_node", 1}};
+  r = ParseSpec(tf, limits);
+  ASSERT_FALSE(r.ok());
+  const auto& errors = r.status().fields();
+  EXPECT_TRUE(HasError(errors, "cluster.worker", "is 101; " + where)) << Dump(errors);
+  tf["cluster"] = {{"ps", 50}, {"worker", 51}};
+  tf["resources"] = {{"nodes", 101}, {"tasks_per_node", 1}};
+  r = ParseSpec(tf, limits);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(HasError(r.status().fields(), "cluster", "has 101 tasks; " + where))
+      << Dump(r.status().fields());
+  EXPECT_EQ(r.status().fields().size(), 1u) << Dump(r.status().fields());
+  // Below zero is a range error as before, not the cap's.
+  tf["cluster"] = {{"ps", -1}, {"worker", 4}};
+  EXPECT_TRUE(HasError(Errors(tf), "cluster.ps", "must be from 0 to 16384, got -1"));
 }
 
 TEST(ParseSpec, JaxProcessVariablesAreTfslurms) {

@@ -47,7 +47,7 @@ class StoreTest : public ::testing::Test {
     t.attempt = 1;
     t.role = "ps";
     c.tasks.push_back(t);
-    c.events.push_back({0, id, 1, created, "submitting", "why"});
+    c.events.push_back({0, id, 1, created, EventCode::kSubmitting, "why"});
     return c;
   }
 
@@ -70,6 +70,49 @@ TEST_F(StoreTest, PersistsAcrossReopen) {
   EXPECT_EQ((*s)->ListAttempts("a")->size(), 1u);
   EXPECT_EQ((*s)->ListTasks("a", 1)->size(), 1u);
   EXPECT_EQ((*s)->ListEvents("a", 10)->size(), 1u);
+}
+
+// Issue 49: GET /experiments/{id}'s page of 16,384 tasks, read as a page.
+TEST_F(StoreTest, APageOfTasksIsReadInTaskOrderWithEveryTaskCounted) {
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok());
+  Changes c = NewExperiment("a", 1, ExperimentState::kFailed);
+  c.tasks.clear();
+  for (int i = 0; i < 1000; ++i) {
+    TaskRecord t;
+    t.experiment_id = "a";
+    t.attempt = 1;
+    t.proc_id = i;
+    t.role = i < 10 ? "ps" : "worker";
+    t.index = i < 10 ? i : i - 10;
+    t.state = i % 100 == 42 ? TaskState::kFailed : TaskState::kReaped;
+    c.tasks.push_back(t);
+  }
+  ASSERT_TRUE((*s)->Apply(c).ok());
+  auto page = (*s)->ListTaskPage("a", 1, {std::nullopt, 100, 3});
+  ASSERT_TRUE(page.ok()) << page.status().message();
+  ASSERT_EQ(page->tasks.size(), 3u);
+  EXPECT_EQ(page->tasks[0].proc_id, 100);
+  EXPECT_EQ(page->tasks[2].proc_id, 102);
+  EXPECT_EQ(page->total, 1000);
+  int counted = 0, failed = 0;
+  for (const TaskStateCount& n : page->counts) {
+    counted += n.count;
+    if (n.state == TaskState::kFailed) failed += n.count;
+  }
+  EXPECT_EQ(counted, 1000);
+  EXPECT_EQ(failed, 10);
+  page = (*s)->ListTaskPage("a", 1, {TaskState::kFailed, 8, -1});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->total, 10);
+  ASSERT_EQ(page->tasks.size(), 2u);
+  EXPECT_EQ(page->tasks[0].proc_id, 842);
+  EXPECT_EQ(page->tasks[1].proc_id, 942);
+  EXPECT_EQ(page->tasks[1].state, TaskState::kFailed);
+  page = (*s)->ListTaskPage("a", 2, {});
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->tasks.empty());
+  EXPECT_EQ(page->total, 0);
 }
 
 TEST_F(StoreTest, CreateOfExistingIdIsAlreadyExistsAndChangesNothing) {
@@ -227,7 +270,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   EXPECT_EQ(rv.experiment_id, "a");
   EXPECT_EQ(rv.attempt, 1);
   EXPECT_EQ(rv.at, 11);
-  EXPECT_EQ(rv.what, "submitting");
+  EXPECT_EQ(rv.what, EventCode::kSubmitting);
   EXPECT_EQ(rv.why, "why");
 
   TokenRecord rk = *store.GetToken("hash");
@@ -544,6 +587,37 @@ TEST_F(StoreTest, DeleteRemovesEverything) {
   EXPECT_EQ((*s)->GetExperiment("a").status().code(), StatusCode::kNotFound);
   EXPECT_TRUE((*s)->ListAttempts("a")->empty());
   EXPECT_TRUE((*s)->ListEvents("a", 10)->empty());
+}
+
+// A name the store holds that is not in its enum's table (damage, or a bug)
+// is an error naming the row and the name: read as a default, an attempt
+// would be acted on as ended, a task as lost.
+TEST_F(StoreTest, AStoredNameThatIsNotInItsTableIsAnError) {
+  {
+    auto s = OpenSqliteStore(path_);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->Apply(NewExperiment("a", 1, ExperimentState::kQueued)).ok());
+  }
+  sqlite3* db;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE attempts SET state='halted'; UPDATE tasks SET state='gone'; "
+                         "UPDATE events SET what='noted'; UPDATE experiments SET state='paused'",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto s = OpenSqliteStore(path_);
+  ASSERT_TRUE(s.ok());
+  auto attempts = (*s)->ListAttempts("a");
+  ASSERT_FALSE(attempts.ok());
+  EXPECT_EQ(attempts.status().code(), StatusCode::kInternal);
+  EXPECT_NE(attempts.status().message().find("attempt state 'halted' for attempt 1 of a"),
+            std::string::npos)
+      << attempts.status().message();
+  EXPECT_EQ((*s)->ListTasks("a", 1).status().code(), StatusCode::kInternal);
+  EXPECT_EQ((*s)->ListEvents("a", 10).status().code(), StatusCode::kInternal);
+  EXPECT_EQ((*s)->GetExperiment("a").status().code(), StatusCode::kInternal);
+  EXPECT_FALSE((*s)->ListExperiments({}).ok()) << "the list's summaries are read the same way";
 }
 
 TEST_F(StoreTest, UsesWalAndRefusesNewerSchema) {

@@ -4,13 +4,14 @@
 // a restart, a bad sweep leaving nothing behind.
 #include <gtest/gtest.h>
 
-#include "service/core/experiments.h"
-#include "service/core/sweep_space.h"
-#include "service/core/sweep_spec.h"
+#include "service/core/core.h"
 #include "service/store/sqlite_store.h"
+#include "service/sweeps/sweep_space.h"
+#include "service/sweeps/sweep_spec.h"
+#include "service/sweeps/sweeps.h"
 #include "tests/unit/core_test.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 namespace {
 
 using nlohmann::json;
@@ -41,19 +42,28 @@ class SweepRunnerTest : public testing::CoreTest {
     Restart();
   }
   void TearDown() override {
+    sweeps_.reset();
     experiments_.reset();
     CoreTest::TearDown();
   }
   void Restart() {
-    experiments_ = NewExperiments(Ports(), config_);
+    sweeps_.reset();
+    // As the daemon wires them: a trial's id is kept for it.
+    config_.kept_ids = [this](const std::string& id, const std::string& owner) {
+      return CheckIdNotKept(*store_, id, owner);
+    };
+    experiments_ = NewCore(Ports(), config_);
+    sweeps_ = NewSweeps(*experiments_, *store_, clock_, random_,
+                        {config_.limits, config_.poll_interval_ms});
     ASSERT_TRUE(experiments_->Recover().ok());
   }
   void Poll() {
     clock_.Advance(config_.poll_interval_ms);
     experiments_->Tick();
+    sweeps_->Tick();
   }
-  void Report(const std::string& id, int64_t step, double loss) {
-    ScalarPoint p{"loss", step, 1.0, loss};
+  void Report(const std::string& id, int64_t step, double loss, const std::string& tag = "loss") {
+    ScalarPoint p{tag, step, 1.0, loss};
     ASSERT_TRUE(store_->AppendScalars(id, 1, {&p, 1}, {}).ok());
   }
   // Jobs in Slurm now that have not finished.
@@ -62,13 +72,14 @@ class SweepRunnerTest : public testing::CoreTest {
     for (const auto& [id, j] : slurm_.jobs) n += !IsFinished(j.state);
     return n;
   }
-  SweepView View() { return experiments_->GetSweep("s").value(); }
+  SweepView View() { return sweeps_->Get("s").value(); }
 
-  std::unique_ptr<Experiments> experiments_;
+  std::unique_ptr<Core> experiments_;
+  std::unique_ptr<Sweeps> sweeps_;
 };
 
 TEST_F(SweepRunnerTest, AGridStoredBeforeSearchOrderExistedGoesOnInItsListedOrder) {
-  ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(Sweep(), "alice").ok());
   // The canonical form as it was stored before search.order: the grid ran in
   // its listed order, and its trials 3 and 4 must keep LR 3 and 4 though a
   // grid with early stopping is now shuffled by default.
@@ -96,7 +107,7 @@ TEST_F(SweepRunnerTest, AGridStoredBeforeSearchOrderExistedGoesOnInItsListedOrde
 }
 
 TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeaves) {
-  auto created = experiments_->SubmitSweep(Sweep(), "alice");
+  auto created = sweeps_->Submit(Sweep(), "alice");
   ASSERT_TRUE(created.ok()) << created.status().message();
   EXPECT_EQ(created->sweep.trials, 4);
   ASSERT_EQ(slurm_.submitted.size(), 2u) << "max_concurrent trials start at once";
@@ -119,7 +130,7 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
   EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{101})) << "stopped in Slurm too";
   bool event = false;
   for (const EventRecord& e : stopped->events)
-    if (e.what == "stopped_early") {
+    if (e.what == EventCode::kStoppedEarly) {
       event = true;
       EXPECT_NE(e.why.find("loss 0.9 at step 10 is worse than rung 1's cut 0.5"), std::string::npos)
           << e.why;
@@ -129,6 +140,10 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
   Poll();
   EXPECT_EQ(slurm_.submitted.size(), 2u) << "s-2's job is still in Slurm: no third trial yet";
 
+  // Points it reported while its programs were being stopped: they are where
+  // it stopped, not a value at a rung it was never allowed to reach.
+  Report("s-2", 12, 0.85);
+  EXPECT_EQ(View().trials[1].trial.last_step, 12) << "while it ends: where it is";
   slurm_.SetState(101, JobState::kCancelled);
   Poll();
   ASSERT_EQ(slurm_.submitted.size(), 3u) << "s-2's job has left: trial 3 starts";
@@ -145,6 +160,8 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
   EXPECT_EQ(v.trials[1].trial.state, SweepTrialState::kEnded);
   EXPECT_EQ(v.trials[1].trial.end_reason, EndReason::kStoppedEarly);
   EXPECT_NE(v.trials[1].trial.note.find("worse than rung 1's cut 0.5"), std::string::npos);
+  EXPECT_EQ(v.trials[1].trial.objective_step, 10) << "judged at its rung";
+  EXPECT_EQ(v.trials[1].trial.last_step, 12) << "stopped at the last step it reported";
 
   // Trial 1 succeeds; 3 and then 4 run to the end.
   slurm_.SetState(100, JobState::kCompleted);
@@ -172,6 +189,76 @@ TEST_F(SweepRunnerTest, RunsMaxConcurrentStopsTheWorseAndStartsTheNextAsAJobLeav
   EXPECT_EQ(by_reason["succeeded"], 3);
 }
 
+// The issue-48 trial: objective.tag misspelled. The trials report
+// held_out_loss; the sweep waits for heldout_loss, which never comes.
+TEST_F(SweepRunnerTest, AMisspelledObjectiveIsNamedWithTheTagsReportedAndStopsTheSweep) {
+  json spec = Sweep();
+  spec["objective"]["tag"] = "heldout_loss";
+  ASSERT_TRUE(sweeps_->Submit(spec, "alice").ok());
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.SetState(101, JobState::kRunning);
+  Poll();
+  Report("s-1", 10, 0.5, "held_out_loss");
+  Report("s-1", 10, 0.7, "loss");
+  Poll();
+  SweepRecord sweep = View().sweep;
+  EXPECT_EQ(sweep.state, SweepState::kRunning);
+  EXPECT_NE(sweep.reason.find("warning: trial s-1 reported held_out_loss, loss but not "
+                              "heldout_loss, the sweep's objective (did you mean "
+                              "'held_out_loss'?): it cannot be judged or ranked"),
+            std::string::npos)
+      << sweep.reason;
+  // Trial 1 runs to its end without it: no trial could ever be ranked.
+  slurm_.SetState(100, JobState::kCompleted);
+  Poll();
+  sweep = View().sweep;
+  EXPECT_EQ(sweep.state, SweepState::kCancelled) << sweep.reason;
+  EXPECT_NE(sweep.reason.find("stopped: trial s-1 reported held_out_loss, loss but not "
+                              "heldout_loss"),
+            std::string::npos)
+      << sweep.reason;
+  EXPECT_NE(sweep.reason.find("fix objective.tag"), std::string::npos) << sweep.reason;
+  EXPECT_EQ(experiments_->GetExperiment("s-2")->state, ExperimentState::kCancelled)
+      << "its running trials end with it";
+  slurm_.SetState(101, JobState::kCancelled);
+  Poll();
+  Poll();
+  EXPECT_EQ(slurm_.submitted.size(), 2u) << "no more trials start";
+}
+
+TEST_F(SweepRunnerTest, ADeletedTrialKeepsItsPlaceAsTheBestAndTheSweepGoesWhole) {
+  json spec = Sweep();
+  spec["parameters"]["env.LR"]["values"] = {1, 2};
+  spec.erase("early_stopping");
+  ASSERT_TRUE(sweeps_->Submit(spec, "alice").ok());
+  slurm_.SetState(100, JobState::kRunning);
+  slurm_.SetState(101, JobState::kRunning);
+  Poll();
+  Report("s-1", 10, 0.25);
+  Report("s-2", 10, 0.5);
+  EXPECT_EQ(sweeps_->Delete("s", false).status().code(), StatusCode::kFailedPrecondition)
+      << "a running sweep";
+  slurm_.SetState(100, JobState::kCompleted);
+  slurm_.SetState(101, JobState::kCompleted);
+  Poll();
+  Poll();
+  ASSERT_EQ(View().sweep.state, SweepState::kCompleted) << View().sweep.reason;
+  ASSERT_TRUE(experiments_->Delete("s-1", false).ok());
+  SweepView v = View();
+  ASSERT_TRUE(v.best_trial);
+  EXPECT_EQ(*v.best_trial, 1) << "its record says it succeeded with the best value";
+  EXPECT_FALSE(v.trials[0].state) << "its experiment is gone";
+  auto deleted = sweeps_->Delete("s", true);
+  ASSERT_TRUE(deleted.ok()) << deleted.status().message();
+  ASSERT_EQ(deleted->experiments.size(), 1u) << "s-1 was deleted already";
+  EXPECT_EQ(deleted->experiments[0].id, "s-2");
+  EXPECT_EQ(sweeps_->Get("s").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(experiments_->GetExperiment("s-2").status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->ListSweepTrials("s")->empty()) << "its trials' rows went with it";
+  // The ids are free again.
+  ASSERT_TRUE(sweeps_->Submit(spec, "alice").ok());
+}
+
 // tfslurmd killed between a trial's intent (its row, its experiment and the
 // attempt `submitting`, one transaction) and Slurm's answer: Slurm either
 // has the job (adopted by name) or not (submitted now), and either way the
@@ -182,7 +269,7 @@ TEST_F(SweepRunnerTest, ACrashBetweenATrialsIntentAndSlurmLosesNothingAndRepeats
     TearDown();
     slurm_ = FakeSlurm();
     SetUp();
-    ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
+    ASSERT_TRUE(sweeps_->Submit(Sweep(), "alice").ok());
     ASSERT_EQ(slurm_.submitted.size(), 2u);
     // As the store stood before Slurm's answer for trial 2 was recorded.
     AttemptRecord intent = store_->ListAttempts("s-2")->at(0);
@@ -214,20 +301,20 @@ TEST_F(SweepRunnerTest, ABadSweepIsRefusedWholeAndNothingIsStored) {
   bad["max_concurrent"] = 0;
   // The partition's nodes have 4 CPUs: a valid spec, but no node fits it.
   bad["parameters"]["resources.cpus_per_task"] = {{"values", {1, 64}}};
-  auto r = experiments_->SubmitSweep(bad, "alice");
+  auto r = sweeps_->Submit(bad, "alice");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   ASSERT_FALSE(r.status().fields().empty());
   EXPECT_EQ(r.status().fields()[0].field, "max_concurrent");
   bad["max_concurrent"] = 2;
-  auto trial = experiments_->SubmitSweep(bad, "alice");
+  auto trial = sweeps_->Submit(bad, "alice");
   ASSERT_FALSE(trial.ok()) << "a trial with 64 CPUs per task does not fit";
   EXPECT_EQ(trial.status().code(), StatusCode::kInvalidArgument);
   ASSERT_FALSE(trial.status().fields().empty());
   const FieldError& f = trial.status().fields()[0];
   EXPECT_EQ(f.field.rfind("experiment.resources", 0), 0u) << f.field << ": " << f.reason;
   EXPECT_NE(f.reason.find("in trial 2"), std::string::npos) << f.reason;
-  EXPECT_TRUE(experiments_->ListSweeps("")->empty());
+  EXPECT_TRUE(sweeps_->List("")->empty());
   EXPECT_TRUE(slurm_.submitted.empty());
   EXPECT_EQ(experiments_->GetExperiment("s-1").status().code(), StatusCode::kNotFound);
 }
@@ -236,16 +323,92 @@ TEST_F(SweepRunnerTest, ATakenTrialIdRefusesTheSweep) {
   json spec = Sweep()["experiment"];
   spec["id"] = "s-3";
   ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
-  auto r = experiments_->SubmitSweep(Sweep(), "alice");
+  auto r = sweeps_->Submit(Sweep(), "alice");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kAlreadyExists);
   EXPECT_EQ(r.status().fields().at(0).field, "id");
-  EXPECT_TRUE(experiments_->ListSweeps("")->empty());
+  EXPECT_TRUE(sweeps_->List("")->empty());
+}
+
+// Issue 41: bob took alice's trial id "s-3" before her trial 3 started,
+// and her sweep then showed his experiment's state and reason, never ran its
+// trial 3, and her cancel cancelled his experiment.
+TEST_F(SweepRunnerTest, ATrialsIdIsKeptForItWhileItsSweepLives) {
+  ASSERT_TRUE(sweeps_->Submit(Sweep(), "alice").ok());
+  json spec = Sweep()["experiment"];
+  spec["id"] = "s-3";
+  auto bob = experiments_->Submit(spec, "bob", false);
+  ASSERT_FALSE(bob.ok());
+  EXPECT_EQ(bob.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(bob.status().message(), "experiment id 's-3' is taken; choose another id")
+      << "bob learns only that it is taken, as for any id";
+  auto alice = experiments_->Submit(spec, "alice", false);
+  ASSERT_FALSE(alice.ok());
+  EXPECT_NE(alice.status().message().find("kept for trial 3 of your sweep 's'"), std::string::npos)
+      << alice.status().message();
+  for (const char* free_id : {"s-5", "s-03", "s-0", "s-x"}) {
+    spec["id"] = free_id;
+    EXPECT_TRUE(experiments_->Submit(spec, "bob", true).ok()) << free_id << " is no trial's";
+  }
+}
+
+// The same, had bob's experiment of a trial's id come first anyway (his
+// submission racing the sweep's, whose dry run found the id free): the
+// trial shows nothing of it and acts on nothing of it.
+TEST_F(SweepRunnerTest, ATrialNeverShowsOrActsOnAnotherOwnersExperimentOfItsId) {
+  json spec = Sweep()["experiment"];
+  spec["id"] = "s-3";
+  ASSERT_TRUE(experiments_->Submit(spec, "bob", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  // Alice's sweep, stored as SweepRunner::Submit stores it after its checks.
+  auto parsed = ParseSweepSpec(Sweep());
+  ASSERT_TRUE(parsed.ok());
+  SweepRecord sweep;
+  sweep.id = "s";
+  sweep.owner = "alice";
+  sweep.spec_json = parsed->ToJson().dump();
+  sweep.state = SweepState::kRunning;
+  sweep.trials = 4;
+  sweep.created_at = sweep.updated_at = clock_.NowMs();
+  Changes row;
+  row.sweep = sweep;
+  row.create_sweep = true;
+  ASSERT_TRUE(store_->Apply(row).ok());
+  Poll();
+  ASSERT_EQ(slurm_.submitted.size(), 3u) << "bob's job and alice's trials 1 and 2";
+  slurm_.SetState(101, JobState::kCompleted);
+  slurm_.SetState(102, JobState::kCompleted);
+  Poll();
+  Poll();
+  SweepView v = View();
+  ASSERT_GE(v.trials.size(), 3u);
+  EXPECT_EQ(v.trials[2].trial.state, SweepTrialState::kNotStarted) << v.trials[2].trial.note;
+  EXPECT_FALSE(v.trials[2].state.has_value()) << "bob's experiment's state is not shown";
+  EXPECT_EQ(v.trials[2].reason, "") << "nor its reason";
+
+  // Had trial 3 started and its experiment been deleted, its row would name
+  // the id as running: bob's experiment is still not the trial's.
+  SweepTrialRecord t = v.trials[2].trial;
+  t.state = SweepTrialState::kRunning;
+  t.note = "";
+  Changes running;
+  running.sweep_trials.push_back(t);
+  ASSERT_TRUE(store_->Apply(running).ok());
+  v = View();
+  EXPECT_FALSE(v.trials[2].state.has_value()) << "bob's experiment's state is not shown";
+  ASSERT_TRUE(sweeps_->Cancel("s", "cancelled by alice").ok());
+  EXPECT_FALSE(IsTerminal(store_->GetExperiment("s-3")->state))
+      << "alice's cancel does not reach bob's experiment";
+  EXPECT_EQ(slurm_.cancelled, (std::vector<int64_t>{103})) << "only alice's trial 4";
+  Poll();
+  v = View();
+  EXPECT_EQ(v.trials[2].trial.state, SweepTrialState::kEnded);
+  EXPECT_NE(v.trials[2].trial.note.find("is gone"), std::string::npos) << v.trials[2].trial.note;
 }
 
 TEST_F(SweepRunnerTest, CancellingASweepCancelsItsRunningTrialsAndStartsNoMore) {
-  ASSERT_TRUE(experiments_->SubmitSweep(Sweep(), "alice").ok());
-  ASSERT_TRUE(experiments_->CancelSweep("s", "cancelled by alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(Sweep(), "alice").ok());
+  ASSERT_TRUE(sweeps_->Cancel("s", "cancelled by alice").ok());
   EXPECT_EQ(experiments_->GetExperiment("s-1")->state, ExperimentState::kCancelled);
   EXPECT_EQ(experiments_->GetExperiment("s-2")->state, ExperimentState::kCancelled);
   EXPECT_EQ(slurm_.cancelled.size(), 2u);
@@ -258,14 +421,14 @@ TEST_F(SweepRunnerTest, CancellingASweepCancelsItsRunningTrialsAndStartsNoMore) 
   EXPECT_EQ(v.sweep.state, SweepState::kCancelled);
   EXPECT_EQ(v.trials.at(0).trial.state, SweepTrialState::kEnded);
   EXPECT_EQ(v.trials.at(0).trial.end_reason, EndReason::kCancelled);
-  EXPECT_EQ(experiments_->CancelSweep("s", "again").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sweeps_->Cancel("s", "again").code(), StatusCode::kFailedPrecondition);
 }
 
 TEST_F(SweepRunnerTest, TheNodeHoursCapEndsTheSweep) {
   json capped = Sweep();
   capped["max_node_hours"] = 1;
   capped["early_stopping"] = {{"rule", "none"}};
-  ASSERT_TRUE(experiments_->SubmitSweep(capped, "alice").ok());
+  ASSERT_TRUE(sweeps_->Submit(capped, "alice").ok());
   slurm_.SetState(100, JobState::kRunning);
   slurm_.SetState(101, JobState::kRunning);
   Poll();
@@ -279,4 +442,4 @@ TEST_F(SweepRunnerTest, TheNodeHoursCapEndsTheSweep) {
 }
 
 }  // namespace
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps

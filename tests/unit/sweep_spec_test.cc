@@ -1,13 +1,13 @@
-#include "service/core/sweep_spec.h"
+#include "service/sweeps/sweep_spec.h"
 
 #include <set>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "service/core/sweep_space.h"
+#include "service/sweeps/sweep_space.h"
 
-namespace tfslurm {
+namespace tfslurm::sweeps {
 namespace {
 
 using nlohmann::json;
@@ -287,4 +287,4 @@ TEST(SweepSpace, AValueThatBreaksATrialNamesTheParameter) {
 }
 
 }  // namespace
-}  // namespace tfslurm
+}  // namespace tfslurm::sweeps

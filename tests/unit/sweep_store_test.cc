@@ -133,6 +133,7 @@ TEST_F(SweepStoreTest, AnEndedTrialKeepsItsOutcomeAndIsCounted) {
   t.end_reason = EndReason::kStoppedEarly;
   t.objective = 0.125;
   t.objective_step = 40;
+  t.last_step = 43;
   t.rungs_passed = 1;
   t.node_seconds = 12.5;
   t.note = "loss 0.5 is worse than the cut 0.25";
@@ -145,6 +146,8 @@ TEST_F(SweepStoreTest, AnEndedTrialKeepsItsOutcomeAndIsCounted) {
   EXPECT_EQ(back.end_reason, EndReason::kStoppedEarly);
   EXPECT_EQ(back.objective, 0.125) << "a real, not truncated to an integer";
   EXPECT_EQ(back.objective_step, 40);
+  EXPECT_EQ(back.last_step, 43) << "where its programs stopped, past its rung";
+  EXPECT_FALSE(store_->ListSweepTrials("s")->at(1).last_step) << "none reported";
   EXPECT_EQ(back.rungs_passed, 1);
   EXPECT_EQ(back.node_seconds, 12.5);
   EXPECT_EQ(back.note, t.note);

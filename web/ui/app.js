@@ -5,7 +5,8 @@
 // when shown again. After a failed poll the interval backs off to 5 s.
 import { onTokenChange, promptForToken, setToken, token } from './api.js';
 import { fill, h } from './dom.js';
-import { parseRoute } from './format.js';
+import { formatClockWithZone, parseRoute } from './format.js';
+import { keyIcon, pauseIcon } from './icons.js';
 import { ExperimentView } from './views/experiment.js';
 import { ListView } from './views/list.js';
 import { SweepView } from './views/sweep.js';
@@ -70,7 +71,7 @@ function showLive() {
   let text;
   let cls = 'live';
   if (document.hidden) {
-    text = '⏸ paused';
+    text = [pauseIcon(), ' paused'];
     cls = 'paused';
   } else if (!lastOk) {
     text = '… connecting';
@@ -78,10 +79,11 @@ function showLive() {
     text = '⚠ not updating';
     cls = 'down';
   } else {
-    text = `● live · ${new Date(lastOk).toLocaleTimeString()}`;
+    // 24-hour time with its zone, as every time on the page (format.js).
+    text = `● live · ${formatClockWithZone(lastOk)}`;
   }
   liveStatus.className = `live-status ${cls}`;
-  liveStatus.textContent = text;
+  fill(liveStatus, text);
 }
 
 async function enterToken() {
@@ -93,7 +95,7 @@ function showToken() {
     tokenArea,
     token()
       ? [
-          h('span', { class: 'muted' }, '🔑 token set '),
+          h('span', { class: 'muted' }, keyIcon(), ' token set '),
           h('button', { class: 'btn btn-small', onclick: () => setToken('') }, 'forget'),
         ]
       : [],

@@ -1,6 +1,7 @@
 // Modal dialogs: a confirmation for destructive actions and the token form.
 // Built on <dialog>, so focus, Escape and the backdrop behave natively.
 import { h } from './dom.js';
+import { keyIcon } from './icons.js';
 
 // Resolves true when the user confirms. opts: {title, body (nodes or text),
 // confirm: button label, cancel: button label, danger: bool}.
@@ -31,7 +32,10 @@ export function confirmAction({ title, body, confirm, cancel = 'Back', danger = 
   });
 }
 
-// Resolves to the token typed, or '' when dismissed.
+// Resolves to the token typed, or '' when dismissed. Enter in the field
+// saves: "Save token" is the form's only submit button (the form's default
+// button, which implicit submission presses, is its first submit button in
+// tree order), and "Not now" closes the dialog without submitting.
 export function askForToken({ refused = false } = {}) {
   return new Promise((resolve) => {
     const input = h('input', {
@@ -45,7 +49,7 @@ export function askForToken({ refused = false } = {}) {
     const form = h(
       'form',
       { method: 'dialog' },
-      h('h2', { id: 'token-title' }, '🔑 API token'),
+      h('h2', { id: 'token-title' }, keyIcon(), ' API token'),
       h(
         'p',
         { class: refused ? 'notice notice-bad' : 'modal-body' },
@@ -58,8 +62,8 @@ export function askForToken({ refused = false } = {}) {
       h(
         'div',
         { class: 'modal-actions' },
-        h('button', { value: 'cancel', class: 'btn', formnovalidate: true }, 'Not now'),
-        h('button', { value: 'save', class: 'btn btn-primary' }, 'Save token'),
+        h('button', { type: 'button', value: 'cancel', class: 'btn', onclick: () => dialog.close('cancel') }, 'Not now'),
+        h('button', { type: 'submit', value: 'save', class: 'btn btn-primary' }, 'Save token'),
       ),
     );
     const dialog = h('dialog', { class: 'modal', 'aria-labelledby': 'token-title', 'data-testid': 'token-dialog' }, form);

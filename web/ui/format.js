@@ -3,18 +3,25 @@
 // a word, so a color never carries meaning alone.
 
 // What users and programs wrote (event text, reasons, paths, tags, logs) with
-// its control characters (C0 but line breaks and tabs, DEL, C1) and bidi
-// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) shown as
-// visible escapes, \x1b or \u202e, as tfctl shows them
-// (client/terminal_text.h; the set is base/unsafe_text.h's). The service
-// refuses them in tags and paths, but older rows and program output may
-// carry them, and a U+202E would reverse the page's own text around it.
-const UNSAFE_TEXT = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+// its control characters (C0 but line breaks and tabs, DEL, C1), bidi
+// controls (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) and
+// invisible characters and line separators (U+200B, U+2028, U+FEFF, the tag
+// characters U+E0000-U+E007F, ...) shown as visible escapes, \x1b, \u202e
+// or \U000e0041, as tfctl shows them (client/terminal_text.h; the set is
+// base/unsafe_text.h's). The service refuses them in tags and paths, but
+// older rows and program output may carry them, and a U+202E would reverse
+// the page's own text around it.
+const UNSAFE_TEXT = new RegExp(
+  '[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069' +
+  '\\u00ad\\u034f\\u115f\\u1160\\u17b4\\u17b5\\u180b-\\u180f\\u200b-\\u200d\\u2028\\u2029' +
+  '\\u2060-\\u2064\\u206a-\\u206f\\u3164\\ufeff\\uffa0\\ufff9-\\ufffb' +
+  '\\u{1bca0}-\\u{1bca3}\\u{e0000}-\\u{e007f}]', 'gu');
 export function visibleText(text) {
   return text.replace(UNSAFE_TEXT, (c) => {
     const n = c.codePointAt(0);
     if (c === '\r') return '\\r';
-    return n < 0x80 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
+    if (n < 0x80) return `\\x${n.toString(16).padStart(2, '0')}`;
+    return n > 0xffff ? `\\U${n.toString(16).padStart(8, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
   });
 }
 
@@ -105,6 +112,16 @@ export function formatTime(iso, nowMs = Date.now()) {
   const p = (n) => String(n).padStart(2, '0');
   const date = `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}`;
   return `${date} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())} ${zoneOf(d)}`;
+}
+
+// "14:03:07 UTC+02:00": the time of day (24-hour, local) with its zone, for
+// the header's last update; toLocaleTimeString would say "2:03:07 PM"
+// in some locales, with no zone.
+export function formatClockWithZone(ms) {
+  const d = new Date(ms);
+  if (Number.isNaN(d.getTime())) return '—';
+  const p = (n) => String(n).padStart(2, '0');
+  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())} ${zoneOf(d)}`;
 }
 
 // A Slurm time limit in seconds: "MM", "MM:SS", "HH:MM:SS", "D-HH",

@@ -43,17 +43,38 @@ export function pointsOfAligned({ x, attempts, ys }) {
   return out;
 }
 
-// Where each attempt after the first begins: [{attempt, x}], x the smallest
-// x of that attempt (its first step, or its first wall time). Drawn as a
-// line labelled "attempt N" on the chart.
-export function attemptStarts(xs, attempts) {
+// Where each attempt after the first begins: [{attempt, x}]. x is where the
+// attempt started as the service knows it, `known` (attempt -> x: the
+// checkpoint step it resumed from, or its start time), else the smallest x
+// of that attempt (its first reported step, or first wall time): a program
+// that logs every 10 steps and resumed from step 300 first reports 310.
+// Drawn as a line labelled "attempt N" on the chart.
+export function attemptStarts(xs, attempts, known = new Map()) {
   const first = new Map();
   for (let i = 0; i < Math.min(xs.length, attempts.length); i++) {
     const a = attempts[i];
     if (!first.has(a) || xs[i] < first.get(a)) first.set(a, xs[i]);
   }
   const order = [...first.keys()].sort((a, b) => a - b);
-  return order.slice(1).map((attempt) => ({ attempt, x: first.get(attempt) }));
+  return order.slice(1).map((attempt) => {
+    const at = known.get(attempt);
+    return { attempt, x: typeof at === 'number' && Number.isFinite(at) ? at : first.get(attempt) };
+  });
+}
+
+// The attempts' starts as the experiment's page has them (GET
+// /experiments/{id}'s attempts): {steps: attempt -> the checkpoint step it
+// started from, times: attempt -> when its job ran it, in Unix seconds}.
+// An attempt that found no checkpoint has no step here.
+export function attemptStartsOf(attempts) {
+  const steps = new Map();
+  const times = new Map();
+  for (const a of attempts || []) {
+    if (typeof a.start_step === 'number') steps.set(a.number, a.start_step);
+    const t = a.started_at ? Date.parse(a.started_at) : NaN;
+    if (Number.isFinite(t)) times.set(a.number, t / 1000);
+  }
+  return { steps, times };
 }
 
 // A scalar for people: at most 4 significant digits, exponent form for the

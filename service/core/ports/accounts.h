@@ -22,6 +22,12 @@ struct RunAs {
   uint32_t uid = 0;
   uint32_t gid = 0;              // the primary group
   std::vector<uint32_t> groups;  // every group, the primary one first
+  // KEY=VALUE the account's jobs get over CoreConfig::job_environment: in
+  // site mode HOME (its home directory), USER and LOGNAME, which Slurm does
+  // not set for a job it is given through libslurm (the job's environment
+  // is the one submitted; docs/site-deployment.md); none in personal mode,
+  // where tfslurmd's own environment is the account's.
+  std::vector<std::string> identity_env;
 };
 
 class Accounts {

@@ -25,8 +25,15 @@ class Files {
   // belonging to `as`; FailedPrecondition otherwise.
   virtual Status CreateExperimentDirectory(const std::string& path, const RunAs& as) = 0;
   // Creates `path` and its missing parents as `as` (the kernel checks
-  // `as`'s permissions, and they belong to `as`); Unavailable when it cannot.
+  // `as`'s permissions, and they belong to `as`). PermissionDenied when `as`
+  // may not (EACCES, EPERM, EROFS), FailedPrecondition when something in the
+  // way is not a directory; Unavailable only for what may pass (the disk).
   virtual Status CreateDirectories(const std::string& path, const RunAs& as) = 0;
+  // OK when CreateDirectories(path, as) would succeed as things are now:
+  // `path` is a directory `as` may write into and enter, or the deepest of
+  // its parents that exists is. Otherwise the same codes, saying why. Makes
+  // nothing: the dry run and a submission ask it before anything is made.
+  virtual Status CheckCanCreateDirectories(const std::string& path, const RunAs& as) = 0;
   // Moves the experiment's directory <output root>/<id> (`path`) aside, to
   // <output root>/.deleted-<id>-<n> in the same directory, so that the id is
   // free at once and the tree can be removed outside core's lock. Returns the
@@ -50,10 +57,17 @@ class Files {
   virtual std::optional<CheckpointState> ReadCheckpointState(const std::string& model_dir,
                                                              Framework framework,
                                                              const RunAs& as) = 0;
-  // The last `max_bytes` of the regular file `path`, read as `as` (a task's
-  // output, for the container runtime's words when no agent started);
-  // nullopt when it cannot be read.
-  virtual std::optional<std::string> ReadFileTail(const std::string& path, int64_t max_bytes,
+  // Writes `content` to a new regular file `path`, mode 0600, as `as`: the
+  // attempt's secret, which the job's agents read there, so that it never
+  // travels in Slurm's submit and launch RPCs. A file already at `path` (a
+  // submission tried again) is unlinked first, never written through; the
+  // new one is made O_CREAT|O_EXCL|O_NOFOLLOW, so that no link planted there
+  // is followed. Same codes as CreateDirectories.
+  virtual Status WriteSecretFile(const std::string& path, const std::string& content,
+                                 const RunAs& as) = 0;
+  // At most the last `max_bytes` of the regular file `path` (a task's log),
+  // read as `as`, without following a symlink; nullopt when it cannot be.
+  virtual std::optional<std::string> ReadFileTail(const std::string& path, size_t max_bytes,
                                                   const RunAs& as) = 0;
 };
 

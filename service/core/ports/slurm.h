@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/enum_names.h"
 #include "base/status.h"
 #include "service/core/memory.h"
 
@@ -31,7 +32,17 @@ enum class JobState {
   kUnknown,
 };
 
-const char* JobStateName(JobState state);
+// Slurm's own names (job_state_string).
+inline constexpr EnumName<JobState> kJobStateNames[] = {
+    {JobState::kPending, "PENDING"},     {JobState::kRunning, "RUNNING"},
+    {JobState::kSuspended, "SUSPENDED"}, {JobState::kCompleted, "COMPLETED"},
+    {JobState::kCancelled, "CANCELLED"}, {JobState::kFailed, "FAILED"},
+    {JobState::kTimeout, "TIMEOUT"},     {JobState::kNodeFail, "NODE_FAIL"},
+    {JobState::kPreempted, "PREEMPTED"}, {JobState::kBootFail, "BOOT_FAIL"},
+    {JobState::kDeadline, "DEADLINE"},   {JobState::kOutOfMemory, "OUT_OF_MEMORY"},
+    {JobState::kUnknown, "UNKNOWN"}};
+
+inline const char* JobStateName(JobState state) { return NameIn(kJobStateNames, state, "UNKNOWN"); }
 bool IsFinished(JobState state);
 
 // One component of a heterogeneous job, as slurm_load_jobs shows it: a job
@@ -151,6 +162,13 @@ class SlurmClient {
   // A heterogeneous job's step has a part in every component's job record:
   // signal each component's job id (JobInfo::components).
   virtual Status SignalStep(int64_t job_id, int step_id, int signal) = 0;
+  // Shrinks a running job to `keep` (comma-separated node names, a subset
+  // of its nodes, the batch host among them): slurmctld has the other nodes'
+  // slurmd kill every process of the job there and takes them out of it
+  // (`scontrol update JobId=N NodeList=...`). How tfslurmd stops the
+  // programs of a node cut off from the service only (docs/restarts.md,
+  // "Network faults").
+  virtual Status ShrinkJob(int64_t job_id, const std::string& keep) = 0;
 };
 
 }  // namespace tfslurm

@@ -19,6 +19,22 @@
 
 namespace tfslurm {
 
+// Which of an attempt's tasks to read: in task order, only those in
+// `state` when given, `limit` of them (-1: all) after `offset`.
+struct TaskQuery {
+  std::optional<TaskState> state;
+  int64_t offset = 0;
+  int64_t limit = -1;
+  bool All() const { return !state && offset == 0 && limit < 0; }
+};
+
+// Store::ListTaskPage's answer.
+struct TaskPageRows {
+  std::vector<TaskRecord> tasks;
+  int64_t total = 0;                   // the tasks `state` keeps (every task without it)
+  std::vector<TaskStateCount> counts;  // every task, by role and state
+};
+
 // A set of writes applied in one transaction: all or none.
 struct Changes {
   std::optional<ExperimentRecord> experiment;
@@ -35,9 +51,12 @@ struct Changes {
   // Upserted by (sweep_id, index), after the experiment row: a trial's row
   // and its experiment's are written in one transaction.
   std::vector<SweepTrialRecord> sweep_trials;
+  // Removes a sweep with its trials' rows (not their experiments).
+  std::optional<std::string> delete_sweep;
   bool empty() const {
     return !experiment && attempts.empty() && tasks.empty() && events.empty() &&
-           spec_revisions.empty() && !delete_experiment && !sweep && sweep_trials.empty();
+           spec_revisions.empty() && !delete_experiment && !sweep && sweep_trials.empty() &&
+           !delete_sweep;
   }
 };
 
@@ -122,6 +141,12 @@ class Store {
   virtual StatusOr<std::vector<AttemptRecord>> ListAttempts(const std::string& experiment_id) = 0;
   virtual StatusOr<std::vector<TaskRecord>> ListTasks(const std::string& experiment_id,
                                                       int attempt) = 0;
+  // A page of the attempt's tasks in task order (those in `query.state`
+  // only, when given), how many that state keeps, and every task counted by
+  // role and state: what GET /experiments/{id} shows of an experiment of
+  // 16,384 tasks without reading every row.
+  virtual StatusOr<TaskPageRows> ListTaskPage(const std::string& experiment_id, int attempt,
+                                              const TaskQuery& query) = 0;
   // Every revision of the experiment's spec, oldest first.
   virtual StatusOr<std::vector<SpecRevisionRecord>> ListSpecRevisions(
       const std::string& experiment_id) = 0;
@@ -139,6 +164,9 @@ class Store {
   // tag, each with its kept points in (attempt, step) order.
   virtual StatusOr<std::vector<ScalarSeries>> ReadScalars(const std::string& experiment_id,
                                                           const std::vector<std::string>& tags) = 0;
+  // The experiment's tags only, by name: what ReadScalars would return,
+  // without a point.
+  virtual StatusOr<std::vector<std::string>> ListScalarTags(const std::string& experiment_id) = 0;
 
   // NotFound for an unknown id.
   virtual StatusOr<SweepRecord> GetSweep(const std::string& id) = 0;

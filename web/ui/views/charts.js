@@ -140,8 +140,10 @@ function toUPlot(aligned, log) {
   return [aligned.x, ...(log ? forLogScale(aligned.ys).ys : aligned.ys)];
 }
 
-// Restart markers: a dashed line at each attempt's first x and its name,
-// drawn on uPlot's canvas after the series.
+// Restart markers: a dashed line at each attempt's start and its name,
+// drawn on uPlot's canvas after the series. Restarts close together (in
+// place, a second apart on a time axis) would print their names over each
+// other: a name that would overlap one already drawn goes a row lower.
 function drawMarkers(u, markers) {
   if (!markers || !markers.length) return;
   const { ctx } = u;
@@ -150,6 +152,9 @@ function drawMarkers(u, markers) {
   ctx.save();
   ctx.font = `${Math.round(11 * px)}px system-ui, sans-serif`;
   ctx.textBaseline = 'top';
+  const placed = []; // label boxes drawn: {x0, x1, row}
+  const rowHeight = 15 * px;
+  const rows = Math.max(1, Math.floor((height - 4 * px) / rowHeight));
   for (const m of markers) {
     const x = Math.round(u.valToPos(m.x, 'x', true));
     if (!(x >= left && x <= left + width)) continue;
@@ -164,10 +169,28 @@ function drawMarkers(u, markers) {
     const tw = ctx.measureText(label).width;
     // Right of the line, or left of it near the right edge.
     const tx = x + 4 * px + tw <= left + width ? x + 4 * px : x - 4 * px - tw;
+    const box = { x0: tx - 2 * px, x1: tx + tw + 2 * px };
+    box.row = labelRow(placed, box, rows);
+    placed.push(box);
+    const ty = top + 2 * px + box.row * rowHeight;
     ctx.fillStyle = 'rgba(255,255,255,0.85)';
-    ctx.fillRect(tx - 2 * px, top + 2 * px, tw + 4 * px, 14 * px);
+    ctx.fillRect(box.x0, ty, box.x1 - box.x0, 14 * px);
     ctx.fillStyle = attemptColor(m.attempt);
-    ctx.fillText(label, tx, top + 3 * px);
+    ctx.fillText(label, tx, ty + px);
   }
   ctx.restore();
+  // The e2e tests read where each name went.
+  u.root.dataset.markerLabels = JSON.stringify(placed.map((b) => ({ x0: Math.round(b.x0), x1: Math.round(b.x1), row: b.row })));
+}
+
+// The first row (0 at the top) where `box` overlaps no label placed there;
+// with every row taken, the row of the fewest.
+export function labelRow(placed, box, rows) {
+  const counts = new Array(rows).fill(0);
+  for (let row = 0; row < rows; row++) {
+    const clash = placed.filter((p) => p.row === row && p.x0 < box.x1 && box.x0 < p.x1);
+    if (!clash.length) return row;
+    counts[row] = clash.length;
+  }
+  return counts.indexOf(Math.min(...counts));
 }

@@ -22,6 +22,11 @@ import { TrainingSection } from './training.js';
 
 const LOG_TAIL_LINES = 200;
 const STALE_HEARTBEAT_S = 15;
+// Tasks asked for per poll: an experiment of 16,384 tasks is 4 MB of them,
+// every 1.5 s; the table shows a page, and a filter by state finds the few
+// that failed among thousands.
+export const TASKS_PAGE = 100;
+const TASK_FILTERS = ['failed', 'lost', 'running', 'registered', 'pending', 'succeeded', 'reaped'];
 
 export class ExperimentView {
   constructor(id) {
@@ -30,6 +35,8 @@ export class ExperimentView {
     this.logTask = ''; // "role:index" shown in the log panel
     this.sbatchFor = 0; // attempt whose script is shown
     this.lastLogFetch = null;
+    this.taskOffset = 0;
+    this.taskState = ''; // '' : every state
     this.training = new TrainingSection(id);
   }
 
@@ -52,6 +59,18 @@ export class ExperimentView {
     this.timeLimit = h('div', { class: 'time-limit', 'data-testid': 'time-limit', hidden: true });
     this.taskCounts = h('div', { class: 'task-counts-line' });
     this.tasksBody = h('tbody');
+    this.taskFilter = h(
+      'select',
+      {
+        'data-testid': 'task-filter',
+        'aria-label': 'Tasks in state',
+        onchange: () => this.pageTasks(0, this.taskFilter.value),
+      },
+      h('option', { value: '' }, 'every state'),
+      TASK_FILTERS.map((s) => h('option', { value: s }, s)),
+    );
+    this.taskFilterWrap = h('label', { class: 'task-filter', hidden: true }, 'Show ', this.taskFilter);
+    this.taskPager = h('div', { class: 'pager', 'data-testid': 'task-pager' });
     this.logSelect = h('select', { id: 'log-task', onchange: () => this.selectLog(this.logSelect.value) });
     this.logMeta = h('span', { class: 'muted small' });
     this.logPre = h('pre', { class: 'log', tabindex: '0', 'data-testid': 'log' });
@@ -78,7 +97,7 @@ export class ExperimentView {
       h(
         'section',
         { class: 'card', 'aria-labelledby': 'tasks-title', 'data-testid': 'tasks' },
-        h('div', { class: 'card-head' }, h('h2', { id: 'tasks-title' }, 'Tasks'), this.taskCounts),
+        h('div', { class: 'card-head' }, h('h2', { id: 'tasks-title' }, 'Tasks'), this.taskCounts, this.taskFilterWrap),
         h(
           'div',
           { class: 'table-wrap' },
@@ -104,6 +123,7 @@ export class ExperimentView {
             this.tasksBody,
           ),
         ),
+        this.taskPager,
       ),
       // The charts before the log: they say at a glance how training goes;
       // the log's 200 lines are what one scrolls to.
@@ -177,7 +197,7 @@ export class ExperimentView {
   async refresh() {
     let exp;
     try {
-      exp = await getJson(this.path);
+      exp = await getJson(this.tasksQuery());
     } catch (e) {
       if (this.disposed) return;
       if (e instanceof ApiError && e.status === 404) {
@@ -192,6 +212,36 @@ export class ExperimentView {
     renderIfChanged(this.loadError, '', () => []);
     this.show(exp);
     await Promise.all([this.refreshSbatch(exp), this.refreshLog(exp), this.training.refresh(exp)]);
+  }
+
+  // GET /experiments/{id} for the page of tasks shown.
+  tasksQuery() {
+    const state = this.taskState ? `&task_state=${this.taskState}` : '';
+    return `${this.path}?tasks_offset=${this.taskOffset}&tasks_limit=${TASKS_PAGE}${state}`;
+  }
+
+  pageTasks(offset, state = this.taskState) {
+    this.taskOffset = Math.max(0, offset);
+    this.taskState = state;
+    this.refresh().catch(() => {});
+  }
+
+  showTaskPager(exp) {
+    const total = exp.tasks_total ?? exp.tasks.length;
+    const all = Object.values(exp.task_counts ?? {}).reduce((n, c) => n + c.total, 0);
+    // The filter once there is more than a page of tasks, or one is chosen.
+    this.taskFilterWrap.hidden = all <= TASKS_PAGE && !this.taskState;
+    const from = this.taskOffset;
+    const to = Math.min(from + TASKS_PAGE, total);
+    renderIfChanged(this.taskPager, [from, total, this.taskState], () =>
+      total <= TASKS_PAGE && from === 0
+        ? []
+        : [
+            h('span', null, total ? `${from + 1}–${to} of ${total}${this.taskState ? ` ${this.taskState}` : ''}` : `none ${this.taskState}`),
+            from > 0 ? h('button', { class: 'btn', onclick: () => this.pageTasks(from - TASKS_PAGE) }, '← Previous') : null,
+            to < total ? h('button', { class: 'btn', onclick: () => this.pageTasks(from + TASKS_PAGE) }, 'Next →') : null,
+          ],
+    );
   }
 
   show(exp) {
@@ -210,9 +260,10 @@ export class ExperimentView {
     // every poll, are written in place (a click on "log" is never lost).
     this.updateLogChoices(exp);  // first: the rows mark the task whose log is shown
     const shape = exp.tasks.map(({ heartbeat_age_s, ...t }) => [t, heartbeat_age_s > STALE_HEARTBEAT_S]);
-    renderIfChanged(this.tasksBody, [shape, exp.spares, this.logTask, exp.state], () =>
-      [].concat(taskRows(exp, this.logTask, (key) => this.selectLog(key)), spareRows(exp)),
+    renderIfChanged(this.tasksBody, [shape, exp.spares, this.logTask, exp.state, this.taskState], () =>
+      [].concat(taskRows(exp, this.logTask, (key) => this.selectLog(key), this.taskState), spareRows(exp)),
     );
+    this.showTaskPager(exp);
     for (const t of exp.tasks) {
       const cell = this.tasksBody.querySelector(`tr[data-task="${t.role}:${t.index}"] [data-label=Heartbeat]`);
       if (cell) cell.textContent = heartbeatText(t.heartbeat_age_s);
@@ -511,8 +562,9 @@ function rolesText(roles) {
     .join(' · ');
 }
 
-function taskRows(exp, logTask, onLog) {
+function taskRows(exp, logTask, onLog, state) {
   const tasks = sortTasks(exp.tasks);
+  if (!tasks.length && state) return emptyRow(8, `No ${state} task.`);
   if (!tasks.length) return emptyRow(8, isOpen(exp.state) ? 'Waiting for Slurm to start the job…' : 'No tasks.');
   return tasks.map((t) => {
     const key = `${t.role}:${t.index}`;

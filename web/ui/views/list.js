@@ -185,7 +185,7 @@ export class ListView {
 
   showRunning(result, now) {
     if (result.status === 'rejected') {
-      renderIfChanged(this.runningError, result.reason.message, () => errorNotice(result.reason));
+      showSectionError(this.runningError, result.reason);
       return;
     }
     renderIfChanged(this.runningError, '', () => []);
@@ -209,7 +209,7 @@ export class ListView {
 
   showAll(result, now) {
     if (result.status === 'rejected') {
-      renderIfChanged(this.allError, result.reason.message, () => errorNotice(result.reason));
+      showSectionError(this.allError, result.reason);
       return;
     }
     renderIfChanged(this.allError, '', () => []);
@@ -233,6 +233,14 @@ export class ListView {
   dispose() {
     this.disposed = true;
   }
+}
+
+// A section's own error box. A missing or refused token is said once, by
+// the page's banner with its "Enter token" button (app.js), not again in
+// every section that needed it.
+function showSectionError(el, err) {
+  if (err.status === 401) renderIfChanged(el, '', () => []);
+  else renderIfChanged(el, err.message, () => errorNotice(err));
 }
 
 function idCell(e) {

@@ -66,7 +66,8 @@ export class SweepView {
       sweep = await getJson(`/sweeps/${encodeURIComponent(this.id)}`);
       fill(this.error);
     } catch (e) {
-      fill(this.error, errorNotice(e));
+      // A missing token is the page banner's to say (app.js), once.
+      fill(this.error, e.status === 401 ? [] : errorNotice(e));
       throw e;
     }
     const tag = sweep.objective?.tag || 'objective';
@@ -120,11 +121,12 @@ export class SweepView {
       h(
         'tr',
         { class: [t.index === bestIndex && 'best-trial', t.end_reason === 'stopped_early' && 'stopped'], 'data-trial': t.index },
-        h('td', { 'data-label': 'Trial' }, t.index === bestIndex ? '★ ' : '', h('a', { href: experimentHref(t.experiment_id) }, t.experiment_id)),
-        h('td', { 'data-label': 'State' }, t.end_reason || t.experiment_state || t.state),
+        h('td', { 'data-label': 'Trial', class: 'trial-id' }, t.index === bestIndex ? '★ ' : '', h('a', { href: experimentHref(t.experiment_id) }, t.experiment_id)),
+        h('td', { 'data-label': 'State' }, trialState(t)),
         ...names.map((n) => h('td', { class: 'num', 'data-label': n }, t.params?.[n] === undefined ? '' : String(t.params[n]))),
         h('td', { class: 'num', 'data-label': tag }, t.objective === null ? '—' : formatScalar(t.objective)),
         h('td', { class: 'num', 'data-label': 'Step' }, t.objective_step ?? '—'),
+        h('td', { class: 'num', 'data-label': 'Last step', 'data-testid': 'last-step' }, t.last_step ?? '—'),
         h('td', { 'data-label': 'Note', class: 'small muted' }, t.note),
       ),
     );
@@ -141,7 +143,8 @@ export class SweepView {
           h('th', null, 'State'),
           ...names.map((n) => h('th', { class: 'num' }, n)),
           h('th', { class: 'num' }, tag),
-          h('th', { class: 'num' }, 'Step'),
+          h('th', { class: 'num', title: 'The step of the objective\'s value (a stopped trial\'s rung)' }, 'Step'),
+          h('th', { class: 'num', title: 'The last step the trial reported: where its programs stopped, once ended' }, 'Last step'),
           h('th', null, 'Note'),
         ),
       ),
@@ -190,4 +193,12 @@ export class SweepView {
     this.figure.uplot = this.chart;
     this.figure.dataset.trials = trials.map((t) => `${t.experiment_id}:${t.end_reason === 'stopped_early' ? 'stopped' : 'kept'}`).join(',');
   }
+}
+
+// A trial's state for the table: how it ended, or its experiment's state
+// while it runs; an ended trial whose experiment is gone says so (its row
+// stays: its parameters and objective are the sweep's results).
+function trialState(t) {
+  const deleted = t.state === 'ended' && !t.experiment_state;
+  return `${t.end_reason || t.experiment_state || t.state}${deleted ? ' (deleted)' : ''}`;
 }

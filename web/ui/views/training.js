@@ -10,7 +10,7 @@
 import { getJson } from '../api.js';
 import { fill, h, renderIfChanged } from '../dom.js';
 import { isOpen, zoneOf } from '../format.js';
-import { MAX_CHARTS, alignByAttempt, attemptStarts, chooseTags, forLogScale, formatClock, formatScalar, metricsPath } from '../scalars.js';
+import { MAX_CHARTS, alignByAttempt, attemptStarts, attemptStartsOf, chooseTags, forLogScale, formatClock, formatScalar, metricsPath } from '../scalars.js';
 import { emptyRow } from '../widgets.js';
 import { Chart, attemptColor, loadUPlot } from './charts.js';
 
@@ -110,6 +110,7 @@ export class TrainingSection {
   // other parts go on when the scalars cannot be read).
   async refresh(exp) {
     const now = Date.now();
+    this.starts = attemptStartsOf(exp.attempts);
     const open = isOpen(exp.state);
     if (open) this.settled = false;
     else if (this.settled) return;
@@ -176,7 +177,7 @@ export class TrainingSection {
         note: `from ${r.tag}, by wall time (${zoneOf(new Date())})`,
         spec: {
           aligned: alignByAttempt(r.wall_time, r.value, r.attempt),
-          markers: attemptStarts(r.wall_time, r.attempt),
+          markers: attemptStarts(r.wall_time, r.attempt, this.starts?.times),
           time: true,
           xLabel: 'time',
           yLabel: 'steps/s',
@@ -194,7 +195,7 @@ export class TrainingSection {
         note: t && t.reported > s.step.length ? `${s.step.length} of ${t.reported} points` : `${s.step.length} point${s.step.length === 1 ? '' : 's'}`,
         spec: {
           aligned: alignByAttempt(s.step, s.value, s.attempt),
-          markers: attemptStarts(s.step, s.attempt),
+          markers: attemptStarts(s.step, s.attempt, this.starts?.steps),
           time: false,
           xLabel: 'step',
           yLabel: 'value',

@@ -65,6 +65,9 @@ class Transport:
         self._ssl: Optional[ssl.SSLContext] = None
         if self._https:
             self._ssl = ssl.create_default_context(cafile=connection.cacert or None)
+            # A certificate `tfctl login` pinned may be the anchor though not
+            # a root, as tfctl allows (X509_V_FLAG_PARTIAL_CHAIN).
+            self._ssl.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
         self._local = threading.local()
         self.munge_error = ""  # why the last request went without a MUNGE credential
 
@@ -98,6 +101,13 @@ class Transport:
             what = "could not connect (connection refused)"
         elif isinstance(error, socket.timeout):
             what = "timed out"
+        elif isinstance(error, ssl.SSLCertVerificationError):
+            against = (f"the CA file {c.cacert} (from {c.cacert_origin})" if c.cacert
+                       else "this machine's trust store")
+            return ServiceUnreachable(
+                f"cannot verify tfslurmd at {c.url}: {error.verify_message}. Its certificate was "
+                f"checked against {against}; give the service's CA as cacert=, TFSLURM_CACERT or "
+                "`cacert = ...` in ~/.config/tfslurm/config (`tfctl login` pins it)")
         elif isinstance(error, ssl.SSLError):
             what = f"TLS failed ({error})" + ("" if c.cacert else "; give the service's CA file as cacert=")
         else:

@@ -18,7 +18,7 @@ from typing import IO, Any, Callable, Dict, Iterator, List, Mapping, Optional, S
 
 from . import _text
 from . import progress as _progress
-from ._http import READ_TIMEOUT_S, Transport, encode_path
+from ._http import READ_TIMEOUT_S, Query, Transport, encode_path
 from .connection import Connection, resolve_connection
 from .errors import ExperimentFailed, ServiceUnreachable, Unavailable, WaitTimeout
 from .spec import SpecLike, as_spec_dict, changes_patch
@@ -105,9 +105,19 @@ class Client:
         return from_json(DryRun, self._http.json("POST", "/experiments", body,
                                                  query={"dry_run": "true"}))
 
-    def get(self, id: str) -> Experiment:
-        """The experiment with its spec, attempts, tasks and newest 500 events."""
-        return self._experiment(self._http.json("GET", encode_path("experiments", id)))
+    def get(self, id: str, *, task_state: Optional[str] = None, tasks_offset: int = 0,
+            tasks_limit: Optional[int] = None) -> Experiment:
+        """The experiment with its spec, attempts, tasks and newest 500 events.
+
+        `tasks` holds every task of the current attempt, or the page that
+        `task_state`, `tasks_offset` and `tasks_limit` ask for (an experiment
+        of 16,384 tasks is about 4 MB of them); `tasks_total` counts the
+        tasks `task_state` keeps, and `task_counts` counts every task.
+        """
+        query: Query = {"task_state": task_state, "tasks_offset": tasks_offset or None,
+                        "tasks_limit": tasks_limit}
+        return self._experiment(
+            self._http.json("GET", encode_path("experiments", id), query=query))
 
     def list(self, state: Union[str, Sequence[str], None] = None, *, owner: Optional[str] = None,
              limit: int = 50, offset: int = 0) -> ExperimentList:

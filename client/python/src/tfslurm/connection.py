@@ -7,18 +7,20 @@ the same places as tfctl (client/connection.h, docs/tfctl.md):
              file's ``token``; with none, a MUNGE credential is made per
              request by the local munged (TFSLURM_MUNGE_SOCKET, else
              libmunge's default socket), as tfctl does
+  the CA     for an https:// URL: the ``cacert`` argument, else
+             TFSLURM_CACERT, else the config file's ``cacert`` (which
+             `tfctl login` writes, also when it pins a certificate), else
+             the system's trust store
   the file   $XDG_CONFIG_HOME/tfslurm/config, else ~/.config/tfslurm/config:
-             ``url = ...`` and ``token = ...`` lines (# starts a comment),
-             or the same keys as YAML (``url: ...``)
+             ``url = ...``, ``cacert = ...`` and ``token = ...`` lines (#
+             starts a comment), or the same keys as YAML (``url: ...``)
 
 Empty values count as unset. An unreadable or malformed config file, or a
 URL that is not http(s)://HOST[:PORT], is an error naming where the bad
 value came from.
 
-TLS: an https:// URL is verified against the system's trust store, or
-against ``cacert`` (a CA file) when given. A source for the CA file beside
-the argument (an environment variable, a config key, as tfctl will read
-them) is one entry of ``_SOURCES``.
+TLS: an https:// URL is verified against the CA file from those places, as
+tfctl verifies it (client/connection.h).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 _SOURCES: Dict[str, Tuple[str, str]] = {
     "url": ("TFSLURM_URL", "url"),
     "token": ("TFSLURM_TOKEN", "token"),
+    "cacert": ("TFSLURM_CACERT", "cacert"),
 }
 _CONFIG_KEYS = tuple(key for _, key in _SOURCES.values())
 
@@ -55,6 +58,7 @@ class Connection:
     token_origin: str = ""  # where the token came from; "" without one
     munge_socket: str = ""  # "" is libmunge's default (/run/munge/munge.socket.2)
     cacert: str = ""  # a CA file for an https:// service; "" is the system's trust store
+    cacert_origin: str = ""  # "cacert=", "TFSLURM_CACERT", the config file's path; "" without one
 
 
 def default_config_path(env: Mapping[str, str]) -> str:
@@ -100,13 +104,13 @@ def read_config_file(path: str) -> Dict[str, str]:
             key, value = m.group(1), _unquote(m.group(2) or "")
             if key not in _CONFIG_KEYS:
                 raise ConfigError(f"{path}:{number}: unknown key '{key}'; the known keys are "
-                                  + " and ".join(_CONFIG_KEYS))
+                                  + ", ".join(_CONFIG_KEYS[:-1]) + " and " + _CONFIG_KEYS[-1])
             if value:
                 settings[key] = value
         else:
             return settings
-    raise ConfigError(f"{path}: must hold `url = ...` and `token = ...` lines, "
-                      "or `url: ...` and `token: ...` (YAML)")
+    raise ConfigError(f"{path}: must hold `url = ...`, `cacert = ...` and `token = ...` lines, "
+                      "or `url: ...` and the like (YAML)")
 
 
 _URL = re.compile(r"https?://[^/\s?#@]+")
@@ -145,7 +149,8 @@ def resolve_connection(url: Optional[str] = None, token: Optional[str] = None, *
     if not chosen_url:
         chosen_url, url_origin = DEFAULT_URL, "default"
     chosen_token, token_origin = pick("token", token, "token=")
+    chosen_cacert, cacert_origin = pick("cacert", cacert, "cacert=")
     return Connection(url=normalize_url(chosen_url, url_origin), token=chosen_token,
                       url_origin=url_origin, token_origin=token_origin,
                       munge_socket=munge_socket or env.get("TFSLURM_MUNGE_SOCKET", ""),
-                      cacert=cacert or "")
+                      cacert=chosen_cacert, cacert_origin=cacert_origin)

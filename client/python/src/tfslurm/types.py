@@ -54,6 +54,10 @@ AttemptState = Literal["submitting", "pending", "running", "ended"]
 TaskState = Literal["pending", "registered", "running", "succeeded", "failed", "reaped", "lost"]
 SweepState = Literal["running", "completed", "cancelled"]
 TrialState = Literal["running", "ended", "not_started"]
+# An event's short code (docs/design.md, "Events", says when each is written).
+EventCode = Literal["submitting", "submitted", "retry", "recovered", "state", "job", "reconnected",
+                    "assigned", "checkpoint", "heartbeat", "scalars", "lost", "exited", "reaped",
+                    "reaping", "stalled", "exclude", "restart", "restarted_alone", "stopped_early"]
 
 TERMINAL_STATES = ("succeeded", "failed", "cancelled")
 
@@ -265,7 +269,7 @@ class Event:
     id: int
     at: Optional[datetime.datetime]
     attempt: int
-    what: str
+    what: EventCode
     why: str
 
 
@@ -396,6 +400,7 @@ class Experiment(_ExperimentView):
     spec_revisions: List[SpecRevision]
     attempts: List[Attempt]
     tasks: List[TaskStatus]
+    tasks_total: int
     spares: List[Spare]
     task_counts: Dict[str, RoleCounts]
     events: List[Event]
@@ -625,6 +630,7 @@ class SweepTrial:
     end_reason: str
     objective: Optional[float]
     objective_step: Optional[int]
+    last_step: Optional[int]
     rungs_passed: int
     node_seconds: float
     note: str
