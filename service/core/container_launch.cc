@@ -93,6 +93,13 @@ std::vector<std::string> PyxisSrunOptions(const std::string& image,
       "--no-container-mount-home",
       "--no-container-remap-root",
       "--no-container-entrypoint",
+      // The shell enroot starts the container with: the job's SHELL, which
+      // the job script sets (kPyxisShell), not the owner's login shell that
+      // enroot's 10-shadow.sh copies into the image's passwd (and that
+      // enroot-switchroot runs when SHELL is not in the container's
+      // environment), which for an account without one (nologin) starts
+      // nothing.
+      "--container-env=SHELL",
   };
   return options;
 }

@@ -57,6 +57,12 @@ std::string ContainerNameFor(const std::string& identity);
 // identity, read on the batch node) and the srun options of one component
 // whose tasks run `image`, each one shell word, quoted.
 std::string PyxisPrologue(const std::string& image);
+// The job script's line before a pyxis step: pyxis runs `sh -c "kill -STOP
+// $$"` in the container before the task (pyxis_slurmstepd.c,
+// enroot_container_start), through the shell enroot-switchroot finds in
+// the container's environment (SHELL, which --container-env=SHELL passes),
+// else the account's login shell. /bin/sh is in every image pyxis can start.
+inline constexpr char kPyxisShell[] = "export SHELL=/bin/sh\n";
 std::vector<std::string> PyxisSrunOptions(const std::string& image,
                                           const std::vector<ContainerMount>& mounts,
                                           const std::string& workdir);

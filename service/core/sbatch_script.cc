@@ -123,6 +123,7 @@ std::string RenderContainerStep(const ExperimentSpec& spec, const JobPlan& plan,
     if (std::find(prologues.begin(), prologues.end(), p) == prologues.end()) prologues.push_back(p);
   }
   for (const std::string& p : prologues) s += p;
+  if (runtime == ContainerRuntime::kPyxis) s += kPyxisShell;
   const std::string agent = "  " + Words(AgentInContainer(launch.container_agent_dir), true);
   const std::string log_dir = het ? " \\\n  --log-dir " + ShellQuote(paths.log_dir) : "";
   s += std::string("exec srun --kill-on-bad-exit=0 ") + (r.no_kill ? "--no-kill " : "") +

@@ -276,9 +276,12 @@ TEST_F(PyxisScriptTest, SrunStartsTheBundledAgentInTheImageWithTheMounts) {
             "--container-mounts=/out/ctr-1:/out/ctr-1,/opt/bundle:/opt/bundle:ro,"
             "/data:/data:ro");
   EXPECT_EQ(argv[5], "--container-workdir=/out/ctr-1");
-  EXPECT_EQ(std::vector<std::string>(argv.begin() + 9, argv.begin() + 13),
+  EXPECT_EQ(argv[9], "--container-env=SHELL")
+      << "enroot starts the container with the job's SHELL, not the owner's login shell";
+  EXPECT_NE(r.script.find("\nexport SHELL=/bin/sh\n"), std::string::npos) << r.script;
+  EXPECT_EQ(std::vector<std::string>(argv.begin() + 10, argv.begin() + 14),
             AgentInContainer("/opt/bundle"));
-  EXPECT_EQ(std::vector<std::string>(argv.begin() + 13, argv.end()),
+  EXPECT_EQ(std::vector<std::string>(argv.begin() + 14, argv.end()),
             (std::vector<std::string>{"--service", "svc:9", "--experiment", "ctr-1", "--attempt",
                                       "2", "--address", "hostname"}));
 
