@@ -14,7 +14,8 @@
 # the cold import is paid once per node (every task of a node waits for the
 # one import: tests/integration/test_containers.py).
 #
-# Needs: the cluster started with --containers (tests/containers.sh),
+# Needs: the cluster started with --containers (tests/containers.sh; a
+# hosts-apart one too), LOCAL_SLURM_CONTAINERS (enroot for the launcher),
 # SLURM_CONF, TFSLURM_IMAGES, and the build (TFSLURM_BENCH_BUILD, default
 # build/). Appends its figures with the load to bench/RESULTS.md unless
 # BENCH_RESULTS names another file. Exits non-zero on any failed run.
@@ -42,13 +43,16 @@ if "$repo/deploy/local-slurm/on-host.sh" "$cluster_dir" login true 2>/dev/null; 
   srun=("$repo/deploy/local-slurm/on-host.sh" "$cluster_dir" login srun)
 fi
 BENCH_LOAD_AT_START="$(cut -d' ' -f1-3 /proc/loadavg)"
+# The launcher runs enroot from the task's PATH, srun's: where start.sh
+# --containers put it for the daemons (a site installs it in /usr/bin).
+if [[ -n "${LOCAL_SLURM_CONTAINERS:-}" ]]; then export PATH="$LOCAL_SLURM_CONTAINERS/bin:$PATH"; fi
 
 # Seconds from now until srun's task prints its line; a failed srun or a
 # missing line is an error of the run (bench_error), and no figure.
 time_srun() {
   local started out
   started=$(date +%s.%N)
-  out="$("${srun[@]}" -N1 -n1 -w node1 "$@" 2>&1)" || { echo "srun $* failed: ${out: -300}"; return 1; }
+  out="$("${srun[@]}" -N1 -n1 -w node1 "$@" 2>&1)" || { echo "srun $* failed: ${out: -300}" | tr '\n' ' '; return 1; }
   [[ $out == *"tfslurm-bench: started"* ]] || { echo "no line from srun $*: ${out: -300}"; return 1; }
   awk -v a="$(date +%s.%N)" -v b="$started" 'BEGIN { printf "%.3f\n", a - b }' 
 }
