@@ -94,7 +94,8 @@ ChildEnv BuildChildEnv(const ChildEnvInputs& inputs) {
   };
   // Not from the inherited environment: an agent started by hand inside
   // another tfslurm task must not pass that task's values on.
-  for (const char* name : {"EXPERIMENT_ID", "TFSLURM_ATTEMPT", "TFSLURM_PORT"}) {
+  for (const char* name :
+       {"EXPERIMENT_ID", "TFSLURM_ATTEMPT", "TFSLURM_PORT", "TFSLURM_TF_CONFIG_FILE"}) {
     bool assigned = inputs.assignment != nullptr && inputs.assignment->env().contains(name);
     if (!assigned) vars.erase(name);
   }

@@ -69,6 +69,7 @@
 #include "agent/service_stream.h"
 #include "agent/signal_catchers.h"
 #include "agent/slurm_env.h"
+#include "agent/tf_config_file.h"
 #include "base/mutex.h"
 #include "base/status.h"
 
@@ -150,6 +151,9 @@ class Session {
   void ProbeProgramExe();
   void ReapProgram();
   void OnProgramEnded(const ExitStatus& status);
+  // The program could not be started: `why` is logged and reported as the
+  // exit's detail, a failure at start-up, with the shell's `exit_code`.
+  void FailToStart(const std::string& why, int exit_code);
   void PollCheckpoint();
   void SendProgress(const CheckpointState& state);
   void PollScalars(bool final);
@@ -199,6 +203,8 @@ class Session {
   // the start): both named with an import error (DescribeProgramThatRan).
   std::string program_started_;
   std::string program_exe_;
+  // Where a TF_CONFIG too long for the environment goes (tf_config_file.h).
+  TfConfigFile tf_config_file_{TemporaryDirectory()};
   int exe_probes_left_ = 0;
   // The failure repeats at every start (Exited.at_startup): exec failed, or
   // the program's last error line says so (RepeatsAtStartup).

@@ -150,26 +150,21 @@ void Session::StartProgram(const v1::Assignment& assignment) {
     scalar_watch_ = StartScalarWatch(assignment, model_dir, spec.workdir);
   }
 
-  if (spec.argv.empty()) {
-    spdlog::error("the assignment has no command to run (exit code 127)");
-    exit_detail_ = "the assignment has no command to run";
-    exit_at_startup_ = true;
-    OnProgramEnded(ExitStatus{.exit_code = 127});
-    return;
-  }
+  if (spec.argv.empty()) return FailToStart("the assignment has no command to run", 127);
+  StatusOr<bool> in_file = tf_config_file_.Apply(spec.env);
+  if (!in_file.ok()) return FailToStart(in_file.status().message(), 126);
+  if (*in_file)
+    spdlog::info(
+        "TF_CONFIG is longer than Linux passes in one environment variable: the program reads it "
+        "from {}/tf_config.json through the sitecustomize module first on its PYTHONPATH",
+        tf_config_file_.dir());
   output_start_ = OutputSize(STDERR_FILENO);
   program_started_ = ResolveProgram(spec);
   program_exe_.clear();
   memory_cgroup_ = CurrentMemoryCgroup();
   oom_kills_at_start_ = memory_cgroup_ ? OomKills(*memory_cgroup_) : std::nullopt;
   StatusOr<ChildProcess> child = ChildProcess::Start(spec);
-  if (!child.ok()) {
-    spdlog::error("{} (exit code 126)", child.status().message());
-    exit_detail_ = child.status().message();
-    exit_at_startup_ = true;
-    OnProgramEnded(ExitStatus{.exit_code = 126});
-    return;
-  }
+  if (!child.ok()) return FailToStart(child.status().message(), 126);
   child_.emplace(std::move(child).value());
   if (child_->launch_error()) {
     // The child exits 126/127 on its own; SIGCHLD reports it like any exit.
@@ -196,6 +191,13 @@ void Session::StartProgram(const v1::Assignment& assignment) {
   }
   heartbeat_at_ = Clock::now() + heartbeat_interval_;
   if (scalar_watch_ || checkpoints_) progress_poll_at_ = Clock::now() + kProgressPollInterval;
+}
+
+void Session::FailToStart(const std::string& why, int exit_code) {
+  spdlog::error("{} (exit code {})", why, exit_code);
+  exit_detail_ = why;
+  exit_at_startup_ = true;
+  OnProgramEnded(ExitStatus{.exit_code = exit_code});
 }
 
 void Session::ProbeProgramExe() {

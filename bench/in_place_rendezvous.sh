@@ -5,7 +5,11 @@
 # failing exit report -> the last attempt-2 Assignment, beside its target
 # (1 s at 512 ranks) and attempt 1's rendezvous in the same run. No Slurm:
 # bench_rendezvous_server (tfslurmd's wiring on a stand-in Slurm), as for
-# rendezvous.sh. See README.md, "Rendezvous in place".
+# rendezvous.sh. The anchor, right after each size: the same runs against
+# bench_rendezvous_floor, the bare gRPC service that sends only the messages
+# a restart in place needs (Shutdown, the acknowledgments, NextAttempt, the
+# Assignments), and the ratio of their p50s. See README.md, "Rendezvous in
+# place".
 #
 #   bench/in_place_rendezvous.sh [--sizes 64,512,4096] [--runs 20] [--runs-4096 10] [--warmup 2]
 #                                [--poll-interval-ms 2000] [-- extra bench_in_place_storm arguments]
@@ -31,8 +35,15 @@ build_all
 work="$(mktemp -d /tmp/bench-ipr-XXXX)"
 trap 'rm -rf "$work"' EXIT
 
-table="$work/table.md"
+table="$work/table.md" floor_table="$work/floor.md" compare="$work/compare.md"
 : >"$table"
+: >"$floor_table"
+{
+  echo "| ranks | tfslurmd p50 / p99 (ms) | bare gRPC floor p50 / p99 (ms) | tfslurmd / floor (p50) |"
+  echo "|---|---|---|---|"
+} >"$compare"
+# "p50 / p99 / max" of a bench_in_place_storm table's one row.
+figure() { awk -F'|' 'NR == 3 { gsub(/[*]/, "", $4); print $4 }' "$1"; }
 IFS=, read -r -a size_list <<<"$sizes"
 loads="" ends=""
 extra=("$@")
@@ -54,10 +65,31 @@ for n in "${size_list[@]}"; do
   ((status == 0)) || bench_error "$n ranks: bench_in_place_storm exited $status (errors column; stderr says why)"
   awk -F'|' 'NR > 2 && $(NF-1) + 0 > 0 { exit 1 }' "$work/out-$n.md" ||
     bench_error "$n ranks: some runs went wrong (errors column; stderr says why)"
+
+  log "the same $r runs against the bare gRPC floor"
+  status=0
+  "$BENCH_BIN/bench_in_place_storm" --server "$BENCH_BIN/bench_rendezvous_floor" --sizes "$n" \
+    --runs "$r" --warmup "$warmup" --dir "$work/floor-srv" --runs-csv "$work/floor-runs-$n.csv" \
+    "${extra[@]}" >"$work/floor-$n.md" || status=$?
+  cat "$work/floor-$n.md" >&2
+  if [[ -s "$floor_table" ]]; then tail -n +3 "$work/floor-$n.md" >>"$floor_table"; else cat "$work/floor-$n.md" >>"$floor_table"; fi
+  ((status == 0)) || bench_error "$n ranks: bench_in_place_storm against the floor exited $status"
+  read -r ours_p50 _ ours_p99 _ < <(figure "$work/out-$n.md")
+  read -r floor_p50 _ floor_p99 _ < <(figure "$work/floor-$n.md")
+  echo "| $n | $ours_p50 / $ours_p99 | $floor_p50 / $floor_p99 | $(awk -v a="$ours_p50" -v b="$floor_p50" 'BEGIN { printf "%.2fx", a / b }') |" >>"$compare"
 done
 
 {
   cat "$table"
+  echo
+  echo "The anchor, right after each size: the same runs against bench_rendezvous_floor, a bare"
+  echo "gRPC service that sends only the messages a restart in place needs (each other rank's"
+  echo "Shutdown, each exit report's acknowledgment, NextAttempt once all wait, attempt 2's"
+  echo "Assignments at its barrier): no decision, store, record or lock."
+  echo
+  cat "$floor_table"
+  echo
+  cat "$compare"
   echo
   echo "Load average when each size started: $loads; when it ended: $ends (other work on a"
   echo "shared machine shows there, and in runs slower than their neighbours)."
@@ -84,6 +116,15 @@ Per-run rows (CSV):
 EOF
   for n in "${size_list[@]}"; do cat "$work/runs-$n.csv" 2>/dev/null; done | awk 'NR==1 || !/^n,/'
   echo '```'
+  echo
+  echo "The floor's rows:"
+  echo
+  echo '```'
+  for n in "${size_list[@]}"; do cat "$work/floor-runs-$n.csv" 2>/dev/null; done | awk 'NR==1 || !/^n,/'
+  echo '```'
 } >"$work/section.md"
 results_append "Rendezvous of a restart in place (issue 29)" "$command_line" "$work/section.md"
 cat "$table"
+echo "floor (bare gRPC):"
+cat "$floor_table"
+cat "$compare"

@@ -19,6 +19,7 @@ packages=(
   # the MariaDB server it stores into.
   slurmdbd mariadb-server mariadb-client
   libmunge-dev  # tfctl proves its Unix user to tfslurmd with a MUNGE credential
+  libsystemd-dev  # sd_notify: tfslurmd tells systemd (Type=notify) when it listens
   # Building other Slurm releases from source (deploy/local-slurm/build-slurm.sh):
   # slurmdbd's accounting_storage/mysql plugin needs MariaDB's client library.
   libmariadb-dev xz-utils

@@ -1,10 +1,14 @@
-// tfslurmd: the tfslurm service. Parses the command line into the daemon's
-// options, checks the Slurm releases on both ends, takes the database's
-// ownership lock, opens the store and libslurm, and hands them to the
-// daemon's wiring (service/daemon/daemon.h: core and the two listeners,
-// REST + agents), then runs until SIGTERM/SIGINT.
+// tfslurmd: the tfslurm service. Parses the command line and the settings
+// file (service/config/config_file.h) into the daemon's options, checks the
+// Slurm releases on both ends, takes the database's ownership lock, opens
+// the store and libslurm, and hands them to the daemon's wiring
+// (service/daemon/daemon.h: core and the two listeners, REST + agents), then
+// runs until SIGTERM/SIGINT. Under systemd (Type=notify) it says READY=1
+// once both ports listen.
 #include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -15,10 +19,13 @@
 #include <nlohmann/json.hpp>
 
 #include "base/build_info.h"
+#include "service/command_line.h"
+#include "service/config/config_file.h"
 #include "service/core/tokens.h"
 #include "service/daemon/daemon.h"
 #include "service/slurm/libslurm_client.h"
 #include "service/store/ownership_lock.h"
+#include "service/store/sqlite_backup.h"
 #include "service/store/sqlite_store.h"
 #include "service/system/accounts.h"
 #include "service/system/system.h"
@@ -26,30 +33,13 @@
 
 namespace {
 
+using tfslurm::command_line::CommandLine;
+using tfslurm::command_line::DefineOptions;
+using tfslurm::command_line::kExitFailed;
+using tfslurm::command_line::kExitOk;
+using tfslurm::command_line::kExitRefused;
+using tfslurm::command_line::kExitUsage;
 using tfslurm::daemon::DaemonOptions;
-
-// Everything the command line says. The defaults are the daemon's and
-// core's own (DaemonOptions, CoreConfig): each is written once, there.
-struct CommandLine {
-  DaemonOptions daemon;
-  std::string listen;  // HOST:PORT, split into daemon.http_host/http_port
-  bool agent_listen_given = false;
-  std::string db = "tfslurm.db";
-  std::string ready_file;
-  std::string log_level = "info";
-  bool site = false;
-  // Site mode: the PATH every job gets (not tfslurmd's, which is root's).
-  std::string job_path = "/usr/local/bin:/usr/bin:/bin";
-  // Site mode without slurm.conf's PrivateData=jobs: refused unless given.
-  bool allow_visible_jobs = false;
-  bool allow_root = false;
-  bool show_version = false;
-  // tfslurmd token create --user NAME [--admin]
-  bool create_token = false;
-  std::string token_user;
-  bool token_admin = false;
-  tfslurm::TlsCommandLine tls;
-};
 
 // "host:port" -> {host, port}; port must be 0..65535.
 bool SplitHostPort(const std::string& s, std::string* host, int* port) {
@@ -88,177 +78,6 @@ std::vector<std::string> JobEnvironment(bool site, const std::string& job_path) 
     if (const char* v = getenv(name)) env.push_back(std::string(name) + "=" + v);
   if (site) env.push_back("PATH=" + job_path);
   return env;
-}
-
-// Where tfslurmd listens, keeps its files and finds the agent, and how
-// often it polls and times out (each option bound to its field, showing
-// its default).
-void DefineServiceOptions(CLI::App& app, CommandLine& cl) {
-  DaemonOptions& d = cl.daemon;
-  tfslurm::CoreConfig& core = d.core;
-  core.output_root = "tfslurm-output";
-  cl.listen = d.http_host + ":" + std::to_string(d.http_port);
-  app.add_option("--listen", cl.listen, "REST API address HOST:PORT (port 0: any free port)")
-      ->capture_default_str();
-  app.add_option(
-      "--agent-listen", d.agent_listen,
-      "agent endpoint (gRPC) HOST:PORT; default: every address, port 8081 (the agents run on "
-      "the compute nodes), told to them as this host's name (--advertise). Keep it fixed: "
-      "running jobs reconnect to it after a restart of the service");
-  app.add_option("--db", cl.db, "SQLite database file")->capture_default_str();
-  app.add_option("--output-root", core.output_root,
-                 "directory for experiments' model dirs and logs")
-      ->capture_default_str();
-  app.add_option("--agent-path", core.launch.agent_path,
-                 "tfslurm-agent as the compute nodes see it; default: next to tfslurmd");
-  app.add_option_function<std::string>(
-         "--container-runtime",
-         [&core](const std::string& name) {
-           core.launch.container_runtime = name == "pyxis"    ? tfslurm::ContainerRuntime::kPyxis
-                                           : name == "enroot" ? tfslurm::ContainerRuntime::kEnroot
-                                           : name == "oci"    ? tfslurm::ContainerRuntime::kOci
-                                           : name == "apptainer"
-                                               ? tfslurm::ContainerRuntime::kApptainer
-                                               : tfslurm::ContainerRuntime::kAuto;
-         },
-         "the runtime of specs whose container.runtime is auto (docs/containers.md); "
-         "default: none, and such a spec is refused")
-      ->check(CLI::IsMember({"pyxis", "enroot", "oci", "apptainer"}));
-  app.add_option("--container-agent-dir", core.launch.container_agent_dir,
-                 "the self-contained agent (deploy/containers/agent-bundle.sh) that pyxis and "
-                 "Slurm's OCI support run inside the container, at the same path on every node; "
-                 "default: agent-bundle next to tfslurmd");
-  app.add_option("--advertise", d.advertise_host,
-                 "host the agents use to reach the service; default: the agent listen host, or "
-                 "this host's name when that is 0.0.0.0 or ::");
-  app.add_option("--ready-file", cl.ready_file,
-                 "write {\"http_port\", \"agent_port\"} here once listening");
-  app.add_option("--poll-interval-ms", core.poll_interval_ms,
-                 "how often Slurm is polled (one RPC per poll)")
-      ->capture_default_str();
-  app.add_option_function<int64_t>(
-         "--barrier-timeout-s", [&core](int64_t s) { core.barrier_timeout_ms = s * 1000; },
-         "time for every task to register after the job starts")
-      ->default_str(std::to_string(core.barrier_timeout_ms / 1000));
-  app.add_option("--heartbeat-ms", core.heartbeat_interval_ms, "agents' heartbeat interval")
-      ->capture_default_str();
-  app.add_option_function<int64_t>(
-         "--reconnect-window-s", [&core](int64_t s) { core.reconnect_window_ms = s * 1000; },
-         "how long a running task may go unheard (its agent silent or out of reach) before it is "
-         "gone and its attempt restarts; at least 4 heartbeat intervals (docs/restarts.md, "
-         "\"Network faults\")")
-      ->default_str(std::to_string(core.reconnect_window_ms / 1000))
-      ->check(CLI::Range(1, 3600));
-  app.add_option("--shutdown-grace-ms", core.shutdown_grace_ms,
-                 "SIGTERM -> SIGKILL grace when reaping tasks")
-      ->capture_default_str();
-  app.add_option("--scalar-points-per-tag", core.scalar_limits.points_per_tag,
-                 "training scalars kept per tag of an experiment; past it a tag is thinned to "
-                 "half, evenly")
-      ->capture_default_str()
-      ->check(CLI::Range(10, 1000000));
-  app.add_option("--scalar-tags", core.scalar_limits.tags,
-                 "training scalar tags kept per experiment; more are not kept")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
-  app.add_option_function<int64_t>(
-         "--retain-ended-days",
-         [&core](int64_t days) { core.retain_ended_ms = days * 24 * 60 * 60 * 1000; },
-         "delete from the database the experiments that ended more than this many days ago "
-         "(their rows, not their files); 0 keeps them forever")
-      ->default_str("0")
-      ->check(CLI::Range(0, 36500));
-  app.add_option("--log-level", cl.log_level, "trace|debug|info|warn|error")->capture_default_str();
-}
-
-// Who may call tfslurmd and as which account jobs run.
-void DefineAccessOptions(CLI::App& app, CommandLine& cl) {
-  DaemonOptions& d = cl.daemon;
-  app.add_flag("--no-auth", d.no_auth,
-               "single-user mode: no tokens, every caller is the local admin; only with a loopback "
-               "--listen");
-  app.add_flag("--munge-auth", d.munge_auth,
-               "also accept 'Authorization: MUNGE <credential>' (tfctl without a token): the "
-               "credential's uid is the user (docs/security.md)");
-  app.add_option("--munge-socket", d.munge_socket, "munged's socket (default: libmunge's)");
-  app.add_option("--munge-max-age-s", d.munge_max_age_s,
-                 "MUNGE credentials older than this are refused")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 3600));
-  app.add_option("--munge-admin-group", d.munge_admin_group,
-                 "members of this Unix group are admins when they use MUNGE (default: nobody)");
-  app.add_flag("--site", cl.site,
-               "site mode (as root): each experiment's job runs as its owner's Unix account, and "
-               "its directories belong to the owner (docs/site-deployment.md)");
-  app.add_option("--job-path", cl.job_path,
-                 "site mode: the PATH of every job (it must find srun on the compute nodes); "
-                 "tfslurmd's own PATH is root's and is not passed on")
-      ->capture_default_str();
-  app.add_flag("--allow-visible-jobs", cl.allow_visible_jobs,
-               "site mode: start although slurm.conf lacks PrivateData=jobs, so that every user's "
-               "squeue shows every experiment's id in its job name (refused without it)");
-  app.add_flag("--allow-root", cl.allow_root,
-               "run as root without --site anyway: every token holder's programs then run as "
-               "root (refused without it; as Jupyter's --allow-root)");
-  app.add_option("--max-connections", d.gate.max_threads,
-                 "requests served at once (one thread each); a request waits for none until it "
-                 "has arrived whole")
-      ->capture_default_str();
-  app.add_option("--max-waiting-connections", d.gate.max_waiting,
-                 "connections whose request has not all arrived; past it the oldest is closed")
-      ->capture_default_str()
-      ->check(CLI::Range(16, 10000000));
-  app.add_option_function<int64_t>(
-         "--header-timeout-s", [&d](int64_t s) { d.gate.header_timeout = std::chrono::seconds(s); },
-         "a request's line and header fields must arrive within this of the connection (408)")
-      ->default_str("10")
-      ->check(CLI::Range(1, 3600));
-  app.add_option_function<int64_t>(
-         "--request-timeout-s",
-         [&d](int64_t s) { d.gate.request_timeout = std::chrono::seconds(s); },
-         "a whole request, its body included, must arrive within this of the connection (408)")
-      ->default_str("30")
-      ->check(CLI::Range(1, 3600));
-  app.add_option("--log-followers", d.max_log_followers,
-                 "log follow responses (tfctl logs -f) at once; more get 429")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  app.add_option("--log-followers-per-user", d.max_log_followers_per_user,
-                 "log follow responses of one user at once; more get 429")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  app.add_option("--max-tasks-per-experiment", d.core.limits.max_tasks,
-                 "the most tasks (ranks) one experiment may have; a larger spec is refused. "
-                 "Every task's agent holds a connection, so it must fit the process's file "
-                 "descriptors with 1024 to spare (docs/site-deployment.md, \"How large an "
-                 "experiment may be\")")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--max-open-sweeps-per-user", d.max_open_sweeps_per_owner,
-                 "sweeps of one user running at once; another is refused (429)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 100000));
-  app.add_flag("--version", cl.show_version,
-               "print tfslurmd's version and commit, the libslurm release it was built with, and "
-               "slurmctld's (SLURM_CONF's cluster), then exit");
-}
-
-// Binds every option straight to its field, showing the field's default.
-void DefineOptions(CLI::App& app, CommandLine& cl) {
-  DefineServiceOptions(app, cl);
-  DefineAccessOptions(app, cl);
-  tfslurm::DefineTlsOptions(app, cl.daemon.tls, cl.tls);
-  // tfslurmd token create --user NAME [--admin]: prints a new API token once.
-  auto* token_cmd = app.add_subcommand("token", "manage API tokens");
-  auto* create_cmd = token_cmd->add_subcommand(
-      "create", "create a token; it is printed once, only its hash is kept");
-  create_cmd->add_option("--user", cl.token_user, "the user the token acts as")->required();
-  create_cmd->add_flag("--admin", cl.token_admin, "may see and change every user's experiments");
-  create_cmd->callback([&cl] { cl.create_token = true; });
-  token_cmd->require_subcommand(1);
-  // `tfslurmd token create --user alice --db FILE`: --db is the parent's.
-  token_cmd->fallthrough();
-  create_cmd->fallthrough();
 }
 
 int CreateToken(const CommandLine& cl) {
@@ -328,7 +147,7 @@ int CompleteOptions(CommandLine& cl) {
   DaemonOptions& d = cl.daemon;
   if (!SplitHostPort(cl.listen, &d.http_host, &d.http_port)) {
     spdlog::error("--listen must be HOST:PORT, got '{}'", cl.listen);
-    return 2;
+    return kExitUsage;
   }
   // The agents run on the compute nodes, which reach no loopback address
   // of this host: the endpoint listens on every address unless told
@@ -338,38 +157,27 @@ int CompleteOptions(CommandLine& cl) {
   int agent_port = 0;
   if (!SplitHostPort(d.agent_listen, &agent_host, &agent_port)) {
     spdlog::error("--agent-listen must be HOST:PORT, got '{}'", d.agent_listen);
-    return 2;
+    return kExitUsage;
   }
   if (d.no_auth && !tfslurm::IsLoopbackHost(d.http_host)) {
     spdlog::error("--no-auth is only allowed on a loopback address; --listen is {}", cl.listen);
-    return 2;
+    return kExitUsage;
   }
   if (d.munge_auth && d.no_auth) {
     spdlog::error("--munge-auth and --no-auth exclude each other");
-    return 2;
+    return kExitUsage;
   }
   if (cl.site && d.no_auth) {
     // Every caller would be the admin, and could run jobs as anyone.
     spdlog::error("--site and --no-auth exclude each other: site mode runs jobs as the caller");
-    return 2;
-  }
-  if (geteuid() == 0 && !cl.site && !cl.allow_root) {
-    // Personal mode runs every job as tfslurmd's own account: as root, every
-    // token holder's program would run as uid 0, and their model_dir be made
-    // as root.
-    spdlog::error(
-        "tfslurmd is running as root without --site: every token holder's program would run as "
-        "root (personal mode runs jobs as tfslurmd's own account). Use --site, where each "
-        "experiment runs as its owner's Unix account (docs/site-deployment.md); or run tfslurmd "
-        "as an ordinary user; or pass --allow-root to run jobs as root anyway");
-    return 2;
+    return kExitUsage;
   }
   if (d.gate.request_timeout < d.gate.header_timeout) {
     spdlog::error("--request-timeout-s ({}) must be at least --header-timeout-s ({})",
                   d.gate.request_timeout.count() / 1000, d.gate.header_timeout.count() / 1000);
-    return 2;
+    return kExitUsage;
   }
-  if (!CheckJobPath(cl)) return 2;
+  if (!CheckJobPath(cl)) return kExitUsage;
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
   if (d.core.launch.container_agent_dir.empty())
@@ -390,8 +198,44 @@ int CompleteOptions(CommandLine& cl) {
   return 0;
 }
 
+// Personal mode runs every job as tfslurmd's own account: as root, every
+// token holder's program would run as uid 0, and their model_dir be made as
+// root. Checked only when the daemon is to run (--print-config may be run
+// as root to check a file).
+bool RootWithoutSite(const CommandLine& cl) {
+  if (geteuid() != 0 || cl.site || cl.allow_root) return false;
+  spdlog::error(
+      "tfslurmd is running as root without --site: every token holder's program would run as "
+      "root (personal mode runs jobs as tfslurmd's own account). Use --site, where each "
+      "experiment runs as its owner's Unix account (docs/site-deployment.md); or run tfslurmd "
+      "as an ordinary user; or pass --allow-root to run jobs as root anyway");
+  return true;
+}
+
+// The options whose defaults follow from others, set to what is in force,
+// for --print-config.
+void ShowDerivedDefaults(CLI::App& app, const CommandLine& cl) {
+  const DaemonOptions& d = cl.daemon;
+  app.get_option("--agent-listen")->default_str(d.agent_listen);
+  app.get_option("--agent-path")->default_str(d.core.launch.agent_path);
+  if (d.advertise_host.empty())
+    app.get_option("--advertise")->default_str(d.agent_listen.substr(0, d.agent_listen.rfind(':')));
+}
+
+int Backup(const CommandLine& cl) {
+  auto copy = tfslurm::store::BackupDatabase(cl.db, cl.backup_to);
+  if (!copy.ok()) {
+    fprintf(stderr, "tfslurmd backup: %s\n", copy.status().message().c_str());
+    return kExitFailed;
+  }
+  printf("%s: a copy of %s at schema version %lld, %lld pages, %lld bytes; integrity_check ok\n",
+         cl.backup_to.c_str(), cl.db.c_str(), static_cast<long long>(copy->schema_version),
+         static_cast<long long>(copy->pages), static_cast<long long>(copy->bytes));
+  return kExitOk;
+}
+
 // A tfslurmd whose libslurm cannot talk to this slurmctld would fail every
-// poll and submission: refused now, naming both releases (exit 1). A
+// poll and submission: refused now, naming both releases (exit 3). A
 // slurmctld that is only down is waited for, as the polls always have.
 bool CheckSlurmReleases(DaemonOptions& d) {
   d.libslurm_release = tfslurm::slurm::LibslurmRelease();
@@ -458,16 +302,36 @@ std::unique_ptr<tfslurm::Accounts> MakeAccounts(bool site) {
   return tfslurm::system::NewSiteAccounts();
 }
 
+// Until SIGTERM or SIGINT, which it returns; SIGHUP reloads the TLS
+// certificate and key (`systemctl reload tfslurmd`).
+int WaitForStopSignal(const sigset_t& signals, tfslurm::daemon::Daemon& daemon) {
+  int sig = 0;
+  while (sigwait(&signals, &sig) == 0 && sig == SIGHUP) {
+    if (!daemon.tls()) {
+      spdlog::info("SIGHUP: nothing to reload (no TLS)");
+      continue;
+    }
+    auto reloaded = daemon.ReloadTls();
+    if (reloaded.ok())
+      spdlog::info("SIGHUP: TLS certificate reloaded; new connections get {}", *reloaded);
+    else
+      spdlog::error("SIGHUP: TLS certificate not reloaded, still serving the old one: {}",
+                    reloaded.status().message());
+  }
+  return sig;
+}
+
 int RunDaemon(CommandLine& cl) {
   DaemonOptions& d = cl.daemon;
-  if (!CheckSlurmReleases(d)) return 1;
-  if (!CheckJobsArePrivate(cl)) return 2;
+  if (!CheckSlurmReleases(d)) return kExitRefused;
+  if (!CheckJobsArePrivate(cl)) return kExitUsage;
   // Before anything else touches the database, a directory or a port: a second daemon
   // on this database must change nothing (store/ownership_lock.h).
   auto ownership = tfslurm::store::DatabaseOwnership::Acquire(cl.db);
   if (!ownership.ok()) {
     spdlog::error("{}", ownership.status().message());
-    return 1;
+    return ownership.status().code() == tfslurm::StatusCode::kUnavailable ? kExitFailed
+                                                                          : kExitRefused;
   }
 
   // Signals are taken by sigwait below; block them in every thread (the
@@ -481,15 +345,18 @@ int RunDaemon(CommandLine& cl) {
 
   auto store = tfslurm::store::OpenSqliteStore(cl.db);
   if (!store.ok()) {
+    // A newer database, or a migration that failed: the database is as it
+    // was, and starting again would fail the same way.
     spdlog::error("{}", store.status().message());
-    return 1;
+    return store.status().code() == tfslurm::StatusCode::kFailedPrecondition ? kExitRefused
+                                                                             : kExitFailed;
   }
   auto slurm = tfslurm::slurm::NewLibslurmClient();
   auto clock = tfslurm::system::NewSystemClock();
   auto random = tfslurm::system::NewSystemRandomness();
   auto files = tfslurm::system::NewLocalFiles();
   auto accounts = MakeAccounts(cl.site);
-  if (!accounts) return 1;
+  if (!accounts) return kExitRefused;
   if (d.no_auth) {
     spdlog::warn(
         "--no-auth: every caller on {} acts as the local admin; use tokens on a shared machine",
@@ -499,7 +366,7 @@ int RunDaemon(CommandLine& cl) {
       tfslurm::daemon::Daemon::Start(d, {**store, *slurm, *clock, *random, *files, *accounts});
   if (!daemon.ok()) {
     spdlog::error("{}", daemon.status().message());
-    return 1;
+    return kExitFailed;
   }
   int bound = (*daemon)->http_port();
   const char* scheme = (*daemon)->tls() ? "https" : "http";
@@ -515,23 +382,16 @@ int RunDaemon(CommandLine& cl) {
         << nlohmann::json{{"http_port", bound}, {"agent_port", (*daemon)->agent_port()}}.dump()
         << "\n";
   }
+  // systemd's Type=notify: `systemctl start` returns now, and fails if
+  // tfslurmd ended before this (a refused database, a port in use).
+  sd_notifyf(0, "READY=1\nSTATUS=REST on %s:%d, agents on %s", d.http_host.c_str(), bound,
+             (*daemon)->agent_address().c_str());
 
-  int sig = 0;
-  while (sigwait(&stop_signals, &sig) == 0 && sig == SIGHUP) {
-    if (!(*daemon)->tls()) {
-      spdlog::info("SIGHUP: nothing to reload (no TLS)");
-      continue;
-    }
-    auto reloaded = (*daemon)->ReloadTls();
-    if (reloaded.ok())
-      spdlog::info("SIGHUP: TLS certificate reloaded; new connections get {}", *reloaded);
-    else
-      spdlog::error("SIGHUP: TLS certificate not reloaded, still serving the old one: {}",
-                    reloaded.status().message());
-  }
+  int sig = WaitForStopSignal(stop_signals, **daemon);
   spdlog::info("signal {}: stopping; running jobs go on and are picked up at the next start", sig);
+  sd_notify(0, "STOPPING=1");
   (*daemon)->Stop();
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace
@@ -540,13 +400,44 @@ int main(int argc, char** argv) {
   CLI::App app{"tfslurmd: runs distributed TensorFlow experiments on Slurm"};
   CommandLine cl;
   DefineOptions(app, cl);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; every other parse error is a usage error.
+    return app.exit(e) == 0 ? kExitOk : kExitUsage;
+  }
+  if (auto bad = tfslurm::config::CheckFileSettings(app); !bad.ok()) {
+    fprintf(stderr, "tfslurmd: %s\n", bad.message().c_str());
+    return kExitUsage;
+  }
   cl.agent_listen_given = app.count("--agent-listen") > 0;
   cl.daemon.max_tasks_given = app.count("--max-tasks-per-experiment") > 0;
+  // Before libslurm reads its configuration (--version too), and before the
+  // jobs' environment is taken from this process's.
+  if (!cl.slurm_conf.empty()) setenv("SLURM_CONF", cl.slurm_conf.c_str(), 1);
+  // A command's answer is its stdout (a token is read from it by scripts):
+  // what it logs on the way, such as a new database's migration, goes to
+  // stderr.
+  if (cl.create_token || cl.tls.init || !cl.backup_to.empty())
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>(
+        "", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
   if (cl.create_token) return CreateToken(cl);
   if (cl.tls.init) return tfslurm::RunTlsInit(cl.tls);
+  if (!cl.backup_to.empty()) return Backup(cl);
   if (cl.show_version) return PrintVersion();
   spdlog::set_level(spdlog::level::from_str(cl.log_level));
   if (int bad = CompleteOptions(cl)) return bad;
+  if (cl.print_config) {
+    ShowDerivedDefaults(app, cl);
+    auto given = tfslurm::config::SetOnCommandLine(
+        [](CLI::App& probe) {
+          static CommandLine unused;
+          DefineOptions(probe, unused);
+        },
+        argc, argv);
+    printf("%s", tfslurm::config::SettingsReport(app, given).c_str());
+    return kExitOk;
+  }
+  if (RootWithoutSite(cl)) return kExitUsage;
   return RunDaemon(cl);
 }

@@ -57,10 +57,15 @@ slurm_time="$(seconds $t)"
 # crosses.
 step "main build (Debian's libslurm)"
 t=$SECONDS
+# Both builds with the Debian packages' flags, as tests/run.sh's main build
+# (tests/lib/build_flags.sh), so that ccache serves one from the other.
 # shellcheck source=lib/ccache.sh
 source tests/lib/ccache.sh
+# shellcheck source=lib/build_flags.sh
+source tests/lib/build_flags.sh
 if [[ ! -f build/build.ninja ]]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${ccache_launcher[@]}" >/dev/null
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${ccache_launcher[@]}" \
+    "${package_flags[@]}" >/dev/null
 fi
 ninja -C build -j"$jobs" tfslurmd tfslurm-agent tfctl tfslurm-container-launch tfslurm-agent-bundle
 main_time="$(seconds $t)"
@@ -69,7 +74,7 @@ step "tfslurmd against Slurm $version"
 t=$SECONDS
 build="build-slurm-$version"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTFSLURM_SLURM_PREFIX="$prefix" "${ccache_launcher[@]}" >/dev/null
+  -DTFSLURM_SLURM_PREFIX="$prefix" "${ccache_launcher[@]}" "${package_flags[@]}" >/dev/null
 ninja -C "$build" -j"$jobs" tfslurmd slurm_adapter_test
 # The integration tests find the programs in one bin/; the job scripts find
 # the agent beside tfslurmd.

@@ -5,15 +5,18 @@
 #      hosts are apart, real TensorFlow and JAX among them
 #      (deploy/install-tf.sh, install-jax.sh, install-pytools.sh)
 #   2. end-to-end dashboard tests in headless Chromium
-#   3. the integration tests that make every libslurm call, against the
+#   3. the Debian packages: built from the main build's objects (through
+#      ccache), lintian, piuparts, and a Debian 12 system container on a
+#      local cluster of its own (tests/packages.sh)
+#   4. the integration tests that make every libslurm call, against the
 #      newest Slurm release built from source (tests/compat.sh)
-#   4. the Python package: wheel, unit tests, mypy, installs (tests/python.sh)
-#   5. every benchmark script at its smallest size (bench/run.sh --smoke)
-#   6. the unit tests (gtest, via ctest), built with clang under ASan + UBSan
-#   7. clang's thread-safety analysis of every source (-Werror=thread-safety;
-#      the same compile as step 6)
-#   8. each libFuzzer target for a bounded time (the same compile again)
-#   9. unit, agent and concurrency tests built with TSan
+#   5. the Python package: wheel, unit tests, mypy, installs (tests/python.sh)
+#   6. every benchmark script at its smallest size (bench/run.sh --smoke)
+#   7. the unit tests (gtest, via ctest), built with clang under ASan + UBSan
+#   8. clang's thread-safety analysis of every source (-Werror=thread-safety;
+#      the same compile as step 7)
+#   9. each libFuzzer target for a bounded time (the same compile again)
+#  10. unit, agent and concurrency tests built with TSan
 # Works on a fresh Debian machine; CI runs it through .ci/run.
 #
 # Two cores, three compiles (docs/contributing.md, "What CI costs"): the
@@ -21,8 +24,9 @@
 # integration tests and benchmarks run, no tests), the sanitizer build
 # (clang, ASan + UBSan + libFuzzer's coverage: every test, every fuzzer and
 # the programs, with -Werror=thread-safety), and the TSan build. The last
-# two, and Slurm 26.05.3 with tfslurmd against it, are built in the
-# background under SCHED_IDLE while steps 1-5 wait on Slurm
+# two, Slurm 26.05.3 with tfslurmd against it, and the Debian packages'
+# checks that need no cluster (tests/packages.sh --prepare), are built in
+# the background under SCHED_IDLE while steps 1-6 wait on Slurm
 # (tests/lib/background.sh).
 #
 # The summary gives each stage's passed, failed and skipped tests, as the
@@ -35,12 +39,12 @@
 #
 # Environment, for local iterations only (under CI, refused; see below):
 #   TFSLURM_SKIP_SANITIZERS=1   no sanitizer build: the unit tests run from
-#                               the main build instead; no steps 7, 8, 9
+#                               the main build instead; no steps 8, 9, 10
 #   TFSLURM_SKIP_E2E=1          skip step 2
-#   TFSLURM_FUZZ=0              skip step 8
+#   TFSLURM_FUZZ=0              skip step 9
 #   TFSLURM_FUZZ_SECONDS=N      per fuzz target (default 30)
-#   TFSLURM_TSAN=0              skip step 9
-#   TFSLURM_SKIP_BENCH=1        skip step 5
+#   TFSLURM_TSAN=0              skip step 10
+#   TFSLURM_SKIP_BENCH=1        skip step 6
 #   PYTEST_ARGS="-k resume"     passed to pytest (the tests left out count
 #                               as skipped, so the run fails: it did not run
 #                               everything)
@@ -81,7 +85,7 @@ step() {
 # Every stage, in the order of the summary; each ends up counted (record)
 # or NOT RUN with the reason (not_run).
 compat_release=26.05.3
-stages=(format integration e2e "compat-$compat_release" python bench unit thread-safety fuzz tsan)
+stages=(format integration e2e packages "compat-$compat_release" python bench unit thread-safety fuzz tsan)
 declare -A passed failed skipped not_run_why
 mkdir -p build
 skips_file=build/skips.tsv # STAGE<TAB>TEST<TAB>REASON, one line per skipped test
@@ -124,10 +128,15 @@ step "main build (gcc: the programs and the benchmark programs)"
 # unless the sanitizers are switched off. Through ccache (tests/lib/ccache.sh):
 # the compat stage builds tfslurmd again against another Slurm's libslurm,
 # and every file but the Slurm adapter's is compiled as here.
+# With the Debian packages' compiler flags (tests/lib/build_flags.sh), so
+# that the packages stage builds them from this build's objects, through
+# ccache, and the tests run the objects the packages ship.
 # shellcheck source=lib/ccache.sh
 source tests/lib/ccache.sh
+# shellcheck source=lib/build_flags.sh
+source tests/lib/build_flags.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_BUILD_BENCH=ON \
-  -DTFSLURM_BUILD_TESTS=$((sanitizers ? 0 : 1)) "${ccache_launcher[@]}" >/dev/null
+  -DTFSLURM_BUILD_TESTS=$((sanitizers ? 0 : 1)) "${ccache_launcher[@]}" "${package_flags[@]}" >/dev/null
 ninja -C build -j"$jobs"
 
 # Every tracked C and C++ file must be as .clang-format says (docs/style.md).
@@ -160,8 +169,9 @@ else
   record format 0 1 # nothing could be checked
 fi
 
-# The background chain (tests/lib/background.sh): Slurm 26.05.3 and
-# tfslurmd against it first (the compat stage comes first after the
+# The background chain (tests/lib/background.sh), in the order the stages
+# need it: the packages' checks that need no cluster and Slurm 26.05.3 with
+# tfslurmd against it (the packages and compat stages come first after the
 # end-to-end tests), then the sanitizer build, then the TSan build.
 bg_compat() { tests/compat.sh --build-only "$compat_release"; }
 # The sanitizer build: clang, ASan + UBSan and libFuzzer's coverage in every
@@ -185,7 +195,13 @@ bg_tsan() {
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON \
     "${ccache_launcher[@]}" && ninja -C build-tsan -j"$jobs" "${tsan_targets[@]}"
 }
-background=(compat)
+# tests/packages.sh --prepare: the packages built from the main build's
+# objects (ccache), the previous commit's, lintian, the unit's exposure,
+# the settings, the Debian 12 tree and piuparts. Its lines wait in
+# build/packages/ for the packages stage (tests/packages.sh), which takes
+# the lock it holds.
+bg_packages() { ionice -c 3 tests/packages.sh --prepare; }
+background=(packages compat)
 ((sanitizers)) && background+=(sanitizers)
 ((run_tsan)) && background+=(tsan)
 step "background builds (SCHED_IDLE): ${background[*]}"
@@ -252,6 +268,19 @@ else
     record_counts e2e node build/e2e.log "$e2e_rc"
   fi
 fi
+
+# The Debian packages (tests/packages.sh): the checks prepared in the
+# background (their lines are printed again and counted here, a failed one
+# among them), then a Debian 12 system container on a local cluster of its
+# own: install, an experiment through the packaged tfctl and agent over
+# TLS, the upgrade under load, backups, refusals, purge.
+step "Debian packages (tests/packages.sh)"
+set +e
+wait_background packages
+tests/packages.sh 2>&1 | tee build/packages.log
+packages_rc=${PIPESTATUS[0]}
+set -e
+record_counts packages packages build/packages.log "$packages_rc"
 
 # The newest Slurm release the project claims, built from its release source
 # (cached outside the checkout), with tfslurmd built against it and the

@@ -10,6 +10,14 @@
 // tfslurmd does) and writes every stream an Assignment of the same shape as
 // tfslurmd's (role, index, compressed cluster, command, workdir, env).
 //
+// A restart in place, as bench_in_place_storm drives it, the least way: the
+// first exit report that is not a reap (the failing rank) makes it write
+// every other assigned stream a Shutdown; every exit report is acknowledged
+// by finishing its stream with OK; a Register with `standby` is kept until
+// all N wait, and then each is written NextAttempt{attempt + 1}; the
+// Registers for the next attempt meet at the same barrier as the first.
+// No decision, no store, no record: only the messages tfslurmd must send.
+//
 // --tls DIR: the agent port speaks TLS with DIR/server.pem and server.key
 // (`tfslurmd tls init`'s files), through gRPC's static SSL credentials: the
 // least TLS costs any gRPC service, the anchor of tfslurmd's own TLS storm.
@@ -44,17 +52,56 @@ class FloorReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceM
  public:
   explicit FloorReactor(Rendezvous& rendezvous) : rendezvous_(rendezvous) { StartRead(&in_); }
   void OnReadDone(bool ok) override;
+  // gRPC allows one write in flight: the others wait in `queue_`, and a
+  // Finish waits for them.
   void Send(ServiceMessage message) {
-    out_ = std::move(message);
+    {
+      std::lock_guard lock(mu_);
+      if (writing_) {
+        queue_.push_back(std::move(message));
+        return;
+      }
+      writing_ = true;
+      out_ = std::move(message);
+    }
     StartWrite(&out_);
   }
-  void OnWriteDone(bool) override {}
+  void FinishOk() {
+    {
+      std::lock_guard lock(mu_);
+      if (writing_) {
+        finish_after_writes_ = true;
+        return;
+      }
+    }
+    Finish(grpc::Status::OK);
+  }
+  void OnWriteDone(bool) override {
+    bool finish = false, next = false;
+    {
+      std::lock_guard lock(mu_);
+      if (queue_.empty()) {
+        writing_ = false;
+        finish = finish_after_writes_;
+      } else {
+        out_ = std::move(queue_.front());
+        queue_.erase(queue_.begin());
+        next = true;
+      }
+    }
+    if (finish) Finish(grpc::Status::OK);
+    if (next) StartWrite(&out_);
+  }
   void OnDone() override { delete this; }
 
  private:
   Rendezvous& rendezvous_;
   AgentMessage in_;
   ServiceMessage out_;
+  std::mutex mu_;
+  bool writing_ = false;
+  bool finish_after_writes_ = false;
+  std::vector<ServiceMessage> queue_;
   bool registered_ = false;
 };
 
@@ -68,6 +115,48 @@ class Rendezvous {
     tasks_.assign(n, {});
     registered_ = 0;
     ranks_ = ranks;
+    assigned_.clear();
+    standby_.clear();
+    attempt_ = 1;
+  }
+
+  // An exit report: the first one that is not a reap fails the attempt,
+  // and every other assigned task is told to stop. Each is acknowledged.
+  void Exited(FloorReactor* reactor, const AgentMessage& m) {
+    std::vector<FloorReactor*> stop;
+    {
+      std::lock_guard lock(mu_);
+      if (!m.exited().reaped()) stop.swap(assigned_);
+    }
+    for (FloorReactor* other : stop) {
+      if (other == reactor) continue;
+      ServiceMessage out;
+      out.mutable_shutdown()->set_reason("attempt failed: another task's program was killed");
+      out.mutable_shutdown()->set_grace_ms(10000);
+      other->Send(std::move(out));
+    }
+    reactor->FinishOk();
+  }
+
+  // A Register with standby: when all N wait, each is told the next attempt.
+  void Standby(FloorReactor* reactor) {
+    std::vector<FloorReactor*> waiting;
+    int next = 0;
+    {
+      std::lock_guard lock(mu_);
+      standby_.push_back(reactor);
+      if (standby_.size() < tasks_.size()) return;
+      waiting.swap(standby_);
+      next = ++attempt_;
+    }
+    for (FloorReactor* r : waiting) {
+      ServiceMessage out;
+      auto* n = out.mutable_next_attempt();
+      n->set_attempt(next);
+      n->set_reason("attempt " + std::to_string(next) + " runs in this job");
+      n->set_log_dir("/tmp/bench-rendezvous/out/floor/attempt-" + std::to_string(next));
+      r->Send(std::move(out));
+    }
   }
 
   void Register(FloorReactor* reactor, const AgentMessage& m) {
@@ -82,6 +171,11 @@ class Rendezvous {
                       m.register_().address() + ":" + std::to_string(m.register_().port())};
       if (++registered_ < static_cast<int>(tasks_.size())) return;
       ready.swap(tasks_);
+      // The next attempt's barrier, and the streams a failure stops.
+      tasks_.assign(ready.size(), {});
+      registered_ = 0;
+      assigned_.clear();
+      for (const Task& t : ready) assigned_.push_back(t.reactor);
     }
     // The barrier is complete: the same work tfslurmd does per attempt and
     // per task, outside any lock.
@@ -129,6 +223,9 @@ class Rendezvous {
   std::mutex mu_;
   std::vector<Task> tasks_;
   int registered_ = 0;
+  int attempt_ = 1;
+  std::vector<FloorReactor*> assigned_;  // the last barrier's, until a failure
+  std::vector<FloorReactor*> standby_;
 };
 
 void FloorReactor::OnReadDone(bool ok) {
@@ -136,9 +233,17 @@ void FloorReactor::OnReadDone(bool ok) {
     Finish(grpc::Status::OK);
     return;
   }
+  if (in_.body_case() == AgentMessage::kExited) {
+    // The stream's last message: its end is the acknowledgment.
+    rendezvous_.Exited(this, in_);
+    return;
+  }
   if (!registered_ && in_.body_case() == AgentMessage::kRegister) {
     registered_ = true;
-    rendezvous_.Register(this, in_);
+    if (in_.register_().standby())
+      rendezvous_.Standby(this);
+    else
+      rendezvous_.Register(this, in_);
   }
   StartRead(&in_);
 }

@@ -6,12 +6,10 @@
 
 #include "base/sha256.h"
 #include "base/unsafe_text.h"
-#include "schema/tf_config_wire.h"
 #include "service/core/container_launch.h"
 #include "service/core/in_place_restart.h"
 #include "service/core/proven_uid.h"
 #include "service/core/scalars.h"
-#include "service/core/tf_config.h"
 #include "service/core/wording.h"
 
 namespace tfslurm {
@@ -30,12 +28,23 @@ Status NoSuchAgent(const TaskRef& ref) {
                   std::to_string(ref.attempt) + " and this secret");
 }
 
+// How a task of role is started: in the container the role's spec names
+// (with the site's runtime for `auto`), the experiment's dirs and the
+// workdir mounted at the same paths; none when the spec has no container.
+ContainerLaunchMsg TaskContainer(const OpenExperiment& a, const std::string& role,
+                                 const std::string& workdir, const CoreConfig& config) {
+  return ContainerFor(
+      a.spec, ResolveContainerRuntime(a.spec.container, config.launch.container_runtime), role,
+      {config.output_root + "/" + a.record.id, a.record.model_dir, workdir,
+       config.launch.container_agent_dir},
+      TaskHasGpus(a.spec, role));
+}
+
 }  // namespace
 
 bool AgentProtocol::HoldsSecretOf(const TaskRef& ref, const OpenExperiment* open) {
   const std::string hash = Sha256Hex(ref.secret);
-  if (open && ref.attempt == open->attempt.record.number)
-    return hash == open->attempt.record.secret_sha256;
+  if (open && ref.attempt == open->attempt.number()) return open->attempt.SecretIs(hash);
   // Another attempt (an agent of an earlier one, or tfslurmd restarted and
   // the experiment not in memory): its own secret, as stored.
   auto attempts = core_.ports().store.ListAttempts(ref.experiment_id);
@@ -59,24 +68,18 @@ StatusOr<OpenExperiment*> AgentProtocol::FindAgent(const TaskRef& ref, ProcPlace
                               ExperimentStateName(e->state) + ")");
   }
   OpenExperiment& a = *open;
-  if (ref.attempt != a.attempt.record.number)
-    return FailedPrecondition(
-        "attempt " + std::to_string(ref.attempt) + " of '" + ref.experiment_id +
-        "' is not current (current: " + std::to_string(a.attempt.record.number) + ")");
+  const int current = a.attempt.number();
+  if (ref.attempt != current)
+    return FailedPrecondition("attempt " + std::to_string(ref.attempt) + " of '" +
+                              ref.experiment_id +
+                              "' is not current (current: " + std::to_string(current) + ")");
   // Site mode: the secret is right; the sender must also run as the owner.
   if (core_.config().agents_prove_uid) {
     if (Status s = CheckProvenUid(a, ref); !s.ok()) return s;
   }
-  *place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
-  if (place->kind == ProcPlace::kOut) {
-    if (ref.proc_id < 0 || a.attempt.record.node_slots.IsIdentity())
-      return InvalidArgument("task " + std::to_string(ref.proc_id) +
-                             " is out of range: the attempt has " +
-                             std::to_string(a.attempt.run->size()) + " tasks");
-    return FailedPrecondition("task " + std::to_string(ref.proc_id) + "'s node is out of attempt " +
-                              std::to_string(ref.attempt) +
-                              ": a spare node took its place, or it was a spare left unused");
-  }
+  StatusOr<ProcPlace> placed = a.attempt.PlaceAgent(ref.proc_id);
+  if (!placed.ok()) return placed.status();
+  *place = *placed;
   return &a;
 }
 
@@ -152,123 +155,51 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
     in_place_.OnSpare(a, ref, info, std::move(channel));
     return false;
   }
-  const int proc = place.task;
-  int64_t now = core_.ports().clock.NowMs();
-  Changes c;
-  TaskSlot& slot = a.attempt.run->mutable_task(proc);
-  std::string address = info.address + ":" + std::to_string(info.port);
-  if (a.attempt.run->outcome().kind != Outcome::kUndecided && !slot.registered) {
-    channel->Send(RefusedMsg{"attempt " + std::to_string(a.attempt.record.number) +
-                                 " has already ended: " + a.attempt.run->outcome().reason,
-                             true});
+  const int task = place.task;
+  if (std::optional<std::string> too_late = a.attempt.RegistrationRefused(task)) {
+    channel->Send(RefusedMsg{*too_late, true});
     return false;
   }
-  bool was_registered = slot.registered;
+  const bool was_registered = a.attempt.TaskRegistered(task);
   if (!was_registered) core_.metrics().Registered();
-  bool barrier_complete =
-      a.attempt.run->Register(proc, info.node_name, address, info.node_id, info.local_id);
-  a.attempt.channels[proc] = channel;
-  TaskRecord& t = a.attempt.tasks[proc];
-  t.node = info.node_name;
-  t.address = address;
-  t.local_rank = info.local_id;
-  if (!t.registered_at) t.registered_at = now;
-  t.last_heartbeat = now;
-  t.state = slot.state;
-  if (a.attempt.run->assignments_sent()) {
-    c.tasks.push_back(t);
-  } else if (!barrier_complete) {
-    // Before the barrier, registrations are written in batches by the next
-    // Tick (as heartbeats are), or with the assignments, which write every
-    // task: a transaction per registration, under core's lock, is what a storm of
-    // thousands of agents would queue behind. An agent whose registration
-    // is lost in a crash registers again when it reconnects.
-    a.attempt.heartbeat_dirty.insert(proc);
-  }
-  // An agent registering proves the job runs, before the next poll says so
-  // (a restart in place asks whether it still does).
-  if (a.attempt.job_state == JobState::kPending || a.attempt.job_state == JobState::kUnknown)
-    a.attempt.job_state = JobState::kRunning;
-  if (a.attempt.record.state == AttemptState::kPending) {
-    a.attempt.record.state = AttemptState::kRunning;
-    a.attempt.record.slurm_state = "RUNNING";
-    a.attempt.record.started_at = now;
-    a.attempt.job_started_ms = now;
-    c.attempts.push_back(a.attempt.record);
-  }
+  Changes c;
+  const bool barrier_complete =
+      a.attempt.Register(task, info, channel, core_.ports().clock.NowMs(), c);
   if (a.record.state == ExperimentState::kQueued)
     core_.SetState(c, a, ExperimentState::kStarting, "tasks registering");
   if (was_registered)
     core_.Event(c, a, EventCode::kReconnected,
-                TaskName(slot, proc) + " reconnected from " + address);
+                a.attempt.TaskNameOf(task) + " reconnected from " + info.address + ":" +
+                    std::to_string(info.port));
 
   if (barrier_complete) {
     SendAssignments(a, c);
   } else if (a.attempt.run->assignments_sent()) {
     // A reconnecting agent already holds its assignment; one that never got
     // it (its stream broke first, or the service restarted) needs it now.
-    if (!info.reconnect) SendAssignments(a, c, proc);
-    if (slot.shutdown_sent && !slot.exited)
+    if (!info.reconnect) SendAssignments(a, c, task);
+    if (a.attempt.ShutdownPending(task))
       channel->Send(ShutdownMsg{a.attempt.run->outcome().reason, core_.config().shutdown_grace_ms});
   }
   // The barrier's holds every task's row; the lock need not wait for them.
   return core_.CommitAfterUnlock(c);
 }
 
-void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_proc) {
-  bool first = !a.attempt.run->assignments_sent();
-  a.attempt.run->MarkAssigned();
-  int checkpointing = a.attempt.run->CheckpointingTask();
-  const Framework framework = a.attempt.run->framework();
-  std::shared_ptr<SharedCluster> cluster;  // TF_CONFIG's; PyTorch and JAX have none
-  if (!HasRanks(framework)) {
-    cluster = std::make_shared<SharedCluster>();
-    cluster->json = a.attempt.run->ClusterSpec();
-    cluster->zlib = wire::CompressCluster(cluster->json);
+void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_task) {
+  const bool first = a.attempt.BeginAssigning();
+  const std::shared_ptr<const SharedCluster> cluster = a.attempt.SharedClusterSpec();
+  for (const auto& [task, channel] : a.attempt.AssignedChannels(only_task)) {
+    AssignmentMsg m = a.AssignmentFor(task, cluster, core_.config().heartbeat_interval_ms,
+                                      core_.config().shutdown_grace_ms);
+    m.container = TaskContainer(a, m.role, m.workdir, core_.config());
+    a.attempt.Assigned(task, first, c);
+    channel->Send(m);
   }
-  for (int i = 0; i < a.attempt.run->size(); ++i) {
-    if (only_proc >= 0 && i != only_proc) continue;
-    auto ch = a.attempt.channels.find(i);
-    if (ch == a.attempt.channels.end() || !ch->second) continue;
-    const TaskSlot& slot = a.attempt.run->task(i);
-    AssignmentMsg m;
-    m.role = slot.role.role;
-    m.index = slot.role.index;
-    m.framework = FrameworkName(a.attempt.run->framework());
-    m.cluster = cluster;
-    m.command = a.spec.command;
-    m.workdir = a.spec.workdir.empty() ? a.record.model_dir : a.spec.workdir;
-    for (auto& [k, v] : a.attempt.run->TaskEnv(i, a.record.model_dir)) m.env[k] = v;
-    m.model_dir = a.record.model_dir;
-    m.heartbeat_interval_ms = core_.config().heartbeat_interval_ms;
-    m.shutdown_grace_ms = core_.config().shutdown_grace_ms;
-    m.report_checkpoints = i == checkpointing;
-    m.stay_for_next_attempt = a.spec.restart.in_allocation || a.attempt.run->MayRestartAlone(i);
-    m.container = ContainerFor(
-        a.spec, ResolveContainerRuntime(a.spec.container, core_.config().launch.container_runtime),
-        slot.role.role,
-        {core_.config().output_root + "/" + a.record.id, a.record.model_dir, m.workdir,
-         core_.config().launch.container_agent_dir},
-        TaskHasGpus(a.spec, slot.role.role));
-    if (first || a.attempt.tasks[i].state == TaskState::kRegistered) {
-      a.attempt.tasks[i].state = slot.state;
-      c.tasks.push_back(a.attempt.tasks[i]);
-    }
-    ch->second->Send(m);
-  }
-  if (first) {
-    a.attempt.last_progress_ms = core_.ports().clock.NowMs();
-    if (a.attempt.job_started_ms > 0)
-      core_.metrics().RendezvousDone(
-          static_cast<double>(core_.ports().clock.NowMs() - a.attempt.job_started_ms) / 1000.0);
-    core_.Event(c, a, EventCode::kAssigned,
-                "all " + std::to_string(a.attempt.run->size()) + " tasks registered; " +
-                    (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
-                     : framework == Framework::kJax ? "process ids and JAX_COORDINATOR_ADDRESS sent"
-                                                    : "roles and TF_CONFIG sent") +
-                    (cluster ? TfConfigTooLong(cluster->json, a.attempt.run->size()) : ""));
-    core_.SetState(c, a, ExperimentState::kRunning, "training");
-  }
+  if (!first) return;
+  if (std::optional<int64_t> took = a.attempt.TrainingStarted(core_.ports().clock.NowMs()))
+    core_.metrics().RendezvousDone(static_cast<double>(*took) / 1000.0);
+  core_.Event(c, a, EventCode::kAssigned, a.attempt.AssignedSummary(cluster.get()));
+  core_.SetState(c, a, ExperimentState::kRunning, "training");
 }
 
 Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
@@ -278,14 +209,9 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
   core_.HeardFromAgent(core_.ports().clock.NowMs());
-  a.attempt.tasks[task].last_heartbeat = core_.ports().clock.NowMs();
-  a.attempt.heartbeat_dirty.insert(task);
-  if (a.attempt.tasks[task].state == TaskState::kLost) {
-    const TaskSlot& slot = a.attempt.run->task(task);
-    Changes c;
-    a.attempt.tasks[task].state = slot.state;
-    c.tasks.push_back(a.attempt.tasks[task]);
-    core_.Event(c, a, EventCode::kHeartbeat, TaskName(slot, task) + " is back");
+  Changes c;
+  if (a.attempt.Heartbeat(task, core_.ports().clock.NowMs(), c)) {
+    core_.Event(c, a, EventCode::kHeartbeat, a.attempt.TaskNameOf(task) + " is back");
     core_.Commit(c);
   }
   return Status::Ok();
@@ -300,8 +226,8 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   if (a.record.checkpoint_step && *a.record.checkpoint_step == step) return Status::Ok();
   Changes c;
   a.record.checkpoint_step = step;
-  a.record.updated_at = a.attempt.last_progress_ms = core_.ports().clock.NowMs();
-  a.attempt.run->MarkStepTrained();
+  a.record.updated_at = core_.ports().clock.NowMs();
+  a.attempt.CheckpointWritten(a.record.updated_at);
   // The path is what the program wrote in MODEL_DIR/checkpoint, and others
   // (an admin) read it: one with an unsafe character, or longer than a path
   // can be (PATH_MAX, 4096 bytes: it would be stored with the experiment and
@@ -353,16 +279,12 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
     OpenExperiment& a = **found;
     if (task != a.attempt.run->CheckpointingTask()) {
       dropped += points.size();
-      dropped_why = TaskName(a.attempt.run->task(task), task) +
+      dropped_why = a.attempt.TaskNameOf(task) +
                     " sent them, and only the reporting task (chief, or worker 0) does";
       points.clear();
     }
-    for (const ScalarPoint& p : points) {
-      if (a.attempt.max_scalar_step && p.step <= *a.attempt.max_scalar_step) continue;
-      a.attempt.max_scalar_step = p.step;
-      a.attempt.last_progress_ms = core_.ports().clock.NowMs();
-      a.attempt.run->MarkStepTrained();
-    }
+    const int64_t now = core_.ports().clock.NowMs();
+    for (const ScalarPoint& p : points) a.attempt.ScalarStepSeen(p.step, now);
   }
   // Written outside the lock: other experiments' agents need not wait for
   // these rows.
@@ -382,9 +304,8 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
   MutexLock lock(core_.mu());
   int task;
   auto found = FindTask(ref, &task);
-  if (!found.ok() || (*found)->attempt.scalar_notice_given) return Status::Ok();
+  if (!found.ok() || (*found)->attempt.TakeScalarNotice()) return Status::Ok();
   OpenExperiment& a = **found;
-  a.attempt.scalar_notice_given = true;
   std::string why;
   if (dropped > 0)
     why = std::to_string(dropped) + " training scalar point(s) not kept: " + dropped_why;
@@ -401,16 +322,30 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
 }
 
 Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
+  bool queued = false;
+  Status status;
+  {
+    MutexLock lock(core_.mu());
+    status = OnExitedLocked(ref, exit, &queued);
+  }
+  // In the store before the report is acknowledged, but written after core's
+  // lock is released: when a failure's Shutdowns make every rank report at
+  // once, the reports queued meanwhile go in one transaction, and the lock
+  // is not held across one transaction per rank (at 4,096 ranks, a sixth
+  // of the service's CPU in a restart in place).
+  if (queued) core_.WriteQueued();
+  return status;
+}
+
+Status AgentProtocol::OnExitedLocked(const TaskRef& ref, const ExitReport& exit, bool* queued) {
   const std::optional<int> exit_code = exit.exit_code;
   const std::optional<int> signal = exit.signal;
-  MutexLock lock(core_.mu());
   int proc;
   auto found = FindTask(ref, &proc);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
   // A re-sent report.
-  if (a.attempt.run->task(proc).exited || a.attempt.run->task(proc).restarting_alone)
-    return Status::Ok();
+  if (a.attempt.ExitAlreadyKnown(proc)) return Status::Ok();
   bool decided_before = a.attempt.run->outcome().kind != Outcome::kUndecided;
   // A task that ends after the user cancelled was ended by us (scancel's
   // SIGTERM reaches the program through its agent, which then reports its
@@ -422,54 +357,28 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   const std::string detail = ExitDetail(exit.detail);
   Changes c;
   if (!reaped && lone_.OnExit(a, proc, exit_code, signal, detail, c)) {
-    core_.Commit(c);
+    *queued = core_.CommitAfterUnlock(c);
     return Status::Ok();
   }
-  a.attempt.run->OnExit(proc, exit_code, signal, reaped, detail, exit.at_startup);
-  const TaskSlot& slot = a.attempt.run->task(proc);
-  TaskRecord& t = a.attempt.tasks[proc];
-  t.state = slot.state;
-  t.exit_code = exit_code;
-  t.signal = signal;
-  t.detail = detail;
-  t.startup_error = slot.failed_at_startup;
-  t.ended_at = core_.ports().clock.NowMs();
-  c.tasks.push_back(t);
-  core_.Event(
-      c, a, reaped ? EventCode::kReaped : EventCode::kExited,
-      TaskName(slot, proc) + " " + HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
-  if (a.attempt.reap_started_ms > 0 && !a.attempt.run->AnyUnconfirmedShutdown()) {
-    core_.metrics().ReapingDone(static_cast<double>(t.ended_at - a.attempt.reap_started_ms) /
-                                1000.0);
-    a.attempt.reap_started_ms = 0;
-  }
+  const int64_t now = core_.ports().clock.NowMs();
+  a.attempt.RecordExit(proc, exit, reaped, detail, now, c);
+  core_.Event(c, a, reaped ? EventCode::kReaped : EventCode::kExited,
+              a.attempt.TaskNameOf(proc) + " " +
+                  HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
+  if (std::optional<int64_t> took = a.attempt.ReapingConfirmed(now))
+    core_.metrics().ReapingDone(static_cast<double>(*took) / 1000.0);
   if (!decided_before && a.attempt.run->outcome().kind != Outcome::kUndecided) OnOutcome(a, c);
-  core_.Commit(c);
+  *queued = core_.CommitAfterUnlock(c);
   return Status::Ok();
 }
 
 void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel) {
   MutexLock lock(core_.mu());
   OpenExperiment* found = core_.Find(ref.experiment_id);
-  if (!found || found->attempt.record.number != ref.attempt) return;
-  OpenExperiment& a = *found;
-  const ProcPlace place = a.attempt.record.node_slots.Place(ref.proc_id, a.attempt.run->size());
-  if (place.kind == ProcPlace::kSpare) {
-    auto spare = a.attempt.spare_agents.find(ref.proc_id);
-    if (spare != a.attempt.spare_agents.end() && spare->second.channel.get() == channel)
-      spare->second.channel.reset();  // until it comes back to wait
-    return;
-  }
-  if (place.kind != ProcPlace::kTask) return;
-  auto ch = a.attempt.channels.find(place.task);
-  // A newer stream may already have replaced this one.
-  if (ch == a.attempt.channels.end() || ch->second.get() != channel) return;
-  a.attempt.channels.erase(ch);
-  TaskSlot& slot = a.attempt.run->mutable_task(place.task);
-  if (slot.registered && !slot.exited)
-    a.attempt.run->SetVanished(place.task, true);
-  else if (slot.standing_by())
-    slot.agent = TaskSlot::AgentLink::kNormal;  // until its agent comes back to wait
+  if (!found || found->attempt.number() != ref.attempt) return;
+  const ProcPlace place = found->attempt.Place(ref.proc_id);
+  if (place.kind == ProcPlace::kSpare) found->attempt.SpareDisconnected(ref.proc_id, channel);
+  if (place.kind == ProcPlace::kTask) found->attempt.Disconnected(place.task, channel);
 }
 
 namespace {
@@ -498,9 +407,7 @@ std::string FailureReason(const OpenExperiment& a, const Outcome& o, int64_t now
 void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
   const Outcome& o = a.attempt.run->outcome();
   if (o.kind == Outcome::kSucceeded) {
-    core_.EndAttempt(a, EndReason::kSucceeded);
-    a.attempt.record.reason = o.reason;
-    c.attempts.push_back(a.attempt.record);
+    core_.EndAttempt(a, EndReason::kSucceeded, o.reason, c);
     core_.SetState(c, a, ExperimentState::kSucceeded, o.reason);
     ReapRemaining(a, c, "training succeeded: " + o.reason);
     ReleaseWaitingAgents(a.attempt, "training succeeded");
@@ -516,21 +423,11 @@ void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
 }
 
 void AgentProtocol::ReapRemaining(OpenExperiment& a, Changes& c, const std::string& reason) {
-  std::vector<int> to_reap = a.attempt.run->TasksToReap();
-  if (to_reap.empty()) return;
-  std::string names;
-  for (int proc : to_reap) {
-    a.attempt.run->MarkShutdownSent(proc);
-    auto ch = a.attempt.channels.find(proc);
-    if (ch != a.attempt.channels.end())
-      ch->second->Send(ShutdownMsg{reason, core_.config().shutdown_grace_ms});
-    names += (names.empty() ? "" : ", ") + TaskName(a.attempt.run->task(proc), proc);
-  }
   const int64_t now = core_.ports().clock.NowMs();
-  if (a.attempt.reap_started_ms == 0) a.attempt.reap_started_ms = now;
-  a.attempt.reap_deadline_ms =
-      now + core_.config().shutdown_grace_ms + core_.config().reap_timeout_margin_ms;
-  core_.Event(c, a, EventCode::kReaping, "Shutdown sent to " + names);
+  const int grace_ms = core_.config().shutdown_grace_ms;
+  const std::string names = a.attempt.ShutdownAll(
+      reason, grace_ms, now + grace_ms + core_.config().reap_timeout_margin_ms, now);
+  if (!names.empty()) core_.Event(c, a, EventCode::kReaping, "Shutdown sent to " + names);
 }
 
 }  // namespace tfslurm

@@ -67,6 +67,10 @@ class AgentProtocol {
   // (CoreState::CommitAfterUnlock). Returns whether it queued any.
   bool RegisterTask(const TaskRef& ref, const RegisterInfo& info,
                     std::shared_ptr<TaskChannel> channel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // An exit report: recorded, its changes queued as RegisterTask's (sets
+  // `queued` when it queued any).
+  Status OnExitedLocked(const TaskRef& ref, const ExitReport& exit, bool* queued)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Checks a TaskRef: first that its secret is the secret of its attempt
   // (anything else, a missing experiment included, is one NotFound of the
   // same bytes), then that the attempt is current; and places its
@@ -85,8 +89,8 @@ class AgentProtocol {
   // FindAgent for the agent of a task: the task's index in *task.
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref, int* task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // To every connected task, or only to `only_proc`.
-  void SendAssignments(OpenExperiment& e, Changes& c, int only_proc = -1)
+  // To every connected task, or only to `only_task`.
+  void SendAssignments(OpenExperiment& e, Changes& c, int only_task = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // The attempt has just been decided by the tasks' exits.
   void OnOutcome(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());

@@ -65,8 +65,9 @@ void CoreState::Event(Changes& c, const OpenExperiment& a, EventCode what, const
   c.events.push_back({0, a.record.id, a.attempt.record.number, ports_.clock.NowMs(), what, why});
 }
 
-void CoreState::EndAttempt(OpenExperiment& a, EndReason reason) {
-  a.attempt.record.end_reason = reason;
+void CoreState::EndAttempt(OpenExperiment& a, EndReason reason, const std::string& why, Changes& c,
+                           std::optional<int64_t> ended_at) {
+  a.attempt.End(reason, why, ended_at, c);
   metrics_.AttemptEnded(reason);
 }
 

@@ -11,7 +11,8 @@
 // The ports, the config, the metrics and the observers are given at
 // construction and never change; the job sequence is atomic. Writes to the
 // store are ordered by a lock of their own, taken after mu(), and the
-// biggest (the barrier's) is made once mu() is released (CommitAfterUnlock). Polls, cancels
+// barrier's and the exit reports' are made once mu() is released
+// (CommitAfterUnlock). Polls, cancels
 // and step kills go to Slurm outside the lock; a resume and an automatic
 // submission hold it across their submission, as a user's first submission
 // does not.
@@ -77,7 +78,9 @@ class CoreState {
   // Queues `c` to be written by WriteQueued once the caller has released
   // mu(), and empties it: for a commit whose size would hold every agent's
   // message up behind core's lock (the barrier's, with every task's row: 24
-  // ms of 4,096 rows in bench/RESULTS.md's profile). A Commit or Apply made
+  // ms of 4,096 rows in bench/RESULTS.md's profile), or that comes from
+  // every agent at once (the exit reports of a failure's Shutdowns, then
+  // written together). A Commit or Apply made
   // meanwhile writes it first. Failures are logged, as Commit's. Returns
   // whether anything was queued (an empty `c` is not): only then need the
   // caller wait for WriteQueued.
@@ -88,8 +91,10 @@ class CoreState {
   void WriteQueued() ABSL_LOCKS_EXCLUDED(mu_, write_mu_, queue_mu_);
 
   void Event(Changes& c, const OpenExperiment& e, EventCode what, const std::string& why);
-  // Records why the current attempt ended (its end_reason) and counts it.
-  void EndAttempt(OpenExperiment& a, EndReason reason);
+  // Ends the current attempt as `reason` (LiveAttempt::End: its end reason,
+  // `why`, and with `ended_at` its state) and counts it.
+  void EndAttempt(OpenExperiment& a, EndReason reason, const std::string& why, Changes& c,
+                  std::optional<int64_t> ended_at = std::nullopt);
   void SetState(Changes& c, OpenExperiment& e, ExperimentState state, const std::string& why);
 
   // An open experiment as the store has it, with its current attempt's

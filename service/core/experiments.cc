@@ -231,15 +231,9 @@ Status ExperimentsImpl::CancelIfOwner(const std::string& id, const std::string& 
     // every node's slurmd, each of which signals its steps; the agents are
     // a message away and stop their programs at once (bench/sweep_stop.sh).
     agents_.ReapRemaining(a, c, why);
-    if (!a.attempt.record.end_reason) {
-      core_.EndAttempt(a, reason);
-      a.attempt.record.reason = why;
-      c.attempts.push_back(a.attempt.record);
-    }
+    if (!a.attempt.EndRecorded()) core_.EndAttempt(a, reason, why, c);
     core_.Commit(c);
-    job = a.attempt.record.slurm_job_id;
-    a.attempt.job_cancel_sent = true;
-    a.attempt.cancel_sent_at_ms = core_.ports().clock.NowMs();
+    job = a.attempt.CancelSent(core_.ports().clock.NowMs());
   }
   // If this fails, Tick tries again while the job runs: the experiment is
   // cancelled either way.

@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "base/sha256.h"
 #include "service/core/restart_policy.h"
 #include "service/core/wording.h"
 
@@ -30,25 +29,10 @@ std::string Absent(const AttemptRun& run, int* count) {
   return names;
 }
 
-int TasksPerNode(const OpenExperiment& a) { return a.attempt.record.node_slots.tasks_per_node(); }
+int TasksPerNode(const OpenExperiment& a) { return a.attempt.node_slots().tasks_per_node(); }
 
 int JobNodeOf(const OpenExperiment& a, int task) {
-  return a.attempt.record.node_slots.JobNodeOfTask(task);
-}
-
-// The spare nodes whose every agent waits in the job.
-std::vector<int> ReadySpares(const OpenExperiment& a) {
-  const int per_node = TasksPerNode(a);
-  std::vector<int> ready;
-  for (int node : a.attempt.record.node_slots.spares()) {
-    bool all = true;
-    for (int p = node * per_node; p < (node + 1) * per_node && all; ++p) {
-      auto it = a.attempt.spare_agents.find(p);
-      all = it != a.attempt.spare_agents.end() && it->second.channel;
-    }
-    if (all) ready.push_back(node);
-  }
-  return ready;
+  return a.attempt.node_slots().JobNodeOfTask(task);
 }
 
 // What the next attempt in place does with the job's nodes: those whose
@@ -79,7 +63,7 @@ NodePlan PlanNodes(const OpenExperiment& a) {
     }
   }
   std::sort(plan.out.begin(), plan.out.end());
-  plan.slots = at.record.node_slots.Replacing(plan.out, ReadySpares(a));
+  plan.slots = at.record.node_slots.Replacing(plan.out, a.attempt.ReadySpares());
   if (!plan.slots) return plan;
   for (int node : plan.out) {
     // The spare that runs the slot `node` ran.
@@ -332,7 +316,7 @@ InPlaceCheck InPlaceRestart::Decide(OpenExperiment& a, int64_t now, Changes& c) 
   // The job ends, and its end classifies the attempt as it would have
   // without agents waiting (OnJobEnded); FinishAttempt then says why the
   // restart, if any, is a new job.
-  a.attempt.in_place_given_up = check.why;
+  a.attempt.GiveUpInPlace(check.why);
   ReleaseWaitingAgents(a.attempt, check.why);
   core_.Event(
       c, a, EventCode::kRestart,
@@ -346,22 +330,13 @@ bool InPlaceRestart::TellNextAttempt(const TaskRef& ref, const RegisterInfo& inf
   const OpenExperiment* open = core_.Find(ref.experiment_id);
   if (!open) return false;
   const OpenExperiment& a = *open;
-  const AttemptRecord& current = a.attempt.record;
   // The next attempt started in this job while this agent was away (its
   // stream broke, or tfslurmd restarted, between the attempt's record and
   // the agent's NextAttempt): it is told again. The secret is the job's.
-  const ProcPlace place = current.node_slots.Place(ref.proc_id, a.attempt.run->size());
-  const bool not_back =
-      place.kind == ProcPlace::kSpare
-          ? !a.attempt.spare_agents.contains(ref.proc_id)
-          : place.kind == ProcPlace::kTask && !a.attempt.run->task(place.task).registered;
-  if (ref.attempt >= current.number || !current.in_place ||
-      current.slurm_job_id != info.slurm_job_id || Sha256Hex(ref.secret) != current.secret_sha256 ||
-      !not_back)
-    return false;
-  channel.Send(NextAttemptMsg{
-      current.number, "attempt " + std::to_string(current.number) + " runs in this job",
-      AttemptLogDir(core_.config().output_root, a.record.id, current.number)});
+  if (!a.attempt.MissedNextAttempt(ref, info.slurm_job_id)) return false;
+  const int number = a.attempt.number();
+  channel.Send(NextAttemptMsg{number, "attempt " + std::to_string(number) + " runs in this job",
+                              AttemptLogDir(core_.config().output_root, a.record.id, number)});
   return true;
 }
 
@@ -375,40 +350,37 @@ void InPlaceRestart::OnStandby(const TaskRef& ref, const RegisterInfo& info,
   }
   OpenExperiment& a = **found;
   if (place.kind == ProcPlace::kSpare) return OnSpare(a, ref, info, std::move(channel));
-  TaskSlot& slot = a.attempt.run->mutable_task(place.task);
   // Only a failure can bring a next attempt to this job; until the attempt
   // is decided, a task that ended early (a rank done first) waits too.
-  if (!a.MayRestartInPlace() || !slot.exited || a.attempt.record.state != AttemptState::kRunning) {
+  if (!a.MayRestartInPlace() || !a.attempt.AcceptsStandby(place.task)) {
     channel->Send(
         ReleaseMsg{IsTerminal(a.record.state) || a.record.state == ExperimentState::kRestarting
                        ? a.record.reason
                        : "no further attempt runs in this job"});
     return;
   }
-  slot.agent = TaskSlot::AgentLink::kStandingBy;
-  a.attempt.channels[place.task] = std::move(channel);
+  a.attempt.StandBy(place.task, std::move(channel));
 }
 
 void InPlaceRestart::OnSpare(OpenExperiment& a, const TaskRef& ref, const RegisterInfo& info,
                              std::shared_ptr<TaskChannel> channel) {
-  LiveAttempt::SpareAgent& spare = a.attempt.spare_agents[ref.proc_id];
-  spare.node = info.node_name;
+  a.attempt.NoteSpare(ref.proc_id, info.node_name);
   // A spare may register before any task proves the job runs (the attempt
   // is still pending then): only an ended attempt has no use for it.
   if (!a.MayRestartInPlace()) {
-    spare.channel.reset();
+    a.attempt.SpareReleased(ref.proc_id);
     channel->Send(ReleaseMsg{IsTerminal(a.record.state) ? a.record.reason
                                                         : "no further attempt runs in this job"});
     return;
   }
   if (!info.standby) {
     channel->Send(SpareMsg{"node " + info.node_name + " is a spare of Slurm job " +
-                           std::to_string(a.attempt.record.slurm_job_id) +
+                           std::to_string(a.attempt.job_id()) +
                            " (resources.spare_nodes): it takes a failed node's place in a restart "
                            "in place"});
     return;
   }
-  spare.channel = std::move(channel);
+  a.attempt.SpareWaits(ref.proc_id, std::move(channel));
 }
 
 void ReleaseWaitingAgents(LiveAttempt& attempt, const std::string& why) {

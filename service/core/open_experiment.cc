@@ -1,6 +1,12 @@
 #include "service/core/open_experiment.h"
 
 #include <algorithm>
+#include <numeric>
+
+#include "base/sha256.h"
+#include "schema/tf_config_wire.h"
+#include "service/core/tf_config.h"
+#include "service/core/wording.h"
 
 namespace tfslurm {
 
@@ -17,11 +23,319 @@ LiveAttempt::LiveAttempt(const ExperimentSpec& spec, AttemptRecord attempt)
   }
 }
 
+ProcPlace LiveAttempt::Place(int proc) const { return record.node_slots.Place(proc, run->size()); }
+
+StatusOr<ProcPlace> LiveAttempt::PlaceAgent(int proc) const {
+  ProcPlace place = Place(proc);
+  if (place.kind != ProcPlace::kOut) return place;
+  if (proc < 0 || record.node_slots.IsIdentity())
+    return InvalidArgument("task " + std::to_string(proc) + " is out of range: the attempt has " +
+                           std::to_string(run->size()) + " tasks");
+  return FailedPrecondition("task " + std::to_string(proc) + "'s node is out of attempt " +
+                            std::to_string(record.number) +
+                            ": a spare node took its place, or it was a spare left unused");
+}
+
+std::string LiveAttempt::TaskNameOf(int task) const { return TaskName(run->task(task), task); }
+
+std::optional<std::string> LiveAttempt::RegistrationRefused(int task) const {
+  if (run->outcome().kind == Outcome::kUndecided || run->task(task).registered) return std::nullopt;
+  return "attempt " + std::to_string(record.number) +
+         " has already ended: " + run->outcome().reason;
+}
+
+bool LiveAttempt::Register(int task, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
+                           int64_t now, Changes& c) {
+  const std::string address = info.address + ":" + std::to_string(info.port);
+  const bool barrier_complete =
+      run->Register(task, info.node_name, address, info.node_id, info.local_id);
+  channels[task] = std::move(channel);
+  TaskRecord& t = tasks[task];
+  t.node = info.node_name;
+  t.address = address;
+  t.local_rank = info.local_id;
+  if (!t.registered_at) t.registered_at = now;
+  t.last_heartbeat = now;
+  t.state = run->task(task).state;
+  if (run->assignments_sent()) {
+    c.tasks.push_back(t);
+  } else if (!barrier_complete) {
+    // Before the barrier, registrations are written in batches by the next
+    // Tick (as heartbeats are), or with the assignments, which write every
+    // task: a transaction per registration, under core's lock, is what a storm of
+    // thousands of agents would queue behind. An agent whose registration
+    // is lost in a crash registers again when it reconnects.
+    heartbeat_dirty.insert(task);
+  }
+  // An agent registering proves the job runs, before the next poll says so
+  // (a restart in place asks whether it still does).
+  if (job_state == JobState::kPending || job_state == JobState::kUnknown)
+    job_state = JobState::kRunning;
+  if (record.state == AttemptState::kPending) {
+    record.state = AttemptState::kRunning;
+    record.slurm_state = "RUNNING";
+    record.started_at = now;
+    job_started_ms = now;
+    c.attempts.push_back(record);
+  }
+  return barrier_complete;
+}
+
+bool LiveAttempt::ShutdownPending(int task) const {
+  return run->task(task).shutdown_sent && !run->task(task).exited;
+}
+
+bool LiveAttempt::Heartbeat(int task, int64_t now, Changes& c) {
+  TaskRecord& t = tasks[task];
+  t.last_heartbeat = now;
+  heartbeat_dirty.insert(task);
+  if (t.state != TaskState::kLost) return false;
+  t.state = run->task(task).state;
+  c.tasks.push_back(t);
+  return true;
+}
+
+void LiveAttempt::Disconnected(int task, const TaskChannel* channel) {
+  auto ch = channels.find(task);
+  // A newer stream may already have replaced this one.
+  if (ch == channels.end() || ch->second.get() != channel) return;
+  channels.erase(ch);
+  TaskSlot& slot = run->mutable_task(task);
+  if (slot.registered && !slot.exited)
+    run->SetVanished(task, true);
+  else if (slot.standing_by())
+    slot.agent = TaskSlot::AgentLink::kNormal;  // until its agent comes back to wait
+}
+
+void LiveAttempt::SpareDisconnected(int proc, const TaskChannel* channel) {
+  auto spare = spare_agents.find(proc);
+  if (spare != spare_agents.end() && spare->second.channel.get() == channel)
+    spare->second.channel.reset();  // until it comes back to wait
+}
+
+bool LiveAttempt::BeginAssigning() {
+  const bool first = !run->assignments_sent();
+  run->MarkAssigned();
+  return first;
+}
+
+std::vector<std::pair<int, std::shared_ptr<TaskChannel>>> LiveAttempt::AssignedChannels(
+    int only_task) const {
+  std::vector<std::pair<int, std::shared_ptr<TaskChannel>>> out;
+  for (const auto& [task, channel] : channels)
+    if ((only_task < 0 || task == only_task) && channel) out.emplace_back(task, channel);
+  return out;
+}
+
+std::shared_ptr<const SharedCluster> LiveAttempt::SharedClusterSpec() const {
+  if (HasRanks(run->framework())) return nullptr;
+  auto cluster = std::make_shared<SharedCluster>();
+  cluster->json = run->ClusterSpec();
+  cluster->zlib = wire::CompressCluster(cluster->json);
+  return cluster;
+}
+
+std::string LiveAttempt::AssignedSummary(const SharedCluster* cluster) const {
+  const Framework framework = run->framework();
+  return "all " + std::to_string(run->size()) + " tasks registered; " +
+         (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
+          : framework == Framework::kJax   ? "process ids and JAX_COORDINATOR_ADDRESS sent"
+                                           : "roles and TF_CONFIG sent") +
+         (cluster ? TfConfigTooLong(cluster->json, run->size()) : "");
+}
+
+void LiveAttempt::Assigned(int task, bool first, Changes& c) {
+  if (!first && tasks[task].state != TaskState::kRegistered) return;
+  tasks[task].state = run->task(task).state;
+  c.tasks.push_back(tasks[task]);
+}
+
+std::optional<int64_t> LiveAttempt::TrainingStarted(int64_t now) {
+  last_progress_ms = now;
+  if (job_started_ms <= 0) return std::nullopt;
+  return now - job_started_ms;
+}
+
+void LiveAttempt::CheckpointWritten(int64_t now) {
+  last_progress_ms = now;
+  run->MarkStepTrained();
+}
+
+bool LiveAttempt::ScalarStepSeen(int64_t step, int64_t now) {
+  if (max_scalar_step && step <= *max_scalar_step) return false;
+  max_scalar_step = step;
+  CheckpointWritten(now);
+  return true;
+}
+
+bool LiveAttempt::TakeScalarNotice() {
+  const bool given = scalar_notice_given;
+  scalar_notice_given = true;
+  return given;
+}
+
+bool LiveAttempt::ExitAlreadyKnown(int task) const {
+  return run->task(task).exited || run->task(task).restarting_alone;
+}
+
+void LiveAttempt::RecordExit(int task, const ExitReport& exit, bool reaped,
+                             const std::string& detail, int64_t now, Changes& c) {
+  run->OnExit(task, exit.exit_code, exit.signal, reaped, detail, exit.at_startup);
+  const TaskSlot& slot = run->task(task);
+  TaskRecord& t = tasks[task];
+  t.state = slot.state;
+  t.exit_code = exit.exit_code;
+  t.signal = exit.signal;
+  t.detail = detail;
+  t.startup_error = slot.failed_at_startup;
+  t.ended_at = now;
+  c.tasks.push_back(t);
+}
+
+std::string LiveAttempt::ShutdownAll(const std::string& reason, int grace_ms, int64_t deadline_ms,
+                                     int64_t now) {
+  std::string names;
+  for (int task : run->TasksToReap()) {
+    run->MarkShutdownSent(task);
+    auto ch = channels.find(task);
+    if (ch != channels.end()) ch->second->Send(ShutdownMsg{reason, grace_ms});
+    names += (names.empty() ? "" : ", ") + TaskNameOf(task);
+  }
+  if (names.empty()) return names;
+  if (reap_started_ms == 0) reap_started_ms = now;
+  reap_deadline_ms = deadline_ms;
+  return names;
+}
+
+std::optional<int64_t> LiveAttempt::ReapingConfirmed(int64_t now) {
+  if (reap_started_ms == 0 || run->AnyUnconfirmedShutdown()) return std::nullopt;
+  const int64_t took = now - reap_started_ms;
+  reap_started_ms = 0;
+  return took;
+}
+
+std::vector<int> LiveAttempt::ReadySpares() const {
+  const int per_node = record.node_slots.tasks_per_node();
+  std::vector<int> ready;
+  for (int node : record.node_slots.spares()) {
+    bool all = true;
+    for (int p = node * per_node; p < (node + 1) * per_node && all; ++p) {
+      auto it = spare_agents.find(p);
+      all = it != spare_agents.end() && it->second.channel;
+    }
+    if (all) ready.push_back(node);
+  }
+  return ready;
+}
+
+bool LiveAttempt::MissedNextAttempt(const TaskRef& ref, int64_t job_id) const {
+  const ProcPlace place = Place(ref.proc_id);
+  const bool not_back = place.kind == ProcPlace::kSpare
+                            ? !spare_agents.contains(ref.proc_id)
+                            : place.kind == ProcPlace::kTask && !run->task(place.task).registered;
+  return ref.attempt < record.number && record.in_place && record.slurm_job_id == job_id &&
+         Sha256Hex(ref.secret) == record.secret_sha256 && not_back;
+}
+
+bool LiveAttempt::AcceptsStandby(int task) const {
+  return run->task(task).exited && record.state == AttemptState::kRunning;
+}
+
+void LiveAttempt::StandBy(int task, std::shared_ptr<TaskChannel> channel) {
+  run->mutable_task(task).agent = TaskSlot::AgentLink::kStandingBy;
+  channels[task] = std::move(channel);
+}
+
+void LiveAttempt::SpareWaits(int proc, std::shared_ptr<TaskChannel> channel) {
+  spare_agents[proc].channel = std::move(channel);
+}
+
+int LiveAttempt::LoneRestartsSoFar() const {
+  return std::accumulate(tasks.begin(), tasks.end(), 0,
+                         [](int sum, const TaskRecord& t) { return sum + t.restarts; });
+}
+
+void LiveAttempt::NoteLoneDeath(int task, std::optional<int> exit_code, std::optional<int> signal,
+                                const std::string& detail, Changes& c) {
+  TaskSlot& slot = run->mutable_task(task);
+  slot.restarting_alone = true;
+  slot.exit_code = exit_code;
+  slot.signal = signal;
+  slot.detail = detail;
+  // Stored with the task, which stays running: a running task with a death
+  // on record is one restarting alone, also for a restarted tfslurmd
+  // (CoreState::Load).
+  TaskRecord& t = tasks[task];
+  ++t.restarts;
+  t.exit_code = exit_code;
+  t.signal = signal;
+  t.detail = detail;
+  c.tasks.push_back(t);
+}
+
+LiveAttempt::LoneBack LiveAttempt::LoneAgentBack(int task,
+                                                 const std::shared_ptr<TaskChannel>& channel,
+                                                 bool user_cancelled, int64_t now, Changes& c) {
+  TaskSlot& slot = run->mutable_task(task);
+  if (!slot.restarting_alone) return LoneBack::kNotAlone;
+  slot.restarting_alone = false;
+  TaskRecord& t = tasks[task];
+  if (run->outcome().kind == Outcome::kUndecided && !slot.shutdown_sent && !user_cancelled) {
+    run->SetVanished(task, false);
+    channels[task] = channel;
+    t.last_heartbeat = now;
+    t.exit_code.reset();
+    t.signal.reset();
+    t.detail.clear();
+    c.tasks.push_back(t);
+    return LoneBack::kRestarts;
+  }
+  // The attempt ended while the program was down: it is not started again,
+  // and its death is its exit.
+  const std::optional<int> exit_code = slot.exit_code;
+  const std::optional<int> signal = slot.signal;
+  const std::string detail = slot.detail;
+  run->OnExit(task, exit_code, signal, /*reaped=*/false, detail);
+  t.state = run->task(task).state;
+  t.exit_code = exit_code;
+  t.signal = signal;
+  t.detail = detail;
+  t.ended_at = now;
+  c.tasks.push_back(t);
+  return LoneBack::kEnded;
+}
+
+std::string LiveAttempt::TaskEnd(int task) const {
+  const TaskSlot& slot = run->task(task);
+  return TaskNameOf(task) + " " + HowItEnded(slot.exit_code, slot.signal, slot.detail);
+}
+
 bool OpenExperiment::MayRestartInPlace() const {
   const LiveAttempt& at = attempt;
   return spec.restart.in_allocation && !user_cancelled && !at.record.end_reason &&
          at.record.state != AttemptState::kEnded && at.run->outcome().kind != Outcome::kSucceeded &&
          !at.job_cancel_sent && !at.step_killed && at.in_place_given_up.empty();
+}
+
+AssignmentMsg OpenExperiment::AssignmentFor(int task, std::shared_ptr<const SharedCluster> cluster,
+                                            int heartbeat_interval_ms,
+                                            int shutdown_grace_ms) const {
+  const AttemptRun& run = *attempt.run;
+  const TaskSlot& slot = run.task(task);
+  AssignmentMsg m;
+  m.role = slot.role.role;
+  m.index = slot.role.index;
+  m.framework = FrameworkName(run.framework());
+  m.cluster = std::move(cluster);
+  m.command = spec.command;
+  m.workdir = spec.workdir.empty() ? record.model_dir : spec.workdir;
+  for (auto& [k, v] : run.TaskEnv(task, record.model_dir)) m.env[k] = v;
+  m.model_dir = record.model_dir;
+  m.heartbeat_interval_ms = heartbeat_interval_ms;
+  m.shutdown_grace_ms = shutdown_grace_ms;
+  m.report_checkpoints = task == run.CheckpointingTask();
+  m.stay_for_next_attempt = spec.restart.in_allocation || run.MayRestartAlone(task);
+  return m;
 }
 
 bool OpenExperiment::Over() const {

@@ -1,4 +1,5 @@
-// An open experiment in memory, and its current attempt as one value.
+// An open experiment in memory, and its current attempt as one value that
+// owns its transitions.
 // CoreState (core_state.h) keeps every open experiment; the parts of core
 // (submission, agent_protocol, slurm_watch) change them under its lock.
 //
@@ -11,11 +12,14 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "service/core/agent_messages.h"
 #include "service/core/attempt_run.h"
 #include "service/core/ports/slurm.h"
+#include "service/core/ports/store.h"
 #include "service/core/records.h"
 #include "service/core/spec.h"
 
@@ -25,11 +29,242 @@ namespace tfslurm {
 // decides them), the channels of the agents connected for them, and its
 // timers. An attempt begins by replacing the whole value (Submission::
 // SubmitAttempt, CoreState::Load), so nothing of one attempt carries into
-// the next.
+// the next. What happens to it (an agent's message, a poll of its job, a
+// timer, its end) is one of its methods, which keep its record, its tasks'
+// records and its run in step and queue what is to be written; the parts
+// of core call them rather than set its fields (the layering test counts
+// the lines outside these files that still touch one). The fields are
+// public still: tests and CoreState::Load build attempts field by field.
 struct LiveAttempt {
   LiveAttempt() = default;
   // Attempt `record.number` of `spec`, every task pending.
   LiveAttempt(const ExperimentSpec& spec, AttemptRecord attempt);
+
+  // Who it is, and what an agent of it must prove.
+  int number() const { return record.number; }
+  int64_t job_id() const { return record.slurm_job_id; }  // 0 before Slurm took it
+  const std::string& job_name() const { return record.job_name; }
+  bool SecretIs(const std::string& sha256_hex) const { return sha256_hex == record.secret_sha256; }
+  // Where SLURM_PROCID `proc` runs in this attempt: a task, a spare, or out.
+  ProcPlace Place(int proc) const;
+  // The same, or why an agent of `proc` has no place in it (out of range,
+  // or its node is no longer the attempt's).
+  StatusOr<ProcPlace> PlaceAgent(int proc) const;
+  // How events name task `task`.
+  std::string TaskNameOf(int task) const;
+
+  // The agents and their tasks' records. Register records task `task`'s
+  // agent, registered on `channel` (again, when it had), on its record and
+  // the attempt's (running from the first registration), queuing in `c`
+  // what is to be written now; true when it completed the barrier.
+  // RegistrationRefused says why a registration comes too late (the
+  // attempt decided before the task first registered), or nothing.
+  std::optional<std::string> RegistrationRefused(int task) const;
+  bool Register(int task, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
+                int64_t now, Changes& c);
+  bool TaskRegistered(int task) const { return run->task(task).registered; }
+  // A Shutdown went to task `task` and its exit is not in: one to send
+  // again to an agent that reconnects.
+  bool ShutdownPending(int task) const;
+  // A heartbeat of task `task`'s agent; a task that was lost by silence is
+  // back (its record queued in `c`): true then.
+  bool Heartbeat(int task, int64_t now, Changes& c);
+  // Task `task`'s stream `channel` broke (a newer one may have replaced it):
+  // a running task's agent may be gone, a waiting one waits no more.
+  void Disconnected(int task, const TaskChannel* channel);
+  // A spare's stream broke: its channel is dropped until it comes back.
+  void SpareDisconnected(int proc, const TaskChannel* channel);
+
+  // The rendezvous. BeginAssigning marks the assignments sent and says
+  // whether this is the first time (the barrier); AssignedChannels gives
+  // the tasks (`only_task`, or every one when -1) whose agents are
+  // connected, each with its channel; Assigned queues the record of a task
+  // given its Assignment. TrainingStarted notes that the first assignments
+  // went out at `now` (progress for the stall timeout) and gives how long
+  // the rendezvous took since the job started, in ms (nullopt if unknown).
+  bool BeginAssigning();
+  // TF_CONFIG's cluster object, built and compressed once for every
+  // assignment; null for PyTorch and JAX, which have none.
+  std::shared_ptr<const SharedCluster> SharedClusterSpec() const;
+  // The assigned event's text: how many tasks, and what they were sent.
+  std::string AssignedSummary(const SharedCluster* cluster) const;
+  std::vector<std::pair<int, std::shared_ptr<TaskChannel>>> AssignedChannels(int only_task) const;
+  void Assigned(int task, bool first, Changes& c);
+  std::optional<int64_t> TrainingStarted(int64_t now);
+
+  // Progress: a checkpoint step, or training scalars up to `step`; true if
+  // `step` is past every scalar step so far.
+  void CheckpointWritten(int64_t now);
+  bool ScalarStepSeen(int64_t step, int64_t now);
+  // Whether an event already said that some scalars were not kept; marks
+  // it said.
+  bool TakeScalarNotice();
+
+  // A task's exit (Exited): the run decides, and its record follows,
+  // queued in `c`. Already: a report sent again, or a death the lone
+  // restart noted.
+  bool ExitAlreadyKnown(int task) const;
+  void RecordExit(int task, const ExitReport& exit, bool reaped, const std::string& detail,
+                  int64_t now, Changes& c);
+
+  // The reaping: Shutdown to every task still running (ShutdownAll, which
+  // returns their names for the event, empty if none), its deadline from
+  // `now`; ReapingConfirmed gives how long it took once every Shutdown is
+  // confirmed (once), in ms.
+  std::string ShutdownAll(const std::string& reason, int grace_ms, int64_t deadline_ms,
+                          int64_t now);
+  std::optional<int64_t> ReapingConfirmed(int64_t now);
+  // The deadline of the reaping passed and the step was not ended yet.
+  bool ReapOverdue(int64_t now) const;
+  // The Slurm job ids whose step 0 is this attempt's (a heterogeneous job's
+  // step has a part in each component's record).
+  std::vector<int64_t> StepJobIds() const;
+  // Its step was ended through Slurm: no next attempt runs in this job
+  // (`why`, unless a reason was already given).
+  void StepKilled(const std::string& why);
+
+  // The service decides: the attempt fails with `outcome`, as end reason
+  // `reason` (the job's CANCELLED state is then not a user's scancel).
+  void Fail(const Outcome& outcome, EndReason reason);
+  // Cancels the job once (queued in `cancel_jobs`), unless already done.
+  void CancelJobOnce(std::vector<int64_t>& cancel_jobs);
+  // A user's cancel, sent again every `every_ms` while the job is there.
+  void RepeatCancel(int64_t now, int64_t every_ms, std::vector<int64_t>& cancel_jobs);
+  // A restart in place left nodes out: the job to shrink and to which
+  // nodes, once (nullopt when there is nothing to do).
+  std::optional<std::pair<int64_t, std::string>> TakeShrink();
+
+  // The timers' questions. BarrierTimedOut: tasks are still missing
+  // `timeout_ms` after the job started. StalledFor: training runs and has
+  // made no step for longer than `stall_ms` (0: never); then how long.
+  bool BarrierTimedOut(int64_t now, int64_t timeout_ms) const;
+  std::optional<int64_t> StalledFor(int64_t now, int64_t stall_ms) const;
+  // The latest step seen: the experiment's checkpoint's or a scalar's.
+  std::optional<int64_t> LastStep(std::optional<int64_t> checkpoint_step) const;
+  // Which tasks still heartbeat within `silent_after_ms` (their names, at
+  // most 20, and how many), and the nodes of those that stopped.
+  struct Liveness {
+    std::string alive;
+    int alive_count = 0;
+    std::set<std::string> silent_nodes;
+  };
+  Liveness LivenessAt(int64_t now, int64_t silent_after_ms) const;
+  // Tasks whose node is gone, each with why: Slurm took the node out of
+  // the job, or it is silent past `gone_after_ms` (never while `deaf`: the
+  // service hears no agent at all). Only while the attempt runs.
+  struct GoneTask {
+    int task = 0;
+    std::string why;
+  };
+  std::vector<GoneTask> TasksGone(int64_t now, bool deaf, int64_t gone_after_ms) const;
+  // Task `task` ended with its node (SIGKILL, `why`), its record queued.
+  void TaskGone(int task, const std::string& why, int64_t now, Changes& c);
+  // The peers a gone node left often fail first (a collective's broken
+  // connection, counted retryable): the node is the cause, and its class
+  // is the attempt's.
+  void BlameNode();
+  // Running tasks silent past their limit become lost (queued in `c`):
+  // each with how long it was silent. Then FlushHeartbeats queues every
+  // heartbeat not written yet.
+  std::vector<std::pair<int, int64_t>> MarkSilentLost(int64_t now, int64_t lost_after_ms,
+                                                      int64_t vanished_after_ms, Changes& c);
+  void FlushHeartbeats(Changes& c);
+
+  // Its job, as Slurm's polls find it (SlurmWatch). The attempt's state,
+  // outcome so far, and the end the service decided for it, if any.
+  AttemptState state() const { return record.state; }
+  const Outcome& outcome() const { return run->outcome(); }
+  std::optional<EndReason> DecidedReason() const { return decided_reason; }
+  bool EndRecorded() const { return record.end_reason.has_value(); }
+  // Its job in a poll's jobs by id: the one with its id and its name (ids
+  // start again when a slurmctld loses its state), or null.
+  const JobInfo* FindJob(const std::unordered_map<int64_t, const JobInfo*>& by_id) const;
+  // The newest job of its name, for an attempt whose submission is in
+  // doubt; null if none. ReconcileDue: such an attempt is to be looked up.
+  const JobInfo* NewestJobNamed(const std::vector<JobInfo>& jobs) const;
+  bool ReconcileDue(int64_t now) const { return now >= reconcile_at_ms; }
+  // The job was named to this process after the poll `poll_seq` began, so
+  // that poll could not see it.
+  bool KnownAfter(int64_t poll_seq) const { return job_known_seq > poll_seq; }
+  // A job of its name found for an attempt still `submitting`: adopted.
+  void AdoptJob(int64_t job_id, int64_t known_seq, Changes& c);
+  // A poll's view of its job: its state, nodes, components, end time, and
+  // its start (the tasks' nodes named then; `started` says so); true when
+  // the record changed.
+  bool NoteJob(const JobInfo& job, int64_t now, bool* started);
+  // The job is cancelled now (queued in `cancel_jobs`).
+  void CancelJob(int64_t now, std::vector<int64_t>& cancel_jobs);
+  // It ends: now (EndNow), its job gone from Slurm (JobVanished), or its
+  // job finished with `exit_code` (JobFinished); the record queued in `c`.
+  void EndNow(int64_t now, Changes& c);
+  void JobVanished(int64_t now, Changes& c);
+  void JobFinished(int64_t now, int exit_code, Changes& c);
+  // How an attempt whose job left Slurm ended: its tasks' word, the
+  // service's decision, or what the job's disappearance says.
+  struct GoneEnd {
+    EndReason reason;
+    std::string why;
+    std::string event;
+  };
+  GoneEnd WhyJobGone() const;
+  // Tasks without an exit when the job ended: reaped (a Shutdown went to
+  // them) or lost, queued in `c`.
+  void TasksEndWithJob(Changes& c);
+  // Why it ended, as users read it, queued in `c`.
+  void Explain(const std::string& why, Changes& c);
+  // It ends as `reason`, because `why`; with `ended_at`, now (its job
+  // gone, or never submitted); queued in `c`. CoreState::EndAttempt calls
+  // it and counts the end.
+  void End(EndReason reason, const std::string& why, std::optional<int64_t> ended_at, Changes& c);
+  // A cancel of its job was sent at `now`; its job id.
+  int64_t CancelSent(int64_t now);
+  // A submission in doubt is looked up in Slurm from `at_ms` on.
+  void ReconcileAt(int64_t at_ms) { reconcile_at_ms = at_ms; }
+  // Its record, as it is now, queued in `c`.
+  void QueueRecord(Changes& c) const { c.attempts.push_back(record); }
+  // The one node of every lost task, when they were all on one.
+  std::optional<std::string> LoneLostNode() const;
+
+  // The restart in place (InPlaceRestart). The job's node slots; the spare
+  // nodes whose every agent waits in the job.
+  const NodeSlots& node_slots() const { return record.node_slots; }
+  std::vector<int> ReadySpares() const;
+  // A restart in place was given up (`why`: no next attempt runs in this
+  // job), or not.
+  void GiveUpInPlace(const std::string& why) { in_place_given_up = why; }
+  bool GaveUpInPlace() const { return !in_place_given_up.empty(); }
+  // An agent of an earlier attempt of this job, back to wait, that missed
+  // this attempt's NextAttempt: this attempt runs in place in its job
+  // (`job_id`), the agent holds the job's secret, and its proc has not
+  // come back for this attempt.
+  bool MissedNextAttempt(const TaskRef& ref, int64_t job_id) const;
+  // Task `task`'s agent may wait in the job for a next attempt: its
+  // program has ended while the attempt runs (with the experiment's
+  // MayRestartInPlace). StandBy keeps it waiting on `channel`.
+  bool AcceptsStandby(int task) const;
+  void StandBy(int task, std::shared_ptr<TaskChannel> channel);
+  // A spare's agent (SLURM_PROCID `proc` on `node`) registered: noted;
+  // SpareWaits keeps its channel while it waits in the job, SpareReleased
+  // drops it.
+  void NoteSpare(int proc, const std::string& node) { spare_agents[proc].node = node; }
+  void SpareWaits(int proc, std::shared_ptr<TaskChannel> channel);
+  void SpareReleased(int proc) { spare_agents[proc].channel.reset(); }
+
+  // A TF worker restarted alone (LoneRestart). LoneRestartsSoFar: this
+  // attempt's so far. NoteLoneDeath: task `task`'s program died and starts
+  // again alone; its death is on its record, which stays running (queued
+  // in `c`). LoneAgentBack: its agent is back in standby: it restarts
+  // (kRestarts, on `channel`), or the attempt was decided meanwhile and its
+  // death is its exit (kEnded), or it was not restarting alone.
+  int LoneRestartsSoFar() const;
+  void NoteLoneDeath(int task, std::optional<int> exit_code, std::optional<int> signal,
+                     const std::string& detail, Changes& c);
+  enum class LoneBack { kNotAlone, kRestarts, kEnded };
+  LoneBack LoneAgentBack(int task, const std::shared_ptr<TaskChannel>& channel, bool user_cancelled,
+                         int64_t now, Changes& c);
+  // "worker:1 (task 3 on node2) was killed by signal 9 (SIGKILL)": a task
+  // and how its program ended.
+  std::string TaskEnd(int task) const;
 
   AttemptRecord record;
   std::unique_ptr<AttemptRun> run;
@@ -135,6 +370,10 @@ struct OpenExperiment {
   // agent back to wait in the job, a spare's, InPlaceRestart::Check at each
   // Tick), so a new way for an attempt to end is added here alone.
   bool MayRestartInPlace() const;
+  // Task `task`'s Assignment in the current attempt: its role, the
+  // program's command, workdir and environment, what its agent reports.
+  AssignmentMsg AssignmentFor(int task, std::shared_ptr<const SharedCluster> cluster,
+                              int heartbeat_interval_ms, int shutdown_grace_ms) const;
   // Whether core is done with it: final, and its last attempt ended (its
   // job has left Slurm). CoreState::CloseEnded forgets it then.
   bool Over() const;

@@ -15,87 +15,32 @@
 namespace tfslurm {
 
 void SlurmWatch::OnJobUpdate(OpenExperiment& a, const JobInfo* job, int64_t poll_seq, Changes& c) {
-  if (a.attempt.record.state == AttemptState::kEnded ||
-      a.attempt.record.state == AttemptState::kSubmitting)
-    return;
+  const AttemptState state = a.attempt.state();
+  if (state == AttemptState::kEnded || state == AttemptState::kSubmitting) return;
   // Submitted while this poll's snapshot was being taken: absent from it,
   // not gone.
-  if (!job && a.attempt.job_known_seq > poll_seq) return;
+  if (!job && a.attempt.KnownAfter(poll_seq)) return;
   if (!job) return OnJobGone(a, c);
   const bool changed = NoteJob(a, *job, c);
   if (!IsFinished(job->state) || job->completing) {
-    if (changed) c.attempts.push_back(a.attempt.record);
+    if (changed) a.attempt.QueueRecord(c);
     return;
   }
   OnJobEnded(a, *job, c);
 }
 
 void SlurmWatch::OnJobGone(OpenExperiment& a, Changes& c) {
-  int64_t now = core_.ports().clock.NowMs();
-  a.attempt.record.state = AttemptState::kEnded;
-  a.attempt.record.ended_at = now;
-  a.attempt.record.slurm_state = "UNKNOWN";
-  c.attempts.push_back(a.attempt.record);
-  const std::string job_n = "job " + std::to_string(a.attempt.record.slurm_job_id);
-  const Outcome& o = a.attempt.run->outcome();
-  std::string event = "Slurm no longer knows " + job_n;
-  EndReason reason;
-  std::string why = o.reason;
-  // What the tasks reported before the job left decides, as it would have
-  // with the job's final state.
-  if (o.kind == Outcome::kSucceeded) {
-    reason = EndReason::kSucceeded;
-  } else if (a.attempt.decided_reason) {
-    reason = *a.attempt.decided_reason;
-  } else if (o.kind == Outcome::kFailed) {
-    reason = o.failure;
-  } else if (!a.attempt.job_seen) {
-    // Not seen since this service started: the job ended while tfslurmd
-    // was down, longer ago than Slurm's MinJobAge. Without accounting
-    // (slurmdbd) nothing says how, and the agents' exit reports expired.
-    event +=
-        ": it ended while tfslurmd was down, and Slurm forgets finished jobs after "
-        "MinJobAge; with no task report and no accounting, how it ended is unknown";
-    reason = EndReason::kUnknown;
-    why = job_n + " ended while tfslurmd was down; how is unknown";
-  } else {
-    // Seen by this service and gone before any report: Slurm lost it.
-    reason = EndReason::kNodeFail;
-    why = job_n + " vanished from Slurm";
-  }
-  core_.Event(c, a, EventCode::kJob, event);
-  FinishAttempt(a, reason, why, c);
+  a.attempt.JobVanished(core_.ports().clock.NowMs(), c);
+  const LiveAttempt::GoneEnd end = a.attempt.WhyJobGone();
+  core_.Event(c, a, EventCode::kJob, end.event);
+  FinishAttempt(a, end.reason, end.why, c);
 }
 
 bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
   int64_t now = core_.ports().clock.NowMs();
-  a.attempt.job_seen = true;
-  a.attempt.component_job_ids.clear();
-  for (const JobComponentInfo& comp : job.components)
-    a.attempt.component_job_ids.push_back(comp.job_id);
-  std::string state = JobStateName(job.state);
-  bool changed = state != a.attempt.record.slurm_state || job.nodes != a.attempt.record.nodes;
-  a.attempt.record.slurm_state = state;
-  a.attempt.record.nodes = job.nodes;
-  if (job.end_time > 0) a.attempt.job_end_ms = job.end_time * 1000;
-  a.attempt.job_state = job.state;
-  if (job.state == JobState::kRunning && !job.completing) a.attempt.job_node_names = job.node_names;
-  if (job.state == JobState::kRunning && !a.attempt.start_seen_in_slurm) {
-    a.attempt.start_seen_in_slurm = true;
-    if (!a.attempt.job_started_ms) a.attempt.job_started_ms = now;
-    a.attempt.record.state = AttemptState::kRunning;
-    if (!a.attempt.record.started_at) a.attempt.record.started_at = now;
-    changed = true;
-    for (int i = 0; i < a.attempt.run->size(); ++i) {
-      // Within its component, task j runs on node j / tasks_per_node; the
-      // components' nodes follow each other in node_names.
-      // With spare nodes, slot s is on the job's node node_slots' s.
-      const JobComponent& comp = a.attempt.run->components()[a.attempt.run->task(i).component];
-      int node = a.attempt.record.node_slots.JobNodeOfSlot(
-          comp.first_node + (i - comp.first_task) / comp.resources.tasks_per_node);
-      if (node < static_cast<int>(job.node_names.size()) && a.attempt.tasks[i].node.empty())
-        a.attempt.run->mutable_task(i).node = job.node_names[node];
-    }
+  bool started;
+  const bool changed = a.attempt.NoteJob(job, now, &started);
+  if (started) {
     core_.Event(c, a, EventCode::kJob,
                 "Slurm job " + std::to_string(job.job_id) + " started on " + job.nodes);
     if (a.record.state == ExperimentState::kQueued)
@@ -120,28 +65,14 @@ bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
 void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
   int64_t now = core_.ports().clock.NowMs();
   const std::string state = JobStateName(job.state);
-  a.attempt.record.state = AttemptState::kEnded;
-  a.attempt.record.ended_at = now;
-  a.attempt.record.exit_code = job.exit_signal ? 128 + job.exit_signal : job.exit_code;
-  c.attempts.push_back(a.attempt.record);
+  const int exit_code = job.exit_signal ? 128 + job.exit_signal : job.exit_code;
+  a.attempt.JobFinished(now, exit_code, c);
   core_.Event(c, a, EventCode::kJob,
               "Slurm job " + std::to_string(job.job_id) + " ended " + state +
                   (job.reason.empty() || job.reason == "None" ? "" : " (" + job.reason + ")"));
-  for (int i = 0; i < a.attempt.run->size(); ++i) {
-    TaskSlot& slot = a.attempt.run->mutable_task(i);
-    if (!slot.exited && a.attempt.tasks[i].state != TaskState::kPending) {
-      // A task the service was reaping ended with the job: reaped, by Slurm
-      // if its agent's report never came (the agent was killed with the
-      // step, or reconnected too late after a service restart). Any other
-      // task's end is unknown.
-      const TaskState end = slot.shutdown_sent ? TaskState::kReaped : TaskState::kLost;
-      slot.state = end;
-      a.attempt.tasks[i].state = end;
-      c.tasks.push_back(a.attempt.tasks[i]);
-    }
-  }
+  a.attempt.TasksEndWithJob(c);
   if (a.user_cancelled) return;  // the experiment is cancelled already
-  const Outcome& o = a.attempt.run->outcome();
+  const Outcome& o = a.attempt.outcome();
   std::string why = "Slurm job " + std::to_string(job.job_id) + " " + state;
   // Success decided by the tasks stands, whatever the reaping did to the job.
   if (o.kind == Outcome::kSucceeded) return FinishAttempt(a, EndReason::kSucceeded, o.reason, c);
@@ -153,7 +84,7 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
     case JobState::kBootFail:
       a.suspects.nodes = job.node_names;
       a.suspects.only_if_down = true;
-      a.suspects.why = "its attempt " + std::to_string(a.attempt.record.number) + " ended " + state;
+      a.suspects.why = "its attempt " + std::to_string(a.attempt.number()) + " ended " + state;
       return FinishAttempt(a, EndReason::kNodeFail, why + " (" + job.reason + ")", c);
     case JobState::kPreempted:
       return FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job",
@@ -161,18 +92,19 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
     default:
       break;
   }
-  if (a.attempt.decided_reason) return FinishAttempt(a, *a.attempt.decided_reason, o.reason, c);
+  if (std::optional<EndReason> decided = a.attempt.DecidedReason())
+    return FinishAttempt(a, *decided, o.reason, c);
   if (o.kind == Outcome::kFailed) return FinishAttempt(a, o.failure, o.reason, c);
   switch (job.state) {
     case JobState::kCompleted:
       return FinishAttempt(a, EndReason::kSucceeded, why, c);
-    case JobState::kCancelled:
+    case JobState::kCancelled: {
       a.user_cancelled = true;
-      core_.EndAttempt(a, EndReason::kCancelled);
-      a.attempt.record.reason = why + " outside tfslurm (scancel or an admin)";
-      c.attempts.push_back(a.attempt.record);
-      core_.SetState(c, a, ExperimentState::kCancelled, a.attempt.record.reason);
+      const std::string outside = why + " outside tfslurm (scancel or an admin)";
+      core_.EndAttempt(a, EndReason::kCancelled, outside, c);
+      core_.SetState(c, a, ExperimentState::kCancelled, outside);
       return;
+    }
     case JobState::kOutOfMemory:
       // Slurm's own word when no task's agent reported the kill (its agent
       // went with the step): the memory it had, and the field that sets it.
@@ -192,7 +124,7 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
       if (job.exit_signal) sig = job.exit_signal;
       return FinishAttempt(
           a, IsRetryableExit(code, sig) ? EndReason::kRetryableExit : EndReason::kPermanentExit,
-          why + " with exit code " + std::to_string(a.attempt.record.exit_code), c);
+          why + " with exit code " + std::to_string(exit_code), c);
     }
   }
 }
@@ -240,21 +172,19 @@ void SlurmWatch::FinishAttempt(OpenExperiment& a, EndReason reason, const std::s
                                Changes& c) {
   // Decided already (success by the agents, or a cancel): the job's end
   // only confirms it.
-  if (a.attempt.record.end_reason) return;
-  core_.EndAttempt(a, reason);
-  a.attempt.record.reason = why;
-  c.attempts.push_back(a.attempt.record);
+  if (a.attempt.EndRecorded()) return;
+  core_.EndAttempt(a, reason, why, c);
   if (a.user_cancelled) return;  // already cancelled
+  const int number = a.attempt.number();
   // Lost tasks (their heartbeats stopped) all on one node point at it.
-  if (a.suspects.nodes.empty() && reason != EndReason::kSucceeded &&
-      a.attempt.lost_nodes.size() == 1) {
-    a.suspects.nodes = {*a.attempt.lost_nodes.begin()};
+  std::optional<std::string> lost_node = a.attempt.LoneLostNode();
+  if (a.suspects.nodes.empty() && reason != EndReason::kSucceeded && lost_node) {
+    a.suspects.nodes = {*lost_node};
     a.suspects.only_if_down = false;
-    a.suspects.why = "every task lost in attempt " + std::to_string(a.attempt.record.number) +
-                     " (no heartbeat) ran on it";
+    a.suspects.why =
+        "every task lost in attempt " + std::to_string(number) + " (no heartbeat) ran on it";
   }
-  AfterAttempt next =
-      DecideAfterAttempt(a.spec.restart, reason, why, a.attempt.record.number, a.record.restarts);
+  AfterAttempt next = DecideAfterAttempt(a.spec.restart, reason, why, number, a.record.restarts);
   const int64_t now = core_.ports().clock.NowMs();
   std::optional<std::string> obstacle;
   if (next.action == AfterAttempt::kRestart && a.spec.restart.in_allocation) {
@@ -326,18 +256,15 @@ void SlurmWatch::Tick() {
     for (OpenExperiment* open : core_.All()) {
       OpenExperiment& a = *open;
       Changes c;
-      if (a.attempt.record.state == AttemptState::kSubmitting) {
+      if (a.attempt.state() == AttemptState::kSubmitting) {
         // The poll began at `now`, after the failure that set reconcile_at_ms.
-        if (by_id && now >= a.attempt.reconcile_at_ms) ReconcileSubmission(a, *jobs, c, actions);
-      } else if (by_id && a.attempt.record.slurm_job_id) {
+        if (by_id && a.attempt.ReconcileDue(now)) ReconcileSubmission(a, *jobs, c, actions);
+      } else if (by_id && a.attempt.job_id()) {
         // A job with the attempt's id but another name is not the attempt's:
         // job ids start again from FirstJobId when a slurmctld loses its
         // state, or when the database moves to another cluster (a Slurm
         // upgrade that cannot carry the jobs over).
-        auto j = by_id->find(a.attempt.record.slurm_job_id);
-        const JobInfo* job =
-            j != by_id->end() && j->second->name == a.attempt.record.job_name ? j->second : nullptr;
-        OnJobUpdate(a, job, poll_seq, c);
+        OnJobUpdate(a, a.attempt.FindJob(*by_id), poll_seq, c);
       }
       CheckTimers(a, c, actions);
       if (!c.empty()) batch.push_back(std::move(c));
@@ -368,15 +295,15 @@ void SlurmWatch::RunActions(Actions& actions) {
     OpenExperiment* open = core_.Find(id);
     if (!open || open->record.state != ExperimentState::kRestarting) continue;
     OpenExperiment& a = *open;
-    const int number = a.attempt.record.number + 1;
+    const int number = a.attempt.number() + 1;
     submission_.SubmitAutomatically(a, number, "attempt " + std::to_string(number) + " submitted");
   }
   for (const std::string& id : actions.resubmits) {
     MutexLock lock(core_.mu());
     OpenExperiment* open = core_.Find(id);
-    if (!open || open->attempt.record.state != AttemptState::kSubmitting || open->user_cancelled)
+    if (!open || open->attempt.state() != AttemptState::kSubmitting || open->user_cancelled)
       continue;
-    submission_.SubmitAutomatically(*open, open->attempt.record.number);
+    submission_.SubmitAutomatically(*open, open->attempt.number());
   }
 }
 
@@ -385,39 +312,25 @@ void SlurmWatch::RunActions(Actions& actions) {
 // (again). The job name is unique per experiment and attempt.
 void SlurmWatch::ReconcileSubmission(OpenExperiment& a, const std::vector<JobInfo>& jobs,
                                      Changes& c, Actions& actions) {
-  const JobInfo* match = nullptr;
-  for (const auto& j : jobs)
-    if (j.name == a.attempt.record.job_name && (!match || j.job_id > match->job_id)) match = &j;
-  if (match) {
-    a.attempt.record.slurm_job_id = match->job_id;
-    a.attempt.record.state = AttemptState::kPending;
-    a.attempt.job_known_seq = core_.NextJobSeq();
+  const std::string job_name = a.attempt.job_name();
+  if (const JobInfo* match = a.attempt.NewestJobNamed(jobs)) {
+    a.attempt.AdoptJob(match->job_id, core_.NextJobSeq(), c);
     a.submit_failures = 0;
-    a.attempt.job_seen = true;
-    c.attempts.push_back(a.attempt.record);
     core_.Event(c, a, EventCode::kRecovered,
-                "found Slurm job " + std::to_string(match->job_id) + " (" +
-                    a.attempt.record.job_name +
+                "found Slurm job " + std::to_string(match->job_id) + " (" + job_name +
                     "), whose submission was not confirmed; adopting it");
-    if (a.user_cancelled) {
-      // Cancelled while its submission was in doubt.
-      actions.cancel_jobs.push_back(match->job_id);
-      a.attempt.job_cancel_sent = true;
-      a.attempt.cancel_sent_at_ms = core_.ports().clock.NowMs();
-    }
+    // Cancelled while its submission was in doubt.
+    if (a.user_cancelled) a.attempt.CancelJob(core_.ports().clock.NowMs(), actions.cancel_jobs);
     return;
   }
   if (a.user_cancelled) {
-    a.attempt.record.state = AttemptState::kEnded;
-    a.attempt.record.ended_at = core_.ports().clock.NowMs();
-    c.attempts.push_back(a.attempt.record);
+    a.attempt.EndNow(core_.ports().clock.NowMs(), c);
     core_.Event(c, a, EventCode::kRecovered,
-                "Slurm has no job " + a.attempt.record.job_name +
-                    "; the experiment is cancelled: not submitted");
+                "Slurm has no job " + job_name + "; the experiment is cancelled: not submitted");
     return;
   }
   core_.Event(c, a, EventCode::kRecovered,
-              "Slurm has no job " + a.attempt.record.job_name +
+              "Slurm has no job " + job_name +
                   " (its submission was interrupted or refused); submitting it now");
   actions.resubmits.push_back(a.record.id);
 }
@@ -483,9 +396,11 @@ Status SlurmWatch::Recover() {
         continue;
       }
       OpenExperiment& loaded = **a;
-      if (loaded.attempt.record.state == AttemptState::kSubmitting) submitting.push_back(&loaded);
+      const AttemptState attempt_state = loaded.attempt.state();
+      const int number = loaded.attempt.number();
+      if (attempt_state == AttemptState::kSubmitting) submitting.push_back(&loaded);
       if (!IsTerminal(loaded.record.state) && loaded.record.state != ExperimentState::kRestarting &&
-          loaded.attempt.record.state == AttemptState::kEnded) {
+          attempt_state == AttemptState::kEnded) {
         // An open experiment whose last attempt has ended, with no newer
         // one: tfslurmd before this version recorded `queued` for a restart
         // or a resume ahead of the next attempt's intent, and stopped or
@@ -494,18 +409,18 @@ Status SlurmWatch::Recover() {
         loaded.record.next_attempt_at = core_.ports().clock.NowMs();
         core_.SetState(
             c, loaded, ExperimentState::kRestarting,
-            "attempt " + std::to_string(loaded.attempt.record.number) + " has ended and attempt " +
-                std::to_string(loaded.attempt.record.number + 1) +
+            "attempt " + std::to_string(number) + " has ended and attempt " +
+                std::to_string(number + 1) +
                 " was never recorded (tfslurmd stopped or failed in between); submitting "
                 "it now");
         core_.Commit(c);
       }
       // Decided before the restart (the exits replayed by Load): the tasks
       // still running are told to stop when their agents come back.
-      if (loaded.attempt.run->outcome().kind == Outcome::kFailed &&
-          loaded.attempt.record.state == AttemptState::kRunning) {
+      const Outcome& outcome = loaded.attempt.outcome();
+      if (outcome.kind == Outcome::kFailed && attempt_state == AttemptState::kRunning) {
         Changes c;
-        agents_.ReapRemaining(loaded, c, "attempt failed: " + loaded.attempt.run->outcome().reason);
+        agents_.ReapRemaining(loaded, c, "attempt failed: " + outcome.reason);
         core_.Commit(c);
       }
       core_.Add(std::move(a).value());

@@ -313,18 +313,15 @@ Status Submission::OnNotSubmitted(OpenExperiment& a, const PreparedAttempt& p, b
     // attempt stays `submitting`, and a later poll adopts the job by its
     // name or submits it again.
     int64_t delay = NextSubmitRetryMs(a);
-    a.attempt.reconcile_at_ms = core_.ports().clock.NowMs() + delay;
+    a.attempt.ReconcileAt(core_.ports().clock.NowMs() + delay);
     core_.Event(after, a, EventCode::kRetry,
                 "Slurm did not take " + p.request.job_name + ": " + refusal.message() +
                     "; looking for it by name and submitting it again in " + Seconds(delay));
     core_.Commit(after);
     return Status::Ok();
   }
-  a.attempt.record.state = AttemptState::kEnded;
-  core_.EndAttempt(a, EndReason::kStartFailed);
-  a.attempt.record.reason = refusal.message();
-  a.attempt.record.ended_at = core_.ports().clock.NowMs();
-  after.attempts.push_back(a.attempt.record);
+  core_.EndAttempt(a, EndReason::kStartFailed, refusal.message(), after,
+                   core_.ports().clock.NowMs());
   core_.SetState(
       after, a, ExperimentState::kFailed,
       "submission of attempt " + std::to_string(p.number) + " failed: " + refusal.message());
@@ -366,11 +363,7 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   }
   Changes after;
   a.submit_failures = 0;
-  a.attempt.job_seen = true;
-  a.attempt.record.slurm_job_id = *job;
-  a.attempt.record.state = AttemptState::kPending;
-  a.attempt.job_known_seq = core_.NextJobSeq();
-  after.attempts.push_back(a.attempt.record);
+  a.attempt.AdoptJob(*job, core_.NextJobSeq(), after);
   core_.Event(after, a, EventCode::kSubmitted,
               "Slurm job " + std::to_string(*job) + " (" + p.request.job_name + ")");
   core_.Commit(after);
@@ -393,7 +386,7 @@ void Submission::OnSubmissionNotPrepared(OpenExperiment& a, int number, const St
   if (why.retryable()) {
     int64_t delay = NextSubmitRetryMs(a);
     if (recorded) {
-      a.attempt.reconcile_at_ms = core_.ports().clock.NowMs() + delay;
+      a.attempt.ReconcileAt(core_.ports().clock.NowMs() + delay);
     } else {
       a.record.next_attempt_at = core_.ports().clock.NowMs() + delay;
       a.record.updated_at = core_.ports().clock.NowMs();
@@ -405,11 +398,7 @@ void Submission::OnSubmissionNotPrepared(OpenExperiment& a, int number, const St
     return;
   }
   if (recorded) {
-    a.attempt.record.state = AttemptState::kEnded;
-    core_.EndAttempt(a, EndReason::kStartFailed);
-    a.attempt.record.reason = why.message();
-    a.attempt.record.ended_at = core_.ports().clock.NowMs();
-    c.attempts.push_back(a.attempt.record);
+    core_.EndAttempt(a, EndReason::kStartFailed, why.message(), c, core_.ports().clock.NowMs());
   }
   core_.SetState(c, a, ExperimentState::kFailed,
                  attempt_n + " cannot be submitted: " + why.message());

@@ -37,12 +37,11 @@ std::string BuildTfConfig(const std::vector<TaskRole>& roles,
 std::string TfConfigTooLong(const std::string& cluster_spec, int tasks) {
   const size_t longest = wire::TfConfigForTask(cluster_spec, "evaluator", tasks).size();
   if (longest <= wire::kMaxTfConfigBytes) return "";
-  return "; but TF_CONFIG is " + std::to_string(longest) +
+  return "; TF_CONFIG is " + std::to_string(longest) +
          " bytes, more than Linux passes to a program in one environment variable (" +
          std::to_string(wire::kMaxTfConfigBytes) +
-         " bytes), and TensorFlow reads the cluster from TF_CONFIG only: every program will "
-         "fail to start (\"Argument list too long\"). Fewer tasks, or shorter addresses "
-         "(network.address: hostname), fit";
+         " bytes): each agent writes it to a file (TFSLURM_TF_CONFIG_FILE) that a sitecustomize "
+         "module it puts on PYTHONPATH loads into os.environ, where TensorFlow reads it";
 }
 
 }  // namespace tfslurm

@@ -26,12 +26,13 @@ std::string BuildClusterSpec(const std::vector<TaskRole>& roles,
                              const std::vector<std::string>& addresses);
 std::string TfConfigForTask(const std::string& cluster_spec, const TaskRole& task);
 
-// "; but TF_CONFIG is N bytes, ..." (for the barrier's event) when the
-// cluster object of `tasks` tasks makes TF_CONFIG longer than a program can
-// be started with (wire::kMaxTfConfigBytes): a TensorFlow cluster past
-// about 7,700 tasks with short host names, 3,400 with long ones. Every
-// program then fails to start with "Argument list too long", which names
-// neither TF_CONFIG nor its size. "" when it fits.
+// "; TF_CONFIG is N bytes, ..." (for the barrier's event) when the cluster
+// object of `tasks` tasks makes TF_CONFIG longer than a program can be
+// started with (wire::kMaxTfConfigBytes): a TensorFlow cluster past about
+// 7,700 tasks with short host names, 3,400 with long ones. The agents then
+// pass it through a file (agent/tf_config_file.h), which only a Python
+// program started without -S or -I reads by itself: the event says so.
+// "" when it fits.
 std::string TfConfigTooLong(const std::string& cluster_spec, int tasks);
 
 }  // namespace tfslurm

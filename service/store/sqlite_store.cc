@@ -9,6 +9,7 @@
 // run on a thread of their own, with its own connection: SQLite's automatic
 // checkpoint runs inside the COMMIT that crosses its threshold, and so on
 // whichever request thread made that commit.
+#include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "base/mutex.h"
 #include "service/store/migrations.h"
 #include "service/store/sqlite_checkpointer.h"
+#include "service/store/sqlite_migrate.h"
 #include "service/store/sqlite_rows.h"
 #include "service/store/sqlite_scalars.h"
 #include "service/store/sqlite_spec_revisions.h"
@@ -75,30 +77,14 @@ class SqliteStore final : public Store {
           "PRAGMA busy_timeout=5000", "PRAGMA cache_size=-65536"}) {
       if (Status s = Exec(pragma); !s.ok()) return s;
     }
-    int64_t current = 0;
-    {
-      Statement s = Prepare("PRAGMA user_version");
-      if (s.Step() == SQLITE_ROW) current = s.Int("user_version");
-    }
-    const auto& migrations = EmbeddedMigrations();
-    int latest = migrations.empty() ? 0 : migrations.back().version;
-    if (current > latest) {
-      return FailedPrecondition("database " + path + " has schema version " +
-                                std::to_string(current) + ", newer than this tfslurmd knows (" +
-                                std::to_string(latest) +
-                                "); run a newer tfslurmd, or restore a backup taken before the "
-                                "upgrade");
-    }
-    for (const Migration& m : migrations) {
-      if (m.version <= current) continue;
-      // Each migration and its version bump commit together, so a crash
-      // leaves the database at one version or the next.
-      std::string sql = std::string("BEGIN IMMEDIATE;\n") + m.sql +
-                        "\nPRAGMA user_version=" + std::to_string(m.version) + ";\nCOMMIT;";
-      if (Status s = Exec(sql.c_str()); !s.ok()) {
-        RollBack();
-        return Internal(std::string("migration ") + m.name + " failed: " + s.message());
-      }
+    auto migrated = MigrateSchema(db_, path, EmbeddedMigrations());
+    if (!migrated.ok()) return migrated.status();
+    if (migrated->from_version != migrated->to_version) {
+      spdlog::info("database {}: schema version {} -> {}{}", path, migrated->from_version,
+                   migrated->to_version,
+                   migrated->backup_path.empty()
+                       ? std::string(" (a new database)")
+                       : "; the database as it was is copied to " + migrated->backup_path);
     }
     return Status::Ok();
   }

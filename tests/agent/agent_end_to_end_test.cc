@@ -2,10 +2,13 @@
 // fake AgentService: the agent runs as a separate process with a Slurm-like
 // environment, and its program is /bin/sh scripts that write what they saw
 // into a temp directory.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -25,6 +28,7 @@
 #include <vector>
 
 #include "schema/agent_exit.h"
+#include "schema/tf_config_wire.h"
 #include "tests/agent/fake_agent_service.h"
 #include "tests/agent/temp_dir.h"
 #include "tls/certificate_maker.h"
@@ -320,6 +324,45 @@ TEST_F(AgentEndToEndTest, RegistersAndPassesTheEnvironmentByteForByte) {
     EXPECT_EQ(received.message.task().secret(), kSecret);
     EXPECT_EQ(received.message.task().proc_id(), 3);
   }
+}
+
+// A TensorFlow cluster of 16,384 tasks: TF_CONFIG (about 280 KB) is longer
+// than Linux passes in one environment variable, so the agent passes it in
+// a file of its own directory (agent/tf_config_file.h), which it removes
+// when it ends; the program, a real python3, reads it in os.environ.
+TEST_F(AgentEndToEndTest, ATfConfigOf16384TasksReachesAPythonProgram) {
+  std::string workers;
+  for (int i = 1; i < 16384; ++i)
+    workers += (i > 1 ? ", " : "") + std::string("\"node") + std::to_string(i / 8) + ":" +
+               std::to_string(40000 + i % 8) + "\"";
+  const std::string cluster = R"({"chief": ["node0:40000"], "worker": [)" + workers + "]}";
+  const std::string tf_config = wire::TfConfigForTask(cluster, "worker", 1);
+  ASSERT_GT(tf_config.size(), wire::kMaxTfConfigBytes);
+
+  v1::Assignment assignment = ShellAssignment("");
+  assignment.clear_command();
+  for (const char* arg :
+       {"python3", "-c",
+        "import os; open(os.environ['TEST_DIR'] + '/seen', 'w').write("
+        "os.environ['TF_CONFIG'] + '\\n' + os.environ['TFSLURM_TF_CONFIG_FILE'])"})
+    assignment.add_command(arg);
+  assignment.set_cluster_zlib(wire::CompressCluster(cluster));
+  AssignOnRegister(assignment);
+  std::map<std::string, std::string> env = AgentEnv();
+  env["TMPDIR"] = dir_.path();
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+
+  const std::string seen = ReadFile(dir_.Path("seen"));
+  const size_t newline = seen.rfind('\n');
+  ASSERT_NE(newline, std::string::npos);
+  EXPECT_EQ(seen.substr(0, newline), tf_config);
+  const std::string file = seen.substr(newline + 1);
+  EXPECT_EQ(file.rfind(dir_.path() + "/tfslurm-agent-", 0), 0u) << file;
+  EXPECT_FALSE(Exists(std::filesystem::path(file).parent_path()))
+      << "the agent left its directory behind";
+  EXPECT_NE(agent_->Log().find("TF_CONFIG is longer than Linux passes"), std::string::npos);
+  EXPECT_EQ(ReportedExit().exit_code(), 0);
 }
 
 TEST_F(AgentEndToEndTest, ProgramExitCodeIsReportedAndMirrored) {
@@ -1052,12 +1095,36 @@ TEST_F(AgentTlsTest, APlaintextServiceIsRefusedWhenTheJobSaysTls) {
   EXPECT_TRUE(service().received().empty());
 }
 
+// Takes 127.0.0.1:`port` without listening on it: a connection to it is
+// refused, as to a service that is down, and no other test's server (ctest
+// runs two at once) can take the port meanwhile. Retries while the server
+// that had it lets it go.
+int HoldPortWithoutListening(int port) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    ::close(fd);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
 TEST_F(AgentTlsTest, AServiceThatIsDownIsRetriedNotRefused) {
   tls::MadeCertificate ca = Ca("site CA"), server = Server(ca, 86400);
   const int port = server_->port();
   server_ = std::make_unique<FakeServer>();  // elsewhere: nothing listens on `port`
+  const int held = HoldPortWithoutListening(port);
+  ASSERT_GE(held, 0) << "port " << port << " was not let go";
   StartAgent({{"--service", "127.0.0.1:" + std::to_string(port)}}, EnvWithCa(ca.cert_pem));
   EXPECT_FALSE(agent_->WaitForExit(std::chrono::seconds(2))) << agent_->Log();
+  ::close(held);
   server_ = std::make_unique<FakeServer>(server.cert_pem + ca.cert_pem, server.key_pem, port);
   EXPECT_TRUE(WaitForBody(v1::AgentMessage::kRegister)) << "it registers once the service is up";
   EXPECT_EQ(agent_->Log().find(kUnverifiedServiceLine), std::string::npos) << agent_->Log();

@@ -66,7 +66,7 @@ def start_refused(bin_dir, slurm_conf, env):
 def test_the_2205_tfslurmd_refuses_this_releases_slurmctld_naming_both(slurm_cluster):
     rc, out, workdir = start_refused(OTHER_BIN, slurm_cluster, os.environ)
     try:
-        assert rc == 1, (rc, out)
+        assert rc == 3, (rc, out)  # refused: the unit does not restart it (RestartPreventExitStatus)
         assert f"tfslurmd was built with libslurm {DEBIAN_RELEASE}, and slurmctld runs Slurm {RELEASE}" in out, out
         assert f"build tfslurmd against the cluster's own Slurm {RELEASE}" in out, out
         assert os.listdir(workdir) == [], "refused before it touched the database or the output root"
@@ -78,7 +78,7 @@ def test_this_releases_tfslurmd_refuses_the_2205_slurmctld_naming_both(debian_cl
     rc, out, workdir = start_refused(os.path.join(os.environ["TFSLURM_BUILD"], "bin"), debian_cluster,
                                      debian_env())
     try:
-        assert rc == 1, (rc, out)
+        assert rc == 3, (rc, out)
         assert (f"tfslurmd was built with libslurm {RELEASE}, a newer release than slurmctld's Slurm "
                 f"{DEBIAN_RELEASE}") in out, out
         assert os.listdir(workdir) == []

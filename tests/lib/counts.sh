@@ -165,6 +165,10 @@ fuzz_skipped() { :; }
 bench_counts() { outcome_counts "$1" '^bench smoke [a-z_]*\.sh: ' bench; }
 bench_skipped() { :; }
 
+# tests/packages.sh: one "packages CHECK: ok" or "... FAILED" line per check.
+packages_counts() { outcome_counts "$1" '^packages [a-z_]*: ' packages; }
+packages_skipped() { :; }
+
 outcome_counts() {
   local ok bad
   ok=$(grep -c "${2}ok" "$1" || true)

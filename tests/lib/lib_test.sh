@@ -83,6 +83,8 @@ printf 'fuzz spec_fuzzer: ok\nfuzz sbatch_fuzzer: FAILED (crash)\n' >"$work/f.lo
 expect "fuzz counts" "1 1 0" "$(fuzz_counts "$work/f.log")"
 printf 'bench smoke reaping.sh: ok (30 s: bench/reaping.sh --runs 1)\n' >"$work/b.log"
 expect "bench counts" "1 0 0" "$(bench_counts "$work/b.log")"
+printf 'packages: prepared in 300 s:\npackages build: ok (0.1.0+git9.abc, 130 hits, 0 misses, 40 s)\npackages purge: FAILED (see above, 3 s)\npackages: the container checks took 99 s\n' >"$work/k.log"
+expect "packages counts: its own notes are not checks" "1 1 0" "$(packages_counts "$work/k.log")"
 
 # Skips: allowed only when listed with a condition this machine lacks.
 printf 'unit\tPortReservationTest.GrpcDefaultServerBindsItThenHoldsItAlone\t\n' >"$work/skips"

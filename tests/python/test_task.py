@@ -229,3 +229,17 @@ def test_saving_renames_only_a_complete_checkpoint(tmp_path):
         os.makedirs(tmp)
         open(os.path.join(tmp, "params.npz"), "w").write("p")
     assert latest_checkpoint_step(str(tmp_path)) == 60
+
+
+def test_tf_config_too_long_for_the_environment_is_read_from_the_agents_file(tmp_path):
+    # Past 131,072 bytes the agent passes TF_CONFIG in a file (agent/tf_config_file.h);
+    # its sitecustomize loads it, and Task reads the file itself under python -S or -I.
+    workers = ["node%d:%d" % (i // 8, 40000 + i % 8) for i in range(1, 16384)]
+    path = tmp_path / "tf_config.json"
+    path.write_text(json.dumps({"cluster": {"chief": ["node0:40000"], "worker": workers},
+                                "task": {"type": "worker", "index": 7}}))
+    task = Task({"TFSLURM_TF_CONFIG_FILE": str(path), "MODEL_DIR": "/m"})
+    assert (task.framework, task.role, task.index, task.num_tasks) == ("tensorflow", "worker", 7, 16384)
+    # A TF_CONFIG in the environment wins over a file.
+    small = tf_env("chief", 0, TFSLURM_TF_CONFIG_FILE=str(path))
+    assert (Task(small).role, Task(small).num_tasks) == ("chief", 5)

@@ -267,7 +267,8 @@ TEST_F(ExperimentsTest, DryRunRendersWithoutStoringOrSubmitting) {
 }
 
 // Issue 49, point 3: a TensorFlow cluster whose TF_CONFIG no program can
-// be started with (Linux's MAX_ARG_STRLEN) is said so at the barrier.
+// be started with (Linux's MAX_ARG_STRLEN) goes through a file, and the
+// barrier's event says so.
 TEST_F(ExperimentsTest, ATfConfigTooLongForLinuxIsSaidAtTheBarrier) {
   for (auto& node : slurm_.partition.nodes) {
     node.cpus = 200;
@@ -293,11 +294,12 @@ TEST_F(ExperimentsTest, ATfConfigTooLongForLinuxIsSaidAtTheBarrier) {
   std::string assigned;
   for (const EventRecord& e : View("big").events)
     if (e.what == EventCode::kAssigned) assigned = e.why;
-  EXPECT_NE(assigned.find("but TF_CONFIG is 1"), std::string::npos) << assigned;
+  EXPECT_NE(assigned.find("; TF_CONFIG is 1"), std::string::npos) << assigned;
   EXPECT_NE(assigned.find("more than Linux passes to a program in one environment variable "
                           "(131061 bytes)"),
             std::string::npos)
       << assigned;
+  EXPECT_NE(assigned.find("TFSLURM_TF_CONFIG_FILE"), std::string::npos) << assigned;
 }
 
 TEST_F(ExperimentsTest, RendezvousSuccessAndReaping) {
@@ -2057,6 +2059,23 @@ TEST_P(InPlaceRestartCasesTest, NoRestartLeftReleasesTheWaitingAgents) {
   auto late = std::make_shared<RecordingChannel>();
   experiments_->OnRegister(JobRef("a", 2, 1), Info(2, true), late);
   EXPECT_EQ(late->All<ReleaseMsg>().size(), 1u);
+}
+
+// Only an agent whose program has ended may wait in the job
+// (LiveAttempt::AcceptsStandby): a standby from a task still running is
+// released, and the attempt goes on.
+TEST_P(InPlaceRestartCasesTest, AStandbyFromATaskWhoseProgramRunsIsReleased) {
+  ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  Poll();
+  RegisterAll("a");
+  auto early = std::make_shared<RecordingChannel>();
+  experiments_->OnRegister(JobRef("a", 2, 1), Info(2, true), early);
+  EXPECT_EQ(early->All<ReleaseMsg>().size(), 1u) << "its program has not ended";
+  Poll();
+  auto v = View("a");
+  EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << v.experiment.reason;
+  EXPECT_EQ(v.attempts.size(), 1u);
 }
 
 // A cancel ends any chance of a next attempt in the job

@@ -155,6 +155,11 @@ class Task:
         self.scalars_file: str = env.get("TFSLURM_SCALARS_FILE", "")
         self.local_rank: int = _int(env, "LOCAL_RANK", _int(env, "SLURM_LOCALID", 0))
         self.tf_config: Dict[str, Any] = {}
+        if "TF_CONFIG" not in env and env.get("TFSLURM_TF_CONFIG_FILE"):
+            # Too long for the environment (docs/site-deployment.md): the
+            # agent's sitecustomize loads it, unless Python ran with -S or -I.
+            with open(env["TFSLURM_TF_CONFIG_FILE"], encoding="utf-8") as f:
+                env["TF_CONFIG"] = f.read()
         if "TF_CONFIG" in env:
             try:
                 self.tf_config = json.loads(env["TF_CONFIG"])
