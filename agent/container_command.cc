@@ -10,6 +10,11 @@ bool LaunchesThroughRuntime(const std::string& runtime) {
   return runtime == "enroot" || runtime == "apptainer";
 }
 
+ContainerLaunch WithAgentDirectory(ContainerLaunch launch, const std::string& dir) {
+  if (!dir.empty()) launch.mounts.push_back({dir, dir, /*read_only=*/true});
+  return launch;
+}
+
 std::string EnrootName(const std::string& identity) {
   uint64_t hash = 14695981039346656037ull;
   for (unsigned char c : identity) hash = (hash ^ c) * 1099511628211ull;

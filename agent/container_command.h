@@ -60,6 +60,13 @@ struct ContainerLaunch {
 // host): enroot and Apptainer. pyxis and OCI put the agent itself inside.
 bool LaunchesThroughRuntime(const std::string& runtime);
 
+// `launch` with the agent's private directory `dir` (tf_config_file.h: the
+// file TFSLURM_TF_CONFIG_FILE names and the sitecustomize first on
+// PYTHONPATH, both paths of the host) mounted read-only at the same path, so
+// the program in the container reads what those variables name; `launch`
+// as it is when dir is "" (TF_CONFIG fit in the environment).
+ContainerLaunch WithAgentDirectory(ContainerLaunch launch, const std::string& dir);
+
 // The name under which enroot keeps the image's root file system:
 // "tfslurm-" and a hash of `identity` (FNV-1a, 64 bits: a name, not a
 // secret; the agent links no OpenSSL) (a registry reference's text, or an

@@ -96,6 +96,37 @@ TEST(ContainerCommand, TheLaunchersCommandLineParsesBackWhateverTheArguments) {
   EXPECT_NE(error.find("--bogus"), std::string::npos);
 }
 
+// A TF_CONFIG too long for the environment is a file in the agent's own
+// directory on the host (tf_config_file.h), named by TFSLURM_TF_CONFIG_FILE
+// and with a sitecustomize on PYTHONPATH: the program in the container must
+// see that directory at the same path, through every runtime.
+TEST(ContainerCommand, TheAgentsDirectoryIsMountedReadOnlyAtTheSamePath) {
+  const std::string dir = "/tmp/tfslurm-agent-Ab12Cd";
+  EXPECT_EQ(WithAgentDirectory(Launch("enroot"), "").mounts.size(), 2u)
+      << "no directory when TF_CONFIG fit in the environment";
+  ContainerLaunch launch = WithAgentDirectory(Launch("enroot"), dir);
+
+  std::vector<std::string> args = LauncherArgs("/bin/launch", launch, "/out/x", {"python3"});
+  EXPECT_NE(std::find(args.begin(), args.end(), dir + ":" + dir + ":ro"), args.end());
+  std::string error;
+  LauncherRequest r =
+      ParseLauncherArgs(std::vector<std::string>(args.begin() + 1, args.end()), &error);
+  ASSERT_EQ(r.launch.mounts.size(), 3u) << error;
+  EXPECT_EQ(r.launch.mounts[2].source, dir);
+  EXPECT_EQ(r.launch.mounts[2].target, dir);
+  EXPECT_TRUE(r.launch.mounts[2].read_only);
+
+  std::vector<std::string> enroot = EnrootStart(r.launch, "n", "/rc", {}, {"python3"});
+  EXPECT_NE(std::find(enroot.begin(), enroot.end(), dir + ":" + dir + ":none:x-create=dir,bind,ro"),
+            enroot.end());
+  std::vector<std::string> apptainer =
+      ApptainerExec(WithAgentDirectory(Launch("apptainer"), dir), "/w", {"python3"});
+  EXPECT_NE(std::find(apptainer.begin(), apptainer.end(), dir + ":" + dir + ":ro"),
+            apptainer.end());
+  for (const char* name : {"TFSLURM_TF_CONFIG_FILE", "PYTHONPATH"})
+    EXPECT_FALSE(StaysOnTheHost(name)) << name << " must reach the program in the container";
+}
+
 TEST(ContainerCommand, TheRcScriptEntersTheWorkdirAndExecsTheArgvAsGiven) {
   const std::string rc = EnrootRcScript();
   EXPECT_NE(rc.find("exec \"$@\""), std::string::npos);
