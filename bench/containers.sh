@@ -14,10 +14,12 @@
 # the cold import is paid once per node (every task of a node waits for the
 # one import: tests/integration/test_containers.py).
 #
-# Needs: the cluster started with --containers (tests/containers.sh; a
-# hosts-apart one too), LOCAL_SLURM_CONTAINERS (enroot for the launcher),
-# SLURM_CONF, TFSLURM_IMAGES, and the build (TFSLURM_BENCH_BUILD, default
-# build/). Appends its figures with the load to bench/RESULTS.md unless
+# Runs on the cluster SLURM_CONF names, started with --containers (a
+# hosts-apart one too), with LOCAL_SLURM_CONTAINERS (enroot for the launcher)
+# and TFSLURM_IMAGES as tests/containers.sh prints them; without SLURM_CONF
+# it makes those (tests/containers.sh, cached) and starts a cluster of its
+# own, as bench/run.sh --smoke runs it. And the build (TFSLURM_BENCH_BUILD,
+# default build/). Appends its figures with the load to bench/RESULTS.md unless
 # BENCH_RESULTS names another file. Exits non-zero on any failed run.
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -27,7 +29,15 @@ repo="$REPO"
 runs=3
 if [[ "${1:-}" == --runs ]]; then runs="$2"; fi
 command_line="bench/containers.sh --runs $runs"
-: "${SLURM_CONF:?set SLURM_CONF to the local cluster started with --containers}"
+section=""
+trap 'stop_cluster; rm -f "$section"' EXIT
+if [[ -z "${SLURM_CONF:-}" ]]; then
+  if [[ -z "${LOCAL_SLURM_CONTAINERS:-}" || -z "${TFSLURM_IMAGES:-}" ]]; then
+    containers_env="$("$repo/tests/containers.sh")" || die "tests/containers.sh failed"
+    eval "$containers_env"
+  fi
+  start_cluster # start.sh --containers "$LOCAL_SLURM_CONTAINERS", from the environment
+fi
 images="${TFSLURM_IMAGES:?set TFSLURM_IMAGES (tests/containers.sh prints it)}"
 build="${TFSLURM_BENCH_BUILD:-$repo/build}"
 launch="$build/bin/tfslurm-container-launch"
@@ -104,7 +114,6 @@ minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", a - b }'; }
 over_pyxis="$(minus "${figures[pyxis-warm]}" "${figures[none]}")"
 over_enroot="$(minus "${figures[enroot-warm]}" "${figures[none]}")"
 section="$(mktemp /tmp/bench-containers-XXXX.md)"
-trap 'rm -f "$section"' EXIT
 {
   echo "Per task, one task on node1, median of $runs runs; image python.sqsh ($(du -h "$image" | cut -f1));"
   echo "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."

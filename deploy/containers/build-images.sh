@@ -128,6 +128,8 @@ for image in python tf torch; do
     podman import --quiet --change "ENV PATH=$path" --change 'CMD ["/bin/sh"]' - \
       "localhost/tfslurm-test/$image:$key" >/dev/null
   enroot import --output "$work/$image.sqsh" "podman://localhost/tfslurm-test/$image:$key" >&2
+  # The podman image was only the way in (as large as the squashfs file).
+  podman rmi -f "localhost/tfslurm-test/$image:$key" >/dev/null
   done_stage "$image.sqsh"
 done
 
