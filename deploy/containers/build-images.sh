@@ -22,8 +22,10 @@
 # build-runtimes.sh): read at every container start, built once.
 #
 # The images carry nothing of tfslurm. The directory is
-# $TFSLURM_IMAGES (default /opt/tfslurm/images as root, else
-# ${XDG_CACHE_HOME:-~/.cache}/tfslurm/images)/<key>, the key a hash of the
+# $TFSLURM_IMAGE_CACHE (default /opt/tfslurm/images as root, else
+# ${XDG_CACHE_HOME:-~/.cache}/tfslurm/images)/<key> (not TFSLURM_IMAGES,
+# which names the <key> directory itself to the tests: evaluating
+# tests/containers.sh twice must not build a copy inside it), the key a hash of the
 # recipe below and the TF requirements; a second run that finds it complete costs a
 # second. podman keeps its storage under that root too (CONTAINERS_STORAGE_CONF),
 # never in /var/lib/containers.
@@ -38,8 +40,8 @@ die() {
 }
 
 requirements="$repo/deploy/python/requirements-tf.txt"
-if [[ -n "${TFSLURM_IMAGES:-}" ]]; then
-  root="$TFSLURM_IMAGES"
+if [[ -n "${TFSLURM_IMAGE_CACHE:-}" ]]; then
+  root="$TFSLURM_IMAGE_CACHE"
 elif [[ $(id -u) -eq 0 ]]; then
   root=/opt/tfslurm/images
 else
