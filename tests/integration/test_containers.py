@@ -9,7 +9,9 @@ the image's own python3; nothing of tfslurm is in the images.
 """
 import os
 import pwd
+import glob
 import re
+import shutil
 import signal
 import subprocess
 
@@ -49,6 +51,20 @@ def enroot_on_path(monkeypatch):
     monkeypatch.setenv("PATH", os.path.join(cdir, "bin") + ":" + os.environ["PATH"])
 
 
+@pytest.fixture
+def tf_imports_dropped_after(slurm_cluster):
+    """The TF image's imports removed from every node after the test: each is
+    2.4 GB unsquashed, one per node and runtime (pyxis and enroot name theirs
+    apart), and the local cluster's nodes share one disk; kept, the module
+    would need about 15 GB at once. Each TF test imports cold; reuse within a
+    test (tasks of a node, attempts in place) is what these tests check."""
+    yield
+    node_local = os.path.join(os.path.dirname(os.path.dirname(slurm_cluster)), "node-local")
+    for data in glob.glob(os.path.join(node_local, "*", "enroot-data-*")):
+        for entry in os.listdir(data):
+            shutil.rmtree(os.path.join(data, entry), ignore_errors=True)
+
+
 def container_spec(exp_id, image, runtime, steps=200, **extra):
     """examples/mnist_tf in the TF image: 1 chief, 2 ps, 2 workers, 1 evaluator on 3 nodes x 2."""
     example = os.path.join(REPO, "examples", "mnist_tf")
@@ -79,7 +95,7 @@ def in_image(pid, image_marker):
 
 @pytest.mark.parametrize("runtime", ["pyxis", "enroot"])
 def test_tf_parameter_servers_in_the_image_succeed_and_the_ps_are_reaped(enroot_on_path, service, pyxis_cluster,
-                                                                        images, runtime):
+                                                                        images, runtime, tf_imports_dropped_after):
     exp_id = f"ctr-ps-{runtime}"
     steps = 150
     status, body = service.post("/experiments", container_spec(exp_id, os.path.join(images, "tf.sqsh"),
@@ -150,7 +166,7 @@ def test_a_spec_with_runtime_auto_is_refused_without_a_site_runtime(service, ima
 
 
 def test_in_pyxis_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_place_from_tfs_checkpoint(
-        service, pyxis_cluster, images):
+        service, pyxis_cluster, images, tf_imports_dropped_after):
     """In the same running container (no import again): worker 1's program
     killed -9 comes back alone, on its node and port; then the chief's kill
     -9 ends the attempt, and attempt 2 runs in the same job and restores
