@@ -211,12 +211,14 @@ echo "started; logs in $bg_dir/"
 
 # The container runtimes (enroot, pyxis built against Debian's Slurm, runc's
 # oci.conf) and the images of the container tests (Debian 12 with python3,
-# with tensorflow-cpu, with python3-torch), each cached by its inputs under
+# and with tensorflow-cpu), each cached by its inputs under
 # /opt/tfslurm (tests/containers.sh, docs/containers.md gives the costs).
 # In the foreground: the integration tests need them. Kept out of the
 # environment of the other stages (their clusters run without pyxis): the
-# session's cluster gets them by --containers, pytest and the benchmarks by
-# name. A failure here fails the container tests, not the run's other stages.
+# session's cluster gets them by --containers, pytest by name (so the
+# clusters its tests start run pyxis too, which does nothing for a step
+# without --container-image); bench/containers.sh finds them cached itself.
+# A failure here fails the container tests, not the run's other stages.
 step "container runtimes and images (tests/containers.sh)"
 containers_dir="" images_dir=""
 if containers_env="$(tests/containers.sh)"; then
@@ -342,7 +344,7 @@ if [[ "${TFSLURM_SKIP_BENCH:-0}" == 1 ]]; then
 else
   step "benchmarks, each at its smallest size (bench/run.sh --smoke)"
   set +e
-  "${with_containers[@]}" TFSLURM_BENCH_BUILD="$repo/build" bench/run.sh --smoke 2>&1 | tee build/bench.log
+  TFSLURM_BENCH_BUILD="$repo/build" bench/run.sh --smoke 2>&1 | tee build/bench.log
   bench_rc=${PIPESTATUS[0]}
   set -e
   record_counts bench bench build/bench.log "$bench_rc"
