@@ -18,10 +18,11 @@
 #include <string>
 
 #include "agent/slurm_env.h"
+#include "schema/agent_exit.h"
 
 namespace tfslurm::agent {
 
-inline constexpr int kExitUsage = 2;
+inline constexpr int kExitUsage = kAgentExitUsage;
 
 struct AgentOptions {
   std::string service;        // --service HOST:PORT

@@ -26,6 +26,13 @@ const std::regex& CannotOpenFile() {
   return re;
 }
 
+// The container launcher's own failures (container_command.h): the
+// runtime missing, the image not importable, the command not in the image.
+const std::regex& LauncherError() {
+  static const std::regex re(R"(^tfslurm-container: error: )");
+  return re;
+}
+
 const std::regex& ShellNotFound() {
   static const std::regex re(R"(^(/\S*/)?(ba|da)?sh: .*: (not found|command not found)$)");
   return re;
@@ -63,7 +70,8 @@ std::string LastErrorLine(std::string_view output) {
       found = text;
       in_traceback = false;
     } else if (std::regex_search(text, CannotOpenFile()) ||
-               std::regex_search(text, ShellNotFound()) || std::regex_search(text, kSyntaxError)) {
+               std::regex_search(text, ShellNotFound()) || std::regex_search(text, kSyntaxError) ||
+               std::regex_search(text, LauncherError())) {
       found = text;
     }
   }
@@ -76,7 +84,7 @@ bool RepeatsAtStartup(std::string_view error_line) {
       R"(^([A-Za-z_][A-Za-z0-9_]*\.)*(ImportError|ModuleNotFoundError|SyntaxError|IndentationError|TabError)(: .*)?$)");
   const std::string line(error_line);
   return std::regex_search(line, kStartupException) || std::regex_search(line, CannotOpenFile()) ||
-         std::regex_search(line, ShellNotFound());
+         std::regex_search(line, ShellNotFound()) || std::regex_search(line, LauncherError());
 }
 
 std::string DescribeProgramThatRan(const std::string& started, const std::string& exe) {

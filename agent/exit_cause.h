@@ -22,7 +22,10 @@ namespace tfslurm::agent {
 // ("[tfslurm-agent ...") left out: a Python exception that ended a
 // traceback ("ModuleNotFoundError: No module named 'tensorflow'"), a
 // SyntaxError of the main script (which Python prints without a traceback),
-// Python's "can't open file", or a shell's "not found"; "" when there is none. At
+// Python's "can't open file", a shell's "not found", or the container
+// launcher's "tfslurm-container: error: ..." (the runtime missing, the image
+// not importable, the command not in the image; container_command.h); ""
+// when there is none. At
 // most 300 bytes (cut at a character boundary, "..." added).
 std::string LastErrorLine(std::string_view output);
 
@@ -30,7 +33,8 @@ std::string LastErrorLine(std::string_view output);
 // every start of the same program: Python could not open the script, or
 // import a module (ImportError, ModuleNotFoundError), or parse a file
 // (SyntaxError, IndentationError, TabError), or a shell did not find the
-// command. Exceptions raised by training itself (ValueError, ...) do not.
+// command, or the container launcher failed. Exceptions raised by training itself (ValueError, ...)
+// do not.
 bool RepeatsAtStartup(std::string_view error_line);
 
 // Which program ran, for a person: `exe`, the file the process ran last

@@ -72,10 +72,11 @@
 #include "agent/tf_config_file.h"
 #include "base/mutex.h"
 #include "base/status.h"
+#include "schema/agent_exit.h"
 
 namespace tfslurm::agent {
 
-inline constexpr int kExitRefused = 3;
+inline constexpr int kExitRefused = kAgentExitRefused;
 
 struct SessionOptions {
   StreamOptions stream;

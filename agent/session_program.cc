@@ -18,6 +18,7 @@
 #include <random>
 
 #include "agent/child_env.h"
+#include "agent/container_command.h"
 #include "agent/exit_cause.h"
 #include "agent/signal_catchers.h"
 #include "base/unsafe_text.h"
@@ -82,6 +83,25 @@ std::optional<ScalarWatch> StartScalarWatch(const v1::Assignment& assignment,
   return watch;
 }
 
+// The program's argv through the container launcher beside this agent's
+// binary, which imports the image once per node and starts the program with
+// the runtime (container_command.h); `agent_dir`, the TF_CONFIG file's
+// directory when there is one, is mounted for the program to read.
+std::vector<std::string> ThroughRuntime(const v1::ContainerLaunch& container,
+                                        const std::string& workdir,
+                                        const std::vector<std::string>& argv,
+                                        const std::string& agent_dir) {
+  ContainerLaunch launch{container.runtime(), container.image(), {}, container.gpus()};
+  for (const auto& m : container.mounts())
+    launch.mounts.push_back({m.source(), m.target(), m.read_only()});
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
+  dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+  return LauncherArgs(dir + "/tfslurm-container-launch", WithAgentDirectory(launch, agent_dir),
+                      workdir, argv);
+}
+
 // What the program of `assignment` runs: its command, working directory
 // and environment (child_env.h); what the environment leaves out is logged.
 ChildSpec ChildSpecFor(const v1::Assignment& assignment, const std::string& experiment_id,
@@ -139,6 +159,10 @@ void Session::StartProgram(const v1::Assignment& assignment) {
         "TF_CONFIG is longer than Linux passes in one environment variable: the program reads it "
         "from {}/tf_config.json through the sitecustomize module first on its PYTHONPATH",
         tf_config_file_.dir());
+  // Through the runtime after the file is written: its directory is mounted.
+  if (LaunchesThroughRuntime(assignment.container().runtime()))
+    spec.argv = ThroughRuntime(assignment.container(), spec.workdir, spec.argv,
+                               *in_file ? tf_config_file_.dir() : "");
   output_start_ = OutputSize(STDERR_FILENO);
   program_started_ = ResolveProgram(spec);
   program_exe_.clear();

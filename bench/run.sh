@@ -77,6 +77,7 @@ elif [[ $mode == smoke ]]; then
     "sweep_stop.sh --runs 1"                             # 30 s: one stop and one scancel; most of it the cluster's start
     "lossy_rendezvous.sh --runs 1"                       # ~25 s: a hosts-apart cluster, two 6-task experiments
     "big_experiment.sh --tasks 512 --rate 20 --whole-rate 2 --duration 1 --connections 1" # ~20 s: the cluster's start, mostly
+    "containers.sh --runs 1"                             # ~20 s: a cluster with pyxis, 5 sruns (images from tests/containers.sh, cached)
   )
   # Scripts that measure nothing of their own: they run the others.
   drivers=(
@@ -122,6 +123,7 @@ else
     "sweep_stop.sh"
     "lossy_rendezvous.sh"
     "big_experiment.sh"
+    "containers.sh"
   )
 fi
 for r in "${runs[@]}"; do

@@ -13,4 +13,13 @@ namespace tfslurm {
 inline constexpr int kAgentExitUnverifiedService = 4;
 inline constexpr const char* kUnverifiedServiceLine = "cannot verify the service at ";
 
+// The agent's own failures before it registers: its options or environment
+// would not do (kAgentExitUsage), or the service refused it for good
+// (kAgentExitRefused: in site mode, a uid it could not prove, as when the
+// agent in a container cannot reach munged). Its log's last error line says
+// which. A job none of whose agents registered never ran the program, so
+// such an exit is the agent's, not the program's 2 or 3.
+inline constexpr int kAgentExitUsage = 2;
+inline constexpr int kAgentExitRefused = 3;
+
 }  // namespace tfslurm

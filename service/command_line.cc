@@ -72,6 +72,28 @@ void DefineServiceOptions(CLI::App& app, CommandLine& cl) {
   app.add_option("--log-level", cl.log_level, "trace|debug|info|warn|error")->capture_default_str();
 }
 
+// Which container runtime a spec's `runtime: auto` means, and the agent that
+// runs inside pyxis's and Slurm's OCI containers (docs/containers.md).
+void DefineContainerOptions(CLI::App& app, CommandLine& cl) {
+  tfslurm::AgentLaunch& launch = cl.daemon.core.launch;
+  app.add_option_function<std::string>(
+         "--container-runtime",
+         [&launch](const std::string& name) {
+           launch.container_runtime = name == "pyxis"       ? tfslurm::ContainerRuntime::kPyxis
+                                      : name == "enroot"    ? tfslurm::ContainerRuntime::kEnroot
+                                      : name == "oci"       ? tfslurm::ContainerRuntime::kOci
+                                      : name == "apptainer" ? tfslurm::ContainerRuntime::kApptainer
+                                                            : tfslurm::ContainerRuntime::kAuto;
+         },
+         "the runtime of specs whose container.runtime is auto (docs/containers.md); "
+         "default: none, and such a spec is refused")
+      ->check(CLI::IsMember({"pyxis", "enroot", "oci", "apptainer"}));
+  app.add_option("--container-agent-dir", launch.container_agent_dir,
+                 "the self-contained agent (deploy/containers/agent-bundle.sh) that pyxis and "
+                 "Slurm's OCI support run inside the container, at the same path on every node; "
+                 "default: agent-bundle next to tfslurmd");
+}
+
 // Who may call tfslurmd and as which account jobs run.
 void DefineAccessOptions(CLI::App& app, CommandLine& cl) {
   DaemonOptions& d = cl.daemon;
@@ -177,6 +199,7 @@ void DefineSettingsAndBackup(CLI::App& app, CommandLine& cl) {
 
 void DefineOptions(CLI::App& app, CommandLine& cl) {
   DefineServiceOptions(app, cl);
+  DefineContainerOptions(app, cl);
   DefineAccessOptions(app, cl);
   tfslurm::DefineTlsOptions(app, cl.daemon.tls, cl.tls);
   DefineSettingsAndBackup(app, cl);

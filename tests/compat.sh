@@ -9,7 +9,8 @@
 #      Debian's libslurm-dev) load none, so one agent serves every release;
 #   3. runs the Slurm adapter's unit tests against that libslurm;
 #   4. starts a local cluster of that release
-#      (deploy/local-slurm/start.sh --slurm-prefix) and runs the integration
+#      (deploy/local-slurm/start.sh --slurm-prefix, with pyxis 0.24.0 built
+#      against it: tests/containers.sh) and runs the integration
 #      tests that make every libslurm call tfslurmd makes (the list below),
 #      tests/integration/test_slurm_releases.py (each build names its
 #      libslurm's and slurmctld's releases), and
@@ -66,7 +67,7 @@ if [[ ! -f build/build.ninja ]]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${ccache_launcher[@]}" \
     "${package_flags[@]}" >/dev/null
 fi
-ninja -C build -j"$jobs" tfslurmd tfslurm-agent tfctl
+ninja -C build -j"$jobs" tfslurmd tfslurm-agent tfctl tfslurm-container-launch tfslurm-agent-bundle
 main_time="$(seconds $t)"
 
 step "tfslurmd against Slurm $version"
@@ -77,7 +78,8 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 ninja -C "$build" -j"$jobs" tfslurmd slurm_adapter_test
 # The integration tests find the programs in one bin/; the job scripts find
 # the agent beside tfslurmd.
-ln -sf "$repo/build/bin/tfslurm-agent" "$repo/build/bin/tfctl" "$build/bin/"
+ln -sfn "$repo/build/bin/tfslurm-agent" "$repo/build/bin/tfctl" "$repo/build/bin/tfslurm-container-launch" \
+  "$repo/build/bin/agent-bundle" "$build/bin/"
 build_time="$(seconds $t)"
 if ((build_only)); then
   echo "compat $version: built (Slurm $slurm_time, main build $main_time, tfslurmd $build_time)"
@@ -126,7 +128,11 @@ cleanup() {
   if [[ "${TFSLURM_COMPAT_KEEP:-0}" != 1 ]]; then rm -rf "$cluster_dir"; fi
 }
 trap cleanup EXIT
-conf_line="$(deploy/local-slurm/start.sh --slurm-prefix "$prefix" "$cluster_dir")"
+# pyxis built against this release, enroot and runc (tests/containers.sh;
+# cached), so the container tests below run on it.
+eval "$(tests/containers.sh --slurm-prefix "$prefix")"
+conf_line="$(deploy/local-slurm/start.sh --slurm-prefix "$prefix" --containers "$LOCAL_SLURM_CONTAINERS" \
+  "$cluster_dir")"
 cluster_time="$(seconds $t)"
 
 # Every libslurm call tfslurmd makes, each through a test of what it is for:
@@ -163,6 +169,10 @@ subset=(
   "tests/integration/test_tensorflow.py::test_a_killed_worker_restarts_alone_and_the_chief_trains_on"
   "tests/integration/test_site_mode.py::test_alices_job_runs_as_alice_and_everything_made_for_it_is_hers"
   tests/integration/test_spare_nodes.py
+  # Real TensorFlow parameter servers in an image through pyxis built
+  # against this release (issue 44), and a missing image in pyxis's words.
+  "tests/integration/test_containers.py::test_tf_parameter_servers_in_the_image_succeed_and_the_ps_are_reaped[pyxis]"
+  "tests/integration/test_containers.py::test_a_missing_image_is_a_startup_error_in_pyxiss_words_after_one_attempt"
 )
 step "integration tests against Slurm $version"
 t=$SECONDS

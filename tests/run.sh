@@ -3,7 +3,8 @@
 # every tracked C/C++ file (clang-format), and runs every test:
 #   1. integration tests (pytest) against a real local Slurm cluster whose
 #      hosts are apart, real TensorFlow and JAX among them
-#      (deploy/install-tf.sh, install-jax.sh, install-pytools.sh)
+#      (deploy/install-tf.sh, install-jax.sh, install-pytools.sh), and real
+#      pyxis and enroot running images built locally (tests/containers.sh)
 #   2. end-to-end dashboard tests in headless Chromium
 #   3. the Debian packages: built from the main build's objects (through
 #      ccache), lintian, piuparts, and a Debian 12 system container on a
@@ -208,6 +209,31 @@ step "background builds (SCHED_IDLE): ${background[*]}"
 start_background "${background[@]}"
 echo "started; logs in $bg_dir/"
 
+# The container runtimes (enroot, pyxis built against Debian's Slurm, runc's
+# oci.conf) and the images of the container tests (Debian 12 with python3,
+# and with tensorflow-cpu), each cached by its inputs under
+# /opt/tfslurm (tests/containers.sh, docs/containers.md gives the costs).
+# In the foreground: the integration tests need them. Kept out of the
+# environment of the other stages (their clusters run without pyxis): the
+# session's cluster gets them by --containers, pytest by name (so the
+# clusters its tests start run pyxis too, which does nothing for a step
+# without --container-image); bench/containers.sh finds them cached itself.
+# A failure here fails the container tests, not the run's other stages.
+step "container runtimes and images (tests/containers.sh)"
+containers_dir="" images_dir=""
+if containers_env="$(tests/containers.sh)"; then
+  containers_dir="$(eval "$containers_env" && echo "$LOCAL_SLURM_CONTAINERS")"
+  images_dir="$(eval "$containers_env" && echo "$TFSLURM_IMAGES")"
+  echo "containers: $containers_dir, images: $images_dir"
+else
+  echo "containers: tests/containers.sh failed: the container tests will fail"
+fi
+with_containers=(env) containers_option=()
+if [[ -n $containers_dir && -n $images_dir ]]; then
+  with_containers+=(LOCAL_SLURM_CONTAINERS="$containers_dir" TFSLURM_IMAGES="$images_dir")
+  containers_option=(--containers "$containers_dir")
+fi
+
 step "local Slurm cluster"
 # The Unix users the tests run jobs as, with their final groups, before
 # slurmctld starts and caches anyone's (tests/integration/unix_users.py).
@@ -224,7 +250,7 @@ trap cleanup EXIT
 # login host in network namespaces of their own, joined by bridges; the
 # integration tests run on the service host and reach every other host by
 # its own address (deploy/local-slurm/README.md, "Hosts apart").
-conf_line="$(deploy/local-slurm/start.sh --hosts-apart "$cluster_dir")"
+conf_line="$(deploy/local-slurm/start.sh --hosts-apart "${containers_option[@]}" "$cluster_dir")"
 export TFSLURM_SLURM_CONF="${conf_line#SLURM_CONF=}"
 echo "cluster: $TFSLURM_SLURM_CONF"
 
@@ -235,7 +261,7 @@ set +e
 # --durations: the slowest tests, for what this stage costs.
 # test_slurm_release_crossing.py needs a second Slurm release: the compat stage runs it.
 # shellcheck disable=SC2086 # PYTEST_ARGS is words
-/usr/bin/python3 -m pytest tests/integration -v -rs -p no:cacheprovider --durations=25 \
+"${with_containers[@]}" /usr/bin/python3 -m pytest tests/integration -v -rs -p no:cacheprovider --durations=25 \
   --ignore=tests/integration/test_slurm_release_crossing.py ${PYTEST_ARGS:-} 2>&1 | tee build/integration.log
 integration_rc=${PIPESTATUS[0]}
 set -e

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <set>
 
 #include "client/terminal_text.h"
 #include "client/tfctl/table.h"
@@ -177,6 +178,23 @@ std::string FormatStatus(const client::Experiment& e) {
               (spare.value("waiting", false) ? " (waiting)" : " (starting)");
     }
     Field(out, "spares", text);
+  }
+  // The image and runtime of each role (docs/containers.md): one line when
+  // every role shares them, else one per role.
+  const nlohmann::json* containers =
+      e.raw.is_object() && e.raw.contains("containers") ? &e.raw["containers"] : nullptr;
+  if (containers && containers->is_array() && !containers->empty()) {
+    std::set<std::string> distinct;
+    std::string per_role;
+    for (const nlohmann::json& c : *containers) {
+      if (!c.is_object()) continue;
+      const std::string what = client::EscapeForTerminal(c.value("image", "")) + " (" +
+                               client::EscapeForTerminal(c.value("runtime", "")) + ")";
+      distinct.insert(what);
+      per_role += (per_role.empty() ? "" : "; ") + client::EscapeForTerminal(c.value("role", "")) +
+                  ": " + what;
+    }
+    Field(out, "container", distinct.size() == 1 ? *distinct.begin() : per_role);
   }
   Field(out, "checkpoint",
         e.checkpoint_step

@@ -27,9 +27,15 @@ exec 3>&1 1>&2
 # remembers it until stop.sh. --service-netns NAME: with it, NAME (an
 # existing namespace, e.g. the test harness's service host of another
 # cluster) is this cluster's service host too.
+# --containers CDIR (or LOCAL_SLURM_CONTAINERS): the container runtimes of
+# CDIR, as deploy/containers/setup.sh made it for this Slurm release: its
+# plugstack.conf (pyxis) and oci.conf (Slurm's OCI support, runc) go into
+# DIR/etc, and its bin/ (enroot) onto the daemons' PATH, where pyxis runs
+# enroot from.
 accounting="${LOCAL_SLURM_ACCOUNTING:-0}"
 private_data="${LOCAL_SLURM_PRIVATE_DATA-jobs}"
 prefix="${LOCAL_SLURM_PREFIX:-}"
+containers="${LOCAL_SLURM_CONTAINERS:-}"
 hosts_apart="${LOCAL_SLURM_HOSTS_APART:-0}"
 service_netns=""
 while [[ $# -gt 1 ]]; do
@@ -41,6 +47,10 @@ while [[ $# -gt 1 ]]; do
       hosts_apart=1
       shift
       ;;
+    --containers)
+      containers="${2:-}"
+      shift
+      ;;
     --slurm-prefix)
       prefix="${2:-}"
       shift
@@ -49,7 +59,7 @@ while [[ $# -gt 1 ]]; do
   esac
   shift
 done
-[[ $# -eq 1 && "$1" != -* ]] || die "usage: $0 [--accounting] [--slurm-prefix PREFIX] [--hosts-apart [--service-netns NAME]] DIR"
+[[ $# -eq 1 && "$1" != -* ]] || die "usage: $0 [--accounting] [--slurm-prefix PREFIX] [--hosts-apart [--service-netns NAME]] [--containers CDIR] DIR"
 [[ $(id -u) -eq 0 ]] || die "must run as root (slurmd launches jobs for any user)"
 if [[ -n "$prefix" ]]; then
   [[ -x "$prefix/sbin/slurmctld" && -x "$prefix/sbin/slurmd" && -x "$prefix/bin/sinfo" ]] ||
@@ -445,6 +455,15 @@ fi
   if [[ -n "$prefix" ]]; then echo "export PATH=$prefix/bin:$prefix/sbin:\$PATH"; fi
 } >"$DIR/env.sh"
 
+if [[ -n "$containers" ]]; then
+  [[ -f "$containers/plugstack.conf" && -f "$containers/oci.conf" && -d "$containers/bin" ]] ||
+    die "--containers $containers: not a directory deploy/containers/setup.sh made"
+  cp "$containers/plugstack.conf" "$DIR/etc/plugstack.conf"
+  cp "$containers/oci.conf" "$DIR/etc/oci.conf"
+  export PATH="$containers/bin:$PATH"
+  log "containers: $containers (plugstack.conf, oci.conf, PATH)"
+fi
+
 # ---------------------------------------------------------- daemons ----
 print_logs() {
   local f
@@ -486,7 +505,20 @@ for n in "${LOCAL_SLURM_NODES[@]}"; do
   fi
   rm -f "$DIR/run/slurmd-$n.pid"
   log "starting slurmd $n"
-  detached on_daemon_host "$n" slurmd -N "$n" -f "$CONF" >>"$DIR/log/slurmd-$n.out" 2>&1 || fail "slurmd $n exited with $?"
+  node_local=()
+  if [[ -n "$containers" ]]; then
+    # A node's local disk: each slurmd (and every job step it starts) sees
+    # DIR/node-local/NODE at /var/tmp/tfslurm-node, where enroot keeps the
+    # node's imports (build-runtimes.sh's enroot.conf). The three slurmd
+    # share one host; without this their imports would be one directory
+    # that two nodes fill at once.
+    mkdir -p "$DIR/node-local/$n" /var/tmp/tfslurm-node
+    chmod 1777 "$DIR/node-local/$n"
+    node_local=(unshare --mount --propagation slave -- sh -c
+      'mount --bind "$1" /var/tmp/tfslurm-node && shift && exec "$@"' sh "$DIR/node-local/$n")
+  fi
+  detached on_daemon_host "$n" "${node_local[@]}" slurmd -N "$n" -f "$CONF" >>"$DIR/log/slurmd-$n.out" 2>&1 ||
+    fail "slurmd $n exited with $?"
 done
 
 started=$SECONDS

@@ -53,7 +53,11 @@ started=$SECONDS
 rm -rf "$venv"
 mkdir -p "$(dirname -- "$venv")"
 /usr/bin/python3 -m venv "$venv"
-"$python" -m pip install --quiet --disable-pip-version-check --no-input -r "$requirements"
+# From wheels kept outside the checkout (wheels.sh): the TensorFlow container
+# image installs the same files, so a fresh machine downloads them once.
+wheels="$("$(dirname -- "${BASH_SOURCE[0]}")/wheels.sh" "$name" "$requirements")"
+"$python" -m pip install --quiet --disable-pip-version-check --no-input --no-index \
+  --find-links "$wheels" -r "$requirements"
 run_check || {
   log "$distribution was installed into $venv but does not import"
   exit 1

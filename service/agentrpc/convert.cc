@@ -57,6 +57,18 @@ agent::v1::ServiceMessage ToProto(const ServiceMsg& message, TfConfigEncoding en
     p->set_shutdown_grace_ms(a->shutdown_grace_ms);
     p->set_report_checkpoints(a->report_checkpoints);
     p->set_stay_for_next_attempt(a->stay_for_next_attempt);
+    if (!a->container.runtime.empty()) {
+      auto* c = p->mutable_container();
+      c->set_runtime(a->container.runtime);
+      c->set_image(a->container.image);
+      for (const ContainerMount& m : a->container.mounts) {
+        auto* pm = c->add_mounts();
+        pm->set_source(m.source);
+        pm->set_target(m.target);
+        pm->set_read_only(m.read_only);
+      }
+      c->set_gpus(a->container.gpus);
+    }
   } else if (const auto* s = std::get_if<ShutdownMsg>(&message)) {
     out.mutable_shutdown()->set_reason(s->reason);
     out.mutable_shutdown()->set_grace_ms(s->grace_ms);

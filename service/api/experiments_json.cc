@@ -117,6 +117,18 @@ void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
   w.EndObject();
 }
 
+// The image and the runtime per role (docs/containers.md); [] without a container.
+void WriteContainers(JsonWriter& w, const std::vector<RoleContainer>& containers) {
+  w.Key("containers").BeginArray();
+  for (const RoleContainer& c : containers)
+    w.BeginObject()
+        .Field("role", c.role)
+        .Field("image", c.image)
+        .Field("runtime", c.runtime)
+        .EndObject();
+  w.EndArray();
+}
+
 }  // namespace
 
 std::string ExperimentSummaryJson(const ExperimentSummary& s) {
@@ -180,6 +192,7 @@ std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms, const Ta
   for (const ExperimentView::Spare& s : v.spares)
     w.BeginObject().Field("node", s.node).Field("waiting", s.waiting).EndObject();
   w.EndArray();
+  WriteContainers(w, v.containers);
   std::vector<TaskStateCount> counted = v.task_counts;
   if (!paged)
     for (const TaskRecord& t : v.tasks) counted.push_back({t.role, t.state, 1});

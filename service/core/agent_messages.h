@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "service/core/container_mount.h"
 
 namespace tfslurm {
 
@@ -96,6 +97,18 @@ struct SharedCluster {
   std::string zlib;  // `json` compressed, for the gRPC stream; empty if that failed
 };
 
+// How the agent runs the program in a container (docs/containers.md).
+// Empty runtime: no container. "pyxis" and "oci": the agent itself runs in
+// the container already and starts the program as always. "enroot" and
+// "apptainer": the agent stays on the host and starts the program through
+// the runtime, importing the image once per node (agent/container_command.h).
+struct ContainerLaunchMsg {
+  std::string runtime;  // "" | pyxis | enroot | oci | apptainer
+  std::string image;
+  std::vector<ContainerMount> mounts;
+  bool gpus = false;  // the task has GPUs: the runtime's GPU path (enroot's hook, --nv)
+};
+
 struct AssignmentMsg {
   std::string role;
   int index = 0;
@@ -111,6 +124,7 @@ struct AssignmentMsg {
   bool report_checkpoints = false;
   // restart.in_allocation: the agent stays in the job when its program ends.
   bool stay_for_next_attempt = false;
+  ContainerLaunchMsg container;
 };
 
 struct ShutdownMsg {

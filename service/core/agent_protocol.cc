@@ -6,6 +6,7 @@
 
 #include "base/sha256.h"
 #include "base/unsafe_text.h"
+#include "service/core/container_launch.h"
 #include "service/core/in_place_restart.h"
 #include "service/core/proven_uid.h"
 #include "service/core/scalars.h"
@@ -25,6 +26,18 @@ namespace {
 Status NoSuchAgent(const TaskRef& ref) {
   return NotFound("no experiment '" + ref.experiment_id + "' with attempt " +
                   std::to_string(ref.attempt) + " and this secret");
+}
+
+// How a task of role is started: in the container the role's spec names
+// (with the site's runtime for `auto`), the experiment's dirs and the
+// workdir mounted at the same paths; none when the spec has no container.
+ContainerLaunchMsg TaskContainer(const OpenExperiment& a, const std::string& role,
+                                 const std::string& workdir, const CoreConfig& config) {
+  return ContainerFor(
+      a.spec, ResolveContainerRuntime(a.spec.container, config.launch.container_runtime), role,
+      {config.output_root + "/" + a.record.id, a.record.model_dir, workdir,
+       config.launch.container_agent_dir},
+      TaskHasGpus(a.spec, role));
 }
 
 }  // namespace
@@ -178,6 +191,7 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_task
   for (const auto& [task, channel] : a.attempt.AssignedChannels(only_task)) {
     AssignmentMsg m = a.AssignmentFor(task, cluster, core_.config().heartbeat_interval_ms,
                                       core_.config().shutdown_grace_ms);
+    m.container = TaskContainer(a, m.role, m.workdir, core_.config());
     a.attempt.Assigned(task, first, c);
     channel->Send(m);
   }

@@ -6,6 +6,7 @@
 
 #include "service/core/agent_protocol.h"
 #include "service/core/components.h"
+#include "service/core/container_launch.h"
 #include "service/core/core_state.h"
 #include "service/core/deletion.h"
 #include "service/core/slurm_watch.h"
@@ -171,13 +172,16 @@ StatusOr<ExperimentView> ExperimentsImpl::GetPage(const std::string& id, const T
   // Each task's component follows from the spec. A plain job has one, and
   // its canonical spec has no "roles" key: only then is the spec parsed, not
   // on every GET of a plain experiment (GET's p99 target is 2 ms).
-  if (v.experiment.spec_json.find("\"roles\":") != std::string::npos) {
+  // Likewise the container each role runs in: only a spec with one.
+  const bool roles = v.experiment.spec_json.find("\"roles\":") != std::string::npos;
+  if (roles || v.experiment.spec_json.find("\"container\":") != std::string::npos) {
     auto spec = ParseSpec(nlohmann::json::parse(v.experiment.spec_json, nullptr, false),
                           core_.config().limits);
     if (spec.ok() && !spec->roles.empty()) {
       const std::vector<JobComponent> components = JobComponents(*spec);
       for (TaskRecord& t : v.tasks) t.component = ComponentOfTask(components, t.proc_id);
     }
+    if (spec.ok()) v.containers = ContainersOf(*spec, core_.config().launch.container_runtime);
   }
   // Most experiments never change their spec: the one revision is the
   // experiment's own, with no query (GET's p99 target).

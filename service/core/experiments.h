@@ -54,6 +54,10 @@ struct ExperimentView {
   };
   std::vector<Spare> spares;
   std::vector<EventRecord> events;
+  // The image and the runtime each role runs in (container in the spec;
+  // the runtime resolved with the site's, container_launch.h); empty
+  // without a container.
+  std::vector<RoleContainer> containers;
 };
 
 // What a deletion removed.

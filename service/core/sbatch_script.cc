@@ -1,5 +1,6 @@
 #include "service/core/sbatch_script.h"
 
+#include <algorithm>
 #include <csignal>
 
 #include <nlohmann/json.hpp>
@@ -66,6 +67,74 @@ std::string DescribeComponents(const JobPlan& plan) {
          "\n";
   }
   return s;
+}
+
+// The agent's arguments after its path, as every task's are.
+std::string AgentArguments(const ExperimentSpec& spec, int attempt, const AgentLaunch& launch) {
+  return "  --service " + ShellQuote(launch.service_address) + " \\\n" + "  --experiment " +
+         ShellQuote(spec.id) + " \\\n" + "  --attempt " + std::to_string(attempt) + " \\\n" +
+         "  --address " + ShellQuote(spec.network_address);
+}
+
+std::string Words(const std::vector<std::string>& words, bool quote) {
+  std::string s;
+  for (const std::string& w : words) s += (s.empty() ? "" : " ") + (quote ? ShellQuote(w) : w);
+  return s;
+}
+
+// The step of a job whose tasks srun starts in the container (pyxis): each
+// component's srun options name its image, and the command is the
+// self-contained agent mounted from the host. A heterogeneous job's
+// components are srun's ':'-separated parts, each with its own image.
+std::string RenderContainerStep(const ExperimentSpec& spec, const JobPlan& plan, int attempt,
+                                const AttemptPaths& paths, const AgentLaunch& launch,
+                                const SubmitRequest& r, ContainerRuntime runtime) {
+  const bool het = !r.more_components.empty();
+  ContainerPaths container_paths = ContainerPathsFor(spec, paths, launch);
+  container_paths.munge_socket_dir = MungeSocketDir(r.environment);  // site mode
+  const std::vector<ContainerMount> mounts =
+      ContainerMounts(spec.container, runtime, container_paths);
+  const std::string workdir = spec.workdir.empty() ? paths.model_dir : spec.workdir;
+  std::vector<std::string> images;
+  for (const JobComponent& c : plan.components)
+    images.push_back(spec.container.ImageFor(c.roles.empty() ? "" : c.roles.front()));
+  std::string s = "# The tasks run in the container image (" +
+                  std::string(ContainerRuntimeName(runtime)) +
+                  "): srun puts each task, the agent with it, in the\n"
+                  "# container; the agent comes from the host, with its own loader and libraries,\n"
+                  "# mounted read-only. The experiment's directory, MODEL_DIR and the workdir are\n"
+                  "# mounted at their own paths.\n";
+  // Per component: the shell lines srun needs first, and srun's options.
+  std::vector<std::string> prologues;
+  std::vector<std::vector<std::string>> options;
+  for (size_t k = 0; k < images.size(); ++k) {
+    std::string p;
+    if (runtime == ContainerRuntime::kOci) {
+      const std::string bundle =
+          paths.log_dir + "/oci-bundle" + (het ? "-" + std::to_string(k) : std::string());
+      const bool gpus = TaskHasGpus(
+          spec, plan.components[k].roles.empty() ? "" : plan.components[k].roles.front());
+      p = OciPrologue(bundle, OciConfig(images[k], mounts, workdir, r.user_id, r.group_id, gpus));
+      options.push_back({ShellQuote("--container=" + bundle)});
+    } else {
+      p = PyxisPrologue(images[k]);
+      options.push_back(PyxisSrunOptions(images[k], mounts, workdir));
+    }
+    if (std::find(prologues.begin(), prologues.end(), p) == prologues.end()) prologues.push_back(p);
+  }
+  for (const std::string& p : prologues) s += p;
+  if (runtime == ContainerRuntime::kPyxis) s += kPyxisShell;
+  const std::string agent = "  " + Words(AgentInContainer(launch.container_agent_dir), true);
+  const std::string log_dir = het ? " \\\n  --log-dir " + ShellQuote(paths.log_dir) : "";
+  s += std::string("exec srun --kill-on-bad-exit=0 ") + (r.no_kill ? "--no-kill " : "") +
+       (het ? "" : "--output=" + ShellQuote(paths.log_dir + "/task-%t.out") + " ") + "\\\n";
+  for (size_t k = 0; k < images.size(); ++k) {
+    if (k > 0) s += " : \\\n";
+    if (het) s += "  --het-group=" + std::to_string(k) + " \\\n";
+    for (const std::string& option : options[k]) s += "  " + option + " \\\n";
+    s += agent + log_dir + " \\\n" + AgentArguments(spec, attempt, launch);
+  }
+  return s + "\n";
 }
 
 // The #SBATCH lines, from the request.
@@ -185,8 +254,12 @@ std::string RenderStep(const ExperimentSpec& spec, int attempt, const AttemptPat
 std::string RenderScript(const ExperimentSpec& spec, const JobPlan& plan, int attempt,
                          const AttemptPaths& paths, const AgentLaunch& launch,
                          const SubmitRequest& r) {
+  const ContainerRuntime runtime =
+      ResolveContainerRuntime(spec.container, launch.container_runtime);
+  const bool inside = spec.container.enabled() && AgentRunsInside(runtime);
   return RenderDirectives(r) + RenderComments(spec, plan, attempt, r) +
-         RenderStep(spec, attempt, paths, launch, r);
+         (inside ? RenderContainerStep(spec, plan, attempt, paths, launch, r, runtime)
+                 : RenderStep(spec, attempt, paths, launch, r));
 }
 
 // The job's environment: tfslurmd's `base`, the account's identity over
@@ -239,6 +312,12 @@ std::vector<std::string> JobEnvironment(const JobPlan& plan, const AttemptJob& a
 }
 
 }  // namespace
+
+ContainerPaths ContainerPathsFor(const ExperimentSpec& spec, const AttemptPaths& paths,
+                                 const AgentLaunch& launch) {
+  return {paths.experiment_dir, paths.model_dir,
+          spec.workdir.empty() ? paths.model_dir : spec.workdir, launch.container_agent_dir};
+}
 
 std::string JobName(const std::string& experiment_id, int attempt) {
   return "tfx-" + experiment_id + "-a" + std::to_string(attempt);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/shell_quote.h"
+#include "service/core/container_launch.h"
 #include "service/core/job_plan.h"
 #include "service/core/memory.h"
 #include "service/core/ports/slurm.h"
@@ -21,11 +22,24 @@ namespace tfslurm {
 struct AgentLaunch {
   std::string agent_path;       // absolute path of tfslurm-agent on the nodes
   std::string service_address;  // host:port of the agent endpoint (gRPC)
+  // The site's runtime for container.runtime auto (tfslurmd
+  // --container-runtime); kAuto: the site names none.
+  ContainerRuntime container_runtime = ContainerRuntime::kAuto;
+  // The self-contained agent (deploy/containers/agent-bundle.sh) that pyxis
+  // and Slurm's OCI support run inside the container, at this path on the
+  // nodes and in the container (tfslurmd --container-agent-dir).
+  std::string container_agent_dir;
 };
 
 struct AttemptPaths {
-  std::string log_dir;  // per attempt: batch.out and task-<procid>.out
+  std::string log_dir;         // per attempt: batch.out and task-<procid>.out
+  std::string experiment_dir;  // <output_root>/<id>: a container mounts it, logs/ with it
+  std::string model_dir;       // MODEL_DIR, mounted too
 };
+
+// What the attempt's containers mount: AttemptPaths and the launch's agent.
+ContainerPaths ContainerPathsFor(const ExperimentSpec& spec, const AttemptPaths& paths,
+                                 const AgentLaunch& launch);
 
 // The attempt secret's file in the attempt's log directory, mode 0600, the
 // job's user's (Files::WriteSecretFile).

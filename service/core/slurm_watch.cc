@@ -5,9 +5,12 @@
 
 #include <chrono>
 #include <csignal>
+#include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "schema/agent_exit.h"
+#include "service/core/container_launch.h"
 #include "service/core/restart_policy.h"
 #include "service/core/wording.h"
 
@@ -114,6 +117,13 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
     default: {
       if (job.exit_code == kAgentExitUnverifiedService && !job.exit_signal && a.NoAgentRegistered())
         return FinishAttempt(a, EndReason::kStartupError, UnverifiedServiceReason(a, job), c);
+      if (std::optional<std::string> cause =
+              a.NoAgentRegistered() ? ContainerStartFailure(a, 0) : std::nullopt)
+        return FinishAttempt(a, EndReason::kStartupError,
+                             why + " before any task's agent started, in the container: " + *cause,
+                             c);
+      if (std::optional<std::string> own = AgentStartFailure(a, job))
+        return FinishAttempt(a, EndReason::kStartupError, *own, c);
       std::optional<int> code = job.exit_code, sig;
       if (job.exit_signal) sig = job.exit_signal;
       return FinishAttempt(
@@ -121,6 +131,70 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
           why + " with exit code " + std::to_string(exit_code), c);
     }
   }
+}
+
+std::optional<std::string> SlurmWatch::ContainerStartFailure(const OpenExperiment& a, int proc) {
+  if (!a.spec.container.enabled() || proc < 0) return std::nullopt;
+  auto account = core_.ports().accounts.ForOwner(a.record.owner);
+  if (!account.ok()) return std::nullopt;
+  const std::string dir =
+      AttemptLogDir(core_.config().output_root, a.record.id, a.record.current_attempt);
+  Files& files = core_.ports().files;
+  // pyxis's words are in the output of the task that imported for its node,
+  // the others say only that it failed: `proc` first, then the next ones (a
+  // node's tasks all fail with its import, so the importer is not before
+  // `proc`, the first that never started). A file that is not there is
+  // passed over.
+  for (int task = proc; task < proc + 16; ++task) {
+    const std::string path = dir + "/task-" + std::to_string(task) + ".out";
+    if (auto words = RuntimeStartError(files.ReadFileTail(path, 16384, *account).value_or(""), ""))
+      return words;
+  }
+  return RuntimeStartError("",
+                           files.ReadFileTail(dir + "/batch.out", 16384, *account).value_or(""));
+}
+
+namespace {
+
+// text's lines, without their '\n'.
+std::vector<std::string_view> SplitLines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    lines.push_back(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+  return lines;
+}
+
+}  // namespace
+
+std::optional<std::string> SlurmWatch::AgentStartFailure(const OpenExperiment& a,
+                                                         const JobInfo& job) {
+  if (!a.spec.container.enabled() || job.exit_signal || !a.NoAgentRegistered() ||
+      (job.exit_code != kAgentExitUsage && job.exit_code != kAgentExitRefused))
+    return std::nullopt;
+  std::string why = "Slurm job " + std::to_string(job.job_id) +
+                    ": no task's agent registered from the container (tfslurm-agent exit " +
+                    std::to_string(job.exit_code) + ")";
+  auto account = core_.ports().accounts.ForOwner(a.record.owner);
+  std::optional<std::string> tail;
+  if (account.ok())
+    tail = core_.ports().files.ReadFileTail(
+        AttemptLogDir(core_.config().output_root, a.record.id, a.record.current_attempt) +
+            "/task-0.out",
+        16 * 1024, *account);
+  // The agent's lines: "[tfslurm-agent exp=E attempt=N proc=P] TIME LEVEL: text";
+  // the last error is why it ended.
+  static constexpr std::string_view kError = " error: ";
+  std::vector<std::string_view> lines;
+  if (tail) lines = SplitLines(*tail);
+  for (auto line = lines.rbegin(); line != lines.rend(); ++line) {
+    const size_t at = line->find(kError);
+    if (line->rfind("[tfslurm-agent ", 0) == 0 && at != std::string_view::npos)
+      return why + ": " + ExitDetail(std::string(line->substr(at + kError.size())));
+  }
+  return why + "; the tasks' logs say why";
 }
 
 std::string SlurmWatch::UnverifiedServiceReason(const OpenExperiment& a, const JobInfo& job) {

@@ -76,7 +76,15 @@ void SlurmWatch::CheckBarrier(OpenExperiment& a, int64_t now, Changes& c, Action
   std::string why = "barrier timeout after " + Seconds(core_.config().barrier_timeout_ms) + ": " +
                     std::to_string(missing.size()) + " of " + std::to_string(run.size()) +
                     " tasks never registered: " + names;
-  a.attempt.Fail({Outcome::kFailed, why}, EndReason::kStartFailed);
+  // A task that never started because its container did not: the
+  // runtime's words, and a failure that repeats at every start.
+  std::optional<std::string> container =
+      missing.empty() ? std::nullopt : ContainerStartFailure(a, missing.front());
+  if (container)
+    why += "; the container did not start for " +
+           TaskName(run.task(missing.front()), missing.front()) + ": " + *container;
+  a.attempt.Fail({Outcome::kFailed, why},
+                 container ? EndReason::kStartupError : EndReason::kStartFailed);
   agents_.ReapRemaining(a, c, why);
   a.record.reason = why + "; cancelling the job";
   c.experiment = a.record;

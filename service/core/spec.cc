@@ -515,11 +515,11 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   }
   Checker c;
   ExperimentSpec spec;
-  c.OnlyKeys(
-      input, "",
-      {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources", "roles",
-       "network", "success", "pytorch", "restart", "checkpoint", "progress", "model_dir"},
-      ObjectOwning);
+  c.OnlyKeys(input, "",
+             {"id", "framework", "command", "workdir", "env", "cluster", "placement", "resources",
+              "roles", "network", "success", "pytorch", "restart", "checkpoint", "progress",
+              "model_dir", "container"},
+             ObjectOwning);
   ParseFramework(c, input, spec);
   ParseId(c, input, spec);
   ParseCommand(c, input, limits, spec);
@@ -528,6 +528,7 @@ StatusOr<ExperimentSpec> ParseSpec(const json& input, const SpecLimits& limits) 
   ParseEnv(c, input, limits, spec);
   ParseShape(c, input, limits, spec);
   ParsePlacement(c, input, spec);
+  if (input.contains("container")) ParseContainer(c, input["container"], spec);
   ParseNetwork(c, input, spec);
   ParseSuccess(c, input, spec);
   if (input.contains("restart")) ParseRestart(c, input["restart"], spec, spec.restart);

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "service/core/container_mount.h"
 #include "service/core/records.h"
 
 namespace tfslurm {
@@ -145,6 +146,29 @@ struct RestartPolicy {
   int max_task_restarts = 3;
 };
 
+// How the tasks' programs run in a container image (docs/containers.md):
+// pyxis and Slurm's OCI support put each task, its agent included, in the
+// container (srun --container-image, srun --container); enroot and
+// Apptainer leave the agent on the host and start the program through the
+// runtime. kAuto is what the site configured (tfslurmd --container-runtime).
+enum class ContainerRuntime { kAuto, kPyxis, kEnroot, kOci, kApptainer };
+
+// The spec's `container` section. An empty image: no container, the
+// program runs with the node's own file system, as always.
+struct ContainerSpec {
+  // A path on the nodes (a squashfs file, an OCI bundle, a SIF file; absolute)
+  // or a registry reference given to the runtime as it is.
+  std::string image;
+  ContainerRuntime runtime = ContainerRuntime::kAuto;
+  std::vector<ContainerMount> mounts;  // besides the model dir and workdir, always mounted
+  std::map<std::string, std::string> role_images;  // TF role -> its own image
+  bool enabled() const { return !image.empty(); }
+  const std::string& ImageFor(const std::string& role) const {
+    auto it = role_images.find(role);
+    return it == role_images.end() ? image : it->second;
+  }
+};
+
 struct ExperimentSpec {
   std::string id;
   Framework framework = Framework::kTensorflow;
@@ -166,6 +190,7 @@ struct ExperimentSpec {
   // reports) for this long is ended as stalled; 0: never.
   int stall_timeout_s = 0;
   std::string model_dir;  // empty: auto (<output_root>/<id>)
+  ContainerSpec container;
 
   // The canonical JSON form, with every default spelled out. ParseSpec of
   // ToJson() gives the same spec back.
@@ -209,6 +234,21 @@ inline const char* SuccessPolicyName(SuccessPolicy policy) {
   return NameIn(kSuccessPolicyNames, policy);
 }
 inline const char* FrameworkName(Framework framework) { return NameIn(kFrameworkNames, framework); }
+const char* ContainerRuntimeName(ContainerRuntime runtime);
+// The runtime `spec`'s tasks use: its own, or for kAuto the site's (which
+// may be kAuto itself: none configured).
+ContainerRuntime ResolveContainerRuntime(const ContainerSpec& spec, ContainerRuntime site);
+// Whether the runtime puts the agent itself in the container (pyxis, OCI).
+inline bool AgentRunsInside(ContainerRuntime runtime) {
+  return runtime == ContainerRuntime::kPyxis || runtime == ContainerRuntime::kOci;
+}
+// The spec's container section checked against the runtime it resolves to
+// with the site's `site` runtime: refused (a FieldError per problem) when
+// kAuto resolves to nothing, when an image form cannot run on the runtime,
+// or when per-role images need components the job does not have. Used by
+// the submission, where the site's runtime is known (ParseSpec checks what
+// needs no site).
+Status CheckContainerForSite(const ExperimentSpec& spec, ContainerRuntime site);
 // The longest time limit Slurm reads: time_str2secs (src/common/parse_time.c)
 // counts the seconds in an int, so 2^31 - 1 s, in whole minutes
 // (24855-03:14:00).

@@ -237,6 +237,10 @@ std::optional<int64_t> CountHostlist(const std::string& list);
 // Parses the optional per-role block `roles` (spec_roles.cc) into
 // spec.roles; `resources` and `cluster` are parsed already.
 void ParseRoles(Checker& c, const nlohmann::json& v, ExperimentSpec& spec);
+// The optional `container` section (spec_container.cc); `cluster` is parsed
+// already (per-role images name its roles). ContainerJson is its canonical form.
+void ParseContainer(Checker& c, const nlohmann::json& v, ExperimentSpec& spec);
+nlohmann::json ContainerJson(const ContainerSpec& container);
 // Rules between roles, cluster, resources and placement (spec_roles.cc).
 void CheckRoles(Checker& c, const nlohmann::json& input, const ExperimentSpec& spec,
                 const SpecLimits& limits);

@@ -1,6 +1,7 @@
 // The spec's names, its time format and its canonical JSON form: the parts of
 // spec.h that are not validation (spec.cc).
 #include "service/core/spec.h"
+#include "service/core/spec_checker.h"
 
 #include <regex>
 
@@ -150,6 +151,9 @@ nlohmann::json ExperimentSpec::ToJson() const {
   j["checkpoint"] = {{"signal_grace_s", signal_grace_s}};
   j["progress"] = {{"stall_timeout_s", stall_timeout_s}};
   j["model_dir"] = model_dir.empty() ? json("auto") : json(model_dir);
+  // Only when given, as the site's options: a spec without it reads as it
+  // always did.
+  if (container.enabled()) j["container"] = spec_internal::ContainerJson(container);
   return j;
 }
 

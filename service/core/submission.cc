@@ -48,6 +48,8 @@ struct Submission::PreparedAttempt {
 };
 
 StatusOr<JobPlan> Submission::PlanFor(const ExperimentSpec& spec, RunAs account) {
+  if (Status s = CheckContainerForSite(spec, core_.config().launch.container_runtime); !s.ok())
+    return s;
   std::vector<StatusOr<PartitionShape>> partitions;
   for (const JobComponent& c : JobComponents(spec)) {
     partitions.push_back(Partition(c.resources.partition));
@@ -189,7 +191,11 @@ StatusOr<SubmitResult> Submission::Submit(const nlohmann::json& input, const std
     attempt.experiment_id = spec.id;
     attempt.number = 1;
     attempt.job_name = JobName(spec.id, 1);
-    AttemptJob job{1, {LogDir(spec.id, 1)}, "", {}};
+    AttemptJob job{
+        1,
+        {LogDir(spec.id, 1), core_.config().output_root + "/" + spec.id, a->record.model_dir},
+        "",
+        {}};
     attempt.sbatch_script =
         BuildSubmitRequest(spec, *plan, job, core_.config().launch, core_.config().job_environment)
             .script;
@@ -230,8 +236,9 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   std::string secret = core_.ports().random.NewSecret();
   const std::string secret_file = log_dir + "/" + kSecretFileName;
   if (Status s = core_.ports().files.WriteSecretFile(secret_file, secret, as); !s.ok()) return s;
+  const AttemptPaths paths{log_dir, core_.config().output_root + "/" + id, a.record.model_dir};
   p.request =
-      BuildSubmitRequest(a.spec, plan, {number, {log_dir}, secret_file, a.record.excluded_nodes},
+      BuildSubmitRequest(a.spec, plan, {number, paths, secret_file, a.record.excluded_nodes},
                          core_.config().launch, core_.config().job_environment);
   AttemptRecord& attempt = p.attempt;
   attempt.experiment_id = id;

@@ -30,8 +30,10 @@ DEBIAN_RELEASE = "22.05.8"
 
 def debian_env():
     """The environment without the compat release's Slurm on PATH: Debian's
-    clients, and start.sh without --slurm-prefix."""
-    env = {k: v for k, v in os.environ.items() if k != "LOCAL_SLURM_PREFIX"}
+    clients, and start.sh without --slurm-prefix nor the compat release's
+    pyxis (tests/compat.sh exports LOCAL_SLURM_CONTAINERS for its own cluster;
+    a plugin built against another release does not load)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCAL_SLURM_PREFIX", "LOCAL_SLURM_CONTAINERS")}
     env["PATH"] = ":".join(d for d in env["PATH"].split(":") if not d.startswith("/opt/tfslurm/slurm-")
                            and "/tfslurm/slurm-" not in d)
     return env

@@ -130,6 +130,44 @@ TEST_F(AgentTrustTest, WithoutTheLogLineTheReasonSaysWhereToLook) {
       << v.attempts[0].reason;
 }
 
+// Issue 44: the agent inside a pyxis container fails before registering
+// (here the service refused it: in site mode its uid unproven, as when
+// munged's socket is not in the container). Every start would fail alike:
+// startup_error in the agent's own words, not retried.
+TEST_F(AgentTrustTest, AnAgentFailingInItsContainerBeforeRegisteringIsAStartupErrorInItsWords) {
+  config_.agents_prove_uid = true;
+  experiments_ = NewCore(Ports(), config_, nullptr);
+  json spec = Spec("a");
+  spec["container"] = {{"image", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"}, {"runtime", "pyxis"}};
+  spec["restart"] = {{"max_restarts", 3}};
+  ASSERT_TRUE(experiments_->Submit(spec, "alice", false).ok());
+  slurm_.SetState(100, JobState::kRunning);
+  Poll();
+  files_.files[config_.output_root + "/a/logs/attempt-1/task-0.out"] =
+      "[tfslurm-agent exp=a attempt=1 proc=0] 2026-11-28T05:00:00.000 info: Slurm job 100 task 0\n"
+      "[tfslurm-agent exp=a attempt=1 proc=0] 2026-11-28T05:00:00.100 error: the service refused "
+      "this task: site mode: the registration carries no proven uid\n"
+      "[tfslurm-agent exp=a attempt=1 proc=0] 2026-11-28T05:00:00.101 info: exiting 3\n";
+  slurm_.SetState(100, JobState::kFailed, kAgentExitRefused);
+  Poll();
+  ExperimentView v = experiments_->Get("a").value();
+  EXPECT_EQ(v.experiment.state, ExperimentState::kFailed);
+  ASSERT_EQ(v.attempts.size(), 1u) << "not retried: max_restarts 3 does not cover a startup_error";
+  EXPECT_EQ(v.attempts[0].end_reason, EndReason::kStartupError);
+  EXPECT_EQ(v.attempts[0].reason,
+            "Slurm job 100: no task's agent registered from the container (tfslurm-agent exit 3): "
+            "the service refused this task: site mode: the registration carries no proven uid");
+}
+
+TEST_F(AgentTrustTest, ExitThreeWithoutAContainerIsNotTheAgentsStartup) {
+  ASSERT_NO_FATAL_FAILURE(Start(false));  // no container
+  slurm_.SetState(100, JobState::kFailed, kAgentExitRefused);
+  Poll();
+  ExperimentView v = experiments_->Get("a").value();
+  ASSERT_EQ(v.attempts.size(), 1u);
+  EXPECT_NE(v.attempts[0].end_reason, EndReason::kStartupError) << v.attempts[0].reason;
+}
+
 TEST_F(AgentTrustTest, TheSecretTravelsInTheOwnersFileNotInTheJobsEnvironment) {
   ASSERT_NO_FATAL_FAILURE(Start(false));
   const SubmitRequest& r = slurm_.submitted.at(0);

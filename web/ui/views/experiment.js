@@ -516,12 +516,23 @@ function facts(exp, now) {
       : item('Cluster', [cluster || '—', spec.placement ? ` · placement ${Array.isArray(spec.placement) ? 'explicit' : spec.placement}` : '', spec.success ? ` · success ${spec.success}` : '']),
     item('Resources', `${res.partition ? `partition ${res.partition} · ` : ''}${res.nodes ?? '?'} nodes × ${res.tasks_per_node ?? '?'} tasks${res.spare_nodes ? ` + ${res.spare_nodes} spare node${res.spare_nodes > 1 ? 's' : ''}` : ''} · ${res.cpus_per_task ?? '?'} cpu/task · time ${res.time_limit ?? '?'}`),
     spec.roles ? item('Per-role resources', `${rolesText(spec.roles)} (a heterogeneous Slurm job; other roles use the resources above)`) : null,
+    containerItem(exp, item),
     item('Memory per task', [exp.mem_per_task_mb ? `${exp.mem_per_task_mb} MB` : '—', exp.mem_explanation ? h('div', { class: 'small muted' }, exp.mem_explanation) : null]),
     item('Command', spec.command ? spec.command.join(' ') : '—', 'mono wrap'),
     item('Model dir', exp.model_dir, 'mono wrap'),
     item('Owner', exp.owner),
     item('Created', [formatTime(exp.created_at, now), ' ', h('span', { class: 'muted' }, ageSpan(exp.created_at, { suffix: ' ago', parens: true }))]),
   );
+}
+
+// The image and runtime each role runs in (docs/containers.md): one line
+// when every role shares them; nothing without a container.
+function containerItem(exp, item) {
+  const list = exp.containers ?? [];
+  if (!list.length) return null;
+  const text = (c) => `${c.image} (${c.runtime})`;
+  const same = list.every((c) => text(c) === text(list[0]));
+  return item('Container', same ? text(list[0]) : list.map((c) => `${c.role}: ${text(c)}`).join(' · '), 'mono wrap');
 }
 
 // A PyTorch rank's (or JAX process's) place on its node (LOCAL_RANK), after "rank N".

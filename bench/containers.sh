@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# bench/containers.sh [--runs N]: the per-task start overhead of a container
+# against no container, side by side in one run, on the local cluster
+# (issue 44):
+#   none         srun python3 -c <print a line>           (the host's python3)
+#   pyxis cold   srun --container-image=python.sqsh --container-name=NEW ...
+#                (pyxis imports: unsquashfs into the node's enroot data)
+#   pyxis warm   the same name again (pyxis reuses the node's import)
+#   enroot cold  tfslurm-container-launch (enroot create, then enroot start)
+#   enroot warm  the same image again (enroot start of the node's import)
+# Each figure is the wall time from srun's start to the program's line on
+# stdout, one task on one node, median of N runs (default 3; cold runs
+# remove the import first). Target: warm at most 1 s more than none per task;
+# the cold import is paid once per node (every task of a node waits for the
+# one import: tests/integration/test_containers.py).
+#
+# Runs on the cluster SLURM_CONF names, started with --containers (a
+# hosts-apart one too), with LOCAL_SLURM_CONTAINERS (enroot for the launcher)
+# and TFSLURM_IMAGES as tests/containers.sh prints them; without SLURM_CONF
+# it makes those (tests/containers.sh, cached) and starts a cluster of its
+# own, as bench/run.sh --smoke runs it. And the build (TFSLURM_BENCH_BUILD,
+# default build/). Appends its figures with the load to bench/RESULTS.md unless
+# BENCH_RESULTS names another file. Exits non-zero on any failed run.
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+here="$BENCH_DIR"
+repo="$REPO"
+runs=3
+if [[ "${1:-}" == --runs ]]; then runs="$2"; fi
+command_line="bench/containers.sh --runs $runs"
+section=""
+trap 'stop_cluster; rm -f "$section"' EXIT
+if [[ -z "${SLURM_CONF:-}" ]]; then
+  if [[ -z "${LOCAL_SLURM_CONTAINERS:-}" || -z "${TFSLURM_IMAGES:-}" ]]; then
+    containers_env="$("$repo/tests/containers.sh")" || die "tests/containers.sh failed"
+    eval "$containers_env"
+  fi
+  start_cluster # start.sh --containers "$LOCAL_SLURM_CONTAINERS", from the environment
+fi
+images="${TFSLURM_IMAGES:?set TFSLURM_IMAGES (tests/containers.sh prints it)}"
+build="${TFSLURM_BENCH_BUILD:-$repo/build}"
+launch="$build/bin/tfslurm-container-launch"
+RESULTS="${BENCH_RESULTS:-$RESULTS}"
+image="$images/python.sqsh"
+program=(python3 -c 'print("tfslurm-bench: started", flush=True)')
+
+cluster_dir="$(dirname -- "$(dirname -- "$SLURM_CONF")")"
+# On a hosts-apart cluster (start.sh --hosts-apart) srun runs on its login
+# host, whose network reaches slurmctld; the way in costs every kind alike.
+srun=(srun)
+if "$repo/deploy/local-slurm/on-host.sh" "$cluster_dir" login true 2>/dev/null; then
+  srun=("$repo/deploy/local-slurm/on-host.sh" "$cluster_dir" login srun)
+fi
+BENCH_LOAD_AT_START="$(cut -d' ' -f1-3 /proc/loadavg)"
+# The launcher runs enroot from the task's PATH, srun's: where start.sh
+# --containers put it for the daemons (a site installs it in /usr/bin).
+if [[ -n "${LOCAL_SLURM_CONTAINERS:-}" ]]; then export PATH="$LOCAL_SLURM_CONTAINERS/bin:$PATH"; fi
+
+# Seconds from now until srun's task prints its line; a failed srun or a
+# missing line is an error of the run (bench_error), and no figure.
+time_srun() {
+  local started out
+  started=$(date +%s.%N)
+  out="$("${srun[@]}" -N1 -n1 -w node1 "$@" 2>&1)" || { echo "srun $* failed: ${out: -300}" | tr '\n' ' '; return 1; }
+  [[ $out == *"tfslurm-bench: started"* ]] || { echo "no line from srun $*: ${out: -300}"; return 1; }
+  awk -v a="$(date +%s.%N)" -v b="$started" 'BEGIN { printf "%.3f\n", a - b }' 
+}
+# One run's figure into samples, or its failure into the errors.
+sample() {
+  local out
+  if out="$(time_srun "$@")"; then samples+=("$out"); else bench_error "$kind: $out"; fi
+}
+# The run before the warm ones (its import), not counted.
+warm_up() {
+  local out
+  out="$(time_srun "$@")" || bench_error "$kind, the warm-up: $out"
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# node1's enroot imports: its own disk at /var/tmp/tfslurm-node (start.sh --containers).
+enroot_data="$cluster_dir/node-local/node1/enroot-data-$(id -u)"
+
+declare -A figures
+for kind in none pyxis-cold pyxis-warm enroot-cold enroot-warm; do
+  samples=()
+  for ((i = 0; i < runs; i++)); do
+    case "$kind" in
+      none) sample "${program[@]}" ;;
+      pyxis-cold)
+        name="bench-$$-$i"
+        sample --container-image="$image" --container-name="$name:no_exec" \
+          --no-container-mount-home "${program[@]}"
+        rm -rf "$enroot_data/pyxis_$name" ;;
+      pyxis-warm)
+        name="bench-$$-warm"
+        if ((i == 0)); then warm_up --container-image="$image" --container-name="$name:no_exec" \
+          --no-container-mount-home "${program[@]}"; fi
+        sample --container-image="$image" --container-name="$name:no_exec" \
+          --no-container-mount-home "${program[@]}" ;;
+      enroot-cold | enroot-warm)
+        if [[ $kind == enroot-cold ]]; then rm -rf "$enroot_data"/tfslurm-*; fi
+        if [[ $kind == enroot-warm && $i == 0 ]]; then
+          warm_up "$launch" --runtime enroot --image "$image" --workdir /tmp -- "${program[@]}"
+        fi
+        sample "$launch" --runtime enroot --image "$image" --workdir /tmp -- "${program[@]}" ;;
+    esac
+  done
+  figures[$kind]="$( ((${#samples[@]})) && printf '%s\n' "${samples[@]}" | median || echo 0)"
+  printf 'bench/containers: %-12s median %6.2f s of %d (%s)\n' "$kind" "${figures[$kind]}" "$runs" "${samples[*]}"
+done
+rm -rf "$enroot_data/pyxis_bench-$$-warm"
+
+minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", a - b }'; }
+over_pyxis="$(minus "${figures[pyxis-warm]}" "${figures[none]}")"
+over_enroot="$(minus "${figures[enroot-warm]}" "${figures[none]}")"
+section="$(mktemp /tmp/bench-containers-XXXX.md)"
+{
+  echo "Per task, one task on node1, median of $runs runs; image python.sqsh ($(du -h "$image" | cut -f1));"
+  echo "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo
+  echo "| per task, srun -> first line | none | pyxis cold | pyxis warm | enroot cold | enroot warm |"
+  echo "|---|---|---|---|---|---|"
+  printf '| median s | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "${figures[none]}" "${figures[pyxis-cold]}" \
+    "${figures[pyxis-warm]}" "${figures[enroot-cold]}" "${figures[enroot-warm]}"
+  printf '\nwarm over none: pyxis %+.2f s, enroot %+.2f s (target: at most +1 s)\n' "$over_pyxis" "$over_enroot"
+} >"$section"
+cat "$section"
+results_append "Containers: per-task start overhead, none/pyxis/enroot (issue 44)" "$command_line" "$section"

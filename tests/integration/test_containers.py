@@ -1,0 +1,221 @@
+"""Issue 44: training in containers, on the local cluster with real runtimes.
+
+The cluster runs pyxis 0.24.0 and enroot 4.1.2 (deploy/local-slurm/start.sh
+--containers, from deploy/containers/setup.sh), and the images are real ones
+built locally (deploy/containers/build-images.sh; TFSLURM_IMAGES names their
+directory): Debian 12 with python3 and tensorflow-cpu from PyPI, and with
+Debian's python3-torch. The programs are the repository's examples, run by
+the image's own python3; nothing of tfslurm is in the images.
+"""
+import os
+import pwd
+import glob
+import re
+import shutil
+import signal
+import subprocess
+
+import pytest
+
+from conftest import REPO, program_pid, wait_for
+from unix_users import ALICE, site, token_for  # noqa: F401 (site is a fixture)
+from test_tensorflow import TF_ENV, all_ended, proc_of, task_log, wait_ended
+
+
+@pytest.fixture(scope="module")
+def images():
+    d = os.environ.get("TFSLURM_IMAGES")
+    if not d or not os.path.exists(os.path.join(d, "tf.sqsh")):
+        pytest.fail("no container images: run deploy/containers/build-images.sh (tests/containers.sh "
+                    "does) and set TFSLURM_IMAGES to the directory it prints")
+    return d
+
+
+@pytest.fixture(scope="module")
+def pyxis_cluster(slurm_cluster):
+    plugstack = os.path.join(os.path.dirname(slurm_cluster), "plugstack.conf")
+    if "spank_pyxis.so" not in open(plugstack).read():
+        pytest.fail("the local cluster runs without pyxis: start it with deploy/local-slurm/start.sh "
+                    "--containers \"$(deploy/containers/setup.sh)\" (tests/containers.sh says how)")
+    return slurm_cluster
+
+
+@pytest.fixture
+def enroot_on_path(monkeypatch):
+    """enroot on the PATH of the jobs tfslurmd submits (tfslurmd gives jobs
+    its own PATH): a site installs it in /usr/bin; here it is in the
+    directory start.sh --containers put on the daemons' PATH."""
+    cdir = os.environ.get("LOCAL_SLURM_CONTAINERS")
+    if not cdir:
+        pytest.fail("LOCAL_SLURM_CONTAINERS is not set: eval \"$(tests/containers.sh)\" first")
+    monkeypatch.setenv("PATH", os.path.join(cdir, "bin") + ":" + os.environ["PATH"])
+
+
+@pytest.fixture
+def tf_imports_dropped_after(slurm_cluster):
+    """The TF image's imports removed from every node after the test: each is
+    2.4 GB unsquashed, one per node and runtime (pyxis and enroot name theirs
+    apart), and the local cluster's nodes share one disk; kept, the module
+    would need about 15 GB at once. Each TF test imports cold; reuse within a
+    test (tasks of a node, attempts in place) is what these tests check."""
+    yield
+    node_local = os.path.join(os.path.dirname(os.path.dirname(slurm_cluster)), "node-local")
+    for data in glob.glob(os.path.join(node_local, "*", "enroot-data-*")):
+        for entry in os.listdir(data):
+            shutil.rmtree(os.path.join(data, entry), ignore_errors=True)
+
+
+def container_spec(exp_id, image, runtime, steps=200, **extra):
+    """examples/mnist_tf in the TF image: 1 chief, 2 ps, 2 workers, 1 evaluator on 3 nodes x 2."""
+    example = os.path.join(REPO, "examples", "mnist_tf")
+    spec = {
+        "id": exp_id,
+        "command": ["python3", os.path.join(example, "train.py"), "--data", "synthetic", "--steps", str(steps),
+                    "--checkpoint-every", "50", "--steps-per-dispatch", "25", "--eval-interval", "1"],
+        "workdir": example,
+        "env": dict(TF_ENV),
+        "cluster": {"chief": 1, "ps": 2, "worker": 2, "evaluator": 1},
+        "resources": {"partition": "debug", "nodes": 3, "tasks_per_node": 2, "time_limit": "00:10:00"},
+        "success": "chief",
+        "restart": {"max_restarts": 0},
+        "container": {"image": image, "runtime": runtime},
+    }
+    spec.update(extra)
+    return spec
+
+
+def in_image(pid, image_marker):
+    """Whether process `pid` runs in the image: its root's /etc/os-release is
+    the image's (the host's python3 is not the image's python3)."""
+    try:
+        return os.path.realpath(f"/proc/{pid}/root") and open(f"/proc/{pid}/root/{image_marker}").read()
+    except OSError:
+        return None
+
+
+@pytest.mark.parametrize("runtime", ["pyxis", "enroot"])
+def test_tf_parameter_servers_in_the_image_succeed_and_the_ps_are_reaped(enroot_on_path, service, pyxis_cluster,
+                                                                        images, runtime, tf_imports_dropped_after):
+    exp_id = f"ctr-ps-{runtime}"
+    steps = 150
+    status, body = service.post("/experiments", container_spec(exp_id, os.path.join(images, "tf.sqsh"),
+                                                               runtime, steps))
+    assert status == 201, body
+    done = wait_ended(service, exp_id, 420)
+    assert done["state"] == "succeeded", done["reason"]
+    done = all_ended(service, exp_id)
+    states = {f'{t["role"]}:{t["index"]}': t["state"] for t in done["tasks"]}
+    assert states == {"chief:0": "succeeded", "ps:0": "reaped", "ps:1": "reaped", "worker:0": "reaped",
+                      "worker:1": "reaped", "evaluator:0": "reaped"}, states
+    chief_log = task_log(done, proc_of(done, "chief"))
+    assert f"mnist_tf: done step={steps}" in chief_log, chief_log[-2000:]
+    # The image's python3 and TensorFlow ran it: the host's python3 (the
+    # command's "python3" outside the image) has no TensorFlow at all.
+    host = subprocess.run(["python3", "-c", "import tensorflow"], capture_output=True)
+    assert host.returncode != 0, "the host's python3 imports tensorflow: this test would prove nothing"
+    # How it shows: the API gives the image and the runtime per role.
+    containers = {r["role"]: r for r in done["containers"]}
+    assert containers["ps"]["runtime"] == runtime and containers["ps"]["image"].endswith("tf.sqsh"), done
+
+
+def test_a_missing_image_is_a_startup_error_in_pyxiss_words_after_one_attempt(service, pyxis_cluster, images):
+    spec = container_spec("ctr-missing", "/nonexistent/tf.sqsh", "pyxis")
+    spec["restart"] = {"max_restarts": 3}
+    status, body = service.post("/experiments", spec)
+    assert status == 201, body
+    done = service.wait_state("ctr-missing", "failed", timeout=120)
+    assert done["attempt"] == 1, done
+    attempt = done["attempts"][-1] if "attempts" in done else None
+    assert "No such file or directory: /nonexistent/tf.sqsh" in done["reason"], done["reason"]
+    assert "startup_error" in (attempt or {}).get("end_reason", "startup_error"), attempt
+
+
+def test_enroot_names_a_missing_image_and_a_missing_command_as_startup_errors(enroot_on_path, service,
+                                                                             pyxis_cluster, images):
+    spec = container_spec("ctr-enroot-missing", "/nonexistent/tf.sqsh", "enroot")
+    spec["restart"] = {"max_restarts": 3}
+    assert service.post("/experiments", spec)[0] == 201
+    done = service.wait_state("ctr-enroot-missing", "failed", timeout=120)
+    assert done["attempt"] == 1, done
+    assert "No such file or directory: /nonexistent/tf.sqsh" in done["reason"], done["reason"]
+
+    spec = container_spec("ctr-enroot-nocmd", os.path.join(images, "python.sqsh"), "enroot")
+    spec["command"] = ["trian.py"]
+    spec["restart"] = {"max_restarts": 3}
+    assert service.post("/experiments", spec)[0] == 201
+    done = service.wait_state("ctr-enroot-nocmd", "failed", timeout=120)
+    assert done["attempt"] == 1, done
+    assert "cannot run 'trian.py' in the container" in done["reason"], done["reason"]
+
+
+def test_a_missing_runtime_is_a_startup_error_in_the_launchers_words(service, pyxis_cluster, images):
+    """enroot not on the jobs' PATH: the agent's launcher cannot run it."""
+    spec = container_spec("ctr-no-enroot", os.path.join(images, "python.sqsh"), "enroot")
+    spec["restart"] = {"max_restarts": 3}
+    assert service.post("/experiments", spec)[0] == 201
+    done = service.wait_state("ctr-no-enroot", "failed", timeout=120)
+    assert done["attempt"] == 1, done
+    assert "cannot run 'enroot': No such file or directory" in done["reason"], done["reason"]
+
+
+def test_a_spec_with_runtime_auto_is_refused_without_a_site_runtime(service, images):
+    spec = container_spec("ctr-auto", os.path.join(images, "tf.sqsh"), "auto")
+    status, body = service.post("/experiments", spec)
+    assert status == 400, body
+    assert [f["field"] for f in body["error"]["fields"]] == ["container.runtime"], body
+
+
+def test_in_pyxis_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_place_from_tfs_checkpoint(
+        service, pyxis_cluster, images, tf_imports_dropped_after):
+    """In the same running container (no import again): worker 1's program
+    killed -9 comes back alone, on its node and port; then the chief's kill
+    -9 ends the attempt, and attempt 2 runs in the same job and restores
+    TensorFlow's own latest checkpoint."""
+    steps = 600
+    spec = container_spec("ctr-restarts", os.path.join(images, "tf.sqsh"), "pyxis", steps,
+                          restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1})
+    assert service.post("/experiments", spec)[0] == 201
+    wait_for(lambda: (service.experiment("ctr-restarts").get("checkpoint") or {}).get("step", 0) >= 50, 240,
+             "a first checkpoint")
+    worker = wait_for(lambda: program_pid("ctr-restarts", "worker", 1), 30, "worker 1's program")
+    os.kill(worker, signal.SIGKILL)
+    wait_for(lambda: (lambda p: p if p and p != worker else None)(program_pid("ctr-restarts", "worker", 1)), 90,
+             "worker 1's program to start again, alone")
+    exp = service.experiment("ctr-restarts")
+    assert exp["attempt"] == 1 and any(e["what"] == "restarted_alone" for e in exp["events"]), exp["events"]
+
+    chief = wait_for(lambda: program_pid("ctr-restarts", "chief", 0), 30, "the chief's program")
+    os.kill(chief, signal.SIGKILL)
+    done = wait_ended(service, "ctr-restarts", 420)
+    assert done["state"] == "succeeded", done["reason"]
+    first, second = done["attempts"]
+    assert first["end_reason"] == "retryable_exit" and "signal 9" in first["reason"], first
+    assert second["in_place"] and second["slurm_job_id"] == first["slurm_job_id"], done["attempts"]
+    chief_log = task_log(done, proc_of(done, "chief"), attempt=2)
+    restored = re.search(r"mnist_tf: restored step=(\d+)", chief_log)
+    assert restored and int(restored.group(1)) > 0, chief_log[-2000:]
+    assert f"mnist_tf: done step={steps}" in chief_log, chief_log[-2000:]
+
+
+def test_site_mode_alices_program_in_pyxis_runs_as_alice_and_its_files_are_hers(site, pyxis_cluster, images):
+    """tfslurmd as root with --site; alice's job, its agent and her program
+    in the image run as alice (no remapping to root), and every file the
+    program wrote is hers."""
+    from test_site_mode import owners_under, submit, wait_done
+    service, _, _ = site
+    service.admin = token_for(service, "root", admin=True)
+    alice = pwd.getpwnam(ALICE)
+    record = 'id -u > "$MODEL_DIR/id-$TFSLURM_ROLE"; echo written > "$MODEL_DIR/by-$TFSLURM_ROLE"'
+    submit(site, ALICE, {
+        "id": "ctr-alice", "command": ["/bin/sh", "-c", record],
+        "cluster": {"worker": 2},
+        "resources": {"partition": "debug", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:10:00"},
+        "success": "all_workers",
+        "container": {"image": os.path.join(images, "python.sqsh"), "runtime": "pyxis"}})
+    done = wait_done(service, "ctr-alice", timeout=240)
+    assert done["state"] == "succeeded", done.get("reason")
+    model_dir = done["model_dir"]
+    assert int(open(os.path.join(model_dir, "id-worker")).read()) == alice.pw_uid
+    owners = owners_under(os.path.join(service.output_root, "ctr-alice"))
+    assert "by-worker" in owners, sorted(owners)
+    assert {p: uid for p, uid in owners.items() if uid != alice.pw_uid} == {}, owners
