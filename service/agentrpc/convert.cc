@@ -7,7 +7,7 @@
 namespace tfslurm::agentrpc {
 
 TaskRef FromProto(const agent::v1::TaskRef& ref) {
-  return {ref.experiment_id(), ref.attempt(), ref.secret(), ref.proc_id()};
+  return {ref.experiment_id(), ref.attempt(), ref.secret(), ProcId(ref.proc_id())};
 }
 
 RegisterInfo FromProto(const agent::v1::Register& reg) {
