@@ -7,7 +7,8 @@
 namespace tfslurm::agentrpc {
 
 TaskRef FromProto(const agent::v1::TaskRef& ref) {
-  return {ref.experiment_id(), ref.attempt(), ref.secret(), ref.proc_id()};
+  // proven_uid: the transport fills it in (uid_proof.h).
+  return {ref.experiment_id(), ref.attempt(), ref.secret(), ProcId(ref.proc_id()), std::nullopt};
 }
 
 RegisterInfo FromProto(const agent::v1::Register& reg) {

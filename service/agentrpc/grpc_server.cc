@@ -104,10 +104,10 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
       DispatchRegister(*agents_, in_, uid_, channel_);
     } else {
       // Reports carry their own identity; it must be the stream's.
-      Status s =
-          in_.task().proc_id() == ref_.proc_id && in_.task().experiment_id() == ref_.experiment_id
-              ? DispatchReport(*agents_, in_, uid_)
-              : InvalidArgument("a stream speaks for one task only");
+      Status s = ProcId(in_.task().proc_id()) == ref_.proc_id &&
+                         in_.task().experiment_id() == ref_.experiment_id
+                     ? DispatchReport(*agents_, in_, uid_)
+                     : InvalidArgument("a stream speaks for one task only");
       if (!s.ok()) channel_->Send(RefusalFor(s));
     }
     StartReading();

@@ -100,8 +100,8 @@ void WriteAttempt(JsonWriter& w, const AttemptRecord& a) {
   w.EndObject();
 }
 
-void WriteTask(JsonWriter& w, const TaskRecord& t, int64_t now_ms) {
-  w.BeginObject().Field("proc_id", t.proc_id).Field("role", t.role).Field("index", t.index);
+void WriteTask(JsonWriter& w, const TaskView& t, int64_t now_ms) {
+  w.BeginObject().Field("proc_id", t.proc_id.value()).Field("role", t.role).Field("index", t.index);
   w.Field("node", t.node).Field("local_rank", t.local_rank).Field("address", t.address);
   w.Field("component", t.component);
   w.Field("state", TaskStateName(t.state));
@@ -180,7 +180,7 @@ std::string ExperimentViewJson(const ExperimentView& v, int64_t now_ms, const Ta
   w.Key("tasks").BeginArray();
   const bool paged = v.tasks_total >= 0;  // by the store already
   int64_t matching = 0;
-  for (const TaskRecord& t : v.tasks) {
+  for (const TaskView& t : v.tasks) {
     if (!paged && page.state && t.state != *page.state) continue;
     const int64_t at = matching++;
     if (paged || (at >= page.offset && (page.limit < 0 || at < page.offset + page.limit)))

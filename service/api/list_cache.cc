@@ -158,8 +158,8 @@ bool ExperimentListCache::ChangesWhatListsShow(const Changes& c) const {
   for (const TaskRecord& t : c.tasks) {
     auto it = seen_.find(t.experiment_id);
     if (it == seen_.end() || it->second.attempt != t.attempt) return true;
-    auto known = it->second.by_proc.find(t.proc_id);
-    if (known == it->second.by_proc.end() || known->second.first != t.role ||
+    auto known = it->second.by_task.find(t.task);
+    if (known == it->second.by_task.end() || known->second.first != t.role ||
         known->second.second != t.state)
       return true;
   }
@@ -176,9 +176,9 @@ void ExperimentListCache::See(const Changes& c) {
     // attempt's (a late report) are not kept.
     if (added || t.attempt > seen.attempt) {
       seen.attempt = t.attempt;
-      seen.by_proc.clear();
+      seen.by_task.clear();
     }
-    if (t.attempt == seen.attempt) seen.by_proc[t.proc_id] = {t.role, t.state};
+    if (t.attempt == seen.attempt) seen.by_task[t.task] = {t.role, t.state};
   }
   // A list shows no counts for a finished experiment; a task written later
   // (or a resume) counts as a change.

@@ -80,11 +80,11 @@ class ExperimentListCache final : public CommitObserver {
     uint64_t version = 0;
     std::shared_ptr<const std::string> json;
   };
-  // Role and state of each task (by proc_id) of one attempt of an
+  // Role and state of each task (by its index) of one attempt of an
   // experiment, as the commits last wrote them.
   struct SeenTasks {
     int attempt = 0;
-    std::unordered_map<int, std::pair<std::string, TaskState>> by_proc;
+    std::unordered_map<TaskIndex, std::pair<std::string, TaskState>> by_task;
   };
 
   uint64_t ItemVersionLocked(const std::string& id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -64,8 +64,8 @@ std::string DescribeTasks(const std::vector<TaskRecord>& tasks) {
   return out;
 }
 
-StatusOr<int> ProcIdOf(Experiments& experiments, const std::string& id, int attempt,
-                       const TaskName& task) {
+StatusOr<ProcId> ProcIdOf(Experiments& experiments, const std::string& id, int attempt,
+                          const TaskName& task) {
   auto tasks = experiments.ListTasks(id, attempt);
   if (!tasks.ok()) return tasks.status();
   for (const TaskRecord& t : *tasks) {
@@ -75,8 +75,8 @@ StatusOr<int> ProcIdOf(Experiments& experiments, const std::string& id, int atte
     auto attempts = experiments.ListAttempts(id);
     if (attempts.ok())
       for (const AttemptRecord& a : *attempts)
-        if (a.number == attempt) return a.node_slots.ProcOfTask(t.proc_id);
-    return t.proc_id;
+        if (a.number == attempt) return a.node_slots.ProcOfTask(t.task);
+    return ProcId(t.task.value());
   }
   std::string name = task.role + ":" + std::to_string(task.index);
   std::string has = "attempt " + std::to_string(attempt) + " has " + DescribeTasks(*tasks);
@@ -312,7 +312,7 @@ StatusOr<LogRequest> ParseLogRequest(const httplib::Request& req, Experiments& e
     if (!task.ok()) return task.status();
     auto proc_id = ProcIdOf(experiments, r.id, r.attempt, *task);
     if (!proc_id.ok()) return proc_id.status();
-    r.file = "task-" + std::to_string(*proc_id) + ".out";
+    r.file = "task-" + std::to_string(proc_id->value()) + ".out";
     r.what = task->role + ":" + std::to_string(task->index);
   }
   return r;

@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "service/core/container_mount.h"
+#include "service/core/task_identity.h"
 
 namespace tfslurm {
 
@@ -24,7 +25,7 @@ struct TaskRef {
   std::string experiment_id;
   int attempt = 0;
   std::string secret;
-  int proc_id = 0;
+  ProcId proc_id;  // the agent's SLURM_PROCID, not the task's index
   // The sender's Unix uid as munged vouched for it (site mode: a gRPC
   // stream's Register, or each JSON message, carries a MUNGE credential the
   // transport decoded); nullopt when nothing proved it.

@@ -92,12 +92,12 @@ Status AgentProtocol::CheckProvenUid(OpenExperiment& a, const TaskRef& ref) {
   return tfslurm::CheckProvenUid(ref, *a.job_uid, a.record.owner);
 }
 
-StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, int* task) {
+StatusOr<OpenExperiment*> AgentProtocol::FindTask(const TaskRef& ref, TaskIndex* task) {
   ProcPlace place;
   auto found = FindAgent(ref, &place);
   if (!found.ok()) return found;
   if (place.kind != ProcPlace::kTask)
-    return FailedPrecondition("task " + std::to_string(ref.proc_id) +
+    return FailedPrecondition("task " + std::to_string(ref.proc_id.value()) +
                               " runs on a spare node: it has no program to report on");
   *task = place.task;
   return found;
@@ -155,7 +155,7 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
     in_place_.OnSpare(a, ref, info, std::move(channel));
     return false;
   }
-  const int task = place.task;
+  const TaskIndex task = place.task;
   if (std::optional<std::string> too_late = a.attempt.RegistrationRefused(task)) {
     channel->Send(RefusedMsg{*too_late, true});
     return false;
@@ -185,7 +185,8 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
   return core_.CommitAfterUnlock(c);
 }
 
-void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_task) {
+void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c,
+                                    std::optional<TaskIndex> only_task) {
   const bool first = a.attempt.BeginAssigning();
   const std::shared_ptr<const SharedCluster> cluster = a.attempt.SharedClusterSpec();
   for (const auto& [task, channel] : a.attempt.AssignedChannels(only_task)) {
@@ -204,7 +205,7 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c, int only_task
 
 Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
   MutexLock lock(core_.mu());
-  int task;
+  TaskIndex task;
   auto found = FindTask(ref, &task);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
@@ -219,7 +220,7 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
 
 Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::string& path) {
   MutexLock lock(core_.mu());
-  int task;
+  TaskIndex task;
   auto found = FindTask(ref, &task);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
@@ -273,7 +274,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
   });
   {
     MutexLock lock(core_.mu());
-    int task;
+    TaskIndex task;
     auto found = FindTask(ref, &task);
     if (!found.ok()) return found.status();
     OpenExperiment& a = **found;
@@ -302,7 +303,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
   if (dropped == 0 && appended.refused_tags.empty()) return Status::Ok();
 
   MutexLock lock(core_.mu());
-  int task;
+  TaskIndex task;
   auto found = FindTask(ref, &task);
   if (!found.ok() || (*found)->attempt.TakeScalarNotice()) return Status::Ok();
   OpenExperiment& a = **found;
@@ -340,12 +341,12 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
 Status AgentProtocol::OnExitedLocked(const TaskRef& ref, const ExitReport& exit, bool* queued) {
   const std::optional<int> exit_code = exit.exit_code;
   const std::optional<int> signal = exit.signal;
-  int proc;
-  auto found = FindTask(ref, &proc);
+  TaskIndex task;
+  auto found = FindTask(ref, &task);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
   // A re-sent report.
-  if (a.attempt.ExitAlreadyKnown(proc)) return Status::Ok();
+  if (a.attempt.ExitAlreadyKnown(task)) return Status::Ok();
   bool decided_before = a.attempt.run->outcome().kind != Outcome::kUndecided;
   // A task that ends after the user cancelled was ended by us (scancel's
   // SIGTERM reaches the program through its agent, which then reports its
@@ -356,14 +357,14 @@ Status AgentProtocol::OnExitedLocked(const TaskRef& ref, const ExitReport& exit,
   const bool reaped = exit.reaped || a.user_cancelled;
   const std::string detail = ExitDetail(exit.detail);
   Changes c;
-  if (!reaped && lone_.OnExit(a, proc, exit_code, signal, detail, c)) {
+  if (!reaped && lone_.OnExit(a, task, exit_code, signal, detail, c)) {
     *queued = core_.CommitAfterUnlock(c);
     return Status::Ok();
   }
   const int64_t now = core_.ports().clock.NowMs();
-  a.attempt.RecordExit(proc, exit, reaped, detail, now, c);
+  a.attempt.RecordExit(task, exit, reaped, detail, now, c);
   core_.Event(c, a, reaped ? EventCode::kReaped : EventCode::kExited,
-              a.attempt.TaskNameOf(proc) + " " +
+              a.attempt.TaskNameOf(task) + " " +
                   HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
   if (std::optional<int64_t> took = a.attempt.ReapingConfirmed(now))
     core_.metrics().ReapingDone(static_cast<double>(*took) / 1000.0);

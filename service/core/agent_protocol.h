@@ -87,10 +87,11 @@ class AgentProtocol {
   Status CheckProvenUid(OpenExperiment& a, const TaskRef& ref)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // FindAgent for the agent of a task: the task's index in *task.
-  StatusOr<OpenExperiment*> FindTask(const TaskRef& ref, int* task)
+  StatusOr<OpenExperiment*> FindTask(const TaskRef& ref, TaskIndex* task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // To every connected task, or only to `only_task`.
-  void SendAssignments(OpenExperiment& e, Changes& c, int only_task = -1)
+  void SendAssignments(OpenExperiment& e, Changes& c,
+                       std::optional<TaskIndex> only_task = std::nullopt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // The attempt has just been decided by the tasks' exits.
   void OnOutcome(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());

@@ -17,14 +17,14 @@ AttemptRun::AttemptRun(const ExperimentSpec& spec, int attempt)
   for (const TaskRole& r : AssignRoles(spec)) {
     TaskSlot slot;
     slot.role = r;
-    slot.component = ComponentOfTask(components_, static_cast<int>(tasks_.size()));
+    slot.component = ComponentOfTask(components_, TaskIndex(size()));
     tasks_.push_back(slot);
   }
 }
 
-bool AttemptRun::Register(int proc, const std::string& node, const std::string& address,
+bool AttemptRun::Register(TaskIndex task, const std::string& node, const std::string& address,
                           int node_id, int local_id) {
-  TaskSlot& t = tasks_[proc];
+  TaskSlot& t = tasks_[task.value()];
   t.node = node;
   t.address = address;
   t.node_id = node_id;
@@ -63,26 +63,26 @@ std::string AttemptRun::ClusterSpec() const {
   return BuildClusterSpec(roles, addresses);
 }
 
-int AttemptRun::CheckpointingTask() const {
-  if (HasRanks(spec_.framework)) return 0;
-  int worker0 = -1;
-  for (int i = 0; i < size(); ++i) {
-    if (tasks_[i].role.role == "chief") return i;
-    if (tasks_[i].role.role == "worker" && tasks_[i].role.index == 0) worker0 = i;
+std::optional<TaskIndex> AttemptRun::CheckpointingTask() const {
+  if (HasRanks(spec_.framework)) return TaskIndex(0);
+  std::optional<TaskIndex> worker0;
+  for (TaskIndex i : indices()) {
+    if (task(i).role.role == "chief") return i;
+    if (task(i).role.role == "worker" && task(i).role.index == 0) worker0 = i;
   }
   return worker0;
 }
 
 std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
-    int proc, const std::string& model_dir) const {
-  const TaskSlot& t = tasks_[proc];
+    TaskIndex index, const std::string& model_dir) const {
+  const TaskSlot& t = task(index);
   std::vector<std::pair<std::string, std::string>> env(spec_.env.begin(), spec_.env.end());
   env.emplace_back("EXPERIMENT_ID", spec_.id);
   env.emplace_back("MODEL_DIR", model_dir);
   if (spec_.framework == Framework::kPytorch) {
-    AddTorchEnv(proc, env);
+    AddTorchEnv(index, env);
   } else if (spec_.framework == Framework::kJax) {
-    AddJaxEnv(proc, env);
+    AddJaxEnv(index, env);
   } else {
     env.emplace_back("TFSLURM_ROLE", t.role.role);
     env.emplace_back("TFSLURM_INDEX", std::to_string(t.role.index));
@@ -94,7 +94,7 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
   // Where a program that writes no TensorBoard event files logs scalars
   // itself, as JSON lines its agent follows (docs/scalars.md); only the
   // reporting task's agent reads it.
-  if (proc == CheckpointingTask())
+  if (index == CheckpointingTask())
     env.emplace_back("TFSLURM_SCALARS_FILE", model_dir + "/" + kScalarsFileName);
   auto colon = t.address.rfind(':');
   if (colon != std::string::npos) env.emplace_back("TFSLURM_PORT", t.address.substr(colon + 1));
@@ -107,15 +107,16 @@ std::vector<std::pair<std::string, std::string>> AttemptRun::TaskEnv(
   return env;
 }
 
-void AttemptRun::AddTorchEnv(int proc,
+void AttemptRun::AddTorchEnv(TaskIndex index,
                              std::vector<std::pair<std::string, std::string>>& env) const {
   // What torchrun gives each worker process (torch/distributed/elastic/
   // agent/server/local_elastic_agent.py), from the registrations: RANK is
-  // SLURM_PROCID, LOCAL_RANK SLURM_LOCALID, GROUP_RANK SLURM_NODEID, and the
-  // store's address is rank 0's, on the port its agent holds bound for it
-  // (agent/port_reservation.h: TCPStore's listener sets SO_REUSEADDR, so it
-  // binds that port and nobody else can meanwhile).
-  const TaskSlot& t = tasks_[proc];
+  // the task's index (its SLURM_PROCID but where a spare node runs it, whose
+  // agents' SLURM_PROCIDs are the spare's: the ranks stay 0..N-1), LOCAL_RANK SLURM_LOCALID,
+  // GROUP_RANK SLURM_NODEID, and the store's address is rank 0's, on the port its agent holds bound
+  // for it (agent/port_reservation.h: TCPStore's listener sets SO_REUSEADDR, so it binds that port
+  // and nobody else can meanwhile).
+  const TaskSlot& t = task(index);
   const Resources& r = spec_.resources;
   std::string master = tasks_[0].address, master_port;
   if (auto colon = master.rfind(':'); colon != std::string::npos) {
@@ -125,7 +126,7 @@ void AttemptRun::AddTorchEnv(int proc,
   if (master.size() > 1 && master.front() == '[' && master.back() == ']')
     master = master.substr(1, master.size() - 2);  // an IPv6 literal
   auto add = [&](const char* name, std::string value) { env.emplace_back(name, std::move(value)); };
-  add("RANK", std::to_string(proc));
+  add("RANK", std::to_string(index.value()));
   add("WORLD_SIZE", std::to_string(size()));
   add("LOCAL_RANK", std::to_string(t.local_id));
   add("LOCAL_WORLD_SIZE", std::to_string(r.tasks_per_node));
@@ -133,7 +134,7 @@ void AttemptRun::AddTorchEnv(int proc,
   add("NODE_RANK", std::to_string(t.node_id));
   add("GROUP_WORLD_SIZE", std::to_string(r.nodes));
   add("ROLE_NAME", "default");
-  add("ROLE_RANK", std::to_string(proc));
+  add("ROLE_RANK", std::to_string(index.value()));
   add("ROLE_WORLD_SIZE", std::to_string(size()));
   add("MASTER_ADDR", master);
   add("MASTER_PORT", master_port);
@@ -143,7 +144,8 @@ void AttemptRun::AddTorchEnv(int proc,
   add("TORCHELASTIC_MAX_RESTARTS", std::to_string(spec_.restart.max_restarts));
 }
 
-void AttemptRun::AddJaxEnv(int proc, std::vector<std::pair<std::string, std::string>>& env) const {
+void AttemptRun::AddJaxEnv(TaskIndex index,
+                           std::vector<std::pair<std::string, std::string>>& env) const {
   // jax.distributed.initialize's arguments (docs/jax.md cites JAX 0.10.2).
   // JAX reads JAX_COORDINATOR_ADDRESS itself (jax/_src/distributed.py:76-77)
   // as "host:port"; its process 0 serves there, binding [::]:port (:117), the
@@ -158,12 +160,12 @@ void AttemptRun::AddJaxEnv(int proc, std::vector<std::pair<std::string, std::str
   auto add = [&](const char* name, std::string value) { env.emplace_back(name, std::move(value)); };
   add("JAX_COORDINATOR_ADDRESS", tasks_[0].address);
   add("JAX_NUM_PROCESSES", std::to_string(size()));
-  add("JAX_PROCESS_ID", std::to_string(proc));
+  add("JAX_PROCESS_ID", std::to_string(index.value()));
 }
 
-bool AttemptRun::IsTracked(int proc) const {
+bool AttemptRun::IsTracked(TaskIndex index) const {
   if (HasRanks(spec_.framework)) return true;  // every rank must exit 0
-  const TaskRole& r = tasks_[proc].role;
+  const TaskRole& r = task(index).role;
   switch (spec_.success) {
     case SuccessPolicy::kAuto:
       return spec_.cluster.chief > 0 ? r.role == "chief" : r.role == "worker";
@@ -177,35 +179,35 @@ bool AttemptRun::IsTracked(int proc) const {
   return false;
 }
 
-bool AttemptRun::MayRestartAlone(int proc) const {
-  const TaskRole& r = tasks_[proc].role;
+bool AttemptRun::MayRestartAlone(TaskIndex index) const {
+  const TaskRole& r = task(index).role;
   return HasLoneRestarts(spec_) && spec_.restart.max_task_restarts > 0 &&
-         (r.role == "worker" || r.role == "evaluator") && proc != CheckpointingTask();
+         (r.role == "worker" || r.role == "evaluator") && index != CheckpointingTask();
 }
 
-bool AttemptRun::RestartsAloneNow(int proc, std::optional<int> exit_code,
+bool AttemptRun::RestartsAloneNow(TaskIndex index, std::optional<int> exit_code,
                                   std::optional<int> signal) const {
-  const TaskSlot& t = tasks_[proc];
+  const TaskSlot& t = task(index);
   // SIGTERM (143) is what Slurm sends every task at a time limit, a
   // preemption or a cancel: the job's end decides those, not a restart.
   // The time-limit warning's death is the limit's too (Evaluate).
   const bool died = (signal.value_or(0) != 0 && *signal != SIGTERM &&
                      !KilledByTimeLimitWarning(signal, spec_.signal_grace_s)) ||
                     (!signal.value_or(0) && exit_code == 137);
-  if (!died || !MayRestartAlone(proc) || outcome_.kind != Outcome::kUndecided || t.exited ||
+  if (!died || !MayRestartAlone(index) || outcome_.kind != Outcome::kUndecided || t.exited ||
       t.shutdown_sent || t.restarting_alone || !assignments_sent_)
     return false;
-  for (int i = 0; i < size(); ++i) {
-    const TaskSlot& other = tasks_[i];
+  for (TaskIndex i : indices()) {
+    const TaskSlot& other = task(i);
     if (i != CheckpointingTask() && other.role.role != "ps") continue;
     if (!other.registered || other.exited || other.vanished()) return false;
   }
   return true;
 }
 
-Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal,
+Outcome AttemptRun::OnExit(TaskIndex index, std::optional<int> exit_code, std::optional<int> signal,
                            bool reaped, const std::string& detail, bool at_startup) {
-  TaskSlot& t = tasks_[proc];
+  TaskSlot& t = mutable_task(index);
   if (t.exited) return outcome_;
   t.exited = true;
   t.exit_code = exit_code;
@@ -214,7 +216,7 @@ Outcome AttemptRun::OnExit(int proc, std::optional<int> exit_code, std::optional
   t.failed_at_startup = at_startup && !step_trained_;
   bool ok = !signal.value_or(0) && exit_code.value_or(-1) == 0;
   t.state = reaped ? TaskState::kReaped : ok ? TaskState::kSucceeded : TaskState::kFailed;
-  if (outcome_.kind == Outcome::kUndecided) outcome_ = Evaluate(proc);
+  if (outcome_.kind == Outcome::kUndecided) outcome_ = Evaluate(index);
   return outcome_;
 }
 
@@ -222,11 +224,11 @@ void AttemptRun::Decide(Outcome outcome) {
   if (outcome_.kind == Outcome::kUndecided) outcome_ = std::move(outcome);
 }
 
-Outcome AttemptRun::Evaluate(int proc) {
-  const TaskSlot& t = tasks_[proc];
-  std::string who = TaskName(t, proc);
+Outcome AttemptRun::Evaluate(TaskIndex index) {
+  const TaskSlot& t = task(index);
+  std::string who = TaskName(t, index);
   if (t.state == TaskState::kFailed &&
-      (IsTracked(proc) || t.role.role == "chief" || t.role.role == "ps")) {
+      (IsTracked(index) || t.role.role == "chief" || t.role.role == "ps")) {
     Outcome failed{Outcome::kFailed,
                    who + " " + HowItEnded(t.exit_code, t.signal, t.detail, spec_.signal_grace_s)};
     // A program killed by the warning before the time limit ends where the
@@ -237,9 +239,9 @@ Outcome AttemptRun::Evaluate(int proc) {
                                                               : EndReason::kPermanentExit;
     failed.by_sigterm = t.signal.value_or(0) == SIGTERM || (!t.signal && t.exit_code == 143);
     if (failed.failure == EndReason::kPermanentExit || failed.failure == EndReason::kStartupError) {
-      for (int i = 0; i < size(); ++i) {
-        const TaskSlot& other = tasks_[i];
-        if (i == proc || !other.vanished() || other.exited) continue;
+      for (TaskIndex i : indices()) {
+        const TaskSlot& other = task(i);
+        if (i == index || !other.vanished() || other.exited) continue;
         failed.failure = EndReason::kRetryableExit;
         failed.reason += ", after the agent of " + TaskName(other, i) +
                          " had vanished without reporting an exit (counted as retryable: its "
@@ -250,8 +252,8 @@ Outcome AttemptRun::Evaluate(int proc) {
     return failed;
   }
   // Success: every tracked task exited 0.
-  for (int i = 0; i < size(); ++i)
-    if (IsTracked(i) && tasks_[i].state != TaskState::kSucceeded) return {};
+  for (TaskIndex i : indices())
+    if (IsTracked(i) && task(i).state != TaskState::kSucceeded) return {};
   if (HasRanks(spec_.framework))
     return {Outcome::kSucceeded, "every rank exited 0 (" + std::to_string(size()) + " ranks)"};
   std::string what;
@@ -273,17 +275,21 @@ Outcome AttemptRun::Evaluate(int proc) {
           what + std::string(" (success: ") + SuccessPolicyName(spec_.success) + ")"};
 }
 
-std::vector<int> AttemptRun::TasksToReap() const {
-  std::vector<int> out;
-  for (int i = 0; i < size(); ++i)
-    if (tasks_[i].registered && !tasks_[i].exited && !tasks_[i].shutdown_sent) out.push_back(i);
+std::vector<TaskIndex> AttemptRun::TasksToReap() const {
+  std::vector<TaskIndex> out;
+  for (TaskIndex i : indices()) {
+    const TaskSlot& t = task(i);
+    if (t.registered && !t.exited && !t.shutdown_sent) out.push_back(i);
+  }
   return out;
 }
 
-std::vector<int> AttemptRun::UnconfirmedShutdowns() const {
-  std::vector<int> out;
-  for (int i = 0; i < size(); ++i)
-    if (tasks_[i].shutdown_sent && !tasks_[i].exited) out.push_back(i);
+std::vector<TaskIndex> AttemptRun::UnconfirmedShutdowns() const {
+  std::vector<TaskIndex> out;
+  for (TaskIndex i : indices()) {
+    const TaskSlot& t = task(i);
+    if (t.shutdown_sent && !t.exited) out.push_back(i);
+  }
   return out;
 }
 
@@ -297,10 +303,12 @@ bool AttemptRun::AnyUnconfirmedShutdown() const {
   return first_unconfirmed_ < tasks_.size();
 }
 
-std::vector<int> AttemptRun::MissingRegistrations() const {
-  std::vector<int> out;
-  for (int i = 0; i < size(); ++i)
-    if (!tasks_[i].registered) out.push_back(i);
+std::vector<TaskIndex> AttemptRun::MissingRegistrations() const {
+  std::vector<TaskIndex> out;
+  for (TaskIndex i : indices()) {
+    const TaskSlot& t = task(i);
+    if (!t.registered) out.push_back(i);
+  }
   return out;
 }
 

@@ -85,14 +85,15 @@ class AttemptRun {
 
   int attempt() const { return attempt_; }
   int size() const { return static_cast<int>(tasks_.size()); }
+  TaskIndices indices() const { return TaskIndices(size()); }
   // The job's components: one for a plain job.
   const std::vector<JobComponent>& components() const { return components_; }
-  const TaskSlot& task(int proc) const { return tasks_[proc]; }
-  TaskSlot& mutable_task(int proc) { return tasks_[proc]; }
+  const TaskSlot& task(TaskIndex t) const { return tasks_[t.value()]; }
+  TaskSlot& mutable_task(TaskIndex t) { return tasks_[t.value()]; }
 
   // Records a registration. Returns true when this one completed the barrier:
   // every task has registered and assignments can go out.
-  bool Register(int proc, const std::string& node, const std::string& address, int node_id,
+  bool Register(TaskIndex task, const std::string& node, const std::string& address, int node_id,
                 int local_id);
   bool AllRegistered() const;
   bool assignments_sent() const { return assignments_sent_; }
@@ -105,10 +106,11 @@ class AttemptRun {
   // The task's environment but TF_CONFIG (the Assignment carries that). For
   // PyTorch, torch.distributed's env:// variables; for JAX, jax.distributed's
   // (after the barrier: they name rank 0's address and port).
-  std::vector<std::pair<std::string, std::string>> TaskEnv(int proc,
+  std::vector<std::pair<std::string, std::string>> TaskEnv(TaskIndex task,
                                                            const std::string& model_dir) const;
   // The task that checkpoints: the chief, else worker 0; PyTorch, JAX: rank 0.
-  int CheckpointingTask() const;
+  // nullopt for a job with neither (a ps-and-evaluator-only cluster).
+  std::optional<TaskIndex> CheckpointingTask() const;
 
   // Records a task's exit and returns the attempt's outcome so far. Once
   // decided, the outcome does not change.
@@ -120,15 +122,15 @@ class AttemptRun {
   // it follows the exit in the outcome's reason.
   // `at_startup`: its agent judged it a failure that repeats at every start;
   // it counts as one (startup_error) only before the attempt's first step.
-  Outcome OnExit(int proc, std::optional<int> exit_code, std::optional<int> signal, bool reaped,
-                 const std::string& detail = "", bool at_startup = false);
+  Outcome OnExit(TaskIndex task, std::optional<int> exit_code, std::optional<int> signal,
+                 bool reaped, const std::string& detail = "", bool at_startup = false);
   // The attempt has trained a step: a new checkpoint or training scalar.
   // From then on no failure is a start-up error.
   void MarkStepTrained() { step_trained_ = true; }
   // The agent's stream ended without an exit report (true), or a new stream
   // registered for the task (false).
-  void SetVanished(int proc, bool vanished) {
-    TaskSlot& t = tasks_[proc];
+  void SetVanished(TaskIndex task, bool vanished) {
+    TaskSlot& t = tasks_[task.value()];
     if (vanished)
       t.agent = TaskSlot::AgentLink::kVanished;
     else if (t.vanished())
@@ -140,35 +142,36 @@ class AttemptRun {
 
   // Tasks that are running (registered and not exited) and have not been
   // sent a Shutdown; the caller sends one and calls MarkShutdownSent.
-  std::vector<int> TasksToReap() const;
-  void MarkShutdownSent(int proc) {
-    tasks_[proc].shutdown_sent = true;
-    first_unconfirmed_ = std::min(first_unconfirmed_, static_cast<size_t>(proc));
+  std::vector<TaskIndex> TasksToReap() const;
+  void MarkShutdownSent(TaskIndex task) {
+    tasks_[task.value()].shutdown_sent = true;
+    first_unconfirmed_ = std::min(first_unconfirmed_, static_cast<size_t>(task.value()));
   }
   // Tasks sent a Shutdown that have not confirmed their exit.
-  std::vector<int> UnconfirmedShutdowns() const;
+  std::vector<TaskIndex> UnconfirmedShutdowns() const;
   // Whether UnconfirmedShutdowns is not empty, in amortized O(1) per call
   // (asked at every exit report).
   bool AnyUnconfirmedShutdown() const;
-  std::vector<int> MissingRegistrations() const;
+  std::vector<TaskIndex> MissingRegistrations() const;
 
   // True for the exits success waits for under the spec's policy.
-  bool IsTracked(int proc) const;
+  bool IsTracked(TaskIndex task) const;
 
-  // Whether task `proc` is one whose program may be restarted alone
+  // Whether task `task` is one whose program may be restarted alone
   // (core/lone_restart.h): a worker or evaluator, not the reporting task,
   // of TensorFlow with parameter servers and restart.max_task_restarts > 0.
-  bool MayRestartAlone(int proc) const;
+  bool MayRestartAlone(TaskIndex task) const;
   // Whether its program's death now is restarted alone, the count aside:
   // it may be, it died by a signal other than SIGTERM (or 137), nobody
   // asked it to stop, the attempt is undecided, and the reporting task and
   // every ps run (registered, their agents connected).
-  bool RestartsAloneNow(int proc, std::optional<int> exit_code, std::optional<int> signal) const;
+  bool RestartsAloneNow(TaskIndex task, std::optional<int> exit_code,
+                        std::optional<int> signal) const;
 
  private:
-  Outcome Evaluate(int proc);
-  void AddTorchEnv(int proc, std::vector<std::pair<std::string, std::string>>& env) const;
-  void AddJaxEnv(int proc, std::vector<std::pair<std::string, std::string>>& env) const;
+  Outcome Evaluate(TaskIndex task);
+  void AddTorchEnv(TaskIndex task, std::vector<std::pair<std::string, std::string>>& env) const;
+  void AddJaxEnv(TaskIndex task, std::vector<std::pair<std::string, std::string>>& env) const;
 
   ExperimentSpec spec_;
   std::vector<JobComponent> components_;

@@ -53,9 +53,9 @@ std::vector<JobComponent> JobComponents(const ExperimentSpec& spec) {
   return out;
 }
 
-int ComponentOfTask(const std::vector<JobComponent>& components, int proc) {
+int ComponentOfTask(const std::vector<JobComponent>& components, TaskIndex task) {
   for (size_t i = components.size(); i-- > 0;)
-    if (proc >= components[i].first_task) return static_cast<int>(i);
+    if (task.value() >= components[i].first_task) return static_cast<int>(i);
   return 0;
 }
 

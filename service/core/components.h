@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "service/core/spec.h"
+#include "service/core/task_identity.h"
 
 namespace tfslurm {
 
@@ -41,8 +42,8 @@ struct JobComponent {
 
 std::vector<JobComponent> JobComponents(const ExperimentSpec& spec);
 
-// The index in `components` of the component running task `proc`.
-int ComponentOfTask(const std::vector<JobComponent>& components, int proc);
+// The index in `components` of the component running task `task`.
+int ComponentOfTask(const std::vector<JobComponent>& components, TaskIndex task);
 
 // "ps, worker" for a component's roles; "all" for a PyTorch job's one.
 std::string ComponentRoles(const JobComponent& component);

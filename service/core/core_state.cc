@@ -149,8 +149,9 @@ StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord
   if (!stored.ok()) return stored.status();
   bool assigned = false;
   for (TaskRecord& t : *stored) {
-    if (t.proc_id < 0 || t.proc_id >= live.run->size() || t.state == TaskState::kPending) continue;
-    TaskSlot& slot = live.run->mutable_task(t.proc_id);
+    if (t.task.value() < 0 || t.task.value() >= live.run->size() || t.state == TaskState::kPending)
+      continue;
+    TaskSlot& slot = live.run->mutable_task(t.task);
     slot.registered = true;
     slot.node = t.node;
     slot.address = t.address;
@@ -170,7 +171,7 @@ StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord
     // The record as stored, with the identity the run gives it.
     t.role = slot.role.role;
     t.index = slot.role.index;
-    live.tasks[t.proc_id] = std::move(t);
+    live.tasks[t.task.value()] = std::move(t);
   }
   // The exits again, in the order they came, so that the attempt's outcome
   // is what it was (a restart in place waits on it), judged as then: before
@@ -182,12 +183,12 @@ StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord
     return x->ended_at < y->ended_at;
   });
   for (const TaskRecord* t : exits)
-    live.run->OnExit(t->proc_id, t->exit_code, t->signal, t->state == TaskState::kReaped, t->detail,
+    live.run->OnExit(t->task, t->exit_code, t->signal, t->state == TaskState::kReaped, t->detail,
                      t->startup_error);
   // Until its agent registers again nothing says it is still there: an
   // agent killed while the service was down is indistinguishable from one
   // not reconnected yet (AttemptRun::OnExit; found by bench/soak.py).
-  for (int i = 0; i < live.run->size(); ++i)
+  for (TaskIndex i : live.run->indices())
     if (live.run->task(i).registered && !live.run->task(i).exited) live.run->SetVanished(i, true);
   if (assigned) {
     live.run->MarkAssigned();

@@ -97,6 +97,10 @@ class ExperimentsImpl final : public Core {
   // What the current attempt's spare nodes do now, from core's live state.
   std::vector<ExperimentView::Spare> Spares(const std::string& id, const NodeSlots& slots)
       ABSL_LOCKS_EXCLUDED(core_.mu());
+  // v.tasks: the current attempt's task rows as GET shows them, each with
+  // the SLURM_PROCID running it (from v's last attempt) and its component;
+  // and v.containers, the image each role runs in. Both read the spec.
+  void FillTasks(std::vector<TaskRecord> tasks, ExperimentView& v) const;
 
   CoreState core_;
   Submission submission_;
@@ -135,7 +139,7 @@ std::vector<ExperimentView::Spare> ExperimentsImpl::Spares(const std::string& id
     bool all = at != nullptr && at->record.node_slots == slots;
     for (int p = node * slots.tasks_per_node(); all && p < (node + 1) * slots.tasks_per_node();
          ++p) {
-      auto agent = at->spare_agents.find(p);
+      auto agent = at->spare_agents.find(ProcId(p));
       if (agent == at->spare_agents.end()) {
         all = false;
         break;
@@ -149,25 +153,17 @@ std::vector<ExperimentView::Spare> ExperimentsImpl::Spares(const std::string& id
   return out;
 }
 
-StatusOr<ExperimentView> ExperimentsImpl::GetPage(const std::string& id, const TaskQuery& query) {
-  auto e = core_.ports().store.GetExperiment(id);
-  if (!e.ok()) return e.status();
-  ExperimentView v;
-  v.experiment = std::move(e).value();
-  auto attempts = core_.ports().store.ListAttempts(id);
-  if (!attempts.ok()) return attempts.status();
-  v.attempts = std::move(attempts).value();
-  if (query.All()) {
-    auto tasks = core_.ports().store.ListTasks(id, v.experiment.current_attempt);
-    if (!tasks.ok()) return tasks.status();
-    v.tasks = std::move(tasks).value();
-  } else {
-    // A page: the rest of the 16,384 rows are not read at all.
-    auto page = core_.ports().store.ListTaskPage(id, v.experiment.current_attempt, query);
-    if (!page.ok()) return page.status();
-    v.tasks = std::move(page->tasks);
-    v.tasks_total = page->total;
-    v.task_counts = std::move(page->counts);
+void ExperimentsImpl::FillTasks(std::vector<TaskRecord> tasks, ExperimentView& v) const {
+  std::vector<TaskView>& views = v.tasks;
+  views.clear();
+  views.reserve(tasks.size());
+  // A spare's agent runs a task under its own SLURM_PROCID, which names its
+  // output file. (An experiment has an attempt from its submission on.)
+  const NodeSlots no_spares;
+  const NodeSlots& slots = v.attempts.empty() ? no_spares : v.attempts.back().node_slots;
+  for (TaskRecord& t : tasks) {
+    const ProcId proc_id = slots.ProcOfTask(t.task);
+    views.push_back(TaskView{std::move(t), proc_id, 0});
   }
   // Each task's component follows from the spec. A plain job has one, and
   // its canonical spec has no "roles" key: only then is the spec parsed, not
@@ -179,10 +175,34 @@ StatusOr<ExperimentView> ExperimentsImpl::GetPage(const std::string& id, const T
                           core_.config().limits);
     if (spec.ok() && !spec->roles.empty()) {
       const std::vector<JobComponent> components = JobComponents(*spec);
-      for (TaskRecord& t : v.tasks) t.component = ComponentOfTask(components, t.proc_id);
+      for (TaskView& t : views) t.component = ComponentOfTask(components, t.task);
     }
     if (spec.ok()) v.containers = ContainersOf(*spec, core_.config().launch.container_runtime);
   }
+}
+
+StatusOr<ExperimentView> ExperimentsImpl::GetPage(const std::string& id, const TaskQuery& query) {
+  auto e = core_.ports().store.GetExperiment(id);
+  if (!e.ok()) return e.status();
+  ExperimentView v;
+  v.experiment = std::move(e).value();
+  auto attempts = core_.ports().store.ListAttempts(id);
+  if (!attempts.ok()) return attempts.status();
+  v.attempts = std::move(attempts).value();
+  std::vector<TaskRecord> tasks;
+  if (query.All()) {
+    auto all = core_.ports().store.ListTasks(id, v.experiment.current_attempt);
+    if (!all.ok()) return all.status();
+    tasks = std::move(all).value();
+  } else {
+    // A page: the rest of the 16,384 rows are not read at all.
+    auto page = core_.ports().store.ListTaskPage(id, v.experiment.current_attempt, query);
+    if (!page.ok()) return page.status();
+    tasks = std::move(page->tasks);
+    v.tasks_total = page->total;
+    v.task_counts = std::move(page->counts);
+  }
+  FillTasks(std::move(tasks), v);
   // Most experiments never change their spec: the one revision is the
   // experiment's own, with no query (GET's p99 target).
   if (v.experiment.spec_revision > 1) {
@@ -195,9 +215,6 @@ StatusOr<ExperimentView> ExperimentsImpl::GetPage(const std::string& id, const T
   }
   if (!v.attempts.empty()) {
     const NodeSlots& slots = v.attempts.back().node_slots;
-    // A spare's agent runs a task under its own SLURM_PROCID, which names
-    // its output file.
-    for (TaskRecord& t : v.tasks) t.proc_id = slots.ProcOfTask(t.proc_id);
     if (!slots.spares().empty()) v.spares = Spares(id, slots);
   }
   auto events = core_.ports().store.ListEvents(id, 500);

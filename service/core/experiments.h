@@ -34,12 +34,21 @@
 
 namespace tfslurm {
 
+// A task of the current attempt as GET /experiments/{id} shows it: its
+// stored record, the SLURM_PROCID of the agent running it (which names its
+// output file; not its index once a spare took a node's place), and its job
+// component (core/components.h; not stored, 0 in a plain job).
+struct TaskView : TaskRecord {
+  ProcId proc_id;
+  int component = 0;
+};
+
 // What GET /experiments/{id} shows.
 struct ExperimentView {
   ExperimentRecord experiment;
   std::vector<SpecRevisionRecord> spec_revisions;  // spec_json left empty
   std::vector<AttemptRecord> attempts;
-  std::vector<TaskRecord> tasks;  // of the current attempt; proc_id is SLURM_PROCID
+  std::vector<TaskView> tasks;  // of the current attempt
   // When `tasks` is a page (GetPage): how many tasks its query kept, and
   // every task counted by role and state. -1 and empty: `tasks` is all.
   int64_t tasks_total = -1;

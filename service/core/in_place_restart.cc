@@ -21,7 +21,7 @@ std::string JobText(const AttemptRecord& attempt) {
 std::string Absent(const AttemptRun& run, int* count) {
   std::string names;
   *count = 0;
-  for (int i = 0; i < run.size(); ++i) {
+  for (TaskIndex i : run.indices()) {
     if (run.task(i).standing_by()) continue;
     if (++*count <= 5) names += (names.empty() ? "" : ", ") + TaskName(run.task(i), i);
   }
@@ -31,7 +31,7 @@ std::string Absent(const AttemptRun& run, int* count) {
 
 int TasksPerNode(const OpenExperiment& a) { return a.attempt.node_slots().tasks_per_node(); }
 
-int JobNodeOf(const OpenExperiment& a, int task) {
+int JobNodeOf(const OpenExperiment& a, TaskIndex task) {
   return a.attempt.node_slots().JobNodeOfTask(task);
 }
 
@@ -51,14 +51,14 @@ NodePlan PlanNodes(const OpenExperiment& a) {
   NodePlan plan;
   const int per_node = TasksPerNode(a);
   std::map<int, int> slot_of;  // job node -> the slot it runs, of the nodes that leave
-  for (int i = 0; i < run.size(); ++i) {
+  for (TaskIndex i : run.indices()) {
     const int node = JobNodeOf(a, i);
     if (!run.task(i).node.empty()) plan.names[node] = run.task(i).node;
     const bool suspect =
         !a.suspects.only_if_down && std::find(a.suspects.nodes.begin(), a.suspects.nodes.end(),
                                               run.task(i).node) != a.suspects.nodes.end();
     if ((!run.task(i).standing_by() || suspect) && !slot_of.contains(node)) {
-      slot_of[node] = i / per_node;
+      slot_of[node] = i.value() / per_node;
       plan.out.push_back(node);
     }
   }
@@ -68,7 +68,7 @@ NodePlan PlanNodes(const OpenExperiment& a) {
   for (int node : plan.out) {
     // The spare that runs the slot `node` ran.
     const int spare = plan.slots->JobNodeOfSlot(slot_of[node]);
-    auto agent = at.spare_agents.find(spare * per_node);
+    auto agent = at.spare_agents.find(ProcId(spare * per_node));
     const std::string spare_name =
         agent != at.spare_agents.end() ? agent->second.node : "node " + std::to_string(spare);
     plan.names[spare] = spare_name;
@@ -127,10 +127,10 @@ InPlaceCheck InPlaceRestart::Check(OpenExperiment& a, int64_t now) {
     // Agents that Slurm or their silence says are gone with their node
     // need not be waited for: spares take their nodes' place.
     bool all_gone = true;
-    for (int i = 0; i < run.size(); ++i)
+    for (TaskIndex i : run.indices())
       if (!run.task(i).standing_by())
-        all_gone = all_gone &&
-                   (at.tasks[i].state == TaskState::kLost || NodeLeftJob(at, run.task(i).node));
+        all_gone = all_gone && (at.tasks[i.value()].state == TaskState::kLost ||
+                                NodeLeftJob(at, run.task(i).node));
     if (all_gone || now - at.failed_at_ms > wait) {
       if (!PlanNodes(a).slots)
         return {InPlaceCheck::kGiveUp, EndReason::kRetryableExit,
@@ -256,7 +256,7 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
 
   const NodePlan plan = PlanNodes(a);
   AttemptRecord r = NextInPlace(old.record, plan.slots, now);
-  for (int i = 0; i < old.run->size(); ++i) {
+  for (TaskIndex i : old.run->indices()) {
     if (std::find(plan.out.begin(), plan.out.end(), JobNodeOf(a, i)) == plan.out.end()) continue;
     auto ch = old.channels.find(i);
     if (ch == old.channels.end()) continue;
@@ -302,7 +302,7 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
           note);
   core_.SetState(c, a, ExperimentState::kStarting,
                  why + "; attempt " + std::to_string(r.number) + " " + where);
-  for (auto& [proc, channel] : waiting)
+  for (auto& [task, channel] : waiting)
     if (channel) channel->Send(NextAttemptMsg{r.number, why, log_dir});
   // Every spare moves too: one taking a node's place registers as its
   // task, the others as spares again.
@@ -384,7 +384,7 @@ void InPlaceRestart::OnSpare(OpenExperiment& a, const TaskRef& ref, const Regist
 }
 
 void ReleaseWaitingAgents(LiveAttempt& attempt, const std::string& why) {
-  for (int i = 0; i < attempt.run->size(); ++i) {
+  for (TaskIndex i : attempt.run->indices()) {
     TaskSlot& slot = attempt.run->mutable_task(i);
     if (!slot.standing_by()) continue;
     slot.agent = TaskSlot::AgentLink::kNormal;

@@ -74,8 +74,8 @@ std::optional<int64_t> LiveAttempt::LastStep(std::optional<int64_t> checkpoint_s
 
 LiveAttempt::Liveness LiveAttempt::LivenessAt(int64_t now, int64_t silent_after_ms) const {
   Liveness l;
-  for (int i = 0; i < run->size(); ++i) {
-    const TaskRecord& t = tasks[i];
+  for (TaskIndex i : run->indices()) {
+    const TaskRecord& t = tasks[i.value()];
     if (run->task(i).exited) continue;
     const bool silent = now - t.last_heartbeat > silent_after_ms;
     if (silent && !t.node.empty()) l.silent_nodes.insert(t.node);
@@ -91,12 +91,12 @@ std::vector<LiveAttempt::GoneTask> LiveAttempt::TasksGone(int64_t now, bool deaf
   std::vector<GoneTask> gone;
   if (record.state != AttemptState::kRunning || !run->assignments_sent()) return gone;
   const std::string job_n = "Slurm job " + std::to_string(record.slurm_job_id);
-  for (int i = 0; i < run->size(); ++i) {
+  for (TaskIndex i : run->indices()) {
     const TaskSlot& slot = run->task(i);
     if (!slot.registered || slot.exited || slot.restarting_alone) continue;
     const bool left = NodeLeftJob(*this, slot.node);
-    const bool silent = tasks[i].state == TaskState::kLost && !deaf &&
-                        now - tasks[i].last_heartbeat > gone_after_ms;
+    const bool silent = tasks[i.value()].state == TaskState::kLost && !deaf &&
+                        now - tasks[i.value()].last_heartbeat > gone_after_ms;
     if (left)
       gone.push_back({i, "its node left " + job_n +
                              ": Slurm took it out of the job (a node failure; the job runs on, "
@@ -107,9 +107,9 @@ std::vector<LiveAttempt::GoneTask> LiveAttempt::TasksGone(int64_t now, bool deaf
   return gone;
 }
 
-void LiveAttempt::TaskGone(int task, const std::string& why, int64_t now, Changes& c) {
+void LiveAttempt::TaskGone(TaskIndex task, const std::string& why, int64_t now, Changes& c) {
   run->OnExit(task, std::nullopt, SIGKILL, /*reaped=*/false, why, /*at_startup=*/false);
-  TaskRecord& t = tasks[task];
+  TaskRecord& t = tasks[task.value()];
   t.state = TaskState::kLost;
   t.signal = SIGKILL;
   t.detail = why;
@@ -125,12 +125,13 @@ void LiveAttempt::BlameNode() {
     decided_reason = EndReason::kNodeFail;
 }
 
-std::vector<std::pair<int, int64_t>> LiveAttempt::MarkSilentLost(int64_t now, int64_t lost_after_ms,
-                                                                 int64_t vanished_after_ms,
-                                                                 Changes& c) {
-  std::vector<std::pair<int, int64_t>> lost;
-  for (int i = 0; i < run->size(); ++i) {
-    TaskRecord& t = tasks[i];
+std::vector<std::pair<TaskIndex, int64_t>> LiveAttempt::MarkSilentLost(int64_t now,
+                                                                       int64_t lost_after_ms,
+                                                                       int64_t vanished_after_ms,
+                                                                       Changes& c) {
+  std::vector<std::pair<TaskIndex, int64_t>> lost;
+  for (TaskIndex i : run->indices()) {
+    TaskRecord& t = tasks[i.value()];
     // Agents heartbeat once they run their program; at the barrier the
     // barrier timeout watches them instead.
     if (t.state != TaskState::kRunning) continue;
@@ -146,7 +147,7 @@ std::vector<std::pair<int, int64_t>> LiveAttempt::MarkSilentLost(int64_t now, in
 }
 
 void LiveAttempt::FlushHeartbeats(Changes& c) {
-  for (int i : heartbeat_dirty) c.tasks.push_back(tasks[i]);
+  for (TaskIndex i : heartbeat_dirty) c.tasks.push_back(tasks[i.value()]);
   heartbeat_dirty.clear();
 }
 
@@ -189,14 +190,14 @@ bool LiveAttempt::NoteJob(const JobInfo& job, int64_t now, bool* started) {
   if (!job_started_ms) job_started_ms = now;
   record.state = AttemptState::kRunning;
   if (!record.started_at) record.started_at = now;
-  for (int i = 0; i < run->size(); ++i) {
+  for (TaskIndex i : run->indices()) {
     // Within its component, task j runs on node j / tasks_per_node; the
     // components' nodes follow each other in node_names.
     // With spare nodes, slot s is on the job's node node_slots' s.
     const JobComponent& comp = run->components()[run->task(i).component];
-    int node = record.node_slots.JobNodeOfSlot(comp.first_node + (i - comp.first_task) /
+    int node = record.node_slots.JobNodeOfSlot(comp.first_node + (i.value() - comp.first_task) /
                                                                      comp.resources.tasks_per_node);
-    if (node < static_cast<int>(job.node_names.size()) && tasks[i].node.empty())
+    if (node < static_cast<int>(job.node_names.size()) && tasks[i.value()].node.empty())
       run->mutable_task(i).node = job.node_names[node];
   }
   return true;
@@ -269,17 +270,17 @@ LiveAttempt::GoneEnd LiveAttempt::WhyJobGone() const {
 }
 
 void LiveAttempt::TasksEndWithJob(Changes& c) {
-  for (int i = 0; i < run->size(); ++i) {
+  for (TaskIndex i : run->indices()) {
     TaskSlot& slot = run->mutable_task(i);
-    if (slot.exited || tasks[i].state == TaskState::kPending) continue;
+    if (slot.exited || tasks[i.value()].state == TaskState::kPending) continue;
     // A task the service was reaping ended with the job: reaped, by Slurm
     // if its agent's report never came (the agent was killed with the
     // step, or reconnected too late after a service restart). Any other
     // task's end is unknown.
     const TaskState end = slot.shutdown_sent ? TaskState::kReaped : TaskState::kLost;
     slot.state = end;
-    tasks[i].state = end;
-    c.tasks.push_back(tasks[i]);
+    tasks[i.value()].state = end;
+    c.tasks.push_back(tasks[i.value()]);
   }
 }
 

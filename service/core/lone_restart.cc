@@ -4,14 +4,14 @@
 
 namespace tfslurm {
 
-bool LoneRestart::OnExit(OpenExperiment& a, int proc, std::optional<int> exit_code,
+bool LoneRestart::OnExit(OpenExperiment& a, TaskIndex task, std::optional<int> exit_code,
                          std::optional<int> signal, const std::string& detail, Changes& c) {
   const AttemptRun& run = *a.attempt.run;
-  if (a.user_cancelled || !run.RestartsAloneNow(proc, exit_code, signal)) return false;
+  if (a.user_cancelled || !run.RestartsAloneNow(task, exit_code, signal)) return false;
   const int cap = a.spec.restart.max_task_restarts;
   const int so_far = a.attempt.LoneRestartsSoFar();
-  const TaskSlot& slot = run.task(proc);
-  const std::string who = TaskName(slot, proc);
+  const TaskSlot& slot = run.task(task);
+  const std::string who = TaskName(slot, task);
   if (so_far >= cap) {
     core_.Event(c, a, EventCode::kRestart,
                 who + " " + HowItEnded(exit_code, signal, detail) + "; not restarted alone: " +
@@ -19,7 +19,7 @@ bool LoneRestart::OnExit(OpenExperiment& a, int proc, std::optional<int> exit_co
                     " lone restarts of this attempt are used (restart.max_task_restarts)");
     return false;
   }
-  a.attempt.NoteLoneDeath(proc, exit_code, signal, detail, c);
+  a.attempt.NoteLoneDeath(task, exit_code, signal, detail, c);
   core_.metrics().TaskRestartedAlone(slot.role.role);
   const std::string count =
       "restart " + std::to_string(so_far + 1) + " of " + std::to_string(cap) + " in this attempt";
@@ -30,17 +30,17 @@ bool LoneRestart::OnExit(OpenExperiment& a, int proc, std::optional<int> exit_co
   return true;
 }
 
-bool LoneRestart::OnStandby(OpenExperiment& a, int proc,
+bool LoneRestart::OnStandby(OpenExperiment& a, TaskIndex task,
                             const std::shared_ptr<TaskChannel>& channel, Changes& c) {
   switch (
-      a.attempt.LoneAgentBack(proc, channel, a.user_cancelled, core_.ports().clock.NowMs(), c)) {
+      a.attempt.LoneAgentBack(task, channel, a.user_cancelled, core_.ports().clock.NowMs(), c)) {
     case LiveAttempt::LoneBack::kNotAlone:
       return false;
     case LiveAttempt::LoneBack::kRestarts:
       return true;
     case LiveAttempt::LoneBack::kEnded:
       core_.Event(c, a, EventCode::kExited,
-                  a.attempt.TaskEnd(proc) + "; not restarted: the attempt ended meanwhile (" +
+                  a.attempt.TaskEnd(task) + "; not restarted: the attempt ended meanwhile (" +
                       a.attempt.outcome().reason + ")");
       return false;
   }

@@ -30,19 +30,20 @@ class LoneRestart {
  public:
   explicit LoneRestart(CoreState& core) : core_(core) {}
 
-  // Task `proc` of `a` reported its program's exit (not a re-sent report,
+  // Task `task` of `a` reported its program's exit (not a re-sent report,
   // not reaped). True when the program is restarted alone instead of the
   // exit counting: the exit is noted on the task and in an event, and the
   // task waits for its agent's standby registration (OnStandby).
-  bool OnExit(OpenExperiment& a, int proc, std::optional<int> exit_code, std::optional<int> signal,
-              const std::string& detail, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  bool OnExit(OpenExperiment& a, TaskIndex task, std::optional<int> exit_code,
+              std::optional<int> signal, const std::string& detail, Changes& c)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
-  // The agent of task `proc` registered in standby. True when its program is
+  // The agent of task `task` registered in standby. True when its program is
   // to run again now: `channel` is the task's, and the caller sends its
   // Assignment. False when it is not restarting alone, or no longer can (the
   // attempt was decided meanwhile): then its death counts as its exit now,
   // and the caller goes on as with any standby.
-  bool OnStandby(OpenExperiment& a, int proc, const std::shared_ptr<TaskChannel>& channel,
+  bool OnStandby(OpenExperiment& a, TaskIndex task, const std::shared_ptr<TaskChannel>& channel,
                  Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
 
  private:

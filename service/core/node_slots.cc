@@ -20,19 +20,21 @@ int NodeSlots::JobNodeOfSlot(int slot) const {
                                                                                : slots_[slot];
 }
 
-ProcPlace NodeSlots::Place(int proc, int tasks) const {
+ProcPlace NodeSlots::Place(ProcId proc_id, int tasks) const {
   const int tasks_per_node = tasks_per_node_;
+  const int proc = proc_id.value();
   if (proc < 0) return {};
-  if (slots_.empty()) return proc < tasks ? ProcPlace{ProcPlace::kTask, proc} : ProcPlace{};
+  if (slots_.empty())
+    return proc < tasks ? ProcPlace{ProcPlace::kTask, TaskIndex(proc)} : ProcPlace{};
   const int node = proc / tasks_per_node;
   auto slot = std::find(slots_.begin(), slots_.end(), node);
   if (slot != slots_.end()) {
     const int task =
         static_cast<int>(slot - slots_.begin()) * tasks_per_node + proc % tasks_per_node;
-    return task < tasks ? ProcPlace{ProcPlace::kTask, task} : ProcPlace{};
+    return task < tasks ? ProcPlace{ProcPlace::kTask, TaskIndex(task)} : ProcPlace{};
   }
   if (std::find(spares_.begin(), spares_.end(), node) != spares_.end())
-    return {ProcPlace::kSpare, 0};
+    return {ProcPlace::kSpare, TaskIndex()};
   return {};
 }
 

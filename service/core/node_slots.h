@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "service/core/task_identity.h"
+
 namespace tfslurm {
 
 // Where an agent's SLURM_PROCID puts it in the attempt.
@@ -28,7 +30,7 @@ struct ProcPlace {
     kSpare,  // its node is a spare: it waits with no program
     kOut,    // its node is out of the attempt, or the proc is out of range
   } kind = kOut;
-  int task = 0;
+  TaskIndex task;
 };
 
 class NodeSlots {
@@ -42,12 +44,12 @@ class NodeSlots {
   // The job's node running slot `slot`.
   int JobNodeOfSlot(int slot) const;
   // The job's node running task `task`, and the task's SLURM_PROCID.
-  int JobNodeOfTask(int task) const { return JobNodeOfSlot(task / tasks_per_node_); }
-  int ProcOfTask(int task) const {
-    return JobNodeOfTask(task) * tasks_per_node_ + task % tasks_per_node_;
+  int JobNodeOfTask(TaskIndex task) const { return JobNodeOfSlot(task.value() / tasks_per_node_); }
+  ProcId ProcOfTask(TaskIndex task) const {
+    return ProcId(JobNodeOfTask(task) * tasks_per_node_ + task.value() % tasks_per_node_);
   }
   // Where SLURM_PROCID `proc` is in an attempt of `tasks` tasks.
-  ProcPlace Place(int proc, int tasks) const;
+  ProcPlace Place(ProcId proc, int tasks) const;
   // 1 for a job with no spare, where a slot is a task.
   int tasks_per_node() const { return tasks_per_node_; }
 

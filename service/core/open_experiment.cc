@@ -12,45 +12,50 @@ namespace tfslurm {
 
 LiveAttempt::LiveAttempt(const ExperimentSpec& spec, AttemptRecord attempt)
     : record(std::move(attempt)), run(std::make_unique<AttemptRun>(spec, record.number)) {
-  for (int i = 0; i < run->size(); ++i) {
+  for (TaskIndex i : run->indices()) {
     TaskRecord t;
     t.experiment_id = record.experiment_id;
     t.attempt = record.number;
-    t.proc_id = i;
+    t.task = i;
     t.role = run->task(i).role.role;
     t.index = run->task(i).role.index;
     tasks.push_back(std::move(t));
   }
 }
 
-ProcPlace LiveAttempt::Place(int proc) const { return record.node_slots.Place(proc, run->size()); }
+ProcPlace LiveAttempt::Place(ProcId proc) const {
+  return record.node_slots.Place(proc, run->size());
+}
 
-StatusOr<ProcPlace> LiveAttempt::PlaceAgent(int proc) const {
+StatusOr<ProcPlace> LiveAttempt::PlaceAgent(ProcId proc) const {
   ProcPlace place = Place(proc);
   if (place.kind != ProcPlace::kOut) return place;
-  if (proc < 0 || record.node_slots.IsIdentity())
-    return InvalidArgument("task " + std::to_string(proc) + " is out of range: the attempt has " +
-                           std::to_string(run->size()) + " tasks");
-  return FailedPrecondition("task " + std::to_string(proc) + "'s node is out of attempt " +
+  if (proc.value() < 0 || record.node_slots.IsIdentity())
+    return InvalidArgument("task " + std::to_string(proc.value()) +
+                           " is out of range: the attempt has " + std::to_string(run->size()) +
+                           " tasks");
+  return FailedPrecondition("task " + std::to_string(proc.value()) + "'s node is out of attempt " +
                             std::to_string(record.number) +
                             ": a spare node took its place, or it was a spare left unused");
 }
 
-std::string LiveAttempt::TaskNameOf(int task) const { return TaskName(run->task(task), task); }
+std::string LiveAttempt::TaskNameOf(TaskIndex task) const {
+  return TaskName(run->task(task), task);
+}
 
-std::optional<std::string> LiveAttempt::RegistrationRefused(int task) const {
+std::optional<std::string> LiveAttempt::RegistrationRefused(TaskIndex task) const {
   if (run->outcome().kind == Outcome::kUndecided || run->task(task).registered) return std::nullopt;
   return "attempt " + std::to_string(record.number) +
          " has already ended: " + run->outcome().reason;
 }
 
-bool LiveAttempt::Register(int task, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
-                           int64_t now, Changes& c) {
+bool LiveAttempt::Register(TaskIndex task, const RegisterInfo& info,
+                           std::shared_ptr<TaskChannel> channel, int64_t now, Changes& c) {
   const std::string address = info.address + ":" + std::to_string(info.port);
   const bool barrier_complete =
       run->Register(task, info.node_name, address, info.node_id, info.local_id);
   channels[task] = std::move(channel);
-  TaskRecord& t = tasks[task];
+  TaskRecord& t = tasks[task.value()];
   t.node = info.node_name;
   t.address = address;
   t.local_rank = info.local_id;
@@ -81,12 +86,12 @@ bool LiveAttempt::Register(int task, const RegisterInfo& info, std::shared_ptr<T
   return barrier_complete;
 }
 
-bool LiveAttempt::ShutdownPending(int task) const {
+bool LiveAttempt::ShutdownPending(TaskIndex task) const {
   return run->task(task).shutdown_sent && !run->task(task).exited;
 }
 
-bool LiveAttempt::Heartbeat(int task, int64_t now, Changes& c) {
-  TaskRecord& t = tasks[task];
+bool LiveAttempt::Heartbeat(TaskIndex task, int64_t now, Changes& c) {
+  TaskRecord& t = tasks[task.value()];
   t.last_heartbeat = now;
   heartbeat_dirty.insert(task);
   if (t.state != TaskState::kLost) return false;
@@ -95,7 +100,7 @@ bool LiveAttempt::Heartbeat(int task, int64_t now, Changes& c) {
   return true;
 }
 
-void LiveAttempt::Disconnected(int task, const TaskChannel* channel) {
+void LiveAttempt::Disconnected(TaskIndex task, const TaskChannel* channel) {
   auto ch = channels.find(task);
   // A newer stream may already have replaced this one.
   if (ch == channels.end() || ch->second.get() != channel) return;
@@ -107,7 +112,7 @@ void LiveAttempt::Disconnected(int task, const TaskChannel* channel) {
     slot.agent = TaskSlot::AgentLink::kNormal;  // until its agent comes back to wait
 }
 
-void LiveAttempt::SpareDisconnected(int proc, const TaskChannel* channel) {
+void LiveAttempt::SpareDisconnected(ProcId proc, const TaskChannel* channel) {
   auto spare = spare_agents.find(proc);
   if (spare != spare_agents.end() && spare->second.channel.get() == channel)
     spare->second.channel.reset();  // until it comes back to wait
@@ -119,11 +124,11 @@ bool LiveAttempt::BeginAssigning() {
   return first;
 }
 
-std::vector<std::pair<int, std::shared_ptr<TaskChannel>>> LiveAttempt::AssignedChannels(
-    int only_task) const {
-  std::vector<std::pair<int, std::shared_ptr<TaskChannel>>> out;
+std::vector<std::pair<TaskIndex, std::shared_ptr<TaskChannel>>> LiveAttempt::AssignedChannels(
+    std::optional<TaskIndex> only_task) const {
+  std::vector<std::pair<TaskIndex, std::shared_ptr<TaskChannel>>> out;
   for (const auto& [task, channel] : channels)
-    if ((only_task < 0 || task == only_task) && channel) out.emplace_back(task, channel);
+    if ((!only_task || task == *only_task) && channel) out.emplace_back(task, channel);
   return out;
 }
 
@@ -144,10 +149,10 @@ std::string LiveAttempt::AssignedSummary(const SharedCluster* cluster) const {
          (cluster ? TfConfigTooLong(cluster->json, run->size()) : "");
 }
 
-void LiveAttempt::Assigned(int task, bool first, Changes& c) {
-  if (!first && tasks[task].state != TaskState::kRegistered) return;
-  tasks[task].state = run->task(task).state;
-  c.tasks.push_back(tasks[task]);
+void LiveAttempt::Assigned(TaskIndex task, bool first, Changes& c) {
+  if (!first && tasks[task.value()].state != TaskState::kRegistered) return;
+  tasks[task.value()].state = run->task(task).state;
+  c.tasks.push_back(tasks[task.value()]);
 }
 
 std::optional<int64_t> LiveAttempt::TrainingStarted(int64_t now) {
@@ -174,15 +179,15 @@ bool LiveAttempt::TakeScalarNotice() {
   return given;
 }
 
-bool LiveAttempt::ExitAlreadyKnown(int task) const {
+bool LiveAttempt::ExitAlreadyKnown(TaskIndex task) const {
   return run->task(task).exited || run->task(task).restarting_alone;
 }
 
-void LiveAttempt::RecordExit(int task, const ExitReport& exit, bool reaped,
+void LiveAttempt::RecordExit(TaskIndex task, const ExitReport& exit, bool reaped,
                              const std::string& detail, int64_t now, Changes& c) {
   run->OnExit(task, exit.exit_code, exit.signal, reaped, detail, exit.at_startup);
   const TaskSlot& slot = run->task(task);
-  TaskRecord& t = tasks[task];
+  TaskRecord& t = tasks[task.value()];
   t.state = slot.state;
   t.exit_code = exit.exit_code;
   t.signal = exit.signal;
@@ -195,7 +200,7 @@ void LiveAttempt::RecordExit(int task, const ExitReport& exit, bool reaped,
 std::string LiveAttempt::ShutdownAll(const std::string& reason, int grace_ms, int64_t deadline_ms,
                                      int64_t now) {
   std::string names;
-  for (int task : run->TasksToReap()) {
+  for (TaskIndex task : run->TasksToReap()) {
     run->MarkShutdownSent(task);
     auto ch = channels.find(task);
     if (ch != channels.end()) ch->second->Send(ShutdownMsg{reason, grace_ms});
@@ -220,7 +225,7 @@ std::vector<int> LiveAttempt::ReadySpares() const {
   for (int node : record.node_slots.spares()) {
     bool all = true;
     for (int p = node * per_node; p < (node + 1) * per_node && all; ++p) {
-      auto it = spare_agents.find(p);
+      auto it = spare_agents.find(ProcId(p));
       all = it != spare_agents.end() && it->second.channel;
     }
     if (all) ready.push_back(node);
@@ -237,16 +242,16 @@ bool LiveAttempt::MissedNextAttempt(const TaskRef& ref, int64_t job_id) const {
          Sha256Hex(ref.secret) == record.secret_sha256 && not_back;
 }
 
-bool LiveAttempt::AcceptsStandby(int task) const {
+bool LiveAttempt::AcceptsStandby(TaskIndex task) const {
   return run->task(task).exited && record.state == AttemptState::kRunning;
 }
 
-void LiveAttempt::StandBy(int task, std::shared_ptr<TaskChannel> channel) {
+void LiveAttempt::StandBy(TaskIndex task, std::shared_ptr<TaskChannel> channel) {
   run->mutable_task(task).agent = TaskSlot::AgentLink::kStandingBy;
   channels[task] = std::move(channel);
 }
 
-void LiveAttempt::SpareWaits(int proc, std::shared_ptr<TaskChannel> channel) {
+void LiveAttempt::SpareWaits(ProcId proc, std::shared_ptr<TaskChannel> channel) {
   spare_agents[proc].channel = std::move(channel);
 }
 
@@ -255,8 +260,8 @@ int LiveAttempt::LoneRestartsSoFar() const {
                          [](int sum, const TaskRecord& t) { return sum + t.restarts; });
 }
 
-void LiveAttempt::NoteLoneDeath(int task, std::optional<int> exit_code, std::optional<int> signal,
-                                const std::string& detail, Changes& c) {
+void LiveAttempt::NoteLoneDeath(TaskIndex task, std::optional<int> exit_code,
+                                std::optional<int> signal, const std::string& detail, Changes& c) {
   TaskSlot& slot = run->mutable_task(task);
   slot.restarting_alone = true;
   slot.exit_code = exit_code;
@@ -265,7 +270,7 @@ void LiveAttempt::NoteLoneDeath(int task, std::optional<int> exit_code, std::opt
   // Stored with the task, which stays running: a running task with a death
   // on record is one restarting alone, also for a restarted tfslurmd
   // (CoreState::Load).
-  TaskRecord& t = tasks[task];
+  TaskRecord& t = tasks[task.value()];
   ++t.restarts;
   t.exit_code = exit_code;
   t.signal = signal;
@@ -273,13 +278,13 @@ void LiveAttempt::NoteLoneDeath(int task, std::optional<int> exit_code, std::opt
   c.tasks.push_back(t);
 }
 
-LiveAttempt::LoneBack LiveAttempt::LoneAgentBack(int task,
+LiveAttempt::LoneBack LiveAttempt::LoneAgentBack(TaskIndex task,
                                                  const std::shared_ptr<TaskChannel>& channel,
                                                  bool user_cancelled, int64_t now, Changes& c) {
   TaskSlot& slot = run->mutable_task(task);
   if (!slot.restarting_alone) return LoneBack::kNotAlone;
   slot.restarting_alone = false;
-  TaskRecord& t = tasks[task];
+  TaskRecord& t = tasks[task.value()];
   if (run->outcome().kind == Outcome::kUndecided && !slot.shutdown_sent && !user_cancelled) {
     run->SetVanished(task, false);
     channels[task] = channel;
@@ -305,7 +310,7 @@ LiveAttempt::LoneBack LiveAttempt::LoneAgentBack(int task,
   return LoneBack::kEnded;
 }
 
-std::string LiveAttempt::TaskEnd(int task) const {
+std::string LiveAttempt::TaskEnd(TaskIndex task) const {
   const TaskSlot& slot = run->task(task);
   return TaskNameOf(task) + " " + HowItEnded(slot.exit_code, slot.signal, slot.detail);
 }
@@ -317,7 +322,8 @@ bool OpenExperiment::MayRestartInPlace() const {
          !at.job_cancel_sent && !at.step_killed && at.in_place_given_up.empty();
 }
 
-AssignmentMsg OpenExperiment::AssignmentFor(int task, std::shared_ptr<const SharedCluster> cluster,
+AssignmentMsg OpenExperiment::AssignmentFor(TaskIndex task,
+                                            std::shared_ptr<const SharedCluster> cluster,
                                             int heartbeat_interval_ms,
                                             int shutdown_grace_ms) const {
   const AttemptRun& run = *attempt.run;

@@ -46,12 +46,12 @@ struct LiveAttempt {
   const std::string& job_name() const { return record.job_name; }
   bool SecretIs(const std::string& sha256_hex) const { return sha256_hex == record.secret_sha256; }
   // Where SLURM_PROCID `proc` runs in this attempt: a task, a spare, or out.
-  ProcPlace Place(int proc) const;
+  ProcPlace Place(ProcId proc) const;
   // The same, or why an agent of `proc` has no place in it (out of range,
   // or its node is no longer the attempt's).
-  StatusOr<ProcPlace> PlaceAgent(int proc) const;
+  StatusOr<ProcPlace> PlaceAgent(ProcId proc) const;
   // How events name task `task`.
-  std::string TaskNameOf(int task) const;
+  std::string TaskNameOf(TaskIndex task) const;
 
   // The agents and their tasks' records. Register records task `task`'s
   // agent, registered on `channel` (again, when it had), on its record and
@@ -59,21 +59,21 @@ struct LiveAttempt {
   // what is to be written now; true when it completed the barrier.
   // RegistrationRefused says why a registration comes too late (the
   // attempt decided before the task first registered), or nothing.
-  std::optional<std::string> RegistrationRefused(int task) const;
-  bool Register(int task, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
+  std::optional<std::string> RegistrationRefused(TaskIndex task) const;
+  bool Register(TaskIndex task, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
                 int64_t now, Changes& c);
-  bool TaskRegistered(int task) const { return run->task(task).registered; }
+  bool TaskRegistered(TaskIndex task) const { return run->task(task).registered; }
   // A Shutdown went to task `task` and its exit is not in: one to send
   // again to an agent that reconnects.
-  bool ShutdownPending(int task) const;
+  bool ShutdownPending(TaskIndex task) const;
   // A heartbeat of task `task`'s agent; a task that was lost by silence is
   // back (its record queued in `c`): true then.
-  bool Heartbeat(int task, int64_t now, Changes& c);
+  bool Heartbeat(TaskIndex task, int64_t now, Changes& c);
   // Task `task`'s stream `channel` broke (a newer one may have replaced it):
   // a running task's agent may be gone, a waiting one waits no more.
-  void Disconnected(int task, const TaskChannel* channel);
+  void Disconnected(TaskIndex task, const TaskChannel* channel);
   // A spare's stream broke: its channel is dropped until it comes back.
-  void SpareDisconnected(int proc, const TaskChannel* channel);
+  void SpareDisconnected(ProcId proc, const TaskChannel* channel);
 
   // The rendezvous. BeginAssigning marks the assignments sent and says
   // whether this is the first time (the barrier); AssignedChannels gives
@@ -88,8 +88,10 @@ struct LiveAttempt {
   std::shared_ptr<const SharedCluster> SharedClusterSpec() const;
   // The assigned event's text: how many tasks, and what they were sent.
   std::string AssignedSummary(const SharedCluster* cluster) const;
-  std::vector<std::pair<int, std::shared_ptr<TaskChannel>>> AssignedChannels(int only_task) const;
-  void Assigned(int task, bool first, Changes& c);
+  // The channels of the registered tasks (only `only_task`'s, if given).
+  std::vector<std::pair<TaskIndex, std::shared_ptr<TaskChannel>>> AssignedChannels(
+      std::optional<TaskIndex> only_task) const;
+  void Assigned(TaskIndex task, bool first, Changes& c);
   std::optional<int64_t> TrainingStarted(int64_t now);
 
   // Progress: a checkpoint step, or training scalars up to `step`; true if
@@ -103,8 +105,8 @@ struct LiveAttempt {
   // A task's exit (Exited): the run decides, and its record follows,
   // queued in `c`. Already: a report sent again, or a death the lone
   // restart noted.
-  bool ExitAlreadyKnown(int task) const;
-  void RecordExit(int task, const ExitReport& exit, bool reaped, const std::string& detail,
+  bool ExitAlreadyKnown(TaskIndex task) const;
+  void RecordExit(TaskIndex task, const ExitReport& exit, bool reaped, const std::string& detail,
                   int64_t now, Changes& c);
 
   // The reaping: Shutdown to every task still running (ShutdownAll, which
@@ -153,12 +155,12 @@ struct LiveAttempt {
   // the job, or it is silent past `gone_after_ms` (never while `deaf`: the
   // service hears no agent at all). Only while the attempt runs.
   struct GoneTask {
-    int task = 0;
+    TaskIndex task;
     std::string why;
   };
   std::vector<GoneTask> TasksGone(int64_t now, bool deaf, int64_t gone_after_ms) const;
   // Task `task` ended with its node (SIGKILL, `why`), its record queued.
-  void TaskGone(int task, const std::string& why, int64_t now, Changes& c);
+  void TaskGone(TaskIndex task, const std::string& why, int64_t now, Changes& c);
   // The peers a gone node left often fail first (a collective's broken
   // connection, counted retryable): the node is the cause, and its class
   // is the attempt's.
@@ -166,8 +168,8 @@ struct LiveAttempt {
   // Running tasks silent past their limit become lost (queued in `c`):
   // each with how long it was silent. Then FlushHeartbeats queues every
   // heartbeat not written yet.
-  std::vector<std::pair<int, int64_t>> MarkSilentLost(int64_t now, int64_t lost_after_ms,
-                                                      int64_t vanished_after_ms, Changes& c);
+  std::vector<std::pair<TaskIndex, int64_t>> MarkSilentLost(int64_t now, int64_t lost_after_ms,
+                                                            int64_t vanished_after_ms, Changes& c);
   void FlushHeartbeats(Changes& c);
 
   // Its job, as Slurm's polls find it (SlurmWatch). The attempt's state,
@@ -241,14 +243,14 @@ struct LiveAttempt {
   // Task `task`'s agent may wait in the job for a next attempt: its
   // program has ended while the attempt runs (with the experiment's
   // MayRestartInPlace). StandBy keeps it waiting on `channel`.
-  bool AcceptsStandby(int task) const;
-  void StandBy(int task, std::shared_ptr<TaskChannel> channel);
+  bool AcceptsStandby(TaskIndex task) const;
+  void StandBy(TaskIndex task, std::shared_ptr<TaskChannel> channel);
   // A spare's agent (SLURM_PROCID `proc` on `node`) registered: noted;
   // SpareWaits keeps its channel while it waits in the job, SpareReleased
   // drops it.
-  void NoteSpare(int proc, const std::string& node) { spare_agents[proc].node = node; }
-  void SpareWaits(int proc, std::shared_ptr<TaskChannel> channel);
-  void SpareReleased(int proc) { spare_agents[proc].channel.reset(); }
+  void NoteSpare(ProcId proc, const std::string& node) { spare_agents[proc].node = node; }
+  void SpareWaits(ProcId proc, std::shared_ptr<TaskChannel> channel);
+  void SpareReleased(ProcId proc) { spare_agents[proc].channel.reset(); }
 
   // A TF worker restarted alone (LoneRestart). LoneRestartsSoFar: this
   // attempt's so far. NoteLoneDeath: task `task`'s program died and starts
@@ -257,20 +259,20 @@ struct LiveAttempt {
   // (kRestarts, on `channel`), or the attempt was decided meanwhile and its
   // death is its exit (kEnded), or it was not restarting alone.
   int LoneRestartsSoFar() const;
-  void NoteLoneDeath(int task, std::optional<int> exit_code, std::optional<int> signal,
+  void NoteLoneDeath(TaskIndex task, std::optional<int> exit_code, std::optional<int> signal,
                      const std::string& detail, Changes& c);
   enum class LoneBack { kNotAlone, kRestarts, kEnded };
-  LoneBack LoneAgentBack(int task, const std::shared_ptr<TaskChannel>& channel, bool user_cancelled,
-                         int64_t now, Changes& c);
+  LoneBack LoneAgentBack(TaskIndex task, const std::shared_ptr<TaskChannel>& channel,
+                         bool user_cancelled, int64_t now, Changes& c);
   // "worker:1 (task 3 on node2) was killed by signal 9 (SIGKILL)": a task
   // and how its program ended.
-  std::string TaskEnd(int task) const;
+  std::string TaskEnd(TaskIndex task) const;
 
   AttemptRecord record;
   std::unique_ptr<AttemptRun> run;
   std::vector<TaskRecord> tasks;
-  std::map<int, std::shared_ptr<TaskChannel>> channels;
-  std::set<int> heartbeat_dirty;  // tasks whose heartbeat is not persisted yet
+  std::map<TaskIndex, std::shared_ptr<TaskChannel>> channels;
+  std::set<TaskIndex> heartbeat_dirty;  // tasks whose heartbeat is not persisted yet
   int64_t job_started_ms = 0;
   int64_t reap_deadline_ms = 0;
   int64_t reap_started_ms = 0;  // when the first Shutdown of the reaping went out
@@ -327,7 +329,7 @@ struct LiveAttempt {
     std::string node;
     std::shared_ptr<TaskChannel> channel;
   };
-  std::map<int, SpareAgent> spare_agents;
+  std::map<ProcId, SpareAgent> spare_agents;
   // The job's nodes, as the last poll named them: with spares the job is
   // submitted --no-kill, and Slurm takes a failed node out of its list
   // (excise_node_from_job) while the job runs on. Empty before a poll.
@@ -370,9 +372,12 @@ struct OpenExperiment {
   // agent back to wait in the job, a spare's, InPlaceRestart::Check at each
   // Tick), so a new way for an attempt to end is added here alone.
   bool MayRestartInPlace() const;
+  // The SLURM_PROCID that runs task `task` in the current attempt: its own
+  // index, unless a spare node took its node's place (node_slots.h).
+  ProcId ProcOfTask(TaskIndex task) const { return attempt.node_slots().ProcOfTask(task); }
   // Task `task`'s Assignment in the current attempt: its role, the
   // program's command, workdir and environment, what its agent reports.
-  AssignmentMsg AssignmentFor(int task, std::shared_ptr<const SharedCluster> cluster,
+  AssignmentMsg AssignmentFor(TaskIndex task, std::shared_ptr<const SharedCluster> cluster,
                               int heartbeat_interval_ms, int shutdown_grace_ms) const;
   // Whether core is done with it: final, and its last attempt ended (its
   // job has left Slurm). CoreState::CloseEnded forgets it then.

@@ -6,7 +6,7 @@ namespace tfslurm {
 
 Status CheckProvenUid(const TaskRef& ref, uint32_t job_uid, const std::string& owner) {
   const std::string task = "'" + ref.experiment_id + "' attempt " + std::to_string(ref.attempt) +
-                           " task " + std::to_string(ref.proc_id);
+                           " task " + std::to_string(ref.proc_id.value());
   if (!ref.proven_uid)
     return Status(StatusCode::kPermissionDenied,
                   "site mode: an agent proves its uid with a MUNGE credential, and this "

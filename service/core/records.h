@@ -13,6 +13,7 @@
 
 #include "base/enum_names.h"
 #include "service/core/node_slots.h"
+#include "service/core/task_identity.h"
 
 namespace tfslurm {
 
@@ -260,11 +261,13 @@ struct AttemptRecord {
   int64_t ended_at = 0;
 };
 
-// A task of an attempt as the store keeps it.
+// A task of an attempt as the store keeps it: by its index in the
+// experiment, not by the SLURM_PROCID of the agent running it
+// (task_identity.h).
 struct TaskRecord {
   std::string experiment_id;
   int attempt = 0;
-  int proc_id = 0;
+  TaskIndex task;
   std::string role;
   int index = 0;
   std::string node;
@@ -283,9 +286,6 @@ struct TaskRecord {
   // Its failure repeats at every start and came before the attempt's first
   // step (EndReason::kStartupError; AttemptRun::OnExit).
   bool startup_error = false;
-  // Its job component (core/components.h), from the spec and proc_id: not
-  // stored, filled in by Experiments::Get. 0 in a plain job.
-  int component = 0;
 };
 
 struct EventRecord {

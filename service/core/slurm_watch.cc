@@ -118,7 +118,8 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
       if (job.exit_code == kAgentExitUnverifiedService && !job.exit_signal && a.NoAgentRegistered())
         return FinishAttempt(a, EndReason::kStartupError, UnverifiedServiceReason(a, job), c);
       if (std::optional<std::string> cause =
-              a.NoAgentRegistered() ? ContainerStartFailure(a, 0) : std::nullopt)
+              a.NoAgentRegistered() ? ContainerStartFailure(a, a.ProcOfTask(TaskIndex(0)))
+                                    : std::nullopt)
         return FinishAttempt(a, EndReason::kStartupError,
                              why + " before any task's agent started, in the container: " + *cause,
                              c);
@@ -133,8 +134,8 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
   }
 }
 
-std::optional<std::string> SlurmWatch::ContainerStartFailure(const OpenExperiment& a, int proc) {
-  if (!a.spec.container.enabled() || proc < 0) return std::nullopt;
+std::optional<std::string> SlurmWatch::ContainerStartFailure(const OpenExperiment& a, ProcId proc) {
+  if (!a.spec.container.enabled()) return std::nullopt;
   auto account = core_.ports().accounts.ForOwner(a.record.owner);
   if (!account.ok()) return std::nullopt;
   const std::string dir =
@@ -145,8 +146,8 @@ std::optional<std::string> SlurmWatch::ContainerStartFailure(const OpenExperimen
   // node's tasks all fail with its import, so the importer is not before
   // `proc`, the first that never started). A file that is not there is
   // passed over.
-  for (int task = proc; task < proc + 16; ++task) {
-    const std::string path = dir + "/task-" + std::to_string(task) + ".out";
+  for (int p = proc.value(); p < proc.value() + 16; ++p) {
+    const std::string path = dir + "/task-" + std::to_string(p) + ".out";
     if (auto words = RuntimeStartError(files.ReadFileTail(path, 16384, *account).value_or(""), ""))
       return words;
   }

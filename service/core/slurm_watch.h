@@ -71,12 +71,11 @@ class SlurmWatch {
   // the startup_error's reason, with task 0's log line saying why.
   std::string UnverifiedServiceReason(const OpenExperiment& e, const JobInfo& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // Ends the current attempt for the restart policy's purposes (the Slurm
-  // job may still be finishing) and applies what the policy decides.
   // A task of a job with a container whose agent never registered: the
-  // runtime's words on why, read from the task's and the batch script's
-  // output as the owner (container_launch.h's RuntimeStartError).
-  std::optional<std::string> ContainerStartFailure(const OpenExperiment& a, int proc)
+  // runtime's words on why, read as the owner from the output of SLURM_PROCID
+  // `proc` (and the next ones on its node) and of the batch script
+  // (container_launch.h's RuntimeStartError).
+  std::optional<std::string> ContainerStartFailure(const OpenExperiment& a, ProcId proc)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // A job with a container none of whose agents registered, ended by the
   // agents' own failure (kAgentExitUsage or kAgentExitRefused): the
@@ -84,6 +83,8 @@ class SlurmWatch {
   // words. nullopt for any other job.
   std::optional<std::string> AgentStartFailure(const OpenExperiment& a, const JobInfo& job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // Ends the current attempt for the restart policy's purposes (the Slurm
+  // job may still be finishing) and applies what the policy decides.
   void FinishAttempt(OpenExperiment& e, EndReason reason, const std::string& why, Changes& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // A failed attempt whose agents all wait in its job ends now, and the next

@@ -38,7 +38,8 @@ void SlurmWatch::OnStandby(const std::string& id) {
     const AttemptRun& run = *at.run;
     // Amortized O(1) per standby: a task found waiting is not looked at
     // again (one that stopped waiting since makes CheckInPlace say so).
-    while (at.standby_scan_from < run.size() && run.task(at.standby_scan_from).standing_by())
+    while (at.standby_scan_from < run.size() &&
+           run.task(TaskIndex(at.standby_scan_from)).standing_by())
       ++at.standby_scan_from;
     if (at.standby_scan_from < run.size()) return;
     Changes c;
@@ -68,7 +69,7 @@ void SlurmWatch::CheckBarrier(OpenExperiment& a, int64_t now, Changes& c, Action
   // The barrier: every task must register within the timeout of the job's start.
   if (!a.attempt.BarrierTimedOut(now, core_.config().barrier_timeout_ms)) return;
   const AttemptRun& run = *a.attempt.run;
-  std::vector<int> missing = run.MissingRegistrations();
+  std::vector<TaskIndex> missing = run.MissingRegistrations();
   std::string names;
   for (size_t i = 0; i < missing.size() && i < 20; ++i)
     names += (i ? ", " : "") + TaskName(run.task(missing[i]), missing[i]);
@@ -79,7 +80,7 @@ void SlurmWatch::CheckBarrier(OpenExperiment& a, int64_t now, Changes& c, Action
   // A task that never started because its container did not: the
   // runtime's words, and a failure that repeats at every start.
   std::optional<std::string> container =
-      missing.empty() ? std::nullopt : ContainerStartFailure(a, missing.front());
+      missing.empty() ? std::nullopt : ContainerStartFailure(a, a.ProcOfTask(missing.front()));
   if (container)
     why += "; the container did not start for " +
            TaskName(run.task(missing.front()), missing.front()) + ": " + *container;
@@ -125,7 +126,7 @@ void SlurmWatch::CheckReaping(OpenExperiment& a, int64_t now, Changes& c, Action
   // Reaping: tasks that did not confirm within the grace are ended by Slurm.
   if (!a.attempt.ReapOverdue(now)) return;
   const AttemptRun& run = *a.attempt.run;
-  std::vector<int> unconfirmed = run.UnconfirmedShutdowns();
+  std::vector<TaskIndex> unconfirmed = run.UnconfirmedShutdowns();
   // Every task confirmed, and the job may host the next attempt: the
   // restart in place decides (CheckInPlace), not the deadline.
   if (unconfirmed.empty() && a.spec.restart.in_allocation && !a.attempt.GaveUpInPlace() &&
@@ -133,8 +134,8 @@ void SlurmWatch::CheckReaping(OpenExperiment& a, int64_t now, Changes& c, Action
     return;
   if (!unconfirmed.empty()) {
     std::string names;
-    for (int proc : unconfirmed)
-      names += (names.empty() ? "" : ", ") + TaskName(run.task(proc), proc);
+    for (TaskIndex task : unconfirmed)
+      names += (names.empty() ? "" : ", ") + TaskName(run.task(task), task);
     const std::vector<int64_t> step_jobs = a.attempt.StepJobIds();
     core_.Event(c, a, EventCode::kReaping,
                 names + " did not confirm the Shutdown; ending step " +

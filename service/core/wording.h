@@ -13,13 +13,13 @@
 
 namespace tfslurm {
 
-// "worker:1 (task 3 on node2)"; a PyTorch task, whose rank is its task
-// number: "rank 3 (on node2)".
-inline std::string TaskName(const TaskSlot& t, int proc) {
+// "worker:1 (task 3 on node2)", by its task index; a PyTorch task, whose
+// rank is its task index: "rank 3 (on node2)".
+inline std::string TaskName(const TaskSlot& t, TaskIndex task) {
   if (t.role.role == kRankRole)
     return "rank " + std::to_string(t.role.index) + (t.node.empty() ? "" : " (on " + t.node + ")");
-  return t.role.role + ":" + std::to_string(t.role.index) + " (task " + std::to_string(proc) +
-         (t.node.empty() ? "" : " on " + t.node) + ")";
+  return t.role.role + ":" + std::to_string(t.role.index) + " (task " +
+         std::to_string(task.value()) + (t.node.empty() ? "" : " on " + t.node) + ")";
 }
 
 // An agent's Exited.detail as it is kept and shown: valid UTF-8 (a byte

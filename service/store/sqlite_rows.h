@@ -134,21 +134,22 @@ inline StatusOr<AttemptRecord> ReadAttempt(Statement& s) {
 }
 
 inline constexpr const char* kTaskColumns =
-    "experiment_id, attempt, proc_id, role, role_index, node, address, state, exit_code, signal, "
+    "experiment_id, attempt, task_index, role, role_index, node, address, state, exit_code, "
+    "signal, "
     "registered_at, last_heartbeat, ended_at, local_rank, detail, restarts, startup_error";
 
 inline StatusOr<TaskRecord> ReadTask(Statement& s) {
   TaskRecord t;
   t.experiment_id = s.Text("experiment_id");
   t.attempt = static_cast<int>(s.Int("attempt"));
-  t.proc_id = static_cast<int>(s.Int("proc_id"));
+  t.task = TaskIndex(static_cast<int>(s.Int("task_index")));
   t.role = s.Text("role");
   t.index = static_cast<int>(s.Int("role_index"));
   t.node = s.Text("node");
   t.address = s.Text("address");
   TFSLURM_ASSIGN_OR_RETURN(
       t.state, StoredName(kTaskStateNames, s.Text("state"), "task state",
-                          "task " + std::to_string(t.proc_id) + " of " + t.experiment_id));
+                          "task " + std::to_string(t.task.value()) + " of " + t.experiment_id));
   if (auto v = s.OptInt("exit_code")) t.exit_code = static_cast<int>(*v);
   if (auto v = s.OptInt("signal")) t.signal = static_cast<int>(*v);
   t.registered_at = s.Int("registered_at");
@@ -189,10 +190,10 @@ inline TokenRecord ReadToken(Statement& s) {
 // Writers of one row each, inside the caller's transaction.
 inline Status WriteTask(StatementCache& sql, const TaskRecord& t) {
   Statement s = sql.Prepare(
-      "INSERT OR REPLACE INTO tasks (experiment_id, attempt, proc_id, role, role_index, node, "
+      "INSERT OR REPLACE INTO tasks (experiment_id, attempt, task_index, role, role_index, node, "
       "address, state, exit_code, signal, registered_at, last_heartbeat, ended_at, "
       "local_rank, detail, restarts, startup_error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-  s.Bind(1, t.experiment_id).Bind(2, t.attempt).Bind(3, t.proc_id).Bind(4, t.role);
+  s.Bind(1, t.experiment_id).Bind(2, t.attempt).Bind(3, t.task.value()).Bind(4, t.role);
   s.Bind(5, t.index).Bind(6, t.node).Bind(7, t.address).Bind(8, TaskStateName(t.state));
   s.Bind(9, t.exit_code).Bind(10, t.signal);
   s.Bind(11, t.registered_at).Bind(12, t.last_heartbeat).Bind(13, t.ended_at);

@@ -193,7 +193,7 @@ class SqliteStore final : public Store {
       ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
     Statement s = Prepare(std::string("SELECT ") + kTaskColumns +
-                          " FROM tasks WHERE experiment_id=? AND attempt=? ORDER BY proc_id");
+                          " FROM tasks WHERE experiment_id=? AND attempt=? ORDER BY task_index");
     s.Bind(1, id).Bind(2, attempt);
     std::vector<TaskRecord> out;
     int rc;
@@ -228,7 +228,7 @@ class SqliteStore final : public Store {
     if (rc != SQLITE_DONE) return Error("counting tasks");
     Statement s = Prepare(
         std::string("SELECT ") + kTaskColumns + " FROM tasks WHERE experiment_id=? AND attempt=?" +
-        (query.state ? " AND state=?" : "") + " ORDER BY proc_id LIMIT ? OFFSET ?");
+        (query.state ? " AND state=?" : "") + " ORDER BY task_index LIMIT ? OFFSET ?");
     s.Bind(1, id).Bind(2, attempt);
     const int next = query.state ? 4 : 3;  // the index of LIMIT's placeholder
     if (query.state) s.Bind(3, TaskStateName(*query.state));

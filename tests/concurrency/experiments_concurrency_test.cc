@@ -98,7 +98,7 @@ class ExperimentsConcurrencyTest : public ::testing::Test {
   TaskRef Ref(const std::string& id, int proc, int attempt = 1) {
     std::string secret;
     slurm_.JobOf(JobName(id, attempt), &secret);
-    return {id, attempt, secret, proc};
+    return {id, attempt, secret, ProcId(proc)};
   }
 
   TempDir dir_;
@@ -171,7 +171,7 @@ TEST_F(ExperimentsConcurrencyTest, HundredsOfTasksRendezvousRunAndEndWhileEveryt
       if (experiments_->OnExited(wrong, 0, std::nullopt, false).ok())
         violation("attempt 2 accepted");
       wrong = ref;
-      wrong.proc_id = kTasks + i % 3;
+      wrong.proc_id = ProcId(kTasks + i % 3);
       if (experiments_->OnProgress(wrong, 1, "/x").ok()) violation("task out of range accepted");
       auto ch = std::make_shared<RecordingChannel>();
       wrong = ref;

@@ -402,7 +402,7 @@ std::string CheckReplies(const TaskRef& ref, const RegisterInfo& info,
                          const agent::v1::AgentMessage& m) {
   AssignmentMsg a;
   a.role = ref.experiment_id;
-  a.index = ref.proc_id;
+  a.index = ref.proc_id.value();
   a.cluster =
       std::make_shared<SharedCluster>(SharedCluster{ref.secret, wire::CompressCluster(ref.secret)});
   a.command = {info.node_name, info.address};
@@ -448,7 +448,7 @@ std::string CheckReplies(const TaskRef& ref, const RegisterInfo& info,
 std::string CheckDecoded(const agent::v1::AgentMessage& m) {
   TaskRef ref = agentrpc::FromProto(m.task());
   if (ref.experiment_id != m.task().experiment_id() || ref.attempt != m.task().attempt() ||
-      ref.secret != m.task().secret() || ref.proc_id != m.task().proc_id())
+      ref.secret != m.task().secret() || ref.proc_id.value() != m.task().proc_id())
     return "FromProto(TaskRef) loses a field";
   RegisterInfo info = agentrpc::FromProto(m.register_());
   const auto& r = m.register_();

@@ -44,7 +44,7 @@ class AgentTrustTest : public testing::CoreTest {
     experiments_->Tick();
   }
   TaskRef Ref(int proc, std::optional<uint32_t> uid) {
-    TaskRef r{"a", 1, testing::FakeSlurm::SecretOf(slurm_.submitted.at(0)), proc};
+    TaskRef r{"a", 1, testing::FakeSlurm::SecretOf(slurm_.submitted.at(0)), ProcId(proc)};
     r.proven_uid = uid;
     return r;
   }
@@ -53,7 +53,7 @@ class AgentTrustTest : public testing::CoreTest {
     RegisterInfo info;
     info.node_name = "node1";
     info.address = "node1";
-    info.port = 5000 + ref.proc_id;
+    info.port = 5000 + ref.proc_id.value();
     experiments_->OnRegister(ref, info, ch);
     return ch->All<RefusedMsg>();
   }

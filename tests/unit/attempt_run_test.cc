@@ -19,10 +19,16 @@ ExperimentSpec PsSpec(SuccessPolicy policy = SuccessPolicy::kAuto, int chief = 0
   return s;
 }
 
+std::vector<TaskIndex> Tasks(std::initializer_list<int> indices) {
+  std::vector<TaskIndex> out;
+  for (int i : indices) out.push_back(TaskIndex(i));
+  return out;
+}
+
 void RegisterAll(AttemptRun& run) {
   for (int i = 0; i < run.size(); ++i) {
-    bool done = run.Register(i, "node" + std::to_string(i / 2 + 1), "h:" + std::to_string(1000 + i),
-                             i / 2, i % 2);
+    bool done = run.Register(TaskIndex(i), "node" + std::to_string(i / 2 + 1),
+                             "h:" + std::to_string(1000 + i), i / 2, i % 2);
     EXPECT_EQ(done, i == run.size() - 1);
   }
   run.MarkAssigned();
@@ -34,41 +40,41 @@ TEST(AttemptRun, BarrierCompletesOnLastRegistrationOnly) {
   RegisterAll(run);
   EXPECT_TRUE(run.MissingRegistrations().empty());
   // Registering again (a reconnect) does not complete the barrier again.
-  EXPECT_FALSE(run.Register(3, "node2", "h:1003", 1, 1));
+  EXPECT_FALSE(run.Register(TaskIndex(3), "node2", "h:1003", 1, 1));
 }
 
 TEST(AttemptRun, AutoWithoutChiefNeedsEveryWorker) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
   for (int w = 2; w < 5; ++w)
-    EXPECT_EQ(run.OnExit(w, 0, std::nullopt, false).kind, Outcome::kUndecided);
-  Outcome o = run.OnExit(5, 0, std::nullopt, false);
+    EXPECT_EQ(run.OnExit(TaskIndex(w), 0, std::nullopt, false).kind, Outcome::kUndecided);
+  Outcome o = run.OnExit(TaskIndex(5), 0, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kSucceeded);
   // The ps are still running: they are what is reaped.
-  EXPECT_EQ(run.TasksToReap(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(run.TasksToReap(), (Tasks({0, 1})));
 }
 
 TEST(AttemptRun, AutoWithChiefWaitsForChiefOnly) {
   AttemptRun run(PsSpec(SuccessPolicy::kAuto, 1), 1);
   RegisterAll(run);
-  EXPECT_EQ(run.task(0).role.role, "chief");
-  EXPECT_EQ(run.OnExit(4, 1, std::nullopt, false).kind, Outcome::kUndecided)
+  EXPECT_EQ(run.task(TaskIndex(0)).role.role, "chief");
+  EXPECT_EQ(run.OnExit(TaskIndex(4), 1, std::nullopt, false).kind, Outcome::kUndecided)
       << "worker under auto+chief";
-  EXPECT_EQ(run.OnExit(0, 0, std::nullopt, false).kind, Outcome::kSucceeded);
+  EXPECT_EQ(run.OnExit(TaskIndex(0), 0, std::nullopt, false).kind, Outcome::kSucceeded);
   EXPECT_EQ(run.TasksToReap().size(), 4u);
 }
 
 TEST(AttemptRun, Worker0Policy) {
   AttemptRun run(PsSpec(SuccessPolicy::kWorker0), 1);
   RegisterAll(run);
-  EXPECT_EQ(run.OnExit(3, 0, std::nullopt, false).kind, Outcome::kUndecided);  // worker1
-  EXPECT_EQ(run.OnExit(2, 0, std::nullopt, false).kind, Outcome::kSucceeded);  // worker0
+  EXPECT_EQ(run.OnExit(TaskIndex(3), 0, std::nullopt, false).kind, Outcome::kUndecided);  // worker1
+  EXPECT_EQ(run.OnExit(TaskIndex(2), 0, std::nullopt, false).kind, Outcome::kSucceeded);  // worker0
 }
 
 TEST(AttemptRun, PsFailureFailsFastAndIsNotRetryableForExitOne) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  Outcome o = run.OnExit(0, 1, std::nullopt, false);
+  Outcome o = run.OnExit(TaskIndex(0), 1, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
   EXPECT_EQ(o.failure, EndReason::kPermanentExit);
   EXPECT_NE(o.reason.find("ps:0"), std::string::npos) << o.reason;
@@ -83,8 +89,8 @@ TEST(AttemptRun, PsFailureFailsFastAndIsNotRetryableForExitOne) {
 TEST(AttemptRun, AFailureAfterAnotherAgentVanishedIsRetryableAndNamesIt) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  run.SetVanished(1, true);  // ps:1's stream ended without an exit report
-  Outcome o = run.OnExit(3, 1, std::nullopt, false);
+  run.SetVanished(TaskIndex(1), true);  // ps:1's stream ended without an exit report
+  Outcome o = run.OnExit(TaskIndex(3), 1, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
   EXPECT_EQ(o.failure, EndReason::kRetryableExit);
   EXPECT_NE(o.reason.find("worker:1 (task 3 on node2) exited with code 1, after the agent of ps:1 "
@@ -96,9 +102,9 @@ TEST(AttemptRun, AFailureAfterAnotherAgentVanishedIsRetryableAndNamesIt) {
 TEST(AttemptRun, AVanishedAgentThatCameBackChangesNothing) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  run.SetVanished(1, true);
-  EXPECT_FALSE(run.Register(1, "node1", "h:1001", 0, 1));  // it reconnected
-  Outcome o = run.OnExit(3, 1, std::nullopt, false);
+  run.SetVanished(TaskIndex(1), true);
+  EXPECT_FALSE(run.Register(TaskIndex(1), "node1", "h:1001", 0, 1));  // it reconnected
+  Outcome o = run.OnExit(TaskIndex(3), 1, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
   EXPECT_EQ(o.failure, EndReason::kPermanentExit) << o.reason;
 }
@@ -106,19 +112,20 @@ TEST(AttemptRun, AVanishedAgentThatCameBackChangesNothing) {
 TEST(AttemptRun, AVanishedAgentDoesNotExcuseItsOwnFailure) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  run.SetVanished(3, true);  // its stream broke, then its report came on a new one
-  Outcome o = run.OnExit(3, 1, std::nullopt, false);
+  run.SetVanished(TaskIndex(3), true);  // its stream broke, then its report came on a new one
+  Outcome o = run.OnExit(TaskIndex(3), 1, std::nullopt, false);
   EXPECT_EQ(o.failure, EndReason::kPermanentExit) << o.reason;
 }
 
 TEST(AttemptRun, AStartupFailureBeforeTheFirstStepIsAStartupError) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  Outcome o = run.OnExit(3, 1, std::nullopt, false, "ModuleNotFoundError: No module named 'tf'",
-                         /*at_startup=*/true);
+  Outcome o =
+      run.OnExit(TaskIndex(3), 1, std::nullopt, false, "ModuleNotFoundError: No module named 'tf'",
+                 /*at_startup=*/true);
   EXPECT_EQ(o.kind, Outcome::kFailed);
   EXPECT_EQ(o.failure, EndReason::kStartupError) << o.reason;
-  EXPECT_TRUE(run.task(3).failed_at_startup);
+  EXPECT_TRUE(run.task(TaskIndex(3)).failed_at_startup);
 }
 
 TEST(AttemptRun, TheSameFailureAfterAStepIsAPermanentExit) {
@@ -126,23 +133,25 @@ TEST(AttemptRun, TheSameFailureAfterAStepIsAPermanentExit) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
   run.MarkStepTrained();
-  Outcome o = run.OnExit(3, 1, std::nullopt, false, "ImportError: x", /*at_startup=*/true);
+  Outcome o =
+      run.OnExit(TaskIndex(3), 1, std::nullopt, false, "ImportError: x", /*at_startup=*/true);
   EXPECT_EQ(o.failure, EndReason::kPermanentExit) << o.reason;
-  EXPECT_FALSE(run.task(3).failed_at_startup);
+  EXPECT_FALSE(run.task(TaskIndex(3)).failed_at_startup);
 }
 
 TEST(AttemptRun, AStartupFailureAfterAnotherAgentVanishedIsRetryable) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  run.SetVanished(1, true);
-  Outcome o = run.OnExit(3, 127, std::nullopt, false, "cannot run 'x'", /*at_startup=*/true);
+  run.SetVanished(TaskIndex(1), true);
+  Outcome o =
+      run.OnExit(TaskIndex(3), 127, std::nullopt, false, "cannot run 'x'", /*at_startup=*/true);
   EXPECT_EQ(o.failure, EndReason::kRetryableExit) << o.reason;
 }
 
 TEST(AttemptRun, KilledTaskIsRetryable) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  Outcome o = run.OnExit(4, std::nullopt, 9, false);
+  Outcome o = run.OnExit(TaskIndex(4), std::nullopt, 9, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
   EXPECT_EQ(o.failure, EndReason::kRetryableExit);
   EXPECT_TRUE(IsRetryableExit(137, std::nullopt));
@@ -156,7 +165,7 @@ TEST(AttemptRun, KilledTaskIsRetryable) {
 TEST(AttemptRun, ATaskKilledByTheTimeLimitWarningIsATimeoutThatSaysWhatToDo) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  Outcome o = run.OnExit(4, std::nullopt, SIGUSR1, false);
+  Outcome o = run.OnExit(TaskIndex(4), std::nullopt, SIGUSR1, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
   EXPECT_EQ(o.failure, EndReason::kTimeout);
   EXPECT_FALSE(o.by_sigterm);
@@ -171,7 +180,7 @@ TEST(AttemptRun, ATaskKilledByTheTimeLimitWarningIsATimeoutThatSaysWhatToDo) {
   no_warning.signal_grace_s = 0;
   AttemptRun plain(no_warning, 1);
   RegisterAll(plain);
-  Outcome killed = plain.OnExit(4, std::nullopt, SIGUSR1, false);
+  Outcome killed = plain.OnExit(TaskIndex(4), std::nullopt, SIGUSR1, false);
   EXPECT_EQ(killed.failure, EndReason::kRetryableExit);
   EXPECT_NE(killed.reason.find("was killed by signal 10"), std::string::npos) << killed.reason;
 }
@@ -179,35 +188,35 @@ TEST(AttemptRun, ATaskKilledByTheTimeLimitWarningIsATimeoutThatSaysWhatToDo) {
 TEST(AttemptRun, UntrackedWorkerFailureUnderChiefPolicyIsTolerated) {
   AttemptRun run(PsSpec(SuccessPolicy::kChief, 1), 1);
   RegisterAll(run);
-  EXPECT_EQ(run.OnExit(4, 1, std::nullopt, false).kind, Outcome::kUndecided);
-  EXPECT_EQ(run.OnExit(0, 0, std::nullopt, false).kind, Outcome::kSucceeded);
+  EXPECT_EQ(run.OnExit(TaskIndex(4), 1, std::nullopt, false).kind, Outcome::kUndecided);
+  EXPECT_EQ(run.OnExit(TaskIndex(0), 0, std::nullopt, false).kind, Outcome::kSucceeded);
 }
 
 TEST(AttemptRun, ReapedExitsDoNotChangeTheOutcome) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  for (int w = 2; w < 6; ++w) run.OnExit(w, 0, std::nullopt, false);
+  for (int w = 2; w < 6; ++w) run.OnExit(TaskIndex(w), 0, std::nullopt, false);
   EXPECT_FALSE(run.AnyUnconfirmedShutdown());
-  for (int p : run.TasksToReap()) run.MarkShutdownSent(p);
-  EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{0, 1}));
+  for (TaskIndex p : run.TasksToReap()) run.MarkShutdownSent(TaskIndex(p));
+  EXPECT_EQ(run.UnconfirmedShutdowns(), (Tasks({0, 1})));
   EXPECT_TRUE(run.AnyUnconfirmedShutdown());
-  EXPECT_EQ(run.OnExit(0, std::nullopt, 15, true).kind, Outcome::kSucceeded);
-  EXPECT_EQ(run.task(0).state, TaskState::kReaped);
-  EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{1}));
+  EXPECT_EQ(run.OnExit(TaskIndex(0), std::nullopt, 15, true).kind, Outcome::kSucceeded);
+  EXPECT_EQ(run.task(TaskIndex(0)).state, TaskState::kReaped);
+  EXPECT_EQ(run.UnconfirmedShutdowns(), (Tasks({1})));
   EXPECT_TRUE(run.AnyUnconfirmedShutdown());
-  run.OnExit(1, std::nullopt, 15, true);
+  run.OnExit(TaskIndex(1), std::nullopt, 15, true);
   EXPECT_FALSE(run.AnyUnconfirmedShutdown());
 }
 
 TEST(AttemptRun, AShutdownSentAfterTheCursorPassedItsTaskIsUnconfirmedAgain) {
   AttemptRun run(PsSpec(), 1);
   RegisterAll(run);
-  run.MarkShutdownSent(5);
-  run.OnExit(5, std::nullopt, 15, true);
+  run.MarkShutdownSent(TaskIndex(5));
+  run.OnExit(TaskIndex(5), std::nullopt, 15, true);
   EXPECT_FALSE(run.AnyUnconfirmedShutdown());  // the cursor is past every task now
-  run.MarkShutdownSent(2);
+  run.MarkShutdownSent(TaskIndex(2));
   EXPECT_TRUE(run.AnyUnconfirmedShutdown());
-  EXPECT_EQ(run.UnconfirmedShutdowns(), (std::vector<int>{2}));
+  EXPECT_EQ(run.UnconfirmedShutdowns(), (Tasks({2})));
 }
 
 TEST(AttemptRun, TaskEnvCarriesIdentityAndLeavesGpusToSlurm) {
@@ -217,7 +226,7 @@ TEST(AttemptRun, TaskEnvCarriesIdentityAndLeavesGpusToSlurm) {
   AttemptRun run(s, 2);
   RegisterAll(run);
   std::map<std::string, std::string> env;
-  for (auto& [k, v] : run.TaskEnv(3, "/out/exp")) env[k] = v;
+  for (auto& [k, v] : run.TaskEnv(TaskIndex(3), "/out/exp")) env[k] = v;
   EXPECT_EQ(env["DATA"], "x");
   EXPECT_EQ(env["MODEL_DIR"], "/out/exp");
   EXPECT_EQ(env["EXPERIMENT_ID"], "exp");
@@ -228,7 +237,7 @@ TEST(AttemptRun, TaskEnvCarriesIdentityAndLeavesGpusToSlurm) {
   // 4 GPUs shared by 2 tasks a node: slurmstepd sets CUDA_VISIBLE_DEVICES,
   // never tfslurm (a second mapping on top of Slurm's binding).
   EXPECT_FALSE(env.contains("CUDA_VISIBLE_DEVICES"));
-  EXPECT_EQ(run.CheckpointingTask(), 2);  // worker 0 without a chief
+  EXPECT_EQ(run.CheckpointingTask(), TaskIndex(2));  // worker 0 without a chief
 }
 
 ExperimentSpec TorchSpec() {
@@ -242,8 +251,8 @@ ExperimentSpec TorchSpec() {
   return s;
 }
 
-std::map<std::string, std::string> EnvOf(const AttemptRun& run, int proc) {
-  auto env = run.TaskEnv(proc, "/m");
+std::map<std::string, std::string> EnvOf(const AttemptRun& run, int task) {
+  auto env = run.TaskEnv(TaskIndex(task), "/m");
   return {env.begin(), env.end()};
 }
 
@@ -251,15 +260,15 @@ TEST(AttemptRun, PytorchTasksAreRanksWithTorchrunsEnvironment) {
   AttemptRun run(TorchSpec(), 2);
   ASSERT_EQ(run.size(), 6);
   for (int i = 0; i < run.size(); ++i) {
-    EXPECT_EQ(run.task(i).role.role, kRankRole);
-    EXPECT_EQ(run.task(i).role.index, i);
+    EXPECT_EQ(run.task(TaskIndex(i)).role.role, kRankRole);
+    EXPECT_EQ(run.task(TaskIndex(i)).role.index, i);
   }
   // Rank 0 registers from node1 on the port its agent holds.
   for (int i = 0; i < run.size(); ++i)
-    run.Register(i, "node" + std::to_string(i / 2 + 1),
+    run.Register(TaskIndex(i), "node" + std::to_string(i / 2 + 1),
                  "n" + std::to_string(i / 2 + 1) + ":" + std::to_string(4000 + i), i / 2, i % 2);
   run.MarkAssigned();
-  EXPECT_EQ(run.CheckpointingTask(), 0);
+  EXPECT_EQ(run.CheckpointingTask(), TaskIndex(0));
   auto env = EnvOf(run, 3);
   EXPECT_EQ(env["RANK"], "3");
   EXPECT_EQ(env["WORLD_SIZE"], "6");
@@ -286,7 +295,7 @@ TEST(AttemptRun, PytorchMasterAddressIsAnUnbracketedIpv6Literal) {
   spec.resources.tasks_per_node = 1;
   spec.pytorch.omp_num_threads = 7;
   AttemptRun run(spec, 1);
-  run.Register(0, "node1", "[fd00::1]:4000", 0, 0);
+  run.Register(TaskIndex(0), "node1", "[fd00::1]:4000", 0, 0);
   auto env = EnvOf(run, 0);
   EXPECT_EQ(env["MASTER_ADDR"], "fd00::1");
   EXPECT_EQ(env["MASTER_PORT"], "4000");
@@ -300,13 +309,13 @@ TEST(AttemptRun, JaxTasksAreProcessesWithJaxDistributedsArguments) {
   AttemptRun run(spec, 2);
   ASSERT_EQ(run.size(), 6);
   for (int i = 0; i < run.size(); ++i) {
-    EXPECT_EQ(run.task(i).role.role, kRankRole);
-    EXPECT_EQ(run.task(i).role.index, i);
-    run.Register(i, "node" + std::to_string(i / 2 + 1),
+    EXPECT_EQ(run.task(TaskIndex(i)).role.role, kRankRole);
+    EXPECT_EQ(run.task(TaskIndex(i)).role.index, i);
+    run.Register(TaskIndex(i), "node" + std::to_string(i / 2 + 1),
                  "n" + std::to_string(i / 2 + 1) + ":" + std::to_string(4000 + i), i / 2, i % 2);
   }
   run.MarkAssigned();
-  EXPECT_EQ(run.CheckpointingTask(), 0);
+  EXPECT_EQ(run.CheckpointingTask(), TaskIndex(0));
   auto env = EnvOf(run, 3);
   // Process 0's address and the port its agent holds, as "host:port".
   EXPECT_EQ(env["JAX_COORDINATOR_ADDRESS"], "n1:4000");
@@ -323,16 +332,17 @@ TEST(AttemptRun, JaxTasksAreProcessesWithJaxDistributedsArguments) {
     EXPECT_FALSE(env.contains(name)) << name;
   EXPECT_EQ(run.ClusterSpec(), "{}");
   for (int i = 0; i < 5; ++i)
-    EXPECT_EQ(run.OnExit(i, 0, std::nullopt, false).kind, Outcome::kUndecided);
-  EXPECT_EQ(run.OnExit(5, 0, std::nullopt, false).reason, "every rank exited 0 (6 ranks)");
+    EXPECT_EQ(run.OnExit(TaskIndex(i), 0, std::nullopt, false).kind, Outcome::kUndecided);
+  EXPECT_EQ(run.OnExit(TaskIndex(5), 0, std::nullopt, false).reason,
+            "every rank exited 0 (6 ranks)");
 }
 
 TEST(AttemptRun, PytorchSucceedsWhenEveryRankExitsZero) {
   AttemptRun run(TorchSpec(), 1);
   RegisterAll(run);
   for (int i = 0; i < 5; ++i)
-    EXPECT_EQ(run.OnExit(i, 0, std::nullopt, false).kind, Outcome::kUndecided);
-  Outcome o = run.OnExit(5, 0, std::nullopt, false);
+    EXPECT_EQ(run.OnExit(TaskIndex(i), 0, std::nullopt, false).kind, Outcome::kUndecided);
+  Outcome o = run.OnExit(TaskIndex(5), 0, std::nullopt, false);
   EXPECT_EQ(o.kind, Outcome::kSucceeded);
   EXPECT_EQ(o.reason, "every rank exited 0 (6 ranks)");
 }
@@ -340,12 +350,12 @@ TEST(AttemptRun, PytorchSucceedsWhenEveryRankExitsZero) {
 TEST(AttemptRun, PytorchAnyRankFailingFailsTheAttempt) {
   AttemptRun run(TorchSpec(), 1);
   RegisterAll(run);
-  EXPECT_EQ(run.OnExit(0, 0, std::nullopt, false).kind, Outcome::kUndecided);
-  Outcome o = run.OnExit(4, std::nullopt, 9, false);
+  EXPECT_EQ(run.OnExit(TaskIndex(0), 0, std::nullopt, false).kind, Outcome::kUndecided);
+  Outcome o = run.OnExit(TaskIndex(4), std::nullopt, 9, false);
   EXPECT_EQ(o.kind, Outcome::kFailed);
   EXPECT_EQ(o.failure, EndReason::kRetryableExit);
   EXPECT_EQ(o.reason, "rank 4 (on node3) was killed by signal 9");
-  EXPECT_EQ(run.TasksToReap(), (std::vector<int>{1, 2, 3, 5}));
+  EXPECT_EQ(run.TasksToReap(), (Tasks({1, 2, 3, 5})));
 }
 
 }  // namespace

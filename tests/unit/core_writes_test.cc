@@ -91,7 +91,7 @@ class CoreWritesTest : public testing::CoreTest {
     info.port = 5000 + proc;
     info.local_id = proc % 2;
     channels_.push_back(std::make_shared<RecordingChannel>());
-    agents_->OnRegister({"a", 1, FakeSlurm::SecretOf(slurm_.submitted.at(0)), proc}, info,
+    agents_->OnRegister({"a", 1, FakeSlurm::SecretOf(slurm_.submitted.at(0)), ProcId(proc)}, info,
                         channels_.back());
   }
 
@@ -123,7 +123,7 @@ TEST_F(CoreWritesTest, TheBarriersCommitIsWrittenWithoutCoresLockBeforeTheLastRe
   // Written by the time the last registration returns, as before.
   auto tasks = store_->ListTasks("a", 1);
   ASSERT_TRUE(tasks.ok());
-  for (const TaskRecord& t : *tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.proc_id;
+  for (const TaskRecord& t : *tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.task.value();
   EXPECT_EQ(store_->GetExperiment("a")->state, ExperimentState::kRunning);
 }
 

@@ -16,8 +16,9 @@ ExperimentView ViewOf(int tasks) {
   v.experiment.id = "big";
   v.experiment.state = ExperimentState::kFailed;
   for (int i = 0; i < tasks; ++i) {
-    TaskRecord t;
-    t.proc_id = i;
+    TaskView t;
+    t.task = TaskIndex(i);
+    t.proc_id = ProcId(i);
     t.role = "rank";
     t.index = i;
     t.state = i % 1000 == 7 ? TaskState::kFailed : TaskState::kReaped;

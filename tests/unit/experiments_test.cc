@@ -63,7 +63,7 @@ class ExperimentsTest : public testing::CoreTest {
 
   TaskRef Ref(const std::string& id, int proc, int attempt = 1) {
     return {id, attempt, FakeSlurm::SecretOf(slurm_.submitted.at(attempt - 1 + attempt_offset_)),
-            proc};
+            ProcId(proc)};
   }
 
   // Every task's agent heartbeats, as agents do while their programs run:
@@ -371,23 +371,24 @@ TEST_F(ExperimentsTest, WithoutTheSecretEveryRefusalIsThatOfAMissingExperiment) 
     EXPECT_EQ(code, want_code) << what;
     EXPECT_EQ(message, want_message) << what;
   };
-  expect_missing({"nope", 1, secret1, 0}, "a missing experiment");
-  expect_missing({"a", 1, "guess", 0}, "a wrong secret");
-  expect_missing({"a", 2, secret1, 0}, "an attempt that never was, with attempt 1's secret");
-  expect_missing({"a", 7, "guess", 0}, "a wrong attempt and secret");
+  expect_missing({"nope", 1, secret1, ProcId(0)}, "a missing experiment");
+  expect_missing({"a", 1, "guess", ProcId(0)}, "a wrong secret");
+  expect_missing({"a", 2, secret1, ProcId(0)},
+                 "an attempt that never was, with attempt 1's secret");
+  expect_missing({"a", 7, "guess", ProcId(0)}, "a wrong attempt and secret");
 
   slurm_.SetState(100, JobState::kFailed, 1);
   Poll();
   ASSERT_EQ(View("a").experiment.state, ExperimentState::kFailed);
-  expect_missing({"a", 1, "guess", 0}, "an ended experiment, a wrong secret");
+  expect_missing({"a", 1, "guess", ProcId(0)}, "an ended experiment, a wrong secret");
   // The holder of the secret is told how things are.
-  EXPECT_NE(std::get<2>(refusal({"a", 1, secret1, 0})).find("has ended (failed)"),
+  EXPECT_NE(std::get<2>(refusal({"a", 1, secret1, ProcId(0)})).find("has ended (failed)"),
             std::string::npos);
 
   ASSERT_TRUE(experiments_->Resume("a").ok());
-  expect_missing({"a", 1, "guess", 0}, "an attempt not current, a wrong secret");
-  expect_missing({"a", 2, secret1, 0}, "attempt 2 with attempt 1's secret");
-  EXPECT_NE(std::get<2>(refusal({"a", 1, secret1, 0})).find("not current (current: 2)"),
+  expect_missing({"a", 1, "guess", ProcId(0)}, "an attempt not current, a wrong secret");
+  expect_missing({"a", 2, secret1, ProcId(0)}, "attempt 2 with attempt 1's secret");
+  EXPECT_NE(std::get<2>(refusal({"a", 1, secret1, ProcId(0)})).find("not current (current: 2)"),
             std::string::npos);
 }
 
@@ -436,7 +437,8 @@ TEST_F(ExperimentsTest, ATaskNobodyReapedThatEndsWithTheJobIsLost) {
   auto v = View("a");
   ASSERT_EQ(v.attempts.size(), 1u);
   ASSERT_FALSE(v.tasks.empty());
-  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, TaskState::kLost) << "task " << t.proc_id;
+  for (const TaskView& t : v.tasks)
+    EXPECT_EQ(t.state, TaskState::kLost) << "task " << t.proc_id.value();
 }
 
 TEST_F(ExperimentsTest, WorkerFailureFailsFastAndRestartsWhenRetryable) {
@@ -759,11 +761,11 @@ TEST_F(ExperimentsTest, AfterARestartAgentsHaveTheirReconnectWindowHoweverShortT
   Restart();
   ASSERT_TRUE(experiments_->Recover().ok());
   for (int s = 0; s < 8; ++s) Poll();  // 8 s: twice lost_after, within the window
-  for (const TaskRecord& t : View("a").tasks)
-    EXPECT_EQ(t.state, TaskState::kRunning) << "task " << t.proc_id;
+  for (const TaskView& t : View("a").tasks)
+    EXPECT_EQ(t.state, TaskState::kRunning) << "task " << t.proc_id.value();
   for (int s = 0; s < 5; ++s) Poll();  // 13 s: past reconnect_window_ms (12 s)
   int lost = 0;
-  for (const TaskRecord& t : View("a").tasks) lost += t.state == TaskState::kLost;
+  for (const TaskView& t : View("a").tasks) lost += t.state == TaskState::kLost;
   EXPECT_GT(lost, 0);
 }
 
@@ -806,13 +808,13 @@ TEST_F(ExperimentsTest, WhileTheServiceIsCutOffNoTaskIsLostAndAfterwardsTheyHave
   slurm_.refuse_load_jobs = Unavailable("slurmctld does not answer");
   for (int s = 0; s < 60; ++s) Poll();
   auto v = View("a");
-  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.proc_id;
+  for (const TaskView& t : v.tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.proc_id.value();
   EXPECT_EQ(v.experiment.state, ExperimentState::kRunning) << v.experiment.reason;
   // Back: Slurm answers first; the agents' streams take up to 85 s.
   slurm_.refuse_load_jobs = Status::Ok();
   for (int s = 0; s < 80; ++s) Poll();
   v = View("a");
-  for (const TaskRecord& t : v.tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.proc_id;
+  for (const TaskView& t : v.tasks) EXPECT_EQ(t.state, TaskState::kRunning) << t.proc_id.value();
   for (auto& ch : channels) EXPECT_TRUE(ch->All<ShutdownMsg>().empty());
   for (int p = 0; p < 6; ++p) ASSERT_TRUE(experiments_->OnHeartbeat(Ref("a", p)).ok());
   Poll();
@@ -893,9 +895,10 @@ TEST_F(ExperimentsTest, ResumeStartsANewAttemptFromTheLatestCheckpoint) {
   // Agents of the old attempt are refused; its secret does not work for the
   // new attempt.
   auto ch = std::make_shared<RecordingChannel>();
-  experiments_->OnRegister({"a", 1, FakeSlurm::SecretOf(slurm_.submitted[0]), 0}, {}, ch);
+  experiments_->OnRegister({"a", 1, FakeSlurm::SecretOf(slurm_.submitted[0]), ProcId(0)}, {}, ch);
   EXPECT_NE(ch->All<RefusedMsg>().at(0).reason.find("not current"), std::string::npos);
-  EXPECT_EQ(experiments_->OnHeartbeat({"a", 2, FakeSlurm::SecretOf(slurm_.submitted[0]), 0}).code(),
+  EXPECT_EQ(experiments_->OnHeartbeat({"a", 2, FakeSlurm::SecretOf(slurm_.submitted[0]), ProcId(0)})
+                .code(),
             StatusCode::kNotFound);
 }
 
@@ -1712,7 +1715,7 @@ class InPlaceRestartTest : public ExperimentsTest {
   // Attempt `attempt`'s reference to task `proc`: in place, with the secret
   // of the job's script (Slurm job 100, the first submission).
   TaskRef JobRef(const std::string& id, int proc, int attempt) {
-    return {id, attempt, FakeSlurm::SecretOf(slurm_.submitted.at(0)), proc};
+    return {id, attempt, FakeSlurm::SecretOf(slurm_.submitted.at(0)), ProcId(proc)};
   }
   RegisterInfo Info(int proc, bool standby) {
     RegisterInfo info;
@@ -1832,7 +1835,7 @@ TEST_P(InPlaceRestartCasesTest, AnAgentBackAfterAServiceRestartIsToldTheAttemptT
   EXPECT_EQ(next[0].attempt, 2);
   // A wrong secret is not told anything.
   auto stranger = std::make_shared<RecordingChannel>();
-  experiments_->OnRegister({"a", 1, "not-the-secret", 4}, Info(4, true), stranger);
+  experiments_->OnRegister({"a", 1, "not-the-secret", ProcId(4)}, Info(4, true), stranger);
   EXPECT_TRUE(stranger->All<NextAttemptMsg>().empty());
 }
 
@@ -2206,6 +2209,53 @@ TEST_F(SpareNodesTest, ASpareTakesAFailedNodesPlaceInTheSameJob) {
   EXPECT_EQ(View("a").attempts[1].node_slots, v.attempts[1].node_slots);
   ASSERT_TRUE(experiments_->OnHeartbeat(JobRef("a", 5, 2)).ok());
   EXPECT_FALSE(experiments_->OnHeartbeat(JobRef("a", 3, 2)).ok());
+}
+
+// After the swap, task 2 (worker:1) and task 3 (worker:2) run on the spare,
+// whose agents' SLURM_PROCIDs are 4 and 5: the only case where a task's index
+// and its proc id differ. The store keeps each row by the task's index; GET
+// shows the proc id (the name of its output file); a report from proc 4 is
+// task 2's.
+TEST_F(SpareNodesTest, AfterASwapTheStoreKeepsTaskIndicesAndTheViewProcIds) {
+  RunWithSpares("a");
+  FailNode2("a");
+  Poll();
+  ASSERT_EQ(View("a").attempts.size(), 2u);
+  std::vector<std::shared_ptr<RecordingChannel>> next(6);
+  for (int p : {0, 1, 4, 5}) {
+    next[p] = std::make_shared<RecordingChannel>();
+    experiments_->OnRegister(JobRef("a", p, 2), Info(p, false), next[p]);
+    ASSERT_TRUE(next[p]->All<RefusedMsg>().empty()) << p;
+  }
+  ASSERT_EQ(View("a").experiment.state, ExperimentState::kRunning);
+  auto rows = store_->ListTasks("a", 2);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 4u);
+  const std::vector<std::pair<std::string, int>> want = {
+      {"ps", 0}, {"worker", 0}, {"worker", 1}, {"worker", 2}};
+  for (int i = 0; i < 4; ++i) {
+    const TaskRecord& row = (*rows)[i];
+    EXPECT_EQ(row.task, TaskIndex(i)) << "the store keeps the task's index";
+    EXPECT_EQ(std::make_pair(row.role, row.index), want[i]) << i;
+    EXPECT_EQ(row.node, i < 2 ? "node1" : "node3") << i;
+  }
+  const ExperimentView v = View("a");
+  ASSERT_EQ(v.tasks.size(), 4u);
+  const std::vector<int> procs = {0, 1, 4, 5};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(v.tasks[i].task, TaskIndex(i));
+    EXPECT_EQ(v.tasks[i].proc_id, ProcId(procs[i])) << "GET shows the agent's SLURM_PROCID";
+  }
+  // Proc 4's exit is task 2's (worker:1), and is stored as task 2's.
+  ASSERT_TRUE(experiments_->OnExited(JobRef("a", 4, 2), 1, std::nullopt, false).ok());
+  auto after = store_->ListTasks("a", 2);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ((*after)[2].state, TaskState::kFailed);
+  EXPECT_EQ((*after)[3].state, TaskState::kRunning);
+  bool named = false;
+  for (const std::string& why : Whys(View("a"), "exited"))
+    named = named || why.find("worker:1 (task 2 on node3)") != std::string::npos;
+  EXPECT_TRUE(named) << "the event names the task by its index, on the spare's node";
 }
 
 TEST_F(SpareNodesTest, ANodeTheBadNodeMemoryExcludesGivesItsPlaceToASpare) {

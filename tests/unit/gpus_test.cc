@@ -164,7 +164,7 @@ TEST(GpusEnv, NoTaskGetsCudaVisibleDevicesFromTfslurm) {
     ExperimentSpec s = Parse(GpuSpec(gpus));
     AttemptRun run(s, 1);
     for (int task = 0; task < run.size(); ++task)
-      for (const auto& [name, value] : run.TaskEnv(task, "/out/gpu-1"))
+      for (const auto& [name, value] : run.TaskEnv(TaskIndex(task), "/out/gpu-1"))
         EXPECT_NE(name, "CUDA_VISIBLE_DEVICES") << gpus << " task " << task << ": " << value;
   }
 }

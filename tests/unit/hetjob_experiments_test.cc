@@ -89,7 +89,7 @@ TEST_F(HetExperimentsTest, SubmitsOneHeterogeneousJobWithEachComponentsMemory) {
 
   ExperimentView v = experiments_->Get("h1").value();
   std::vector<std::pair<std::string, int>> got;
-  for (const TaskRecord& t : v.tasks) got.push_back({t.role, t.component});
+  for (const TaskView& t : v.tasks) got.push_back({t.role, t.component});
   EXPECT_EQ(got,
             (std::vector<std::pair<std::string, int>>{
                 {"worker", 0}, {"worker", 0}, {"worker", 0}, {"worker", 0}, {"ps", 1}, {"ps", 1}}));
@@ -168,12 +168,12 @@ TEST_F(HetExperimentsTest, AnUnconfirmedReapEndsTheStepInEveryComponent) {
     info.address = info.node_name;
     info.port = 5000 + p;
     info.local_id = p % 2;
-    experiments_->OnRegister({"h4", 1, secret, p}, info,
+    experiments_->OnRegister({"h4", 1, secret, ProcId(p)}, info,
                              std::make_shared<testing::RecordingChannel>());
   }
   // The workers (component 0) succeed; the ps (component 1) never confirm.
   for (int p = 0; p < 4; ++p)
-    EXPECT_TRUE(experiments_->OnExited({"h4", 1, secret, p}, 0, std::nullopt, false).ok());
+    EXPECT_TRUE(experiments_->OnExited({"h4", 1, secret, ProcId(p)}, 0, std::nullopt, false).ok());
   Poll();
   EXPECT_TRUE(slurm_.signalled_steps.empty());
   clock_.Advance(config_.shutdown_grace_ms + config_.reap_timeout_margin_ms);

@@ -141,8 +141,8 @@ TEST(JobComponents, ResourcesFirstThenRoleGroupsAndSameShapesShareOne) {
             (std::vector<int>{0, 4, 6}));
   EXPECT_EQ((std::vector<int>{c[0].first_node, c[1].first_node, c[2].first_node}),
             (std::vector<int>{0, 2, 4}));
-  EXPECT_EQ(ComponentOfTask(c, 5), 1);
-  EXPECT_EQ(ComponentOfTask(c, 7), 2);
+  EXPECT_EQ(ComponentOfTask(c, TaskIndex(5)), 1);
+  EXPECT_EQ(ComponentOfTask(c, TaskIndex(7)), 2);
 }
 
 TEST(AssignRoles, AcrossComponentsInComponentOrderWithPlacementInsideResources) {

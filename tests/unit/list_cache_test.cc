@@ -165,7 +165,7 @@ TEST_F(ExperimentListCacheTest, ListVersionGrowsWithEveryWriteAListShowsAndOnlyT
 
   Changes new_task;
   TaskRecord second = t;
-  second.proc_id = 1;
+  second.task = TaskIndex(1);
   new_task.tasks.push_back(second);
   ASSERT_TRUE(Apply(new_task).ok());
   grew("a task not seen before");

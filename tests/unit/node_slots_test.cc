@@ -11,10 +11,10 @@ TEST(NodeSlots, WithoutSparesEveryProcIsItsTask) {
   NodeSlots none;
   EXPECT_TRUE(none.IsIdentity());
   EXPECT_EQ(none.ToText(), "");
-  EXPECT_EQ(none.Place(3, 4).kind, ProcPlace::kTask);
-  EXPECT_EQ(none.Place(3, 4).task, 3);
-  EXPECT_EQ(none.Place(4, 4).kind, ProcPlace::kOut);
-  EXPECT_EQ(none.ProcOfTask(2), 2);
+  EXPECT_EQ(none.Place(ProcId(3), 4).kind, ProcPlace::kTask);
+  EXPECT_EQ(none.Place(ProcId(3), 4).task, TaskIndex(3));
+  EXPECT_EQ(none.Place(ProcId(4), 4).kind, ProcPlace::kOut);
+  EXPECT_EQ(none.ProcOfTask(TaskIndex(2)), ProcId(2));
   EXPECT_EQ(NodeSlots::ForNewJob(2, 0, 3), none) << "no spare: nothing to remember";
   EXPECT_FALSE(none.Replacing({1}, {}).has_value()) << "no spare can take a node's place";
   EXPECT_EQ(none.Replacing({}, {}), none);
@@ -25,13 +25,13 @@ TEST(NodeSlots, SparesComeAfterTheSlotsAndWaitWithNoTask) {
   NodeSlots s = NodeSlots::ForNewJob(2, 1, 2);
   EXPECT_EQ(s.spares(), std::vector<int>{2});
   for (int p = 0; p < 4; ++p) {
-    EXPECT_EQ(s.Place(p, 4).kind, ProcPlace::kTask) << p;
-    EXPECT_EQ(s.Place(p, 4).task, p) << p;
+    EXPECT_EQ(s.Place(ProcId(p), 4).kind, ProcPlace::kTask) << p;
+    EXPECT_EQ(s.Place(ProcId(p), 4).task, TaskIndex(p)) << p;
   }
-  EXPECT_EQ(s.Place(4, 4).kind, ProcPlace::kSpare);
-  EXPECT_EQ(s.Place(5, 4).kind, ProcPlace::kSpare);
-  EXPECT_EQ(s.Place(6, 4).kind, ProcPlace::kOut);
-  EXPECT_EQ(s.Place(-1, 4).kind, ProcPlace::kOut);
+  EXPECT_EQ(s.Place(ProcId(4), 4).kind, ProcPlace::kSpare);
+  EXPECT_EQ(s.Place(ProcId(5), 4).kind, ProcPlace::kSpare);
+  EXPECT_EQ(s.Place(ProcId(6), 4).kind, ProcPlace::kOut);
+  EXPECT_EQ(s.Place(ProcId(-1), 4).kind, ProcPlace::kOut);
 }
 
 TEST(NodeSlots, TheLowestReadySpareTakesAFailedNodesSlot) {
@@ -41,13 +41,13 @@ TEST(NodeSlots, TheLowestReadySpareTakesAFailedNodesSlot) {
   EXPECT_EQ(next->JobNodeOfSlot(1), 3);
   EXPECT_EQ(next->spares(), std::vector<int>{4});
   // Node 1's procs (2, 3) are out; node 3's (6, 7) run tasks 2 and 3.
-  EXPECT_EQ(next->Place(2, 6).kind, ProcPlace::kOut);
-  EXPECT_EQ(next->Place(6, 6).kind, ProcPlace::kTask);
-  EXPECT_EQ(next->Place(6, 6).task, 2);
-  EXPECT_EQ(next->Place(7, 6).task, 3);
-  EXPECT_EQ(next->ProcOfTask(3), 7);
-  EXPECT_EQ(next->JobNodeOfTask(3), 3);
-  EXPECT_EQ(next->Place(8, 6).kind, ProcPlace::kSpare);
+  EXPECT_EQ(next->Place(ProcId(2), 6).kind, ProcPlace::kOut);
+  EXPECT_EQ(next->Place(ProcId(6), 6).kind, ProcPlace::kTask);
+  EXPECT_EQ(next->Place(ProcId(6), 6).task, TaskIndex(2));
+  EXPECT_EQ(next->Place(ProcId(7), 6).task, TaskIndex(3));
+  EXPECT_EQ(next->ProcOfTask(TaskIndex(3)), ProcId(7));
+  EXPECT_EQ(next->JobNodeOfTask(TaskIndex(3)), 3);
+  EXPECT_EQ(next->Place(ProcId(8), 6).kind, ProcPlace::kSpare);
   // Only ready spares are taken: node 3's agents are not all waiting.
   auto skip = s.Replacing({0}, {4});
   ASSERT_TRUE(skip.has_value());

@@ -53,8 +53,8 @@ class RankAssignmentTest : public testing::CoreTest {
       info.address = "host" + std::to_string(info.node_id + 1);
       info.port = 5000 + p;
       channels.push_back(std::make_shared<RecordingChannel>());
-      experiments_->OnRegister({id, 1, FakeSlurm::SecretOf(slurm_.submitted.at(job)), p}, info,
-                               channels.back());
+      experiments_->OnRegister({id, 1, FakeSlurm::SecretOf(slurm_.submitted.at(job)), ProcId(p)},
+                               info, channels.back());
     }
     std::vector<AssignmentMsg> out;
     for (auto& ch : channels) {

@@ -82,7 +82,7 @@ TEST_F(StoreTest, APageOfTasksIsReadInTaskOrderWithEveryTaskCounted) {
     TaskRecord t;
     t.experiment_id = "a";
     t.attempt = 1;
-    t.proc_id = i;
+    t.task = TaskIndex(i);
     t.role = i < 10 ? "ps" : "worker";
     t.index = i < 10 ? i : i - 10;
     t.state = i % 100 == 42 ? TaskState::kFailed : TaskState::kReaped;
@@ -92,8 +92,8 @@ TEST_F(StoreTest, APageOfTasksIsReadInTaskOrderWithEveryTaskCounted) {
   auto page = (*s)->ListTaskPage("a", 1, {std::nullopt, 100, 3});
   ASSERT_TRUE(page.ok()) << page.status().message();
   ASSERT_EQ(page->tasks.size(), 3u);
-  EXPECT_EQ(page->tasks[0].proc_id, 100);
-  EXPECT_EQ(page->tasks[2].proc_id, 102);
+  EXPECT_EQ(page->tasks[0].task, TaskIndex(100));
+  EXPECT_EQ(page->tasks[2].task, TaskIndex(102));
   EXPECT_EQ(page->total, 1000);
   int counted = 0, failed = 0;
   for (const TaskStateCount& n : page->counts) {
@@ -106,8 +106,8 @@ TEST_F(StoreTest, APageOfTasksIsReadInTaskOrderWithEveryTaskCounted) {
   ASSERT_TRUE(page.ok());
   EXPECT_EQ(page->total, 10);
   ASSERT_EQ(page->tasks.size(), 2u);
-  EXPECT_EQ(page->tasks[0].proc_id, 842);
-  EXPECT_EQ(page->tasks[1].proc_id, 942);
+  EXPECT_EQ(page->tasks[0].task, TaskIndex(842));
+  EXPECT_EQ(page->tasks[1].task, TaskIndex(942));
   EXPECT_EQ(page->tasks[1].state, TaskState::kFailed);
   page = (*s)->ListTaskPage("a", 2, {});
   ASSERT_TRUE(page.ok());
@@ -180,7 +180,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   a.started_at = 25;
   a.ended_at = 26;
   TaskRecord& t = c.tasks[0];
-  t.proc_id = 7;
+  t.task = TaskIndex(7);
   t.index = 8;
   t.node = "n1";
   t.address = "n1:9";
@@ -243,7 +243,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   TaskRecord rt = (*store.ListTasks("a", 1))[0];
   EXPECT_EQ(rt.experiment_id, "a");
   EXPECT_EQ(rt.attempt, 1);
-  EXPECT_EQ(rt.proc_id, 7);
+  EXPECT_EQ(rt.task, TaskIndex(7));
   EXPECT_EQ(rt.role, "ps");
   EXPECT_EQ(rt.index, 8);
   EXPECT_EQ(rt.node, "n1");
@@ -255,7 +255,7 @@ TEST_F(StoreTest, RowsReadBackFieldByField) {
   EXPECT_EQ(rt.registered_at, 33);
   EXPECT_EQ(rt.last_heartbeat, 34);
   EXPECT_EQ(rt.ended_at, 35);
-  t.proc_id = 8;
+  t.task = TaskIndex(8);
   t.exit_code.reset();
   t.signal.reset();
   Changes unset;
@@ -355,7 +355,7 @@ TEST_F(StoreTest, ListCarriesTheCurrentAttemptAndCountsTheOpenExperimentsTasks) 
       TaskRecord t;
       t.experiment_id = id;
       t.attempt = 2;
-      t.proc_id = proc;
+      t.task = TaskIndex(proc);
       t.role = proc == 0 ? "ps" : "worker";
       t.state = proc == 2 ? TaskState::kPending : TaskState::kRunning;
       c.tasks.push_back(t);
@@ -421,7 +421,7 @@ TEST_F(StoreTest, AListPageCountsTheTasksOfEachNeededOpenExperimentApart) {
       TaskRecord t;
       t.experiment_id = id;
       t.attempt = 1;
-      t.proc_id = proc;
+      t.task = TaskIndex(proc);
       t.role = "worker";
       t.state = proc == 0 ? TaskState::kRunning : TaskState::kPending;
       c.tasks.push_back(t);
@@ -451,7 +451,7 @@ TEST_F(StoreTest, ListedTaskCountsFollowTaskWritesAndSurviveARestart) {
     Changes c = OnFirstAttempt(NewExperiment("a", 1, ExperimentState::kRunning));
     for (int proc = 1; proc < 4; ++proc) {
       TaskRecord t = c.tasks[0];
-      t.proc_id = proc;
+      t.task = TaskIndex(proc);
       t.role = "worker";
       c.tasks.push_back(t);
     }
@@ -513,7 +513,7 @@ TEST_F(StoreTest, ListedTaskCountsAreThoseOfTheCurrentAttempt) {
     TaskRecord t;
     t.experiment_id = "a";
     t.attempt = 2;
-    t.proc_id = proc;
+    t.task = TaskIndex(proc);
     t.role = "worker";
     t.state = TaskState::kRunning;
     attempt2.tasks.push_back(t);
@@ -646,8 +646,10 @@ TEST_F(StoreTest, UpgradesAnOlderDatabaseInPlace) {
   }
   sqlite3* db;
   ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  // Undo migrations 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3 and 2.
+  // Undo migrations 15, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3 and 2 (14's
+  // table goes with 10's).
   ASSERT_EQ(sqlite3_exec(db,
+                         "ALTER TABLE tasks RENAME COLUMN task_index TO proc_id; "
                          "ALTER TABLE attempts DROP COLUMN node_slots; "
                          "ALTER TABLE tasks DROP COLUMN startup_error; "
                          "ALTER TABLE tasks DROP COLUMN restarts; "

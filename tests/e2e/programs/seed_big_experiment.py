@@ -61,7 +61,7 @@ def main():
             node = f"gpu{p // per_node:04d}"
             failed = p == killed
             rows.append({
-                "experiment_id": exp_id, "attempt": 1, "proc_id": p, "role": "rank",
+                "experiment_id": exp_id, "attempt": 1, "task_index": p, "role": "rank",
                 "role_index": p, "node": node, "address": f"{node}:{29500 + p % per_node}",
                 "state": "failed" if failed else "reaped", "signal": 9 if failed else 15,
                 "local_rank": p % per_node, "registered_at": started + 6000,
