@@ -34,7 +34,7 @@ _LAZY = {
         "RestartPolicy", "Progress", "Checkpoint", "PytorchOptions", "Experiment",
         "ExperimentSummary", "ExperimentList", "Attempt", "Event", "Metrics", "Series",
         "ScalarPoint", "Sweep", "SweepTrial", "SweepSummary", "DryRun", "Deleted", "Version",
-        "TaskStatus")},
+        "TaskStatus", "Container", "ContainerMount", "ContainerRoles", "RoleImage")},
 }
 
 __all__ = ["__version__", *sorted(_LAZY)]
@@ -69,7 +69,9 @@ if TYPE_CHECKING:
                          WaitTimeout as WaitTimeout)
     from .spec import load_spec_file as load_spec_file
     from .spec import yaml_to_json as yaml_to_json
-    from .types import (Attempt as Attempt, Checkpoint as Checkpoint,
+    from .types import (Attempt as Attempt, Checkpoint as Checkpoint, Container as Container,
+                        ContainerMount as ContainerMount, ContainerRoles as ContainerRoles,
+                        RoleImage as RoleImage,
                         ClusterShape as ClusterShape, Deleted as Deleted, DryRun as DryRun,
                         Event as Event, Experiment as Experiment,
                         ExperimentList as ExperimentList, ExperimentSpec as ExperimentSpec,

@@ -53,6 +53,7 @@ EndReason = Literal["", "succeeded", "cancelled", "preempted", "timeout", "node_
 AttemptState = Literal["submitting", "pending", "running", "ended"]
 TaskState = Literal["pending", "registered", "running", "succeeded", "failed", "reaped", "lost"]
 SweepState = Literal["running", "completed", "cancelled"]
+ContainerRuntime = Literal["auto", "pyxis", "enroot", "oci", "apptainer"]
 TrialState = Literal["running", "ended", "not_started"]
 # An event's short code (docs/design.md, "Events", says when each is written).
 EventCode = Literal["submitting", "submitted", "retry", "recovered", "state", "job", "reconnected",
@@ -175,6 +176,42 @@ class Checkpoint(_Spec):
 
 
 @dataclass
+class ContainerMount(_Spec):
+    """A directory the container sees: ``target`` defaults to ``source``."""
+    _schema: ClassVar[str] = _S + "Container/properties/mounts/items/oneOf/1"
+    source: str
+    target: Optional[str] = None
+    read_only: Optional[bool] = None
+
+
+@dataclass
+class RoleImage(_Spec):
+    _schema: ClassVar[str] = _S + "RoleImage"
+    image: str
+
+
+@dataclass
+class ContainerRoles(_Spec):
+    """TensorFlow only: a role's own image (a ps image need not be a GPU image)."""
+    _schema: ClassVar[str] = _S + "Container/properties/roles"
+    chief: Optional[RoleImage] = None
+    ps: Optional[RoleImage] = None
+    worker: Optional[RoleImage] = None
+    evaluator: Optional[RoleImage] = None
+
+
+@dataclass
+class Container(_Spec):
+    """The image every task's program runs in (docs/containers.md)."""
+    _schema: ClassVar[str] = _S + "Container"
+    image: str
+    runtime: Optional[ContainerRuntime] = None
+    # "SRC", "SRC:DST" or "SRC:DST:ro|rw", or a ContainerMount.
+    mounts: Optional[List[Union[str, ContainerMount]]] = None
+    roles: Optional[ContainerRoles] = None
+
+
+@dataclass
 class ExperimentSpec(_Spec):
     """An experiment spec (schema/experiment-spec.md); None leaves a field to its default."""
     _schema: ClassVar[str] = _S + "ExperimentSpec"
@@ -194,6 +231,7 @@ class ExperimentSpec(_Spec):
     progress: Optional[Progress] = None
     checkpoint: Optional[Checkpoint] = None
     model_dir: Optional[str] = None
+    container: Optional[Container] = None
 
 
 # ------------------------------------------------------------- the answers
@@ -279,6 +317,15 @@ class SpecRevision:
     revision: int
     created_at: Optional[datetime.datetime]
     changes: str
+
+
+@dataclass
+class RoleContainer:
+    """The image and the runtime (the site's, for "auto") one role runs in."""
+    _schema: ClassVar[str] = _S + "Experiment/allOf/1/properties/containers/items"
+    role: str
+    image: str
+    runtime: ContainerRuntime
 
 
 @dataclass
@@ -404,6 +451,8 @@ class Experiment(_ExperimentView):
     spares: List[Spare]
     task_counts: Dict[str, RoleCounts]
     events: List[Event]
+    # Empty without a container, and from a tfslurmd older than containers.
+    containers: List[RoleContainer] = field(default_factory=list)
     slurm_state: Optional[SlurmState] = None  # open experiments only
     _client: Optional["Client"] = field(default=None, repr=False, compare=False)
 
