@@ -181,7 +181,7 @@ set +e
 PATH="$prefix/bin:$prefix/sbin:$PATH" TFSLURM_SLURM_CONF="${conf_line#SLURM_CONF=}" \
   LOCAL_SLURM_PREFIX="$prefix" TFSLURM_BUILD="$repo/$build" TFSLURM_OTHER_BUILD="$repo/build" \
   TFSLURM_COMPAT_RELEASE="$version" \
-  /usr/bin/python3 -m pytest -v -rs -p no:cacheprovider "${subset[@]}" 2>&1 | tee "$build/compat.log"
+  /usr/bin/python3 -m pytest -v -rfEs -p no:cacheprovider "${subset[@]}" 2>&1 | tee "$build/compat.log"
 pytest_rc=${PIPESTATUS[0]}
 set -e
 integration_time="$(seconds $t)"

@@ -41,5 +41,5 @@ wheel=$(ls "$work"/dist/tfslurm-*.whl)
 export TFSLURM_WHEEL="$wheel" PYTHONPATH="$work/site" PYTHONDONTWRITEBYTECODE=1
 export MYPY_CACHE_DIR="${XDG_CACHE_HOME:-$HOME/.cache}/tfslurm/mypy"
 status=0
-"$tools" -m pytest tests/python -v -rs -p no:cacheprovider "$@" || status=$?
+"$tools" -m pytest tests/python -v -rfEs -p no:cacheprovider "$@" || status=$?
 exit $status

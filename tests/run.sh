@@ -261,7 +261,7 @@ set +e
 # --durations: the slowest tests, for what this stage costs.
 # test_slurm_release_crossing.py needs a second Slurm release: the compat stage runs it.
 # shellcheck disable=SC2086 # PYTEST_ARGS is words
-"${with_containers[@]}" /usr/bin/python3 -m pytest tests/integration -v -rs -p no:cacheprovider --durations=25 \
+"${with_containers[@]}" /usr/bin/python3 -m pytest tests/integration -v -rfEs -p no:cacheprovider --durations=25 \
   --ignore=tests/integration/test_slurm_release_crossing.py ${PYTEST_ARGS:-} 2>&1 | tee build/integration.log
 integration_rc=${PIPESTATUS[0]}
 set -e
@@ -431,8 +431,7 @@ step "summary"
 for log in build/integration.log build/e2e.log build/compat.log build/python.log build-asan/unit.log build/unit.log \
   build/fuzz.log build-tsan/tsan.log build/bench.log; do
   [[ -f $log ]] || continue
-  failed=$(grep -E -A 12 '^not ok |^FAILED |^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)$' "$log" |
-    head -n 60 || true)
+  failed=$(failed_tests "$log" || true)
   if [[ -n $failed ]]; then printf 'failed in %s:\n%s\n\n' "$log" "$failed"; fi
 done
 for i in "${!step_seconds[@]}"; do

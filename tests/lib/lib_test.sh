@@ -33,6 +33,13 @@ expect() { # expect WHAT WANT GOT
 expect "pytest counts" "2 3 3" "$(pytest_counts $data/pytest.log)"
 expect "pytest skipped" $'test_a.py::test_skip\tno thing (here)\ntest_a.py::test_fx\tfixture skip\ntest_a.py::test_xf\t' \
   "$(pytest_skipped $data/pytest.log)"
+# The summary names what failed: pytest's short summary (-rfE), setup and
+# teardown errors too; ctest's and TAP's failures with the lines after them.
+expect "pytest failed tests" $'FAILED test_a.py::test_p[c] - AssertionError: assert \'c\' != \'c\'\nFAILED test_a.py::test_fail - assert 0\nERROR test_a.py::test_err - RuntimeError: setup broke\nERROR test_a.py::test_td - RuntimeError: teardown broke' \
+  "$(failed_tests $data/pytest-rfEs.log)"
+expect "pytest -rfEs counts" "3 4 3" "$(pytest_counts $data/pytest-rfEs.log)"
+expect "ctest failed tests" $'\t  3 - fails (Failed)' "$(failed_tests $data/ctest.log | head -n 1)"
+expect "TAP failed tests" "not ok 5 - b fails" "$(failed_tests $data/node20.tap | head -n 1)"
 printf '====== 3 failed, 10 passed, 1 skipped, 2 errors in 12.30s (0:00:12) ======\n' >"$work/p.log"
 expect "pytest: 3 failed and 2 errors are 5" "10 5 1" "$(pytest_counts "$work/p.log")"
 printf '======= 4 passed, 7 deselected in 1.00s =======\n' >"$work/p.log"

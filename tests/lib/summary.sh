@@ -42,6 +42,17 @@ record_counts() {
   record "$stage" "$p" "$f" "$s"
 }
 
+# failed_tests LOG: what failed in LOG, by name with its first lines: ctest's
+# and TAP's failures with the 12 lines after each, pytest's from its short
+# summary ("FAILED file::test - message", "ERROR ..." for a fixture's setup
+# or teardown), which pytest prints when run with -rfE. At most 60 lines.
+failed_tests() {
+  {
+    grep -E -A 12 '^not ok |^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)$' "$1"
+    grep -E '^(FAILED|ERROR) [^ ]+::' "$1"
+  } | head -n 60
+}
+
 # read_floors FILE: fills the floor table (stage -> the fewest tests it may
 # count) from FILE's "STAGE MINIMUM" lines; # starts a comment. Returns 1,
 # naming the line, when one cannot be read.
