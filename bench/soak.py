@@ -422,12 +422,20 @@ class Soak:
         and the soak needs experiments running to test the rest. (Drawn
         earlier, it ended all three experiments of the CI soak before the
         last daemon kill in one run out of several, depending on whether the
-        programs wrote while the disk was full.)"""
+        programs wrote while the disk was full.) Until every kind has come up
+        once, only the kinds not yet injected are drawn: a kind that found
+        nothing to inject into (no program running while the experiments
+        wait for their next attempt) is drawn again, and the node failures
+        already made are not, since each takes an attempt from every
+        experiment on the node. (Drawn from every kind, a loaded machine's
+        slow restarts made the injections fail and the cycles repeat, and the
+        node failures ran all three experiments of the CI soak out of
+        max_restarts before the full disk came.)"""
         self.faults_made = getattr(self, "faults_made", 0) + 1
-        rest_done = all(self.injected[k] > 0 for k in self.args.faults
-                        if k not in ("daemon", "disk")) and (
+        not_yet = sorted(k for k in self.args.faults if k not in ("daemon", "disk") and not self.injected[k])
+        rest_done = not not_yet and (
             "daemon" not in self.args.faults or self.injected["daemon"] >= self.args.daemon_kills)
-        others = sorted(k for k in self.args.faults if k != "daemon" and (
+        others = not_yet or sorted(k for k in self.args.faults if k != "daemon" and (
             k != "disk" or (rest_done and self.injected["disk"] < self.args.disk_faults)))
         if "daemon" in self.args.faults and self.injected["daemon"] < self.args.daemon_kills and (
                 self.faults_made % 3 == 1 or not others):
