@@ -21,6 +21,7 @@
 #include "agent/container_command.h"
 #include "agent/exit_cause.h"
 #include "agent/signal_catchers.h"
+#include "base/build_info.h"
 #include "base/unsafe_text.h"
 
 namespace tfslurm::agent {
@@ -83,10 +84,10 @@ std::optional<ScalarWatch> StartScalarWatch(const v1::Assignment& assignment,
   return watch;
 }
 
-// The program's argv through the container launcher beside this agent's
-// binary, which imports the image once per node and starts the program with
-// the runtime (container_command.h); `agent_dir`, the TF_CONFIG file's
-// directory when there is one, is mounted for the program to read.
+// The program's argv through the container launcher (beside this agent's
+// binary, or installed: base::HelperPath), which imports the image once per node and starts the
+// program with the runtime (container_command.h); `agent_dir`, the TF_CONFIG file's directory when
+// there is one, is mounted for the program to read.
 std::vector<std::string> ThroughRuntime(const v1::ContainerLaunch& container,
                                         const std::string& workdir,
                                         const std::vector<std::string>& argv,
@@ -94,12 +95,8 @@ std::vector<std::string> ThroughRuntime(const v1::ContainerLaunch& container,
   ContainerLaunch launch{container.runtime(), container.image(), {}, container.gpus()};
   for (const auto& m : container.mounts())
     launch.mounts.push_back({m.source(), m.target(), m.read_only()});
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  std::string dir = n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string();
-  dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
-  return LauncherArgs(dir + "/tfslurm-container-launch", WithAgentDirectory(launch, agent_dir),
-                      workdir, argv);
+  return LauncherArgs(base::HelperPath("tfslurm-container-launch"),
+                      WithAgentDirectory(launch, agent_dir), workdir, argv);
 }
 
 // What the program of `assignment` runs: its command, working directory

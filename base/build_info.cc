@@ -1,10 +1,23 @@
 #include "base/build_info.h"
 
+#include <filesystem>
+
 #include "build_info_generated.h"  // TFSLURM_VERSION, TFSLURM_COMMIT (cmake/BuildInfo.cmake)
 
 namespace tfslurm::base {
 
 const char* TfslurmVersion() { return TFSLURM_VERSION; }
 const char* TfslurmCommit() { return TFSLURM_COMMIT; }
+const char* InstallLibexecDir() { return TFSLURM_LIBEXEC_DIR; }
+
+std::string HelperPath(const std::string& name) {
+  std::error_code ec;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    std::filesystem::path beside = self.parent_path() / name;
+    if (std::filesystem::exists(beside, ec)) return beside.string();
+  }
+  return std::string(InstallLibexecDir()) + "/" + name;
+}
 
 }  // namespace tfslurm::base

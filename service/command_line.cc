@@ -1,5 +1,6 @@
 #include "service/command_line.h"
 
+#include "base/build_info.h"
 #include "service/config/config_file.h"
 
 namespace tfslurm::command_line {
@@ -91,7 +92,10 @@ void DefineContainerOptions(CLI::App& app, CommandLine& cl) {
   app.add_option("--container-agent-dir", launch.container_agent_dir,
                  "the self-contained agent (deploy/containers/agent-bundle.sh) that pyxis and "
                  "Slurm's OCI support run inside the container, at the same path on every node; "
-                 "default: agent-bundle next to tfslurmd");
+                 "default: agent-bundle next to tfslurmd when there is one, else " +
+                     std::string(tfslurm::base::InstallLibexecDir()) +
+                     "/agent-bundle (the tfslurm-agent "
+                     "package's)");
 }
 
 // Who may call tfslurmd and as which account jobs run.

@@ -181,7 +181,7 @@ int CompleteOptions(CommandLine& cl) {
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
   if (d.core.launch.container_agent_dir.empty())
-    d.core.launch.container_agent_dir = SelfDirectory() + "/agent-bundle";
+    d.core.launch.container_agent_dir = tfslurm::base::HelperPath("agent-bundle");
   d.core.job_environment = JobEnvironment(cl.site, cl.job_path);
   if (int bad = tfslurm::CheckTransportSecurity(d, cl.tls)) return bad;
   if (cl.site) {

@@ -37,7 +37,8 @@ while read -r first second third _; do
 done < <(ldd "$agent")
 [[ -n "$loader" ]] || { echo "agent-bundle: ldd names no dynamic loader for $agent" >&2; exit 1; }
 cp -L "$loader" "$tmp/loader"
-cp -L "$agent" "$tmp/tfslurm-agent"
+# Stripped: the bundle is for running; the agent beside it has the symbols.
+strip --strip-unneeded -o "$tmp/tfslurm-agent" "$agent"
 chmod -R a+rX "$tmp"
 "$tmp/loader" --library-path "$tmp/lib" "$tmp/tfslurm-agent" --help >/dev/null ||
   { echo "agent-bundle: the bundled agent does not run" >&2; exit 1; }
