@@ -85,9 +85,9 @@ std::optional<ScalarWatch> StartScalarWatch(const v1::Assignment& assignment,
 }
 
 // The program's argv through the container launcher (beside this agent's
-// binary, or installed: base::HelperPath), which imports the image once per node and starts the
-// program with the runtime (container_command.h); `agent_dir`, the TF_CONFIG file's directory when
-// there is one, is mounted for the program to read.
+// binary, or installed: base::InstallLibexecDir), which imports the image once per node and starts
+// the program with the runtime (container_command.h); `agent_dir`, the TF_CONFIG file's directory
+// when there is one, is mounted for the program to read.
 std::vector<std::string> ThroughRuntime(const v1::ContainerLaunch& container,
                                         const std::string& workdir,
                                         const std::vector<std::string>& argv,
@@ -95,8 +95,10 @@ std::vector<std::string> ThroughRuntime(const v1::ContainerLaunch& container,
   ContainerLaunch launch{container.runtime(), container.image(), {}, container.gpus()};
   for (const auto& m : container.mounts())
     launch.mounts.push_back({m.source(), m.target(), m.read_only()});
-  return LauncherArgs(base::HelperPath("tfslurm-container-launch"),
-                      WithAgentDirectory(launch, agent_dir), workdir, argv);
+  const std::string launcher = "tfslurm-container-launch";
+  return LauncherArgs(
+      base::BesideSelfOr(launcher, std::string(base::InstallLibexecDir()) + "/" + launcher),
+      WithAgentDirectory(launch, agent_dir), workdir, argv);
 }
 
 // What the program of `assignment` runs: its command, working directory

@@ -9,15 +9,16 @@ namespace tfslurm::base {
 const char* TfslurmVersion() { return TFSLURM_VERSION; }
 const char* TfslurmCommit() { return TFSLURM_COMMIT; }
 const char* InstallLibexecDir() { return TFSLURM_LIBEXEC_DIR; }
+const char* InstallAgentBundleDir() { return TFSLURM_AGENT_BUNDLE_DIR; }
 
-std::string HelperPath(const std::string& name) {
+std::string BesideSelfOr(const std::string& name, const std::string& installed) {
   std::error_code ec;
   std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     std::filesystem::path beside = self.parent_path() / name;
     if (std::filesystem::exists(beside, ec)) return beside.string();
   }
-  return std::string(InstallLibexecDir()) + "/" + name;
+  return installed;
 }
 
 }  // namespace tfslurm::base

@@ -16,14 +16,20 @@ const char* TfslurmVersion();
 // when tracked files differed from it; "unknown" outside a git checkout.
 const char* TfslurmCommit();
 
-// Where `cmake --install` puts the programs tfslurm runs but people do not:
-// tfslurm-container-launch and agent-bundle/ ("/usr/libexec/tfslurm" in the
-// Debian packages, CMAKE_INSTALL_FULL_LIBEXECDIR/tfslurm). A build tree has
-// them beside the agent and tfslurmd instead, which is looked at first.
+// Where `cmake --install` puts the programs tfslurm runs but people do not,
+// tfslurm-container-launch among them (CMAKE_INSTALL_FULL_LIBEXECDIR/tfslurm:
+// "/usr/libexec/tfslurm" in the Debian packages). A build tree has them
+// beside the agent and tfslurmd instead, which is looked at first.
 const char* InstallLibexecDir();
 
-// The helper `name` (a program or a directory): beside the running program
-// when it is there (a build tree: build/bin/), else in InstallLibexecDir().
-std::string HelperPath(const std::string& name);
+// The installed agent bundle (deploy/containers/agent-bundle.sh), the same
+// path on every node: InstallLibexecDir()/agent-bundle, or where the build
+// was told (TFSLURM_AGENT_BUNDLE_DIR: the Debian packages make it in
+// /var/lib/tfslurm-agent/agent-bundle).
+const char* InstallAgentBundleDir();
+
+// The helper `name` (a program or a directory) beside the running program
+// (a build tree: build/bin/), or `installed` when it is not there.
+std::string BesideSelfOr(const std::string& name, const std::string& installed);
 
 }  // namespace tfslurm::base

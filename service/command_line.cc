@@ -93,9 +93,7 @@ void DefineContainerOptions(CLI::App& app, CommandLine& cl) {
                  "the self-contained agent (deploy/containers/agent-bundle.sh) that pyxis and "
                  "Slurm's OCI support run inside the container, at the same path on every node; "
                  "default: agent-bundle next to tfslurmd when there is one, else " +
-                     std::string(tfslurm::base::InstallLibexecDir()) +
-                     "/agent-bundle (the tfslurm-agent "
-                     "package's)");
+                     std::string(tfslurm::base::InstallAgentBundleDir()));
 }
 
 // Who may call tfslurmd and as which account jobs run.

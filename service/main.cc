@@ -181,7 +181,8 @@ int CompleteOptions(CommandLine& cl) {
   if (d.core.launch.agent_path.empty())
     d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
   if (d.core.launch.container_agent_dir.empty())
-    d.core.launch.container_agent_dir = tfslurm::base::HelperPath("agent-bundle");
+    d.core.launch.container_agent_dir =
+        tfslurm::base::BesideSelfOr("agent-bundle", tfslurm::base::InstallAgentBundleDir());
   d.core.job_environment = JobEnvironment(cl.site, cl.job_path);
   if (int bad = tfslurm::CheckTransportSecurity(d, cl.tls)) return bad;
   if (cl.site) {
@@ -375,8 +376,9 @@ int RunDaemon(CommandLine& cl) {
                (*daemon)->agent_address(), (*daemon)->tls() ? " over TLS" : "", scheme, d.http_host,
                bound);
   tfslurm::LogTransportSecurity(d, **daemon);
-  spdlog::info("database {}, output root {}, agent {}", cl.db, (*daemon)->output_root(),
-               d.core.launch.agent_path);
+  spdlog::info("database {}, output root {}, agent {} (in containers: {})", cl.db,
+               (*daemon)->output_root(), d.core.launch.agent_path,
+               d.core.launch.container_agent_dir);
   if (!cl.ready_file.empty()) {
     std::ofstream(cl.ready_file)
         << nlohmann::json{{"http_port", bound}, {"agent_port", (*daemon)->agent_port()}}.dump()

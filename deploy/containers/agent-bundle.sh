@@ -14,9 +14,14 @@
 # support mount OUTDIR read-only at the same path in every container.
 #
 # The build makes it beside the agent (build/bin/agent-bundle, CMake target
-# tfslurm-agent-bundle); a site installs it with tfslurmd, on every node at
-# the path of tfslurmd --container-agent-dir. Replaced whole, never in
-# place: a running agent keeps the files it has open.
+# tfslurm-agent-bundle), and `cmake --install` puts it in
+# LIBEXECDIR/tfslurm. The tfslurm-agent package makes it on every node from
+# the node's own libraries (its postinst runs this script, installed as
+# /usr/libexec/tfslurm/tfslurm-agent-bundle, into
+# /var/lib/tfslurm-agent/agent-bundle), and again whenever a library
+# package changes (the ldconfig trigger), so a security update of a library
+# reaches the bundle too. tfslurmd --container-agent-dir names it. Replaced
+# whole, never in place: a running agent keeps the files it has open.
 set -euo pipefail
 [[ $# -eq 2 ]] || { echo "usage: $0 AGENT OUTDIR" >&2; exit 2; }
 agent="$1" out="$2"
@@ -37,8 +42,7 @@ while read -r first second third _; do
 done < <(ldd "$agent")
 [[ -n "$loader" ]] || { echo "agent-bundle: ldd names no dynamic loader for $agent" >&2; exit 1; }
 cp -L "$loader" "$tmp/loader"
-# Stripped: the bundle is for running; the agent beside it has the symbols.
-strip --strip-unneeded -o "$tmp/tfslurm-agent" "$agent"
+cp -L "$agent" "$tmp/tfslurm-agent"
 chmod -R a+rX "$tmp"
 "$tmp/loader" --library-path "$tmp/lib" "$tmp/tfslurm-agent" --help >/dev/null ||
   { echo "agent-bundle: the bundled agent does not run" >&2; exit 1; }

@@ -99,6 +99,26 @@ SETTINGS
   }
 }
 
+# The container helpers of the agent's package: the bundle its postinst made
+# from the tree's libraries runs on them and its own loader; a library
+# package's change (the ldconfig trigger) makes it again; the launcher
+# answers; and the packaged tfslurmd's default --container-agent-dir is that
+# bundle (its start line says it).
+system_container_helpers() {
+  local bundle=/var/lib/tfslurm-agent/agent-bundle launcher=/usr/libexec/tfslurm/tfslurm-container-launch
+  bundle_runs() {
+    ct "$bundle/loader" --library-path "$bundle/lib" "$bundle/tfslurm-agent" --help >/dev/null
+  }
+  bundle_runs || { echo "the postinst's $bundle does not run" >&2; return 1; }
+  ct rm "$bundle/lib/libssl.so.3"
+  ct sh -c 'dpkg-trigger --no-await ldconfig && dpkg --triggers-only --pending' >/dev/null
+  bundle_runs || { echo "the ldconfig trigger did not make $bundle again" >&2; return 1; }
+  ct "$launcher" 2>&1 | grep -q "usage: tfslurm-container-launch" ||
+    { echo "$launcher printed no usage" >&2; return 1; }
+  ct journalctl -u tfslurmd --no-pager | grep -q "(in containers: $bundle)" ||
+    { ct journalctl -u tfslurmd --no-pager | grep "output root" >&2; return 1; }
+}
+
 system_first_experiment() {
   tfctl_ct submit --id first --workers 2 --workdir /tmp --wait -- \
     /bin/sh -c 'echo "hello from $TFSLURM_ROLE $TFSLURM_INDEX as $(id -un)"' >"$work/first.log" 2>&1 ||
@@ -317,7 +337,7 @@ run_system_test() {
   ct systemctl mask --now munge.service >/dev/null 2>&1 # the cluster's munged serves it
   echo "packages: the cluster and the container up in $((SECONDS - started)) s"
   local check
-  for check in install first_experiment upgrade_under_load backup_under_chaos second_start_refused; do
+  for check in install container_helpers first_experiment upgrade_under_load backup_under_chaos second_start_refused; do
     if "system_$check"; then ok "$check"; else bad "$check" "see above"; fi
   done
   local latest
