@@ -337,7 +337,7 @@ run_system_test() {
   ct systemctl mask --now munge.service >/dev/null 2>&1 # the cluster's munged serves it
   echo "packages: the cluster and the container up in $((SECONDS - started)) s"
   local check
-  for check in install container_helpers first_experiment upgrade_under_load backup_under_chaos second_start_refused; do
+  for check in install first_experiment upgrade_under_load container_helpers backup_under_chaos second_start_refused; do
     if "system_$check"; then ok "$check"; else bad "$check" "see above"; fi
   done
   local latest
