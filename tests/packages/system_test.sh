@@ -113,8 +113,10 @@ system_container_helpers() {
   ct rm "$bundle/lib/libssl.so.3"
   ct sh -c 'dpkg-trigger --no-await ldconfig && dpkg --triggers-only --pending' >/dev/null
   bundle_runs || { echo "the ldconfig trigger did not make $bundle again" >&2; return 1; }
-  ct "$launcher" 2>&1 | grep -q "usage: tfslurm-container-launch" ||
-    { echo "$launcher printed no usage" >&2; return 1; }
+  local usage
+  usage="$(ct "$launcher" 2>&1)" # exits 2, a usage error
+  grep -q "usage: tfslurm-container-launch" <<<"$usage" ||
+    { echo "$launcher printed no usage: $usage" >&2; return 1; }
   ct journalctl -u tfslurmd --no-pager | grep -q "(in containers: $bundle)" ||
     { ct journalctl -u tfslurmd --no-pager | grep "output root" >&2; return 1; }
 }
