@@ -101,8 +101,10 @@ class AttemptRun {
   // Decides from outside the tasks (barrier timeout, job ended, cancel).
   void Decide(Outcome outcome);
 
-  // Tasks that are running (registered and not exited) and have not been
-  // sent a Shutdown; the caller sends one and calls MarkShutdownSent.
+  // Tasks that are registered, not exited and not sent a Shutdown (phase
+  // kRegistered or kRestartingAlone: a worker restarting alone is told too,
+  // and its death is its exit when its agent is back); the caller sends one
+  // and calls MarkShutdownSent.
   std::vector<TaskIndex> TasksToReap() const;
   void MarkShutdownSent(TaskIndex task) {
     if (!tasks_[task.value()].SendShutdown()) return;
