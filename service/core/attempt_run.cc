@@ -31,17 +31,14 @@ bool AttemptRun::Register(TaskIndex task, const std::string& node, const std::st
   t.local_id = local_id;
   // A stream again: the agent is back.
   if (t.vanished()) t.agent = TaskSlot::AgentLink::kNormal;
-  if (!t.registered) {
-    t.registered = true;
-    if (t.state == TaskState::kPending) t.state = TaskState::kRegistered;
-  }
+  if (t.Register() && t.state == TaskState::kPending) t.state = TaskState::kRegistered;
   return !assignments_sent_ && AllRegistered();
 }
 
 bool AttemptRun::AllRegistered() const {
   // A registration is never undone, so the scan goes on from the first task
   // missing last time: a storm of N registrations costs O(N), not O(N^2).
-  while (first_unregistered_ < tasks_.size() && tasks_[first_unregistered_].registered)
+  while (first_unregistered_ < tasks_.size() && tasks_[first_unregistered_].registered())
     ++first_unregistered_;
   return first_unregistered_ == tasks_.size();
 }
@@ -194,13 +191,13 @@ bool AttemptRun::RestartsAloneNow(TaskIndex index, std::optional<int> exit_code,
   const bool died = (signal.value_or(0) != 0 && *signal != SIGTERM &&
                      !KilledByTimeLimitWarning(signal, spec_.signal_grace_s)) ||
                     (!signal.value_or(0) && exit_code == 137);
-  if (!died || !MayRestartAlone(index) || outcome_.kind != Outcome::kUndecided || t.exited ||
-      t.shutdown_sent || t.restarting_alone || !assignments_sent_)
+  if (!died || !MayRestartAlone(index) || outcome_.kind != Outcome::kUndecided ||
+      t.phase() != TaskPhase::kRegistered || !assignments_sent_)
     return false;
   for (TaskIndex i : indices()) {
     const TaskSlot& other = task(i);
     if (i != CheckpointingTask() && other.role.role != "ps") continue;
-    if (!other.registered || other.exited || other.vanished()) return false;
+    if (!other.registered() || other.exited() || other.vanished()) return false;
   }
   return true;
 }
@@ -208,12 +205,10 @@ bool AttemptRun::RestartsAloneNow(TaskIndex index, std::optional<int> exit_code,
 Outcome AttemptRun::OnExit(TaskIndex index, std::optional<int> exit_code, std::optional<int> signal,
                            bool reaped, const std::string& detail, bool at_startup) {
   TaskSlot& t = mutable_task(index);
-  if (t.exited) return outcome_;
-  t.exited = true;
+  if (!t.MarkExited(at_startup && !step_trained_)) return outcome_;
   t.exit_code = exit_code;
   t.signal = signal;
   t.detail = detail;
-  t.failed_at_startup = at_startup && !step_trained_;
   bool ok = !signal.value_or(0) && exit_code.value_or(-1) == 0;
   t.state = reaped ? TaskState::kReaped : ok ? TaskState::kSucceeded : TaskState::kFailed;
   if (outcome_.kind == Outcome::kUndecided) outcome_ = Evaluate(index);
@@ -235,13 +230,13 @@ Outcome AttemptRun::Evaluate(TaskIndex index) {
     // limit would have ended it, a little earlier: a timeout.
     failed.failure = KilledByTimeLimitWarning(t.signal, spec_.signal_grace_s) ? EndReason::kTimeout
                      : IsRetryableExit(t.exit_code, t.signal) ? EndReason::kRetryableExit
-                     : t.failed_at_startup                    ? EndReason::kStartupError
+                     : t.failed_at_startup()                  ? EndReason::kStartupError
                                                               : EndReason::kPermanentExit;
     failed.by_sigterm = t.signal.value_or(0) == SIGTERM || (!t.signal && t.exit_code == 143);
     if (failed.failure == EndReason::kPermanentExit || failed.failure == EndReason::kStartupError) {
       for (TaskIndex i : indices()) {
         const TaskSlot& other = task(i);
-        if (i == index || !other.vanished() || other.exited) continue;
+        if (i == index || !other.vanished() || other.exited()) continue;
         failed.failure = EndReason::kRetryableExit;
         failed.reason += ", after the agent of " + TaskName(other, i) +
                          " had vanished without reporting an exit (counted as retryable: its "
@@ -279,7 +274,8 @@ std::vector<TaskIndex> AttemptRun::TasksToReap() const {
   std::vector<TaskIndex> out;
   for (TaskIndex i : indices()) {
     const TaskSlot& t = task(i);
-    if (t.registered && !t.exited && !t.shutdown_sent) out.push_back(i);
+    if (t.phase() == TaskPhase::kRegistered || t.phase() == TaskPhase::kRestartingAlone)
+      out.push_back(i);
   }
   return out;
 }
@@ -288,7 +284,7 @@ std::vector<TaskIndex> AttemptRun::UnconfirmedShutdowns() const {
   std::vector<TaskIndex> out;
   for (TaskIndex i : indices()) {
     const TaskSlot& t = task(i);
-    if (t.shutdown_sent && !t.exited) out.push_back(i);
+    if (t.shutdown_sent()) out.push_back(i);
   }
   return out;
 }
@@ -297,8 +293,7 @@ bool AttemptRun::AnyUnconfirmedShutdown() const {
   // An exit is never undone, and a task becomes unconfirmed only through
   // MarkShutdownSent, which moves the cursor back to it: a scan of every task
   // at each of 16,384 exit reports was seconds of a restart in place.
-  while (first_unconfirmed_ < tasks_.size() &&
-         !(tasks_[first_unconfirmed_].shutdown_sent && !tasks_[first_unconfirmed_].exited))
+  while (first_unconfirmed_ < tasks_.size() && !tasks_[first_unconfirmed_].shutdown_sent())
     ++first_unconfirmed_;
   return first_unconfirmed_ < tasks_.size();
 }
@@ -307,7 +302,7 @@ std::vector<TaskIndex> AttemptRun::MissingRegistrations() const {
   std::vector<TaskIndex> out;
   for (TaskIndex i : indices()) {
     const TaskSlot& t = task(i);
-    if (!t.registered) out.push_back(i);
+    if (!t.registered()) out.push_back(i);
   }
   return out;
 }

@@ -17,51 +17,12 @@
 #include "service/core/placement.h"
 #include "service/core/records.h"
 #include "service/core/spec.h"
+#include "service/core/task_slot.h"
 
 namespace tfslurm {
 
 // The JSON-lines file in MODEL_DIR that TFSLURM_SCALARS_FILE names.
 inline constexpr const char* kScalarsFileName = "tfslurm-scalars.jsonl";
-
-struct TaskSlot {
-  TaskRole role;
-  int component = 0;  // its job component (core/components.h); 0 in a plain job
-  bool registered = false;
-  bool exited = false;
-  bool shutdown_sent = false;
-  std::string node;
-  std::string address;  // host:port
-  int node_id = 0;      // SLURM_NODEID: the node's index in the allocation
-  int local_id = 0;     // SLURM_LOCALID: the task's index on its node
-  std::optional<int> exit_code;
-  std::optional<int> signal;
-  std::string detail;  // the agent's word on why it ended (OnExit)
-  // Its failure repeats at every start (its agent's judgement: an exec
-  // failure; Python's ImportError, SyntaxError, "can't open file") and came
-  // before the attempt trained a step.
-  bool failed_at_startup = false;
-  // Its agent, beside its program's phase:
-  // - kVanished: its stream ended without an exit report, or the service
-  //   restarted since it last registered, and no new stream has
-  //   registered: the agent may be gone (killed, its node lost), and with
-  //   it, through PR_SET_PDEATHSIG, most likely its program. Only while the
-  //   program has not been seen to end.
-  // - kStandingBy: its program has ended and its agent waits in the job for
-  //   the next attempt (restart.in_allocation), on the channel core holds
-  //   for it. Only once the program has ended.
-  // - kNormal: neither (its stream is up, or it has not registered yet, or
-  //   it is gone after reporting its program's end).
-  enum class AgentLink { kNormal, kVanished, kStandingBy };
-  AgentLink agent = AgentLink::kNormal;
-  bool vanished() const { return agent == AgentLink::kVanished; }
-  bool standing_by() const { return agent == AgentLink::kStandingBy; }
-  // Its program died and is restarted alone (restart.max_task_restarts):
-  // its agent is to come back in standby and be given its Assignment
-  // again. The death is in exit_code and signal; `exited` stays false.
-  bool restarting_alone = false;
-  // The task's state as users see it (records.h).
-  TaskState state = TaskState::kPending;
-};
 
 // What the exits so far decide about the attempt.
 struct Outcome {
@@ -140,11 +101,13 @@ class AttemptRun {
   // Decides from outside the tasks (barrier timeout, job ended, cancel).
   void Decide(Outcome outcome);
 
-  // Tasks that are running (registered and not exited) and have not been
-  // sent a Shutdown; the caller sends one and calls MarkShutdownSent.
+  // Tasks that are registered, not exited and not sent a Shutdown (phase
+  // kRegistered or kRestartingAlone: a worker restarting alone is told too,
+  // and its death is its exit when its agent is back); the caller sends one
+  // and calls MarkShutdownSent.
   std::vector<TaskIndex> TasksToReap() const;
   void MarkShutdownSent(TaskIndex task) {
-    tasks_[task.value()].shutdown_sent = true;
+    if (!tasks_[task.value()].SendShutdown()) return;
     first_unconfirmed_ = std::min(first_unconfirmed_, static_cast<size_t>(task.value()));
   }
   // Tasks sent a Shutdown that have not confirmed their exit.

@@ -152,15 +152,15 @@ StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord
     if (t.task.value() < 0 || t.task.value() >= live.run->size() || t.state == TaskState::kPending)
       continue;
     TaskSlot& slot = live.run->mutable_task(t.task);
-    slot.registered = true;
+    // A running task with a death on record: its program is restarting
+    // alone (core/lone_restart.h), its agent to come back in standby.
+    const bool alone = t.state == TaskState::kRunning && (t.exit_code || t.signal);
+    slot.Restore(alone ? TaskPhase::kRestartingAlone : TaskPhase::kRegistered);
     slot.node = t.node;
     slot.address = t.address;
     slot.local_id = t.local_rank;
     slot.state = t.state;
-    // A running task with a death on record: its program is restarting
-    // alone (core/lone_restart.h), its agent to come back in standby.
-    if (t.state == TaskState::kRunning && (t.exit_code || t.signal)) {
-      slot.restarting_alone = true;
+    if (alone) {
       slot.exit_code = t.exit_code;
       slot.signal = t.signal;
       slot.detail = t.detail;
@@ -189,7 +189,8 @@ StatusOr<std::unique_ptr<OpenExperiment>> CoreState::Load(const ExperimentRecord
   // agent killed while the service was down is indistinguishable from one
   // not reconnected yet (AttemptRun::OnExit; found by bench/soak.py).
   for (TaskIndex i : live.run->indices())
-    if (live.run->task(i).registered && !live.run->task(i).exited) live.run->SetVanished(i, true);
+    if (live.run->task(i).registered() && !live.run->task(i).exited())
+      live.run->SetVanished(i, true);
   if (assigned) {
     live.run->MarkAssigned();
     // The stall timeout starts over too: what happened while the service

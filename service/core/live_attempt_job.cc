@@ -76,7 +76,7 @@ LiveAttempt::Liveness LiveAttempt::LivenessAt(int64_t now, int64_t silent_after_
   Liveness l;
   for (TaskIndex i : run->indices()) {
     const TaskRecord& t = tasks[i.value()];
-    if (run->task(i).exited) continue;
+    if (run->task(i).exited()) continue;
     const bool silent = now - t.last_heartbeat > silent_after_ms;
     if (silent && !t.node.empty()) l.silent_nodes.insert(t.node);
     if (silent || t.state == TaskState::kLost) continue;
@@ -93,7 +93,7 @@ std::vector<LiveAttempt::GoneTask> LiveAttempt::TasksGone(int64_t now, bool deaf
   const std::string job_n = "Slurm job " + std::to_string(record.slurm_job_id);
   for (TaskIndex i : run->indices()) {
     const TaskSlot& slot = run->task(i);
-    if (!slot.registered || slot.exited || slot.restarting_alone) continue;
+    if (!slot.registered() || slot.exited() || slot.restarting_alone()) continue;
     const bool left = NodeLeftJob(*this, slot.node);
     const bool silent = tasks[i.value()].state == TaskState::kLost && !deaf &&
                         now - tasks[i.value()].last_heartbeat > gone_after_ms;
@@ -272,12 +272,12 @@ LiveAttempt::GoneEnd LiveAttempt::WhyJobGone() const {
 void LiveAttempt::TasksEndWithJob(Changes& c) {
   for (TaskIndex i : run->indices()) {
     TaskSlot& slot = run->mutable_task(i);
-    if (slot.exited || tasks[i.value()].state == TaskState::kPending) continue;
+    if (slot.exited() || tasks[i.value()].state == TaskState::kPending) continue;
     // A task the service was reaping ended with the job: reaped, by Slurm
     // if its agent's report never came (the agent was killed with the
     // step, or reconnected too late after a service restart). Any other
     // task's end is unknown.
-    const TaskState end = slot.shutdown_sent ? TaskState::kReaped : TaskState::kLost;
+    const TaskState end = slot.shutdown_sent() ? TaskState::kReaped : TaskState::kLost;
     slot.state = end;
     tasks[i.value()].state = end;
     c.tasks.push_back(tasks[i.value()]);

@@ -44,7 +44,8 @@ std::string LiveAttempt::TaskNameOf(TaskIndex task) const {
 }
 
 std::optional<std::string> LiveAttempt::RegistrationRefused(TaskIndex task) const {
-  if (run->outcome().kind == Outcome::kUndecided || run->task(task).registered) return std::nullopt;
+  if (run->outcome().kind == Outcome::kUndecided || run->task(task).registered())
+    return std::nullopt;
   return "attempt " + std::to_string(record.number) +
          " has already ended: " + run->outcome().reason;
 }
@@ -86,9 +87,7 @@ bool LiveAttempt::Register(TaskIndex task, const RegisterInfo& info,
   return barrier_complete;
 }
 
-bool LiveAttempt::ShutdownPending(TaskIndex task) const {
-  return run->task(task).shutdown_sent && !run->task(task).exited;
-}
+bool LiveAttempt::ShutdownPending(TaskIndex task) const { return run->task(task).shutdown_sent(); }
 
 bool LiveAttempt::Heartbeat(TaskIndex task, int64_t now, Changes& c) {
   TaskRecord& t = tasks[task.value()];
@@ -106,7 +105,7 @@ void LiveAttempt::Disconnected(TaskIndex task, const TaskChannel* channel) {
   if (ch == channels.end() || ch->second.get() != channel) return;
   channels.erase(ch);
   TaskSlot& slot = run->mutable_task(task);
-  if (slot.registered && !slot.exited)
+  if (slot.registered() && !slot.exited())
     run->SetVanished(task, true);
   else if (slot.standing_by())
     slot.agent = TaskSlot::AgentLink::kNormal;  // until its agent comes back to wait
@@ -180,7 +179,7 @@ bool LiveAttempt::TakeScalarNotice() {
 }
 
 bool LiveAttempt::ExitAlreadyKnown(TaskIndex task) const {
-  return run->task(task).exited || run->task(task).restarting_alone;
+  return run->task(task).exited() || run->task(task).restarting_alone();
 }
 
 void LiveAttempt::RecordExit(TaskIndex task, const ExitReport& exit, bool reaped,
@@ -192,7 +191,7 @@ void LiveAttempt::RecordExit(TaskIndex task, const ExitReport& exit, bool reaped
   t.exit_code = exit.exit_code;
   t.signal = exit.signal;
   t.detail = detail;
-  t.startup_error = slot.failed_at_startup;
+  t.startup_error = slot.failed_at_startup();
   t.ended_at = now;
   c.tasks.push_back(t);
 }
@@ -237,13 +236,13 @@ bool LiveAttempt::MissedNextAttempt(const TaskRef& ref, int64_t job_id) const {
   const ProcPlace place = Place(ref.proc_id);
   const bool not_back = place.kind == ProcPlace::kSpare
                             ? !spare_agents.contains(ref.proc_id)
-                            : place.kind == ProcPlace::kTask && !run->task(place.task).registered;
+                            : place.kind == ProcPlace::kTask && !run->task(place.task).registered();
   return ref.attempt < record.number && record.in_place && record.slurm_job_id == job_id &&
          Sha256Hex(ref.secret) == record.secret_sha256 && not_back;
 }
 
 bool LiveAttempt::AcceptsStandby(TaskIndex task) const {
-  return run->task(task).exited && record.state == AttemptState::kRunning;
+  return run->task(task).exited() && record.state == AttemptState::kRunning;
 }
 
 void LiveAttempt::StandBy(TaskIndex task, std::shared_ptr<TaskChannel> channel) {
@@ -263,7 +262,8 @@ int LiveAttempt::LoneRestartsSoFar() const {
 void LiveAttempt::NoteLoneDeath(TaskIndex task, std::optional<int> exit_code,
                                 std::optional<int> signal, const std::string& detail, Changes& c) {
   TaskSlot& slot = run->mutable_task(task);
-  slot.restarting_alone = true;
+  // LoneRestart::OnExit asked AttemptRun::RestartsAloneNow: it runs.
+  if (!slot.BeginLoneRestart()) return;
   slot.exit_code = exit_code;
   slot.signal = signal;
   slot.detail = detail;
@@ -282,10 +282,9 @@ LiveAttempt::LoneBack LiveAttempt::LoneAgentBack(TaskIndex task,
                                                  const std::shared_ptr<TaskChannel>& channel,
                                                  bool user_cancelled, int64_t now, Changes& c) {
   TaskSlot& slot = run->mutable_task(task);
-  if (!slot.restarting_alone) return LoneBack::kNotAlone;
-  slot.restarting_alone = false;
+  if (!slot.EndLoneRestart()) return LoneBack::kNotAlone;
   TaskRecord& t = tasks[task.value()];
-  if (run->outcome().kind == Outcome::kUndecided && !slot.shutdown_sent && !user_cancelled) {
+  if (run->outcome().kind == Outcome::kUndecided && !slot.shutdown_sent() && !user_cancelled) {
     run->SetVanished(task, false);
     channels[task] = channel;
     t.last_heartbeat = now;

@@ -62,7 +62,7 @@ struct LiveAttempt {
   std::optional<std::string> RegistrationRefused(TaskIndex task) const;
   bool Register(TaskIndex task, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
                 int64_t now, Changes& c);
-  bool TaskRegistered(TaskIndex task) const { return run->task(task).registered; }
+  bool TaskRegistered(TaskIndex task) const { return run->task(task).registered(); }
   // A Shutdown went to task `task` and its exit is not in: one to send
   // again to an agent that reconnects.
   bool ShutdownPending(TaskIndex task) const;

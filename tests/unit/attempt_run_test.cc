@@ -125,7 +125,7 @@ TEST(AttemptRun, AStartupFailureBeforeTheFirstStepIsAStartupError) {
                  /*at_startup=*/true);
   EXPECT_EQ(o.kind, Outcome::kFailed);
   EXPECT_EQ(o.failure, EndReason::kStartupError) << o.reason;
-  EXPECT_TRUE(run.task(TaskIndex(3)).failed_at_startup);
+  EXPECT_TRUE(run.task(TaskIndex(3)).failed_at_startup());
 }
 
 TEST(AttemptRun, TheSameFailureAfterAStepIsAPermanentExit) {
@@ -136,7 +136,7 @@ TEST(AttemptRun, TheSameFailureAfterAStepIsAPermanentExit) {
   Outcome o =
       run.OnExit(TaskIndex(3), 1, std::nullopt, false, "ImportError: x", /*at_startup=*/true);
   EXPECT_EQ(o.failure, EndReason::kPermanentExit) << o.reason;
-  EXPECT_FALSE(run.task(TaskIndex(3)).failed_at_startup);
+  EXPECT_FALSE(run.task(TaskIndex(3)).failed_at_startup());
 }
 
 TEST(AttemptRun, AStartupFailureAfterAnotherAgentVanishedIsRetryable) {

@@ -2676,6 +2676,8 @@ TEST_F(LoneRestartTest, AnAttemptThatEndsWhileTheProgramIsDownDoesNotStartItAgai
   ASSERT_TRUE(experiments_->OnExited(Ref("a", 3), std::nullopt, SIGKILL, false).ok());
   // Worker 0 (the reporting task) fails before worker 1's agent is back.
   ASSERT_TRUE(experiments_->OnExited(Ref("a", 1), 1, std::nullopt, false).ok());
+  // It is reaped with the others (TaskPhase::kStoppingAlone), once.
+  EXPECT_EQ(channels[3]->All<ShutdownMsg>().size(), 1u);
   auto back = StandBy("a", 3);
   EXPECT_TRUE(back->All<AssignmentMsg>().empty());
   EXPECT_EQ(back->All<ReleaseMsg>().size(), 1u) << "in_allocation false: nothing follows here";
