@@ -503,6 +503,9 @@ class Soak:
             ended = [i for i, e in self.states().items() if e["state"] in TERMINAL and i in self.ids]
             if len(ended) == len(self.ids):
                 break
+            if self.args.cancel_when_every_fault_made and self.every_fault_made():
+                self.cancel_open()
+                break
             time.sleep(self.rng.uniform(0.5, 1.5) * self.args.fault_interval)
             self.inject_one()
         log("faults over; waiting for every experiment to end")
@@ -513,6 +516,21 @@ class Soak:
             time.sleep(1)
         self.elapsed = time.monotonic() - started
         return self.check()
+
+    def every_fault_made(self):
+        return all(self.injected[k] > 0 for k in self.args.faults) and (
+            "daemon" not in self.args.faults or self.injected["daemon"] >= self.args.daemon_kills)
+
+    def cancel_open(self):
+        """Every kind of fault was made: the experiments still open are
+        cancelled, which must end them (their jobs, tasks and rows) as any
+        other end, rather than left to train on past the deadline under
+        more faults (a small soak's experiments that a full disk did not
+        end ran on, restarting, until its deadline)."""
+        for exp_id, e in sorted(self.states().items()):
+            if exp_id in self.ids and e["state"] not in TERMINAL:
+                status, body = self.daemon.call("DELETE", f"/experiments/{exp_id}")
+                log(f"every kind of fault made: {exp_id} ({e['state']}) cancelled: {status}")
 
     # ----------------------------------------------------------- checks
     def check(self):
@@ -662,6 +680,10 @@ def main():
     parser.add_argument("--deadline", type=float, default=1800, help="seconds before giving up")
     parser.add_argument("--require-every-fault", action="store_true",
                         help="fail unless every kind of --faults was injected at least once")
+    parser.add_argument("--cancel-when-every-fault-made", action="store_true",
+                        help="once every kind of --faults and every daemon kill was made, cancel the "
+                             "experiments still open (DELETE) instead of waiting for them to train to "
+                             "their end or run out of restarts")
     parser.add_argument("--workdir", help="default: a new /tmp/tfs-soak-* (kept, with tfslurmd.log)")
     args = parser.parse_args()
     args.faults = set(f for f in args.faults.split(",") if f)
