@@ -170,10 +170,11 @@ subset=(
   "tests/integration/test_site_mode.py::test_alices_job_runs_as_alice_and_everything_made_for_it_is_hers"
   tests/integration/test_spare_nodes.py
   # Real TensorFlow parameter servers in an image through pyxis built
-  # against this release (issue 44). Not yet the missing image: on 26.05.3
-  # it ends permanent_exit, not startup_error in pyxis's words (the words
-  # are not where tfslurmd reads them on 22.05); issue 44 has it open.
+  # against this release (issue 44), and a missing image, a startup_error
+  # in pyxis's words as slurmstepd writes them in this release (from 25.05
+  # on, its lines begin with the time, not its name).
   "tests/integration/test_containers.py::test_tf_parameter_servers_in_the_image_succeed_and_the_ps_are_reaped[pyxis]"
+  "tests/integration/test_containers.py::test_a_missing_image_is_a_startup_error_in_pyxiss_words_after_one_attempt"
 )
 step "integration tests against Slurm $version"
 t=$SECONDS

@@ -231,8 +231,13 @@ std::optional<std::string> RuntimeStartError(const std::string& task_output,
   // pyxis prints enroot's log after "printing enroot log file:", each line
   // as "slurmstepd: error: pyxis:     LINE" (memfd_print_log in pyxis's
   // common.c); enroot's own failures are its "[ERROR] ..." lines
-  // (common::err in enroot's src/common.sh).
-  static const std::regex kStepd(R"(^(?:slurmstepd(?:-[^:]*)?: error: )(?:pyxis: +)?(.*)$)");
+  // (common::err in enroot's src/common.sh). slurmstepd's stderr, the
+  // task's output, begins its lines with its name up to Slurm 24.11 and
+  // with the time from 25.05 on ("[2026-11-29T00:35:17.830] error: ...",
+  // as LogTimeFormat says): _log_msg in src/common/log.c, whose daemons
+  // write "[%M]" since commit 712cda9b2e.
+  static const std::regex kStepd(
+      R"(^(?:slurmstepd(?:-[^:]*)?: |\[[^\]]+\] )error: (?:pyxis: +)?(.*)$)");
   static const std::regex kNoise(
       R"(^(child [0-9]+ failed|printing enroot log file|couldn't start container|spank: |Failed to invoke spank plugin stack|container was not started successfully))");
   std::string first, enroot, context;

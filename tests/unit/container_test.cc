@@ -199,6 +199,31 @@ constexpr const char kPyxisMissingImage[] =
     "rc=-1\n"
     "slurmstepd-node1: error: Failed to invoke spank plugin stack\n";
 
+// The same on Slurm 26.05.3, whose slurmstepd begins its lines with the
+// time instead of its name (src/common/log.c, _log_msg, from 25.05 on).
+constexpr const char kPyxisMissingImage2605[] =
+    "[2026-11-29T00:35:17.829] error: pyxis: child 4027 failed with error code: 1\n"
+    "[2026-11-29T00:35:17.830] error: pyxis: failed to create container filesystem for image: "
+    "/nonexistent/tf.sqsh\n"
+    "[2026-11-29T00:35:17.830] error: pyxis: printing enroot log file:\n"
+    "[2026-11-29T00:35:17.830] error: pyxis:     [ERROR] No such file or directory: "
+    "/nonexistent/tf.sqsh\n"
+    "[2026-11-29T00:35:17.830] error: spank: required plugin spank_pyxis.so: task_init() failed "
+    "with rc=-1\n"
+    "[2026-11-29T00:35:17.830] error: Failed to invoke spank plugin stack\n";
+
+TEST(RuntimeStartError, ReadsSlurmstepdsLinesWithTheTimeFirstAsSlurm2505On) {
+  EXPECT_EQ(RuntimeStartError(kPyxisMissingImage2605,
+                              "srun: error: node1: tasks 0-1: Exited with exit code 1\n"),
+            "pyxis: failed to create container filesystem for image: /nonexistent/tf.sqsh: "
+            "enroot: No such file or directory: /nonexistent/tf.sqsh");
+  EXPECT_EQ(RuntimeStartError("[Nov 29 00:35:17] error: pyxis: container was not started "
+                              "successfully by another task\n",
+                              ""),
+            std::nullopt)
+      << "LogTimeFormat=short, and a task that waited for another's import";
+}
+
 TEST(RuntimeStartError, QuotesPyxisAndEnrootsOwnWords) {
   EXPECT_EQ(RuntimeStartError(kPyxisMissingImage,
                               "srun: error: node1: task 0: Exited with exit code 1\n"),
