@@ -170,6 +170,8 @@ class Daemon:
                  "--agent-listen", f"127.0.0.1:{self.agent_port}", "--advertise", PROXY_HOST, "--db", self.db,
                  "--output-root", self.output_root, "--ready-file", ready, "--poll-interval-ms", "500",
                  "--heartbeat-ms", str(HEARTBEAT_MS), "--shutdown-grace-ms", "3000"]
+                + (["--barrier-timeout-s", str(self.args.barrier_timeout_s)]
+                   if self.args.barrier_timeout_s else [])
                 + (["--allow-root"] if os.geteuid() == 0 else []),
                 env=env, stdout=self.log, stderr=subprocess.STDOUT)
             while time.monotonic() < deadline and self.proc.poll() is None:
@@ -493,18 +495,21 @@ class Soak:
         self.proxy = Proxy(self.daemon.agent_port)
         self.daemon.start()
         for exp_id in self.ids:
-            status, body = self.daemon.call("POST", "/experiments", self.spec(exp_id))
-            if status != 201:
-                raise RuntimeError(f"submitting {exp_id}: {status} {body}")
+            self.submit(exp_id)
         log(f"{len(self.ids)} experiments submitted; faults: {','.join(sorted(self.args.faults))}; "
             f"seed {self.args.seed}; workdir {self.workdir}")
         deadline = started + self.args.deadline
         while time.monotonic() < deadline:
             ended = [i for i, e in self.states().items() if e["state"] in TERMINAL and i in self.ids]
-            if len(ended) == len(self.ids):
-                break
             if self.args.cancel_when_every_fault_made and self.every_fault_made():
                 self.cancel_open()
+                break
+            if self.args.keep_open and not self.every_fault_made() and (
+                    len(self.ids) - len(ended) < self.args.experiments) and (
+                    len(self.ids) < 3 * self.args.experiments):
+                self.submit(f"soak-{self.args.seed}-{len(self.ids):03d}")
+                continue
+            if len(ended) == len(self.ids):
                 break
             time.sleep(self.rng.uniform(0.5, 1.5) * self.args.fault_interval)
             self.inject_one()
@@ -516,6 +521,16 @@ class Soak:
             time.sleep(1)
         self.elapsed = time.monotonic() - started
         return self.check()
+
+    def submit(self, exp_id):
+        status, body = self.daemon.call("POST", "/experiments", self.spec(exp_id))
+        # 409: a retried POST whose first try was stored before tfslurmd was killed.
+        if status != 201 and not (status == 409 and exp_id in self.states()):
+            raise RuntimeError(f"submitting {exp_id}: {status} {body}")
+        if exp_id not in self.ids:
+            self.ids.append(exp_id)
+            log(f"{exp_id} submitted in place of an experiment that ended before every kind of fault "
+                "was made")
 
     def every_fault_made(self):
         return all(self.injected[k] > 0 for k in self.args.faults) and (
@@ -641,6 +656,22 @@ class Soak:
         return soak_processes(set(self.ids), "agent") + soak_processes(set(self.ids), "program")
 
     def cleanup(self):
+        """Leaves the cluster as it found it, after a pass, a failure or a
+        SIGTERM: tfslurmd stopped and its jobs cancelled (a tfslurmd left
+        running would go on submitting attempts on a cluster other tests
+        use), stopped processes continued, the tmpfs unmounted, every node
+        back in service."""
+        daemon = getattr(self, "daemon", None)
+        if daemon is not None and daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.kill()
+            daemon.proc.wait()
+        if daemon is not None and os.path.exists(daemon.db):
+            db = sqlite3.connect(f"file:{daemon.db}?mode=ro", uri=True)
+            jobs = sorted({str(r[0]) for r in db.execute("SELECT slurm_job_id FROM attempts WHERE slurm_job_id > 0")})
+            db.close()
+            if jobs:
+                subprocess.run(["scancel"] + jobs, env=self.slurm_env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, check=False)
         for kind in ("agent", "program"):
             for pid, _ in soak_processes(set(self.ids), kind):
                 try:
@@ -680,6 +711,12 @@ def main():
     parser.add_argument("--deadline", type=float, default=1800, help="seconds before giving up")
     parser.add_argument("--require-every-fault", action="store_true",
                         help="fail unless every kind of --faults was injected at least once")
+    parser.add_argument("--keep-open", action="store_true",
+                        help="until every kind of fault was made, submit a new experiment for each "
+                             "that ends (at most 3 x --experiments in all), so the faults have "
+                             "something to hit")
+    parser.add_argument("--barrier-timeout-s", type=int,
+                        help="tfslurmd's: how long an attempt waits for its tasks to register")
     parser.add_argument("--cancel-when-every-fault-made", action="store_true",
                         help="once every kind of --faults and every daemon kill was made, cancel the "
                              "experiments still open (DELETE) instead of waiting for them to train to "
@@ -693,6 +730,8 @@ def main():
     if os.geteuid() != 0:
         parser.error("run as root: the soak mounts a tmpfs and kills Slurm daemons")
     soak = Soak(args)
+    # A SIGTERM (the test's timeout) ends the soak through its cleanup.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     try:
         return soak.run()
     finally:
