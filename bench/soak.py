@@ -257,8 +257,31 @@ class Soak:
         self.ids = [f"soak-{args.seed}-{i:03d}" for i in range(args.experiments)]
 
     # ------------------------------------------------------------ setup
+    def nodes_in_other_mount_namespaces(self):
+        """The nodes whose slurmd has a mount namespace of its own (a cluster
+        started --containers gives each node its own node-local disk that
+        way: deploy/local-slurm/start.sh). A tmpfs mounted here after they
+        started never reaches them when / is a private mount (no
+        propagation), so their tasks could not open their output files."""
+        own = os.readlink("/proc/self/ns/mnt")
+        nodes = []
+        for node in ("node1", "node2", "node3"):
+            try:
+                pid = int(open(os.path.join(self.cluster_dir, "run", f"slurmd-{node}.pid")).read().split()[0])
+                if os.readlink(f"/proc/{pid}/ns/mnt") != own:
+                    nodes.append(node)
+            except (OSError, ValueError):
+                continue
+        return nodes
+
     def mount_tmpfs(self):
         if "disk" not in self.args.faults:
+            return
+        apart = self.nodes_in_other_mount_namespaces()
+        if apart:
+            log(f"{', '.join(apart)} in mount namespaces of their own: a tmpfs on the output root would "
+                "not reach them: no 'disk' faults")
+            self.args.faults.discard("disk")
             return
         rc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m,mode=0755", "tfs-soak", self.output_root],
                             stderr=subprocess.PIPE, text=True)

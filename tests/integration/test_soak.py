@@ -5,7 +5,9 @@ of fault has been made the experiments still open are cancelled, so the
 soak's length is its faults', not its training's; until then an experiment
 that ends (a network fault at a task's launch ends it start_failed, after
 the barrier's 60 s here) is replaced by a new one, so the faults always have
-something to hit. The full soak is bench/soak.sh."""
+something to hit. On a cluster whose slurmd run in mount namespaces of
+their own (start.sh --containers, as CI's) it makes no full-disk faults: its
+tmpfs would not reach them. The full soak is bench/soak.sh."""
 import os
 import re
 import signal
