@@ -28,6 +28,9 @@ const char* InstallLibexecDir();
 // /var/lib/tfslurm-agent/agent-bundle).
 const char* InstallAgentBundleDir();
 
+// The running program's directory (from /proc/self/exe); "." if unknown.
+std::string SelfDirectory();
+
 // The helper `name` (a program or a directory) beside the running program
 // (a build tree: build/bin/), or `installed` when it is not there.
 std::string BesideSelfOr(const std::string& name, const std::string& installed);

@@ -14,7 +14,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -53,12 +52,6 @@ bool SplitHostPort(const std::string& s, std::string* host, int* port) {
   } catch (const std::exception&) {
     return false;
   }
-}
-
-std::string SelfDirectory() {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "." : exe.parent_path().string();
 }
 
 // What every job's environment starts from (Slurm gives a job submitted
@@ -179,7 +172,7 @@ int CompleteOptions(CommandLine& cl) {
   }
   if (!CheckJobPath(cl)) return kExitUsage;
   if (d.core.launch.agent_path.empty())
-    d.core.launch.agent_path = SelfDirectory() + "/tfslurm-agent";
+    d.core.launch.agent_path = tfslurm::base::SelfDirectory() + "/tfslurm-agent";
   if (d.core.launch.container_agent_dir.empty())
     d.core.launch.container_agent_dir =
         tfslurm::base::BesideSelfOr("agent-bundle", tfslurm::base::InstallAgentBundleDir());

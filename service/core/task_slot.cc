@@ -3,23 +3,7 @@
 namespace tfslurm {
 
 std::string_view TaskPhaseName(TaskPhase phase) {
-  switch (phase) {
-    case TaskPhase::kUnregistered:
-      return "unregistered";
-    case TaskPhase::kRegistered:
-      return "registered";
-    case TaskPhase::kRestartingAlone:
-      return "restarting_alone";
-    case TaskPhase::kStopping:
-      return "stopping";
-    case TaskPhase::kStoppingAlone:
-      return "stopping_alone";
-    case TaskPhase::kExited:
-      return "exited";
-    case TaskPhase::kExitedUnregistered:
-      return "exited_unregistered";
-  }
-  return "unknown";
+  return NameIn(kTaskPhaseNames, phase, "unknown");
 }
 
 bool TaskSlot::Register() {

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/enum_names.h"
 #include "service/core/placement.h"
 #include "service/core/records.h"
 
@@ -56,6 +57,17 @@ enum class TaskPhase {
   kExitedUnregistered,
 };
 
+// Its names, for logs and test traces (base/enum_names.h; names_test.cc
+// checks the table is complete).
+inline constexpr EnumName<TaskPhase> kTaskPhaseNames[] = {
+    {TaskPhase::kUnregistered, "unregistered"},
+    {TaskPhase::kRegistered, "registered"},
+    {TaskPhase::kRestartingAlone, "restarting_alone"},
+    {TaskPhase::kStopping, "stopping"},
+    {TaskPhase::kStoppingAlone, "stopping_alone"},
+    {TaskPhase::kExited, "exited"},
+    {TaskPhase::kExitedUnregistered, "exited_unregistered"},
+};
 std::string_view TaskPhaseName(TaskPhase phase);
 
 // A transition asked from a phase that does not allow it is refused: it

@@ -14,6 +14,7 @@
 #include "service/core/ports/slurm.h"
 #include "service/core/records.h"
 #include "service/core/spec.h"
+#include "service/core/task_slot.h"
 
 #pragma GCC diagnostic error "-Wswitch"
 
@@ -158,6 +159,19 @@ int Count(SuccessPolicy v) {
   }
   return 0;
 }
+int Count(TaskPhase v) {
+  switch (v) {
+    case TaskPhase::kUnregistered:
+    case TaskPhase::kRegistered:
+    case TaskPhase::kRestartingAlone:
+    case TaskPhase::kStopping:
+    case TaskPhase::kStoppingAlone:
+    case TaskPhase::kExited:
+    case TaskPhase::kExitedUnregistered:
+      return 7;
+  }
+  return 0;
+}
 int Count(StatusCode v) {
   switch (v) {
     case StatusCode::kOk:
@@ -207,6 +221,7 @@ TEST(NamesTest, EveryValueOfEveryEnumHasOneNameThatParsesBack) {
   ExpectComplete(kJobStateNames, "JobState");
   ExpectComplete(kFrameworkNames, "Framework");
   ExpectComplete(kSuccessPolicyNames, "SuccessPolicy");
+  ExpectComplete(kTaskPhaseNames, "TaskPhase");
   // base/status.cc keeps StatusCode's table to itself: walk its values.
   const int codes = Count(StatusCode::kOk);
   for (int i = 0; i < codes; ++i) {
