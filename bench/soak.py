@@ -267,12 +267,15 @@ class Soak:
         nodes = []
         for node in ("node1", "node2", "node3"):
             try:
-                pid = int(open(os.path.join(self.cluster_dir, "run", f"slurmd-{node}.pid")).read().split()[0])
-                if os.readlink(f"/proc/{pid}/ns/mnt") != own:
+                if os.readlink(f"/proc/{self.slurmd_pid(node)}/ns/mnt") != own:
                     nodes.append(node)
             except (OSError, ValueError):
                 continue
         return nodes
+
+    def slurmd_pid(self, node):
+        """node's slurmd, from the pid file start.sh wrote (OSError, ValueError when none)."""
+        return int(open(os.path.join(self.cluster_dir, "run", f"slurmd-{node}.pid")).read().split()[0])
 
     def mount_tmpfs(self):
         if "disk" not in self.args.faults:
@@ -343,10 +346,8 @@ class Soak:
 
     def fault_node(self):
         node = self.rng.choice(["node1", "node2", "node3"])
-        pid_file = os.path.join(self.cluster_dir, "run", f"slurmd-{node}.pid")
         try:
-            pid = int(open(pid_file).read().split()[0])
-            os.kill(pid, signal.SIGKILL)
+            os.kill(self.slurmd_pid(node), signal.SIGKILL)
         except (OSError, ValueError):
             return False
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=soak node failure"],
