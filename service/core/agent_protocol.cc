@@ -156,30 +156,28 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
     return false;
   }
   const TaskIndex task = place.task;
-  if (std::optional<std::string> too_late = a.attempt.RegistrationRefused(task)) {
-    channel->Send(RefusedMsg{*too_late, true});
+  Changes c;
+  const LiveAttempt::Registration r =
+      a.attempt.Register(task, info, channel, core_.ports().clock.NowMs(), c);
+  if (r.refused) {
+    channel->Send(RefusedMsg{*r.refused, true});
     return false;
   }
-  const bool was_registered = a.attempt.TaskRegistered(task);
-  if (!was_registered) core_.metrics().Registered();
-  Changes c;
-  const bool barrier_complete =
-      a.attempt.Register(task, info, channel, core_.ports().clock.NowMs(), c);
+  if (!r.again) core_.metrics().Registered();
   if (a.record.state == ExperimentState::kQueued)
     core_.SetState(c, a, ExperimentState::kStarting, "tasks registering");
-  if (was_registered)
+  if (r.again)
     core_.Event(c, a, EventCode::kReconnected,
-                a.attempt.TaskNameOf(task) + " reconnected from " + info.address + ":" +
-                    std::to_string(info.port));
+                r.name + " reconnected from " + info.address + ":" + std::to_string(info.port));
 
-  if (barrier_complete) {
+  if (r.barrier_complete) {
     SendAssignments(a, c);
-  } else if (a.attempt.run->assignments_sent()) {
+  } else if (r.assignments_out) {
     // A reconnecting agent already holds its assignment; one that never got
     // it (its stream broke first, or the service restarted) needs it now.
     if (!info.reconnect) SendAssignments(a, c, task);
-    if (a.attempt.ShutdownPending(task))
-      channel->Send(ShutdownMsg{a.attempt.run->outcome().reason, core_.config().shutdown_grace_ms});
+    if (r.shutdown_again)
+      channel->Send(ShutdownMsg{*r.shutdown_again, core_.config().shutdown_grace_ms});
   }
   // The barrier's holds every task's row; the lock need not wait for them.
   return core_.CommitAfterUnlock(c);
@@ -187,19 +185,18 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
 
 void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c,
                                     std::optional<TaskIndex> only_task) {
-  const bool first = a.attempt.BeginAssigning();
-  const std::shared_ptr<const SharedCluster> cluster = a.attempt.SharedClusterSpec();
-  for (const auto& [task, channel] : a.attempt.AssignedChannels(only_task)) {
-    AssignmentMsg m = a.AssignmentFor(task, cluster, core_.config().heartbeat_interval_ms,
+  const LiveAttempt::AssignmentRound round =
+      a.attempt.BeginAssigning(only_task, core_.ports().clock.NowMs(), c);
+  for (const auto& [task, channel] : round.channels) {
+    AssignmentMsg m = a.AssignmentFor(task, round.cluster, core_.config().heartbeat_interval_ms,
                                       core_.config().shutdown_grace_ms);
     m.container = TaskContainer(a, m.role, m.workdir, core_.config());
-    a.attempt.Assigned(task, first, c);
     channel->Send(m);
   }
-  if (!first) return;
-  if (std::optional<int64_t> took = a.attempt.TrainingStarted(core_.ports().clock.NowMs()))
-    core_.metrics().RendezvousDone(static_cast<double>(*took) / 1000.0);
-  core_.Event(c, a, EventCode::kAssigned, a.attempt.AssignedSummary(cluster.get()));
+  if (!round.first) return;
+  if (round.rendezvous_ms)
+    core_.metrics().RendezvousDone(static_cast<double>(*round.rendezvous_ms) / 1000.0);
+  core_.Event(c, a, EventCode::kAssigned, round.summary);
   core_.SetState(c, a, ExperimentState::kRunning, "training");
 }
 
@@ -211,8 +208,8 @@ Status AgentProtocol::OnHeartbeat(const TaskRef& ref) {
   OpenExperiment& a = **found;
   core_.HeardFromAgent(core_.ports().clock.NowMs());
   Changes c;
-  if (a.attempt.Heartbeat(task, core_.ports().clock.NowMs(), c)) {
-    core_.Event(c, a, EventCode::kHeartbeat, a.attempt.TaskNameOf(task) + " is back");
+  if (std::optional<std::string> back = a.attempt.Heartbeat(task, core_.ports().clock.NowMs(), c)) {
+    core_.Event(c, a, EventCode::kHeartbeat, *back + " is back");
     core_.Commit(c);
   }
   return Status::Ok();
@@ -224,11 +221,8 @@ Status AgentProtocol::OnProgress(const TaskRef& ref, int64_t step, const std::st
   auto found = FindTask(ref, &task);
   if (!found.ok()) return found.status();
   OpenExperiment& a = **found;
-  if (a.record.checkpoint_step && *a.record.checkpoint_step == step) return Status::Ok();
+  if (!a.CheckpointAt(step, core_.ports().clock.NowMs())) return Status::Ok();
   Changes c;
-  a.record.checkpoint_step = step;
-  a.record.updated_at = core_.ports().clock.NowMs();
-  a.attempt.CheckpointWritten(a.record.updated_at);
   // The path is what the program wrote in MODEL_DIR/checkpoint, and others
   // (an admin) read it: one with an unsafe character, or longer than a path
   // can be (PATH_MAX, 4096 bytes: it would be stored with the experiment and
@@ -278,14 +272,12 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
     auto found = FindTask(ref, &task);
     if (!found.ok()) return found.status();
     OpenExperiment& a = **found;
-    if (task != a.attempt.run->CheckpointingTask()) {
+    if (std::optional<std::string> refused =
+            a.attempt.ScalarsSeen(task, points, core_.ports().clock.NowMs())) {
       dropped += points.size();
-      dropped_why = a.attempt.TaskNameOf(task) +
-                    " sent them, and only the reporting task (chief, or worker 0) does";
+      dropped_why = std::move(*refused);
       points.clear();
     }
-    const int64_t now = core_.ports().clock.NowMs();
-    for (const ScalarPoint& p : points) a.attempt.ScalarStepSeen(p.step, now);
   }
   // Written outside the lock: other experiments' agents need not wait for
   // these rows.
@@ -347,7 +339,6 @@ Status AgentProtocol::OnExitedLocked(const TaskRef& ref, const ExitReport& exit,
   OpenExperiment& a = **found;
   // A re-sent report.
   if (a.attempt.ExitAlreadyKnown(task)) return Status::Ok();
-  bool decided_before = a.attempt.run->outcome().kind != Outcome::kUndecided;
   // A task that ends after the user cancelled was ended by us (scancel's
   // SIGTERM reaches the program through its agent, which then reports its
   // own exit): reaped, not failed, whatever its exit code. A task told to
@@ -362,13 +353,11 @@ Status AgentProtocol::OnExitedLocked(const TaskRef& ref, const ExitReport& exit,
     return Status::Ok();
   }
   const int64_t now = core_.ports().clock.NowMs();
-  a.attempt.RecordExit(task, exit, reaped, detail, now, c);
+  const LiveAttempt::ExitRecorded r = a.attempt.RecordExit(task, exit, reaped, detail, now, c);
   core_.Event(c, a, reaped ? EventCode::kReaped : EventCode::kExited,
-              a.attempt.TaskNameOf(task) + " " +
-                  HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
-  if (std::optional<int64_t> took = a.attempt.ReapingConfirmed(now))
-    core_.metrics().ReapingDone(static_cast<double>(*took) / 1000.0);
-  if (!decided_before && a.attempt.run->outcome().kind != Outcome::kUndecided) OnOutcome(a, c);
+              r.name + " " + HowItEnded(exit_code, signal, detail, a.spec.signal_grace_s));
+  if (r.reaping_ms) core_.metrics().ReapingDone(static_cast<double>(*r.reaping_ms) / 1000.0);
+  if (r.decided_now) OnOutcome(a, c);
   *queued = core_.CommitAfterUnlock(c);
   return Status::Ok();
 }
@@ -382,29 +371,6 @@ void AgentProtocol::OnDisconnect(const TaskRef& ref, const TaskChannel* channel)
   if (place.kind == ProcPlace::kTask) found->attempt.Disconnected(place.task, channel);
 }
 
-namespace {
-
-// The experiment's reason while a failed attempt's tasks are stopped. A
-// SIGTERM that tfslurm did not send is how Slurm ends a job at its time
-// limit, at a preemption or at a scancel: until Slurm says which, it is not
-// called a failure.
-std::string FailureReason(const OpenExperiment& a, const Outcome& o, int64_t now) {
-  const std::string attempt_n = "attempt " + std::to_string(a.attempt.record.number);
-  // Slurm's end time for a running job is its start plus its time limit;
-  // the SIGTERM comes when it passes (give or take a poll of slurmctld's).
-  if (o.by_sigterm && a.attempt.job_end_ms > 0 && now >= a.attempt.job_end_ms - 5000)
-    return attempt_n + ": " + o.reason +
-           " at its Slurm job's time limit; waiting for Slurm to end the job";
-  if (o.by_sigterm)
-    return attempt_n + ": " + o.reason +
-           ": a SIGTERM, which Slurm sends at a time limit, a preemption or a scancel; waiting "
-           "for Slurm to say how the job ended";
-  return attempt_n + " failed: " + o.reason +
-         (a.spec.restart.in_allocation ? "; stopping its tasks" : "; ending its Slurm job");
-}
-
-}  // namespace
-
 void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
   const Outcome& o = a.attempt.run->outcome();
   if (o.kind == Outcome::kSucceeded) {
@@ -417,8 +383,7 @@ void AgentProtocol::OnOutcome(OpenExperiment& a, Changes& c) {
     // ended: a task killed by SIGTERM may be the symptom of a preemption or
     // the time limit, which Slurm's final state tells apart.
     ReapRemaining(a, c, "attempt failed: " + o.reason);
-    a.record.reason = FailureReason(a, o, core_.ports().clock.NowMs());
-    a.record.updated_at = core_.ports().clock.NowMs();
+    a.FailureStopping(core_.ports().clock.NowMs());
     c.experiment = a.record;
   }
 }

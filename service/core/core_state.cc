@@ -62,7 +62,7 @@ void CoreState::WriteQueued() {
 }
 
 void CoreState::Event(Changes& c, const OpenExperiment& a, EventCode what, const std::string& why) {
-  c.events.push_back({0, a.record.id, a.attempt.record.number, ports_.clock.NowMs(), what, why});
+  c.events.push_back({0, a.record.id, a.attempt.number(), ports_.clock.NowMs(), what, why});
 }
 
 void CoreState::EndAttempt(OpenExperiment& a, EndReason reason, const std::string& why, Changes& c,

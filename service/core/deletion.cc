@@ -20,9 +20,7 @@ StatusOr<DeleteResult> Deletion::Delete(const std::string& id, bool files) {
                                   "; only an ended experiment can be deleted: cancel it first "
                                   "(tfctl cancel " +
                                   id + ") or wait for it to end");
-      return Unavailable("experiment '" + id + "' has ended but its Slurm job " +
-                         std::to_string(a.attempt.record.slurm_job_id) +
-                         " is still finishing; retry in a few seconds");
+      return a.JobStillFinishing();
     }
     auto record = core_.ports().store.GetExperiment(id);
     if (!record.ok()) return record.status();

@@ -239,9 +239,8 @@ Status ExperimentsImpl::CancelIfOwner(const std::string& id, const std::string& 
                                 ExperimentStateName(e->state) + "); nothing to cancel");
     }
     OpenExperiment& a = *open;
-    a.user_cancelled = true;
+    a.UserCancels();
     Changes c;
-    a.attempt.run->Decide({Outcome::kFailed, "cancelled"});
     core_.SetState(c, a, ExperimentState::kCancelled, why);
     if (reason == EndReason::kStoppedEarly) core_.Event(c, a, EventCode::kStoppedEarly, why);
     // Slurm's cancel reaches the programs only after slurmctld has told

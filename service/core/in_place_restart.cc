@@ -29,12 +29,6 @@ std::string Absent(const AttemptRun& run, int* count) {
   return names;
 }
 
-int TasksPerNode(const OpenExperiment& a) { return a.attempt.node_slots().tasks_per_node(); }
-
-int JobNodeOf(const OpenExperiment& a, TaskIndex task) {
-  return a.attempt.node_slots().JobNodeOfTask(task);
-}
-
 // What the next attempt in place does with the job's nodes: those whose
 // agents do not wait (gone with their node) or that the bad-node memory
 // excludes leave it, and ready spares take their place, lowest first.
@@ -49,10 +43,10 @@ NodePlan PlanNodes(const OpenExperiment& a) {
   const LiveAttempt& at = a.attempt;
   const AttemptRun& run = *at.run;
   NodePlan plan;
-  const int per_node = TasksPerNode(a);
+  const int per_node = at.node_slots().tasks_per_node();
   std::map<int, int> slot_of;  // job node -> the slot it runs, of the nodes that leave
   for (TaskIndex i : run.indices()) {
-    const int node = JobNodeOf(a, i);
+    const int node = at.node_slots().JobNodeOfTask(i);
     if (!run.task(i).node.empty()) plan.names[node] = run.task(i).node;
     const bool suspect =
         !a.suspects.only_if_down && std::find(a.suspects.nodes.begin(), a.suspects.nodes.end(),
@@ -63,7 +57,7 @@ NodePlan PlanNodes(const OpenExperiment& a) {
     }
   }
   std::sort(plan.out.begin(), plan.out.end());
-  plan.slots = at.record.node_slots.Replacing(plan.out, a.attempt.ReadySpares());
+  plan.slots = at.node_slots().Replacing(plan.out, at.ReadySpares());
   if (!plan.slots) return plan;
   for (int node : plan.out) {
     // The spare that runs the slot `node` ran.
@@ -257,7 +251,9 @@ void InPlaceRestart::Begin(OpenExperiment& a, Changes& c, const std::string& why
   const NodePlan plan = PlanNodes(a);
   AttemptRecord r = NextInPlace(old.record, plan.slots, now);
   for (TaskIndex i : old.run->indices()) {
-    if (std::find(plan.out.begin(), plan.out.end(), JobNodeOf(a, i)) == plan.out.end()) continue;
+    if (std::find(plan.out.begin(), plan.out.end(), old.node_slots().JobNodeOfTask(i)) ==
+        plan.out.end())
+      continue;
     auto ch = old.channels.find(i);
     if (ch == old.channels.end()) continue;
     if (ch->second)
@@ -333,10 +329,10 @@ bool InPlaceRestart::TellNextAttempt(const TaskRef& ref, const RegisterInfo& inf
   // The next attempt started in this job while this agent was away (its
   // stream broke, or tfslurmd restarted, between the attempt's record and
   // the agent's NextAttempt): it is told again. The secret is the job's.
-  if (!a.attempt.MissedNextAttempt(ref, info.slurm_job_id)) return false;
-  const int number = a.attempt.number();
-  channel.Send(NextAttemptMsg{number, "attempt " + std::to_string(number) + " runs in this job",
-                              AttemptLogDir(core_.config().output_root, a.record.id, number)});
+  const std::optional<int> number = a.attempt.MissedNextAttempt(ref, info.slurm_job_id);
+  if (!number) return false;
+  channel.Send(NextAttemptMsg{*number, "attempt " + std::to_string(*number) + " runs in this job",
+                              AttemptLogDir(core_.config().output_root, a.record.id, *number)});
   return true;
 }
 
@@ -352,35 +348,32 @@ void InPlaceRestart::OnStandby(const TaskRef& ref, const RegisterInfo& info,
   if (place.kind == ProcPlace::kSpare) return OnSpare(a, ref, info, std::move(channel));
   // Only a failure can bring a next attempt to this job; until the attempt
   // is decided, a task that ended early (a rank done first) waits too.
-  if (!a.MayRestartInPlace() || !a.attempt.AcceptsStandby(place.task)) {
+  if (!a.MayRestartInPlace() || !a.attempt.StandBy(place.task, channel))
     channel->Send(
         ReleaseMsg{IsTerminal(a.record.state) || a.record.state == ExperimentState::kRestarting
                        ? a.record.reason
                        : "no further attempt runs in this job"});
-    return;
-  }
-  a.attempt.StandBy(place.task, std::move(channel));
 }
 
 void InPlaceRestart::OnSpare(OpenExperiment& a, const TaskRef& ref, const RegisterInfo& info,
                              std::shared_ptr<TaskChannel> channel) {
-  a.attempt.NoteSpare(ref.proc_id, info.node_name);
   // A spare may register before any task proves the job runs (the attempt
   // is still pending then): only an ended attempt has no use for it.
-  if (!a.MayRestartInPlace()) {
-    a.attempt.SpareReleased(ref.proc_id);
-    channel->Send(ReleaseMsg{IsTerminal(a.record.state) ? a.record.reason
-                                                        : "no further attempt runs in this job"});
-    return;
+  switch (a.attempt.SpareRegistered(ref.proc_id, info.node_name, a.MayRestartInPlace(),
+                                    info.standby, channel)) {
+    case LiveAttempt::SpareAnswer::kReleased:
+      channel->Send(ReleaseMsg{IsTerminal(a.record.state) ? a.record.reason
+                                                          : "no further attempt runs in this job"});
+      return;
+    case LiveAttempt::SpareAnswer::kToldItsPart:
+      channel->Send(SpareMsg{"node " + info.node_name + " is a spare of Slurm job " +
+                             std::to_string(a.attempt.job_id()) +
+                             " (resources.spare_nodes): it takes a failed node's place in a "
+                             "restart in place"});
+      return;
+    case LiveAttempt::SpareAnswer::kWaits:
+      return;
   }
-  if (!info.standby) {
-    channel->Send(SpareMsg{"node " + info.node_name + " is a spare of Slurm job " +
-                           std::to_string(a.attempt.job_id()) +
-                           " (resources.spare_nodes): it takes a failed node's place in a restart "
-                           "in place"});
-    return;
-  }
-  a.attempt.SpareWaits(ref.proc_id, std::move(channel));
 }
 
 void ReleaseWaitingAgents(LiveAttempt& attempt, const std::string& why) {

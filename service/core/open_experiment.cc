@@ -43,16 +43,19 @@ std::string LiveAttempt::TaskNameOf(TaskIndex task) const {
   return TaskName(run->task(task), task);
 }
 
-std::optional<std::string> LiveAttempt::RegistrationRefused(TaskIndex task) const {
-  if (run->outcome().kind == Outcome::kUndecided || run->task(task).registered())
-    return std::nullopt;
-  return "attempt " + std::to_string(record.number) +
-         " has already ended: " + run->outcome().reason;
-}
-
-bool LiveAttempt::Register(TaskIndex task, const RegisterInfo& info,
-                           std::shared_ptr<TaskChannel> channel, int64_t now, Changes& c) {
+LiveAttempt::Registration LiveAttempt::Register(TaskIndex task, const RegisterInfo& info,
+                                                std::shared_ptr<TaskChannel> channel, int64_t now,
+                                                Changes& c) {
+  Registration r;
+  r.again = run->task(task).registered();
+  if (run->outcome().kind != Outcome::kUndecided && !r.again) {
+    r.refused =
+        "attempt " + std::to_string(record.number) + " has already ended: " + run->outcome().reason;
+    return r;
+  }
+  r.name = TaskNameOf(task);
   const std::string address = info.address + ":" + std::to_string(info.port);
+  const bool assignments_out = run->assignments_sent();
   const bool barrier_complete =
       run->Register(task, info.node_name, address, info.node_id, info.local_id);
   channels[task] = std::move(channel);
@@ -84,19 +87,21 @@ bool LiveAttempt::Register(TaskIndex task, const RegisterInfo& info,
     job_started_ms = now;
     c.attempts.push_back(record);
   }
-  return barrier_complete;
+  r.barrier_complete = barrier_complete;
+  r.assignments_out = !barrier_complete && assignments_out;
+  if (r.assignments_out && run->task(task).shutdown_sent())
+    r.shutdown_again = run->outcome().reason;
+  return r;
 }
 
-bool LiveAttempt::ShutdownPending(TaskIndex task) const { return run->task(task).shutdown_sent(); }
-
-bool LiveAttempt::Heartbeat(TaskIndex task, int64_t now, Changes& c) {
+std::optional<std::string> LiveAttempt::Heartbeat(TaskIndex task, int64_t now, Changes& c) {
   TaskRecord& t = tasks[task.value()];
   t.last_heartbeat = now;
   heartbeat_dirty.insert(task);
-  if (t.state != TaskState::kLost) return false;
+  if (t.state != TaskState::kLost) return std::nullopt;
   t.state = run->task(task).state;
   c.tasks.push_back(t);
-  return true;
+  return TaskNameOf(task);
 }
 
 void LiveAttempt::Disconnected(TaskIndex task, const TaskChannel* channel) {
@@ -117,47 +122,37 @@ void LiveAttempt::SpareDisconnected(ProcId proc, const TaskChannel* channel) {
     spare->second.channel.reset();  // until it comes back to wait
 }
 
-bool LiveAttempt::BeginAssigning() {
-  const bool first = !run->assignments_sent();
+LiveAttempt::AssignmentRound LiveAttempt::BeginAssigning(std::optional<TaskIndex> only_task,
+                                                         int64_t now, Changes& c) {
+  AssignmentRound round;
+  round.first = !run->assignments_sent();
   run->MarkAssigned();
-  return first;
-}
-
-std::vector<std::pair<TaskIndex, std::shared_ptr<TaskChannel>>> LiveAttempt::AssignedChannels(
-    std::optional<TaskIndex> only_task) const {
-  std::vector<std::pair<TaskIndex, std::shared_ptr<TaskChannel>>> out;
-  for (const auto& [task, channel] : channels)
-    if ((!only_task || task == *only_task) && channel) out.emplace_back(task, channel);
-  return out;
-}
-
-std::shared_ptr<const SharedCluster> LiveAttempt::SharedClusterSpec() const {
-  if (HasRanks(run->framework())) return nullptr;
-  auto cluster = std::make_shared<SharedCluster>();
-  cluster->json = run->ClusterSpec();
-  cluster->zlib = wire::CompressCluster(cluster->json);
-  return cluster;
-}
-
-std::string LiveAttempt::AssignedSummary(const SharedCluster* cluster) const {
-  const Framework framework = run->framework();
-  return "all " + std::to_string(run->size()) + " tasks registered; " +
-         (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
-          : framework == Framework::kJax   ? "process ids and JAX_COORDINATOR_ADDRESS sent"
-                                           : "roles and TF_CONFIG sent") +
-         (cluster ? TfConfigTooLong(cluster->json, run->size()) : "");
-}
-
-void LiveAttempt::Assigned(TaskIndex task, bool first, Changes& c) {
-  if (!first && tasks[task.value()].state != TaskState::kRegistered) return;
-  tasks[task.value()].state = run->task(task).state;
-  c.tasks.push_back(tasks[task.value()]);
-}
-
-std::optional<int64_t> LiveAttempt::TrainingStarted(int64_t now) {
+  if (!HasRanks(run->framework())) {
+    auto cluster = std::make_shared<SharedCluster>();
+    cluster->json = run->ClusterSpec();
+    cluster->zlib = wire::CompressCluster(cluster->json);
+    round.cluster = std::move(cluster);
+  }
+  for (const auto& [task, channel] : channels) {
+    if ((only_task && task != *only_task) || !channel) continue;
+    round.channels.emplace_back(task, channel);
+    // A later round (an agent that never got its assignment) writes only
+    // the tasks it moves on from registered.
+    TaskRecord& t = tasks[task.value()];
+    if (!round.first && t.state != TaskState::kRegistered) continue;
+    t.state = run->task(task).state;
+    c.tasks.push_back(t);
+  }
+  if (!round.first) return round;
   last_progress_ms = now;
-  if (job_started_ms <= 0) return std::nullopt;
-  return now - job_started_ms;
+  if (job_started_ms > 0) round.rendezvous_ms = now - job_started_ms;
+  const Framework framework = run->framework();
+  round.summary = "all " + std::to_string(run->size()) + " tasks registered; " +
+                  (framework == Framework::kPytorch ? "ranks, MASTER_ADDR and MASTER_PORT sent"
+                   : framework == Framework::kJax   ? "process ids and JAX_COORDINATOR_ADDRESS sent"
+                                                    : "roles and TF_CONFIG sent") +
+                  (round.cluster ? TfConfigTooLong(round.cluster->json, run->size()) : "");
+  return round;
 }
 
 void LiveAttempt::CheckpointWritten(int64_t now) {
@@ -165,11 +160,17 @@ void LiveAttempt::CheckpointWritten(int64_t now) {
   run->MarkStepTrained();
 }
 
-bool LiveAttempt::ScalarStepSeen(int64_t step, int64_t now) {
-  if (max_scalar_step && step <= *max_scalar_step) return false;
-  max_scalar_step = step;
-  CheckpointWritten(now);
-  return true;
+std::optional<std::string> LiveAttempt::ScalarsSeen(TaskIndex task,
+                                                    const std::vector<ScalarPoint>& points,
+                                                    int64_t now) {
+  if (task != run->CheckpointingTask())
+    return TaskNameOf(task) + " sent them, and only the reporting task (chief, or worker 0) does";
+  for (const ScalarPoint& p : points) {
+    if (max_scalar_step && p.step <= *max_scalar_step) continue;
+    max_scalar_step = p.step;
+    CheckpointWritten(now);
+  }
+  return std::nullopt;
 }
 
 bool LiveAttempt::TakeScalarNotice() {
@@ -182,8 +183,12 @@ bool LiveAttempt::ExitAlreadyKnown(TaskIndex task) const {
   return run->task(task).exited() || run->task(task).restarting_alone();
 }
 
-void LiveAttempt::RecordExit(TaskIndex task, const ExitReport& exit, bool reaped,
-                             const std::string& detail, int64_t now, Changes& c) {
+LiveAttempt::ExitRecorded LiveAttempt::RecordExit(TaskIndex task, const ExitReport& exit,
+                                                  bool reaped, const std::string& detail,
+                                                  int64_t now, Changes& c) {
+  ExitRecorded r;
+  r.name = TaskNameOf(task);
+  const bool decided_before = run->outcome().kind != Outcome::kUndecided;
   run->OnExit(task, exit.exit_code, exit.signal, reaped, detail, exit.at_startup);
   const TaskSlot& slot = run->task(task);
   TaskRecord& t = tasks[task.value()];
@@ -194,6 +199,12 @@ void LiveAttempt::RecordExit(TaskIndex task, const ExitReport& exit, bool reaped
   t.startup_error = slot.failed_at_startup();
   t.ended_at = now;
   c.tasks.push_back(t);
+  r.decided_now = !decided_before && run->outcome().kind != Outcome::kUndecided;
+  if (reap_started_ms != 0 && !run->AnyUnconfirmedShutdown()) {
+    r.reaping_ms = now - reap_started_ms;
+    reap_started_ms = 0;
+  }
+  return r;
 }
 
 std::string LiveAttempt::ShutdownAll(const std::string& reason, int grace_ms, int64_t deadline_ms,
@@ -211,13 +222,6 @@ std::string LiveAttempt::ShutdownAll(const std::string& reason, int grace_ms, in
   return names;
 }
 
-std::optional<int64_t> LiveAttempt::ReapingConfirmed(int64_t now) {
-  if (reap_started_ms == 0 || run->AnyUnconfirmedShutdown()) return std::nullopt;
-  const int64_t took = now - reap_started_ms;
-  reap_started_ms = 0;
-  return took;
-}
-
 std::vector<int> LiveAttempt::ReadySpares() const {
   const int per_node = record.node_slots.tasks_per_node();
   std::vector<int> ready;
@@ -232,38 +236,56 @@ std::vector<int> LiveAttempt::ReadySpares() const {
   return ready;
 }
 
-bool LiveAttempt::MissedNextAttempt(const TaskRef& ref, int64_t job_id) const {
+std::optional<int> LiveAttempt::MissedNextAttempt(const TaskRef& ref, int64_t job_id) const {
   const ProcPlace place = Place(ref.proc_id);
   const bool not_back = place.kind == ProcPlace::kSpare
                             ? !spare_agents.contains(ref.proc_id)
                             : place.kind == ProcPlace::kTask && !run->task(place.task).registered();
-  return ref.attempt < record.number && record.in_place && record.slurm_job_id == job_id &&
-         Sha256Hex(ref.secret) == record.secret_sha256 && not_back;
+  if (ref.attempt < record.number && record.in_place && record.slurm_job_id == job_id &&
+      Sha256Hex(ref.secret) == record.secret_sha256 && not_back)
+    return record.number;
+  return std::nullopt;
 }
 
-bool LiveAttempt::AcceptsStandby(TaskIndex task) const {
-  return run->task(task).exited() && record.state == AttemptState::kRunning;
-}
-
-void LiveAttempt::StandBy(TaskIndex task, std::shared_ptr<TaskChannel> channel) {
+bool LiveAttempt::StandBy(TaskIndex task, const std::shared_ptr<TaskChannel>& channel) {
+  if (!run->task(task).exited() || record.state != AttemptState::kRunning) return false;
   run->mutable_task(task).agent = TaskSlot::AgentLink::kStandingBy;
-  channels[task] = std::move(channel);
+  channels[task] = channel;
+  return true;
 }
 
-void LiveAttempt::SpareWaits(ProcId proc, std::shared_ptr<TaskChannel> channel) {
-  spare_agents[proc].channel = std::move(channel);
+LiveAttempt::SpareAnswer LiveAttempt::SpareRegistered(ProcId proc, const std::string& node,
+                                                      bool may_wait, bool standby,
+                                                      const std::shared_ptr<TaskChannel>& channel) {
+  SpareAgent& spare = spare_agents[proc];
+  spare.node = node;
+  if (!may_wait) {
+    spare.channel.reset();
+    return SpareAnswer::kReleased;
+  }
+  if (!standby) return SpareAnswer::kToldItsPart;
+  spare.channel = channel;
+  return SpareAnswer::kWaits;
 }
 
-int LiveAttempt::LoneRestartsSoFar() const {
-  return std::accumulate(tasks.begin(), tasks.end(), 0,
-                         [](int sum, const TaskRecord& t) { return sum + t.restarts; });
-}
-
-void LiveAttempt::NoteLoneDeath(TaskIndex task, std::optional<int> exit_code,
-                                std::optional<int> signal, const std::string& detail, Changes& c) {
+LiveAttempt::LoneDeath LiveAttempt::RestartAlone(TaskIndex task, std::optional<int> exit_code,
+                                                 std::optional<int> signal,
+                                                 const std::string& detail, int cap, Changes& c) {
+  LoneDeath death;
+  if (!run->RestartsAloneNow(task, exit_code, signal)) return death;
   TaskSlot& slot = run->mutable_task(task);
-  // LoneRestart::OnExit asked AttemptRun::RestartsAloneNow: it runs.
-  if (!slot.BeginLoneRestart()) return;
+  death.so_far = std::accumulate(tasks.begin(), tasks.end(), 0,
+                                 [](int sum, const TaskRecord& t) { return sum + t.restarts; });
+  death.name = TaskName(slot, task);
+  death.role = slot.role.role;
+  death.address = slot.address;
+  if (death.so_far >= cap) {
+    death.kind = LoneDeath::kCapped;
+    return death;
+  }
+  // RestartsAloneNow said it runs, which BeginLoneRestart takes from.
+  if (!slot.BeginLoneRestart()) return death;
+  death.kind = LoneDeath::kRestarts;
   slot.exit_code = exit_code;
   slot.signal = signal;
   slot.detail = detail;
@@ -276,13 +298,14 @@ void LiveAttempt::NoteLoneDeath(TaskIndex task, std::optional<int> exit_code,
   t.signal = signal;
   t.detail = detail;
   c.tasks.push_back(t);
+  return death;
 }
 
-LiveAttempt::LoneBack LiveAttempt::LoneAgentBack(TaskIndex task,
-                                                 const std::shared_ptr<TaskChannel>& channel,
-                                                 bool user_cancelled, int64_t now, Changes& c) {
+LiveAttempt::LoneReturn LiveAttempt::LoneAgentBack(TaskIndex task,
+                                                   const std::shared_ptr<TaskChannel>& channel,
+                                                   bool user_cancelled, int64_t now, Changes& c) {
   TaskSlot& slot = run->mutable_task(task);
-  if (!slot.EndLoneRestart()) return LoneBack::kNotAlone;
+  if (!slot.EndLoneRestart()) return {LoneBack::kNotAlone, ""};
   TaskRecord& t = tasks[task.value()];
   if (run->outcome().kind == Outcome::kUndecided && !slot.shutdown_sent() && !user_cancelled) {
     run->SetVanished(task, false);
@@ -292,7 +315,7 @@ LiveAttempt::LoneBack LiveAttempt::LoneAgentBack(TaskIndex task,
     t.signal.reset();
     t.detail.clear();
     c.tasks.push_back(t);
-    return LoneBack::kRestarts;
+    return {LoneBack::kRestarts, ""};
   }
   // The attempt ended while the program was down: it is not started again,
   // and its death is its exit.
@@ -306,12 +329,9 @@ LiveAttempt::LoneBack LiveAttempt::LoneAgentBack(TaskIndex task,
   t.detail = detail;
   t.ended_at = now;
   c.tasks.push_back(t);
-  return LoneBack::kEnded;
-}
-
-std::string LiveAttempt::TaskEnd(TaskIndex task) const {
-  const TaskSlot& slot = run->task(task);
-  return TaskNameOf(task) + " " + HowItEnded(slot.exit_code, slot.signal, slot.detail);
+  return {LoneBack::kEnded, TaskNameOf(task) + " " + HowItEnded(exit_code, signal, detail) +
+                                "; not restarted: the attempt ended meanwhile (" +
+                                run->outcome().reason + ")"};
 }
 
 bool OpenExperiment::MayRestartInPlace() const {
@@ -341,6 +361,44 @@ AssignmentMsg OpenExperiment::AssignmentFor(TaskIndex task,
   m.report_checkpoints = task == run.CheckpointingTask();
   m.stay_for_next_attempt = spec.restart.in_allocation || run.MayRestartAlone(task);
   return m;
+}
+
+void OpenExperiment::UserCancels() {
+  user_cancelled = true;
+  attempt.run->Decide({Outcome::kFailed, "cancelled"});
+}
+
+bool OpenExperiment::CheckpointAt(int64_t step, int64_t now) {
+  if (record.checkpoint_step && *record.checkpoint_step == step) return false;
+  record.checkpoint_step = step;
+  record.updated_at = now;
+  attempt.CheckpointWritten(now);
+  return true;
+}
+
+void OpenExperiment::FailureStopping(int64_t now) {
+  const Outcome& o = attempt.outcome();
+  const std::string attempt_n = "attempt " + std::to_string(attempt.number());
+  // Slurm's end time for a running job is its start plus its time limit;
+  // the SIGTERM comes when it passes (give or take a poll of slurmctld's).
+  if (o.by_sigterm && attempt.job_end_ms > 0 && now >= attempt.job_end_ms - 5000)
+    record.reason = attempt_n + ": " + o.reason +
+                    " at its Slurm job's time limit; waiting for Slurm to end the job";
+  else if (o.by_sigterm)
+    record.reason = attempt_n + ": " + o.reason +
+                    ": a SIGTERM, which Slurm sends at a time limit, a preemption or a scancel; "
+                    "waiting for Slurm to say how the job ended";
+  else
+    record.reason =
+        attempt_n + " failed: " + o.reason +
+        (spec.restart.in_allocation ? "; stopping its tasks" : "; ending its Slurm job");
+  record.updated_at = now;
+}
+
+Status OpenExperiment::JobStillFinishing() const {
+  return Unavailable("experiment '" + record.id + "' has ended but its Slurm job " +
+                     std::to_string(attempt.job_id()) +
+                     " is still finishing; retry in a few seconds");
 }
 
 bool OpenExperiment::Over() const {

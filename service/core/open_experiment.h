@@ -44,6 +44,11 @@ struct LiveAttempt {
   int number() const { return record.number; }
   int64_t job_id() const { return record.slurm_job_id; }  // 0 before Slurm took it
   const std::string& job_name() const { return record.job_name; }
+  // Attempt `number`'s intent is recorded and it waits to be submitted
+  // (`submitting`).
+  bool AwaitsSubmission(int number) const {
+    return record.number == number && record.state == AttemptState::kSubmitting;
+  }
   bool SecretIs(const std::string& sha256_hex) const { return sha256_hex == record.secret_sha256; }
   // Where SLURM_PROCID `proc` runs in this attempt: a task, a spare, or out.
   ProcPlace Place(ProcId proc) const;
@@ -56,48 +61,55 @@ struct LiveAttempt {
   // The agents and their tasks' records. Register records task `task`'s
   // agent, registered on `channel` (again, when it had), on its record and
   // the attempt's (running from the first registration), queuing in `c`
-  // what is to be written now; true when it completed the barrier.
-  // RegistrationRefused says why a registration comes too late (the
-  // attempt decided before the task first registered), or nothing.
-  std::optional<std::string> RegistrationRefused(TaskIndex task) const;
-  bool Register(TaskIndex task, const RegisterInfo& info, std::shared_ptr<TaskChannel> channel,
-                int64_t now, Changes& c);
-  bool TaskRegistered(TaskIndex task) const { return run->task(task).registered(); }
-  // A Shutdown went to task `task` and its exit is not in: one to send
-  // again to an agent that reconnects.
-  bool ShutdownPending(TaskIndex task) const;
-  // A heartbeat of task `task`'s agent; a task that was lost by silence is
-  // back (its record queued in `c`): true then.
-  bool Heartbeat(TaskIndex task, int64_t now, Changes& c);
+  // what is to be written now; or refuses it, changing nothing, when it
+  // comes too late (the attempt decided before the task first registered).
+  struct Registration {
+    std::optional<std::string> refused;  // why, when refused
+    bool again = false;                  // the task had registered before (a reconnect)
+    bool barrier_complete = false;       // this one completed the barrier
+    // The assignments went out before it: a task whose agent never got its
+    // own needs it now.
+    bool assignments_out = false;
+    // A Shutdown went to the task and its exit is not in: its reason, to
+    // send again to the agent that reconnected.
+    std::optional<std::string> shutdown_again;
+    std::string name;  // how events name the task
+  };
+  Registration Register(TaskIndex task, const RegisterInfo& info,
+                        std::shared_ptr<TaskChannel> channel, int64_t now, Changes& c);
+  // A heartbeat of task `task`'s agent. A task that was lost by silence is
+  // back (its record queued in `c`): its name then, for the event.
+  std::optional<std::string> Heartbeat(TaskIndex task, int64_t now, Changes& c);
   // Task `task`'s stream `channel` broke (a newer one may have replaced it):
   // a running task's agent may be gone, a waiting one waits no more.
   void Disconnected(TaskIndex task, const TaskChannel* channel);
   // A spare's stream broke: its channel is dropped until it comes back.
   void SpareDisconnected(ProcId proc, const TaskChannel* channel);
 
-  // The rendezvous. BeginAssigning marks the assignments sent and says
-  // whether this is the first time (the barrier); AssignedChannels gives
-  // the tasks (`only_task`, or every one when -1) whose agents are
-  // connected, each with its channel; Assigned queues the record of a task
-  // given its Assignment. TrainingStarted notes that the first assignments
-  // went out at `now` (progress for the stall timeout) and gives how long
-  // the rendezvous took since the job started, in ms (nullopt if unknown).
-  bool BeginAssigning();
-  // TF_CONFIG's cluster object, built and compressed once for every
-  // assignment; null for PyTorch and JAX, which have none.
-  std::shared_ptr<const SharedCluster> SharedClusterSpec() const;
-  // The assigned event's text: how many tasks, and what they were sent.
-  std::string AssignedSummary(const SharedCluster* cluster) const;
-  // The channels of the registered tasks (only `only_task`'s, if given).
-  std::vector<std::pair<TaskIndex, std::shared_ptr<TaskChannel>>> AssignedChannels(
-      std::optional<TaskIndex> only_task) const;
-  void Assigned(TaskIndex task, bool first, Changes& c);
-  std::optional<int64_t> TrainingStarted(int64_t now);
+  // The rendezvous. BeginAssigning starts a round of assignments: to every
+  // registered task whose agent is connected (only `only_task`'s, if
+  // given), their records queued in `c`. The first round is the barrier's:
+  // training starts at `now` (progress for the stall timeout).
+  struct AssignmentRound {
+    bool first = false;
+    // TF_CONFIG's cluster object, built and compressed once for every
+    // assignment; null for PyTorch and JAX, which have none.
+    std::shared_ptr<const SharedCluster> cluster;
+    std::vector<std::pair<TaskIndex, std::shared_ptr<TaskChannel>>> channels;
+    // The first round only: the assigned event's text (how many tasks, and
+    // what they were sent), and how long the rendezvous took since the job
+    // started, in ms (nullopt if unknown).
+    std::string summary;
+    std::optional<int64_t> rendezvous_ms;
+  };
+  AssignmentRound BeginAssigning(std::optional<TaskIndex> only_task, int64_t now, Changes& c);
 
-  // Progress: a checkpoint step, or training scalars up to `step`; true if
-  // `step` is past every scalar step so far.
+  // Progress: a checkpoint step, or training scalars of task `task`.
+  // ScalarsSeen notes the steps of `points`, or says why they are not kept
+  // (only the reporting task's are).
   void CheckpointWritten(int64_t now);
-  bool ScalarStepSeen(int64_t step, int64_t now);
+  std::optional<std::string> ScalarsSeen(TaskIndex task, const std::vector<ScalarPoint>& points,
+                                         int64_t now);
   // Whether an event already said that some scalars were not kept; marks
   // it said.
   bool TakeScalarNotice();
@@ -106,16 +118,20 @@ struct LiveAttempt {
   // queued in `c`. Already: a report sent again, or a death the lone
   // restart noted.
   bool ExitAlreadyKnown(TaskIndex task) const;
-  void RecordExit(TaskIndex task, const ExitReport& exit, bool reaped, const std::string& detail,
-                  int64_t now, Changes& c);
+  struct ExitRecorded {
+    std::string name;          // how events name the task
+    bool decided_now = false;  // this exit decided the attempt's outcome
+    // It confirmed the last Shutdown of a reaping: how long that took, in ms.
+    std::optional<int64_t> reaping_ms;
+  };
+  ExitRecorded RecordExit(TaskIndex task, const ExitReport& exit, bool reaped,
+                          const std::string& detail, int64_t now, Changes& c);
 
   // The reaping: Shutdown to every task still running (ShutdownAll, which
   // returns their names for the event, empty if none), its deadline from
-  // `now`; ReapingConfirmed gives how long it took once every Shutdown is
-  // confirmed (once), in ms.
+  // `now`.
   std::string ShutdownAll(const std::string& reason, int grace_ms, int64_t deadline_ms,
                           int64_t now);
-  std::optional<int64_t> ReapingConfirmed(int64_t now);
   // The deadline of the reaping passed and the step was not ended yet.
   bool ReapOverdue(int64_t now) const;
   // The Slurm job ids whose step 0 is this attempt's (a heterogeneous job's
@@ -238,35 +254,46 @@ struct LiveAttempt {
   // An agent of an earlier attempt of this job, back to wait, that missed
   // this attempt's NextAttempt: this attempt runs in place in its job
   // (`job_id`), the agent holds the job's secret, and its proc has not
-  // come back for this attempt.
-  bool MissedNextAttempt(const TaskRef& ref, int64_t job_id) const;
-  // Task `task`'s agent may wait in the job for a next attempt: its
-  // program has ended while the attempt runs (with the experiment's
-  // MayRestartInPlace). StandBy keeps it waiting on `channel`.
-  bool AcceptsStandby(TaskIndex task) const;
-  void StandBy(TaskIndex task, std::shared_ptr<TaskChannel> channel);
-  // A spare's agent (SLURM_PROCID `proc` on `node`) registered: noted;
-  // SpareWaits keeps its channel while it waits in the job, SpareReleased
-  // drops it.
-  void NoteSpare(ProcId proc, const std::string& node) { spare_agents[proc].node = node; }
-  void SpareWaits(ProcId proc, std::shared_ptr<TaskChannel> channel);
-  void SpareReleased(ProcId proc) { spare_agents[proc].channel.reset(); }
+  // come back for this attempt. This attempt's number then, to tell it.
+  std::optional<int> MissedNextAttempt(const TaskRef& ref, int64_t job_id) const;
+  // Task `task`'s agent is back to wait in the job for a next attempt, on
+  // `channel`: kept waiting when its program has ended while the attempt
+  // runs (and the experiment MayRestartInPlace, which the caller asks);
+  // false, keeping nothing, when it may not.
+  bool StandBy(TaskIndex task, const std::shared_ptr<TaskChannel>& channel);
+  // A spare's agent (SLURM_PROCID `proc` on `node`) registered, on
+  // `channel`: noted. Released when the experiment may not restart in
+  // place (`may_wait` false); told its part when it registered to start
+  // (not `standby`); else it waits in the job, its channel kept until it
+  // breaks.
+  enum class SpareAnswer { kReleased, kToldItsPart, kWaits };
+  SpareAnswer SpareRegistered(ProcId proc, const std::string& node, bool may_wait, bool standby,
+                              const std::shared_ptr<TaskChannel>& channel);
 
-  // A TF worker restarted alone (LoneRestart). LoneRestartsSoFar: this
-  // attempt's so far. NoteLoneDeath: task `task`'s program died and starts
-  // again alone; its death is on its record, which stays running (queued
-  // in `c`). LoneAgentBack: its agent is back in standby: it restarts
+  // A TF worker restarted alone (LoneRestart). RestartAlone: task `task`'s
+  // program died; whether it starts again alone (AttemptRun::
+  // RestartsAloneNow), within `cap` lone restarts per attempt. When it
+  // does, its death is on its record, which stays running (queued in `c`).
+  struct LoneDeath {
+    enum Kind { kNotAlone, kCapped, kRestarts } kind = kNotAlone;
+    int so_far = 0;       // this attempt's lone restarts before this death
+    std::string name;     // how events name the task
+    std::string role;     // its role, for the metric
+    std::string address;  // where it runs, again
+  };
+  LoneDeath RestartAlone(TaskIndex task, std::optional<int> exit_code, std::optional<int> signal,
+                         const std::string& detail, int cap, Changes& c);
+  // LoneAgentBack: task `task`'s agent is back in standby: it restarts
   // (kRestarts, on `channel`), or the attempt was decided meanwhile and its
-  // death is its exit (kEnded), or it was not restarting alone.
-  int LoneRestartsSoFar() const;
-  void NoteLoneDeath(TaskIndex task, std::optional<int> exit_code, std::optional<int> signal,
-                     const std::string& detail, Changes& c);
+  // death is its exit (kEnded, queued in `c`; `ended` says so for the
+  // event), or it was not restarting alone.
   enum class LoneBack { kNotAlone, kRestarts, kEnded };
-  LoneBack LoneAgentBack(TaskIndex task, const std::shared_ptr<TaskChannel>& channel,
-                         bool user_cancelled, int64_t now, Changes& c);
-  // "worker:1 (task 3 on node2) was killed by signal 9 (SIGKILL)": a task
-  // and how its program ended.
-  std::string TaskEnd(TaskIndex task) const;
+  struct LoneReturn {
+    LoneBack kind = LoneBack::kNotAlone;
+    std::string ended;
+  };
+  LoneReturn LoneAgentBack(TaskIndex task, const std::shared_ptr<TaskChannel>& channel,
+                           bool user_cancelled, int64_t now, Changes& c);
 
   AttemptRecord record;
   std::unique_ptr<AttemptRun> run;
@@ -379,6 +406,22 @@ struct OpenExperiment {
   // program's command, workdir and environment, what its agent reports.
   AssignmentMsg AssignmentFor(TaskIndex task, std::shared_ptr<const SharedCluster> cluster,
                               int heartbeat_interval_ms, int shutdown_grace_ms) const;
+  // A user cancels it: no attempt follows, and the current one is decided
+  // (failed, "cancelled"), so that its tasks' exits from now on are reaped.
+  void UserCancels();
+  // A checkpoint of step `step` was written at `now`: the experiment's
+  // record (not yet queued) and the attempt's progress. False, changing
+  // nothing, when that step is the one already known.
+  bool CheckpointAt(int64_t step, int64_t now);
+  // The current attempt failed (its outcome), and its tasks are stopped:
+  // the experiment's reason says so until the job's end classifies the
+  // failure (record not yet queued). A SIGTERM that tfslurm did not send is
+  // how Slurm ends a job at its time limit, at a preemption or at a
+  // scancel: until Slurm says which, it is not called a failure.
+  void FailureStopping(int64_t now);
+  // The answer to a resume or a delete of an experiment that has ended
+  // while its last job has not yet left Slurm: retry soon.
+  Status JobStillFinishing() const;
   // Whether core is done with it: final, and its last attempt ended (its
   // job has left Slurm). CoreState::CloseEnded forgets it then.
   bool Over() const;

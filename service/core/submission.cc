@@ -37,7 +37,7 @@ void Append(Changes& c, const Changes& more) {
 struct Submission::PreparedAttempt {
   int number = 0;
   SubmitRequest request;
-  AttemptRecord attempt;
+  AttemptRecord record;  // the attempt's row, as its intent records it
   MemoryPlan memory;
   // A resume that changed the spec: its new revision, stored with the intent.
   std::optional<SpecRevisionRecord> revision;
@@ -240,7 +240,7 @@ StatusOr<Submission::PreparedAttempt> Submission::PrepareAttempt(const OpenExper
   p.request =
       BuildSubmitRequest(a.spec, plan, {number, paths, secret_file, a.record.excluded_nodes},
                          core_.config().launch, core_.config().job_environment);
-  AttemptRecord& attempt = p.attempt;
+  AttemptRecord& attempt = p.record;
   attempt.experiment_id = id;
   attempt.number = number;
   attempt.secret_sha256 = Sha256Hex(secret);
@@ -260,7 +260,7 @@ Changes Submission::IntentOf(const OpenExperiment& a, const PreparedAttempt& p,
                              const std::string& queued_why) {
   const std::string& id = a.record.id;
   const int number = p.number;
-  const int64_t now = p.attempt.submitted_at;
+  const int64_t now = p.record.submitted_at;
   record.current_attempt = number;
   record.updated_at = now;
   Changes intent;
@@ -279,15 +279,15 @@ Changes Submission::IntentOf(const OpenExperiment& a, const PreparedAttempt& p,
   if (create) intent.spec_revisions.push_back({id, 1, record.spec_json, now, ""});
   if (p.revision) intent.spec_revisions.push_back(*p.revision);
   Append(intent, p.with_intent);
-  intent.attempts.push_back(p.attempt);
+  intent.attempts.push_back(p.record);
   intent.tasks = next.tasks;
   intent.events.push_back(
       {0, id, number, now, EventCode::kSubmitting,
        "attempt " + std::to_string(number) + " as Slurm job " + p.request.job_name +
            "; memory per task " + std::to_string(p.memory.mem_per_task_mb) + " MB (" +
            p.memory.explanation + ")" +
-           (p.attempt.start_step
-                ? "; resumes from checkpoint step " + std::to_string(*p.attempt.start_step)
+           (p.record.start_step
+                ? "; resumes from checkpoint step " + std::to_string(*p.record.start_step)
                 : "")});
   return intent;
 }
@@ -339,8 +339,8 @@ Status Submission::OnNotSubmitted(OpenExperiment& a, const PreparedAttempt& p, b
 StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAttempt p, bool create,
                                                   const std::string& queued_why) {
   const std::string& id = a.record.id;
-  p.attempt.submitted_at = core_.ports().clock.NowMs();
-  LiveAttempt next(a.spec, p.attempt);
+  p.record.submitted_at = core_.ports().clock.NowMs();
+  LiveAttempt next(a.spec, p.record);
   ExperimentRecord record = a.record;
   Changes intent = IntentOf(a, p, next, record, create, queued_why);
   if (Status s = core_.Apply({&intent, 1}); !s.ok()) {
@@ -356,17 +356,16 @@ StatusOr<AttemptRecord> Submission::SubmitAttempt(OpenExperiment& a, PreparedAtt
   a.record = record;
   a.attempt = std::move(next);
 
-  auto job = core_.ports().slurm.Submit(p.request);
-  if (!job.ok()) {
-    if (Status s = OnNotSubmitted(a, p, create, job.status()); !s.ok()) return s;
-    return a.attempt.record;
+  if (auto job = core_.ports().slurm.Submit(p.request); job.ok()) {
+    Changes after;
+    a.submit_failures = 0;
+    a.attempt.AdoptJob(*job, core_.NextJobSeq(), after);
+    core_.Event(after, a, EventCode::kSubmitted,
+                "Slurm job " + std::to_string(*job) + " (" + p.request.job_name + ")");
+    core_.Commit(after);
+  } else if (Status s = OnNotSubmitted(a, p, create, job.status()); !s.ok()) {
+    return s;
   }
-  Changes after;
-  a.submit_failures = 0;
-  a.attempt.AdoptJob(*job, core_.NextJobSeq(), after);
-  core_.Event(after, a, EventCode::kSubmitted,
-              "Slurm job " + std::to_string(*job) + " (" + p.request.job_name + ")");
-  core_.Commit(after);
   return a.attempt.record;
 }
 
@@ -381,8 +380,7 @@ void Submission::OnSubmissionNotPrepared(OpenExperiment& a, int number, const St
   std::string attempt_n = "attempt " + std::to_string(number);
   // Either the intent of `number` is recorded and waits (`submitting`), or
   // the experiment waits to restart.
-  const bool recorded =
-      a.attempt.record.number == number && a.attempt.record.state == AttemptState::kSubmitting;
+  const bool recorded = a.attempt.AwaitsSubmission(number);
   if (why.retryable()) {
     int64_t delay = NextSubmitRetryMs(a);
     if (recorded) {
@@ -420,9 +418,7 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann
                                 ExperimentStateName(a.record.state) +
                                 "; cancel it first (tfctl cancel " + id +
                                 ", or DELETE /experiments/" + id + ") or wait for it to end");
-    return Status(StatusCode::kUnavailable, "experiment '" + id + "' has ended but its Slurm job " +
-                                                std::to_string(a.attempt.record.slurm_job_id) +
-                                                " is still finishing; retry in a few seconds");
+    return a.JobStillFinishing();
   }
   auto record = core_.ports().store.GetExperiment(id);
   if (!record.ok()) return record.status();
@@ -461,7 +457,7 @@ StatusOr<AttemptRecord> Submission::Resume(const std::string& id, const nlohmann
   if (!prepared.ok()) return prepared.status();
   prepared->revision = revision;
   // The step the attempt starts from, as PrepareAttempt read it.
-  const std::optional<int64_t> start_step = prepared->attempt.start_step;
+  const std::optional<int64_t> start_step = prepared->record.start_step;
   auto attempt = SubmitAttempt(
       *a, std::move(prepared).value(), /*create=*/false,
       "resumed by the user" +

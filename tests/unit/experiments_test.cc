@@ -2065,7 +2065,7 @@ TEST_P(InPlaceRestartCasesTest, NoRestartLeftReleasesTheWaitingAgents) {
 }
 
 // Only an agent whose program has ended may wait in the job
-// (LiveAttempt::AcceptsStandby): a standby from a task still running is
+// (LiveAttempt::StandBy): a standby from a task still running is
 // released, and the attempt goes on.
 TEST_P(InPlaceRestartCasesTest, AStandbyFromATaskWhoseProgramRunsIsReleased) {
   ASSERT_TRUE(experiments_->Submit(InPlaceSpec("a"), "alice", false).ok());
