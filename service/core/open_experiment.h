@@ -182,8 +182,8 @@ struct LiveAttempt {
   // of them, whose container the part looks at (nullopt while the barrier
   // holds). FailAtBarrier fails the attempt by it: as startup_error when
   // `container` (the runtime's words) says that task's container did not
-  // start, a failure that repeats at every start, else as start_failed; a
-  // job nobody runs in is cancelled once. The reason.
+  // start, a failure that repeats at every start, else as start_failed;
+  // its job is cancelled, once. The reason.
   struct BarrierMiss {
     std::string why;
     std::optional<ProcId> first_proc;
