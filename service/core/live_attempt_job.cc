@@ -1,15 +1,18 @@
 // LiveAttempt (open_experiment.h), the part SlurmWatch asks: its job as
-// Slurm's polls see it, the timers' questions (barrier, stall, reaping,
-// heartbeats, nodes gone) and its end. The agents' part is in
+// Slurm's polls see it (Polled, EndedAs, Reconcile, Recovered), the timers'
+// questions (barrier, stall, reaping, heartbeats, nodes gone) and the
+// decisions each makes in one step, and its end. The agents' part is in
 // open_experiment.cc.
 //
 // Thread safety: CoreState's lock guards every LiveAttempt.
 #include <csignal>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "service/core/open_experiment.h"
+#include "service/core/wording.h"
 
 namespace tfslurm {
 
@@ -149,6 +152,113 @@ std::vector<std::pair<TaskIndex, int64_t>> LiveAttempt::MarkSilentLost(int64_t n
 void LiveAttempt::FlushHeartbeats(Changes& c) {
   for (TaskIndex i : heartbeat_dirty) c.tasks.push_back(tasks[i.value()]);
   heartbeat_dirty.clear();
+}
+
+std::optional<LiveAttempt::BarrierMiss> LiveAttempt::MissedBarrier(int64_t now,
+                                                                   int64_t timeout_ms) const {
+  if (!BarrierTimedOut(now, timeout_ms)) return std::nullopt;
+  const std::vector<TaskIndex> missing = run->MissingRegistrations();
+  std::string names;
+  for (size_t i = 0; i < missing.size() && i < 20; ++i)
+    names += (i ? ", " : "") + TaskNameOf(missing[i]);
+  if (missing.size() > 20) names += ", ...";
+  BarrierMiss miss;
+  miss.why = "barrier timeout after " + Seconds(timeout_ms) + ": " +
+             std::to_string(missing.size()) + " of " + std::to_string(run->size()) +
+             " tasks never registered: " + names;
+  if (!missing.empty()) {
+    miss.first_proc = record.node_slots.ProcOfTask(missing.front());
+    miss.first_name = TaskNameOf(missing.front());
+  }
+  return miss;
+}
+
+std::string LiveAttempt::FailAtBarrier(const BarrierMiss& miss,
+                                       const std::optional<std::string>& container,
+                                       std::vector<int64_t>& cancel_jobs) {
+  std::string why = miss.why;
+  if (container) why += "; the container did not start for " + miss.first_name + ": " + *container;
+  Fail({Outcome::kFailed, why}, container ? EndReason::kStartupError : EndReason::kStartFailed);
+  CancelJobOnce(cancel_jobs);
+  return why;
+}
+
+std::optional<LiveAttempt::Stall> LiveAttempt::FailStalled(int64_t now, int64_t stall_ms,
+                                                           int64_t silent_after_ms,
+                                                           std::optional<int64_t> checkpoint_step) {
+  const std::optional<int64_t> quiet = StalledFor(now, stall_ms);
+  if (!quiet) return std::nullopt;
+  const Liveness live = LivenessAt(now, silent_after_ms);
+  Stall stall;
+  // Tasks that stopped heartbeating, all on one node, point at it.
+  if (live.silent_nodes.size() == 1 && live.alive_count > 0) {
+    stall.suspect_node = *live.silent_nodes.begin();
+    stall.suspect_why = "attempt " + std::to_string(record.number) +
+                        " stalled and only its tasks there had stopped heartbeating";
+  }
+  const std::optional<int64_t> last_step = LastStep(checkpoint_step);
+  const std::string last = last_step ? "the last, step " + std::to_string(*last_step) + ", came " +
+                                           Seconds(*quiet) + " ago"
+                                     : "none since training started " + Seconds(*quiet) + " ago";
+  stall.why = "stalled: no new step for " + Seconds(stall_ms) + " (progress.stall_timeout_s); " +
+              last + "; " + std::to_string(live.alive_count) + " of " +
+              std::to_string(run->size()) + " tasks still heartbeating" +
+              (live.alive.empty() ? "" : ": " + live.alive);
+  Fail({Outcome::kFailed, stall.why}, EndReason::kStalled);
+  return stall;
+}
+
+LiveAttempt::StepEnd LiveAttempt::EndOverdueStep(int64_t now, bool in_allocation,
+                                                 bool user_cancelled,
+                                                 std::vector<int64_t>& cancel_jobs) {
+  StepEnd end;
+  if (!ReapOverdue(now)) return end;
+  const std::vector<TaskIndex> unconfirmed = run->UnconfirmedShutdowns();
+  if (unconfirmed.empty() && in_allocation && !GaveUpInPlace() && !user_cancelled) return end;
+  if (!unconfirmed.empty()) {
+    std::string names;
+    for (TaskIndex task : unconfirmed) names += (names.empty() ? "" : ", ") + TaskNameOf(task);
+    end.event = names + " did not confirm the Shutdown; ending step " +
+                std::to_string(record.slurm_job_id) + ".0 through Slurm";
+    end.kill_steps = StepJobIds();
+  }
+  StepKilled(in_allocation ? std::to_string(unconfirmed.size()) +
+                                 " tasks did not confirm their Shutdown in time"
+                           : "");
+  // A failed attempt's job has nothing left to do.
+  if (run->outcome().kind == Outcome::kFailed) CancelJobOnce(cancel_jobs);
+  return end;
+}
+
+void LiveAttempt::AfterInPlaceCheck(bool given_up, std::vector<int64_t>& cancel_jobs,
+                                    std::vector<std::pair<int64_t, std::string>>& shrink_jobs) {
+  if (given_up) CancelJobOnce(cancel_jobs);
+  if (auto shrink = TakeShrink()) shrink_jobs.push_back(std::move(*shrink));
+}
+
+LiveAttempt::Heard LiveAttempt::HeardAt(int64_t now, bool deaf, int64_t lost_after_ms,
+                                        int64_t vanished_after_ms, int64_t gone_after_ms,
+                                        Changes& c) {
+  Heard heard;
+  if (!deaf)
+    for (const auto& [task, silent_ms] : MarkSilentLost(now, lost_after_ms, vanished_after_ms, c))
+      heard.lost.push_back(TaskNameOf(task) + " sent no heartbeat for " + Seconds(silent_ms));
+  FlushHeartbeats(c);
+  heard.gone = TasksGone(now, deaf, gone_after_ms);
+  return heard;
+}
+
+LiveAttempt::LostTask LiveAttempt::EndGoneTask(const GoneTask& gone, int64_t now, Changes& c) {
+  const bool undecided = run->outcome().kind == Outcome::kUndecided;
+  TaskGone(gone.task, gone.why, now, c);
+  LostTask lost{TaskNameOf(gone.task) + " is gone: " + gone.why, ""};
+  if (!undecided) {
+    BlameNode();
+    return lost;
+  }
+  Fail({Outcome::kFailed, lost.event, EndReason::kNodeFail}, EndReason::kNodeFail);
+  lost.failed = "attempt " + std::to_string(record.number) + " failed: " + lost.event;
+  return lost;
 }
 
 const JobInfo* LiveAttempt::FindJob(
@@ -292,6 +402,103 @@ void LiveAttempt::Explain(const std::string& why, Changes& c) {
 std::optional<std::string> LiveAttempt::LoneLostNode() const {
   if (lost_nodes.size() != 1) return std::nullopt;
   return *lost_nodes.begin();
+}
+
+std::optional<LiveAttempt::JobEnd> LiveAttempt::EndedAs(const JobInfo& job) const {
+  const Outcome& o = run->outcome();
+  const std::string state = JobStateName(job.state);
+  const std::string why = "Slurm job " + std::to_string(job.job_id) + " " + state;
+  if (o.kind == Outcome::kSucceeded) return JobEnd{EndReason::kSucceeded, o.reason, {}};
+  switch (job.state) {
+    case JobState::kTimeout:
+    case JobState::kDeadline:
+      return JobEnd{EndReason::kTimeout, why + " at its time limit", {}};
+    case JobState::kNodeFail:
+    case JobState::kBootFail:
+      return JobEnd{EndReason::kNodeFail, why + " (" + job.reason + ")",
+                    "its attempt " + std::to_string(record.number) + " ended " + state};
+    case JobState::kPreempted:
+      return JobEnd{EndReason::kPreempted, why + ": preempted by a higher-priority job", {}};
+    default:
+      break;
+  }
+  if (decided_reason) return JobEnd{*decided_reason, o.reason, {}};
+  if (o.kind == Outcome::kFailed) return JobEnd{o.failure, o.reason, {}};
+  if (job.state == JobState::kCompleted) return JobEnd{EndReason::kSucceeded, why, {}};
+  return std::nullopt;
+}
+
+LiveAttempt::JobNews LiveAttempt::Polled(const std::unordered_map<int64_t, const JobInfo*>& by_id,
+                                         int64_t poll_seq, int64_t poll_ms, int64_t now,
+                                         Changes& c) {
+  JobNews news;
+  if (record.state == AttemptState::kSubmitting) {
+    // The poll began at poll_ms, after the failure that set reconcile_at_ms.
+    if (ReconcileDue(poll_ms)) news.kind = JobNews::kReconcile;
+    return news;
+  }
+  if (!record.slurm_job_id || record.state == AttemptState::kEnded) return news;
+  // A job with the attempt's id but another name is not the attempt's:
+  // job ids start again from FirstJobId when a slurmctld loses its state,
+  // or when the database moves to another cluster (a Slurm upgrade that
+  // cannot carry the jobs over).
+  news.job = FindJob(by_id);
+  if (!news.job) {
+    // Submitted while this poll's snapshot was being taken: absent from
+    // it, not gone.
+    if (KnownAfter(poll_seq)) return news;
+    JobVanished(now, c);
+    news.kind = JobNews::kGone;
+    news.gone = WhyJobGone();
+    return news;
+  }
+  const JobInfo& job = *news.job;
+  const bool changed = NoteJob(job, now, &news.started);
+  if (!IsFinished(job.state) || job.completing) {
+    if (changed) QueueRecord(c);
+    news.kind = JobNews::kThere;
+    return news;
+  }
+  news.kind = JobNews::kEnded;
+  news.exit_code = job.exit_signal ? 128 + job.exit_signal : job.exit_code;
+  JobFinished(now, news.exit_code, c);
+  TasksEndWithJob(c);
+  news.end = EndedAs(job);
+  return news;
+}
+
+LiveAttempt::Reconciled LiveAttempt::Reconcile(const std::vector<JobInfo>& jobs,
+                                               bool user_cancelled,
+                                               const std::function<int64_t()>& next_seq,
+                                               int64_t now, Changes& c,
+                                               std::vector<int64_t>& cancel_jobs) {
+  if (const JobInfo* match = NewestJobNamed(jobs)) {
+    AdoptJob(match->job_id, next_seq(), c);
+    // Cancelled while its submission was in doubt.
+    if (user_cancelled) CancelJob(now, cancel_jobs);
+    return {Reconciled::kAdopted, "found Slurm job " + std::to_string(match->job_id) + " (" +
+                                      record.job_name +
+                                      "), whose submission was not confirmed; adopting it"};
+  }
+  const std::string none = "Slurm has no job " + record.job_name;
+  if (user_cancelled) {
+    EndNow(now, c);
+    return {Reconciled::kNotSubmitted, none + "; the experiment is cancelled: not submitted"};
+  }
+  return {Reconciled::kSubmit,
+          none + " (its submission was interrupted or refused); submitting it now"};
+}
+
+LiveAttempt::Recovery LiveAttempt::Recovered() const {
+  Recovery r;
+  r.submitting = record.state == AttemptState::kSubmitting;
+  if (record.state == AttemptState::kEnded)
+    r.unfollowed = "attempt " + std::to_string(record.number) + " has ended and attempt " +
+                   std::to_string(record.number + 1) +
+                   " was never recorded (tfslurmd stopped or failed in between)";
+  if (run->outcome().kind == Outcome::kFailed && record.state == AttemptState::kRunning)
+    r.reap = "attempt failed: " + run->outcome().reason;
+  return r;
 }
 
 }  // namespace tfslurm

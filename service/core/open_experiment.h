@@ -188,6 +188,87 @@ struct LiveAttempt {
                                                             int64_t vanished_after_ms, Changes& c);
   void FlushHeartbeats(Changes& c);
 
+  // The timers' decisions (SlurmWatch::CheckTimers): each asks its question
+  // above and, when it holds, decides in one step, returning only what the
+  // part still does itself (events, the experiment's reason and suspects,
+  // the reaping, Slurm's calls after the lock).
+  //
+  // The barrier: the tasks still missing `timeout_ms` after the job started
+  // (BarrierTimedOut), as the reason names them (at most 20), and the first
+  // of them, whose container the part looks at (nullopt while the barrier
+  // holds). FailAtBarrier fails the attempt by it: as startup_error when
+  // `container` (the runtime's words) says that task's container did not
+  // start, a failure that repeats at every start, else as start_failed;
+  // its job is cancelled, once. The reason.
+  struct BarrierMiss {
+    std::string why;
+    std::optional<ProcId> first_proc;
+    std::string first_name;
+  };
+  std::optional<BarrierMiss> MissedBarrier(int64_t now, int64_t timeout_ms) const;
+  std::string FailAtBarrier(const BarrierMiss& miss, const std::optional<std::string>& container,
+                            std::vector<int64_t>& cancel_jobs);
+  // A stall (StalledFor `stall_ms`) fails the attempt as stalled, its
+  // reason saying the last step (`checkpoint_step`, or a scalar's) and
+  // which tasks still heartbeat within `silent_after_ms`. The tasks that
+  // stopped, all on one node while others still heartbeat, point at that
+  // node (suspect_node, and why). nullopt: no stall.
+  struct Stall {
+    std::string why;
+    std::optional<std::string> suspect_node;
+    std::string suspect_why;
+  };
+  std::optional<Stall> FailStalled(int64_t now, int64_t stall_ms, int64_t silent_after_ms,
+                                   std::optional<int64_t> checkpoint_step);
+  // The reaping's deadline passed (ReapOverdue): the step is ended through
+  // Slurm (kill_steps, and the event naming the tasks that did not confirm
+  // their Shutdown; both empty when every task did), the restart in place
+  // given up when the job was to host it (`in_allocation`), and a failed
+  // attempt's job, with nothing left to do, cancelled once. Nothing at all
+  // when every task confirmed and the job may host the next attempt (no
+  // user's cancel, not given up): the restart in place decides then, not
+  // the deadline.
+  struct StepEnd {
+    std::string event;
+    std::vector<int64_t> kill_steps;
+  };
+  StepEnd EndOverdueStep(int64_t now, bool in_allocation, bool user_cancelled,
+                         std::vector<int64_t>& cancel_jobs);
+  // What Slurm is to do once a restart in place was checked: a given up
+  // one (`given_up`: an agent did not come back to wait) cancels the job,
+  // once; one that began, at this check or at an agent's standby, shrinks
+  // the job when it left out nodes Slurm still counts (TakeShrink).
+  void AfterInPlaceCheck(bool given_up, std::vector<int64_t>& cancel_jobs,
+                         std::vector<std::pair<int64_t, std::string>>& shrink_jobs);
+  // What the service heard of its agents by `now`: the running tasks
+  // silent past their limit become lost (MarkSilentLost; not while `deaf`,
+  // when the silence is the service's own), each with its event's text;
+  // every heartbeat not written yet is queued (FlushHeartbeats); then the
+  // tasks whose node is gone (TasksGone), each for EndGoneTask. One step,
+  // so a task is lost by its silence before it is gone by it.
+  struct Heard {
+    std::vector<std::string> lost;
+    std::vector<GoneTask> gone;
+  };
+  Heard HeardAt(int64_t now, bool deaf, int64_t lost_after_ms, int64_t vanished_after_ms,
+                int64_t gone_after_ms, Changes& c);
+  // Task `gone.task` ended with its node (TaskGone, queued in `c`; `event`
+  // says so). It fails an undecided attempt as node_fail (`failed`: the
+  // experiment's reason, empty when the attempt was decided before); a
+  // decided one is blamed on the node (BlameNode). One task at a time: the
+  // part reaps the others after the one that failed the attempt.
+  struct LostTask {
+    std::string event;
+    std::string failed;
+  };
+  LostTask EndGoneTask(const GoneTask& gone, int64_t now, Changes& c);
+  // A restart is due: the number of the attempt that follows this one,
+  // once this one has ended (its job has left Slurm), else nullopt.
+  std::optional<int> Successor() const {
+    if (record.state != AttemptState::kEnded) return std::nullopt;
+    return record.number + 1;
+  }
+
   // Its job, as Slurm's polls find it (SlurmWatch). The attempt's state,
   // outcome so far, and the end the service decided for it, if any.
   AttemptState state() const { return record.state; }
@@ -242,6 +323,62 @@ struct LiveAttempt {
   void QueueRecord(Changes& c) const { c.attempts.push_back(record); }
   // The one node of every lost task, when they were all on one.
   std::optional<std::string> LoneLostNode() const;
+  // How its ended job decides the attempt's end, where the attempt can
+  // tell: success decided by the tasks stands whatever the reaping did to
+  // the job; then Slurm's word on a time limit, a node failure (the job's
+  // nodes suspect, if down: suspects_why) or a preemption, which wins over
+  // the tasks' exits (a SIGTERM may be its symptom); then the service's
+  // decision, the tasks' failure, or a job that completed. nullopt: the
+  // part judges from what else it knows (a cancel outside tfslurm, out of
+  // memory, a start that failed, the exit code).
+  struct JobEnd {
+    EndReason reason = EndReason::kUnknown;
+    std::string why;
+    std::string suspects_why;
+  };
+  std::optional<JobEnd> EndedAs(const JobInfo& job) const;
+  // A poll's news of its job, taken in (SlurmWatch::OnJobUpdate): nothing
+  // to do (ended, no job yet, or submitted after the poll began: absent
+  // from it, not gone); a submission in doubt to look up (kReconcile, due
+  // by `poll_ms`, when the poll began); its job gone from Slurm (the
+  // attempt ended, `gone` says how); its job there (NoteJob: `started` now,
+  // the record queued in `c` when it changed); or its job ended (its
+  // record, with `exit_code`, and its tasks without an exit queued in `c`;
+  // `end` as EndedAs says). `job` is its job in the poll, if found.
+  struct JobNews {
+    enum Kind { kNothing, kReconcile, kGone, kThere, kEnded } kind = kNothing;
+    const JobInfo* job = nullptr;
+    bool started = false;
+    GoneEnd gone;
+    int exit_code = 0;  // 128 + the signal that killed it, if one did
+    std::optional<JobEnd> end;
+  };
+  JobNews Polled(const std::unordered_map<int64_t, const JobInfo*>& by_id, int64_t poll_seq,
+                 int64_t poll_ms, int64_t now, Changes& c);
+  // An attempt still `submitting` looked up in `jobs` by name: the newest
+  // job of its name is adopted (its sequence from `next_seq`, asked then
+  // only; cancelled at once after a user's cancel); without one, a
+  // cancelled experiment's attempt ends unsubmitted, any other is to be
+  // submitted (again). With the event's text.
+  struct Reconciled {
+    enum Kind { kAdopted, kNotSubmitted, kSubmit } kind;
+    std::string event;
+  };
+  Reconciled Reconcile(const std::vector<JobInfo>& jobs, bool user_cancelled,
+                       const std::function<int64_t()>& next_seq, int64_t now, Changes& c,
+                       std::vector<int64_t>& cancel_jobs);
+  // What a restarted service finds of it (SlurmWatch::Recover): a
+  // submission in doubt (`submitting`: looked up in Slurm by name); an end
+  // that no next attempt followed (`unfollowed`: why, empty if it has not
+  // ended; the service stopped between them); a failure decided before the
+  // restart while it runs (`reap`: why its tasks still running are told to
+  // stop when their agents come back, empty if none).
+  struct Recovery {
+    bool submitting = false;
+    std::string unfollowed;
+    std::string reap;
+  };
+  Recovery Recovered() const;
 
   // The restart in place (InPlaceRestart). The job's node slots; the spare
   // nodes whose every agent waits in the job.

@@ -16,32 +16,28 @@
 
 namespace tfslurm {
 
-void SlurmWatch::OnJobUpdate(OpenExperiment& a, const JobInfo* job, int64_t poll_seq, Changes& c) {
-  const AttemptState state = a.attempt.state();
-  if (state == AttemptState::kEnded || state == AttemptState::kSubmitting) return;
-  // Submitted while this poll's snapshot was being taken: absent from it,
-  // not gone.
-  if (!job && a.attempt.KnownAfter(poll_seq)) return;
-  if (!job) return OnJobGone(a, c);
-  const bool changed = NoteJob(a, *job, c);
-  if (!IsFinished(job->state) || job->completing) {
-    if (changed) a.attempt.QueueRecord(c);
-    return;
+void SlurmWatch::OnJobUpdate(OpenExperiment& a, const std::vector<JobInfo>& jobs,
+                             const std::unordered_map<int64_t, const JobInfo*>& by_id,
+                             int64_t poll_ms, int64_t poll_seq, Changes& c, Actions& actions) {
+  const LiveAttempt::JobNews news =
+      a.attempt.Polled(by_id, poll_seq, poll_ms, core_.ports().clock.NowMs(), c);
+  switch (news.kind) {
+    case LiveAttempt::JobNews::kNothing:
+      return;
+    case LiveAttempt::JobNews::kReconcile:
+      return ReconcileSubmission(a, jobs, c, actions);
+    case LiveAttempt::JobNews::kGone:
+      core_.Event(c, a, EventCode::kJob, news.gone.event);
+      return FinishAttempt(a, news.gone.reason, news.gone.why, c);
+    case LiveAttempt::JobNews::kThere:
+      return JobSeen(a, *news.job, news.started, c);
+    case LiveAttempt::JobNews::kEnded:
+      JobSeen(a, *news.job, news.started, c);
+      return OnJobEnded(a, *news.job, news, c);
   }
-  OnJobEnded(a, *job, c);
 }
 
-void SlurmWatch::OnJobGone(OpenExperiment& a, Changes& c) {
-  a.attempt.JobVanished(core_.ports().clock.NowMs(), c);
-  const LiveAttempt::GoneEnd end = a.attempt.WhyJobGone();
-  core_.Event(c, a, EventCode::kJob, end.event);
-  FinishAttempt(a, end.reason, end.why, c);
-}
-
-bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
-  int64_t now = core_.ports().clock.NowMs();
-  bool started;
-  const bool changed = a.attempt.NoteJob(job, now, &started);
+void SlurmWatch::JobSeen(OpenExperiment& a, const JobInfo& job, bool started, Changes& c) {
   if (started) {
     core_.Event(c, a, EventCode::kJob,
                 "Slurm job " + std::to_string(job.job_id) + " started on " + job.nodes);
@@ -57,49 +53,31 @@ bool SlurmWatch::NoteJob(OpenExperiment& a, const JobInfo& job, Changes& c) {
                                                                   : job.reason);
     if (why != a.record.reason) {
       a.record.reason = why;
-      a.record.updated_at = now;
+      a.record.updated_at = core_.ports().clock.NowMs();
       c.experiment = a.record;
     }
   }
-  return changed;
 }
 
-void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
-  int64_t now = core_.ports().clock.NowMs();
+void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, const LiveAttempt::JobNews& news,
+                            Changes& c) {
   const std::string state = JobStateName(job.state);
-  const int exit_code = job.exit_signal ? 128 + job.exit_signal : job.exit_code;
-  a.attempt.JobFinished(now, exit_code, c);
   core_.Event(c, a, EventCode::kJob,
               "Slurm job " + std::to_string(job.job_id) + " ended " + state +
                   (job.reason.empty() || job.reason == "None" ? "" : " (" + job.reason + ")"));
-  a.attempt.TasksEndWithJob(c);
   if (a.user_cancelled) return;  // the experiment is cancelled already
-  const Outcome& o = a.attempt.outcome();
-  std::string why = "Slurm job " + std::to_string(job.job_id) + " " + state;
-  // Success decided by the tasks stands, whatever the reaping did to the job.
-  if (o.kind == Outcome::kSucceeded) return FinishAttempt(a, EndReason::kSucceeded, o.reason, c);
-  switch (job.state) {
-    case JobState::kTimeout:
-    case JobState::kDeadline:
-      return FinishAttempt(a, EndReason::kTimeout, why + " at its time limit", c);
-    case JobState::kNodeFail:
-    case JobState::kBootFail:
+  // The tasks' word, the service's decision, or Slurm's final state.
+  if (news.end) {
+    const LiveAttempt::JobEnd& end = *news.end;
+    if (!end.suspects_why.empty()) {
       a.suspects.nodes = job.node_names;
       a.suspects.only_if_down = true;
-      a.suspects.why = "its attempt " + std::to_string(a.attempt.number()) + " ended " + state;
-      return FinishAttempt(a, EndReason::kNodeFail, why + " (" + job.reason + ")", c);
-    case JobState::kPreempted:
-      return FinishAttempt(a, EndReason::kPreempted, why + ": preempted by a higher-priority job",
-                           c);
-    default:
-      break;
+      a.suspects.why = end.suspects_why;
+    }
+    return FinishAttempt(a, end.reason, end.why, c);
   }
-  if (std::optional<EndReason> decided = a.attempt.DecidedReason())
-    return FinishAttempt(a, *decided, o.reason, c);
-  if (o.kind == Outcome::kFailed) return FinishAttempt(a, o.failure, o.reason, c);
+  std::string why = "Slurm job " + std::to_string(job.job_id) + " " + state;
   switch (job.state) {
-    case JobState::kCompleted:
-      return FinishAttempt(a, EndReason::kSucceeded, why, c);
     case JobState::kCancelled: {
       a.user_cancelled = true;
       const std::string outside = why + " outside tfslurm (scancel or an admin)";
@@ -129,7 +107,7 @@ void SlurmWatch::OnJobEnded(OpenExperiment& a, const JobInfo& job, Changes& c) {
       if (job.exit_signal) sig = job.exit_signal;
       return FinishAttempt(
           a, IsRetryableExit(code, sig) ? EndReason::kRetryableExit : EndReason::kPermanentExit,
-          why + " with exit code " + std::to_string(exit_code), c);
+          why + " with exit code " + std::to_string(news.exit_code), c);
     }
   }
 }
@@ -304,16 +282,7 @@ void SlurmWatch::Tick() {
     for (OpenExperiment* open : core_.All()) {
       OpenExperiment& a = *open;
       Changes c;
-      if (a.attempt.state() == AttemptState::kSubmitting) {
-        // The poll began at `now`, after the failure that set reconcile_at_ms.
-        if (by_id && a.attempt.ReconcileDue(now)) ReconcileSubmission(a, *jobs, c, actions);
-      } else if (by_id && a.attempt.job_id()) {
-        // A job with the attempt's id but another name is not the attempt's:
-        // job ids start again from FirstJobId when a slurmctld loses its
-        // state, or when the database moves to another cluster (a Slurm
-        // upgrade that cannot carry the jobs over).
-        OnJobUpdate(a, a.attempt.FindJob(*by_id), poll_seq, c);
-      }
+      if (by_id) OnJobUpdate(a, *jobs, *by_id, now, poll_seq, c, actions);
       CheckTimers(a, c, actions);
       if (!c.empty()) batch.push_back(std::move(c));
     }
@@ -338,13 +307,13 @@ void SlurmWatch::RunActions(Actions& actions) {
   for (int64_t job : actions.cancel_jobs)
     if (Status s = core_.ports().slurm.CancelJob(job, SIGKILL); !s.ok())
       spdlog::warn("cancelling Slurm job {}: {}", job, s.message());
-  for (const std::string& id : actions.restarts) {
+  for (const auto& [id, number] : actions.restarts) {
     MutexLock lock(core_.mu());
     OpenExperiment* open = core_.Find(id);
+    // Still restarting: its attempt is still the one that named `number`.
     if (!open || open->record.state != ExperimentState::kRestarting) continue;
-    OpenExperiment& a = *open;
-    const int number = a.attempt.number() + 1;
-    submission_.SubmitAutomatically(a, number, "attempt " + std::to_string(number) + " submitted");
+    submission_.SubmitAutomatically(*open, number,
+                                    "attempt " + std::to_string(number) + " submitted");
   }
   for (const std::string& id : actions.resubmits) {
     MutexLock lock(core_.mu());
@@ -360,27 +329,12 @@ void SlurmWatch::RunActions(Actions& actions) {
 // (again). The job name is unique per experiment and attempt.
 void SlurmWatch::ReconcileSubmission(OpenExperiment& a, const std::vector<JobInfo>& jobs,
                                      Changes& c, Actions& actions) {
-  const std::string job_name = a.attempt.job_name();
-  if (const JobInfo* match = a.attempt.NewestJobNamed(jobs)) {
-    a.attempt.AdoptJob(match->job_id, core_.NextJobSeq(), c);
-    a.submit_failures = 0;
-    core_.Event(c, a, EventCode::kRecovered,
-                "found Slurm job " + std::to_string(match->job_id) + " (" + job_name +
-                    "), whose submission was not confirmed; adopting it");
-    // Cancelled while its submission was in doubt.
-    if (a.user_cancelled) a.attempt.CancelJob(core_.ports().clock.NowMs(), actions.cancel_jobs);
-    return;
-  }
-  if (a.user_cancelled) {
-    a.attempt.EndNow(core_.ports().clock.NowMs(), c);
-    core_.Event(c, a, EventCode::kRecovered,
-                "Slurm has no job " + job_name + "; the experiment is cancelled: not submitted");
-    return;
-  }
-  core_.Event(c, a, EventCode::kRecovered,
-              "Slurm has no job " + job_name +
-                  " (its submission was interrupted or refused); submitting it now");
-  actions.resubmits.push_back(a.record.id);
+  const LiveAttempt::Reconciled found = a.attempt.Reconcile(
+      jobs, a.user_cancelled, [this] { return core_.NextJobSeq(); }, core_.ports().clock.NowMs(), c,
+      actions.cancel_jobs);
+  if (found.kind == LiveAttempt::Reconciled::kAdopted) a.submit_failures = 0;
+  core_.Event(c, a, EventCode::kRecovered, found.event);
+  if (found.kind == LiveAttempt::Reconciled::kSubmit) actions.resubmits.push_back(a.record.id);
 }
 
 StatusOr<std::vector<JobInfo>> SlurmWatch::RecentJobs() {
@@ -444,31 +398,25 @@ Status SlurmWatch::Recover() {
         continue;
       }
       OpenExperiment& loaded = **a;
-      const AttemptState attempt_state = loaded.attempt.state();
-      const int number = loaded.attempt.number();
-      if (attempt_state == AttemptState::kSubmitting) submitting.push_back(&loaded);
+      const LiveAttempt::Recovery found = loaded.attempt.Recovered();
+      if (found.submitting) submitting.push_back(&loaded);
       if (!IsTerminal(loaded.record.state) && loaded.record.state != ExperimentState::kRestarting &&
-          attempt_state == AttemptState::kEnded) {
+          !found.unfollowed.empty()) {
         // An open experiment whose last attempt has ended, with no newer
         // one: tfslurmd before this version recorded `queued` for a restart
         // or a resume ahead of the next attempt's intent, and stopped or
         // failed in between. Nothing else moves it: restart it now.
         Changes c;
         loaded.record.next_attempt_at = core_.ports().clock.NowMs();
-        core_.SetState(
-            c, loaded, ExperimentState::kRestarting,
-            "attempt " + std::to_string(number) + " has ended and attempt " +
-                std::to_string(number + 1) +
-                " was never recorded (tfslurmd stopped or failed in between); submitting "
-                "it now");
+        core_.SetState(c, loaded, ExperimentState::kRestarting,
+                       found.unfollowed + "; submitting it now");
         core_.Commit(c);
       }
       // Decided before the restart (the exits replayed by Load): the tasks
       // still running are told to stop when their agents come back.
-      const Outcome& outcome = loaded.attempt.outcome();
-      if (outcome.kind == Outcome::kFailed && attempt_state == AttemptState::kRunning) {
+      if (!found.reap.empty()) {
         Changes c;
-        agents_.ReapRemaining(loaded, c, "attempt failed: " + outcome.reason);
+        agents_.ReapRemaining(loaded, c, found.reap);
         core_.Commit(c);
       }
       core_.Add(std::move(a).value());

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -49,24 +50,29 @@ class SlurmWatch {
     std::vector<int64_t> cancel_jobs;
     std::vector<int64_t> kill_steps;
     std::vector<std::pair<int64_t, std::string>> shrink_jobs;  // job id, the nodes it keeps
-    std::vector<std::string> restarts;
+    std::vector<std::pair<std::string, int>> restarts;  // experiment id, its next attempt's number
     std::vector<std::string> resubmits;  // attempts `submitting` that Slurm does not have
   };
 
-  // One poll's news of the attempt's job (null: Slurm has no such job).
-  void OnJobUpdate(OpenExperiment& e, const JobInfo* job, int64_t poll_seq, Changes& c)
+  // One poll's news of the attempt's job (LiveAttempt::Polled, given the
+  // poll's jobs, by id in `by_id`, and when it began): a submission in
+  // doubt is looked up in `jobs`; a job gone from Slurm ends the attempt
+  // by what its tasks reported, or as unknown (gone while tfslurmd was
+  // down) or node_fail (lost by Slurm); a job there is taken in; a job
+  // ended ends the attempt.
+  void OnJobUpdate(OpenExperiment& e, const std::vector<JobInfo>& jobs,
+                   const std::unordered_map<int64_t, const JobInfo*>& by_id, int64_t poll_ms,
+                   int64_t poll_seq, Changes& c, Actions& actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // The job left Slurm: the attempt ends by what its tasks reported, or as
-  // unknown (gone while tfslurmd was down) or node_fail (lost by Slurm).
-  void OnJobGone(OpenExperiment& e, Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // Takes in the job's state and nodes, and its start; true when the
-  // attempt's record changed.
-  bool NoteJob(OpenExperiment& e, const JobInfo& job, Changes& c)
+  // What the experiment shows of a job the poll found: its start (`started`
+  // since the last poll), or why it is still pending.
+  void JobSeen(OpenExperiment& e, const JobInfo& job, bool started, Changes& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // The job has ended: the tasks still open end with it, and the attempt's
-  // end is classified from the tasks' reports and the job's final state.
-  void OnJobEnded(OpenExperiment& e, const JobInfo& job, Changes& c)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // The job has ended (`news`: the attempt's word on how, where it can
+  // tell): the attempt's end is classified from the tasks' reports and
+  // the job's final state, and the policy applied.
+  void OnJobEnded(OpenExperiment& e, const JobInfo& job, const LiveAttempt::JobNews& news,
+                  Changes& c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // The agents exited kAgentExitUnverifiedService (schema/agent_exit.h):
   // the startup_error's reason, with task 0's log line saying why.
   std::string UnverifiedServiceReason(const OpenExperiment& e, const JobInfo& job)
@@ -88,7 +94,8 @@ class SlurmWatch {
   void FinishAttempt(OpenExperiment& e, EndReason reason, const std::string& why, Changes& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // A failed attempt whose agents all wait in its job ends now, and the next
-  // may start in place; one whose agents did not come back ends its job.
+  // may start in place; one whose agents did not come back ends its job. A
+  // job that a restart in place left nodes of is shrunk.
   void CheckInPlace(OpenExperiment& e, int64_t now, Changes& c, Actions& actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // Every timer of the experiment's attempt, then whether a restart is due.
@@ -107,16 +114,14 @@ class SlurmWatch {
   // A user's cancel Slurm did not act on is sent again.
   void RepeatCancel(OpenExperiment& e, int64_t now, Actions& actions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
-  // In a job with spare nodes (submitted --no-kill), Slurm takes a failed
-  // node out of the job and the job runs on: the tasks there are gone
-  // (Slurm killed them), and the attempt fails as node_fail. The same, in
-  // any job, for a task silent past the reconnect window (GoneAfterMs):
-  // its node stopped answering, or cannot reach the service.
-  void CheckNodesLeft(OpenExperiment& e, int64_t now, Changes& c)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // A running task silent for several heartbeat intervals is lost (it may
-  // come back); heartbeats not written yet are.
-  void CheckHeartbeats(OpenExperiment& e, int64_t now, Changes& c)
+  // come back); heartbeats not written yet are. In a job with spare nodes
+  // (submitted --no-kill), Slurm takes a failed node out of the job and the
+  // job runs on: the tasks there are gone (Slurm killed them), and the
+  // attempt fails as node_fail. The same, in any job, for a task silent
+  // past the reconnect window (GoneAfterMs): its node stopped answering, or
+  // cannot reach the service.
+  void CheckAgents(OpenExperiment& e, int64_t now, Changes& c)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   void RunActions(Actions& actions) ABSL_LOCKS_EXCLUDED(core_.mu());
   // Slurm's jobs for IsOver, read at most once per poll interval.
