@@ -31,11 +31,12 @@ namespace tfslurm {
 // timers. An attempt begins by replacing the whole value (Submission::
 // SubmitAttempt, CoreState::Load), so nothing of one attempt carries into
 // the next. What happens to it (an agent's message, a poll of its job, a
-// timer, its end) is one of its methods, which keep its record, its tasks'
-// records and its run in step and queue what is to be written; the parts
-// of core call them rather than set its fields (the layering test counts
-// the lines outside these files that still touch one). The fields are
-// public still: tests and CoreState::Load build attempts field by field.
+// timer, its end) is one call, which keeps its record, its tasks' records
+// and its run in step, queues what is to be written and returns what the
+// part still does (events, metrics, messages, Slurm's calls). The
+// questions and steps those calls are made of are private, so the parts of
+// core cannot spell a decision out again; the layering test counts the
+// lines outside these files that call into the attempt or touch a field.
 struct LiveAttempt {
   LiveAttempt() = default;
   // Attempt `record.number` of `spec`, every task pending.
@@ -56,8 +57,6 @@ struct LiveAttempt {
   // The same, or why an agent of `proc` has no place in it (out of range,
   // or its node is no longer the attempt's).
   StatusOr<ProcPlace> PlaceAgent(ProcId proc) const;
-  // How events name task `task`.
-  std::string TaskNameOf(TaskIndex task) const;
 
   // The agents and their tasks' records. Register records task `task`'s
   // agent, registered on `channel` (again, when it had), on its record and
@@ -133,61 +132,15 @@ struct LiveAttempt {
   // `now`.
   std::string ShutdownAll(const std::string& reason, int grace_ms, int64_t deadline_ms,
                           int64_t now);
-  // The deadline of the reaping passed and the step was not ended yet.
-  bool ReapOverdue(int64_t now) const;
-  // The Slurm job ids whose step 0 is this attempt's (a heterogeneous job's
-  // step has a part in each component's record).
-  std::vector<int64_t> StepJobIds() const;
-  // Its step was ended through Slurm: no next attempt runs in this job
-  // (`why`, unless a reason was already given).
-  void StepKilled(const std::string& why);
 
-  // The service decides: the attempt fails with `outcome`, as end reason
-  // `reason` (the job's CANCELLED state is then not a user's scancel).
-  void Fail(const Outcome& outcome, EndReason reason);
-  // Cancels the job once (queued in `cancel_jobs`), unless already done.
-  void CancelJobOnce(std::vector<int64_t>& cancel_jobs);
   // A user's cancel, sent again every `every_ms` while the job is there.
   void RepeatCancel(int64_t now, int64_t every_ms, std::vector<int64_t>& cancel_jobs);
-  // A restart in place left nodes out: the job to shrink and to which
-  // nodes, once (nullopt when there is nothing to do).
-  std::optional<std::pair<int64_t, std::string>> TakeShrink();
 
-  // The timers' questions. BarrierTimedOut: tasks are still missing
-  // `timeout_ms` after the job started. StalledFor: training runs and has
-  // made no step for longer than `stall_ms` (0: never); then how long.
-  bool BarrierTimedOut(int64_t now, int64_t timeout_ms) const;
-  std::optional<int64_t> StalledFor(int64_t now, int64_t stall_ms) const;
-  // The latest step seen: the experiment's checkpoint's or a scalar's.
-  std::optional<int64_t> LastStep(std::optional<int64_t> checkpoint_step) const;
-  // Which tasks still heartbeat within `silent_after_ms` (their names, at
-  // most 20, and how many), and the nodes of those that stopped.
-  struct Liveness {
-    std::string alive;
-    int alive_count = 0;
-    std::set<std::string> silent_nodes;
-  };
-  Liveness LivenessAt(int64_t now, int64_t silent_after_ms) const;
-  // Tasks whose node is gone, each with why: Slurm took the node out of
-  // the job, or it is silent past `gone_after_ms` (never while `deaf`: the
-  // service hears no agent at all). Only while the attempt runs.
+  // A task whose node is gone, and why (HeardAt).
   struct GoneTask {
     TaskIndex task;
     std::string why;
   };
-  std::vector<GoneTask> TasksGone(int64_t now, bool deaf, int64_t gone_after_ms) const;
-  // Task `task` ended with its node (SIGKILL, `why`), its record queued.
-  void TaskGone(TaskIndex task, const std::string& why, int64_t now, Changes& c);
-  // The peers a gone node left often fail first (a collective's broken
-  // connection, counted retryable): the node is the cause, and its class
-  // is the attempt's.
-  void BlameNode();
-  // Running tasks silent past their limit become lost (queued in `c`):
-  // each with how long it was silent. Then FlushHeartbeats queues every
-  // heartbeat not written yet.
-  std::vector<std::pair<TaskIndex, int64_t>> MarkSilentLost(int64_t now, int64_t lost_after_ms,
-                                                            int64_t vanished_after_ms, Changes& c);
-  void FlushHeartbeats(Changes& c);
 
   // The timers' decisions (SlurmWatch::CheckTimers): each asks its question
   // above and, when it holds, decides in one step, returning only what the
@@ -271,34 +224,12 @@ struct LiveAttempt {
   }
 
   // Its job, as Slurm's polls find it (SlurmWatch). The attempt's state,
-  // outcome so far, and the end the service decided for it, if any.
+  // its outcome so far, and whether its end is recorded.
   AttemptState state() const { return record.state; }
   const Outcome& outcome() const { return run->outcome(); }
-  std::optional<EndReason> DecidedReason() const { return decided_reason; }
   bool EndRecorded() const { return record.end_reason.has_value(); }
-  // Its job in a poll's jobs by id: the one with its id and its name (ids
-  // start again when a slurmctld loses its state), or null.
-  const JobInfo* FindJob(const std::unordered_map<int64_t, const JobInfo*>& by_id) const;
-  // The newest job of its name, for an attempt whose submission is in
-  // doubt; null if none. ReconcileDue: such an attempt is to be looked up.
-  const JobInfo* NewestJobNamed(const std::vector<JobInfo>& jobs) const;
-  bool ReconcileDue(int64_t now) const { return now >= reconcile_at_ms; }
-  // The job was named to this process after the poll `poll_seq` began, so
-  // that poll could not see it.
-  bool KnownAfter(int64_t poll_seq) const { return job_known_seq > poll_seq; }
   // A job of its name found for an attempt still `submitting`: adopted.
   void AdoptJob(int64_t job_id, int64_t known_seq, Changes& c);
-  // A poll's view of its job: its state, nodes, components, end time, and
-  // its start (the tasks' nodes named then; `started` says so); true when
-  // the record changed.
-  bool NoteJob(const JobInfo& job, int64_t now, bool* started);
-  // The job is cancelled now (queued in `cancel_jobs`).
-  void CancelJob(int64_t now, std::vector<int64_t>& cancel_jobs);
-  // It ends: now (EndNow), its job gone from Slurm (JobVanished), or its
-  // job finished with `exit_code` (JobFinished); the record queued in `c`.
-  void EndNow(int64_t now, Changes& c);
-  void JobVanished(int64_t now, Changes& c);
-  void JobFinished(int64_t now, int exit_code, Changes& c);
   // How an attempt whose job left Slurm ended: its tasks' word, the
   // service's decision, or what the job's disappearance says.
   struct GoneEnd {
@@ -306,12 +237,6 @@ struct LiveAttempt {
     std::string why;
     std::string event;
   };
-  GoneEnd WhyJobGone() const;
-  // Tasks without an exit when the job ended: reaped (a Shutdown went to
-  // them) or lost, queued in `c`.
-  void TasksEndWithJob(Changes& c);
-  // Why it ended, as users read it, queued in `c`.
-  void Explain(const std::string& why, Changes& c);
   // It ends as `reason`, because `why`; with `ended_at`, now (its job
   // gone, or never submitted); queued in `c`. CoreState::EndAttempt calls
   // it and counts the end.
@@ -320,8 +245,6 @@ struct LiveAttempt {
   int64_t CancelSent(int64_t now);
   // A submission in doubt is looked up in Slurm from `at_ms` on.
   void ReconcileAt(int64_t at_ms) { reconcile_at_ms = at_ms; }
-  // Its record, as it is now, queued in `c`.
-  void QueueRecord(Changes& c) const { c.attempts.push_back(record); }
   // The one node of every lost task, when they were all on one.
   std::optional<std::string> LoneLostNode() const;
   // How its ended job decides the attempt's end, where the attempt can
@@ -337,7 +260,6 @@ struct LiveAttempt {
     std::string why;
     std::string suspects_why;
   };
-  std::optional<JobEnd> EndedAs(const JobInfo& job) const;
   // A poll's news of its job, taken in (SlurmWatch::OnJobUpdate): nothing
   // to do (ended, no job yet, or submitted after the poll began: absent
   // from it, not gone); a submission in doubt to look up (kReconcile, due
@@ -385,10 +307,9 @@ struct LiveAttempt {
   // nodes whose every agent waits in the job.
   const NodeSlots& node_slots() const { return record.node_slots; }
   std::vector<int> ReadySpares() const;
-  // A restart in place was given up (`why`: no next attempt runs in this
-  // job), or not.
+  // A restart in place is given up (`why`: no next attempt runs in this
+  // job).
   void GiveUpInPlace(const std::string& why) { in_place_given_up = why; }
-  bool GaveUpInPlace() const { return !in_place_given_up.empty(); }
   // An agent of an earlier attempt of this job, back to wait, that missed
   // this attempt's NextAttempt: this attempt runs in place in its job
   // (`job_id`), the agent holds the job's secret, and its proc has not
@@ -433,6 +354,99 @@ struct LiveAttempt {
   LoneReturn LoneAgentBack(TaskIndex task, const std::shared_ptr<TaskChannel>& channel,
                            bool user_cancelled, int64_t now, Changes& c);
 
+ private:
+  // The questions and steps its one-call methods above are made of: the
+  // parts of core ask the attempt through those, never these.
+  //
+  // How events name task `task`.
+  std::string TaskNameOf(TaskIndex task) const;
+  // The deadline of the reaping passed and the step was not ended yet.
+  bool ReapOverdue(int64_t now) const;
+  // The Slurm job ids whose step 0 is this attempt's (a heterogeneous job's
+  // step has a part in each component's record).
+  std::vector<int64_t> StepJobIds() const;
+  // Its step was ended through Slurm: no next attempt runs in this job
+  // (`why`, unless a reason was already given).
+  void StepKilled(const std::string& why);
+  // The service decides: the attempt fails with `outcome`, as end reason
+  // `reason` (the job's CANCELLED state is then not a user's scancel).
+  void Fail(const Outcome& outcome, EndReason reason);
+  // Cancels the job once (queued in `cancel_jobs`), unless already done.
+  void CancelJobOnce(std::vector<int64_t>& cancel_jobs);
+  // A restart in place left nodes out: the job to shrink and to which
+  // nodes, once (nullopt when there is nothing to do).
+  std::optional<std::pair<int64_t, std::string>> TakeShrink();
+  // The timers' questions. BarrierTimedOut: tasks are still missing
+  // `timeout_ms` after the job started. StalledFor: training runs and has
+  // made no step for longer than `stall_ms` (0: never); then how long.
+  bool BarrierTimedOut(int64_t now, int64_t timeout_ms) const;
+  std::optional<int64_t> StalledFor(int64_t now, int64_t stall_ms) const;
+  // The latest step seen: the experiment's checkpoint's or a scalar's.
+  std::optional<int64_t> LastStep(std::optional<int64_t> checkpoint_step) const;
+  // Which tasks still heartbeat within `silent_after_ms` (their names, at
+  // most 20, and how many), and the nodes of those that stopped.
+  struct Liveness {
+    std::string alive;
+    int alive_count = 0;
+    std::set<std::string> silent_nodes;
+  };
+  Liveness LivenessAt(int64_t now, int64_t silent_after_ms) const;
+  // Tasks whose node is gone, each with why: Slurm took the node out of
+  // the job, or it is silent past `gone_after_ms` (never while `deaf`: the
+  // service hears no agent at all). Only while the attempt runs.
+  std::vector<GoneTask> TasksGone(int64_t now, bool deaf, int64_t gone_after_ms) const;
+  // Task `task` ended with its node (SIGKILL, `why`), its record queued.
+  void TaskGone(TaskIndex task, const std::string& why, int64_t now, Changes& c);
+  // The peers a gone node left often fail first (a collective's broken
+  // connection, counted retryable): the node is the cause, and its class
+  // is the attempt's.
+  void BlameNode();
+  // Running tasks silent past their limit become lost (queued in `c`):
+  // each with how long it was silent. Then FlushHeartbeats queues every
+  // heartbeat not written yet.
+  std::vector<std::pair<TaskIndex, int64_t>> MarkSilentLost(int64_t now, int64_t lost_after_ms,
+                                                            int64_t vanished_after_ms, Changes& c);
+  void FlushHeartbeats(Changes& c);
+  // The end the service decided for it (barrier timeout, stall), if any.
+  std::optional<EndReason> DecidedReason() const { return decided_reason; }
+  // Its job in a poll's jobs by id: the one with its id and its name (ids
+  // start again when a slurmctld loses its state), or null.
+  const JobInfo* FindJob(const std::unordered_map<int64_t, const JobInfo*>& by_id) const;
+  // The newest job of its name, for an attempt whose submission is in
+  // doubt; null if none. ReconcileDue: such an attempt is to be looked up.
+  const JobInfo* NewestJobNamed(const std::vector<JobInfo>& jobs) const;
+  bool ReconcileDue(int64_t now) const { return now >= reconcile_at_ms; }
+  // The job was named to this process after the poll `poll_seq` began, so
+  // that poll could not see it.
+  bool KnownAfter(int64_t poll_seq) const { return job_known_seq > poll_seq; }
+  // A poll's view of its job: its state, nodes, components, end time, and
+  // its start (the tasks' nodes named then; `started` says so); true when
+  // the record changed.
+  bool NoteJob(const JobInfo& job, int64_t now, bool* started);
+  // The job is cancelled now (queued in `cancel_jobs`).
+  void CancelJob(int64_t now, std::vector<int64_t>& cancel_jobs);
+  // It ends: now (EndNow), its job gone from Slurm (JobVanished), or its
+  // job finished with `exit_code` (JobFinished); the record queued in `c`.
+  void EndNow(int64_t now, Changes& c);
+  void JobVanished(int64_t now, Changes& c);
+  void JobFinished(int64_t now, int exit_code, Changes& c);
+  // How its job's leaving Slurm ended it (GoneEnd).
+  GoneEnd WhyJobGone() const;
+  // Tasks without an exit when the job ended: reaped (a Shutdown went to
+  // them) or lost, queued in `c`.
+  void TasksEndWithJob(Changes& c);
+  // Why it ended, as users read it, queued in `c`.
+  void Explain(const std::string& why, Changes& c);
+  // Its record, as it is now, queued in `c`.
+  void QueueRecord(Changes& c) const { c.attempts.push_back(record); }
+  // How its ended job decides its end, where it can tell (JobEnd).
+  std::optional<JobEnd> EndedAs(const JobInfo& job) const;
+  // A restart in place was given up (GiveUpInPlace).
+  bool GaveUpInPlace() const { return !in_place_given_up.empty(); }
+
+ public:
+  // Its state. Public still: tests and CoreState::Load build attempts
+  // field by field.
   AttemptRecord record;
   std::unique_ptr<AttemptRun> run;
   std::vector<TaskRecord> tasks;
