@@ -166,10 +166,7 @@ std::optional<LiveAttempt::BarrierMiss> LiveAttempt::MissedBarrier(int64_t now,
   miss.why = "barrier timeout after " + Seconds(timeout_ms) + ": " +
              std::to_string(missing.size()) + " of " + std::to_string(run->size()) +
              " tasks never registered: " + names;
-  if (!missing.empty()) {
-    miss.first_proc = record.node_slots.ProcOfTask(missing.front());
-    miss.first_name = TaskNameOf(missing.front());
-  }
+  if (!missing.empty()) miss.first = missing.front();
   return miss;
 }
 
@@ -177,7 +174,8 @@ std::string LiveAttempt::FailAtBarrier(const BarrierMiss& miss,
                                        const std::optional<std::string>& container,
                                        std::vector<int64_t>& cancel_jobs) {
   std::string why = miss.why;
-  if (container) why += "; the container did not start for " + miss.first_name + ": " + *container;
+  if (container && miss.first)
+    why += "; the container did not start for " + TaskNameOf(*miss.first) + ": " + *container;
   Fail({Outcome::kFailed, why}, container ? EndReason::kStartupError : EndReason::kStartFailed);
   CancelJobOnce(cancel_jobs);
   return why;
@@ -392,11 +390,6 @@ void LiveAttempt::TasksEndWithJob(Changes& c) {
     tasks[i.value()].state = end;
     c.tasks.push_back(tasks[i.value()]);
   }
-}
-
-void LiveAttempt::Explain(const std::string& why, Changes& c) {
-  record.reason = why;
-  c.attempts.push_back(record);
 }
 
 std::optional<std::string> LiveAttempt::LoneLostNode() const {

@@ -156,8 +156,7 @@ struct LiveAttempt {
   // its job is cancelled, once. The reason.
   struct BarrierMiss {
     std::string why;
-    std::optional<ProcId> first_proc;
-    std::string first_name;
+    std::optional<TaskIndex> first;
   };
   std::optional<BarrierMiss> MissedBarrier(int64_t now, int64_t timeout_ms) const;
   std::string FailAtBarrier(const BarrierMiss& miss, const std::optional<std::string>& container,
@@ -407,8 +406,6 @@ struct LiveAttempt {
   std::vector<std::pair<TaskIndex, int64_t>> MarkSilentLost(int64_t now, int64_t lost_after_ms,
                                                             int64_t vanished_after_ms, Changes& c);
   void FlushHeartbeats(Changes& c);
-  // The end the service decided for it (barrier timeout, stall), if any.
-  std::optional<EndReason> DecidedReason() const { return decided_reason; }
   // Its job in a poll's jobs by id: the one with its id and its name (ids
   // start again when a slurmctld loses its state), or null.
   const JobInfo* FindJob(const std::unordered_map<int64_t, const JobInfo*>& by_id) const;
@@ -435,8 +432,6 @@ struct LiveAttempt {
   // Tasks without an exit when the job ended: reaped (a Shutdown went to
   // them) or lost, queued in `c`.
   void TasksEndWithJob(Changes& c);
-  // Why it ended, as users read it, queued in `c`.
-  void Explain(const std::string& why, Changes& c);
   // Its record, as it is now, queued in `c`.
   void QueueRecord(Changes& c) const { c.attempts.push_back(record); }
   // How its ended job decides its end, where it can tell (JobEnd).

@@ -63,7 +63,7 @@ void SlurmWatch::CheckBarrier(OpenExperiment& a, int64_t now, Changes& c, Action
   // A task that never started because its container did not: the
   // runtime's words, and a failure that repeats at every start.
   const std::optional<std::string> container =
-      miss->first_proc ? ContainerStartFailure(a, *miss->first_proc) : std::nullopt;
+      miss->first ? ContainerStartFailure(a, a.ProcOfTask(*miss->first)) : std::nullopt;
   const std::string why = a.attempt.FailAtBarrier(*miss, container, actions.cancel_jobs);
   agents_.ReapRemaining(a, c, why);
   a.record.reason = why + "; cancelling the job";
