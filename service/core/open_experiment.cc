@@ -53,7 +53,9 @@ LiveAttempt::Registration LiveAttempt::Register(TaskIndex task, const RegisterIn
         "attempt " + std::to_string(record.number) + " has already ended: " + run->outcome().reason;
     return r;
   }
-  r.name = TaskNameOf(task);
+  // Named for the reconnect's event only: a storm of first registrations
+  // builds no name.
+  if (r.again) r.name = TaskNameOf(task);
   const std::string address = info.address + ":" + std::to_string(info.port);
   const bool assignments_out = run->assignments_sent();
   const bool barrier_complete =

@@ -73,7 +73,7 @@ struct LiveAttempt {
     // A Shutdown went to the task and its exit is not in: its reason, to
     // send again to the agent that reconnected.
     std::optional<std::string> shutdown_again;
-    std::string name;  // how events name the task
+    std::string name;  // how events name the task, when `again`
   };
   Registration Register(TaskIndex task, const RegisterInfo& info,
                         std::shared_ptr<TaskChannel> channel, int64_t now, Changes& c);
