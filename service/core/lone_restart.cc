@@ -10,18 +10,14 @@ bool LoneRestart::OnExit(OpenExperiment& a, TaskIndex task, std::optional<int> e
   const int cap = a.spec.restart.max_task_restarts;
   const LiveAttempt::LoneDeath death =
       a.attempt.RestartAlone(task, exit_code, signal, detail, cap, c);
+  if (death.kind == LiveAttempt::LoneDeath::kNotAlone) return false;
   const std::string how = death.name + " " + HowItEnded(exit_code, signal, detail);
-  switch (death.kind) {
-    case LiveAttempt::LoneDeath::kNotAlone:
-      return false;
-    case LiveAttempt::LoneDeath::kCapped:
-      core_.Event(c, a, EventCode::kRestart,
-                  how + "; not restarted alone: " + std::to_string(death.so_far) + " of " +
-                      std::to_string(cap) +
-                      " lone restarts of this attempt are used (restart.max_task_restarts)");
-      return false;
-    case LiveAttempt::LoneDeath::kRestarts:
-      break;
+  if (death.kind == LiveAttempt::LoneDeath::kCapped) {
+    core_.Event(c, a, EventCode::kRestart,
+                how + "; not restarted alone: " + std::to_string(death.so_far) + " of " +
+                    std::to_string(cap) +
+                    " lone restarts of this attempt are used (restart.max_task_restarts)");
+    return false;
   }
   core_.metrics().TaskRestartedAlone(death.role);
   const std::string count = "restart " + std::to_string(death.so_far + 1) + " of " +
