@@ -49,26 +49,39 @@ bool IsEnvName(const std::string& s) {
   return true;
 }
 
-// "name[i]" with i a plain decimal index into input[name]...
-bool IsIndexInto(const std::string& path, const std::string& name, const json* array) {
-  if (!StartsWith(path, name + "[") || path.back() != ']' || !array || !array->is_array())
-    return false;
-  std::string digits = path.substr(name.size() + 1, path.size() - name.size() - 2);
-  if (digits.empty() || digits.size() > 9 || (digits.size() > 1 && digits[0] == '0')) return false;
-  for (char c : digits)
-    if (c < '0' || c > '9') return false;
-  return std::stoul(digits) < array->size();
+// Whether PATH ("a.b", "a[2]", "a.b[0].c") leads from NODE to a value the
+// input has. A key may itself hold a dot or a bracket (an unknown key is
+// reported as it was written), so each place the path could split is tried.
+bool Walks(const json& node, std::string_view path) {
+  if (path.empty()) return true;
+  if (node.is_array() && path[0] == '[') {
+    size_t close = path.find(']');
+    std::string_view digits = path.substr(1, close == std::string_view::npos ? 0 : close - 1);
+    if (digits.empty() || digits.size() > 9 || (digits.size() > 1 && digits[0] == '0'))
+      return false;
+    for (char c : digits)
+      if (c < '0' || c > '9') return false;
+    size_t i = std::stoul(std::string(digits));
+    std::string_view rest = path.substr(close + 1);
+    if (!rest.empty() && rest[0] == '.') rest.remove_prefix(1);
+    return i < node.size() && Walks(node[i], rest);
+  }
+  if (!node.is_object()) return false;
+  for (size_t end = 1; end <= path.size(); ++end) {
+    if (end < path.size() && path[end] != '.' && path[end] != '[') continue;
+    auto it = node.find(std::string(path.substr(0, end)));
+    if (it == node.end()) continue;
+    std::string_view rest = path.substr(end);
+    if (!rest.empty() && rest[0] == '.') rest.remove_prefix(1);
+    if (Walks(*it, rest)) return true;
+  }
+  return false;
 }
 
-const json* Member(const json& obj, const char* key) {
-  if (!obj.is_object()) return nullptr;
-  auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
-}
-
-// A FieldError's path must name a field of the documented shape, or a key
-// the input actually has (unknown fields are reported where they are).
-bool PathNamesInput(const json& in, const std::string& path) {
+// A FieldError's path must name a field of the documented shape, or a value
+// the input actually has (unknown fields are reported where they are), or a
+// required field missing from an object the input has.
+bool PathNamesInput(const json& in, const std::string& path, const std::string& reason) {
   static const std::set<std::string> kKnown = {"id",
                                                "command",
                                                "workdir",
@@ -98,18 +111,12 @@ bool PathNamesInput(const json& in, const std::string& path) {
                                                "checkpoint.signal_grace_s",
                                                "model_dir"};
   if (kKnown.count(path)) return true;
-  if (IsIndexInto(path, "command", Member(in, "command"))) return true;
-  if (IsIndexInto(path, "placement", Member(in, "placement"))) return true;
-  if (const json* r = Member(in, "restart"); r && IsIndexInto(path, "restart.on", Member(*r, "on")))
-    return true;
-  if (in.contains(path)) return true;  // an unknown top-level key
-  for (const char* obj : {"env", "cluster", "resources", "restart", "network", "checkpoint"}) {
-    std::string prefix = std::string(obj) + ".";
-    const json* o = Member(in, obj);
-    if (StartsWith(path, prefix) && o && o->is_object() && o->contains(path.substr(prefix.size())))
-      return true;
-  }
-  return false;
+  if (in.contains(path)) return true;  // an unknown top-level key, dots and all
+  if (Walks(in, path)) return true;
+  // A required field the input lacks is named under a value the input has.
+  size_t dot = path.rfind('.');
+  return StartsWith(reason, "is required") && dot != std::string::npos &&
+         Walks(in, std::string_view(path).substr(0, dot));
 }
 
 std::string CheckErrors(const json& in, const Status& status) {
@@ -134,7 +141,8 @@ std::string CheckErrors(const json& in, const Status& status) {
   for (const FieldError& f : fields) {
     if (f.reason.empty()) return "empty reason for field '" + Printable(f.field) + "'";
     // "" is the whole input, or an unknown key "" of it.
-    if (f.field.empty() ? in.is_object() && !in.contains("") : !PathNamesInput(in, f.field))
+    if (f.field.empty() ? in.is_object() && !in.contains("")
+                        : !PathNamesInput(in, f.field, f.reason))
       return "error path '" + Printable(f.field) + "' names no field of the input (" +
              Printable(f.reason) + ")";
   }
