@@ -23,6 +23,9 @@ packages=(
   # Building other Slurm releases from source (deploy/local-slurm/build-slurm.sh):
   # slurmdbd's accounting_storage/mysql plugin needs MariaDB's client library.
   libmariadb-dev xz-utils
+  # Slurm's serializer/json plugin (build-slurm.sh --with-json): slurmstepd
+  # reads an OCI bundle's config.json through it (srun --container).
+  libjson-c-dev
   python3 python3-numpy python3-pytest python3-venv curl procps iproute2 jq
   # The hosts-apart cluster's network faults (tests/integration/helpers/
   # netfault.py: nftables drops, iptables' NFQUEUE delay where the kernel

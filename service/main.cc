@@ -236,6 +236,7 @@ bool CheckSlurmReleases(DaemonOptions& d) {
   auto releases = tfslurm::slurm::CheckSlurmReleases();
   if (releases.ok()) {
     d.slurmctld_release = releases->slurmctld;
+    d.core.launch.slurm_release = releases->slurmctld;
     spdlog::info("tfslurmd {} (commit {}); libslurm {}, slurmctld {}",
                  tfslurm::base::TfslurmVersion(), tfslurm::base::TfslurmCommit(),
                  d.libslurm_release, d.slurmctld_release);

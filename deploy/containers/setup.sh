@@ -47,14 +47,23 @@ mkdir -p "$cdir/bin"
 for f in "$enroot"/bin/*; do ln -sfn "$f" "$cdir/bin/$(basename "$f")"; done
 echo "required $pyxis" >"$cdir/plugstack.conf"
 # %u: the job's user name (_generate_pattern in src/slurmd/slurmstepd/container.c):
-# rootless runc keeps each user's container state in a directory of theirs.
+# rootless runc keeps each user's container state in a directory of theirs,
+# which `runc run`, run as the job's user, makes. slurmstepd runs the query,
+# kill and delete as root (run_command without a uid, _kill_container in
+# container.c at slurm-26-05-3-1), and runc makes a missing --root as
+# whoever runs it: after a run that failed before making it, a root-owned
+# directory would refuse the user's every later run ("lstat ...: permission
+# denied"). So those three touch only a directory that is there. Each
+# pattern runs through /bin/sh -c. (Slurm's own example, /run/user/%U,
+# rests on systemd-logind making that directory; %U is 23.02's, not 22.05's.)
 # %n.%u.%j.%s.%t names one container per task; %b is the bundle.
-runc="runc --rootless=true --root=/tmp/tfslurm-runc-%u"
+state=/tmp/tfslurm-runc-%u
+runc="runc --rootless=true --root=$state"
 cat >"$cdir/oci.conf" <<OCI
 # Written by tfslurm's deploy/containers/setup.sh for Slurm $release (docs/containers.md).
-RunTimeQuery="$runc state %n.%u.%j.%s.%t"
-RunTimeKill="$runc kill -a %n.%u.%j.%s.%t"
-RunTimeDelete="$runc delete --force %n.%u.%j.%s.%t"
+RunTimeQuery="test -d $state && $runc state %n.%u.%j.%s.%t"
+RunTimeKill="test -d $state && $runc kill -a %n.%u.%j.%s.%t"
+RunTimeDelete="test -d $state && $runc delete --force %n.%u.%j.%s.%t"
 RunTimeRun="$runc run %n.%u.%j.%s.%t -b %b"
 OCI
 chmod -R a+rX "$cdir"

@@ -59,8 +59,11 @@ prefix="$builds/slurm-$version"
 # (slurmd -N NODE), as Debian's build allows. Otherwise only what the local
 # cluster and tfslurmd use: the daemons (slurmctld,
 # slurmd, slurmstepd, slurmdbd with its MySQL/MariaDB plugin), the clients,
-# libslurm and its headers, auth/munge. Off: slurmrestd and everything it
-# pulls in (http-parser, JSON, YAML, JWT), the GUI, PAM, X11, and the
+# libslurm and its headers, auth/munge, and serializer/json (json-c), through
+# which slurmstepd reads an OCI bundle's config.json for srun --container
+# (container.c; without it the step dies "serializer_required: could not
+# find plugin for application/json"). Off: slurmrestd and the rest it
+# pulls in (http-parser, YAML, JWT), the GUI, PAM, X11, and the
 # hardware and network plugins (hwloc, NVML, RSMI, oneAPI, UCX, PMIx, HDF5,
 # Lua, IPMI, libcurl, OFED, Kafka, s2n, BPF, Slingshot; lz4 stays on its
 # default, since 26.05.3's configure fails on --without-lz4 with
@@ -75,7 +78,7 @@ configure_args=(
   --disable-cgroupv2 --enable-multiple-slurmd
   --without-hwloc --without-nvml --without-rsmi --without-oneapi --without-ucx --without-pmix
   --without-hdf5 --without-lua --without-freeipmi --without-libcurl --without-jwt
-  --without-libhttp-parser --without-llhttp-parser --without-yaml --without-json
+  --without-libhttp-parser --without-llhttp-parser --without-yaml --with-json
   --without-ofed --without-rdkafka --without-s2n --without-bpf --without-hpe-slingshot
   --without-readline --with-munge=/usr --with-mysql_config=/usr/bin
 )

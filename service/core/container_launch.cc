@@ -104,12 +104,21 @@ std::vector<std::string> PyxisSrunOptions(const std::string& image,
   return options;
 }
 
-nlohmann::json OciConfig(const std::string& image, const std::vector<ContainerMount>& mounts,
-                         const std::string& workdir, uint32_t uid, uint32_t gid, bool gpus) {
+namespace {
+
+// The OCI bundle's mounts: runc's rootless spec's, adjusted to the host's
+// PID and network namespaces, then the host's name files and `mounts`.
+nlohmann::json OciMounts(const std::vector<ContainerMount>& mounts) {
   using nlohmann::json;
-  const json caps = json::array({"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"});
   json m = json::array({
-      {{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}},
+      // The host's PID namespace, so its /proc: a new proc mount needs a
+      // PID namespace of the user namespace's own (runc: "mount proc:/proc
+      // ... operation not permitted"), and runc allows a bind of a procfs
+      // over /proc (checkProcMount in libcontainer/rootfs_linux.go).
+      {{"destination", "/proc"},
+       {"type", "none"},
+       {"source", "/proc"},
+       {"options", {"rbind", "nosuid", "noexec", "nodev"}}},
       {{"destination", "/dev"},
        {"type", "tmpfs"},
        {"source", "tmpfs"},
@@ -146,11 +155,23 @@ nlohmann::json OciConfig(const std::string& image, const std::vector<ContainerMo
                  {"source", mount.source},
                  {"options", options}});
   }
+  return m;
+}
+
+}  // namespace
+
+nlohmann::json OciConfig(const std::string& image, const std::vector<ContainerMount>& mounts,
+                         const std::string& workdir, uint32_t uid, uint32_t gid, bool gpus) {
+  using nlohmann::json;
+  const json caps = json::array({"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"});
+  const json m = OciMounts(mounts);
   json config = {
       {"ociVersion", "1.0.2-dev"},
       {"process",
        {{"terminal", false},
-        {"user", {{"uid", uid}, {"gid", gid}}},
+        // Root of the container's user namespace, which is the owner on
+        // the host (uidMappings below).
+        {"user", {{"uid", 0}, {"gid", 0}}},
         {"args", {"true"}},
         {"env", {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}},
         {"cwd", workdir},
@@ -160,8 +181,13 @@ nlohmann::json OciConfig(const std::string& image, const std::vector<ContainerMo
       {"root", {{"path", image + "/rootfs"}, {"readonly", true}}},
       {"mounts", m},
       {"linux",
-       {{"uidMappings", {{{"containerID", uid}, {"hostID", uid}, {"size", 1}}}},
-        {"gidMappings", {{{"containerID", gid}, {"hostID", gid}, {"size", 1}}}},
+       // The owner's one uid and gid, as container root: a user may map
+       // only their own ids without newuidmap, and runc needs root mapped
+       // (HostRootUID, which createExecFifo in libcontainer's
+       // container_linux.go chowns its fifo to: "User namespaces enabled,
+       // but no user mapping found" otherwise, runc 1.1.5).
+       {{"uidMappings", {{{"containerID", 0}, {"hostID", uid}, {"size", 1}}}},
+        {"gidMappings", {{{"containerID", 0}, {"hostID", gid}, {"size", 1}}}},
         {"namespaces", {{{"type", "ipc"}}, {{"type", "mount"}}, {{"type", "user"}}}},
         {"maskedPaths",
          {"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
@@ -224,6 +250,24 @@ std::string Bounded(std::string line) {
   return line.size() > 300 ? line.substr(0, 297) + "..." : line;
 }
 
+// The first error an OCI runtime wrote in Go's logrus text format, as runc
+// does (`time="..." level=error msg="runc run failed: ..."`, its default
+// log format, main.go's --log-format), with the message's quotes unescaped;
+// its warnings are not errors.
+std::optional<std::string> OciRuntimeError(const std::string& task_output) {
+  static const std::regex kLogrus(
+      R"re(^time="[^"]*" level=(?:error|fatal) msg="((?:[^"\\]|\\.)*)".*$)re");
+  for (const std::string& line : Lines(task_output)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, kLogrus)) continue;
+    std::string said;
+    const std::string quoted = m[1];
+    for (size_t i = 0; i < quoted.size(); ++i) said += quoted[i] == '\\' ? quoted[++i] : quoted[i];
+    return said;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> RuntimeStartError(const std::string& task_output,
@@ -254,6 +298,7 @@ std::optional<std::string> RuntimeStartError(const std::string& task_output,
     return Bounded("pyxis: " + (context.empty() ? std::string() : context + ": ") +
                    "enroot: " + enroot);
   if (!first.empty()) return Bounded("slurmstepd: " + first);
+  if (std::optional<std::string> oci = OciRuntimeError(task_output)) return Bounded(*oci);
   // srun itself: an option of a plugin that is not loaded, or a refusal.
   static const std::regex kSrun(
       R"(^srun: (unrecognized option .*|error: (?!.*tasks? [0-9,-]+: ).*)$)");

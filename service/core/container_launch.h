@@ -70,9 +70,10 @@ std::vector<std::string> PyxisSrunOptions(const std::string& image,
 // The config.json of the OCI bundle tfslurm writes for an attempt under
 // Slurm's OCI support (srun --container=DIR): runc's rootless spec (`runc
 // spec --rootless`), with the image bundle's rootfs read-only as its root,
-// no network, PID or UTS namespace of its own (the host's, as enroot), the
-// job's uid and gid mapped to themselves (the program runs as its owner, and
-// its files are the owner's), `mounts` as bind mounts, and with GPUs the
+// no network, PID or UTS namespace of its own (the host's, as enroot; so
+// the host's /proc, bound), the job's uid and gid as the container's root
+// and nothing else mapped (the program is its owner on the host, and its
+// files are the owner's), `mounts` as bind mounts, and with GPUs the
 // NVIDIA container toolkit's prestart hook. Slurm replaces process.args and
 // sets process.env from the step (container.c's _modify_config).
 nlohmann::json OciConfig(const std::string& image, const std::vector<ContainerMount>& mounts,
@@ -95,7 +96,8 @@ bool TaskHasGpus(const ExperimentSpec& spec, const std::string& role);
 // When a job whose tasks run in a container ends before any agent
 // registered, the runtime's own words on why, from the first task's output
 // (what slurmstepd's task wrote: pyxis's errors and the enroot log it
-// prints, Slurm's container setup errors) and the batch script's (srun's:
+// prints, Slurm's container setup errors, runc's first error under Slurm's
+// OCI support) and the batch script's (srun's:
 // an option no plugin knows when pyxis is not installed); nullopt when
 // neither says anything a runtime would.
 std::optional<std::string> RuntimeStartError(const std::string& task_output,

@@ -29,6 +29,9 @@ struct AgentLaunch {
   // and Slurm's OCI support run inside the container, at this path on the
   // nodes and in the container (tfslurmd --container-agent-dir).
   std::string container_agent_dir;
+  // The release slurmctld reported when tfslurmd started ("26.05.3"; empty
+  // when it did not answer): which container runtimes the cluster can run.
+  std::string slurm_release;
 };
 
 struct AttemptPaths {

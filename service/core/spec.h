@@ -245,10 +245,13 @@ inline bool AgentRunsInside(ContainerRuntime runtime) {
 // The spec's container section checked against the runtime it resolves to
 // with the site's `site` runtime: refused (a FieldError per problem) when
 // kAuto resolves to nothing, when an image form cannot run on the runtime,
-// or when per-role images need components the job does not have. Used by
-// the submission, where the site's runtime is known (ParseSpec checks what
+// when per-role images need components the job does not have, or when
+// runtime oci meets a `slurm_release` (slurmctld's, "22.05.8"; empty: not
+// known, not checked) whose OCI support tfslurm's bundle cannot run on.
+// Used by the submission, where the site is known (ParseSpec checks what
 // needs no site).
-Status CheckContainerForSite(const ExperimentSpec& spec, ContainerRuntime site);
+Status CheckContainerForSite(const ExperimentSpec& spec, ContainerRuntime site,
+                             const std::string& slurm_release);
 // The longest time limit Slurm reads: time_str2secs (src/common/parse_time.c)
 // counts the seconds in an int, so 2^31 - 1 s, in whole minutes
 // (24855-03:14:00).

@@ -48,7 +48,9 @@ struct Submission::PreparedAttempt {
 };
 
 StatusOr<JobPlan> Submission::PlanFor(const ExperimentSpec& spec, RunAs account) {
-  if (Status s = CheckContainerForSite(spec, core_.config().launch.container_runtime); !s.ok())
+  const AgentLaunch& launch = core_.config().launch;
+  if (Status s = CheckContainerForSite(spec, launch.container_runtime, launch.slurm_release);
+      !s.ok())
     return s;
   std::vector<StatusOr<PartitionShape>> partitions;
   for (const JobComponent& c : JobComponents(spec)) {

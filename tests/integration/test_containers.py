@@ -165,29 +165,31 @@ def test_a_spec_with_runtime_auto_is_refused_without_a_site_runtime(service, ima
     assert [f["field"] for f in body["error"]["fields"]] == ["container.runtime"], body
 
 
-def test_in_pyxis_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_place_from_tfs_checkpoint(
-        service, pyxis_cluster, images, tf_imports_dropped_after):
+def restarts_alone_then_in_place(service, exp_id, image, runtime):
     """In the same running container (no import again): worker 1's program
     killed -9 comes back alone, on its node and port; then the chief's kill
     -9 ends the attempt, and attempt 2 runs in the same job and restores
     TensorFlow's own latest checkpoint."""
     steps = 600
-    spec = container_spec("ctr-restarts", os.path.join(images, "tf.sqsh"), "pyxis", steps,
+    spec = container_spec(exp_id, image, runtime, steps,
                           restart={"max_restarts": 1, "on": ["retryable_exit"], "backoff_s": 1})
-    assert service.post("/experiments", spec)[0] == 201
-    wait_for(lambda: (service.experiment("ctr-restarts").get("checkpoint") or {}).get("step", 0) >= 50, 240,
+    status, body = service.post("/experiments", spec)
+    if runtime == "oci" and oci_refused_here(service, spec, status, body):
+        return
+    assert status == 201, body
+    wait_for(lambda: (service.experiment(exp_id).get("checkpoint") or {}).get("step", 0) >= 50, 240,
              "a first checkpoint")
-    worker = wait_for(lambda: program_pid("ctr-restarts", "worker", 1), 30, "worker 1's program")
+    worker = wait_for(lambda: program_pid(exp_id, "worker", 1), 30, "worker 1's program")
     os.kill(worker, signal.SIGKILL)
-    wait_for(lambda: (lambda p: p if p and p != worker else None)(program_pid("ctr-restarts", "worker", 1)), 90,
+    wait_for(lambda: (lambda p: p if p and p != worker else None)(program_pid(exp_id, "worker", 1)), 90,
              "worker 1's program to start again, alone")
-    exp = service.experiment("ctr-restarts")
+    exp = service.experiment(exp_id)
     assert exp["attempt"] == 1 and any(e["what"] == "restarted_alone" for e in exp["events"]), exp["events"]
 
-    chief = wait_for(lambda: program_pid("ctr-restarts", "chief", 0), 30, "the chief's program")
+    chief = wait_for(lambda: program_pid(exp_id, "chief", 0), 30, "the chief's program")
     os.kill(chief, signal.SIGKILL)
-    done = wait_ended(service, "ctr-restarts", 420)
-    assert done["state"] == "succeeded", done["reason"]
+    done = wait_ended(service, exp_id, 420)
+    assert done["state"] == "succeeded", done["reason"] + logs_of(service, exp_id)
     first, second = done["attempts"]
     assert first["end_reason"] == "retryable_exit" and "signal 9" in first["reason"], first
     assert second["in_place"] and second["slurm_job_id"] == first["slurm_job_id"], done["attempts"]
@@ -197,7 +199,19 @@ def test_in_pyxis_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_
     assert f"mnist_tf: done step={steps}" in chief_log, chief_log[-2000:]
 
 
-def test_site_mode_alices_program_in_pyxis_runs_as_alice_and_its_files_are_hers(site, pyxis_cluster, images):
+def test_in_pyxis_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_place_from_tfs_checkpoint(
+        service, pyxis_cluster, images, tf_imports_dropped_after):
+    restarts_alone_then_in_place(service, "ctr-restarts", os.path.join(images, "tf.sqsh"), "pyxis")
+
+
+def test_in_oci_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_place_from_tfs_checkpoint(
+        service, pyxis_cluster, images):
+    """The same through Slurm's OCI support: runc's container stays, the
+    agent in it starts the program again."""
+    restarts_alone_then_in_place(service, "ctr-oci-restarts", os.path.join(images, "tf.oci"), "oci")
+
+
+def alices_program_runs_as_alice_and_its_files_are_hers(site, image, runtime):
     """tfslurmd as root with --site; alice's job, its agent and her program
     in the image run as alice (no remapping to root), and every file the
     program wrote is hers."""
@@ -205,17 +219,118 @@ def test_site_mode_alices_program_in_pyxis_runs_as_alice_and_its_files_are_hers(
     service, _, _ = site
     service.admin = token_for(service, "root", admin=True)
     alice = pwd.getpwnam(ALICE)
-    record = 'id -u > "$MODEL_DIR/id-$TFSLURM_ROLE"; echo written > "$MODEL_DIR/by-$TFSLURM_ROLE"'
-    submit(site, ALICE, {
-        "id": "ctr-alice", "command": ["/bin/sh", "-c", record],
+    exp_id = f"ctr-alice-{runtime}"
+    record = ('id -u > "$MODEL_DIR/id-$TFSLURM_ROLE"; cat /proc/self/uid_map > "$MODEL_DIR/map-$TFSLURM_ROLE"; '
+              'echo written > "$MODEL_DIR/by-$TFSLURM_ROLE"')
+    spec = {
+        "id": exp_id, "command": ["/bin/sh", "-c", record],
         "cluster": {"worker": 2},
         "resources": {"partition": "debug", "nodes": 2, "tasks_per_node": 1, "time_limit": "00:10:00"},
         "success": "all_workers",
-        "container": {"image": os.path.join(images, "python.sqsh"), "runtime": "pyxis"}})
-    done = wait_done(service, "ctr-alice", timeout=240)
+        "container": {"image": image, "runtime": runtime}}
+    if runtime == "oci" and slurmctld_release(service) < (23, 2):
+        alices = {"Authorization": f"Bearer {token_for(service, ALICE)}"}
+        assert oci_refused_here(service, spec, *service.request("POST", "/experiments", spec, alices))
+        return
+    submit(site, ALICE, spec)
+    done = wait_done(service, exp_id, timeout=240)
     assert done["state"] == "succeeded", done.get("reason")
     model_dir = done["model_dir"]
-    assert int(open(os.path.join(model_dir, "id-worker")).read()) == alice.pw_uid
-    owners = owners_under(os.path.join(service.output_root, "ctr-alice"))
+    uid_map = open(os.path.join(model_dir, "map-worker")).read().split()
+    if runtime == "oci":
+        # runc maps only the owner, as the container's root (docs/containers.md):
+        # uid 0 inside is alice outside, and nothing else is mapped.
+        assert int(open(os.path.join(model_dir, "id-worker")).read()) == 0
+        assert uid_map == ["0", str(alice.pw_uid), "1"], uid_map
+    else:
+        assert int(open(os.path.join(model_dir, "id-worker")).read()) == alice.pw_uid
+        # enroot's user namespace maps alice to herself (no remapping to root).
+        assert uid_map == [str(alice.pw_uid), str(alice.pw_uid), "1"], uid_map
+    owners = owners_under(os.path.join(service.output_root, exp_id))
     assert "by-worker" in owners, sorted(owners)
     assert {p: uid for p, uid in owners.items() if uid != alice.pw_uid} == {}, owners
+
+
+def test_site_mode_alices_program_in_pyxis_runs_as_alice_and_its_files_are_hers(site, pyxis_cluster, images):
+    alices_program_runs_as_alice_and_its_files_are_hers(site, os.path.join(images, "python.sqsh"), "pyxis")
+
+
+def test_site_mode_alices_program_in_oci_runs_as_alice_and_its_files_are_hers(site, pyxis_cluster, images):
+    """Through Slurm's OCI support: rootless runc as alice, her uid mapped to
+    itself in the bundle tfslurm writes."""
+    alices_program_runs_as_alice_and_its_files_are_hers(site, os.path.join(images, "tf.oci"), "oci")
+
+
+def logs_of(service, exp_id):
+    """The tail of every log of the experiment's attempts, for a failure's message."""
+    out = ""
+    for f in sorted(glob.glob(os.path.join(service.output_root, exp_id, "logs", "*", "*.out"))):
+        out += f"\n===== {f}\n" + open(f, errors="replace").read()[-1500:]
+    return out
+
+
+def as_admin(service, method, path, body=None):
+    """A request with the admin's token in site mode (service.admin), else as the tests' own."""
+    admin = getattr(service, "admin", None)
+    return service.request(method, path, body, {"Authorization": f"Bearer {admin}"} if admin else None)
+
+
+def slurmctld_release(service):
+    status, body = as_admin(service, "GET", "/version")
+    assert status == 200, body
+    return tuple(int(n) for n in body["slurm"]["slurmctld"].split(".")[:2])
+
+
+def oci_refused_here(service, spec, status, body):
+    """Whether the cluster runs a Slurm whose OCI support cannot run the
+    attempt's bundle (22.05: it replaces root.path, one task per node), and
+    then that the submission was refused naming container.runtime, with
+    nothing stored. The OCI tests run for real on 26.05.3 (tests/compat.sh)."""
+    if slurmctld_release(service) >= (23, 2):
+        return False
+    assert status == 400, body
+    assert [f["field"] for f in body["error"]["fields"]] == ["container.runtime"], body
+    assert "23.02 or later" in body["error"]["fields"][0]["reason"], body
+    assert as_admin(service, "GET", f"/experiments/{spec['id']}")[0] == 404, "nothing stored"
+    return True
+
+
+def test_oci_tf_parameter_servers_in_the_bundle_succeed_and_the_ps_are_reaped(service, pyxis_cluster, images):
+    """Slurm's own OCI support (srun --container, the cluster's oci.conf:
+    rootless runc) with the TF image as a runtime bundle, as the pyxis test
+    above. On Slurm 22.05, whose OCI support cannot run the attempt's bundle
+    (it replaces root.path, one task per node), the submission is refused
+    naming container.runtime, and nothing is stored."""
+    exp_id = "ctr-ps-oci"
+    steps = 150
+    spec = container_spec(exp_id, os.path.join(images, "tf.oci"), "oci", steps)
+    status, body = service.post("/experiments", spec)
+    if oci_refused_here(service, spec, status, body):
+        return
+    assert status == 201, body
+    done = wait_ended(service, exp_id, 420)
+    assert done["state"] == "succeeded", done["reason"] + logs_of(service, exp_id)
+    done = all_ended(service, exp_id)
+    states = {f'{t["role"]}:{t["index"]}': t["state"] for t in done["tasks"]}
+    assert states == {"chief:0": "succeeded", "ps:0": "reaped", "ps:1": "reaped", "worker:0": "reaped",
+                      "worker:1": "reaped", "evaluator:0": "reaped"}, states
+    chief_log = task_log(done, proc_of(done, "chief"))
+    assert f"mnist_tf: done step={steps}" in chief_log, chief_log[-2000:]
+    host = subprocess.run(["python3", "-c", "import tensorflow"], capture_output=True)
+    assert host.returncode != 0, "the host's python3 imports tensorflow: this test would prove nothing"
+    containers = {r["role"]: r for r in done["containers"]}
+    assert containers["ps"]["runtime"] == "oci" and containers["ps"]["image"].endswith("tf.oci"), done
+
+
+def test_oci_a_missing_bundle_is_a_startup_error_in_runcs_words_after_one_attempt(service, pyxis_cluster, images):
+    spec = container_spec("ctr-oci-missing", "/nonexistent/tf.oci", "oci")
+    spec["restart"] = {"max_restarts": 3}
+    status, body = service.post("/experiments", spec)
+    if oci_refused_here(service, spec, status, body):
+        return
+    assert status == 201, body
+    done = service.wait_state("ctr-oci-missing", "failed", timeout=120)
+    assert done["attempt"] == 1, done
+    assert "/nonexistent/tf.oci/rootfs: no such file or directory" in done["reason"], \
+        done["reason"] + logs_of(service, "ctr-oci-missing")
+    assert done["attempts"][-1]["end_reason"] == "startup_error", done["attempts"]

@@ -136,33 +136,48 @@ TEST(ContainerSpec, TheSitesRuntimeResolvesAutoAndRefusesWhatItCannotRun) {
   ExperimentSpec s = Parsed(Spec({{"image", "/i.sqsh"}}));
   EXPECT_EQ(ResolveContainerRuntime(s.container, ContainerRuntime::kEnroot),
             ContainerRuntime::kEnroot);
-  Status none = CheckContainerForSite(s, ContainerRuntime::kAuto);
+  Status none = CheckContainerForSite(s, ContainerRuntime::kAuto, "");
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.code(), StatusCode::kInvalidArgument) << "a 400";
   ASSERT_EQ(none.fields().size(), 1u);
   EXPECT_EQ(none.fields()[0].field, "container.runtime");
   EXPECT_NE(none.fields()[0].reason.find("--container-runtime"), std::string::npos);
-  EXPECT_TRUE(CheckContainerForSite(s, ContainerRuntime::kPyxis).ok());
+  EXPECT_TRUE(CheckContainerForSite(s, ContainerRuntime::kPyxis, "").ok());
 
   ExperimentSpec registry = Parsed(Spec({{"image", "nvcr.io#nvidia/pytorch:24.01-py3"}}));
-  Status oci = CheckContainerForSite(registry, ContainerRuntime::kOci);
+  Status oci = CheckContainerForSite(registry, ContainerRuntime::kOci, "");
   ASSERT_FALSE(oci.ok());
   EXPECT_EQ(oci.fields()[0].field, "container.image");
   EXPECT_NE(oci.fields()[0].reason.find("OCI bundle"), std::string::npos);
-  EXPECT_TRUE(CheckContainerForSite(registry, ContainerRuntime::kEnroot).ok());
+  EXPECT_TRUE(CheckContainerForSite(registry, ContainerRuntime::kEnroot, "").ok());
 
   // pyxis takes one image per job component: ps sharing `resources` with
   // the others cannot have its own, with roles.ps it can.
   json shared = Spec({{"image", "/i.sqsh"}, {"roles", {{"ps", {{"image", "/ps.sqsh"}}}}}});
-  Status one_component = CheckContainerForSite(Parsed(shared), ContainerRuntime::kPyxis);
+  Status one_component = CheckContainerForSite(Parsed(shared), ContainerRuntime::kPyxis, "");
   ASSERT_FALSE(one_component.ok());
   EXPECT_EQ(one_component.fields()[0].field, "container.roles.ps");
-  EXPECT_TRUE(CheckContainerForSite(Parsed(shared), ContainerRuntime::kEnroot).ok())
+  EXPECT_TRUE(CheckContainerForSite(Parsed(shared), ContainerRuntime::kEnroot, "").ok())
       << "enroot starts each task's program itself: any role may have its own image";
   json own = shared;
   own["resources"] = {{"nodes", 2}, {"tasks_per_node", 2}};
   own["roles"] = {{"ps", {{"nodes", 1}, {"tasks_per_node", 2}}}};
-  EXPECT_TRUE(CheckContainerForSite(Parsed(own), ContainerRuntime::kPyxis).ok());
+  EXPECT_TRUE(CheckContainerForSite(Parsed(own), ContainerRuntime::kPyxis, "").ok());
+}
+
+TEST(ContainerSpec, OciIsRefusedOnSlurm2205WhoseOciSupportCannotRunTheAttemptsBundle) {
+  ExperimentSpec s = Parsed(Spec({{"image", "/images/tf.oci"}, {"runtime", "oci"}}));
+  Status old = CheckContainerForSite(s, ContainerRuntime::kAuto, "22.05.8");
+  ASSERT_FALSE(old.ok());
+  ASSERT_EQ(old.fields().size(), 1u);
+  EXPECT_EQ(old.fields()[0].field, "container.runtime");
+  EXPECT_NE(old.fields()[0].reason.find("Slurm 22.05.8"), std::string::npos)
+      << old.fields()[0].reason;
+  EXPECT_NE(old.fields()[0].reason.find("23.02 or later"), std::string::npos);
+  for (const char* release : {"23.02.1", "24.11.7", "26.05.3", ""})
+    EXPECT_TRUE(CheckContainerForSite(s, ContainerRuntime::kAuto, release).ok()) << release;
+  ExperimentSpec pyxis = Parsed(Spec({{"image", "/i.sqsh"}, {"runtime", "pyxis"}}));
+  EXPECT_TRUE(CheckContainerForSite(pyxis, ContainerRuntime::kAuto, "22.05.8").ok());
 }
 
 TEST(ContainerLaunch, MountsTheExperimentModelDirAndWorkdirAtTheirPaths) {
@@ -222,6 +237,28 @@ TEST(RuntimeStartError, ReadsSlurmstepdsLinesWithTheTimeFirstAsSlurm2505On) {
                               ""),
             std::nullopt)
       << "LogTimeFormat=short, and a task that waited for another's import";
+}
+
+TEST(RuntimeStartError, QuotesRuncsFirstErrorUnderSlurmsOciSupport) {
+  // runc 1.1.5's lines in a task's output on Slurm 26.05.3 (srun
+  // --container), a bundle whose image is missing: warnings first.
+  const std::string task_output =
+      "time=\"2026-11-29T07:15:22Z\" level=warning msg=\"cannot toggle freezer: cgroups not "
+      "configured for container\"\n"
+      "time=\"2026-11-29T07:16:20Z\" level=error msg=\"runc run failed: invalid rootfs: stat "
+      "/nonexistent/tf.oci/rootfs: no such file or directory\"\n"
+      "time=\"2026-11-29T07:16:20Z\" level=error msg=\"a later one\"\n";
+  EXPECT_EQ(
+      RuntimeStartError(task_output, "srun: error: node1: tasks 0-1: Exited with exit code 1"),
+      "runc run failed: invalid rootfs: stat /nonexistent/tf.oci/rootfs: no such file or "
+      "directory");
+  EXPECT_EQ(RuntimeStartError("time=\"t\" level=error msg=\"error mounting \\\"proc\\\" to "
+                              "rootfs\"\n",
+                              ""),
+            "error mounting \"proc\" to rootfs")
+      << "its quotes unescaped";
+  EXPECT_EQ(RuntimeStartError("time=\"t\" level=warning msg=\"lstat : no such file\"\n", ""),
+            std::nullopt);
 }
 
 TEST(RuntimeStartError, QuotesPyxisAndEnrootsOwnWords) {
@@ -371,10 +408,13 @@ TEST_F(PyxisScriptTest, OciWritesTheAttemptsBundleAndRunsTheAgentInIt) {
   ASSERT_FALSE(config.is_discarded()) << "the script wrote valid JSON";
   EXPECT_EQ(config["root"]["path"], "/images/tf.oci/rootfs");
   EXPECT_EQ(config["root"]["readonly"], true);
-  EXPECT_EQ(config["process"]["user"], (json{{"uid", 1001}, {"gid", 1002}}))
-      << "the owner, not root";
-  EXPECT_EQ(config["linux"]["uidMappings"][0],
-            (json{{"containerID", 1001}, {"hostID", 1001}, {"size", 1}}));
+  EXPECT_EQ(config["process"]["user"], (json{{"uid", 0}, {"gid", 0}}))
+      << "the container's root, which is the owner on the host";
+  EXPECT_EQ(config["linux"]["uidMappings"],
+            json::array({{{"containerID", 0}, {"hostID", 1001}, {"size", 1}}}))
+      << "the owner alone, never the host's root";
+  EXPECT_EQ(config["linux"]["gidMappings"],
+            json::array({{{"containerID", 0}, {"hostID", 1002}, {"size", 1}}}));
   for (const json& ns : config["linux"]["namespaces"])
     EXPECT_NE(ns["type"], "network") << "the host's network, as enroot";
   bool agent_mounted = false;
