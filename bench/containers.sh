@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # bench/containers.sh [--runs N]: the per-task start overhead of a container
 # against no container, side by side in one run, on the local cluster
-# (issue 44):
+# (issue 44), per runtime:
 #   none         srun python3 -c <print a line>           (the host's python3)
 #   pyxis cold   srun --container-image=python.sqsh --container-name=NEW ...
 #                (pyxis imports: unsquashfs into the node's enroot data)
 #   pyxis warm   the same name again (pyxis reuses the node's import)
 #   enroot cold  tfslurm-container-launch (enroot create, then enroot start)
 #   enroot warm  the same image again (enroot start of the node's import)
+#   oci          srun --container=tf.oci (Slurm's OCI support, the cluster's
+#                oci.conf: rootless runc), the image's stock bundle; nothing is
+#                imported (the bundle's rootfs is used in place), so there is
+#                no cold and warm
 # Each figure is the wall time from srun's start to the program's line on
 # stdout, one task on one node, median of N runs (default 3; cold runs
 # remove the import first). Target: warm at most 1 s more than none per task;
@@ -81,7 +85,7 @@ median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 enroot_data="$cluster_dir/node-local/node1/enroot-data-$(id -u)"
 
 declare -A figures
-for kind in none pyxis-cold pyxis-warm enroot-cold enroot-warm; do
+for kind in none pyxis-cold pyxis-warm enroot-cold enroot-warm oci; do
   samples=()
   for ((i = 0; i < runs; i++)); do
     case "$kind" in
@@ -103,6 +107,7 @@ for kind in none pyxis-cold pyxis-warm enroot-cold enroot-warm; do
           warm_up "$launch" --runtime enroot --image "$image" --workdir /tmp -- "${program[@]}"
         fi
         sample "$launch" --runtime enroot --image "$image" --workdir /tmp -- "${program[@]}" ;;
+      oci) sample --container="$images/tf.oci" "${program[@]}" ;;
     esac
   done
   figures[$kind]="$( ((${#samples[@]})) && printf '%s\n' "${samples[@]}" | median || echo 0)"
@@ -113,16 +118,18 @@ rm -rf "$enroot_data/pyxis_bench-$$-warm"
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f\n", a - b }'; }
 over_pyxis="$(minus "${figures[pyxis-warm]}" "${figures[none]}")"
 over_enroot="$(minus "${figures[enroot-warm]}" "${figures[none]}")"
+over_oci="$(minus "${figures[oci]}" "${figures[none]}")"
 section="$(mktemp /tmp/bench-containers-XXXX.md)"
 {
   echo "Per task, one task on node1, median of $runs runs; image python.sqsh ($(du -h "$image" | cut -f1));"
   echo "load average at the end $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
-  echo "| per task, srun -> first line | none | pyxis cold | pyxis warm | enroot cold | enroot warm |"
-  echo "|---|---|---|---|---|---|"
-  printf '| median s | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "${figures[none]}" "${figures[pyxis-cold]}" \
-    "${figures[pyxis-warm]}" "${figures[enroot-cold]}" "${figures[enroot-warm]}"
-  printf '\nwarm over none: pyxis %+.2f s, enroot %+.2f s (target: at most +1 s)\n' "$over_pyxis" "$over_enroot"
+  echo "| per task, srun -> first line | none | pyxis cold | pyxis warm | enroot cold | enroot warm | oci (tf.oci) |"
+  echo "|---|---|---|---|---|---|---|"
+  printf '| median s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n' "${figures[none]}" "${figures[pyxis-cold]}" \
+    "${figures[pyxis-warm]}" "${figures[enroot-cold]}" "${figures[enroot-warm]}" "${figures[oci]}"
+  printf '\nwarm over none: pyxis %+.2f s, enroot %+.2f s, oci %+.2f s (target: at most +1 s)\n' \
+    "$over_pyxis" "$over_enroot" "$over_oci"
 } >"$section"
 cat "$section"
 results_append "Containers: per-task start overhead, none/pyxis/enroot (issue 44)" "$command_line" "$section"
