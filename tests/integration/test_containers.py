@@ -213,8 +213,9 @@ def test_in_oci_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_pl
 
 def alices_program_runs_as_alice_and_its_files_are_hers(site, image, runtime):
     """tfslurmd as root with --site; alice's job, its agent and her program
-    in the image run as alice (no remapping to root), and every file the
-    program wrote is hers."""
+    in the image run as alice on the host, and every file the program wrote
+    is hers (pyxis: alice inside too, no remapping to root; OCI: inside,
+    the root of a user namespace that maps alice alone)."""
     from test_site_mode import owners_under, submit, wait_done
     service, _, _ = site
     service.admin = token_for(service, "root", admin=True)
@@ -256,8 +257,8 @@ def test_site_mode_alices_program_in_pyxis_runs_as_alice_and_its_files_are_hers(
 
 
 def test_site_mode_alices_program_in_oci_runs_as_alice_and_its_files_are_hers(site, pyxis_cluster, images):
-    """Through Slurm's OCI support: rootless runc as alice, her uid mapped to
-    itself in the bundle tfslurm writes."""
+    """Through Slurm's OCI support: rootless runc as alice, her uid the
+    container's root in the bundle tfslurm writes, and alice on the host."""
     alices_program_runs_as_alice_and_its_files_are_hers(site, os.path.join(images, "tf.oci"), "oci")
 
 
