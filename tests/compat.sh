@@ -179,7 +179,7 @@ subset=(
   # runs on 23.02 and later only (22.05 refuses it: container.runtime): real
   # parameter servers, a worker restarted alone and the chief in place, a
   # missing bundle in runc's words, and alice's job as alice.
-  "tests/integration/test_containers.py::test_oci_tf_parameter_servers_in_the_bundle_succeed_and_the_ps_are_reaped"
+  "tests/integration/test_containers.py::test_tf_parameter_servers_in_the_image_succeed_and_the_ps_are_reaped[oci]"
   "tests/integration/test_containers.py::test_oci_a_missing_bundle_is_a_startup_error_in_runcs_words_after_one_attempt"
   "tests/integration/test_containers.py::test_in_oci_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_place_from_tfs_checkpoint"
   "tests/integration/test_containers.py::test_site_mode_alices_program_in_oci_runs_as_alice_and_its_files_are_hers"
