@@ -14,11 +14,15 @@
 
 namespace tfslurm {
 
-// <temp>/<prefix>-<pid>-<test name>, made empty. The test removes it.
+// <temp>/<prefix>-<pid>-<test name>, made empty. The test removes it. A
+// value-parameterized test's name is "Name/0": its '/' becomes '-', or the
+// directory would be Name's 0, and removing it would leave Name behind.
 inline std::filesystem::path FreshTestDir(std::string_view prefix) {
+  std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  for (char& c : name)
+    if (c == '/') c = '-';
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              (std::string(prefix) + "-" + std::to_string(getpid()) + "-" +
-                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+                              (std::string(prefix) + "-" + std::to_string(getpid()) + "-" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
