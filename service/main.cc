@@ -23,6 +23,7 @@
 #include "service/core/tokens.h"
 #include "service/daemon/daemon.h"
 #include "service/slurm/libslurm_client.h"
+#include "service/slurm/release_window.h"
 #include "service/store/ownership_lock.h"
 #include "service/store/sqlite_backup.h"
 #include "service/store/sqlite_store.h"
@@ -236,7 +237,9 @@ bool CheckSlurmReleases(DaemonOptions& d) {
   auto releases = tfslurm::slurm::CheckSlurmReleases();
   if (releases.ok()) {
     d.slurmctld_release = releases->slurmctld;
-    d.core.launch.slurm_release = releases->slurmctld;
+    auto slurmctld = tfslurm::slurm::ParseSlurmRelease(releases->slurmctld);
+    if (slurmctld && !tfslurm::slurm::OciRunsAttemptBundles(*slurmctld))
+      d.core.launch.oci_unable_slurm_release = releases->slurmctld;
     spdlog::info("tfslurmd {} (commit {}); libslurm {}, slurmctld {}",
                  tfslurm::base::TfslurmVersion(), tfslurm::base::TfslurmCommit(),
                  d.libslurm_release, d.slurmctld_release);

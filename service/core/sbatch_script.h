@@ -29,9 +29,10 @@ struct AgentLaunch {
   // and Slurm's OCI support run inside the container, at this path on the
   // nodes and in the container (tfslurmd --container-agent-dir).
   std::string container_agent_dir;
-  // The release slurmctld reported when tfslurmd started ("26.05.3"; empty
-  // when it did not answer): which container runtimes the cluster can run.
-  std::string slurm_release;
+  // The release slurmctld reported when tfslurmd started ("22.05.8") when
+  // its OCI support cannot run an attempt's bundle (before 23.02:
+  // slurm::OciRunsAttemptBundles); empty when it can, or did not answer.
+  std::string oci_unable_slurm_release;
 };
 
 struct AttemptPaths {

@@ -246,12 +246,13 @@ inline bool AgentRunsInside(ContainerRuntime runtime) {
 // with the site's `site` runtime: refused (a FieldError per problem) when
 // kAuto resolves to nothing, when an image form cannot run on the runtime,
 // when per-role images need components the job does not have, or when
-// runtime oci meets a `slurm_release` (slurmctld's, "22.05.8"; empty: not
-// known, not checked) whose OCI support tfslurm's bundle cannot run on.
+// runtime oci meets an `oci_unable_slurm_release` (AgentLaunch's: the
+// cluster's release, "22.05.8", when its OCI support cannot run the
+// attempt's bundle; empty when it can).
 // Used by the submission, where the site is known (ParseSpec checks what
 // needs no site).
 Status CheckContainerForSite(const ExperimentSpec& spec, ContainerRuntime site,
-                             const std::string& slurm_release);
+                             const std::string& oci_unable_slurm_release);
 // The longest time limit Slurm reads: time_str2secs (src/common/parse_time.c)
 // counts the seconds in an int, so 2^31 - 1 s, in whole minutes
 // (24855-03:14:00).

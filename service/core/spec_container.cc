@@ -1,6 +1,5 @@
 // The spec's `container` section (docs/containers.md): parsing, its
 // canonical form, and the checks that need the site's runtime.
-#include <cstdio>
 #include <regex>
 #include <set>
 
@@ -226,24 +225,8 @@ ContainerRuntime ResolveContainerRuntime(const ContainerSpec& spec, ContainerRun
   return spec.runtime == ContainerRuntime::kAuto ? site : spec.runtime;
 }
 
-namespace {
-
-// Slurm 22.05's OCI support writes BUNDLE/rootfs into the bundle's
-// root.path whatever it said, and runs one task per node per step
-// (_modify_config in src/slurmd/slurmstepd/container.c, slurm-22-05-8-1);
-// 23.02 keeps an absolute root.path (container.c at slurm-23-02-1-1,
-// through 26.05.3) and gives each task its own container. tfslurm's bundle
-// is per attempt, its rootfs the image's: 23.02 or later.
-bool OciRunsTfslurmsBundle(const std::string& slurm_release) {
-  int major = 0, minor = 0;
-  if (std::sscanf(slurm_release.c_str(), "%d.%d", &major, &minor) != 2) return true;
-  return major > 23 || (major == 23 && minor >= 2);
-}
-
-}  // namespace
-
 Status CheckContainerForSite(const ExperimentSpec& spec, ContainerRuntime site,
-                             const std::string& slurm_release) {
+                             const std::string& oci_unable_slurm_release) {
   const ContainerSpec& container = spec.container;
   if (!container.enabled()) return Status::Ok();
   std::vector<FieldError> fields;
@@ -255,9 +238,10 @@ Status CheckContainerForSite(const ExperimentSpec& spec, ContainerRuntime site,
   std::vector<std::pair<std::string, std::string>> images = {{"container.image", container.image}};
   for (const auto& [role, image] : container.role_images)
     images.push_back({"container.roles." + role + ".image", image});
-  if (runtime == ContainerRuntime::kOci && !OciRunsTfslurmsBundle(slurm_release))
+  if (runtime == ContainerRuntime::kOci && !oci_unable_slurm_release.empty())
     fields.push_back({"container.runtime",
-                      "is oci, but this cluster's slurmctld runs Slurm " + slurm_release +
+                      "is oci, but this cluster's slurmctld runs Slurm " +
+                          oci_unable_slurm_release +
                           ", whose OCI support ignores a bundle's root.path and runs one task "
                           "per node (src/slurmd/slurmstepd/container.c); runtime oci needs Slurm "
                           "23.02 or later: use pyxis or enroot here"});

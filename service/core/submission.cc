@@ -49,7 +49,8 @@ struct Submission::PreparedAttempt {
 
 StatusOr<JobPlan> Submission::PlanFor(const ExperimentSpec& spec, RunAs account) {
   const AgentLaunch& launch = core_.config().launch;
-  if (Status s = CheckContainerForSite(spec, launch.container_runtime, launch.slurm_release);
+  if (Status s =
+          CheckContainerForSite(spec, launch.container_runtime, launch.oci_unable_slurm_release);
       !s.ok())
     return s;
   std::vector<StatusOr<PartitionShape>> partitions;

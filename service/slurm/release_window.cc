@@ -47,6 +47,10 @@ std::string SlurmRelease::ToString() const {
   return micro < 0 ? Major() : Major() + "." + std::to_string(micro);
 }
 
+bool OciRunsAttemptBundles(const SlurmRelease& slurmd) {
+  return slurmd.year > 23 || (slurmd.year == 23 && slurmd.month >= 2);
+}
+
 std::optional<SlurmRelease> ParseSlurmRelease(std::string_view text) {
   std::vector<int> parts;
   size_t at = 0;

@@ -45,6 +45,15 @@ std::optional<SlurmRelease> ParseSlurmRelease(std::string_view text);
 std::optional<std::string> ReleaseMismatch(const SlurmRelease& client,
                                            const SlurmRelease& controller);
 
+// Whether slurmstepd's OCI support (srun --container) can run the bundle
+// tfslurm writes for an attempt, whose root.path is the image's rootfs
+// elsewhere. 22.05's _modify_config writes BUNDLE/rootfs into root.path
+// whatever it said and runs one task per node per step
+// (src/slurmd/slurmstepd/container.c, slurm-22-05-8-1); 23.02 keeps an
+// absolute root.path (container.c at slurm-23-02-1-1, through 26.05.3) and
+// gives each task its own container.
+bool OciRunsAttemptBundles(const SlurmRelease& slurmd);
+
 // The slurmctld releases a client built with `client` can talk to,
 // "22.05 to 23.11", for a message when slurmctld could not be asked.
 std::string ControllersReachableFrom(const SlurmRelease& client);

@@ -24,6 +24,14 @@ TEST(SlurmRelease, ParsesReleasesAndRefusesTheRest) {
     EXPECT_FALSE(ParseSlurmRelease(bad).has_value()) << "'" << bad << "'";
 }
 
+// container.c at each tag: 22.05 replaces the bundle's root.path, 23.02 on
+// keep it.
+TEST(OciRunsAttemptBundles, From2302On) {
+  EXPECT_FALSE(OciRunsAttemptBundles(R("22.05.8")));
+  for (const char* release : {"23.02.1", "23.11", "24.11.7", "26.05.3"})
+    EXPECT_TRUE(OciRunsAttemptBundles(R(release))) << release;
+}
+
 // Each pair as src/common/slurm_protocol_common.h at the release tags says:
 // SLURM_MIN_PROTOCOL_VERSION is two releases back up to 24.05 and three
 // from 24.11.
