@@ -5,9 +5,11 @@
 
 #include "agent/agent.h"
 #include "agent/signals.h"
+#include "tls/openssl_through_exit.h"
 
 int main(int argc, char** argv) {
   namespace agent = tfslurm::agent;
+  tfslurm::tls::KeepOpenSslThroughExit();
   // Before anything can start a thread.
   agent::BlockAgentSignals();
 

@@ -30,6 +30,7 @@
 #include "service/system/accounts.h"
 #include "service/system/system.h"
 #include "service/tls_command.h"
+#include "tls/openssl_through_exit.h"
 
 namespace {
 
@@ -396,6 +397,7 @@ int RunDaemon(CommandLine& cl) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tfslurm::tls::KeepOpenSslThroughExit();
   CLI::App app{"tfslurmd: runs distributed TensorFlow experiments on Slurm"};
   CommandLine cl;
   DefineOptions(app, cl);

@@ -6,6 +6,7 @@
 #include "base/build_info.h"
 #include "client/terminal_text.h"
 #include "client/tfctl/command.h"
+#include "tls/openssl_through_exit.h"
 
 namespace {
 
@@ -104,6 +105,7 @@ bool WrongSubcommand(const std::vector<std::string>& args,
 
 int main(int argc, char** argv) {
   using namespace tfslurm::tfctl;
+  tfslurm::tls::KeepOpenSslThroughExit();
 
   // Everything after the first `--` is the experiment's command (submit's):
   // CLI11 would otherwise hand its first word to submit's spec argument.

@@ -462,5 +462,35 @@ TEST(TlsInitTest, MakesACaAndAServerCertificateAndKeepsTheCaWhenRunAgain) {
   EXPECT_NE(half.status().message().find("without " + o.dir + "/ca.key"), std::string::npos);
 }
 
+// A thread that uses OpenSSL and ends after main has returned, as gRPC's
+// threads do. Its end is awaited by an atexit handler registered before
+// OpenSSL can register its own (a static initializer of this file), so it
+// ends after OpenSSL's teardown would have run: with that teardown on, the
+// thread's error queue is left unfreed and LeakSanitizer fails this program
+// at exit (the unit stage runs it under ASan). tests/CMakeLists.txt turns the
+// teardown off for every test program, as the three programs' mains do.
+std::atomic<bool> late_thread_may_end{false};
+std::thread* late_thread = nullptr;
+const bool kLateThreadAwaitedAtExit = [] {
+  atexit([] {
+    if (late_thread == nullptr) return;
+    late_thread_may_end = true;
+    late_thread->join();
+    delete late_thread;
+  });
+  return true;
+}();
+
+TEST(OpenSslThroughExitTest, AThreadThatEndsAfterMainLeavesNothingOfOpenSslBehind) {
+  static std::atomic<int> queued{-1};  // outlives the test: the thread does
+  late_thread = new std::thread([] {
+    ERR_raise(ERR_LIB_SYS, 1);  // the thread's own error queue
+    queued = ERR_peek_error() != 0;
+    while (!late_thread_may_end) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (queued < 0) std::this_thread::yield();
+  EXPECT_EQ(queued, 1) << "the thread holds an error queue of its own";
+}
+
 }  // namespace
 }  // namespace tfslurm::tls
