@@ -426,14 +426,6 @@ else
 fi
 
 step "summary"
-# What failed, by name and with its first lines, gathered from every stage's
-# log: the logs are long, and only the end of a CI run's output is kept.
-for log in build/integration.log build/e2e.log build/compat.log build/python.log build-asan/unit.log build/unit.log \
-  build/fuzz.log build-tsan/tsan.log build/bench.log; do
-  [[ -f $log ]] || continue
-  failed=$(failed_tests "$log" || true)
-  if [[ -n $failed ]]; then printf 'failed in %s:\n%s\n\n' "$log" "$failed"; fi
-done
 for i in "${!step_seconds[@]}"; do
   printf '%6d:%02d  %s\n' $((step_seconds[i] / 60)) $((step_seconds[i] % 60)) "${step_names[i]}"
 done
@@ -447,6 +439,15 @@ for name in "${background[@]}"; do
   fi
 done
 echo
+# What failed, by name and with its first lines, gathered from every stage's
+# log: the logs are long, and only the end of a CI run's output is kept: last
+# but for the table, so that the end shows why as well as what.
+for log in build/integration.log build/e2e.log build/compat.log build/python.log build-asan/unit.log build/unit.log \
+  build/fuzz.log build-tsan/tsan.log build/bench.log; do
+  [[ -f $log ]] || continue
+  failed=$(failed_tests "$log" || true)
+  if [[ -n $failed ]]; then printf 'failed in %s:\n%s\n\n' "$log" "$failed"; fi
+done
 rc=0
 print_summary || rc=$?
 exit "$rc"

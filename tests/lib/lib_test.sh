@@ -38,7 +38,8 @@ expect "pytest skipped" $'test_a.py::test_skip\tno thing (here)\ntest_a.py::test
 expect "pytest failed tests" $'FAILED test_a.py::test_p[c] - AssertionError: assert \'c\' != \'c\'\nFAILED test_a.py::test_fail - assert 0\nERROR test_a.py::test_err - RuntimeError: setup broke\nERROR test_a.py::test_td - RuntimeError: teardown broke' \
   "$(failed_tests $data/pytest-rfEs.log)"
 expect "pytest -rfEs counts" "3 4 3" "$(pytest_counts $data/pytest-rfEs.log)"
-expect "ctest failed tests" $'\t  3 - fails (Failed)' "$(failed_tests $data/ctest.log | head -n 1)"
+expect "ctest failed tests, each with why" $'\t  3 - fails (Failed)\n    /src/x_test.cc:12: Failure\n    Expected equality of these values:\n      1\n      2\n    [  FAILED  ] Suite.Fails (0 ms)' \
+  "$(failed_tests $data/ctest.log | head -n 6)"
 expect "TAP failed tests" "not ok 5 - b fails" "$(failed_tests $data/node20.tap | head -n 1)"
 printf '====== 3 failed, 10 passed, 1 skipped, 2 errors in 12.30s (0:00:12) ======\n' >"$work/p.log"
 expect "pytest: 3 failed and 2 errors are 5" "10 5 1" "$(pytest_counts "$work/p.log")"

@@ -42,15 +42,35 @@ record_counts() {
   record "$stage" "$p" "$f" "$s"
 }
 
-# failed_tests LOG: what failed in LOG, by name with its first lines: ctest's
-# and TAP's failures with the 12 lines after each, pytest's from its short
-# summary ("FAILED file::test - message", "ERROR ..." for a fixture's setup
-# or teardown), which pytest prints when run with -rfE. At most 60 lines.
+# failed_tests LOG: what failed in LOG, by name with why: TAP's failures with
+# the 12 lines after each; ctest's (its closing list) each with the first
+# lines of its output from gtest's failure or a sanitizer's report on
+# (ctest_why); pytest's from its short summary ("FAILED file::test -
+# message", "ERROR ..." for a fixture's setup or teardown), which pytest
+# prints when run with -rfE. At most 60 lines.
 failed_tests() {
   {
-    grep -E -A 12 '^not ok |^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception)\)$' "$1"
+    grep -E -A 12 '^not ok ' "$1"
+    grep -E '^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Not Run)\)$' "$1" |
+      while IFS= read -r line; do
+        printf '%s\n' "$line"
+        ctest_why "$1" "$(sed -E 's/^[[:space:]]*[0-9]+ - (.*) \([^)]*\)$/\1/' <<<"$line")"
+      done
     grep -E '^(FAILED|ERROR) [^ ]+::' "$1"
   } | head -n 60
+}
+
+# ctest_why LOG NAME: up to 8 lines of NAME's output in LOG (ctest
+# --output-on-failure prints it after the test's result line, until the next
+# test's line), from the first that says why: gtest's "Failure", a
+# sanitizer's "ERROR:" or "runtime error", a C++ terminate. Indented.
+ctest_why() {
+  awk -v name="$2" '
+    / Test +#[0-9]+: / { mine = index($0, ": " name " ") > 0; why = 0; next }
+    /^ +Start +[0-9]+: / { mine = 0; next }
+    mine && !why && /Failure$|ERROR: |runtime error|terminate called/ { why = 1; n = 0 }
+    mine && why && n++ < 8 { print "    " $0 }
+  ' "$1"
 }
 
 # read_floors FILE: fills the floor table (stage -> the fewest tests it may
