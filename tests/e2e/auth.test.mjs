@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, test } from 'node:test';
 import {
+  actionOutcome,
   api,
   launchBrowser,
   linearPsSpec,
@@ -159,12 +160,14 @@ test('with real tokens: asked once, a bad token refused, the right one lists, sh
   await page.click('[data-testid=cancel]');
   const dialog = page.locator('[data-testid=confirm-dialog]');
   await dialog.locator('button[value=confirm]').click();
+  // The action's line is the DELETE's answer; the badge can turn first, by
+  // the page's own poll.
+  assert.match(await actionOutcome(page, 'Cancel'), /^✓ Cancelled/);
   await page.waitForFunction(
     () => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'cancelled',
     null,
     { timeout: 30000 },
   );
-  assert.match(await page.locator('.action-status').innerText(), /✓ Cancelled/);
   const exp = (await api(svc.base, 'GET', `/experiments/${id}`, null, { token: ops })).body;
   assert.equal(exp.state, 'cancelled');
   assert.match(exp.reason, /cancelled by alice/);

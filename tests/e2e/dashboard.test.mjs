@@ -17,6 +17,7 @@ import path from 'node:path';
 import { after, afterEach, before, beforeEach, test } from 'node:test';
 import {
   REPO,
+  actionOutcome,
   api,
   launchBrowser,
   linearPsSpec,
@@ -421,12 +422,15 @@ test('cancel from the UI asks first, then cancels the Slurm job', { timeout: 180
 
   await page.click('[data-testid=cancel]');
   await dialog.locator('button[value=confirm]').click();
+  // The page's own poll can show the badge cancelled before the DELETE's
+  // answer arrives (tfslurmd records the cancel, then asks slurmctld to
+  // cancel the job, then answers): the action's line is its answer.
+  assert.match(await actionOutcome(page, 'Cancel'), /^✓ Cancelled: the experiment is now cancelled/);
   await page.waitForFunction(
     () => document.querySelector('[data-testid=exp-state] .badge')?.dataset.state === 'cancelled',
     null,
     { timeout: 30000 },
   );
-  assert.match(await page.locator('.action-status').innerText(), /Cancelled/);
   assert.equal(await page.locator('[data-testid=cancel]').isVisible(), false);
   assert.equal(await page.locator('[data-testid=resume]').isVisible(), true);
 
@@ -453,11 +457,7 @@ test('cancel from the UI asks first, then cancels the Slurm job', { timeout: 180
   assert.match(await dialog.innerText(), /Resume e2e-cancel\?/);
   assert.match(await dialog.innerText(), /attempt 2/);
   await dialog.locator('button[value=confirm]').click();
-  const outcome = await waitFor('the resume outcome', async () => {
-    const text = await page.locator('.action-status').innerText();
-    return /✓ Resumed|Resume failed/.test(text) ? text : null;
-  });
-  assert.match(outcome, /✓ Resumed: the experiment is now (queued|starting|running)/);
+  assert.match(await actionOutcome(page, 'Resume'), /✓ Resumed: the experiment is now (queued|starting|running)/);
   const resumed = await waitFor('attempt 2 with its Slurm job', async () => {
     const e = await experiment(id);
     return e.attempt === 2 && e.slurm_job_id ? e : null;

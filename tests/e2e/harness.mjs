@@ -42,6 +42,22 @@ export async function waitFor(what, probe, { timeoutMs = 60000, intervalMs = 500
   }
 }
 
+// The line an experiment page's Cancel or Resume leaves once tfslurmd has
+// answered (`action` is 'Cancel' or 'Resume'): "✓ Cancelled: ..." or
+// "✗ Cancel failed: ...". Until then the page shows "… working", though its
+// poll may already show the new state.
+export async function actionOutcome(page, action, { timeoutMs = 60000 } = {}) {
+  const done = { Cancel: 'Cancelled', Resume: 'Resumed' }[action];
+  return waitFor(
+    `the ${action} button's outcome`,
+    async () => {
+      const text = await page.locator('.action-status').innerText();
+      return text.startsWith(`✓ ${done}`) || text.startsWith(`✗ ${action} failed`) ? text : null;
+    },
+    { timeoutMs, intervalMs: 100 },
+  );
+}
+
 function describe(v) {
   if (v instanceof Error) return v.message;
   try {

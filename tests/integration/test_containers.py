@@ -223,6 +223,38 @@ def test_in_oci_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_pl
     restarts_alone_then_in_place(service, "ctr-oci-restarts", os.path.join(images, "tf.oci"), "oci")
 
 
+def in_a_container(pid):
+    """Whether process `pid` has a root of its own (a container's), not the host's."""
+    theirs, host = os.stat(f"/proc/{pid}/root/"), os.stat("/")
+    return (theirs.st_dev, theirs.st_ino) != (host.st_dev, host.st_ino)
+
+
+def test_in_pyxis_slurms_signal_before_the_time_limit_reaches_the_program(service, pyxis_cluster, images):
+    """Slurm's --signal (SIGUSR1, checkpoint.signal_grace_s before the job's
+    one-minute limit) reaches the program in its container through pyxis: the
+    agent, inside with it, passes it on, and linear_ps writes its checkpoint
+    on the signal, as test_restarts' chain of attempts checks outside."""
+    from test_restarts import spec as linear_ps_spec
+    exp_id = "ctr-signal"
+    spec = linear_ps_spec(exp_id, steps=1000, step_sleep=0.4, restart={"max_restarts": 0}, time_limit="1",
+                          grace=5)
+    spec["container"] = {"image": os.path.join(images, "python.sqsh"), "runtime": "pyxis"}
+    status, body = service.post("/experiments", spec)
+    assert status == 201, body
+    try:
+        worker = wait_for(lambda: program_pid(exp_id, "worker", 0), 90, "worker 0's program")
+        assert in_a_container(worker), "worker 0's program runs on the host's root"
+
+        def checkpoints_on_the_signal():
+            logs = glob.glob(os.path.join(service.output_root, exp_id, "logs", "attempt-1", "*.out"))
+            return [int(step) for f in logs for step in re.findall(
+                r"checkpoint on signal step=(\d+) signal=SIGUSR1 ", open(f, errors="replace").read())]
+        on_signal = wait_for(checkpoints_on_the_signal, 120, "a checkpoint on SIGUSR1")
+        assert max(on_signal) > 0, on_signal
+    finally:
+        service.request("DELETE", f"/experiments/{exp_id}")
+
+
 def alices_program_runs_as_alice_and_its_files_are_hers(site, image, runtime):
     """tfslurmd as root with --site; alice's job, its agent and her program
     in the image run as alice on the host, and every file the program wrote
