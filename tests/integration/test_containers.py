@@ -84,15 +84,6 @@ def container_spec(exp_id, image, runtime, steps=200, **extra):
     return spec
 
 
-def in_image(pid, image_marker):
-    """Whether process `pid` runs in the image: its root's /etc/os-release is
-    the image's (the host's python3 is not the image's python3)."""
-    try:
-        return os.path.realpath(f"/proc/{pid}/root") and open(f"/proc/{pid}/root/{image_marker}").read()
-    except OSError:
-        return None
-
-
 IMAGE_OF = {"pyxis": "tf.sqsh", "enroot": "tf.sqsh", "oci": "tf.oci"}
 
 
