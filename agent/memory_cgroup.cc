@@ -1,8 +1,11 @@
 #include "agent/memory_cgroup.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <charconv>
+#include <deque>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -35,7 +38,41 @@ bool IsDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool ProcsList(const std::string& dir, int pid) {
+  std::ifstream in(dir + "/cgroup.procs");
+  for (int listed = 0; in >> listed;)
+    if (listed == pid) return true;
+  return false;
+}
+
+// How far the search below a mount goes: Slurm's task cgroup is five levels
+// under the hierarchy's root (slurm_NODE/uid_U/job_J/step_S/task_T), and a
+// container's mount shows a part of that path.
+constexpr int kSearchDepth = 8;
+constexpr int kSearchDirectories = 4096;
+
 }  // namespace
+
+std::optional<MemoryCgroup> FindCgroupListing(const MemoryCgroup& cgroup, int pid) {
+  if (ProcsList(cgroup.dir(), pid)) return cgroup;
+  // Breadth first from the mount: the nearest listing is the task's.
+  std::deque<std::pair<std::string, int>> pending{{"", 0}};
+  for (int visited = 0; !pending.empty() && visited < kSearchDirectories; ++visited) {
+    auto [rel, depth] = pending.front();
+    pending.pop_front();
+    if (!rel.empty() && ProcsList(cgroup.root + rel, pid))
+      return MemoryCgroup{cgroup.root, rel, cgroup.v2};
+    if (depth == kSearchDepth) continue;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(cgroup.root + rel, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      std::error_code kind_ec;
+      if (it->is_directory(kind_ec) && !it->is_symlink(kind_ec))
+        pending.emplace_back(rel + "/" + it->path().filename().string(), depth + 1);
+    }
+  }
+  return std::nullopt;
+}
 
 std::optional<MemoryCgroup> ParseMemoryCgroup(std::string_view text, const std::string& mount_root,
                                               bool v2_available) {
@@ -79,6 +116,7 @@ std::optional<MemoryCgroup> CurrentMemoryCgroup(const std::string& mount_root) {
   bool v2 = controllers && (" " + *controllers + " ").find(" memory") != std::string::npos;
   auto cgroup = ParseMemoryCgroup(*text, mount_root, v2);
   if (!cgroup || !IsDirectory(cgroup->dir())) return std::nullopt;
+  if (auto listing = FindCgroupListing(*cgroup, static_cast<int>(::getpid()))) return listing;
   return cgroup;
 }
 

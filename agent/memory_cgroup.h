@@ -38,7 +38,19 @@ struct MemoryCgroup {
 std::optional<MemoryCgroup> ParseMemoryCgroup(std::string_view proc_self_cgroup,
                                               const std::string& mount_root, bool v2_available);
 
-// This process's memory cgroup, nullopt when there is none to read.
+// `cgroup` when its cgroup.procs lists `pid`, else the cgroup under its
+// mount (`cgroup.root`) nearest the mount whose cgroup.procs does; nullopt
+// when none does within 8 levels and 4,096 directories. Why: in a cgroup
+// namespace of its own (pyxis and enroot make one) /proc/self/cgroup says
+// "/", while the hierarchy mounted at /sys/fs/cgroup/memory is the step's
+// cgroup, with the task's (task_0) below it, where alone an OOM kill of the
+// task's program counts (seen with pyxis 0.24.0, enroot 4.1.2 and Slurm
+// 22.05's task/cgroup on cgroup v1).
+std::optional<MemoryCgroup> FindCgroupListing(const MemoryCgroup& cgroup, int pid);
+
+// This process's memory cgroup, nullopt when there is none to read: the
+// one /proc/self/cgroup names, or the one FindCgroupListing finds for this
+// process under the same mount when that one does not list it.
 std::optional<MemoryCgroup> CurrentMemoryCgroup(const std::string& mount_root = "/sys/fs/cgroup");
 
 // The oom_kill count of memory.oom_control (v1) or memory.events (v2)

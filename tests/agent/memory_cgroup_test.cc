@@ -74,6 +74,52 @@ TEST(MemoryCgroupTest, TheLimitIsTheSmallestFromTheTaskUpAndCountsAreRead) {
   EXPECT_EQ(MemoryLimit(MemoryCgroup{v2, "/", true}), std::nullopt) << "no limit anywhere";
 }
 
+// What the agent sees inside a pyxis container (Slurm 22.05, task/cgroup
+// on cgroup v1): /proc/self/cgroup says "4:memory:/", and the hierarchy
+// mounted at /sys/fs/cgroup/memory is the step's cgroup, which lists
+// slurmstepd's helper; the task's cgroup, task_0, is below it.
+TEST(MemoryCgroupTest, InACgroupNamespaceTheCgroupListingTheProcessIsFoundBelowTheMount) {
+  TempDir dir;
+  const std::string step = dir.Path("memory");
+  std::filesystem::create_directories(step + "/task_0");
+  std::filesystem::create_directories(step + "/task_1");
+  WriteFile(step + "/cgroup.procs", "6928\n");
+  WriteFile(step + "/memory.limit_in_bytes", "314572800\n");
+  WriteFile(step + "/task_0/cgroup.procs", "6933\n7108\n");
+  WriteFile(step + "/task_1/cgroup.procs", "6940\n");
+  WriteFile(step + "/task_0/memory.limit_in_bytes", "9223372036854771712\n");
+  WriteFile(step + "/task_0/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+
+  const MemoryCgroup as_named{step, "/", false};
+  auto task0 = FindCgroupListing(as_named, 7108);
+  ASSERT_TRUE(task0);
+  EXPECT_EQ(task0->dir(), step + "/task_0");
+  EXPECT_EQ(OomKills(*task0), 1) << "the task's count, not the step's";
+  EXPECT_EQ(MemoryLimit(*task0), 314572800) << "the step's limit, above the task";
+  EXPECT_EQ(FindCgroupListing(as_named, 6940)->path, "/task_1");
+  EXPECT_EQ(FindCgroupListing(as_named, 6928)->path, "/")
+      << "the cgroup named, when it lists the process";
+  EXPECT_EQ(FindCgroupListing(as_named, 9999), std::nullopt) << "listed nowhere";
+}
+
+TEST(MemoryCgroupTest, TheCgroupNamedIsKeptWhenItListsTheProcessWithoutASearch) {
+  TempDir dir;
+  const std::string root = dir.Path("memory");
+  std::filesystem::create_directories(root + "/slurm_node1/job_7/step_0/task_0");
+  std::filesystem::create_directories(root + "/a_decoy");
+  WriteFile(root + "/a_decoy/cgroup.procs", "4243\n");
+  WriteFile(root + "/slurm_node1/job_7/step_0/task_0/cgroup.procs", "4243\n");
+  auto found =
+      FindCgroupListing(MemoryCgroup{root, "/slurm_node1/job_7/step_0/task_0", false}, 4243);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->path, "/slurm_node1/job_7/step_0/task_0");
+  // Named wrongly (a namespace's "/"): the search goes breadth first and
+  // deep enough for Slurm's five levels.
+  std::filesystem::remove_all(root + "/a_decoy");
+  EXPECT_EQ(FindCgroupListing(MemoryCgroup{root, "/", false}, 4243)->path,
+            "/slurm_node1/job_7/step_0/task_0");
+}
+
 TEST(MemoryCgroupTest, TheCauseNamesTheMemoryAndTheField) {
   EXPECT_EQ(OomKillCause(314572800),
             "out of memory: the job has 300 MB on this node (OOM killer); raise "

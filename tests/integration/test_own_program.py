@@ -278,7 +278,7 @@ def cgroup_v1_memory():
     return os.path.isdir("/sys/fs/cgroup/memory") and os.path.ismount("/sys/fs/cgroup/memory")
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")  # started once for the OOM test's runtimes
 def memory_cluster(slurm_cluster):  # on the session's service host, its hosts apart like it
     """A local cluster of its own whose jobs get their memory as a cgroup
     limit (LOCAL_SLURM_CONSTRAIN_MEMORY=1: task/cgroup, ConstrainRAMSpace),
@@ -289,7 +289,11 @@ def memory_cluster(slurm_cluster):  # on the session's service host, its hosts a
     d = tempfile.mkdtemp(prefix="tfs-mem-", dir="/tmp")
     os.chmod(d, 0o755)  # munged, as user munge, must reach its socket dir
     try:
-        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh")] + cluster_start_args() + [d],
+        # With pyxis when the session has it (tests/containers.sh), as the
+        # session's cluster: the OOM test runs in a container too.
+        containers = os.environ.get("LOCAL_SLURM_CONTAINERS")
+        start_args = cluster_start_args(*(["--containers", containers] if containers else []))
+        out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh")] + start_args + [d],
                              stdout=subprocess.PIPE,
                              check=True, text=True, env=dict(os.environ, LOCAL_SLURM_CONSTRAIN_MEMORY="1"))
         yield out.stdout.strip().split("=", 1)[1]
@@ -298,7 +302,19 @@ def memory_cluster(slurm_cluster):  # on the session's service host, its hosts a
         shutil.rmtree(d, ignore_errors=True)
 
 
-def test_an_oom_kill_names_the_memory_and_the_field_to_raise(memory_cluster, home, tmp_path):
+@pytest.mark.parametrize("runtime", ["none", "pyxis", "enroot"])
+def test_an_oom_kill_names_the_memory_and_the_field_to_raise(memory_cluster, home, tmp_path, monkeypatch,
+                                                             runtime):
+    """On the host, and in the image (issue 44): under pyxis the agent is in
+    the task's cgroup namespace and finds the task's cgroup below the step's
+    that enroot mounts (agent/memory_cgroup.h); under enroot the agent is on
+    the host, and its program in enroot's container in the same cgroup."""
+    images = os.environ.get("TFSLURM_IMAGES")
+    containers = os.environ.get("LOCAL_SLURM_CONTAINERS")
+    if runtime != "none" and not (images and containers):
+        pytest.fail("no container images or runtimes: eval \"$(tests/containers.sh)\" first")
+    if runtime == "enroot":  # on the jobs' PATH (tfslurmd gives them its own), as test_containers.py does
+        monkeypatch.setenv("PATH", os.path.join(containers, "bin") + ":" + os.environ["PATH"])
     workdir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
     service = Service(memory_cluster, workdir).start()
     try:
@@ -308,6 +324,8 @@ def test_an_oom_kill_names_the_memory_and_the_field_to_raise(memory_cluster, hom
         spec = {"id": "own-oom", "command": ["python3", "hog.py"], "cluster": {"worker": 1},
                 "resources": {"partition": "debug", "time_limit": "00:10:00", "mem_per_task_mb": 300},
                 "restart": {"max_restarts": 0}}
+        if runtime != "none":
+            spec["container"] = {"image": os.path.join(images, "python.sqsh"), "runtime": runtime}
         (proj / "oom.json").write_text(json.dumps(spec))
         r = run_in(proj, home, "submit", "oom.json", "--wait", url=service.url)
         assert r.returncode == 1, r
