@@ -126,7 +126,8 @@ def fill_cluster(conf_env, seconds, nodes):
     return ids
 
 
-def one_run(api, exp_id, program, in_place, busy, node_fault, args):
+def one_run(api, exp_id, program, in_place, busy, node_fault, args, container=None):
+    """`container`: (runtime, image) to run the program in, or None for the host's python3."""
     total = args.kill_at_step + args.steps_after
     spec = {"id": exp_id,
             "command": ["/usr/bin/python3", program, str(total), str(args.step_interval)],
@@ -144,7 +145,11 @@ def one_run(api, exp_id, program, in_place, busy, node_fault, args):
         spec["restart"]["in_allocation"] = True
         if in_place:
             spec["resources"]["spare_nodes"] = 1
+    if container:
+        spec["container"] = {"runtime": container[0], "image": container[1]}
+        spec["workdir"] = os.path.dirname(program)  # mounted at the same path, with the program in it
     load = open("/proc/loadavg").read().split()[0]
+    posted = time.time()
     status, body = http("POST", f"{api}/experiments", spec)
     if status not in (200, 201):
         raise RuntimeError(f"POST /experiments answered {status}: {body}")
@@ -194,13 +199,51 @@ def one_run(api, exp_id, program, in_place, busy, node_fault, args):
     def since(t):
         return (t - killed) if t is not None else float("nan")
     mode = ("spare" if in_place else "requeue") if node_fault else ("in place" if in_place else "requeue")
-    return {"id": exp_id, "mode": mode, "fault": "node" if node_fault else "kill", "busy": busy, "load": load,
+    first1 = read_mark(model_dir, "first_step.1")
+    return {"id": exp_id, "runtime": container[0] if container else "none",
+            "submitted_to_first": (first1 - posted) if first1 is not None else float("nan"), "mode": mode, "fault": "node" if node_fault else "kill", "busy": busy, "load": load,
             "jobs": f"{a1.get('slurm_job_id')}, {a2.get('slurm_job_id')}",
             "failed": since(epoch(exited["at"]) if exited else None),
             "recorded": since(epoch(a2.get("submitted_at"))),
             "start2": since(read_mark(model_dir, "start.2")),
             "first2": since(read_mark(model_dir, "first_step.2")),
             "problems": "; ".join(problems)}
+
+
+def by_runtime(args, program, stamp):
+    """Issue 44's figures per runtime: --runtime-runs restarts in place after a
+    kill -9, the runtimes interleaved run by run so that each meets the same
+    load; prints their table and returns whether every run went right."""
+    runtimes = [r.split("=", 1) if "=" in r else (r, None) for r in args.runtime]
+    results = []
+    for i in range(args.runtime_runs):
+        for runtime, image in runtimes:
+            exp_id = f"ip-{stamp}-{i}-{runtime}"
+            r = one_run(args.api, exp_id, program, True, False, False, args,
+                        container=(runtime, image) if image else None)
+            results.append(r)
+            print(f"  {runtime}: submitted -> first step {r['submitted_to_first']:.2f} s; kill -9 -> attempt 2's "
+                  f"first step {r['first2']:.2f} s (load {r['load']}) {r['problems']}", file=sys.stderr)
+    print(f"Per runtime, {args.runtime_runs} runs each, interleaved: 6 tasks on 3 nodes x 2; the program steps every "
+          f"{args.step_interval} s; worker 3's program killed -9 at step {args.kill_at_step}, and attempt 2 runs in "
+          "place (in the same job; under pyxis in the same containers, the program started again in them).")
+    print()
+    print("| runtime | image | runs | POST -> first step: min / median / max (s) "
+          "| kill -9 -> attempt 2's first step: min / median / max (s) | over none (medians) | problems |")
+    print("|---|---|---|---|---|---|---|")
+    medians = {}
+    for runtime, image in runtimes:
+        rs = [r for r in results if r["runtime"] == runtime]
+        first, again = [r["submitted_to_first"] for r in rs], [r["first2"] for r in rs]
+        medians[runtime] = (summary(first)[1], summary(again)[1])
+        over = "-"
+        if runtime != "none" and "none" in medians and "-" not in medians["none"] + medians[runtime]:
+            over = (f"{float(medians[runtime][0]) - float(medians['none'][0]):+.2f} / "
+                    f"{float(medians[runtime][1]) - float(medians['none'][1]):+.2f}")
+        problems = "; ".join(r["problems"] for r in rs if r["problems"]) or "-"
+        print(f"| {runtime} | {os.path.basename(image) if image else '-'} | {len(rs)} | {' / '.join(summary(first))} "
+              f"| {' / '.join(summary(again))} | {over} | {problems} |")
+    return not any(r["problems"] for r in results)
 
 
 def main():
@@ -217,6 +260,9 @@ def main():
     ap.add_argument("--backoff-s", type=int, default=10)
     ap.add_argument("--filler-s", type=int, default=60)
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--runtime", action="append", default=[],
+                    help="none, or RUNTIME=IMAGE (pyxis=/x/python.sqsh): only these, --runtime-runs each")
+    ap.add_argument("--runtime-runs", type=int, default=3)
     args = ap.parse_args()
 
     program = os.path.join(args.work, "in_place_program.py")
@@ -224,6 +270,8 @@ def main():
         f.write(PROGRAM)
     os.chmod(program, 0o755)
     stamp = time.strftime("%H%M%S")
+    if args.runtime:
+        return 0 if by_runtime(args, program, stamp) else 1
     plan = ([(True, False, False), (False, False, False)] * args.runs +
             [(True, True, False), (False, True, False)] * args.busy_runs +
             [(True, False, True), (False, False, True)] * args.node_runs +
