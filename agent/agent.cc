@@ -165,7 +165,10 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
                   options.service);
     return kExitUsage;
   }
-  std::optional<TaskIdentity> identity = OrLog(ReadTaskIdentity(env));
+  std::optional<TaskIdentity> identity =
+      OrLog(ReadTaskIdentity(env, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::system_clock::now().time_since_epoch())
+                                      .count()));
   if (!identity) return kExitUsage;
   if (options.experiment_id.empty() || options.attempt < 1) {
     spdlog::error("--experiment must be non-empty and --attempt at least 1 (got '{}' and {})",

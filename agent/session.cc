@@ -126,6 +126,8 @@ void Session::Connect() {
   reg->set_reconnect(reconnect);
   reg->set_standby(standby);
   if (child_ && !standby) reg->set_child_pid(child_->pid());
+  if (!assigned_once_ && identity_.started_after_launch_ms)
+    reg->set_started_after_launch_ms(*identity_.started_after_launch_ms);
   Send(std::move(message));
   if (WorthLogging(failed_connections_ + 1)) {
     spdlog::info("{} with the service at {}", reconnect ? "re-registering" : "registering",

@@ -210,6 +210,9 @@ class Session {
   // The failure repeats at every start (Exited.at_startup): exec failed, or
   // the program's last error line says so (RepeatsAtStartup).
   bool exit_at_startup_ = false;
+  // An Assignment has come in this agent's life: its registrations no longer
+  // carry its start (Register.started_after_launch_ms), counted once.
+  bool assigned_once_ = false;
   // The size of the task's output file when the program started (nullopt
   // when stderr is not a regular file): its own lines come after it.
   std::optional<int64_t> output_start_;

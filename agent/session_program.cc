@@ -135,6 +135,7 @@ ChildSpec ChildSpecFor(const v1::Assignment& assignment, const std::string& expe
 
 void Session::StartProgram(const v1::Assignment& assignment) {
   assignment_ = assignment;
+  assigned_once_ = true;
   phase_ = Phase::kRunning;
   heartbeat_interval_ = assignment.heartbeat_interval_ms() > 0
                             ? milliseconds(assignment.heartbeat_interval_ms())

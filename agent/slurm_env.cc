@@ -1,5 +1,6 @@
 #include "agent/slurm_env.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
@@ -26,7 +27,7 @@ EnvLookup ProcessEnvironment() {
   };
 }
 
-StatusOr<TaskIdentity> ReadTaskIdentity(const EnvLookup& lookup) {
+StatusOr<TaskIdentity> ReadTaskIdentity(const EnvLookup& lookup, int64_t now_ms) {
   TaskIdentity identity;
   std::vector<std::string> missing;
   std::vector<std::string> malformed;
@@ -48,6 +49,11 @@ StatusOr<TaskIdentity> ReadTaskIdentity(const EnvLookup& lookup) {
   } else {
     missing.push_back("SLURMD_NODENAME");
   }
+  // Not the task's identity: a figure for /metrics, ignored when unreadable.
+  int64_t launched_ms = 0;
+  if (std::optional<std::string> launched = lookup("TFSLURM_STEP_LAUNCHED_AT_MS");
+      launched && ParseNonNegative(*launched, &launched_ms))
+    identity.started_after_launch_ms = std::max<int64_t>(0, now_ms - launched_ms);
 
   if (missing.empty() && malformed.empty()) return identity;
   std::string message;

@@ -25,6 +25,9 @@ struct TaskIdentity {
   int node_id = 0;           // SLURM_NODEID: index of the node in the job
   int local_id = 0;          // SLURM_LOCALID: index of the task on its node
   std::string node_name;     // SLURMD_NODENAME
+  // From the step's launch (TFSLURM_STEP_LAUNCHED_AT_MS, which tfslurm's job
+  // script sets) to this agent's start; nullopt without it.
+  std::optional<int64_t> started_after_launch_ms;
 };
 
 // Looks a variable up; injected so tests need not touch the process
@@ -34,8 +37,10 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 // getenv(3) of this process.
 EnvLookup ProcessEnvironment();
 
-// Fails naming every missing or non-numeric variable.
-StatusOr<TaskIdentity> ReadTaskIdentity(const EnvLookup& lookup);
+// Fails naming every missing or non-numeric variable. `now_ms`: the wall
+// clock now, in milliseconds since the epoch, for started_after_launch_ms
+// (at least 0: the nodes' clocks may differ by a little).
+StatusOr<TaskIdentity> ReadTaskIdentity(const EnvLookup& lookup, int64_t now_ms);
 
 }  // namespace tfslurm::agent
 

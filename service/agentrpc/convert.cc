@@ -21,6 +21,8 @@ RegisterInfo FromProto(const agent::v1::Register& reg) {
   info.port = reg.port();
   info.reconnect = reg.reconnect();
   info.standby = reg.standby();
+  if (reg.has_started_after_launch_ms())
+    info.started_after_launch_ms = reg.started_after_launch_ms();
   return info;
 }
 

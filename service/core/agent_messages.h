@@ -43,6 +43,10 @@ struct RegisterInfo {
   // The task's program has ended and its agent waits in the job for the
   // next attempt (schema/agent.proto, Register.standby).
   bool standby = false;
+  // From the step's launch to the agent's start (Register.
+  // started_after_launch_ms): in an agent's registrations until its first
+  // Assignment; nullopt otherwise or from a job script without the time.
+  std::optional<int64_t> started_after_launch_ms;
 };
 
 // What an agent reports is bounded where core takes it: a checkpoint path

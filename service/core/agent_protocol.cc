@@ -40,6 +40,13 @@ ContainerLaunchMsg TaskContainer(const OpenExperiment& a, const std::string& rol
       TaskHasGpus(a.spec, role));
 }
 
+// The runtime label of an experiment's tasks in /metrics.
+std::string RuntimeLabel(const OpenExperiment& a, const CoreConfig& config) {
+  if (!a.spec.container.enabled()) return "none";
+  return ContainerRuntimeName(
+      ResolveContainerRuntime(a.spec.container, config.launch.container_runtime));
+}
+
 }  // namespace
 
 bool AgentProtocol::HoldsSecretOf(const TaskRef& ref, const OpenExperiment* open) {
@@ -163,7 +170,10 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
     channel->Send(RefusedMsg{*r.refused, true});
     return false;
   }
-  if (!r.again) core_.metrics().Registered();
+  if (!r.again) {
+    core_.metrics().Registered();
+    if (info.started_after_launch_ms) CountStart(a, *info.started_after_launch_ms);
+  }
   if (a.record.state == ExperimentState::kQueued)
     core_.SetState(c, a, ExperimentState::kStarting, "tasks registering");
   if (r.again)
@@ -183,6 +193,12 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
   return core_.CommitAfterUnlock(c);
 }
 
+void AgentProtocol::CountStart(const OpenExperiment& a, int64_t started_after_launch_ms) {
+  const std::string runtime = RuntimeLabel(a, core_.config());
+  core_.metrics().TaskStarted(runtime, static_cast<double>(started_after_launch_ms) / 1000.0);
+  if (runtime == "pyxis" || runtime == "oci") core_.metrics().ContainerStarted(runtime);
+}
+
 void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c,
                                     std::optional<TaskIndex> only_task) {
   const LiveAttempt::AssignmentRound round =
@@ -191,6 +207,9 @@ void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c,
     AssignmentMsg m = a.AssignmentFor(task, round.cluster, core_.config().heartbeat_interval_ms,
                                       core_.config().shutdown_grace_ms);
     m.container = TaskContainer(a, m.role, m.workdir, core_.config());
+    // The agent on the host starts the program in a container of its own.
+    if (m.container.runtime == "enroot" || m.container.runtime == "apptainer")
+      core_.metrics().ContainerStarted(m.container.runtime);
     channel->Send(m);
   }
   if (!round.first) return;

@@ -89,6 +89,10 @@ class AgentProtocol {
   // FindAgent for the agent of a task: the task's index in *task.
   StatusOr<OpenExperiment*> FindTask(const TaskRef& ref, TaskIndex* task)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
+  // /metrics: a task's agent started (RegisterInfo.started_after_launch_ms),
+  // and under pyxis and OCI its container with it.
+  void CountStart(const OpenExperiment& a, int64_t started_after_launch_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(core_.mu());
   // To every connected task, or only to `only_task`.
   void SendAssignments(OpenExperiment& e, Changes& c,
                        std::optional<TaskIndex> only_task = std::nullopt)

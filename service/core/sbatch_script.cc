@@ -10,6 +10,14 @@
 namespace tfslurm {
 namespace {
 
+// When srun starts the step, in milliseconds since the epoch, for the agents
+// (schema/agent.proto, Register.started_after_launch_ms): under pyxis and
+// Slurm's OCI support what passes before an agent starts is the image's
+// import and the container's setup, which /metrics shows
+// (tfslurm_task_start_seconds). GNU date's %N. The agents on other nodes
+// read their own clocks: the figure is as good as the site's time sync.
+constexpr char kLaunchStamp[] = "export TFSLURM_STEP_LAUNCHED_AT_MS=\"$(date +%s%3N)\"\n";
+
 // One line with no control character, whatever `s` holds: JSON escapes them.
 std::string CommentSafe(const nlohmann::json& value) {
   return value.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
@@ -126,6 +134,7 @@ std::string RenderContainerStep(const ExperimentSpec& spec, const JobPlan& plan,
   if (runtime == ContainerRuntime::kPyxis) s += kPyxisShell;
   const std::string agent = "  " + Words(AgentInContainer(launch.container_agent_dir), true);
   const std::string log_dir = het ? " \\\n  --log-dir " + ShellQuote(paths.log_dir) : "";
+  s += kLaunchStamp;
   s += std::string("exec srun --kill-on-bad-exit=0 ") + (r.no_kill ? "--no-kill " : "") +
        (het ? "" : "--output=" + ShellQuote(paths.log_dir + "/task-%t.out") + " ") + "\\\n";
   for (size_t k = 0; k < images.size(); ++k) {
@@ -236,10 +245,12 @@ std::string RenderStep(const ExperimentSpec& spec, int attempt, const AttemptPat
       groups += (k ? "," : "") + std::to_string(k);
     s += "# Each agent writes its task's output to task-<SLURM_PROCID>.out itself (--log-dir):\n";
     s += "# srun's %t names component k's files SLURM_PROCID + k in a heterogeneous step.\n";
+    s += kLaunchStamp;
     s += "exec srun --het-group=" + groups + " --kill-on-bad-exit=0 \\\n";
     s += "  " + ShellQuote(launch.agent_path) + " \\\n";
     s += "  --log-dir " + ShellQuote(paths.log_dir) + " \\\n";
   } else {
+    s += kLaunchStamp;
     s += std::string("exec srun --kill-on-bad-exit=0 ") + (r.no_kill ? "--no-kill " : "") +
          "--output=" + ShellQuote(paths.log_dir + "/task-%t.out") + " \\\n";
     s += "  " + ShellQuote(launch.agent_path) + " \\\n";

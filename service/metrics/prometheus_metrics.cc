@@ -54,6 +54,21 @@ struct PrometheusMetrics::Families {
               "Programs restarted alone inside their attempt, by TF role (a worker or evaluator "
               "under parameter servers, restart.max_task_restarts)")
           .Register(registry);
+  prometheus::Family<Histogram>& task_start =
+      prometheus::BuildHistogram()
+          .Name("tfslurm_task_start_seconds")
+          .Help(
+              "From srun's launch of a step to each task's agent starting, by container runtime "
+              "(none without one); under pyxis and oci the image's import and the container's "
+              "setup are in it")
+          .Register(registry);
+  prometheus::Family<prometheus::Counter>& container_starts =
+      prometheus::BuildCounter()
+          .Name("tfslurm_container_starts_total")
+          .Help(
+              "Containers started, by runtime: one per task under pyxis and oci (the agent runs "
+              "in it), one per program start under enroot and apptainer")
+          .Register(registry);
   Histogram& rendezvous =
       prometheus::BuildHistogram()
           .Name("tfslurm_rendezvous_seconds")
@@ -105,6 +120,19 @@ PrometheusMetrics::PrometheusMetrics() : f_(std::make_unique<Families>()) {}
 PrometheusMetrics::~PrometheusMetrics() = default;
 
 void PrometheusMetrics::Registered() { f_->registrations.Increment(); }
+void PrometheusMetrics::TaskStarted(const std::string& runtime, double seconds_after_launch) {
+  // A warm start is a fraction of a second; a cold import of a large image
+  // minutes (a CUDA image's: about 2 minutes).
+  f_->task_start
+      .Add({{"runtime", runtime}},
+           Histogram::BucketBoundaries{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600})
+      .Observe(seconds_after_launch);
+}
+
+void PrometheusMetrics::ContainerStarted(const std::string& runtime) {
+  f_->container_starts.Add({{"runtime", runtime}}).Increment();
+}
+
 void PrometheusMetrics::RendezvousDone(double seconds) { f_->rendezvous.Observe(seconds); }
 void PrometheusMetrics::ReapingDone(double seconds) { f_->reaping.Observe(seconds); }
 

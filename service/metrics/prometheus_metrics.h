@@ -8,6 +8,8 @@
 //   tfslurm_experiments{state}                        gauge
 //   tfslurm_agents_connected                          gauge
 //   tfslurm_registrations_total                       counter
+//   tfslurm_task_start_seconds{runtime}               histogram
+//   tfslurm_container_starts_total{runtime}           counter
 //   tfslurm_attempts_ended_total{end_reason}          counter
 //   tfslurm_restarts_total{end_reason,where}          counter
 //   tfslurm_task_restarts_total{role}                 counter
@@ -38,6 +40,8 @@ class PrometheusMetrics final : public Metrics {
   ~PrometheusMetrics() override;
 
   void Registered() override;
+  void TaskStarted(const std::string& runtime, double seconds_after_launch) override;
+  void ContainerStarted(const std::string& runtime) override;
   void RendezvousDone(double seconds) override;
   void ReapingDone(double seconds) override;
   void AttemptEnded(EndReason reason) override;

@@ -24,7 +24,7 @@ std::map<std::string, std::string> FullTask() {
 }
 
 TEST(ReadTaskIdentityTest, ReadsEveryField) {
-  auto identity = ReadTaskIdentity(FromMap(FullTask()));
+  auto identity = ReadTaskIdentity(FromMap(FullTask()), 0);
   ASSERT_TRUE(identity.ok()) << identity.status().message();
   EXPECT_EQ(identity->slurm_job_id, 123456789012);
   EXPECT_EQ(identity->proc_id, 7);
@@ -37,7 +37,7 @@ TEST(ReadTaskIdentityTest, NamesEveryMissingVariable) {
   auto vars = FullTask();
   vars.erase("SLURM_PROCID");
   vars.erase("SLURMD_NODENAME");
-  auto identity = ReadTaskIdentity(FromMap(vars));
+  auto identity = ReadTaskIdentity(FromMap(vars), 0);
   ASSERT_FALSE(identity.ok());
   const std::string& message = identity.status().message();
   EXPECT_NE(message.find("SLURM_PROCID"), std::string::npos);
@@ -50,11 +50,25 @@ TEST(ReadTaskIdentityTest, RejectsNonNumericValues) {
   for (const char* bad : {"", "x", "-1", "3 ", "1e3", "99999999999"}) {
     auto vars = FullTask();
     vars["SLURM_LOCALID"] = bad;
-    auto identity = ReadTaskIdentity(FromMap(vars));
+    auto identity = ReadTaskIdentity(FromMap(vars), 0);
     ASSERT_FALSE(identity.ok()) << bad;
     EXPECT_NE(identity.status().message().find("SLURM_LOCALID='" + std::string(bad) + "'"),
               std::string::npos);
   }
+}
+
+TEST(ReadTaskIdentityTest, TheStartAfterTheStepsLaunchIsReadAndNeverNegative) {
+  auto vars = FullTask();
+  EXPECT_EQ(ReadTaskIdentity(FromMap(vars), 1'000'000)->started_after_launch_ms, std::nullopt)
+      << "no launch time: a job script of another tool";
+  vars["TFSLURM_STEP_LAUNCHED_AT_MS"] = "1764400000000";
+  EXPECT_EQ(ReadTaskIdentity(FromMap(vars), 1764400003250)->started_after_launch_ms, 3250);
+  EXPECT_EQ(ReadTaskIdentity(FromMap(vars), 1764399999990)->started_after_launch_ms, 0)
+      << "a node's clock a little behind the batch host's";
+  vars["TFSLURM_STEP_LAUNCHED_AT_MS"] = "%3N";  // a date without GNU's %N
+  auto identity = ReadTaskIdentity(FromMap(vars), 1764400003250);
+  ASSERT_TRUE(identity.ok()) << "a figure for /metrics, not the task's identity";
+  EXPECT_EQ(identity->started_after_launch_ms, std::nullopt);
 }
 
 }  // namespace

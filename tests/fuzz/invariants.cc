@@ -370,9 +370,16 @@ std::string CheckSbatchInput(std::string_view bytes) {
   if (header.find("#SBATCH --job-name=" + r.job_name + "\n") == std::string_view::npos)
     return "job name differs";
 
-  // The body: exactly the srun command, every variable part quoted.
+  // The body: the step's launch time for the agents, a constant line with
+  // nothing of the spec in it, then exactly the srun command, every variable
+  // part quoted.
+  std::string_view body = std::string_view(script).substr(blank + 2);
+  constexpr std::string_view kLaunchStamp =
+      "export TFSLURM_STEP_LAUNCHED_AT_MS=\"$(date +%s%3N)\"\n";
+  if (!StartsWith(body, kLaunchStamp)) return "no launch time line before srun";
+  body.remove_prefix(kLaunchStamp.size());
   std::string error;
-  auto commands = SplitShellCommands(std::string_view(script).substr(blank + 2), &error);
+  auto commands = SplitShellCommands(body, &error);
   if (!commands) return "script body outside the safe shell subset: " + error;
   if (commands->size() != 1)
     return "script body has " + std::to_string(commands->size()) + " commands";

@@ -18,6 +18,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, program_pid, wait_for
+from test_metrics import scrape
 from unix_users import ALICE, site, token_for  # noqa: F401 (site is a fixture)
 from test_tensorflow import TF_ENV, all_ended, proc_of, task_log, wait_ended
 
@@ -99,6 +100,7 @@ def test_tf_parameter_servers_in_the_image_succeed_and_the_ps_are_reaped(enroot_
     exp_id = f"ctr-ps-{runtime}"
     steps = 150
     spec = container_spec(exp_id, os.path.join(images, IMAGE_OF[runtime]), runtime, steps)
+    _, before = scrape(service)
     status, body = service.post("/experiments", spec)
     if runtime == "oci" and oci_refused_here(service, spec, status, body):
         return
@@ -119,6 +121,17 @@ def test_tf_parameter_servers_in_the_image_succeed_and_the_ps_are_reaped(enroot_
     containers = {r["role"]: r for r in done["containers"]}
     assert containers["ps"]["runtime"] == runtime, done
     assert containers["ps"]["image"].endswith(IMAGE_OF[runtime]), done
+    # /metrics: six containers (one per task, or per program under enroot:
+    # nothing restarted here), and six task starts after srun's launch, the
+    # image's cold import in them under pyxis (OCI imports nothing).
+    _, after = scrape(service)
+
+    def grew(name):
+        return after.get(name, 0) - before.get(name, 0)
+    assert grew(f'tfslurm_container_starts_total{{runtime="{runtime}"}}') == 6, after
+    assert grew(f'tfslurm_task_start_seconds_count{{runtime="{runtime}"}}') == 6, after
+    if runtime == "pyxis":  # tf.sqsh imported on each node (tf_imports_dropped_after): seconds
+        assert grew(f'tfslurm_task_start_seconds_sum{{runtime="{runtime}"}}') > 6 * 0.5, after
 
 
 def test_a_missing_image_is_a_startup_error_in_pyxiss_words_after_one_attempt(service, pyxis_cluster, images):

@@ -41,6 +41,11 @@ def test_metrics_count_what_an_experiment_did(service):
     text, s = scrape(service)
     assert "# TYPE tfslurm_rendezvous_seconds histogram" in text
     assert s["tfslurm_registrations_total"] == 3, s
+    # From srun's launch (the job script's TFSLURM_STEP_LAUNCHED_AT_MS) to
+    # each agent's start; no container, so none started.
+    assert s['tfslurm_task_start_seconds_count{runtime="none"}'] == 3, s
+    assert 0 <= s['tfslurm_task_start_seconds_sum{runtime="none"}'] < 60, s
+    assert not any(k.startswith("tfslurm_container_starts_total") for k in s), s
     assert s['tfslurm_experiments{state="succeeded"}'] == 1, s
     assert s['tfslurm_experiments{state="running"}'] == 0, s
     assert s['tfslurm_attempts_ended_total{end_reason="succeeded"}'] == 1, s

@@ -1316,6 +1316,14 @@ class RecordingMetrics final : public Metrics {
   int poll_errors = 0;
   std::vector<std::string> ended, restarted;
   void Registered() override { ++registered; }
+  std::vector<std::pair<std::string, double>> task_starts;
+  std::vector<std::string> container_starts;
+  void TaskStarted(const std::string& runtime, double s) override {
+    task_starts.emplace_back(runtime, s);
+  }
+  void ContainerStarted(const std::string& runtime) override {
+    container_starts.push_back(runtime);
+  }
   void RendezvousDone(double s) override { rendezvous.push_back(s); }
   void ReapingDone(double s) override { reaping.push_back(s); }
   void AttemptEnded(EndReason r) override { ended.push_back(EndReasonName(r)); }
@@ -1365,6 +1373,54 @@ TEST_F(ExperimentsTest, MetricsCountRegistrationsRendezvousReapingAndEnds) {
   slurm_.refuse_load_jobs = Unavailable("slurmctld is down");
   Poll();
   EXPECT_EQ(m.poll_errors, 1);
+}
+
+TEST_F(ExperimentsTest, MetricsCountTaskStartsOnceAndContainerStartsPerRuntime) {
+  RecordingMetrics m;
+  metrics_ = &m;
+  Restart();
+  auto register_started = [&](const std::string& id, std::optional<int64_t> after_ms) {
+    for (int p = 0; p < 6; ++p) {
+      RegisterInfo info;
+      info.node_name = "node" + std::to_string(p / 2 + 1);
+      info.address = "host" + std::to_string(p / 2 + 1);
+      info.port = 5000 + p;
+      info.local_id = p % 2;
+      info.started_after_launch_ms = after_ms;
+      experiments_->OnRegister(Ref(id, p), info, std::make_shared<RecordingChannel>());
+    }
+  };
+  json pyxis = PsSpec("p");
+  pyxis["container"] = {{"image", "/images/tf.sqsh"}, {"runtime", "pyxis"}};
+  ASSERT_NO_FATAL_FAILURE(SubmitRunning(pyxis));
+  register_started("p", 2500);
+  register_started("p", 2500);  // reconnections: no second start
+  ASSERT_EQ(m.task_starts.size(), 6u);
+  EXPECT_EQ(m.task_starts[0], std::make_pair(std::string("pyxis"), 2.5));
+  EXPECT_EQ(m.container_starts, std::vector<std::string>(6, "pyxis"))
+      << "the agent runs in the task's container: one per task, none per Assignment";
+
+  // Under enroot each Assignment starts the program in a container; a job
+  // script without the launch time gives no start figure.
+  json enroot = PsSpec("e");
+  enroot["container"] = {{"image", "/images/tf.sqsh"}, {"runtime", "enroot"}};
+  ASSERT_TRUE(experiments_->Submit(enroot, "alice", false).ok());
+  slurm_.SetState(101, JobState::kRunning);
+  Poll();
+  attempt_offset_ = 1;  // Ref: the second submission's secret
+  register_started("e", std::nullopt);
+  ASSERT_EQ(View("e").experiment.state, ExperimentState::kRunning) << View("e").experiment.reason;
+  EXPECT_EQ(m.task_starts.size(), 6u);
+  EXPECT_EQ(std::count(m.container_starts.begin(), m.container_starts.end(), "enroot"), 6);
+
+  ASSERT_TRUE(experiments_->Submit(PsSpec("n"), "alice", false).ok());
+  slurm_.SetState(102, JobState::kRunning);
+  Poll();
+  attempt_offset_ = 2;
+  register_started("n", 40);
+  ASSERT_EQ(m.task_starts.size(), 12u);
+  EXPECT_EQ(m.task_starts.back(), std::make_pair(std::string("none"), 0.04));
+  EXPECT_EQ(m.container_starts.size(), 12u) << "no container, no container start";
 }
 
 TEST_F(ExperimentsTest, AnAttemptWithNoNewStepForTheStallTimeoutEndsAsStalledAndRestarts) {

@@ -197,6 +197,7 @@ const char kPlainScript[] = R"SCRIPT(#!/bin/bash
 # a node failure tfslurm starts a new attempt itself (see restart in the spec).
 # Slurm sends SIGUSR1 to every task 120 s before the time limit; the agent forwards it so the program can checkpoint.
 
+export TFSLURM_STEP_LAUNCHED_AT_MS="$(date +%s%3N)"
 exec srun --kill-on-bad-exit=0 --output='/out/mnist-ps-01/logs/attempt-2/task-%t.out' \
   '/usr/bin/tfslurm-agent' \
   --service 'svc.example:7070' \
@@ -255,6 +256,7 @@ const char kHetScript[] = R"SCRIPT(#!/bin/bash
 
 # Each agent writes its task's output to task-<SLURM_PROCID>.out itself (--log-dir):
 # srun's %t names component k's files SLURM_PROCID + k in a heterogeneous step.
+export TFSLURM_STEP_LAUNCHED_AT_MS="$(date +%s%3N)"
 exec srun --het-group=0,1,2 --kill-on-bad-exit=0 \
   '/usr/bin/tfslurm-agent' \
   --log-dir '/out/mnist-ps-01/logs/attempt-1' \

@@ -31,6 +31,11 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
   m.SlurmPolled(0.004, true);
   m.SlurmPolled(2.0, false);
   m.RequestServed("GET /experiments/{id}", 200, 0.002);
+  m.TaskStarted("pyxis", 4.2);
+  m.TaskStarted("none", 0.08);
+  m.ContainerStarted("pyxis");
+  m.ContainerStarted("enroot");
+  m.ContainerStarted("enroot");
   Experiments::Gauges g;
   g.experiments_by_state = {{ExperimentState::kRunning, 3}, {ExperimentState::kFailed, 1}};
   g.agents_connected = 12;
@@ -52,6 +57,12 @@ TEST(PrometheusMetrics, RendersTheTextFormatWithEveryFamily) {
            "tfslurm_reaping_seconds_sum 1.5\n",
            "tfslurm_slurm_poll_seconds_count 2\n",
            "tfslurm_slurm_poll_errors_total 1\n",
+           "tfslurm_task_start_seconds_count{runtime=\"pyxis\"} 1\n",
+           "tfslurm_task_start_seconds_bucket{runtime=\"pyxis\",le=\"2\"} 0\n",
+           "tfslurm_task_start_seconds_bucket{runtime=\"pyxis\",le=\"5\"} 1\n",
+           "tfslurm_task_start_seconds_sum{runtime=\"none\"} 0.08\n",
+           "tfslurm_container_starts_total{runtime=\"pyxis\"} 1\n",
+           "tfslurm_container_starts_total{runtime=\"enroot\"} 2\n",
            "tfslurm_http_request_duration_seconds_count{code=\"200\",route=\"GET "
            "/experiments/{id}\"} 1\n",
        })

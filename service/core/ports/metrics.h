@@ -20,6 +20,13 @@ class Metrics {
   virtual ~Metrics() = default;
   // A task's first registration of an attempt (not its reconnections).
   virtual void Registered() = 0;
+  // A task's agent started, `seconds_after_launch` after srun launched its
+  // step: under pyxis and OCI the image's import and the container's setup
+  // are in it. `runtime`: the tasks' container runtime, "none" without one.
+  virtual void TaskStarted(const std::string& runtime, double seconds_after_launch) = 0;
+  // A container started: a task's under pyxis and OCI (the agent runs in
+  // it), a program's under enroot and Apptainer (the agent starts each).
+  virtual void ContainerStarted(const std::string& runtime) = 0;
   // The barrier completed: seconds from the job's start to the assignments.
   virtual void RendezvousDone(double seconds) = 0;
   // Every task sent a Shutdown confirmed its exit: seconds from the Shutdown.
@@ -42,6 +49,8 @@ class Metrics {
 class NoMetrics final : public Metrics {
  public:
   void Registered() override {}
+  void TaskStarted(const std::string&, double) override {}
+  void ContainerStarted(const std::string&) override {}
   void RendezvousDone(double) override {}
   void ReapingDone(double) override {}
   void AttemptEnded(EndReason) override {}
