@@ -20,6 +20,7 @@ AttemptRun::AttemptRun(const ExperimentSpec& spec, int attempt)
     slot.component = ComponentOfTask(components_, TaskIndex(size()));
     tasks_.push_back(slot);
   }
+  checkpointing_task_ = FindCheckpointingTask();
 }
 
 bool AttemptRun::Register(TaskIndex task, const std::string& node, const std::string& address,
@@ -60,7 +61,7 @@ std::string AttemptRun::ClusterSpec() const {
   return BuildClusterSpec(roles, addresses);
 }
 
-std::optional<TaskIndex> AttemptRun::CheckpointingTask() const {
+std::optional<TaskIndex> AttemptRun::FindCheckpointingTask() const {
   if (HasRanks(spec_.framework)) return TaskIndex(0);
   std::optional<TaskIndex> worker0;
   for (TaskIndex i : indices()) {

@@ -71,7 +71,7 @@ class AttemptRun {
                                                            const std::string& model_dir) const;
   // The task that checkpoints: the chief, else worker 0; PyTorch, JAX: rank 0.
   // nullopt for a job with neither (a ps-and-evaluator-only cluster).
-  std::optional<TaskIndex> CheckpointingTask() const;
+  std::optional<TaskIndex> CheckpointingTask() const { return checkpointing_task_; }
 
   // Records a task's exit and returns the attempt's outcome so far. Once
   // decided, the outcome does not change.
@@ -133,6 +133,8 @@ class AttemptRun {
 
  private:
   Outcome Evaluate(TaskIndex task);
+  // CheckpointingTask's answer, from the roles (fixed for the attempt).
+  std::optional<TaskIndex> FindCheckpointingTask() const;
   void AddTorchEnv(TaskIndex task, std::vector<std::pair<std::string, std::string>>& env) const;
   void AddJaxEnv(TaskIndex task, std::vector<std::pair<std::string, std::string>>& env) const;
 
@@ -140,6 +142,9 @@ class AttemptRun {
   std::vector<JobComponent> components_;
   int attempt_;
   std::vector<TaskSlot> tasks_;
+  // Found once: every Assignment asks, and a scan for a chief among
+  // 16,384 workers per Assignment made a TensorFlow storm O(N^2) (issue 49).
+  std::optional<TaskIndex> checkpointing_task_;
   mutable size_t first_unregistered_ = 0;  // see AllRegistered
   mutable size_t first_unconfirmed_ = 0;   // see AnyUnconfirmedShutdown
   bool assignments_sent_ = false;
