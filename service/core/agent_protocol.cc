@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/sha256.h"
@@ -195,7 +196,9 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
 
 void AgentProtocol::CountStart(const OpenExperiment& a, int64_t started_after_launch_ms) {
   const std::string runtime = RuntimeLabel(a, core_.config());
-  core_.metrics().TaskStarted(runtime, static_cast<double>(started_after_launch_ms) / 1000.0);
+  // An agent's figure: one below 0 (a node's clock behind) counts as 0.
+  core_.metrics().TaskStarted(
+      runtime, static_cast<double>(std::max<int64_t>(0, started_after_launch_ms)) / 1000.0);
   if (runtime == "pyxis" || runtime == "oci") core_.metrics().ContainerStarted(runtime);
 }
 
