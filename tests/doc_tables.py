@@ -118,7 +118,7 @@ def proto_messages(proto):
             depth += {"{": 1, "}": -1}.get(text[i], 0)
             i += 1
         name, body = m.group(1), text[m.end() : i - 1]
-        fields = re.findall(r"^\s*(?:repeated\s+)?(?:map<[^>]*>|[\w.]+)\s+(\w+)\s*=\s*\d+", body, re.M)
+        fields = re.findall(r"^\s*(?:(?:repeated|optional)\s+)?(?:map<[^>]*>|[\w.]+)\s+(\w+)\s*=\s*\d+", body, re.M)
         out[name] = fields
     return out
 
