@@ -19,9 +19,11 @@
 # interleaved): a POST of an experiment of 6 tasks on 3 nodes -> its first
 # step, and a kill -9 of one task's program -> attempt 2's first step, in
 # place (bench/in_place.py --runtime). Slurm's OCI support is not among
-# them: tfslurm refuses it on the 22.05 cluster this runs on (docs/containers.md). Target: warm at most 1 s more than none per task;
-# the cold import is paid once per node (every task of a node waits for the
-# one import: tests/integration/test_containers.py).
+# them: tfslurm refuses it on the 22.05 cluster this runs on
+# (docs/containers.md).
+# Target: warm at most 1 s more than none per task; the cold import is
+# paid once per node (every task of a node waits for the one import:
+# tests/integration/test_containers.py).
 #
 # Runs on the cluster SLURM_CONF names, started with --containers (a
 # hosts-apart one too), with LOCAL_SLURM_CONTAINERS (enroot for the launcher)
