@@ -201,7 +201,8 @@ def one_run(api, exp_id, program, in_place, busy, node_fault, args, container=No
     mode = ("spare" if in_place else "requeue") if node_fault else ("in place" if in_place else "requeue")
     first1 = read_mark(model_dir, "first_step.1")
     return {"id": exp_id, "runtime": container[0] if container else "none",
-            "submitted_to_first": (first1 - posted) if first1 is not None else float("nan"), "mode": mode, "fault": "node" if node_fault else "kill", "busy": busy, "load": load,
+            "submitted_to_first": (first1 - posted) if first1 is not None else float("nan"),
+            "mode": mode, "fault": "node" if node_fault else "kill", "busy": busy, "load": load,
             "jobs": f"{a1.get('slurm_job_id')}, {a2.get('slurm_job_id')}",
             "failed": since(epoch(exited["at"]) if exited else None),
             "recorded": since(epoch(a2.get("submitted_at"))),

@@ -29,23 +29,21 @@ Status NoSuchAgent(const TaskRef& ref) {
                   std::to_string(ref.attempt) + " and this secret");
 }
 
+// The runtime the experiment's tasks use: its spec's, or the site's for
+// `auto`.
+ContainerRuntime RuntimeOf(const OpenExperiment& a, const CoreConfig& config) {
+  return ResolveContainerRuntime(a.spec.container, config.launch.container_runtime);
+}
+
 // How a task of role is started: in the container the role's spec names
 // (with the site's runtime for `auto`), the experiment's dirs and the
 // workdir mounted at the same paths; none when the spec has no container.
 ContainerLaunchMsg TaskContainer(const OpenExperiment& a, const std::string& role,
                                  const std::string& workdir, const CoreConfig& config) {
-  return ContainerFor(
-      a.spec, ResolveContainerRuntime(a.spec.container, config.launch.container_runtime), role,
-      {config.output_root + "/" + a.record.id, a.record.model_dir, workdir,
-       config.launch.container_agent_dir},
-      TaskHasGpus(a.spec, role));
-}
-
-// The runtime label of an experiment's tasks in /metrics.
-std::string RuntimeLabel(const OpenExperiment& a, const CoreConfig& config) {
-  if (!a.spec.container.enabled()) return "none";
-  return ContainerRuntimeName(
-      ResolveContainerRuntime(a.spec.container, config.launch.container_runtime));
+  return ContainerFor(a.spec, RuntimeOf(a, config), role,
+                      {config.output_root + "/" + a.record.id, a.record.model_dir, workdir,
+                       config.launch.container_agent_dir},
+                      TaskHasGpus(a.spec, role));
 }
 
 }  // namespace
@@ -195,24 +193,28 @@ bool AgentProtocol::RegisterTask(const TaskRef& ref, const RegisterInfo& info,
 }
 
 void AgentProtocol::CountStart(const OpenExperiment& a, int64_t started_after_launch_ms) {
-  const std::string runtime = RuntimeLabel(a, core_.config());
+  const bool contained = a.spec.container.enabled();
+  const ContainerRuntime runtime = RuntimeOf(a, core_.config());
+  const std::string label = contained ? ContainerRuntimeName(runtime) : "none";
   // An agent's figure: one below 0 (a node's clock behind) counts as 0.
   core_.metrics().TaskStarted(
-      runtime, static_cast<double>(std::max<int64_t>(0, started_after_launch_ms)) / 1000.0);
-  if (runtime == "pyxis" || runtime == "oci") core_.metrics().ContainerStarted(runtime);
+      label, static_cast<double>(std::max<int64_t>(0, started_after_launch_ms)) / 1000.0);
+  // The agent is in the task's container: it started with it.
+  if (contained && AgentRunsInside(runtime)) core_.metrics().ContainerStarted(label);
 }
 
 void AgentProtocol::SendAssignments(OpenExperiment& a, Changes& c,
                                     std::optional<TaskIndex> only_task) {
   const LiveAttempt::AssignmentRound round =
       a.attempt.BeginAssigning(only_task, core_.ports().clock.NowMs(), c);
+  // The agent on the host starts each program in a container of its own.
+  const ContainerRuntime runtime = RuntimeOf(a, core_.config());
+  const bool container_per_program = a.spec.container.enabled() && !AgentRunsInside(runtime);
   for (const auto& [task, channel] : round.channels) {
     AssignmentMsg m = a.AssignmentFor(task, round.cluster, core_.config().heartbeat_interval_ms,
                                       core_.config().shutdown_grace_ms);
     m.container = TaskContainer(a, m.role, m.workdir, core_.config());
-    // The agent on the host starts the program in a container of its own.
-    if (m.container.runtime == "enroot" || m.container.runtime == "apptainer")
-      core_.metrics().ContainerStarted(m.container.runtime);
+    if (container_per_program) core_.metrics().ContainerStarted(ContainerRuntimeName(runtime));
     channel->Send(m);
   }
   if (!round.first) return;

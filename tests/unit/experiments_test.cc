@@ -74,9 +74,11 @@ class ExperimentsTest : public testing::CoreTest {
     for (int p = 0; p < 6; ++p) (void)experiments_->OnHeartbeat(Ref(id, p, attempt));
   }
 
-  // Registers every task of the job; returns their channels.
-  std::vector<std::shared_ptr<RecordingChannel>> RegisterAll(const std::string& id,
-                                                             int attempt = 1) {
+  // Registers every task of the job, each agent `started_after_launch_ms`
+  // after its step's launch when given; returns their channels.
+  std::vector<std::shared_ptr<RecordingChannel>> RegisterAll(
+      const std::string& id, int attempt = 1,
+      std::optional<int64_t> started_after_launch_ms = std::nullopt) {
     std::vector<std::shared_ptr<RecordingChannel>> channels;
     for (int p = 0; p < 6; ++p) {
       auto ch = std::make_shared<RecordingChannel>();
@@ -85,6 +87,7 @@ class ExperimentsTest : public testing::CoreTest {
       info.address = "host" + std::to_string(p / 2 + 1);
       info.port = 5000 + p;
       info.local_id = p % 2;
+      info.started_after_launch_ms = started_after_launch_ms;
       experiments_->OnRegister(Ref(id, p, attempt), info, ch);
       channels.push_back(ch);
     }
@@ -1379,22 +1382,11 @@ TEST_F(ExperimentsTest, MetricsCountTaskStartsOnceAndContainerStartsPerRuntime) 
   RecordingMetrics m;
   metrics_ = &m;
   Restart();
-  auto register_started = [&](const std::string& id, std::optional<int64_t> after_ms) {
-    for (int p = 0; p < 6; ++p) {
-      RegisterInfo info;
-      info.node_name = "node" + std::to_string(p / 2 + 1);
-      info.address = "host" + std::to_string(p / 2 + 1);
-      info.port = 5000 + p;
-      info.local_id = p % 2;
-      info.started_after_launch_ms = after_ms;
-      experiments_->OnRegister(Ref(id, p), info, std::make_shared<RecordingChannel>());
-    }
-  };
   json pyxis = PsSpec("p");
   pyxis["container"] = {{"image", "/images/tf.sqsh"}, {"runtime", "pyxis"}};
   ASSERT_NO_FATAL_FAILURE(SubmitRunning(pyxis));
-  register_started("p", 2500);
-  register_started("p", 2500);  // reconnections: no second start
+  RegisterAll("p", 1, 2500);
+  RegisterAll("p", 1, 2500);  // reconnections: no second start
   ASSERT_EQ(m.task_starts.size(), 6u);
   EXPECT_EQ(m.task_starts[0], std::make_pair(std::string("pyxis"), 2.5));
   EXPECT_EQ(m.container_starts, std::vector<std::string>(6, "pyxis"))
@@ -1408,7 +1400,7 @@ TEST_F(ExperimentsTest, MetricsCountTaskStartsOnceAndContainerStartsPerRuntime) 
   slurm_.SetState(101, JobState::kRunning);
   Poll();
   attempt_offset_ = 1;  // Ref: the second submission's secret
-  register_started("e", std::nullopt);
+  RegisterAll("e");
   ASSERT_EQ(View("e").experiment.state, ExperimentState::kRunning) << View("e").experiment.reason;
   EXPECT_EQ(m.task_starts.size(), 6u);
   EXPECT_EQ(std::count(m.container_starts.begin(), m.container_starts.end(), "enroot"), 6);
@@ -1417,7 +1409,7 @@ TEST_F(ExperimentsTest, MetricsCountTaskStartsOnceAndContainerStartsPerRuntime) 
   slurm_.SetState(102, JobState::kRunning);
   Poll();
   attempt_offset_ = 2;
-  register_started("n", -40);  // an agent's figure below 0 counts as 0
+  RegisterAll("n", 1, -40);  // an agent's figure below 0 counts as 0
   ASSERT_EQ(m.task_starts.size(), 12u);
   EXPECT_EQ(m.task_starts.back(), std::make_pair(std::string("none"), 0.0));
   EXPECT_EQ(m.container_starts.size(), 12u) << "no container, no container start";
