@@ -15,6 +15,7 @@
 #include "agent/address.h"
 #include "agent/child_env.h"
 #include "agent/port_reservation.h"
+#include "agent/relay/relay_route.h"
 #include "agent/service_access.h"
 #include "agent/session.h"
 #include "agent/signals.h"
@@ -147,6 +148,29 @@ SessionOptions SessionOptionsFor(const AgentOptions& options, const std::string&
   return session_options;
 }
 
+// The node's relay when the job asks for one; any reason not to use it is
+// logged and the agent goes straight to the service.
+void ConfigureRelay(const AgentOptions& options, const EnvLookup& env,
+                    SessionOptions& session_options) {
+  auto place = RelayPlaceFor(env, getuid());
+  if (!place.ok()) {
+    spdlog::warn("{}", place.status().message());
+    return;
+  }
+  if (!*place) return;
+  auto command = SelfRelayCommand(
+      options.argc,
+      {"--socket", (*place)->socket_path, "--service", options.service, "--keepalive",
+       std::to_string(options.keepalive_s), "--log-level", options.log_level, "--remove-at-exit",
+       (*place)->lock_path, "--remove-at-exit", (*place)->log_path});
+  if (!command.ok()) {
+    spdlog::warn("not using the node's relay: {}", command.status().message());
+    return;
+  }
+  auto route = std::make_shared<RelayRoute>(std::move(**place), std::move(*command));
+  session_options.relay_socket = [route] { return route->SocketForNextStream(); };
+}
+
 }  // namespace
 
 int RunAgent(const AgentOptions& options, const EnvLookup& env) {
@@ -196,6 +220,7 @@ int RunAgent(const AgentOptions& options, const EnvLookup& env) {
     spdlog::error("{}", s.message());
     return kExitUsage;
   }
+  ConfigureRelay(options, env, session_options);
   // The session holds the port for the program's lifetime, and a fresh one
   // for each attempt in place.
   Session session(std::move(session_options), std::move(*identity), *signal_fd, std::move(*port));

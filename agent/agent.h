@@ -39,6 +39,9 @@ struct AgentOptions {
   // uses it: srun's --output=task-%t.out names component k's files
   // SLURM_PROCID + k there (slurmstepd_job.c adds the component's offset).
   std::string log_dir;
+  // main's argc: the relay (agent/relay/relay_route.h) runs this binary as
+  // the process's command line started it, a loader's words before it.
+  int argc = 0;
 };
 
 // Call BlockAgentSignals() first, before any thread exists.

@@ -1,17 +1,64 @@
 // tfslurm-agent: started by srun once per Slurm task from the job script
 // tfslurmd generates. Everything but the command line lives in
 // tfslurm_agent_lib (agent/agent.h).
+#include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <string_view>
+
 #include "agent/agent.h"
+#include "agent/relay/node_relay.h"
+#include "agent/service_access.h"
 #include "agent/signals.h"
 #include "tls/openssl_through_exit.h"
+
+namespace {
+
+// `tfslurm-agent relay ...`: the node's relay, which an agent starts
+// (agent/relay/relay_route.h); not for people to run.
+int RelayMain(int argc, char** argv) {
+  namespace agent = tfslurm::agent;
+  agent::NodeRelayOptions options;
+  double keepalive_s = 60;
+  int lock_fd = -1;
+  std::string log_level = "info";
+  CLI::App app{"tfslurm-agent relay: the node's relay of one job step, started by its agents"};
+  app.add_option("--socket", options.socket_path, "the Unix socket to serve agents on")->required();
+  app.add_option("--service", options.service, "tfslurmd's agent endpoint, HOST:PORT")->required();
+  app.add_option("--lock-fd", lock_fd, "descriptor holding the relay's lock")->required();
+  std::vector<std::string> leftovers;
+  app.add_option("--remove-at-exit", leftovers,
+                 "files to remove at a clean end (its lock, its log)");
+  app.add_option("--keepalive", keepalive_s, "seconds between HTTP/2 keepalive pings (0: off)");
+  app.add_option("--log-level", log_level)
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : agent::kExitUsage;
+  }
+  spdlog::set_level(spdlog::level::from_str(log_level));
+  options.keepalive_time = std::chrono::milliseconds(static_cast<int64_t>(keepalive_s * 1000));
+  // The same TLS as the agents' (TFSLURM_CA in the job's environment).
+  auto ca = agent::ServiceCaFromEnv(agent::ProcessEnvironment());
+  if (!ca.ok()) {
+    spdlog::error("relay: {}", ca.status().message());
+    return agent::kExitUsage;
+  }
+  options.tls_ca_pem = *ca;
+  return agent::RunNodeRelayProcess(options, lock_fd, leftovers);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   namespace agent = tfslurm::agent;
   tfslurm::tls::KeepOpenSslThroughExit();
-  // Before anything can start a thread.
+  // Before anything can start a thread. The relay keeps them blocked too:
+  // the step's SIGTERM is for the agents, which still report through it.
   agent::BlockAgentSignals();
+  if (argc > 1 && std::string_view(argv[1]) == "relay") return RelayMain(argc - 1, argv + 1);
 
   agent::AgentOptions options;
   CLI::App app{
@@ -51,5 +98,6 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : agent::kExitUsage;
   }
+  options.argc = argc;
   return agent::RunAgent(options, agent::ProcessEnvironment());
 }

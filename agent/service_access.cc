@@ -7,14 +7,23 @@
 
 namespace tfslurm::agent {
 
+StatusOr<std::optional<std::string>> ServiceCaFromEnv(const EnvLookup& env) {
+  std::optional<std::string> ca = env(kCaVariable);
+  if (!ca || ca->empty()) return std::optional<std::string>();
+  std::string pem = *ca == "system" ? tls::SystemTrustPem() : *ca;
+  if (pem.empty())
+    return Error(std::string(kCaVariable) +
+                 "=system, but this node's trust store cannot be read (OpenSSL's default "
+                 "file; Debian's ca-certificates)");
+  if (auto certs = tls::ParseCertificates(pem, kCaVariable); !certs.ok()) return certs.status();
+  return std::optional<std::string>(std::move(pem));
+}
+
 Status ConfigureServiceAccess(const EnvLookup& env, SessionOptions& options) {
-  if (std::optional<std::string> ca = env(kCaVariable); ca && !ca->empty()) {
-    std::string pem = *ca == "system" ? tls::SystemTrustPem() : *ca;
-    if (pem.empty())
-      return Error(std::string(kCaVariable) +
-                   "=system, but this node's trust store cannot be read (OpenSSL's default "
-                   "file; Debian's ca-certificates)");
-    if (auto certs = tls::ParseCertificates(pem, kCaVariable); !certs.ok()) return certs.status();
+  auto ca = ServiceCaFromEnv(env);
+  if (!ca.ok()) return ca.status();
+  if (*ca) {
+    const std::string pem = **ca;
     options.stream.tls_ca_pem = pem;
     options.why_unverified = [target = options.stream.target, pem] {
       return WhyServiceUnverified(target, pem);

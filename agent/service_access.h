@@ -35,6 +35,10 @@ namespace tfslurm::agent {
 // unknown TFSLURM_PROVE_UID) is the agent's exit 2.
 Status ConfigureServiceAccess(const EnvLookup& env, SessionOptions& options);
 
+// The CA certificates (PEM) TFSLURM_CA in `env` gives, nullopt when it is
+// unset (plaintext); an error as ConfigureServiceAccess's.
+StatusOr<std::optional<std::string>> ServiceCaFromEnv(const EnvLookup& env);
+
 // After a stream failed before it opened: the reason when the service at
 // `target` (HOST:PORT) did answer, but not with a certificate that verifies
 // against `ca_pem` (or not in TLS at all); nullopt when it may only be down

@@ -2,6 +2,8 @@
 
 #include <grpcpp/support/channel_arguments.h>
 
+#include "agent/relay/node_relay.h"
+
 namespace tfslurm::agent {
 
 ServiceStream::ServiceStream(const StreamOptions& options, uint64_t id, Sink sink)
@@ -37,17 +39,23 @@ void ServiceStream::Cancel() {
 void ServiceStream::ReadLoop(StreamOptions options) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  if (options.keepalive_time.count() > 0) {
+  // To the node's relay: a local socket, closed at once if the relay dies;
+  // pings would only count against it (a gRPC server's default allows one
+  // per 5 minutes while it sends nothing).
+  if (options.keepalive_time.count() > 0 && !options.relay_socket) {
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time.count()));
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(options.keepalive_timeout.count()));
   }
   // gRPC's TLS verifies the chain against the CAs and the target's host
   // against the certificate's names; a handshake that fails sends nothing.
+  // The relay's socket is the node's, in a directory of this user's alone
+  // (relay_route.h); the relay speaks TLS to the service.
   std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options.tls_ca_pem ? grpc::SslCredentials({*options.tls_ca_pem, "", ""})
-                         : grpc::InsecureChannelCredentials();
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(options.target, credentials, args);
+      options.tls_ca_pem && !options.relay_socket
+          ? grpc::SslCredentials({*options.tls_ca_pem, "", ""})
+          : grpc::InsecureChannelCredentials();
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      options.relay_socket ? "unix:" + *options.relay_socket : options.target, credentials, args);
   std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
   // Not wait_for_ready: when the service is down the call fails at once and
   // the agent's own backoff decides when to try again.
@@ -74,6 +82,8 @@ void ServiceStream::ReadLoop(StreamOptions options) {
   StreamEvent event;
   event.stream_id = id_;
   event.ended = std::move(status);
+  event.service_not_reached =
+      options.relay_socket && context_.GetServerTrailingMetadata().count(kUpstreamNotOpened) > 0;
   sink_(std::move(event));
 }
 

@@ -42,11 +42,19 @@ struct StreamEvent {
   std::optional<grpc::Status> ended;  // the call is over; no event follows
   // The first message went out: the service is there (the call is not
   // wait_for_ready, so against a service that is down the write fails).
+  // Through the node's relay: the relay is there.
   bool opened = false;
+  // With `ended`, through the node's relay: the relay's stream to the
+  // service never opened, so the service was not reached after all.
+  bool service_not_reached = false;
 };
 
 struct StreamOptions {
   std::string target;  // HOST:PORT of tfslurmd's agent endpoint
+  // Through the node's relay (agent/relay/node_relay.h) at this Unix socket,
+  // which reaches `target` in TLS if tls_ca_pem says so; nullopt: straight
+  // to `target`.
+  std::optional<std::string> relay_socket;
   // TLS: the CA certificates (PEM) the service's certificate must verify
   // against, for the target's host; nullopt: plaintext.
   std::optional<std::string> tls_ca_pem;

@@ -98,7 +98,9 @@ void Session::Connect() {
   reconnect_at_.reset();
   const bool standby = phase_ == Phase::kStandby;
   const bool reconnect = assignment_.has_value() && !standby;
-  stream_ = std::make_unique<ServiceStream>(options_.stream, ++last_stream_id_,
+  StreamOptions stream_options = options_.stream;
+  if (options_.relay_socket) stream_options.relay_socket = options_.relay_socket();
+  stream_ = std::make_unique<ServiceStream>(stream_options, ++last_stream_id_,
                                             [this](StreamEvent e) { PostEvent(std::move(e)); });
   stream_opened_at_ = Clock::now();
   stream_opened_ = false;
@@ -130,8 +132,9 @@ void Session::Connect() {
     reg->set_started_after_launch_ms(*identity_.started_after_launch_ms);
   Send(std::move(message));
   if (WorthLogging(failed_connections_ + 1)) {
-    spdlog::info("{} with the service at {}", reconnect ? "re-registering" : "registering",
-                 options_.stream.target);
+    spdlog::info("{} with the service at {}{}", reconnect ? "re-registering" : "registering",
+                 options_.stream.target,
+                 stream_options.relay_socket ? " through the node's relay" : "");
   }
 
   if (phase_ == Phase::kRunning) {
@@ -171,6 +174,7 @@ void Session::HandleStreamEvents() {
     if (event.message) {
       OnServiceMessage(*event.message);
     } else if (event.ended) {
+      if (event.service_not_reached) stream_opened_ = false;
       OnStreamEnded(*event.ended);
     } else if (event.opened) {
       stream_opened_ = true;

@@ -103,6 +103,9 @@ struct SessionOptions {
   // Site mode: a fresh MUNGE credential for a payload (Register's
   // TaskRef.uid_credential). Null in personal mode.
   std::function<StatusOr<std::string>(const std::string& payload)> uid_credential;
+  // The node's relay (agent/relay/relay_route.h): the socket each new stream
+  // goes through, nullopt for straight to the service. Null: always straight.
+  std::function<std::optional<std::string>()> relay_socket;
 };
 
 class Session {

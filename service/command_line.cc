@@ -30,6 +30,13 @@ void DefineServiceOptions(CLI::App& app, CommandLine& cl) {
   app.add_option("--advertise", d.advertise_host,
                  "host the agents use to reach the service; default: the agent listen host, or "
                  "this host's name when that is 0.0.0.0 or ::");
+  app.add_option("--agent-relay", cl.agent_relay,
+                 "node: the agents of a node reach the agent endpoint through one relay process "
+                 "and one connection (a job of 16,384 tasks on 8-task nodes: 2,048 connections, "
+                 "not 16,384); off: each agent connects itself (docs/design.md, \"The node's "
+                 "relay\")")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"node", "off"}));
   app.add_option("--ready-file", cl.ready_file,
                  "write {\"http_port\", \"agent_port\"} here once listening");
   app.add_option("--poll-interval-ms", core.poll_interval_ms,

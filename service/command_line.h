@@ -38,6 +38,9 @@ struct CommandLine {
   std::string log_level = "info";
   std::string slurm_conf;  // "" keeps SLURM_CONF (or libslurm's default)
   bool site = false;
+  // --agent-relay: "node" (a node's agents share one connection through the
+  // node's relay, agent/relay/) or "off" (one connection per agent).
+  std::string agent_relay = "node";
   // Site mode: the PATH every job gets (not tfslurmd's, which is root's).
   std::string job_path = "/usr/local/bin:/usr/bin:/bin";
   // Site mode without slurm.conf's PrivateData=jobs: refused unless given.

@@ -179,6 +179,7 @@ int CompleteOptions(CommandLine& cl) {
     d.core.launch.container_agent_dir =
         tfslurm::base::BesideSelfOr("agent-bundle", tfslurm::base::InstallAgentBundleDir());
   d.core.job_environment = JobEnvironment(cl.site, cl.job_path);
+  if (cl.agent_relay == "node") d.core.job_environment.push_back("TFSLURM_AGENT_RELAY=node");
   if (int bad = tfslurm::CheckTransportSecurity(d, cl.tls)) return bad;
   if (cl.site) {
     // Each agent proves its uid with a MUNGE credential when it registers

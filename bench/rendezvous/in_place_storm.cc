@@ -1,5 +1,7 @@
 // bench_in_place_storm: the rendezvous of an attempt restarted in place
 // (restart.in_allocation), N simulated agents of N PyTorch ranks.
+// With --agents-per-connection K, K agents' streams share each connection,
+// as the agents of a node do through the node's relay (agent/relay/).
 //
 // For each size N it starts a fresh bench_rendezvous_server, then makes
 // `--warmup + --runs` runs of:
@@ -333,7 +335,7 @@ double Earliest(const std::vector<std::unique_ptr<Agent>>& agents, Time Agent::*
   return earliest;
 }
 
-RunResult RunInPlace(ServerProcess& server, int n, int tasks_per_node) {
+RunResult RunInPlace(ServerProcess& server, int n, int tasks_per_node, int agents_per_connection) {
   RunResult res;
   res.n = n;
   std::string answer = server.Command("new " + std::to_string(n) + " pytorch");
@@ -342,22 +344,24 @@ RunResult RunInPlace(ServerProcess& server, int n, int tasks_per_node) {
   if (sscanf(answer.c_str(), "exp %255s %255s %lld", exp, secret, &job) != 3)
     ServerProcess::Die("cannot create the experiment: " + answer);
 
-  // One connection per agent, as in bench_rendezvous_storm.
+  // One connection per agent (or per agents_per_connection agents), as in
+  // bench_rendezvous_storm.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::string target = "127.0.0.1:" + std::to_string(server.agent_port());
   Time c0 = Clock::now();
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<AgentService::Stub>> stubs;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < (n + agents_per_connection - 1) / agents_per_connection; ++i) {
     channels.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
     channels.back()->GetState(/*try_to_connect=*/true);
   }
   for (auto& ch : channels) {
     if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(60)))
       ServerProcess::Die("a channel did not connect within 60 s");
-    stubs.push_back(AgentService::NewStub(ch));
   }
+  for (int i = 0; i < n; ++i)
+    stubs.push_back(AgentService::NewStub(channels[i / agents_per_connection]));
   res.connect_ms = Ms(Clock::now() - c0);
 
   Run run;
@@ -423,6 +427,7 @@ int main(int argc, char** argv) {
   int runs = 10, warmup = 1, tasks_per_node = 32;
   double target_ms = 0;  // 0: issue 49's target for each N (TargetMs)
   std::vector<std::string> server_args;
+  int agents_per_connection = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -445,15 +450,21 @@ int main(int argc, char** argv) {
       server_args.push_back(next());
     else if (a == "--target-ms")
       target_ms = std::stod(next());
+    else if (a == "--agents-per-connection")
+      agents_per_connection = std::stoi(next());
     else {
       fprintf(stderr,
               "usage: %s --server PATH [--sizes 64,512,4096] [--runs 10] [--warmup 1] [--dir D]\n"
-              "          [--runs-csv FILE] [--server-arg ARG]... [--target-ms MS]\n",
+              "          [--runs-csv FILE] [--server-arg ARG]... [--target-ms MS]\n"
+              "          [--agents-per-connection K]\n",
               argv[0]);
       return 2;
     }
   }
   if (server_bin.empty()) ServerProcess::Die("--server PATH (bench_rendezvous_server) is required");
+  if (agents_per_connection < 1 || agents_per_connection > tasks_per_node)
+    ServerProcess::Die("--agents-per-connection must be 1.." + std::to_string(tasks_per_node) +
+                       " (the agents of one node), got " + std::to_string(agents_per_connection));
   bench::RaiseFileLimitAndIgnoreSigpipe();
   // As in bench_rendezvous_storm: Debian's abseil checks every gRPC lock for
   // deadlocks otherwise, and the load generator shares the CPUs.
@@ -488,7 +499,7 @@ int main(int argc, char** argv) {
     size_t bytes = 0;
     int errors = 0;
     for (int run = 0; run < warmup + runs; ++run) {
-      RunResult r = RunInPlace(server, n, std::min(n, tasks_per_node));
+      RunResult r = RunInPlace(server, n, std::min(n, tasks_per_node), agents_per_connection);
       fprintf(stderr,
               "  N=%d run %d%s: failing exit -> standby %.1f, -> first NextAttempt %.1f (tick "
               "wait), -> last NextAttempt %.1f, -> last attempt-2 assignment %.1f ms; "

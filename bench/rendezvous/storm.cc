@@ -11,7 +11,11 @@
 //      would, and waits until all are connected (timed apart: "connect");
 //      with --agents-per-connection K, N/K channels, each carrying the
 //      streams of K agents: what the service sees when the agents of a node
-//      share one connection (per-node aggregation, issue 49);
+//      share one connection (per-node aggregation, issue 49); with
+//      --relay-agent PATH as well, each group of K goes through a real node
+//      relay (`PATH relay`, agent/relay/node_relay.h), one process per
+//      group started for each size, so that the relays' own cost is in the
+//      figures (on these same cores; on a cluster each runs on its node);
 //   3. "go": starts N Connect streams whose first message is Register, as
 //      fast as one thread can (agents started by one srun);
 //   4. waits for every Assignment. Per agent it records when its Register
@@ -37,8 +41,13 @@
 // certificates would; afterwards both ports must present the last one. Any
 // agent refused, broken or missing fails the program (exit 1).
 #include <absl/synchronization/mutex.h>
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -285,9 +294,78 @@ void StopProfiler(pid_t pid) {
   waitpid(pid, &status, 0);
 }
 
+// Real node relays, one per group of agents (--relay-agent): started with
+// their lock held as an agent starts one (agent/relay/relay_route.cc),
+// killed at the end.
+class RelayFleet {
+ public:
+  RelayFleet(const std::string& agent, const std::string& dir, int count,
+             const std::string& service, const std::string& ca_pem) {
+    if (system(("mkdir -p '" + dir + "'").c_str()) != 0) ServerProcess::Die("cannot make " + dir);
+    for (int g = 0; g < count; ++g) {
+      const std::string base = dir + "/relay-" + std::to_string(g);
+      sockets_.push_back(base + ".sock");
+      int lock = open((base + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      int log = open((base + ".log").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (lock < 0 || log < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0)
+        ServerProcess::Die("cannot take the lock of " + base);
+      posix_spawn_file_actions_t actions;
+      posix_spawn_file_actions_init(&actions);
+      posix_spawn_file_actions_adddup2(&actions, log, 1);
+      posix_spawn_file_actions_adddup2(&actions, log, 2);
+      posix_spawn_file_actions_adddup2(&actions, lock, 3);
+      std::vector<std::string> words = {agent,         "relay", "--socket",  base + ".sock",
+                                        "--service",   service, "--lock-fd", "3",
+                                        "--keepalive", "0"};
+      std::vector<char*> argv;
+      for (auto& w : words) argv.push_back(w.data());
+      argv.push_back(nullptr);
+      std::vector<std::string> env_words;
+      for (char** e = environ; *e; ++e)
+        if (strncmp(*e, "TFSLURM_CA=", 11) != 0) env_words.push_back(*e);
+      if (!ca_pem.empty()) env_words.push_back("TFSLURM_CA=" + ca_pem);
+      std::vector<char*> envp;
+      for (auto& w : env_words) envp.push_back(w.data());
+      envp.push_back(nullptr);
+      pid_t pid = 0;
+      if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data()) != 0)
+        ServerProcess::Die("cannot start " + agent + " relay");
+      posix_spawn_file_actions_destroy(&actions);
+      pids_.push_back(pid);
+      close(lock);
+      close(log);
+    }
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    for (const std::string& socket : sockets_) {
+      while (!Connectable(socket)) {
+        if (Clock::now() > deadline) ServerProcess::Die("relay " + socket + " did not serve");
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+  }
+  ~RelayFleet() {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+  }
+  const std::string& socket(int group) const { return sockets_[group]; }
+
+ private:
+  static bool Connectable(const std::string& path) {
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    return ok;
+  }
+  std::vector<std::string> sockets_;
+  std::vector<pid_t> pids_;
+};
+
 RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, int agents_per_connection,
                    const std::string& framework, const std::string& profile_cmd,
-                   const StormTls* tls) {
+                   const StormTls* tls, const RelayFleet* relays) {
   RunResult res;
   res.n = n;
   std::string answer = server.Command("new " + std::to_string(n) + " " + framework);
@@ -320,7 +398,11 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, int agents_
   std::vector<std::unique_ptr<AgentService::Stub>> stubs;
   res.connections = (n + agents_per_connection - 1) / agents_per_connection;
   for (int i = 0; i < res.connections; ++i) {
-    channels.push_back(grpc::CreateCustomChannel(target, credentials, args));
+    // Through a relay: its Unix socket, in plaintext (the relay speaks TLS
+    // to the server, as the agent's stream does, agent/service_stream.cc).
+    channels.push_back(relays ? grpc::CreateCustomChannel("unix:" + relays->socket(i),
+                                                          grpc::InsecureChannelCredentials(), args)
+                              : grpc::CreateCustomChannel(target, credentials, args));
     channels.back()->GetState(/*try_to_connect=*/true);
   }
   // Generous: 4,096 TLS handshakes cost ~12 s of CPU on both sides, which a
@@ -416,6 +498,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> server_args;
   std::optional<StormTls> tls;
   int rotate_every_ms = 0;
+  std::string relay_agent;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -446,13 +529,15 @@ int main(int argc, char** argv) {
       rotate_every_ms = std::stoi(next());
     else if (a == "--agents-per-connection")
       agents_per_connection = std::stoi(next());
+    else if (a == "--relay-agent")
+      relay_agent = next();
     else {
       fprintf(stderr,
               "usage: %s --server PATH [--sizes 64,512,4096] [--runs 20] [--warmup 2] [--dir D]\n"
               "          [--runs-csv FILE] [--server-arg ARG]... [--profile-cmd 'perf record -g -p "
               "{pid} -o F']\n"
               "          [--framework tensorflow|pytorch] [--tls DIR [--rotate-every-ms N]]\n"
-              "          [--agents-per-connection K]\n",
+              "          [--agents-per-connection K [--relay-agent TFSLURM_AGENT]]\n",
               argv[0]);
       return 2;
     }
@@ -501,12 +586,18 @@ int main(int argc, char** argv) {
     std::string cmd = "rm -rf '" + run_dir + "'";
     if (system(cmd.c_str()) != 0) ServerProcess::Die("cannot clear " + run_dir);
     ServerProcess server(server_bin, run_dir, server_args);
+    std::optional<RelayFleet> relays;
+    if (!relay_agent.empty())
+      relays.emplace(relay_agent, run_dir + "/relays",
+                     (n + agents_per_connection - 1) / agents_per_connection,
+                     "127.0.0.1:" + std::to_string(server.agent_port()), tls ? tls->ca_pem : "");
     std::vector<double> gaps, storms, rates, agent_all, connects, cpus;
     long threads = 0, hwm = 0;
     int errors = 0;
     for (int run = 0; run < warmup + runs; ++run) {
       RunResult res = RunStorm(server, n, std::min(n, tasks_per_node), agents_per_connection,
-                               framework, run < warmup ? "" : profile_cmd, tls ? &*tls : nullptr);
+                               framework, run < warmup ? "" : profile_cmd, tls ? &*tls : nullptr,
+                               relays ? &*relays : nullptr);
       double p50 = Percentile(res.per_agent_ms, 50), p99 = Percentile(res.per_agent_ms, 99);
       fprintf(
           stderr,

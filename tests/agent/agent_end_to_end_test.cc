@@ -177,10 +177,15 @@ class AgentEndToEndTest : public ::testing::Test {
     };
   }
 
-  // Starts the agent with flags for the fake service; `flags` override or
-  // add to them.
+  // Starts the agent with AgentArgs(flags).
   void StartAgent(const std::map<std::string, std::string>& flags = {},
                   std::optional<std::map<std::string, std::string>> env = std::nullopt) {
+    agent_ = std::make_unique<AgentProcess>(AgentArgs(flags), env.value_or(AgentEnv()),
+                                            dir_.Path("agent.log"));
+  }
+
+  // The agent's flags for the fake service; `flags` override or add to them.
+  std::vector<std::string> AgentArgs(const std::map<std::string, std::string>& flags = {}) const {
     std::map<std::string, std::string> all = {
         {"--service", server_->target()},
         {"--experiment", "exp-e2e"},
@@ -196,7 +201,7 @@ class AgentEndToEndTest : public ::testing::Test {
       args.push_back(flag);
       args.push_back(value);
     }
-    agent_ = std::make_unique<AgentProcess>(args, env.value_or(AgentEnv()), dir_.Path("agent.log"));
+    return args;
   }
 
   // A program: `/bin/sh -c script`, run in the temp dir, which it finds in
@@ -1135,6 +1140,155 @@ TEST_F(AgentTlsTest, ATrustedCaThatIsNoCertificateIsAUsageError) {
   ASSERT_EQ(agent_->WaitForExit(), 2);
   EXPECT_NE(agent_->Log().find("TFSLURM_CA holds no certificate"), std::string::npos)
       << agent_->Log();
+}
+
+// The node's relay (issue 49, agent/relay/): with TFSLURM_AGENT_RELAY=node
+// a node's agents reach the service through one relay process and one
+// connection, and nothing of what they do changes.
+class AgentRelayTest : public AgentTlsTest {
+ protected:
+  void TearDown() override {
+    AgentTlsTest::TearDown();
+    for (pid_t pid : Relays()) ::kill(pid, SIGKILL);
+  }
+
+  // Task `proc` of job 4242's step 0 on node1, `local`-th there.
+  std::map<std::string, std::string> RelayEnv(int proc = 3, int local = 0) const {
+    auto env = AgentEnv();
+    env["TFSLURM_AGENT_RELAY"] = "node";
+    env["SLURM_STEP_ID"] = "0";
+    env["TMPDIR"] = dir_.path();
+    env["SLURM_PROCID"] = std::to_string(proc);
+    env["SLURM_LOCALID"] = std::to_string(local);
+    return env;
+  }
+
+  // The relays this test's agents started (their sockets are in dir_).
+  std::vector<pid_t> Relays() const {
+    std::vector<pid_t> pids;
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline = ReadFile(entry.path() / "cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (cmdline.find(" relay --socket " + dir_.path() + "/") != std::string::npos &&
+          !ProcessIsDead(std::stoi(name)))
+        pids.push_back(std::stoi(name));
+    }
+    return pids;
+  }
+
+  std::string RelayLog() const {
+    return ReadFile(dir_.path() + "/tfslurm-relay-" + std::to_string(getuid()) +
+                    "/4242.0.node1.log");
+  }
+};
+
+TEST_F(AgentRelayTest, TwoAgentsOfANodeShareOneRelayAndOneConnection) {
+  AssignOnRegister(ShellAssignment("exit 0"));
+  StartAgent({}, RelayEnv(3, 0));
+  AgentProcess second(AgentArgs(), RelayEnv(4, 1), dir_.Path("agent2.log"));
+  EXPECT_EQ(agent_->WaitForExit(), 0);
+  EXPECT_EQ(second.WaitForExit(), 0) << second.Log();
+  EXPECT_TRUE(WaitForBody(v1::AgentMessage::kExited, 2));
+  const std::vector<std::string> peers = service().peers();
+  ASSERT_EQ(peers.size(), 2u);
+  EXPECT_EQ(peers[0], peers[1]) << "one connection for both agents' streams";
+  EXPECT_EQ(Relays().size(), 1u) << "one relay for the node";
+  EXPECT_NE(agent_->Log().find("registering with the service at " + server_->target() +
+                               " through the node's relay"),
+            std::string::npos)
+      << agent_->Log();
+  EXPECT_NE(RelayLog().find("relay: serving the node's agents at "), std::string::npos)
+      << RelayLog();
+}
+
+TEST_F(AgentRelayTest, AKilledRelayIsReplacedAndTheProgramCarriesOn) {
+  AssignOnRegister(ShellAssignment(R"(
+    echo $$ > "$TEST_DIR/pid"
+    while [ ! -e "$TEST_DIR/go" ]; do sleep 0.05; done
+    exit 4)"));
+  StartAgent({}, RelayEnv());
+  ASSERT_TRUE(Eventually([&] { return Exists(dir_.Path("pid")); }));
+  const std::vector<pid_t> first = Relays();
+  ASSERT_EQ(first.size(), 1u);
+  ::kill(first[0], SIGKILL);
+  ASSERT_TRUE(service().WaitUntil(
+      [](const std::vector<FakeAgentService::Received>& received) {
+        return std::any_of(received.begin(), received.end(), [](const auto& r) {
+          return r.message.has_register_() && r.message.register_().reconnect();
+        });
+      },
+      kTimeout))
+      << agent_->Log();
+  const std::vector<pid_t> second = Relays();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(second[0], first[0]) << "a new relay";
+  WriteFile(dir_.Path("go"), "");
+  EXPECT_EQ(agent_->WaitForExit(), 4);
+  EXPECT_EQ(ReportedExit().exit_code(), 4);
+}
+
+TEST_F(AgentRelayTest, TheRelayCarriesItsAgentsAcrossARestartOfTheService) {
+  v1::Assignment assignment = ShellAssignment(R"(
+    echo started >> "$TEST_DIR/starts"
+    while [ ! -e "$TEST_DIR/go" ]; do sleep 0.05; done
+    exit 4)");
+  AssignOnRegister(assignment);
+  StartAgent({}, RelayEnv());
+  ASSERT_TRUE(Eventually([&] { return Exists(dir_.Path("starts")); }));
+  const std::vector<pid_t> relay = Relays();
+  ASSERT_EQ(relay.size(), 1u);
+  const int service_port = server_->port();
+  server_.reset();
+  server_ = std::make_unique<FakeServer>(service_port);
+  AssignOnRegister(assignment);
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kRegister)) << agent_->Log();
+  EXPECT_TRUE(Messages(v1::AgentMessage::kRegister).at(0).register_().reconnect());
+  EXPECT_EQ(Relays(), relay) << "the same relay, its connection made again";
+  WriteFile(dir_.Path("go"), "");
+  EXPECT_EQ(agent_->WaitForExit(), 4);
+  EXPECT_EQ(ReportedExit().exit_code(), 4);
+  EXPECT_EQ(ReadFile(dir_.Path("starts")), "started\n");
+}
+
+TEST_F(AgentRelayTest, ThroughTheRelayTheServiceIsVerifiedInTls) {
+  tls::MadeCertificate ca = Ca("site CA");
+  ServeTls(ca, Server(ca, 86400));
+  AssignOnRegister(ShellAssignment("exit 0"));
+  auto env = RelayEnv();
+  env["TFSLURM_CA"] = ca.cert_pem;
+  StartAgent({}, env);
+  EXPECT_EQ(ReportedExit().exit_code(), 0);
+  EXPECT_EQ(agent_->WaitForExit(), 0);
+  EXPECT_NE(RelayLog().find(" (TLS)"), std::string::npos) << RelayLog();
+}
+
+TEST_F(AgentRelayTest, AServiceTheRelayCannotVerifyIsRefusedWithTheReason) {
+  tls::MadeCertificate ca = Ca("site CA"), other = Ca("another CA");
+  ServeTls(ca, Server(ca, 86400));
+  auto env = RelayEnv();
+  env["TFSLURM_CA"] = other.cert_pem;
+  StartAgent({}, env);
+  ASSERT_EQ(agent_->WaitForExit(), kAgentExitUnverifiedService) << agent_->Log();
+  EXPECT_NE(agent_->Log().find(" through the node's relay"), std::string::npos) << agent_->Log();
+  EXPECT_NE(agent_->Log().find(": self-signed certificate in certificate chain"), std::string::npos)
+      << agent_->Log();
+  EXPECT_TRUE(service().received().empty()) << "no message reached a service it could not verify";
+}
+
+TEST_F(AgentRelayTest, ARelayDirectoryOthersCanEnterIsNotUsed) {
+  const std::string dir = dir_.path() + "/tfslurm-relay-" + std::to_string(getuid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  AssignOnRegister(ShellAssignment("exit 0"));
+  StartAgent({}, RelayEnv());
+  EXPECT_EQ(agent_->WaitForExit(), 0);
+  EXPECT_EQ(ReportedExit().exit_code(), 0);
+  EXPECT_NE(agent_->Log().find("is not a directory of this user's alone (mode 0700"),
+            std::string::npos)
+      << agent_->Log();
+  EXPECT_TRUE(Relays().empty());
 }
 
 }  // namespace

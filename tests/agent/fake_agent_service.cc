@@ -39,6 +39,11 @@ std::vector<FakeAgentService::Received> FakeAgentService::received() const {
   return received_;
 }
 
+std::vector<std::string> FakeAgentService::peers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peers_;
+}
+
 int FakeAgentService::streams() const {
   std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(streams_.size());
@@ -53,6 +58,7 @@ grpc::Status FakeAgentService::Connect(
     std::lock_guard<std::mutex> lock(mu_);
     index = static_cast<int>(streams_.size());
     streams_.push_back(state);
+    peers_.push_back(context->peer());
   }
 
   // gRPC allows one reader and one writer at a time: read here, write from

@@ -49,6 +49,9 @@ class FakeAgentService final : public v1::AgentService::Service {
   bool WaitUntil(const Predicate& predicate, std::chrono::milliseconds timeout);
   std::vector<Received> received() const;
   int streams() const;
+  // The peer of each stream (gRPC's "ipv4:127.0.0.1:PORT"): streams on one
+  // connection share it.
+  std::vector<std::string> peers() const;
 
   grpc::Status Connect(
       grpc::ServerContext* context,
@@ -66,6 +69,7 @@ class FakeAgentService final : public v1::AgentService::Service {
   std::condition_variable cv_;
   std::vector<Received> received_;
   std::vector<std::shared_ptr<StreamState>> streams_;
+  std::vector<std::string> peers_;
   RegisterReply register_reply_;
   bool acknowledge_exit_ = true;
 };

@@ -233,3 +233,49 @@ def test_tfctl_and_the_dashboard_work_from_the_login_host(service_factory, slurm
     # service's 401 to its first call answered with the token form.
     assert "· tfslurm</title>" in r.stdout and 'data-testid="running"' in r.stdout, r.stdout[:1500]
     assert 'data-testid="token-dialog" open' in r.stdout, r.stdout[-1500:]
+
+
+@pytest.mark.parametrize("relay", ["node", "off"], ids=["relay", "no-relay"])
+def test_a_nodes_agents_reach_the_service_over_one_connection_through_its_relay(
+        service_factory, slurm_cluster, tmp_path, relay):
+    """Issue 49: with --agent-relay node (tfslurmd's default) the two agents
+    of each node register through the node's relay, so the service host sees
+    one TCP connection opened per node for the whole experiment, not one per
+    agent's stream (tcpdump's SYNs on the switch); with --agent-relay off,
+    at least one per agent (each of its streams dials anew: registering, and
+    standing by for a next attempt in the job). The experiment is the same
+    either way."""
+    from helpers.capture import Capture
+    if not hosts.apart(slurm_cluster):
+        pytest.skip("TFSLURM_LOOPBACK=1: the session's cluster is on one host")
+    service = service_factory(extra_args=("--agent-relay", relay))
+    spec = {"id": f"relay-{relay}", "framework": "pytorch",
+            "command": ["/bin/sh", "-c", 'echo "rank $RANK of $WORLD_SIZE"'],
+            "resources": {"partition": "debug", "nodes": 2, "tasks_per_node": 2, "time_limit": "00:05:00"},
+            "restart": {"max_restarts": 0}}
+    with Capture(slurm_cluster, tmp_path) as cap:
+        status, body = service.post("/experiments", spec)
+        assert status == 201, body
+        done = service.wait_state(spec["id"], ("succeeded", "failed"), timeout=120)
+    assert done["state"] == "succeeded", done["reason"]
+    svc = hosts.address(slurm_cluster, "svc")
+    syns = subprocess.run(["tcpdump", "-r", cap.pcap("eth"), "-n", "-q", "-t",
+                           f"dst host {svc} and dst port {service.agent_port} and "
+                           "tcp[tcpflags] & tcp-syn != 0 and tcp[tcpflags] & tcp-ack == 0"],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, check=True).stdout
+    opened = {}
+    for line in syns.splitlines():
+        m = re.match(r"^IP (\d+\.\d+\.\d+\.\d+)\.(\d+) > ", line)
+        if m:
+            opened.setdefault(m.group(1), set()).add(int(m.group(2)))
+    nodes = {hosts.address(slurm_cluster, t["node"]) for t in done["tasks"]}
+    assert len(nodes) == 2, done["tasks"]
+    assert set(opened) == nodes, syns
+    if relay == "node":
+        assert all(len(ports) == 1 for ports in opened.values()), syns
+    else:
+        assert all(len(ports) >= 2 for ports in opened.values()), syns
+    logs = [open(os.path.join(done["model_dir"], "logs", "attempt-1", f"task-{t['proc_id']}.out"),
+                 errors="replace").read() for t in done["tasks"]]
+    through = [" through the node's relay" in log for log in logs]
+    assert through == [relay == "node"] * 4, logs

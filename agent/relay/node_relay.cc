@@ -1,0 +1,397 @@
+// The relay over gRPC's callback API on both sides: an agent stream is a
+// server reactor (Down), its stream to the service a client reactor (Up) on
+// the one shared channel, both owned by a Pipe. No thread per stream.
+//
+// Each direction carries one message at a time: a message read from one
+// side is written to the other before the next read starts, so a slow reader
+// on either side holds back the writer through gRPC's flow control instead of
+// a queue in the relay.
+//
+// Threads: gRPC runs reactions on its threads, and Down's and Up's
+// reactions run concurrently; every Pipe member below `mu_` is guarded by it.
+// The messages in flight (`to_service_`, `to_agent_`) are touched only by
+// the operation that owns them at the time, handed on with
+// TFSLURM_HAPPENS_BEFORE/AFTER for TSan (base/happens_before.h): Debian's
+// gRPC is not built with TSan.
+#include "agent/relay/node_relay.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+
+#include "agent.grpc.pb.h"
+#include "base/happens_before.h"
+#include "base/mutex.h"
+
+namespace tfslurm::agent {
+namespace {
+
+using v1::AgentMessage;
+using v1::ServiceMessage;
+
+class Pipe;
+
+// What the relay tracks across its streams: how many are open, and since
+// when it has been idle.
+class Activity {
+ public:
+  using Clock = std::chrono::steady_clock;
+  void Opened() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    ++open_;
+    ever_ = true;
+    cv_.notify_all();
+  }
+  void Closed() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    --open_;
+    idle_since_ = Clock::now();
+    cv_.notify_all();
+  }
+  int open() const ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    return open_;
+  }
+  // Returns once idle as `options` says, or when Stop is called.
+  void WaitUntilIdle(const NodeRelayOptions& options) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    while (!stopped_) {
+      const std::chrono::milliseconds limit =
+          ever_ ? options.idle_exit : options.first_stream_timeout;
+      if (open_ == 0 && Clock::now() - idle_since_ >= limit) return;
+      cv_.wait_for(mu_, open_ == 0 ? limit - (Clock::now() - idle_since_) : limit);
+    }
+  }
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    stopped_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ever_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  Clock::time_point idle_since_ ABSL_GUARDED_BY(mu_) = Clock::now();
+};
+
+// The agent's stream, served on the relay's socket.
+class Down final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
+ public:
+  explicit Down(Pipe* pipe) : pipe_(pipe) {}
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  Pipe* const pipe_;
+};
+
+// The agent stream's stream to the service, on the shared channel.
+class Up final : public grpc::ClientBidiReactor<AgentMessage, ServiceMessage> {
+ public:
+  explicit Up(Pipe* pipe) : pipe_(pipe) {}
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnWritesDoneDone(bool) override {}
+  void OnDone(const grpc::Status& status) override;
+
+ private:
+  Pipe* const pipe_;
+};
+
+class Pipe {
+ public:
+  Pipe(grpc::CallbackServerContext* down_context, v1::AgentService::Stub* stub, Activity* activity)
+      : down_context_(down_context), activity_(activity), down_(this), up_(this) {
+    activity_->Opened();
+    stub->async()->Connect(&up_context_, &up_);
+    // Writes to the service start from Down's reactions, outside Up's: the
+    // hold keeps Up's call alive for them until the agent's side has ended.
+    up_.AddHold();
+    TFSLURM_HAPPENS_BEFORE(&to_agent_);
+    up_.StartRead(&to_agent_);
+    up_.StartCall();
+    TFSLURM_HAPPENS_BEFORE(&to_service_);
+    down_.StartRead(&to_service_);
+  }
+  Down* down() { return &down_; }
+
+  // A message from the agent, or the agent's side ended.
+  void FromAgent(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    TFSLURM_HAPPENS_AFTER(&to_service_);
+    bool cancel = false;
+    {
+      MutexLock lock(mu_);
+      if (hold_released_) return;  // the service's side is over
+      if (ok) {
+        TFSLURM_HAPPENS_BEFORE(&to_service_);
+        up_.StartWrite(&to_service_);
+        return;
+      }
+      // The agent half-closed (after its exit report: the service's end of
+      // the stream is the acknowledgment), or it went away.
+      cancel = down_cancelled_;
+      if (!cancel) up_.StartWritesDone();
+      hold_released_ = true;
+    }
+    if (cancel) up_context_.TryCancel();
+    up_.RemoveHold();
+  }
+
+  // The message went to the service: read the agent's next one.
+  void ToServiceWritten(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    TFSLURM_HAPPENS_AFTER(&to_service_);
+    if (ok) {
+      MutexLock lock(mu_);
+      upstream_opened_ = true;
+      if (!down_finished_) {
+        TFSLURM_HAPPENS_BEFORE(&to_service_);
+        down_.StartRead(&to_service_);
+      }
+      return;
+    }
+    // The call to the service broke; Up's OnDone gives its status.
+    ReleaseHold();
+  }
+
+  // A message from the service, or its side ended.
+  void FromService(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    TFSLURM_HAPPENS_AFTER(&to_agent_);
+    if (!ok) {
+      // The service ended the stream; no more writes to it, so that Up's
+      // OnDone comes with the status.
+      ReleaseHold();
+      return;
+    }
+    MutexLock lock(mu_);
+    upstream_opened_ = true;
+    if (down_finished_) return;
+    writing_to_agent_ = true;
+    TFSLURM_HAPPENS_BEFORE(&to_agent_);
+    down_.StartWrite(&to_agent_);
+  }
+
+  // The message reached the agent's stream: read the service's next one.
+  void ToAgentWritten(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    TFSLURM_HAPPENS_AFTER(&to_agent_);
+    {
+      MutexLock lock(mu_);
+      writing_to_agent_ = false;
+      if (upstream_status_) {
+        FinishDownLocked();
+        return;
+      }
+      if (ok) {
+        TFSLURM_HAPPENS_BEFORE(&to_agent_);
+        up_.StartRead(&to_agent_);
+        return;
+      }
+    }
+    up_context_.TryCancel();  // the agent is gone
+  }
+
+  void DownCancelled() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      MutexLock lock(mu_);
+      down_cancelled_ = true;
+    }
+    up_context_.TryCancel();
+  }
+
+  // The stream to the service is over: end the agent's with its status.
+  void UpDone(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      MutexLock lock(mu_);
+      upstream_status_ = status;
+      if (!writing_to_agent_) FinishDownLocked();
+    }
+    Done();
+  }
+
+  // Each side's OnDone: the pipe goes when both have come.
+  void Done() {
+    if (done_sides_.fetch_add(1) == 1) {
+      activity_->Closed();
+      delete this;
+    }
+  }
+
+ private:
+  // No write to the service starts after this; gRPC calls outside mu_ may
+  // run reactions of ours on this thread.
+  void ReleaseHold() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      MutexLock lock(mu_);
+      if (hold_released_) return;
+      hold_released_ = true;
+    }
+    up_.RemoveHold();
+  }
+
+  void FinishDownLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (down_finished_) return;
+    down_finished_ = true;
+    if (!upstream_opened_) down_context_->AddTrailingMetadata(kUpstreamNotOpened, "1");
+    down_.Finish(*upstream_status_);
+  }
+
+  grpc::CallbackServerContext* const down_context_;
+  Activity* const activity_;
+  grpc::ClientContext up_context_;
+  Down down_;
+  Up up_;
+  AgentMessage to_service_;  // owned by the read or write in flight
+  ServiceMessage to_agent_;  // likewise
+  std::atomic<int> done_sides_{0};
+
+  Mutex mu_;
+  bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
+  bool upstream_opened_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_to_agent_ ABSL_GUARDED_BY(mu_) = false;
+  bool down_cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool down_finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> upstream_status_ ABSL_GUARDED_BY(mu_);
+};
+
+void Down::OnReadDone(bool ok) { pipe_->FromAgent(ok); }
+void Down::OnWriteDone(bool ok) { pipe_->ToAgentWritten(ok); }
+void Down::OnCancel() { pipe_->DownCancelled(); }
+void Down::OnDone() { pipe_->Done(); }
+void Up::OnReadDone(bool ok) { pipe_->FromService(ok); }
+void Up::OnWriteDone(bool ok) { pipe_->ToServiceWritten(ok); }
+void Up::OnDone(const grpc::Status& status) { pipe_->UpDone(status); }
+
+class RelayService final : public v1::AgentService::CallbackService {
+ public:
+  RelayService(std::unique_ptr<v1::AgentService::Stub> stub, Activity* activity)
+      : stub_(std::move(stub)), activity_(activity) {}
+  grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
+      grpc::CallbackServerContext* context) override {
+    return (new Pipe(context, stub_.get(), activity_))->down();
+  }
+
+ private:
+  const std::unique_ptr<v1::AgentService::Stub> stub_;
+  Activity* const activity_;
+};
+
+std::shared_ptr<grpc::Channel> ServiceChannel(const NodeRelayOptions& options) {
+  grpc::ChannelArguments args;
+  if (options.keepalive_time.count() > 0) {
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time.count()));
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(options.keepalive_timeout.count()));
+  }
+  // The channel outlives a service restart. gRPC's reconnect backoff grows
+  // to two minutes by default, during which new streams fail at once; the
+  // agents' own backoff (up to 5 s) is the one that should decide.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 200);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.tls_ca_pem ? grpc::SslCredentials({*options.tls_ca_pem, "", ""})
+                         : grpc::InsecureChannelCredentials();
+  return grpc::CreateCustomChannel(options.service, credentials, args);
+}
+
+class Relay final : public NodeRelay {
+ public:
+  explicit Relay(NodeRelayOptions options) : options_(std::move(options)) {}
+  ~Relay() override { Shutdown(); }
+
+  Status Start() {
+    std::shared_ptr<grpc::Channel> channel = ServiceChannel(options_);
+    // Connect now, while the node's agents are starting, not at the first
+    // Register.
+    channel->GetState(/*try_to_connect=*/true);
+    service_ = std::make_unique<RelayService>(v1::AgentService::NewStub(channel), &activity_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + options_.socket_path, grpc::InsecureServerCredentials());
+    // As tfslurmd's endpoint (service/agentrpc/grpc_server.cc): an agent
+    // that pings (one of another version) is not sent away for it.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    if (!server_) return Unavailable("cannot listen on the relay socket " + options_.socket_path);
+    return Status::Ok();
+  }
+
+  void ServeUntilIdle() override {
+    activity_.WaitUntilIdle(options_);
+    Shutdown();
+  }
+
+  void Shutdown() override {
+    activity_.Stop();
+    MutexLock lock(mu_);
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now());
+      server_.reset();
+    }
+  }
+
+  int open_streams() const override { return activity_.open(); }
+
+ private:
+  const NodeRelayOptions options_;
+  Activity activity_;
+  std::unique_ptr<RelayService> service_;
+  Mutex mu_;
+  std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<NodeRelay>> StartNodeRelay(const NodeRelayOptions& options) {
+  auto relay = std::make_unique<Relay>(options);
+  if (Status s = relay->Start(); !s.ok()) return s;
+  return std::unique_ptr<NodeRelay>(std::move(relay));
+}
+
+int RunNodeRelayProcess(const NodeRelayOptions& options, int lock_fd,
+                        const std::vector<std::string>& leftovers) {
+  // flock on a descriptor that already holds the lock succeeds; one that
+  // does not hold it means another relay has it.
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    spdlog::error(
+        "relay: the lock on descriptor {} is not this relay's ({}); another relay "
+        "serves this node",
+        lock_fd, strerror(errno));
+    return 1;
+  }
+  // The lock file names the relay, for people and tools (`kill $(cat ...)`).
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid.data(), pid.size(), 0) < 0)
+    spdlog::warn("relay: cannot write its pid into its lock file: {}", strerror(errno));
+  // Whoever holds the lock owns the socket's path: one left there is a
+  // relay's that ended.
+  unlink(options.socket_path.c_str());
+  auto relay = StartNodeRelay(options);
+  if (!relay.ok()) {
+    spdlog::error("relay: {}", relay.status().message());
+    return 1;
+  }
+  spdlog::info("relay: serving the node's agents at {} for the service at {}{}",
+               options.socket_path, options.service, options.tls_ca_pem ? " (TLS)" : "");
+  (*relay)->ServeUntilIdle();
+  spdlog::info("relay: idle; ending");
+  // Still holding the lock: an agent that opened the lock file before this
+  // finds it unlinked once it holds it, and tries again (relay_route.cc).
+  unlink(options.socket_path.c_str());
+  for (const std::string& path : leftovers) unlink(path.c_str());
+  return 0;
+}
+
+}  // namespace tfslurm::agent
