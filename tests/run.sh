@@ -211,7 +211,7 @@ echo "started; logs in $bg_dir/"
 
 # The container runtimes (enroot, pyxis built against Debian's Slurm, runc's
 # oci.conf) and the images of the container tests (Debian 12 with python3,
-# and with tensorflow-cpu), each cached by its inputs under
+# with tensorflow-cpu, and with python3-torch), each cached by its inputs under
 # /opt/tfslurm (tests/containers.sh, docs/containers.md gives the costs).
 # In the foreground: the integration tests need them. Kept out of the
 # environment of the other stages (their clusters run without pyxis): the

@@ -10,11 +10,12 @@
 #                         (deploy/python/requirements-tf.txt)
 #   $images/tf.oci/       the TF image as an OCI runtime bundle (config.json,
 #                         rootfs/), for Slurm's own OCI support (srun --container)
+#   $images/torch.sqsh    Debian 12 with python3 and Debian's python3-torch
+#                         (1.13.1, CPU; the host's own, deploy/install-deps.sh)
 #
-# No PyTorch image: no test runs one yet, and Debian's python3-torch with
-# its dependencies was the slowest stage by far (1400 s at load 20; about
-# 10-25 minutes of a fresh CI run). The PyTorch container test brings it
-# back (mmdebstrap --include=python3,python3-torch, as deploy/install-deps.sh).
+# The PyTorch root file system is mmdebstrap's alone (85 s and 1.4 GB on a
+# quiet machine, 2026-11-29; it was 1400 s at load 20 once, which is why
+# it waited for a test that runs it).
 #
 # How: mmdebstrap makes each root file system from Debian's packages; the TF
 # wheels are the ones deploy/python/wheels.sh keeps for the TF venv (not
@@ -53,7 +54,7 @@ fi
 # What the images are made of; change it when a change of this script
 # changes their content (a change of how they are built alone need not
 # rebuild them: a half-built one resumes).
-recipe="bookworm minbase; python3 | + TF requirements into /usr/local; PATH; CMD sh; v2"
+recipe="bookworm minbase; python3 | + TF requirements into /usr/local | python3-torch; PATH; CMD sh; v3"
 key="$( (echo "$recipe"; cat "$requirements") | sha256sum | cut -c1-16)"
 dir="$root/$key"
 if [[ -f "$dir/.complete" ]]; then
@@ -75,7 +76,7 @@ mkdir -p "$work"
 podman_root="$root/podman"
 cleanup() {
   podman rmi -f "localhost/tfslurm-test/python:$key" "localhost/tfslurm-test/tf:$key" \
-    >/dev/null 2>&1 || true
+    "localhost/tfslurm-test/torch:$key" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 stage() { [[ ! -f "$work/.done-$1" ]]; }
@@ -105,6 +106,11 @@ if stage python; then
   "${debian[@]}" --include=python3 "$work/python" >&2
   done_stage python
 fi
+if stage torch; then
+  rm -rf "$work/torch"
+  "${debian[@]}" --include=python3,python3-torch "$work/torch" >&2
+  done_stage torch
+fi
 # pip of a throwaway venv of the host's Debian python3 (the same 3.11 as the
 # image's), installing into the image's /usr/local like `pip install` in a
 # Dockerfile; the image's python3 finds /usr/local/lib/python3.11/dist-packages.
@@ -119,7 +125,7 @@ if stage tf; then
 fi
 
 path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-for image in python tf; do
+for image in python tf torch; do
   stage "$image.sqsh" || continue
   rm -f "$work/$image.sqsh"
   # A CMD, as every image has one: podman create (enroot import's first

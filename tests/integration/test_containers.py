@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from conftest import REPO, program_pid, wait_for
+from conftest import REPO, program_pid, programs, wait_for
 from test_metrics import scrape
 from unix_users import ALICE, site, token_for  # noqa: F401 (site is a fixture)
 from test_tensorflow import TF_ENV, all_ended, proc_of, task_log, wait_ended
@@ -132,6 +132,51 @@ def test_tf_parameter_servers_in_the_image_succeed_and_the_ps_are_reaped(enroot_
     assert grew(f'tfslurm_task_start_seconds_count{{runtime="{runtime}"}}') == 6, after
     if runtime == "pyxis":  # tf.sqsh imported on each node (tf_imports_dropped_after): seconds
         assert grew(f'tfslurm_task_start_seconds_sum{{runtime="{runtime}"}}') > 6 * 0.5, after
+
+
+def test_pytorch_ddp_in_debians_torch_image_through_pyxis_every_rank_ends_with_the_same_parameters(
+        service, pyxis_cluster, images, tf_imports_dropped_after):
+    """Real PyTorch DDP (gloo) in an image of Debian 12 with python3-torch,
+    run by pyxis on 2 nodes x 2 ranks: examples/ddp as test_pytorch.py runs
+    it on the host, with the torch variables tfslurm gives every rank, and
+    the node's relay carrying the agents, which pyxis runs inside the
+    container. Each rank's program runs in the image (its own root file
+    system, which has no Slurm), and every rank ends with the parameters
+    DDP's all-reduce left them."""
+    from test_pytorch import DDP, digests
+    torch_image = os.path.join(images, "torch.sqsh")
+    assert os.path.exists(torch_image), f"no {torch_image}: deploy/containers/build-images.sh makes it"
+    steps = 60
+    spec = {"id": "ctr-ddp", "framework": "pytorch",
+            "command": ["python3", DDP, "--steps", str(steps), "--checkpoint-every", "30", "--step-delay-ms", "20"],
+            "workdir": os.path.dirname(DDP),
+            "resources": {"partition": "debug", "nodes": 2, "tasks_per_node": 2, "time_limit": "00:10:00"},
+            "pytorch": {"omp_num_threads": 1},
+            "restart": {"max_restarts": 0},
+            "container": {"image": torch_image, "runtime": "pyxis"}}
+    status, body = service.post("/experiments", spec)
+    assert status == 201, body
+    exp = wait_for(lambda: (lambda e: e if "step=" in task_log(e, 0) else None)(service.experiment("ctr-ddp")),
+                   300, "rank 0's first training step")
+    pid0 = wait_for(lambda: next(iter(programs({"EXPERIMENT_ID=ctr-ddp", "RANK=0"})), None), 30,
+                    "rank 0's program")
+    assert os.stat(f"/proc/{pid0}/ns/mnt").st_ino != os.stat("/proc/self/ns/mnt").st_ino
+    assert not os.path.exists(f"/proc/{pid0}/root/usr/bin/srun"), "rank 0 runs in the image, not on the host"
+    assert os.path.exists(f"/proc/{pid0}/root/usr/lib/python3/dist-packages/torch/__init__.py")
+
+    done = wait_ended(service, "ctr-ddp", 300)
+    assert done["state"] == "succeeded", done["reason"] + logs_of(service, "ctr-ddp")
+    assert "every rank exited 0 (4 ranks)" in done["reason"], done["reason"]
+    master = exp["tasks"][0]["address"]
+    for t in done["tasks"]:
+        rank = t["index"]
+        log = task_log(done, t["proc_id"])
+        assert (f"ddp: rank={rank} local_rank={rank % 2} world=4 node_rank={rank // 2} "
+                f"master={master} attempt=1 start_step=0") in log, log[-2000:]
+        assert "through the node's relay" in log, log[-2000:]
+    found = digests(done["model_dir"])
+    assert len(found) == 4 and len(set(found.values())) == 1, found
+    assert next(iter(found.values()))[0] == str(steps)
 
 
 def test_a_missing_image_is_a_startup_error_in_pyxiss_words_after_one_attempt(service, pyxis_cluster, images):
