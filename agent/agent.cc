@@ -152,7 +152,7 @@ SessionOptions SessionOptionsFor(const AgentOptions& options, const std::string&
 // logged and the agent goes straight to the service.
 void ConfigureRelay(const AgentOptions& options, const EnvLookup& env,
                     SessionOptions& session_options) {
-  auto place = RelayPlaceFor(env, getuid());
+  auto place = RelayPlaceFor(env, getuid(), options.service);
   if (!place.ok()) {
     spdlog::warn("{}", place.status().message());
     return;

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -32,6 +34,16 @@ std::string FileNameSafe(const std::string& s) {
   return out;
 }
 
+// FNV-1a, 64 bits, as 16 hex digits: the same in every build of the agent
+// (std::hash need not be), since agents of two builds may share a node.
+std::string Fnv1a64Hex(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  char out[17];
+  snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+
 bool Connectable(const std::string& path) {
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
@@ -45,7 +57,8 @@ bool Connectable(const std::string& path) {
 
 }  // namespace
 
-StatusOr<std::optional<RelayPlace>> RelayPlaceFor(const EnvLookup& env, unsigned uid) {
+StatusOr<std::optional<RelayPlace>> RelayPlaceFor(const EnvLookup& env, unsigned uid,
+                                                  const std::string& service) {
   const std::string mode = env(kAgentRelayVariable).value_or("");
   if (mode.empty() || mode == "off") return std::optional<RelayPlace>();
   if (mode != "node")
@@ -69,11 +82,15 @@ StatusOr<std::optional<RelayPlace>> RelayPlaceFor(const EnvLookup& env, unsigned
     return FailedPrecondition("the relay directory " + dir +
                               " is not a directory of this user's alone (mode 0700, uid " +
                               std::to_string(uid) + "); not using a relay");
-  std::string base = FileNameSafe(job) + "." + FileNameSafe(step) + "." + FileNameSafe(node);
+  // The service and the cluster too: job ids repeat across clusters, and
+  // a relay carries its agents to one service only.
+  const std::string to =
+      Fnv1a64Hex(env("SLURM_CLUSTER_NAME").value_or("") + " " + service).substr(0, 8);
+  std::string base =
+      FileNameSafe(job) + "." + FileNameSafe(step) + "." + FileNameSafe(node) + "." + to;
   if (dir.size() + 1 + base.size() + 5 > kMaxSocketPath) {
     // A long TMPDIR or node name: a hash keeps the names apart within the limit.
-    base = FileNameSafe(job) + "." + FileNameSafe(step) + "." +
-           std::to_string(std::hash<std::string>{}(node) % 1000000007);
+    base = FileNameSafe(job) + "." + FileNameSafe(step) + "." + Fnv1a64Hex(node) + "." + to;
     if (dir.size() + 1 + base.size() + 5 > kMaxSocketPath)
       return FailedPrecondition("TMPDIR '" + tmp + "' is too long for a Unix socket's path (" +
                                 std::to_string(kMaxSocketPath) + " bytes); not using a relay");

@@ -6,12 +6,14 @@
 // node's agents of one job step meet at files in a directory only their
 // user can enter, ${TMPDIR:-/tmp}/tfslurm-relay-UID (mode 0700, owned by
 // the user, not a link: checked, never trusted; another user's directory
-// there means no relay, never a relay of theirs):
-//   JOB.STEP.NODE.lock  the relay holds an exclusive flock on it while it
-//                       lives (whoever takes it starts one), and its pid
-//                       is written in it;
-//   JOB.STEP.NODE.sock  where it listens, made by the relay once it serves;
-//   JOB.STEP.NODE.log   its log.
+// there means no relay, never a relay of theirs), named by the job, the
+// step, the node and a hash of the cluster's name and the service's address
+// (SERVICE below: job ids repeat across clusters):
+//   JOB.STEP.NODE.SERVICE.lock  the relay holds an exclusive flock on it
+//                       while it lives (whoever takes it starts one), and
+//                       its pid is written in it;
+//   JOB.STEP.NODE.SERVICE.sock  where it listens, made once it serves;
+//   JOB.STEP.NODE.SERVICE.log   its log.
 // Agents of other nodes never share a relay, even where nodes share /tmp (the
 // local test cluster's hosts): the node's name is in the names.
 //
@@ -47,7 +49,9 @@ struct RelayPlace {
 // nullopt: the job asks for no relay (TFSLURM_AGENT_RELAY unset or "off").
 // An error: a value other than "node" and "off", or the directory is not
 // safe to use (it says why); the agent then goes straight to the service.
-StatusOr<std::optional<RelayPlace>> RelayPlaceFor(const EnvLookup& env, unsigned uid);
+// `service`: the agent's --service, HOST:PORT.
+StatusOr<std::optional<RelayPlace>> RelayPlaceFor(const EnvLookup& env, unsigned uid,
+                                                  const std::string& service);
 
 class RelayRoute {
  public:

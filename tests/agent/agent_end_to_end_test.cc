@@ -1178,9 +1178,15 @@ class AgentRelayTest : public AgentTlsTest {
     return pids;
   }
 
+  // The relay's log (relay_route.h names it by job, step, node and service).
   std::string RelayLog() const {
-    return ReadFile(dir_.path() + "/tfslurm-relay-" + std::to_string(getuid()) +
-                    "/4242.0.node1.log");
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path() + "/tfslurm-relay-" +
+                                                                 std::to_string(getuid()))) {
+      const std::string name = entry.path().filename();
+      if (name.starts_with("4242.0.node1.") && name.ends_with(".log"))
+        return ReadFile(entry.path());
+    }
+    return "";
   }
 };
 

@@ -17,6 +17,8 @@
 namespace tfslurm::agent {
 namespace {
 
+constexpr char kService[] = "tfslurmd.example.org:8081";
+
 class RelayPlaceTest : public ::testing::Test {
  protected:
   EnvLookup Env() const {
@@ -37,31 +39,44 @@ class RelayPlaceTest : public ::testing::Test {
 };
 
 TEST_F(RelayPlaceTest, TheFilesAreNamedByJobStepAndNodeInADirectoryOfTheUsersAlone) {
-  auto place = RelayPlaceFor(Env(), getuid());
+  auto place = RelayPlaceFor(Env(), getuid(), kService);
   ASSERT_TRUE(place.ok()) << place.status().message();
   ASSERT_TRUE(place->has_value());
-  EXPECT_EQ((*place)->socket_path, Dir() + "/77.0.gpu-a_01.sock");
-  EXPECT_EQ((*place)->lock_path, Dir() + "/77.0.gpu-a_01.lock");
-  EXPECT_EQ((*place)->log_path, Dir() + "/77.0.gpu-a_01.log");
+  const std::string base = (*place)->socket_path.substr(0, (*place)->socket_path.size() - 5);
+  EXPECT_EQ(base.substr(0, Dir().size() + 15), Dir() + "/77.0.gpu-a_01.") << base;
+  EXPECT_EQ(base.size(), Dir().size() + 15 + 8) << "a hash of the cluster and the service";
+  EXPECT_EQ((*place)->socket_path, base + ".sock");
+  EXPECT_EQ((*place)->lock_path, base + ".lock");
+  EXPECT_EQ((*place)->log_path, base + ".log");
   struct stat st;
   ASSERT_EQ(lstat(Dir().c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
+TEST_F(RelayPlaceTest, AnotherServiceOrClusterWithTheSameJobIdHasAnotherRelay) {
+  auto first = RelayPlaceFor(Env(), getuid(), kService);
+  auto other_service = RelayPlaceFor(Env(), getuid(), "tfslurmd.example.org:8082");
+  vars_["SLURM_CLUSTER_NAME"] = "other";
+  auto other_cluster = RelayPlaceFor(Env(), getuid(), kService);
+  ASSERT_TRUE(first.ok() && other_service.ok() && other_cluster.ok());
+  EXPECT_NE((*first)->socket_path, (*other_service)->socket_path);
+  EXPECT_NE((*first)->socket_path, (*other_cluster)->socket_path);
+}
+
 TEST_F(RelayPlaceTest, UnsetOrOffMeansNoRelay) {
   vars_["TFSLURM_AGENT_RELAY"] = "off";
-  auto off = RelayPlaceFor(Env(), getuid());
+  auto off = RelayPlaceFor(Env(), getuid(), kService);
   ASSERT_TRUE(off.ok());
   EXPECT_FALSE(off->has_value());
   vars_.erase("TFSLURM_AGENT_RELAY");
-  auto unset = RelayPlaceFor(Env(), getuid());
+  auto unset = RelayPlaceFor(Env(), getuid(), kService);
   ASSERT_TRUE(unset.ok());
   EXPECT_FALSE(unset->has_value());
 }
 
 TEST_F(RelayPlaceTest, AnUnknownModeIsNamedWithTheValuesAllowed) {
   vars_["TFSLURM_AGENT_RELAY"] = "yes";
-  auto place = RelayPlaceFor(Env(), getuid());
+  auto place = RelayPlaceFor(Env(), getuid(), kService);
   ASSERT_FALSE(place.ok());
   EXPECT_EQ(place.status().message(),
             "TFSLURM_AGENT_RELAY='yes': the values are 'node' (through the node's relay) and "
@@ -70,11 +85,11 @@ TEST_F(RelayPlaceTest, AnUnknownModeIsNamedWithTheValuesAllowed) {
 
 TEST_F(RelayPlaceTest, ADirectoryOfAnotherUserOrOpenToOthersOrALinkIsRefused) {
   ASSERT_EQ(mkdir(Dir().c_str(), 0700), 0);
-  auto other_user = RelayPlaceFor(Env(), getuid() + 1);
+  auto other_user = RelayPlaceFor(Env(), getuid() + 1, kService);
   EXPECT_FALSE(other_user.ok()) << "owned by another uid than the agent's";
 
   ASSERT_EQ(chmod(Dir().c_str(), 0770), 0);
-  auto open_to_group = RelayPlaceFor(Env(), getuid());
+  auto open_to_group = RelayPlaceFor(Env(), getuid(), kService);
   ASSERT_FALSE(open_to_group.ok());
   EXPECT_NE(open_to_group.status().message().find("is not a directory of this user's alone"),
             std::string::npos);
@@ -82,12 +97,12 @@ TEST_F(RelayPlaceTest, ADirectoryOfAnotherUserOrOpenToOthersOrALinkIsRefused) {
   ASSERT_EQ(rmdir(Dir().c_str()), 0);
   ASSERT_EQ(mkdir(dir_.Path("elsewhere").c_str(), 0700), 0);
   ASSERT_EQ(symlink(dir_.Path("elsewhere").c_str(), Dir().c_str()), 0);
-  EXPECT_FALSE(RelayPlaceFor(Env(), getuid()).ok()) << "a link is not followed";
+  EXPECT_FALSE(RelayPlaceFor(Env(), getuid(), kService).ok()) << "a link is not followed";
 }
 
 TEST_F(RelayPlaceTest, ALongNodeNameIsHashedToFitASocketPath) {
   vars_["SLURMD_NODENAME"] = std::string(120, 'n');
-  auto place = RelayPlaceFor(Env(), getuid());
+  auto place = RelayPlaceFor(Env(), getuid(), kService);
   ASSERT_TRUE(place.ok()) << place.status().message();
   ASSERT_TRUE(place->has_value());
   EXPECT_LE((*place)->socket_path.size(), 107u);
