@@ -323,6 +323,7 @@ class Relay final : public NodeRelay {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     builder.RegisterService(service_.get());
+    MutexLock lock(mu_);
     server_ = builder.BuildAndStart();
     if (!server_) return Unavailable("cannot listen on the relay socket " + options_.socket_path);
     return Status::Ok();
