@@ -1,8 +1,8 @@
 #include "agent/container_command.h"
 
-#include <cinttypes>
-#include <cstdio>
 #include <set>
+
+#include "agent/fnv1a.h"
 
 namespace tfslurm::agent {
 
@@ -15,13 +15,7 @@ ContainerLaunch WithAgentDirectory(ContainerLaunch launch, const std::string& di
   return launch;
 }
 
-std::string EnrootName(const std::string& identity) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : identity) hash = (hash ^ c) * 1099511628211ull;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016" PRIx64, hash);
-  return std::string("tfslurm-") + hex;
-}
+std::string EnrootName(const std::string& identity) { return "tfslurm-" + Fnv1a64Hex(identity); }
 
 std::vector<std::vector<std::string>> EnrootImport(const std::string& image,
                                                    const std::string& name,

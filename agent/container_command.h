@@ -68,8 +68,7 @@ bool LaunchesThroughRuntime(const std::string& runtime);
 ContainerLaunch WithAgentDirectory(ContainerLaunch launch, const std::string& dir);
 
 // The name under which enroot keeps the image's root file system:
-// "tfslurm-" and a hash of `identity` (FNV-1a, 64 bits: a name, not a
-// secret; the agent links no OpenSSL) (a registry reference's text, or an
+// "tfslurm-" and a hash of `identity` (fnv1a.h) (a registry reference's text, or an
 // image file's path, size, mtime and inode), so a rebuilt file is imported
 // again and an unchanged one never.
 std::string EnrootName(const std::string& identity);

@@ -19,6 +19,8 @@
 #include <iterator>
 #include <thread>
 
+#include "agent/fnv1a.h"
+
 extern char** environ;
 
 namespace tfslurm::agent {
@@ -31,16 +33,6 @@ std::string FileNameSafe(const std::string& s) {
   std::string out;
   for (char c : s)
     out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ? c : '_';
-  return out;
-}
-
-// FNV-1a, 64 bits, as 16 hex digits: the same in every build of the agent
-// (std::hash need not be), since agents of two builds may share a node.
-std::string Fnv1a64Hex(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  char out[17];
-  snprintf(out, sizeof(out), "%016llx", static_cast<unsigned long long>(h));
   return out;
 }
 
@@ -83,7 +75,8 @@ StatusOr<std::optional<RelayPlace>> RelayPlaceFor(const EnvLookup& env, unsigned
                               " is not a directory of this user's alone (mode 0700, uid " +
                               std::to_string(uid) + "); not using a relay");
   // The service and the cluster too: job ids repeat across clusters, and
-  // a relay carries its agents to one service only.
+  // a relay carries its agents to one service only. FNV-1a, the same in
+  // every build of the agent: agents of two builds may share a node.
   const std::string to =
       Fnv1a64Hex(env("SLURM_CLUSTER_NAME").value_or("") + " " + service).substr(0, 8);
   std::string base =
