@@ -18,6 +18,7 @@ import subprocess
 import pytest
 
 from conftest import REPO, program_pid, programs, wait_for
+from helpers.oci_support import oci_refused_here, slurmctld_release
 from test_metrics import scrape
 from unix_users import ALICE, site, token_for  # noqa: F401 (site is a fixture)
 from test_tensorflow import TF_ENV, all_ended, proc_of, task_log, wait_ended
@@ -361,32 +362,6 @@ def logs_of(service, exp_id):
     for f in sorted(glob.glob(os.path.join(service.output_root, exp_id, "logs", "*", "*.out"))):
         out += f"\n===== {f}\n" + open(f, errors="replace").read()[-1500:]
     return out
-
-
-def as_admin(service, method, path, body=None):
-    """A request with the admin's token in site mode (service.admin), else as the tests' own."""
-    admin = getattr(service, "admin", None)
-    return service.request(method, path, body, {"Authorization": f"Bearer {admin}"} if admin else None)
-
-
-def slurmctld_release(service):
-    status, body = as_admin(service, "GET", "/version")
-    assert status == 200, body
-    return tuple(int(n) for n in body["slurm"]["slurmctld"].split(".")[:2])
-
-
-def oci_refused_here(service, spec, status, body):
-    """Whether the cluster runs a Slurm whose OCI support cannot run the
-    attempt's bundle (22.05: it replaces root.path, one task per node), and
-    then that the submission was refused naming container.runtime, with
-    nothing stored. The OCI tests run for real on 26.05.3 (tests/compat.sh)."""
-    if slurmctld_release(service) >= (23, 2):
-        return False
-    assert status == 400, body
-    assert [f["field"] for f in body["error"]["fields"]] == ["container.runtime"], body
-    assert "23.02 or later" in body["error"]["fields"][0]["reason"], body
-    assert as_admin(service, "GET", f"/experiments/{spec['id']}")[0] == 404, "nothing stored"
-    return True
 
 
 def test_oci_a_missing_bundle_is_a_startup_error_in_runcs_words_after_one_attempt(service, pyxis_cluster, images):
