@@ -183,6 +183,11 @@ subset=(
   "tests/integration/test_containers.py::test_oci_a_missing_bundle_is_a_startup_error_in_runcs_words_after_one_attempt"
   "tests/integration/test_containers.py::test_in_oci_a_killed_worker_restarts_alone_and_a_killed_chief_restarts_in_place_from_tfs_checkpoint"
   "tests/integration/test_containers.py::test_site_mode_alices_program_in_oci_runs_as_alice_and_its_files_are_hers"
+  # And an OOM kill under OCI named as outside ("the job has 300 MB on this
+  # node"), on a cluster of this release of its own that constrains memory
+  # (task/cgroup on cgroup v1): runc's own cgroup below the task's is where
+  # the kill counts.
+  "tests/integration/test_own_program.py::test_an_oom_kill_names_the_memory_and_the_field_to_raise[oci]"
 )
 step "integration tests against Slurm $version"
 t=$SECONDS

@@ -11,6 +11,7 @@ import tempfile
 import pytest
 
 from conftest import REPO, Service, cluster_start_args, wait_for
+from helpers.oci_support import oci_refused_here, slurmctld_release
 from unix_users import ALICE, site  # noqa: F401
 from unix_users import ok as site_ok
 from unix_users import tfctl as site_tfctl
@@ -289,10 +290,17 @@ def memory_cluster(slurm_cluster):  # on the session's service host, its hosts a
     d = tempfile.mkdtemp(prefix="tfs-mem-", dir="/tmp")
     os.chmod(d, 0o755)  # munged, as user munge, must reach its socket dir
     try:
-        # With pyxis when the session has it (tests/containers.sh), as the
-        # session's cluster: the OOM test runs in a container too.
+        # The session's Slurm, whatever LOCAL_SLURM_PREFIX says: its DIR
+        # remembers it (etc/slurm-prefix; "" is Debian's), and under
+        # tests/compat.sh that is the release under test, whose OCI support
+        # the [oci] case needs. With pyxis and oci.conf when the session has
+        # them (tests/containers.sh), as the session's cluster: the OOM test
+        # runs in a container too.
+        prefix_file = os.path.join(os.path.dirname(slurm_cluster), "slurm-prefix")
+        prefix = open(prefix_file).read().strip() if os.path.exists(prefix_file) else None
         containers = os.environ.get("LOCAL_SLURM_CONTAINERS")
-        start_args = cluster_start_args(*(["--containers", containers] if containers else []))
+        start_args = cluster_start_args(*(["--slurm-prefix", prefix] if prefix is not None else []),
+                                        *(["--containers", containers] if containers else []))
         out = subprocess.run([os.path.join(REPO, "deploy/local-slurm/start.sh")] + start_args + [d],
                              stdout=subprocess.PIPE,
                              check=True, text=True, env=dict(os.environ, LOCAL_SLURM_CONSTRAIN_MEMORY="1"))
@@ -302,13 +310,22 @@ def memory_cluster(slurm_cluster):  # on the session's service host, its hosts a
         shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.mark.parametrize("runtime", ["none", "pyxis", "enroot"])
+OOM_IMAGE = {"pyxis": "python.sqsh", "enroot": "python.sqsh", "oci": "tf.oci"}
+
+
+@pytest.mark.parametrize("runtime", ["none", "pyxis", "enroot", "oci"])
 def test_an_oom_kill_names_the_memory_and_the_field_to_raise(memory_cluster, home, tmp_path, monkeypatch,
                                                              runtime):
     """On the host, and in the image (issue 44): under pyxis the agent is in
     the task's cgroup namespace and finds the task's cgroup below the step's
     that enroot mounts (agent/memory_cgroup.h); under enroot the agent is on
-    the host, and its program in enroot's container in the same cgroup."""
+    the host, and its program in enroot's container in the same cgroup.
+    Under Slurm's OCI support (rootless runc, no cgroup namespace, the
+    host's /sys) the agent reads the cgroup /proc/self/cgroup names in the
+    host's hierarchy: runc's own below the task's when runc runs as root,
+    the task's itself when it runs as the user (docs/containers.md). On
+    Slurm 22.05 runtime oci is refused (helpers/oci_support.py); it runs for
+    real on 26.05.3 (tests/compat.sh)."""
     images = os.environ.get("TFSLURM_IMAGES")
     containers = os.environ.get("LOCAL_SLURM_CONTAINERS")
     if runtime != "none" and not (images and containers):
@@ -319,13 +336,19 @@ def test_an_oom_kill_names_the_memory_and_the_field_to_raise(memory_cluster, hom
     service = Service(memory_cluster, workdir).start()
     try:
         proj = project(tmp_path)
-        # 300 MB per task, and a program that fills 1 GiB.
-        (proj / "hog.py").write_text("print('allocating', flush=True)\nx = bytearray(1 << 30)\nprint('done')\n")
+        # 300 MB per task, and a program that fills 1 GiB, saying first
+        # which memory cgroup it is in.
+        (proj / "hog.py").write_text(
+            "import re\nprint('memory cgroup:', *re.findall(r':memory:(.*)', open('/proc/self/cgroup').read()))\n"
+            "print('allocating', flush=True)\nx = bytearray(1 << 30)\nprint('done')\n")
         spec = {"id": "own-oom", "command": ["python3", "hog.py"], "cluster": {"worker": 1},
                 "resources": {"partition": "debug", "time_limit": "00:10:00", "mem_per_task_mb": 300},
                 "restart": {"max_restarts": 0}}
         if runtime != "none":
-            spec["container"] = {"image": os.path.join(images, "python.sqsh"), "runtime": runtime}
+            spec["container"] = {"image": os.path.join(images, OOM_IMAGE[runtime]), "runtime": runtime}
+        if runtime == "oci" and slurmctld_release(service) < (23, 2):
+            assert oci_refused_here(service, spec, *service.post("/experiments", spec))
+            return
         (proj / "oom.json").write_text(json.dumps(spec))
         r = run_in(proj, home, "submit", "oom.json", "--wait", url=service.url)
         assert r.returncode == 1, r
@@ -341,6 +364,14 @@ def test_an_oom_kill_names_the_memory_and_the_field_to_raise(memory_cluster, hom
         row = next(line for line in listed.splitlines() if line.startswith("own-oom "))
         # The list's reason is cut at 140 bytes: the cause and the memory show.
         assert "was killed by signal 9: out of memory: the job has 300 MB on this node" in row, listed
+        if runtime == "oci":
+            # What makes OCI differ: runc (as root, as here) put the program
+            # in a cgroup of its own (the container's id, %n.%u.%j.%s.%t in
+            # oci.conf) below Slurm's task cgroup, and on cgroup v1 the kill
+            # counts there alone, not in task_0.
+            logs = program_output(ok(run_tfctl(home, "logs", "own-oom", "--task", "worker:0", url=service.url)))
+            assert re.search(r"^memory cgroup: /slurm_node1/uid_0/job_\d+/step_\d+/task_0/node1\.root\.\d+\.\d+\.0$",
+                             logs, re.M), logs
     finally:
         service.stop()
         shutil.rmtree(workdir, ignore_errors=True)
