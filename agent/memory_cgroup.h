@@ -8,8 +8,11 @@
 //
 // cgroup v1 (a "N:memory:/path" line in /proc/self/cgroup, counted in
 // memory.oom_control's oom_kill, limited by memory.limit_in_bytes) and v2
-// ("0::/path", memory.events' oom_kill, memory.max). Both count a kill in
-// the victim's cgroup and every ancestor.
+// ("0::/path", memory.events' oom_kill, memory.max). v2 counts a kill in
+// the victim's cgroup and every ancestor; v1 in the victim's cgroup alone
+// (seen on cgroup v1, kernel 6.18, 2026-11-29: an OOM kill in runc's
+// cgroup below Slurm's task_0 counted 1 there and 0 in task_0, the step
+// and the job), so the agent must read the cgroup its program is in.
 //
 // Thread safety: pure functions, and reads of files under the cgroup mount.
 #ifndef TFSLURM_AGENT_MEMORY_CGROUP_H_

@@ -120,6 +120,42 @@ TEST(MemoryCgroupTest, TheCgroupNamedIsKeptWhenItListsTheProcessWithoutASearch) 
             "/slurm_node1/job_7/step_0/task_0");
 }
 
+// What the agent sees inside Slurm's OCI support with runc as root (Slurm
+// 26.05.3's task/cgroup on cgroup v1, runc 1.1.5 --rootless=true, the
+// host's /sys, no cgroup namespace; seen on the local cluster): runc made
+// a cgroup named for the container below its own in every hierarchy, so
+// below Slurm's task_0 in the memory one, and the agent and its program
+// are in it. On v1 the program's OOM kill counts there only.
+TEST(MemoryCgroupTest, UnderRootRuncTheContainersCgroupBelowTheTaskIsTheOneRead) {
+  const char* text =
+      "9:name=systemd:/node1.root.7.0.0\n"
+      "5:devices:/node1.root.7.0.0\n"
+      "4:memory:/slurm_node1/uid_0/job_7/step_0/task_0/node1.root.7.0.0\n"
+      "1:cpu:/node1.root.7.0.0\n"
+      "0::/node1.root.7.0.0\n";
+  TempDir dir;
+  const std::string root = dir.Path("memory");
+  const std::string step = root + "/slurm_node1/uid_0/job_7/step_0";
+  std::filesystem::create_directories(step + "/task_0/node1.root.7.0.0");
+  WriteFile(step + "/memory.limit_in_bytes", "314572800\n");
+  WriteFile(step + "/task_0/cgroup.procs", "11740\n");  // slurmstepd's, runc's
+  WriteFile(step + "/task_0/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
+  WriteFile(step + "/task_0/node1.root.7.0.0/cgroup.procs", "11753\n11766\n");
+  WriteFile(step + "/task_0/node1.root.7.0.0/memory.oom_control",
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+
+  auto named = ParseMemoryCgroup(text, "/sys/fs/cgroup", true);
+  ASSERT_TRUE(named);
+  EXPECT_FALSE(named->v2) << "the v1 memory line, not the unified one";
+  EXPECT_EQ(named->dir(),
+            "/sys/fs/cgroup/memory/slurm_node1/uid_0/job_7/step_0/task_0/node1.root.7.0.0");
+  auto found = FindCgroupListing(MemoryCgroup{root, named->path, false}, 11766);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->path, "/slurm_node1/uid_0/job_7/step_0/task_0/node1.root.7.0.0");
+  EXPECT_EQ(OomKills(*found), 1) << "runc's cgroup's count, not task_0's";
+  EXPECT_EQ(MemoryLimit(*found), 314572800) << "the step's limit, above task_0";
+}
+
 TEST(MemoryCgroupTest, TheCauseNamesTheMemoryAndTheField) {
   EXPECT_EQ(OomKillCause(314572800),
             "out of memory: the job has 300 MB on this node (OOM killer); raise "
