@@ -14,6 +14,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libcli11-dev libyaml-cpp-dev libgtest-dev libgmock-dev libssl-dev zlib1g-dev prometheus-cpp-dev
   libboost-dev  # header-only Boost.CRC: the agent's CRC32C of TensorBoard event files
+  libgoogle-perftools-dev  # tcmalloc_minimal, tfslurmd's allocator (CMakeLists.txt says why)
   libslurm-dev slurm-wlm slurmctld slurmd slurm-client munge
   # Accounting for the local cluster (start.sh --accounting): slurmdbd and
   # the MariaDB server it stores into.
