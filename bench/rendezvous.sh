@@ -5,6 +5,13 @@
 #   bench/rendezvous.sh [--sizes 64,512,4096] [--runs 20] [--runs-4096 10] [--warmup 2]
 #                       [--tls] [--rounds 2] [-- extra bench_rendezvous_storm arguments]
 #
+# tfslurmd and its anchor, the bare gRPC floor, run in ROUNDS alternating
+# rounds of RUNS/ROUNDS runs each (each round a fresh server), so that both
+# see the same machine: a shared machine's speed drifts by more than the
+# difference between them (the floor's storm of 16,384 agents took 1.6 s and
+# 2.3 s an hour apart). bench/storm_compare.py puts them side by side with
+# their ratio, and issue 49's targets at 16,384 agents.
+#
 # --tls (issue 45): each size runs plaintext and TLS (agents verifying the
 # service's certificate, as real ones do) in alternating rounds of runs/ROUNDS
 # each, each round a fresh server, and prints them side by side with the
@@ -31,8 +38,8 @@ while (($#)); do
   esac
 done
 tls_words=""
-((tls)) && tls_words=" --tls --rounds $rounds"
-command_line="bench/rendezvous.sh --sizes $sizes --runs $runs --runs-4096 $runs_big --warmup $warmup$tls_words${*:+ -- $*}"
+((tls)) && tls_words=" --tls"
+command_line="bench/rendezvous.sh --sizes $sizes --runs $runs --runs-4096 $runs_big --warmup $warmup --rounds $rounds$tls_words${*:+ -- $*}"
 
 build_all
 work="$(mktemp -d /tmp/bench-rdv-XXXX)"
@@ -79,6 +86,12 @@ tls_rounds() {
   done
 }
 
+# append_rows ROUND.csv ALL.csv: a round's per-run rows, the header once.
+append_rows() {
+  [[ -s "$1" ]] || return 0 # a storm that failed before writing any (bench_error says why)
+  if [[ -s "$2" ]]; then tail -n +2 "$1" >>"$2"; else cat "$1" >>"$2"; fi
+}
+
 tls_loads=""
 for n in "${size_list[@]}"; do
   r=$runs
@@ -94,15 +107,25 @@ for n in "${size_list[@]}"; do
       die "bench/tls_compare.py failed"
     continue
   fi
-  wait_quiet 600
-  loads+="${loads:+, }$n agents: $BENCH_LOAD_AT_START"
-  log "storm of $n agents against tfslurmd, $r runs (+$warmup warm-up)"
-  storm "$BENCH_BIN/bench_rendezvous_server" "$n" "$r" "$work/out-$n.md" "$table" "$work/runs-$n.csv"
-  # The floor right after, the same way: what this machine allows at all.
-  wait_quiet 600
-  log "storm of $n agents against the bare gRPC floor, $r runs (+$warmup warm-up)"
-  storm "$BENCH_BIN/bench_rendezvous_floor" "$n" "$r" "$work/floor-$n.md" "$floor_table" \
-    "$work/floor-runs-$n.csv"
+  per=$((r / rounds > 0 ? r / rounds : 1))
+  : >"$work/runs-$n.csv"
+  : >"$work/floor-runs-$n.csv"
+  for ((k = 1; k <= rounds; k++)); do
+    wait_quiet 600
+    loads+="${loads:+, }$n agents round $k: $BENCH_LOAD_AT_START"
+    log "storm of $n agents against tfslurmd, round $k of $rounds: $per runs (+$warmup warm-up)"
+    rm -f "$work/round.csv"
+    storm "$BENCH_BIN/bench_rendezvous_server" "$n" "$per" "$work/out-$n.md" "$table" "$work/round.csv"
+    append_rows "$work/round.csv" "$work/runs-$n.csv"
+    # The floor right after, the same way: what this machine allows at all.
+    wait_quiet 600
+    log "storm of $n agents against the bare gRPC floor, round $k of $rounds: $per runs (+$warmup warm-up)"
+    rm -f "$work/round.csv"
+    storm "$BENCH_BIN/bench_rendezvous_floor" "$n" "$per" "$work/floor-$n.md" "$floor_table" "$work/round.csv"
+    append_rows "$work/round.csv" "$work/floor-runs-$n.csv"
+  done
+  python3 "$REPO/bench/storm_compare.py" "$n" "$warmup" "$work/runs-$n.csv" "$work/floor-runs-$n.csv" \
+    >>"$work/compare.md" || die "bench/storm_compare.py failed"
 done
 
 if ((tls)); then
@@ -118,9 +141,15 @@ if ((tls)); then
 fi
 
 {
+  echo "tfslurmd and the bare gRPC floor side by side ($rounds alternating rounds per size, each a"
+  echo "fresh server; warm-ups left out):"
+  echo
+  cat "$work/compare.md"
+  echo "Each round's own rows, tfslurmd's:"
+  echo
   cat "$table"
   echo
-  echo "Load average when each size started: $loads."
+  echo "Load average when each round started: $loads."
   cat <<EOF
 
 Per run, N = agents: "last reg -> last assignment" is, at the load generator,
@@ -133,9 +162,9 @@ with \`-- --agents-per-connection K\` one per K agents: the agents of a node
 sharing one, issue 49) are opened before the storm and timed apart
 ("connect"). Threads and RSS are the
 server process's (/proc/PID/status sampled every 2 ms; VmHWM after the run),
-one fresh server per N. Server and load generator share the machine's CPUs.
+one fresh server per round. Server and load generator share the machine's CPUs.
 
-The floor: the same storm, right after, against bench_rendezvous_floor, a
+The floor: the same storm, in the rounds between tfslurmd's, against bench_rendezvous_floor, a
 bare gRPC server with nothing but the streams (no store, no lifecycle, no
 lock held while sending) that writes every stream an Assignment of the same
 shape and size once all N have registered. Its figures bound what any
@@ -158,7 +187,4 @@ EOF
   echo '```'
 } >"$work/section.md"
 results_append "Rendezvous storm (issue 3)" "$command_line" "$work/section.md"
-cat "$table"
-echo
-echo "floor (bare gRPC):"
-cat "$floor_table"
+cat "$work/compare.md"
