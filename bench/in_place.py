@@ -93,6 +93,12 @@ def program_pid(exp_id, role, index, attempt):
     return pids[0] if pids else None
 
 
+def in_a_container(pid):
+    """Whether process `pid` has a root of its own (a container's), not the host's."""
+    theirs, host = os.stat(f"/proc/{pid}/root/"), os.stat("/")
+    return (theirs.st_dev, theirs.st_ino) != (host.st_dev, host.st_ino)
+
+
 def wait(what, predicate, timeout):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -159,11 +165,14 @@ def one_run(api, exp_id, program, in_place, busy, node_fault, args, container=No
         cp = v.get("checkpoint") or {}
         return v if (cp.get("step") or 0) >= args.kill_at_step else None
     wait(f"{exp_id} to reach step {args.kill_at_step}", progressed, args.timeout)
+    problems = []
     fillers = fill_cluster(dict(os.environ), args.filler_s, 3) if busy else []
     try:
         if fillers:
             time.sleep(1)  # slurmctld takes them in before the kill
         pid = wait("worker 3's program", lambda: program_pid(exp_id, "worker", 3, 1), 30)
+        if container and not in_a_container(pid):
+            problems.append(f"worker 3's program runs on the host's root, not in its {container[0]} container")
         if node_fault:
             killed = fail_node(os.environ["SLURM_CONF"], "node2")
         else:
@@ -181,7 +190,6 @@ def one_run(api, exp_id, program, in_place, busy, node_fault, args, container=No
             restore_node(os.environ["SLURM_CONF"], "node2")
     model_dir = view["model_dir"]
     attempts = view.get("attempts", [])
-    problems = []
     if view["state"] != "cancelled":
         problems.append(f"experiment {view['state']}: {view.get('reason')}")
     if len(attempts) != 2:
@@ -227,7 +235,7 @@ def by_runtime(args, program, stamp):
                   f"first step {r['first2']:.2f} s (load {r['load']}) {r['problems']}", file=sys.stderr)
     print(f"Per runtime, {args.runtime_runs} runs each, interleaved: 6 tasks on 3 nodes x 2; the program steps every "
           f"{args.step_interval} s; worker 3's program killed -9 at step {args.kill_at_step}, and attempt 2 runs in "
-          "place (in the same job; under pyxis in the same containers, the program started again in them).")
+          "place (in the same job; under pyxis and OCI in the same containers, the program started again in them).")
     print()
     print("| runtime | image | runs | POST -> first step: min / median / max (s) "
           "| kill -9 -> attempt 2's first step: min / median / max (s) | over none (medians) | problems |")
