@@ -124,6 +124,7 @@ else
     "lossy_rendezvous.sh"
     "big_experiment.sh"
     "containers.sh"
+    "containers.sh --slurm 26.05.3" # Slurm's OCI support through tfslurmd (23.02+); builds 26.05.3 once (cached)
   )
 fi
 for r in "${runs[@]}"; do
