@@ -14,6 +14,7 @@ set -euo pipefail
 repo="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${TFSLURM_QUICKSTART_DIR:-/tmp/tfslurm-quickstart}"
 port="${TFSLURM_PORT:-8080}"
+agent_port="${TFSLURM_AGENT_PORT:-8081}"
 url="http://127.0.0.1:$port"
 
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
@@ -48,7 +49,11 @@ else
   # wants that said (--allow-root). A shared machine wants --site instead.
   root=()
   ((EUID == 0)) && root=(--allow-root)
-  nohup "$repo/build/bin/tfslurmd" --listen "127.0.0.1:$port" --db "$dir/tfslurm.db" "${root[@]}" \
+  # The agent endpoint on loopback too: this cluster's nodes are this
+  # host's processes. tfslurmd serves it off loopback only with TLS
+  # (docs/site-deployment.md says how a site's does).
+  nohup "$repo/build/bin/tfslurmd" --listen "127.0.0.1:$port" --agent-listen "127.0.0.1:$agent_port" \
+    --db "$dir/tfslurm.db" "${root[@]}" \
     --output-root "$dir/output" --ready-file "$dir/ready.json" >>"$dir/tfslurmd.log" 2>&1 &
   echo $! >"$dir/tfslurmd.pid"
   for _ in $(seq 100); do [[ -s "$dir/ready.json" ]] && break; sleep 0.1; done
