@@ -5,20 +5,14 @@ what it started. Here in a directory and on ports of its own."""
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 
 from conftest import REPO
+from helpers.ports import unused_port
 
 QUICKSTART = os.path.join(REPO, "deploy/quickstart.sh")
-
-
-def unused_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def gone(pid):

@@ -12,7 +12,6 @@ import os
 import pty
 import re
 import select
-import socket
 import subprocess
 import threading
 import time
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from conftest import BIN, REPO, scontrol_job, wait_for
+from helpers.ports import unused_port
 
 TFCTL = os.path.join(BIN, "tfctl")
 
@@ -96,12 +96,6 @@ def table_after(text, header_start):
             break
         rows.append(re.split(r"\s{2,}", line.strip()))
     return rows
-
-
-def unused_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_submit_status_logs_cancel(service, home, tmp_path):
