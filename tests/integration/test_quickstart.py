@@ -7,9 +7,8 @@ import re
 import shutil
 import subprocess
 import tempfile
-import time
 
-from conftest import REPO
+from conftest import REPO, wait_for
 from helpers.ports import unused_port
 
 QUICKSTART = os.path.join(REPO, "deploy/quickstart.sh")
@@ -40,10 +39,7 @@ def test_quickstart_runs_its_example_to_success_and_stop_stops_what_it_started()
         stop = subprocess.run([QUICKSTART, "--stop"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, timeout=120)
         assert stop.returncode == 0 and "stopped; state is kept in " + d in stop.stdout, stop.stdout
-        deadline = time.monotonic() + 30  # tfslurmd ends on the SIGTERM --stop sends
-        while gone(pid) is False and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert gone(pid), f"tfslurmd {pid} still runs after --stop"
+        wait_for(lambda: gone(pid), 30, f"tfslurmd {pid} to end on the SIGTERM --stop sends")
     finally:
         subprocess.run([QUICKSTART, "--stop"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        timeout=120)
