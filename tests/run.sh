@@ -123,6 +123,23 @@ if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -x tests/e2e/install.sh ]]; then
   tests/e2e/install.sh
 fi
 
+# The container runtimes (enroot, pyxis built against Debian's Slurm, runc's
+# oci.conf) and the images of the container tests (Debian 12 with python3,
+# with tensorflow-cpu, and with python3-torch), each cached by its inputs under
+# /opt/tfslurm (tests/containers.sh, docs/containers.md gives the costs).
+# Made beside the main build, which they do not need: on a new machine the
+# images' layers are mostly written and read (podman, enroot import), which
+# a compile on both cores leaves room for (about 6 minutes there, 1 s when
+# cached). Its output waits in build/containers.log for its stage below.
+# A session of its own (setsid), so that an early exit ends all of it.
+containers_log=build/containers.log
+rm -f build/containers.rc build/containers.env
+setsid bash -c 'tests/containers.sh >build/containers.env 2>"$1"; echo $? >build/containers.rc' \
+  containers "$containers_log" &
+containers_pid=$!
+stop_containers() { kill -- -"$containers_pid" 2>/dev/null || true; }
+trap stop_containers EXIT
+
 step "main build (gcc: the programs and the benchmark programs)"
 # What the integration tests, the end-to-end tests and the benchmarks run.
 # The tests are built in the sanitizer build instead (TFSLURM_BUILD_TESTS),
@@ -179,9 +196,17 @@ bg_compat() { tests/compat.sh --build-only "$compat_release"; }
 # library, -O1 (CMakeLists.txt). Everything: the tests, the fuzzers and the
 # three programs, whose every source clang's thread-safety analysis checks
 # as it compiles them (-Werror=thread-safety, for clang only).
+# The sanitizer and TSan builds compile in unity batches (CMake's
+# CMAKE_UNITY_BUILD: each target's sources 8 to a compile), which parses the
+# headers (gRPC, protobuf, nlohmann/json, CLI11) and instantiates their
+# templates once per batch instead of once per file (docs/contributing.md,
+# "What CI costs"). The main build compiles every file alone, as a
+# developer's build and the packages' do, so a source that does not include
+# what it uses still fails there.
+unity=(-DCMAKE_UNITY_BUILD=ON)
 bg_sanitizers() {
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang \
-    -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_SANITIZE=ON -DTFSLURM_FUZZ=ON "${ccache_launcher[@]}" &&
+    -DCMAKE_CXX_COMPILER=clang++ -DTFSLURM_SANITIZE=ON -DTFSLURM_FUZZ=ON "${unity[@]}" "${ccache_launcher[@]}" &&
     ninja -C build-asan -j"$jobs"
 }
 # TSan: the programs that run threads against each other (rendezvous, the
@@ -193,7 +218,7 @@ bg_sanitizers() {
 tsan_targets=(agent_unit_tests agent_end_to_end_test agent_session_test experiments_concurrency_test
   api_concurrency_test daemon_test local_files_test tsan_grpc_control)
 bg_tsan() {
-  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON \
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON "${unity[@]}" \
     "${ccache_launcher[@]}" && ninja -C build-tsan -j"$jobs" "${tsan_targets[@]}"
 }
 # tests/packages.sh --prepare: the packages built from the main build's
@@ -209,11 +234,8 @@ step "background builds (SCHED_IDLE): ${background[*]}"
 start_background "${background[@]}"
 echo "started; logs in $bg_dir/"
 
-# The container runtimes (enroot, pyxis built against Debian's Slurm, runc's
-# oci.conf) and the images of the container tests (Debian 12 with python3,
-# with tensorflow-cpu, and with python3-torch), each cached by its inputs under
-# /opt/tfslurm (tests/containers.sh, docs/containers.md gives the costs).
-# In the foreground: the integration tests need them. Kept out of the
+# The container runtimes and images, made beside the main build (above):
+# the integration tests need them. Kept out of the
 # environment of the other stages (their clusters run without pyxis): the
 # session's cluster gets them by --containers, pytest by name (so the
 # clusters its tests start run pyxis too, which does nothing for a step
@@ -221,7 +243,9 @@ echo "started; logs in $bg_dir/"
 # A failure here fails the container tests, not the run's other stages.
 step "container runtimes and images (tests/containers.sh)"
 containers_dir="" images_dir=""
-if containers_env="$(tests/containers.sh)"; then
+wait "$containers_pid" || true
+cat "$containers_log"
+if [[ $(cat build/containers.rc 2>/dev/null) == 0 ]] && containers_env="$(cat build/containers.env)"; then
   containers_dir="$(eval "$containers_env" && echo "$LOCAL_SLURM_CONTAINERS")"
   images_dir="$(eval "$containers_env" && echo "$TFSLURM_IMAGES")"
   echo "containers: $containers_dir, images: $images_dir"
@@ -241,6 +265,7 @@ step "local Slurm cluster"
 cluster_dir="$(mktemp -d /tmp/tfs-ci-XXXX)"
 chmod 755 "$cluster_dir" # munged runs as the munge user and must reach its socket
 cleanup() {
+  stop_containers
   stop_background
   deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true
   rm -rf "$cluster_dir"
@@ -377,7 +402,12 @@ if ((sanitizers)); then
   step "thread-safety analysis (clang -Werror=thread-safety, in the sanitizer build)"
   tsa_sources=0
   if ((sanitizer_build_rc == 0)); then
-    tsa_sources=$(ninja -C build-asan -t inputs tfslurmd tfslurm-agent tfctl | grep -c '\.o$' || true)
+    # An object of a unity batch counts the sources its batch includes.
+    tsa_sources=$(ninja -C build-asan -t inputs tfslurmd tfslurm-agent tfctl | grep '\.o$' |
+      while read -r object; do
+        batch="build-asan/${object%.o}"
+        if [[ $batch == */Unity/*.cxx ]]; then grep -c '^#include' "$batch"; else echo 1; fi
+      done | awk '{ n += $1 } END { print n + 0 }')
   fi
   echo "thread-safety: $tsa_sources sources of tfslurmd, tfslurm-agent and tfctl compiled with -Werror=thread-safety"
   if ((sanitizer_build_rc == 0 && tsa_sources > 0)); then record thread-safety "$tsa_sources" 0; else record thread-safety 0 1; fi

@@ -3,8 +3,10 @@
 #include "base/nearest_word.h"
 
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <regex>
+#include <thread>
 
 #include "client/terminal_text.h"
 
@@ -26,6 +28,27 @@ void PrintError(const Status& error, std::ostream& out) {
 int Fail(const Status& error) {
   PrintError(error, std::cerr);
   return kExitError;
+}
+
+StatusOr<nlohmann::json> DeleteWaitingForJobsToLeave(
+    client::Client& client, const std::function<StatusOr<nlohmann::json>()>& call,
+    const std::function<bool()>& still_there) {
+  constexpr std::chrono::seconds kWait(60);
+  constexpr std::chrono::milliseconds kRetry(500);
+  auto deleted = call();
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  bool said = false;
+  while (!deleted.ok() && deleted.status().retryable() && client.last_error_http_status() == 503 &&
+         std::chrono::steady_clock::now() < deadline && still_there()) {
+    if (!said) {
+      std::cerr << "tfctl: " << client::EscapeForTerminal(deleted.status().message())
+                << "; waiting for it (up to " << kWait.count() << " s)\n";
+      said = true;
+    }
+    std::this_thread::sleep_for(kRetry);
+    deleted = call();
+  }
+  return deleted;
 }
 
 int FailForId(client::Client& client, const std::string& id, const Status& error) {

@@ -57,6 +57,18 @@ std::string Nearest(const std::string& word, const std::vector<std::string>& cho
 // the list the service shows the caller (only their own).
 int FailForId(client::Client& client, const std::string& id, const Status& error);
 
+// A DELETE of an experiment or a sweep (`call`), retried while the service
+// answers 503 because the thing has ended but its Slurm jobs are still
+// leaving (the service keeps it until they have, so that no record goes
+// while a task may still write). tfctl waits that out, up to a minute, rather
+// than make the user retry by hand: the jobs leave within a poll or two of
+// slurmctld, or the service is in trouble and says so. A 503 after which the
+// thing is gone (`still_there` false: deleted, but some of its files could
+// not be removed) is not retried: its message is the answer.
+StatusOr<nlohmann::json> DeleteWaitingForJobsToLeave(
+    client::Client& client, const std::function<StatusOr<nlohmann::json>()>& call,
+    const std::function<bool()>& still_there);
+
 // The positional ID, checked against the service's id pattern so that a
 // mistyped id is a usage error, not a request.
 void AddExperimentIdArgument(CLI::App* app, std::string& id);

@@ -1,25 +1,13 @@
 // tfctl delete: remove an ended experiment from the service, and with
 // --files its directory in the output root.
-#include <chrono>
 #include <iostream>
 #include <memory>
-#include <thread>
 
 #include "client/terminal_text.h"
 #include "client/tfctl/command.h"
 
 namespace tfslurm::tfctl {
 namespace {
-
-// Right after an experiment ends, the service keeps it until it has seen
-// its Slurm job leave (so that no record goes while a task may still write),
-// and answers a delete with a 503 to retry in a few seconds. tfctl waits
-// that out rather than make the user retry by hand: the job leaves within a
-// poll or two of slurmctld, or the service is in trouble and says so. A 503
-// after which the experiment is gone (deleted, but some of its files could
-// not be removed) is not retried: its message is the answer.
-constexpr std::chrono::seconds kFinishingWait(60);
-constexpr std::chrono::milliseconds kFinishingRetry(500);
 
 struct DeleteOptions {
   std::string id;
@@ -30,23 +18,9 @@ struct DeleteOptions {
 int RunDelete(const GlobalOptions& global, const DeleteOptions& options) {
   auto client = Connect(global);
   if (!client) return kExitError;
-  auto deleted = client->DeleteExperiment(options.id, options.files);
-  const auto deadline = std::chrono::steady_clock::now() + kFinishingWait;
-  bool said = false;
-  auto finishing = [&] {
-    if (deleted.ok() || !deleted.status().retryable() || client->last_error_http_status() != 503)
-      return false;
-    return client->GetExperiment(options.id).ok();
-  };
-  while (std::chrono::steady_clock::now() < deadline && finishing()) {
-    if (!said) {
-      std::cerr << "tfctl: " << client::EscapeForTerminal(deleted.status().message())
-                << "; waiting for it (up to " << kFinishingWait.count() << " s)\n";
-      said = true;
-    }
-    std::this_thread::sleep_for(kFinishingRetry);
-    deleted = client->DeleteExperiment(options.id, options.files);
-  }
+  auto deleted = DeleteWaitingForJobsToLeave(
+      *client, [&] { return client->DeleteExperiment(options.id, options.files); },
+      [&] { return client->GetExperiment(options.id).ok(); });
   if (!deleted.ok()) return FailForId(*client, options.id, deleted.status());
   if (options.output != OutputFormat::kTable) {
     PrintStructured(*deleted, options.output, std::cout);

@@ -1,11 +1,9 @@
 // tfctl sweep submit|status|list|cancel|delete: sweeps of trials over a
 // parameter space (schema/sweep-spec.md). The status table is sorted by the
 // objective, best first, and marks the sweep's best trial.
-#include <chrono>
 #include <iostream>
 #include <memory>
 #include <regex>
-#include <thread>
 
 #include "client/spec_file.h"
 #include "client/terminal_text.h"
@@ -24,11 +22,6 @@ struct SweepOptions {
   bool files = false;
   OutputFormat output = OutputFormat::kTable;
 };
-
-// As tfctl delete's: right after a sweep ends its last trials' jobs may
-// still be leaving Slurm, which the service answers with a 503 to retry.
-constexpr std::chrono::seconds kFinishingWait(60);
-constexpr std::chrono::milliseconds kFinishingRetry(500);
 
 void AddSweepIdArgument(CLI::App* app, std::string& id) {
   static const std::regex kId("[a-z0-9][a-z0-9._-]{0,57}");
@@ -76,19 +69,9 @@ int RunCancel(const GlobalOptions& global, const SweepOptions& options) {
 int RunDelete(const GlobalOptions& global, const SweepOptions& options) {
   auto client = Connect(global);
   if (!client) return kExitError;
-  auto deleted = client->DeleteSweep(options.id, options.files);
-  const auto deadline = std::chrono::steady_clock::now() + kFinishingWait;
-  bool said = false;
-  while (!deleted.ok() && deleted.status().retryable() && client->last_error_http_status() == 503 &&
-         std::chrono::steady_clock::now() < deadline && client->GetSweep(options.id).ok()) {
-    if (!said) {
-      std::cerr << "tfctl: " << client::EscapeForTerminal(deleted.status().message())
-                << "; waiting for it (up to " << kFinishingWait.count() << " s)\n";
-      said = true;
-    }
-    std::this_thread::sleep_for(kFinishingRetry);
-    deleted = client->DeleteSweep(options.id, options.files);
-  }
+  auto deleted = DeleteWaitingForJobsToLeave(
+      *client, [&] { return client->DeleteSweep(options.id, options.files); },
+      [&] { return client->GetSweep(options.id).ok(); });
   if (!deleted.ok()) return Fail(deleted.status());
   if (options.output != OutputFormat::kTable) {
     PrintStructured(*deleted, options.output, std::cout);

@@ -240,7 +240,7 @@ TEST(AttemptRun, TaskEnvCarriesIdentityAndLeavesGpusToSlurm) {
   EXPECT_EQ(run.CheckpointingTask(), TaskIndex(2));  // worker 0 without a chief
 }
 
-ExperimentSpec TorchSpec() {
+ExperimentSpec TorchExperimentSpec() {
   ExperimentSpec s;
   s.id = "ddp";
   s.framework = Framework::kPytorch;
@@ -257,7 +257,7 @@ std::map<std::string, std::string> EnvOf(const AttemptRun& run, int task) {
 }
 
 TEST(AttemptRun, PytorchTasksAreRanksWithTorchrunsEnvironment) {
-  AttemptRun run(TorchSpec(), 2);
+  AttemptRun run(TorchExperimentSpec(), 2);
   ASSERT_EQ(run.size(), 6);
   for (int i = 0; i < run.size(); ++i) {
     EXPECT_EQ(run.task(TaskIndex(i)).role.role, kRankRole);
@@ -290,7 +290,7 @@ TEST(AttemptRun, PytorchTasksAreRanksWithTorchrunsEnvironment) {
 }
 
 TEST(AttemptRun, PytorchMasterAddressIsAnUnbracketedIpv6Literal) {
-  ExperimentSpec spec = TorchSpec();
+  ExperimentSpec spec = TorchExperimentSpec();
   spec.resources.nodes = 1;
   spec.resources.tasks_per_node = 1;
   spec.pytorch.omp_num_threads = 7;
@@ -303,7 +303,7 @@ TEST(AttemptRun, PytorchMasterAddressIsAnUnbracketedIpv6Literal) {
 }
 
 TEST(AttemptRun, JaxTasksAreProcessesWithJaxDistributedsArguments) {
-  ExperimentSpec spec = TorchSpec();
+  ExperimentSpec spec = TorchExperimentSpec();
   spec.id = "jx";
   spec.framework = Framework::kJax;
   AttemptRun run(spec, 2);
@@ -338,7 +338,7 @@ TEST(AttemptRun, JaxTasksAreProcessesWithJaxDistributedsArguments) {
 }
 
 TEST(AttemptRun, PytorchSucceedsWhenEveryRankExitsZero) {
-  AttemptRun run(TorchSpec(), 1);
+  AttemptRun run(TorchExperimentSpec(), 1);
   RegisterAll(run);
   for (int i = 0; i < 5; ++i)
     EXPECT_EQ(run.OnExit(TaskIndex(i), 0, std::nullopt, false).kind, Outcome::kUndecided);
@@ -348,7 +348,7 @@ TEST(AttemptRun, PytorchSucceedsWhenEveryRankExitsZero) {
 }
 
 TEST(AttemptRun, PytorchAnyRankFailingFailsTheAttempt) {
-  AttemptRun run(TorchSpec(), 1);
+  AttemptRun run(TorchExperimentSpec(), 1);
   RegisterAll(run);
   EXPECT_EQ(run.OnExit(TaskIndex(0), 0, std::nullopt, false).kind, Outcome::kUndecided);
   Outcome o = run.OnExit(TaskIndex(4), std::nullopt, 9, false);

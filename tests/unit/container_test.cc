@@ -14,14 +14,18 @@
 #include "service/core/sbatch_script.h"
 #include "service/core/spec.h"
 #include "tests/unit/job_plans.h"
+#include "tests/unit/spec_parsing.h"
 
 namespace tfslurm {
 namespace {
 
+using testing::Dump;
+using testing::ParsedSpec;
+
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-json Spec(json container) {
+json SpecWithContainer(json container) {
   json j = json::parse(R"({
     "id": "ctr-1",
     "command": ["python3", "train.py"],
@@ -30,12 +34,6 @@ json Spec(json container) {
   })");
   j["container"] = std::move(container);
   return j;
-}
-
-std::string Dump(const std::vector<FieldError>& errors) {
-  std::string s;
-  for (const auto& e : errors) s += e.field + ": " + e.reason + "\n";
-  return s;
 }
 
 // The one error of `spec` on `field`, which must contain `needle`.
@@ -50,11 +48,11 @@ void ExpectRefused(const json& spec, const std::string& field, const std::string
 }
 
 TEST(ContainerSpec, ParsesImageRuntimeMountsAndRoleImages) {
-  auto r = ParseSpec(
-      Spec({{"image", "/images//tf.sqsh"},
-            {"runtime", "pyxis"},
-            {"mounts", {"/data:/data:ro", "/scratch", {{"source", "/a"}, {"target", "/b"}}}},
-            {"roles", {{"ps", {{"image", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"}}}}}}));
+  auto r = ParseSpec(SpecWithContainer(
+      {{"image", "/images//tf.sqsh"},
+       {"runtime", "pyxis"},
+       {"mounts", {"/data:/data:ro", "/scratch", {{"source", "/a"}, {"target", "/b"}}}},
+       {"roles", {{"ps", {{"image", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"}}}}}}));
   ASSERT_TRUE(r.ok()) << Dump(r.status().fields());
   const ContainerSpec& c = r->container;
   EXPECT_TRUE(c.enabled());
@@ -69,7 +67,8 @@ TEST(ContainerSpec, ParsesImageRuntimeMountsAndRoleImages) {
 }
 
 TEST(ContainerSpec, RoundTripsThroughCanonicalJsonAndIsAbsentWithoutOne) {
-  auto r = ParseSpec(Spec({{"image", "docker://ubuntu:22.04"}, {"mounts", {"/d:/e"}}}));
+  auto r =
+      ParseSpec(SpecWithContainer({{"image", "docker://ubuntu:22.04"}, {"mounts", {"/d:/e"}}}));
   ASSERT_TRUE(r.ok()) << Dump(r.status().fields());
   json canonical = r->ToJson();
   EXPECT_EQ(canonical["container"]["runtime"], "auto");
@@ -77,7 +76,7 @@ TEST(ContainerSpec, RoundTripsThroughCanonicalJsonAndIsAbsentWithoutOne) {
   ASSERT_TRUE(again.ok()) << Dump(again.status().fields());
   EXPECT_EQ(again->ToJson(), canonical);
 
-  json plain = Spec(nullptr);
+  json plain = SpecWithContainer(nullptr);
   plain.erase("container");
   auto p = ParseSpec(plain);
   ASSERT_TRUE(p.ok());
@@ -86,54 +85,52 @@ TEST(ContainerSpec, RoundTripsThroughCanonicalJsonAndIsAbsentWithoutOne) {
 }
 
 TEST(ContainerSpec, RefusesBadValuesNamingTheField) {
-  ExpectRefused(Spec("x"), "container", "must be an object");
-  ExpectRefused(Spec(json::object()), "container.image", "is required");
-  ExpectRefused(Spec({{"image", ""}}), "container.image", "must name an image");
-  ExpectRefused(Spec({{"image", "./tf.sqsh"}}), "container.image", "relative path");
-  ExpectRefused(Spec({{"image", "/images/my tf.sqsh"}}), "container.image", "no spaces");
-  ExpectRefused(Spec({{"image", "-v=/:/host"}}), "container.image", "registry reference");
-  ExpectRefused(Spec({{"image", "ubuntu;reboot"}}), "container.image", "registry reference");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"runtime", "docker"}}), "container.runtime",
-                "must be one of auto | pyxis | enroot | oci | apptainer");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"imgae", "/j"}}), "container.imgae",
+  ExpectRefused(SpecWithContainer("x"), "container", "must be an object");
+  ExpectRefused(SpecWithContainer(json::object()), "container.image", "is required");
+  ExpectRefused(SpecWithContainer({{"image", ""}}), "container.image", "must name an image");
+  ExpectRefused(SpecWithContainer({{"image", "./tf.sqsh"}}), "container.image", "relative path");
+  ExpectRefused(SpecWithContainer({{"image", "/images/my tf.sqsh"}}), "container.image",
+                "no spaces");
+  ExpectRefused(SpecWithContainer({{"image", "-v=/:/host"}}), "container.image",
+                "registry reference");
+  ExpectRefused(SpecWithContainer({{"image", "ubuntu;reboot"}}), "container.image",
+                "registry reference");
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"runtime", "docker"}}),
+                "container.runtime", "must be one of auto | pyxis | enroot | oci | apptainer");
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"imgae", "/j"}}), "container.imgae",
                 "did you mean 'container.image'?");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"mounts", "/data"}}), "container.mounts",
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"mounts", "/data"}}), "container.mounts",
                 "must be an array");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"mounts", {"data:/data"}}}), "container.mounts[0]",
-                "absolute path");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"mounts", {"/a,b:/c"}}}), "container.mounts[0]",
-                "pyxis separates mounts with ','");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"mounts", {"/a:/b:rx"}}}), "container.mounts[0]",
-                "SRC:DST:ro|rw");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"mounts", {"/a:/"}}}), "container.mounts[0]", "root");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"mounts", {"/a:/x", "/b:/x"}}}), "container.mounts[1]",
-                "already uses");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"mounts", {{{"target", "/x"}}}}}),
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"mounts", {"data:/data"}}}),
+                "container.mounts[0]", "absolute path");
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"mounts", {"/a,b:/c"}}}),
+                "container.mounts[0]", "pyxis separates mounts with ','");
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"mounts", {"/a:/b:rx"}}}),
+                "container.mounts[0]", "SRC:DST:ro|rw");
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"mounts", {"/a:/"}}}),
+                "container.mounts[0]", "root");
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"mounts", {"/a:/x", "/b:/x"}}}),
+                "container.mounts[1]", "already uses");
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"mounts", {{{"target", "/x"}}}}}),
                 "container.mounts[0].source", "is required");
-  ExpectRefused(
-      Spec({{"image", "/i.sqsh"}, {"mounts", {{{"source", "/x"}, {"read_only", "yes"}}}}}),
-      "container.mounts[0].read_only", "true or false");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"roles", {{"boss", {{"image", "/j"}}}}}}),
+  ExpectRefused(SpecWithContainer(
+                    {{"image", "/i.sqsh"}, {"mounts", {{{"source", "/x"}, {"read_only", "yes"}}}}}),
+                "container.mounts[0].read_only", "true or false");
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"roles", {{"boss", {{"image", "/j"}}}}}}),
                 "container.roles.boss", "unknown field");
-  json no_ps = Spec({{"image", "/i.sqsh"}, {"roles", {{"ps", {{"image", "/j"}}}}}});
+  json no_ps = SpecWithContainer({{"image", "/i.sqsh"}, {"roles", {{"ps", {{"image", "/j"}}}}}});
   no_ps["cluster"] = {{"worker", 6}};
   ExpectRefused(no_ps, "container.roles.ps", "which cluster.ps does not have");
-  ExpectRefused(Spec({{"image", "/i.sqsh"}, {"roles", {{"ps", json::object()}}}}),
+  ExpectRefused(SpecWithContainer({{"image", "/i.sqsh"}, {"roles", {{"ps", json::object()}}}}),
                 "container.roles.ps.image", "is required");
-  json torch = Spec({{"image", "/i.sqsh"}, {"roles", {{"ps", {{"image", "/j"}}}}}});
+  json torch = SpecWithContainer({{"image", "/i.sqsh"}, {"roles", {{"ps", {{"image", "/j"}}}}}});
   torch["framework"] = "pytorch";
   torch.erase("cluster");
   ExpectRefused(torch, "container.roles", "applies only to framework tensorflow");
 }
 
-ExperimentSpec Parsed(const json& j) {
-  auto r = ParseSpec(j);
-  EXPECT_TRUE(r.ok()) << Dump(r.status().fields());
-  return r.ok() ? *r : ExperimentSpec{};
-}
-
 TEST(ContainerSpec, TheSitesRuntimeResolvesAutoAndRefusesWhatItCannotRun) {
-  ExperimentSpec s = Parsed(Spec({{"image", "/i.sqsh"}}));
+  ExperimentSpec s = ParsedSpec(SpecWithContainer({{"image", "/i.sqsh"}}));
   EXPECT_EQ(ResolveContainerRuntime(s.container, ContainerRuntime::kEnroot),
             ContainerRuntime::kEnroot);
   Status none = CheckContainerForSite(s, ContainerRuntime::kAuto, "");
@@ -144,7 +141,8 @@ TEST(ContainerSpec, TheSitesRuntimeResolvesAutoAndRefusesWhatItCannotRun) {
   EXPECT_NE(none.fields()[0].reason.find("--container-runtime"), std::string::npos);
   EXPECT_TRUE(CheckContainerForSite(s, ContainerRuntime::kPyxis, "").ok());
 
-  ExperimentSpec registry = Parsed(Spec({{"image", "nvcr.io#nvidia/pytorch:24.01-py3"}}));
+  ExperimentSpec registry =
+      ParsedSpec(SpecWithContainer({{"image", "nvcr.io#nvidia/pytorch:24.01-py3"}}));
   Status oci = CheckContainerForSite(registry, ContainerRuntime::kOci, "");
   ASSERT_FALSE(oci.ok());
   EXPECT_EQ(oci.fields()[0].field, "container.image");
@@ -153,20 +151,22 @@ TEST(ContainerSpec, TheSitesRuntimeResolvesAutoAndRefusesWhatItCannotRun) {
 
   // pyxis takes one image per job component: ps sharing `resources` with
   // the others cannot have its own, with roles.ps it can.
-  json shared = Spec({{"image", "/i.sqsh"}, {"roles", {{"ps", {{"image", "/ps.sqsh"}}}}}});
-  Status one_component = CheckContainerForSite(Parsed(shared), ContainerRuntime::kPyxis, "");
+  json shared =
+      SpecWithContainer({{"image", "/i.sqsh"}, {"roles", {{"ps", {{"image", "/ps.sqsh"}}}}}});
+  Status one_component = CheckContainerForSite(ParsedSpec(shared), ContainerRuntime::kPyxis, "");
   ASSERT_FALSE(one_component.ok());
   EXPECT_EQ(one_component.fields()[0].field, "container.roles.ps");
-  EXPECT_TRUE(CheckContainerForSite(Parsed(shared), ContainerRuntime::kEnroot, "").ok())
+  EXPECT_TRUE(CheckContainerForSite(ParsedSpec(shared), ContainerRuntime::kEnroot, "").ok())
       << "enroot starts each task's program itself: any role may have its own image";
   json own = shared;
   own["resources"] = {{"nodes", 2}, {"tasks_per_node", 2}};
   own["roles"] = {{"ps", {{"nodes", 1}, {"tasks_per_node", 2}}}};
-  EXPECT_TRUE(CheckContainerForSite(Parsed(own), ContainerRuntime::kPyxis, "").ok());
+  EXPECT_TRUE(CheckContainerForSite(ParsedSpec(own), ContainerRuntime::kPyxis, "").ok());
 }
 
 TEST(ContainerSpec, OciIsRefusedOnSlurm2205WhoseOciSupportCannotRunTheAttemptsBundle) {
-  ExperimentSpec s = Parsed(Spec({{"image", "/images/tf.oci"}, {"runtime", "oci"}}));
+  ExperimentSpec s =
+      ParsedSpec(SpecWithContainer({{"image", "/images/tf.oci"}, {"runtime", "oci"}}));
   Status old = CheckContainerForSite(s, ContainerRuntime::kAuto, "22.05.8");
   ASSERT_FALSE(old.ok());
   ASSERT_EQ(old.fields().size(), 1u);
@@ -176,7 +176,8 @@ TEST(ContainerSpec, OciIsRefusedOnSlurm2205WhoseOciSupportCannotRunTheAttemptsBu
   EXPECT_NE(old.fields()[0].reason.find("23.02 or later"), std::string::npos);
   EXPECT_TRUE(CheckContainerForSite(s, ContainerRuntime::kAuto, "").ok())
       << "a release that can run it (slurm::OciRunsAttemptBundles), or one not known";
-  ExperimentSpec pyxis = Parsed(Spec({{"image", "/i.sqsh"}, {"runtime", "pyxis"}}));
+  ExperimentSpec pyxis =
+      ParsedSpec(SpecWithContainer({{"image", "/i.sqsh"}, {"runtime", "pyxis"}}));
   EXPECT_TRUE(CheckContainerForSite(pyxis, ContainerRuntime::kAuto, "22.05.8").ok());
 }
 
@@ -321,7 +322,8 @@ class PyxisScriptTest : public ::testing::Test {
 TEST_F(PyxisScriptTest, SrunStartsTheBundledAgentInTheImageWithTheMounts) {
   fs::path image = dir_ / "tf.sqsh";
   std::ofstream(image) << "not really squashfs";
-  ExperimentSpec s = Parsed(Spec({{"image", image.string()}, {"mounts", {"/data:/data:ro"}}}));
+  ExperimentSpec s =
+      ParsedSpec(SpecWithContainer({{"image", image.string()}, {"mounts", {"/data:/data:ro"}}}));
   AgentLaunch launch{"/opt/tfslurm-agent", "svc:9", ContainerRuntime::kPyxis, "/opt/bundle"};
   auto r = BuildSubmitRequest(
       s, testing::PlanOf(s, {2000, 2000, "m"}),
@@ -363,7 +365,8 @@ TEST_F(PyxisScriptTest, InSiteModeTheAgentInsideReachesMunged) {
       << "libmunge's default socket, /run/munge/munge.socket.2";
   EXPECT_EQ(MungeSocketDir({"TFSLURM_PROVE_UID=munge", "TFSLURM_MUNGE_SOCKET=/c/munge/munge.sock"}),
             "/c/munge");
-  ExperimentSpec s = Parsed(Spec({{"image", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"}}));
+  ExperimentSpec s =
+      ParsedSpec(SpecWithContainer({{"image", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"}}));
   s.container.runtime = ContainerRuntime::kPyxis;
   AgentLaunch launch{"/opt/tfslurm-agent", "svc:9", ContainerRuntime::kAuto, "/opt/bundle"};
   auto r = BuildSubmitRequest(s, testing::PlanOf(s, {2000, 2000, "m"}),
@@ -380,7 +383,8 @@ TEST_F(PyxisScriptTest, InSiteModeTheAgentInsideReachesMunged) {
 }
 
 TEST_F(PyxisScriptTest, ARegistryImageIsNamedByItsReferenceAndNoFileIsRead) {
-  ExperimentSpec s = Parsed(Spec({{"image", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"}}));
+  ExperimentSpec s =
+      ParsedSpec(SpecWithContainer({{"image", "nvcr.io#nvidia/tensorflow:24.01-tf2-py3"}}));
   AgentLaunch launch{"/opt/tfslurm-agent", "svc:9", ContainerRuntime::kAuto, "/opt/bundle"};
   s.container.runtime = ContainerRuntime::kPyxis;
   auto r = BuildSubmitRequest(s, testing::PlanOf(s, {2000, 2000, "m"}),
@@ -392,7 +396,8 @@ TEST_F(PyxisScriptTest, ARegistryImageIsNamedByItsReferenceAndNoFileIsRead) {
 }
 
 TEST_F(PyxisScriptTest, OciWritesTheAttemptsBundleAndRunsTheAgentInIt) {
-  ExperimentSpec s = Parsed(Spec({{"image", "/images/tf.oci"}, {"runtime", "oci"}}));
+  ExperimentSpec s =
+      ParsedSpec(SpecWithContainer({{"image", "/images/tf.oci"}, {"runtime", "oci"}}));
   JobPlan plan = testing::PlanOf(s, {2000, 2000, "m"});
   plan.account = {"alice", 1001, 1002, {1002}};
   const std::string logs = (dir_ / "logs").string();
@@ -430,7 +435,7 @@ TEST_F(PyxisScriptTest, OciWritesTheAttemptsBundleAndRunsTheAgentInIt) {
 }
 
 TEST_F(PyxisScriptTest, EnrootLeavesTheAgentOnTheHost) {
-  ExperimentSpec s = Parsed(Spec({{"image", "/i.sqsh"}, {"runtime", "enroot"}}));
+  ExperimentSpec s = ParsedSpec(SpecWithContainer({{"image", "/i.sqsh"}, {"runtime", "enroot"}}));
   auto r = BuildSubmitRequest(s, testing::PlanOf(s, {2000, 2000, "m"}),
                               {1, {"/o/l", "/o", "/o"}, "s", {}},
                               {"/opt/tfslurm-agent", "svc:9", ContainerRuntime::kAuto, "/b"}, {});

@@ -11,9 +11,12 @@
 #include "service/core/sbatch_script.h"
 #include "service/core/spec.h"
 #include "tests/unit/job_plans.h"
+#include "tests/unit/spec_parsing.h"
 
 namespace tfslurm {
 namespace {
+
+using testing::ParsedSpec;
 
 using nlohmann::json;
 
@@ -33,12 +36,6 @@ std::string Errors(const json& spec) {
   return all;
 }
 
-ExperimentSpec Parse(const json& j) {
-  auto s = ParseSpec(j);
-  EXPECT_TRUE(s.ok()) << Errors(j);
-  return s.ok() ? *s : ExperimentSpec{};
-}
-
 bool Contains(const std::vector<std::string>& v, const std::string& e) {
   return std::find(v.begin(), v.end(), e) != v.end();
 }
@@ -56,14 +53,15 @@ SubmitRequest Build(const ExperimentSpec& s, const std::vector<MemoryPlan>& more
 }
 
 TEST(GpusSpec, GpusPerTaskIsParsedAndRoundTrips) {
-  ExperimentSpec s = Parse(GpuSpec({{"gpus_per_task", 2}}));
+  ExperimentSpec s = ParsedSpec(GpuSpec({{"gpus_per_task", 2}}));
   EXPECT_EQ(s.resources.gpus_per_task, 2);
   EXPECT_EQ(s.resources.gpus_per_node, 0);
   EXPECT_EQ(s.ToJson()["resources"]["gpus_per_task"], 2);
-  EXPECT_EQ(Parse(s.ToJson()).ToJson(), s.ToJson());
-  EXPECT_EQ(Parse(GpuSpec(json::object())).resources.gpus_per_task, 0)
+  EXPECT_EQ(ParsedSpec(s.ToJson()).ToJson(), s.ToJson());
+  EXPECT_EQ(ParsedSpec(GpuSpec(json::object())).resources.gpus_per_task, 0)
       << "default: no GPUs per task";
-  EXPECT_EQ(Parse(GpuSpec({{"gpus_per_task", 0}, {"gpus_per_node", 4}})).resources.gpus_per_node, 4)
+  EXPECT_EQ(
+      ParsedSpec(GpuSpec({{"gpus_per_task", 0}, {"gpus_per_node", 4}})).resources.gpus_per_node, 4)
       << "0 is not a request: it combines with gpus_per_node";
 }
 
@@ -94,14 +92,14 @@ json HetGpuSpec() {
 }
 
 TEST(GpusSpec, ARoleInheritsGpusPerTaskUnlessItNamesAGpuField) {
-  ExperimentSpec s = Parse(HetGpuSpec());
+  ExperimentSpec s = ParsedSpec(HetGpuSpec());
   EXPECT_EQ(s.roles.at("chief").gpus_per_task, 1) << "inherited from resources";
   EXPECT_EQ(s.roles.at("ps").gpus_per_task, 0) << "gpus_per_node: 0 says the ps have no GPUs";
   EXPECT_EQ(s.roles.at("ps").gpus_per_node, 0);
 
   json per_node = HetGpuSpec();
   per_node["roles"]["ps"]["gpus_per_node"] = 2;
-  ExperimentSpec t = Parse(per_node);
+  ExperimentSpec t = ParsedSpec(per_node);
   EXPECT_EQ(t.roles.at("ps").gpus_per_node, 2);
   EXPECT_EQ(t.roles.at("ps").gpus_per_task, 0) << "not combined with the inherited gpus_per_task";
 
@@ -116,7 +114,7 @@ TEST(GpusSpec, ARoleInheritsGpusPerTaskUnlessItNamesAGpuField) {
 }
 
 TEST(GpusSubmit, GpusPerTaskReachesTheRequestTheHeaderAndSrunsEnvironment) {
-  auto r = Build(Parse(GpuSpec({{"gpus_per_task", 2}})));
+  auto r = Build(ParsedSpec(GpuSpec({{"gpus_per_task", 2}})));
   EXPECT_EQ(r.gpus_per_task, 2);
   EXPECT_EQ(r.gpus_per_node, 0);
   EXPECT_NE(r.script.find("#SBATCH --gpus-per-task=2\n"), std::string::npos) << r.script;
@@ -129,7 +127,7 @@ TEST(GpusSubmit, GpusPerTaskReachesTheRequestTheHeaderAndSrunsEnvironment) {
 }
 
 TEST(GpusSubmit, GpusPerNodeIsSharedWithoutAPerTaskBinding) {
-  auto r = Build(Parse(GpuSpec({{"gpus_per_node", 2}})));
+  auto r = Build(ParsedSpec(GpuSpec({{"gpus_per_node", 2}})));
   EXPECT_EQ(r.gpus_per_node, 2);
   EXPECT_EQ(r.gpus_per_task, 0);
   EXPECT_NE(r.script.find("#SBATCH --gpus-per-node=2\n"), std::string::npos) << r.script;
@@ -140,7 +138,7 @@ TEST(GpusSubmit, GpusPerNodeIsSharedWithoutAPerTaskBinding) {
 
 TEST(GpusSubmit, EachComponentOfAHeterogeneousJobHasItsOwnGpusPerTask) {
   MemoryPlan m{2000, 2000, "auto: test"};
-  auto r = Build(Parse(HetGpuSpec()), {m, m});
+  auto r = Build(ParsedSpec(HetGpuSpec()), {m, m});
   // Components: resources (worker 4 tasks), then chief, then ps.
   ASSERT_EQ(r.more_components.size(), 2u) << r.script;
   EXPECT_EQ(r.gpus_per_task, 1);
@@ -161,7 +159,7 @@ TEST(GpusSubmit, EachComponentOfAHeterogeneousJobHasItsOwnGpusPerTask) {
 
 TEST(GpusEnv, NoTaskGetsCudaVisibleDevicesFromTfslurm) {
   for (const json& gpus : {json{{"gpus_per_node", 4}}, json{{"gpus_per_task", 2}}}) {
-    ExperimentSpec s = Parse(GpuSpec(gpus));
+    ExperimentSpec s = ParsedSpec(GpuSpec(gpus));
     AttemptRun run(s, 1);
     for (int task = 0; task < run.size(); ++task)
       for (const auto& [name, value] : run.TaskEnv(TaskIndex(task), "/out/gpu-1"))

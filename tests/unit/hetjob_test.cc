@@ -10,9 +10,12 @@
 #include "service/core/sbatch_script.h"
 #include "service/core/spec.h"
 #include "tests/unit/job_plans.h"
+#include "tests/unit/spec_parsing.h"
 
 namespace tfslurm {
 namespace {
+
+using testing::ParsedSpec;
 
 using nlohmann::json;
 
@@ -24,12 +27,6 @@ json HetSpec() {
     "roles": {"chief": {"partition": "cpu", "nodes": 1, "tasks_per_node": 1},
               "ps": {"partition": "bigmem", "nodes": 2, "tasks_per_node": 1, "cpus_per_task": 4,
                      "gpus_per_node": 0, "mem_per_task_mb": 32000, "constraint": "ib"}}})");
-}
-
-ExperimentSpec Parse(const json& j) {
-  auto s = ParseSpec(j);
-  EXPECT_TRUE(s.ok()) << s.status().message() << (s.ok() ? "" : s.status().fields()[0].reason);
-  return s.ok() ? *s : ExperimentSpec{};
 }
 
 bool HasError(const json& spec, const std::string& field, const std::string& needle) {
@@ -44,7 +41,7 @@ bool HasError(const json& spec, const std::string& field, const std::string& nee
 }
 
 TEST(HetSpec, RolesInheritFromResourcesAndRoundTrip) {
-  ExperimentSpec s = Parse(HetSpec());
+  ExperimentSpec s = ParsedSpec(HetSpec());
   ASSERT_EQ(s.roles.size(), 2u);
   const RoleResources& chief = s.roles.at("chief");
   EXPECT_EQ(chief.partition, "cpu");
@@ -54,17 +51,17 @@ TEST(HetSpec, RolesInheritFromResourcesAndRoundTrip) {
   const RoleResources& ps = s.roles.at("ps");
   EXPECT_EQ(ps.constraint, "ib");
   EXPECT_EQ(ps.mem_per_task_mb, 32000);
-  ExperimentSpec again = Parse(s.ToJson());
+  ExperimentSpec again = ParsedSpec(s.ToJson());
   EXPECT_EQ(again.ToJson(), s.ToJson());
 }
 
 TEST(HetSpec, TasksPerNodeDefaultsToTheRoleSpreadOverItsNodes) {
   json j = HetSpec();
   j["roles"]["ps"] = {{"partition", "bigmem"}, {"nodes", 1}};
-  EXPECT_EQ(Parse(j).roles.at("ps").tasks_per_node, 2);
+  EXPECT_EQ(ParsedSpec(j).roles.at("ps").tasks_per_node, 2);
   j["roles"]["ps"] = {{"partition", "bigmem"}};
-  EXPECT_EQ(Parse(j).roles.at("ps").nodes, 1);
-  EXPECT_EQ(Parse(j).roles.at("ps").partition, "bigmem");
+  EXPECT_EQ(ParsedSpec(j).roles.at("ps").nodes, 1);
+  EXPECT_EQ(ParsedSpec(j).roles.at("ps").partition, "bigmem");
 }
 
 TEST(HetSpec, RefusesBadFieldsNamingFieldValueAndWhatIsAllowed) {
@@ -119,7 +116,7 @@ TEST(JobComponents, PlainSpecIsOneComponent) {
   json j = HetSpec();
   j.erase("roles");
   j["cluster"] = {{"ps", 1}, {"worker", 3}};
-  auto c = JobComponents(Parse(j));
+  auto c = JobComponents(ParsedSpec(j));
   ASSERT_EQ(c.size(), 1u);
   EXPECT_TRUE(c[0].shared);
   EXPECT_EQ(c[0].roles, (std::vector<std::string>{"ps", "worker"}));
@@ -130,7 +127,7 @@ TEST(JobComponents, ResourcesFirstThenRoleGroupsAndSameShapesShareOne) {
   // chief and evaluator ask for the same shape: one component, 1 + 1 nodes.
   j["cluster"]["evaluator"] = 1;
   j["roles"]["evaluator"] = j["roles"]["chief"];
-  auto c = JobComponents(Parse(j));
+  auto c = JobComponents(ParsedSpec(j));
   ASSERT_EQ(c.size(), 3u);
   EXPECT_EQ(c[0].roles, (std::vector<std::string>{"worker"}));
   EXPECT_EQ(c[1].roles, (std::vector<std::string>{"chief", "evaluator"}));
@@ -152,7 +149,8 @@ TEST(AssignRoles, AcrossComponentsInComponentOrderWithPlacementInsideResources) 
   j["resources"]["nodes"] = 2;
   j["placement"] = "spread";
   std::vector<std::string> got;
-  for (const TaskRole& r : AssignRoles(Parse(j))) got.push_back(r.role + std::to_string(r.index));
+  for (const TaskRole& r : AssignRoles(ParsedSpec(j)))
+    got.push_back(r.role + std::to_string(r.index));
   // Component 0 (resources): chief, worker, worker, evaluator spread over
   // 2 nodes x 2 slots (slot 0 of each node, then slot 1), indexes in task
   // order; component 1: the ps.
@@ -165,7 +163,8 @@ TEST(AssignRoles, EveryRoleOfAGroupHasWholeNodesOfItsOwn) {
   j["cluster"]["evaluator"] = 1;
   j["roles"]["evaluator"] = j["roles"]["chief"];
   std::vector<std::string> got;
-  for (const TaskRole& r : AssignRoles(Parse(j))) got.push_back(r.role + std::to_string(r.index));
+  for (const TaskRole& r : AssignRoles(ParsedSpec(j)))
+    got.push_back(r.role + std::to_string(r.index));
   EXPECT_EQ(got, (std::vector<std::string>{"worker0", "worker1", "worker2", "worker3", "chief0",
                                            "evaluator0", "ps0", "ps1"}));
 }
@@ -303,7 +302,7 @@ TEST(HetScript, ComponentsAreRenderedWithHetjobSeparatorsAndOneStep) {
   MemoryPlan m2{8000, 32000,
                 "mem_per_task_mb 32000 given in the spec; 8000 MB per CPU x 4 CPUs = 32000 MB per "
                 "task"};
-  const ExperimentSpec het = Parse(HetSpec());
+  const ExperimentSpec het = ParsedSpec(HetSpec());
   auto r = BuildSubmitRequest(het, testing::PlanOf(het, m0, {m1, m2}),
                               {1, {"/out/mnist-ps-01/logs/attempt-1"}, "secret", {}},
                               {"/usr/bin/tfslurm-agent", "svc.example:7070"}, {"PATH=/usr/bin"});

@@ -9,9 +9,14 @@
 #include "service/core/spec.h"
 #include "service/core/spec_checker.h"
 #include "tests/unit/job_plans.h"
+#include "tests/unit/spec_parsing.h"
 
 namespace tfslurm {
 namespace {
+
+using testing::Dump;
+using testing::ParsedSpec;
+using testing::SpecErrors;
 
 using nlohmann::json;
 
@@ -23,22 +28,10 @@ json SiteSpec(const json& resources) {
   return s;
 }
 
-std::vector<FieldError> Errors(const json& spec) {
-  auto r = ParseSpec(spec);
-  EXPECT_FALSE(r.ok()) << "expected errors for " << spec.dump();
-  return r.ok() ? std::vector<FieldError>{} : r.status().fields();
-}
-
-std::string Dump(const std::vector<FieldError>& errors) {
-  std::string s;
-  for (const auto& e : errors) s += e.field + ": " + e.reason + "\n";
-  return s;
-}
-
 // True when some error is about `field` and mentions every one of `needles`.
 bool HasError(const json& spec, const std::string& field,
               std::initializer_list<std::string> needles) {
-  std::vector<FieldError> errors = Errors(spec);
+  std::vector<FieldError> errors = SpecErrors(spec);
   for (const auto& e : errors) {
     if (e.field != field) continue;
     bool all = true;
@@ -47,12 +40,6 @@ bool HasError(const json& spec, const std::string& field,
   }
   ADD_FAILURE() << "no error on " << field << " with the expected words; got:\n" << Dump(errors);
   return false;
-}
-
-ExperimentSpec Parse(const json& j) {
-  auto s = ParseSpec(j);
-  EXPECT_TRUE(s.ok()) << (s.ok() ? "" : Dump(s.status().fields()));
-  return s.ok() ? *s : ExperimentSpec{};
 }
 
 SubmitRequest Request(const ExperimentSpec& s, const std::vector<std::string>& bad = {}) {
@@ -69,7 +56,7 @@ const json kAll = {{"account", "tfs-research"}, {"qos", "tfs-high"},
                    {"exclusive", true}};
 
 TEST(SiteOptions, ParsedRoundTripAndAbsentByDefault) {
-  ExperimentSpec s = Parse(SiteSpec(kAll));
+  ExperimentSpec s = ParsedSpec(SiteSpec(kAll));
   EXPECT_EQ(s.resources.account, "tfs-research");
   EXPECT_EQ(s.resources.qos, "tfs-high");
   EXPECT_EQ(s.resources.constraint, "ib&a100");
@@ -78,9 +65,9 @@ TEST(SiteOptions, ParsedRoundTripAndAbsentByDefault) {
   EXPECT_EQ(s.resources.reservation, "maint,train_2");
   EXPECT_TRUE(s.resources.exclusive);
   for (const auto& [key, value] : kAll.items()) EXPECT_EQ(s.ToJson()["resources"][key], value);
-  EXPECT_EQ(Parse(s.ToJson()).ToJson(), s.ToJson());
+  EXPECT_EQ(ParsedSpec(s.ToJson()).ToJson(), s.ToJson());
 
-  ExperimentSpec plain = Parse(SiteSpec(json::object()));
+  ExperimentSpec plain = ParsedSpec(SiteSpec(json::object()));
   EXPECT_TRUE(plain.resources.account.empty());
   EXPECT_FALSE(plain.resources.exclusive);
   for (const char* key :
@@ -103,7 +90,7 @@ TEST(SiteOptions, NamesRefuseWhatBreaksTheScriptLine) {
   EXPECT_TRUE(HasError(SiteSpec({{"account", "a,b"}}), "resources.account",
                        {"\"a,b\"", "no spaces or commas"}));
   EXPECT_TRUE(HasError(SiteSpec({{"qos", "normal,high"}}), "resources.qos", {"\"normal,high\""}));
-  EXPECT_EQ(Parse(SiteSpec({{"reservation", "r1,r2"}})).resources.reservation, "r1,r2");
+  EXPECT_EQ(ParsedSpec(SiteSpec({{"reservation", "r1,r2"}})).resources.reservation, "r1,r2");
   EXPECT_TRUE(HasError(SiteSpec({{"reservation", "r1,"}}), "resources.reservation",
                        {"\"r1,\"", "several joined by ','"}));
   EXPECT_TRUE(
@@ -129,14 +116,14 @@ TEST(SiteOptions, NodeListsAreSlurmHostlists) {
   // Slurm gives the job every required node: more than `nodes` cannot fit.
   EXPECT_TRUE(HasError(SiteSpec({{"nodelist", "node[1-3]"}}), "resources.nodelist",
                        {"names 3 nodes", "resources.nodes is 2"}));
-  EXPECT_EQ(Parse(SiteSpec({{"nodelist", "node2"}})).resources.nodelist, "node2");
+  EXPECT_EQ(ParsedSpec(SiteSpec({{"nodelist", "node2"}})).resources.nodelist, "node2");
 }
 
 TEST(SiteOptions, ExclusiveIsABoolean) {
   EXPECT_TRUE(HasError(SiteSpec({{"exclusive", "yes"}}), "resources.exclusive",
                        {"must be true", "a string \"yes\""}));
   EXPECT_TRUE(HasError(SiteSpec({{"exclusive", 1}}), "resources.exclusive", {"an integer 1"}));
-  EXPECT_FALSE(Parse(SiteSpec({{"exclusive", false}})).resources.exclusive);
+  EXPECT_FALSE(ParsedSpec(SiteSpec({{"exclusive", false}})).resources.exclusive);
 }
 
 TEST(SiteOptions, ConstraintHasOneParserForResourcesAndRoles) {
@@ -169,12 +156,12 @@ TEST(SiteOptions, PerComponentAndJobWideInAHeterogeneousJob) {
   j["resources"]["tasks_per_node"] = 1;
   j["cluster"] = {{"ps", 1}, {"worker", 2}};
   j["roles"] = {{"ps", {{"nodelist", "node3"}, {"constraint", "ib"}}}};
-  ExperimentSpec s = Parse(j);
+  ExperimentSpec s = ParsedSpec(j);
   const RoleResources& ps = s.roles.at("ps");
   EXPECT_EQ(ps.nodelist, "node3");
   EXPECT_EQ(ps.constraint, "ib");
   EXPECT_FALSE(ps.exclusive) << "not inherited from resources";
-  EXPECT_EQ(Parse(s.ToJson()).ToJson(), s.ToJson());
+  EXPECT_EQ(ParsedSpec(s.ToJson()).ToJson(), s.ToJson());
 
   SubmitRequest r = Request(s, {"node7"});
   ASSERT_EQ(r.more_components.size(), 1u);
@@ -203,7 +190,7 @@ TEST(SiteOptions, PerComponentAndJobWideInAHeterogeneousJob) {
 }
 
 TEST(SiteOptions, SubmitRequestAndScriptCarryEveryOption) {
-  SubmitRequest r = Request(Parse(SiteSpec(kAll)));
+  SubmitRequest r = Request(ParsedSpec(SiteSpec(kAll)));
   EXPECT_EQ(r.account, "tfs-research");
   EXPECT_EQ(r.qos, "tfs-high");
   EXPECT_EQ(r.reservation, "maint,train_2");
@@ -217,7 +204,7 @@ TEST(SiteOptions, SubmitRequestAndScriptCarryEveryOption) {
         "#SBATCH --nodelist=node[1-2]\n", "#SBATCH --exclusive\n", "#SBATCH --exclude=node3\n"})
     EXPECT_NE(r.script.find(line), std::string::npos) << line << "in\n" << r.script;
 
-  SubmitRequest plain = Request(Parse(SiteSpec(json::object())), {"node4", "node5"});
+  SubmitRequest plain = Request(ParsedSpec(SiteSpec(json::object())), {"node4", "node5"});
   EXPECT_EQ(plain.exclude_nodes, "node4,node5");
   for (const char* opt :
        {"--account", "--qos", "--reservation", "--nodelist", "--exclusive", "--constraint"})

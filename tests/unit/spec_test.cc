@@ -1,4 +1,5 @@
 #include "service/core/spec.h"
+#include "tests/unit/spec_parsing.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
@@ -7,6 +8,9 @@
 
 namespace tfslurm {
 namespace {
+
+using testing::Dump;
+using testing::SpecErrors;
 
 using nlohmann::json;
 
@@ -20,24 +24,11 @@ json ValidSpec() {
 }
 
 // The errors of parsing `spec`, as "field: reason" strings for readable failures.
-std::vector<FieldError> Errors(const json& spec) {
-  auto r = ParseSpec(spec);
-  EXPECT_FALSE(r.ok()) << "expected errors for " << spec.dump();
-  if (!r.ok()) EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  return r.ok() ? std::vector<FieldError>{} : r.status().fields();
-}
-
 bool HasError(const std::vector<FieldError>& errors, const std::string& field,
               const std::string& needle) {
   for (const auto& e : errors)
     if (e.field == field && e.reason.find(needle) != std::string::npos) return true;
   return false;
-}
-
-std::string Dump(const std::vector<FieldError>& errors) {
-  std::string s;
-  for (const auto& e : errors) s += e.field + ": " + e.reason + "\n";
-  return s;
 }
 
 TEST(ParseSpec, AcceptsValidSpecWithDefaults) {
@@ -69,7 +60,7 @@ TEST(ParseSpec, RefusesUnknownFieldsAtEveryLevel) {
   json s = ValidSpec();
   s["comand"] = {"x"};
   s["resources"]["node"] = 3;
-  auto errors = Errors(s);
+  auto errors = SpecErrors(s);
   EXPECT_TRUE(HasError(errors, "comand", "unknown field")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "resources.node", "unknown field")) << Dump(errors);
 }
@@ -80,7 +71,7 @@ TEST(ParseSpec, ReportsEveryBadFieldAtOnceWithValue) {
   s["resources"]["nodes"] = 0;
   s["resources"]["time_limit"] = "soon";
   s["success"] = "whenever";
-  auto errors = Errors(s);
+  auto errors = SpecErrors(s);
   EXPECT_TRUE(HasError(errors, "id", "\"Bad ID!\"")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "resources.nodes", "got 0")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "resources.time_limit", "\"soon\"")) << Dump(errors);
@@ -90,27 +81,27 @@ TEST(ParseSpec, ReportsEveryBadFieldAtOnceWithValue) {
 TEST(ParseSpec, CommandMustBeNonEmptyArgvOfStrings) {
   json s = ValidSpec();
   s["command"] = "python3 train.py";
-  EXPECT_TRUE(HasError(Errors(s), "command", "non-empty array"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "command", "non-empty array"));
   s["command"] = json::array({"python3", 7});
-  EXPECT_TRUE(HasError(Errors(s), "command[1]", "must be a string"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "command[1]", "must be a string"));
   s["command"] = json::array({""});
-  EXPECT_TRUE(HasError(Errors(s), "command[0]", "must not be empty"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "command[0]", "must not be empty"));
   s.erase("command");
-  EXPECT_TRUE(HasError(Errors(s), "command", "is required"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "command", "is required"));
 }
 
 TEST(ParseSpec, RefusesNulBytesAndOversizedCommands) {
   json s = ValidSpec();
   s["command"] = json::array({"python3", std::string("a\0b", 3)});
-  EXPECT_TRUE(HasError(Errors(s), "command[1]", "NUL"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "command[1]", "NUL"));
   s["command"] = json::array({"python3", std::string(70000, 'x')});
-  EXPECT_TRUE(HasError(Errors(s), "command[1]", "at most"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "command[1]", "at most"));
 }
 
 TEST(ParseSpec, EnvNamesMustBeValidAndNotReserved) {
   json s = ValidSpec();
   s["env"] = {{"1BAD", "x"}, {"TF_CONFIG", "{}"}, {"SLURM_JOB_ID", "1"}, {"OK", 5}};
-  auto errors = Errors(s);
+  auto errors = SpecErrors(s);
   EXPECT_TRUE(HasError(errors, "env.1BAD", "not a valid environment variable name"))
       << Dump(errors);
   EXPECT_TRUE(HasError(errors, "env.TF_CONFIG", "set by tfslurm")) << Dump(errors);
@@ -121,27 +112,27 @@ TEST(ParseSpec, EnvNamesMustBeValidAndNotReserved) {
 TEST(ParseSpec, ClusterMustMatchTaskCount) {
   json s = ValidSpec();
   s["cluster"] = {{"ps", 2}, {"worker", 3}};
-  EXPECT_TRUE(HasError(Errors(s), "cluster", "has 5 tasks"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "cluster", "has 5 tasks"));
   s["cluster"] = {{"ps", 6}};
-  EXPECT_TRUE(HasError(Errors(s), "cluster", "at least one chief or worker"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "cluster", "at least one chief or worker"));
   s["cluster"] = {{"chief", 2}, {"worker", 4}};
-  EXPECT_TRUE(HasError(Errors(s), "cluster.chief", "from 0 to 1"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "cluster.chief", "from 0 to 1"));
 }
 
 TEST(ParseSpec, ExplicitPlacementMustMatchCluster) {
   json s = ValidSpec();
   s["placement"] = json::array({"ps", "ps", "worker"});
-  EXPECT_TRUE(HasError(Errors(s), "placement", "lists 3 roles but the job has 6 tasks"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "placement", "lists 3 roles but the job has 6 tasks"));
   s["placement"] = json::array({"ps", "worker", "worker", "worker", "worker", "worker"});
-  EXPECT_TRUE(HasError(Errors(s), "placement", "has 1 x ps but cluster.ps is 2"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "placement", "has 1 x ps but cluster.ps is 2"));
   s["placement"] = json::array({"ps", "boss", "ps", "worker", "worker", "worker"});
-  EXPECT_TRUE(HasError(Errors(s), "placement[1]", "\"boss\""));
+  EXPECT_TRUE(HasError(SpecErrors(s), "placement[1]", "\"boss\""));
 }
 
 TEST(ParseSpec, SuccessPolicyMustFitCluster) {
   json s = ValidSpec();
   s["success"] = "chief";
-  EXPECT_TRUE(HasError(Errors(s), "success", "cluster.chief is 0"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "success", "cluster.chief is 0"));
 }
 
 TEST(ParseSpec, MemoryAndNetworkAndPaths) {
@@ -150,7 +141,7 @@ TEST(ParseSpec, MemoryAndNetworkAndPaths) {
   s["network"] = {{"address", "interface:ib0; rm -rf /"}};
   s["workdir"] = "relative/dir";
   s["model_dir"] = 3;
-  auto errors = Errors(s);
+  auto errors = SpecErrors(s);
   EXPECT_TRUE(HasError(errors, "resources.mem_per_task_mb", "\"auto\" or a whole number"))
       << Dump(errors);
   EXPECT_TRUE(HasError(errors, "network.address", "interface:NAME")) << Dump(errors);
@@ -161,19 +152,19 @@ TEST(ParseSpec, MemoryAndNetworkAndPaths) {
 TEST(ParseSpec, SignalGraceMustComeBeforeTheEnd) {
   json s = ValidSpec();
   s["resources"]["time_limit"] = "1";
-  EXPECT_TRUE(
-      HasError(Errors(s), "checkpoint.signal_grace_s", "not shorter than resources.time_limit"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "checkpoint.signal_grace_s",
+                       "not shorter than resources.time_limit"));
   // The default, which the user never set, is named as such, and the fix
   // has the numbers: a lower grace, or a limit past the grace.
-  EXPECT_TRUE(HasError(Errors(s), "checkpoint.signal_grace_s",
+  EXPECT_TRUE(HasError(SpecErrors(s), "checkpoint.signal_grace_s",
                        "is 120 s (the default), not shorter than resources.time_limit (00:01:00, "
                        "60 s): the checkpoint signal would come before the job starts; lower "
                        "checkpoint.signal_grace_s below 60 (e.g. 30), or raise "
                        "resources.time_limit to at least 00:03:00"))
-      << Dump(Errors(s));
+      << Dump(SpecErrors(s));
   s["checkpoint"] = {{"signal_grace_s", 90}};
-  EXPECT_TRUE(HasError(Errors(s), "checkpoint.signal_grace_s", "is 90 s, not shorter"))
-      << Dump(Errors(s));
+  EXPECT_TRUE(HasError(SpecErrors(s), "checkpoint.signal_grace_s", "is 90 s, not shorter"))
+      << Dump(SpecErrors(s));
   s["checkpoint"] = {{"signal_grace_s", 30}};
   EXPECT_TRUE(ParseSpec(s).ok());
 }
@@ -188,12 +179,12 @@ TEST(ParseSpec, TimeLimitsUpToSlurmsLargestAreTakenAndTheErrorNamesIt) {
   EXPECT_EQ(FormatSlurmTime(kMaxTimeLimitMinutes), "24855-03:14:00");
   s["resources"]["time_limit"] = "24855-03:14:07";  // 2^31 - 1 s, a minute more once rounded up
   EXPECT_TRUE(
-      HasError(Errors(s), "resources.time_limit",
+      HasError(SpecErrors(s), "resources.time_limit",
                "must be a Slurm time from 1 minute to 24855-03:14:00 (the most Slurm reads"))
-      << Dump(Errors(s));
+      << Dump(SpecErrors(s));
   s["resources"]["time_limit"] = "UNLIMITED";
-  EXPECT_TRUE(HasError(Errors(s), "resources.time_limit", "tfslurm needs a limit"))
-      << Dump(Errors(s));
+  EXPECT_TRUE(HasError(SpecErrors(s), "resources.time_limit", "tfslurm needs a limit"))
+      << Dump(SpecErrors(s));
 }
 
 // YAML's "resources:" followed by keys not indented under it: resources is
@@ -204,7 +195,7 @@ TEST(ParseSpec, AFieldOfAnObjectAtTheTopLevelIsSaidToBelongUnderIt) {
   s["nodes"] = 3;
   s["tasks_per_node"] = 2;
   s["max_restarts"] = 2;
-  auto errors = Errors(s);
+  auto errors = SpecErrors(s);
   EXPECT_TRUE(HasError(errors, "nodes",
                        "unknown field here: it is a field of resources (resources.nodes); in "
                        "YAML, indent it under `resources:`"))
@@ -224,7 +215,7 @@ TEST(ParseSpec, AnUnknownFieldSuggestsTheNearestKnownOne) {
   s["restart"] = {{"max_restart", 2}};
   s["comand"] = {"x"};
   s["bogus_field_far_away"] = 1;
-  auto errors = Errors(s);
+  auto errors = SpecErrors(s);
   EXPECT_TRUE(HasError(errors, "restart.max_restart", "did you mean 'restart.max_restarts'?"))
       << Dump(errors);
   EXPECT_TRUE(HasError(errors, "comand", "did you mean 'command'?")) << Dump(errors);
@@ -235,7 +226,7 @@ TEST(ParseSpec, AnUnknownFieldSuggestsTheNearestKnownOne) {
 TEST(ParseSpec, RestartPolicy) {
   json s = ValidSpec();
   s["restart"] = {{"max_restarts", 101}, {"on", {"preempted", "sunspots"}}};
-  auto errors = Errors(s);
+  auto errors = SpecErrors(s);
   EXPECT_TRUE(HasError(errors, "restart.max_restarts", "from 0 to 100")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "restart.on[1]", "\"sunspots\"")) << Dump(errors);
 }
@@ -289,7 +280,7 @@ TEST(ParseSpec, ValueNestedTooDeepIsNamedNotRendered) {
   s["placement"]["x"] = Nested(100000);
   std::vector<FieldError> errors;
   // 256 KiB, as the fuzzers run ParseSpec: dumping 100000 levels needs far more.
-  OnSmallStack(256 * 1024, [&] { errors = Errors(s); });
+  OnSmallStack(256 * 1024, [&] { errors = SpecErrors(s); });
   EXPECT_TRUE(
       HasError(errors, "command[0]", "must be a string, got an array nested more than 8 levels"))
       << Dump(errors);
@@ -305,9 +296,9 @@ TEST(ParseSpec, ValueNestedTooDeepIsNamedNotRendered) {
 TEST(ParseSpec, ValueNestedEightLevelsIsStillShown) {
   json s = ValidSpec();
   s["command"] = json::array({Nested(8)});
-  EXPECT_TRUE(HasError(Errors(s), "command[0]", "got an array [[[[[[[[\"x\"]]]]]]]]"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "command[0]", "got an array [[[[[[[[\"x\"]]]]]]]]"));
   s["command"] = json::array({Nested(9)});
-  EXPECT_TRUE(HasError(Errors(s), "command[0]", "got an array nested more than 8 levels"));
+  EXPECT_TRUE(HasError(SpecErrors(s), "command[0]", "got an array nested more than 8 levels"));
 }
 
 TEST(ParseSpec, FieldErrorsAreCappedWithACount) {
@@ -390,7 +381,7 @@ TEST(ParseSpec, TensorflowFieldsInAPytorchSpecAreErrors) {
   spec["cluster"] = {{"worker", 6}};
   spec["placement"] = "spread";
   spec["success"] = "auto";
-  auto errors = Errors(spec);
+  auto errors = SpecErrors(spec);
   for (const char* field : {"cluster", "placement", "success"})
     EXPECT_TRUE(HasError(errors, field, "does not apply to framework pytorch")) << Dump(errors);
   EXPECT_EQ(errors.size(), 3u) << Dump(errors);
@@ -399,11 +390,11 @@ TEST(ParseSpec, TensorflowFieldsInAPytorchSpecAreErrors) {
 TEST(ParseSpec, PytorchFieldsInATensorflowSpecAreErrors) {
   json spec = ValidSpec();
   spec["pytorch"] = {{"omp_num_threads", 2}};
-  auto errors = Errors(spec);
+  auto errors = SpecErrors(spec);
   EXPECT_TRUE(HasError(errors, "pytorch", "applies only to framework pytorch")) << Dump(errors);
   spec.erase("pytorch");
   spec["framework"] = "mxnet";
-  EXPECT_TRUE(HasError(Errors(spec), "framework",
+  EXPECT_TRUE(HasError(SpecErrors(spec), "framework",
                        "must be one of tensorflow | pytorch | jax, got \"mxnet\""));
 }
 
@@ -435,7 +426,7 @@ TEST(ParseSpec, FieldsThatDoNotApplyToJaxAreErrors) {
   spec["success"] = "auto";
   spec["roles"] = {{"worker", {{"nodes", 1}}}};
   spec["pytorch"] = {{"omp_num_threads", 2}};
-  auto errors = Errors(spec);
+  auto errors = SpecErrors(spec);
   for (const char* field : {"cluster", "placement", "success", "roles"})
     EXPECT_TRUE(HasError(errors, field, "does not apply to framework jax")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "success", "success is every process exiting 0")) << Dump(errors);
@@ -499,7 +490,7 @@ TEST(ParseSpec, ASpecOverTheTaskCapIsRefusedNamingTheCapAndWhereItIsSet) {
   EXPECT_EQ(r.status().fields().size(), 1u) << Dump(r.status().fields());
   // Below zero is a range error as before, not the cap's.
   tf["cluster"] = {{"ps", -1}, {"worker", 4}};
-  EXPECT_TRUE(HasError(Errors(tf), "cluster.ps", "must be from 0 to 16384, got -1"));
+  EXPECT_TRUE(HasError(SpecErrors(tf), "cluster.ps", "must be from 0 to 16384, got -1"));
 }
 
 TEST(ParseSpec, JaxProcessVariablesAreTfslurms) {
@@ -507,7 +498,7 @@ TEST(ParseSpec, JaxProcessVariablesAreTfslurms) {
   spec["env"] = {
       {"JAX_COORDINATOR_ADDRESS", "n1:1"}, {"JAX_NUM_PROCESSES", "6"}, {"JAX_PROCESS_ID", "0"},
       {"JAX_LOCAL_DEVICE_IDS", "0"},       {"JAX_PLATFORMS", "cpu"},   {"RANK", "0"}};
-  auto errors = Errors(spec);
+  auto errors = SpecErrors(spec);
   for (const char* name : {"env.JAX_COORDINATOR_ADDRESS", "env.JAX_NUM_PROCESSES",
                            "env.JAX_PROCESS_ID", "env.JAX_LOCAL_DEVICE_IDS"})
     EXPECT_TRUE(HasError(errors, name, "set by tfslurm for every process of a jax experiment"))
@@ -523,7 +514,7 @@ TEST(ParseSpec, PytorchRanksVariablesAreTfslurms) {
   json spec = TorchSpec();
   spec["env"] = {
       {"MASTER_PORT", "29500"}, {"RANK", "0"}, {"OMP_NUM_THREADS", "4"}, {"NCCL_DEBUG", "INFO"}};
-  auto errors = Errors(spec);
+  auto errors = SpecErrors(spec);
   EXPECT_TRUE(HasError(errors, "env.MASTER_PORT", "set by tfslurm for every rank")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "env.RANK", "set by tfslurm for every rank")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "env.OMP_NUM_THREADS", "use pytorch.omp_num_threads"))
@@ -538,11 +529,11 @@ TEST(ParseSpec, PytorchRanksVariablesAreTfslurms) {
 TEST(ParseSpec, PytorchOptionsAreChecked) {
   json spec = TorchSpec();
   spec["pytorch"] = {{"omp_num_threads", 0}};
-  EXPECT_TRUE(HasError(Errors(spec), "pytorch.omp_num_threads", "from 1 to 1024, got 0"));
+  EXPECT_TRUE(HasError(SpecErrors(spec), "pytorch.omp_num_threads", "from 1 to 1024, got 0"));
   spec["pytorch"] = {{"omp_num_threads", "many"}};
-  EXPECT_TRUE(HasError(Errors(spec), "pytorch.omp_num_threads", "must be \"auto\""));
+  EXPECT_TRUE(HasError(SpecErrors(spec), "pytorch.omp_num_threads", "must be \"auto\""));
   spec["pytorch"] = {{"threads", 2}};
-  EXPECT_TRUE(HasError(Errors(spec), "pytorch.threads", "unknown field"));
+  EXPECT_TRUE(HasError(SpecErrors(spec), "pytorch.threads", "unknown field"));
   spec["pytorch"] = {{"omp_num_threads", 3}};
   EXPECT_EQ(ParseSpec(spec)->pytorch.omp_num_threads, 3);
   SpecLimits limits;
@@ -560,14 +551,15 @@ TEST(ParseSpec, StallTimeoutIsOffOrAtLeastFiveSeconds) {
   EXPECT_EQ(ParseSpec(spec)->stall_timeout_s, 600);
   for (json bad : {json(3), json(-1), json(604801), json("10m"), json(1.5)}) {
     spec["progress"] = {{"stall_timeout_s", bad}};
-    EXPECT_TRUE(HasError(Errors(spec), "progress.stall_timeout_s", "must be 0 (off) or a whole"))
+    EXPECT_TRUE(
+        HasError(SpecErrors(spec), "progress.stall_timeout_s", "must be 0 (off) or a whole"))
         << bad.dump();
   }
   spec["progress"] = {{"stall_timeout", 60}};
-  EXPECT_TRUE(HasError(Errors(spec), "progress.stall_timeout", "unknown field"));
+  EXPECT_TRUE(HasError(SpecErrors(spec), "progress.stall_timeout", "unknown field"));
   spec.erase("progress");
   spec["restart"] = {{"on", {"stalled", "hung"}}};
-  auto errors = Errors(spec);
+  auto errors = SpecErrors(spec);
   EXPECT_TRUE(HasError(errors, "restart.on[1]", "stalled | startup_error, got \"hung\""))
       << Dump(errors);
   EXPECT_TRUE(ParseSpec(ValidSpec())->restart.on.contains(EndReason::kStalled)) << "on by default";
@@ -586,7 +578,7 @@ namespace {
 TEST(ParseSpec, RestartFlagsAreCheckedWithTheirValues) {
   json s = ValidSpec();
   s["restart"] = {{"in_allocation", "yes"}, {"max_task_restarts", 101}};
-  auto errors = Errors(s);
+  auto errors = SpecErrors(s);
   EXPECT_TRUE(HasError(errors, "restart.in_allocation", "must be true")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "restart.in_allocation", "\"yes\"")) << Dump(errors);
   EXPECT_TRUE(HasError(errors, "restart.max_task_restarts", "got 101")) << Dump(errors);
@@ -603,21 +595,21 @@ TEST(ParseSpec, SpareNodesAreCheckedAndNeedOneNodeShapeAndRestartsInPlace) {
       << "absent when 0, as before";
 
   s["resources"]["spare_nodes"] = 65;
-  EXPECT_TRUE(HasError(Errors(s), "resources.spare_nodes", "got 65")) << Dump(Errors(s));
+  EXPECT_TRUE(HasError(SpecErrors(s), "resources.spare_nodes", "got 65")) << Dump(SpecErrors(s));
   s["resources"]["spare_nodes"] = "one";
-  EXPECT_TRUE(HasError(Errors(s), "resources.spare_nodes", "\"one\"")) << Dump(Errors(s));
+  EXPECT_TRUE(HasError(SpecErrors(s), "resources.spare_nodes", "\"one\"")) << Dump(SpecErrors(s));
 
   json off = ValidSpec();
   off["resources"]["spare_nodes"] = 2;
   off["restart"] = {{"in_allocation", false}};
-  EXPECT_TRUE(HasError(Errors(off), "resources.spare_nodes", "restart.in_allocation is false"))
-      << Dump(Errors(off));
+  EXPECT_TRUE(HasError(SpecErrors(off), "resources.spare_nodes", "restart.in_allocation is false"))
+      << Dump(SpecErrors(off));
 
   json roles = ValidSpec();
   roles["resources"]["spare_nodes"] = 1;
   roles["roles"] = {{"ps", {{"nodes", 1}}}};
-  EXPECT_TRUE(HasError(Errors(roles), "resources.spare_nodes", "heterogeneous job"))
-      << Dump(Errors(roles));
+  EXPECT_TRUE(HasError(SpecErrors(roles), "resources.spare_nodes", "heterogeneous job"))
+      << Dump(SpecErrors(roles));
 }
 
 TEST(ParseSpec, MaxTaskRestartsAppliesOnlyToTensorflowWithParameterServers) {
@@ -631,16 +623,16 @@ TEST(ParseSpec, MaxTaskRestartsAppliesOnlyToTensorflowWithParameterServers) {
 
   json no_ps = s;
   no_ps["cluster"] = {{"worker", 6}};
-  EXPECT_TRUE(HasError(Errors(no_ps), "restart.max_task_restarts",
+  EXPECT_TRUE(HasError(SpecErrors(no_ps), "restart.max_task_restarts",
                        "this spec has no ps: every worker takes part in each step"))
-      << Dump(Errors(no_ps));
+      << Dump(SpecErrors(no_ps));
 
   json torch = s;
   torch.erase("cluster");
   torch["framework"] = "pytorch";
-  EXPECT_TRUE(HasError(Errors(torch), "restart.max_task_restarts",
+  EXPECT_TRUE(HasError(SpecErrors(torch), "restart.max_task_restarts",
                        "framework pytorch: a rank cannot rejoin its peers alone"))
-      << Dump(Errors(torch));
+      << Dump(SpecErrors(torch));
   // Where it does not apply, the canonical spec does not carry it either, so
   // a stored spec parses again.
   torch["restart"].erase("max_task_restarts");
