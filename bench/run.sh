@@ -60,7 +60,7 @@ elif [[ $mode == smoke ]]; then
     "torch_rendezvous.sh --sizes 64 --runs 1 --warmup 0" # 3 s; the first time 1-2 min more (libtorch-dev, its build)
     "rendezvous_pairs.sh --size 64 --pairs 1"            # 1 s
     "reaping.sh --runs 1 --steps 30"                     # 5 s
-    "tf_ps.sh --runs 1 --steps 50"                       # 3 min: the hand-written job holds its nodes to its 2-min limit
+    "tf_ps.sh --runs 1 --steps 50 --limit-min 1"         # 2 min: the hand-written job holds its nodes to its 1-min limit
     "hang.sh --runs 1 --stall-timeouts 10 --backoff-s 1" # 23 s
     "in_place.sh --runs 1 --busy-runs 0 --node-runs 1 --node-busy-runs 0 --backoff-s 1" # 50 s
     "lone_restart.sh --runs 1 --warmup-s 5 --after-s 5"  # 40 s: TensorFlow's start-up, mostly

@@ -359,6 +359,9 @@ class Soak:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=self.slurm_env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # That resume can come before slurmctld has seen the new slurmd, or be
+        # refused; then Slurm's verdict is waited for as after an isolation.
+        self.return_to_service(node)
         return True
 
     def fault_disk(self):

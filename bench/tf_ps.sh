@@ -7,7 +7,7 @@
 #       builds TF_CONFIG from the Slurm allocation as TensorFlow's
 #       SlurmClusterResolver does and execs the program. Nothing ends the ps,
 #       workers and evaluator, so the job holds its nodes until its time limit
-#       (2 minutes);
+#       (--limit-min, 2 minutes);
 #   (b) through tfslurm: the same program POSTed to tfslurmd (--no-auth),
 #       which reaps the ps, workers and evaluator when the chief exits 0;
 # taking turns (a, b, a, b ...), one run at a time on an idle cluster. Per run:
@@ -16,26 +16,31 @@
 # ((EndTime - StartTime) x NumNodes). Starts its own Slurm cluster and
 # tfslurmd (default settings); the TensorFlow python is deploy/install-tf.sh's.
 #
-#   bench/tf_ps.sh [--runs 3] [--steps 300]
+#   bench/tf_ps.sh [--runs 3] [--steps 300] [--limit-min 2]
 #     --runs N    runs of each way (default 3): 2N runs, a and b in turn
 #     --steps S   the chief's target global step (default 300); with
-#                 --checkpoint-every 100 --steps-per-dispatch 25. (a) has 2
-#                 minutes in all: S must be reachable well within them.
+#                 --checkpoint-every 100 --steps-per-dispatch 25. (a) has
+#                 --limit-min in all: S must be reachable well within it.
+#     --limit-min M  (a)'s time limit in minutes (default 2): how long it
+#                 holds its nodes. The smoke run (bench/run.sh --smoke) takes
+#                 1, with few steps: its chief is done in about 15 s.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-runs=3 steps=300
+runs=3 steps=300 limit_min=2
 while (($#)); do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
+    --limit-min) limit_min="$2"; shift 2 ;;
     *) die "unknown argument $1" ;;
   esac
 done
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || die "--runs must be a positive integer, not '$runs'"
 [[ "$steps" =~ ^[1-9][0-9]*$ ]] || die "--steps must be a positive integer, not '$steps'"
-command_line="bench/tf_ps.sh --runs $runs --steps $steps"
+[[ "$limit_min" =~ ^[1-9][0-9]*$ ]] || die "--limit-min must be a positive integer, not '$limit_min'"
+command_line="bench/tf_ps.sh --runs $runs --steps $steps --limit-min $limit_min"
 
 tf_python="$("$REPO/deploy/install-tf.sh")" || die "deploy/install-tf.sh failed"
 build_all
@@ -167,14 +172,14 @@ cat >"$seeds/tf_ps.sbatch" <<EOF
 #SBATCH --nodes=3
 #SBATCH --ntasks-per-node=2
 #SBATCH --cpus-per-task=1
-#SBATCH --time=2
+#SBATCH --time=$limit_min
 #SBATCH --output=$seeds/batch-%j.out
 #
 # mnist_tf as one would run it with plain Slurm: one srun step of 6 tasks,
 # TF_CONFIG made in each task by tfconfig_from_slurm.py (SlurmClusterResolver's
 # rules). The chief exits 0 at --steps; the ps and workers serve and the
 # evaluator waits for checkpoints until killed, so srun, and with it the job,
-# lasts until the time limit (2 minutes), when Slurm ends it as TIMEOUT.
+# lasts until the time limit ($limit_min minutes), when Slurm ends it as TIMEOUT.
 set -eu
 run="$seeds/job-\$SLURM_JOB_ID"
 mkdir -p "\$run"
@@ -197,7 +202,8 @@ python3 "$BENCH_DIR/tf_ps.py" --api "$API" --repo "$REPO" --python "$tf_python" 
   cat <<'NOTE'
 
 (a) is a hand-written sbatch script (`--nodes=3 --ntasks-per-node=2
---cpus-per-task=1 --time=2`) whose srun runs a wrapper in every task: it
+--cpus-per-task=1 --time=M`, M from --limit-min: 2 unless the command line
+says otherwise) whose srun runs a wrapper in every task: it
 builds TF_CONFIG by SlurmClusterResolver's rules (hosts from the job's
 nodelist through `scontrol show hostnames`, port 8888 + the task's local id,
 roles by sorted job name over the ranks: chief = rank 0, evaluator 1, ps 2-3,

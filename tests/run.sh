@@ -360,9 +360,9 @@ record_counts python pytest build/python.log "$python_rc"
 # figure: every bench/*.sh at its smallest size, on this build, its figures
 # to a scratch file, not bench/RESULTS.md. Before the sanitizer stages:
 # the benchmarks, like the integration tests, mostly wait on Slurm, and the
-# background builds those stages need go on meanwhile. About 6-8 minutes on
-# 2 cores, half of it tf_ps.sh (whose hand-written job holds its nodes to
-# its 2-minute limit), 1-2 more the first time (libtorch-dev); each
+# background builds those stages need go on meanwhile. About 10 minutes on
+# 2 cores (10:23 on a fresh machine, 2026-11-30), the longest tf_ps.sh (whose
+# hand-written job holds its nodes to its 1-minute limit) and sweep.sh; each
 # script's cost is in bench/run.sh (--smoke).
 if [[ "${TFSLURM_SKIP_BENCH:-0}" == 1 ]]; then
   not_run bench "TFSLURM_SKIP_BENCH=1"

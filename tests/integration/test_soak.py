@@ -51,6 +51,11 @@ def test_small_chaos_soak_loses_nothing(slurm_cluster, tmp_path):
     assert "| PRAGMA integrity_check | ok |" in out.stdout
     # The node failure is over for the tests that come after: every node is
     # back in service.
-    wait_for(lambda: (lambda s: s if sorted(s.split()) == ["idle"] * 3 else None)(subprocess.run(
-        ["sinfo", "-h", "-N", "-p", "debug", "-o", "%T"], env=slurm_env(slurm_cluster), stdout=subprocess.PIPE,
-        text=True).stdout), 120, "every node to be idle again")
+    def nodes(fields):
+        return subprocess.run(["sinfo", "-h", "-N", "-p", "debug", "-o", fields], env=slurm_env(slurm_cluster),
+                              stdout=subprocess.PIPE, text=True).stdout
+
+    try:
+        wait_for(lambda: sorted(nodes("%T").split()) == ["idle"] * 3, 120, "every node to be idle again")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; the nodes (name, state, reason):\n{nodes('%N %T %E')}") from e
