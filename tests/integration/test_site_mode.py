@@ -46,9 +46,15 @@ def submit(site, user, spec):
     assert f"submitted {spec['id']}" in out, out
 
 
-def wait_done(service, exp_id, timeout=180):
-    return wait_for(lambda: (lambda e: e if e["state"] in ("succeeded", "failed", "cancelled") else None)(
-        as_admin(service, "GET", f"/experiments/{exp_id}")[1]), timeout, f"{exp_id} to end", interval=0.25)
+def wait_done(service, exp_id, timeout=180, attempts=1):
+    """The experiment once it has ended and so has its attempt number
+    `attempts`: right after a resume a GET can still show the state the
+    previous attempt ended in."""
+    def done(e):
+        return (e["state"] in ("succeeded", "failed", "cancelled") and len(e["attempts"]) >= attempts
+                and e["attempts"][attempts - 1].get("ended_at"))
+    return wait_for(lambda: (lambda e: e if done(e) else None)(as_admin(service, "GET", f"/experiments/{exp_id}")[1]),
+                    timeout, f"{exp_id}'s attempt {attempts} to end", interval=0.25)
 
 
 def owners_under(path):
@@ -175,13 +181,10 @@ def test_symlinks_alice_plants_reach_nothing_she_could_not_read(alice_site, tmp_
     assert len(exp["attempts"]) == 2, exp["attempts"]
     assert exp["attempts"][1].get("start_step") in (None, 0), exp["attempts"][1]
     assert "987654" not in json.dumps(exp)
-    # The resumed attempt's end, not the first one's state, which a GET right
-    # after the resume can still show: otherwise the service stops under a
-    # running job, whose agent then waits out its reconnect window on a node
-    # the tests after this one need.
-    wait_for(lambda: (lambda e: e["state"] in ("succeeded", "failed", "cancelled") and len(e["attempts"]) == 2
-                      and e["attempts"][1].get("ended_at"))(as_admin(service, "GET", "/experiments/site-plant")[1]),
-             180, "the resumed attempt to end", interval=0.25)
+    # The resumed attempt's end: otherwise the service stops under a running
+    # job, whose agent then waits out its reconnect window on a node the
+    # tests after this one need.
+    wait_done(service, "site-plant", attempts=2)
 
 
 def test_delete_in_site_mode_bob_cannot_alices_files_go_as_alice_and_links_out_stay(alice_site, tmp_path):
