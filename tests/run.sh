@@ -5,7 +5,7 @@
 #      hosts are apart, real TensorFlow and JAX among them
 #      (deploy/install-tf.sh, install-jax.sh, install-pytools.sh), and real
 #      pyxis and enroot running images built locally (tests/containers.sh)
-#   2. end-to-end dashboard tests in headless Chromium
+#   2. end-to-end dashboard tests in headless Chromium (beside step 3)
 #   3. the Debian packages: built from the main build's objects (through
 #      ccache), lintian, piuparts, and a Debian 12 system container on a
 #      local cluster of its own (tests/packages.sh)
@@ -16,7 +16,8 @@
 #   7. the unit tests (gtest, via ctest), built with clang under ASan + UBSan
 #   8. clang's thread-safety analysis of every source (-Werror=thread-safety;
 #      the same compile as step 7)
-#   9. each libFuzzer target for a bounded time (the same compile again)
+#   9. each libFuzzer target for a bounded time (the same compile again;
+#      beside step 6)
 #  10. unit, agent and concurrency tests built with TSan
 # Works on a fresh Debian machine; CI runs it through .ci/run.
 #
@@ -264,9 +265,18 @@ step "local Slurm cluster"
 /usr/bin/python3 tests/integration/unix_users.py
 cluster_dir="$(mktemp -d /tmp/tfs-ci-XXXX)"
 chmod 755 "$cluster_dir" # munged runs as the munge user and must reach its socket
+# The stages that run beside another (the end-to-end tests beside the
+# packages', the fuzzers beside the benchmarks), each in a process group of
+# its own: an early exit ends them with everything they started.
+side_stage_pids=()
+stop_side_stages() {
+  local pid
+  for pid in "${side_stage_pids[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
+}
 cleanup() {
   stop_containers
   stop_background
+  stop_side_stages
   deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true
   rm -rf "$cluster_dir"
 }
@@ -292,31 +302,40 @@ integration_rc=${PIPESTATUS[0]}
 set -e
 record_counts integration pytest build/integration.log "$integration_rc"
 
+# The end-to-end dashboard tests and the Debian packages' stage side by
+# side: one drives Chromium against the session cluster's dashboard, the
+# other a Debian 12 system container on a local cluster of its own; neither
+# fills two cores for long, and each is a few minutes (docs/contributing.md,
+# "What CI costs"). The end-to-end tests' output waits in build/e2e.log and
+# is printed after the packages'.
+e2e_pid=""
 if [[ "${TFSLURM_SKIP_E2E:-0}" == 1 ]]; then
   not_run e2e "TFSLURM_SKIP_E2E=1"
 elif [[ ! -d tests/e2e ]]; then
   not_run e2e "no tests/e2e"
 else
-  step "end-to-end dashboard tests (headless Chromium)"
   # tests/lib/counts.sh reads node 20's TAP output (its node_counts says
   # what it relies on); another node may count otherwise.
   node_version=$(node --version 2>/dev/null || echo none)
-  echo "node $node_version"
   if [[ $node_version != v20.* ]]; then
     echo "e2e: node_counts (tests/lib/counts.sh) reads node 20's TAP output, and node $node_version is installed: check what it prints and adapt node_counts"
     record e2e 0 1 0
   else
-    set +e
     # One file at a time: they share the one local cluster (node runs files in
     # parallel on machines with more than 2 cores). TAP, as node_counts reads.
     # On the cluster's service host, as the integration tests: tfslurmd there
     # reaches slurmctld and the agents over the cluster network, and Chromium
-    # reaches the dashboard on that host's loopback.
-    (cd tests/e2e && ../../deploy/local-slurm/on-host.sh "$cluster_dir" svc \
-      node --test --test-concurrency=1 --test-reporter=tap 2>&1) | tee build/e2e.log
-    e2e_rc=${PIPESTATUS[0]}
-    set -e
-    record_counts e2e node build/e2e.log "$e2e_rc"
+    # reaches the dashboard on that host's loopback. Its own process group,
+    # so that an early exit ends Chromium too.
+    set -m
+    (
+      echo "node $node_version"
+      cd tests/e2e && ../../deploy/local-slurm/on-host.sh "$cluster_dir" svc \
+        node --test --test-concurrency=1 --test-reporter=tap
+    ) >build/e2e.log 2>&1 &
+    e2e_pid=$!
+    side_stage_pids+=("$e2e_pid")
+    set +m
   fi
 fi
 
@@ -325,13 +344,23 @@ fi
 # among them), then a Debian 12 system container on a local cluster of its
 # own: install, an experiment through the packaged tfctl and agent over
 # TLS, the upgrade under load, backups, refusals, purge.
-step "Debian packages (tests/packages.sh)"
+step "Debian packages (tests/packages.sh)${e2e_pid:+, and beside them the end-to-end dashboard tests (headless Chromium)}"
 set +e
 wait_background packages
 tests/packages.sh 2>&1 | tee build/packages.log
 packages_rc=${PIPESTATUS[0]}
 set -e
 record_counts packages packages build/packages.log "$packages_rc"
+
+if [[ -n $e2e_pid ]]; then
+  step "end-to-end dashboard tests (headless Chromium), the rest of them"
+  set +e
+  wait "$e2e_pid"
+  e2e_rc=$?
+  set -e
+  cat build/e2e.log
+  record_counts e2e node build/e2e.log "$e2e_rc"
+fi
 
 # The newest Slurm release the project claims, built from its release source
 # (cached outside the checkout), with tfslurmd built against it and the
@@ -364,6 +393,33 @@ record_counts python pytest build/python.log "$python_rc"
 # 2 cores (10:23 on a fresh machine, 2026-11-30), the longest tf_ps.sh (whose
 # hand-written job holds its nodes to its 1-minute limit) and sweep.sh; each
 # script's cost is in bench/run.sh (--smoke).
+# Fuzzing: each libFuzzer target (tests/fuzz, in the sanitizer build) runs
+# for TFSLURM_FUZZ_SECONDS, two at a time: 30 s each catches what a change
+# breaks in the corpus's neighbourhood; finding deep bugs is
+# tests/fuzz/run-long.sh's job (hours). Beside the benchmarks, which mostly
+# wait on Slurm, as soon as the sanitizer build is done (on a new machine it
+# is done before the benchmarks start), and under SCHED_IDLE as the
+# background builds: the benchmarks' clusters and programs run as if alone,
+# and a fuzzer gets the cycles they leave (each target's line gives its
+# executions). Its lines wait in build/fuzz.log for its stage below.
+fuzz_pid=""
+if ((run_fuzz)); then
+  fuzz_seconds=${TFSLURM_FUZZ_SECONDS:-30}
+  set -m
+  (
+    chrt --idle -p 0 "$BASHPID" >/dev/null || echo "fuzz: chrt --idle failed; the fuzzers run at normal priority"
+    if wait_background sanitizers >/dev/null; then
+      tests/fuzz/run-fuzzers.sh -b "$repo/build-asan" -t "$fuzz_seconds" -j "$jobs"
+    else
+      echo "fuzz: the sanitizer build failed (its stage below says why): no fuzzer ran"
+      exit 1
+    fi
+  ) >build/fuzz.log 2>&1 &
+  fuzz_pid=$!
+  side_stage_pids+=("$fuzz_pid")
+  set +m
+fi
+
 if [[ "${TFSLURM_SKIP_BENCH:-0}" == 1 ]]; then
   not_run bench "TFSLURM_SKIP_BENCH=1"
 else
@@ -421,17 +477,14 @@ else
   not_run thread-safety "TFSLURM_SKIP_SANITIZERS=1"
 fi
 
-# Fuzzing: each libFuzzer target (tests/fuzz, in the sanitizer build) runs
-# for TFSLURM_FUZZ_SECONDS, two at a time: 30 s each catches what a change
-# breaks in the corpus's neighbourhood; finding deep bugs is
-# tests/fuzz/run-long.sh's job (hours).
-if ((run_fuzz)); then
-  fuzz_seconds=${TFSLURM_FUZZ_SECONDS:-30}
-  step "fuzzing (libFuzzer + ASan + UBSan, $fuzz_seconds s per target)"
+# Fuzzing (started beside the benchmarks, above): its lines and counts.
+if [[ -n $fuzz_pid ]]; then
+  step "fuzzing (libFuzzer + ASan + UBSan, $fuzz_seconds s per target), the rest of it"
   set +e
-  tests/fuzz/run-fuzzers.sh -b "$repo/build-asan" -t "$fuzz_seconds" -j "$jobs" 2>&1 | tee build/fuzz.log
-  fuzz_rc=${PIPESTATUS[0]}
+  wait "$fuzz_pid"
+  fuzz_rc=$?
   set -e
+  cat build/fuzz.log
   record_counts fuzz fuzz build/fuzz.log "$fuzz_rc"
 else
   not_run fuzz "TFSLURM_FUZZ=0 or TFSLURM_SKIP_SANITIZERS=1"
