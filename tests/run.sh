@@ -103,43 +103,46 @@ check_machine_conditions
 ((in_ci)) && echo "CI=$CI: every stage must run (a NOT RUN stage fails the run)"
 
 step "install dependencies"
+# Debian's packages first (the build needs them). Everything else is made
+# beside the main build, which needs none of it, in one session of its own
+# (setsid: an early exit ends all of it), one after the other: apt runs once
+# at a time (the e2e's Chromium, the container tools), and the TF venv and
+# the TF image share one download of TensorFlow's wheels
+# (deploy/python/wheels.sh). On a new machine that is mostly downloads and
+# writes, which the compile on both cores leaves room for: the venvs about 2
+# minutes, the images 6-8 (docs/contributing.md, "What CI costs"); about a
+# second each when cached. Its output waits in build/installs.log and
+# build/containers.log for the stage that waits for it, below.
 deploy/install-deps.sh
-# The real TensorFlow of the TF integration tests (tests/integration/
-# test_tensorflow.py): a pinned tensorflow-cpu in a venv outside the checkout,
-# cached across runs and clones.
-TFSLURM_TF_PYTHON="$(deploy/install-tf.sh)"
-export TFSLURM_TF_PYTHON
-# The real JAX of tests/integration/test_jax.py, the same way: a pinned
-# jax[cpu] in a venv of its own (deploy/install-jax.sh; about 30 s the first
-# time, 1-2 s after).
-TFSLURM_JAX_PYTHON="$(deploy/install-jax.sh)"
-export TFSLURM_JAX_PYTHON
-# The tools venv (deploy/install-pytools.sh: pandas and PyYAML for the
-# README's Python walkthrough, mypy and pytest for the Python stage). Made
-# here, as the others: the integration session runs on the cluster's service
-# host, whose network reaches no package index.
-TFSLURM_PYTOOLS_PYTHON="$(deploy/install-pytools.sh)"
-export TFSLURM_PYTOOLS_PYTHON
-if [[ "${TFSLURM_SKIP_E2E:-0}" != 1 && -x tests/e2e/install.sh ]]; then
-  tests/e2e/install.sh
-fi
-
-# The container runtimes (enroot, pyxis built against Debian's Slurm, runc's
-# oci.conf) and the images of the container tests (Debian 12 with python3,
-# with tensorflow-cpu, and with python3-torch), each cached by its inputs under
-# /opt/tfslurm (tests/containers.sh, docs/containers.md gives the costs).
-# Made beside the main build, which they do not need: on a new machine the
-# images' layers are mostly written and read (podman, enroot import), which
-# a compile on both cores leaves room for (about 6 minutes there, 1 s when
-# cached). Its output waits in build/containers.log for its stage below.
-# A session of its own (setsid), so that an early exit ends all of it.
-containers_log=build/containers.log
-rm -f build/containers.rc build/containers.env
-setsid bash -c 'tests/containers.sh >build/containers.env 2>"$1"; echo $? >build/containers.rc' \
-  containers "$containers_log" &
-containers_pid=$!
-stop_containers() { kill -- -"$containers_pid" 2>/dev/null || true; }
-trap stop_containers EXIT
+installs_log=build/installs.log containers_log=build/containers.log
+rm -f build/venvs.env build/containers.rc build/containers.env
+skip_e2e=${TFSLURM_SKIP_E2E:-0}
+setsid bash -c '
+  set -uo pipefail
+  skip_e2e=$1
+  # The real TensorFlow of the TF integration tests (tests/integration/
+  # test_tensorflow.py), a pinned tensorflow-cpu; the real JAX of
+  # test_jax.py; the tools venv (pandas and PyYAML for the README'"'"'s Python
+  # walkthrough, mypy and pytest for the Python stage). Each in a venv
+  # outside the checkout, cached across runs and clones. Made here: the
+  # integration session runs on the cluster'"'"'s service host, whose network
+  # reaches no package index.
+  if tf=$(deploy/install-tf.sh) && jax=$(deploy/install-jax.sh) && tools=$(deploy/install-pytools.sh); then
+    printf "export TFSLURM_TF_PYTHON=%q TFSLURM_JAX_PYTHON=%q TFSLURM_PYTOOLS_PYTHON=%q\n" \
+      "$tf" "$jax" "$tools" >build/venvs.env
+  fi
+  if [[ $skip_e2e != 1 && -x tests/e2e/install.sh ]]; then tests/e2e/install.sh || echo "installs: tests/e2e/install.sh failed"; fi
+  # The container runtimes (enroot, pyxis built against Debian'"'"'s Slurm,
+  # runc'"'"'s oci.conf) and the images of the container tests (Debian 12 with
+  # python3, with tensorflow-cpu, and with python3-torch), each cached by
+  # its inputs under /opt/tfslurm (tests/containers.sh, docs/containers.md
+  # gives the costs).
+  tests/containers.sh >build/containers.env 2>"$2"
+  echo $? >build/containers.rc
+' installs "$skip_e2e" "$containers_log" >"$installs_log" 2>&1 &
+installs_pid=$!
+stop_installs() { kill -- -"$installs_pid" 2>/dev/null || true; }
+trap stop_installs EXIT
 
 step "main build (gcc: the programs and the benchmark programs)"
 # What the integration tests, the end-to-end tests and the benchmarks run.
@@ -186,6 +189,42 @@ if ((format_checked)); then
   record format "$((format_checked - ${#format_bad[@]}))" "${#format_bad[@]}"
 else
   record format 0 1 # nothing could be checked
+fi
+
+# What was made beside the main build (above): the venvs and the e2e's
+# browser, which the stages below need, and the container runtimes and
+# images, which the integration tests need. Before the background chain
+# starts: its packages' checks may run apt too. Kept out of the
+# environment of the other stages, the containers (their clusters run
+# without pyxis): the session's cluster gets them by --containers, pytest by
+# name (so the clusters its tests start run pyxis too, which does nothing for
+# a step without --container-image); bench/containers.sh finds them cached
+# itself. A failure of the containers fails the container tests, not the
+# run's other stages.
+step "venvs, browser, container runtimes and images (made beside the main build)"
+wait "$installs_pid" || true
+cat "$installs_log"
+if [[ -s build/venvs.env ]]; then
+  # shellcheck source=/dev/null
+  source build/venvs.env
+  echo "venvs: TF $TFSLURM_TF_PYTHON, JAX $TFSLURM_JAX_PYTHON, tools $TFSLURM_PYTOOLS_PYTHON"
+else
+  echo "installs: a venv could not be made (the lines above say why)"
+  exit 1
+fi
+cat "$containers_log"
+containers_dir="" images_dir=""
+if [[ $(cat build/containers.rc 2>/dev/null) == 0 ]] && containers_env="$(cat build/containers.env)"; then
+  containers_dir="$(eval "$containers_env" && echo "$LOCAL_SLURM_CONTAINERS")"
+  images_dir="$(eval "$containers_env" && echo "$TFSLURM_IMAGES")"
+  echo "containers: $containers_dir, images: $images_dir"
+else
+  echo "containers: tests/containers.sh failed: the container tests will fail"
+fi
+with_containers=(env) containers_option=()
+if [[ -n $containers_dir && -n $images_dir ]]; then
+  with_containers+=(LOCAL_SLURM_CONTAINERS="$containers_dir" TFSLURM_IMAGES="$images_dir")
+  containers_option=(--containers "$containers_dir")
 fi
 
 # The background chain (tests/lib/background.sh), in the order the stages
@@ -235,30 +274,6 @@ step "background builds (SCHED_IDLE): ${background[*]}"
 start_background "${background[@]}"
 echo "started; logs in $bg_dir/"
 
-# The container runtimes and images, made beside the main build (above):
-# the integration tests need them. Kept out of the
-# environment of the other stages (their clusters run without pyxis): the
-# session's cluster gets them by --containers, pytest by name (so the
-# clusters its tests start run pyxis too, which does nothing for a step
-# without --container-image); bench/containers.sh finds them cached itself.
-# A failure here fails the container tests, not the run's other stages.
-step "container runtimes and images (tests/containers.sh)"
-containers_dir="" images_dir=""
-wait "$containers_pid" || true
-cat "$containers_log"
-if [[ $(cat build/containers.rc 2>/dev/null) == 0 ]] && containers_env="$(cat build/containers.env)"; then
-  containers_dir="$(eval "$containers_env" && echo "$LOCAL_SLURM_CONTAINERS")"
-  images_dir="$(eval "$containers_env" && echo "$TFSLURM_IMAGES")"
-  echo "containers: $containers_dir, images: $images_dir"
-else
-  echo "containers: tests/containers.sh failed: the container tests will fail"
-fi
-with_containers=(env) containers_option=()
-if [[ -n $containers_dir && -n $images_dir ]]; then
-  with_containers+=(LOCAL_SLURM_CONTAINERS="$containers_dir" TFSLURM_IMAGES="$images_dir")
-  containers_option=(--containers "$containers_dir")
-fi
-
 step "local Slurm cluster"
 # The Unix users the tests run jobs as, with their final groups, before
 # slurmctld starts and caches anyone's (tests/integration/unix_users.py).
@@ -274,7 +289,7 @@ stop_side_stages() {
   for pid in "${side_stage_pids[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
 }
 cleanup() {
-  stop_containers
+  stop_installs
   stop_background
   stop_side_stages
   deploy/local-slurm/stop.sh "$cluster_dir" >/dev/null 2>&1 || true
