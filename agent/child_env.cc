@@ -18,8 +18,12 @@ bool IsValidName(std::string_view name) {
 
 // TF_CONFIG as sent whole (the JSON route), or put together from the
 // attempt's compressed cluster object (the gRPC stream). nullopt when
-// cluster_zlib does not inflate.
+// cluster_zlib does not inflate, or is missing where cluster_digest names it
+// (a node's relay fills it in; agent.proto).
 std::optional<std::string> TfConfigOf(const tfslurm::agent::v1::Assignment& assignment) {
+  if (assignment.tf_config().empty() && assignment.cluster_zlib().empty() &&
+      !assignment.cluster_digest().empty())
+    return std::nullopt;
   if (!assignment.tf_config().empty() || assignment.cluster_zlib().empty())
     return assignment.tf_config();
   auto cluster = wire::InflateCluster(assignment.cluster_zlib());

@@ -55,7 +55,8 @@ struct ChildEnv {
   // Assignment variables that cannot be put in an environment (empty name,
   // '=' in the name, NUL byte anywhere), for the log.
   std::vector<std::string> rejected;
-  // The assignment's cluster_zlib did not inflate: no TF_CONFIG was set.
+  // The assignment's cluster_zlib is missing (named by cluster_digest alone)
+  // or did not inflate: no TF_CONFIG was set.
   bool tf_config_unreadable = false;
 };
 

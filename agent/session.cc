@@ -140,9 +140,11 @@ void Session::Connect() {
   if (phase_ == Phase::kRunning) {
     // The service may have restarted: tell it the latest checkpoint again.
     if (checkpoints_ && checkpoints_->latest()) SendProgress(*checkpoints_->latest());
+    ResendRecentScalars();
     SendScalars();  // what waited for a stream
     heartbeat_at_ = Clock::now() + heartbeat_interval_;
   } else if (phase_ == Phase::kReporting) {
+    ResendRecentScalars();
     SendScalars();
     SendExitReport();
   }

@@ -162,6 +162,8 @@ class Session {
   void SendProgress(const CheckpointState& state);
   void PollScalars(bool final);
   void SendScalars();
+  void SendScalarMessage(const std::vector<ScalarPoint>& points);
+  void ResendRecentScalars();
   void SendExitReport();
 
   void HandleSignals();
@@ -227,6 +229,11 @@ class Session {
   std::optional<CheckpointWatch> checkpoints_;
   std::optional<ScalarWatch> scalar_watch_;
   ScalarBuffer scalar_buffer_;
+  // The points sent last (at most one message's worth), sent again on the
+  // next stream after one broke: a service killed with them unread in its
+  // socket never stored them, and the store keeps a point once (by tag,
+  // attempt and step), so a second copy costs nothing.
+  std::deque<ScalarPoint> recently_sent_;
   std::chrono::milliseconds heartbeat_interval_{5000};
   bool shutdown_requested_ = false;  // the program is being reaped
   bool refused_permanently_ = false;

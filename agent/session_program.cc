@@ -114,8 +114,8 @@ ChildSpec ChildSpecFor(const v1::Assignment& assignment, const std::string& expe
   ChildEnv env = BuildChildEnv(env_inputs);
   if (env.tf_config_unreadable)
     spdlog::error(
-        "the assignment's cluster_zlib does not inflate; the program starts without "
-        "TF_CONFIG");
+        "the assignment's cluster (cluster_zlib) is missing or does not inflate; the "
+        "program starts without TF_CONFIG");
   for (const std::string& name : env.rejected) {
     spdlog::warn(
         "not setting environment variable '{}' from the assignment: a name must be "
@@ -147,9 +147,9 @@ void Session::StartProgram(const v1::Assignment& assignment) {
                spec.workdir.empty() ? std::string("the current directory") : spec.workdir);
 
   const std::string model_dir = ModelDirOf(assignment, spec.workdir);
-  if (assignment.report_checkpoints()) {
+  recently_sent_.clear();  // the last program's
+  if (assignment.report_checkpoints())
     scalar_watch_ = StartScalarWatch(assignment, model_dir, spec.workdir);
-  }
 
   if (spec.argv.empty()) return FailToStart("the assignment has no command to run", 127);
   StatusOr<bool> in_file = tf_config_file_.Apply(spec.env);
@@ -296,16 +296,30 @@ void Session::PollScalars(bool final) {
 // Without a stream the points stay in the buffer; Connect sends them.
 void Session::SendScalars() {
   while (stream_ && !scalar_buffer_.empty()) {
-    v1::AgentMessage message = NewMessage();
-    for (ScalarPoint& point : scalar_buffer_.Take(kScalarsPerMessage)) {
-      v1::Scalar* scalar = message.mutable_scalars()->add_scalars();
-      scalar->set_tag(EscapeInvalidUtf8(point.tag));
-      scalar->set_step(point.step);
-      scalar->set_wall_time(point.wall_time);
-      scalar->set_value(point.value);
-    }
-    Send(std::move(message));
+    std::vector<ScalarPoint> points = scalar_buffer_.Take(kScalarsPerMessage);
+    SendScalarMessage(points);
+    recently_sent_.insert(recently_sent_.end(), points.begin(), points.end());
+    while (recently_sent_.size() > kScalarsPerMessage) recently_sent_.pop_front();
   }
+}
+
+// On a stream that follows a broken one: what the last one may have
+// carried to a service that never read it.
+void Session::ResendRecentScalars() {
+  if (stream_ && !recently_sent_.empty())
+    SendScalarMessage({recently_sent_.begin(), recently_sent_.end()});
+}
+
+void Session::SendScalarMessage(const std::vector<ScalarPoint>& points) {
+  v1::AgentMessage message = NewMessage();
+  for (const ScalarPoint& point : points) {
+    v1::Scalar* scalar = message.mutable_scalars()->add_scalars();
+    scalar->set_tag(EscapeInvalidUtf8(point.tag));
+    scalar->set_step(point.step);
+    scalar->set_wall_time(point.wall_time);
+    scalar->set_value(point.value);
+  }
+  Send(std::move(message));
 }
 
 void Session::SendExitReport() {

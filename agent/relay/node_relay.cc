@@ -10,7 +10,8 @@
 // Threads: gRPC runs reactions on its threads, and Down's and Up's
 // reactions run concurrently; every Pipe member below `mu_` is guarded by it.
 // The messages in flight (`to_service_`, `to_agent_`) are touched only by
-// the operation that owns them at the time, handed on with
+// the operation that owns them at the time (an Assignment waiting for its
+// cluster is the cluster cache's until it hands it back), handed on with
 // TFSLURM_HAPPENS_BEFORE/AFTER for TSan (base/happens_before.h): Debian's
 // gRPC is not built with TSan.
 #include "agent/relay/node_relay.h"
@@ -21,6 +22,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -28,6 +30,7 @@
 #include <cstring>
 
 #include "agent.grpc.pb.h"
+#include "agent/relay/cluster_cache.h"
 #include "base/happens_before.h"
 #include "base/mutex.h"
 
@@ -60,15 +63,22 @@ class Activity {
     MutexLock lock(mu_);
     return open_;
   }
-  // Returns once idle as `options` says, or when Stop is called.
-  void WaitUntilIdle(const NodeRelayOptions& options) ABSL_LOCKS_EXCLUDED(mu_) {
+  // True once idle as `options` says, or when Stop is called; false when
+  // `at_most` has passed first.
+  bool WaitUntilIdle(const NodeRelayOptions& options, Clock::duration at_most)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    const Clock::time_point give_up = Clock::now() + at_most;
     MutexLock lock(mu_);
     while (!stopped_) {
+      const Clock::time_point now = Clock::now();
       const std::chrono::milliseconds limit =
           ever_ ? options.idle_exit : options.first_stream_timeout;
-      if (open_ == 0 && Clock::now() - idle_since_ >= limit) return;
-      cv_.wait_for(mu_, open_ == 0 ? limit - (Clock::now() - idle_since_) : limit);
+      if (open_ == 0 && now - idle_since_ >= limit) return true;
+      if (now >= give_up) return false;
+      const Clock::duration idle_left = open_ == 0 ? limit - (now - idle_since_) : limit;
+      cv_.wait_for(mu_, std::min<Clock::duration>(idle_left, give_up - now));
     }
+    return true;
   }
   void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
@@ -111,10 +121,15 @@ class Up final : public grpc::ClientBidiReactor<AgentMessage, ServiceMessage> {
   Pipe* const pipe_;
 };
 
-class Pipe {
+class Pipe final : public ClusterWaiter {
  public:
-  Pipe(grpc::CallbackServerContext* down_context, v1::AgentService::Stub* stub, Activity* activity)
-      : down_context_(down_context), activity_(activity), down_(this), up_(this) {
+  Pipe(grpc::CallbackServerContext* down_context, v1::AgentService::Stub* stub, Activity* activity,
+       ClusterCache* clusters)
+      : down_context_(down_context),
+        activity_(activity),
+        clusters_(clusters),
+        down_(this),
+        up_(this) {
     activity_->Opened();
     stub->async()->Connect(&up_context_, &up_);
     // Writes to the service start from Down's reactions, outside Up's: the
@@ -136,6 +151,10 @@ class Pipe {
       MutexLock lock(mu_);
       if (hold_released_) return;  // the service's side is over
       if (ok) {
+        // This relay fills clusters in by digest (cluster_cache.h) until
+        // one never came.
+        if (to_service_.has_register_() && clusters_->by_digest())
+          to_service_.mutable_register_()->set_cluster_by_digest(true);
         TFSLURM_HAPPENS_BEFORE(&to_service_);
         up_.StartWrite(&to_service_);
         return;
@@ -166,7 +185,9 @@ class Pipe {
     ReleaseHold();
   }
 
-  // A message from the service, or its side ended.
+  // A message from the service, or its side ended. An Assignment that
+  // names its cluster by digest alone waits for the bytes when they have
+  // not come yet (ClusterArrived).
   void FromService(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
     TFSLURM_HAPPENS_AFTER(&to_agent_);
     if (!ok) {
@@ -175,12 +196,50 @@ class Pipe {
       ReleaseHold();
       return;
     }
-    MutexLock lock(mu_);
-    upstream_opened_ = true;
-    if (down_finished_) return;
-    writing_to_agent_ = true;
-    TFSLURM_HAPPENS_BEFORE(&to_agent_);
-    down_.StartWrite(&to_agent_);
+    if (to_agent_.has_assignment() && !to_agent_.assignment().cluster_digest().empty()) {
+      v1::Assignment& assignment = *to_agent_.mutable_assignment();
+      if (!assignment.cluster_zlib().empty()) {
+        clusters_->Keep(assignment.cluster_digest(), assignment.cluster_zlib());
+      } else if (!clusters_->FindOrWait(assignment.cluster_digest(),
+                                        assignment.mutable_cluster_zlib(), this,
+                                        ClusterCache::Clock::now())) {
+        return;
+      }
+    }
+    WriteToAgent();
+  }
+
+  // The assignment read last waits for nothing more (cluster_cache.h).
+  void ClusterArrived(const std::string& zlib) override ABSL_LOCKS_EXCLUDED(mu_) {
+    to_agent_.mutable_assignment()->set_cluster_zlib(zlib);
+    WriteToAgent();
+  }
+
+  // From the relay's own thread, not a reaction: gRPC may run reactions of
+  // ours inside these calls, so no lock is held across them.
+  void ClusterNeverCame(const std::string& digest) override ABSL_LOCKS_EXCLUDED(mu_) {
+    bool finish = false;
+    {
+      MutexLock lock(mu_);
+      finish = !down_finished_;
+      down_finished_ = true;
+    }
+    if (finish) {
+      down_.Finish(grpc::Status(
+          grpc::StatusCode::UNAVAILABLE,
+          "the node's relay waited in vain for the cluster " + digest +
+              " that tfslurmd sent on another stream of its connection; register again "
+              "(the relay now asks for every cluster whole)"));
+    }
+    up_context_.TryCancel();
+  }
+
+  void Hold() override { refs_.fetch_add(1); }
+  void Release() override {
+    if (refs_.fetch_sub(1) == 1) {
+      activity_->Closed();
+      delete this;
+    }
   }
 
   // The message reached the agent's stream: read the service's next one.
@@ -220,12 +279,11 @@ class Pipe {
     Done();
   }
 
-  // Each side's OnDone: the pipe goes when both have come.
+  // Each side's OnDone: the pipe goes when both have come (and the cluster
+  // cache holds it no longer).
   void Done() {
-    if (done_sides_.fetch_add(1) == 1) {
-      activity_->Closed();
-      delete this;
-    }
+    clusters_->Forget(this);
+    Release();
   }
 
  private:
@@ -240,6 +298,15 @@ class Pipe {
     up_.RemoveHold();
   }
 
+  void WriteToAgent() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    upstream_opened_ = true;
+    if (down_finished_) return;
+    writing_to_agent_ = true;
+    TFSLURM_HAPPENS_BEFORE(&to_agent_);
+    down_.StartWrite(&to_agent_);
+  }
+
   void FinishDownLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (down_finished_) return;
     down_finished_ = true;
@@ -249,12 +316,13 @@ class Pipe {
 
   grpc::CallbackServerContext* const down_context_;
   Activity* const activity_;
+  ClusterCache* const clusters_;
   grpc::ClientContext up_context_;
   Down down_;
   Up up_;
-  AgentMessage to_service_;  // owned by the read or write in flight
-  ServiceMessage to_agent_;  // likewise
-  std::atomic<int> done_sides_{0};
+  AgentMessage to_service_;   // owned by the read or write in flight
+  ServiceMessage to_agent_;   // likewise
+  std::atomic<int> refs_{2};  // the two sides until their OnDone, and Hold
 
   Mutex mu_;
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
@@ -275,16 +343,18 @@ void Up::OnDone(const grpc::Status& status) { pipe_->UpDone(status); }
 
 class RelayService final : public v1::AgentService::CallbackService {
  public:
-  RelayService(std::unique_ptr<v1::AgentService::Stub> stub, Activity* activity)
-      : stub_(std::move(stub)), activity_(activity) {}
+  RelayService(std::unique_ptr<v1::AgentService::Stub> stub, Activity* activity,
+               ClusterCache* clusters)
+      : stub_(std::move(stub)), activity_(activity), clusters_(clusters) {}
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
       grpc::CallbackServerContext* context) override {
-    return (new Pipe(context, stub_.get(), activity_))->down();
+    return (new Pipe(context, stub_.get(), activity_, clusters_))->down();
   }
 
  private:
   const std::unique_ptr<v1::AgentService::Stub> stub_;
   Activity* const activity_;
+  ClusterCache* const clusters_;
 };
 
 std::shared_ptr<grpc::Channel> ServiceChannel(const NodeRelayOptions& options) {
@@ -315,7 +385,8 @@ class Relay final : public NodeRelay {
     // Connect now, while the node's agents are starting, not at the first
     // Register.
     channel->GetState(/*try_to_connect=*/true);
-    service_ = std::make_unique<RelayService>(v1::AgentService::NewStub(channel), &activity_);
+    service_ =
+        std::make_unique<RelayService>(v1::AgentService::NewStub(channel), &activity_, &clusters_);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + options_.socket_path, grpc::InsecureServerCredentials());
     // As tfslurmd's endpoint (service/agentrpc/grpc_server.cc): an agent
@@ -330,7 +401,14 @@ class Relay final : public NodeRelay {
   }
 
   void ServeUntilIdle() override {
-    activity_.WaitUntilIdle(options_);
+    // Every second, the waits for a cluster that never came end.
+    while (!activity_.WaitUntilIdle(options_, std::chrono::seconds(1))) {
+      if (int ended = clusters_.ExpireWaits(ClusterCache::Clock::now(), options_.cluster_wait))
+        spdlog::warn(
+            "relay: {} agent stream(s) waited {} ms for a cluster tfslurmd sent on another "
+            "stream; they register again, and the relay asks for every cluster whole from now on",
+            ended, options_.cluster_wait.count());
+    }
     Shutdown();
   }
 
@@ -348,6 +426,7 @@ class Relay final : public NodeRelay {
  private:
   const NodeRelayOptions options_;
   Activity activity_;
+  ClusterCache clusters_;
   std::unique_ptr<RelayService> service_;
   Mutex mu_;
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);

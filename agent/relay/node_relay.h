@@ -6,9 +6,12 @@
 //
 // It is a pass-through: each agent stream (AgentService.Connect on the
 // relay's Unix socket) becomes one stream to the service on the shared
-// channel, and every message goes through unchanged, one at a time in each
-// direction (gRPC's flow control then reaches from the service to the
-// agent). The agent's identity, its attempt secret and its MUNGE uid proof
+// channel, and every message goes through one at a time in each direction
+// (gRPC's flow control then reaches from the service to the agent),
+// unchanged but for the TF cluster: the relay asks for it by digest
+// (Register.cluster_by_digest), so tfslurmd sends its bytes once per
+// connection, and fills them into the Assignments that name it alone
+// (cluster_cache.h). The agent's identity, its attempt secret and its MUNGE uid proof
 // travel inside its messages, so the service checks them as it does without
 // the relay; the relay adds no credential of its own. When the service ends
 // a stream, the agent's stream ends with the same status; when the stream to the service never
@@ -49,6 +52,9 @@ struct NodeRelayOptions {
   std::chrono::milliseconds keepalive_timeout{std::chrono::seconds(20)};
   std::chrono::milliseconds idle_exit{std::chrono::seconds(10)};
   std::chrono::milliseconds first_stream_timeout{std::chrono::seconds(60)};
+  // How long an Assignment that names its cluster by digest waits for the
+  // bytes tfslurmd sent on another stream (cluster_cache.h).
+  std::chrono::milliseconds cluster_wait{std::chrono::seconds(10)};
 };
 
 class NodeRelay {

@@ -8,7 +8,11 @@
 // held across the sends. When the Nth Register has arrived it builds the
 // cluster object from the registered addresses, compresses it once (as
 // tfslurmd does) and writes every stream an Assignment of the same shape as
-// tfslurmd's (role, index, compressed cluster, command, workdir, env).
+// tfslurmd's (role, index, compressed cluster, command, workdir, env). As
+// tfslurmd, it sends the cluster's bytes once per connection to streams
+// whose Register asked for it by digest (Register.cluster_by_digest: a node's
+// relay, or the load generator standing for one), the digest alone to the
+// connection's other streams.
 //
 // A restart in place, as bench_in_place_storm drives it, the least way: the
 // first exit report that is not a reap (the failing rank) makes it write
@@ -36,6 +40,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "agent.grpc.pb.h"
@@ -50,7 +55,12 @@ class Rendezvous;
 
 class FloorReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
  public:
-  explicit FloorReactor(Rendezvous& rendezvous) : rendezvous_(rendezvous) { StartRead(&in_); }
+  FloorReactor(Rendezvous& rendezvous, std::string peer)
+      : rendezvous_(rendezvous), peer_(std::move(peer)) {
+    StartRead(&in_);
+  }
+  // The TCP connection the stream came on (gRPC's peer: address and port).
+  const std::string& peer() const { return peer_; }
   void OnReadDone(bool ok) override;
   // gRPC allows one write in flight: the others wait in `queue_`, and a
   // Finish waits for them.
@@ -96,6 +106,7 @@ class FloorReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceM
 
  private:
   Rendezvous& rendezvous_;
+  const std::string peer_;
   AgentMessage in_;
   ServiceMessage out_;
   std::mutex mu_;
@@ -167,8 +178,8 @@ class Rendezvous {
       ranks = ranks_;
       int proc = m.task().proc_id();
       if (proc < 0 || proc >= static_cast<int>(tasks_.size()) || tasks_[proc].reactor) return;
-      tasks_[proc] = {reactor,
-                      m.register_().address() + ":" + std::to_string(m.register_().port())};
+      tasks_[proc] = {reactor, m.register_().address() + ":" + std::to_string(m.register_().port()),
+                      m.register_().cluster_by_digest()};
       if (++registered_ < static_cast<int>(tasks_.size())) return;
       ready.swap(tasks_);
       // The next attempt's barrier, and the streams a failure stops.
@@ -184,12 +195,18 @@ class Rendezvous {
     nlohmann::json cluster = {{"ps", nlohmann::json::array()}, {"worker", nlohmann::json::array()}};
     for (int i = 0; i < n; ++i) cluster[i < ps ? "ps" : "worker"].push_back(ready[i].address);
     std::string zlib = ranks ? "" : tfslurm::wire::CompressCluster(cluster.dump());
+    const std::string digest = std::to_string(std::hash<std::string>{}(zlib));
+    std::unordered_set<std::string> sent_whole;  // connections sent the bytes
     for (int i = 0; i < n; ++i) {
       ServiceMessage out;
       auto* a = out.mutable_assignment();
       a->set_role(ranks ? "rank" : i < ps ? "ps" : "worker");
       a->set_index(ranks ? i : i < ps ? i : i - ps);
-      if (!ranks) a->set_cluster_zlib(zlib);
+      if (!ranks) {
+        a->set_cluster_digest(digest);
+        if (!ready[i].by_digest || sent_whole.insert(ready[i].reactor->peer()).second)
+          a->set_cluster_zlib(zlib);
+      }
       if (ranks) {
         auto& env = *a->mutable_env();
         env["RANK"] = std::to_string(i);
@@ -218,6 +235,7 @@ class Rendezvous {
   struct Task {
     FloorReactor* reactor = nullptr;
     std::string address;
+    bool by_digest = false;  // Register.cluster_by_digest
   };
   bool ranks_ = false;
   std::mutex mu_;
@@ -252,8 +270,8 @@ class FloorService final : public tfslurm::agent::v1::AgentService::CallbackServ
  public:
   explicit FloorService(Rendezvous& rendezvous) : rendezvous_(rendezvous) {}
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
-      grpc::CallbackServerContext*) override {
-    return new FloorReactor(rendezvous_);
+      grpc::CallbackServerContext* context) override {
+    return new FloorReactor(rendezvous_, context->peer());
   }
 
  private:

@@ -11,7 +11,9 @@
 //      would, and waits until all are connected (timed apart: "connect");
 //      with --agents-per-connection K, N/K channels, each carrying the
 //      streams of K agents: what the service sees when the agents of a node
-//      share one connection (per-node aggregation, issue 49); with
+//      share one connection (per-node aggregation, issue 49), and each
+//      connection asks for the TF cluster by digest as a node's relay does
+//      (its bytes come once per connection); with
 //      --relay-agent PATH as well, each group of K goes through a real node
 //      relay (`PATH relay`, agent/relay/node_relay.h), one process per
 //      group started for each size, so that the relays' own cost is in the
@@ -87,6 +89,17 @@ using tfslurm::agent::v1::ServiceMessage;
 
 // ----------------------------------------------------------------- agents --
 
+// The streams of one connection that stands for a node's relay
+// (--agents-per-connection without --relay-agent): the load generator asks
+// for the TF cluster by digest as a relay does (agent.proto,
+// Register.cluster_by_digest), and an agent whose Assignment names the
+// cluster alone has it once its bytes have come on any stream of the
+// connection (agent/relay/cluster_cache.h).
+struct SharedConnection {
+  std::mutex mu;
+  std::map<std::string, Clock::time_point> arrived;  // digest -> when its bytes came
+};
+
 struct Storm {
   Clock::time_point go;
   std::mutex mu;
@@ -100,8 +113,9 @@ struct Storm {
 class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, ServiceMessage> {
  public:
   SimulatedAgent(AgentService::Stub* stub, Storm* storm, int proc, const std::string& experiment,
-                 const std::string& secret, int64_t job_id, int tasks_per_node)
-      : storm_(storm) {
+                 const std::string& secret, int64_t job_id, int tasks_per_node,
+                 SharedConnection* shared)
+      : storm_(storm), shared_(shared) {
     auto* task = register_.mutable_task();
     task->set_experiment_id(experiment);
     task->set_attempt(1);
@@ -117,6 +131,7 @@ class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, Servic
     r->set_node_name(name);
     r->set_address(name);
     r->set_port(40000 + proc % tasks_per_node);
+    r->set_cluster_by_digest(shared != nullptr);
     stub->async()->Connect(&context_, this);
     // Close() writes from outside the reactions, maybe after the service
     // has ended the stream (a refusal ends it): the hold keeps the stream,
@@ -135,10 +150,19 @@ class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, Servic
     auto now = Clock::now();
     std::lock_guard lock(storm_->mu);
     if (ok && reply_.has_assignment()) {
+      const auto& a = reply_.assignment();
       assigned_at_ = now;
       // What carries TF_CONFIG on the stream: the compressed cluster object.
-      tf_config_bytes_ =
-          reply_.assignment().tf_config().size() + reply_.assignment().cluster_zlib().size();
+      tf_config_bytes_ = a.tf_config().size() + a.cluster_zlib().size();
+      if (!a.cluster_zlib().empty()) {
+        carried_cluster_ = true;
+        if (shared_ && !a.cluster_digest().empty()) {
+          std::lock_guard shared_lock(shared_->mu);
+          shared_->arrived.emplace(a.cluster_digest(), now);
+        }
+      } else if (!a.cluster_digest().empty()) {
+        cluster_digest_ = a.cluster_digest();
+      }
     } else if (ok && reply_.has_refused()) {
       ++storm_->refused;
       if (storm_->first_error.empty())
@@ -163,11 +187,26 @@ class SimulatedAgent final : public grpc::ClientBidiReactor<AgentMessage, Servic
     RemoveHold();
   }
 
+  // When its TF_CONFIG was whole: its Assignment's arrival or, when that
+  // named the cluster by digest alone, the arrival of the cluster's bytes
+  // on its connection if later. nullopt: the bytes never came.
+  std::optional<Clock::time_point> CompleteAt() const {
+    if (cluster_digest_.empty()) return assigned_at_;
+    if (!shared_) return std::nullopt;
+    std::lock_guard shared_lock(shared_->mu);
+    auto it = shared_->arrived.find(cluster_digest_);
+    if (it == shared_->arrived.end()) return std::nullopt;
+    return std::max(assigned_at_, it->second);
+  }
+
   Clock::time_point registered_at_{}, assigned_at_{};
   size_t tf_config_bytes_ = 0;
+  bool carried_cluster_ = false;  // its Assignment carried the cluster's bytes
+  std::string cluster_digest_;    // named the cluster by this digest alone
 
  private:
   Storm* storm_;
+  SharedConnection* const shared_;
   grpc::ClientContext context_;
   AgentMessage register_;
   ServiceMessage reply_;
@@ -269,6 +308,10 @@ struct RunResult {
   // their own nodes, so only the server's share lands on tfslurmd's host.
   double connect_server_cpu_ms = 0, connect_client_cpu_ms = 0;
   int connections = 0;  // TCP connections the N agents' streams share
+  // Assignments that arrived with the cluster's bytes (TensorFlow): one per
+  // connection when the agents of a connection ask by digest; through real
+  // relays every one (the relay fills them in).
+  int cluster_copies = 0;
 };
 
 // Starts `command` (through sh, "{pid}" replaced by the server's pid) in its
@@ -413,6 +456,9 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, int agents_
   }
   for (int i = 0; i < n; ++i)
     stubs.push_back(AgentService::NewStub(channels[i / agents_per_connection]));
+  // Without real relays, each shared connection asks for clusters by digest
+  // as the relay it stands for would.
+  std::vector<SharedConnection> shared(agents_per_connection > 1 && !relays ? res.connections : 0);
   res.connect_ms = Ms(Clock::now() - c0);
   res.connect_server_cpu_ms = CpuMs(server.pid()) - connect_cpu0;
   res.connect_client_cpu_ms = SelfCpuMs() - connect_self0;
@@ -435,8 +481,9 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, int agents_
   agents.reserve(n);
   storm.go = Clock::now();
   for (int i = 0; i < n; ++i)
-    agents.push_back(std::make_unique<SimulatedAgent>(stubs[i].get(), &storm, i, exp, secret, job,
-                                                      tasks_per_node));
+    agents.push_back(std::make_unique<SimulatedAgent>(
+        stubs[i].get(), &storm, i, exp, secret, job, tasks_per_node,
+        shared.empty() ? nullptr : &shared[i / agents_per_connection]));
   {
     std::unique_lock lock(storm.mu);
     storm.cv.wait_for(lock, std::chrono::seconds(120), [&] { return storm.answered == n; });
@@ -466,10 +513,16 @@ RunResult RunStorm(ServerProcess& server, int n, int tasks_per_node, int agents_
       first = false;
     }
     if (a->assigned_at_.time_since_epoch().count()) {
-      double got = Ms(a->assigned_at_ - storm.go);
+      std::optional<Clock::time_point> complete = a->CompleteAt();
+      if (!complete) {
+        ++res.missing;  // named a cluster whose bytes never came on its connection
+        continue;
+      }
+      double got = Ms(*complete - storm.go);
       res.last_assign_ms = std::max(res.last_assign_ms, got);
       res.per_agent_ms.push_back(got - reg);
       res.tf_config_bytes = std::max(res.tf_config_bytes, a->tf_config_bytes_);
+      res.cluster_copies += a->carried_cluster_;
     }
   }
   res.gap_ms = res.last_assign_ms - res.last_reg_ms;
@@ -570,7 +623,7 @@ int main(int argc, char** argv) {
         csv,
         "n,run,connect_ms,first_reg_ms,last_reg_ms,last_assign_ms,gap_ms,agent_p50_ms,agent_p99_ms,"
         "refused,broken,missing,max_threads,max_rss_mb,hwm_mb,server_cpu_ms,client_cpu_ms,tf_"
-        "config_bytes,connect_server_cpu_ms,connect_client_cpu_ms,connections\n");
+        "config_bytes,connect_server_cpu_ms,connect_client_cpu_ms,connections,cluster_copies\n");
 
   printf(
       "| agents | runs | last reg -> last assignment p50 / p99 / max (ms) | whole storm p50 / p99 "
@@ -605,22 +658,22 @@ int main(int argc, char** argv) {
           "assignment %.1f ms, "
           "gap %.1f ms, per agent p50 %.1f p99 %.1f ms, threads %ld, RSS %.0f MB (HWM %.0f), "
           "server CPU %.0f "
-          "ms, load generator CPU %.0f ms, TF_CONFIG %zu B, refused %d broken %d missing %d, "
-          "certificate rotations %d\n",
+          "ms, load generator CPU %.0f ms, TF_CONFIG %zu B in %d assignments, refused %d broken "
+          "%d missing %d, certificate rotations %d\n",
           n, run, run < warmup ? " (warm-up)" : "", res.connections, res.connect_ms,
           res.first_reg_ms, res.last_reg_ms, res.last_assign_ms, res.gap_ms, p50, p99,
           res.max_threads, res.max_rss_kb / 1024.0, res.hwm_kb / 1024.0, res.server_cpu_ms,
-          res.client_cpu_ms, res.tf_config_bytes, res.refused, res.broken, res.missing,
-          res.rotations);
+          res.client_cpu_ms, res.tf_config_bytes, res.cluster_copies, res.refused, res.broken,
+          res.missing, res.rotations);
       if (csv)
         fprintf(csv,
                 "%d,%d,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%d,%d,%d,%ld,%.1f,%.1f,%.0f,%.0f,%zu,%."
-                "0f,%.0f,%d\n",
+                "0f,%.0f,%d,%d\n",
                 n, run, res.connect_ms, res.first_reg_ms, res.last_reg_ms, res.last_assign_ms,
                 res.gap_ms, p50, p99, res.refused, res.broken, res.missing, res.max_threads,
                 res.max_rss_kb / 1024.0, res.hwm_kb / 1024.0, res.server_cpu_ms, res.client_cpu_ms,
                 res.tf_config_bytes, res.connect_server_cpu_ms, res.connect_client_cpu_ms,
-                res.connections);
+                res.connections, res.cluster_copies);
       threads = std::max(threads, res.max_threads);
       hwm = std::max(hwm, res.hwm_kb);
       all_errors += res.Errors();  // a warm-up run's errors too

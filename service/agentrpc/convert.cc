@@ -47,10 +47,12 @@ agent::v1::ServiceMessage ToProto(const ServiceMsg& message, TfConfigEncoding en
     p->set_index(a->index);
     p->set_framework(a->framework);
     if (a->cluster) {
-      if (encoding == TfConfigEncoding::kCompressedCluster && !a->cluster->zlib.empty())
-        p->set_cluster_zlib(a->cluster->zlib);
-      else
+      if (encoding == TfConfigEncoding::kWhole || a->cluster->zlib.empty()) {
         p->set_tf_config(wire::TfConfigForTask(a->cluster->json, a->role, a->index));
+      } else {
+        p->set_cluster_digest(a->cluster->digest);
+        if (encoding == TfConfigEncoding::kCompressedCluster) p->set_cluster_zlib(a->cluster->zlib);
+      }
     }
     for (const auto& arg : a->command) p->add_command(arg);
     p->set_workdir(a->workdir);

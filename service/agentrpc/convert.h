@@ -17,8 +17,10 @@ RegisterInfo FromProto(const agent::v1::Register& reg);
 std::vector<ScalarPoint> FromProto(const agent::v1::Scalars& scalars);
 // How an Assignment carries TF_CONFIG (schema/tf_config_wire.h): the gRPC
 // stream sends the attempt's compressed cluster object, the same bytes for
-// every task; the JSON route sends tf_config whole, for curl and scripts.
-enum class TfConfigEncoding { kWhole, kCompressedCluster };
+// every task, with their digest; to a node's relay that already has them on
+// the same connection, the digest alone (agent.proto, cluster_by_digest).
+// The JSON route sends tf_config whole, for curl and scripts.
+enum class TfConfigEncoding { kWhole, kCompressedCluster, kClusterDigestOnly };
 
 agent::v1::ServiceMessage ToProto(const ServiceMsg& message,
                                   TfConfigEncoding encoding = TfConfigEncoding::kWhole);

@@ -22,6 +22,7 @@
 #include "base/happens_before.h"
 #include "base/mutex.h"
 #include "service/agentrpc/agent_endpoint.h"
+#include "service/agentrpc/connection_clusters.h"
 #include "service/agentrpc/convert.h"
 #include "service/agentrpc/dispatch.h"
 
@@ -56,8 +57,12 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   // `agents` null: the stream arrived before the server served core,
   // and ends at once as UNAVAILABLE, which agents retry like any broken
   // connection.
-  ConnectReactor(Agents* agents, UidProof* uid_proof)
-      : agents_(agents), uid_proof_(uid_proof), channel_(std::make_shared<StreamChannel>(this)) {
+  ConnectReactor(Agents* agents, UidProof* uid_proof,
+                 std::shared_ptr<ConnectionClusters::Connection> connection)
+      : agents_(agents),
+        uid_proof_(uid_proof),
+        connection_(std::move(connection)),
+        channel_(std::make_shared<StreamChannel>(this)) {
     TFSLURM_HAPPENS_BEFORE(this);  // made before any reaction (OnCancel's: below)
     if (agents_)
       StartReading();
@@ -65,13 +70,26 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
       FinishWhenWritten(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tfslurmd is starting; retry"));
   }
 
-  // Called from core (under its lock): queue and return.
-  void Enqueue(ServiceMessage message, bool finish_after) ABSL_LOCKS_EXCLUDED(mu_) {
+  // Called from core (under its lock): queue and return. A stream that has
+  // finished takes nothing, and so is never the one of its connection that
+  // was sent a cluster whole (EncodingFor).
+  void Enqueue(const ServiceMsg& message, bool finish_after) ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
     if (finished_) return;
-    queue_.push_back(std::move(message));
+    queue_.push_back(ToProto(message, EncodingFor(message)));
     if (finish_after) finish_after_writes_ = true;
     if (!writing_) WriteNextLocked();
+  }
+
+  // How `message` carries its TF cluster on this stream: whole, or by
+  // digest alone when the stream's sender (a node's relay) said it fills
+  // the bytes in and another stream of this connection has been sent them.
+  TfConfigEncoding EncodingFor(const ServiceMsg& message) const {
+    const auto* assignment = std::get_if<AssignmentMsg>(&message);
+    if (assignment && assignment->cluster && !assignment->cluster->digest.empty() &&
+        cluster_by_digest_ && !connection_->FirstSend(assignment->cluster->digest))
+      return TfConfigEncoding::kClusterDigestOnly;
+    return TfConfigEncoding::kCompressedCluster;
   }
 
   void OnReadDone(bool ok) override {
@@ -97,6 +115,9 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
         return;
       }
       uid_ = *uid;
+      // Before the dispatch: the barrier it may complete sends this
+      // stream's Assignment too.
+      cluster_by_digest_ = in_.register_().cluster_by_digest();
       if (!registered_) {
         ref_ = FromProto(in_.task());
         registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
@@ -178,6 +199,11 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
 
   Agents* const agents_;  // set whenever a read is outstanding
   UidProof* const uid_proof_;
+  // The TCP connection the stream came on, and whether its Register said
+  // the sender fills clusters in by digest (written by read reactions, read
+  // by core's sends).
+  const std::shared_ptr<ConnectionClusters::Connection> connection_;
+  std::atomic<bool> cluster_by_digest_{false};
   const std::shared_ptr<StreamChannel> channel_;
 
   // The read side: only read reactions touch `in_` (one read is outstanding
@@ -208,8 +234,7 @@ void StreamChannel::Send(const ServiceMsg& message) {
   if (!reactor_) return;
   // A permanent refusal ends the stream once it is written.
   const auto* refused = std::get_if<RefusedMsg>(&message);
-  reactor_->Enqueue(ToProto(message, TfConfigEncoding::kCompressedCluster),
-                    refused && refused->permanent);
+  reactor_->Enqueue(message, refused && refused->permanent);
 }
 
 class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
@@ -218,12 +243,14 @@ class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
       : uid_proof_(uid_proof ? std::move(uid_proof) : NoUidProof()) {}
   void Serve(Agents& agents) { agents_ = &agents; }
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
-      grpc::CallbackServerContext*) override {
-    return new ConnectReactor(agents_.load(), uid_proof_.get());
+      grpc::CallbackServerContext* context) override {
+    return new ConnectReactor(agents_.load(), uid_proof_.get(), connections_.Join(context->peer()));
   }
 
  private:
   const std::shared_ptr<UidProof> uid_proof_;
+  // Outlives every reactor: the server is shut down before this goes.
+  ConnectionClusters connections_;
   std::atomic<Agents*> agents_{nullptr};
 };
 

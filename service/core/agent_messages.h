@@ -100,6 +100,9 @@ struct ExitReport {
 struct SharedCluster {
   std::string json;
   std::string zlib;  // `json` compressed, for the gRPC stream; empty if that failed
+  // Names `zlib` on the stream (agent.proto, Assignment.cluster_digest): the
+  // first 16 hex digits of its SHA-256; empty with `zlib`.
+  std::string digest;
 };
 
 // How the agent runs the program in a container (docs/containers.md).

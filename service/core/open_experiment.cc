@@ -133,6 +133,7 @@ LiveAttempt::AssignmentRound LiveAttempt::BeginAssigning(std::optional<TaskIndex
     auto cluster = std::make_shared<SharedCluster>();
     cluster->json = run->ClusterSpec();
     cluster->zlib = wire::CompressCluster(cluster->json);
+    if (!cluster->zlib.empty()) cluster->digest = Sha256Hex(cluster->zlib).substr(0, 16);
     round.cluster = std::move(cluster);
   }
   for (const auto& [task, channel] : channels) {

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -226,6 +227,19 @@ class AgentEndToEndTest : public ::testing::Test {
     service().SetRegisterReply([assignment](const v1::AgentMessage&, int) {
       return std::vector<v1::ServiceMessage>{AssignmentMessage(assignment)};
     });
+  }
+
+  // The service goes, as if killed, and comes back on its port once the
+  // agent has tried to reconnect, answering Registers with `assignment`;
+  // `while_away` runs while it is gone.
+  void ServiceGoesAndComesBack(
+      const v1::Assignment& assignment, const std::function<void()>& while_away = [] {}) {
+    const int port = server_->port();
+    server_.reset();
+    while_away();
+    ASSERT_TRUE(Eventually([&] { return agent_->Log().find("(attempt 2)") != std::string::npos; }));
+    server_ = std::make_unique<FakeServer>(port);
+    AssignOnRegister(assignment);
   }
 
   std::vector<v1::AgentMessage> Messages(v1::AgentMessage::BodyCase body) const {
@@ -748,16 +762,33 @@ TEST_F(AgentEndToEndTest, ScalarsWrittenWhileTheServiceIsAwayArriveAfterItComesB
   StartAgent();
   ASSERT_TRUE(Eventually([&] { return Exists(dir_.Path("ready")); }));
 
-  const int service_port = server_->port();
-  server_.reset();
-  WriteFile(dir_.Path("write"), "");
-  ASSERT_TRUE(Eventually([&] { return agent_->Log().find("(attempt 2)") != std::string::npos; }));
-  server_ = std::make_unique<FakeServer>(service_port);
-  AssignOnRegister(assignment);
+  ServiceGoesAndComesBack(assignment, [&] { WriteFile(dir_.Path("write"), ""); });
   ASSERT_TRUE(WaitForBody(v1::AgentMessage::kScalars));
   WriteFile(dir_.Path("go"), "");
   ASSERT_EQ(agent_->WaitForExit(), 0);
   EXPECT_EQ(ScalarsBeforeExit(service().received()), (std::vector<std::string>{"acc@7"}));
+}
+
+// A service killed -9 may die with the last Scalars unread in its socket:
+// the agent sends its last points again on the stream after (the store
+// keeps a point once, by tag, attempt and step).
+TEST_F(AgentEndToEndTest, TheLastScalarsSentBeforeTheServiceDiedAreSentAgainWhenItComesBack) {
+  v1::Assignment assignment = ShellAssignment(R"(
+    echo '{"step": 3, "acc": 0.5}' >> scalars.jsonl
+    while [ ! -e "$TEST_DIR/go" ]; do sleep 0.05; done)");
+  assignment.set_report_checkpoints(true);
+  (*assignment.mutable_env())["TFSLURM_SCALARS_FILE"] = "scalars.jsonl";
+  AssignOnRegister(assignment);
+  StartAgent();
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kScalars));
+  EXPECT_EQ(ScalarsBeforeExit(service().received()), (std::vector<std::string>{"acc@3"}));
+
+  ServiceGoesAndComesBack(assignment);  // as if it had died before reading them
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kScalars));
+  WriteFile(dir_.Path("go"), "");
+  ASSERT_EQ(agent_->WaitForExit(), 0);
+  EXPECT_EQ(ScalarsBeforeExit(service().received()), (std::vector<std::string>{"acc@3"}))
+      << "sent again, once";
 }
 
 TEST_F(AgentEndToEndTest, MissingSlurmVariableExits2) {
@@ -1207,6 +1238,34 @@ TEST_F(AgentRelayTest, TwoAgentsOfANodeShareOneRelayAndOneConnection) {
       << agent_->Log();
   EXPECT_NE(RelayLog().find("relay: serving the node's agents at "), std::string::npos)
       << RelayLog();
+}
+
+// tfslurmd sends the TF cluster's bytes once per connection to streams
+// that ask by digest (agent.proto, Register.cluster_by_digest), as the relay
+// does: the second agent's Assignment names the cluster alone, and its
+// program gets the whole TF_CONFIG all the same.
+TEST_F(AgentRelayTest, TheClusterComesOnceAndEveryProgramOfTheNodeGetsItsTfConfig) {
+  const std::string cluster = R"({"worker": ["node1:40000", "node1:40001"]})";
+  v1::Assignment assignment =
+      ShellAssignment(R"(printf '%s' "$TF_CONFIG" > "$TEST_DIR/tf.$TEST_INDEX")");
+  assignment.set_cluster_digest("c0ffee");
+  service().SetRegisterReply([assignment, cluster](const v1::AgentMessage& m, int stream) {
+    v1::Assignment a = assignment;
+    a.set_index(m.task().proc_id() - 3);
+    (*a.mutable_env())["TEST_INDEX"] = std::to_string(a.index());
+    if (stream == 0) a.set_cluster_zlib(wire::CompressCluster(cluster));
+    return std::vector<v1::ServiceMessage>{AssignmentMessage(a)};
+  });
+  StartAgent({}, RelayEnv(3, 0));
+  ASSERT_TRUE(WaitForBody(v1::AgentMessage::kRegister, 1));
+  AgentProcess second(AgentArgs(), RelayEnv(4, 1), dir_.Path("agent2.log"));
+  EXPECT_EQ(agent_->WaitForExit(), 0);
+  EXPECT_EQ(second.WaitForExit(), 0) << second.Log();
+  EXPECT_EQ(ReadFile(dir_.Path("tf.0")), wire::TfConfigForTask(cluster, "worker", 0));
+  EXPECT_EQ(ReadFile(dir_.Path("tf.1")), wire::TfConfigForTask(cluster, "worker", 1))
+      << "filled in by the relay";
+  for (const v1::AgentMessage& m : Messages(v1::AgentMessage::kRegister))
+    EXPECT_TRUE(m.register_().cluster_by_digest()) << "asked by the relay";
 }
 
 TEST_F(AgentRelayTest, AKilledRelayIsReplacedAndTheProgramCarriesOn) {

@@ -14,7 +14,9 @@
 #include <sstream>
 
 #include "agent.grpc.pb.h"
+#include "schema/tf_config_wire.h"
 #include "service/agentrpc/agent_endpoint.h"
+#include "service/agentrpc/connection_clusters.h"
 #include "service/api/auth.h"
 #include "service/api/connection_threads.h"
 #include "service/api/http_api.h"
@@ -504,5 +506,91 @@ TEST_F(ApiConcurrencyTest, UsersAndAgentsOnBothTransportsAtOnce) {
   EXPECT_EQ(json::parse(res->body)["experiments"][0]["id"], "late");
 }
 
+// A node's relay asks for the TF cluster by digest (agent.proto,
+// Register.cluster_by_digest): the real endpoint sends its bytes once per
+// connection to the streams that ask, the digest alone to the connection's
+// others, and the bytes to a stream that does not ask. Three connections:
+// tasks 0-3 (a relay), 4-6 (another), 7 (an agent of its own).
+TEST_F(ApiConcurrencyTest, TheClusterGoesOncePerConnectionToTheStreamsThatAskByDigest) {
+  auto created =
+      Client("alice").Post("/experiments", SmallSpec("alice-d").dump(), "application/json");
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->status, 201) << created->body;
+  ASSERT_TRUE(WaitFor([&] { return slurm_.JobOf(JobName("alice-d", 1)) != 0; }));
+  slurm_.SetState(slurm_.JobOf(JobName("alice-d", 1)), JobState::kRunning);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // a TCP connection per channel
+  const std::string target = "127.0.0.1:" + std::to_string(grpc_->port());
+  std::vector<std::unique_ptr<pb::AgentService::Stub>> stubs;
+  for (int c = 0; c < 3; ++c)
+    stubs.push_back(pb::AgentService::NewStub(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args)));
+  auto connection_of = [](int proc) { return proc < 4 ? 0 : proc < 7 ? 1 : 2; };
+  struct Stream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<pb::AgentMessage, pb::ServiceMessage>> rw;
+    pb::ServiceMessage reply;
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int proc = 0; proc < kTasks; ++proc) {
+    auto& stream = streams.emplace_back(std::make_unique<Stream>());
+    stream->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stream->rw = stubs[connection_of(proc)]->Connect(&stream->context);
+    pb::AgentMessage m = Register("alice-d", proc);
+    m.mutable_register_()->set_cluster_by_digest(connection_of(proc) < 2);
+    ASSERT_TRUE(stream->rw->Write(m)) << "task " << proc;
+  }
+  std::map<int, int> whole;  // connection -> assignments that carried the bytes
+  std::set<std::string> digests;
+  std::string zlib;
+  for (int proc = 0; proc < kTasks; ++proc) {
+    Stream& stream = *streams[proc];
+    ASSERT_TRUE(stream.rw->Read(&stream.reply)) << "task " << proc;
+    ASSERT_TRUE(stream.reply.has_assignment()) << "task " << proc;
+    const pb::Assignment& a = stream.reply.assignment();
+    EXPECT_TRUE(a.tf_config().empty());
+    EXPECT_FALSE(a.cluster_digest().empty()) << "task " << proc;
+    digests.insert(a.cluster_digest());
+    if (!a.cluster_zlib().empty()) {
+      ++whole[connection_of(proc)];
+      zlib = a.cluster_zlib();
+    }
+  }
+  EXPECT_EQ(whole, (std::map<int, int>{{0, 1}, {1, 1}, {2, 1}}))
+      << "the bytes once per connection that asks by digest, and to the one that does not";
+  EXPECT_EQ(digests.size(), 1u) << "one cluster, one digest";
+  std::optional<std::string> cluster = wire::InflateCluster(zlib);
+  ASSERT_TRUE(cluster);
+  auto parsed = json::parse(*cluster);
+  EXPECT_EQ(parsed["worker"].size(), 6u) << *cluster;
+  for (auto& stream : streams) stream->context.TryCancel();
+  for (auto& stream : streams) stream->rw->Finish();
+}
+
+// The endpoint's record of what each connection has been sent: by gRPC's
+// peer, which names a TCP connection by its address and port; a Unix
+// socket's peer names none, so its streams share nothing.
+TEST(ConnectionClustersTest, AConnectionIsSentEachClusterOnceAndForgottenWithItsLastStream) {
+  agentrpc::ConnectionClusters connections;
+  auto first = connections.Join("ipv4:10.0.0.1:40000");
+  auto second = connections.Join("ipv4:10.0.0.1:40000");
+  auto other = connections.Join("ipv6:[fd00::1]:40000");
+  EXPECT_TRUE(first->FirstSend("a"));
+  EXPECT_FALSE(second->FirstSend("a")) << "the same connection";
+  EXPECT_TRUE(other->FirstSend("a")) << "another connection";
+  EXPECT_TRUE(second->FirstSend("b")) << "another cluster (the next attempt's)";
+  for (const char* digest : {"c", "d", "e"}) EXPECT_TRUE(first->FirstSend(digest));
+  EXPECT_TRUE(first->FirstSend("a")) << "remembered no longer: the last 4 only";
+  auto unix_a = connections.Join("unix:/run/tfslurm.sock");
+  auto unix_b = connections.Join("unix:/run/tfslurm.sock");
+  EXPECT_TRUE(unix_a->FirstSend("a"));
+  EXPECT_TRUE(unix_b->FirstSend("a")) << "a Unix socket's streams share nothing";
+  EXPECT_EQ(connections.size(), 2u);
+  first.reset();
+  second.reset();
+  EXPECT_EQ(connections.size(), 1u) << "gone with its last stream";
+  EXPECT_TRUE(connections.Join("ipv4:10.0.0.1:40000")->FirstSend("a"))
+      << "a new connection from the same port starts afresh";
+}
 }  // namespace
 }  // namespace tfslurm::concurrency
