@@ -290,6 +290,28 @@ stop_side_stages() {
   local pid
   for pid in "${side_stage_pids[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
 }
+# start_side_stage LOG FUNCTION: FUNCTION in the background, in a process
+# group of its own, its output to LOG; its pid in side_stage_pid.
+start_side_stage() {
+  set -m
+  "$2" >"$1" 2>&1 &
+  side_stage_pid=$!
+  side_stage_pids+=("$side_stage_pid")
+  set +m
+}
+# finish_side_stage PID STAGE RUNNER LOG STEP: waits for the side stage
+# started as PID, prints LOG under the step STEP and counts it as
+# record_counts STAGE RUNNER does.
+finish_side_stage() {
+  local pid=$1 stage=$2 runner=$3 log=$4 rc
+  step "$5"
+  set +e
+  wait "$pid"
+  rc=$?
+  set -e
+  cat "$log"
+  record_counts "$stage" "$runner" "$log" "$rc"
+}
 cleanup() {
   stop_installs
   stop_background
@@ -344,15 +366,13 @@ else
     # reaches slurmctld and the agents over the cluster network, and Chromium
     # reaches the dashboard on that host's loopback. Its own process group,
     # so that an early exit ends Chromium too.
-    set -m
-    (
+    e2e_tests() {
       echo "node $node_version"
       cd tests/e2e && ../../deploy/local-slurm/on-host.sh "$cluster_dir" svc \
         node --test --test-concurrency=1 --test-reporter=tap
-    ) >build/e2e.log 2>&1 &
-    e2e_pid=$!
-    side_stage_pids+=("$e2e_pid")
-    set +m
+    }
+    start_side_stage build/e2e.log e2e_tests
+    e2e_pid=$side_stage_pid
   fi
 fi
 
@@ -370,13 +390,8 @@ set -e
 record_counts packages packages build/packages.log "$packages_rc"
 
 if [[ -n $e2e_pid ]]; then
-  step "end-to-end dashboard tests (headless Chromium), the rest of them"
-  set +e
-  wait "$e2e_pid"
-  e2e_rc=$?
-  set -e
-  cat build/e2e.log
-  record_counts e2e node build/e2e.log "$e2e_rc"
+  finish_side_stage "$e2e_pid" e2e node build/e2e.log \
+    "end-to-end dashboard tests (headless Chromium), the rest of them"
 fi
 
 # The newest Slurm release the project claims, built from its release source
@@ -422,19 +437,17 @@ record_counts python pytest build/python.log "$python_rc"
 fuzz_pid=""
 if ((run_fuzz)); then
   fuzz_seconds=${TFSLURM_FUZZ_SECONDS:-30}
-  set -m
-  (
+  fuzzers() {
     chrt --idle -p 0 "$BASHPID" >/dev/null || echo "fuzz: chrt --idle failed; the fuzzers run at normal priority"
     if wait_background sanitizers >/dev/null; then
       tests/fuzz/run-fuzzers.sh -b "$repo/build-asan" -t "$fuzz_seconds" -j "$jobs"
     else
       echo "fuzz: the sanitizer build failed (its stage below says why): no fuzzer ran"
-      exit 1
+      return 1
     fi
-  ) >build/fuzz.log 2>&1 &
-  fuzz_pid=$!
-  side_stage_pids+=("$fuzz_pid")
-  set +m
+  }
+  start_side_stage build/fuzz.log fuzzers
+  fuzz_pid=$side_stage_pid
 fi
 
 if [[ "${TFSLURM_SKIP_BENCH:-0}" == 1 ]]; then
@@ -496,13 +509,8 @@ fi
 
 # Fuzzing (started beside the benchmarks, above): its lines and counts.
 if [[ -n $fuzz_pid ]]; then
-  step "fuzzing (libFuzzer + ASan + UBSan, $fuzz_seconds s per target), the rest of it"
-  set +e
-  wait "$fuzz_pid"
-  fuzz_rc=$?
-  set -e
-  cat build/fuzz.log
-  record_counts fuzz fuzz build/fuzz.log "$fuzz_rc"
+  finish_side_stage "$fuzz_pid" fuzz fuzz build/fuzz.log \
+    "fuzzing (libFuzzer + ASan + UBSan, $fuzz_seconds s per target), the rest of it"
 else
   not_run fuzz "TFSLURM_FUZZ=0 or TFSLURM_SKIP_SANITIZERS=1"
 fi
