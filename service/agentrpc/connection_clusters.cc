@@ -5,8 +5,11 @@
 namespace tfslurm::agentrpc {
 namespace {
 
-// gRPC names a TCP peer "ipv4:ADDRESS:PORT" or "ipv6:[ADDRESS]:PORT"
-// (src/core/lib/address_utils/sockaddr_utils.cc, grpc_sockaddr_to_uri).
+// gRPC names a TCP peer "ipv4:ADDRESS:PORT" or "ipv6:[ADDRESS]:PORT", one
+// name per connection: seen with Debian's gRPC 1.51 in
+// ApiConcurrencyTest.TheClusterGoesOncePerConnectionToTheStreamsThatAskByDigest
+// (three connections told apart) and AgentRelayTest (a relay's streams
+// share one peer).
 bool NamesOneConnection(const std::string& peer) {
   return peer.rfind("ipv4:", 0) == 0 || peer.rfind("ipv6:", 0) == 0;
 }
