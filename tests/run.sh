@@ -4,7 +4,8 @@
 #   1. integration tests (pytest) against a real local Slurm cluster whose
 #      hosts are apart, real TensorFlow and JAX among them
 #      (deploy/install-tf.sh, install-jax.sh, install-pytools.sh), and real
-#      pyxis and enroot running images built locally (tests/containers.sh)
+#      pyxis and enroot running images built locally (deploy/containers/;
+#      the images in the background, for the session's last tests)
 #   2. end-to-end dashboard tests in headless Chromium (beside step 3)
 #   3. the Debian packages: built from the main build's objects (through
 #      ccache), lintian, piuparts, and a Debian 12 system container on a
@@ -26,9 +27,10 @@
 # integration tests and benchmarks run, no tests), the sanitizer build
 # (clang, ASan + UBSan + libFuzzer's coverage: every test, every fuzzer and
 # the programs, with -Werror=thread-safety), and the TSan build. The last
-# two, Slurm 26.05.3 with tfslurmd against it, and the Debian packages'
-# checks that need no cluster (tests/packages.sh --prepare), are built in
-# the background under SCHED_IDLE while steps 1-6 wait on Slurm
+# two, the container images, Slurm 26.05.3 with tfslurmd against it, and
+# the Debian packages' checks that need no cluster (tests/packages.sh
+# --prepare), are built in the background under SCHED_IDLE while steps 1-6
+# wait on Slurm
 # (tests/lib/background.sh).
 #
 # The summary gives each stage's passed, failed and skipped tests, as the
@@ -106,16 +108,16 @@ step "install dependencies"
 # Debian's packages first (the build needs them). Everything else is made
 # beside the main build, which needs none of it, in one session of its own
 # (setsid: an early exit ends all of it), one after the other: apt runs once
-# at a time (the e2e's Chromium, the container tools), and the TF venv and
-# the TF image share one download of TensorFlow's wheels
-# (deploy/python/wheels.sh). On a new machine that is mostly downloads and
-# writes, which the compile on both cores leaves room for: the venvs about 2
-# minutes, the images 6-8 (docs/contributing.md, "What CI costs"); about a
-# second each when cached. Its output waits in build/installs.log and
-# build/containers.log for the stage that waits for it, below.
+# at a time (the e2e's Chromium, the container tools). On a new machine
+# that is mostly downloads and writes, which the compile on both cores
+# leaves room for: the venvs about 2 minutes (docs/contributing.md, "What CI
+# costs"); about a second each when cached. The TF venv downloads
+# TensorFlow's wheels once (deploy/python/wheels.sh), for the TF image too.
+# Its output waits in build/installs.log and build/containers.log for the
+# stage that waits for it, below.
 deploy/install-deps.sh
 installs_log=build/installs.log containers_log=build/containers.log
-rm -f build/venvs.env build/containers.rc build/containers.env
+rm -f build/venvs.env build/containers.rc build/containers.dir build/images.dir
 skip_e2e=${TFSLURM_SKIP_E2E:-0}
 setsid bash -c '
   set -uo pipefail
@@ -133,11 +135,10 @@ setsid bash -c '
   fi
   if [[ $skip_e2e != 1 && -x tests/e2e/install.sh ]]; then tests/e2e/install.sh || echo "installs: tests/e2e/install.sh failed"; fi
   # The container runtimes (enroot, pyxis built against Debian'"'"'s Slurm,
-  # runc'"'"'s oci.conf) and the images of the container tests (Debian 12 with
-  # python3, with tensorflow-cpu, and with python3-torch), each cached by
-  # its inputs under /opt/tfslurm (tests/containers.sh, docs/containers.md
-  # gives the costs).
-  tests/containers.sh >build/containers.env 2>"$2"
+  # runc'"'"'s oci.conf), cached by their inputs under /opt/tfslurm
+  # (docs/containers.md gives the costs); the cluster starts with them. The
+  # images come later, in the background chain (bg_images, below).
+  deploy/containers/setup.sh >build/containers.dir 2>"$2"
   echo $? >build/containers.rc
 ' installs "$skip_e2e" "$containers_log" >"$installs_log" 2>&1 &
 installs_pid=$!
@@ -192,16 +193,16 @@ else
 fi
 
 # What was made beside the main build (above): the venvs and the e2e's
-# browser, which the stages below need, and the container runtimes and
-# images, which the integration tests need. Before the background chain
-# starts: its packages' checks may run apt too. Kept out of the
-# environment of the other stages, the containers (their clusters run
-# without pyxis): the session's cluster gets them by --containers, pytest by
-# name (so the clusters its tests start run pyxis too, which does nothing for
-# a step without --container-image); bench/containers.sh finds them cached
-# itself. A failure of the containers fails the container tests, not the
-# run's other stages.
-step "venvs, browser, container runtimes and images (made beside the main build)"
+# browser, which the stages below need, and the container runtimes, which
+# the session's cluster runs. Before the background chain starts: its
+# packages' checks may run apt too. Kept out of the environment of the other
+# stages, the containers (their clusters run without pyxis): the session's
+# cluster gets them by --containers, pytest by name (so the clusters its
+# tests start run pyxis too, which does nothing for a step without
+# --container-image); bench/containers.sh finds them cached itself. A
+# failure of the containers fails the container tests, not the run's other
+# stages.
+step "venvs, browser and container runtimes (made beside the main build)"
 wait "$installs_pid" || true
 cat "$installs_log"
 if [[ -s build/venvs.env ]]; then
@@ -213,24 +214,42 @@ else
   exit 1
 fi
 cat "$containers_log"
-containers_dir="" images_dir=""
-if [[ $(cat build/containers.rc 2>/dev/null) == 0 ]] && containers_env="$(cat build/containers.env)"; then
-  containers_dir="$(eval "$containers_env" && echo "$LOCAL_SLURM_CONTAINERS")"
-  images_dir="$(eval "$containers_env" && echo "$TFSLURM_IMAGES")"
-  echo "containers: $containers_dir, images: $images_dir"
-else
-  echo "containers: tests/containers.sh failed: the container tests will fail"
-fi
 with_containers=(env) containers_option=()
-if [[ -n $containers_dir && -n $images_dir ]]; then
-  with_containers+=(LOCAL_SLURM_CONTAINERS="$containers_dir" TFSLURM_IMAGES="$images_dir")
+if [[ $(cat build/containers.rc 2>/dev/null) == 0 && -s build/containers.dir ]]; then
+  containers_dir="$(cat build/containers.dir)"
+  echo "containers: $containers_dir"
+  # The images (Debian 12 with python3, with tensorflow-cpu, and with
+  # python3-torch) are the background chain's first build (bg_images), made
+  # while the integration tests run: the tests that need them run last in
+  # the session and wait for build/images.dir (tests/integration/helpers/
+  # images.py).
+  with_containers+=(LOCAL_SLURM_CONTAINERS="$containers_dir" TFSLURM_IMAGES_FROM="$PWD/build/images.dir")
   containers_option=(--containers "$containers_dir")
+else
+  echo "containers: deploy/containers/setup.sh failed: the container tests will fail"
 fi
 
 # The background chain (tests/lib/background.sh), in the order the stages
-# need it: the packages' checks that need no cluster and Slurm 26.05.3 with
-# tfslurmd against it (the packages and compat stages come first after the
-# end-to-end tests), then the sanitizer build, then the TSan build.
+# need it: the container images (the integration session's last tests), the
+# packages' checks that need no cluster and Slurm 26.05.3 with tfslurmd
+# against it (the packages and compat stages come first after the
+# integration tests), then the sanitizer build, then the TSan build.
+# The images: mmdebstrap, pip into the TF image from the wheels the TF venv
+# was made from, podman and `enroot import` (deploy/containers/
+# build-images.sh); cached by their inputs under /opt/tfslurm. build/
+# images.dir gets their directory, or "failed" and where the log is, for
+# the tests that wait for it.
+bg_images() {
+  local dir rc=0
+  dir="$(ionice -c 3 deploy/containers/build-images.sh)" || rc=$?
+  if ((rc == 0)); then
+    printf '%s\n' "$dir" >build/images.dir.part
+  else
+    printf 'failed (exit %s): the end of %s/images.log says why\n' "$rc" "$PWD/$bg_dir" >build/images.dir.part
+  fi
+  mv build/images.dir.part build/images.dir
+  return "$rc"
+}
 bg_compat() { tests/compat.sh --build-only "$compat_release"; }
 # The sanitizer build: clang, ASan + UBSan and libFuzzer's coverage in every
 # library, -O1 (CMakeLists.txt). Everything: the tests, the fuzzers and the
@@ -269,7 +288,9 @@ bg_tsan() {
 # build/packages/ for the packages stage (tests/packages.sh), which takes
 # the lock it holds.
 bg_packages() { ionice -c 3 tests/packages.sh --prepare; }
-background=(packages compat)
+background=()
+((${#containers_option[@]})) && background+=(images)
+background+=(packages compat)
 ((sanitizers)) && background+=(sanitizers)
 ((run_tsan)) && background+=(tsan)
 step "background builds (SCHED_IDLE): ${background[*]}"

@@ -42,10 +42,20 @@ import urllib.request
 import pytest
 
 from helpers import hosts
+from helpers.images import images_last
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("TFSLURM_BUILD", os.path.join(REPO, "build"))
 BIN = os.path.join(BUILD, "bin")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "images: runs a program in a container image (helpers/images.py); "
+                            "ordered last, so that tests/run.sh can build the images while the rest run")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    items[:] = images_last(items)
 
 
 def wait_for(predicate, timeout, what, interval=0.1):

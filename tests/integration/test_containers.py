@@ -2,8 +2,8 @@
 
 The cluster runs pyxis 0.24.0 and enroot 4.1.2 (deploy/local-slurm/start.sh
 --containers, from deploy/containers/setup.sh), and the images are real ones
-built locally (deploy/containers/build-images.sh; TFSLURM_IMAGES names their
-directory): Debian 12 with python3 and tensorflow-cpu from PyPI, and with
+built locally (deploy/containers/build-images.sh; helpers/images.py finds
+their directory, or waits for tests/run.sh to build it): Debian 12 with python3 and tensorflow-cpu from PyPI, and with
 Debian's python3-torch. The programs are the repository's examples, run by
 the image's own python3; nothing of tfslurm is in the images.
 """
@@ -18,19 +18,20 @@ import subprocess
 import pytest
 
 from conftest import REPO, program_pid, programs, wait_for
+from helpers.images import container_images
 from helpers.oci_support import oci_refused_here, slurmctld_release
 from test_metrics import scrape
 from unix_users import ALICE, site, token_for  # noqa: F401 (site is a fixture)
 from test_tensorflow import TF_ENV, all_ended, proc_of, task_log, wait_ended
 
 
+# Last in the session: tests/run.sh builds the images meanwhile (helpers/images.py).
+pytestmark = pytest.mark.images
+
+
 @pytest.fixture(scope="module")
 def images():
-    d = os.environ.get("TFSLURM_IMAGES")
-    if not d or not os.path.exists(os.path.join(d, "tf.sqsh")):
-        pytest.fail("no container images: run deploy/containers/build-images.sh (tests/containers.sh "
-                    "does) and set TFSLURM_IMAGES to the directory it prints")
-    return d
+    return container_images()
 
 
 @pytest.fixture(scope="module")

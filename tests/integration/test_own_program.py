@@ -11,6 +11,7 @@ import tempfile
 import pytest
 
 from conftest import REPO, Service, cluster_start_args, wait_for
+from helpers.images import container_images
 from helpers.oci_support import oci_refused_here, slurmctld_release
 from unix_users import ALICE, site  # noqa: F401
 from unix_users import ok as site_ok
@@ -313,6 +314,7 @@ def memory_cluster(slurm_cluster):  # on the session's service host, its hosts a
 OOM_IMAGE = {"pyxis": "python.sqsh", "enroot": "python.sqsh", "oci": "tf.oci"}
 
 
+@pytest.mark.images  # all four: its cluster is started once (helpers/images.py)
 @pytest.mark.parametrize("runtime", ["none", "pyxis", "enroot", "oci"])
 def test_an_oom_kill_names_the_memory_and_the_field_to_raise(memory_cluster, home, tmp_path, monkeypatch,
                                                              runtime):
@@ -326,10 +328,10 @@ def test_an_oom_kill_names_the_memory_and_the_field_to_raise(memory_cluster, hom
     the task's itself when it runs as the user (docs/containers.md). On
     Slurm 22.05 runtime oci is refused (helpers/oci_support.py); it runs for
     real on 26.05.3 (tests/compat.sh)."""
-    images = os.environ.get("TFSLURM_IMAGES")
     containers = os.environ.get("LOCAL_SLURM_CONTAINERS")
-    if runtime != "none" and not (images and containers):
-        pytest.fail("no container images or runtimes: eval \"$(tests/containers.sh)\" first")
+    if runtime != "none" and not containers:
+        pytest.fail("no container runtimes: eval \"$(tests/containers.sh)\" first")
+    images = container_images() if runtime != "none" else None
     if runtime == "enroot":  # on the jobs' PATH (tfslurmd gives them its own), as test_containers.py does
         monkeypatch.setenv("PATH", os.path.join(containers, "bin") + ":" + os.environ["PATH"])
     workdir = tempfile.mkdtemp(prefix="tfsd-", dir="/tmp")
