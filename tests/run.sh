@@ -269,15 +269,13 @@ bg_sanitizers() {
     ninja -C build-asan -j"$jobs"
 }
 # TSan: the programs that run threads against each other (rendezvous, the
-# Slurm poller, the API, the agent's session and its streams, the daemon;
-# not yet the node's relay in-process, agent_relay_test: its reactions are
-# not annotated for TSan as the service's are, grpc_server.cc),
-# and the control that a race in our own gRPC reactions is still reported
+# Slurm poller, the API, the agent's session and its streams, the node's
+# relay, the daemon), and the control that a race in our own gRPC reactions is still reported
 # (tests/concurrency/tsan_grpc_control.cc). The service's unit tests are not
 # among them: they drive core from one thread (TSan finds nothing there that
 # ASan's run misses).
-tsan_targets=(agent_unit_tests agent_end_to_end_test agent_session_test experiments_concurrency_test
-  api_concurrency_test daemon_test local_files_test tsan_grpc_control)
+tsan_targets=(agent_unit_tests agent_end_to_end_test agent_session_test agent_relay_test
+  experiments_concurrency_test api_concurrency_test daemon_test local_files_test tsan_grpc_control)
 bg_tsan() {
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTFSLURM_TSAN=ON "${unity[@]}" \
     "${ccache_launcher[@]}" && ninja -C build-tsan -j"$jobs" "${tsan_targets[@]}"

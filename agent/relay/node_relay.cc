@@ -85,6 +85,14 @@ class Activity {
     stopped_ = true;
     cv_.notify_all();
   }
+  // True once every stream's pipe is gone, false when `at_most` passed first.
+  bool WaitForNoStreams(Clock::duration at_most) ABSL_LOCKS_EXCLUDED(mu_) {
+    const Clock::time_point give_up = Clock::now() + at_most;
+    MutexLock lock(mu_);
+    while (open_ > 0)
+      if (cv_.wait_until(mu_, give_up) == std::cv_status::timeout) return open_ == 0;
+    return true;
+  }
 
  private:
   mutable Mutex mu_;
@@ -131,6 +139,10 @@ class Pipe final : public ClusterWaiter {
         down_(this),
         up_(this) {
     activity_->Opened();
+    // Made before any of either side's reactions (each begins with
+    // AFTER(this): Down's and Up's members are read before the pipe's).
+    TFSLURM_HAPPENS_BEFORE(&down_);
+    TFSLURM_HAPPENS_BEFORE(&up_);
     stub->async()->Connect(&up_context_, &up_);
     // Writes to the service start from Down's reactions, outside Up's: the
     // hold keeps Up's call alive for them until the agent's side has ended.
@@ -237,10 +249,15 @@ class Pipe final : public ClusterWaiter {
   void Hold() override { refs_.fetch_add(1); }
   void Release() override {
     if (refs_.fetch_sub(1) == 1) {
-      activity_->Closed();
+      // Closed last: the relay's Shutdown waits for every pipe's.
+      Activity* const activity = activity_;
       delete this;
+      activity->Closed();
     }
   }
+
+  // For TSan: what each side's OnDone comes after (every reaction's end).
+  const void* reactions_done() const { return &reactions_done_; }
 
   // The message reached the agent's stream: read the service's next one.
   void ToAgentWritten(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -323,6 +340,7 @@ class Pipe final : public ClusterWaiter {
   AgentMessage to_service_;   // owned by the read or write in flight
   ServiceMessage to_agent_;   // likewise
   std::atomic<int> refs_{2};  // the two sides until their OnDone, and Hold
+  char reactions_done_ = 0;   // for TSan only (reactions_done)
 
   Mutex mu_;
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
@@ -333,13 +351,54 @@ class Pipe final : public ClusterWaiter {
   std::optional<grpc::Status> upstream_status_ ABSL_GUARDED_BY(mu_);
 };
 
-void Down::OnReadDone(bool ok) { pipe_->FromAgent(ok); }
-void Down::OnWriteDone(bool ok) { pipe_->ToAgentWritten(ok); }
-void Down::OnCancel() { pipe_->DownCancelled(); }
-void Down::OnDone() { pipe_->Done(); }
-void Up::OnReadDone(bool ok) { pipe_->FromService(ok); }
-void Up::OnWriteDone(bool ok) { pipe_->ToServiceWritten(ok); }
-void Up::OnDone(const grpc::Status& status) { pipe_->UpDone(status); }
+// A reaction's scope, for TSan: it runs after the call that started it,
+// which the Pipe made after constructing both sides (AFTER(side)), and
+// before its side's OnDone (BEFORE(reactions_done)), as gRPC orders them
+// (grpcpp/support/server_callback.h, client_callback.h).
+// `pipe` by reference: the side's member is read after AFTER(side).
+class Reaction {
+ public:
+  Reaction(const void* side, Pipe* const& pipe) {
+    TFSLURM_HAPPENS_AFTER(side);
+    done_ = pipe->reactions_done();
+  }
+  ~Reaction() { TFSLURM_HAPPENS_BEFORE(done_); }
+
+ private:
+  const void* done_;
+};
+
+void Down::OnReadDone(bool ok) {
+  Reaction reaction(this, pipe_);
+  pipe_->FromAgent(ok);
+}
+void Down::OnWriteDone(bool ok) {
+  Reaction reaction(this, pipe_);
+  pipe_->ToAgentWritten(ok);
+}
+void Down::OnCancel() {
+  Reaction reaction(this, pipe_);
+  pipe_->DownCancelled();
+}
+// OnDone: after every reaction of its side; the pipe may go in it.
+void Down::OnDone() {
+  TFSLURM_HAPPENS_AFTER(this);
+  TFSLURM_HAPPENS_AFTER(pipe_->reactions_done());
+  pipe_->Done();
+}
+void Up::OnReadDone(bool ok) {
+  Reaction reaction(this, pipe_);
+  pipe_->FromService(ok);
+}
+void Up::OnWriteDone(bool ok) {
+  Reaction reaction(this, pipe_);
+  pipe_->ToServiceWritten(ok);
+}
+void Up::OnDone(const grpc::Status& status) {
+  TFSLURM_HAPPENS_AFTER(this);
+  TFSLURM_HAPPENS_AFTER(pipe_->reactions_done());
+  pipe_->UpDone(status);
+}
 
 class RelayService final : public v1::AgentService::CallbackService {
  public:
@@ -415,10 +474,16 @@ class Relay final : public NodeRelay {
   void Shutdown() override {
     activity_.Stop();
     MutexLock lock(mu_);
-    if (server_) {
-      server_->Shutdown(std::chrono::system_clock::now());
-      server_.reset();
-    }
+    if (!server_) return;
+    // Cancels every agent stream and returns once their reactions have
+    // ended; each pipe then cancels its call to the service, whose OnDone
+    // may come later, on gRPC's thread. The pipes use the cache and the
+    // activity this relay owns: they must be gone before it is.
+    server_->Shutdown(std::chrono::system_clock::now());
+    server_.reset();
+    if (!activity_.WaitForNoStreams(std::chrono::seconds(5)))
+      spdlog::warn("relay: {} stream(s) to the service still open 5 s after the shutdown",
+                   activity_.open());
   }
 
   int open_streams() const override { return activity_.open(); }
