@@ -3,8 +3,8 @@
 The cluster runs pyxis 0.24.0 and enroot 4.1.2 (deploy/local-slurm/start.sh
 --containers, from deploy/containers/setup.sh), and the images are real ones
 built locally (deploy/containers/build-images.sh; helpers/images.py finds
-their directory, or waits for tests/run.sh to build it): Debian 12 with python3 and tensorflow-cpu from PyPI, and with
-Debian's python3-torch. The programs are the repository's examples, run by
+their directory, or waits for tests/run.sh to build it): Debian 12 with
+python3 and tensorflow-cpu from PyPI, and with Debian's python3-torch. The programs are the repository's examples, run by
 the image's own python3; nothing of tfslurm is in the images.
 """
 import os
