@@ -18,9 +18,10 @@ import time
 import pytest
 
 # How long a test waits for the images' build before failing: on a new
-# machine the build takes 6-15 minutes in the idle class (docs/
-# contributing.md, "What CI costs"), and the tests that need it start after
-# half an hour of the others.
+# machine the build took 6:59 in the idle class, and the first test that
+# needs it started about 30 minutes into the integration session (docs/
+# contributing.md, "What CI costs", 2426beb); the bound leaves room for a
+# slower disk or mirror.
 IMAGES_WAIT_SECONDS = 45 * 60
 
 
