@@ -30,7 +30,9 @@
 #include <cstring>
 
 #include "agent.grpc.pb.h"
+#include "agent/relay/activity.h"
 #include "agent/relay/cluster_cache.h"
+#include "agent/relay/node_link.h"
 #include "base/happens_before.h"
 #include "base/mutex.h"
 
@@ -41,67 +43,6 @@ using v1::AgentMessage;
 using v1::ServiceMessage;
 
 class Pipe;
-
-// What the relay tracks across its streams: how many are open, and since
-// when it has been idle.
-class Activity {
- public:
-  using Clock = std::chrono::steady_clock;
-  void Opened() ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(mu_);
-    ++open_;
-    ever_ = true;
-    cv_.notify_all();
-  }
-  void Closed() ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(mu_);
-    --open_;
-    idle_since_ = Clock::now();
-    cv_.notify_all();
-  }
-  int open() const ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(mu_);
-    return open_;
-  }
-  // True once idle as `options` says, or when Stop is called; false when
-  // `at_most` has passed first.
-  bool WaitUntilIdle(const NodeRelayOptions& options, Clock::duration at_most)
-      ABSL_LOCKS_EXCLUDED(mu_) {
-    const Clock::time_point give_up = Clock::now() + at_most;
-    MutexLock lock(mu_);
-    while (!stopped_) {
-      const Clock::time_point now = Clock::now();
-      const std::chrono::milliseconds limit =
-          ever_ ? options.idle_exit : options.first_stream_timeout;
-      if (open_ == 0 && now - idle_since_ >= limit) return true;
-      if (now >= give_up) return false;
-      const Clock::duration idle_left = open_ == 0 ? limit - (now - idle_since_) : limit;
-      cv_.wait_for(mu_, std::min<Clock::duration>(idle_left, give_up - now));
-    }
-    return true;
-  }
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(mu_);
-    stopped_ = true;
-    cv_.notify_all();
-  }
-  // True once every stream's pipe is gone, false when `at_most` passed first.
-  bool WaitForNoStreams(Clock::duration at_most) ABSL_LOCKS_EXCLUDED(mu_) {
-    const Clock::time_point give_up = Clock::now() + at_most;
-    MutexLock lock(mu_);
-    while (open_ > 0)
-      if (cv_.wait_until(mu_, give_up) == std::cv_status::timeout) return open_ == 0;
-    return true;
-  }
-
- private:
-  mutable Mutex mu_;
-  std::condition_variable_any cv_;
-  int open_ ABSL_GUARDED_BY(mu_) = 0;
-  bool ever_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  Clock::time_point idle_since_ ABSL_GUARDED_BY(mu_) = Clock::now();
-};
 
 // The agent's stream, served on the relay's socket.
 class Down final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
@@ -400,18 +341,22 @@ void Up::OnDone(const grpc::Status& status) {
   pipe_->UpDone(status);
 }
 
+// An agent stream goes as a lane of the node's stream (node_link.h), or,
+// to a tfslurmd without ConnectNode, through a Pipe of its own.
 class RelayService final : public v1::AgentService::CallbackService {
  public:
-  RelayService(std::unique_ptr<v1::AgentService::Stub> stub, Activity* activity,
+  RelayService(v1::AgentService::Stub* stub, NodeLinks* links, Activity* activity,
                ClusterCache* clusters)
-      : stub_(std::move(stub)), activity_(activity), clusters_(clusters) {}
+      : stub_(stub), links_(links), activity_(activity), clusters_(clusters) {}
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
       grpc::CallbackServerContext* context) override {
-    return (new Pipe(context, stub_.get(), activity_, clusters_))->down();
+    if (auto* lane = links_->NewLane(context)) return lane;
+    return (new Pipe(context, stub_, activity_, clusters_))->down();
   }
 
  private:
-  const std::unique_ptr<v1::AgentService::Stub> stub_;
+  v1::AgentService::Stub* const stub_;
+  NodeLinks* const links_;
   Activity* const activity_;
   ClusterCache* const clusters_;
 };
@@ -444,8 +389,9 @@ class Relay final : public NodeRelay {
     // Connect now, while the node's agents are starting, not at the first
     // Register.
     channel->GetState(/*try_to_connect=*/true);
-    service_ =
-        std::make_unique<RelayService>(v1::AgentService::NewStub(channel), &activity_, &clusters_);
+    stub_ = v1::AgentService::NewStub(channel);
+    links_ = std::make_unique<NodeLinks>(stub_.get(), &activity_, options_.node_streams);
+    service_ = std::make_unique<RelayService>(stub_.get(), links_.get(), &activity_, &clusters_);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("unix:" + options_.socket_path, grpc::InsecureServerCredentials());
     // As tfslurmd's endpoint (service/agentrpc/grpc_server.cc): an agent
@@ -481,17 +427,21 @@ class Relay final : public NodeRelay {
     // activity this relay owns: they must be gone before it is.
     server_->Shutdown(std::chrono::system_clock::now());
     server_.reset();
+    links_->Shutdown(std::chrono::seconds(5));
     if (!activity_.WaitForNoStreams(std::chrono::seconds(5)))
       spdlog::warn("relay: {} stream(s) to the service still open 5 s after the shutdown",
                    activity_.open());
   }
 
   int open_streams() const override { return activity_.open(); }
+  int node_streams_opened() const override { return links_ ? links_->opened() : 0; }
 
  private:
   const NodeRelayOptions options_;
   Activity activity_;
   ClusterCache clusters_;
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::unique_ptr<NodeLinks> links_;
   std::unique_ptr<RelayService> service_;
   Mutex mu_;
   std::unique_ptr<grpc::Server> server_ ABSL_GUARDED_BY(mu_);

@@ -4,19 +4,24 @@
 // on 8-GPU nodes tfslurmd then holds 2,048 connections, not 16,384: fewer
 // descriptors, TLS sessions and kernel buffers (bench/RESULTS.md, issue 49).
 //
-// It is a pass-through: each agent stream (AgentService.Connect on the
-// relay's Unix socket) becomes one stream to the service on the shared
-// channel, and every message goes through one at a time in each direction
+// Each agent stream (AgentService.Connect on the relay's Unix socket)
+// becomes a lane of the relay's one stream to the service
+// (AgentService.ConnectNode, node_link.h): tfslurmd then holds one stream
+// per node, not one per task. To a tfslurmd without ConnectNode, each agent
+// stream becomes a stream of its own on the shared channel instead, a Pipe
+// (node_relay.cc): its messages go through one at a time in each direction
 // (gRPC's flow control then reaches from the service to the agent),
 // unchanged but for the TF cluster: the relay asks for it by digest
 // (Register.cluster_by_digest), so tfslurmd sends its bytes once per
 // connection, and fills them into the Assignments that name it alone
-// (cluster_cache.h). The agent's identity, its attempt secret and its MUNGE uid proof
-// travel inside its messages, so the service checks them as it does without
-// the relay; the relay adds no credential of its own. When the service ends
-// a stream, the agent's stream ends with the same status; when the stream to the service never
-// opened (the service down, or its certificate refused), the status carries kUpstreamNotOpened in
-// its trailing metadata, so the agent knows it never reached the service.
+// (cluster_cache.h). Either way the agent's identity, its attempt secret
+// and its MUNGE uid proof travel inside its messages, so the service checks
+// them as it does without the relay; the relay adds no credential of its
+// own. When the service ends a stream (or a lane), the agent's stream ends
+// with the same status; when it never reached the service (the service
+// down, or its certificate refused), the status carries kUpstreamNotOpened
+// in its trailing metadata, so the agent knows it never reached the
+// service.
 //
 // Lifetime: it serves until it has had no stream for `idle_exit` (after
 // having had one; `first_stream_timeout` before the first), so a node's
@@ -55,6 +60,10 @@ struct NodeRelayOptions {
   // How long an Assignment that names its cluster by digest waits for the
   // bytes tfslurmd sent on another stream (cluster_cache.h).
   std::chrono::milliseconds cluster_wait{std::chrono::seconds(10)};
+  // The node's agent streams as lanes of one stream (node_link.h); false:
+  // each on a stream of its own, as to a tfslurmd without ConnectNode (for
+  // tests of that path).
+  bool node_streams = true;
 };
 
 class NodeRelay {
@@ -67,6 +76,8 @@ class NodeRelay {
   virtual void Shutdown() = 0;
   // How many agent streams are open now.
   virtual int open_streams() const = 0;
+  // How many node streams (ConnectNode) it has opened to the service.
+  virtual int node_streams_opened() const = 0;
 };
 
 // Listens on options.socket_path (which must not exist). An error: the

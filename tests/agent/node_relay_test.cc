@@ -37,10 +37,16 @@ v1::ServiceMessage ClusterAssignment(int index, const std::string& digest,
 class RelayClustersTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    options_.socket_path = dir_.Path("relay.sock");
     options_.service = server_.target();
     options_.keepalive_time = std::chrono::milliseconds(0);
     options_.cluster_wait = std::chrono::milliseconds(300);
+    options_.node_streams = false;  // the cache serves streams of their own
+    StartRelay("relay.sock");
+  }
+  void TearDown() override { StopRelay(); }
+
+  void StartRelay(const std::string& socket) {
+    options_.socket_path = dir_.Path(socket);
     auto relay = StartNodeRelay(options_);
     ASSERT_TRUE(relay.ok()) << relay.status().message();
     relay_ = std::move(relay).value();
@@ -48,9 +54,10 @@ class RelayClustersTest : public ::testing::Test {
     stub_ = v1::AgentService::NewStub(
         grpc::CreateChannel("unix:" + options_.socket_path, grpc::InsecureChannelCredentials()));
   }
-  void TearDown() override {
+  void StopRelay() {
     if (relay_) relay_->Shutdown();
     if (serving_.joinable()) serving_.join();
+    relay_.reset();
   }
 
   // An agent's stream through the relay, its Register written.
@@ -144,6 +151,37 @@ TEST_F(RelayClustersTest, AClusterThatNeverComesEndsTheStreamAndTheRelayAsksForC
   ASSERT_TRUE(again->rw->Read(&got));
   EXPECT_EQ(got.assignment().cluster_zlib(), "the bytes");
   EXPECT_EQ(RegistersAskedByDigest(), std::vector<bool>({true, false}));
+}
+
+// Against a tfslurmd without ConnectNode (the fake serves Connect alone)
+// the relay's node stream is refused as UNIMPLEMENTED, and from then on each
+// agent stream goes on a stream of its own. The relay opens its node stream
+// as it starts, so it knows before the node's agents come; one that came
+// first is sent back, as never having reached the service, to register
+// again.
+TEST_F(RelayClustersTest, ToATfslurmdWithoutConnectNodeEachStreamGoesOnItsOwn) {
+  StopRelay();
+  options_.node_streams = true;
+  StartRelay("relay-lanes.sock");
+  server_.service().SetRegisterReply([](const v1::AgentMessage& m, int) {
+    return std::vector<v1::ServiceMessage>{ClusterAssignment(m.task().proc_id(), "d3", "bytes")};
+  });
+  v1::ServiceMessage got;
+  int sent_back = 0;
+  for (int attempt = 0; attempt < 2 && !got.has_assignment(); ++attempt) {
+    auto stream = Register(0);
+    if (stream->rw->Read(&got)) break;
+    const grpc::Status status = stream->rw->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+    EXPECT_EQ(stream->context.GetServerTrailingMetadata().count(kUpstreamNotOpened), 1u);
+    ++sent_back;
+  }
+  ASSERT_TRUE(got.has_assignment()) << "not answered through a stream of its own";
+  EXPECT_LE(sent_back, 1);
+  EXPECT_EQ(relay_->node_streams_opened(), 1) << "not opened again once refused";
+  auto second = Register(1);
+  ASSERT_TRUE(second->rw->Read(&got)) << "the next agent's stream goes straight on its own";
+  EXPECT_EQ(got.assignment().index(), 1);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "agent.grpc.pb.h"
+#include "agent/relay/node_relay.h"
 #include "schema/tf_config_wire.h"
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/agentrpc/connection_clusters.h"
@@ -706,6 +707,70 @@ TEST_F(ApiConcurrencyTest, ANodeStreamCarriesItsTasksAsLanes) {
     grpc::Status status = node.rw->Finish();
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
+}
+
+// The node's relay (agent/relay/) in front of the real endpoint: its
+// agents' streams go as lanes of one node stream, each Assignment reaches
+// its agent whole (the relay fills in the cluster the node stream carried
+// once), and an exit report is acknowledged through the lane's end.
+TEST_F(ApiConcurrencyTest, TheNodesRelayCarriesItsAgentsAsLanesOfOneStream) {
+  auto created =
+      Client("alice").Post("/experiments", SmallSpec("alice-r").dump(), "application/json");
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->status, 201) << created->body;
+  ASSERT_TRUE(WaitFor([&] { return slurm_.JobOf(JobName("alice-r", 1)) != 0; }));
+  slurm_.SetState(slurm_.JobOf(JobName("alice-r", 1)), JobState::kRunning);
+  agent::NodeRelayOptions options;
+  options.socket_path = (dir_.path() / "relay.sock").string();
+  options.service = "127.0.0.1:" + std::to_string(grpc_->port());
+  options.keepalive_time = std::chrono::milliseconds(0);
+  auto relay = agent::StartNodeRelay(options);
+  ASSERT_TRUE(relay.ok()) << relay.status().message();
+  std::thread serving([&] { (*relay)->ServeUntilIdle(); });
+  auto stub = pb::AgentService::NewStub(
+      grpc::CreateChannel("unix:" + options.socket_path, grpc::InsecureChannelCredentials()));
+  struct Stream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<pb::AgentMessage, pb::ServiceMessage>> rw;
+    pb::ServiceMessage reply;
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int proc = 0; proc < kTasks; ++proc) {
+    auto& stream = streams.emplace_back(std::make_unique<Stream>());
+    stream->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stream->rw = stub->Connect(&stream->context);
+    ASSERT_TRUE(stream->rw->Write(Register("alice-r", proc))) << "task " << proc;
+  }
+  std::optional<int> worker;
+  for (int proc = 0; proc < kTasks; ++proc) {
+    Stream& stream = *streams[proc];
+    ASSERT_TRUE(stream.rw->Read(&stream.reply)) << "task " << proc;
+    ASSERT_TRUE(stream.reply.has_assignment())
+        << "task " << proc << ": " << stream.reply.DebugString();
+    const pb::Assignment& a = stream.reply.assignment();
+    std::optional<std::string> cluster = wire::InflateCluster(a.cluster_zlib());
+    ASSERT_TRUE(cluster) << "task " << proc << ": the relay did not fill the cluster in";
+    EXPECT_EQ(json::parse(*cluster)["worker"].size(), 6u);
+    if (a.role() == "worker") worker = proc;
+  }
+  EXPECT_EQ((*relay)->node_streams_opened(), 1);
+  ASSERT_TRUE(worker);
+  Stream& exiting = *streams[*worker];
+  pb::AgentMessage exited;
+  *exited.mutable_task() = Ref("alice-r", *worker);
+  exited.mutable_exited()->set_exit_code(0);
+  ASSERT_TRUE(exiting.rw->Write(exited));
+  exiting.rw->WritesDone();
+  EXPECT_FALSE(exiting.rw->Read(&exiting.reply)) << exiting.reply.DebugString();
+  grpc::Status acknowledged = exiting.rw->Finish();
+  EXPECT_TRUE(acknowledged.ok()) << acknowledged.error_message();
+  for (int proc = 0; proc < kTasks; ++proc) {
+    if (proc == *worker) continue;
+    streams[proc]->context.TryCancel();
+    streams[proc]->rw->Finish();
+  }
+  (*relay)->Shutdown();
+  serving.join();
 }
 
 // The endpoint's record of what each connection has been sent: by gRPC's
