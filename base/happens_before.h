@@ -33,3 +33,24 @@
 #define TFSLURM_HAPPENS_BEFORE(addr) static_cast<void>(addr)
 #define TFSLURM_HAPPENS_AFTER(addr) static_cast<void>(addr)
 #endif
+
+namespace tfslurm {
+
+// A gRPC reaction's scope, for TSan: the reaction runs after the operation
+// that started it (the address that operation named with HAPPENS_BEFORE
+// when it started; null: none to name) and before its reactor's OnDone,
+// which begins with HAPPENS_AFTER(done).
+class ReactionScope {
+ public:
+  ReactionScope(const void* operation, const void* done) : done_(done) {
+    if (operation) TFSLURM_HAPPENS_AFTER(operation);
+  }
+  ~ReactionScope() { TFSLURM_HAPPENS_BEFORE(done_); }
+  ReactionScope(const ReactionScope&) = delete;
+  ReactionScope& operator=(const ReactionScope&) = delete;
+
+ private:
+  const void* done_;
+};
+
+}  // namespace tfslurm

@@ -24,33 +24,14 @@
 #include "service/agentrpc/agent_endpoint.h"
 #include "service/agentrpc/connection_clusters.h"
 #include "service/agentrpc/convert.h"
-#include "service/agentrpc/dispatch.h"
+#include "service/agentrpc/node_stream.h"
+#include "service/agentrpc/task_stream.h"
 
 namespace tfslurm::agentrpc {
 namespace {
 
 using agent::v1::AgentMessage;
 using agent::v1::ServiceMessage;
-
-class ConnectReactor;
-
-// The TaskChannel core holds for a stream. It outlives the reactor when core
-// keeps it longer; Detach makes later sends no-ops.
-class StreamChannel final : public TaskChannel {
- public:
-  explicit StreamChannel(ConnectReactor* reactor) : reactor_(reactor) {}
-  void Send(const ServiceMsg& message) override ABSL_LOCKS_EXCLUDED(mu_);
-  void Detach() ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(mu_);
-    reactor_ = nullptr;
-  }
-
- private:
-  // Held across a send, so the reactor is not deleted under it (OnDone
-  // detaches first). Taken before the reactor's own lock.
-  Mutex mu_;
-  ConnectReactor* reactor_ ABSL_GUARDED_BY(mu_);
-};
 
 class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
  public:
@@ -59,83 +40,35 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   // connection.
   ConnectReactor(Agents* agents, UidProof* uid_proof,
                  std::shared_ptr<ConnectionClusters::Connection> connection)
-      : agents_(agents),
-        uid_proof_(uid_proof),
-        connection_(std::move(connection)),
-        channel_(std::make_shared<StreamChannel>(this)) {
+      : connection_(std::move(connection)),
+        channel_(std::make_shared<ForwardingChannel>(
+            [this](const ServiceMsg& message, bool end_after) { Enqueue(message, end_after); })) {
     TFSLURM_HAPPENS_BEFORE(this);  // made before any reaction (OnCancel's: below)
-    if (agents_)
+    if (agents) {
+      reader_.emplace(*agents, *uid_proof, channel_);
       StartReading();
-    else
+    } else {
       FinishWhenWritten(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tfslurmd is starting; retry"));
-  }
-
-  // Called from core (under its lock): queue and return. A stream that has
-  // finished takes nothing, and so is never the one of its connection that
-  // was sent a cluster whole (EncodingFor).
-  void Enqueue(const ServiceMsg& message, bool finish_after) ABSL_LOCKS_EXCLUDED(mu_) {
-    MutexLock lock(mu_);
-    if (finished_) return;
-    queue_.push_back(ToProto(message, EncodingFor(message)));
-    if (finish_after) finish_after_writes_ = true;
-    if (!writing_) WriteNextLocked();
-  }
-
-  // How `message` carries its TF cluster on this stream: whole, or by
-  // digest alone when the stream's sender (a node's relay) said it fills
-  // the bytes in and another stream of this connection has been sent them.
-  TfConfigEncoding EncodingFor(const ServiceMsg& message) const {
-    const auto* assignment = std::get_if<AssignmentMsg>(&message);
-    if (assignment && assignment->cluster && !assignment->cluster->digest.empty() &&
-        cluster_by_digest_ && !connection_->FirstSend(assignment->cluster->digest))
-      return TfConfigEncoding::kClusterDigestOnly;
-    return TfConfigEncoding::kCompressedCluster;
+    }
   }
 
   void OnReadDone(bool ok) override {
-    Reaction reaction(this, &in_);
+    ReactionScope reaction(&in_, &done_);
     if (!ok) {
       // The agent closed its side (after Exited) or the stream broke.
-      if (registered_) agents_->OnDisconnect(ref_, channel_.get());
+      reader_->Ended();
       FinishWhenWritten(grpc::Status::OK);
       return;
     }
-    if (!registered_ && in_.body_case() != AgentMessage::kRegister) {
-      FinishWhenWritten(
-          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "the first message must be register"));
+    if (Status s = reader_->OnMessage(in_); !s.ok()) {
+      FinishWhenWritten(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, s.message()));
       return;
-    }
-    if (in_.body_case() == AgentMessage::kRegister) {
-      // Every Register proves its uid afresh (site mode); reports then
-      // speak as the uid the stream's last Register proved.
-      auto uid = uid_proof_->Prove(in_.task());
-      if (!uid.ok()) {
-        channel_->Send(RefusalFor(uid.status()));
-        StartRead(&in_);
-        return;
-      }
-      uid_ = *uid;
-      // Before the dispatch: the barrier it may complete sends this
-      // stream's Assignment too.
-      cluster_by_digest_ = in_.register_().cluster_by_digest();
-      if (!registered_) {
-        ref_ = FromProto(in_.task());
-        registered_ = true;  // after ref_: OnCancel reads ref_ once this is set
-      }
-      DispatchRegister(*agents_, in_, uid_, channel_);
-    } else {
-      // Reports carry their own identity; it must be the stream's.
-      Status s = ProcId(in_.task().proc_id()) == ref_.proc_id &&
-                         in_.task().experiment_id() == ref_.experiment_id
-                     ? DispatchReport(*agents_, in_, uid_)
-                     : InvalidArgument("a stream speaks for one task only");
-      if (!s.ok()) channel_->Send(RefusalFor(s));
     }
     StartReading();
   }
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
-    Reaction reaction(this, &queue_);
+    ReactionScope reaction(&queue_, &done_);
     MutexLock lock(mu_);
     writing_ = false;
     if (!queue_.empty()) queue_.pop_front();
@@ -154,24 +87,32 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   void OnCancel() override {
     // May run beside the other reactions, but only on a reactor gRPC has
     // from Connect: after its making, and after no operation.
-    Reaction reaction(this, this);
-    if (registered_) agents_->OnDisconnect(ref_, channel_.get());
+    ReactionScope reaction(this, &done_);
+    if (reader_) reader_->Ended();
   }
 
  private:
-  // A reaction's scope, for TSan: it runs after the operation that started
-  // it (the address that operation named when it started; the reactor
-  // itself, made in Connect, for OnCancel), and before OnDone.
-  class Reaction {
-   public:
-    Reaction(ConnectReactor* reactor, const void* operation) : reactor_(reactor) {
-      if (operation) TFSLURM_HAPPENS_AFTER(operation);
-    }
-    ~Reaction() { TFSLURM_HAPPENS_BEFORE(&reactor_->done_); }
+  // Called from core (under its lock), through the channel: queue and
+  // return. A stream that has finished takes nothing, and so is never the
+  // one of its connection that was sent a cluster whole (EncodingFor).
+  void Enqueue(const ServiceMsg& message, bool finish_after) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    if (finished_) return;
+    queue_.push_back(ToProto(message, EncodingFor(message)));
+    if (finish_after) finish_after_writes_ = true;
+    if (!writing_) WriteNextLocked();
+  }
 
-   private:
-    ConnectReactor* reactor_;
-  };
+  // How `message` carries its TF cluster on this stream: whole, or by
+  // digest alone when the stream's sender (a node's relay) said it fills
+  // the bytes in and another stream of this connection has been sent them.
+  TfConfigEncoding EncodingFor(const ServiceMsg& message) const {
+    const auto* assignment = std::get_if<AssignmentMsg>(&message);
+    if (assignment && assignment->cluster && !assignment->cluster->digest.empty() &&
+        reader_->cluster_by_digest() && !connection_->FirstSend(assignment->cluster->digest))
+      return TfConfigEncoding::kClusterDigestOnly;
+    return TfConfigEncoding::kCompressedCluster;
+  }
 
   void StartReading() {
     TFSLURM_HAPPENS_BEFORE(&in_);
@@ -197,24 +138,14 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
     if (!writing_) WriteNextLocked();
   }
 
-  Agents* const agents_;  // set whenever a read is outstanding
-  UidProof* const uid_proof_;
-  // The TCP connection the stream came on, and whether its Register said
-  // the sender fills clusters in by digest (written by read reactions, read
-  // by core's sends).
+  // The TCP connection the stream came on (read by core's sends).
   const std::shared_ptr<ConnectionClusters::Connection> connection_;
-  std::atomic<bool> cluster_by_digest_{false};
-  const std::shared_ptr<StreamChannel> channel_;
+  const std::shared_ptr<ForwardingChannel> channel_;
 
   // The read side: only read reactions touch `in_` (one read is outstanding
-  // at a time), and they alone write `ref_` and `registered_`, once.
-  // OnCancel may run concurrently with a read reaction: `registered_` is
-  // atomic so that it sees `ref_` only once it is complete (ref_ is not
-  // written again).
+  // at a time). Absent when the stream came before the server served core.
   AgentMessage in_;
-  std::atomic<bool> registered_{false};
-  TaskRef ref_;
-  std::optional<uint32_t> uid_;  // proven by the last Register
+  std::optional<TaskStreamReader> reader_;
 
   // The write side: Enqueue (core's threads) and OnWriteDone / the read
   // reactions' FinishWhenWritten (gRPC's threads).
@@ -225,17 +156,9 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
   bool finish_after_writes_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
 
-  // For TSan only: what OnDone comes after (Reaction, Finish).
+  // For TSan only: what OnDone comes after (ReactionScope, Finish).
   char done_ = 0;
 };
-
-void StreamChannel::Send(const ServiceMsg& message) {
-  MutexLock lock(mu_);
-  if (!reactor_) return;
-  // A permanent refusal ends the stream once it is written.
-  const auto* refused = std::get_if<RefusedMsg>(&message);
-  reactor_->Enqueue(message, refused && refused->permanent);
-}
 
 class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
  public:
@@ -245,6 +168,10 @@ class AgentServiceImpl final : public agent::v1::AgentService::CallbackService {
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
       grpc::CallbackServerContext* context) override {
     return new ConnectReactor(agents_.load(), uid_proof_.get(), connections_.Join(context->peer()));
+  }
+  grpc::ServerBidiReactor<agent::v1::NodeUp, agent::v1::NodeDown>* ConnectNode(
+      grpc::CallbackServerContext*) override {
+    return NewNodeStream(agents_.load(), uid_proof_.get());
   }
 
  private:

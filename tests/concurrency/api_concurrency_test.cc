@@ -9,6 +9,8 @@
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -565,6 +567,145 @@ TEST_F(ApiConcurrencyTest, TheClusterGoesOncePerConnectionToTheStreamsThatAskByD
   EXPECT_EQ(parsed["worker"].size(), 6u) << *cluster;
   for (auto& stream : streams) stream->context.TryCancel();
   for (auto& stream : streams) stream->rw->Finish();
+}
+
+// A node's relay carries its tasks' streams as lanes of one ConnectNode
+// stream (agent.proto): each lane means what a Connect stream means, the
+// TF cluster's bytes come once per node stream and before any frame that
+// names the cluster alone, a lane whose first message is no Register ends
+// as INVALID_ARGUMENT without touching the others, the agent's `closed`
+// is answered with the lane's end (the exit report's acknowledgment), and
+// a frame for a lane that is gone is ignored. Two node streams, tasks 0-3
+// and 4-7, on one channel.
+TEST_F(ApiConcurrencyTest, ANodeStreamCarriesItsTasksAsLanes) {
+  auto created =
+      Client("alice").Post("/experiments", SmallSpec("alice-n").dump(), "application/json");
+  ASSERT_TRUE(created);
+  ASSERT_EQ(created->status, 201) << created->body;
+  ASSERT_TRUE(WaitFor([&] { return slurm_.JobOf(JobName("alice-n", 1)) != 0; }));
+  slurm_.SetState(slurm_.JobOf(JobName("alice-n", 1)), JobState::kRunning);
+  auto stub = pb::AgentService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials()));
+  struct Node {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<pb::NodeUp, pb::NodeDown>> rw;
+    std::vector<pb::ServiceFrame> frames;  // every frame read, in order
+    // Reads until `done` holds for the frames read; false if the stream ended first.
+    bool ReadUntil(const std::function<bool(const std::vector<pb::ServiceFrame>&)>& done) {
+      pb::NodeDown down;
+      while (!done(frames)) {
+        if (!rw->Read(&down)) return false;
+        for (auto& f : *down.mutable_frames()) frames.push_back(std::move(f));
+      }
+      return true;
+    }
+  };
+  auto message_frame = [](uint64_t lane, pb::AgentMessage m) {
+    pb::AgentFrame f;
+    f.set_lane(lane);
+    *f.mutable_message() = std::move(m);
+    return f;
+  };
+  Node nodes[2];
+  for (int n = 0; n < 2; ++n) {
+    nodes[n].context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    nodes[n].rw = stub->ConnectNode(&nodes[n].context);
+  }
+  // Node 0: lane 1 speaks before registering; lanes 2-5 are tasks 0-3, in
+  // two writes. Node 1: lanes 10-13 are tasks 4-7, in one.
+  pb::AgentMessage heartbeat;
+  *heartbeat.mutable_task() = Ref("alice-n", 0);
+  heartbeat.mutable_heartbeat();
+  pb::NodeUp up;
+  *up.add_frames() = message_frame(1, heartbeat);
+  *up.add_frames() = message_frame(2, Register("alice-n", 0));
+  ASSERT_TRUE(nodes[0].rw->Write(up));
+  up.Clear();
+  for (int proc = 1; proc < 4; ++proc)
+    *up.add_frames() = message_frame(2 + proc, Register("alice-n", proc));
+  ASSERT_TRUE(nodes[0].rw->Write(up));
+  up.Clear();
+  for (int proc = 4; proc < 8; ++proc)
+    *up.add_frames() = message_frame(6 + proc, Register("alice-n", proc));
+  ASSERT_TRUE(nodes[1].rw->Write(up));
+
+  auto assignments = [](const std::vector<pb::ServiceFrame>& frames) {
+    return std::count_if(frames.begin(), frames.end(), [](const pb::ServiceFrame& f) {
+      return f.has_message() && f.message().has_assignment();
+    });
+  };
+  std::map<uint64_t, pb::Assignment> by_lane;
+  std::set<std::string> digests;
+  std::string zlib;
+  for (Node& node : nodes) {
+    ASSERT_TRUE(node.ReadUntil([&](const auto& frames) { return assignments(frames) == 4; }));
+    bool have_bytes = false;
+    int whole = 0;
+    for (const pb::ServiceFrame& f : node.frames) {
+      if (!f.has_message()) continue;
+      const pb::Assignment& a = f.message().assignment();
+      ASSERT_TRUE(f.message().has_assignment()) << f.DebugString();
+      EXPECT_TRUE(by_lane.emplace(f.lane(), a).second) << "lane " << f.lane() << " twice";
+      digests.insert(a.cluster_digest());
+      if (!a.cluster_zlib().empty()) {
+        ++whole;
+        have_bytes = true;
+        zlib = a.cluster_zlib();
+      }
+      EXPECT_TRUE(have_bytes) << "lane " << f.lane() << " named the cluster before its bytes came";
+    }
+    EXPECT_EQ(whole, 1) << "the bytes once per node stream";
+  }
+  EXPECT_EQ(by_lane.size(), 8u);
+  EXPECT_EQ(digests.size(), 1u);
+  ASSERT_TRUE(wire::InflateCluster(zlib));
+  const auto lane1_end = std::find_if(nodes[0].frames.begin(), nodes[0].frames.end(),
+                                      [](const pb::ServiceFrame& f) { return f.lane() == 1; });
+  ASSERT_NE(lane1_end, nodes[0].frames.end()) << "lane 1 was not ended";
+  EXPECT_EQ(lane1_end->end().code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(lane1_end->end().message(), "the first message must be register");
+
+  // A worker of node 1 exits and closes its lane: the lane's end, OK.
+  const auto worker = std::find_if(by_lane.begin(), by_lane.end(), [](const auto& entry) {
+    return entry.first >= 10 && entry.second.role() == "worker";
+  });
+  ASSERT_NE(worker, by_lane.end());
+  const uint64_t lane = worker->first;
+  pb::AgentMessage exited;
+  *exited.mutable_task() = Ref("alice-n", static_cast<int>(lane - 6));
+  exited.mutable_exited()->set_exit_code(0);
+  up.Clear();
+  *up.add_frames() = message_frame(lane, exited);
+  up.add_frames()->set_lane(lane);
+  up.mutable_frames(1)->set_closed(true);
+  ASSERT_TRUE(nodes[1].rw->Write(up));
+  auto end_of = [](uint64_t lane) {
+    return [lane](const std::vector<pb::ServiceFrame>& frames) {
+      return std::any_of(frames.begin(), frames.end(), [lane](const pb::ServiceFrame& f) {
+        return f.lane() == lane && f.has_end();
+      });
+    };
+  };
+  ASSERT_TRUE(nodes[1].ReadUntil(end_of(lane)));
+  EXPECT_EQ(nodes[1].frames.back().end().code(), grpc::StatusCode::OK);
+
+  // A Register on that lane, now gone, is ignored: nothing comes for it
+  // before the end of lane 20, which speaks out of turn after it.
+  up.Clear();
+  *up.add_frames() = message_frame(lane, Register("alice-n", static_cast<int>(lane - 6)));
+  *up.add_frames() = message_frame(20, heartbeat);
+  ASSERT_TRUE(nodes[1].rw->Write(up));
+  const size_t before = nodes[1].frames.size();
+  ASSERT_TRUE(nodes[1].ReadUntil(end_of(20)));
+  for (size_t i = before; i < nodes[1].frames.size(); ++i)
+    EXPECT_EQ(nodes[1].frames[i].lane(), 20u) << nodes[1].frames[i].DebugString();
+
+  for (Node& node : nodes) {
+    node.rw->WritesDone();
+    node.ReadUntil([](const auto&) { return false; });
+    grpc::Status status = node.rw->Finish();
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
 }
 
 // The endpoint's record of what each connection has been sent: by gRPC's

@@ -1,0 +1,216 @@
+// Threads: gRPC runs the reactions on its threads, a read's beside a
+// write's; core sends to a lane from any thread, under its lock. `mu_`
+// guards the write side; the lanes are the read side's, touched by one read
+// reaction at a time (and by OnDone, after every reaction).
+//
+// As grpc_server.cc's ConnectReactor, the reactor tells TSan of the
+// orderings gRPC documents (base/happens_before.h).
+#include "service/agentrpc/node_stream.h"
+
+#include <deque>
+#include <memory>
+#include <unordered_map>
+
+#include "base/happens_before.h"
+#include "base/mutex.h"
+#include "service/agentrpc/connection_clusters.h"
+#include "service/agentrpc/convert.h"
+#include "service/agentrpc/task_stream.h"
+
+namespace tfslurm::agentrpc {
+namespace {
+
+using agent::v1::AgentFrame;
+using agent::v1::NodeDown;
+using agent::v1::NodeUp;
+using agent::v1::ServiceFrame;
+
+// What one write carries at most, unless a single frame is larger: the
+// relay's gRPC client takes messages of up to 4 MiB by default.
+constexpr size_t kBatchBytes = 1 << 20;
+
+class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
+ public:
+  NodeStream(Agents* agents, UidProof* uid_proof) : agents_(agents), uid_proof_(uid_proof) {
+    TFSLURM_HAPPENS_BEFORE(this);
+    if (agents_) {
+      StartReading();
+    } else {
+      FinishWhenWritten(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tfslurmd is starting; retry"));
+    }
+  }
+
+  void OnReadDone(bool ok) override {
+    ReactionScope reaction(&in_, &done_);
+    if (!ok) {
+      // The relay closed its side (its node's agents are gone) or the
+      // stream broke: every lane ends with it.
+      for (auto& [number, lane] : lanes_) lane.reader->Ended();
+      FinishWhenWritten(grpc::Status::OK);
+      return;
+    }
+    for (const AgentFrame& frame : in_.frames()) OnFrame(frame);
+    StartReading();
+  }
+
+  void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
+    ReactionScope reaction(&out_, &done_);
+    MutexLock lock(mu_);
+    writing_ = false;
+    if (!ok) queue_.clear();  // the stream broke; its read fails too
+    WriteNextLocked();
+  }
+
+  // Cancelled: the outstanding read fails, and OnReadDone ends the lanes.
+  void OnCancel() override { ReactionScope reaction(this, &done_); }
+
+  void OnDone() override {
+    TFSLURM_HAPPENS_AFTER(&done_);  // every other reaction has ended
+    for (auto& [number, lane] : lanes_) lane.channel->Detach();
+    delete this;
+  }
+
+ private:
+  struct Lane {
+    std::shared_ptr<ForwardingChannel> channel;
+    std::unique_ptr<TaskStreamReader> reader;
+  };
+
+  void OnFrame(const AgentFrame& frame) {
+    const uint64_t number = frame.lane();
+    auto it = lanes_.find(number);
+    if (it == lanes_.end()) {
+      // A lane that is gone, or one that closes before it said anything.
+      if ((any_lane_ && number <= highest_lane_) || !frame.has_message()) return;
+      any_lane_ = true;
+      highest_lane_ = number;
+      it = OpenLane(number);
+    }
+    Lane& lane = it->second;
+    if (frame.body_case() == AgentFrame::kClosed) {
+      // The agent's side ended: core hears it, and the lane's end is the
+      // acknowledgment of what came before (an exit report's).
+      lane.reader->Ended();
+      EndLane(number, lane, grpc::Status::OK);
+      lanes_.erase(it);
+      return;
+    }
+    // The service ended the lane; the relay has not heard yet.
+    if (!lane.channel->Attached()) return;
+    if (Status s = lane.reader->OnMessage(frame.message()); !s.ok())
+      EndLane(number, lane, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, s.message()));
+  }
+
+  std::unordered_map<uint64_t, Lane>::iterator OpenLane(uint64_t number) {
+    Lane lane;
+    lane.channel = std::make_shared<ForwardingChannel>(
+        [this, number](const ServiceMsg& message, bool end_after) {
+          Enqueue(number, message, end_after);
+        });
+    lane.reader = std::make_unique<TaskStreamReader>(*agents_, *uid_proof_, lane.channel);
+    return lanes_.emplace(number, std::move(lane)).first;
+  }
+
+  // The lane's end goes after what was queued for it; core's later sends
+  // to it are dropped. Nothing if it had ended already.
+  void EndLane(uint64_t number, Lane& lane, const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (!lane.channel->Detach()) return;
+    MutexLock lock(mu_);
+    if (finished_) return;
+    QueueEndLocked(number, status);
+    if (!writing_) WriteNextLocked();
+  }
+
+  // From core's threads, through a lane's channel (its lock held).
+  void Enqueue(uint64_t number, const ServiceMsg& message, bool end_after)
+      ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    if (finished_) return;
+    ServiceFrame& frame = queue_.emplace_back();
+    frame.set_lane(number);
+    *frame.mutable_message() = ToProto(message, EncodingForLocked(message));
+    if (end_after) QueueEndLocked(number, grpc::Status::OK);
+    if (!writing_) WriteNextLocked();
+  }
+
+  // A cluster's bytes go in the first frame of this stream that names it;
+  // under mu_, so that the frames' order on the wire is the order of these
+  // decisions.
+  TfConfigEncoding EncodingForLocked(const ServiceMsg& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const auto* assignment = std::get_if<AssignmentMsg>(&message);
+    if (assignment && assignment->cluster && !assignment->cluster->digest.empty() &&
+        !clusters_sent_.FirstSend(assignment->cluster->digest))
+      return TfConfigEncoding::kClusterDigestOnly;
+    return TfConfigEncoding::kCompressedCluster;
+  }
+
+  void QueueEndLocked(uint64_t number, const grpc::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ServiceFrame& frame = queue_.emplace_back();
+    frame.set_lane(number);
+    frame.mutable_end()->set_code(status.error_code());
+    frame.mutable_end()->set_message(status.error_message());
+  }
+
+  void StartReading() {
+    TFSLURM_HAPPENS_BEFORE(&in_);
+    StartRead(&in_);
+  }
+
+  // One write at a time, carrying every frame queued (up to kBatchBytes).
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!queue_.empty()) {
+      out_.Clear();
+      size_t bytes = 0;
+      while (!queue_.empty()) {
+        const size_t size = queue_.front().ByteSizeLong();
+        if (out_.frames_size() > 0 && bytes + size > kBatchBytes) break;
+        bytes += size;
+        out_.add_frames()->Swap(&queue_.front());
+        queue_.pop_front();
+      }
+      writing_ = true;
+      TFSLURM_HAPPENS_BEFORE(&out_);
+      StartWrite(&out_);
+    } else if (pending_finish_ && !finished_) {
+      finished_ = true;
+      TFSLURM_HAPPENS_BEFORE(&done_);
+      Finish(*pending_finish_);
+    }
+  }
+
+  void FinishWhenWritten(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    if (finished_) return;
+    pending_finish_ = std::move(status);
+    if (!writing_) WriteNextLocked();
+  }
+
+  Agents* const agents_;
+  UidProof* const uid_proof_;
+
+  // The read side (read reactions, one at a time).
+  NodeUp in_;
+  std::unordered_map<uint64_t, Lane> lanes_;
+  bool any_lane_ = false;
+  uint64_t highest_lane_ = 0;
+
+  // The write side: core's threads (Enqueue) and gRPC's.
+  Mutex mu_;
+  ConnectionClusters::Connection clusters_sent_;  // its own lock; used under mu_
+  std::deque<ServiceFrame> queue_ ABSL_GUARDED_BY(mu_);
+  NodeDown out_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
+
+  char done_ = 0;  // for TSan only: what OnDone comes after
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<NodeUp, NodeDown>* NewNodeStream(Agents* agents, UidProof* uid_proof) {
+  return new NodeStream(agents, uid_proof);
+}
+
+}  // namespace tfslurm::agentrpc
