@@ -191,8 +191,8 @@ class NodeStream final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
   // A new lane for `lane`, its first frame carrying `first`; once the
   // stream is closing, the lane ends at once.
   void Open(LaneStream* lane, AgentMessage first);
-  // `message` on `lane`'s lane (when given), then its closed frame when
-  // `close`; nothing once the lane has ended or been closed.
+  // `message` on `lane`'s lane (when given, and the lane has not ended),
+  // then its closed frame when `close`; nothing once it has been closed.
   void Write(LaneStream* lane, std::optional<AgentMessage> message, bool close);
   // The stream's half-close once the queued frames are written.
   void Close();
@@ -461,10 +461,13 @@ void NodeStream::Write(LaneStream* stream, std::optional<AgentMessage> message, 
     const uint64_t number = NumberOf(stream);
     if (closing_ || number == 0) return;
     Lane& lane = lanes_[number];
-    if (lane.ended || lane.closed) return;
+    if (lane.closed) return;
     AgentFrame frame;
     frame.set_lane(number);
-    if (message) {
+    // The service ignores a message on a lane it ended, but a closed frame
+    // goes as the relay sends it for every lane it opened (agent.proto):
+    // the service forgets the lane then.
+    if (message && !lane.ended) {
       *frame.mutable_message() = std::move(*message);
       write = writer_.Queue(frame);
     }

@@ -235,11 +235,13 @@ class FrameBatcher {
     writing_ = true;
     out_.Clear();
     size_t bytes = 0;
-    do {
-      bytes += queued_.front().ByteSizeLong();
-      *out_.add_frames() = std::move(queued_.front());
+    while (!queued_.empty()) {
+      const size_t size = queued_.front().ByteSizeLong();
+      if (out_.frames_size() > 0 && bytes + size > kMaxMessageBytes) break;
+      bytes += size;
+      out_.add_frames()->Swap(&queued_.front());
       queued_.pop_front();
-    } while (!queued_.empty() && bytes + queued_.front().ByteSizeLong() <= kMaxMessageBytes);
+    }
     return &out_;
   }
 
