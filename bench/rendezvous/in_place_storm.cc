@@ -690,16 +690,18 @@ RunResult RunInPlace(ServerProcess& server, int n, const InPlaceOptions& o) {
 // p99: 300 ms up to 512 ranks, 1 s up to 4,096; none above (0).
 double TargetMs(int n) { return n <= 512 ? 300 : n <= 4096 ? 1000 : 0; }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string server_bin, dir = "/tmp/bench-in-place-rendezvous", sizes_arg = "64,512,4096",
-                          runs_csv;
-  int runs = 10, warmup = 1, tasks_per_node = 32;
+// The command line.
+struct InPlaceArgs {
+  std::string server_bin, dir = "/tmp/bench-in-place-rendezvous", sizes = "64,512,4096", runs_csv;
+  int runs = 10, warmup = 1, tasks_per_node = 32, agents_per_connection = 1;
   double target_ms = 0;  // 0: issue 49's target for each N (TargetMs)
   std::vector<std::string> server_args;
-  int agents_per_connection = 1;
   bool node_streams = false;
+};
+
+// Exits 2 with the usage on a word it does not know, 1 naming a wrong value.
+InPlaceArgs ParseArgs(int argc, char** argv) {
+  InPlaceArgs s;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -707,57 +709,53 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--server")
-      server_bin = next();
+      s.server_bin = next();
     else if (a == "--dir")
-      dir = next();
+      s.dir = next();
     else if (a == "--sizes")
-      sizes_arg = next();
+      s.sizes = next();
     else if (a == "--runs")
-      runs = std::stoi(next());
+      s.runs = std::stoi(next());
     else if (a == "--warmup")
-      warmup = std::stoi(next());
+      s.warmup = std::stoi(next());
     else if (a == "--runs-csv")
-      runs_csv = next();
+      s.runs_csv = next();
     else if (a == "--server-arg")
-      server_args.push_back(next());
+      s.server_args.push_back(next());
     else if (a == "--target-ms")
-      target_ms = std::stod(next());
+      s.target_ms = std::stod(next());
     else if (a == "--agents-per-connection")
-      agents_per_connection = std::stoi(next());
+      s.agents_per_connection = std::stoi(next());
     else if (a == "--node-streams")
-      node_streams = true;
+      s.node_streams = true;
     else {
       fprintf(stderr,
               "usage: %s --server PATH [--sizes 64,512,4096] [--runs 10] [--warmup 1] [--dir D]\n"
               "          [--runs-csv FILE] [--server-arg ARG]... [--target-ms MS]\n"
               "          [--agents-per-connection K [--node-streams]]\n",
               argv[0]);
-      return 2;
+      exit(2);
     }
   }
-  if (server_bin.empty()) ServerProcess::Die("--server PATH (bench_rendezvous_server) is required");
-  if (agents_per_connection < 1 || agents_per_connection > tasks_per_node)
-    ServerProcess::Die("--agents-per-connection must be 1.." + std::to_string(tasks_per_node) +
-                       " (the agents of one node), got " + std::to_string(agents_per_connection));
-  if (node_streams && agents_per_connection < 2)
+  if (s.server_bin.empty())
+    ServerProcess::Die("--server PATH (bench_rendezvous_server) is required");
+  if (s.agents_per_connection < 1 || s.agents_per_connection > s.tasks_per_node)
+    ServerProcess::Die("--agents-per-connection must be 1.." + std::to_string(s.tasks_per_node) +
+                       " (the agents of one node), got " + std::to_string(s.agents_per_connection));
+  if (s.node_streams && s.agents_per_connection < 2)
     ServerProcess::Die(
         "--node-streams needs --agents-per-connection K > 1 (the agents one node stream "
         "carries), got " +
-        std::to_string(agents_per_connection));
-  bench::RaiseFileLimitAndIgnoreSigpipe();
-  // As in bench_rendezvous_storm: Debian's abseil checks every gRPC lock for
-  // deadlocks otherwise, and the load generator shares the CPUs.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+        std::to_string(s.agents_per_connection));
+  return s;
+}
 
-  FILE* csv = runs_csv.empty() ? nullptr : fopen(runs_csv.c_str(), "w");
-  if (!runs_csv.empty() && !csv) ServerProcess::Die("cannot write " + runs_csv);
-  int all_errors = 0;
+void PrintHeaders(FILE* csv) {
   if (csv)
     fprintf(
         csv,
         "n,run,tick_ms,poll_ms,connect_ms,first_gap_ms,total_ms,standby_ms,tick_wait_ms,next_ms,"
         "rereg_gap_ms,server_cpu_ms,assignment_bytes,errors\n");
-
   printf(
       "| ranks | runs | **failing exit -> last attempt-2 assignment** p50 / p99 / max (ms) | "
       "target "
@@ -768,67 +766,94 @@ int main(int argc, char** argv) {
       "(ms, p50) | errors |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   fflush(stdout);
-  for (int n : bench::ParseSizes(sizes_arg)) {
-    std::string run_dir = dir + "/n" + std::to_string(n);
-    std::string cmd = "rm -rf '" + run_dir + "'";
-    if (system(cmd.c_str()) != 0) ServerProcess::Die("cannot clear " + run_dir);
-    ServerProcess server(server_bin, run_dir, server_args);
-    const long long tick_ms = server.ReadyValue("tick_ms"), poll_ms = server.ReadyValue("poll_ms");
-    std::vector<double> totals, standbys, tick_waits, nexts, reregs, firsts, cpus;
-    size_t bytes = 0;
-    int errors = 0;
-    for (int run = 0; run < warmup + runs; ++run) {
-      RunResult r =
-          RunInPlace(server, n, {std::min(n, tasks_per_node), agents_per_connection, node_streams});
-      fprintf(stderr,
-              "  N=%d run %d%s: failing exit -> standby %.1f, -> first NextAttempt %.1f (tick "
-              "wait), -> last NextAttempt %.1f, -> last attempt-2 assignment %.1f ms; "
-              "re-registration gap %.1f ms; attempt 1 gap %.1f ms; server CPU %.0f ms; "
-              "assignment %zu B; errors %d\n",
-              n, run, run < warmup ? " (warm-up)" : "", r.standby_ms, r.standby_ms + r.tick_wait_ms,
-              r.next_ms, r.total_ms, r.rereg_gap_ms, r.first_gap_ms, r.server_cpu_ms,
-              r.assignment_bytes, r.errors);
-      if (csv)
-        fprintf(csv, "%d,%d,%lld,%lld,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.0f,%zu,%d\n", n, run,
-                tick_ms, poll_ms, r.connect_ms, r.first_gap_ms, r.total_ms, r.standby_ms,
-                r.tick_wait_ms, r.next_ms, r.rereg_gap_ms, r.server_cpu_ms, r.assignment_bytes,
-                r.errors);
-      all_errors += r.errors;  // a warm-up run's errors too
-      if (run < warmup) continue;
-      errors += r.errors;
-      if (r.errors) continue;
-      totals.push_back(r.total_ms);
-      standbys.push_back(r.standby_ms);
-      tick_waits.push_back(r.tick_wait_ms);
-      nexts.push_back(r.next_ms);
-      reregs.push_back(r.rereg_gap_ms);
-      firsts.push_back(r.first_gap_ms);
-      cpus.push_back(r.server_cpu_ms);
-      bytes = std::max(bytes, r.assignment_bytes);
-    }
-    const double target = target_ms > 0 ? target_ms : TargetMs(n);
-    const bool within = !totals.empty() && errors == 0 && Percentile(totals, 99) <= target;
-    const std::string target_text =
-        target > 0 ? "<= " + std::to_string(static_cast<int>(target)) + " ms" : "none";
-    printf(
-        "| %d | %d | **%.1f / %.1f / %.1f** | %s | %s | %.1f | %.1f / %.1f | %.1f / %.1f "
-        "| %.1f / %.1f | %.1f / %.1f | %lld / %lld | %zu | %.0f | %d |\n",
-        n, runs, Percentile(totals, 50), Percentile(totals, 99), Percentile(totals, 100),
-        target_text.c_str(),
-        target <= 0 ? "-"
-        : within    ? "yes"
-                    : "**no**",
-        Percentile(standbys, 50), Percentile(tick_waits, 50), Percentile(tick_waits, 100),
-        Percentile(nexts, 50), Percentile(nexts, 99), Percentile(reregs, 50),
-        Percentile(reregs, 99), Percentile(firsts, 50), Percentile(firsts, 99), tick_ms, poll_ms,
-        bytes, Percentile(cpus, 50), errors);
-    fflush(stdout);
-    if (int status = server.Quit(); status != 0) {
-      fprintf(stderr, "N=%d: the server exited with status %d\n", n, status);
-      ++all_errors;
-    }
+}
+
+// A run's line on stderr, and its row in `csv`; `tick_ms` and `poll_ms` as
+// the server said.
+void ReportRun(const RunResult& r, int run, int warmup, long long tick_ms, long long poll_ms,
+               FILE* csv) {
+  fprintf(stderr,
+          "  N=%d run %d%s: failing exit -> standby %.1f, -> first NextAttempt %.1f (tick "
+          "wait), -> last NextAttempt %.1f, -> last attempt-2 assignment %.1f ms; "
+          "re-registration gap %.1f ms; attempt 1 gap %.1f ms; server CPU %.0f ms; "
+          "assignment %zu B; errors %d\n",
+          r.n, run, run < warmup ? " (warm-up)" : "", r.standby_ms, r.standby_ms + r.tick_wait_ms,
+          r.next_ms, r.total_ms, r.rereg_gap_ms, r.first_gap_ms, r.server_cpu_ms,
+          r.assignment_bytes, r.errors);
+  if (csv)
+    fprintf(csv, "%d,%d,%lld,%lld,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.2f,%.0f,%zu,%d\n", r.n, run,
+            tick_ms, poll_ms, r.connect_ms, r.first_gap_ms, r.total_ms, r.standby_ms,
+            r.tick_wait_ms, r.next_ms, r.rereg_gap_ms, r.server_cpu_ms, r.assignment_bytes,
+            r.errors);
+}
+
+// One size against a fresh server: its runs, and its row of the table. The
+// errors of every run, a warm-up run's too, and a server that did not exit 0.
+int RunSize(int n, const InPlaceArgs& s, FILE* csv) {
+  std::string run_dir = s.dir + "/n" + std::to_string(n);
+  std::string cmd = "rm -rf '" + run_dir + "'";
+  if (system(cmd.c_str()) != 0) ServerProcess::Die("cannot clear " + run_dir);
+  ServerProcess server(s.server_bin, run_dir, s.server_args);
+  const long long tick_ms = server.ReadyValue("tick_ms"), poll_ms = server.ReadyValue("poll_ms");
+  std::vector<double> totals, standbys, tick_waits, nexts, reregs, firsts, cpus;
+  size_t bytes = 0;
+  int errors = 0, all_errors = 0;
+  for (int run = 0; run < s.warmup + s.runs; ++run) {
+    RunResult r = RunInPlace(
+        server, n, {std::min(n, s.tasks_per_node), s.agents_per_connection, s.node_streams});
+    ReportRun(r, run, s.warmup, tick_ms, poll_ms, csv);
+    all_errors += r.errors;  // a warm-up run's errors too
+    if (run < s.warmup) continue;
+    errors += r.errors;
+    if (r.errors) continue;
+    totals.push_back(r.total_ms);
+    standbys.push_back(r.standby_ms);
+    tick_waits.push_back(r.tick_wait_ms);
+    nexts.push_back(r.next_ms);
+    reregs.push_back(r.rereg_gap_ms);
+    firsts.push_back(r.first_gap_ms);
+    cpus.push_back(r.server_cpu_ms);
+    bytes = std::max(bytes, r.assignment_bytes);
   }
-  if (csv && fclose(csv) != 0) ServerProcess::Die("cannot write " + runs_csv);
+  const double target = s.target_ms > 0 ? s.target_ms : TargetMs(n);
+  const bool within = !totals.empty() && errors == 0 && Percentile(totals, 99) <= target;
+  const std::string target_text =
+      target > 0 ? "<= " + std::to_string(static_cast<int>(target)) + " ms" : "none";
+  printf(
+      "| %d | %d | **%.1f / %.1f / %.1f** | %s | %s | %.1f | %.1f / %.1f | %.1f / %.1f "
+      "| %.1f / %.1f | %.1f / %.1f | %lld / %lld | %zu | %.0f | %d |\n",
+      n, s.runs, Percentile(totals, 50), Percentile(totals, 99), Percentile(totals, 100),
+      target_text.c_str(),
+      target <= 0 ? "-"
+      : within    ? "yes"
+                  : "**no**",
+      Percentile(standbys, 50), Percentile(tick_waits, 50), Percentile(tick_waits, 100),
+      Percentile(nexts, 50), Percentile(nexts, 99), Percentile(reregs, 50), Percentile(reregs, 99),
+      Percentile(firsts, 50), Percentile(firsts, 99), tick_ms, poll_ms, bytes, Percentile(cpus, 50),
+      errors);
+  fflush(stdout);
+  if (int status = server.Quit(); status != 0) {
+    fprintf(stderr, "N=%d: the server exited with status %d\n", n, status);
+    ++all_errors;
+  }
+  return all_errors;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const InPlaceArgs args = ParseArgs(argc, argv);
+  bench::RaiseFileLimitAndIgnoreSigpipe();
+  // As in bench_rendezvous_storm: Debian's abseil checks every gRPC lock for
+  // deadlocks otherwise, and the load generator shares the CPUs.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+
+  FILE* csv = args.runs_csv.empty() ? nullptr : fopen(args.runs_csv.c_str(), "w");
+  if (!args.runs_csv.empty() && !csv) ServerProcess::Die("cannot write " + args.runs_csv);
+  PrintHeaders(csv);
+  int all_errors = 0;
+  for (int n : bench::ParseSizes(args.sizes)) all_errors += RunSize(n, args, csv);
+  if (csv && fclose(csv) != 0) ServerProcess::Die("cannot write " + args.runs_csv);
   // A run with an error did not measure a restart in place; the caller must
   // know, whatever the table says.
   if (all_errors > 0) {

@@ -916,17 +916,19 @@ void ReportRun(const RunResult& res, int run, int warmup, bool node_streams, FIL
             res.connections, res.cluster_copies);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  std::string server_bin, dir = "/tmp/bench-rendezvous", sizes_arg = "64,512,4096", runs_csv,
-                          profile_cmd, framework = "tensorflow";
-  int runs = 20, warmup = 2, tasks_per_node = 32, agents_per_connection = 1;
+// The command line.
+struct StormArgs {
+  std::string server_bin, dir = "/tmp/bench-rendezvous", sizes = "64,512,4096", runs_csv,
+                          profile_cmd, framework = "tensorflow", relay_agent;
+  int runs = 20, warmup = 2, tasks_per_node = 32, agents_per_connection = 1, rotate_every_ms = 0;
+  bool node_streams = false;
   std::vector<std::string> server_args;
   std::optional<StormTls> tls;
-  int rotate_every_ms = 0;
-  std::string relay_agent;
-  bool node_streams = false;
+};
+
+// Exits 2 with the usage on a word it does not know.
+StormArgs ParseArgs(int argc, char** argv) {
+  StormArgs s;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -934,33 +936,33 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--server")
-      server_bin = next();
+      s.server_bin = next();
     else if (a == "--dir")
-      dir = next();
+      s.dir = next();
     else if (a == "--sizes")
-      sizes_arg = next();
+      s.sizes = next();
     else if (a == "--runs")
-      runs = std::stoi(next());
+      s.runs = std::stoi(next());
     else if (a == "--warmup")
-      warmup = std::stoi(next());
+      s.warmup = std::stoi(next());
     else if (a == "--runs-csv")
-      runs_csv = next();
+      s.runs_csv = next();
     else if (a == "--server-arg")
-      server_args.push_back(next());
+      s.server_args.push_back(next());
     else if (a == "--profile-cmd")
-      profile_cmd = next();
+      s.profile_cmd = next();
     else if (a == "--framework")
-      framework = next();
+      s.framework = next();
     else if (a == "--tls")
-      tls = StormTls{next(), "", 0};
+      s.tls = StormTls{next(), "", 0};
     else if (a == "--rotate-every-ms")
-      rotate_every_ms = std::stoi(next());
+      s.rotate_every_ms = std::stoi(next());
     else if (a == "--agents-per-connection")
-      agents_per_connection = std::stoi(next());
+      s.agents_per_connection = std::stoi(next());
     else if (a == "--relay-agent")
-      relay_agent = next();
+      s.relay_agent = next();
     else if (a == "--node-streams")
-      node_streams = true;
+      s.node_streams = true;
     else {
       fprintf(stderr,
               "usage: %s --server PATH [--sizes 64,512,4096] [--runs 20] [--warmup 2] [--dir D]\n"
@@ -970,47 +972,46 @@ int main(int argc, char** argv) {
               "          [--agents-per-connection K [--relay-agent TFSLURM_AGENT | "
               "--node-streams]]\n",
               argv[0]);
-      return 2;
+      exit(2);
     }
   }
-  if (server_bin.empty()) ServerProcess::Die("--server PATH (bench_rendezvous_server) is required");
-  if (framework != "tensorflow" && framework != "pytorch")
-    ServerProcess::Die("--framework must be tensorflow or pytorch, got " + framework);
-  if (rotate_every_ms > 0 && !tls) ServerProcess::Die("--rotate-every-ms needs --tls DIR");
-  if (agents_per_connection < 1 || agents_per_connection > tasks_per_node)
-    ServerProcess::Die("--agents-per-connection must be 1.." + std::to_string(tasks_per_node) +
-                       " (the agents of one node), got " + std::to_string(agents_per_connection));
+  return s;
+}
+
+// Exits naming what is wrong; with --tls, makes the certificates.
+void CheckArgs(StormArgs& s) {
+  if (s.server_bin.empty())
+    ServerProcess::Die("--server PATH (bench_rendezvous_server) is required");
+  if (s.framework != "tensorflow" && s.framework != "pytorch")
+    ServerProcess::Die("--framework must be tensorflow or pytorch, got " + s.framework);
+  if (s.rotate_every_ms > 0 && !s.tls) ServerProcess::Die("--rotate-every-ms needs --tls DIR");
+  if (s.agents_per_connection < 1 || s.agents_per_connection > s.tasks_per_node)
+    ServerProcess::Die("--agents-per-connection must be 1.." + std::to_string(s.tasks_per_node) +
+                       " (the agents of one node), got " + std::to_string(s.agents_per_connection));
   // One stream standing for a node's relay with K agents; a real relay
   // (--relay-agent) chooses for itself how it speaks to the service.
-  if (node_streams && (agents_per_connection < 2 || !relay_agent.empty()))
+  if (s.node_streams && (s.agents_per_connection < 2 || !s.relay_agent.empty()))
     ServerProcess::Die(
         "--node-streams needs --agents-per-connection K > 1 (the agents one node stream "
         "carries) and no --relay-agent; got K = " +
-        std::to_string(agents_per_connection) +
-        (relay_agent.empty() ? "" : " and --relay-agent " + relay_agent));
-  if (tls) {
-    MakeServerCertificate(tls->dir);
-    std::ifstream ca(tls->dir + "/ca.pem");
-    tls->ca_pem.assign(std::istreambuf_iterator<char>(ca), {});
-    tls->rotate_every_ms = rotate_every_ms;
-    server_args.insert(server_args.end(), {"--tls", tls->dir});
+        std::to_string(s.agents_per_connection) +
+        (s.relay_agent.empty() ? "" : " and --relay-agent " + s.relay_agent));
+  if (s.tls) {
+    MakeServerCertificate(s.tls->dir);
+    std::ifstream ca(s.tls->dir + "/ca.pem");
+    s.tls->ca_pem.assign(std::istreambuf_iterator<char>(ca), {});
+    s.tls->rotate_every_ms = s.rotate_every_ms;
+    s.server_args.insert(s.server_args.end(), {"--tls", s.tls->dir});
   }
-  bench::RaiseFileLimitAndIgnoreSigpipe();
-  // Debian builds abseil without NDEBUG, so every absl::Mutex (all of gRPC's
-  // locks) runs deadlock detection; the load generator shares the machine
-  // with the server and must stay light.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
 
-  FILE* csv = runs_csv.empty() ? nullptr : fopen(runs_csv.c_str(), "w");
-  if (!runs_csv.empty() && !csv) ServerProcess::Die("cannot write " + runs_csv);
-  int all_errors = 0;
+void PrintHeaders(FILE* csv) {
   if (csv)
     fprintf(
         csv,
         "n,run,connect_ms,first_reg_ms,last_reg_ms,last_assign_ms,gap_ms,agent_p50_ms,agent_p99_ms,"
         "refused,broken,missing,max_threads,max_rss_mb,hwm_mb,server_cpu_ms,client_cpu_ms,tf_"
         "config_bytes,connect_server_cpu_ms,connect_client_cpu_ms,connections,cluster_copies\n");
-
   printf(
       "| agents | runs | last reg -> last assignment p50 / p99 / max (ms) | whole storm p50 / p99 "
       "/ max (ms) "
@@ -1020,55 +1021,76 @@ int main(int argc, char** argv) {
       "errors |\n");
   printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
   fflush(stdout);
-  for (int n : bench::ParseSizes(sizes_arg)) {
-    std::string run_dir = dir + "/n" + std::to_string(n);
-    std::string cmd = "rm -rf '" + run_dir + "'";
-    if (system(cmd.c_str()) != 0) ServerProcess::Die("cannot clear " + run_dir);
-    ServerProcess server(server_bin, run_dir, server_args);
-    std::optional<RelayFleet> relays;
-    if (!relay_agent.empty())
-      relays.emplace(relay_agent, run_dir + "/relays",
-                     (n + agents_per_connection - 1) / agents_per_connection,
-                     "127.0.0.1:" + std::to_string(server.agent_port()), tls ? tls->ca_pem : "");
-    std::vector<double> gaps, storms, rates, agent_all, connects, cpus;
-    long threads = 0, hwm = 0;
-    int errors = 0;
-    StormOptions options{
-        std::min(n, tasks_per_node), agents_per_connection,      node_streams, framework, "",
-        tls ? &*tls : nullptr,       relays ? &*relays : nullptr};
-    for (int run = 0; run < warmup + runs; ++run) {
-      options.profile_cmd = run < warmup ? "" : profile_cmd;
-      RunResult res = RunStorm(server, n, options);
-      ReportRun(res, run, warmup, node_streams, csv);
-      threads = std::max(threads, res.max_threads);
-      hwm = std::max(hwm, res.hwm_kb);
-      all_errors += res.Errors();  // a warm-up run's errors too
-      if (run < warmup) continue;
-      errors += res.Errors();
-      gaps.push_back(res.gap_ms);
-      storms.push_back(res.last_assign_ms);
-      rates.push_back(n / (res.last_assign_ms / 1000.0));
-      agent_all.insert(agent_all.end(), res.per_agent_ms.begin(), res.per_agent_ms.end());
-      connects.push_back(res.connect_ms);
-      cpus.push_back(res.server_cpu_ms);
-    }
-    printf(
-        "| %d | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.0f | %.1f / %.1f | %d / %.0f | "
-        "%ld "
-        "| "
-        "%.0f | %.0f | %d |\n",
-        n, runs, Percentile(gaps, 50), Percentile(gaps, 99), Percentile(gaps, 100),
-        Percentile(storms, 50), Percentile(storms, 99), Percentile(storms, 100),
-        Percentile(rates, 50), Percentile(agent_all, 50), Percentile(agent_all, 99),
-        (n + agents_per_connection - 1) / agents_per_connection, Percentile(connects, 50), threads,
-        hwm / 1024.0, Percentile(cpus, 50), errors);
-    fflush(stdout);
-    if (int status = server.Quit(); status != 0) {
-      fprintf(stderr, "N=%d: the server exited with status %d\n", n, status);
-      ++all_errors;
-    }
+}
+
+// One size against a fresh server: its runs, and its row of the table. The
+// errors of every run, a warm-up run's too, and a server that did not exit 0.
+int RunSize(int n, const StormArgs& s, FILE* csv) {
+  std::string run_dir = s.dir + "/n" + std::to_string(n);
+  std::string cmd = "rm -rf '" + run_dir + "'";
+  if (system(cmd.c_str()) != 0) ServerProcess::Die("cannot clear " + run_dir);
+  ServerProcess server(s.server_bin, run_dir, s.server_args);
+  const int connections = (n + s.agents_per_connection - 1) / s.agents_per_connection;
+  std::optional<RelayFleet> relays;
+  if (!s.relay_agent.empty())
+    relays.emplace(s.relay_agent, run_dir + "/relays", connections,
+                   "127.0.0.1:" + std::to_string(server.agent_port()), s.tls ? s.tls->ca_pem : "");
+  std::vector<double> gaps, storms, rates, agent_all, connects, cpus;
+  long threads = 0, hwm = 0;
+  int errors = 0, all_errors = 0;
+  StormOptions options{
+      std::min(n, s.tasks_per_node), s.agents_per_connection,    s.node_streams, s.framework, "",
+      s.tls ? &*s.tls : nullptr,     relays ? &*relays : nullptr};
+  for (int run = 0; run < s.warmup + s.runs; ++run) {
+    options.profile_cmd = run < s.warmup ? "" : s.profile_cmd;
+    RunResult res = RunStorm(server, n, options);
+    ReportRun(res, run, s.warmup, s.node_streams, csv);
+    threads = std::max(threads, res.max_threads);
+    hwm = std::max(hwm, res.hwm_kb);
+    all_errors += res.Errors();  // a warm-up run's errors too
+    if (run < s.warmup) continue;
+    errors += res.Errors();
+    gaps.push_back(res.gap_ms);
+    storms.push_back(res.last_assign_ms);
+    rates.push_back(n / (res.last_assign_ms / 1000.0));
+    agent_all.insert(agent_all.end(), res.per_agent_ms.begin(), res.per_agent_ms.end());
+    connects.push_back(res.connect_ms);
+    cpus.push_back(res.server_cpu_ms);
   }
-  if (csv && fclose(csv) != 0) ServerProcess::Die("cannot write " + runs_csv);
+  printf(
+      "| %d | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.0f | %.1f / %.1f | %d / %.0f | "
+      "%ld "
+      "| "
+      "%.0f | %.0f | %d |\n",
+      n, s.runs, Percentile(gaps, 50), Percentile(gaps, 99), Percentile(gaps, 100),
+      Percentile(storms, 50), Percentile(storms, 99), Percentile(storms, 100),
+      Percentile(rates, 50), Percentile(agent_all, 50), Percentile(agent_all, 99), connections,
+      Percentile(connects, 50), threads, hwm / 1024.0, Percentile(cpus, 50), errors);
+  fflush(stdout);
+  if (int status = server.Quit(); status != 0) {
+    fprintf(stderr, "N=%d: the server exited with status %d\n", n, status);
+    ++all_errors;
+  }
+  return all_errors;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  StormArgs args = ParseArgs(argc, argv);
+  CheckArgs(args);
+  bench::RaiseFileLimitAndIgnoreSigpipe();
+  // Debian builds abseil without NDEBUG, so every absl::Mutex (all of gRPC's
+  // locks) runs deadlock detection; the load generator shares the machine
+  // with the server and must stay light.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+
+  FILE* csv = args.runs_csv.empty() ? nullptr : fopen(args.runs_csv.c_str(), "w");
+  if (!args.runs_csv.empty() && !csv) ServerProcess::Die("cannot write " + args.runs_csv);
+  PrintHeaders(csv);
+  int all_errors = 0;
+  for (int n : bench::ParseSizes(args.sizes)) all_errors += RunSize(n, args, csv);
+  if (csv && fclose(csv) != 0) ServerProcess::Die("cannot write " + args.runs_csv);
   // The table has the figures; a run that was refused, broken or lost an
   // agent did not measure what it is for, and the caller must know.
   if (all_errors > 0) {
