@@ -13,6 +13,14 @@
 #
 #   bench/in_place_rendezvous.sh [--sizes 64,512,4096] [--runs 20] [--runs-4096 10] [--warmup 2]
 #                                [--poll-interval-ms 2000] [-- extra bench_in_place_storm arguments]
+#
+# The extra arguments, and the server arguments, go to tfslurmd's runs and
+# the floor's alike (the floor ignores --poll-interval-ms), so that the
+# ratio compares the same load. Issue 49's setting, each node's 8 ranks as
+# lanes of one ConnectNode stream (as a node's relay carries them):
+#
+#   bench/in_place_rendezvous.sh --sizes 512,4096 --runs 5 --runs-4096 3 --warmup 1 \
+#     --poll-interval-ms 2000 -- --agents-per-connection 8 --node-streams
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
@@ -47,6 +55,7 @@ figure() { awk -F'|' 'NR == 3 { gsub(/[*]/, "", $4); print $4 }' "$1"; }
 IFS=, read -r -a size_list <<<"$sizes"
 loads="" ends=""
 extra=("$@")
+server_args=(--server-arg --poll-interval-ms --server-arg "$poll_ms")
 for n in "${size_list[@]}"; do
   r=$runs
   ((n >= 4096)) && r=$runs_big
@@ -56,7 +65,7 @@ for n in "${size_list[@]}"; do
   status=0
   "$BENCH_BIN/bench_in_place_storm" --server "$BENCH_BIN/bench_rendezvous_server" --sizes "$n" \
     --runs "$r" --warmup "$warmup" --dir "$work/srv" --runs-csv "$work/runs-$n.csv" \
-    --server-arg --poll-interval-ms --server-arg "$poll_ms" "${extra[@]}" >"$work/out-$n.md" || status=$?
+    "${server_args[@]}" "${extra[@]}" >"$work/out-$n.md" || status=$?
   cat "$work/out-$n.md" >&2
   ends+="${ends:+, }$n ranks: $(cut -d' ' -f1 /proc/loadavg)"
   if [[ -s "$table" ]]; then tail -n +3 "$work/out-$n.md" >>"$table"; else cat "$work/out-$n.md" >>"$table"; fi
@@ -70,7 +79,7 @@ for n in "${size_list[@]}"; do
   status=0
   "$BENCH_BIN/bench_in_place_storm" --server "$BENCH_BIN/bench_rendezvous_floor" --sizes "$n" \
     --runs "$r" --warmup "$warmup" --dir "$work/floor-srv" --runs-csv "$work/floor-runs-$n.csv" \
-    "${extra[@]}" >"$work/floor-$n.md" || status=$?
+    "${server_args[@]}" "${extra[@]}" >"$work/floor-$n.md" || status=$?
   cat "$work/floor-$n.md" >&2
   if [[ -s "$floor_table" ]]; then tail -n +3 "$work/floor-$n.md" >>"$floor_table"; else cat "$work/floor-$n.md" >>"$floor_table"; fi
   ((status == 0)) || bench_error "$n ranks: bench_in_place_storm against the floor exited $status"
@@ -109,6 +118,11 @@ Assignments. "attempt 1" is the first rendezvous of the same run, for
 comparison. Percentiles over the runs are nearest-rank (with 10-20 runs p99
 is the slowest run). One fresh server per N; server and load generator share
 the machine's CPUs, and each agent acts in its own streams' gRPC reactions.
+With \`-- --agents-per-connection K\` K ranks share a connection; with
+\`--node-streams\` as well, each connection carries one ConnectNode stream,
+the node relay's, and each of a rank's streams (attempt 1, standby,
+attempt 2) is a new lane of it. tfslurmd and the floor get the same
+arguments.
 
 Per-run rows (CSV):
 

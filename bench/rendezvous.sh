@@ -10,7 +10,13 @@
 # see the same machine: a shared machine's speed drifts by more than the
 # difference between them (the floor's storm of 16,384 agents took 1.6 s and
 # 2.3 s an hour apart). bench/storm_compare.py puts them side by side with
-# their ratio, and issue 49's targets at 16,384 agents.
+# their ratio, and issue 49's targets at 16,384 agents. The extra arguments
+# go to every storm, tfslurmd's and the floor's alike, so that the ratio
+# compares the same load: issue 49's setting, each node's 8 agents as lanes
+# of one ConnectNode stream (as a node's relay carries them), is
+#
+#   bench/rendezvous.sh --sizes 16384 --runs 6 --runs-4096 6 --warmup 1 --rounds 3 \
+#     -- --framework tensorflow --agents-per-connection 8 --node-streams
 #
 # --tls (issue 45): each size runs plaintext and TLS (agents verifying the
 # service's certificate, as real ones do) in alternating rounds of runs/ROUNDS
@@ -160,7 +166,9 @@ nearest-rank (with 10-20 runs p99 is the slowest run). "per agent" pools
 every agent of every run. Connections (one TCP connection per agent, or
 with \`-- --agents-per-connection K\` one per K agents: the agents of a node
 sharing one, issue 49) are opened before the storm and timed apart
-("connect"). Threads and RSS are the
+("connect"); with \`--node-streams\` as well, each connection carries one
+ConnectNode stream, the node relay's, its K agents lanes of it (the
+per-run lines on stderr say how many streams of which kind). Threads and RSS are the
 server process's (/proc/PID/status sampled every 2 ms; VmHWM after the run),
 one fresh server per round. Server and load generator share the machine's CPUs.
 
