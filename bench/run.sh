@@ -55,8 +55,8 @@ elif [[ $mode == smoke ]]; then
   # starting a local cluster and tfslurmd, and TensorFlow's import), about
   # 6 min in all:
   runs=(
-    "rendezvous.sh --sizes 64 --runs 1 --warmup 0 --rounds 1 -- --agents-per-connection 8" # 7 s: 8 connections asking for the TF cluster by digest
-    "in_place_rendezvous.sh --sizes 64 --runs 1 --warmup 0" # 1 s
+    "rendezvous.sh --sizes 64 --runs 1 --warmup 0 --rounds 1 -- --agents-per-connection 8 --node-streams" # 7 s: 8 node streams, their agents as lanes
+    "in_place_rendezvous.sh --sizes 64 --runs 1 --warmup 0 -- --agents-per-connection 8 --node-streams" # 1 s
     "torch_rendezvous.sh --sizes 64 --runs 1 --warmup 0" # 3 s; the first time 1-2 min more (libtorch-dev, its build)
     "rendezvous_pairs.sh --size 64 --pairs 1"            # 1 s
     "reaping.sh --runs 1 --steps 30"                     # 5 s

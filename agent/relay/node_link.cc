@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -52,13 +53,13 @@ grpc::Status EndStatus(const v1::LaneEnd& end) {
 class Lane final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> {
  public:
   Lane(grpc::CallbackServerContext* context, std::shared_ptr<NodeLink> link, Activity* activity)
-      : context_(context), link_(std::move(link)), activity_(activity) {
-    activity_->Opened();
-  }
+      : context_(context), link_(std::move(link)), activity_(activity) {}
 
   // From the link, its lock held (so that the lane cannot end first):
-  // numbered, it starts reading the agent's messages.
+  // numbered, it starts reading the agent's messages. Only a lane begun is
+  // handed to gRPC.
   void Begin(uint64_t number) ABSL_LOCKS_EXCLUDED(mu_) {
+    activity_->Opened();
     number_ = number;
     TFSLURM_HAPPENS_BEFORE(this);
     MutexLock lock(mu_);
@@ -124,8 +125,9 @@ class Lane final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> 
     } else if (end_ && !finished_) {
       finished_ = true;
       if (!reached_service_) context_->AddTrailingMetadata(kUpstreamNotOpened, "1");
+      grpc::Status status = *end_;  // read before OnDone may run
       TFSLURM_HAPPENS_BEFORE(&done_);
-      Finish(*end_);
+      Finish(std::move(status));
     }
   }
 
@@ -256,8 +258,12 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
       for (auto& [number, lane] : lanes_) lane->End(lane_status);
       lanes_.clear();
     }
-    links_->Ended(unimplemented);
-    self_.reset();  // may delete this: last
+    // Gone (when nothing else holds it) before the relay hears it ended,
+    // so that the relay's Shutdown returns after it.
+    NodeLinks* const links = links_;
+    std::shared_ptr<NodeLink> self = std::move(self_);
+    self.reset();  // may delete this
+    links->Ended(unimplemented);
   }
 
  private:
@@ -360,7 +366,7 @@ void Lane::OnReadDone(bool ok) {
 void Lane::OnDone() {
   TFSLURM_HAPPENS_AFTER(this);
   TFSLURM_HAPPENS_AFTER(&done_);
-  if (number_ != 0) link_->Forget(number_);
+  link_->Forget(number_);
   // Closed last: the relay's Shutdown waits for every stream's.
   Activity* const activity = activity_;
   delete this;
@@ -368,8 +374,10 @@ void Lane::OnDone() {
 }
 
 NodeLinks::NodeLinks(v1::AgentService::Stub* stub, Activity* activity, bool enabled)
-    : stub_(stub), activity_(activity), pipes_only_(!enabled) {
-  if (!enabled) return;
+    : stub_(stub), activity_(activity), pipes_only_(!enabled) {}
+
+void NodeLinks::Open() {
+  if (pipes_only_) return;
   MutexLock lock(mu_);
   CurrentLocked();
 }
@@ -388,19 +396,18 @@ NodeLinks::~NodeLinks() { Shutdown(std::chrono::seconds(5)); }
 
 grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* NodeLinks::NewLane(
     grpc::CallbackServerContext* context) {
-  if (pipes_only_) return nullptr;
-  std::shared_ptr<NodeLink> link;
-  {
-    MutexLock lock(mu_);
-    link = CurrentLocked();
+  // A link that ends between the two steps below is replaced by the next
+  // round's; one that ends for want of ConnectNode, by a Pipe.
+  while (!pipes_only_) {
+    std::shared_ptr<NodeLink> link;
+    {
+      MutexLock lock(mu_);
+      link = CurrentLocked();
+    }
+    auto lane = std::make_unique<Lane>(context, link, activity_);
+    if (link->Add(lane.get())) return lane.release();
   }
-  auto* lane = new Lane(context, link, activity_);
-  if (!link->Add(lane)) {
-    // Ended since: the agent registers again, on the next stream.
-    lane->End(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                           "the relay's stream to tfslurmd ended; register again"));
-  }
-  return lane;
+  return nullptr;
 }
 
 void NodeLinks::Ended(bool unimplemented) {

@@ -37,12 +37,15 @@ class NodeLink;
 
 class NodeLinks {
  public:
-  // `stub` and `activity` outlive this. Opens the node stream at once
-  // (while the node's agents start, so that the first of them need not
-  // wait for it, nor be sent back by a tfslurmd without ConnectNode);
-  // `enabled` false: never, and NewLane declines.
+  // `stub` and `activity` outlive this. `enabled` false: NewLane always
+  // declines.
   NodeLinks(v1::AgentService::Stub* stub, Activity* activity, bool enabled);
   ~NodeLinks();
+
+  // Opens the node stream now, while the node's agents start, so that the
+  // first of them need not wait for it, nor be sent back by a tfslurmd
+  // without ConnectNode.
+  void Open() ABSL_LOCKS_EXCLUDED(mu_);
 
   // The reactor serving a new agent stream as a lane of the current node
   // stream; nullptr when the service does not take node streams.

@@ -347,9 +347,15 @@ class RelayService final : public v1::AgentService::CallbackService {
  public:
   RelayService(v1::AgentService::Stub* stub, NodeLinks* links, Activity* activity,
                ClusterCache* clusters)
-      : stub_(stub), links_(links), activity_(activity), clusters_(clusters) {}
+      : stub_(stub), links_(links), activity_(activity), clusters_(clusters) {
+    // gRPC calls Connect only once the server it is registered with has
+    // started, after this (and what it points to) was made; gRPC's threads
+    // may predate it, so TSan is told.
+    TFSLURM_HAPPENS_BEFORE(this);
+  }
   grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* Connect(
       grpc::CallbackServerContext* context) override {
+    TFSLURM_HAPPENS_AFTER(this);
     if (auto* lane = links_->NewLane(context)) return lane;
     return (new Pipe(context, stub_, activity_, clusters_))->down();
   }
@@ -402,6 +408,7 @@ class Relay final : public NodeRelay {
     MutexLock lock(mu_);
     server_ = builder.BuildAndStart();
     if (!server_) return Unavailable("cannot listen on the relay socket " + options_.socket_path);
+    links_->Open();
     return Status::Ok();
   }
 

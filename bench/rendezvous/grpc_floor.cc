@@ -401,11 +401,9 @@ class NodeFloorReactor final : public grpc::ServerBidiReactor<NodeUp, NodeDown> 
   void OnFrame(const AgentFrame& frame) {
     auto it = lanes_.find(frame.lane());
     if (it == lanes_.end()) {
-      // As tfslurmd: a lane opens with a message on a number above the
-      // highest seen; anything else is for a lane that is gone.
-      if (!frame.has_message() || (any_lane_ && frame.lane() <= highest_lane_)) return;
-      any_lane_ = true;
-      highest_lane_ = frame.lane();
+      // As tfslurmd: a lane opens with a message on a number it does not
+      // know (an ended lane stays known until its `closed`).
+      if (!frame.has_message()) return;
       it = lanes_.emplace(frame.lane(), std::make_unique<FloorLane>(this, frame.lane())).first;
     }
     const std::unique_ptr<FloorLane>& lane = it->second;
@@ -448,8 +446,6 @@ class NodeFloorReactor final : public grpc::ServerBidiReactor<NodeUp, NodeDown> 
   // Read reactions only (one read is outstanding at a time); the lanes
   // live as long as the stream, as their pointers in the rendezvous do.
   std::map<uint64_t, std::unique_ptr<FloorLane>> lanes_;
-  bool any_lane_ = false;
-  uint64_t highest_lane_ = 0;
   std::mutex mu_;  // the writer's, and the lanes' `ended`
   bench::FrameBatcher<NodeDown> writer_;
   std::deque<std::string> clusters_sent_;

@@ -43,9 +43,9 @@ class ConnectReactor final : public grpc::ServerBidiReactor<AgentMessage, Servic
       : connection_(std::move(connection)),
         channel_(std::make_shared<ForwardingChannel>(
             [this](const ServiceMsg& message, bool end_after) { Enqueue(message, end_after); })) {
+    if (agents) reader_.emplace(*agents, *uid_proof, channel_);
     TFSLURM_HAPPENS_BEFORE(this);  // made before any reaction (OnCancel's: below)
-    if (agents) {
-      reader_.emplace(*agents, *uid_proof, channel_);
+    if (reader_) {
       StartReading();
     } else {
       FinishWhenWritten(grpc::Status(grpc::StatusCode::UNAVAILABLE, "tfslurmd is starting; retry"));

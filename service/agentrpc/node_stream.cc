@@ -80,10 +80,9 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
     const uint64_t number = frame.lane();
     auto it = lanes_.find(number);
     if (it == lanes_.end()) {
-      // A lane that is gone, or one that closes before it said anything.
-      if ((any_lane_ && number <= highest_lane_) || !frame.has_message()) return;
-      any_lane_ = true;
-      highest_lane_ = number;
+      // A lane that closes before it said anything is nothing to us. (One
+      // the service ended stays until its `closed`, its last frame.)
+      if (!frame.has_message()) return;
       it = OpenLane(number);
     }
     Lane& lane = it->second;
@@ -192,8 +191,6 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
   // The read side (read reactions, one at a time).
   NodeUp in_;
   std::unordered_map<uint64_t, Lane> lanes_;
-  bool any_lane_ = false;
-  uint64_t highest_lane_ = 0;
 
   // The write side: core's threads (Enqueue) and gRPC's.
   Mutex mu_;

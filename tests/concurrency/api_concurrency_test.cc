@@ -575,9 +575,10 @@ TEST_F(ApiConcurrencyTest, TheClusterGoesOncePerConnectionToTheStreamsThatAskByD
 // TF cluster's bytes come once per node stream and before any frame that
 // names the cluster alone, a lane whose first message is no Register ends
 // as INVALID_ARGUMENT without touching the others, the agent's `closed`
-// is answered with the lane's end (the exit report's acknowledgment), and
-// a frame for a lane that is gone is ignored. Two node streams, tasks 0-3
-// and 4-7, on one channel.
+// is answered with the lane's end (the exit report's acknowledgment), a
+// lane's frames after the service ended it are ignored until its `closed`,
+// and lanes open in whatever order their numbers come. Two node streams,
+// tasks 0-3 and 4-7, on one channel.
 TEST_F(ApiConcurrencyTest, ANodeStreamCarriesItsTasksAsLanes) {
   auto created =
       Client("alice").Post("/experiments", SmallSpec("alice-n").dump(), "application/json");
@@ -612,18 +613,18 @@ TEST_F(ApiConcurrencyTest, ANodeStreamCarriesItsTasksAsLanes) {
     nodes[n].context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     nodes[n].rw = stub->ConnectNode(&nodes[n].context);
   }
-  // Node 0: lane 1 speaks before registering; lanes 2-5 are tasks 0-3, in
-  // two writes. Node 1: lanes 10-13 are tasks 4-7, in one.
+  // Node 0: lane 1 speaks before registering; lanes 5, 4, 3, 2 are tasks
+  // 0-3, in two writes. Node 1: lanes 10-13 are tasks 4-7, in one.
   pb::AgentMessage heartbeat;
   *heartbeat.mutable_task() = Ref("alice-n", 0);
   heartbeat.mutable_heartbeat();
   pb::NodeUp up;
   *up.add_frames() = message_frame(1, heartbeat);
-  *up.add_frames() = message_frame(2, Register("alice-n", 0));
+  *up.add_frames() = message_frame(5, Register("alice-n", 0));
   ASSERT_TRUE(nodes[0].rw->Write(up));
   up.Clear();
   for (int proc = 1; proc < 4; ++proc)
-    *up.add_frames() = message_frame(2 + proc, Register("alice-n", proc));
+    *up.add_frames() = message_frame(5 - proc, Register("alice-n", proc));
   ASSERT_TRUE(nodes[0].rw->Write(up));
   up.Clear();
   for (int proc = 4; proc < 8; ++proc)
@@ -690,16 +691,21 @@ TEST_F(ApiConcurrencyTest, ANodeStreamCarriesItsTasksAsLanes) {
   ASSERT_TRUE(nodes[1].ReadUntil(end_of(lane)));
   EXPECT_EQ(nodes[1].frames.back().end().code(), grpc::StatusCode::OK);
 
-  // A Register on that lane, now gone, is ignored: nothing comes for it
-  // before the end of lane 20, which speaks out of turn after it.
+  // Lane 20 speaks out of turn and is ended; a Register on it before its
+  // `closed` is ignored: nothing comes for it before the end of lane 21,
+  // which speaks out of turn after it.
   up.Clear();
-  *up.add_frames() = message_frame(lane, Register("alice-n", static_cast<int>(lane - 6)));
   *up.add_frames() = message_frame(20, heartbeat);
   ASSERT_TRUE(nodes[1].rw->Write(up));
-  const size_t before = nodes[1].frames.size();
   ASSERT_TRUE(nodes[1].ReadUntil(end_of(20)));
+  up.Clear();
+  *up.add_frames() = message_frame(20, Register("alice-n", static_cast<int>(lane - 6)));
+  *up.add_frames() = message_frame(21, heartbeat);
+  ASSERT_TRUE(nodes[1].rw->Write(up));
+  const size_t before = nodes[1].frames.size();
+  ASSERT_TRUE(nodes[1].ReadUntil(end_of(21)));
   for (size_t i = before; i < nodes[1].frames.size(); ++i)
-    EXPECT_EQ(nodes[1].frames[i].lane(), 20u) << nodes[1].frames[i].DebugString();
+    EXPECT_EQ(nodes[1].frames[i].lane(), 21u) << nodes[1].frames[i].DebugString();
 
   for (Node& node : nodes) {
     node.rw->WritesDone();
@@ -727,6 +733,14 @@ TEST_F(ApiConcurrencyTest, TheNodesRelayCarriesItsAgentsAsLanesOfOneStream) {
   auto relay = agent::StartNodeRelay(options);
   ASSERT_TRUE(relay.ok()) << relay.status().message();
   std::thread serving([&] { (*relay)->ServeUntilIdle(); });
+  struct StopRelay {
+    agent::NodeRelay& relay;
+    std::thread& serving;
+    ~StopRelay() {
+      relay.Shutdown();
+      serving.join();
+    }
+  } stop_relay{**relay, serving};
   auto stub = pb::AgentService::NewStub(
       grpc::CreateChannel("unix:" + options.socket_path, grpc::InsecureChannelCredentials()));
   struct Stream {
@@ -744,7 +758,11 @@ TEST_F(ApiConcurrencyTest, TheNodesRelayCarriesItsAgentsAsLanesOfOneStream) {
   std::optional<int> worker;
   for (int proc = 0; proc < kTasks; ++proc) {
     Stream& stream = *streams[proc];
-    ASSERT_TRUE(stream.rw->Read(&stream.reply)) << "task " << proc;
+    if (!stream.rw->Read(&stream.reply)) {
+      const grpc::Status status = stream.rw->Finish();
+      FAIL() << "task " << proc << ": the stream ended: " << status.error_code() << " "
+             << status.error_message();
+    }
     ASSERT_TRUE(stream.reply.has_assignment())
         << "task " << proc << ": " << stream.reply.DebugString();
     const pb::Assignment& a = stream.reply.assignment();
@@ -769,8 +787,6 @@ TEST_F(ApiConcurrencyTest, TheNodesRelayCarriesItsAgentsAsLanesOfOneStream) {
     streams[proc]->context.TryCancel();
     streams[proc]->rw->Finish();
   }
-  (*relay)->Shutdown();
-  serving.join();
 }
 
 // The endpoint's record of what each connection has been sent: by gRPC's
