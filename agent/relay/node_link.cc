@@ -386,7 +386,8 @@ std::shared_ptr<NodeLink> NodeLinks::CurrentLocked() {
   if (!current_ || current_->ended()) {
     current_ = std::make_shared<NodeLink>(this);
     ++live_;
-    ++opened_;
+    spdlog::info("relay: opening node stream {} to the service (its agents' streams are its lanes)",
+                 ++opened_);
     current_->Start(stub_, current_);
   }
   return current_;
