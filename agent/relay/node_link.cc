@@ -38,6 +38,12 @@ namespace {
 // tfslurmd takes messages of up to 4 MiB (gRPC's default).
 constexpr size_t kBatchBytes = 1 << 20;
 
+// The largest agent message a lane carries: tfslurmd refuses a NodeUp over
+// its 4 MiB, which would end every lane of the node; what a Connect stream
+// of its own would refuse (the message alone over 4 MiB) ends this lane
+// only. The frame's own bytes are a few.
+constexpr size_t kLargestMessage = (4 << 20) - 64;
+
 // As many as tfslurmd remembers per node stream
 // (service/agentrpc/connection_clusters.h), in the same order, so that a
 // digest it sends alone is always here.
@@ -354,7 +360,12 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
 void Lane::OnReadDone(bool ok) {
   ReactionScope reaction(&in_, &done_);
   TFSLURM_HAPPENS_AFTER(this);
-  if (ok) {
+  if (ok && in_.ByteSizeLong() > kLargestMessage) {
+    End(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                     "the agent's message of " + std::to_string(in_.ByteSizeLong()) +
+                         " bytes is over the 4 MiB tfslurmd takes"));
+    link_->Close(number_);
+  } else if (ok) {
     link_->Send(number_, std::move(in_));
   } else {
     // The agent half-closed (after its exit report: the lane's end is the

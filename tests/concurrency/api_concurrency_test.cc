@@ -773,6 +773,25 @@ TEST_F(ApiConcurrencyTest, TheNodesRelayCarriesItsAgentsAsLanesOfOneStream) {
   }
   EXPECT_EQ((*relay)->node_streams_opened(), 1);
   ASSERT_TRUE(worker);
+  // A message the relay's socket takes but that would push the node's
+  // stream over tfslurmd's 4 MiB ends its own lane, not the node's others
+  // (the worker's exit below still goes through).
+  const int big = *worker == 0 ? 1 : 0;
+  pb::AgentMessage progress;
+  *progress.mutable_task() = Ref("alice-r", big);
+  progress.mutable_progress()->set_checkpoint_step(1);
+  // 4 MiB less 4 bytes: the relay's socket takes it (at most 4 MiB), but
+  // framed in a NodeUp it would be over tfslurmd's 4 MiB.
+  std::string& path = *progress.mutable_progress()->mutable_checkpoint_path();
+  for (path = std::string((4 << 20) - 200, 'x'); progress.ByteSizeLong() < (4u << 20) - 4;)
+    path.push_back('x');
+  ASSERT_EQ(progress.ByteSizeLong(), (4u << 20) - 4);
+  ASSERT_TRUE(streams[big]->rw->Write(progress));
+  EXPECT_FALSE(streams[big]->rw->Read(&streams[big]->reply));
+  const grpc::Status too_big = streams[big]->rw->Finish();
+  EXPECT_EQ(too_big.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << too_big.error_message();
+  EXPECT_NE(too_big.error_message().find("over the 4 MiB tfslurmd takes"), std::string::npos)
+      << too_big.error_message();
   Stream& exiting = *streams[*worker];
   pb::AgentMessage exited;
   *exited.mutable_task() = Ref("alice-r", *worker);
@@ -783,7 +802,7 @@ TEST_F(ApiConcurrencyTest, TheNodesRelayCarriesItsAgentsAsLanesOfOneStream) {
   grpc::Status acknowledged = exiting.rw->Finish();
   EXPECT_TRUE(acknowledged.ok()) << acknowledged.error_message();
   for (int proc = 0; proc < kTasks; ++proc) {
-    if (proc == *worker) continue;
+    if (proc == *worker || proc == big) continue;
     streams[proc]->context.TryCancel();
     streams[proc]->rw->Finish();
   }
