@@ -667,6 +667,25 @@ TEST_F(ApiConcurrencyTest, ANodeStreamCarriesItsTasksAsLanes) {
   EXPECT_EQ(lane1_end->end().code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(lane1_end->end().message(), "the first message must be register");
 
+  // A lane speaks for the task it registered only: lane 5 (task 0) sending
+  // task 1's heartbeat is refused on lane 5.
+  pb::AgentMessage other;
+  *other.mutable_task() = Ref("alice-n", 1);
+  other.mutable_heartbeat();
+  up.Clear();
+  *up.add_frames() = message_frame(5, other);
+  ASSERT_TRUE(nodes[0].rw->Write(up));
+  auto refusal = [](const std::vector<pb::ServiceFrame>& frames) {
+    return std::find_if(frames.begin(), frames.end(), [](const pb::ServiceFrame& f) {
+      return f.has_message() && f.message().has_refused();
+    });
+  };
+  ASSERT_TRUE(
+      nodes[0].ReadUntil([&](const auto& frames) { return refusal(frames) != frames.end(); }));
+  EXPECT_EQ(refusal(nodes[0].frames)->lane(), 5u);
+  EXPECT_EQ(refusal(nodes[0].frames)->message().refused().reason(),
+            "a stream speaks for one task only");
+
   // A worker of node 1 exits and closes its lane: the lane's end, OK.
   const auto worker = std::find_if(by_lane.begin(), by_lane.end(), [](const auto& entry) {
     return entry.first >= 10 && entry.second.role() == "worker";
