@@ -23,6 +23,7 @@
 
 #include "agent/relay/node_relay.h"
 #include "base/happens_before.h"
+#include "schema/frame_batcher.h"
 
 namespace tfslurm::agent {
 
@@ -33,10 +34,6 @@ using v1::NodeUp;
 using v1::ServiceMessage;
 
 namespace {
-
-// What one write carries at most, unless a single frame is larger:
-// tfslurmd takes messages of up to 4 MiB (gRPC's default).
-constexpr size_t kBatchBytes = 1 << 20;
 
 // The largest agent message a lane carries: tfslurmd refuses a NodeUp over
 // its 4 MiB, which would end every lane of the node; what a Connect stream
@@ -189,10 +186,10 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
   void Send(uint64_t number, AgentMessage message) ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
     if (ended_) return;
-    AgentFrame& frame = queue_.emplace_back();
+    AgentFrame frame;
     frame.set_lane(number);
     *frame.mutable_message() = std::move(message);
-    if (!writing_) WriteNextLocked();
+    QueueLocked(std::move(frame));
   }
 
   // From a lane: its agent's side ended. The service forgets the lane (and
@@ -200,10 +197,10 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
   void Close(uint64_t number) ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
     if (ended_) return;
-    AgentFrame& frame = queue_.emplace_back();
+    AgentFrame frame;
     frame.set_lane(number);
     frame.set_closed(true);
-    if (!writing_) WriteNextLocked();
+    QueueLocked(std::move(frame));
   }
 
   // From a lane's OnDone: it is never called again.
@@ -215,18 +212,17 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
   void Cancel() { context_.TryCancel(); }
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
-    ReactionScope reaction(&out_, &done_);
+    ReactionScope reaction(&write_op_, &done_);
     if (!ok) {
       ReleaseHold();  // the stream broke; OnDone gives its status
       return;
     }
     MutexLock lock(mu_);
-    writing_ = false;
-    for (const AgentFrame& frame : out_.frames()) {
+    for (const AgentFrame& frame : writer_.in_flight().frames()) {
       if (!frame.has_message()) continue;
       if (auto it = lanes_.find(frame.lane()); it != lanes_.end()) it->second->Written();
     }
-    WriteNextLocked();
+    StartWriteLocked(writer_.WriteDone());
   }
 
   void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
@@ -313,20 +309,17 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
     return true;
   }
 
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (queue_.empty() || hold_released_) return;
-    out_.Clear();
-    size_t bytes = 0;
-    while (!queue_.empty()) {
-      const size_t size = queue_.front().ByteSizeLong();
-      if (out_.frames_size() > 0 && bytes + size > kBatchBytes) break;
-      bytes += size;
-      out_.add_frames()->Swap(&queue_.front());
-      queue_.pop_front();
-    }
-    writing_ = true;
-    TFSLURM_HAPPENS_BEFORE(&out_);
-    StartWrite(&out_);
+  // A write starts at once unless one is in flight (the frame goes in the
+  // next).
+  void QueueLocked(AgentFrame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    StartWriteLocked(writer_.Queue(std::move(frame)));
+  }
+
+  // `next`: the writer's batch of every frame queued, or nothing to write.
+  void StartWriteLocked(NodeUp* next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!next || hold_released_) return;
+    TFSLURM_HAPPENS_BEFORE(&write_op_);
+    StartWrite(next);
   }
 
   // No write starts after this; outside mu_, as RemoveHold may run OnDone.
@@ -347,14 +340,14 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
   mutable Mutex mu_;
   std::unordered_map<uint64_t, Lane*> lanes_ ABSL_GUARDED_BY(mu_);
   uint64_t next_lane_ ABSL_GUARDED_BY(mu_) = 1;
-  std::deque<AgentFrame> queue_ ABSL_GUARDED_BY(mu_);
-  NodeUp out_ ABSL_GUARDED_BY(mu_);  // the write in flight
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  wire::FrameBatcher<NodeUp> writer_ ABSL_GUARDED_BY(mu_);
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::pair<std::string, std::string>> clusters_ ABSL_GUARDED_BY(mu_);
 
-  char done_ = 0;  // for TSan only: what OnDone comes after
+  // For TSan only: what a write's completion and OnDone come after.
+  char write_op_ = 0;
+  char done_ = 0;
 };
 
 void Lane::OnReadDone(bool ok) {

@@ -3,7 +3,8 @@
 // rendezvous of an attempt restarted in place, both against
 // bench_rendezvous_server), what /proc says about a process, and
 // nearest-rank percentiles (tcpstore_storm.cc too); and, with the floor
-// (grpc_floor.cc), the writer of a ConnectNode stream's frames.
+// (grpc_floor.cc), the writer of a ConnectNode stream's frames
+// (schema/frame_batcher.h, as the relay and tfslurmd write them).
 //
 // Thread safety: ServerProcess belongs to the thread that drives it;
 // FrameBatcher needs its owner's lock held; the free functions are safe from
@@ -29,7 +30,11 @@
 #include <utility>
 #include <vector>
 
+#include "schema/frame_batcher.h"
+
 namespace bench {
+
+using tfslurm::wire::FrameBatcher;
 
 using Clock = std::chrono::steady_clock;
 
@@ -192,62 +197,5 @@ inline void RaiseFileLimitAndIgnoreSigpipe() {
   setrlimit(RLIMIT_NOFILE, &r);
   signal(SIGPIPE, SIG_IGN);
 }
-
-// The writer of a node's relay on its ConnectNode stream (agent.proto,
-// NodeUp and NodeDown), and the service's: one write in flight, and the
-// frames queued meanwhile go together in the next message, so that a
-// stream of many lanes costs gRPC one message per write rather than one per
-// frame. The load generators and the floor write with it alike, so that
-// tfslurmd and its floor are measured through the same batching.
-// `Message` is NodeUp or NodeDown (a `repeated frames`).
-//
-// Not thread-safe: the stream's reactor holds its lock around every call,
-// and starts the write it is handed after releasing it.
-template <typename Message>
-class FrameBatcher {
- public:
-  using Frame = std::remove_reference_t<decltype(*std::declval<Message&>().add_frames())>;
-  // About 1 MiB of frames per message, and at least one frame: gRPC's
-  // default limit on a received message is 4 MiB.
-  static constexpr size_t kMaxMessageBytes = 1 << 20;
-
-  // Queues `frame`. The message to start writing now, or nullptr when a
-  // write is in flight (the frame goes in the next).
-  Message* Queue(Frame frame) {
-    queued_.push_back(std::move(frame));
-    return writing_ ? nullptr : TakeBatch();
-  }
-  // The write in flight completed: the next message to start, or nullptr
-  // when nothing is queued (no write is in flight then).
-  Message* WriteDone() {
-    if (queued_.empty()) {
-      writing_ = false;
-      return nullptr;
-    }
-    return TakeBatch();
-  }
-  bool writing() const { return writing_; }
-  // The message being written; stays as it is until WriteDone.
-  const Message& in_flight() const { return out_; }
-
- private:
-  Message* TakeBatch() {
-    writing_ = true;
-    out_.Clear();
-    size_t bytes = 0;
-    while (!queued_.empty()) {
-      const size_t size = queued_.front().ByteSizeLong();
-      if (out_.frames_size() > 0 && bytes + size > kMaxMessageBytes) break;
-      bytes += size;
-      out_.add_frames()->Swap(&queued_.front());
-      queued_.pop_front();
-    }
-    return &out_;
-  }
-
-  std::deque<Frame> queued_;
-  Message out_;
-  bool writing_ = false;
-};
 
 }  // namespace bench

@@ -13,6 +13,7 @@
 
 #include "base/happens_before.h"
 #include "base/mutex.h"
+#include "schema/frame_batcher.h"
 #include "service/agentrpc/connection_clusters.h"
 #include "service/agentrpc/convert.h"
 #include "service/agentrpc/task_stream.h"
@@ -24,10 +25,6 @@ using agent::v1::AgentFrame;
 using agent::v1::NodeDown;
 using agent::v1::NodeUp;
 using agent::v1::ServiceFrame;
-
-// What one write carries at most, unless a single frame is larger: the
-// relay's gRPC client takes messages of up to 4 MiB by default.
-constexpr size_t kBatchBytes = 1 << 20;
 
 class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
  public:
@@ -54,11 +51,10 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
   }
 
   void OnWriteDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_) {
-    ReactionScope reaction(&out_, &done_);
+    ReactionScope reaction(&write_op_, &done_);
     MutexLock lock(mu_);
-    writing_ = false;
-    if (!ok) queue_.clear();  // the stream broke; its read fails too
-    WriteNextLocked();
+    if (!ok) writer_.Drop();  // the stream broke; its read fails too
+    WriteNextLocked(writer_.WriteDone());
   }
 
   // Cancelled: the outstanding read fails, and OnReadDone ends the lanes.
@@ -117,7 +113,6 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
     MutexLock lock(mu_);
     if (finished_) return;
     QueueEndLocked(number, status);
-    if (!writing_) WriteNextLocked();
   }
 
   // From core's threads, through a lane's channel (its lock held).
@@ -125,11 +120,11 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
       ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
     if (finished_) return;
-    ServiceFrame& frame = queue_.emplace_back();
+    ServiceFrame frame;
     frame.set_lane(number);
     *frame.mutable_message() = ToProto(message, EncodingForLocked(message));
+    QueueLocked(std::move(frame));
     if (end_after) QueueEndLocked(number, grpc::Status::OK);
-    if (!writing_) WriteNextLocked();
   }
 
   // A cluster's bytes go in the first frame of this stream that names it;
@@ -145,10 +140,17 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
 
   void QueueEndLocked(uint64_t number, const grpc::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ServiceFrame& frame = queue_.emplace_back();
+    ServiceFrame frame;
     frame.set_lane(number);
     frame.mutable_end()->set_code(status.error_code());
     frame.mutable_end()->set_message(status.error_message());
+    QueueLocked(std::move(frame));
+  }
+
+  // A write starts at once unless one is in flight (the frame goes in the
+  // next).
+  void QueueLocked(ServiceFrame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (NodeDown* next = writer_.Queue(std::move(frame))) WriteNextLocked(next);
   }
 
   void StartReading() {
@@ -156,21 +158,12 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
     StartRead(&in_);
   }
 
-  // One write at a time, carrying every frame queued (up to kBatchBytes).
-  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!queue_.empty()) {
-      out_.Clear();
-      size_t bytes = 0;
-      while (!queue_.empty()) {
-        const size_t size = queue_.front().ByteSizeLong();
-        if (out_.frames_size() > 0 && bytes + size > kBatchBytes) break;
-        bytes += size;
-        out_.add_frames()->Swap(&queue_.front());
-        queue_.pop_front();
-      }
-      writing_ = true;
-      TFSLURM_HAPPENS_BEFORE(&out_);
-      StartWrite(&out_);
+  // Starts writing `next` (the writer's batch of every frame queued), or,
+  // with nothing to write, finishes if that is pending.
+  void WriteNextLocked(NodeDown* next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (next) {
+      TFSLURM_HAPPENS_BEFORE(&write_op_);
+      StartWrite(next);
     } else if (pending_finish_ && !finished_) {
       finished_ = true;
       TFSLURM_HAPPENS_BEFORE(&done_);
@@ -182,7 +175,7 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
     MutexLock lock(mu_);
     if (finished_) return;
     pending_finish_ = std::move(status);
-    if (!writing_) WriteNextLocked();
+    if (!writer_.writing()) WriteNextLocked(nullptr);
   }
 
   Agents* const agents_;
@@ -195,13 +188,13 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
   // The write side: core's threads (Enqueue) and gRPC's.
   Mutex mu_;
   ConnectionClusters::Connection clusters_sent_;  // its own lock; used under mu_
-  std::deque<ServiceFrame> queue_ ABSL_GUARDED_BY(mu_);
-  NodeDown out_ ABSL_GUARDED_BY(mu_);  // the write in flight
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  wire::FrameBatcher<NodeDown> writer_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> pending_finish_ ABSL_GUARDED_BY(mu_);
 
-  char done_ = 0;  // for TSan only: what OnDone comes after
+  // For TSan only: what a write's completion and OnDone come after.
+  char write_op_ = 0;
+  char done_ = 0;
 };
 
 }  // namespace
