@@ -1,5 +1,7 @@
 // The agent protocol's two transports, one logic: a gRPC bidirectional
-// stream per task (AgentService.Connect), and the same messages as JSON
+// stream per task (AgentService.Connect; or a lane of its node's
+// ConnectNode stream, when a node's relay carries them: node_stream.h),
+// and the same messages as JSON
 // (protobuf's JSON mapping) over plain HTTP under /agent/v1/, so a task can
 // register with curl. Both hand every message to core's Agents (core/agents.h).
 //

@@ -1,5 +1,6 @@
 // AgentService over gRPC's callback API: no thread per stream, so thousands
-// of agents cost memory, not threads.
+// of agents cost memory, not threads. Connect is served here; ConnectNode
+// by node_stream.cc; what a task's stream means, by task_stream.h.
 //
 // Threads: gRPC runs a stream's reactions on its own threads, and a read's
 // and a write's reactions may run at once; core sends to a stream from any
