@@ -26,6 +26,12 @@ using agent::v1::NodeDown;
 using agent::v1::NodeUp;
 using agent::v1::ServiceFrame;
 
+// The lanes a node stream may hold at once: far more than any node runs
+// tasks, and a bound on what one stream can make tfslurmd keep (a lane the
+// service ended stays until the relay's `closed`, which a stranger need
+// never send).
+constexpr size_t kMaxLanes = 4096;
+
 class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
  public:
   NodeStream(Agents* agents, UidProof* uid_proof) : agents_(agents), uid_proof_(uid_proof) {
@@ -79,6 +85,10 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
       // A lane that closes before it said anything is nothing to us. (One
       // the service ended stays until its `closed`, its last frame.)
       if (!frame.has_message()) return;
+      if (lanes_.size() >= kMaxLanes) {
+        RefuseLane(number);
+        return;
+      }
       it = OpenLane(number);
     }
     Lane& lane = it->second;
@@ -104,6 +114,15 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
         });
     lane.reader = std::make_unique<TaskStreamReader>(*agents_, *uid_proof_, lane.channel);
     return lanes_.emplace(number, std::move(lane)).first;
+  }
+
+  // A lane over kMaxLanes ends at once, and nothing of it is kept.
+  void RefuseLane(uint64_t number) ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    if (finished_) return;
+    QueueEndLocked(number, grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                        "this node stream has " + std::to_string(kMaxLanes) +
+                                            " lanes open, the most it may"));
   }
 
   // The lane's end goes after what was queued for it; core's later sends

@@ -734,6 +734,40 @@ TEST_F(ApiConcurrencyTest, ANodeStreamCarriesItsTasksAsLanes) {
   }
 }
 
+// A node stream holds at most 4,096 lanes: a stranger who opens lanes and
+// never closes them (each refused, so kept until its `closed`) is bounded;
+// the 4,097th ends at once as RESOURCE_EXHAUSTED.
+TEST_F(ApiConcurrencyTest, ANodeStreamHoldsAtMost4096Lanes) {
+  auto stub = pb::AgentService::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(grpc_->port()), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto rw = stub->ConnectNode(&context);
+  pb::NodeUp up;
+  for (uint64_t lane = 1; lane <= 4097; ++lane) {
+    pb::AgentFrame* frame = up.add_frames();
+    frame->set_lane(lane);
+    pb::AgentMessage* m = frame->mutable_message();
+    m->mutable_task()->set_experiment_id("nobody-" + std::to_string(lane));
+    m->mutable_task()->set_attempt(1);
+    m->mutable_task()->set_secret("guess");
+    m->mutable_register_()->set_node_name("node1");
+  }
+  ASSERT_TRUE(rw->Write(up));
+  pb::NodeDown down;
+  std::map<uint64_t, std::vector<pb::ServiceFrame>> by_lane;
+  while (by_lane[4097].empty() && rw->Read(&down))
+    for (auto& f : *down.mutable_frames()) by_lane[f.lane()].push_back(std::move(f));
+  ASSERT_EQ(by_lane[4097].size(), 1u);
+  EXPECT_EQ(by_lane[4097][0].end().code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(by_lane[4097][0].end().message(),
+            "this node stream has 4096 lanes open, the most it may");
+  ASSERT_FALSE(by_lane[1].empty());
+  EXPECT_TRUE(by_lane[1][0].message().has_refused()) << by_lane[1][0].DebugString();
+  context.TryCancel();
+  rw->Finish();
+}
+
 // The node's relay (agent/relay/) in front of the real endpoint: its
 // agents' streams go as lanes of one node stream, each Assignment reaches
 // its agent whole (the relay fills in the cluster the node stream carried
