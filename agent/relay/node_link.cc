@@ -87,11 +87,13 @@ class Lane final : public grpc::ServerBidiReactor<AgentMessage, ServiceMessage> 
   }
 
   // The lane is over: the agent's stream ends with `status` once what came
-  // before is written.
-  void End(grpc::Status status) ABSL_LOCKS_EXCLUDED(mu_) {
+  // before is written. `reached_service` false: whatever was written, no
+  // service took it (one without ConnectNode).
+  void End(grpc::Status status, bool reached_service = true) ABSL_LOCKS_EXCLUDED(mu_) {
     MutexLock lock(mu_);
     if (end_) return;
     end_ = std::move(status);
+    if (!reached_service) reached_service_ = false;
     if (!writing_) WriteNextLocked();
   }
 
@@ -246,6 +248,8 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
     TFSLURM_HAPPENS_AFTER(this);
     TFSLURM_HAPPENS_AFTER(&done_);
     const bool unimplemented = status.error_code() == grpc::StatusCode::UNIMPLEMENTED;
+    // Before the lanes end: their agents' next streams must find it.
+    if (unimplemented) links_->PipesOnly();
     {
       MutexLock lock(mu_);
       ended_ = true;
@@ -257,7 +261,7 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
                                        "predates ConnectNode); register again: the relay "
                                        "carries each stream on its own from now on")
                         : status;
-      for (auto& [number, lane] : lanes_) lane->End(lane_status);
+      for (auto& [number, lane] : lanes_) lane->End(lane_status, !unimplemented);
       lanes_.clear();
     }
     // Gone (when nothing else holds it) before the relay hears it ended,
@@ -265,7 +269,7 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
     NodeLinks* const links = links_;
     std::shared_ptr<NodeLink> self = std::move(self_);
     self.reset();  // may delete this
-    links->Ended(unimplemented);
+    links->Ended(status);
   }
 
  private:
@@ -415,11 +419,17 @@ grpc::ServerBidiReactor<AgentMessage, ServiceMessage>* NodeLinks::NewLane(
   return nullptr;
 }
 
-void NodeLinks::Ended(bool unimplemented) {
-  if (unimplemented && !pipes_only_.exchange(true))
+void NodeLinks::PipesOnly() {
+  if (!pipes_only_.exchange(true))
     spdlog::warn(
         "relay: tfslurmd has no ConnectNode (it is older than this agent); each agent stream "
         "goes to it on a stream of its own");
+}
+
+void NodeLinks::Ended(const grpc::Status& status) {
+  if (!status.ok() && status.error_code() != grpc::StatusCode::UNIMPLEMENTED)
+    spdlog::info("relay: its node stream to the service ended: {} ({})", status.error_message(),
+                 static_cast<int>(status.error_code()));
   MutexLock lock(mu_);
   --live_;
   cv_.notify_all();

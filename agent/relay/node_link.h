@@ -59,9 +59,11 @@ class NodeLinks {
   // How many node streams were opened (for tests and the relay's log).
   int opened() const { return opened_.load(); }
 
-  // From a NodeLink: it ended; `unimplemented`: the service has no
-  // ConnectNode.
-  void Ended(bool unimplemented) ABSL_LOCKS_EXCLUDED(mu_);
+  // From a NodeLink: the service has no ConnectNode; agent streams go
+  // through pipes from now on.
+  void PipesOnly();
+  // From a NodeLink: it ended, with `status`.
+  void Ended(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // The node stream, opened anew if the last one ended.
