@@ -146,6 +146,19 @@ class ApiConcurrencyTest : public ::testing::Test {
     return m;
   }
 
+  // A task's Connect stream, opened with a minute's deadline.
+  struct Stream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<pb::AgentMessage, pb::ServiceMessage>> rw;
+    pb::ServiceMessage reply;
+  };
+  static std::unique_ptr<Stream> OpenStream(pb::AgentService::Stub& stub) {
+    auto stream = std::make_unique<Stream>();
+    stream->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    stream->rw = stub.Connect(&stream->context);
+    return stream;
+  }
+
   // One task over gRPC, as tfslurm-agent does it; violations are reported.
   void GrpcAgent(const std::string& id, int proc, bool cancelled, AgentLog* log,
                  std::shared_ptr<grpc::Channel> channel) {
@@ -529,16 +542,9 @@ TEST_F(ApiConcurrencyTest, TheClusterGoesOncePerConnectionToTheStreamsThatAskByD
     stubs.push_back(pb::AgentService::NewStub(
         grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args)));
   auto connection_of = [](int proc) { return proc < 4 ? 0 : proc < 7 ? 1 : 2; };
-  struct Stream {
-    grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReaderWriter<pb::AgentMessage, pb::ServiceMessage>> rw;
-    pb::ServiceMessage reply;
-  };
   std::vector<std::unique_ptr<Stream>> streams;
   for (int proc = 0; proc < kTasks; ++proc) {
-    auto& stream = streams.emplace_back(std::make_unique<Stream>());
-    stream->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    stream->rw = stubs[connection_of(proc)]->Connect(&stream->context);
+    auto& stream = streams.emplace_back(OpenStream(*stubs[connection_of(proc)]));
     pb::AgentMessage m = Register("alice-d", proc);
     m.mutable_register_()->set_cluster_by_digest(connection_of(proc) < 2);
     ASSERT_TRUE(stream->rw->Write(m)) << "task " << proc;
@@ -796,16 +802,9 @@ TEST_F(ApiConcurrencyTest, TheNodesRelayCarriesItsAgentsAsLanesOfOneStream) {
   } stop_relay{**relay, serving};
   auto stub = pb::AgentService::NewStub(
       grpc::CreateChannel("unix:" + options.socket_path, grpc::InsecureChannelCredentials()));
-  struct Stream {
-    grpc::ClientContext context;
-    std::unique_ptr<grpc::ClientReaderWriter<pb::AgentMessage, pb::ServiceMessage>> rw;
-    pb::ServiceMessage reply;
-  };
   std::vector<std::unique_ptr<Stream>> streams;
   for (int proc = 0; proc < kTasks; ++proc) {
-    auto& stream = streams.emplace_back(std::make_unique<Stream>());
-    stream->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    stream->rw = stub->Connect(&stream->context);
+    auto& stream = streams.emplace_back(OpenStream(*stub));
     ASSERT_TRUE(stream->rw->Write(Register("alice-r", proc))) << "task " << proc;
   }
   std::optional<int> worker;
