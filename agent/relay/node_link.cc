@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "agent/relay/cluster_cache.h"
 #include "agent/relay/node_relay.h"
 #include "base/happens_before.h"
 #include "schema/frame_batcher.h"
@@ -40,11 +41,6 @@ namespace {
 // of its own would refuse (the message alone over 4 MiB) ends this lane
 // only. The frame's own bytes are a few.
 constexpr size_t kLargestMessage = (4 << 20) - 64;
-
-// As many as tfslurmd remembers per node stream
-// (service/agentrpc/connection_clusters.h), in the same order, so that a
-// digest it sends alone is always here.
-constexpr size_t kClustersKept = 4;
 
 grpc::Status EndStatus(const v1::LaneEnd& end) {
   return grpc::Status(static_cast<grpc::StatusCode>(end.code()), end.message());
@@ -295,6 +291,9 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
   }
 
   // Keeps a cluster's bytes, or fills in those of a cluster named alone.
+  // As many, kept and forgotten in the same order, as tfslurmd remembers
+  // per node stream (ConnectionClusters::Connection::FirstSend), so that a
+  // digest it sends alone is always here.
   // False: named alone but never sent (the service broke the protocol).
   bool FillClusterLocked(v1::Assignment& assignment) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string& digest = assignment.cluster_digest();
@@ -304,7 +303,7 @@ class NodeLink final : public grpc::ClientBidiReactor<NodeUp, NodeDown> {
     if (!assignment.cluster_zlib().empty()) {
       if (kept == clusters_.end()) {
         clusters_.emplace_back(digest, assignment.cluster_zlib());
-        if (clusters_.size() > kClustersKept) clusters_.pop_front();
+        if (clusters_.size() > ClusterCache::kKept) clusters_.pop_front();
       }
       return true;
     }
