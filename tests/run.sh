@@ -569,7 +569,7 @@ echo
 # What failed, by name and with its first lines, gathered from every stage's
 # log: the logs are long, and only the end of a CI run's output is kept: last
 # but for the table, so that the end shows why as well as what.
-for log in build/integration.log build/e2e.log build/compat.log build/python.log build-asan/unit.log build/unit.log \
+for log in build/integration.log build/e2e.log build/packages.log build/compat.log build/python.log build-asan/unit.log build/unit.log \
   build/fuzz.log build-tsan/tsan.log build/bench.log; do
   [[ -f $log ]] || continue
   failed=$(failed_tests "$log" || true)

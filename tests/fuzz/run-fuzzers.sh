@@ -61,9 +61,12 @@ limits_of() {
 run_one() {
   local t=$1 work="$build/fuzz-corpus/$1" art="$build/fuzz-artifacts/$1/" log="$build/fuzz-$1.log"
   mkdir -p "$work" "$art"
-  # -timeout: one input taking 10 s is a hang. -rss_limit_mb: a blow-up.
+  # -timeout: one input taking 120 s is a hang. libFuzzer times an input by
+  # the wall clock, and tests/run.sh runs the fuzzers under SCHED_IDLE beside
+  # the benchmarks, which keep both cores busy: there an input that takes 30
+  # ms on a core of its own can take 10 s. -rss_limit_mb: a blow-up.
   # -max_len: room for deep nesting and long strings.
-  "$build/bin/${t}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+  "$build/bin/${t}_fuzzer" -max_total_time="$seconds" -timeout=120 -rss_limit_mb=2048 -max_len=16384 \
     -print_final_stats=1 -artifact_prefix="$art" $(dict_of "$t") $(limits_of "$t") "$work" "$fuzz_dir/corpus/$t" >"$log" 2>&1
 }
 

@@ -41,6 +41,16 @@ expect "pytest -rfEs counts" "3 4 3" "$(pytest_counts $data/pytest-rfEs.log)"
 expect "ctest failed tests, each with why" $'\t  3 - fails (Failed)\n    /src/x_test.cc:12: Failure\n    Expected equality of these values:\n      1\n      2\n    [  FAILED  ] Suite.Fails (0 ms)' \
   "$(failed_tests $data/ctest.log | head -n 6)"
 expect "TAP failed tests" "not ok 5 - b fails" "$(failed_tests $data/node20.tap | head -n 1)"
+# tests/packages.sh's and the fuzzers' own lines: the check or target, and
+# the crash log's lines the fuzzers print after theirs.
+printf 'packages lintian: ok (0 overrides, 11 s)\npiuparts: ERROR: purge left /etc/x\npackages piuparts: FAILED (see above, 30 s)\n\n18 passed, 1 failed\n' >"$work/pk.log"
+expect "packages failed checks, with what they said above" \
+  $'packages lintian: ok (0 overrides, 11 s)\npiuparts: ERROR: purge left /etc/x\npackages piuparts: FAILED (see above, 30 s)' \
+  "$(failed_tests "$work/pk.log")"
+printf 'fuzz spec: ok execs=1 cov=2 ft=3 corpus=4\nfuzz sbatch: FAILED execs=9 cov=8 (exit 1); log: b/fuzz-sbatch.log\n==1==ERROR: AddressSanitizer: heap-buffer-overflow\n' >"$work/fz.log"
+expect "fuzz failed targets, with the crash log's lines" \
+  $'fuzz sbatch: FAILED execs=9 cov=8 (exit 1); log: b/fuzz-sbatch.log\n==1==ERROR: AddressSanitizer: heap-buffer-overflow' \
+  "$(failed_tests "$work/fz.log")"
 printf '====== 3 failed, 10 passed, 1 skipped, 2 errors in 12.30s (0:00:12) ======\n' >"$work/p.log"
 expect "pytest: 3 failed and 2 errors are 5" "10 5 1" "$(pytest_counts "$work/p.log")"
 printf '======= 4 passed, 7 deselected in 1.00s =======\n' >"$work/p.log"

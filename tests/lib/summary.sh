@@ -47,10 +47,15 @@ record_counts() {
 # lines of its output from gtest's failure or a sanitizer's report on
 # (ctest_why); pytest's from its short summary ("FAILED file::test -
 # message", "ERROR ..." for a fixture's setup or teardown), which pytest
-# prints when run with -rfE. At most 60 lines.
+# prints when run with -rfE; tests/packages.sh's "packages NAME: FAILED (why)"
+# lines with the 8 lines before (a check that failed says why above its
+# line, "see above"); tests/fuzz/run-fuzzers.sh's "fuzz TARGET: FAILED" with the lines
+# of the crash log it prints after. At most 60 lines.
 failed_tests() {
   {
     grep -E -A 12 '^not ok ' "$1"
+    grep -E -B 8 '^packages [a-z_]+: FAILED' "$1"
+    grep -E -A 12 '^fuzz [a-z_]+: FAILED' "$1"
     grep -E '^[[:space:]]*[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess aborted|Exception|Not Run)\)$' "$1" |
       while IFS= read -r line; do
         printf '%s\n' "$line"
