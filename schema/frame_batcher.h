@@ -26,19 +26,30 @@ class FrameBatcher {
   static constexpr size_t kMaxMessageBytes = 1 << 20;
 
   // Queues `frame`. The message to start writing now, or nullptr when a
-  // write is in flight (the frame goes in the next).
+  // write is in flight or the batcher holds (the frame goes in the next).
   Message* Queue(Frame frame) {
     queued_.push_back(std::move(frame));
-    return writing_ ? nullptr : TakeBatch();
+    return writing_ || held_ ? nullptr : TakeBatch();
   }
   // The write in flight completed: the next message to start, or nullptr
-  // when nothing is queued (no write is in flight then).
+  // when nothing is queued or the batcher holds (no write is in flight then).
   Message* WriteDone() {
-    if (queued_.empty()) {
+    if (queued_.empty() || held_) {
       writing_ = false;
       return nullptr;
     }
     return TakeBatch();
+  }
+  // Until Release, no write starts: what is queued meanwhile waits. For a
+  // writer that must not send what it queues before something else is done
+  // (tfslurmd's node stream: no lane's acknowledgment before the store has
+  // what it acknowledges).
+  void Hold() { held_ = true; }
+  // Ends a Hold: the message to start writing now, or nullptr when a write
+  // is in flight or nothing is queued.
+  Message* Release() {
+    held_ = false;
+    return writing_ || queued_.empty() ? nullptr : TakeBatch();
   }
   // The stream broke: what is queued goes nowhere.
   void Drop() { queued_.clear(); }
@@ -64,6 +75,7 @@ class FrameBatcher {
   std::deque<Frame> queued_;
   Message out_;
   bool writing_ = false;
+  bool held_ = false;
 };
 
 }  // namespace tfslurm::wire

@@ -5,7 +5,7 @@
 namespace tfslurm::agentrpc {
 
 Status DispatchReport(Agents& agents, const agent::v1::AgentMessage& m,
-                      std::optional<uint32_t> proven_uid) {
+                      std::optional<uint32_t> proven_uid, HeldWrites* held) {
   TaskRef ref = FromProto(m.task());
   ref.proven_uid = proven_uid;
   switch (m.body_case()) {
@@ -22,7 +22,7 @@ Status DispatchReport(Agents& agents, const agent::v1::AgentMessage& m,
       exit.reaped = m.exited().reaped();
       exit.detail = m.exited().detail();
       exit.at_startup = m.exited().at_startup();
-      return agents.OnExited(ref, exit);
+      return agents.OnExited(ref, exit, held);
     }
     case agent::v1::AgentMessage::kScalars:
       return agents.OnScalars(ref, FromProto(m.scalars()));

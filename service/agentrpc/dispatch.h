@@ -15,8 +15,10 @@ namespace tfslurm::agentrpc {
 
 // Heartbeat, Progress, Exited. Register needs a channel: see DispatchRegister.
 // `proven_uid`: the sender's uid as its transport proved it (uid_proof.h).
+// `held`: an exit report's store write may wait for Agents::WriteHeld
+// (null: it is in the store on return).
 Status DispatchReport(Agents& agents, const agent::v1::AgentMessage& message,
-                      std::optional<uint32_t> proven_uid);
+                      std::optional<uint32_t> proven_uid, HeldWrites* held = nullptr);
 void DispatchRegister(Agents& agents, const agent::v1::AgentMessage& message,
                       std::optional<uint32_t> proven_uid, std::shared_ptr<TaskChannel> channel);
 

@@ -52,7 +52,14 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
       FinishWhenWritten(grpc::Status::OK);
       return;
     }
-    for (const AgentFrame& frame : in_.frames()) OnFrame(frame);
+    // The NodeUp's frames are handled in a row, and nothing goes out
+    // before their exit reports are in the store, in one transaction: a
+    // lane's end acknowledges its exit report (agent.proto, LaneEnd).
+    HoldWrites();
+    HeldWrites held;
+    for (const AgentFrame& frame : in_.frames()) OnFrame(frame, &held);
+    agents_->WriteHeld(held);
+    ReleaseWrites();
     StartReading();
   }
 
@@ -78,7 +85,7 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
     std::unique_ptr<TaskStreamReader> reader;
   };
 
-  void OnFrame(const AgentFrame& frame) {
+  void OnFrame(const AgentFrame& frame, HeldWrites* held) {
     const uint64_t number = frame.lane();
     auto it = lanes_.find(number);
     if (it == lanes_.end()) {
@@ -102,7 +109,7 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
     }
     // The service ended the lane; the relay has not heard yet.
     if (!lane.channel->Attached()) return;
-    if (Status s = lane.reader->OnMessage(frame.message()); !s.ok())
+    if (Status s = lane.reader->OnMessage(frame.message(), held); !s.ok())
       EndLane(number, lane, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, s.message()));
   }
 
@@ -170,6 +177,17 @@ class NodeStream final : public grpc::ServerBidiReactor<NodeUp, NodeDown> {
   // next).
   void QueueLocked(ServiceFrame frame) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (NodeDown* next = writer_.Queue(std::move(frame))) WriteNextLocked(next);
+  }
+
+  void HoldWrites() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    writer_.Hold();
+  }
+
+  void ReleaseWrites() ABSL_LOCKS_EXCLUDED(mu_) {
+    MutexLock lock(mu_);
+    if (finished_) return;
+    if (NodeDown* next = writer_.Release()) WriteNextLocked(next);
   }
 
   void StartReading() {

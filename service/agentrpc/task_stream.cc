@@ -5,7 +5,7 @@
 
 namespace tfslurm::agentrpc {
 
-Status TaskStreamReader::OnMessage(const agent::v1::AgentMessage& message) {
+Status TaskStreamReader::OnMessage(const agent::v1::AgentMessage& message, HeldWrites* held) {
   if (!registered_ && message.body_case() != agent::v1::AgentMessage::kRegister)
     return InvalidArgument("the first message must be register");
   if (message.body_case() == agent::v1::AgentMessage::kRegister) {
@@ -27,7 +27,7 @@ Status TaskStreamReader::OnMessage(const agent::v1::AgentMessage& message) {
   }
   Status s = ProcId(message.task().proc_id()) == ref_.proc_id &&
                      message.task().experiment_id() == ref_.experiment_id
-                 ? DispatchReport(agents_, message, uid_)
+                 ? DispatchReport(agents_, message, uid_, held)
                  : InvalidArgument("a stream speaks for one task only");
   if (!s.ok()) channel_->Send(RefusalFor(s));
   return Status::Ok();

@@ -31,8 +31,9 @@ class TaskStreamReader {
       : agents_(agents), uid_proof_(uid_proof), channel_(std::move(channel)) {}
 
   // An error: the stream must end with it (its first message was not a
-  // Register). Refusals the agent should hear go to the channel.
-  Status OnMessage(const agent::v1::AgentMessage& message);
+  // Register). Refusals the agent should hear go to the channel. `held`:
+  // as DispatchReport's.
+  Status OnMessage(const agent::v1::AgentMessage& message, HeldWrites* held = nullptr);
 
   // The agent's side ended or the stream broke: core hears of it once the
   // stream has registered. May come more than once.

@@ -95,6 +95,16 @@ struct ExitReport {
   bool at_startup = false;
 };
 
+// Store writes of exit reports a carrier lets core hold (Agents::OnExited):
+// a node stream hands core a NodeUp's frames, several agents' reports, and
+// acknowledges none of them before the last is handled. What they change
+// then goes to the store in one transaction (WriteHeld) rather than one per
+// report: at 4,096 ranks a failure's Shutdowns bring 4,095 exit reports at
+// once, and each transaction writes its pages to SQLite's WAL anew.
+struct HeldWrites {
+  bool pending = false;  // set by core: something waits for WriteHeld
+};
+
 // An attempt's TF_CONFIG cluster object, built once after the barrier and
 // shared by every assignment of the attempt (schema/tf_config_wire.h).
 struct SharedCluster {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "base/sha256.h"
 #include "base/unsafe_text.h"
@@ -338,7 +339,7 @@ Status AgentProtocol::OnScalars(const TaskRef& ref, std::vector<ScalarPoint> poi
   return Status::Ok();
 }
 
-Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
+Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit, HeldWrites* held) {
   bool queued = false;
   Status status;
   {
@@ -349,9 +350,16 @@ Status AgentProtocol::OnExited(const TaskRef& ref, const ExitReport& exit) {
   // lock is released: when a failure's Shutdowns make every rank report at
   // once, the reports queued meanwhile go in one transaction, and the lock
   // is not held across one transaction per rank (at 4,096 ranks, a sixth
-  // of the service's CPU in a restart in place).
-  if (queued) core_.WriteQueued();
+  // of the service's CPU in a restart in place). A carrier that holds the
+  // write has it written with its other reports' (WriteHeld).
+  if (queued && held) held->pending = true;
+  if (queued && !held) core_.WriteQueued();
   return status;
+}
+
+void AgentProtocol::WriteHeld(HeldWrites& held) {
+  if (!std::exchange(held.pending, false)) return;
+  core_.WriteQueued();
 }
 
 Status AgentProtocol::OnExitedLocked(const TaskRef& ref, const ExitReport& exit, bool* queued) {

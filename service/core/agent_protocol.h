@@ -47,7 +47,10 @@ class AgentProtocol {
   // An exit judged a start-up failure (ExitReport::at_startup) before the
   // attempt's first step (a new checkpoint or scalar step) ends it as
   // startup_error.
-  Status OnExited(const TaskRef& ref, const ExitReport& exit) ABSL_LOCKS_EXCLUDED(core_.mu());
+  // `held`: as Agents::OnExited.
+  Status OnExited(const TaskRef& ref, const ExitReport& exit, HeldWrites* held)
+      ABSL_LOCKS_EXCLUDED(core_.mu());
+  void WriteHeld(HeldWrites& held) ABSL_LOCKS_EXCLUDED(core_.mu());
   // The stream of `channel` broke; the agent may reconnect.
   void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) ABSL_LOCKS_EXCLUDED(core_.mu());
 

@@ -29,12 +29,21 @@ class Agents {
   virtual Status OnHeartbeat(const TaskRef& ref) = 0;
   virtual Status OnProgress(const TaskRef& ref, int64_t step, const std::string& path) = 0;
   virtual Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) = 0;
-  virtual Status OnExited(const TaskRef& ref, const ExitReport& exit) = 0;
+  // What the report changed is in the store when this returns; with
+  // `held`, by the caller's WriteHeld(*held) instead, before which the
+  // caller acknowledges nothing.
+  virtual Status OnExited(const TaskRef& ref, const ExitReport& exit, HeldWrites* held) = 0;
+  Status OnExited(const TaskRef& ref, const ExitReport& exit) {
+    return OnExited(ref, exit, nullptr);
+  }
   // `detail`: the agent's own word on why the program ended (Exited.detail).
   Status OnExited(const TaskRef& ref, std::optional<int> exit_code, std::optional<int> signal,
                   bool reaped, const std::string& detail = "") {
     return OnExited(ref, ExitReport{exit_code, signal, reaped, detail});
   }
+  // Writes what OnExited held in `held`, and returns once it is in the
+  // store. Nothing if nothing is pending.
+  virtual void WriteHeld(HeldWrites& held) = 0;
   // The stream of `channel` broke; the agent may reconnect.
   virtual void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) = 0;
 };

@@ -34,6 +34,11 @@ void CoreState::WriteQueuedLocked() {
 }
 
 Status CoreState::Apply(std::span<const Changes> batch) {
+  // Nothing to write, nothing to order: a caller under core's lock (an
+  // agent back in standby, a Tick that changed nothing) does not wait for
+  // a transaction in progress.
+  if (std::all_of(batch.begin(), batch.end(), [](const Changes& c) { return c.empty(); }))
+    return Status::Ok();
   MutexLock lock(write_mu_);
   WriteQueuedLocked();
   return Write(batch);

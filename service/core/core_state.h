@@ -11,8 +11,8 @@
 // The ports, the config, the metrics and the observers are given at
 // construction and never change; the job sequence is atomic. Writes to the
 // store are ordered by a lock of their own, taken after mu(), and the
-// barrier's and the exit reports' are made once mu() is released
-// (CommitAfterUnlock). Polls, cancels
+// barrier's, the exit reports', a Tick's and a restart in place's are made
+// once mu() is released (CommitAfterUnlock). Polls, cancels
 // and step kills go to Slurm outside the lock; a resume and an automatic
 // submission hold it across their submission, as a user's first submission
 // does not.
@@ -68,7 +68,8 @@ class CoreState {
 
   // Writes `batch` in one transaction and tells the observers, after
   // whatever CommitAfterUnlock queued: the store sees every write in the
-  // order core decided it.
+  // order core decided it. A batch of nothing returns at once: it waits for
+  // no write in progress.
   Status Apply(std::span<const Changes> batch) ABSL_LOCKS_EXCLUDED(write_mu_, queue_mu_);
   // Writes `c` and empties it. A failed write is logged; the in-memory
   // state goes on.
@@ -78,7 +79,8 @@ class CoreState {
   // Queues `c` to be written by WriteQueued once the caller has released
   // mu(), and empties it: for a commit whose size would hold every agent's
   // message up behind core's lock (the barrier's, with every task's row: 24
-  // ms of 4,096 rows in bench/RESULTS.md's profile), or that comes from
+  // ms of 4,096 rows in bench/RESULTS.md's profile; a Tick's registrations
+  // and heartbeats; a restart in place's new task rows), or that comes from
   // every agent at once (the exit reports of a failure's Shutdowns, then
   // written together). A Commit or Apply made
   // meanwhile writes it first. Failures are logged, as Commit's. Returns

@@ -72,9 +72,10 @@ class ExperimentsImpl final : public Core {
   Status OnScalars(const TaskRef& ref, std::vector<ScalarPoint> points) override {
     return agents_.OnScalars(ref, std::move(points));
   }
-  Status OnExited(const TaskRef& ref, const ExitReport& exit) override {
-    return agents_.OnExited(ref, exit);
+  Status OnExited(const TaskRef& ref, const ExitReport& exit, HeldWrites* held) override {
+    return agents_.OnExited(ref, exit, held);
   }
+  void WriteHeld(HeldWrites& held) override { agents_.WriteHeld(held); }
   void OnDisconnect(const TaskRef& ref, const TaskChannel* channel) override {
     agents_.OnDisconnect(ref, channel);
   }

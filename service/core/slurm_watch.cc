@@ -272,24 +272,27 @@ void SlurmWatch::Tick() {
   }
 
   Actions actions;
+  bool queued = false;
   {
     MutexLock lock(core_.mu());
     if (polled) core_.PolledSlurm(jobs.ok(), now);
     // Every experiment's changes in one transaction: a poll that finds a
-    // hundred jobs ended (a user cancelling a sweep) holds core's lock and the
-    // store for one commit, not a hundred.
-    std::vector<Changes> batch;
+    // hundred jobs ended (a user cancelling a sweep) makes one commit, not a
+    // hundred. It is written once core's lock is released: the heartbeats
+    // and registrations a Tick writes are thousands of rows at 16,384
+    // tasks, and the agents' messages need not wait for them.
     for (OpenExperiment* open : core_.All()) {
       OpenExperiment& a = *open;
       Changes c;
       if (by_id) OnJobUpdate(a, *jobs, *by_id, now, poll_seq, c, actions);
       CheckTimers(a, c, actions);
-      if (!c.empty()) batch.push_back(std::move(c));
+      queued = core_.CommitAfterUnlock(c) || queued;
     }
     // Done with those final whose last job has left Slurm.
     core_.CloseEnded();
-    core_.CommitAll(batch);
   }
+  // In the store before Slurm is told anything of it.
+  if (queued) core_.WriteQueued();
   RunActions(actions);
 }
 

@@ -22,6 +22,7 @@ void SlurmWatch::CheckInPlace(OpenExperiment& a, int64_t now, Changes& c, Action
 
 void SlurmWatch::OnStandby(const std::string& id) {
   Actions actions;
+  bool queued = false;
   {
     MutexLock lock(core_.mu());
     OpenExperiment* found = core_.Find(id);
@@ -37,8 +38,12 @@ void SlurmWatch::OnStandby(const std::string& id) {
     if (at.standby_scan_from < run.size()) return;
     Changes c;
     CheckInPlace(a, core_.ports().clock.NowMs(), c, actions);
-    if (!c.empty()) core_.Commit(c);
+    // The next attempt's every task row: written once core's lock is
+    // released, so that its agents' registrations, which the NextAttempts
+    // just sent bring, need not wait for them.
+    queued = core_.CommitAfterUnlock(c);
   }
+  if (queued) core_.WriteQueued();
   RunActions(actions);
 }
 

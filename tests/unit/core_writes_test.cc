@@ -165,5 +165,41 @@ TEST_F(CoreWritesTest, ACommitAfterQueuedChangesWritesThemFirst) {
   EXPECT_EQ(stored, (std::vector<std::string>{"first", "second"}));
 }
 
+TEST_F(CoreWritesTest, ExitReportsHeldByTheirCarrierGoToTheStoreInOneTransaction) {
+  for (int p = 0; p < 6; ++p) Register(p);
+  watcher_->writes.clear();
+  const std::string secret = FakeSlurm::SecretOf(slurm_.submitted.at(0));
+  // Worker 0 (task 2) fails; the others are shut down and report reaped,
+  // all in one carrier's batch (a node stream's NodeUp).
+  HeldWrites held;
+  ASSERT_TRUE(
+      agents_->OnExited({"a", 1, secret, ProcId(2)}, {1, std::nullopt, false, ""}, &held).ok());
+  for (int p : {0, 1, 3})
+    ASSERT_TRUE(
+        agents_->OnExited({"a", 1, secret, ProcId(p)}, {std::nullopt, 15, true, ""}, &held).ok());
+  EXPECT_TRUE(held.pending);
+  EXPECT_TRUE(watcher_->writes.empty()) << "nothing written before WriteHeld";
+  agents_->WriteHeld(held);
+  EXPECT_FALSE(held.pending);
+  ASSERT_EQ(watcher_->writes.size(), 1u) << "the four reports in one transaction";
+  EXPECT_FALSE(watcher_->writes[0].under_core_lock);
+  int exits = 0;
+  for (const Changes& c : watcher_->writes[0].batch)
+    for (const TaskRecord& t : c.tasks) exits += HasExited(t.state);
+  EXPECT_EQ(exits, 4);
+  auto tasks = store_->ListTasks("a", 1);
+  ASSERT_TRUE(tasks.ok());
+  int ended = 0;
+  for (const TaskRecord& t : *tasks) ended += HasExited(t.state);
+  EXPECT_EQ(ended, 4) << "in the store when WriteHeld returns";
+  agents_->WriteHeld(held);
+  EXPECT_EQ(watcher_->writes.size(), 1u) << "nothing more to write";
+
+  // Without a carrier's hold, a report is in the store when OnExited returns.
+  ASSERT_TRUE(
+      agents_->OnExited({"a", 1, secret, ProcId(4)}, {std::nullopt, 15, true, ""}, nullptr).ok());
+  EXPECT_EQ(watcher_->writes.size(), 2u);
+}
+
 }  // namespace
 }  // namespace tfslurm
