@@ -7,12 +7,18 @@
 #include "service/core/wording.h"
 
 namespace tfslurm {
+namespace {
+
+bool Nothing(std::span<const Changes> batch) {
+  return std::all_of(batch.begin(), batch.end(), [](const Changes& c) { return c.empty(); });
+}
+
+}  // namespace
 
 Status CoreState::Write(std::span<const Changes> batch) {
   // Most calls carry nothing (a registration before the barrier is written
   // by the next Tick): neither the store nor the observers need them.
-  if (std::all_of(batch.begin(), batch.end(), [](const Changes& c) { return c.empty(); }))
-    return Status::Ok();
+  if (Nothing(batch)) return Status::Ok();
   Status s = ports_.store.ApplyAll(batch);
   // A refusal before the transaction (a taken id) changed nothing; any
   // other failure may have been a COMMIT that did or did not happen.
@@ -37,19 +43,15 @@ Status CoreState::Apply(std::span<const Changes> batch) {
   // Nothing to write, nothing to order: a caller under core's lock (an
   // agent back in standby, a Tick that changed nothing) does not wait for
   // a transaction in progress.
-  if (std::all_of(batch.begin(), batch.end(), [](const Changes& c) { return c.empty(); }))
-    return Status::Ok();
+  if (Nothing(batch)) return Status::Ok();
   MutexLock lock(write_mu_);
   WriteQueuedLocked();
   return Write(batch);
 }
 
-void CoreState::CommitAll(std::span<const Changes> batch) {
-  if (Status s = Apply(batch); !s.ok()) spdlog::error("could not persist changes: {}", s.message());
-}
-
 void CoreState::Commit(Changes& c) {
-  CommitAll({&c, 1});
+  if (Status s = Apply({&c, 1}); !s.ok())
+    spdlog::error("could not persist changes: {}", s.message());
   c = Changes{};
 }
 

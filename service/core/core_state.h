@@ -74,8 +74,6 @@ class CoreState {
   // Writes `c` and empties it. A failed write is logged; the in-memory
   // state goes on.
   void Commit(Changes& c) ABSL_LOCKS_EXCLUDED(write_mu_, queue_mu_);
-  // Writes every set of `batch` in one transaction, as Commit.
-  void CommitAll(std::span<const Changes> batch) ABSL_LOCKS_EXCLUDED(write_mu_, queue_mu_);
   // Queues `c` to be written by WriteQueued once the caller has released
   // mu(), and empties it: for a commit whose size would hold every agent's
   // message up behind core's lock (the barrier's, with every task's row: 24
